@@ -1,0 +1,1 @@
+"""The algorithms, each in the notation of the paper it comes from."""

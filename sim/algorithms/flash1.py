@@ -1,0 +1,89 @@
+"""FlashAttention (Dao et al., 2022, Algorithm 1), followed literally: outer loop over K/V blocks.
+
+K and V are read once. For every K/V block j, every Q block i is read again, and the
+running O_i, ℓ_i, m_i make a round trip through HBM — which is what FlashAttention-2
+later removed by swapping the loops. The causal mask is applied to S_ij; Algorithm 1
+skips no block (FlashAttention-2 does), so the causal run moves the same bytes.
+"""
+
+from math import ceil
+
+import numpy as np
+
+from sim import mask
+from sim.memory import Chip
+from sim.softmax import shift
+
+
+def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None:
+    """Read Q, K, V from HBM; write O (storage dtype) and the statistics ℓ, m (float32) to HBM."""
+    Q = chip.hbm.tensors["Q"]
+    N, d = Q.shape
+    Nk = chip.hbm.tensors["K"].shape[0]
+    Tr, Tc = ceil(N / Br), ceil(Nk / Bc)  # lines 3–4: Q, O, ℓ, m in Tr blocks of Br rows; K, V in Tc of Bc
+    chip.hbm.alloc("O", (N, d), Q.dtype)
+    chip.hbm.alloc("ℓ", (N,), np.float32)
+    chip.hbm.alloc("m", (N,), np.float32)
+
+    for i in range(Tr):  # line 2, block by block: initialize O = 0, ℓ = 0, m = −∞ in HBM
+        rows = (i * Br, min((i + 1) * Br, N))
+        r = rows[1] - rows[0]
+        with chip.step("init", 2, "Initialize O_i = 0, ℓ_i = 0, m_i = −∞ in HBM", i=i):
+            chip.store("O", chip.put("O_i", np.zeros((r, d))), rows)
+            chip.store("ℓ", chip.put("ℓ_i", np.zeros(r)), rows)
+            chip.store("m", chip.put("m_i", np.full(r, -np.inf)), rows)
+        chip.free("O_i", "ℓ_i", "m_i")
+
+    for j in range(Tc):  # line 5
+        cols = (j * Bc, min((j + 1) * Bc, Nk))
+        with chip.step("load", 6, "Load K_j, V_j from HBM to on-chip SRAM", j=j):
+            K_j = chip.load("K_j", "K", cols)  # (Bc, d) SRAM
+            V_j = chip.load("V_j", "V", cols)  # (Bc, d) SRAM
+
+        for i in range(Tr):  # line 7
+            rows = (i * Br, min((i + 1) * Br, N))
+            with chip.step("load", 8, "Load Q_i, O_i, ℓ_i, m_i from HBM to on-chip SRAM", i, j):
+                Q_i = chip.load("Q_i", "Q", rows)  # (Br, d) SRAM
+                O_i = chip.load("O_i", "O", rows)  # (Br, d) SRAM
+                ℓ_i = chip.load("ℓ_i", "ℓ", rows)  # (Br,) SRAM
+                m_i = chip.load("m_i", "m", rows)  # (Br,) SRAM
+            with chip.step("compute", 9, "On chip, compute S_ij = τ Q_i K_jᵀ", i, j):
+                S_ij = scale * chip.matmul(Q_i, K_j.T)  # (Br, Bc)
+                if causal and not mask.block_fully_seen(rows[0], cols[1], N, Nk):
+                    S_ij = np.where(mask.visible(*rows, *cols, N, Nk), S_ij, -np.inf)
+                S_ij = chip.put("S_ij", S_ij)
+            with chip.step(
+                "compute", 10, "On chip, m̃_ij = rowmax(S_ij), P̃_ij = exp(S_ij − m̃_ij), ℓ̃_ij = rowsum(P̃_ij)", i, j
+            ):
+                m̃_ij = chip.put("m̃_ij", S_ij.max(axis=1))  # (Br,)
+                P̃_ij = chip.put("P̃_ij", chip.exp(S_ij - shift(m̃_ij)[:, None]), replaces=["S_ij"])  # (Br, Bc)
+                ℓ̃_ij = chip.put("ℓ̃_ij", P̃_ij.sum(axis=1))  # (Br,)
+            with chip.step(
+                "compute",
+                11,
+                "On chip, m_i_new = max(m_i, m̃_ij), ℓ_i_new = e^(m_i − m_i_new)·ℓ_i + e^(m̃_ij − m_i_new)·ℓ̃_ij",
+                i,
+                j,
+            ):
+                m_new = chip.put("m_i_new", np.maximum(m_i, m̃_ij))
+                α = chip.put("α_i", chip.exp(m_i - shift(m_new)))  # e^(m_i − m_i_new): rescales the old O_i, ℓ_i
+                β = chip.put("β_i", chip.exp(m̃_ij - shift(m_new)))  # e^(m̃_ij − m_i_new): rescales this block
+                ℓ_new = chip.put("ℓ_i_new", α * ℓ_i + β * ℓ̃_ij)
+            with chip.step(
+                "store",
+                12,
+                "Write O_i ← diag(ℓ_i_new)⁻¹·(diag(ℓ_i)·e^(m_i − m_i_new)·O_i + e^(m̃_ij − m_i_new)·P̃_ij V_j) to HBM",
+                i,
+                j,
+            ):
+                unnormalized = (ℓ_i * α)[:, None] * O_i + β[:, None] * chip.matmul(P̃_ij, V_j)  # (Br, d)
+                O_i = chip.put(
+                    "O_i",
+                    np.divide(unnormalized, ℓ_new[:, None], out=np.zeros_like(unnormalized), where=ℓ_new[:, None] > 0),
+                )
+                chip.store("O", O_i, rows)
+            with chip.step("store", 13, "Write ℓ_i ← ℓ_i_new, m_i ← m_i_new to HBM", i, j):
+                chip.store("ℓ", ℓ_new, rows)
+                chip.store("m", m_new, rows)
+            chip.free("Q_i", "O_i", "ℓ_i", "m_i", "P̃_ij", "m̃_ij", "ℓ̃_ij", "m_i_new", "ℓ_i_new", "α_i", "β_i")
+        chip.free("K_j", "V_j")

@@ -1,0 +1,74 @@
+"""FlashAttention-2 forward (Dao, 2023, Algorithm 1): outer loop over Q blocks, one rescale at the end.
+
+Each Q block i is read once; K and V stream through SRAM once per Q block; O_i and the
+log-sum-exp L_i are written once. HBM traffic: s·(Nd + Tr·2·Nk·d) read, s·Nd + 4N written.
+"""
+
+from math import ceil
+
+import numpy as np
+
+from sim import mask
+from sim.memory import Chip
+from sim.softmax import shift
+
+
+def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None:
+    """Read Q, K, V from HBM; write O (storage dtype) and L = logsumexp (float32) to HBM."""
+    Q = chip.hbm.tensors["Q"]
+    N, d = Q.shape
+    Nk = chip.hbm.tensors["K"].shape[0]
+    Tr, Tc = ceil(N / Br), ceil(Nk / Bc)  # line 1: Q in Tr blocks of Br rows; K, V in Tc blocks of Bc rows
+    chip.hbm.alloc("O", (N, d), Q.dtype)  # line 2: O in Tr blocks of Br rows, L in Tr blocks of Br entries
+    chip.hbm.alloc("L", (N,), np.float32)
+
+    for i in range(Tr):  # line 3
+        rows = (i * Br, min((i + 1) * Br, N))
+        r = rows[1] - rows[0]
+        with chip.step("load", 4, "Load Q_i from HBM to on-chip SRAM", i=i):
+            Q_i = chip.load("Q_i", "Q", rows)  # (Br, d) SRAM
+        with chip.step("init", 5, "On chip, initialize O_i = 0, ℓ_i = 0, m_i = −∞", i=i):
+            O_i = chip.put("O_i", np.zeros((r, d)))  # (Br, d) SRAM, float32 accumulator
+            ℓ_i = chip.put("ℓ_i", np.zeros(r))  # (Br,) SRAM
+            m_i = chip.put("m_i", np.full(r, -np.inf))  # (Br,) SRAM
+
+        for j in range(Tc):  # line 6
+            cols = (j * Bc, min((j + 1) * Bc, Nk))
+            if causal and not mask.block_seen(rows[1], cols[0], N, Nk):
+                with chip.step("skip", 6, "Skip K_j, V_j: the causal mask hides them from every row of Q_i", i, j):
+                    continue  # never read from HBM: this is FlashAttention-2's causal saving
+            with chip.step("load", 7, "Load K_j, V_j from HBM to on-chip SRAM", i, j):
+                K_j = chip.load("K_j", "K", cols)  # (Bc, d) SRAM
+                V_j = chip.load("V_j", "V", cols)  # (Bc, d) SRAM
+            with chip.step("compute", 8, "On chip, compute S_ij = τ Q_i K_jᵀ", i, j):
+                S_ij = scale * chip.matmul(Q_i, K_j.T)  # (Br, Bc)
+                if causal and not mask.block_fully_seen(rows[0], cols[1], N, Nk):
+                    S_ij = np.where(mask.visible(*rows, *cols, N, Nk), S_ij, -np.inf)
+                S_ij = chip.put("S_ij", S_ij)
+            with chip.step(
+                "compute",
+                9,
+                "On chip, m_i ← max(m_i, rowmax(S_ij)), P̃_ij = exp(S_ij − m_i), ℓ_i ← e^(m_old − m_i)·ℓ_i + rowsum(P̃_ij)",
+                i,
+                j,
+            ):
+                m_new = chip.put("m_new", np.maximum(m_i, S_ij.max(axis=1)))  # (Br,)
+                P̃_ij = chip.put("P̃_ij", chip.exp(S_ij - shift(m_new)[:, None]), replaces=["S_ij"])  # (Br, Bc)
+                α = chip.put("α_i", chip.exp(m_i - shift(m_new)))  # (Br,) = e^(m_old − m_new)
+                ℓ_i = chip.put("ℓ_i", α * ℓ_i + P̃_ij.sum(axis=1))
+                m_i = chip.put("m_i", m_new, replaces=["m_new"])
+            with chip.step("compute", 10, "On chip, O_i ← diag(e^(m_old − m_i))·O_i + P̃_ij V_j", i, j):
+                O_i = chip.put("O_i", α[:, None] * O_i + chip.matmul(P̃_ij, V_j))  # (Br, d)
+            chip.free("P̃_ij", "α_i")
+        chip.free("K_j", "V_j")
+
+        with chip.step("compute", 12, "On chip, O_i = diag(ℓ_i)⁻¹ O_i", i=i):
+            O_i = chip.put("O_i", np.divide(O_i, ℓ_i[:, None], out=np.zeros_like(O_i), where=ℓ_i[:, None] > 0))
+        with chip.step("compute", 13, "On chip, L_i = m_i + log(ℓ_i)", i=i):
+            with np.errstate(divide="ignore"):
+                L_i = chip.put("L_i", np.where(ℓ_i > 0, m_i + np.log(ℓ_i), -np.inf))  # (Br,)
+        with chip.step("store", 14, "Write O_i to HBM as the i-th block of O", i=i):
+            chip.store("O", O_i, rows)
+        with chip.step("store", 15, "Write L_i to HBM as the i-th block of L", i=i):
+            chip.store("L", L_i, rows)
+        chip.free("Q_i", "O_i", "ℓ_i", "m_i", "L_i")

@@ -1,0 +1,241 @@
+"""`sim.run`: check the inputs, pick blocks, run an algorithm through the memory model, collect the result."""
+
+from dataclasses import dataclass
+from itertools import product
+
+import numpy as np
+
+from sim import blocks as blocks_
+from sim import hardware as hardware_
+from sim.algorithms import flash1, flash2, standard
+from sim.errors import InputError
+from sim.memory import DTYPES, Chip, Ledger, dtype_name
+from sim.trace import Trace
+
+ALGORITHMS = {"standard": standard.forward, "flash1": flash1.forward, "flash2": flash2.forward}
+RECORDS = ("counts", "steps", "values")
+BLOCK_RULES = ("fit", "paper")
+
+
+@dataclass
+class Result:
+    """What a simulated run produced and what it cost. Byte and FLOP counts cover every head."""
+
+    algorithm: str
+    output: np.ndarray | None  # (N, d) or (B, H, N, d), in the storage dtype; None for `count`
+    lse: np.ndarray | None  # flash2's log-sum-exp L, float32; None for the others
+    stats: dict  # other per-row statistics left in HBM: flash1's ℓ and m
+    ledger: Ledger
+    block_rows: int
+    block_cols: int
+    sram_bytes: int
+    sram_peak_bytes: int
+    scale: float
+    causal: bool
+    dtype: str
+    hardware: hardware_.Hardware
+    heads: int  # batch × heads that were counted
+    trace: Trace | None = None  # record="steps" or "values": the first head's steps
+
+    @property
+    def hbm_read_bytes(self) -> int:
+        return self.ledger.hbm_read_bytes
+
+    @property
+    def hbm_write_bytes(self) -> int:
+        return self.ledger.hbm_write_bytes
+
+    @property
+    def hbm_bytes(self) -> int:
+        return self.ledger.hbm_read_bytes + self.ledger.hbm_write_bytes
+
+    @property
+    def flops(self) -> int:
+        return self.ledger.flops
+
+    @property
+    def exps(self) -> int:
+        return self.ledger.work["exp"]
+
+
+def run(
+    algorithm: str,
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    scale: float | None = None,
+    block_rows: int | None = None,
+    block_cols: int | None = None,
+    blocks: str = "fit",
+    sram_bytes: int | None = None,
+    hardware: str | hardware_.Hardware | None = None,
+    record: str = "counts",
+) -> Result:
+    """Run `algorithm` ("standard", "flash1" or "flash2") on q (N, d), k and v (Nk, d) — or (B, H, ·, d).
+
+    The inputs' dtype is the storage dtype (float16, bfloat16 or float32; float64 is stored
+    as float32). Blocks not given are chosen by `blocks`: "fit" (the largest that fit the
+    SRAM) or "paper" (the paper's rule, refused with the buffer sizes if it does not fit).
+    `record` is "counts", "steps" (a Trace of the first head) or "values" (with values).
+    """
+    _check_choice("algorithm", algorithm, ALGORITHMS)
+    _check_choice("record", record, RECORDS)
+    q, k, v = check_inputs(q, k, v)
+    *lead, N, d = q.shape
+    Nk = k.shape[-2]
+    scale = _check_scale(scale, d)
+    setup = _setup(algorithm, N, Nk, d, q.dtype, block_rows, block_cols, blocks, sram_bytes, hardware)
+    Br, Bc, M, hw = setup
+
+    output = np.empty(q.shape, q.dtype)
+    stat_names = {"flash2": ("L",), "flash1": ("ℓ", "m")}.get(algorithm, ())
+    stats = {name: np.empty((*lead, N), np.float32) for name in stat_names}
+    ledger, peak, trace = Ledger(), 0, None
+    for n, head in enumerate(product(*(range(x) for x in lead))):
+        if n == 0 and record != "counts":
+            trace = _new_trace(algorithm, N, Nk, d, q.dtype, causal, scale, setup, record, head, q, k, v)
+            chip = Chip(M, record, trace)
+        else:
+            chip = Chip(M)
+        _run_head(chip, algorithm, q[head], k[head], v[head], Br, Bc, scale, causal)
+        output[head] = chip.hbm.tensors["O"]
+        for name in stat_names:
+            stats[name][head] = chip.hbm.tensors[name]
+        ledger.add(chip.ledger)
+        peak = max(peak, chip.sram.peak)
+        if trace is not None and n == 0:
+            trace.hbm = {t: {"shape": list(a.shape), "dtype": str(a.dtype)} for t, a in chip.hbm.tensors.items()}
+            if record == "values":
+                trace.output = output[head].astype(np.float64).tolist()
+    lse = stats.pop("L", None)
+    return Result(
+        algorithm, output, lse, stats, ledger, Br, Bc, M, peak, scale, causal, dtype_name(q.dtype), hw,
+        int(np.prod(lead, dtype=np.int64)), trace,
+    )  # fmt: skip
+
+
+def count(
+    algorithm: str,
+    *,
+    n: int,
+    d: int,
+    nk: int | None = None,
+    batch: int = 1,
+    heads: int = 1,
+    dtype: str = "fp16",
+    causal: bool = False,
+    scale: float | None = None,
+    block_rows: int | None = None,
+    block_cols: int | None = None,
+    blocks: str = "fit",
+    sram_bytes: int | None = None,
+    hardware: str | hardware_.Hardware | None = None,
+) -> Result:
+    """The ledger of `run` for batch × heads heads, without their numerics.
+
+    Every head moves the same tiles, so one head is simulated (on seeded random data)
+    and its ledger counted batch × heads times; `output` is None.
+    """
+    _check_choice("dtype", dtype, DTYPES)
+    for name, value in (("batch", batch), ("heads", heads)):
+        _check_positive(name, value)
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((rows, d)).astype(DTYPES[dtype]) for rows in (n, nk or n, nk or n))
+    one = run(
+        algorithm, q, k, v, causal=causal, scale=scale, block_rows=block_rows, block_cols=block_cols,
+        blocks=blocks, sram_bytes=sram_bytes, hardware=hardware,
+    )  # fmt: skip
+    ledger = Ledger()
+    ledger.add(one.ledger, batch * heads)
+    one.ledger, one.heads, one.output, one.lse, one.stats = ledger, batch * heads, None, None, {}
+    return one
+
+
+def _run_head(chip: Chip, algorithm, q, k, v, Br, Bc, scale, causal) -> None:
+    for name, x in (("Q", q), ("K", k), ("V", v)):
+        chip.hbm.place(name, x)
+    ALGORITHMS[algorithm](chip, Br=Br, Bc=Bc, scale=scale, causal=causal)
+
+
+def _setup(algorithm, N, Nk, d, dtype, block_rows, block_cols, blocks, sram_bytes, hardware):
+    """Resolve hardware, SRAM size and blocks: (Br, Bc, sram_bytes, hardware)."""
+    _check_choice("blocks", blocks, BLOCK_RULES)
+    hw = hardware if isinstance(hardware, hardware_.Hardware) else hardware_.get(hardware or hardware_.DEFAULT)
+    M = hw.sram_bytes if sram_bytes is None else _check_positive("sram_bytes", sram_bytes)
+    s = np.dtype(dtype).itemsize
+    for name, value in (("block_rows", block_rows), ("block_cols", block_cols)):
+        if value is not None:
+            _check_positive(name, value)
+    if blocks == "paper" and block_rows is None and block_cols is None:
+        Br, Bc = blocks_.paper(M, d, s)
+        blocks_.check_fits(algorithm, min(Br, N), min(Bc, Nk), d, s, M, "the paper's rule Bc = ⌈M/4d⌉, Br = min(Bc, d) gives ")
+        return Br, Bc, M, hw
+    Br, Bc = blocks_.fit(algorithm, N, Nk, d, s, M, block_rows, block_cols)
+    return Br, Bc, M, hw
+
+
+def _new_trace(algorithm, N, Nk, d, dtype, causal, scale, setup, record, head, q, k, v) -> Trace:
+    Br, Bc, M, hw = setup
+    config = {
+        "n": N, "nk": Nk, "d": d, "dtype": dtype_name(dtype), "causal": causal, "scale": scale,
+        "block_rows": Br, "block_cols": Bc, "sram_bytes": M, "hardware": hw.name, "head": list(head),
+    }  # fmt: skip
+    inputs = None
+    if record == "values":
+        inputs = {name: x[head].astype(np.float64).tolist() for name, x in (("q", q), ("k", k), ("v", v))}
+    return Trace(algorithm, config, hbm={}, inputs=inputs)
+
+
+def check_inputs(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Validate q, k, v and return them in their storage dtype (float64 becomes float32)."""
+    arrays = []
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        try:
+            x = np.asarray(x)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"{name}: not an array ({e})") from None
+        if x.dtype == np.float64:
+            x = x.astype(np.float32)
+        if x.dtype not in DTYPES.values():
+            raise InputError(f"{name}: dtype {x.dtype} is not supported; use float16, bfloat16, float32 or float64")
+        if x.ndim not in (2, 4):
+            raise InputError(f"{name}: shape {x.shape} has {x.ndim} dimensions; expected (N, d) or (batch, heads, N, d)")
+        arrays.append(x)
+    q, k, v = arrays
+    if not (q.dtype == k.dtype == v.dtype):
+        raise InputError(f"k, v: dtypes {k.dtype}, {v.dtype} differ from q's {q.dtype}; q, k and v share one dtype")
+    if q.ndim != k.ndim or q.shape[:-2] != k.shape[:-2]:
+        raise InputError(f"k: shape {k.shape} does not match q's {q.shape} in the batch and head dimensions")
+    if k.shape != v.shape:
+        raise InputError(f"v: shape {v.shape} must equal k's {k.shape} (Nk, d)")
+    if q.shape[-1] != k.shape[-1]:
+        raise InputError(f"k: head dimension {k.shape[-1]} differs from q's {q.shape[-1]}; q, k, v share d")
+    if q.shape[-1] < 1:
+        raise InputError("d: head dimension must be at least 1, got 0")
+    for name, x in (("q", q), ("k", k), ("v", v)):
+        if min(x.shape) < 1:
+            raise InputError(f"{name}: shape {x.shape} has an empty dimension; N, Nk, batch and heads must be ≥ 1")
+        if not np.isfinite(x).all():
+            raise InputError(f"{name}: contains NaN or Inf (or values beyond {x.dtype}'s range); inputs must be finite")
+    return q, k, v
+
+
+def _check_choice(name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise InputError(f"{name}: unknown {value!r}; choose one of {', '.join(allowed)}")
+
+
+def _check_positive(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise InputError(f"{name}: must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def _check_scale(scale, d: int) -> float:
+    if scale is None:
+        return 1.0 / np.sqrt(d)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float, np.floating)) or not np.isfinite(scale):
+        raise InputError(f"scale: must be a finite number, got {scale!r}")
+    return float(scale)

@@ -1,0 +1,269 @@
+"""The memory hierarchy: HBM tensors, a capacity-checked SRAM, and the Ledger that books every transfer.
+
+Algorithms touch data only through a `Chip`: `load` copies a tile HBM → SRAM, `put`
+keeps an on-chip result in SRAM, `store` writes a tile SRAM → HBM, and `matmul`/`exp`
+compute (and count) on SRAM-resident buffers. Every byte that crosses HBM is booked.
+"""
+
+from collections import defaultdict
+from contextlib import nullcontext
+
+import ml_dtypes
+import numpy as np
+
+from sim.errors import SRAMOverflowError
+from sim.trace import Access, Resident, Step, Trace
+
+DTYPES = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "fp32": np.dtype(np.float32)}
+ACCUMULATOR = np.dtype(np.float32)  # on-chip arithmetic and the softmax statistics are float32
+
+
+def dtype_name(dtype) -> str:
+    """"fp16", "bf16" or "fp32" for a NumPy storage dtype."""
+    for name, dt in DTYPES.items():
+        if np.dtype(dtype) == dt:
+            return name
+    raise KeyError(dtype)
+
+
+def human_bytes(n: float) -> str:
+    """Bytes as a short string in binary units: 512 B, 16.0 KiB, 2.5 MiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+class Ledger:
+    """Bytes per (level, tensor, direction) and work per kind ("matmul" FLOPs, "exp" evaluations)."""
+
+    def __init__(self):
+        self.bytes: dict[tuple[str, str, str], int] = defaultdict(int)
+        self.work: dict[str, int] = defaultdict(int)
+        self.hbm_read_bytes = 0
+        self.hbm_write_bytes = 0
+
+    def book(self, level: str, tensor: str, direction: str, nbytes: int) -> None:
+        """Record `nbytes` moving `direction` ("read" or "write") between `level` and SRAM."""
+        self.bytes[level, tensor, direction] += nbytes
+        if level == "hbm":
+            if direction == "read":
+                self.hbm_read_bytes += nbytes
+            else:
+                self.hbm_write_bytes += nbytes
+
+    @property
+    def flops(self) -> int:
+        """Matmul FLOPs, 2·m·n·k per product."""
+        return self.work["matmul"]
+
+    def per_tensor(self, level: str = "hbm") -> dict[str, dict[str, int]]:
+        """{tensor: {"read": bytes, "write": bytes}} at one level."""
+        out: dict[str, dict[str, int]] = {}
+        for (lvl, tensor, direction), n in self.bytes.items():
+            if lvl == level:
+                out.setdefault(tensor, {"read": 0, "write": 0})[direction] += n
+        return out
+
+    def add(self, other: "Ledger", times: int = 1) -> None:
+        """Add `times` copies of another ledger's counts to this one."""
+        for key, n in other.bytes.items():
+            self.book(*key, n * times)
+        for kind, n in other.work.items():
+            self.work[kind] += n * times
+
+    def to_dict(self) -> dict:
+        """JSON-ready counts."""
+        return {
+            "hbm_read_bytes": self.hbm_read_bytes,
+            "hbm_write_bytes": self.hbm_write_bytes,
+            "bytes": [
+                {"level": lvl, "tensor": t, "direction": d, "bytes": n} for (lvl, t, d), n in sorted(self.bytes.items())
+            ],
+            "work": dict(self.work),
+        }
+
+
+class HBM:
+    """Off-chip memory: named tensors, each in its storage dtype."""
+
+    def __init__(self):
+        self.tensors: dict[str, np.ndarray] = {}
+
+    def place(self, name: str, array: np.ndarray) -> None:
+        """Put a tensor in HBM without booking traffic (inputs are there before the kernel starts)."""
+        self.tensors[name] = array
+
+    def alloc(self, name: str, shape: tuple, dtype) -> None:
+        """Reserve an uninitialized output tensor (NaN-filled, so a missed write shows)."""
+        self.tensors[name] = np.full(shape, np.nan, dtype=dtype)
+
+
+class SRAM:
+    """On-chip memory of `capacity` bytes holding named buffers; going over raises SRAMOverflowError."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.buffers: dict[str, tuple[np.ndarray, int, Access | None]] = {}  # name -> (array, nbytes, source)
+        self.used = 0
+        self.peak = 0
+
+    def put(self, name: str, array: np.ndarray, nbytes: int, source: Access | None = None, replaces=()) -> None:
+        """Make `name` resident (replacing a buffer of the same name, and those in `replaces`)."""
+        for old in (name, *replaces):
+            if old in self.buffers:
+                self.used -= self.buffers.pop(old)[1]
+        if self.used + nbytes > self.capacity:
+            resident = ", ".join(f"{n} {human_bytes(b)}" for n, (_, b, _) in self.buffers.items()) or "nothing"
+            raise SRAMOverflowError(
+                f"SRAM overflow: {name} ({human_bytes(nbytes)}) does not fit; resident: {resident} "
+                f"= {human_bytes(self.used)} of {human_bytes(self.capacity)} "
+                "(use smaller blocks, or more SRAM with --sram-bytes or --hardware)"
+            )
+        self.buffers[name] = (array, nbytes, source)
+        self.used += nbytes
+        self.peak = max(self.peak, self.used)
+
+    def free(self, *names: str) -> None:
+        """Release buffers (names not resident are ignored)."""
+        for name in names:
+            if name in self.buffers:
+                self.used -= self.buffers.pop(name)[1]
+
+    def holds(self, x: np.ndarray) -> bool:
+        """Whether `x` is a resident buffer or a view of one."""
+        return any(x is a or x.base is a for a, _, _ in self.buffers.values())
+
+    def residents(self) -> list[Resident]:
+        """The buffers in SRAM now."""
+        return [Resident(n, b, src) for n, (_, b, src) in self.buffers.items()]
+
+
+class Chip:
+    """One thread block's view of the GPU: HBM, its SRAM, the ledger and (optionally) a step trace.
+
+    `record` is "counts" (ledger only), "steps" (plus a Trace of every step) or
+    "values" (steps plus the values each step wrote to SRAM).
+    """
+
+    def __init__(self, sram_bytes: int, record: str = "counts", trace: Trace | None = None):
+        self.hbm = HBM()
+        self.sram = SRAM(sram_bytes)
+        self.ledger = Ledger()
+        self.record = record
+        self.trace = trace
+        self._step: Step | None = None
+
+    # -- tracing --------------------------------------------------------------
+
+    def step(self, op: str, line: int | None, text: str, i: int | None = None, j: int | None = None, phase=None):
+        """Context for one executed line of the paper's listing (a no-op unless recording)."""
+        if self.trace is None:
+            return nullcontext()
+        return _StepContext(self, Step(len(self.trace.steps), op, line, text, i, j, phase))
+
+    def _note(self, name: str, before, after) -> None:
+        if self.record == "values" and self._step is not None:
+            values = self._step.values
+            if before is not None and name not in values["before"] and name not in values["after"]:
+                values["before"][name] = before.tolist()
+            values["after"][name] = after.tolist()
+
+    # -- data movement ----------------------------------------------------------
+
+    def load(self, buf: str, tensor: str, rows=None, cols=None, *, cached: bool = False) -> np.ndarray:
+        """Copy a tile of an HBM tensor into SRAM buffer `buf`; returns it as float32.
+
+        The buffer occupies SRAM at the storage dtype's size; the float32 copy is only how
+        NumPy computes on it (a tensor core multiplies fp16/bf16 exactly into float32).
+        `cached=True` books the read at level "l2": a re-read that Theorem 2's count of
+        standard attention assumes never reaches HBM.
+        """
+        src = self.hbm.tensors[tensor]
+        tile, access = _tile(src, tensor, rows, cols, "l2" if cached else "hbm")
+        value = tile.astype(ACCUMULATOR)
+        self.ledger.book(access.level, tensor, "read", access.nbytes)
+        self._note(buf, self._current(buf), value)
+        self.sram.put(buf, value, access.nbytes, access)
+        if self._step is not None:
+            self._step.reads.append(access)
+        return value
+
+    def put(self, buf: str, value, replaces=()) -> np.ndarray:
+        """Keep an on-chip result in SRAM as float32 (replacing `replaces`, as an in-place update)."""
+        value = np.asarray(value, dtype=ACCUMULATOR)
+        self._note(buf, self._current(buf), value)
+        self.sram.put(buf, value, value.nbytes, None, replaces)
+        return value
+
+    def store(self, tensor: str, value: np.ndarray, rows=None, cols=None) -> None:
+        """Write an SRAM buffer to a tile of an HBM tensor, rounding to its storage dtype."""
+        assert self.sram.holds(value), "store: only SRAM-resident buffers can be written to HBM"
+        dst = self.hbm.tensors[tensor]
+        _, access = _tile(dst, tensor, rows, cols, "hbm")
+        dst[_index(rows, cols, dst.ndim)] = value.astype(dst.dtype)
+        self.ledger.book("hbm", tensor, "write", access.nbytes)
+        if self._step is not None:
+            self._step.writes.append(access)
+
+    def free(self, *bufs: str) -> None:
+        """Release SRAM buffers."""
+        self.sram.free(*bufs)
+
+    def _current(self, buf: str):
+        entry = self.sram.buffers.get(buf)
+        return None if entry is None else entry[0]
+
+    # -- arithmetic ---------------------------------------------------------------
+
+    def matmul(self, A: np.ndarray, B: np.ndarray) -> np.ndarray:
+        """A @ B on SRAM-resident operands, booking 2·m·n·k FLOPs."""
+        assert self.sram.holds(A) and self.sram.holds(B), "matmul: operands must be resident in SRAM"
+        (m, k), n = A.shape, B.shape[1]
+        self.ledger.work["matmul"] += 2 * m * n * k
+        return A @ B
+
+    def exp(self, x: np.ndarray) -> np.ndarray:
+        """Elementwise exp, booking one evaluation per element."""
+        self.ledger.work["exp"] += x.size
+        return np.exp(x)
+
+
+class _StepContext:
+    """Opens a Step on entry; on exit snapshots SRAM and the running totals into it."""
+
+    __slots__ = ("chip", "step")
+
+    def __init__(self, chip: Chip, step: Step):
+        self.chip, self.step = chip, step
+
+    def __enter__(self):
+        if self.chip.record == "values":
+            self.step.values = {"before": {}, "after": {}}
+        self.chip._step = self.step
+        return self.step
+
+    def __exit__(self, *exc):
+        chip, step = self.chip, self.step
+        chip._step = None
+        step.sram = chip.sram.residents()
+        step.sram_bytes = chip.sram.used
+        step.hbm_read_bytes = chip.ledger.hbm_read_bytes
+        step.hbm_write_bytes = chip.ledger.hbm_write_bytes
+        step.flops = chip.ledger.flops
+        chip.trace.steps.append(step)
+        return False
+
+
+def _index(rows, cols, ndim: int):
+    r = slice(*rows) if rows is not None else slice(None)
+    if ndim == 1:
+        return r
+    return r, (slice(*cols) if cols is not None else slice(None))
+
+
+def _tile(src: np.ndarray, tensor: str, rows, cols, level: str) -> tuple[np.ndarray, Access]:
+    tile = src[_index(rows, cols, src.ndim)]
+    r0, r1 = rows if rows is not None else (0, src.shape[0])
+    c0, c1 = (cols if cols is not None else (0, src.shape[1])) if src.ndim == 2 else (0, 1)
+    return tile, Access(tensor, r0, r1, c0, c1, tile.size * src.itemsize, level)
