@@ -35,6 +35,9 @@ class Result:
     dtype: str
     hardware: hardware_.Hardware
     heads: int  # batch × heads that were counted
+    n: int
+    nk: int
+    d: int
     trace: Trace | None = None  # record="steps" or "values": the first head's steps
 
     @property
@@ -112,7 +115,7 @@ def run(
     lse = stats.pop("L", None)
     return Result(
         algorithm, output, lse, stats, ledger, Br, Bc, M, peak, scale, causal, dtype_name(q.dtype), hw,
-        int(np.prod(lead, dtype=np.int64)), trace,
+        int(np.prod(lead, dtype=np.int64)), N, Nk, d, trace,
     )  # fmt: skip
 
 

@@ -1,15 +1,24 @@
 """The `flashsim` command: small functions that call the library and hand its results to `sim.viz`."""
 
+import json
 import sys
 
 import click
-import typer
+import numpy as np
 from rich.console import Console
 
-from sim.errors import FlashsimError
+import sim
+from sim import bench, hardware, reference, report, walkthrough
+from sim.errors import FlashsimError, InputError
+from sim.memory import DTYPES
+from sim.viz import bench as bench_viz
+from sim.viz import run as run_viz
+from sim.viz import walkthrough as walkthrough_viz
+
+console = Console(highlight=False)
 
 
-class _Group(typer.core.TyperGroup):
+class _Group(click.Group):
     """Reports usage errors and `FlashsimError`s on one line to stderr with exit code 2."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
@@ -17,30 +26,126 @@ class _Group(typer.core.TyperGroup):
             rv = super().main(args, prog_name or "flashsim", complete_var, standalone_mode=False, **extra)
         except click.UsageError as e:
             where = f"{e.ctx.command_path}: " if e.ctx else ""
-            _fail(f"{where}{e.format_message()}")
+            fail(f"{where}{e.format_message()}")
         except FlashsimError as e:
-            _fail(str(e))
+            fail(str(e))
         except click.exceptions.Abort:
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
-def _fail(message: str) -> None:
+def fail(message: str) -> None:
+    """Print `error: message` on one line to stderr and exit with code 2."""
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"error: {message}", markup=False)
     sys.exit(2)
 
 
-app = typer.Typer(
-    cls=_Group,
-    help="flashsim: FlashAttention, made visible.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-bench_app = typer.Typer(cls=_Group, help="Benchmarks: print a table, optionally write JSON.", no_args_is_help=True)
-app.add_typer(bench_app, name="bench")
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+def app() -> None:
+    """flashsim: FlashAttention, made visible."""
+
+
+@app.group("bench")
+def bench_app() -> None:
+    """Benchmarks: print a table, optionally write JSON."""
+
+
+ALGORITHM = click.Choice(["standard", "flash1", "flash2"])
+DTYPE = click.Choice(list(DTYPES))
+HARDWARE = click.Choice(list(hardware.PRESETS), case_sensitive=False)
+POSITIVE = click.IntRange(min=1)
+
+
+def random_inputs(batch: int, heads: int, n: int, nk: int, d: int, dtype: str, seed: int):
+    """Seeded standard-normal q (batch, heads, n, d) and k, v (batch, heads, nk, d) in the storage dtype."""
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((batch, heads, rows, d)).astype(DTYPES[dtype]) for rows in (n, nk, nk))
+
+
+def print_json(obj) -> None:
+    """One JSON object on stdout (infinities as ±Infinity, as Python's json writes them)."""
+    sys.stdout.write(json.dumps(obj) + "\n")
+
+
+@app.command("run")
+@click.option("--algo", type=ALGORITHM, default="flash2", show_default=True, help="Algorithm to simulate.")
+@click.option("--n", type=POSITIVE, default=1024, show_default=True, help="Query rows N.")
+@click.option("--nk", type=POSITIVE, default=None, help="Key/value rows Nk  [default: N]")
+@click.option("--d", type=POSITIVE, default=64, show_default=True, help="Head dimension d.")
+@click.option("--batch", type=POSITIVE, default=1, show_default=True)
+@click.option("--heads", type=POSITIVE, default=1, show_default=True)
+@click.option("--dtype", type=DTYPE, default="fp16", show_default=True, help="Storage dtype (on-chip math is fp32).")
+@click.option("--causal", is_flag=True, help="Causal mask, aligned bottom-right when N ≠ Nk.")
+@click.option("--scale", type=float, default=None, help="Softmax scale τ  [default: 1/√d]")
+@click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
+@click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
+@click.option(
+    "--blocks", type=click.Choice(["fit", "paper"]), default="fit", show_default=True,
+    help="Rule for blocks not given: the largest that fit, or the paper's Bc = ⌈M/4d⌉, Br = min(Bc, d).",
+)  # fmt: skip
+@click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
+@click.option("--hardware", "hardware_name", type=HARDWARE, default=hardware.DEFAULT, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--counts-only", is_flag=True, help="Count bytes and FLOPs only (one head simulated; no error check).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
+def run_command(
+    algo, n, nk, d, batch, heads, dtype, causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name,
+    seed, counts_only, as_json,
+) -> None:  # fmt: skip
+    """Simulate one attention forward pass on seeded random inputs and report its traffic."""
+    if blocks == "paper" and (block_rows or block_cols):
+        raise InputError("--blocks paper: cannot be combined with --block-rows/--block-cols")
+    nk = nk or n
+    options = dict(
+        causal=causal, scale=scale, block_rows=block_rows, block_cols=block_cols, blocks=blocks,
+        sram_bytes=sram_bytes, hardware=hardware_name,
+    )  # fmt: skip
+    if counts_only:
+        result = sim.count(algo, n=n, nk=nk, d=d, batch=batch, heads=heads, dtype=dtype, **options)
+        err = None
+    else:
+        q, k, v = random_inputs(batch, heads, n, nk, d, dtype, seed)
+        result = sim.run(algo, q, k, v, **options)
+        err = report.max_abs_error(result, q, k, v)
+    summary = report.run_report(result, batch=batch, heads=heads, max_abs_err=err)
+    if as_json:
+        print_json(summary)
+    else:
+        console.print(run_viz.run_table(summary))
+
+
+@app.command("walkthrough")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole trace as JSON.")
+def walkthrough_command(as_json) -> None:
+    """FlashAttention step by step on N = 4 queries and keys with blocks of 2."""
+    flash = walkthrough.flash()
+    if as_json:
+        print_json(flash.trace.to_dict())
+        return
+    ref, _ = reference.attention(walkthrough.Q, walkthrough.K, walkthrough.V)
+    standard = walkthrough.standard()
+    console.print(walkthrough_viz.walkthrough(flash, standard, ref, walkthrough.Q, walkthrough.K, walkthrough.V))
+
+
+@bench_app.command("sim")
+@click.option("--n", type=POSITIVE, default=4096, show_default=True, help="Sequence length of the timed runs.")
+@click.option("--d", type=POSITIVE, default=64, show_default=True)
+@click.option("--dtype", type=DTYPE, default="fp16", show_default=True)
+@click.option("--repeats", type=POSITIVE, default=3, show_default=True, help="Timed repeats (the median is reported).")
+@click.option("--memory-n", type=click.IntRange(min=0), default=32768, show_default=True, help="N of the flash2 memory probe (0 skips it).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), default=None, help="Also write the report here.")
+def bench_sim_command(n, d, dtype, repeats, memory_n, json_path) -> None:
+    """Time the simulator's full numerics against plain NumPy attention, and probe flash2's memory."""
+    result = bench.bench_sim(n=n, d=d, dtype=dtype, repeats=repeats, memory_n=memory_n or None)
+    console.print(bench_viz.sim_table(result))
+    if json_path:
+        bench.write_json(result, json_path)
 
 
 def main() -> None:
     """Entry point of the `flashsim` console script."""
     app()
+
+
+if __name__ == "__main__":
+    main()

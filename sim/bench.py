@@ -1,0 +1,119 @@
+"""`flashsim bench sim`: the simulator's own speed against plain NumPy, and its memory at long sequences."""
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+import sim
+from sim.memory import DTYPES
+
+ALGORITHMS = ("standard", "flash1", "flash2")
+
+
+def machine() -> dict:
+    """Where the numbers were taken: CPU model, core count, Python and NumPy versions."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(), "numpy": np.__version__}
+
+
+def numpy_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Plain NumPy standard attention in float32: the baseline the simulator is timed against."""
+    q, k, v = (x.astype(np.float32) for x in (q, k, v))
+    s = (q @ k.T) / np.float32(np.sqrt(q.shape[1]))
+    s -= s.max(axis=1, keepdims=True)
+    p = np.exp(s)
+    p /= p.sum(axis=1, keepdims=True)
+    return p @ v
+
+
+def median_seconds(fn, repeats: int) -> float:
+    """Median wall time of `repeats` calls, after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+_MEMORY_PROBE = """
+import resource, sys, time, numpy as np, sim
+n, d, dtype = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rng = np.random.default_rng(0)
+q, k, v = (rng.standard_normal((n, d)).astype(sim.memory.DTYPES[dtype]) for _ in range(3))
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t = time.perf_counter()
+r = sim.run("flash2", q, k, v)
+seconds = time.perf_counter() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(before * 1024, peak * 1024, seconds, r.block_rows, r.block_cols)
+"""
+
+
+def memory_probe(n: int, d: int, dtype: str) -> dict | None:
+    """Peak resident memory of a fresh process running full-numerics flash2 at N = n (Linux only)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    out = subprocess.run(
+        [sys.executable, "-c", _MEMORY_PROBE, str(n), str(d), dtype], capture_output=True, text=True, check=True
+    ).stdout.split()
+    before, peak, seconds, Br, Bc = int(out[0]), int(out[1]), float(out[2]), int(out[3]), int(out[4])
+    return {
+        "n": n,
+        "d": d,
+        "peak_rss_bytes": peak,
+        "rss_before_run_bytes": before,
+        "n_by_n_float32_bytes": 4 * n * n,
+        "seconds": seconds,
+        "block_rows": Br,
+        "block_cols": Bc,
+    }
+
+
+def bench_sim(n: int = 4096, d: int = 64, dtype: str = "fp16", repeats: int = 3, memory_n: int | None = 32768) -> dict:
+    """Time each algorithm's full-numerics run against plain NumPy attention; probe flash2's memory."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((n, d)).astype(DTYPES[dtype]) for _ in range(3))
+    baseline = median_seconds(lambda: numpy_attention(q, k, v), repeats)
+    rows = []
+    for algorithm in ALGORITHMS:
+        result = sim.run(algorithm, q, k, v)
+        seconds = median_seconds(lambda a=algorithm: sim.run(a, q, k, v), repeats)
+        rows.append(
+            {
+                "algorithm": algorithm,
+                "seconds": seconds,
+                "ratio_to_numpy": seconds / baseline,
+                "block_rows": result.block_rows,
+                "block_cols": result.block_cols,
+            }
+        )
+    return {
+        "benchmark": "sim",
+        "machine": machine(),
+        "n": n,
+        "d": d,
+        "dtype": dtype,
+        "repeats": repeats,
+        "numpy_seconds": baseline,
+        "rows": rows,
+        "memory": memory_probe(memory_n, d, dtype) if memory_n else None,
+    }
+
+
+def write_json(report: dict, path: str) -> None:
+    """Write a benchmark report as indented JSON."""
+    with open(path, "w") as f:
+        json.dump(report, f, indent=2)

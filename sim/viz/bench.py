@@ -1,0 +1,40 @@
+"""Tables for `flashsim bench sim`."""
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from sim.memory import human_bytes
+
+
+def sim_table(report: dict) -> RenderableType:
+    """Full-numerics time of each algorithm against plain NumPy, and flash2's peak memory at long N."""
+    m = report["machine"]
+    table = Table(
+        title=f"Simulator speed · N={report['n']}, d={report['d']}, {report['dtype']}, median of {report['repeats']}",
+        title_justify="left",
+    )
+    table.add_column("")
+    table.add_column("blocks", justify="right")
+    table.add_column("seconds", justify="right")
+    table.add_column("× NumPy", justify="right")
+    table.add_row("plain NumPy standard attention (float32)", "", f"{report['numpy_seconds']:.3f}", "1.00")
+    for row in report["rows"]:
+        table.add_row(
+            f"sim {row['algorithm']}",
+            f"{row['block_rows']}×{row['block_cols']}",
+            f"{row['seconds']:.3f}",
+            f"{row['ratio_to_numpy']:.2f}",
+        )
+    parts = [Text(f"{m['cpu']} · {m['cores']} cores · Python {m['python']} · NumPy {m['numpy']}", style="dim"), table]
+    mem = report["memory"]
+    if mem:
+        parts.append(
+            Text(
+                f"flash2, full numerics, N={mem['n']}, d={mem['d']} (blocks {mem['block_rows']}×{mem['block_cols']}): "
+                f"peak RSS {human_bytes(mem['peak_rss_bytes'])} (of which {human_bytes(mem['rss_before_run_bytes'])} "
+                f"before the run) in {mem['seconds']:.1f} s; one N×N float32 matrix would be "
+                f"{human_bytes(mem['n_by_n_float32_bytes'])}."
+            )
+        )
+    return Group(*parts)
