@@ -1,0 +1,138 @@
+"""`flashsim compare`: the simulator, run with a GPU kernel's own tiling, beside that kernel on the same inputs."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import sim
+from gpu import counters, device, dtypes, tiling, timing
+from gpu.flash import flash_attention
+from gpu.harness import flops
+from sim import blocks, hardware, iomodel, reference
+from sim.memory import DTYPES
+
+AGREE = 0.05  # predicted global traffic vs L2-level bytes: the tolerance the comparison claims
+
+
+@dataclass
+class Comparison:
+    """What `compare` found; bytes cover every head, errors are max |x − float64| over every element."""
+
+    config: dict
+    sim_err: float
+    gpu_err: float
+    sim_lse_err: float
+    gpu_lse_err: float
+    predicted_read: int
+    predicted_write: int
+    flops: float
+    measured_ms: float
+    roofline: iomodel.Roofline | None
+    hardware: str | None
+    counters: dict | None
+    counters_note: str
+    gaps: list[str] = field(default_factory=list)
+
+    @property
+    def read_ratio(self) -> float | None:
+        return self.counters["l2_read_bytes"] / self.predicted_read if self.counters else None
+
+    @property
+    def write_ratio(self) -> float | None:
+        return self.counters["l2_write_bytes"] / self.predicted_write if self.counters else None
+
+
+def preset_for(name: str) -> hardware.Hardware | None:
+    """The simulator's hardware preset for a device name ("NVIDIA H100 80GB HBM3" → H100-SXM), if any."""
+    for key, preset in (("H200", "H200"), ("H100", "H100-SXM"), ("A100-SXM4-40GB", "A100-40GB"), ("A100", "A100-80GB"), ("4090", "RTX-4090")):
+        if key in name:
+            return hardware.get(preset)
+    return None
+
+
+def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profile=True) -> Comparison:
+    """Run sim.run("flash2") with `kernel`'s Br, Bc and the GPU kernel on one set of random inputs."""
+    device.require()
+    kernel = kernel or tiling.DEFAULT_KERNEL
+    name = dtypes.ALIASES[dtype]
+    tiles = tiling.default_tiles(kernel, d)
+    smem = tiling.smem_bytes(kernel, d, tiles)
+    s = np.dtype(dtypes.BY_NAME[name]).itemsize
+    sram = max(smem, sum(blocks.footprint("flash2", tiles.block_rows, tiles.block_cols, d, s).values()))
+    rng = np.random.default_rng(seed)
+    shapes = ((batch, heads, n, d), (batch, heads, nk, d), (batch, heads, nk, d))
+    q, k, v = (rng.standard_normal(shape).astype(np.float32).astype(DTYPES[_sim_dtype(name)]) for shape in shapes)
+
+    result = sim.run("flash2", q, k, v, causal=causal, block_rows=tiles.block_rows, block_cols=tiles.block_cols, sram_bytes=sram)
+    qg, kg, vg = (_to_device(x) for x in (q, k, v))
+    o, lse = flash_attention(qg, kg, vg, causal=causal, kernel=kernel)
+    o_ref, lse_ref = reference.attention(q, k, v, causal=causal)
+    o_gpu = dtypes.to_float32(o).get().astype(np.float64)
+    measured_ms = timing.median_ms(lambda: flash_attention(qg, kg, vg, causal=causal, kernel=kernel))
+
+    props = device.properties()
+    hw = preset_for(props["name"])
+    total_flops = flops(n, nk, d, batch, heads, causal)
+    roof = None
+    if hw is not None:
+        counts = iomodel.Counts(result.hbm_read_bytes, result.hbm_write_bytes, result.flops, result.exps)
+        roof = iomodel.roofline(counts, hw, _sim_dtype(name))
+    measured, note = None, ""
+    if not profile:
+        note = "counters not asked for (--no-counters)"
+    elif counters.ncu_path() is None:
+        note = "Nsight Compute (ncu) is not installed here: bytes are predicted only; time is measured with CUDA events"
+    else:
+        try:
+            measured = counters.measure(kernel, n=n, nk=nk, d=d, batch=batch, heads=heads, dtype=name, causal=causal)
+        except counters.CounterError as e:
+            note = str(e)
+    config = dict(n=n, nk=nk, d=d, batch=batch, heads=heads, dtype=name, causal=causal, kernel=kernel,
+                  block_rows=tiles.block_rows, block_cols=tiles.block_cols, smem_bytes=smem, sim_sram_bytes=sram,
+                  device=props["name"], l2_bytes=props["l2_bytes"])  # fmt: skip
+    c = Comparison(
+        config, _max_err(result.output, o_ref), float(np.abs(o_gpu - o_ref).max()), _lse_err(result.lse, lse_ref),
+        _lse_err(lse.get(), lse_ref), result.hbm_read_bytes, result.hbm_write_bytes, total_flops, measured_ms, roof,
+        hw.name if hw else None, measured, note,
+    )  # fmt: skip
+    c.gaps = explain_gaps(c, s)
+    return c
+
+
+def explain_gaps(c: Comparison, s: int) -> list[str]:
+    """Why measured L2-level bytes differ from the prediction by more than AGREE (empty when they agree)."""
+    if not c.counters or (abs(c.read_ratio - 1) <= AGREE and abs(c.write_ratio - 1) <= AGREE):
+        return []
+    d, row = c.config["d"], tiling.padded_dims(c.config["d"])[0]
+    reasons = []
+    if c.config["kernel"] == "v2" and row != d:
+        reasons.append(f"v2 reads and writes rows padded from d = {d} to {row} elements (16-byte rows for cp.async); the simulator counts d")
+    if (row * s) % 32:
+        reasons.append(f"a row is {row * s} bytes, not a whole number of 32-byte L2 sectors, and the counters count whole sectors")
+    if c.config["n"] % c.config["block_rows"] or c.config["nk"] % c.config["block_cols"]:
+        reasons.append("the ragged last blocks' lse stores fill part of a sector")
+    if not reasons:
+        reasons.append(f"unexplained: reads ×{c.read_ratio:.3f}, writes ×{c.write_ratio:.3f} of the prediction")
+    return reasons
+
+
+def _sim_dtype(name: str) -> str:
+    return {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}[name]
+
+
+def _to_device(x: np.ndarray):
+    cupy = device.require()
+    if x.dtype == DTYPES["bf16"]:
+        return cupy.asarray(x.view(np.uint16)).view(dtypes.BY_NAME["bfloat16"])
+    return cupy.asarray(x)
+
+
+def _max_err(o: np.ndarray, ref: np.ndarray) -> float:
+    return float(np.abs(o.astype(np.float64) - ref).max())
+
+
+def _lse_err(lse: np.ndarray, ref: np.ndarray) -> float:
+    seen = np.isfinite(ref)
+    if not np.array_equal(np.isneginf(lse), ~seen):
+        return float("inf")
+    return float(np.abs(lse[seen].astype(np.float64) - ref[seen]).max()) if seen.any() else 0.0

@@ -1,0 +1,80 @@
+"""Hardware counters of one kernel launch through Nsight Compute (`ncu`): bytes at L2 and at DRAM, and time.
+
+`python -m gpu.counters --kernel v2 --n … ` is the program `measure` hands to ncu: it runs the kernel once
+on random inputs of the given shape (traffic does not depend on the values).
+"""
+
+import argparse
+import csv
+import glob
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from sim.errors import FlashsimError
+
+# name → (ncu metric, multiplier to bytes or nanoseconds)
+METRICS = {
+    "l2_read_bytes": ("lts__t_sectors_srcunit_tex_op_read.sum", 32),  # sectors L1/TEX (ld, cp.async) asked L2 for
+    "l2_write_bytes": ("lts__t_sectors_srcunit_tex_op_write.sum", 32),
+    "dram_read_bytes": ("dram__bytes_read.sum", 1),
+    "dram_write_bytes": ("dram__bytes_write.sum", 1),
+    "kernel_ns": ("gpu__time_duration.sum", 1),
+}
+
+
+class CounterError(FlashsimError):
+    """ncu is installed but could not read the counters; the message carries its last words."""
+
+
+def ncu_path() -> str | None:
+    """Where Nsight Compute's `ncu` is, or None."""
+    found = shutil.which("ncu") or next(iter(sorted(glob.glob("/opt/nvidia/nsight-compute/*/ncu"))), None)
+    return found or ("/usr/local/cuda/bin/ncu" if Path("/usr/local/cuda/bin/ncu").exists() else None)
+
+
+def measure(kernel: str, *, n, nk, d, batch, heads, dtype, causal) -> dict[str, float] | None:
+    """The counters of one launch of `kernel` (a flash kernel name) on that shape; None without ncu."""
+    from gpu import tiling
+
+    ncu = ncu_path()
+    if ncu is None:
+        return None
+    target = [sys.executable, "-m", "gpu.counters", "--kernel", kernel, "--n", str(n), "--nk", str(nk), "--d", str(d),
+              "--batch", str(batch), "--heads", str(heads), "--dtype", dtype] + (["--causal"] if causal else [])  # fmt: skip
+    cmd = [ncu, "--clock-control", "none", "--csv", "--print-units", "base", "--metrics",
+           ",".join(m for m, _ in METRICS.values()), "--kernel-name", f"regex:{tiling.KERNEL_FUNCTIONS[kernel]}",
+           "--launch-count", "1", *target]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH", "")]))
+    run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    lines = run.stdout.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    if run.returncode != 0 or start is None:
+        last = (run.stderr.strip() or run.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise CounterError(f"ncu could not profile {kernel} (exit {run.returncode}): {last[0]}")
+    values = {row["Metric Name"]: float(row["Metric Value"].replace(",", "")) for row in csv.DictReader(lines[start:])}
+    return {name: values[metric] * factor for name, (metric, factor) in METRICS.items()}
+
+
+def main(argv=None) -> None:
+    """Run one flash kernel once on random inputs (the program ncu profiles)."""
+    from gpu import device
+    from gpu.flash import flash_attention
+    from gpu.harness import random_qkv
+
+    parser = argparse.ArgumentParser(prog="python -m gpu.counters")
+    for name in ("n", "nk", "d", "batch", "heads"):
+        parser.add_argument(f"--{name}", type=int, required=True)
+    parser.add_argument("--kernel", required=True)
+    parser.add_argument("--dtype", required=True)
+    parser.add_argument("--causal", action="store_true")
+    a = parser.parse_args(argv)
+    q, k, v = random_qkv(a.batch, a.heads, a.n, a.nk, a.d, a.dtype, seed=0)
+    flash_attention(q, k, v, causal=a.causal, kernel=a.kernel)
+    device.require().cuda.Device().synchronize()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,52 @@
+"""Whether a CUDA GPU and CuPy are usable here, and the error raised where they are not."""
+
+import functools
+
+from sim.errors import FlashsimError
+
+
+class GPUUnavailableError(FlashsimError):
+    """The GPU port was used where CuPy or a CUDA GPU is missing; the message says which."""
+
+
+@functools.cache
+def available() -> tuple[bool, str]:
+    """(True, the GPU's name) when CuPy imports and sees a CUDA GPU, else (False, what is missing)."""
+    try:
+        import cupy
+    except ImportError:
+        return False, "CuPy is not installed (pip install 'flashsim[gpu-cuda13]' or 'flashsim[gpu]')"
+    try:
+        count = cupy.cuda.runtime.getDeviceCount()
+    except cupy.cuda.runtime.CUDARuntimeError as e:
+        return False, f"CuPy found no usable CUDA driver or GPU ({e})"
+    if count == 0:
+        return False, "CuPy sees no CUDA GPU"
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    if props["major"] < 8:
+        return False, f"{props['name'].decode()} is compute capability {props['major']}.{props['minor']}; flashsim's kernels need 8.0 (Ampere) or newer"
+    return True, props["name"].decode()
+
+
+def require():
+    """The `cupy` module, or GPUUnavailableError naming what is missing."""
+    ok, reason = available()
+    if not ok:
+        raise GPUUnavailableError(f"the GPU port needs CuPy and an NVIDIA GPU: {reason}")
+    import cupy
+
+    return cupy
+
+
+def properties() -> dict:
+    """The current device's properties (name, SM count, L2, shared memory per block)."""
+    cupy = require()
+    p = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    return {
+        "name": p["name"].decode(),
+        "cc": f"{p['major']}.{p['minor']}",
+        "sm_count": p["multiProcessorCount"],
+        "l2_bytes": p["l2CacheSize"],
+        "smem_per_block_optin": p["sharedMemPerBlockOptin"],
+        "total_bytes": p["totalGlobalMem"],
+    }

@@ -1,0 +1,74 @@
+// softmax_rows.cu: P = softmax(scale · S), row by row: the middle step of standard attention
+// (the FlashAttention paper's Algorithm 0, line 2), between two cuBLAS matmuls that write S and read P.
+//
+// S is read from HBM once and P written once, both (batch·heads·N, Nk) in fp16/bf16; the row waits in
+// shared memory in between. One thread block per row. Causal masks align bottom-right: query r sees
+// keys c ≤ r + Nk − N; hidden keys get P = 0, and a row that sees no key is all zeros (no NaN).
+//
+// Measured: part of standard attention's time in `flashsim bench gpu`; gpu/NOTES.md has the numbers.
+//
+// Injected #defines: STORAGE (1 float16, 2 bfloat16), NTHREADS.
+
+typedef unsigned short storage_t;  // the 16 bits of a float16 or bfloat16
+
+__device__ __forceinline__ float to_float(storage_t x) {
+#if STORAGE == 1
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
+    return f;
+#else
+    return __uint_as_float(((unsigned int)x) << 16);
+#endif
+}
+
+__device__ __forceinline__ storage_t from_float(float x) {
+    storage_t h;
+#if STORAGE == 1
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+#else
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
+#endif
+    return h;
+}
+
+// all NTHREADS threads get op(x of every thread); `scratch` holds NTHREADS / 32 floats of SRAM
+template <bool MAX>
+__device__ float block_reduce(float x, float* scratch) {
+    for (int k = 16; k > 0; k /= 2) {
+        const float y = __shfl_xor_sync(0xffffffff, x, k);
+        x = MAX ? fmaxf(x, y) : x + y;
+    }
+    __syncthreads();  // scratch is free (a previous reduction has been read by everyone)
+    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
+    __syncthreads();
+    x = scratch[0];
+    for (int w = 1; w < NTHREADS / 32; ++w) x = MAX ? fmaxf(x, scratch[w]) : x + scratch[w];
+    return x;
+}
+
+// S, P: (batch·heads·N, Nk) in HBM. Grid: batch·heads·N blocks; dynamic SRAM: (Nk + NTHREADS / 32) floats.
+extern "C" __global__ void __launch_bounds__(NTHREADS)
+softmax_rows(const storage_t* S, storage_t* P, int N, int Nk, float scale, int causal)
+{
+    extern __shared__ float sram[];
+    float* row = sram;             // SRAM: scale · S[r, :], (Nk)
+    float* scratch = sram + Nk;    // SRAM: one partial per warp
+    const size_t base = (size_t)blockIdx.x * Nk;
+    const int r = blockIdx.x % N;  // the query this row belongs to
+    const int seen = causal ? max(0, min(Nk, r + Nk - N + 1)) : Nk;  // keys 0 … seen − 1 are visible
+
+    float m = -INFINITY;
+    for (int c = threadIdx.x; c < seen; c += NTHREADS) {
+        row[c] = scale * to_float(S[base + c]);
+        m = fmaxf(m, row[c]);
+    }
+    m = block_reduce<true>(m, scratch);
+    float l = 0.f;
+    for (int c = threadIdx.x; c < seen; c += NTHREADS) {
+        row[c] = expf(row[c] - m);
+        l += row[c];
+    }
+    l = block_reduce<false>(l, scratch);
+    const float inv = l > 0.f ? 1.f / l : 0.f;
+    for (int c = threadIdx.x; c < Nk; c += NTHREADS) P[base + c] = from_float(c < seen ? row[c] * inv : 0.f);
+}

@@ -1,0 +1,108 @@
+"""Rich renderers for the GPU commands: pure functions from results to renderables."""
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from sim.memory import human_bytes
+
+
+def _tflops(entry: dict | None) -> str:
+    if entry is None:
+        return "—"
+    if "status" in entry:
+        return entry["status"]
+    return f"{entry['tflops']:.1f}"
+
+
+def _ratio(a: dict | None, b: dict | None, fmt: str) -> str:
+    if not a or not b or "tflops" not in a or "tflops" not in b:
+        return "—"
+    return fmt.format(a["tflops"] / b["tflops"])
+
+
+def _mem(entry: dict | None) -> str:
+    if not entry or "peak_extra_bytes" not in entry:
+        return entry.get("status", "—") if entry else "—"
+    return human_bytes(entry["peak_extra_bytes"])
+
+
+def bench_table(report: dict) -> Group:
+    """The `flashsim bench gpu` table: TFLOP/s per implementation, v2 against SDPA and standard, memory."""
+    dev = report["device"]
+    table = Table(title=f"FlashAttention-2 forward on {dev['name']} (TFLOP/s)", title_justify="left")
+    for col in ("dtype", "d", "causal", "N", "v2", "SDPA flash", "v2/SDPA", "standard", "v2/standard", "v1",
+                "mem v2", "mem SDPA", "mem standard"):  # fmt: skip
+        table.add_column(col, justify="right")
+    for r in report["rows"]:
+        table.add_row(
+            {"float16": "fp16", "bfloat16": "bf16"}[r["dtype"]], str(r["d"]), "yes" if r["causal"] else "no", str(r["n"]),
+            _tflops(r["v2"]), _tflops(r.get("sdpa")), _ratio(r["v2"], r.get("sdpa"), "{:.2f}"), _tflops(r["standard"]),
+            _ratio(r["v2"], r["standard"], "{:.1f}×"), _tflops(r["v1"]), _mem(r["v2"]), _mem(r.get("sdpa")), _mem(r["standard"]),
+        )  # fmt: skip
+    notes = [Text(f"· {note}", style="dim") for note in report["notes"]]
+    if report.get("torch"):
+        notes.append(Text(f"· SDPA: torch {report['torch']}, torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)", style="dim"))
+    return Group(table, *notes)
+
+
+def comparison(c) -> Group:
+    """The `flashsim compare` report: errors, bytes predicted vs measured, time predicted vs measured."""
+    cfg = c.config
+    head = Text(
+        f"{cfg['kernel']} on {cfg['device']} vs the simulator's flash2 with the kernel's tiling: "
+        f"N={cfg['n']} Nk={cfg['nk']} d={cfg['d']} batch={cfg['batch']} heads={cfg['heads']} {cfg['dtype']}"
+        f"{' causal' if cfg['causal'] else ''}; Br={cfg['block_rows']} Bc={cfg['block_cols']}, "
+        f"{human_bytes(cfg['smem_bytes'])} shared memory per block (the simulator was given {human_bytes(cfg['sim_sram_bytes'])} of SRAM)"
+    )
+    err = Table(title="max |x − float64 reference|", title_justify="left")
+    for col in ("", "simulator", "GPU"):
+        err.add_column(col, justify="right")
+    err.add_row("O", f"{c.sim_err:.2e}", f"{c.gpu_err:.2e}")
+    err.add_row("lse", f"{c.sim_lse_err:.2e}", f"{c.gpu_lse_err:.2e}")
+
+    io = Table(title="global-memory traffic", title_justify="left")
+    for col in ("", "predicted (simulator)", "measured at L2", "measured/predicted", "measured at DRAM"):
+        io.add_column(col, justify="right")
+    m = c.counters
+    io.add_row("read", human_bytes(c.predicted_read), human_bytes(m["l2_read_bytes"]) if m else "—",
+               f"{c.read_ratio:.3f}" if m else "—", human_bytes(m["dram_read_bytes"]) if m else "—")  # fmt: skip
+    io.add_row("write", human_bytes(c.predicted_write), human_bytes(m["l2_write_bytes"]) if m else "—",
+               f"{c.write_ratio:.3f}" if m else "—", human_bytes(m["dram_write_bytes"]) if m else "—")  # fmt: skip
+
+    t = Table(title="time", title_justify="left")
+    for col in ("", "ms", "TFLOP/s"):
+        t.add_column(col, justify="right")
+    if c.roofline is not None:
+        t.add_row(f"roofline ({c.hardware} datasheet, {c.roofline.bound}-bound)", f"{c.roofline.seconds * 1e3:.3f}",
+                  f"{c.flops / c.roofline.seconds / 1e12:.1f}")  # fmt: skip
+    t.add_row("measured (CUDA events, median)", f"{c.measured_ms:.3f}", f"{c.flops / c.measured_ms / 1e9:.1f}")
+    if m:
+        t.add_row("measured (ncu gpu__time_duration, one launch)", f"{m['kernel_ns'] / 1e6:.3f}", f"{c.flops / m['kernel_ns'] / 1e3:.1f}")
+
+    notes = []
+    if m:
+        if not c.gaps:
+            notes.append(f"The prediction agrees with the L2-level bytes within 5% (reads ×{c.read_ratio:.3f}, writes ×{c.write_ratio:.3f}).")
+        else:
+            notes.append("Measured L2-level bytes differ from the prediction by more than 5%: " + "; ".join(c.gaps) + ".")
+        notes.append(
+            f"DRAM read {m['dram_read_bytes'] / c.predicted_read:.0%} of the predicted bytes: the simulator has no L2, but the GPU's "
+            f"{human_bytes(cfg['l2_bytes'])} L2 serves most re-reads of K_j and V_j, because the Q blocks of one head run at the "
+            "same time and read the same K/V blocks; DRAM sees little more than Q, K, V once. DRAM writes can also trail the "
+            "L2 writes: dirty lines may still sit in L2 when the kernel ends."
+        )
+    else:
+        notes.append(c.counters_note)
+    if c.roofline is not None:
+        notes.append(
+            f"The roofline uses datasheet peaks ({c.hardware}); measured/roofline = {c.measured_ms / 1e3 / c.roofline.seconds:.2f}: "
+            "mma.sync runs below the datasheet's wgmma peak, and softmax's exponentials and rescaling share the SM with the matmuls."
+        )
+    return Group(head, err, io, t, *(Text(n) for n in notes))
+
+
+def bench_progress(row: dict) -> str:
+    """One finished benchmark configuration on one line (printed to stderr while the run goes on)."""
+    parts = [f"{k} {_tflops(row.get(k))}" for k in ("v2", "sdpa", "standard", "v1") if k in row]
+    return f"{row['dtype']} d={row['d']} causal={row['causal']} N={row['n']}: " + ", ".join(parts) + " TFLOP/s"

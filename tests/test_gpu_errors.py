@@ -1,0 +1,60 @@
+"""Bad input gets one line naming the argument and what is allowed; no GPU gets one line naming what is missing."""
+
+import pytest
+
+import gpu
+from sim.errors import FlashsimError, InputError
+
+
+@pytest.mark.skipif(gpu.available()[0], reason="a GPU is present")
+def test_without_gpu_every_entry_point_says_what_is_missing():
+    for call in (lambda: gpu.flash_attention(None, None, None), lambda: gpu.standard_attention(None, None, None)):
+        with pytest.raises(gpu.GPUUnavailableError, match="needs CuPy and an NVIDIA GPU") as e:
+            call()
+        assert isinstance(e.value, FlashsimError) and "\n" not in str(e.value)
+
+
+def test_available_reports_a_reason():
+    ok, reason = gpu.available()
+    assert isinstance(ok, bool) and reason
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "make,match",
+    [
+        (lambda c, r: (r((1, 1, 8, 64), "float16"), r((1, 1, 8, 64), "float16"), r((1, 1, 9, 64), "float16")), "k, v: shapes"),
+        (lambda c, r: (r((1, 1, 8, 64), "float16"), r((1, 2, 8, 64), "float16"), r((1, 2, 8, 64), "float16")), "k: expected shape"),
+        (lambda c, r: (r((1, 1, 8, 64), "float16"), r((1, 1, 8, 32), "float16"), r((1, 1, 8, 32), "float16")), "k: expected shape"),
+        (lambda c, r: (r((1, 1, 0, 64), "float16"),) * 3, "q: every dimension"),
+        (lambda c, r: (r((1, 1, 8, 129), "float16"),) * 3, r"d \(head dim"),
+        (lambda c, r: (r((8, 64), "float16"),) * 3, "q: expected 4 dimensions"),
+        (lambda c, r: (c.ones((1, 1, 8, 64), c.float64),) * 3, "q: dtype float64"),
+        (lambda c, r: (r((1, 1, 8, 64), "float16"), r((1, 1, 8, 64), "bfloat16"), r((1, 1, 8, 64), "float16")), "k: dtype|k, v: dtypes"),
+        (lambda c, r: (r((1, 1, 64, 8), "float16").swapaxes(2, 3),) * 3, "q: must be C-contiguous"),
+        (lambda c, r: (r((1, 1, 8, 64), "float32"),) * 3, "q: dtype float32"),
+    ],
+)
+def test_bad_input_is_named(make, match):
+    cupy = pytest.importorskip("cupy")
+
+    def rand(shape, dtype):
+        return gpu.dtypes.from_float32(cupy.random.standard_normal(shape, dtype=cupy.float32), dtype)
+
+    with pytest.raises(InputError, match=match) as e:
+        gpu.flash_attention(*make(cupy, rand))
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.gpu
+def test_bad_options_are_named():
+    cupy = pytest.importorskip("cupy")
+    q = cupy.ones((1, 1, 8, 64), cupy.float16)
+    with pytest.raises(InputError, match="kernel: expected one of"):
+        gpu.flash_attention(q, q, q, kernel="v9")
+    with pytest.raises(InputError, match="scale: expected a positive"):
+        gpu.flash_attention(q, q, q, scale=-1.0)
+    with pytest.raises(InputError, match="causal: expected True or False"):
+        gpu.flash_attention(q, q, q, causal="yes")
+    with pytest.raises(InputError, match="q: expected a CuPy array"):
+        gpu.flash_attention(q.get(), q, q)
