@@ -142,6 +142,40 @@ def bench_sim_command(n, d, dtype, repeats, memory_n, json_path) -> None:
         bench.write_json(result, json_path)
 
 
+@bench_app.command("gpu")
+@click.option("--quick", is_flag=True, help="N ∈ {1024, 4096}, fp16 only (about a tenth of the full run).")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), default=None, help="Also write the report here.")
+def bench_gpu_command(quick, json_path) -> None:
+    """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
+    from gpu import bench as gpu_bench
+    from gpu import render as gpu_render
+
+    progress = Console(stderr=True, highlight=False)
+    report = gpu_bench.run_bench(quick=quick, progress=lambda row: progress.print(gpu_render.bench_progress(row), style="dim"))
+    console.print(gpu_render.bench_table(report))
+    if json_path:
+        gpu_bench.write_json(report, json_path)
+
+
+@app.command("compare")
+@click.option("--n", type=POSITIVE, default=2048, show_default=True, help="Query rows N.")
+@click.option("--nk", type=POSITIVE, default=None, help="Key/value rows Nk  [default: N]")
+@click.option("--d", type=click.IntRange(1, 128), default=64, show_default=True, help="Head dimension d.")
+@click.option("--batch", type=POSITIVE, default=1, show_default=True)
+@click.option("--heads", type=POSITIVE, default=8, show_default=True)
+@click.option("--dtype", type=click.Choice(["fp16", "bf16"]), default="fp16", show_default=True)
+@click.option("--causal", is_flag=True, help="Causal mask, aligned bottom-right when N ≠ Nk.")
+@click.option("--kernel", type=click.Choice(["v1", "v2"]), default="v2", show_default=True, help="GPU kernel.")
+@click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
+def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, no_counters) -> None:
+    """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
+    from gpu import compare as gpu_compare
+    from gpu import render as gpu_render
+
+    result = gpu_compare.compare(n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype, causal=causal, kernel=kernel, profile=not no_counters)
+    console.print(gpu_render.comparison(result))
+
+
 def main() -> None:
     """Entry point of the `flashsim` console script."""
     app()
