@@ -13,9 +13,9 @@ step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
   timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
   summary+=("$name rc=$rc $((SECONDS - t0))s: $(tail -n 1 "$OUT/$name.log" | cut -c1-150)"); }
 for s in $steps; do case $s in
-  env) step env 60 bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; python3 -c "import cupy, torch, ml_dtypes, numpy as np; print(cupy.__version__, torch.__version__, np.__version__); x = cupy.zeros(4, ml_dtypes.bfloat16); print(\"cupy bf16 ok\", x.dtype)"; which ncu compute-sanitizer' ;;
-  test) step test 300 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests ;;
-  tune) step tune 240 python3 -m gpu.harness --tune ;;
+  env) step env 40 bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; python3 -c "import cupy, torch, ml_dtypes, numpy as np; print(cupy.__version__, torch.__version__, np.__version__); x = cupy.zeros(4, ml_dtypes.bfloat16); print(\"cupy bf16 ok\", x.dtype)"; which ncu compute-sanitizer' ;;
+  test) step test 280 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/test_gpu_flash.py tests/test_gpu_standard.py tests/test_gpu_errors.py ;;
+  tune) step tune 200 python3 -m gpu.harness --tune ;;
   sanitize) step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke
             step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.harness --smoke ;;
   compare) step compare 120 python3 -c 'from sim.cli import main; main()' compare --n 2048 --d 64 --heads 8
