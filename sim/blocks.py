@@ -58,7 +58,7 @@ def check_fits(algorithm: str, Br: int, Bc: int, d: int, s: int, sram_bytes: int
     if total > sram_bytes:
         listing = ", ".join(f"{name} {human_bytes(b)}" for name, b in parts.items())
         raise InputError(
-            f"blocks: {why}Br={Br}, Bc={Bc} need {human_bytes(total)} of SRAM for {algorithm} "
+            f"blocks: {why}Br={Br}, Bc={Bc}, which need {human_bytes(total)} of SRAM for {algorithm} "
             f"({listing}) but the SRAM holds {human_bytes(sram_bytes)}"
         )
 

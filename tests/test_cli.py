@@ -1,0 +1,72 @@
+"""The CLI as a user types it, checked against values computed independently of the command."""
+
+import json
+
+import numpy as np
+from click.testing import CliRunner
+
+from sim import iomodel, reference, walkthrough
+from sim.cli import app
+
+
+def invoke(*args):
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_run_json_has_the_contract_fields_and_exact_counts():
+    out = json.loads(invoke("run", "--algo", "flash2", "--n", "300", "--nk", "200", "--d", "24", "--batch", "2",
+                            "--heads", "3", "--causal", "--block-rows", "64", "--block-cols", "32", "--json").stdout)  # fmt: skip
+    for key in ("algorithm", "n", "nk", "d", "batch", "heads", "dtype", "causal", "block_rows", "block_cols",
+                "sram_bytes", "hbm_read_bytes", "hbm_write_bytes", "flops", "sram_peak_bytes", "max_abs_err"):  # fmt: skip
+        assert key in out
+    expected = iomodel.flash2(300, 200, 24, 2, 64, 32, causal=True).times(6)
+    assert (out["hbm_read_bytes"], out["hbm_write_bytes"], out["flops"]) == (
+        expected.hbm_read_bytes,
+        expected.hbm_write_bytes,
+        expected.flops,
+    )
+    assert (out["batch"], out["heads"], out["dtype"], out["causal"]) == (2, 3, "fp16", True)
+    assert 0 < out["max_abs_err"] < 2.0**-11 * 4  # fp16 output rounding of values below 4 in magnitude
+
+
+def test_counts_only_matches_full_run_and_skips_numerics():
+    args = ["run", "--algo", "flash1", "--n", "200", "--d", "16", "--heads", "4", "--json"]
+    full = json.loads(invoke(*args).stdout)
+    counted = json.loads(invoke(*args, "--counts-only").stdout)
+    assert counted["max_abs_err"] is None
+    for key in ("hbm_read_bytes", "hbm_write_bytes", "flops", "sram_peak_bytes"):
+        assert counted[key] == full[key]
+
+
+def test_counts_only_at_paper_scale():
+    out = json.loads(invoke("run", "--algo", "standard", "--n", "1024", "--d", "64", "--batch", "64", "--heads", "16",
+                            "--counts-only", "--json").stdout)  # fmt: skip
+    # Algorithm 0 in fp16 for 1024 heads: Θ(N² + Nd) per head
+    per_head = 2 * (1024 * 64 + 2 * 1024 * 64 + 2 * 1024 * 1024) + 2 * (2 * 1024 * 1024 + 1024 * 64)
+    assert out["hbm_bytes"] == 1024 * per_head
+
+
+def test_run_table_shows_the_totals():
+    text = invoke("run", "--algo", "flash2", "--n", "512", "--d", "32").stdout
+    total = iomodel.flash2(512, 512, 32, 2, 128, 128).hbm_bytes
+    assert f"{total:,}" in text and "= closed form" in text
+
+
+def test_walkthrough_json_is_the_whole_trace():
+    trace = json.loads(invoke("walkthrough", "--json").stdout)
+    assert trace["inputs"]["q"] == walkthrough.Q.tolist()
+    ref, _ = reference.attention(walkthrough.Q, walkthrough.K, walkthrough.V)
+    assert np.abs(np.array(trace["output"]) - ref).max() < 1e-6
+    steps = trace["steps"]
+    assert [s["index"] for s in steps] == list(range(len(steps)))
+    loads = [(s["i"], s["j"]) for s in steps if s["line"] == 8]  # Algorithm 1, line 8: load Q_i, O_i, ℓ_i, m_i
+    assert loads == [(0, 0), (1, 0), (0, 1), (1, 1)]  # outer loop over K/V blocks j, inner over Q blocks i
+    assert steps[-1]["hbm_read_bytes"] == iomodel.flash1(4, 4, 4, 4, 2).hbm_read_bytes
+
+
+def test_walkthrough_is_readable_at_80_columns():
+    text = CliRunner().invoke(app, ["walkthrough"], env={"COLUMNS": "80"}).stdout
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "line 12" in text and "max |O − float64 reference|" in text

@@ -1,0 +1,17 @@
+"""The README's two commands are the ones CI runs and the ones that set a fresh machine up."""
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/python -m pytest"
+DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/flashsim walkthrough"
+
+
+def test_readme_gives_the_two_commands():
+    readme = (ROOT / "README.md").read_text()
+    assert TEST_COMMAND in readme and DEMO_COMMAND in readme
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    script = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert TEST_COMMAND in script
