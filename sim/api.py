@@ -75,13 +75,15 @@ def run(
     sram_bytes: int | None = None,
     hardware: str | hardware_.Hardware | None = None,
     record: str = "counts",
+    row: int | None = None,
 ) -> Result:
     """Run `algorithm` ("standard", "flash1" or "flash2") on q (N, d), k and v (Nk, d) — or (B, H, ·, d).
 
     The inputs' dtype is the storage dtype (float16, bfloat16 or float32; float64 is stored
     as float32). Blocks not given are chosen by `blocks`: "fit" (the largest that fit the
     SRAM) or "paper" (the paper's rule, refused with the buffer sizes if it does not fit).
-    `record` is "counts", "steps" (a Trace of the first head) or "values" (with values).
+    `record` is "counts", "steps" (a Trace of the first head) or "values" (with values);
+    `row` keeps the values of that one query row only, which keeps big traces small.
     """
     _check_choice("algorithm", algorithm, ALGORITHMS)
     _check_choice("record", record, RECORDS)
@@ -89,6 +91,8 @@ def run(
     *lead, N, d = q.shape
     Nk = k.shape[-2]
     scale = _check_scale(scale, d)
+    if row is not None and (isinstance(row, bool) or not isinstance(row, (int, np.integer)) or not 0 <= row < N):
+        raise InputError(f"row: {row!r} is outside the matrix; query rows are 0 … {N - 1} (N = {N})")
     setup = _setup(algorithm, N, Nk, d, q.dtype, block_rows, block_cols, blocks, sram_bytes, hardware)
     Br, Bc, M, hw = setup
 
@@ -99,7 +103,7 @@ def run(
     for n, head in enumerate(product(*(range(x) for x in lead))):
         if n == 0 and record != "counts":
             trace = _new_trace(algorithm, N, Nk, d, q.dtype, causal, scale, setup, record, head, q, k, v)
-            chip = Chip(M, record, trace)
+            chip = Chip(M, record, trace, row)
         else:
             chip = Chip(M)
         _run_head(chip, algorithm, q[head], k[head], v[head], Br, Bc, scale, causal)

@@ -12,7 +12,7 @@ import ml_dtypes
 import numpy as np
 
 from sim.errors import SRAMOverflowError
-from sim.trace import Access, Resident, Step, Trace
+from sim.trace import KEY_TENSORS, Access, Resident, Step, Trace, row_values
 
 DTYPES = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "fp32": np.dtype(np.float32)}
 ACCUMULATOR = np.dtype(np.float32)  # on-chip arithmetic and the softmax statistics are float32
@@ -143,15 +143,19 @@ class Chip:
     """One thread block's view of the GPU: HBM, its SRAM, the ledger and (optionally) a step trace.
 
     `record` is "counts" (ledger only), "steps" (plus a Trace of every step) or
-    "values" (steps plus the values each step wrote to SRAM).
+    "values" (steps plus the values each step wrote to SRAM); with `row`, the values
+    of that query row only (`sim.trace.row_values`), so that big runs stay small.
     """
 
-    def __init__(self, sram_bytes: int, record: str = "counts", trace: Trace | None = None):
+    def __init__(self, sram_bytes: int, record: str = "counts", trace: Trace | None = None, row: int | None = None):
         self.hbm = HBM()
         self.sram = SRAM(sram_bytes)
         self.ledger = Ledger()
         self.record = record
         self.trace = trace
+        self.row = row
+        if trace is not None:
+            trace.row = row if record == "values" else None
         self._step: Step | None = None
 
     # -- tracing --------------------------------------------------------------
@@ -163,11 +167,12 @@ class Chip:
         return _StepContext(self, Step(len(self.trace.steps), op, line, text, i, j, phase))
 
     def _note(self, name: str, before, after) -> None:
+        """Keep a buffer's value before (its first, within a step) and after an update, for record="values"."""
         if self.record == "values" and self._step is not None:
             values = self._step.values
             if before is not None and name not in values["before"] and name not in values["after"]:
-                values["before"][name] = before.tolist()
-            values["after"][name] = after.tolist()
+                values["before"][name] = before
+            values["after"][name] = after
 
     # -- data movement ----------------------------------------------------------
 
@@ -230,9 +235,9 @@ class Chip:
 
 
 class _StepContext:
-    """Opens a Step on entry; on exit snapshots SRAM and the running totals into it."""
+    """Opens a Step on entry; on exit snapshots SRAM, the running totals and the query rows into it."""
 
-    __slots__ = ("chip", "step")
+    __slots__ = ("chip", "step", "sources")
 
     def __init__(self, chip: Chip, step: Step):
         self.chip, self.step = chip, step
@@ -240,6 +245,7 @@ class _StepContext:
     def __enter__(self):
         if self.chip.record == "values":
             self.step.values = {"before": {}, "after": {}}
+        self.sources = [src for _, _, src in self.chip.sram.buffers.values() if src is not None]
         self.chip._step = self.step
         return self.step
 
@@ -251,8 +257,21 @@ class _StepContext:
         step.hbm_read_bytes = chip.ledger.hbm_read_bytes
         step.hbm_write_bytes = chip.ledger.hbm_write_bytes
         step.flops = chip.ledger.flops
+        step.rows = _query_rows(step, self.sources)
+        if step.values is not None:
+            values = step.values if chip.row is None else row_values(step.values, step.rows, chip.row)
+            step.values = values and {when: {n: a.tolist() for n, a in bufs.items()} for when, bufs in values.items()}
         chip.trace.steps.append(step)
         return False
+
+
+def _query_rows(step: Step, sources_before: list[Access]) -> tuple[int, int] | None:
+    """The query rows of the first query-indexed tile the step moved or had in SRAM (before or after it)."""
+    residents = [r.source for r in step.sram if r.source is not None]
+    for a in (*step.reads, *step.writes, *residents, *sources_before):
+        if a.tensor not in KEY_TENSORS:
+            return a.r0, a.r1
+    return None
 
 
 def _index(rows, cols, ndim: int):

@@ -1,13 +1,14 @@
 """The step-by-step record of a simulated run, and its versioned JSON form."""
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from sim.errors import InputError
 
 SCHEMA = "flashsim.trace"
 VERSION = 1
+KEY_TENSORS = frozenset({"K", "V", "dK", "dV"})  # HBM tensors indexed by key rows; the others by query rows
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +44,7 @@ class Step:
     i: int | None = None
     j: int | None = None
     phase: str | None = None  # which kernel of a multi-kernel algorithm (standard attention)
+    rows: tuple[int, int] | None = None  # the query rows [r0, r1) the step works on, where it has them
     reads: list[Access] = field(default_factory=list)
     writes: list[Access] = field(default_factory=list)
     sram: list[Resident] = field(default_factory=list)  # resident after the step
@@ -51,6 +53,11 @@ class Step:
     hbm_write_bytes: int = 0
     flops: int = 0  # running matmul FLOPs after the step
     values: dict | None = None  # record="values": {"before": {buf: ...}, "after": {buf: ...}}
+
+    @property
+    def tile(self) -> tuple:
+        """(phase, i, j): the steps of one tile pair share it."""
+        return self.phase, self.i, self.j
 
 
 @dataclass
@@ -63,6 +70,7 @@ class Trace:
     steps: list[Step] = field(default_factory=list)
     inputs: dict | None = None  # q, k, v as nested lists (record="values")
     output: list | None = None
+    row: int | None = None  # values were recorded for this query row only (None: every row)
 
     def to_dict(self) -> dict:
         """The JSON-ready form, with schema name and version."""
@@ -74,6 +82,15 @@ class Trace:
         """Write the trace as JSON."""
         Path(path).write_text(json.dumps(self.to_dict(), allow_nan=True))
 
+    def only_row(self, row: int) -> "Trace":
+        """This trace with each step's values cut down to query row `row` (see `row_values`)."""
+        if self.row == row:
+            return self
+        if self.row is not None:
+            raise InputError(f"row: this trace holds the values of row {self.row} only, not row {row}")
+        steps = [replace(s, values=row_values(s.values, s.rows, row)) for s in self.steps]
+        return replace(self, steps=steps, row=row)
+
     @classmethod
     def from_dict(cls, d: dict) -> "Trace":
         """Rebuild a trace from `to_dict`'s form; refuses other schemas and versions."""
@@ -83,16 +100,22 @@ class Trace:
             raise InputError(f"trace: version {d.get('version')!r} is not supported (this flashsim reads {VERSION})")
         try:
             steps = [_step_from_dict(s) for s in d["steps"]]
+            for k, step in enumerate(steps):
+                if step.index != k:
+                    raise ValueError(f"step {k} is numbered {step.index}")
             return cls(
-                algorithm=d["algorithm"],
-                config=d["config"],
-                hbm=d["hbm"],
+                algorithm=_typed(d["algorithm"], str, "algorithm"),
+                config=_config(d["config"]),
+                hbm=_hbm(d["hbm"]),
                 steps=steps,
                 inputs=d.get("inputs"),
                 output=d.get("output"),
+                row=_typed(d.get("row"), int, "row", optional=True),
             )
-        except (KeyError, TypeError, ValueError) as e:
-            raise InputError(f"trace: malformed trace ({type(e).__name__}: {e})") from None
+        except KeyError as e:
+            raise InputError(f"trace: malformed trace: a field is missing ({e})") from None
+        except (TypeError, ValueError, AttributeError) as e:
+            raise InputError(f"trace: malformed trace: {e}") from None
 
     @classmethod
     def load(cls, path: str | Path) -> "Trace":
@@ -106,15 +129,71 @@ class Trace:
         return cls.from_dict(d)
 
 
+def row_values(values: dict | None, rows: tuple[int, int] | None, row: int) -> dict | None:
+    """A step's values for one query row: row `row` of each buffer indexed by the step's query rows.
+
+    Buffers are nested lists or NumPy arrays. A buffer named `…_j` is indexed by key rows
+    and left out, as is any buffer whose length is not the step's row count; a step whose
+    rows exclude `row` has no values.
+    """
+    if values is None or rows is None or not rows[0] <= row < rows[1]:
+        return None
+    r0, n = rows[0], rows[1] - rows[0]
+
+    def keep(name: str, v) -> bool:
+        return not name.endswith("_j") and hasattr(v, "__len__") and getattr(v, "ndim", 1) > 0 and len(v) == n
+
+    return {when: {name: v[row - r0] for name, v in bufs.items() if keep(name, v)} for when, bufs in values.items()}
+
+
+def _typed(value, kind, where: str, optional: bool = False):
+    if (value is None and optional) or (isinstance(value, kind) and not isinstance(value, bool)):
+        return value
+    raise TypeError(f"{where} is {value!r}, expected {kind.__name__}")
+
+
+def _config(c: dict) -> dict:
+    for name in ("n", "nk", "d", "block_rows", "block_cols", "sram_bytes"):
+        if _typed(c[name], int, f"config {name}") < 1:
+            raise ValueError(f"config {name} is {c[name]}, expected a positive integer")
+    _typed(c["dtype"], str, "config dtype")
+    return c
+
+
+def _hbm(h: dict) -> dict:
+    for tensor, t in _typed(h, dict, "hbm").items():
+        for n in _typed(t["shape"], list, f"hbm {tensor} shape"):
+            _typed(n, int, f"hbm {tensor} shape")
+        _typed(t["dtype"], str, f"hbm {tensor} dtype")
+    return h
+
+
 def _access(a: dict) -> Access:
-    return Access(**a)
+    a = Access(**a)
+    for name in ("r0", "r1", "c0", "c1", "nbytes"):
+        _typed(getattr(a, name), int, f"access {name}")
+    _typed(a.tensor, str, "access tensor")
+    return a
 
 
 def _step_from_dict(s: dict) -> Step:
     s = dict(s)
+    for name in ("index", "sram_bytes", "hbm_read_bytes", "hbm_write_bytes", "flops"):
+        _typed(s.get(name, 0), int, f"step {name}")
+    for name in ("i", "j", "line"):
+        _typed(s.get(name), int, f"step {name}", optional=True)
+    _typed(s["op"], str, "step op")
+    _typed(s["text"], str, "step text")
     s["reads"] = [_access(a) for a in s.get("reads", [])]
     s["writes"] = [_access(a) for a in s.get("writes", [])]
     s["sram"] = [
-        Resident(r["name"], r["nbytes"], _access(r["source"]) if r.get("source") else None) for r in s.get("sram", [])
+        Resident(r["name"], _typed(r["nbytes"], int, "resident nbytes"), _access(r["source"]) if r.get("source") else None)
+        for r in s.get("sram", [])
     ]
+    if s.get("values") is not None:
+        for when in ("before", "after"):
+            _typed(s["values"][when], dict, f"step values[{when!r}]")
+    if s.get("rows") is not None:
+        r0, r1 = s["rows"]
+        s["rows"] = (_typed(r0, int, "step rows"), _typed(r1, int, "step rows"))
     return Step(**s)
