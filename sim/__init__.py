@@ -1,6 +1,9 @@
 """flashsim's simulator: FlashAttention tile by tile through a model of HBM and SRAM, every byte counted."""
 
-from sim.api import ALGORITHMS, Result, count, run
+from sim.api import ALGORITHMS, Gradients, Result, backward, count, count_backward, run
 from sim.errors import FlashsimError, InputError, SRAMOverflowError
 
-__all__ = ["ALGORITHMS", "FlashsimError", "InputError", "Result", "SRAMOverflowError", "count", "run"]
+__all__ = [
+    "ALGORITHMS", "FlashsimError", "Gradients", "InputError", "Result", "SRAMOverflowError",
+    "backward", "count", "count_backward", "run",
+]

@@ -2,7 +2,16 @@
 
 N query rows, Nk key rows, head dim d, storage itemsize s, float32 statistics (4 bytes).
 Ragged last blocks count at their real size. A test holds every simulated ledger equal
-to these formulas, byte for byte.
+to these formulas, byte for byte, forward and backward.
+
+Work comes in three kinds, counted apart:
+  flops        matmul FLOPs, 2·m·n·k per product (adding a product into its output block
+               is part of it);
+  exps         exponentials evaluated;
+  elementwise  every other arithmetic operation on an on-chip array, one per element of
+               its result (add, subtract, multiply, divide, max, a mask's select, log),
+               a row reduction (rowmax, rowsum) one per element it reduces. The guards that
+               keep a row which sees no key at zero are not counted.
 """
 
 from dataclasses import dataclass
@@ -10,17 +19,18 @@ from math import ceil
 
 from sim.hardware import Hardware
 
-F = 4  # bytes of a float32 statistic (ℓ, m, L)
+F = 4  # bytes of a float32 statistic (ℓ, m, L, D)
 
 
 @dataclass(frozen=True)
 class Counts:
-    """HBM bytes read and written, matmul FLOPs (2·m·n·k each) and exponentials evaluated."""
+    """HBM bytes read and written, matmul FLOPs (2·m·n·k each), exponentials and other elementwise work."""
 
     hbm_read_bytes: int
     hbm_write_bytes: int
     flops: int
     exps: int
+    elementwise: int = 0
 
     @property
     def hbm_bytes(self) -> int:
@@ -29,27 +39,75 @@ class Counts:
 
     def times(self, k: int) -> "Counts":
         """These counts for k independent heads."""
-        return Counts(self.hbm_read_bytes * k, self.hbm_write_bytes * k, self.flops * k, self.exps * k)
+        return Counts(
+            self.hbm_read_bytes * k, self.hbm_write_bytes * k, self.flops * k, self.exps * k, self.elementwise * k
+        )
+
+    def __add__(self, other: "Counts") -> "Counts":
+        return Counts(
+            self.hbm_read_bytes + other.hbm_read_bytes,
+            self.hbm_write_bytes + other.hbm_write_bytes,
+            self.flops + other.flops,
+            self.exps + other.exps,
+            self.elementwise + other.elementwise,
+        )
 
 
-def standard(N: int, Nk: int, d: int, s: int) -> Counts:
-    """Algorithm 0: read Q, K; write S; read S; write P; read P, V; write O (each once)."""
-    return Counts(
-        hbm_read_bytes=s * (N * d + 2 * Nk * d + 2 * N * Nk),
-        hbm_write_bytes=s * (2 * N * Nk + N * d),
-        flops=4 * N * Nk * d,
-        exps=N * Nk,
-    )
+@dataclass(frozen=True)
+class RowBlock:
+    """Q block i against the K/V blocks: which of them its rows see (the causal mask's shape)."""
+
+    rows: int  # its real size (the last block may be ragged)
+    seen: int  # K/V blocks some row sees: a prefix j = 0 … seen − 1
+    keys_seen: int  # keys in those blocks
+    keys_full: int  # keys in the blocks every row sees in full (no mask needed there)
 
 
-def flash1(N: int, Nk: int, d: int, s: int, Bc: int) -> Counts:
-    """Algorithm 1: K, V read once; Q_i, O_i, ℓ_i, m_i read and O_i, ℓ_i, m_i written once per K/V block."""
+def row_blocks(N: int, Nk: int, Br: int, Bc: int, causal: bool) -> list[RowBlock]:
+    """The Tr row blocks of Q, with the K/V blocks each one sees."""
     Tc = ceil(Nk / Bc)
+    out = []
+    for i in range(ceil(N / Br)):
+        r0, rows = i * Br, min((i + 1) * Br, N) - i * Br
+        seen = visible_blocks(i, N, Nk, Br, Bc, causal)
+        t = r0 + Nk - N  # the last key the block's first row sees
+        full = Tc if not causal or t >= Nk - 1 else max(0, (t + 1) // Bc)
+        out.append(RowBlock(rows, seen, min(Nk, seen * Bc), min(Nk, full * Bc)))
+    return out
+
+
+def standard(N: int, Nk: int, d: int, s: int, causal: bool = False) -> Counts:
+    """Algorithm 0: read Q, K; write S; read S; write P; read P, V; write O (each once)."""
+    return sum_counts(k for _, k in standard_kernels(N, Nk, d, s, causal))
+
+
+def standard_kernels(N: int, Nk: int, d: int, s: int, causal: bool = False) -> list[tuple[str, Counts]]:
+    """Algorithm 0's three kernels."""
+    return [
+        ("S = τQKᵀ", Counts(s * (N * d + Nk * d), s * N * Nk, 2 * N * Nk * d, 0, N * Nk)),  # τ·
+        # mask, rowmax, S − m, rowsum, ÷ℓ
+        ("P = softmax(S)", Counts(s * N * Nk, s * N * Nk, 0, N * Nk, (4 + causal) * N * Nk)),
+        ("O = PV", Counts(s * (N * Nk + Nk * d), s * N * d, 2 * N * Nk * d, 0, 0)),
+    ]
+
+
+def flash1(N: int, Nk: int, d: int, s: int, Bc: int, causal: bool = False, dropout: bool = False, *, Br=None) -> Counts:
+    """Algorithm 1: K, V read once; Q_i, O_i, ℓ_i, m_i read and O_i, ℓ_i, m_i written once per K/V block.
+
+    Every tile is computed (Algorithm 1 skips none); a causal count of the mask's work
+    needs the row block size `Br`.
+    """
+    Tc = ceil(Nk / Bc)
+    # per tile: τ·, rowmax, S − m̃, rowsum (4rc); 6 per row (line 11) + 1 (line 12); 4rd (line 12)
+    elementwise = 4 * N * Nk + Tc * (7 * N + 4 * N * d) + dropout * N * Nk
+    if causal:
+        elementwise += sum(b.rows * (Nk - b.keys_full) for b in row_blocks(N, Nk, Br, Bc, True))
     return Counts(
         hbm_read_bytes=s * (2 * Nk * d + Tc * 2 * N * d) + F * Tc * 2 * N,
         hbm_write_bytes=s * N * d + F * 2 * N + Tc * (s * N * d + F * 2 * N),
         flops=4 * N * Nk * d,
         exps=N * Nk + 2 * N * Tc,
+        elementwise=elementwise,
     )
 
 
@@ -62,26 +120,123 @@ def visible_blocks(i: int, N: int, Nk: int, Br: int, Bc: int, causal: bool) -> i
     return 0 if last < 0 else min(Tc, last // Bc + 1)
 
 
-def flash2(N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False) -> Counts:
+def flash2(N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False) -> Counts:
     """FlashAttention-2: Q read once; K, V once per Q block (causal: only blocks some row sees); O, L written once."""
-    reads, flops, exps = s * N * d, 0, 0
-    for i in range(ceil(N / Br)):
-        rows = min((i + 1) * Br, N) - i * Br
-        blocks = visible_blocks(i, N, Nk, Br, Bc, causal)
-        keys = min(Nk, blocks * Bc)
+    reads, flops, exps, elementwise = s * N * d, 0, 0, N * d + 2 * N  # ÷ℓ_i; log, + for L_i
+    for b in row_blocks(N, Nk, Br, Bc, causal):
+        r, keys = b.rows, b.keys_seen
         reads += s * 2 * keys * d
-        flops += 4 * rows * keys * d
-        exps += rows * keys + rows * blocks
-    return Counts(reads, s * N * d + F * N, flops, exps)
+        flops += 4 * r * keys * d
+        exps += r * keys + r * b.seen
+        # per tile: τ·, rowmax, S − m, rowsum (4rc) and 4 per row; α·O_i (rd); the mask; dropout
+        elementwise += (4 + dropout) * r * keys + b.seen * (4 * r + r * d) + r * (keys - b.keys_full)
+    return Counts(reads, s * N * d + F * N, flops, exps, elementwise)
 
 
-def counts(algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False) -> Counts:
-    """The closed form of `algorithm` ("standard", "flash1" or "flash2") for one head."""
+def counts(
+    algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False
+) -> Counts:
+    """The closed form of `algorithm`'s forward pass ("standard", "flash1" or "flash2") for one head."""
     if algorithm == "standard":
-        return standard(N, Nk, d, s)
+        return standard(N, Nk, d, s, causal)
     if algorithm == "flash1":
-        return flash1(N, Nk, d, s, Bc)
-    return flash2(N, Nk, d, s, Br, Bc, causal)
+        return flash1(N, Nk, d, s, Bc, causal, dropout, Br=Br)
+    return flash2(N, Nk, d, s, Br, Bc, causal, dropout)
+
+
+# -- the backward pass ---------------------------------------------------------------
+
+
+def standard_backward_kernels(N: int, Nk: int, d: int, s: int) -> list[tuple[str, Counts]]:
+    """The FlashAttention paper's Algorithm 3 (standard attention backward): five kernels, each operand read once."""
+    return [
+        ("dV = Pᵀ dO", Counts(s * (N * Nk + N * d), s * Nk * d, 2 * N * Nk * d, 0, 0)),
+        ("dP = dO Vᵀ", Counts(s * (N * d + Nk * d), s * N * Nk, 2 * N * Nk * d, 0, 0)),
+        # P ∘ dP, rowsum, dP − D, P ∘ (…)
+        ("dS = P ∘ (dP − D)", Counts(2 * s * N * Nk, s * N * Nk, 0, 0, 4 * N * Nk)),
+        ("dQ = τ dS K", Counts(s * (N * Nk + Nk * d), s * N * d, 2 * N * Nk * d, 0, N * d)),  # τ·
+        ("dK = τ dSᵀ Q", Counts(s * (N * Nk + N * d), s * Nk * d, 2 * N * Nk * d, 0, Nk * d)),  # τ·
+    ]
+
+
+def flash1_backward(
+    N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False
+) -> Counts:
+    """FlashAttention's Algorithm 4: dQ, dK, dV zeroed in HBM; per K/V block j, every Q block's
+    Q_i, O_i, dO_i, dQ_i, ℓ_i, m_i read and dQ_i written; dK_j, dV_j written once.
+    """
+    Tc, Tr = ceil(Nk / Bc), ceil(N / Br)
+    # per tile: τ·, S − m, ÷ℓ, dP − D, P ∘ (5rc); dO ∘ O and rowsum for D_i, τ·dQ (3rd); τ·dK (cd)
+    elementwise = (5 + 2 * dropout) * N * Nk + Tc * 3 * N * d + Tr * Nk * d
+    if causal:
+        elementwise += sum(b.rows * (Nk - b.keys_full) for b in row_blocks(N, Nk, Br, Bc, True))
+    return Counts(
+        hbm_read_bytes=s * 2 * Nk * d + Tc * (4 * s * N * d + 2 * F * N),
+        hbm_write_bytes=s * (N * d + 2 * Nk * d) + Tc * s * N * d + 2 * s * Nk * d,
+        flops=10 * N * Nk * d,
+        exps=N * Nk,
+        elementwise=elementwise,
+    )
+
+
+def flash2_backward_kernels(
+    N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False
+) -> list[tuple[str, Counts]]:
+    """FlashAttention-2's Algorithm 2 as two kernels: the pre-pass (dQ = 0, D = rowsum(dO ∘ O)), then
+    per K/V block j, every Q block that sees it reads Q_i, dO_i, L_i, D_i and read-modify-writes dQ_i.
+    """
+    reads, writes, flops, exps, elementwise = 2 * s * Nk * d, 2 * s * Nk * d, 0, 0, 0
+    for b in row_blocks(N, Nk, Br, Bc, causal):
+        r, keys = b.rows, b.keys_seen
+        reads += b.seen * (3 * s * r * d + 2 * F * r)
+        writes += b.seen * s * r * d
+        flops += 10 * r * keys * d
+        exps += r * keys
+        # per tile: τ·, S − L, dP − D, P ∘ (4rc); τ·dQ (rd), τ·dK (cd); the mask; dropout (P ∘ Z, dP ∘ Z)
+        elementwise += (4 + 2 * dropout) * r * keys + b.seen * r * d + keys * d + r * (keys - b.keys_full)
+    return [
+        ("dQ = 0, D = rowsum(dO ∘ O)", Counts(2 * s * N * d, s * N * d + F * N, 0, 0, 2 * N * d)),
+        ("FlashAttention-2 backward", Counts(reads, writes, flops, exps, elementwise)),
+    ]
+
+
+def backward_kernels(
+    algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False
+) -> list[tuple[str, Counts]]:
+    """The kernels of `algorithm`'s backward pass for one head, each with its closed-form counts."""
+    if algorithm == "standard":
+        return standard_backward_kernels(N, Nk, d, s)
+    if algorithm == "flash1":
+        return [("FlashAttention backward", flash1_backward(N, Nk, d, s, Br, Bc, causal, dropout))]
+    return flash2_backward_kernels(N, Nk, d, s, Br, Bc, causal, dropout)
+
+
+def backward_counts(
+    algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False
+) -> Counts:
+    """The closed form of `algorithm`'s backward pass for one head."""
+    return sum_counts(c for _, c in backward_kernels(algorithm, N, Nk, d, s, Br, Bc, causal, dropout))
+
+
+def kernels(
+    algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False
+) -> list[tuple[str, Counts]]:
+    """The kernels of `algorithm`'s forward pass for one head (standard attention has three)."""
+    if algorithm == "standard":
+        return standard_kernels(N, Nk, d, s, causal)
+    name = {"flash1": "FlashAttention forward", "flash2": "FlashAttention-2 forward"}[algorithm]
+    return [(name, counts(algorithm, N, Nk, d, s, Br, Bc, causal, dropout))]
+
+
+def sum_counts(parts) -> Counts:
+    """The sum of several Counts."""
+    total = Counts(0, 0, 0, 0, 0)
+    for c in parts:
+        total = total + c
+    return total
+
+
+# -- time ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -104,3 +259,8 @@ def roofline(c: Counts, hw: Hardware, dtype: str) -> Roofline:
     mem = c.hbm_bytes / hw.hbm_bandwidth
     comp = c.flops / hw.peak(dtype)
     return Roofline(max(mem, comp), mem, comp, c.flops / c.hbm_bytes if c.hbm_bytes else float("inf"))
+
+
+def estimate(parts: list[tuple[str, Counts]], hw: Hardware, dtype: str) -> list[tuple[str, Counts, Roofline]]:
+    """Each kernel's roofline; the kernels run one after another, so their times add up."""
+    return [(name, c, roofline(c, hw, dtype)) for name, c in parts]

@@ -35,7 +35,7 @@ def human_bytes(n: float) -> str:
 
 
 class Ledger:
-    """Bytes per (level, tensor, direction) and work per kind ("matmul" FLOPs, "exp" evaluations)."""
+    """Bytes per (level, tensor, direction) and work per kind ("matmul" FLOPs, "exp", "elementwise")."""
 
     def __init__(self):
         self.bytes: dict[tuple[str, str, str], int] = defaultdict(int)
@@ -232,6 +232,10 @@ class Chip:
         """Elementwise exp, booking one evaluation per element."""
         self.ledger.work["exp"] += x.size
         return np.exp(x)
+
+    def elementwise(self, n: int) -> None:
+        """Book `n` elementwise operations: non-matmul arithmetic other than exp (see `sim.iomodel`)."""
+        self.ledger.work["elementwise"] += n
 
 
 class _StepContext:

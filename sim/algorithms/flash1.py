@@ -4,6 +4,8 @@ K and V are read once. For every K/V block j, every Q block i is read again, and
 running O_i, ℓ_i, m_i make a round trip through HBM — which is what FlashAttention-2
 later removed by swapping the loops. The causal mask is applied to S_ij; Algorithm 1
 skips no block (FlashAttention-2 does), so the causal run moves the same bytes.
+With dropout, the loop is the paper's Algorithm 2: line 14 drops entries of P̃_ij with a
+mask regenerated from the seed (`sim.dropout`), never stored.
 """
 
 from math import ceil
@@ -11,11 +13,12 @@ from math import ceil
 import numpy as np
 
 from sim import mask
+from sim.dropout import Dropout
 from sim.memory import Chip
 from sim.softmax import shift
 
 
-def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None:
+def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None) -> None:
     """Read Q, K, V from HBM; write O (storage dtype) and the statistics ℓ, m (float32) to HBM."""
     Q = chip.hbm.tensors["Q"]
     N, d = Q.shape
@@ -49,8 +52,10 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None
                 m_i = chip.load("m_i", "m", rows)  # (Br,) SRAM
             with chip.step("compute", 9, "On chip, compute S_ij = τ Q_i K_jᵀ", i, j):
                 S_ij = scale * chip.matmul(Q_i, K_j.T)  # (Br, Bc)
+                chip.elementwise(S_ij.size)  # τ·
                 if causal and not mask.block_fully_seen(rows[0], cols[1], N, Nk):
                     S_ij = np.where(mask.visible(*rows, *cols, N, Nk), S_ij, -np.inf)
+                    chip.elementwise(S_ij.size)  # the mask's select
                 S_ij = chip.put("S_ij", S_ij)
             with chip.step(
                 "compute", 10, "On chip, m̃_ij = rowmax(S_ij), P̃_ij = exp(S_ij − m̃_ij), ℓ̃_ij = rowsum(P̃_ij)", i, j
@@ -58,6 +63,7 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None
                 m̃_ij = chip.put("m̃_ij", S_ij.max(axis=1))  # (Br,)
                 P̃_ij = chip.put("P̃_ij", chip.exp(S_ij - shift(m̃_ij)[:, None]), replaces=["S_ij"])  # (Br, Bc)
                 ℓ̃_ij = chip.put("ℓ̃_ij", P̃_ij.sum(axis=1))  # (Br,)
+                chip.elementwise(3 * P̃_ij.size)  # rowmax, S_ij − m̃_ij, rowsum
             with chip.step(
                 "compute",
                 11,
@@ -69,6 +75,11 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None
                 α = chip.put("α_i", chip.exp(m_i - shift(m_new)))  # e^(m_i − m_i_new): rescales the old O_i, ℓ_i
                 β = chip.put("β_i", chip.exp(m̃_ij - shift(m_new)))  # e^(m̃_ij − m_i_new): rescales this block
                 ℓ_new = chip.put("ℓ_i_new", α * ℓ_i + β * ℓ̃_ij)
+                chip.elementwise(6 * len(ℓ_new))  # max, m_i − m_i_new, m̃_ij − m_i_new, α·ℓ_i, β·ℓ̃_ij, +
+            if dropout is not None:
+                with chip.step("compute", None, "Algorithm 2, line 14: on chip, P̃_ij ← dropout(P̃_ij)", i, j):
+                    P̃_ij = chip.put("P̃_ij", P̃_ij * dropout.mask(rows, cols))  # (Br, Bc), in place
+                    chip.elementwise(P̃_ij.size)  # ∘ Z_ij
             with chip.step(
                 "store",
                 12,
@@ -81,6 +92,7 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None
                     "O_i",
                     np.divide(unnormalized, ℓ_new[:, None], out=np.zeros_like(unnormalized), where=ℓ_new[:, None] > 0),
                 )
+                chip.elementwise(4 * O_i.size + len(ℓ_new))  # ℓ_i·α, ·O_i, β·(P̃_ij V_j), +, ÷ℓ_i_new
                 chip.store("O", O_i, rows)
             with chip.step("store", 13, "Write ℓ_i ← ℓ_i_new, m_i ← m_i_new to HBM", i, j):
                 chip.store("ℓ", ℓ_new, rows)

@@ -2,6 +2,8 @@
 
 Each Q block i is read once; K and V stream through SRAM once per Q block; O_i and the
 log-sum-exp L_i are written once. HBM traffic: s·(Nd + Tr·2·Nk·d) read, s·Nd + 4N written.
+With dropout, P̃_ij is dropped as in FlashAttention's Algorithm 2 (line 14), with a mask
+regenerated from the seed (`sim.dropout`), never stored; ℓ_i sums P̃_ij before dropout.
 """
 
 from math import ceil
@@ -9,11 +11,12 @@ from math import ceil
 import numpy as np
 
 from sim import mask
+from sim.dropout import Dropout
 from sim.memory import Chip
 from sim.softmax import shift
 
 
-def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None:
+def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None) -> None:
     """Read Q, K, V from HBM; write O (storage dtype) and L = logsumexp (float32) to HBM."""
     Q = chip.hbm.tensors["Q"]
     N, d = Q.shape
@@ -42,8 +45,10 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None
                 V_j = chip.load("V_j", "V", cols)  # (Bc, d) SRAM
             with chip.step("compute", 8, "On chip, compute S_ij = τ Q_i K_jᵀ", i, j):
                 S_ij = scale * chip.matmul(Q_i, K_j.T)  # (Br, Bc)
+                chip.elementwise(S_ij.size)  # τ·
                 if causal and not mask.block_fully_seen(rows[0], cols[1], N, Nk):
                     S_ij = np.where(mask.visible(*rows, *cols, N, Nk), S_ij, -np.inf)
+                    chip.elementwise(S_ij.size)  # the mask's select
                 S_ij = chip.put("S_ij", S_ij)
             with chip.step(
                 "compute",
@@ -57,16 +62,24 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None
                 α = chip.put("α_i", chip.exp(m_i - shift(m_new)))  # (Br,) = e^(m_old − m_new)
                 ℓ_i = chip.put("ℓ_i", α * ℓ_i + P̃_ij.sum(axis=1))
                 m_i = chip.put("m_i", m_new, replaces=["m_new"])
+                chip.elementwise(3 * P̃_ij.size + 4 * r)  # rowmax, S_ij − m_i, rowsum; per row: max, −, α·ℓ_i, +
+            if dropout is not None:
+                with chip.step("compute", None, "As FA1's Algorithm 2, line 14: P̃_ij ← dropout(P̃_ij)", i, j):
+                    P̃_ij = chip.put("P̃_ij", P̃_ij * dropout.mask(rows, cols))  # (Br, Bc), in place
+                    chip.elementwise(P̃_ij.size)  # ∘ Z_ij
             with chip.step("compute", 10, "On chip, O_i ← diag(e^(m_old − m_i))·O_i + P̃_ij V_j", i, j):
                 O_i = chip.put("O_i", α[:, None] * O_i + chip.matmul(P̃_ij, V_j))  # (Br, d)
+                chip.elementwise(O_i.size)  # α·O_i (adding P̃_ij V_j is the matmul's accumulate)
             chip.free("P̃_ij", "α_i")
         chip.free("K_j", "V_j")
 
         with chip.step("compute", 12, "On chip, O_i = diag(ℓ_i)⁻¹ O_i", i=i):
             O_i = chip.put("O_i", np.divide(O_i, ℓ_i[:, None], out=np.zeros_like(O_i), where=ℓ_i[:, None] > 0))
+            chip.elementwise(O_i.size)  # ÷ℓ_i
         with chip.step("compute", 13, "On chip, L_i = m_i + log(ℓ_i)", i=i):
             with np.errstate(divide="ignore"):
                 L_i = chip.put("L_i", np.where(ℓ_i > 0, m_i + np.log(ℓ_i), -np.inf))  # (Br,)
+            chip.elementwise(2 * r)  # log, +
         with chip.step("store", 14, "Write O_i to HBM as the i-th block of O", i=i):
             chip.store("O", O_i, rows)
         with chip.step("store", 15, "Write L_i to HBM as the i-th block of L", i=i):

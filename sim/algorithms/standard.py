@@ -52,6 +52,7 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None
                 K_j = chip.load("K_j", "K", cols, cached=i > 0)  # (Bc, d) SRAM
             with chip.step("compute", 1, "On chip, compute S_ij = τ Q_i K_jᵀ", i, j, phase="S = τQKᵀ"):
                 S_ij = chip.put("S_ij", scale * chip.matmul(Q_i, K_j.T))  # (Br, Bc)
+                chip.elementwise(S_ij.size)  # τ·
             with chip.step("store", 1, "Write S_ij to HBM", i, j, phase="S = τQKᵀ"):
                 chip.store("S", S_ij, rows, cols)
             chip.free("K_j", "S_ij")
@@ -66,10 +67,12 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None
         with chip.step("compute", 2, "On chip, compute P_i = softmax(S_i) row by row", i, phase="P = softmax(S)"):
             if causal:
                 S_i = np.where(mask.visible(*rows, 0, Nk, N, Nk), S_i, -np.inf)
+                chip.elementwise(S_i.size)  # the mask's select
             m_i = chip.put("m_i", S_i.max(axis=1))  # (Bs,)
             P_i = chip.put("P_i", chip.exp(S_i - shift(m_i)[:, None]), replaces=["S_i"])  # (Bs, Nk)
             ℓ_i = chip.put("ℓ_i", P_i.sum(axis=1))  # (Bs,)
             P_i = chip.put("P_i", np.divide(P_i, ℓ_i[:, None], out=np.zeros_like(P_i), where=ℓ_i[:, None] > 0))
+            chip.elementwise(4 * P_i.size)  # rowmax, S_i − m_i, rowsum, ÷ℓ_i
         with chip.step("store", 2, "Write P_i to HBM", i, phase="P = softmax(S)"):
             chip.store("P", P_i, rows)
         chip.free("P_i", "m_i", "ℓ_i")
