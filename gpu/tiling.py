@@ -47,8 +47,8 @@ def default_tiles(kernel: str, d: int) -> Tiles:
         return Tiles(block_rows=32, block_cols=32, warps=4)
     if kernel == "v2":
         if padded_dims(d)[1] <= 64:
-            return v2_tiles(warps=8, m_tiles=1, block_cols=64, min_blocks=2)
-        return v2_tiles(warps=8, m_tiles=1, block_cols=64)
+            return v2_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2)
+        return v2_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2)
     raise KeyError(kernel)
 
 

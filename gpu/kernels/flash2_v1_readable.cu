@@ -15,6 +15,8 @@
 //
 // Injected #defines: HEAD_DIM (d), BR (Br), BC (Bc), NTHREADS, STORAGE.
 
+#define NEG_INF __int_as_float(0xff800000)  // −∞ (NVRTC has no INFINITY macro)
+
 #if STORAGE == 0
 typedef float storage_t;
 __device__ __forceinline__ float to_float(storage_t x) { return x; }
@@ -70,7 +72,7 @@ flash2_v1_fwd(const storage_t* Q, const storage_t* K, const storage_t* V, storag
     for (int e = tid; e < rows * HEAD_DIM; e += NTHREADS) Q_i[e] = to_float(Q_hbm[e]);
     // line 5: on chip, O_i = 0, ℓ_i = 0, m_i = −∞
     for (int e = tid; e < BR * HEAD_DIM; e += NTHREADS) O_i[e] = 0.f;
-    for (int r = tid; r < BR; r += NTHREADS) { l_i[r] = 0.f; m_i[r] = -INFINITY; }
+    for (int r = tid; r < BR; r += NTHREADS) { l_i[r] = 0.f; m_i[r] = NEG_INF; }
 
     // line 6: for j = 1 … Tc (causal: stop at the last K/V block that row r0 + rows − 1 can see)
     int Tc = (Nk + BC - 1) / BC;
@@ -91,7 +93,7 @@ flash2_v1_fwd(const storage_t* Q, const storage_t* K, const storage_t* V, storag
         // line 8: S_ij = scale · Q_i K_jᵀ, (Br, Bc); keys past Nk or hidden by the mask get −∞
         for (int e = tid; e < BR * BC; e += NTHREADS) {
             const int r = e / BC, c = e % BC;
-            float s = -INFINITY;
+            float s = NEG_INF;
             if (r < rows && c < cols && !(causal && c0 + c > r0 + r + Nk - N)) {
                 s = 0.f;
                 for (int k = 0; k < HEAD_DIM; ++k) s += Q_i[r * HEAD_DIM + k] * K_j[c * HEAD_DIM + k];
@@ -106,7 +108,7 @@ flash2_v1_fwd(const storage_t* Q, const storage_t* K, const storage_t* V, storag
             float m_new = m_i[r];
             for (int c = 0; c < BC; ++c) m_new = fmaxf(m_new, S_ij[r * BC + c]);
             // a row that has seen no key yet keeps m = −∞: use 0 as the shift so exp(−∞ − 0) = 0, not NaN
-            const float shift = m_new == -INFINITY ? 0.f : m_new;
+            const float shift = m_new == NEG_INF ? 0.f : m_new;
             float rowsum = 0.f;
             for (int c = 0; c < BC; ++c) {
                 const float p = expf(S_ij[r * BC + c] - shift);
@@ -135,5 +137,5 @@ flash2_v1_fwd(const storage_t* Q, const storage_t* K, const storage_t* V, storag
     }
     // line 13: L_i = m_i + log ℓ_i (−∞ for a row that saw no key); line 15: write L_i to HBM
     for (int r = tid; r < rows; r += NTHREADS)
-        L[bh * N + r0 + r] = l_i[r] > 0.f ? m_i[r] + logf(l_i[r]) : -INFINITY;
+        L[bh * N + r0 + r] = l_i[r] > 0.f ? m_i[r] + logf(l_i[r]) : NEG_INF;
 }

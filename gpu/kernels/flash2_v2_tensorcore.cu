@@ -30,6 +30,7 @@
 #define NT_S (BC / 8)       // 8-key n-tiles of S_ij
 #define KT_P (BC / 16)      // k-steps of P̃_ij V_j
 #define NT_O (D_MMA / 8)    // 8-column n-tiles of O_i
+#define NEG_INF __int_as_float(0xff800000)  // −∞ (NVRTC has no INFINITY macro)
 #define LN2 0.69314718055994531f
 
 typedef unsigned short elem_t;  // the 16 bits of a float16 or bfloat16
@@ -144,7 +145,7 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
         for (int nt = 0; nt < NT_O; ++nt)
 #pragma unroll
             for (int e = 0; e < 4; ++e) o[mt][nt][e] = 0.f;
-        m[mt][0] = m[mt][1] = -INFINITY;
+        m[mt][0] = m[mt][1] = NEG_INF;
         l[mt][0] = l[mt][1] = 0.f;
     }
 #if Q_IN_REGS
@@ -215,7 +216,7 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
                     for (int e = 0; e < 4; ++e) {
                         const int c = c0 + nt * 8 + 2 * t + (e & 1);
                         const int r = r0 + wrow + mt * 16 + g + (e >> 1) * 8;
-                        if (c >= Nk || (causal && c > r + shift)) s[mt][nt][e] = -INFINITY;
+                        if (c >= Nk || (causal && c > r + shift)) s[mt][nt][e] = NEG_INF;
                     }
         }
 
@@ -232,7 +233,7 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
                 m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffff, m_new, 1));  // the 4 lanes of a row group
                 m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffff, m_new, 2));
                 // a row that has seen no key yet keeps m = −∞; shifting by 0 keeps P̃ = 2^−∞ = 0 instead of NaN
-                const float m_scaled = m_new == -INFINITY ? 0.f : m_new * scale_log2;
+                const float m_scaled = m_new == NEG_INF ? 0.f : m_new * scale_log2;
                 const float alpha = exp2_approx(m[mt][h] * scale_log2 - m_scaled);
                 m[mt][h] = m_new;
                 float rowsum = 0.f;
@@ -293,7 +294,7 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
             for (int nt = 0; nt < NT_O; ++nt)
                 *reinterpret_cast<u32*>(sO + row * SROW + nt * 8 + 2 * t) = pack2(o[mt][nt][2 * h] * inv, o[mt][nt][2 * h + 1] * inv);
             if (t == 0 && r0 + row < N)
-                L[bh * N + r0 + row] = l_row > 0.f ? (m[mt][h] * scale_log2 + log2f(l_row)) * LN2 : -INFINITY;
+                L[bh * N + r0 + row] = l_row > 0.f ? (m[mt][h] * scale_log2 + log2f(l_row)) * LN2 : NEG_INF;
         }
     __syncwarp();
     for (int chunk = lane; chunk < 16 * M_TILES * (HEAD_DIM / 8); chunk += 32) {

@@ -9,6 +9,8 @@
 //
 // Injected #defines: STORAGE (1 float16, 2 bfloat16), NTHREADS.
 
+#define NEG_INF __int_as_float(0xff800000)  // −∞ (NVRTC has no INFINITY macro)
+
 typedef unsigned short storage_t;  // the 16 bits of a float16 or bfloat16
 
 __device__ __forceinline__ float to_float(storage_t x) {
@@ -57,7 +59,7 @@ softmax_rows(const storage_t* S, storage_t* P, int N, int Nk, float scale, int c
     const int r = blockIdx.x % N;  // the query this row belongs to
     const int seen = causal ? max(0, min(Nk, r + Nk - N + 1)) : Nk;  // keys 0 … seen − 1 are visible
 
-    float m = -INFINITY;
+    float m = NEG_INF;
     for (int c = threadIdx.x; c < seen; c += NTHREADS) {
         row[c] = scale * to_float(S[base + c]);
         m = fmaxf(m, row[c]);
