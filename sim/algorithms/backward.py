@@ -421,6 +421,8 @@ def fit(
     elif Br is None:
         check_fits(algorithm, 1, Bc, d, s, sram_bytes)
         Br = grow(1, N, lambda b: fits(b, Bc))
+    else:
+        check_fits(algorithm, min(Br, N), min(Bc, Nk), d, s, sram_bytes)
     return Br, Bc
 
 
