@@ -10,6 +10,7 @@ from sim import dropout as dropout_
 from sim import hardware as hardware_
 from sim import mask, reference
 from sim.algorithms import backward as backward_
+from sim.algorithms import decoding
 from sim.algorithms import flash1, flash2, standard
 from sim.errors import InputError
 from sim.memory import DTYPES, Chip, Ledger, dtype_name
@@ -103,8 +104,7 @@ def run(
     *lead, N, d = q.shape
     Nk = k.shape[-2]
     scale = _check_scale(scale, d)
-    if row is not None and (isinstance(row, bool) or not isinstance(row, (int, np.integer)) or not 0 <= row < N):
-        raise InputError(f"row: {row!r} is outside the matrix; query rows are 0 … {N - 1} (N = {N})")
+    _check_row(row, N)
     setup = _setup(algorithm, N, Nk, d, q.dtype, block_rows, block_cols, blocks, sram_bytes, hardware)
     Br, Bc, M, hw = setup
 
@@ -219,7 +219,8 @@ def check_inputs(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         except (TypeError, ValueError) as e:
             raise InputError(f"{name}: not an array ({e})") from None
         if x.dtype == np.float64:
-            x = x.astype(np.float32)
+            with np.errstate(over="ignore"):  # values beyond float32 become ±inf, refused below
+                x = x.astype(np.float32)
         if x.dtype not in DTYPES.values():
             raise InputError(f"{name}: dtype {x.dtype} is not supported; use float16, bfloat16, float32 or float64")
         if x.ndim not in (2, 4):
@@ -253,6 +254,11 @@ def _check_positive(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
         raise InputError(f"{name}: must be a positive integer, got {value!r}")
     return int(value)
+
+
+def _check_row(row, N: int) -> None:
+    if row is not None and (isinstance(row, bool) or not isinstance(row, (int, np.integer)) or not 0 <= row < N):
+        raise InputError(f"row: {row!r} is outside the matrix; query rows are 0 … {N - 1} (N = {N})")
 
 
 def _check_scale(scale, d: int) -> float:
@@ -331,6 +337,7 @@ def backward(
     sram_bytes: int | None = None,
     hardware: str | hardware_.Hardware | None = None,
     record: str = "counts",
+    row: int | None = None,
 ) -> Gradients:
     """dQ, dK, dV of `algorithm`'s backward pass, for the forward output o and the upstream gradient do.
 
@@ -340,6 +347,7 @@ def backward(
     {"P": P} with P (…, N, Nk); given L, standard attention's P is rebuilt as
     exp(τ q kᵀ − L) in float64, rounded to the storage dtype, and placed in HBM unbooked,
     as the forward pass would have left it. With dropout, pass the forward's `seed`.
+    `record` and `row` are as for `run`.
     """
     _check_choice("algorithm", algorithm, backward_.ALGORITHMS)
     _check_choice("record", record, RECORDS)
@@ -350,6 +358,7 @@ def backward(
     Nk = k.shape[-2]
     scale = _check_scale(scale, d)
     stats = _backward_stats(algorithm, lse_or_stats, q, k, scale, causal)
+    _check_row(row, N)
     Br, Bc, M, hw = _setup_backward(algorithm, N, Nk, d, q.dtype, block_rows, block_cols, blocks, sram_bytes, hardware)
 
     dq, dk, dv = np.empty(q.shape, q.dtype), np.empty(k.shape, q.dtype), np.empty(k.shape, q.dtype)
@@ -358,7 +367,7 @@ def backward(
         if n == 0 and record != "counts":
             setup = (Br, Bc, M, hw)
             trace = _new_trace(f"{algorithm} backward", N, Nk, d, q.dtype, causal, scale, setup, record, head, q, k, v)
-            chip = Chip(M, record, trace)
+            chip = Chip(M, record, trace, row)
         else:
             chip = Chip(M)
         for name, x in (("Q", q), ("K", k), ("V", v), ("O", o), ("dO", do)):
@@ -493,3 +502,95 @@ def _setup_backward(algorithm, N, Nk, d, dtype, block_rows, block_cols, blocks, 
     if blocks == "paper" and block_rows is None and block_cols is None:
         return (*backward_.paper_blocks(algorithm, N, Nk, d, s, M), M, hw)
     return (*backward_.fit(algorithm, N, Nk, d, s, M, block_rows, block_cols), M, hw)
+
+
+# -- Flash-Decoding --------------------------------------------------------------------
+
+
+@dataclass
+class Decoded:
+    """What a simulated Flash-Decoding run produced and cost. Byte and FLOP counts cover every head."""
+
+    output: np.ndarray  # (Nq, d) or (B, H, Nq, d), in the storage dtype
+    lse: np.ndarray  # (…, Nq) float32
+    ledger: Ledger
+    splits: int
+    block_cols: int
+    sram_bytes: int
+    sram_peak_bytes: int
+    scale: float
+    causal: bool
+    dtype: str
+    hardware: hardware_.Hardware
+    heads: int  # batch × heads
+    n: int  # query rows
+    nk: int
+    d: int
+    occupancy: decoding.Occupancy  # the SM model for this batch × heads and this many splits
+    trace: Trace | None = None
+
+    @property
+    def hbm_bytes(self) -> int:
+        return self.ledger.hbm_read_bytes + self.ledger.hbm_write_bytes
+
+    @property
+    def flops(self) -> int:
+        return self.ledger.flops
+
+
+def decode(
+    q,
+    k,
+    v,
+    *,
+    splits: int | None = None,
+    causal: bool = False,
+    scale: float | None = None,
+    block_cols: int | None = None,
+    sram_bytes: int | None = None,
+    hardware: str | hardware_.Hardware | None = None,
+    record: str = "counts",
+) -> Decoded:
+    """Flash-Decoding of a few query rows q (Nq, d) against a long k, v (Nk, d) — or (B, H, ·, d).
+
+    The keys are split into `splits` chunks (None: the number the SM model of
+    `decoding.occupancy` finds fastest for this batch × heads on `hardware`); each chunk's
+    partial output and log-sum-exp are then combined. Causal masks align bottom-right.
+    """
+    _check_choice("record", record, RECORDS)
+    q, k, v = check_inputs(q, k, v)
+    *lead, Nq, d = q.shape
+    Nk = k.shape[-2]
+    scale = _check_scale(scale, d)
+    hw = hardware if isinstance(hardware, hardware_.Hardware) else hardware_.get(hardware or hardware_.DEFAULT)
+    M = hw.sram_bytes if sram_bytes is None else _check_positive("sram_bytes", sram_bytes)
+    s = q.dtype.itemsize
+    heads = int(np.prod(lead, dtype=np.int64))
+    if splits is None:
+        splits = decoding.best_splits(heads, 1, Nq, Nk, d, s, hw)
+    elif _check_positive("splits", splits) > Nk:
+        raise InputError(f"splits: {splits} chunks of the {Nk} keys would leave some empty; choose 1 … {Nk}")
+    Bc = decoding.fit(Nq, Nk, d, s, M, splits) if block_cols is None else _check_positive("block_cols", block_cols)
+    need = sum(decoding.footprint(Nq, Bc, d, s).values())
+    if need > M:
+        raise InputError(f"block_cols: Bc={Bc} needs {need} bytes of SRAM for Flash-Decoding but the SRAM holds {M}")
+
+    output, lse = np.empty(q.shape, q.dtype), np.empty((*lead, Nq), np.float32)
+    ledger, peak, trace = Ledger(), 0, None
+    for n, head in enumerate(product(*(range(x) for x in lead))):
+        if n == 0 and record != "counts":
+            trace = _new_trace("decode", Nq, Nk, d, q.dtype, causal, scale, (Nq, Bc, M, hw), record, head, q, k, v)
+            trace.config["splits"] = splits
+            chip = Chip(M, record, trace)
+        else:
+            chip = Chip(M)
+        for name, x in (("Q", q), ("K", k), ("V", v)):
+            chip.hbm.place(name, x[head])
+        decoding.forward(chip, Bc=Bc, splits=splits, scale=scale, causal=causal)
+        output[head], lse[head] = chip.hbm.tensors["O"], chip.hbm.tensors["L"]
+        ledger.add(chip.ledger)
+        peak = max(peak, chip.sram.peak)
+    occ = decoding.occupancy(heads, 1, splits, Nq, Nk, d, s, hw, Bc)
+    return Decoded(
+        output, lse, ledger, splits, Bc, M, peak, scale, causal, dtype_name(q.dtype), hw, heads, Nq, Nk, d, occ, trace
+    )

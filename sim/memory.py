@@ -85,18 +85,45 @@ class Ledger:
 
 
 class HBM:
-    """Off-chip memory: named tensors, each in its storage dtype."""
+    """Off-chip memory: named tensors, each in its storage dtype.
+
+    Beside each tensor HBM keeps a float32 copy, updated on every write, so that reading a
+    tile costs NumPy no conversion (every storage dtype converts to float32 exactly). It is
+    how the simulator computes, not something the GPU has: bytes are booked at storage size.
+    """
 
     def __init__(self):
         self.tensors: dict[str, np.ndarray] = {}
+        self._f32: dict[str, np.ndarray] = {}
 
     def place(self, name: str, array: np.ndarray) -> None:
         """Put a tensor in HBM without booking traffic (inputs are there before the kernel starts)."""
         self.tensors[name] = array
+        self._f32.pop(name, None)
 
     def alloc(self, name: str, shape: tuple, dtype) -> None:
         """Reserve an uninitialized output tensor (NaN-filled, so a missed write shows)."""
-        self.tensors[name] = np.full(shape, np.nan, dtype=dtype)
+        self.place(name, np.full(shape, np.nan, dtype=dtype))
+
+    def read(self, name: str, rows, cols, level: str) -> tuple[np.ndarray, Access]:
+        """A float32 copy of a tile, and the transfer that brought it on chip."""
+        if name not in self._f32:
+            src = self.tensors[name]
+            self._f32[name] = src if src.dtype == ACCUMULATOR else src.astype(ACCUMULATOR)
+        mirror = self._f32[name]
+        tile = mirror[_index(rows, cols, mirror.ndim)].copy()
+        return tile, _access(self.tensors[name], name, rows, cols, tile.size, level)
+
+    def write(self, name: str, value: np.ndarray, rows, cols) -> Access:
+        """Round `value` to the tensor's storage dtype and write it to a tile; returns the transfer."""
+        dst = self.tensors[name]
+        index = _index(rows, cols, dst.ndim)
+        stored = value.astype(dst.dtype)
+        dst[index] = stored
+        mirror = self._f32.get(name)
+        if mirror is not None and mirror is not dst:
+            mirror[index] = stored
+        return _access(dst, name, rows, cols, stored.size, "hbm")
 
 
 class SRAM:
@@ -105,14 +132,13 @@ class SRAM:
     def __init__(self, capacity: int):
         self.capacity = capacity
         self.buffers: dict[str, tuple[np.ndarray, int, Access | None]] = {}  # name -> (array, nbytes, source)
+        self._ids: dict[int, int] = {}  # id() of each resident array -> under how many names, for `holds`
         self.used = 0
         self.peak = 0
 
     def put(self, name: str, array: np.ndarray, nbytes: int, source: Access | None = None, replaces=()) -> None:
         """Make `name` resident (replacing a buffer of the same name, and those in `replaces`)."""
-        for old in (name, *replaces):
-            if old in self.buffers:
-                self.used -= self.buffers.pop(old)[1]
+        self.free(name, *replaces)
         if self.used + nbytes > self.capacity:
             resident = ", ".join(f"{n} {human_bytes(b)}" for n, (_, b, _) in self.buffers.items()) or "nothing"
             raise SRAMOverflowError(
@@ -121,18 +147,25 @@ class SRAM:
                 "(use smaller blocks, or more SRAM with --sram-bytes or --hardware)"
             )
         self.buffers[name] = (array, nbytes, source)
+        self._ids[id(array)] = self._ids.get(id(array), 0) + 1
         self.used += nbytes
         self.peak = max(self.peak, self.used)
 
     def free(self, *names: str) -> None:
         """Release buffers (names not resident are ignored)."""
         for name in names:
-            if name in self.buffers:
-                self.used -= self.buffers.pop(name)[1]
+            entry = self.buffers.pop(name, None)
+            if entry is not None:
+                key = id(entry[0])
+                if self._ids[key] == 1:
+                    del self._ids[key]
+                else:
+                    self._ids[key] -= 1
+                self.used -= entry[1]
 
     def holds(self, x: np.ndarray) -> bool:
         """Whether `x` is a resident buffer or a view of one."""
-        return any(x is a or x.base is a for a, _, _ in self.buffers.values())
+        return id(x) in self._ids or (x.base is not None and id(x.base) in self._ids)
 
     def residents(self) -> list[Resident]:
         """The buffers in SRAM now."""
@@ -184,11 +217,10 @@ class Chip:
         `cached=True` books the read at level "l2": a re-read that Theorem 2's count of
         standard attention assumes never reaches HBM.
         """
-        src = self.hbm.tensors[tensor]
-        tile, access = _tile(src, tensor, rows, cols, "l2" if cached else "hbm")
-        value = tile.astype(ACCUMULATOR)
+        value, access = self.hbm.read(tensor, rows, cols, "l2" if cached else "hbm")
         self.ledger.book(access.level, tensor, "read", access.nbytes)
-        self._note(buf, self._current(buf), value)
+        if self._step is not None:
+            self._note(buf, self._current(buf), value)
         self.sram.put(buf, value, access.nbytes, access)
         if self._step is not None:
             self._step.reads.append(access)
@@ -197,16 +229,15 @@ class Chip:
     def put(self, buf: str, value, replaces=()) -> np.ndarray:
         """Keep an on-chip result in SRAM as float32 (replacing `replaces`, as an in-place update)."""
         value = np.asarray(value, dtype=ACCUMULATOR)
-        self._note(buf, self._current(buf), value)
+        if self._step is not None:
+            self._note(buf, self._current(buf), value)
         self.sram.put(buf, value, value.nbytes, None, replaces)
         return value
 
     def store(self, tensor: str, value: np.ndarray, rows=None, cols=None) -> None:
         """Write an SRAM buffer to a tile of an HBM tensor, rounding to its storage dtype."""
         assert self.sram.holds(value), "store: only SRAM-resident buffers can be written to HBM"
-        dst = self.hbm.tensors[tensor]
-        _, access = _tile(dst, tensor, rows, cols, "hbm")
-        dst[_index(rows, cols, dst.ndim)] = value.astype(dst.dtype)
+        access = self.hbm.write(tensor, value, rows, cols)
         self.ledger.book("hbm", tensor, "write", access.nbytes)
         if self._step is not None:
             self._step.writes.append(access)
@@ -285,8 +316,7 @@ def _index(rows, cols, ndim: int):
     return r, (slice(*cols) if cols is not None else slice(None))
 
 
-def _tile(src: np.ndarray, tensor: str, rows, cols, level: str) -> tuple[np.ndarray, Access]:
-    tile = src[_index(rows, cols, src.ndim)]
+def _access(src: np.ndarray, tensor: str, rows, cols, size: int, level: str) -> Access:
     r0, r1 = rows if rows is not None else (0, src.shape[0])
     c0, c1 = (cols if cols is not None else (0, src.shape[1])) if src.ndim == 2 else (0, 1)
-    return tile, Access(tensor, r0, r1, c0, c1, tile.size * src.itemsize, level)
+    return Access(tensor, r0, r1, c0, c1, size * src.itemsize, level)

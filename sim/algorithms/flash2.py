@@ -58,8 +58,9 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout
                 j,
             ):
                 m_new = chip.put("m_new", np.maximum(m_i, S_ij.max(axis=1)))  # (Br,)
-                P̃_ij = chip.put("P̃_ij", chip.exp(S_ij - shift(m_new)[:, None]), replaces=["S_ij"])  # (Br, Bc)
-                α = chip.put("α_i", chip.exp(m_i - shift(m_new)))  # (Br,) = e^(m_old − m_new)
+                m_shift = shift(m_new)  # −∞ (a row that has seen no key yet) read as 0: never −∞ − (−∞)
+                P̃_ij = chip.put("P̃_ij", chip.exp(S_ij - m_shift[:, None]), replaces=["S_ij"])  # (Br, Bc)
+                α = chip.put("α_i", chip.exp(m_i - m_shift))  # (Br,) = e^(m_old − m_new)
                 ℓ_i = chip.put("ℓ_i", α * ℓ_i + P̃_ij.sum(axis=1))
                 m_i = chip.put("m_i", m_new, replaces=["m_new"])
                 chip.elementwise(3 * P̃_ij.size + 4 * r)  # rowmax, S_ij − m_i, rowsum; per row: max, −, α·ℓ_i, +
