@@ -176,6 +176,84 @@ def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, no_counters) 
     console.print(gpu_render.comparison(result))
 
 
+@app.command("trace")
+@click.option("--algo", type=ALGORITHM, default="flash2", show_default=True, help="Algorithm to simulate.")
+@click.option("--backward", is_flag=True, help="Trace the algorithm's backward pass instead of its forward.")
+@click.option("--n", type=POSITIVE, default=16, show_default=True, help="Query rows N.")
+@click.option("--nk", type=POSITIVE, default=None, help="Key/value rows Nk  [default: N]")
+@click.option("--d", type=POSITIVE, default=4, show_default=True, help="Head dimension d.")
+@click.option("--dtype", type=DTYPE, default="fp32", show_default=True, help="Storage dtype (on-chip math is fp32).")
+@click.option("--causal", is_flag=True, help="Causal mask, aligned bottom-right when N ≠ Nk.")
+@click.option("--scale", type=float, default=None, help="Softmax scale τ  [default: 1/√d]")
+@click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
+@click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
+@click.option("--blocks", type=click.Choice(["fit", "paper"]), default="fit", show_default=True, help="Rule for blocks not given.")
+@click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
+@click.option("--hardware", "hardware_name", type=HARDWARE, default="toy", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@click.option("--load", "load_path", type=click.Path(dir_okay=False), default=None, help="Open a trace saved with --json.")
+@click.option("--row", type=int, default=None, help="Follow query row R's values (runs past N, d = 16 record no others).")
+@click.option("--step", type=int, default=None, help="Print step K's screen (or export it) and exit.")
+@click.option("--play", is_flag=True, help="Animate the run (tile pair by tile pair for big runs).")
+@click.option("--delay", type=click.FloatRange(min=0), default=0.5, show_default=True, help="Seconds per frame of --play.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the trace (versioned JSON).")
+@click.option("--svg", "svg_path", type=click.Path(dir_okay=False), default=None, help="Write --step K's screen, or the listing, as SVG.")
+@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="The same as HTML.")
+@click.option("--width", type=click.IntRange(min=60), default=None, help="Columns of exports  [default: 120]")
+@click.pass_context
+def trace_command(
+    ctx, algo, backward, n, nk, d, dtype, causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name,
+    seed, load_path, row, step, play, delay, json_path, svg_path, html_path, width,
+) -> None:  # fmt: skip
+    """Step through a simulated run: the tiles in SRAM, the paper's line, the running statistics, the bytes moved.
+
+    In a terminal the viewer takes keys (shown on screen); piped, it prints a plain listing.
+    """
+    from click.core import ParameterSource
+
+    from sim import viewer
+    from sim.viz import listing, screen, timeline
+
+    if step is not None and play:
+        raise InputError("--step, --play: choose one")
+    if load_path:
+        run_options = ("algo", "backward", "n", "nk", "d", "dtype", "causal", "scale", "block_rows", "block_cols",
+                       "blocks", "sram_bytes", "hardware_name", "seed")  # fmt: skip
+        given = [o for o in run_options if ctx.get_parameter_source(o) is ParameterSource.COMMANDLINE]
+        if given:
+            raise InputError(f"--load: the trace file fixes the run; drop --{given[0].removesuffix('_name').replace('_', '-')}")
+        trace = viewer.load(load_path, row)
+    else:
+        q, k, v = (x[0, 0] for x in random_inputs(1, 1, n, nk or n, d, dtype, seed))
+        options = dict(
+            causal=causal, scale=scale, block_rows=block_rows, block_cols=block_cols, blocks=blocks,
+            sram_bytes=sram_bytes, hardware=hardware_name,
+        )  # fmt: skip
+        record = viewer.record_backward if backward else viewer.record
+        trace = record(algo, q, k, v, row=row, **options)
+    view = timeline.Timeline(trace)
+    viewer.check_step(view, step)
+    if json_path:
+        trace.save(json_path)
+        console.print(f"wrote {json_path}: the trace, {len(view)} steps (open it with flashsim trace --load {json_path})")
+    for path, kind in ((svg_path, "svg"), (html_path, "html")):
+        if path:
+            shown = listing.listing(view) if step is None else screen.screen(view, step)
+            viewer.export(shown, path, kind, width or 120, f"flashsim trace {screen.run_title(view)}")
+            console.print(f"wrote {path}: " + ("the listing" if step is None else f"step {step}"))
+    if json_path or svg_path or html_path:
+        return
+    if step is not None:
+        console.print(screen.screen(view, step))
+    elif sys.stdin.isatty() and sys.stdout.isatty():
+        if play:
+            viewer.play(view, console, delay)
+        else:
+            viewer.interact(view, console)
+    else:
+        console.print(listing.listing(view))
+
+
 def main() -> None:
     """Entry point of the `flashsim` console script."""
     app()

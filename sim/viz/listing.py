@@ -1,0 +1,66 @@
+"""The plain, non-interactive listing of a trace: every step of a small run, one line per tile pair of a big one."""
+
+from rich.console import Group, RenderableType
+from rich.text import Text
+
+from sim.trace import Access
+from sim.viz import steps
+from sim.viz.panels import nbytes, traffic_panel
+from sim.viz.screen import run_title
+from sim.viz.timeline import Timeline
+
+STEPS_LISTED = 300  # traces with more steps are listed one line per tile pair (i, j)
+
+
+def moved(accesses: list[Access]) -> str:
+    """The tensors a group of steps moved and their bytes: `K V 32,768 B` (L2 re-reads not counted)."""
+    hbm = [a for a in accesses if a.level == "hbm"]
+    if not hbm:
+        return "—"
+    names = " ".join(dict.fromkeys(a.tensor for a in hbm))
+    return f"{names} {nbytes(sum(a.nbytes for a in hbm))}"
+
+
+def span(first: int, last: int) -> str:
+    """`3` or `3–8`."""
+    return str(first) if first == last else f"{first}–{last}"
+
+
+def tile_lines(timeline: Timeline) -> Text:
+    """One line per run of steps on one tile pair: its steps, i, j, the paper's lines, bytes moved, SRAM peak."""
+    rows = [("steps", "i", "j", "lines", "HBM → SRAM", "SRAM → HBM", "SRAM peak")]
+    for first, last in timeline.tile_groups():
+        group = timeline.steps[first : last + 1]
+        lines = [s.line for s in group if s.line is not None]
+        where = group[0]
+        rows.append(
+            (
+                span(first, last),
+                "" if where.i is None else str(where.i),
+                "" if where.j is None else str(where.j),
+                span(min(lines), max(lines)) if lines else "",
+                moved([a for s in group for a in s.reads]),
+                moved([a for s in group for a in s.writes]),
+                nbytes(max(s.sram_bytes for s in group)),
+            )
+        )
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    right = {1, 2, 6}
+    text = "\n".join(
+        "  ".join(cell.rjust(w) if c in right else cell.ljust(w) for c, (cell, w) in enumerate(zip(row, widths))).rstrip()
+        for row in rows
+    )
+    return Text(text)
+
+
+def listing(timeline: Timeline, width: int = 80) -> RenderableType:
+    """The whole run as plain text: each step (small runs) or each tile pair (big runs), then the traffic."""
+    n = len(timeline)
+    if n <= STEPS_LISTED:
+        body = steps.listing(timeline.trace)
+        about = f"{n} steps, one paragraph each."
+    else:
+        body = tile_lines(timeline)
+        about = f"{n} steps in {len(timeline.tile_groups())} runs on one tile pair (i, j), one line each."
+    title = Text.assemble(("flashsim trace ", "bold"), run_title(timeline))
+    return Group(title, Text(about, style="dim"), Text(""), body, traffic_panel(timeline, n - 1, width))

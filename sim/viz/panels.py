@@ -1,0 +1,262 @@
+"""The four panels of the trace viewer, each a pure function of (timeline, step) returning a rich renderable."""
+
+import math
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from sim.trace import Access
+from sim.viz.steps import moves, tile
+from sim.viz.timeline import EMPTY, READ, RESIDENT, WRITTEN, Timeline, key_rows
+
+GLYPHS = {EMPTY: ("·", "dim"), RESIDENT: ("■", "bold green"), READ: ("R", "bold black on cyan"), WRITTEN: ("W", "bold white on magenta")}
+LEGEND = ((RESIDENT, "in SRAM"), (READ, "just read"), (WRITTEN, "just written"), (EMPTY, "HBM only"))
+NOTES = {
+    "α_i": "rescale of the old O_i, ℓ_i: e^(m_old − m_new)",
+    "β_i": "rescale of this block: e^(m̃_ij − m_new)",
+    "m_new": "the new running max",
+}
+MAX_SHOWN = (6, 8)  # rows and columns of a matrix the values panel shows before eliding
+
+
+def nbytes(n: int) -> str:
+    """Bytes, exact with thousands separators below 1 MiB (1,248 B), else in MiB or GiB to 2 decimals."""
+    if n < 2**20:
+        return f"{n:,} B"
+    return f"{n / 2**20:,.2f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
+
+
+def number(x) -> str:
+    """A value to three decimals, ∞ for infinities."""
+    if isinstance(x, str):
+        return x
+    if math.isinf(x):
+        return "−∞" if x < 0 else "∞"
+    return f"{x:.3f}"
+
+
+def matrix(values, max_rows: int = MAX_SHOWN[0], max_cols: int = MAX_SHOWN[1]) -> str:
+    """A scalar, vector or matrix as aligned text, elided with … past max_rows × max_cols."""
+    if not isinstance(values, list):
+        return number(values)
+    rows = values if values and isinstance(values[0], list) else [values]
+    shown = [[number(x) for x in row[:max_cols]] + (["…"] if len(row) > max_cols else []) for row in rows[:max_rows]]
+    width = max((len(c) for row in shown for c in row), default=0)
+    lines = ["[" + "  ".join(c.rjust(width) for c in row) + "]" for row in shown]
+    if len(rows) > max_rows:
+        lines.append(f"… {len(rows)} rows")
+    return "\n".join(lines)
+
+
+# -- memory hierarchy ---------------------------------------------------------------------
+
+
+def cells(grid_row) -> Text:
+    """One row of tile states as glyphs: `R · ■`."""
+    text = Text()
+    for n, state in enumerate(grid_row):
+        glyph, style = GLYPHS[int(state)]
+        text.append(glyph, style)
+        if n < len(grid_row) - 1:
+            text.append(" ")
+    return text
+
+
+def hbm_grids(timeline: Timeline, k: int, width: int) -> RenderableType:
+    """Every HBM tensor as its grid of tiles: a block of rows is one cell, S and P are Br × Bc tiles.
+
+    Grids too big for `width` merge neighbouring tiles into one cell, which shows the
+    highest state among them (written, then read, then in SRAM).
+    """
+    shapes = {t: "×".join(map(str, timeline.trace.hbm[t]["shape"])) for t in timeline.tensors}
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(style="bold", no_wrap=True)
+    grid.add_column(style="dim", no_wrap=True)
+    grid.add_column(no_wrap=True)
+    room = max(4, (width - 3 - max(map(len, timeline.tensors)) - max(map(len, shapes.values()))) // 2)
+    notes = []
+    for tensor in timeline.tensors:
+        tr, tc = timeline.grid_shape(tensor)
+        if tc == 1:  # a column of row blocks, drawn across: cell i holds rows i·B … (i+1)·B − 1
+            states, merged, _ = timeline.tile_states(k, tensor, room, 1)
+            grid.add_row(tensor, shapes[tensor], cells(states[:, 0]))
+            if merged > 1:
+                notes.append(f"{tensor}: {merged} row blocks")
+        else:
+            states, gr, gc = timeline.tile_states(k, tensor, 8, room)
+            grid.add_row(tensor, shapes[tensor], Text("\n").join(cells(row) for row in states))
+            if gr * gc > 1:
+                notes.append(f"{tensor}: {gr} × {gc} tiles")
+    if not notes:
+        return grid
+    return Group(grid, Text("a cell is " + ", ".join(notes), style="dim"))
+
+
+def legend() -> Text:
+    """What the tile glyphs mean."""
+    text = Text()
+    for n, (state, meaning) in enumerate(LEGEND):
+        glyph, style = GLYPHS[state]
+        text.append(glyph, style)
+        text.append(f" {meaning}" + ("  " if n < len(LEGEND) - 1 else ""), "dim")
+    return text
+
+
+def occupancy_bar(used: int, peak: int, capacity: int, width: int) -> Text:
+    """█ in use now, ▒ the peak so far beyond it, ░ free."""
+    now = round(width * used / capacity)
+    high = max(now, round(width * peak / capacity))
+    return Text.assemble(("█" * now, "green"), ("▒" * (high - now), "yellow"), ("░" * (width - high), "dim"))
+
+
+def origin(source: Access | None, hbm: dict) -> str:
+    """Where a resident buffer came from: `← K[0:2]`, or computed on chip."""
+    if source is None:
+        return "on chip"
+    shape = hbm.get(source.tensor, {}).get("shape", [])
+    return "← " + tile(source, shape[1] if len(shape) == 2 else None)
+
+
+def sram_section(timeline: Timeline, k: int, width: int) -> RenderableType:
+    """The occupancy bar with used/capacity and peak so far, then each resident buffer."""
+    step, cap = timeline.steps[k], timeline.sram_capacity
+    used, peak = step.sram_bytes, timeline.peak(k)
+    numbers = Text(f"{nbytes(used)} of {nbytes(cap)} ({100 * used / cap:.0f}%) · peak so far {nbytes(peak)}")
+    per_line = max(1, width // 34)  # resident buffers side by side where the panel is wide
+    residents = Table.grid(padding=(0, 1))
+    for n in range(per_line):
+        residents.add_column(no_wrap=True)
+        residents.add_column(justify="right", no_wrap=True)
+        residents.add_column(style="dim", no_wrap=True)
+    entries = [(r.name, nbytes(r.nbytes), origin(r.source, timeline.trace.hbm) + "  ") for r in step.sram]
+    for n in range(0, len(entries), per_line):
+        row = [cell for entry in entries[n : n + per_line] for cell in entry]
+        residents.add_row(*row, *[""] * (3 * per_line - len(row)))
+    if not entries:
+        residents.add_row(Text("(empty)", style="dim"), *[""] * (3 * per_line - 1))
+    return Group(occupancy_bar(used, peak, cap, max(10, min(48, width - 4))), numbers, residents)
+
+
+def memory_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
+    """HBM tensors as tile grids (tiles in SRAM highlighted, just read/written marked) and the SRAM bar."""
+    inner = width - 4
+    body = Group(
+        Text("HBM", style="bold underline"),
+        hbm_grids(timeline, k, inner),
+        legend(),
+        Text(""),
+        Text("SRAM", style="bold underline"),
+        sram_section(timeline, k, inner),
+    )
+    return Panel(body, title="Memory hierarchy", title_align="left", width=width)
+
+
+# -- operation ----------------------------------------------------------------------------
+
+
+def paper_line(timeline: Timeline, k: int) -> str:
+    """`Algorithm 1, line 10`: the line of the paper's listing the step executes."""
+    step = timeline.steps[k]
+    return f"{timeline.listing}, line {step.line}" if step.line is not None else timeline.listing
+
+
+def where(timeline: Timeline, k: int) -> str:
+    """`i = 0 (query rows 0:2) · j = 1 (key rows 2:4)`."""
+    step = timeline.steps[k]
+    parts = []
+    if step.i is not None:
+        rows = f" (query rows {step.rows[0]}:{step.rows[1]})" if step.rows else ""
+        parts.append(f"i = {step.i}{rows}")
+    keys = key_rows(step, timeline.block_cols, timeline.nk)
+    if keys:
+        parts.append(f"j = {step.j} (key rows {keys[0]}:{keys[1]})")
+    return " · ".join(parts) or "no tile indices"
+
+
+def operation_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
+    """The paper's line being executed, its tile indices, and the tiles it moved."""
+    step = timeline.steps[k]
+    info = Table.grid(padding=(0, 1))
+    info.add_column(style="cyan", no_wrap=True)
+    info.add_column()
+    info.add_row("tile", where(timeline, k))
+    if step.phase:
+        info.add_row("kernel", step.phase)
+    info.add_row("HBM → SRAM", moves(step.reads, timeline.trace.hbm) or "—")
+    info.add_row("SRAM → HBM", moves(step.writes, timeline.trace.hbm) or "—")
+    title = Text.assemble((paper_line(timeline, k), "bold"), f": {step.text}")
+    return Panel(Group(title, info), title=f"Operation · {timeline.algorithm_name}", title_align="left", width=width)
+
+
+# -- values -------------------------------------------------------------------------------
+
+
+def before_value(timeline: Timeline, k: int, name: str):
+    """A buffer's value before step k changed it; for `x_new`, the running `x` it replaces."""
+    before = timeline.steps[k].values["before"]
+    if name in before:
+        return before[name]
+    if name.endswith("_new"):
+        return timeline.value(name.removesuffix("_new"), k)
+    return None
+
+
+def values_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
+    """What the step computed: each buffer it changed, before → after (one query row with --row)."""
+    step, row = timeline.steps[k], timeline.trace.row
+    title = "Values" + (f" · query row {row}" if row is not None else "")
+    if step.values is None:
+        if row is not None and timeline.has_values:
+            why = f"Row {row} is not in this step's tile; its steps show its values."
+        else:
+            why = "Values were not recorded for this run (too big); pass --row R to follow one query row."
+        return Panel(Text(why, style="dim"), title=title, title_align="left", width=width)
+    table = Table.grid(padding=(0, 1))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
+    for name, after in step.values["after"].items():
+        before = before_value(timeline, k, name)
+        shown = Table.grid(padding=(0, 1))
+        if before is None:
+            shown.add_row(matrix(after))
+        else:
+            shown.add_row(matrix(before), Text("→", style="dim"), matrix(after))
+        note = NOTES.get(name)
+        table.add_row(name, Group(shown, Text(note, style="dim")) if note else shown)
+    if not step.values["after"]:
+        table.add_row(Text("no on-chip values change in this step", style="dim"), "")
+    return Panel(table, title=title, title_align="left", width=width)
+
+
+# -- traffic ------------------------------------------------------------------------------
+
+
+def traffic_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
+    """HBM bytes so far per tensor, against the closed-form total and the contrasting algorithm's."""
+    traffic = timeline.traffic(k)
+    l2 = any(t[2] for t in timeline.traffic(len(timeline) - 1).values())
+    table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
+    table.add_column("HBM so far", no_wrap=True)
+    table.add_column("read", justify="right", no_wrap=True)
+    table.add_column("written", justify="right", no_wrap=True)
+    if l2:
+        table.add_column("L2 re-read", justify="right", no_wrap=True)
+    for tensor, (read, written, cached) in traffic.items():
+        table.add_row(tensor, nbytes(read), nbytes(written), *([nbytes(cached)] if l2 else []))
+    step = timeline.steps[k]
+    table.add_row(Text("total", style="bold"), nbytes(step.hbm_read_bytes), nbytes(step.hbm_write_bytes), end_section=True)
+    closed = timeline.closed_form()
+    label, other = timeline.contrast()
+    table.add_row("closed form", nbytes(closed.hbm_read_bytes), nbytes(closed.hbm_write_bytes))
+    table.add_row(label, nbytes(other.hbm_read_bytes), nbytes(other.hbm_write_bytes), style="dim")
+    done = step.hbm_read_bytes + step.hbm_write_bytes
+    notes = Text(
+        f"closed form: the whole run's bytes (sim.iomodel); {label} moves {other.hbm_bytes / closed.hbm_bytes:.2f}× "
+        f"as many. Moved so far: {100 * done / closed.hbm_bytes:.0f}%; matmul FLOPs so far: {step.flops:,}.",
+        style="dim",
+    )
+    if l2:
+        notes.append(" L2 re-reads are free in Theorem 2's count.", style="dim")
+    return Panel(Group(table, notes), title="Traffic", title_align="left", width=width)

@@ -1,0 +1,74 @@
+"""One step of a trace as a full screen: the four panels laid out with rich's Layout, a header and the keys."""
+
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.layout import Layout
+from rich.table import Table
+from rich.text import Text
+
+from sim.viz.panels import memory_panel, nbytes, operation_panel, traffic_panel, values_panel
+from sim.viz.timeline import Timeline
+
+KEYS = "→/n next · ←/p previous · t/T next/previous tile (i, j) · g jump to step · Home/End · q quit"
+TWO_COLUMNS = 100  # narrower screens stack the panels
+
+
+def run_title(timeline: Timeline) -> str:
+    """The run in one line: algorithm, shape, blocks, dtype, SRAM."""
+    c = timeline.trace.config
+    return (
+        f"{timeline.trace.algorithm} · N={c['n']} Nk={c['nk']} d={c['d']} · Br={c['block_rows']} Bc={c['block_cols']}"
+        f" · {c['dtype']} · SRAM {nbytes(c['sram_bytes'])}" + (f" ({c['hardware']})" if c.get("hardware") else "")
+        + (" · causal" if c.get("causal") else "")
+    )  # fmt: skip
+
+
+def header(timeline: Timeline, k: int) -> Table:
+    """The run (cropped to fit) and, always in full, which step this is."""
+    where = Text(f" step {k} of {len(timeline) - 1}", "bold cyan")
+    grid = Table.grid(expand=True)
+    grid.add_column(no_wrap=True, overflow="ellipsis")
+    grid.add_column(justify="right", no_wrap=True, min_width=len(where))
+    grid.add_row(Text.assemble(("flashsim trace ", "bold"), run_title(timeline)), where)
+    return grid
+
+
+class Screen:
+    """Step k of a timeline: as many lines as it needs, or exactly `height` lines (a terminal's)."""
+
+    def __init__(self, timeline: Timeline, k: int, footer: str | None = None, height: int | None = None):
+        self.timeline, self.k, self.footer, self.height = timeline, k, footer, height
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        t, k, width = self.timeline, self.k, options.max_width
+        left = width * 9 // 20 if width >= TWO_COLUMNS else width
+        right = width - left if width >= TWO_COLUMNS else width
+        panels = [memory_panel(t, k, left), operation_panel(t, k, right), values_panel(t, k, right), traffic_panel(t, k, right)]
+        columns = [panels[:1], panels[1:]] if width >= TWO_COLUMNS else [panels]
+        sizes = [[self._lines(console, options, p) for p in column] for column in columns]
+        footer = Text(self.footer or "", style="dim")
+        footer_lines = self._lines(console, options, footer) if self.footer else 0
+        body = Layout()
+        body.split_row(*(self._column(column, size) for column, size in zip(columns, sizes)))
+        if len(columns) == 2:
+            body.children[0].size = left
+        root = Layout()
+        root.split_column(Layout(header(t, k), size=1), body, *([Layout(footer, size=footer_lines)] if footer_lines else []))
+        height = self.height or 1 + max(sum(size) for size in sizes) + footer_lines
+        yield from console.render(root, options.update(height=height))
+
+    @staticmethod
+    def _column(panels: list, sizes: list[int]) -> Layout:
+        """Panels stacked at their natural heights; the values panel (or a lone panel) takes what is left."""
+        flexible = max(0, len(panels) - 2)
+        column = Layout()
+        column.split_column(*(Layout(p, size=None if n == flexible else h) for n, (p, h) in enumerate(zip(panels, sizes))))
+        return column
+
+    @staticmethod
+    def _lines(console: Console, options: ConsoleOptions, renderable) -> int:
+        return len(console.render_lines(renderable, options.update(height=None), pad=False))
+
+
+def screen(timeline: Timeline, k: int, footer: str | None = None, height: int | None = None) -> Screen:
+    """The renderable of step k (the footer line under it, e.g. the keys; `height`: fill exactly that many lines)."""
+    return Screen(timeline, k, footer, height)
