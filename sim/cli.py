@@ -18,12 +18,18 @@ from sim.viz import walkthrough as walkthrough_viz
 console = Console(highlight=False)
 
 
+_NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click ≥ 8.2
+
+
 class _Group(click.Group):
     """Reports usage errors and `FlashsimError`s on one line to stderr with exit code 2."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
             rv = super().main(args, prog_name or "flashsim", complete_var, standalone_mode=False, **extra)
+        except _NO_ARGS_IS_HELP as e:  # a bare `flashsim` or `flashsim bench`: show the help, not an error
+            click.echo(e.ctx.get_help())
+            sys.exit(0)
         except click.UsageError as e:
             where = f"{e.ctx.command_path}: " if e.ctx else ""
             fail(f"{where}{e.format_message()}")
@@ -117,13 +123,20 @@ def run_command(
 @app.command("walkthrough")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole trace as JSON.")
 def walkthrough_command(as_json) -> None:
-    """FlashAttention step by step on N = 4 queries and keys with blocks of 2."""
+    """FlashAttention step by step on N = 4 queries and keys with blocks of 2 (in a terminal, in the trace viewer)."""
     flash = walkthrough.flash()
     if as_json:
         print_json(flash.trace.to_dict())
         return
     ref, _ = reference.attention(walkthrough.Q, walkthrough.K, walkthrough.V)
     standard = walkthrough.standard()
+    if sys.stdin.isatty() and sys.stdout.isatty():  # in a terminal: the trace viewer, then the comparison
+        from sim import viewer
+        from sim.viz.timeline import Timeline
+
+        viewer.interact(Timeline(flash.trace), console)
+        console.print(walkthrough_viz.ending(flash, standard, ref))
+        return
     console.print(walkthrough_viz.walkthrough(flash, standard, ref, walkthrough.Q, walkthrough.K, walkthrough.V))
 
 

@@ -70,3 +70,8 @@ def test_walkthrough_is_readable_at_80_columns():
     text = CliRunner().invoke(app, ["walkthrough"], env={"COLUMNS": "80"}).stdout
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "line 12" in text and "max |O − float64 reference|" in text
+
+
+def test_bare_command_shows_help_not_an_error():
+    result = CliRunner().invoke(app, [])
+    assert result.exit_code == 0 and "Usage: flashsim" in result.stdout and "walkthrough" in result.stdout
