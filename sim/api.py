@@ -571,7 +571,7 @@ def decode(
     elif _check_positive("splits", splits) > Nk:
         raise InputError(f"splits: {splits} chunks of the {Nk} keys would leave some empty; choose 1 … {Nk}")
     Bc = decoding.fit(Nq, Nk, d, s, M, splits) if block_cols is None else _check_positive("block_cols", block_cols)
-    need = sum(decoding.footprint(Nq, Bc, d, s).values())
+    need = sum(decoding.footprint(Nq, Bc, d, s, splits).values())
     if need > M:
         raise InputError(f"block_cols: Bc={Bc} needs {need} bytes of SRAM for Flash-Decoding but the SRAM holds {M}")
 

@@ -1,0 +1,211 @@
+"""Flash-Decoding (Dao, Haziza, Massa and Sizov, 2023): split the K/V cache so that decoding fills the GPU.
+
+At decode time Q has a few rows (one new token, or a few) and K/V are long. FlashAttention-2
+gives each (batch, head) one thread block, which at batch 1 leaves most SMs idle. Flash-
+Decoding splits the keys into P chunks, one thread block each:
+  kernel 1  each chunk p runs the FlashAttention-2 forward of Q against its keys and writes
+            a partial output O_p and its log-sum-exp lse_p (float32) to HBM;
+  kernel 2  the combine: lse_max = max_p lse_p, LSE = log Σ_p exp(lse_p − lse_max) + lse_max,
+            O = Σ_p exp(lse_p − LSE)·O_p — exact, by the merge ⊕ of `sim.softmax`.
+`occupancy` models how many SMs each choice keeps busy, and what that costs in time.
+"""
+
+from dataclasses import dataclass
+from math import ceil
+
+import numpy as np
+
+from sim import mask
+from sim.errors import InputError
+from sim.hardware import Hardware
+from sim.iomodel import Counts
+from sim.memory import ACCUMULATOR, Chip, human_bytes
+from sim.softmax import shift
+
+F = ACCUMULATOR.itemsize  # partial outputs, log-sum-exps and on-chip accumulators are float32
+
+
+def bounds(Nk: int, splits: int) -> list[tuple[int, int]]:
+    """The keys [k0, k1) of each of the `splits` chunks: as even as can be, none empty."""
+    return [(p * Nk // splits, (p + 1) * Nk // splits) for p in range(splits)]
+
+
+def split_kv(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) -> None:
+    """Kernel 1: read Q and chunk p of K, V; write O_p (rows p·Nq … of O_parts) and lse_p (row p of lse_parts).
+
+    With one split this is FlashAttention-2's forward: it writes O and L, and no combine follows.
+    """
+    Q = chip.hbm.tensors["Q"]
+    Nq, d = Q.shape
+    Nk = chip.hbm.tensors["K"].shape[0]
+    if splits == 1:
+        chip.hbm.alloc("O", (Nq, d), Q.dtype)
+        chip.hbm.alloc("L", (Nq,), np.float32)
+    else:
+        chip.hbm.alloc("O_parts", (splits * Nq, d), np.float32)
+        chip.hbm.alloc("lse_parts", (splits, Nq), np.float32)
+
+    for p, (k0, k1) in enumerate(bounds(Nk, splits)):  # one thread block per chunk, all at once on the GPU
+        with chip.step("load", None, "Load Q from HBM to on-chip SRAM (every split reads it)", i=p, phase="split"):
+            Q_p = chip.load("Q", "Q")  # (Nq, d) SRAM
+        with chip.step("init", None, "On chip, initialize O_p = 0, ℓ = 0, m = −∞", i=p, phase="split"):
+            O_p = chip.put("O_p", np.zeros((Nq, d)))  # (Nq, d) SRAM accumulator
+            ℓ = chip.put("ℓ", np.zeros(Nq))  # (Nq,) SRAM
+            m = chip.put("m", np.full(Nq, -np.inf))  # (Nq,) SRAM
+        for j, c0 in enumerate(range(k0, k1, Bc)):  # FlashAttention-2's inner loop over this chunk's keys
+            cols = (c0, min(c0 + Bc, k1))
+            with chip.step("load", None, "Load K_j, V_j of the chunk from HBM to on-chip SRAM", p, j, phase="split"):
+                K_j = chip.load("K_j", "K", cols)  # (Bc, d) SRAM
+                V_j = chip.load("V_j", "V", cols)  # (Bc, d) SRAM
+            with chip.step("compute", None, "On chip, S = τ Q K_jᵀ; m, P̃ = exp(S − m), ℓ; O_p ← e^(m_old − m)·O_p + P̃ V_j", p, j, phase="split"):
+                S = scale * chip.matmul(Q_p, K_j.T)  # (Nq, Bc)
+                chip.elementwise(S.size)  # τ·
+                if causal and not mask.block_fully_seen(0, cols[1], Nq, Nk):
+                    S = np.where(mask.visible(0, Nq, *cols, Nq, Nk), S, -np.inf)
+                    chip.elementwise(S.size)  # the mask's select
+                S = chip.put("S", S)
+                m_new = chip.put("m_new", np.maximum(m, S.max(axis=1)))  # (Nq,)
+                P̃ = chip.put("P̃", chip.exp(S - shift(m_new)[:, None]), replaces=["S"])  # (Nq, Bc)
+                α = chip.put("α", chip.exp(m - shift(m_new)))  # (Nq,)
+                ℓ = chip.put("ℓ", α * ℓ + P̃.sum(axis=1))
+                m = chip.put("m", m_new, replaces=["m_new"])
+                O_p = chip.put("O_p", α[:, None] * O_p + chip.matmul(P̃, V_j))  # (Nq, d)
+                chip.elementwise(3 * P̃.size + 4 * Nq + O_p.size)  # rowmax, S − m, rowsum; max, −, α·ℓ, +; α·O_p
+            chip.free("K_j", "V_j", "P̃", "α")
+        with chip.step("compute", None, "On chip, O_p = diag(ℓ)⁻¹ O_p, lse_p = m + log ℓ", i=p, phase="split"):
+            O_p = chip.put("O_p", np.divide(O_p, ℓ[:, None], out=np.zeros_like(O_p), where=ℓ[:, None] > 0))
+            with np.errstate(divide="ignore"):
+                lse_p = chip.put("lse_p", np.where(ℓ > 0, m + np.log(ℓ), -np.inf))  # (Nq,)
+            chip.elementwise(O_p.size + 2 * Nq)  # ÷ℓ; log, +
+        if splits == 1:
+            with chip.step("store", None, "Write O and L = lse_1 to HBM", i=p, phase="split"):
+                chip.store("O", O_p)
+                chip.store("L", lse_p)
+        else:
+            with chip.step("store", None, "Write O_p and lse_p to HBM (float32)", i=p, phase="split"):
+                chip.store("O_parts", O_p, (p * Nq, (p + 1) * Nq))
+                chip.store("lse_parts", lse_p, (p, p + 1))
+        chip.free("Q", "O_p", "ℓ", "m", "lse_p")
+
+
+def combine(chip: Chip, *, splits: int) -> None:
+    """Kernel 2: read every lse_p and O_p; write O (storage dtype) and its log-sum-exp L (float32)."""
+    Q = chip.hbm.tensors["Q"]
+    Nq, d = Q.shape
+    chip.hbm.alloc("O", (Nq, d), Q.dtype)
+    chip.hbm.alloc("L", (Nq,), np.float32)
+    with chip.step("load", None, "Load lse_1 … lse_P from HBM to on-chip SRAM", phase="combine"):
+        lse = chip.load("lse_parts", "lse_parts")  # (P, Nq) SRAM
+    with chip.step("compute", None, "On chip, lse_max = max_p lse_p, LSE = log Σ_p exp(lse_p − lse_max) + lse_max", phase="combine"):
+        lse_max = chip.put("lse_max", lse.max(axis=0))  # (Nq,)
+        with np.errstate(divide="ignore"):
+            LSE = chip.put("LSE", np.log(chip.exp(lse - shift(lse_max)).sum(axis=0)) + shift(lse_max))  # (Nq,)
+        chip.elementwise(3 * lse.size + 2 * Nq)  # max, −, Σ; log, +
+        O = chip.put("O", np.zeros((Nq, d)))  # (Nq, d) SRAM accumulator
+    for p in range(splits):
+        with chip.step("load", None, "Load O_p from HBM to on-chip SRAM", i=p, phase="combine"):
+            O_p = chip.load("O_p", "O_parts", (p * Nq, (p + 1) * Nq))  # (Nq, d) SRAM
+        with chip.step("compute", None, "On chip, O ← O + exp(lse_p − LSE)·O_p", i=p, phase="combine"):
+            w = chip.exp(lse[p] - np.where(np.isneginf(LSE), np.inf, LSE))  # (Nq,); 0 for a row that sees no key
+            O = chip.put("O", O + w[:, None] * O_p)
+            chip.elementwise(Nq + 2 * O_p.size)  # −; ·, +
+        chip.free("O_p")
+    with chip.step("store", None, "Write O and L = LSE to HBM", phase="combine"):
+        chip.store("O", O)
+        chip.store("L", LSE)
+    chip.free("lse_parts", "lse_max", "LSE", "O")
+
+
+def forward(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) -> None:
+    """Both kernels, one after the other (only the first with one split)."""
+    split_kv(chip, Bc=Bc, splits=splits, scale=scale, causal=causal)
+    if splits > 1:
+        combine(chip, splits=splits)
+
+
+def counts(Nq: int, Nk: int, d: int, s: int, Bc: int, splits: int, causal: bool = False) -> list[tuple[str, Counts]]:
+    """The kernels' closed-form HBM traffic and work for one head (one kernel with one split)."""
+    reads, flops, exps, elementwise = splits * s * Nq * d + 2 * s * Nk * d, 0, 0, 0
+    for k0, k1 in bounds(Nk, splits):
+        for c0 in range(k0, k1, Bc):
+            c1 = min(c0 + Bc, k1)
+            c = c1 - c0
+            flops += 4 * Nq * c * d
+            exps += Nq * c + Nq
+            masked = causal and not mask.block_fully_seen(0, c1, Nq, Nk)
+            elementwise += (4 + masked) * Nq * c + 4 * Nq + Nq * d
+        elementwise += Nq * d + 2 * Nq
+    if splits == 1:
+        return [("FlashAttention-2 forward", Counts(reads, s * Nq * d + F * Nq, flops, exps, elementwise))]
+    partials = F * splits * Nq * (d + 1)
+    split = Counts(reads, partials, flops, exps, elementwise)
+    # max, −, Σ over the P lse's and log, +; per split: −, and ·, + on O_p
+    merge = Counts(partials, s * Nq * d + F * Nq, 0, 2 * splits * Nq, 3 * splits * Nq + 2 * Nq + splits * Nq * (1 + 2 * d))
+    return [("split K/V: partial O_p, lse_p", split), ("combine", merge)]
+
+
+def footprint(Nq: int, Bc: int, d: int, s: int, splits: int) -> dict[str, int]:
+    """Bytes of each SRAM buffer at the peak: kernel 1's (P̃ next to O_p), or the combine's if larger."""
+    split = {"Q": s * Nq * d, "K_j": s * Bc * d, "V_j": s * Bc * d, "O_p": F * Nq * d, "P̃": F * Nq * Bc, "ℓ, m, m_new, α": 4 * F * Nq}
+    merge = {"lse_parts": F * splits * Nq, "lse_max, LSE": 2 * F * Nq, "O": F * Nq * d, "O_p": F * Nq * d}
+    return merge if splits > 1 and sum(merge.values()) > sum(split.values()) else split
+
+
+def fit(Nq: int, Nk: int, d: int, s: int, sram_bytes: int, splits: int) -> int:
+    """The largest power-of-two Bc (capped at the longest chunk) whose buffers fit in `sram_bytes`."""
+    longest = max(k1 - k0 for k0, k1 in bounds(Nk, splits))
+    smallest = sum(footprint(Nq, 1, d, s, splits).values())
+    if smallest > sram_bytes:
+        raise InputError(
+            f"q: {Nq} query rows of d={d} in {splits} splits need {human_bytes(smallest)} of SRAM "
+            f"even with one key per block; the SRAM holds {human_bytes(sram_bytes)}"
+        )
+    Bc = 1
+    while Bc < longest and sum(footprint(Nq, min(2 * Bc, longest), d, s, splits).values()) <= sram_bytes:
+        Bc = min(2 * Bc, longest)
+    return Bc
+
+
+# -- how many SMs each choice keeps busy -----------------------------------------------
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Thread blocks of kernel 1 against the SMs, and the time the model gives both kernels."""
+
+    splits: int
+    blocks: int  # batch × heads × splits thread blocks
+    sm_count: int
+    busy: int  # SMs with a block in the first wave
+    waves: int  # ⌈blocks / SMs⌉
+    hbm_bytes: int  # both kernels, every head
+    seconds: float
+
+    @property
+    def utilization(self) -> float:
+        """Fraction of SM-time that does work: blocks / (waves × SMs)."""
+        return self.blocks / (self.waves * self.sm_count)
+
+
+def occupancy(
+    batch: int, heads: int, splits: int, Nq: int, Nk: int, d: int, s: int, hw: Hardware, Bc: int | None = None
+) -> Occupancy:
+    """The model: each thread block streams its chunk at one SM's share of the HBM bandwidth
+    (bandwidth / SM count: all SMs busy together saturate HBM); blocks run in waves of one per
+    SM; the combine kernel is memory-bound at full bandwidth.
+    """
+    (_, split), *merge = counts(Nq, Nk, d, s, Bc or Nk, splits)
+    blocks = batch * heads * splits
+    waves = ceil(blocks / hw.sm_count)
+    per_block = split.hbm_bytes / splits  # what one thread block moves (chunks differ by at most one key)
+    seconds = waves * per_block / (hw.hbm_bandwidth / hw.sm_count)
+    merged = batch * heads * sum(c.hbm_bytes for _, c in merge)
+    seconds += merged / hw.hbm_bandwidth
+    total = batch * heads * split.hbm_bytes + merged
+    return Occupancy(splits, blocks, hw.sm_count, min(blocks, hw.sm_count), waves, total, seconds)
+
+
+def best_splits(batch: int, heads: int, Nq: int, Nk: int, d: int, s: int, hw: Hardware, most: int = 128) -> int:
+    """The number of splits (1 … min(most, Nk)) the model finds fastest; the fewest among equals."""
+    options = range(1, min(most, Nk) + 1)
+    return min(options, key=lambda P: (occupancy(batch, heads, P, Nq, Nk, d, s, hw).seconds, P))

@@ -1,0 +1,120 @@
+"""Flash-Decoding: split-K/V partials combined exactly; counts equal the closed form; the SM model."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sim
+from sim import hardware, iomodel, reference
+from sim.algorithms import decoding
+
+A100 = hardware.get("A100-40GB")
+
+
+def inputs(Nq, Nk, d, dtype=np.float32, lead=(), seed=0):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((*lead, rows, d)).astype(dtype) for rows in (Nq, Nk, Nk))
+
+
+# fp32 partials and accumulation: unit roundoff 6e-8, grown by sums over at most a few hundred keys
+FP32_TOL = 1e-5
+
+
+@pytest.mark.parametrize(
+    "Nq, Nk, d, splits, Bc, causal",
+    [(1, 1000, 16, 7, 32, False), (1, 1000, 16, 7, 32, True), (4, 333, 8, 5, 16, True), (3, 50, 4, 50, 1, True), (6, 4, 4, 3, 2, True)],
+)
+def test_output_and_lse_match_float64_reference(Nq, Nk, d, splits, Bc, causal):
+    q, k, v = inputs(Nq, Nk, d, seed=Nk)
+    r = sim.decode(q, k, v, splits=splits, block_cols=Bc, causal=causal)
+    o, lse = reference.attention(q, k, v, causal=causal)
+    assert np.abs(r.output - o).max() <= FP32_TOL * np.abs(o).max()
+    finite = np.isfinite(lse)  # Nq > Nk, causal: the first rows see no key and get L = −∞
+    assert np.array_equal(np.isfinite(r.lse), finite)
+    assert np.abs(r.lse[finite] - lse[finite]).max() <= FP32_TOL * np.abs(lse[finite]).max()
+
+
+def test_batched_heads_in_half_precision():
+    q, k, v = inputs(2, 300, 16, np.float16, lead=(2, 3), seed=1)
+    r = sim.decode(q, k, v, splits=4, causal=True)
+    o, _ = reference.attention(q, k, v, causal=True)
+    # the only rounding to fp16 is O's final store: u/2 = 2⁻¹² of the largest entry, with fp32 work before it
+    assert np.abs(r.output.astype(np.float64) - o).max() <= 2.0**-11 * np.abs(o).max()
+    assert r.heads == 6 and r.output.dtype == np.float16
+
+
+def test_one_split_is_flashattention2_itself():
+    q, k, v = inputs(3, 200, 8, seed=2)
+    r = sim.decode(q, k, v, splits=1, block_cols=16, causal=True)
+    f = sim.run("flash2", q, k, v, block_rows=3, block_cols=16, causal=True)
+    assert np.array_equal(r.output, f.output) and np.array_equal(r.lse, f.lse)
+    assert r.hbm_bytes == f.hbm_bytes and r.flops == f.flops
+
+
+def test_splitting_changes_only_the_rounding():
+    q, k, v = inputs(2, 512, 8, seed=3)
+    whole = sim.decode(q, k, v, splits=1, block_cols=64)
+    for P in (2, 3, 8, 64):
+        split = sim.decode(q, k, v, splits=P, block_cols=64)
+        assert np.abs(split.output - whole.output).max() <= FP32_TOL * np.abs(whole.output).max()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    Nq=st.integers(1, 6),
+    Nk=st.integers(1, 60),
+    d=st.integers(1, 8),
+    Bc=st.integers(1, 16),
+    splits=st.integers(1, 12),
+    dtype=st.sampled_from([np.float16, ml_dtypes.bfloat16, np.float32]),
+    causal=st.booleans(),
+)
+def test_ledger_equals_closed_form(Nq, Nk, d, Bc, splits, dtype, causal):
+    splits = min(splits, Nk)
+    q, k, v = inputs(Nq, Nk, d, dtype)
+    r = sim.decode(q, k, v, splits=splits, block_cols=Bc, causal=causal, sram_bytes=1 << 30)
+    c = iomodel.sum_counts(c for _, c in decoding.counts(Nq, Nk, d, np.dtype(dtype).itemsize, Bc, splits, causal))
+    got = (r.ledger.hbm_read_bytes, r.ledger.hbm_write_bytes, r.flops, r.ledger.work["exp"], r.ledger.work["elementwise"])
+    assert got == (c.hbm_read_bytes, c.hbm_write_bytes, c.flops, c.exps, c.elementwise)
+    widest = min(Bc, max(k1 - k0 for k0, k1 in decoding.bounds(Nk, splits)))  # the widest K/V tile
+    assert r.sram_peak_bytes == sum(decoding.footprint(Nq, widest, d, np.dtype(dtype).itemsize, splits).values())
+
+
+def test_chunks_are_even_and_cover_the_keys():
+    for Nk, P in ((10, 3), (10, 10), (1000, 7), (5, 1)):
+        b = decoding.bounds(Nk, P)
+        assert b[0][0] == 0 and b[-1][1] == Nk and all(x[1] == y[0] for x, y in zip(b, b[1:]))
+        sizes = [k1 - k0 for k0, k1 in b]
+        assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
+
+
+def test_at_batch_one_one_block_per_head_leaves_most_sms_idle():
+    Nk, d, s = 32768, 128, 2
+    one = decoding.occupancy(1, 16, 1, 1, Nk, d, s, A100)
+    assert (one.blocks, one.busy, one.waves) == (16, 16, 1)  # 16 of 108 SMs
+    P = decoding.best_splits(1, 16, 1, Nk, d, s, A100)
+    split = decoding.occupancy(1, 16, P, 1, Nk, d, s, A100)
+    assert split.busy == 108 and split.utilization > 0.9
+    # the model streams a block at 1/108 of the bandwidth: 16 busy SMs move the same bytes 108/16 × slower
+    assert one.seconds / split.seconds > 5
+
+
+def test_at_large_batch_splitting_gains_little():
+    Nk, d, s = 4096, 128, 2
+    one = decoding.occupancy(64, 16, 1, 1, Nk, d, s, A100)
+    best = decoding.occupancy(64, 16, decoding.best_splits(64, 16, 1, Nk, d, s, A100), 1, Nk, d, s, A100)
+    assert one.busy == 108 and one.utilization > 0.9  # 1024 blocks already fill every SM
+    assert one.seconds / best.seconds < 1.1
+
+
+@pytest.mark.parametrize(
+    "kwargs, argument",
+    [(dict(splits=0), "splits:"), (dict(splits=11), "splits:"), (dict(block_cols=0), "block_cols:"), (dict(record="x"), "record:")],
+)
+def test_bad_input_is_one_line_naming_the_argument(kwargs, argument):
+    q, k, v = inputs(2, 10, 4)
+    with pytest.raises(sim.InputError) as e:
+        sim.decode(q, k, v, **kwargs)
+    assert str(e.value).startswith(argument) and "\n" not in str(e.value)
