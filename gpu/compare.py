@@ -34,6 +34,10 @@ class Comparison:
     gaps: list[str] = field(default_factory=list)
 
     @property
+    def roofline_hw_bandwidth(self) -> float:
+        return hardware.get(self.hardware).hbm_bandwidth
+
+    @property
     def read_ratio(self) -> float | None:
         return self.counters["l2_read_bytes"] / self.predicted_read if self.counters else None
 

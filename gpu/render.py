@@ -74,9 +74,13 @@ def comparison(c) -> Group:
     for col in ("", "ms", "TFLOP/s"):
         t.add_column(col, justify="right")
     if c.roofline is not None:
-        t.add_row(f"roofline ({c.hardware} datasheet, {c.roofline.bound}-bound)", f"{c.roofline.seconds * 1e3:.3f}",
-                  f"{c.flops / c.roofline.seconds / 1e12:.1f}")  # fmt: skip
-    t.add_row("measured (CUDA events, median)", f"{c.measured_ms:.3f}", f"{c.flops / c.measured_ms / 1e9:.1f}")
+        t.add_row(f"roofline: simulator's HBM bytes, {c.hardware} datasheet ({c.roofline.bound}-bound)",
+                  f"{c.roofline.seconds * 1e3:.3f}", f"{c.flops / c.roofline.seconds / 1e12:.1f}")  # fmt: skip
+        if m:
+            dram_s = (m["dram_read_bytes"] + m["dram_write_bytes"]) / c.roofline_hw_bandwidth
+            floor = max(dram_s, c.roofline.compute_seconds)
+            t.add_row("roofline: measured DRAM bytes, same datasheet", f"{floor * 1e3:.3f}", f"{c.flops / floor / 1e12:.1f}")
+    t.add_row("measured (CUDA events, median, back-to-back calls)", f"{c.measured_ms:.3f}", f"{c.flops / c.measured_ms / 1e9:.1f}")
     if m:
         t.add_row("measured (ncu gpu__time_duration, one launch)", f"{m['kernel_ns'] / 1e6:.3f}", f"{c.flops / m['kernel_ns'] / 1e3:.1f}")
 
@@ -95,9 +99,16 @@ def comparison(c) -> Group:
     else:
         notes.append(c.counters_note)
     if c.roofline is not None:
+        achieved = c.roofline.compute_seconds / (c.measured_ms / 1e3)
+        if c.roofline.bound == "memory":
+            notes.append(
+                "The simulator charges every re-read of K_j and V_j to HBM, so at this size its roofline says memory-bound; "
+                "on the GPU those re-reads hit L2, and the kernel's floor is the matrix rate."
+            )
         notes.append(
-            f"The roofline uses datasheet peaks ({c.hardware}); measured/roofline = {c.measured_ms / 1e3 / c.roofline.seconds:.2f}: "
-            "mma.sync runs below the datasheet's wgmma peak, and softmax's exponentials and rescaling share the SM with the matmuls."
+            f"The kernel runs at {achieved:.0%} of the {c.hardware} datasheet's dense {cfg['dtype']} peak: that peak is the "
+            "Hopper wgmma rate, mma.sync (what v2 uses, like FlashAttention-2) reaches roughly two thirds of it, and the "
+            "softmax's exponentials and rescaling share the SM with the matmuls."
         )
     return Group(head, err, io, t, *(Text(n) for n in notes))
 
