@@ -175,7 +175,7 @@ def bench_gpu_command(quick, json_path) -> None:
 @click.option("--nk", type=POSITIVE, default=None, help="Key/value rows Nk  [default: N]")
 @click.option("--d", type=click.IntRange(1, 128), default=64, show_default=True, help="Head dimension d.")
 @click.option("--batch", type=POSITIVE, default=1, show_default=True)
-@click.option("--heads", type=POSITIVE, default=8, show_default=True)
+@click.option("--heads", type=POSITIVE, default=16, show_default=True)
 @click.option("--dtype", type=click.Choice(["fp16", "bf16"]), default="fp16", show_default=True)
 @click.option("--causal", is_flag=True, help="Causal mask, aligned bottom-right when N ≠ Nk.")
 @click.option("--kernel", type=click.Choice(["v1", "v2"]), default="v2", show_default=True, help="GPU kernel.")
