@@ -46,7 +46,7 @@ def fail(message: str) -> None:
     sys.exit(2)
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("flashsim", cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 def app() -> None:
     """flashsim: FlashAttention, made visible."""
 
