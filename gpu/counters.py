@@ -60,7 +60,7 @@ def measure(kernel: str, *, n, nk, d, batch, heads, dtype, causal) -> dict[str, 
 
 def main(argv=None) -> None:
     """Run one flash kernel once on random inputs (the program ncu profiles)."""
-    from gpu import device
+    from gpu import device, tiling
     from gpu.flash import flash_attention
     from gpu.harness import random_qkv
 
@@ -70,9 +70,11 @@ def main(argv=None) -> None:
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--dtype", required=True)
     parser.add_argument("--causal", action="store_true")
+    parser.add_argument("--padded-rows", action="store_true", help="v2: shared-memory rows padded instead of swizzled")
     a = parser.parse_args(argv)
     q, k, v = random_qkv(a.batch, a.heads, a.n, a.nk, a.d, a.dtype, seed=0)
-    flash_attention(q, k, v, causal=a.causal, kernel=a.kernel)
+    tiles = tiling.with_defaults(a.kernel, a.d, swizzle=False) if a.padded_rows else None
+    flash_attention(q, k, v, causal=a.causal, kernel=a.kernel, tiles=tiles)
     device.require().cuda.Device().synchronize()
 
 

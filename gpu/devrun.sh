@@ -12,12 +12,12 @@ summary=()
 step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
   timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
   summary+=("$name rc=$rc $((SECONDS - t0))s: $(tail -n 1 "$OUT/$name.log" | cut -c1-150)"); }
-ncu_probe() {  # one ncu call per metric, so that a metric this ncu lacks fails alone
-  for m in lts__t_sectors_srcunit_tex_op_read.sum lts__t_sectors_op_read.sum lts__t_sectors_srcunit_ltcfabric_op_read.sum \
-           l1tex__m_xbar2l1tex_read_bytes.sum smsp__inst_executed_op_ldgsts.sum; do
-    echo "== $m"
-    ncu --clock-control none --csv --print-units base --metrics "$m" --kernel-name regex:flash2_v2_fwd --launch-count 1 \
-      python3 -m gpu.counters --kernel v2 --n 2048 --nk 2048 --d 64 --batch 1 --heads 16 --dtype float16 2>&1 | grep -E "$m|ERROR" | tail -n 2
+ncu_probe() {  # the kernel's cp.async instructions and the bytes L2 and the crossbar see, padded vs swizzled rows
+  for variant in "" --padded-rows; do
+    echo "== v2 d=64 N=2048 heads=16 ${variant:-swizzled rows}"
+    ncu --clock-control none --csv --print-units base --kernel-name regex:flash2_v2_fwd --launch-count 1 \
+      --metrics lts__t_sectors_srcunit_tex_op_read.sum,l1tex__m_xbar2l1tex_read_bytes.sum,smsp__inst_executed_op_ldgsts.sum,gpu__time_duration.sum \
+      python3 -m gpu.counters --kernel v2 --n 2048 --nk 2048 --d 64 --batch 1 --heads 16 --dtype float16 $variant 2>&1 | grep -E '"(lts|l1tex|smsp|gpu)__|ERROR' | awk -F'","' '{print $(NF-2), $NF}'
   done
   echo "expected (simulator): read $((2 * 16 * (2048 * 64 + 16 * 2 * 2048 * 64))) bytes = $((2 * 16 * (2048 * 64 + 16 * 2 * 2048 * 64) / 32)) sectors, ldgsts $((2 * 16 * (2048 * 64 + 16 * 2 * 2048 * 64) / 512)) warp instructions"
 }

@@ -81,19 +81,19 @@ def check(q, k, v, *, causal=False, kernel=None, tiles=None) -> Check:
 TUNE_VARIANTS = {  # the first of each list is the default; gpu/NOTES.md has every tiling tried and its TFLOP/s
     64: [
         tiling.v2_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2),
-        tiling.v2_tiles(warps=4, m_tiles=2, block_cols=48, min_blocks=2),
+        tiling.v2_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2, swizzle=False),
     ],
     128: [
         tiling.v2_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2),
-        tiling.v2_tiles(warps=4, m_tiles=2, block_cols=48, q_in_regs=False, min_blocks=2),
-        tiling.v2_tiles(warps=4, m_tiles=2, block_cols=16, q_in_regs=False, min_blocks=2),
+        tiling.v2_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2, swizzle=False),
+        tiling.v2_tiles(warps=4, m_tiles=2, block_cols=64, q_in_regs=False, min_blocks=2),
     ],
 }
 
 
 def describe(t: tiling.Tiles) -> str:
     """A tiling in one short string: Br×Bc, warps × rows per warp, where Q_i's fragments live."""
-    return f"{t.block_rows}x{t.block_cols} w{t.warps}x{16 * t.m_tiles} {'qreg' if t.q_in_regs else 'qsmem'} mb{t.min_blocks}"
+    return f"{t.block_rows}x{t.block_cols} w{t.warps}x{16 * t.m_tiles} {'qreg' if t.q_in_regs else 'qsmem'} mb{t.min_blocks} {'swz' if t.swizzle else 'pad'}"
 
 
 SMOKE = [  # (kernel, dtype, (batch, heads, N, Nk, d), causal): ragged everywhere, rows that see no key

@@ -30,15 +30,16 @@ class Tiles:
     m_tiles: int = 1  # v2: 16-row MMA tiles per warp (Br = 16 · m_tiles · warps)
     q_in_regs: bool = True  # v2: Q_i's MMA fragments stay in registers for the whole K/V loop
     min_blocks: int = 1  # v2: thread blocks per SM that the register allocation must leave room for
+    swizzle: bool = True  # v2: XOR-swizzled shared-memory rows (else rows padded by 16 bytes)
 
     @property
     def threads(self) -> int:
         return 32 * self.warps
 
 
-def v2_tiles(warps: int, m_tiles: int, block_cols: int, q_in_regs: bool = True, min_blocks: int = 1) -> Tiles:
+def v2_tiles(warps: int, m_tiles: int, block_cols: int, q_in_regs: bool = True, min_blocks: int = 1, swizzle: bool = True) -> Tiles:
     """A v2 geometry; Br follows from the warp split (16 · m_tiles rows per warp)."""
-    return Tiles(16 * m_tiles * warps, block_cols, warps, m_tiles, q_in_regs, min_blocks)
+    return Tiles(16 * m_tiles * warps, block_cols, warps, m_tiles, q_in_regs, min_blocks, swizzle)
 
 
 def default_tiles(kernel: str, d: int) -> Tiles:
@@ -73,6 +74,7 @@ def defines(kernel: str, d: int, dtype: str, tiles: Tiles | None = None) -> dict
         "BC": tiles.block_cols,
         "Q_IN_REGS": int(tiles.q_in_regs),
         "MIN_BLOCKS": tiles.min_blocks,
+        "SWIZZLE": int(tiles.swizzle),
         "IS_BF16": int(dtype == "bfloat16"),
     }
 
@@ -84,7 +86,8 @@ def smem_bytes(kernel: str, d: int, tiles: Tiles | None = None) -> int:
         br, bc = tiles.block_rows, tiles.block_cols
         return 4 * (2 * br * d + 2 * bc * d + br * bc + 3 * br)
     _, d_mma = padded_dims(d)
-    return 2 * (tiles.block_rows + 4 * tiles.block_cols) * (d_mma + 8)
+    row = pad_to(d_mma, 64) if tiles.swizzle else d_mma + 8
+    return 2 * (tiles.block_rows + 4 * tiles.block_cols) * row
 
 
 def with_defaults(kernel: str, d: int, **changes) -> Tiles:

@@ -20,11 +20,15 @@
 //
 // Injected #defines: HEAD_DIM (row length of Q, K, V, O in HBM: d padded to 8), D_MMA (d padded to 16),
 // NWARPS, M_TILES (16-row MMA tiles per warp), BC (Bc, a multiple of 16), Q_IN_REGS, IS_BF16,
-// MIN_BLOCKS (thread blocks per SM the register allocation must allow).
+// MIN_BLOCKS (thread blocks per SM the register allocation must allow), SWIZZLE (shared-memory layout).
 
 #define BR (16 * M_TILES * NWARPS)  // Br: query rows per thread block
 #define NTHREADS (32 * NWARPS)
-#define SROW (D_MMA + 8)    // shared-memory row stride in elements: +16 bytes puts ldmatrix's 8 rows in 8 bank groups
+#if SWIZZLE
+#define SROW (((D_MMA + 63) / 64) * 64)  // shared-memory row stride in elements: whole 128-byte lines
+#else
+#define SROW (D_MMA + 8)  // shared-memory row stride in elements: +16 bytes puts ldmatrix's 8 rows in 8 bank groups
+#endif
 #define CHUNKS (D_MMA / 8)  // 16-byte chunks in a shared-memory row
 #define KT_D (D_MMA / 16)   // k-steps of Q_i K_jᵀ
 #define NT_S (BC / 8)       // 8-key n-tiles of S_ij
@@ -83,6 +87,17 @@ __device__ __forceinline__ float exp2_approx(float x) {
     return y;
 }
 
+// where element (row, col) of a shared-memory tile lives; with SWIZZLE, the 16-byte chunk col / 8 of each
+// group of 8 moves to chunk (col / 8) XOR (row mod 8), so ldmatrix's 8 rows hit 8 different bank groups
+__device__ __forceinline__ int at(int row, int col) {
+#if SWIZZLE
+    const int chunk = col >> 3;
+    return row * SROW + (((chunk & ~7) | ((chunk ^ row) & 7)) << 3) + (col & 7);
+#else
+    return row * SROW + col;
+#endif
+}
+
 // rows row0 … row0 + ROWS − 1 of an (nrows, HEAD_DIM) matrix in HBM → an (ROWS, SROW) tile in SRAM,
 // zeros for rows ≥ nrows and for the columns HEAD_DIM … D_MMA − 1 (they add nothing to any dot product)
 template <int ROWS>
@@ -94,7 +109,7 @@ __device__ __forceinline__ void load_tile(elem_t* tile, const elem_t* hbm, int r
             const int r = chunk / CHUNKS, k = (chunk % CHUNKS) * 8;
             const bool inside = row0 + r < nrows && k < HEAD_DIM;
             const elem_t* src = inside ? hbm + (size_t)(row0 + r) * HEAD_DIM + k : hbm;
-            cp_async_16(tile + r * SROW + k, src, inside ? 16 : 0);
+            cp_async_16(tile + at(r, k), src, inside ? 16 : 0);
         }
     }
 }
@@ -169,7 +184,7 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
             for (int mt = 0; mt < M_TILES; ++mt)
 #pragma unroll
                 for (int kk = 0; kk < KT_D; ++kk)
-                    ldmatrix_x4(q[mt][kk], sQ + (wrow + mt * 16 + (lane & 15)) * SROW + kk * 16 + (lane >> 4) * 8);
+                    ldmatrix_x4(q[mt][kk], sQ + at(wrow + mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
         }
 #endif
 
@@ -190,13 +205,13 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
 #pragma unroll
                 for (int e = 0; e < 4; ++e) a[mt][e] = q[mt][kk][e];
 #else
-                ldmatrix_x4(a[mt], sQ + (wrow + mt * 16 + (lane & 15)) * SROW + kk * 16 + (lane >> 4) * 8);
+                ldmatrix_x4(a[mt], sQ + at(wrow + mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
 #endif
             }
 #pragma unroll
             for (int np = 0; np < NT_S / 2; ++np) {
                 u32 b[4];  // K_j rows np·16 … np·16 + 15, columns kk·16 … kk·16 + 15: B fragments of two n-tiles
-                ldmatrix_x4(b, K_j + (np * 16 + (lane & 7) + (lane >> 4) * 8) * SROW + kk * 16 + ((lane >> 3) & 1) * 8);
+                ldmatrix_x4(b, K_j + at(np * 16 + (lane & 7) + (lane >> 4) * 8, kk * 16 + ((lane >> 3) & 1) * 8));
 #pragma unroll
                 for (int mt = 0; mt < M_TILES; ++mt) {
                     mma_16816(s[mt][2 * np], a[mt], b[0], b[1]);
@@ -266,7 +281,7 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
 #pragma unroll
             for (int np = 0; np < NT_O / 2; ++np) {
                 u32 b[4];  // V_j rows kk·16 … kk·16 + 15, columns np·16 … np·16 + 15: B fragments of two n-tiles
-                ldmatrix_x4_trans(b, V_j + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * SROW + np * 16 + (lane >> 4) * 8);
+                ldmatrix_x4_trans(b, V_j + at(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, np * 16 + (lane >> 4) * 8));
 #pragma unroll
                 for (int mt = 0; mt < M_TILES; ++mt) {
                     mma_16816(o[mt][2 * np], p[mt], b[0], b[1]);
@@ -292,7 +307,7 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
             const int row = wrow + mt * 16 + g + 8 * h;
 #pragma unroll
             for (int nt = 0; nt < NT_O; ++nt)
-                *reinterpret_cast<u32*>(sO + row * SROW + nt * 8 + 2 * t) = pack2(o[mt][nt][2 * h] * inv, o[mt][nt][2 * h + 1] * inv);
+                *reinterpret_cast<u32*>(sO + at(row, nt * 8 + 2 * t)) = pack2(o[mt][nt][2 * h] * inv, o[mt][nt][2 * h + 1] * inv);
             if (t == 0 && r0 + row < N)
                 L[bh * N + r0 + row] = l_row > 0.f ? (m[mt][h] * scale_log2 + log2f(l_row)) * LN2 : NEG_INF;
         }
@@ -300,6 +315,6 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
     for (int chunk = lane; chunk < 16 * M_TILES * (HEAD_DIM / 8); chunk += 32) {
         const int row = wrow + chunk / (HEAD_DIM / 8), k = (chunk % (HEAD_DIM / 8)) * 8;
         if (r0 + row < N)
-            *reinterpret_cast<uint4*>(O + (bh * N + r0 + row) * HEAD_DIM + k) = *reinterpret_cast<const uint4*>(sO + row * SROW + k);
+            *reinterpret_cast<uint4*>(O + (bh * N + r0 + row) * HEAD_DIM + k) = *reinterpret_cast<const uint4*>(sO + at(row, k));
     }
 }
