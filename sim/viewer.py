@@ -96,7 +96,7 @@ class Viewer:
     def footer(self) -> str:
         """The keys, or the step number being typed, or what went wrong."""
         if self.typed is not None:
-            return f"jump to step: {self.typed}▏  (enter: go · esc: cancel)"
+            return f"go to step: {self.typed}▏  (enter: go · esc: cancel)"
         return f"{self.message}  ·  {KEYS}" if self.message else KEYS
 
     def press(self, key: str) -> bool:

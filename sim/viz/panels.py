@@ -76,22 +76,23 @@ def hbm_grids(timeline: Timeline, k: int, width: int) -> RenderableType:
     grid.add_column(style="dim", no_wrap=True)
     grid.add_column(no_wrap=True)
     room = max(4, (width - 3 - max(map(len, timeline.tensors)) - max(map(len, shapes.values()))) // 2)
-    notes = []
+    notes: dict[str, list[str]] = {}  # how many tiles a cell holds -> the tensors whose grids merge that many
     for tensor in timeline.tensors:
         tr, tc = timeline.grid_shape(tensor)
         if tc == 1:  # a column of row blocks, drawn across: cell i holds rows i·B … (i+1)·B − 1
             states, merged, _ = timeline.tile_states(k, tensor, room, 1)
             grid.add_row(tensor, shapes[tensor], cells(states[:, 0]))
             if merged > 1:
-                notes.append(f"{tensor}: {merged} row blocks")
+                notes.setdefault(f"{merged} row blocks", []).append(tensor)
         else:
             states, gr, gc = timeline.tile_states(k, tensor, 8, room)
             grid.add_row(tensor, shapes[tensor], Text("\n").join(cells(row) for row in states))
             if gr * gc > 1:
-                notes.append(f"{tensor}: {gr} × {gc} tiles")
+                notes.setdefault(f"{gr} × {gc} tiles", []).append(tensor)
     if not notes:
         return grid
-    return Group(grid, Text("a cell is " + ", ".join(notes), style="dim"))
+    merged = "; ".join(f"{what} ({', '.join(tensors)})" for what, tensors in notes.items())
+    return Group(grid, Text(f"a cell is {merged}", style="dim"))
 
 
 def legend() -> Text:

@@ -8,7 +8,7 @@ from rich.text import Text
 from sim.viz.panels import memory_panel, nbytes, operation_panel, traffic_panel, values_panel
 from sim.viz.timeline import Timeline
 
-KEYS = "→/n next · ←/p previous · t/T next/previous tile (i, j) · g jump to step · Home/End · q quit"
+KEYS = "→ next · ← back · t/T next/previous tile (i, j) · g go to step · q quit"
 TWO_COLUMNS = 100  # narrower screens stack the panels
 
 
@@ -26,8 +26,8 @@ def header(timeline: Timeline, k: int) -> Table:
     """The run (cropped to fit) and, always in full, which step this is."""
     where = Text(f" step {k} of {len(timeline) - 1}", "bold cyan")
     grid = Table.grid(expand=True)
-    grid.add_column(no_wrap=True, overflow="ellipsis")
-    grid.add_column(justify="right", no_wrap=True, min_width=len(where))
+    grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+    grid.add_column(justify="right", no_wrap=True, width=len(where))
     grid.add_row(Text.assemble(("flashsim trace ", "bold"), run_title(timeline)), where)
     return grid
 

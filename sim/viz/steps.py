@@ -65,8 +65,14 @@ def header(step: Step) -> Text:
     return Text(" · ".join(parts), style="bold")
 
 
-def render_step(step: Step, sram_capacity: int | None = None, hbm: dict | None = None) -> RenderableType:
-    """One step: its line of the paper, the tiles moved, the values written, the traffic so far."""
+def render_step(
+    step: Step, sram_capacity: int | None = None, hbm: dict | None = None, latest: dict | None = None
+) -> RenderableType:
+    """One step: its line of the paper, the tiles moved, the values written, the traffic so far.
+
+    `latest` holds each buffer's value before this step, so that a new running statistic
+    `x_new` shows beside the `x` it replaces (m_i → m_i_new).
+    """
     body = Table.grid(padding=(0, 1))
     body.add_column(style="cyan", no_wrap=True)
     body.add_column()
@@ -75,7 +81,10 @@ def render_step(step: Step, sram_capacity: int | None = None, hbm: dict | None =
     if step.writes:
         body.add_row("SRAM → HBM", moves(step.writes, hbm or {}))
     if step.values:
-        before = step.values["before"]
+        before = dict(step.values["before"])
+        for name in step.values["after"]:
+            if name not in before and name.endswith("_new") and name.removesuffix("_new") in (latest or {}):
+                before[name] = latest[name.removesuffix("_new")]
         for name, after in step.values["after"].items():
             body.add_row(name, change(before[name], after) if name in before else array(after))
     capacity = f" of {human_bytes(sram_capacity)}" if sram_capacity else ""
@@ -89,4 +98,9 @@ def render_step(step: Step, sram_capacity: int | None = None, hbm: dict | None =
 def listing(trace: Trace) -> RenderableType:
     """Every step of a trace, in order."""
     capacity = trace.config.get("sram_bytes")
-    return Group(*(render_step(s, capacity, trace.hbm) for s in trace.steps))
+    latest: dict = {}
+    rendered = []
+    for s in trace.steps:
+        rendered.append(render_step(s, capacity, trace.hbm, dict(latest)))
+        latest.update((s.values or {}).get("after", {}))
+    return Group(*rendered)

@@ -6,6 +6,7 @@ from math import ceil
 import numpy as np
 
 from sim import iomodel
+from sim.errors import InputError
 from sim.memory import DTYPES
 from sim.trace import KEY_TENSORS, Access, Step, Trace
 
@@ -24,7 +25,7 @@ class Timeline:
 
     def __init__(self, trace: Trace):
         if not trace.steps:
-            raise ValueError("trace: it has no steps")
+            raise InputError("trace: it has no steps")
         self.trace = trace
         self.steps = trace.steps
         c = trace.config
