@@ -152,9 +152,10 @@ def test_one_row_values_panel_on_a_bigger_run():
         assert numbers(value_row(text, "m_i")) == pytest.approx([before["m_i"], after["m_i"]], abs=5e-4)
         assert numbers(value_row(text, "ℓ_i")) == pytest.approx([before["ℓ_i"], after["ℓ_i"]], abs=5e-4)
         assert numbers(value_row(text, "α_i")) == pytest.approx([after["α_i"]], abs=5e-4)
-    score = render(panels.values_panel(view, steps[0] - 1, 90), 90)  # line 8: S_ij, 16 numbers, 8 shown
+    score = render(panels.values_panel(view, steps[0] - 1, 90), 90)  # line 8: S_ij, 16 numbers, those that fit
     shown = numbers(value_row(score, "S_ij"))
-    assert shown == pytest.approx(trace.steps[steps[0] - 1].values["after"]["S_ij"][:8], abs=5e-4) and "…" in score
+    assert 4 <= len(shown) < 16 and "…" in score
+    assert shown == pytest.approx(trace.steps[steps[0] - 1].values["after"]["S_ij"][: len(shown)], abs=5e-4)
     elsewhere = render(panels.values_panel(view, 1, 90), 90)  # a step on rows 0–15
     assert "Row 37 is not in this step's tile" in elsewhere
 
@@ -235,3 +236,15 @@ def test_plain_listing_of_a_big_run_has_one_line_per_tile_pair():
         assert line.startswith(str(first) if first == last else f"{first}–{last}")
         assert bool(re.search(rf"(?<![\d,]){read:,} B", line)) == bool(read)
     assert all(cell_len(line) <= 80 for line in text.splitlines())
+
+
+def test_wide_before_and_after_stack_with_every_number():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((16, 4)).astype(np.float32) for _ in range(3))
+    trace = sim.run("flash2", q, k, v, block_rows=8, block_cols=8, hardware="toy", record="values").trace
+    n = next(n for n, s in enumerate(trace.steps) if (s.line, s.i, s.j) == (9, 1, 1))
+    lines = inner(render(panels.values_panel(Timeline(trace), n, 80), 80))
+    at = next(i for i, line in enumerate(lines) if line.startswith("ℓ_i "))
+    before, after = trace.steps[n].values["before"]["ℓ_i"], trace.steps[n].values["after"]["ℓ_i"]
+    assert numbers(lines[at]) == pytest.approx(before, abs=5e-4)  # eight numbers: too wide to stand side by side
+    assert lines[at + 1].split()[0] == "→" and numbers(lines[at + 1]) == pytest.approx(after, abs=5e-4)

@@ -18,7 +18,7 @@ NOTES = {
     "β_i": "rescale of this block: e^(m̃_ij − m_new)",
     "m_new": "the new running max",
 }
-MAX_SHOWN = (6, 8)  # rows and columns of a matrix the values panel shows before eliding
+MAX_ROWS = 6  # rows of a matrix the values panel shows before eliding
 
 
 def nbytes(n: int) -> str:
@@ -37,17 +37,26 @@ def number(x) -> str:
     return f"{x:.3f}"
 
 
-def matrix(values, max_rows: int = MAX_SHOWN[0], max_cols: int = MAX_SHOWN[1]) -> str:
-    """A scalar, vector or matrix as aligned text, elided with … past max_rows × max_cols."""
+def matrix(values, room: int = 80, max_rows: int = MAX_ROWS) -> str:
+    """A scalar, vector or matrix as aligned text in at most `room` columns, elided with … where it does not fit."""
     if not isinstance(values, list):
         return number(values)
     rows = values if values and isinstance(values[0], list) else [values]
-    shown = [[number(x) for x in row[:max_cols]] + (["…"] if len(row) > max_cols else []) for row in rows[:max_rows]]
-    width = max((len(c) for row in shown for c in row), default=0)
-    lines = ["[" + "  ".join(c.rjust(width) for c in row) + "]" for row in shown]
+    cells = [[number(x) for x in row] for row in rows[:max_rows]]
+    width = max((len(c) for row in cells for c in row), default=0)
+    total = max(map(len, cells), default=0)
+    shown = total if 2 + total * (width + 2) - 2 <= room else max(1, (room - 5) // (width + 2))
+    lines = [
+        "[" + "  ".join(c.rjust(width) for c in row[:shown]) + ("  …" if len(row) > shown else "") + "]" for row in cells
+    ]
     if len(rows) > max_rows:
         lines.append(f"… {len(rows)} rows")
     return "\n".join(lines)
+
+
+def fits(values, room: int) -> bool:
+    """Whether `matrix` shows every column of `values` in `room` columns."""
+    return "…" not in matrix(values, room, max_rows=1).split("\n")[0]
 
 
 # -- memory hierarchy ---------------------------------------------------------------------
@@ -195,8 +204,11 @@ def operation_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
 
 
 def before_value(timeline: Timeline, k: int, name: str):
-    """A buffer's value before step k changed it; for `x_new`, the running `x` it replaces."""
-    before = timeline.steps[k].values["before"]
+    """A buffer's value before step k changed it (none for a fresh load); for `x_new`, the running `x` it replaces."""
+    step = timeline.steps[k]
+    before = step.values["before"]
+    if step.op == "load":
+        return None
     if name in before:
         return before[name]
     if name.endswith("_new"):
@@ -217,13 +229,18 @@ def values_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
     table = Table.grid(padding=(0, 1))
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
-    for name, after in step.values["after"].items():
+    names = step.values["after"]
+    room = width - 4 - max(map(len, names), default=0) - 1  # inside the border, beside the names
+    for name, after in names.items():
         before = before_value(timeline, k, name)
         shown = Table.grid(padding=(0, 1))
         if before is None:
-            shown.add_row(matrix(after))
-        else:
-            shown.add_row(matrix(before), Text("→", style="dim"), matrix(after))
+            shown.add_row(matrix(after, room))
+        elif fits(before, (room - 3) // 2) and fits(after, (room - 3) // 2):
+            shown.add_row(matrix(before, room), Text("→", style="dim"), matrix(after, room))
+        else:  # too wide to stand side by side: before above, after below
+            shown.add_row(matrix(before, room - 2))
+            shown.add_row(Text("→ ", style="dim") + Text(matrix(after, room - 2)))
         note = NOTES.get(name)
         table.add_row(name, Group(shown, Text(note, style="dim")) if note else shown)
     if not step.values["after"]:
