@@ -1,7 +1,7 @@
 """The step-by-step record of a simulated run, and its versioned JSON form."""
 
 import json
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from sim.errors import InputError
@@ -73,9 +73,10 @@ class Trace:
     row: int | None = None  # values were recorded for this query row only (None: every row)
 
     def to_dict(self) -> dict:
-        """The JSON-ready form, with schema name and version."""
+        """The JSON-ready form, with schema name and version (shares the values' lists with the trace)."""
         d = {"schema": SCHEMA, "version": VERSION}
-        d.update(asdict(self))
+        d.update({f.name: getattr(self, f.name) for f in fields(self)})
+        d["steps"] = [_step_dict(s) for s in self.steps]
         return d
 
     def save(self, path: str | Path) -> None:
@@ -144,6 +145,23 @@ def row_values(values: dict | None, rows: tuple[int, int] | None, row: int) -> d
         return not name.endswith("_j") and hasattr(v, "__len__") and getattr(v, "ndim", 1) > 0 and len(v) == n
 
     return {when: {name: v[row - r0] for name, v in bufs.items() if keep(name, v)} for when, bufs in values.items()}
+
+
+_ACCESS_FIELDS = [f.name for f in fields(Access)]
+_STEP_FIELDS = [f.name for f in fields(Step)]
+
+
+def _access_dict(a: Access | None) -> dict | None:
+    return None if a is None else {name: getattr(a, name) for name in _ACCESS_FIELDS}
+
+
+def _step_dict(s: Step) -> dict:
+    d = {name: getattr(s, name) for name in _STEP_FIELDS}
+    d["reads"] = [_access_dict(a) for a in s.reads]
+    d["writes"] = [_access_dict(a) for a in s.writes]
+    d["sram"] = [{"name": r.name, "nbytes": r.nbytes, "source": _access_dict(r.source)} for r in s.sram]
+    d["rows"] = None if s.rows is None else list(s.rows)
+    return d
 
 
 def _typed(value, kind, where: str, optional: bool = False):
