@@ -8,11 +8,16 @@ import numpy as np
 from rich.console import Console
 
 import sim
-from sim import bench, hardware, reference, report, walkthrough
+from sim import bench, hardware, paper, reference, report, sweep, training, walkthrough
+from sim.algorithms import decoding
 from sim.errors import FlashsimError, InputError
 from sim.memory import DTYPES
+from sim.viz import backward as backward_viz
 from sim.viz import bench as bench_viz
+from sim.viz import decode as decode_viz
+from sim.viz import paper as paper_viz
 from sim.viz import run as run_viz
+from sim.viz import sweep as sweep_viz
 from sim.viz import walkthrough as walkthrough_viz
 
 console = Console(highlight=False)
@@ -93,10 +98,11 @@ def print_json(obj) -> None:
 @click.option("--hardware", "hardware_name", type=HARDWARE, default=hardware.DEFAULT, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--counts-only", is_flag=True, help="Count bytes and FLOPs only (one head simulated; no error check).")
+@click.option("--backward", is_flag=True, help="Also run the backward pass (upstream gradient dO seeded at random).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 def run_command(
     algo, n, nk, d, batch, heads, dtype, causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name,
-    seed, counts_only, as_json,
+    seed, counts_only, backward, as_json,
 ) -> None:  # fmt: skip
     """Simulate one attention forward pass on seeded random inputs and report its traffic."""
     if blocks == "paper" and (block_rows or block_cols):
@@ -114,10 +120,29 @@ def run_command(
         result = sim.run(algo, q, k, v, **options)
         err = report.max_abs_error(result, q, k, v)
     summary = report.run_report(result, batch=batch, heads=heads, max_abs_err=err)
+    if backward:
+        if counts_only:
+            grads, grad_err = sim.count_backward(algo, n=n, nk=nk, d=d, batch=batch, heads=heads, dtype=dtype, **options), None
+        else:
+            grads, grad_err = run_backward(algo, result, q, k, v, seed, options)
+        summary["backward"] = training.backward_report(grads, grad_err)
+        summary["forward_backward"] = training.split(result, grads)
     if as_json:
         print_json(summary)
     else:
         console.print(run_viz.run_table(summary))
+        if backward:
+            console.print(backward_viz.backward_table(summary))
+
+
+def run_backward(algo, result, q, k, v, seed, options):
+    """The backward pass of a `run` on a seeded random dO, and its errors against the float64 reference."""
+    do = np.random.default_rng(seed + 1).standard_normal(q.shape).astype(q.dtype)
+    stats = {"flash1": result.stats, "flash2": result.lse}.get(algo)
+    if stats is None:  # standard attention leaves P in HBM, not L: hand the backward L to rebuild it from
+        stats = reference.attention(q, k, v, causal=result.causal, scale=result.scale)[1]
+    grads = sim.backward(algo, q, k, v, result.output, stats, do, **options)
+    return grads, training.gradient_errors(grads, q, k, v, do)
 
 
 @app.command("walkthrough")
@@ -265,6 +290,112 @@ def trace_command(
             viewer.interact(view, console)
     else:
         console.print(listing.listing(view))
+
+
+# -- the paper's Figure 2, the roofline sweep, Flash-Decoding --------------------------------
+
+
+class _IntList(click.ParamType):
+    """A comma-separated list of positive integers, such as 512,1024,2048."""
+
+    name = "N[,N…]"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        try:
+            items = tuple(int(x) for x in str(value).split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not a comma-separated list of integers", param, ctx)
+        if min(items) < 1:
+            self.fail(f"{value!r}: every value must be at least 1", param, ctx)
+        return items
+
+
+INTS = _IntList()
+
+
+@app.group("paper")
+def paper_app() -> None:
+    """The FlashAttention paper's figures, reproduced by counting."""
+
+
+@paper_app.command("fig2")
+@click.option("--hardware", "hardware_name", type=HARDWARE, default="A100-40GB", show_default=True, help="GPU of the time estimate.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the tables.")
+def paper_fig2_command(hardware_name, as_json) -> None:
+    """Figure 2: GPT-2 medium attention, forward + backward, standard vs FlashAttention, beside the paper's numbers."""
+    fig = paper.figure2(hardware_name)
+    if as_json:
+        print_json(fig.to_dict())
+    else:
+        console.print(paper_viz.figure2(fig))
+
+
+@app.command("sweep")
+@click.option("--n", "ns", type=INTS, default="512,1024,2048,4096,8192,16384,32768,65536", show_default=True, help="Sequence lengths N = Nk.")
+@click.option("--d", "ds", type=INTS, default="64", show_default=True, help="Head dimensions.")
+@click.option("--block", "block_sizes", type=INTS, default=None, help="FlashAttention blocks Br = Bc  [default: the largest that fit]")
+@click.option("--sram-bytes", "srams", type=INTS, default=None, help="SRAM sizes  [default: the hardware's]")
+@click.option("--batch", type=POSITIVE, default=16, show_default=True)
+@click.option("--heads", type=POSITIVE, default=16, show_default=True)
+@click.option("--dtype", type=DTYPE, default="fp16", show_default=True)
+@click.option("--hardware", "hardware_name", type=HARDWARE, default=hardware.DEFAULT, show_default=True)
+@click.option("--causal", is_flag=True, help="Causal mask (FlashAttention-2 skips the hidden blocks).")
+@click.option("--algo", type=click.Choice(["flash1", "flash2"]), default="flash2", show_default=True, help="FlashAttention variant.")
+@click.option("--backward", is_flag=True, help="Forward + backward  [default: the forward pass]")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of the table.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Also write a figure (needs matplotlib).")
+def sweep_command(
+    ns, ds, block_sizes, srams, batch, heads, dtype, hardware_name, causal, algo, backward, as_json, as_csv, plot_path
+) -> None:
+    """Standard attention vs FlashAttention as N grows: bytes, FLOPs, intensity, roofline time, and where S and P run out of memory."""
+    if as_json and as_csv:
+        raise InputError("--json, --csv: choose one of them")
+    sw = sweep.sweep(
+        ns, ds=ds, blocks=block_sizes or (None,), srams=srams or (None,), batch=batch, heads=heads, dtype=dtype,
+        hardware=hardware_name, causal=causal, algorithm=algo, backward=backward,
+    )  # fmt: skip
+    if plot_path:
+        sweep_viz.plot(sw, plot_path)
+    if as_json:
+        print_json(sw.to_dict())
+    elif as_csv:
+        sys.stdout.write(sw.to_csv())
+    else:
+        console.print(sweep_viz.table(sw))
+
+
+@app.command("decode")
+@click.option("--nk", type=POSITIVE, default=32768, show_default=True, help="Keys in the K/V cache.")
+@click.option("--queries", type=POSITIVE, default=1, show_default=True, help="Query rows (new tokens).")
+@click.option("--d", type=POSITIVE, default=128, show_default=True, help="Head dimension d.")
+@click.option("--batch", type=POSITIVE, default=1, show_default=True)
+@click.option("--heads", type=POSITIVE, default=16, show_default=True)
+@click.option("--dtype", type=DTYPE, default="fp16", show_default=True)
+@click.option("--hardware", "hardware_name", type=HARDWARE, default=hardware.DEFAULT, show_default=True)
+@click.option("--splits", type=INTS, default=None, help="Numbers of splits to compare  [default: 1, 2, 4, … and the best]")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
+def decode_command(nk, queries, d, batch, heads, dtype, hardware_name, splits, as_json) -> None:
+    """Flash-Decoding: how many SMs one thread block per (batch, head) keeps busy, and splitting the K/V cache."""
+    hw, s = hardware.get(hardware_name), DTYPES[dtype].itemsize
+    if splits and max(splits) > nk:
+        raise InputError(f"--splits: {max(splits)} chunks of the {nk} keys would leave some empty; choose 1 … {nk}")
+    best = decoding.best_splits(batch, heads, queries, nk, d, s, hw)
+    options = splits or sorted({1, best, *(2**i for i in range(1, 8) if 2**i <= min(nk, 2 * best))})
+    rows = [decoding.occupancy(batch, heads, P, queries, nk, d, s, hw) for P in options]
+    q, k, v = random_inputs(1, 1, queries, nk, d, dtype, 0)
+    one = sim.decode(q, k, v, splits=best, hardware=hw)  # one head through the simulator, against float64
+    err = float(np.abs(one.output.astype(np.float64) - reference.attention(q, k, v)[0]).max())
+    if as_json:
+        config = dict(nk=nk, queries=queries, d=d, batch=batch, heads=heads, dtype=dtype, hardware=hw.name)
+        table = [dict(splits=r.splits, blocks=r.blocks, busy_sms=r.busy, waves=r.waves, utilization=r.utilization,
+                      hbm_bytes=r.hbm_bytes, seconds=r.seconds) for r in rows]  # fmt: skip
+        print_json({"config": config, "best_splits": best, "rows": table, "simulated_max_abs_err": err})
+        return
+    console.print(decode_viz.decode_table(rows, best, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw))
+    console.print(f"one head simulated with {best} splits: max |O − ref| = {err:.2e} against float64", style="dim")
 
 
 def main() -> None:

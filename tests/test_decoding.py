@@ -1,14 +1,19 @@
 """Flash-Decoding: split-K/V partials combined exactly; counts equal the closed form; the SM model."""
 
+import json
+from itertools import pairwise
+
 import ml_dtypes
 import numpy as np
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
 from sim import hardware, iomodel, reference
 from sim.algorithms import decoding
+from sim.cli import app
 
 A100 = hardware.get("A100-40GB")
 
@@ -85,7 +90,7 @@ def test_ledger_equals_closed_form(Nq, Nk, d, Bc, splits, dtype, causal):
 def test_chunks_are_even_and_cover_the_keys():
     for Nk, P in ((10, 3), (10, 10), (1000, 7), (5, 1)):
         b = decoding.bounds(Nk, P)
-        assert b[0][0] == 0 and b[-1][1] == Nk and all(x[1] == y[0] for x, y in zip(b, b[1:]))
+        assert b[0][0] == 0 and b[-1][1] == Nk and all(x[1] == y[0] for x, y in pairwise(b))
         sizes = [k1 - k0 for k0, k1 in b]
         assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
 
@@ -118,3 +123,19 @@ def test_bad_input_is_one_line_naming_the_argument(kwargs, argument):
     with pytest.raises(sim.InputError) as e:
         sim.decode(q, k, v, **kwargs)
     assert str(e.value).startswith(argument) and "\n" not in str(e.value)
+
+
+def test_cli_shows_the_sms_each_choice_keeps_busy():
+    result = CliRunner().invoke(app, ["decode", "--nk", "8192", "--batch", "1", "--heads", "16", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    rows = {r["splits"]: r for r in out["rows"]}
+    assert rows[1]["busy_sms"] == 16 and rows[1]["blocks"] == 16
+    assert rows[out["best_splits"]]["busy_sms"] == 108
+    assert rows[out["best_splits"]]["seconds"] < rows[1]["seconds"] / 5
+    assert out["simulated_max_abs_err"] < 2.0**-11 * 4  # one fp16 rounding of O, whose entries are below 4
+
+
+def test_cli_bad_splits_is_one_line_with_exit_code_2():
+    result = CliRunner().invoke(app, ["decode", "--nk", "10", "--splits", "4,20"])
+    assert result.exit_code == 2 and result.output.strip().startswith("error: --splits")

@@ -1,0 +1,41 @@
+"""The backward half of `flashsim run --backward`, from `sim.training.backward_report` and `split`."""
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from sim.memory import human_bytes
+
+
+def backward_table(report: dict) -> RenderableType:
+    """The backward pass's traffic per tensor and its check against the closed form; then forward, backward, total."""
+    b = report["backward"]
+    title = Text(f"backward · Br={b['block_rows']}, Bc={b['block_cols']} · SRAM peak {human_bytes(b['sram_peak_bytes'])}", style="bold")
+    traffic = Table(title="HBM traffic (backward)", title_justify="left", show_edge=False)
+    traffic.add_column("tensor")
+    traffic.add_column("read", justify="right")
+    traffic.add_column("written", justify="right")
+    for tensor, rw in b["per_tensor"].items():
+        traffic.add_row(tensor, human_bytes(rw["read"]), human_bytes(rw["write"]))
+    traffic.add_row(Text("total", style="bold"), human_bytes(b["hbm_read_bytes"]), human_bytes(b["hbm_write_bytes"]))
+    check = (
+        Text("backward = closed form (iomodel), byte for byte and FLOP for FLOP", style="green")
+        if b["closed_form"]["matches"]
+        else Text("backward ≠ closed form (iomodel)", style="bold red")
+    )
+
+    split = report["forward_backward"]
+    totals = Table(title="forward + backward", title_justify="left", show_edge=False)
+    totals.add_column("")
+    for name in ("forward", "backward", "total"):
+        totals.add_column(name, justify="right")
+    for key, label in (("hbm_bytes", "HBM bytes"), ("flops", "matmul FLOPs"), ("exps", "exponentials"), ("elementwise", "other elementwise")):
+        totals.add_row(label, *(f"{split[key][p]:,}" for p in ("forward", "backward", "total")))
+    err = b["max_abs_err"]
+    error = Text(
+        "gradients: not checked (--counts-only)"
+        if err is None
+        else f"max |dQ − ref| {err['dq']:.3e}, |dK − ref| {err['dk']:.3e}, |dV − ref| {err['dv']:.3e} (vs float64)",
+        style="dim",
+    )
+    return Group(Text(""), title, traffic, check, Text(""), totals, error)

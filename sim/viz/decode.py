@@ -1,0 +1,34 @@
+"""What `flashsim decode` prints, from `sim.algorithms.decoding.Occupancy` rows."""
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from sim.algorithms.decoding import Occupancy
+from sim.hardware import Hardware
+from sim.memory import human_bytes
+
+
+def decode_table(rows: list[Occupancy], best: int, *, batch: int, heads: int, queries: int, nk: int, d: int, dtype: str, hw: Hardware) -> RenderableType:
+    """One row per number of splits: thread blocks, SMs kept busy, waves, traffic and the model's time."""
+    title = Text(
+        f"Flash-Decoding · {queries} query row(s) against Nk={nk:,} keys · d={d} · batch {batch} × {heads} heads · {dtype} · {hw.name}",
+        style="bold",
+    )
+    t = Table(show_edge=False)
+    for name in ("splits", "thread blocks", f"SMs busy (of {hw.sm_count})", "waves", "SM-time used", "HBM bytes", "time", "vs 1 split"):
+        t.add_column(name, justify="right")
+    one = rows[0].seconds
+    for r in rows:
+        style = "bold green" if r.splits == best else ""
+        label = f"{r.splits}" + (" (FlashAttention-2)" if r.splits == 1 else " (best)" if r.splits == best else "")
+        t.add_row(
+            label, f"{r.blocks:,}", f"{r.busy}", f"{r.waves}", f"{r.utilization:.0%}", human_bytes(r.hbm_bytes),
+            f"{r.seconds * 1e6:,.1f} µs", f"{one / r.seconds:.1f}×", style=style,
+        )  # fmt: skip
+    model = Text(
+        "model: a thread block streams its keys at one SM's share of the HBM bandwidth, blocks run in waves of one per SM, "
+        "and the combine reads every partial O_p and lse_p once at full bandwidth",
+        style="dim",
+    )
+    return Group(title, t, model)

@@ -1,0 +1,62 @@
+"""What `flashsim paper fig2` prints, from `sim.paper.Figure2`."""
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from sim import paper
+from sim.memory import human_bytes
+
+
+def figure2(fig: paper.Figure2) -> RenderableType:
+    """The left panel beside the paper's numbers, the middle panel, and why the two differ."""
+    std, fa = fig.standard, fig.flash
+    title = Text(
+        f"Figure 2 (left) · attention forward + backward · GPT-2 medium: N={paper.N}, d={paper.D}, "
+        f"{paper.HEADS} heads, batch {paper.BATCH}, {paper.DTYPE} · {fig.hardware.name}",
+        style="bold",
+    )
+    left = Table(show_edge=False)
+    left.add_column("")
+    for label in ("standard", "FlashAttention", "std ÷ FA"):
+        left.add_column(f"model\n{label}", justify="right")
+    for label in ("standard", "FlashAttention", "std ÷ FA"):
+        left.add_column(f"paper (A100)\n{label}", justify="right", style="dim")
+    for quantity, ms, mf, ps, pf in fig.rows():
+        left.add_row(quantity, f"{ms:,.1f}", f"{mf:,.1f}", f"{ms / mf:.2f}×", f"{ps:,.1f}", f"{pf:,.1f}", f"{ps / pf:.2f}×")
+
+    blocks = Table.grid(padding=(0, 2))
+    blocks.add_column(style="cyan")
+    blocks.add_column()
+    for c, name in ((std, "standard (Algorithms 0, 3)"), (fa, "FlashAttention (Algorithms 1, 4)")):
+        blocks.add_row(
+            name,
+            f"forward Br={c.forward.block_rows}, Bc={c.forward.block_cols}; backward Br={c.backward.block_rows}, "
+            f"Bc={c.backward.block_cols}; {c.forward.hbm_bytes / 1e9:.1f} GB + {c.backward.hbm_bytes / 1e9:.1f} GB of HBM traffic",
+        )
+    same = std.matches_closed_form and fa.matches_closed_form
+    check = Text(
+        "counts: the simulator's ledgers (one head simulated, × 1,024) = iomodel's closed form"
+        if same
+        else "counts: the simulator's ledgers differ from iomodel's closed form — a bug",
+        style="green" if same else "bold red",
+    )
+
+    middle = Table(title="Figure 2 (middle) · FlashAttention forward (Algorithm 1) as the block size grows", title_justify="left", show_edge=False)
+    for name in ("Bc", "Br", "HBM (GB)", "runtime (ms)", "bound", "SRAM needed", f"fits {human_bytes(fig.hardware.sram_bytes)}"):
+        middle.add_column(name, justify="right")
+    for b in fig.blocks:
+        middle.add_row(
+            str(b.Bc), str(b.Br), f"{b.hbm_bytes / 1e9:.2f}", f"{b.seconds * 1e3:.2f}", b.bound, human_bytes(b.sram_need),
+            Text("yes", style="green") if b.fits else Text("no", style="red"),
+        )  # fmt: skip
+
+    notes = Table.grid(padding=(0, 1))
+    notes.add_column(style="cyan")
+    notes.add_column()
+    for n, note in enumerate(fig.notes, 1):
+        notes.add_row(f"{n}.", note)
+    return Group(
+        title, left, Text(""), blocks, check, Text(""), middle, Text(f"The paper: {paper.PAPER_MIDDLE}.", style="dim"),
+        Text(""), Text("Where the model and the paper differ", style="bold"), notes,
+    )  # fmt: skip

@@ -1,0 +1,123 @@
+"""`flashsim sweep`: counts from the theorems, roofline time per kernel, where standard attention runs out of memory."""
+
+import csv
+import io
+import json
+import sys
+from itertools import pairwise
+
+import pytest
+from click.testing import CliRunner
+
+from sim import hardware, sweep
+from sim.cli import app
+
+A100 = hardware.get("A100-40GB")
+
+
+def invoke(*args, code=0):
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})  # wide enough for every column
+    assert result.exit_code == code, result.output
+    return result
+
+
+def test_standard_forward_counts_and_three_memory_bound_kernels():
+    sw = sweep.sweep([1024, 4096], batch=2, heads=3)
+    for r in sw.rows:
+        N, d, s, H = r.n, 64, 2, 6
+        assert r.standard.hbm_bytes == H * s * (4 * N * N + 4 * N * d)  # Theorem 2's count: S, P written and read
+        assert r.standard.flops == H * 4 * N * N * d
+        assert r.standard.intensity == r.standard.flops / r.standard.hbm_bytes
+        # three kernels, each time = max(FLOPs/peak, bytes/bandwidth): QKᵀ, softmax, PV — all below the ridge here
+        qk = max(H * 2 * N * N * d / A100.peak("fp16"), H * s * (2 * N * d + N * N) / A100.hbm_bandwidth)
+        sm = H * s * 2 * N * N / A100.hbm_bandwidth
+        pv = max(H * 2 * N * N * d / A100.peak("fp16"), H * s * (N * N + 2 * N * d) / A100.hbm_bandwidth)
+        assert r.standard.seconds == pytest.approx(qk + sm + pv, rel=1e-12)
+        assert r.standard.bound == "memory"
+
+
+def test_flash2_forward_time_is_one_roofline():
+    sw = sweep.sweep([2048], batch=1, heads=1, blocks=(128,))
+    r = sw.rows[0]
+    N, d, s, B = 2048, 64, 2, 128
+    assert r.flash.hbm_bytes == s * (N * d + (N // B) * 2 * N * d) + s * N * d + 4 * N  # FlashAttention-2: Q once, K, V per Q block
+    assert r.flash.seconds == pytest.approx(max(4 * N * N * d / A100.peak("fp16"), r.flash.hbm_bytes / A100.hbm_bandwidth), rel=1e-12)
+
+
+def test_big_blocks_make_flashattention_compute_bound():
+    sw = sweep.sweep([8192], blocks=(512,), srams=(4 << 20,), batch=1, heads=1)
+    r = sw.rows[0]
+    assert r.flash.intensity > A100.peak("fp16") / A100.hbm_bandwidth  # above the ridge point
+    assert r.flash.bound == "compute" and r.standard.bound == "memory"
+
+
+def test_standard_runs_out_of_memory_where_s_and_p_outgrow_hbm():
+    def memory(N, d=64, s=2, heads=16 * 16):  # S, P (N × N) and Q, K, V, O (N × d) per head
+        return heads * s * (2 * N * N + 4 * N * d)
+
+    sw = sweep.sweep([2048, 4096, 8192, 16384], batch=16, heads=16)
+    assert sw.oom_n == 8192
+    assert memory(sw.largest_n) <= 40e9 < memory(sw.largest_n + 1)
+    assert [r.standard_fits for r in sw.rows] == [True, True, False, False]
+    flash = [r.flash.memory_bytes for r in sw.rows]  # O(N): Q, K, V, O and L
+    assert all(2 * a == b for a, b in pairwise(flash)) and flash[-1] < 40e9
+    assert sweep.sweep([2048, 4096], batch=1, heads=1).oom_n is None
+
+
+def test_backward_adds_the_backward_kernels_and_its_blocks():
+    fwd = sweep.sweep([1024], batch=1, heads=1)
+    both = sweep.sweep([1024], batch=1, heads=1, backward=True)
+    N, d, s = 1024, 64, 2
+    assert both.rows[0].standard.flops == 12 * N * N * d and fwd.rows[0].standard.flops == 4 * N * N * d
+    assert both.rows[0].standard.hbm_bytes - fwd.rows[0].standard.hbm_bytes == s * (7 * N * N + 8 * N * d)
+    assert both.rows[0].backward_blocks is not None and fwd.rows[0].backward_blocks is None
+
+
+def test_sweeping_d_block_and_sram_gives_every_combination():
+    sw = sweep.sweep([1024, 2048], ds=(32, 64), blocks=(32, 64), srams=(100_000, 200_000), batch=1, heads=1)
+    assert len(sw.rows) == 16
+    assert {(r.d, r.block_cols, r.sram_bytes) for r in sw.rows} == {
+        (d, b, m) for d in (32, 64) for b in (32, 64) for m in (100_000, 200_000)
+    }
+
+
+def test_cli_json_and_csv_agree():
+    args = ["sweep", "--n", "1024,2048,8192", "--batch", "16", "--heads", "16"]
+    as_json = json.loads(invoke(*args, "--json").stdout)
+    as_csv = list(csv.DictReader(io.StringIO(invoke(*args, "--csv").stdout)))
+    assert as_json["oom_n"] == 8192 and len(as_csv) == 3
+    for j, c in zip(as_json["rows"], as_csv):
+        assert int(c["standard_hbm_bytes"]) == j["standard_hbm_bytes"] and c["standard_fits"] == str(j["standard_fits"])
+
+
+def test_cli_table_names_the_oom_row():
+    out = invoke("sweep", "--n", "4096,8192").output
+    assert "OOM" in out and "runs out of memory at N = 8,192" in out
+
+
+def test_plot_without_matplotlib_says_how_to_install_it(monkeypatch, tmp_path):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # as if it were not installed
+    result = invoke("sweep", "--n", "1024,2048", "--plot", str(tmp_path / "f.png"), code=2)
+    assert "pip install matplotlib" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_plot_writes_a_png(tmp_path):
+    pytest.importorskip("matplotlib")
+    invoke("sweep", "--n", "1024,2048,4096", "--backward", "--plot", str(tmp_path / "f.png"))
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    "args, where",
+    [
+        (["--n", "0,1024"], "--n"),
+        (["--n", "1k"], "--n"),
+        (["--block", "4096"], "blocks:"),
+        (["--json", "--csv"], "--json"),
+        (["--dtype", "fp8"], "--dtype"),
+    ],
+)
+def test_cli_bad_input_is_one_line_with_exit_code_2(args, where):
+    result = invoke("sweep", *args, code=2)
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and where in lines[0] and "Traceback" not in result.output
