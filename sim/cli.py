@@ -237,7 +237,7 @@ def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, no_counters) 
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the trace (versioned JSON).")
 @click.option("--svg", "svg_path", type=click.Path(dir_okay=False), default=None, help="Write --step K's screen, or the listing, as SVG.")
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="The same as HTML.")
-@click.option("--width", type=click.IntRange(min=60), default=None, help="Columns of exports  [default: 120]")
+@click.option("--width", type=click.IntRange(min=60), default=None, help="Columns to print and export in  [default: the terminal's; 120 for exports]")
 @click.pass_context
 def trace_command(
     ctx, algo, backward, n, nk, d, dtype, causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name,
@@ -281,15 +281,16 @@ def trace_command(
             console.print(f"wrote {path}: " + ("the listing" if step is None else f"step {step}"))
     if json_path or svg_path or html_path:
         return
+    out = Console(highlight=False, width=width) if width else console
     if step is not None:
-        console.print(screen.screen(view, step))
+        out.print(screen.screen(view, step))
     elif sys.stdin.isatty() and sys.stdout.isatty():
         if play:
             viewer.play(view, console, delay)
         else:
             viewer.interact(view, console)
     else:
-        console.print(listing.listing(view))
+        out.print(listing.listing(view))
 
 
 # -- the paper's Figure 2, the roofline sweep, Flash-Decoding --------------------------------

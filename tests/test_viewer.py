@@ -231,3 +231,12 @@ def test_walkthrough_listing_is_stable_and_fits_80_columns():
 def test_walkthrough_json_is_unchanged():
     result = flashsim("walkthrough", "--json")
     assert Trace.from_dict(json.loads(result.output)) == walkthrough.flash().trace
+
+
+def test_width_sets_the_columns_of_step_and_listing():
+    from rich.cells import cell_len
+
+    wide = flashsim("trace", *WALK, "--step", "3", "--width", "110").output.splitlines()
+    assert cell_len(wide[0]) == 110 and "╮╭" in wide[1]  # two columns from 100 on
+    narrow = flashsim("trace", *WALK, "--step", "3").output.splitlines()
+    assert max(cell_len(line) for line in narrow) == 80 and "╮╭" not in narrow[1]
