@@ -17,8 +17,9 @@ from sim.errors import FlashsimError
 
 # name → (ncu metric, multiplier to bytes or nanoseconds)
 METRICS = {
-    "l2_read_bytes": ("lts__t_sectors_srcunit_tex_op_read.sum", 32),  # sectors L1/TEX (ld, cp.async) asked L2 for
-    "l2_write_bytes": ("lts__t_sectors_srcunit_tex_op_write.sum", 32),
+    "cp_async_bytes": ("smsp__inst_executed_op_ldgsts.sum", 512),  # warp-wide cp.async of 16 B per lane: what v2 asks for
+    "l2_read_bytes": ("l1tex__m_xbar2l1tex_read_bytes.sum", 1),  # what L2 delivered to the SMs' L1/TEX units
+    "l2_write_bytes": ("lts__t_sectors_srcunit_tex_op_write.sum", 32),  # sectors the SMs wrote into L2
     "dram_read_bytes": ("dram__bytes_read.sum", 1),
     "dram_write_bytes": ("dram__bytes_write.sum", 1),
     "kernel_ns": ("gpu__time_duration.sum", 1),
@@ -35,15 +36,17 @@ def ncu_path() -> str | None:
     return found or ("/usr/local/cuda/bin/ncu" if Path("/usr/local/cuda/bin/ncu").exists() else None)
 
 
-def measure(kernel: str, *, n, nk, d, batch, heads, dtype, causal) -> dict[str, float] | None:
-    """The counters of one launch of `kernel` (a flash kernel name) on that shape; None without ncu."""
+def measure(kernel: str, *, n, nk, d, batch, heads, dtype, causal, swizzle=False) -> dict[str, float] | None:
+    """The counters of one launch of `kernel` (a flash kernel name) on that shape; None without ncu.
+
+    `swizzle` runs v2 with XOR-swizzled shared-memory rows instead of its default padded rows."""
     from gpu import tiling
 
     ncu = ncu_path()
     if ncu is None:
         return None
     target = [sys.executable, "-m", "gpu.counters", "--kernel", kernel, "--n", str(n), "--nk", str(nk), "--d", str(d),
-              "--batch", str(batch), "--heads", str(heads), "--dtype", dtype] + (["--causal"] if causal else [])  # fmt: skip
+              "--batch", str(batch), "--heads", str(heads), "--dtype", dtype] + (["--causal"] if causal else []) + (["--swizzle"] if swizzle else [])  # fmt: skip
     cmd = [ncu, "--clock-control", "none", "--csv", "--print-units", "base", "--metrics",
            ",".join(m for m, _ in METRICS.values()), "--kernel-name", f"regex:{tiling.KERNEL_FUNCTIONS[kernel]}",
            "--launch-count", "1", *target]  # fmt: skip
@@ -70,10 +73,10 @@ def main(argv=None) -> None:
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--dtype", required=True)
     parser.add_argument("--causal", action="store_true")
-    parser.add_argument("--padded-rows", action="store_true", help="v2: shared-memory rows padded instead of swizzled")
+    parser.add_argument("--swizzle", action="store_true", help="v2: XOR-swizzled shared-memory rows instead of padded rows")
     a = parser.parse_args(argv)
     q, k, v = random_qkv(a.batch, a.heads, a.n, a.nk, a.d, a.dtype, seed=0)
-    tiles = tiling.with_defaults(a.kernel, a.d, swizzle=False) if a.padded_rows else None
+    tiles = tiling.with_defaults(a.kernel, a.d, swizzle=True) if a.swizzle else None
     flash_attention(q, k, v, causal=a.causal, kernel=a.kernel, tiles=tiles)
     device.require().cuda.Device().synchronize()
 

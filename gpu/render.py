@@ -61,14 +61,23 @@ def comparison(c) -> Group:
     err.add_row("O", f"{c.sim_err:.2e}", f"{c.gpu_err:.2e}")
     err.add_row("lse", f"{c.sim_lse_err:.2e}", f"{c.gpu_lse_err:.2e}")
 
-    io = Table(title="global-memory traffic", title_justify="left")
-    for col in ("", "predicted (simulator)", "measured at L2", "measured/predicted", "measured at DRAM"):
+    io = Table(title="global-memory traffic, all heads", title_justify="left")
+    m, sw = c.counters, c.counters_swizzled
+    cols = ["", "predicted (simulator)", "asked for (cp.async)", "L2 → SMs", "measured/predicted"]
+    cols += ["L2 → SMs, swizzled rows", "swizzled/predicted"] if sw else []
+    for col in cols + ["DRAM"]:
         io.add_column(col, justify="right")
-    m = c.counters
-    io.add_row("read", human_bytes(c.predicted_read), human_bytes(m["l2_read_bytes"]) if m else "—",
-               f"{c.read_ratio:.3f}" if m else "—", human_bytes(m["dram_read_bytes"]) if m else "—")  # fmt: skip
-    io.add_row("write", human_bytes(c.predicted_write), human_bytes(m["l2_write_bytes"]) if m else "—",
-               f"{c.write_ratio:.3f}" if m else "—", human_bytes(m["dram_write_bytes"]) if m else "—")  # fmt: skip
+
+    def cells(key, ratio_of, asked):
+        out = [human_bytes(m[key]), f"{m[key] / ratio_of:.3f}"] if m else ["—", "—"]
+        out += [human_bytes(sw[key]), f"{sw[key] / ratio_of:.3f}"] if sw else []
+        return [asked] + out
+
+    asked = human_bytes(m["cp_async_bytes"]) if m and m["cp_async_bytes"] else "—"
+    io.add_row("read", human_bytes(c.predicted_read), *cells("l2_read_bytes", c.predicted_read, asked),
+               human_bytes(m["dram_read_bytes"]) if m else "—")  # fmt: skip
+    io.add_row("write", human_bytes(c.predicted_write), *cells("l2_write_bytes", c.predicted_write, "—"),
+               human_bytes(m["dram_write_bytes"]) if m else "—")  # fmt: skip
 
     t = Table(title="time", title_justify="left")
     for col in ("", "ms", "TFLOP/s"):
@@ -89,7 +98,7 @@ def comparison(c) -> Group:
         if not c.gaps:
             notes.append(f"The prediction agrees with the L2-level bytes within 5% (reads ×{c.read_ratio:.3f}, writes ×{c.write_ratio:.3f}).")
         else:
-            notes.append("Measured L2-level bytes differ from the prediction by more than 5%: " + "; ".join(c.gaps) + ".")
+            notes.append("The L2-level bytes differ from the prediction by more than 5%: " + "; ".join(c.gaps) + ".")
         notes.append(
             f"DRAM read {m['dram_read_bytes'] / c.predicted_read:.0%} of the predicted bytes: the simulator has no L2, but the GPU's "
             f"{human_bytes(cfg['l2_bytes'])} L2 serves most re-reads of K_j and V_j, because the Q blocks of one head run at the "

@@ -30,14 +30,14 @@ class Tiles:
     m_tiles: int = 1  # v2: 16-row MMA tiles per warp (Br = 16 · m_tiles · warps)
     q_in_regs: bool = True  # v2: Q_i's MMA fragments stay in registers for the whole K/V loop
     min_blocks: int = 1  # v2: thread blocks per SM that the register allocation must leave room for
-    swizzle: bool = True  # v2: XOR-swizzled shared-memory rows (else rows padded by 16 bytes)
+    swizzle: bool = False  # v2: XOR-swizzled shared-memory rows instead of rows padded by 16 bytes
 
     @property
     def threads(self) -> int:
         return 32 * self.warps
 
 
-def v2_tiles(warps: int, m_tiles: int, block_cols: int, q_in_regs: bool = True, min_blocks: int = 1, swizzle: bool = True) -> Tiles:
+def v2_tiles(warps: int, m_tiles: int, block_cols: int, q_in_regs: bool = True, min_blocks: int = 1, swizzle: bool = False) -> Tiles:
     """A v2 geometry; Br follows from the warp split (16 · m_tiles rows per warp)."""
     return Tiles(16 * m_tiles * warps, block_cols, warps, m_tiles, q_in_regs, min_blocks, swizzle)
 

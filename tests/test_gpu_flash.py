@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu
+from gpu import tiling
 from gpu.harness import check, random_qkv
 
 pytestmark = pytest.mark.gpu
@@ -76,3 +77,10 @@ def test_scale_is_applied():
     o, lse = gpu.flash_attention(q, k, v, scale=0.3)
     o_ref, lse_ref = gpu.attention_ref(q, k, v, scale=0.3)
     assert float(cupy.abs(lse - lse_ref).max()) < 1e-3
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", [SHAPES[1], SHAPES[2], SHAPES[3], SHAPES[7]], ids=lambda s: "x".join(map(str, s)))
+def test_v2_swizzled_rows(shape, causal):
+    tiles = tiling.with_defaults("v2", shape[-1], swizzle=True)
+    _assert_ok(check(*random_qkv(*shape, "bfloat16", seed=sum(shape)), causal=causal, kernel="v2", tiles=tiles))
