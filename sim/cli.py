@@ -399,6 +399,23 @@ def decode_command(nk, queries, d, batch, heads, dtype, hardware_name, splits, a
     console.print(f"one head simulated with {best} splits: max |O − ref| = {err:.2e} against float64", style="dim")
 
 
+@bench_app.command("trace")
+@click.option("--n", type=POSITIVE, default=4096, show_default=True, help="N = Nk of the traced runs.")
+@click.option("--d", type=POSITIVE, default=64, show_default=True)
+@click.option("--dtype", type=DTYPE, default="fp16", show_default=True)
+@click.option("--hardware", "hardware_name", type=HARDWARE, default=hardware.DEFAULT, show_default=True)
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), default=None, help="Also write the rows here.")
+def bench_trace_command(n, d, dtype, hardware_name, json_path) -> None:
+    """Time the trace viewer: record and open an N × N run of each algorithm, then answer key presses."""
+    from sim import viewer
+    from sim.viz import timing
+
+    rows = viewer.bench_open(n=n, d=d, dtype=dtype, hardware=hardware_name)
+    console.print(timing.open_times(rows))
+    if json_path:
+        bench.write_json({"trace_viewer": rows}, json_path)
+
+
 def main() -> None:
     """Entry point of the `flashsim` console script."""
     app()

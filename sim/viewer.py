@@ -10,6 +10,7 @@ import select
 import sys
 import time
 from pathlib import Path
+from time import perf_counter
 
 import numpy as np
 
@@ -52,6 +53,37 @@ def record_backward(algorithm: str, q, k, v, *, row: int | None = None, **option
     o, lse = reference.attention(q, k, v, causal=options.get("causal", False), scale=options.get("scale"))
     do = np.random.default_rng(1).standard_normal(q.shape).astype(q.dtype)
     return backward(algorithm, q, k, v, o.astype(q.dtype), lse, do, record=mode, row=row, **options).trace
+
+
+def bench_open(
+    algorithms=("flash1", "flash2", "standard"), *, n=4096, d=64, dtype="fp16", hardware="A100-40GB", keys=50
+) -> list[dict]:
+    """Per algorithm on an n × n run: seconds to record the trace and draw its first screen (120 × 45),
+    and the mean seconds per key press (`→`, a new screen each) after that."""
+    from sim.memory import DTYPES
+
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((n, d)).astype(DTYPES[dtype]) for _ in range(3))
+    console = Console(file=io.StringIO(), width=120, height=45, force_terminal=True)
+    rows = []
+    for algorithm in algorithms:
+        start = perf_counter()
+        trace = record(algorithm, q, k, v, hardware=hardware)
+        recorded = perf_counter()
+        view = Timeline(trace)
+        console.print(screen(view, 0, KEYS, height=45))
+        opened = perf_counter()
+        viewer = Viewer(view)
+        for _ in range(keys):
+            viewer.press("right")
+            console.print(screen(view, viewer.k, viewer.footer, height=45))
+        rows.append(
+            {
+                "algorithm": algorithm, "n": n, "d": d, "dtype": dtype, "hardware": hardware, "steps": len(view),
+                "record_s": recorded - start, "open_s": opened - start, "per_key_s": (perf_counter() - opened) / keys,
+            }
+        )  # fmt: skip
+    return rows
 
 
 def load(path: str | Path, row: int | None = None) -> Trace:

@@ -240,3 +240,15 @@ def test_width_sets_the_columns_of_step_and_listing():
     assert cell_len(wide[0]) == 110 and "╮╭" in wide[1]  # two columns from 100 on
     narrow = flashsim("trace", *WALK, "--step", "3").output.splitlines()
     assert max(cell_len(line) for line in narrow) == 80 and "╮╭" not in narrow[1]
+
+
+def test_bench_trace_counts_the_steps_it_opened(tmp_path):
+    path = tmp_path / "bench.json"
+    result = flashsim("bench", "trace", "--n", "32", "--d", "4", "--dtype", "fp32", "--hardware", "toy", "--json", str(path))
+    assert result.exit_code == 0, result.output
+    rows = json.loads(path.read_text())["trace_viewer"]
+    assert [r["algorithm"] for r in rows] == ["flash1", "flash2", "standard"]
+    for r in rows:
+        q, k, v = (x.astype("float32") for x in _inputs(32, 4))
+        assert r["steps"] == len(viewer.record(r["algorithm"], q, k, v, hardware="toy").steps)
+        assert re.search(rf"{r['algorithm']}\s+│\s+{r['steps']:,}\s+│", result.output)
