@@ -101,6 +101,8 @@ def flash1(N: int, Nk: int, d: int, s: int, Bc: int, causal: bool = False, dropo
     # per tile: τ·, rowmax, S − m̃, rowsum (4rc); 6 per row (line 11) + 1 (line 12); 4rd (line 12)
     elementwise = 4 * N * Nk + Tc * (7 * N + 4 * N * d) + dropout * N * Nk
     if causal:
+        if Br is None:
+            raise TypeError("flash1: the causal mask's work depends on the row block; pass Br")
         elementwise += sum(b.rows * (Nk - b.keys_full) for b in row_blocks(N, Nk, Br, Bc, True))
     return Counts(
         hbm_read_bytes=s * (2 * Nk * d + Tc * 2 * N * d) + F * Tc * 2 * N,

@@ -276,3 +276,16 @@ def test_bad_input_is_one_line_naming_the_argument(change, argument):
     with pytest.raises(sim.InputError) as e:
         sim.backward(*positional, **args)
     assert str(e.value).startswith(argument) and "\n" not in str(e.value)
+
+
+def test_paper_block_rule_is_used_when_it_fits_and_refused_with_the_buffers_when_not():
+    q, k, v, do = inputs(64, 64, 8, np.float16)
+    o, lse = reference.attention(q, k, v)
+    g = sim.backward("flash2", q, k, v, o.astype(np.float16), lse, do, blocks="paper", sram_bytes=16384)
+    assert (g.block_rows, g.block_cols) == (8, 256)  # M = 8192 fp16 elements: Bc = ⌈M/4d⌉ = 256, Br = min(Bc, d) = 8
+    q, k, v, do = inputs(4096, 4096, 64, np.float16)  # refused before any tile moves: o and L need only their shapes
+    o, lse = np.zeros_like(q), np.zeros(4096, np.float32)
+    with pytest.raises(sim.InputError) as e:  # Bc = ⌈83,456/256⌉ = 326 keys of every K/V-sized buffer: far over 163 KiB
+        sim.backward("flash2", q, k, v, o, lse, do, blocks="paper", hardware="A100-40GB")
+    message = str(e.value)
+    assert message.startswith("blocks: the paper's rule") and "dK_j" in message and "\n" not in message

@@ -84,13 +84,17 @@ def plot(sw: Sweep, path: str) -> None:
         raise InputError("--plot: needs matplotlib, which is not installed; pip install matplotlib") from None
     fig, (traffic, time) = plt.subplots(1, 2, figsize=(11, 4.2))
     groups = sorted({(r.d, r.block_cols, r.sram_bytes) for r in sw.rows})
-    for d, block, sram in groups:
+    for (d, block, sram), line in zip(groups, ("-", "--", ":", "-.") * len(groups)):
         rows = [r for r in sw.rows if (r.d, r.block_cols, r.sram_bytes) == (d, block, sram)]
-        label = f" (d={d})" if len(groups) > 1 else ""
+        varying = [(f"d={d}", 0), (f"Bc={block}", 1), (f"SRAM {human_bytes(sram)}", 2)]
+        parts = [text for text, i in varying if len({g[i] for g in groups}) > 1]
+        label = f" ({', '.join(parts)})" if parts else ""
         ns = [r.n for r in rows]
         for ax, value in ((traffic, lambda side: side.hbm_bytes / 1e9), (time, lambda side: side.seconds * 1e3)):
-            ax.plot(ns, [value(r.standard) for r in rows], "o-", color="tab:red", label=f"standard{label}")
-            ax.plot(ns, [value(r.flash) for r in rows], "s-", color="tab:blue", label=f"{sw.algorithm}{label}")
+            ax.plot(ns, [value(r.standard) for r in rows], "o" + line, color="tab:red", label=f"standard{label}")
+            oom = [r for r in rows if not r.standard_fits]  # hollow: S and P would not fit in HBM
+            ax.plot([r.n for r in oom], [value(r.standard) for r in oom], "o", color="white", markersize=4)
+            ax.plot(ns, [value(r.flash) for r in rows], "s" + line, color="tab:blue", label=f"{sw.algorithm}{label}")
     for ax, ylabel in ((traffic, "HBM traffic (GB)"), (time, "estimated time (ms)")):
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
