@@ -10,15 +10,14 @@ import select
 import sys
 import time
 from pathlib import Path
-from time import perf_counter
 
 import numpy as np
-
 from rich.console import Console, RenderableType
 
 from sim import reference
 from sim.api import backward, run
 from sim.errors import InputError
+from sim.memory import DTYPES
 from sim.trace import Trace
 from sim.viz.listing import STEPS_LISTED
 from sim.viz.screen import KEYS, screen
@@ -39,20 +38,21 @@ ESCAPES = {
 LINE_KEYS = "enter: next · p: previous · t/T: next/previous tile · a number: jump to that step · q: quit"
 
 
+def _mode(q, k, row: int | None) -> str:
+    """What a trace records: every value of a small run, one row's with `row`, else steps only."""
+    return "values" if row is not None or max(q.shape[0], k.shape[0], q.shape[1]) <= SMALL else "steps"
+
+
 def record(algorithm: str, q, k, v, *, row: int | None = None, **options) -> Trace:
     """Run `algorithm` and keep its trace: every value for small runs, one query row's with `row`, else none."""
-    small = max(q.shape[0], k.shape[0], q.shape[1]) <= SMALL
-    mode = "values" if small or row is not None else "steps"
-    return run(algorithm, q, k, v, record=mode, row=row, **options).trace
+    return run(algorithm, q, k, v, record=_mode(q, k, row), row=row, **options).trace
 
 
 def record_backward(algorithm: str, q, k, v, *, row: int | None = None, **options) -> Trace:
     """The backward pass's trace, as `record`; O and L from the float64 reference, dO seeded random."""
-    small = max(q.shape[0], k.shape[0], q.shape[1]) <= SMALL
-    mode = "values" if small or row is not None else "steps"
     o, lse = reference.attention(q, k, v, causal=options.get("causal", False), scale=options.get("scale"))
     do = np.random.default_rng(1).standard_normal(q.shape).astype(q.dtype)
-    return backward(algorithm, q, k, v, o.astype(q.dtype), lse, do, record=mode, row=row, **options).trace
+    return backward(algorithm, q, k, v, o.astype(q.dtype), lse, do, record=_mode(q, k, row), row=row, **options).trace
 
 
 def bench_open(
@@ -60,19 +60,17 @@ def bench_open(
 ) -> list[dict]:
     """Per algorithm on an n × n run: seconds to record the trace and draw its first screen (120 × 45),
     and the mean seconds per key press (`→`, a new screen each) after that."""
-    from sim.memory import DTYPES
-
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((n, d)).astype(DTYPES[dtype]) for _ in range(3))
     console = Console(file=io.StringIO(), width=120, height=45, force_terminal=True)
     rows = []
     for algorithm in algorithms:
-        start = perf_counter()
+        start = time.perf_counter()
         trace = record(algorithm, q, k, v, hardware=hardware)
-        recorded = perf_counter()
+        recorded = time.perf_counter()
         view = Timeline(trace)
         console.print(screen(view, 0, KEYS, height=45))
-        opened = perf_counter()
+        opened = time.perf_counter()
         viewer = Viewer(view)
         for _ in range(keys):
             viewer.press("right")
@@ -80,7 +78,7 @@ def bench_open(
         rows.append(
             {
                 "algorithm": algorithm, "n": n, "d": d, "dtype": dtype, "hardware": hardware, "steps": len(view),
-                "record_s": recorded - start, "open_s": opened - start, "per_key_s": (perf_counter() - opened) / keys,
+                "record_s": recorded - start, "open_s": opened - start, "per_key_s": (time.perf_counter() - opened) / keys,
             }
         )  # fmt: skip
     return rows
@@ -191,9 +189,9 @@ def read_key(fd: int) -> str:
     return ch.decode(errors="ignore")
 
 
-def interact(timeline: Timeline, console: Console, start: int = 0) -> None:
+def interact(timeline: Timeline, console: Console) -> None:
     """Step through the trace in the terminal until `q`."""
-    viewer = Viewer(timeline, start)
+    viewer = Viewer(timeline)
     if termios is None:
         return _interact_by_lines(viewer, console)
     fd = sys.stdin.fileno()
@@ -214,7 +212,7 @@ def interact(timeline: Timeline, console: Console, start: int = 0) -> None:
 def _interact_by_lines(viewer: Viewer, console: Console) -> None:
     """Without termios: one command per line (enter, p, t, T, a step number, q)."""
     while True:
-        console.print(screen(viewer.timeline, viewer.k, LINE_KEYS))
+        console.print(screen(viewer.timeline, viewer.k, f"{viewer.message}  ·  {LINE_KEYS}" if viewer.message else LINE_KEYS))
         try:
             line = input("> ").strip()
         except (EOFError, KeyboardInterrupt):
@@ -225,20 +223,20 @@ def _interact_by_lines(viewer: Viewer, console: Console) -> None:
             return
 
 
-def frames(timeline: Timeline, start: int = 0) -> list[int]:
+def frames(timeline: Timeline) -> list[int]:
     """The steps `play` shows: every step of a small run, the last step of each tile pair of a big one."""
     if len(timeline) <= STEPS_LISTED:
-        return list(range(start, len(timeline)))
-    return [last for _, last in timeline.tile_groups() if last >= start]
+        return list(range(len(timeline)))
+    return [last for _, last in timeline.tile_groups()]
 
 
-def play(timeline: Timeline, console: Console, delay: float, start: int = 0) -> None:
+def play(timeline: Timeline, console: Console, delay: float) -> None:
     """Animate the trace in the terminal, `delay` seconds a frame; `q` stops. The last frame stays on screen."""
-    shown = start
+    shown = 0
     keys = _Keys()
     try:
         with keys, console.screen(hide_cursor=True) as live:
-            for shown in frames(timeline, start):
+            for shown in frames(timeline):
                 live.update(screen(timeline, shown, f"playing step {shown} of {len(timeline) - 1} · q: stop", console.height))
                 if keys.pressed(delay) in ("q", "Q"):
                     break

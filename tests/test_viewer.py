@@ -198,12 +198,19 @@ def test_bad_trace_files(tmp_path, content, message):
     assert message in error_line(flashsim("trace", "--load", str(path)))
 
 
-def test_a_trace_with_no_steps_is_refused(tmp_path):
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(steps=[]), "trace: it has no steps"),
+        (lambda d: d["config"].update(dtype="fp8"), "trace: dtype 'fp8' is unknown; flashsim stores fp16, bf16, fp32"),
+    ],
+)
+def test_traces_the_viewer_cannot_show_are_refused(tmp_path, edit, message):
     d = walkthrough.flash().trace.to_dict()
-    d["steps"] = []
-    path = tmp_path / "empty.json"
+    edit(d)
+    path = tmp_path / "odd.json"
     path.write_text(json.dumps(d))
-    assert "trace: it has no steps" in error_line(flashsim("trace", "--load", str(path)))
+    assert error_line(flashsim("trace", "--load", str(path))) == f"error: {message}"
 
 
 def test_conflicting_options():
@@ -244,7 +251,7 @@ def test_width_sets_the_columns_of_step_and_listing():
 
 def test_bench_trace_counts_the_steps_it_opened(tmp_path):
     path = tmp_path / "bench.json"
-    result = flashsim("bench", "trace", "--n", "32", "--d", "4", "--dtype", "fp32", "--hardware", "toy", "--json", str(path))
+    result = flashsim("bench", "trace", "--n", "32", "--d", "4", "--dtype", "fp32", "--hardware", "toy", "--keys", "2", "--json", str(path))
     assert result.exit_code == 0, result.output
     rows = json.loads(path.read_text())["trace_viewer"]
     assert [r["algorithm"] for r in rows] == ["flash1", "flash2", "standard"]
@@ -252,3 +259,14 @@ def test_bench_trace_counts_the_steps_it_opened(tmp_path):
         q, k, v = (x.astype("float32") for x in _inputs(32, 4))
         assert r["steps"] == len(viewer.record(r["algorithm"], q, k, v, hardware="toy").steps)
         assert re.search(rf"{r['algorithm']}\s+│\s+{r['steps']:,}\s+│", result.output)
+
+
+def test_without_termios_the_viewer_reads_one_command_per_line(flash1, monkeypatch):
+    commands = iter(["", "t", "12", "p", "99", "q"])
+    monkeypatch.setattr(viewer, "termios", None)
+    monkeypatch.setattr("builtins.input", lambda prompt: next(commands))
+    out = io.StringIO()
+    viewer.interact(flash1, Console(file=out, width=120))
+    shown = [int(n) for n in re.findall(r"step (\d+) of 27", out.getvalue())]
+    assert shown == [0, 1, 2, 12, 11, 11]  # enter, next tile, jump to 12, previous, no step 99 (stays), quit
+    assert "no step 99: this trace has steps 0 … 27" in out.getvalue().split("step 11 of 27")[-1]

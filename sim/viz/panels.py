@@ -11,7 +11,12 @@ from sim.trace import Access
 from sim.viz.steps import moves, tile
 from sim.viz.timeline import EMPTY, READ, RESIDENT, WRITTEN, Timeline, key_rows
 
-GLYPHS = {EMPTY: ("·", "dim"), RESIDENT: ("■", "bold green"), READ: ("R", "bold black on cyan"), WRITTEN: ("W", "bold white on magenta")}
+GLYPHS = {
+    EMPTY: ("·", "dim"),
+    RESIDENT: ("■", "bold green"),
+    READ: ("R", "bold black on cyan"),
+    WRITTEN: ("W", "bold white on magenta"),
+}
 LEGEND = ((RESIDENT, "in SRAM"), (READ, "just read"), (WRITTEN, "just written"), (EMPTY, "HBM only"))
 NOTES = {
     "α_i": "rescale of the old O_i, ℓ_i: e^(m_old − m_new)",
@@ -30,8 +35,6 @@ def nbytes(n: int) -> str:
 
 def number(x) -> str:
     """A value to three decimals, ∞ for infinities."""
-    if isinstance(x, str):
-        return x
     if math.isinf(x):
         return "−∞" if x < 0 else "∞"
     return f"{x:.3f}"
@@ -136,7 +139,7 @@ def sram_section(timeline: Timeline, k: int, width: int) -> RenderableType:
     numbers = Text(f"{nbytes(used)} of {nbytes(cap)} ({100 * used / cap:.0f}%) · peak so far {nbytes(peak)}")
     per_line = max(1, width // 34)  # resident buffers side by side where the panel is wide
     residents = Table.grid(padding=(0, 1))
-    for n in range(per_line):
+    for _ in range(per_line):
         residents.add_column(no_wrap=True)
         residents.add_column(justify="right", no_wrap=True)
         residents.add_column(style="dim", no_wrap=True)
@@ -224,7 +227,7 @@ def values_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
         if row is not None and timeline.has_values:
             why = f"Row {row} is not in this step's tile; its steps show its values."
         else:
-            why = "Values were not recorded for this run (too big); pass --row R to follow one query row."
+            why = "This trace holds no values (big runs record none); pass --row R to follow one query row."
         return Panel(Text(why, style="dim"), title=title, title_align="left", width=width)
     table = Table.grid(padding=(0, 1))
     table.add_column(style="bold", no_wrap=True)

@@ -32,12 +32,15 @@ class Timeline:
         self.n, self.nk, self.d = c["n"], c["nk"], c["d"]
         self.block_rows, self.block_cols = c["block_rows"], c["block_cols"]
         self.sram_capacity = c["sram_bytes"]
-        self.itemsize = DTYPES[c["dtype"]].itemsize if c["dtype"] in DTYPES else 4
+        if c["dtype"] not in DTYPES:
+            raise InputError(f"trace: dtype {c['dtype']!r} is unknown; flashsim stores {', '.join(DTYPES)}")
+        self.itemsize = DTYPES[c["dtype"]].itemsize
         self.tensors = list(trace.hbm)
         self._traffic = self._running_traffic()
         self._peak = np.maximum.accumulate(np.array([s.sram_bytes for s in self.steps], dtype=np.int64))
         self._groups, self._group_of = _tile_groups(self.steps)
         self._history: dict[str, list[int]] | None = None
+        self.has_values = any(s.values for s in self.steps)  # whether any step recorded values
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -159,11 +162,6 @@ class Timeline:
         seen = self._history.get(name, [])
         at = bisect_right(seen, k)
         return self.steps[seen[at - 1]].values["after"][name] if at else None
-
-    @property
-    def has_values(self) -> bool:
-        """Whether any step recorded values."""
-        return any(s.values for s in self.steps)
 
 
 def _tile_groups(steps: list[Step]) -> tuple[list[tuple[int, int]], list[int]]:
