@@ -205,7 +205,9 @@ def _step_from_dict(s: dict) -> Step:
     s["reads"] = [_access(a) for a in s.get("reads", [])]
     s["writes"] = [_access(a) for a in s.get("writes", [])]
     s["sram"] = [
-        Resident(r["name"], _typed(r["nbytes"], int, "resident nbytes"), _access(r["source"]) if r.get("source") else None)
+        Resident(
+            r["name"], _typed(r["nbytes"], int, "resident nbytes"), _access(r["source"]) if r.get("source") else None
+        )
         for r in s.get("sram", [])
     ]
     if s.get("values") is not None:

@@ -212,7 +212,9 @@ def interact(timeline: Timeline, console: Console) -> None:
 def _interact_by_lines(viewer: Viewer, console: Console) -> None:
     """Without termios: one command per line (enter, p, t, T, a step number, q)."""
     while True:
-        console.print(screen(viewer.timeline, viewer.k, f"{viewer.message}  ·  {LINE_KEYS}" if viewer.message else LINE_KEYS))
+        console.print(
+            screen(viewer.timeline, viewer.k, f"{viewer.message}  ·  {LINE_KEYS}" if viewer.message else LINE_KEYS)
+        )
         try:
             line = input("> ").strip()
         except (EOFError, KeyboardInterrupt):
@@ -237,7 +239,9 @@ def play(timeline: Timeline, console: Console, delay: float) -> None:
     try:
         with keys, console.screen(hide_cursor=True) as live:
             for shown in frames(timeline):
-                live.update(screen(timeline, shown, f"playing step {shown} of {len(timeline) - 1} · q: stop", console.height))
+                live.update(
+                    screen(timeline, shown, f"playing step {shown} of {len(timeline) - 1} · q: stop", console.height)
+                )
                 if keys.pressed(delay) in ("q", "Q"):
                     break
     except KeyboardInterrupt:

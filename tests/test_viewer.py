@@ -39,7 +39,16 @@ def flash1():
 
 def test_keys_move_through_steps_and_tiles(flash1):
     v = viewer.Viewer(flash1)
-    for key, k in [("right", 1), ("n", 2), ("left", 1), ("home", 0), ("end", 27), ("right", 27), ("home", 0), ("left", 0)]:
+    for key, k in [
+        ("right", 1),
+        ("n", 2),
+        ("left", 1),
+        ("home", 0),
+        ("end", 27),
+        ("right", 27),
+        ("home", 0),
+        ("left", 0),
+    ]:
         assert v.press(key) and v.k == k, key
     v.press("t")  # steps 0, 1 are the inits of i = 0, 1; step 2 loads K_0, V_0; steps 3–8 are (i, j) = (0, 0)
     assert v.k == 1
@@ -71,7 +80,15 @@ def test_g_types_a_step_number(flash1):
 def test_read_key_names_escape_sequences():
     read, write = os.pipe()
     try:
-        for raw, key in [(b"\x1b[C", "right"), (b"\x1b[D", "left"), (b"\x1b[H", "home"), (b"\x1b[4~", "end"), (b"\r", "enter"), (b"\x7f", "backspace"), (b"t", "t")]:
+        for raw, key in [
+            (b"\x1b[C", "right"),
+            (b"\x1b[D", "left"),
+            (b"\x1b[H", "home"),
+            (b"\x1b[4~", "end"),
+            (b"\r", "enter"),
+            (b"\x7f", "backspace"),
+            (b"t", "t"),
+        ]:
             os.write(write, raw)
             assert viewer.read_key(read) == key
     finally:
@@ -110,7 +127,7 @@ def test_piped_trace_prints_the_plain_listing():
     assert result.exit_code == 0
     out = result.output
     assert "\x1b" not in out
-    assert [int(n) for n in re.findall(r"^step (\d+) · line", out, re.M)] == list(range(28))
+    assert [int(n) for n in re.findall(r"^step (\d+) · line", out, re.MULTILINE)] == list(range(28))
     assert "closed form" in out and out == flashsim("trace", *WALK).output
 
 
@@ -137,7 +154,10 @@ def test_json_round_trip_through_load(tmp_path):
     saved = json.loads(path.read_text())
     assert saved["schema"] == "flashsim.trace" and saved["version"] == VERSION and len(saved["steps"]) == 28
     assert flashsim("trace", "--load", str(path)).output == flashsim("trace", *WALK, "--causal").output
-    assert flashsim("trace", "--load", str(path), "--step", "12").output == flashsim("trace", *WALK, "--causal", "--step", "12").output
+    assert (
+        flashsim("trace", "--load", str(path), "--step", "12").output
+        == flashsim("trace", *WALK, "--causal", "--step", "12").output
+    )
 
 
 def test_load_with_row_cuts_the_values_to_that_row(tmp_path):
@@ -160,9 +180,11 @@ def test_svg_and_html_exports(tmp_path):
 
 
 def test_backward_pass_trace():
-    out = flashsim("trace", "--algo", "flash2", "--backward", "--n", "8", "--d", "4", "--block-rows", "4", "--block-cols", "4").output
+    out = flashsim(
+        "trace", "--algo", "flash2", "--backward", "--n", "8", "--d", "4", "--block-rows", "4", "--block-cols", "4"
+    ).output
     assert "flashsim trace flash2 backward" in out
-    assert re.search(r"^step 0 · line \d+", out, re.M)
+    assert re.search(r"^step 0 · line \d+", out, re.MULTILINE)
     totals = re.search(r"total\s+([\d,]+) B\s+([\d,]+) B", out).groups()
     closed = re.search(r"closed form\s+([\d,]+) B\s+([\d,]+) B", out).groups()
     assert totals == closed
@@ -172,12 +194,17 @@ def test_backward_pass_trace():
 
 
 def test_out_of_range_step():
-    assert error_line(flashsim("trace", *WALK, "--step", "28")) == "error: step: 28 is out of range; this trace has steps 0 … 27"
+    assert (
+        error_line(flashsim("trace", *WALK, "--step", "28"))
+        == "error: step: 28 is out of range; this trace has steps 0 … 27"
+    )
     assert "step: -1 is out of range" in error_line(flashsim("trace", *WALK, "--step", "-1"))
 
 
 def test_row_outside_the_matrix(tmp_path):
-    assert "row: 4 is outside the matrix; query rows are 0 … 3 (N = 4)" in error_line(flashsim("trace", *WALK, "--row", "4"))
+    assert "row: 4 is outside the matrix; query rows are 0 … 3 (N = 4)" in error_line(
+        flashsim("trace", *WALK, "--row", "4")
+    )
     path = tmp_path / "run.json"
     flashsim("trace", *WALK, "--json", str(path))
     assert "row: -2 is outside the matrix" in error_line(flashsim("trace", "--load", str(path), "--row", "-2"))
@@ -187,7 +214,10 @@ def test_row_outside_the_matrix(tmp_path):
     "content, message",
     [
         ("{not json", "is not valid JSON"),
-        (json.dumps({"schema": "flashsim.trace", "version": 99}), "trace: version 99 is not supported (this flashsim reads 1)"),
+        (
+            json.dumps({"schema": "flashsim.trace", "version": 99}),
+            "trace: version 99 is not supported (this flashsim reads 1)",
+        ),
         (json.dumps({"schema": "something.else"}), "not a flashsim trace"),
         (json.dumps({"schema": "flashsim.trace", "version": 1, "steps": []}), "a field is missing"),
     ],
@@ -229,7 +259,7 @@ def test_walkthrough_listing_is_stable_and_fits_80_columns():
 
     lines = first.output.splitlines()
     assert "\x1b" not in first.output and max(cell_len(line) for line in lines) <= 80
-    assert [int(n) for n in re.findall(r"^step (\d+) · line", first.output, re.M)] == list(range(28))
+    assert [int(n) for n in re.findall(r"^step (\d+) · line", first.output, re.MULTILINE)] == list(range(28))
     # the running max grows when the second K/V block arrives: m_i → m_i_new at line 11 of (i, j) = (1, 1)
     step = first.output.split("step 25 · line 11 · i=1 j=1")[1]
     assert re.search(r"m_i_new\s+\[0\.500\s+1\.000\]\s+→\s+\[1\.000\s+1\.500\]", step)
@@ -251,7 +281,22 @@ def test_width_sets_the_columns_of_step_and_listing():
 
 def test_bench_trace_counts_the_steps_it_opened(tmp_path):
     path = tmp_path / "bench.json"
-    result = flashsim("bench", "trace", "--n", "32", "--d", "4", "--dtype", "fp32", "--hardware", "toy", "--keys", "2", "--json", str(path))
+    result = flashsim(
+        "bench",
+        "trace",
+        "--n",
+        "32",
+        "--d",
+        "4",
+        "--dtype",
+        "fp32",
+        "--hardware",
+        "toy",
+        "--keys",
+        "2",
+        "--json",
+        str(path),
+    )
     assert result.exit_code == 0, result.output
     rows = json.loads(path.read_text())["trace_viewer"]
     assert [r["algorithm"] for r in rows] == ["flash1", "flash2", "standard"]

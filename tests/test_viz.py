@@ -36,7 +36,9 @@ def flash1():
 def expected_tiles(step, tensor: str, block: int, tiles: int) -> str:
     """The glyphs a row-blocked tensor should show, worked out from the step's reads, writes and residents."""
     states = [0] * tiles
-    marks = [(r.source, 1) for r in step.sram if r.source] + [(a, 2) for a in step.reads] + [(a, 3) for a in step.writes]
+    marks = (
+        [(r.source, 1) for r in step.sram if r.source] + [(a, 2) for a in step.reads] + [(a, 3) for a in step.writes]
+    )
     for a, state in marks:
         if a.tensor == tensor:
             for t in range(a.r0 // block, (a.r1 - 1) // block + 1):
@@ -62,7 +64,7 @@ def test_hbm_tiles_match_the_trace_at_every_step(flash1):
 
 def test_hbm_tiles_at_known_steps(flash1):
     """Spelled out by hand from Algorithm 1, so that the oracle above cannot share a mistake with the code."""
-    rows = lambda k: {t: hbm_row(render(panels.memory_panel(flash1, k, WIDTH)), t) for t in "QKVO"}  # noqa: E731
+    rows = lambda k: {t: hbm_row(render(panels.memory_panel(flash1, k, WIDTH)), t) for t in "QKVO"}
     assert rows(3) == {"Q": "R ·", "K": "■ ·", "V": "■ ·", "O": "R ·"}  # line 8, i=0 j=0: load Q_0, O_0 (and ℓ_0, m_0)
     assert rows(7) == {"Q": "■ ·", "K": "■ ·", "V": "■ ·", "O": "W ·"}  # line 12: write O_0
     assert rows(9) == {"Q": "· R", "K": "■ ·", "V": "■ ·", "O": "· R"}  # line 8, i=1 j=0

@@ -47,7 +47,9 @@ def tile_lines(timeline: Timeline) -> Text:
     widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
     right = {1, 2, 6}
     text = "\n".join(
-        "  ".join(cell.rjust(w) if c in right else cell.ljust(w) for c, (cell, w) in enumerate(zip(row, widths))).rstrip()
+        "  ".join(
+            cell.rjust(w) if c in right else cell.ljust(w) for c, (cell, w) in enumerate(zip(row, widths))
+        ).rstrip()
         for row in rows
     )
     return Text(text)

@@ -50,7 +50,8 @@ def matrix(values, room: int = 80, max_rows: int = MAX_ROWS) -> str:
     total = max(map(len, cells), default=0)
     shown = total if 2 + total * (width + 2) - 2 <= room else max(1, (room - 5) // (width + 2))
     lines = [
-        "[" + "  ".join(c.rjust(width) for c in row[:shown]) + ("  …" if len(row) > shown else "") + "]" for row in cells
+        "[" + "  ".join(c.rjust(width) for c in row[:shown]) + ("  …" if len(row) > shown else "") + "]"
+        for row in cells
     ]
     if len(rows) > max_rows:
         lines.append(f"… {len(rows)} rows")
@@ -90,8 +91,7 @@ def hbm_grids(timeline: Timeline, k: int, width: int) -> RenderableType:
     room = max(4, (width - 3 - max(map(len, timeline.tensors)) - max(map(len, shapes.values()))) // 2)
     notes: dict[str, list[str]] = {}  # how many tiles a cell holds -> the tensors whose grids merge that many
     for tensor in timeline.tensors:
-        tr, tc = timeline.grid_shape(tensor)
-        if tc == 1:  # a column of row blocks, drawn across: cell i holds rows i·B … (i+1)·B − 1
+        if timeline.grid_shape(tensor)[1] == 1:  # a column of row blocks, drawn across: cell i holds rows i·B … (i+1)·B − 1
             states, merged, _ = timeline.tile_states(k, tensor, room, 1)
             grid.add_row(tensor, shapes[tensor], cells(states[:, 0]))
             if merged > 1:
@@ -267,7 +267,9 @@ def traffic_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
     for tensor, (read, written, cached) in traffic.items():
         table.add_row(tensor, nbytes(read), nbytes(written), *([nbytes(cached)] if l2 else []))
     step = timeline.steps[k]
-    table.add_row(Text("total", style="bold"), nbytes(step.hbm_read_bytes), nbytes(step.hbm_write_bytes), end_section=True)
+    table.add_row(
+        Text("total", style="bold"), nbytes(step.hbm_read_bytes), nbytes(step.hbm_write_bytes), end_section=True
+    )
     closed = timeline.closed_form()
     label, other = timeline.contrast()
     table.add_row("closed form", nbytes(closed.hbm_read_bytes), nbytes(closed.hbm_write_bytes))

@@ -42,7 +42,12 @@ class Screen:
         t, k, width = self.timeline, self.k, options.max_width
         left = width * 9 // 20 if width >= TWO_COLUMNS else width
         right = width - left if width >= TWO_COLUMNS else width
-        panels = [memory_panel(t, k, left), operation_panel(t, k, right), values_panel(t, k, right), traffic_panel(t, k, right)]
+        panels = [
+            memory_panel(t, k, left),
+            operation_panel(t, k, right),
+            values_panel(t, k, right),
+            traffic_panel(t, k, right),
+        ]
         columns = [panels[:1], panels[1:]] if width >= TWO_COLUMNS else [panels]
         sizes = [[self._lines(console, options, p) for p in column] for column in columns]
         footer = Text(self.footer or "", style="dim")
@@ -52,7 +57,9 @@ class Screen:
         if len(columns) == 2:
             body.children[0].size = left
         root = Layout()
-        root.split_column(Layout(header(t, k), size=1), body, *([Layout(footer, size=footer_lines)] if footer_lines else []))
+        root.split_column(
+            Layout(header(t, k), size=1), body, *([Layout(footer, size=footer_lines)] if footer_lines else [])
+        )
         height = self.height or 1 + max(sum(size) for size in sizes) + footer_lines
         yield from console.render(root, options.update(height=height))
 
@@ -61,7 +68,9 @@ class Screen:
         """Panels stacked at their natural heights; the values panel (or a lone panel) takes what is left."""
         flexible = max(0, len(panels) - 2)
         column = Layout()
-        column.split_column(*(Layout(p, size=None if n == flexible else h) for n, (p, h) in enumerate(zip(panels, sizes))))
+        column.split_column(
+            *(Layout(p, size=None if n == flexible else h) for n, (p, h) in enumerate(zip(panels, sizes)))
+        )
         return column
 
     @staticmethod

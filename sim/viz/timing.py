@@ -15,7 +15,11 @@ def open_times(rows: list[dict]) -> Table:
         table.add_column(name, justify="right")
     for r in rows:
         table.add_row(
-            r["algorithm"], f"{r['steps']:,}", f"{r['record_s']:.2f}", f"{r['open_s']:.2f}", f"{1000 * r['per_key_s']:.0f}"
+            r["algorithm"],
+            f"{r['steps']:,}",
+            f"{r['record_s']:.2f}",
+            f"{r['open_s']:.2f}",
+            f"{1000 * r['per_key_s']:.0f}",
         )
     table.caption = "open: record the trace and draw its first screen, in-process (the command adds Python's start-up)"
     return table
