@@ -5,7 +5,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.errors import InputError
-from sim.memory import DTYPES, human_bytes
+from sim.memory import human_bytes
 from sim.sweep import Sweep
 
 
@@ -32,42 +32,49 @@ def table(sw: Sweep) -> RenderableType:
         style="bold",
     )
     several = {name: len({getattr(r, name) for r in sw.rows}) > 1 for name in ("d", "block_cols", "sram_bytes")}
-    t = Table(show_edge=False)
-    t.add_column("N", justify="right")
-    if several["d"]:
-        t.add_column("d", justify="right")
-    t.add_column("Br×Bc\nfwd / bwd" if sw.backward else "Br×Bc", justify="right")
-    if several["sram_bytes"]:
-        t.add_column("SRAM", justify="right")
-    for side in ("standard", "flash"):
-        for name in ("HBM", "GFLOP", "FLOP/B", "time", "bound"):
-            t.add_column(f"{side}\n{name}", justify="right", style="" if side == "flash" else "dim" if name == "bound" else "")
-    t.add_column("speedup", justify="right")
-    t.add_column("S, P in HBM", justify="right")
-    for r in sw.rows:
-        cells = [f"{r.n:,}"]
+
+    def side_table(name: str, side, extra: list[tuple[str, object]]) -> Table:
+        t = Table(title=name, title_justify="left", show_edge=False)
+        t.add_column("N", justify="right")
         if several["d"]:
-            cells.append(str(r.d))
-        blocks = f"{r.block_rows}×{r.block_cols}"
-        cells.append(f"{blocks} / {r.backward_blocks[0]}×{r.backward_blocks[1]}" if r.backward_blocks else blocks)
-        if several["sram_bytes"]:
-            cells.append(human_bytes(r.sram_bytes))
-        for side in (r.standard, r.flash):
-            cells += [_bytes(side.hbm_bytes), f"{side.flops / 1e9:,.0f}", f"{side.intensity:.0f}", _seconds(side.seconds), side.bound]
-        cells.append(f"{r.standard.seconds / r.flash.seconds:.1f}×")
-        memory = _bytes(r.standard.memory_bytes)
-        cells.append(Text(memory, style="green") if r.standard_fits else Text(f"{memory} OOM", style="bold red"))
-        t.add_row(*cells)
+            t.add_column("d", justify="right")
+        for column, _ in extra[:-1]:
+            t.add_column(column, justify="right")
+        for column in ("HBM", "GFLOP", "FLOP/B", "time", "bound"):
+            t.add_column(column, justify="right")
+        t.add_column(extra[-1][0], justify="right")
+        for r in sw.rows:
+            x = side(r)
+            cells = [f"{r.n:,}"] + ([str(r.d)] if several["d"] else []) + [cell(r) for _, cell in extra[:-1]]
+            cells += [_bytes(x.hbm_bytes), f"{x.flops / 1e9:,.0f}", f"{x.intensity:.0f}", _seconds(x.seconds), x.bound]
+            t.add_row(*cells, extra[-1][1](r))
+        return t
+
+    def memory(r) -> Text:
+        text = _bytes(r.standard.memory_bytes)
+        return Text(text, style="green") if r.standard_fits else Text(f"{text} OOM", style="bold red")
+
+    def blocks(r) -> str:
+        b = f"{r.block_rows}×{r.block_cols}"
+        return f"{b} / {r.backward_blocks[0]}×{r.backward_blocks[1]}" if r.backward_blocks else b
+
+    flash_extra = [("Br×Bc fwd / bwd" if sw.backward else "Br×Bc", blocks)]
+    if several["sram_bytes"]:
+        flash_extra.append(("SRAM", lambda r: human_bytes(r.sram_bytes)))
+    flash_extra.append(("speedup", lambda r: f"{r.standard.seconds / r.flash.seconds:.1f}×"))
+    standard = side_table("standard attention", lambda r: r.standard, [("in HBM (S, P, Q, K, V, O)", memory)])
+    flash = side_table(sw.algorithm, lambda r: r.flash, flash_extra)
     ridge = hw.peak(sw.dtype) / hw.hbm_bandwidth
     oom = (
-        f"standard attention runs out of memory at N = {sw.oom_n:,}: S and P take {_bytes(2 * sw.batch * sw.heads * sw.oom_n**2 * DTYPES[sw.dtype].itemsize)} "
+        f"standard attention runs out of memory at N = {sw.oom_n:,}: S and P (with Q, K, V, O) take "
+        f"{_bytes(next(r.standard.memory_bytes for r in sw.rows if r.n == sw.oom_n))} "
         f"for {sw.batch} × {sw.heads} heads, more than the {_bytes(hw.hbm_bytes)} of the {hw.name}; "
         f"the largest N that fits is {sw.largest_n:,}"
         if sw.oom_n
         else f"standard attention fits every N of this sweep (up to N = {sw.largest_n:,} on the {hw.name})"
     )
     return Group(
-        title, t,
+        title, standard, Text(""), flash,
         Text(f"time = Σ over kernels of max(FLOPs / peak, bytes / bandwidth); a kernel above {ridge:.0f} FLOP/B is compute-bound", style="dim"),
         Text(oom, style="bold red" if sw.oom_n else "green"),
     )  # fmt: skip
