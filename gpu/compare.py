@@ -125,10 +125,11 @@ def explain_gaps(c: Comparison, s: int) -> list[str]:
     if c.config["kernel"] == "v2" and abs(c.asked_ratio - 1) <= AGREE and c.read_ratio > 1 + AGREE:
         reasons.append(
             f"the kernel asks for exactly the predicted bytes (cp.async instructions × 512 B = ×{c.asked_ratio:.3f}), but its "
-            "shared-memory rows are padded by 16 bytes (so ldmatrix is free of bank conflicts), so most rows' 16-byte pieces land "
-            "across 128-byte shared-memory lines, and L1 fetches some sectors twice; with XOR-swizzled rows, whole lines, "
-            + (f"L2 delivers ×{c.swizzled_read_ratio:.3f}" if c.counters_swizzled else "the excess goes away")
-            + " (slower here, see gpu/NOTES.md)"
+            "shared-memory rows are padded by 16 bytes (so that ldmatrix is free of bank conflicts), which puts most rows' "
+            "16-byte pieces across 128-byte shared-memory lines, and L1 then takes more from L2 than was asked for; the same "
+            "kernel with XOR-swizzled rows (whole lines) "
+            + (f"takes ×{c.swizzled_read_ratio:.3f}" if c.counters_swizzled else "takes what it asks for")
+            + ", but runs slower here (gpu/NOTES.md)"
         )
     if (row * s) % 32:
         reasons.append(f"a row is {row * s} bytes, not a whole number of 32-byte sectors, and the counters count whole sectors")

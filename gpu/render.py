@@ -12,7 +12,7 @@ def _tflops(entry: dict | None) -> str:
         return "—"
     if "status" in entry:
         return entry["status"]
-    return f"{entry['tflops']:.1f}"
+    return f"{entry['tflops']:.1f}" if entry["tflops"] < 100 else f"{entry['tflops']:.0f}"
 
 
 def _ratio(a: dict | None, b: dict | None, fmt: str) -> str:

@@ -17,7 +17,8 @@ CASES = [
     ("v2", 64, "float16", None),
     ("v2", 128, "bfloat16", None),
     ("v2", 40, "bfloat16", None),
-    ("v2", 128, "float16", tiling.v2_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2)),
+    ("v2", 128, "float16", tiling.v2_tiles(warps=8, m_tiles=1, block_cols=64, q_in_regs=True)),
+    ("v2", 64, "bfloat16", tiling.with_defaults("v2", 64, swizzle=True)),
     ("softmax", 64, "float16", None),
     ("softmax", 64, "bfloat16", None),
 ]

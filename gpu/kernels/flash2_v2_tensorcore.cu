@@ -15,8 +15,21 @@
 //    blocks on the diagonal; Q blocks are scheduled longest first.
 //  - O_i is staged through shared memory so that HBM sees whole 16-byte stores.
 //
-// Measured (NVIDIA H100 80GB HBM3; numbers, variants and failures in gpu/NOTES.md):
-//  see the table at the top of gpu/NOTES.md (filled in from gpu/devrun.sh).
+// Measured (NVIDIA H100 80GB HBM3, PyTorch 2.11 SDPA flash backend beside it; every run in gpu/NOTES.md):
+//  - `flashsim bench gpu` (16k tokens per batch, hidden 2048): 258 to 328 TFLOP/s without mask and 165 to
+//    304 causal, 0.90 to 1.18× SDPA; N ≥ 2048: 0.91 to 1.09×, median 1.00×. Standard attention: 2.2 to 15.5× slower.
+//  - Tilings tried at N = 4096 (fp16, full / causal TFLOP/s): 8 warps × 16 rows, Bc 64: d64 279 / 249, d128 275 / 251;
+//    4 warps × 32 rows, Bc 64, Q_i fragments in registers: d64 305 / 270 (default for d ≤ 64); the same at d128
+//    cannot keep Q_i in registers (the O accumulators take 128 per thread), so Q_i's fragments are re-read from
+//    shared memory: Bc 64 287 / 250, Bc 32 322 / 273 (default for d > 64), Bc 16 252 / 216; Br 64: d64 276 / 244.
+//  - XOR-swizzled shared-memory rows (SWIZZLE = 1) instead of 16-byte padding: L2 → SM bytes drop from 1.500× to
+//    exactly 1.000× of what the kernel asks for (ncu l1tex__m_xbar2l1tex_read_bytes), yet the kernel is slower
+//    (d64 302 vs 311, d128 269 vs 318 TFLOP/s), probably because each ldmatrix address then needs its own XOR
+//    where padding folds into an immediate offset, and at d = 128 the kernel already sits at 255 registers.
+//    The kernel is compute-bound, so the extra L2 traffic costs little. Padding stays the default;
+//    `flashsim compare` measures both.
+//  - Failure: the first build did not compile under NVRTC (INFINITY is a host-header macro); NEG_INF replaces it.
+//  - compute-sanitizer memcheck and racecheck: clean at ragged sizes (gpu.harness --smoke), both layouts.
 //
 // Injected #defines: HEAD_DIM (row length of Q, K, V, O in HBM: d padded to 8), D_MMA (d padded to 16),
 // NWARPS, M_TILES (16-row MMA tiles per warp), BC (Bc, a multiple of 16), Q_IN_REGS, IS_BF16,
