@@ -7,7 +7,7 @@ OUT=${OUT:-/tmp/devrun}
 mkdir -p "$OUT"
 export PATH=$PATH:/usr/local/cuda/bin:$(ls -d /opt/nvidia/nsight-compute/*/ 2>/dev/null | tail -n 1)
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-steps=${*:-env test tune sanitize compare}
+steps=${*:-env test sanitize compare quick}
 summary=()
 step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
   timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
@@ -35,5 +35,5 @@ for s in $steps; do case $s in
   bench) step bench 300 python3 -c 'from sim.cli import main; main()' bench gpu --json "$OUT/bench.json" ;;
   quick) step quick 200 python3 -c 'from sim.cli import main; main()' bench gpu --quick --json "$OUT/bench_quick.json" ;;
 esac; done
-for s in $steps; do case $s in env) cat "$OUT/env.log" ;; tune) sed -n "/^   d /,\$p" "$OUT/tune.log" ;; compare) cat "$OUT/compare.log" "$OUT/compare_causal.log" ;; ncu) cat "$OUT/ncu_probe.log" ;; bench) cat "$OUT/bench.log" ;; esac; done
+for s in $steps; do case $s in env) cat "$OUT/env.log" ;; tune) sed -n "/^   d /,\$p" "$OUT/tune.log" ;; compare) cat "$OUT/compare.log" "$OUT/compare_causal.log" ;; ncu) cat "$OUT/ncu_probe.log" ;; bench) cat "$OUT/bench.log" ;; quick) cat "$OUT/quick.log" ;; esac; done
 printf '%s\n' "${summary[@]}"
