@@ -250,3 +250,23 @@ def test_wide_before_and_after_stack_with_every_number():
     before, after = trace.steps[n].values["before"]["ℓ_i"], trace.steps[n].values["after"]["ℓ_i"]
     assert numbers(lines[at]) == pytest.approx(before, abs=5e-4)  # eight numbers: too wide to stand side by side
     assert lines[at + 1].split()[0] == "→" and numbers(lines[at + 1]) == pytest.approx(after, abs=5e-4)
+
+
+@pytest.mark.parametrize("algorithm", ["standard", "flash1", "flash2"])
+@pytest.mark.parametrize("backward", [False, True])
+def test_every_step_of_ragged_causal_runs_renders(algorithm, backward):
+    """N ≠ Nk, ragged blocks, a causal mask (rows that see no key), forward and backward: the screens draw."""
+    from sim import viewer
+
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((10, 3)).astype(np.float16)
+    k, v = (rng.standard_normal((6, 3)).astype(np.float16) for _ in range(2))
+    record = viewer.record_backward if backward else viewer.record
+    view = Timeline(record(algorithm, q, k, v, causal=True, block_rows=4, block_cols=4, hardware="toy"))
+    closed = view.closed_form()
+    last = view.steps[-1]
+    assert (last.hbm_read_bytes, last.hbm_write_bytes) == (closed.hbm_read_bytes, closed.hbm_write_bytes)
+    for n in sorted({*range(0, len(view), max(1, len(view) // 12)), len(view) - 1}):  # a dozen, spread out
+        text = render(screen.screen(view, n), 100)
+        assert f"step {n} of {len(view) - 1}" in text.splitlines()[0]
+    assert "closed form" in render(listing.listing(view), 80)
