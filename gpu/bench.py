@@ -13,8 +13,8 @@ from gpu.flash import flash_attention
 from gpu.harness import flops, random_qkv
 from gpu.standard import standard_attention
 
-FULL = dict(ns=(512, 1024, 2048, 4096, 8192, 16384), ds=(64, 128), dtypes=("float16", "bfloat16"))
-QUICK = dict(ns=(1024, 4096), ds=(64, 128), dtypes=("float16",))
+FULL = {"ns": (512, 1024, 2048, 4096, 8192, 16384), "ds": (64, 128), "dtypes": ("float16", "bfloat16")}
+QUICK = {"ns": (1024, 4096), "ds": (64, 128), "dtypes": ("float16",)}
 V1_MAX_N = 2048  # above this one v1 call takes seconds (it runs at a few TFLOP/s)
 TOKENS, HIDDEN = 16384, 2048
 
@@ -47,7 +47,7 @@ def _one(cupy, n, d, causal, dtype, torch_ok) -> dict:
     batch, heads = TOKENS // n, HIDDEN // d
     q, k, v = random_qkv(batch, heads, n, n, d, dtype, seed=n + d)
     f = flops(n, n, d, batch, heads, causal)
-    row = dict(n=n, d=d, causal=causal, dtype=dtype, batch=batch, heads=heads, flops=f)
+    row = {"n": n, "d": d, "causal": causal, "dtype": dtype, "batch": batch, "heads": heads, "flops": f}
     row["v2"] = _time(lambda: flash_attention(q, k, v, causal=causal, kernel="v2"), f)
     if torch_ok:
         call = sdpa.flash_sdpa(q, k, v, causal=causal, scale=1 / math.sqrt(d))

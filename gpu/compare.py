@@ -57,7 +57,13 @@ class Comparison:
 
 def preset_for(name: str) -> hardware.Hardware | None:
     """The simulator's hardware preset for a device name ("NVIDIA H100 80GB HBM3" → H100-SXM), if any."""
-    for key, preset in (("H200", "H200"), ("H100", "H100-SXM"), ("A100-SXM4-40GB", "A100-40GB"), ("A100", "A100-80GB"), ("4090", "RTX-4090")):
+    for key, preset in (
+        ("H200", "H200"),
+        ("H100", "H100-SXM"),
+        ("A100-SXM4-40GB", "A100-40GB"),
+        ("A100", "A100-80GB"),
+        ("4090", "RTX-4090"),
+    ):
         if key in name:
             return hardware.get(preset)
     return None
@@ -76,7 +82,9 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
     shapes = ((batch, heads, n, d), (batch, heads, nk, d), (batch, heads, nk, d))
     q, k, v = (rng.standard_normal(shape).astype(np.float32).astype(DTYPES[_sim_dtype(name)]) for shape in shapes)
 
-    result = sim.run("flash2", q, k, v, causal=causal, block_rows=tiles.block_rows, block_cols=tiles.block_cols, sram_bytes=sram)
+    result = sim.run(
+        "flash2", q, k, v, causal=causal, block_rows=tiles.block_rows, block_cols=tiles.block_cols, sram_bytes=sram
+    )
     qg, kg, vg = (_to_device(x) for x in (q, k, v))
     o, lse = flash_attention(qg, kg, vg, causal=causal, kernel=kernel)
     o_ref, lse_ref = reference.attention(q, k, v, causal=causal)
@@ -91,7 +99,7 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
         counts = iomodel.Counts(result.hbm_read_bytes, result.hbm_write_bytes, result.flops, result.exps)
         roof = iomodel.roofline(counts, hw, _sim_dtype(name))
     measured, swizzled, note = None, None, ""
-    shape = dict(n=n, nk=nk, d=d, batch=batch, heads=heads, dtype=name, causal=causal)
+    shape = {"n": n, "nk": nk, "d": d, "batch": batch, "heads": heads, "dtype": name, "causal": causal}
     if not profile:
         note = "counters not asked for (--no-counters)"
     elif counters.ncu_path() is None:
@@ -102,9 +110,16 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
             swizzled = counters.measure(kernel, **shape, swizzle=True) if kernel == "v2" else None
         except counters.CounterError as e:
             note = str(e)
-    config = dict(n=n, nk=nk, d=d, batch=batch, heads=heads, dtype=name, causal=causal, kernel=kernel,
-                  block_rows=tiles.block_rows, block_cols=tiles.block_cols, smem_bytes=smem, sim_sram_bytes=sram,
-                  device=props["name"], l2_bytes=props["l2_bytes"])  # fmt: skip
+    config = {
+        **shape,
+        "kernel": kernel,
+        "block_rows": tiles.block_rows,
+        "block_cols": tiles.block_cols,
+        "smem_bytes": smem,
+        "sim_sram_bytes": sram,
+        "device": props["name"],
+        "l2_bytes": props["l2_bytes"],
+    }
     c = Comparison(
         config, _max_err(result.output, o_ref), float(np.abs(o_gpu - o_ref).max()), _lse_err(result.lse, lse_ref),
         _lse_err(lse.get(), lse_ref), result.hbm_read_bytes, result.hbm_write_bytes, total_flops, measured_ms, roof,
@@ -121,7 +136,9 @@ def explain_gaps(c: Comparison, s: int) -> list[str]:
     d, row = c.config["d"], tiling.padded_dims(c.config["d"])[0]
     reasons = []
     if c.config["kernel"] == "v2" and row != d:
-        reasons.append(f"v2 reads and writes rows padded from d = {d} to {row} elements (16-byte rows for cp.async); the simulator counts d")
+        reasons.append(
+            f"v2 reads and writes rows padded from d = {d} to {row} elements (16-byte rows for cp.async); the simulator counts d"
+        )
     if c.config["kernel"] == "v2" and abs(c.asked_ratio - 1) <= AGREE and c.read_ratio > 1 + AGREE:
         reasons.append(
             f"the kernel asks for exactly the predicted bytes (cp.async instructions × 512 B = ×{c.asked_ratio:.3f}), but its "
@@ -132,7 +149,9 @@ def explain_gaps(c: Comparison, s: int) -> list[str]:
             + ", but runs slower here (gpu/NOTES.md)"
         )
     if (row * s) % 32:
-        reasons.append(f"a row is {row * s} bytes, not a whole number of 32-byte sectors, and the counters count whole sectors")
+        reasons.append(
+            f"a row is {row * s} bytes, not a whole number of 32-byte sectors, and the counters count whole sectors"
+        )
     if not reasons:
         reasons.append(f"unexplained: reads ×{c.read_ratio:.3f}, writes ×{c.write_ratio:.3f} of the prediction")
     return reasons

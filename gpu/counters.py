@@ -17,7 +17,10 @@ from sim.errors import FlashsimError
 
 # name → (ncu metric, multiplier to bytes or nanoseconds)
 METRICS = {
-    "cp_async_bytes": ("smsp__inst_executed_op_ldgsts.sum", 512),  # warp-wide cp.async of 16 B per lane: what v2 asks for
+    "cp_async_bytes": (
+        "smsp__inst_executed_op_ldgsts.sum",
+        512,
+    ),  # warp-wide cp.async of 16 B per lane: what v2 asks for
     "l2_read_bytes": ("l1tex__m_xbar2l1tex_read_bytes.sum", 1),  # what L2 delivered to the SMs' L1/TEX units
     "l2_write_bytes": ("lts__t_sectors_srcunit_tex_op_write.sum", 32),  # sectors the SMs wrote into L2
     "dram_read_bytes": ("dram__bytes_read.sum", 1),
@@ -45,13 +48,17 @@ def measure(kernel: str, *, n, nk, d, batch, heads, dtype, causal, swizzle=False
     ncu = ncu_path()
     if ncu is None:
         return None
-    target = [sys.executable, "-m", "gpu.counters", "--kernel", kernel, "--n", str(n), "--nk", str(nk), "--d", str(d),
-              "--batch", str(batch), "--heads", str(heads), "--dtype", dtype] + (["--causal"] if causal else []) + (["--swizzle"] if swizzle else [])  # fmt: skip
-    cmd = [ncu, "--clock-control", "none", "--csv", "--print-units", "base", "--metrics",
-           ",".join(m for m, _ in METRICS.values()), "--kernel-name", f"regex:{tiling.KERNEL_FUNCTIONS[kernel]}",
-           "--launch-count", "1", *target]  # fmt: skip
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH", "")]))
-    run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    sizes = {"n": n, "nk": nk, "d": d, "batch": batch, "heads": heads, "dtype": dtype}
+    target = [sys.executable, "-m", "gpu.counters", "--kernel", kernel]
+    target += [arg for name, value in sizes.items() for arg in (f"--{name}", str(value))]
+    target += ["--causal"] * causal + ["--swizzle"] * swizzle
+    cmd = [ncu, "--clock-control", "none", "--csv", "--print-units", "base"]
+    cmd += ["--metrics", ",".join(m for m, _ in METRICS.values()), "--launch-count", "1"]
+    cmd += ["--kernel-name", f"regex:{tiling.KERNEL_FUNCTIONS[kernel]}", *target]
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH", "")])
+    )
+    run = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, timeout=300)
     lines = run.stdout.splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
     if run.returncode != 0 or start is None:
@@ -73,7 +80,9 @@ def main(argv=None) -> None:
     parser.add_argument("--kernel", required=True)
     parser.add_argument("--dtype", required=True)
     parser.add_argument("--causal", action="store_true")
-    parser.add_argument("--swizzle", action="store_true", help="v2: XOR-swizzled shared-memory rows instead of padded rows")
+    parser.add_argument(
+        "--swizzle", action="store_true", help="v2: XOR-swizzled shared-memory rows instead of padded rows"
+    )
     a = parser.parse_args(argv)
     q, k, v = random_qkv(a.batch, a.heads, a.n, a.nk, a.d, a.dtype, seed=0)
     tiles = tiling.with_defaults(a.kernel, a.d, swizzle=True) if a.swizzle else None

@@ -24,7 +24,10 @@ def available() -> tuple[bool, str]:
         return False, "CuPy sees no CUDA GPU"
     props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
     if props["major"] < 8:
-        return False, f"{props['name'].decode()} is compute capability {props['major']}.{props['minor']}; flashsim's kernels need 8.0 (Ampere) or newer"
+        return (
+            False,
+            f"{props['name'].decode()} is compute capability {props['major']}.{props['minor']}; flashsim's kernels need 8.0 (Ampere) or newer",
+        )
     return True, props["name"].decode()
 
 

@@ -5,11 +5,18 @@ import numpy as np
 
 NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16", np.dtype(ml_dtypes.bfloat16): "bfloat16"}
 BY_NAME = {name: dtype for dtype, name in NAMES.items()}
-ALIASES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "float32": "float32", "float16": "float16", "bfloat16": "bfloat16"}
+ALIASES = {
+    "fp32": "float32",
+    "fp16": "float16",
+    "bf16": "bfloat16",
+    "float32": "float32",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+}
 
 
 def name(dtype) -> str | None:
-    """"float32", "float16" or "bfloat16" for a supported dtype, else None."""
+    """ "float32", "float16" or "bfloat16" for a supported dtype, else None."""
     return NAMES.get(np.dtype(dtype))
 
 

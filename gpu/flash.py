@@ -28,7 +28,9 @@ def flash_attention(q, k, v, *, causal=False, scale=None, kernel=None, tiles=Non
         o = cupy.empty((p.batch, p.heads, p.n, row), dtype=q.dtype)
         lse = cupy.empty((p.batch, p.heads, p.n), dtype=cupy.float32)
         if poison:
-            o.view(cupy.uint16 if o.dtype.itemsize == 2 else cupy.uint32).fill(0x7FFF if o.dtype.itemsize == 2 else 0x7FC00000)
+            o.view(cupy.uint16 if o.dtype.itemsize == 2 else cupy.uint32).fill(
+                0x7FFF if o.dtype.itemsize == 2 else 0x7FC00000
+            )
             lse.fill(cupy.nan)
         launch(kernel, p, tiles, q, k, v, o, lse)
     return (o if row == p.d else cupy.ascontiguousarray(o[..., : p.d])), lse

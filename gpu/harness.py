@@ -6,10 +6,11 @@
 """
 
 import argparse
+import functools
 import math
 from dataclasses import dataclass
 
-from gpu import device, dtypes, sdpa, timing, tiling
+from gpu import device, dtypes, sdpa, tiling, timing
 from gpu.flash import flash_attention
 from gpu.reference import attention_ref
 from gpu.standard import standard_attention
@@ -111,7 +112,9 @@ def smoke() -> bool:
     ok = True
     for kernel, dtype, shape, causal in SMOKE:
         tiles = tiling.with_defaults("v2", shape[-1], swizzle=True) if kernel == "v2-swizzled" else None
-        c = check(*random_qkv(*shape, dtype, seed=1), causal=causal, kernel=kernel.removesuffix("-swizzled"), tiles=tiles)
+        c = check(
+            *random_qkv(*shape, dtype, seed=1), causal=causal, kernel=kernel.removesuffix("-swizzled"), tiles=tiles
+        )
         print(f"{kernel} {dtype} {shape} causal={causal}: {'ok' if c.ok else 'FAIL'} {c}", flush=True)
         ok &= c.ok
     return ok
@@ -141,22 +144,28 @@ def main(argv=None) -> None:
                 call = sdpa.flash_sdpa(*big, causal=causal, scale=1 / math.sqrt(d))
                 if call is not None:
                     rows.append((d, dtype, causal, "sdpa-flash", "", "", f / timing.median_ms(call) / 1e9))
-                ms_std = timing.median_ms(lambda: standard_attention(*big, causal=causal))
+                ms_std = timing.median_ms(functools.partial(standard_attention, *big, causal=causal))
                 rows.append((d, dtype, causal, "standard", "", "", f / ms_std / 1e9))
                 for kernel, tiles in variants:
                     c = check(*q_small, causal=causal, kernel=kernel, tiles=tiles)
-                    verdict = "ok" if c.ok else f"FAIL err={c.err:.2e} bound={c.bound:.2e} lse={c.lse_err:.2e} unwritten={c.unwritten}"
+                    verdict = (
+                        "ok"
+                        if c.ok
+                        else f"FAIL err={c.err:.2e} bound={c.bound:.2e} lse={c.lse_err:.2e} unwritten={c.unwritten}"
+                    )
                     if kernel == "v1" and args.n > 2048:
                         tflops = float("nan")
                     else:
-                        ms = timing.median_ms(lambda: flash_attention(*big, causal=causal, kernel=kernel, tiles=tiles))
+                        ms = timing.median_ms(
+                            functools.partial(flash_attention, *big, causal=causal, kernel=kernel, tiles=tiles)
+                        )
                         tflops = f / ms / 1e9
                     name = describe(tiles or tiling.default_tiles(kernel, d))
                     rows.append((d, dtype, causal, kernel, name, verdict, tflops))
                 print(*rows[-1], flush=True)
     print(f"\n{'d':>4} {'dtype':>9} {'causal':>6} {'kernel':>10} {'tiling':>28} {'TFLOP/s':>8}  check")
     for d, dtype, causal, kernel, name, verdict, tflops in rows:
-        print(f"{d:>4} {dtype:>9} {str(causal):>6} {kernel:>10} {name:>28} {tflops:8.1f}  {verdict}")
+        print(f"{d:>4} {dtype:>9} {causal!s:>6} {kernel:>10} {name:>28} {tflops:8.1f}  {verdict}")
 
 
 if __name__ == "__main__":

@@ -28,7 +28,9 @@ def check(q, k, v, *, causal, scale, dtypes_allowed) -> Problem:
     cupy = device.require()
     for arg, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, cupy.ndarray):
-            raise InputError(f"{arg}: expected a CuPy array shaped (batch, heads, N, d), got {type(x).__module__}.{type(x).__name__}")
+            raise InputError(
+                f"{arg}: expected a CuPy array shaped (batch, heads, N, d), got {type(x).__module__}.{type(x).__name__}"
+            )
         if x.ndim != 4:
             raise InputError(f"{arg}: expected 4 dimensions (batch, heads, N, d), got shape {tuple(x.shape)}")
         if dtypes.name(x.dtype) not in dtypes_allowed:
@@ -45,7 +47,9 @@ def check(q, k, v, *, causal, scale, dtypes_allowed) -> Problem:
     if k.shape != v.shape:
         raise InputError(f"k, v: shapes must be equal, got k {tuple(k.shape)}, v {tuple(v.shape)}")
     if k.shape[:2] != (batch, heads) or k.shape[3] != d:
-        raise InputError(f"k: expected shape ({batch}, {heads}, Nk, {d}) to match q {tuple(q.shape)}, got {tuple(k.shape)}")
+        raise InputError(
+            f"k: expected shape ({batch}, {heads}, Nk, {d}) to match q {tuple(q.shape)}, got {tuple(k.shape)}"
+        )
     if not 1 <= d <= tiling.MAX_HEAD_DIM:
         raise InputError(f"d (head dim, q.shape[3]): must be between 1 and {tiling.MAX_HEAD_DIM}, got {d}")
     if batch * heads > MAX_BATCH_HEADS:

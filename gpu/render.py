@@ -42,7 +42,12 @@ def bench_table(report: dict) -> Group:
         )  # fmt: skip
     notes = [Text(f"· {note}", style="dim") for note in report["notes"]]
     if report.get("torch"):
-        notes.append(Text(f"· SDPA: torch {report['torch']}, torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)", style="dim"))
+        notes.append(
+            Text(
+                f"· SDPA: torch {report['torch']}, torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)",
+                style="dim",
+            )
+        )
     return Group(table, *notes)
 
 
@@ -88,15 +93,27 @@ def comparison(c) -> Group:
         if m:
             dram_s = (m["dram_read_bytes"] + m["dram_write_bytes"]) / c.roofline_hw_bandwidth
             floor = max(dram_s, c.roofline.compute_seconds)
-            t.add_row("roofline: measured DRAM bytes, same datasheet", f"{floor * 1e3:.3f}", f"{c.flops / floor / 1e12:.1f}")
-    t.add_row("measured (CUDA events, median, back-to-back calls)", f"{c.measured_ms:.3f}", f"{c.flops / c.measured_ms / 1e9:.1f}")
+            t.add_row(
+                "roofline: measured DRAM bytes, same datasheet", f"{floor * 1e3:.3f}", f"{c.flops / floor / 1e12:.1f}"
+            )
+    t.add_row(
+        "measured (CUDA events, median, back-to-back calls)",
+        f"{c.measured_ms:.3f}",
+        f"{c.flops / c.measured_ms / 1e9:.1f}",
+    )
     if m:
-        t.add_row("measured (ncu gpu__time_duration, one launch)", f"{m['kernel_ns'] / 1e6:.3f}", f"{c.flops / m['kernel_ns'] / 1e3:.1f}")
+        t.add_row(
+            "measured (ncu gpu__time_duration, one launch)",
+            f"{m['kernel_ns'] / 1e6:.3f}",
+            f"{c.flops / m['kernel_ns'] / 1e3:.1f}",
+        )
 
     notes = []
     if m:
         if not c.gaps:
-            notes.append(f"The prediction agrees with the L2-level bytes within 5% (reads ×{c.read_ratio:.3f}, writes ×{c.write_ratio:.3f}).")
+            notes.append(
+                f"The prediction agrees with the L2-level bytes within 5% (reads ×{c.read_ratio:.3f}, writes ×{c.write_ratio:.3f})."
+            )
         else:
             notes.append("The L2-level bytes differ from the prediction by more than 5%: " + "; ".join(c.gaps) + ".")
         notes.append(

@@ -17,15 +17,21 @@ def standard_attention(q, k, v, *, causal=False, scale=None):
     p = inputs.check(q, k, v, causal=causal, scale=scale, dtypes_allowed=tiling.DTYPES["softmax"])
     smem = 4 * (p.nk + 32)
     if smem > device.properties()["smem_per_block_optin"]:
-        raise InputError(f"k: standard attention keeps a row of S in shared memory; Nk must be at most {device.properties()['smem_per_block_optin'] // 4 - 32}, got {p.nk}")
+        raise InputError(
+            f"k: standard attention keeps a row of S in shared memory; Nk must be at most {device.properties()['smem_per_block_optin'] // 4 - 32}, got {p.nk}"
+        )
     with q.device:
         s = cupy.empty((p.batch, p.heads, p.n, p.nk), dtype=q.dtype)
-        _gemm(p, CUBLAS_OP_T, CUBLAS_OP_N, p.nk, p.n, p.d, k, p.d, p.nk * p.d, q, p.d, p.n * p.d, s, p.nk, p.n * p.nk)  # line 1: S = Q Kᵀ
+        _gemm(
+            p, CUBLAS_OP_T, CUBLAS_OP_N, p.nk, p.n, p.d, k, p.d, p.nk * p.d, q, p.d, p.n * p.d, s, p.nk, p.n * p.nk
+        )  # line 1: S = Q Kᵀ
         probs = cupy.empty_like(s)
         softmax_rows(s, probs, p)  # line 2: P = softmax(S)
         del s
         o = cupy.empty_like(q)
-        _gemm(p, CUBLAS_OP_N, CUBLAS_OP_N, p.d, p.n, p.nk, v, p.d, p.nk * p.d, probs, p.nk, p.n * p.nk, o, p.d, p.n * p.d)  # line 3: O = P V
+        _gemm(
+            p, CUBLAS_OP_N, CUBLAS_OP_N, p.d, p.n, p.nk, v, p.d, p.nk * p.d, probs, p.nk, p.n * p.nk, o, p.d, p.n * p.d
+        )  # line 3: O = P V
     return o
 
 
@@ -44,8 +50,27 @@ def _gemm(p, op_a, op_b, m, n, k, a, lda, stride_a, b, ldb, stride_b, c, ldc, st
     one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
     t = CUDA_TYPE[p.dtype]
     cupy.cuda.cublas.gemmStridedBatchedEx(
-        cupy.cuda.device.get_cublas_handle(), op_a, op_b, m, n, k,
-        one.ctypes.data, a.data.ptr, t, lda, stride_a, b.data.ptr, t, ldb, stride_b,
-        zero.ctypes.data, c.data.ptr, t, ldc, stride_c, p.batch * p.heads,
-        CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT,
+        cupy.cuda.device.get_cublas_handle(),
+        op_a,
+        op_b,
+        m,
+        n,
+        k,
+        one.ctypes.data,
+        a.data.ptr,
+        t,
+        lda,
+        stride_a,
+        b.data.ptr,
+        t,
+        ldb,
+        stride_b,
+        zero.ctypes.data,
+        c.data.ptr,
+        t,
+        ldc,
+        stride_c,
+        p.batch * p.heads,
+        CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT,
     )

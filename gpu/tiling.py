@@ -37,7 +37,9 @@ class Tiles:
         return 32 * self.warps
 
 
-def v2_tiles(warps: int, m_tiles: int, block_cols: int, q_in_regs: bool = True, min_blocks: int = 1, swizzle: bool = False) -> Tiles:
+def v2_tiles(
+    warps: int, m_tiles: int, block_cols: int, q_in_regs: bool = True, min_blocks: int = 1, swizzle: bool = False
+) -> Tiles:
     """A v2 geometry; Br follows from the warp split (16 · m_tiles rows per warp)."""
     return Tiles(16 * m_tiles * warps, block_cols, warps, m_tiles, q_in_regs, min_blocks, swizzle)
 
@@ -64,7 +66,13 @@ def defines(kernel: str, d: int, dtype: str, tiles: Tiles | None = None) -> dict
         return {"STORAGE": STORAGE_CODE[dtype], "NTHREADS": 256}
     tiles = tiles or default_tiles(kernel, d)
     if kernel == "v1":
-        return {"HEAD_DIM": d, "BR": tiles.block_rows, "BC": tiles.block_cols, "NTHREADS": tiles.threads, "STORAGE": STORAGE_CODE[dtype]}
+        return {
+            "HEAD_DIM": d,
+            "BR": tiles.block_rows,
+            "BC": tiles.block_cols,
+            "NTHREADS": tiles.threads,
+            "STORAGE": STORAGE_CODE[dtype],
+        }
     row, d_mma = padded_dims(d)
     return {
         "HEAD_DIM": row,

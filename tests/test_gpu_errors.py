@@ -23,14 +23,26 @@ def test_available_reports_a_reason():
 @pytest.mark.parametrize(
     "make,match",
     [
-        (lambda c, r: (r((1, 1, 8, 64), "float16"), r((1, 1, 8, 64), "float16"), r((1, 1, 9, 64), "float16")), "k, v: shapes"),
-        (lambda c, r: (r((1, 1, 8, 64), "float16"), r((1, 2, 8, 64), "float16"), r((1, 2, 8, 64), "float16")), "k: expected shape"),
-        (lambda c, r: (r((1, 1, 8, 64), "float16"), r((1, 1, 8, 32), "float16"), r((1, 1, 8, 32), "float16")), "k: expected shape"),
+        (
+            lambda c, r: (r((1, 1, 8, 64), "float16"), r((1, 1, 8, 64), "float16"), r((1, 1, 9, 64), "float16")),
+            "k, v: shapes",
+        ),
+        (
+            lambda c, r: (r((1, 1, 8, 64), "float16"), r((1, 2, 8, 64), "float16"), r((1, 2, 8, 64), "float16")),
+            "k: expected shape",
+        ),
+        (
+            lambda c, r: (r((1, 1, 8, 64), "float16"), r((1, 1, 8, 32), "float16"), r((1, 1, 8, 32), "float16")),
+            "k: expected shape",
+        ),
         (lambda c, r: (r((1, 1, 0, 64), "float16"),) * 3, "q: every dimension"),
         (lambda c, r: (r((1, 1, 8, 129), "float16"),) * 3, r"d \(head dim"),
         (lambda c, r: (r((8, 64), "float16"),) * 3, "q: expected 4 dimensions"),
         (lambda c, r: (c.ones((1, 1, 8, 64), c.float64),) * 3, "q: dtype float64"),
-        (lambda c, r: (r((1, 1, 8, 64), "float16"), r((1, 1, 8, 64), "bfloat16"), r((1, 1, 8, 64), "float16")), "k: dtype|k, v: dtypes"),
+        (
+            lambda c, r: (r((1, 1, 8, 64), "float16"), r((1, 1, 8, 64), "bfloat16"), r((1, 1, 8, 64), "float16")),
+            "k: dtype|k, v: dtypes",
+        ),
         (lambda c, r: (r((1, 1, 64, 8), "float16").swapaxes(2, 3),) * 3, "q: must be C-contiguous"),
         (lambda c, r: (r((1, 1, 8, 64), "float32"),) * 3, "q: dtype float32"),
     ],

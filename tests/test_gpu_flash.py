@@ -74,8 +74,8 @@ def test_rows_that_see_no_key_are_zero(kernel):
 def test_scale_is_applied():
     q, k, v = random_qkv(1, 2, 200, 300, 64, "bfloat16", seed=3)
     cupy = pytest.importorskip("cupy")
-    o, lse = gpu.flash_attention(q, k, v, scale=0.3)
-    o_ref, lse_ref = gpu.attention_ref(q, k, v, scale=0.3)
+    _, lse = gpu.flash_attention(q, k, v, scale=0.3)
+    _, lse_ref = gpu.attention_ref(q, k, v, scale=0.3)
     assert float(cupy.abs(lse - lse_ref).max()) < 1e-3
 
 
