@@ -26,7 +26,8 @@ def sim_table(report: dict) -> RenderableType:
             f"{row['seconds']:.3f}",
             f"{row['ratio_to_numpy']:.2f}",
         )
-    parts = [Text(f"{m['cpu']} · {m['cores']} cores · Python {m['python']} · NumPy {m['numpy']}", style="dim"), table]
+    machine = f"{m['cpu']} · {m['cores']} cores · Python {m['python']} · NumPy {m['numpy']}"
+    parts = [Text(f"{machine} · OPENBLAS_NUM_THREADS={m['blas_threads']}", style="dim"), table]
     mem = report["memory"]
     if mem:
         parts.append(
