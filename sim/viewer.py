@@ -78,7 +78,8 @@ def bench_open(
         rows.append(
             {
                 "algorithm": algorithm, "n": n, "d": d, "dtype": dtype, "hardware": hardware, "steps": len(view),
-                "record_s": recorded - start, "open_s": opened - start, "per_key_s": (time.perf_counter() - opened) / keys,
+                "record_s": recorded - start, "open_s": opened - start,
+                "per_key_s": (time.perf_counter() - opened) / keys,
             }
         )  # fmt: skip
     return rows
@@ -130,7 +131,7 @@ class Viewer:
         return f"{self.message}  ·  {KEYS}" if self.message else KEYS
 
     def press(self, key: str) -> bool:
-        """Act on one key ("right", "left", "home", "end", "enter", "backspace", "escape" or a character); False quits."""
+        """Act on a key ("right", "left", "home", "end", "enter", "backspace", "escape" or a character); False: quit."""
         last = len(self.timeline) - 1
         self.message = ""
         if self.typed is not None:

@@ -64,7 +64,10 @@ def test_hbm_tiles_match_the_trace_at_every_step(flash1):
 
 def test_hbm_tiles_at_known_steps(flash1):
     """Spelled out by hand from Algorithm 1, so that the oracle above cannot share a mistake with the code."""
-    rows = lambda k: {t: hbm_row(render(panels.memory_panel(flash1, k, WIDTH)), t) for t in "QKVO"}
+
+    def rows(k):
+        return {t: hbm_row(render(panels.memory_panel(flash1, k, WIDTH)), t) for t in "QKVO"}
+
     assert rows(3) == {"Q": "R ·", "K": "■ ·", "V": "■ ·", "O": "R ·"}  # line 8, i=0 j=0: load Q_0, O_0 (and ℓ_0, m_0)
     assert rows(7) == {"Q": "■ ·", "K": "■ ·", "V": "■ ·", "O": "W ·"}  # line 12: write O_0
     assert rows(9) == {"Q": "· R", "K": "■ ·", "V": "■ ·", "O": "· R"}  # line 8, i=1 j=0
@@ -117,7 +120,7 @@ def numbers(text: str) -> list[float]:
 
 def value_row(text: str, name: str) -> str:
     lines = inner(text)
-    for n, line in enumerate(lines):
+    for line in lines:
         if line.startswith(name + " "):
             return line[len(name) :]
     raise AssertionError(f"no {name} in\n{text}")
@@ -232,7 +235,7 @@ def test_plain_listing_of_a_big_run_has_one_line_per_tile_pair():
     text = render(listing.listing(view), 80)
     table = [line for line in text.splitlines() if re.match(r"^\d+(–\d+)?  ", line)]
     assert len(table) == len(view.tile_groups()) == 8 + 8 + 8 * 8  # init per i, K/V load per j, (i, j) pairs
-    for line, (first, last) in zip(table, view.tile_groups()):
+    for line, (first, last) in zip(table, view.tile_groups(), strict=True):
         group = trace.steps[first : last + 1]
         read = sum(a.nbytes for s in group for a in s.reads)
         assert line.startswith(str(first) if first == last else f"{first}–{last}")
@@ -270,3 +273,12 @@ def test_every_step_of_ragged_causal_runs_renders(algorithm, backward):
         text = render(screen.screen(view, n), 100)
         assert f"step {n} of {len(view) - 1}" in text.splitlines()[0]
     assert "closed form" in render(listing.listing(view), 80)
+
+
+def test_a_short_terminal_puts_panels_side_by_side_and_keeps_the_values(flash1):
+    lines = render(screen.screen(flash1, 6, screen.KEYS, height=24), 80).splitlines()
+    assert len(lines) == 24 and "╮╭" in lines[1]  # 80 columns stack the panels, unless 24 lines cannot hold them
+    values = flash1.steps[6].values["after"]
+    row = next(line for line in lines if "m_i_new [" in line)
+    assert numbers(row.split("m_i_new", 1)[1]) == pytest.approx([float("-inf")] * 2 + values["m_i_new"])
+    assert any("─ Traffic" in line for line in lines[-5:])  # what did not fit is the bottom of the last panel

@@ -48,7 +48,7 @@ def tile_lines(timeline: Timeline) -> Text:
     right = {1, 2, 6}
     text = "\n".join(
         "  ".join(
-            cell.rjust(w) if c in right else cell.ljust(w) for c, (cell, w) in enumerate(zip(row, widths))
+            cell.rjust(w) if c in right else cell.ljust(w) for c, (cell, w) in enumerate(zip(row, widths, strict=True))
         ).rstrip()
         for row in rows
     )

@@ -91,7 +91,7 @@ def hbm_grids(timeline: Timeline, k: int, width: int) -> RenderableType:
     room = max(4, (width - 3 - max(map(len, timeline.tensors)) - max(map(len, shapes.values()))) // 2)
     notes: dict[str, list[str]] = {}  # how many tiles a cell holds -> the tensors whose grids merge that many
     for tensor in timeline.tensors:
-        if timeline.grid_shape(tensor)[1] == 1:  # a column of row blocks, drawn across: cell i holds rows i·B … (i+1)·B − 1
+        if timeline.grid_shape(tensor)[1] == 1:  # row blocks, drawn across: cell i holds rows i·B … (i+1)·B − 1
             states, merged, _ = timeline.tile_states(k, tensor, room, 1)
             grid.add_row(tensor, shapes[tensor], cells(states[:, 0]))
             if merged > 1:

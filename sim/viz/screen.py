@@ -9,7 +9,7 @@ from sim.viz.panels import memory_panel, nbytes, operation_panel, traffic_panel,
 from sim.viz.timeline import Timeline
 
 KEYS = "→ next · ← back · t/T next/previous tile (i, j) · g go to step · q quit"
-TWO_COLUMNS = 100  # narrower screens stack the panels
+TWO_COLUMNS = 100  # narrower screens stack the panels (unless a short terminal needs them side by side)
 
 
 def run_title(timeline: Timeline) -> str:
@@ -40,37 +40,43 @@ class Screen:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         t, k, width = self.timeline, self.k, options.max_width
-        left = width * 9 // 20 if width >= TWO_COLUMNS else width
-        right = width - left if width >= TWO_COLUMNS else width
-        panels = [
-            memory_panel(t, k, left),
-            operation_panel(t, k, right),
-            values_panel(t, k, right),
-            traffic_panel(t, k, right),
-        ]
-        columns = [panels[:1], panels[1:]] if width >= TWO_COLUMNS else [panels]
-        sizes = [[self._lines(console, options, p) for p in column] for column in columns]
         footer = Text(self.footer or "", style="dim")
         footer_lines = self._lines(console, options, footer) if self.footer else 0
+        columns, sizes, left = self._arrange(console, options, side_by_side=width >= TWO_COLUMNS)
+        if len(columns) == 1 and self.height and 1 + sum(sizes[0]) + footer_lines > self.height and width >= 72:
+            columns, sizes, left = self._arrange(console, options, side_by_side=True)  # a short terminal: fit more
+        height = self.height or 1 + max(sum(size) for size in sizes) + footer_lines
         body = Layout()
-        body.split_row(*(self._column(column, size) for column, size in zip(columns, sizes)))
+        room = height - 1 - footer_lines
+        body.split_row(*(self._column(column, size, room) for column, size in zip(columns, sizes, strict=True)))
         if len(columns) == 2:
             body.children[0].size = left
         root = Layout()
         root.split_column(
             Layout(header(t, k), size=1), body, *([Layout(footer, size=footer_lines)] if footer_lines else [])
         )
-        height = self.height or 1 + max(sum(size) for size in sizes) + footer_lines
         yield from console.render(root, options.update(height=height))
 
+    def _arrange(self, console: Console, options: ConsoleOptions, side_by_side: bool):
+        """The panels in one column, or memory on the left and the rest on the right; their heights; the left width."""
+        t, k, width = self.timeline, self.k, options.max_width
+        left = width * 9 // 20 if side_by_side else width
+        right = width - left if side_by_side else width
+        panels = [memory_panel(t, k, left), operation_panel(t, k, right), values_panel(t, k, right)]
+        panels.append(traffic_panel(t, k, right))
+        columns = [panels[:1], panels[1:]] if side_by_side else [panels]
+        return columns, [[self._lines(console, options, p) for p in column] for column in columns], left
+
     @staticmethod
-    def _column(panels: list, sizes: list[int]) -> Layout:
-        """Panels stacked at their natural heights; the values panel (or a lone panel) takes what is left."""
-        flexible = max(0, len(panels) - 2)
+    def _column(panels: list, sizes: list[int], height: int) -> Layout:
+        """Panels stacked in `height` lines: each, in order, at its natural height while there is room; the last
+        takes what is left (so a short terminal loses the traffic table before the values)."""
+        room, given = max(0, height), []
+        for size in sizes[:-1]:
+            given.append(min(size, room))
+            room -= given[-1]
         column = Layout()
-        column.split_column(
-            *(Layout(p, size=None if n == flexible else h) for n, (p, h) in enumerate(zip(panels, sizes)))
-        )
+        column.split_column(*(Layout(p, size=h) for p, h in zip(panels, [*given, room], strict=True)))
         return column
 
     @staticmethod

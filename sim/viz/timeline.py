@@ -95,7 +95,7 @@ class Timeline:
         return count(algorithm or self.base, *shape, bool(self.trace.config.get("causal")))
 
     def contrast(self) -> tuple[str, iomodel.Counts]:
-        """The other side of the comparison, same shape: standard attention (FlashAttention-2, same blocks, for standard)."""
+        """The other side of the comparison, same shape: standard attention (for standard, FlashAttention-2)."""
         other = "flash2" if self.base == "standard" else "standard"
         name = ALGORITHM_NAMES[other] + (" backward" if self.is_backward else "")
         return name, self.closed_form(other)
