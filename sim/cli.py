@@ -259,7 +259,8 @@ def trace_command(
                        "blocks", "sram_bytes", "hardware_name", "seed")  # fmt: skip
         given = [o for o in run_options if ctx.get_parameter_source(o) is ParameterSource.COMMANDLINE]
         if given:
-            raise InputError(f"--load: the trace file fixes the run; drop --{given[0].removesuffix('_name').replace('_', '-')}")
+            option = given[0].removesuffix("_name").replace("_", "-")
+            raise InputError(f"--load: the trace file fixes the run; drop --{option}")
         trace = viewer.load(load_path, row)
     else:
         q, k, v = (x[0, 0] for x in random_inputs(1, 1, n, nk or n, d, dtype, seed))
@@ -273,7 +274,7 @@ def trace_command(
     viewer.check_step(view, step)
     if json_path:
         trace.save(json_path)
-        console.print(f"wrote {json_path}: the trace, {len(view)} steps (open it with flashsim trace --load {json_path})")
+        console.print(f"wrote {json_path}: the trace, {len(view)} steps (flashsim trace --load {json_path} opens it)")
     for path, kind in ((svg_path, "svg"), (html_path, "html")):
         if path:
             shown = listing.listing(view) if step is None else screen.screen(view, step)
