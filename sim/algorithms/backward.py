@@ -383,47 +383,19 @@ def need(algorithm: str, Br: int, Bc: int, d: int, s: int) -> int:
 
 def check_fits(algorithm: str, Br: int, Bc: int, d: int, s: int, sram_bytes: int, why: str = "") -> None:
     """Raise InputError naming every buffer if Br × Bc blocks do not fit the backward pass in `sram_bytes`."""
-    parts = footprint(algorithm, Br, Bc, d, s)
-    total = sum(parts.values())
-    if total > sram_bytes:
-        listing = ", ".join(f"{name} {human_bytes(b)}" for name, b in parts.items())
-        raise InputError(
-            f"blocks: {why}Br={Br}, Bc={Bc} need {human_bytes(total)} of SRAM for the {algorithm} backward "
-            f"({listing}) but the SRAM holds {human_bytes(sram_bytes)}"
-        )
+    blocks_.refuse_overflow(footprint(algorithm, Br, Bc, d, s), Br, Bc, sram_bytes, f"the {algorithm} backward", why)
 
 
 def fit(
     algorithm: str, N: int, Nk: int, d: int, s: int, sram_bytes: int, Br: int | None = None, Bc: int | None = None
 ) -> tuple[int, int]:
-    """The largest blocks that fit: the largest square power of two (capped at N, Nk), then Bc — the
-    outer loop's block, whose count Tc sets how often Q, dO and dQ are re-read — doubled while it fits.
-    A block given as `Br` or `Bc` is kept as it is, and the other grown.
+    """The largest blocks that fit the backward pass (`sim.blocks.largest`): Bc — the outer loop's block,
+    whose count Tc sets how often Q, dO and dQ are re-read — grows; given blocks are checked first.
     """
-
-    def fits(br: int, bc: int) -> bool:
-        return need(algorithm, br, bc, d, s) <= sram_bytes
-
-    def grow(b: int, cap: int, ok) -> int:
-        while b < cap and ok(min(2 * b, cap)):
-            b = min(2 * b, cap)
-        return b
-
-    if Br is None and Bc is None:
-        check_fits(algorithm, 1, 1, d, s, sram_bytes, "even the smallest blocks ")
-        B = grow(1, max(N, Nk), lambda b: fits(min(b, N), min(b, Nk)))
-        Br, Bc = min(B, N), min(B, Nk)
-        if algorithm != "standard":
-            Bc = grow(Bc, Nk, lambda b: fits(Br, b))
-    elif Bc is None:
-        check_fits(algorithm, Br, 1, d, s, sram_bytes)
-        Bc = grow(1, Nk, lambda b: fits(Br, b))
-    elif Br is None:
-        check_fits(algorithm, 1, Bc, d, s, sram_bytes)
-        Br = grow(1, N, lambda b: fits(b, Bc))
-    else:
-        check_fits(algorithm, min(Br, N), min(Bc, Nk), d, s, sram_bytes)
-    return Br, Bc
+    return blocks_.largest(
+        lambda br, bc: footprint(algorithm, br, bc, d, s), N, Nk, sram_bytes, f"the {algorithm} backward",
+        grow=None if algorithm == "standard" else "cols", Br=Br, Bc=Bc, check_given=True,
+    )  # fmt: skip
 
 
 def paper_blocks(algorithm: str, N: int, Nk: int, d: int, s: int, sram_bytes: int) -> tuple[int, int]:
