@@ -282,3 +282,13 @@ def test_a_short_terminal_puts_panels_side_by_side_and_keeps_the_values(flash1):
     row = next(line for line in lines if "m_i_new [" in line)
     assert numbers(row.split("m_i_new", 1)[1]) == pytest.approx([float("-inf")] * 2 + values["m_i_new"])
     assert any("─ Traffic" in line for line in lines[-5:])  # what did not fit is the bottom of the last panel
+
+
+def test_plain_listing_names_each_kernel_of_standard_attention():
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((256, 16)).astype(np.float16) for _ in range(3))
+    trace = sim.run("standard", q, k, v, block_rows=32, block_cols=32, hardware="A100-40GB", record="steps").trace
+    text = render(listing.listing(Timeline(trace)), 80)
+    kernels = [line for line in text.splitlines() if line.startswith("kernel ")]
+    assert kernels == ["kernel S = τQKᵀ", "kernel P = softmax(S)", "kernel O = PV"]
+    assert [s.phase for s in trace.steps[:1]] == ["S = τQKᵀ"] and trace.steps[-1].phase == "O = PV"

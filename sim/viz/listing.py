@@ -27,12 +27,20 @@ def span(first: int, last: int) -> str:
 
 
 def tile_lines(timeline: Timeline) -> Text:
-    """One line per run of steps on one tile pair: its steps, i, j, the paper's lines, bytes moved, SRAM peak."""
-    rows = [("steps", "i", "j", "lines", "HBM → SRAM", "SRAM → HBM", "SRAM peak")]
+    """One line per run of steps on one tile pair: its steps, i, j, the paper's lines, bytes moved, SRAM peak.
+
+    Where an algorithm has several kernels (standard attention, the backward passes), each
+    kernel's lines follow a line that names it.
+    """
+    rows: list[tuple | str] = [("steps", "i", "j", "lines", "HBM → SRAM", "SRAM → HBM", "SRAM peak")]
+    phase = None
     for first, last in timeline.tile_groups():
         group = timeline.steps[first : last + 1]
         lines = [s.line for s in group if s.line is not None]
         where = group[0]
+        if where.phase != phase and where.phase:
+            rows.append(f"kernel {where.phase}")
+        phase = where.phase
         rows.append(
             (
                 span(first, last),
@@ -44,15 +52,17 @@ def tile_lines(timeline: Timeline) -> Text:
                 nbytes(max(s.sram_bytes for s in group)),
             )
         )
-    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    table = [r for r in rows if isinstance(r, tuple)]
+    widths = [max(len(r[c]) for r in table) for c in range(len(table[0]))]
     right = {1, 2, 6}
-    text = "\n".join(
-        "  ".join(
-            cell.rjust(w) if c in right else cell.ljust(w) for c, (cell, w) in enumerate(zip(row, widths, strict=True))
-        ).rstrip()
-        for row in rows
-    )
-    return Text(text)
+
+    def line(row) -> str:
+        if isinstance(row, str):
+            return row
+        cells = (c.rjust(w) if n in right else c.ljust(w) for n, (c, w) in enumerate(zip(row, widths, strict=True)))
+        return "  ".join(cells).rstrip()
+
+    return Text("\n".join(line(row) for row in rows))
 
 
 def listing(timeline: Timeline, width: int = 80) -> RenderableType:
