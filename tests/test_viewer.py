@@ -315,3 +315,43 @@ def test_without_termios_the_viewer_reads_one_command_per_line(flash1, monkeypat
     shown = [int(n) for n in re.findall(r"step (\d+) of 27", out.getvalue())]
     assert shown == [0, 1, 2, 12, 11, 11]  # enter, next tile, jump to 12, previous, no step 99 (stays), quit
     assert "no step 99: this trace has steps 0 … 27" in out.getvalue().split("step 11 of 27")[-1]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="needs a POSIX pseudo-terminal")
+def test_the_viewer_in_a_real_terminal(tmp_path):
+    """`flashsim trace` on a pseudo-terminal: the first screen, → and t move, g jumps, q quits cleanly."""
+    import fcntl
+    import select
+    import struct
+    import subprocess
+    import sys
+    import termios
+    import time
+
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")} | {"TERM": "xterm-256color"}
+    args = [sys.executable, "-m", "sim.cli", "trace", *WALK]
+    proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
+    os.close(slave)
+
+    def screen_after(keys: bytes, marker: bytes) -> str:
+        os.write(master, keys)
+        seen, deadline = b"", time.monotonic() + 20
+        while marker not in seen and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.1)[0]:
+                seen += os.read(master, 1 << 16)
+        assert marker in seen, seen[-2000:]
+        return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", seen.decode(errors="replace"))
+
+    try:
+        assert "Algorithm 1, line 2" in screen_after(b"", b"step 0 of 27")
+        assert "Algorithm 1, line 6" in screen_after(b"\x1b[C\x1b[C", b"step 2 of 27")  # → →
+        assert "i = 0 (query rows 0:2) · j = 0" in screen_after(b"t", b"step 3 of 27")
+        assert "Algorithm 1, line 13" in screen_after(b"g27\r", b"step 27 of 27")
+        os.write(master, b"q")
+        assert proc.wait(timeout=20) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
