@@ -86,7 +86,7 @@ def main(argv=None) -> None:
     a = parser.parse_args(argv)
     q, k, v = random_qkv(a.batch, a.heads, a.n, a.nk, a.d, a.dtype, seed=0)
     tiles = tiling.with_defaults(a.kernel, a.d, swizzle=True) if a.swizzle else None
-    flash_attention(q, k, v, causal=a.causal, kernel=a.kernel, tiles=tiles)
+    flash_attention(q, k, v, causal=a.causal, kernel=a.kernel, tiles=tiles, check_finite=False)
     device.require().cuda.Device().synchronize()
 
 

@@ -8,19 +8,20 @@ from gpu import device, inputs, source, tiling
 from sim.errors import InputError
 
 
-def flash_attention(q, k, v, *, causal=False, scale=None, kernel=None, tiles=None, poison=False):
+def flash_attention(q, k, v, *, causal=False, scale=None, kernel=None, tiles=None, poison=False, check_finite=True):
     """Attention of q (batch, heads, N, d) against k, v (batch, heads, Nk, d) → (o like q, lse float32 (batch, heads, N)).
 
     lse is the natural log-sum-exp of each row of scaled logits (−∞ for a row that sees no key, whose o is zeros).
     `kernel`: "v2" (tensor cores, fp16/bf16; the default) or "v1" (readable, also float32).
     `tiles` overrides the kernel's tiling (gpu.tiling.Tiles); `poison` fills the outputs with NaN before the
-    launch, so that an element the kernel fails to write shows up (the tests use it).
+    launch, so that an element the kernel fails to write shows up (the tests use it). `check_finite` refuses
+    NaN/Inf inputs at the cost of a pass over q, k, v and a synchronization; timings turn it off.
     """
     cupy = device.require()
     kernel = tiling.DEFAULT_KERNEL if kernel is None else kernel
     if kernel not in tiling.FLASH_KERNELS:
         raise InputError(f"kernel: expected one of {', '.join(tiling.FLASH_KERNELS)}, got {kernel!r}")
-    p = inputs.check(q, k, v, causal=causal, scale=scale, dtypes_allowed=tiling.DTYPES[kernel])
+    p = inputs.check(q, k, v, causal=causal, scale=scale, dtypes_allowed=tiling.DTYPES[kernel], finite=check_finite)
     tiles = tiles or tiling.default_tiles(kernel, p.d)
     row = tiling.padded_dims(p.d)[0] if kernel == "v2" else p.d
     with q.device:

@@ -7,6 +7,7 @@ from gpu import device, dtypes, tiling
 from sim.errors import InputError
 
 MAX_BATCH_HEADS = 65535  # gridDim.y
+EXPONENT_BITS = {"float16": ("uint16", 0x7C00), "bfloat16": ("uint16", 0x7F80), "float32": ("uint32", 0x7F800000)}
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,8 @@ class Problem:
     scale: float
 
 
-def check(q, k, v, *, causal, scale, dtypes_allowed) -> Problem:
-    """Validate q, k, v (CuPy, (batch, heads, N, d), C-contiguous, one dtype) and the options."""
+def check(q, k, v, *, causal, scale, dtypes_allowed, finite=True) -> Problem:
+    """Validate q, k, v (CuPy, (batch, heads, N, d), C-contiguous, one dtype, finite unless `finite` is False)."""
     cupy = device.require()
     for arg, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, cupy.ndarray):
@@ -60,4 +61,17 @@ def check(q, k, v, *, causal, scale, dtypes_allowed) -> Problem:
         scale = 1.0 / math.sqrt(d)
     elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise InputError(f"scale: expected a positive finite number (default 1/sqrt(d)), got {scale!r}")
-    return Problem(batch, heads, n, k.shape[2], d, dtypes.name(q.dtype), causal, float(scale))
+    problem = Problem(batch, heads, n, k.shape[2], d, dtypes.name(q.dtype), causal, float(scale))
+    if finite:
+        check_finite(q, k, v, problem.dtype)
+    return problem
+
+
+def check_finite(q, k, v, dtype: str) -> None:
+    """Refuse NaN and ±Inf (an all-ones exponent) in q, k, v: one pass over them and one synchronization."""
+    cupy = device.require()
+    bits, exponent = EXPONENT_BITS[dtype]
+    bad = cupy.stack([cupy.any((x.view(bits) & exponent) == exponent) for x in (q, k, v)]).get()
+    for arg, nonfinite in zip(("q", "k", "v"), bad, strict=True):
+        if nonfinite:
+            raise InputError(f"{arg}: contains NaN or Inf; inputs must be finite (check_finite=False skips this check)")

@@ -11,10 +11,13 @@ CUBLAS_COMPUTE_32F = 68
 CUBLAS_GEMM_DEFAULT = -1
 
 
-def standard_attention(q, k, v, *, causal=False, scale=None):
-    """o = softmax(scale · q kᵀ) v with S = q kᵀ and P written to device memory in q's dtype (fp16/bf16)."""
+def standard_attention(q, k, v, *, causal=False, scale=None, check_finite=True):
+    """o = softmax(scale · q kᵀ) v with S = q kᵀ and P written to device memory in q's dtype (fp16/bf16).
+
+    `check_finite` refuses NaN/Inf inputs (a pass over q, k, v and a synchronization); timings turn it off.
+    """
     cupy = device.require()
-    p = inputs.check(q, k, v, causal=causal, scale=scale, dtypes_allowed=tiling.DTYPES["softmax"])
+    p = inputs.check(q, k, v, causal=causal, scale=scale, dtypes_allowed=tiling.DTYPES["softmax"], finite=check_finite)
     smem = 4 * (p.nk + 32)
     if smem > device.properties()["smem_per_block_optin"]:
         raise InputError(

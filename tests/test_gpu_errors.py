@@ -70,3 +70,21 @@ def test_bad_options_are_named():
         gpu.flash_attention(q, q, q, causal="yes")
     with pytest.raises(InputError, match="q: expected a CuPy array"):
         gpu.flash_attention(q.get(), q, q)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("arg,value", [("q", float("nan")), ("k", float("inf")), ("v", float("-inf"))])
+def test_nonfinite_inputs_are_named(dtype, arg, value):
+    cupy = pytest.importorskip("cupy")
+    x = {
+        name: gpu.dtypes.from_float32(cupy.random.standard_normal((1, 2, 16, 64), dtype=cupy.float32), dtype)
+        for name in "qkv"
+    }
+    x[arg][0, 1, 5, 7] = gpu.dtypes.from_float32(cupy.full((), value, cupy.float32), dtype)
+    for call in (gpu.flash_attention, gpu.standard_attention):
+        with pytest.raises(InputError, match=f"{arg}: contains NaN or Inf") as e:
+            call(x["q"], x["k"], x["v"])
+        assert "\n" not in str(e.value)
+    o, lse = gpu.flash_attention(x["q"], x["k"], x["v"], check_finite=False)  # unchecked: it runs
+    assert o.shape == (1, 2, 16, 64)
