@@ -11,11 +11,12 @@ from contextlib import nullcontext
 import ml_dtypes
 import numpy as np
 
-from sim.errors import SRAMOverflowError
+from sim.errors import InputError, SRAMOverflowError
 from sim.trace import KEY_TENSORS, Access, Resident, Step, Trace, row_values
 
 DTYPES = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "fp32": np.dtype(np.float32)}
 ACCUMULATOR = np.dtype(np.float32)  # on-chip arithmetic and the softmax statistics are float32
+MAX_TRACE_STEPS = 250_000  # a recorded trace holds at most this many steps (about 150 MB of Python objects)
 
 
 def dtype_name(dtype) -> str:
@@ -197,6 +198,11 @@ class Chip:
         """Context for one executed line of the paper's listing (a no-op unless recording)."""
         if self.trace is None:
             return nullcontext()
+        if len(self.trace.steps) >= MAX_TRACE_STEPS:
+            raise InputError(
+                f"trace: the run has more than {MAX_TRACE_STEPS:,} steps, too many to record; "
+                "use bigger blocks or more SRAM (a bigger hardware preset)"
+            )
         return _StepContext(self, Step(len(self.trace.steps), op, line, text, i, j, phase))
 
     def _note(self, name: str, before, after) -> None:
@@ -272,7 +278,7 @@ class Chip:
 class _StepContext:
     """Opens a Step on entry; on exit snapshots SRAM, the running totals and the query rows into it."""
 
-    __slots__ = ("chip", "step", "sources")
+    __slots__ = ("chip", "sources", "step")
 
     def __init__(self, chip: Chip, step: Step):
         self.chip, self.step = chip, step

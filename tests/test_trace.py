@@ -125,3 +125,14 @@ def test_unreadable_files_are_refused(tmp_path):
     (tmp_path / "list.json").write_text("[1, 2]")
     with pytest.raises(InputError, match="not a flashsim trace"):
         Trace.load(tmp_path / "list.json")
+
+
+def test_a_trace_too_long_to_record_is_refused(monkeypatch):
+    from sim import memory
+
+    monkeypatch.setattr(memory, "MAX_TRACE_STEPS", 30)
+    q, k, v = inputs(8)
+    assert len(sim.run("flash2", q, k, v, block_rows=4, block_cols=4, record="steps").trace.steps) == 28
+    with pytest.raises(InputError, match="trace: the run has more than 30 steps, too many to record"):
+        sim.run("flash2", q, k, v, block_rows=2, block_cols=2, record="steps")
+    assert sim.run("flash2", q, k, v, block_rows=2, block_cols=2).hbm_bytes > 0  # counting alone records no steps
