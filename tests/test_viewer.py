@@ -336,13 +336,15 @@ def test_the_viewer_in_a_real_terminal(tmp_path):
     os.close(slave)
 
     def screen_after(keys: bytes, marker: bytes) -> str:
+        """The screen whose header holds `marker`, read through to its key line at the bottom."""
         os.write(master, keys)
         seen, deadline = b"", time.monotonic() + 20
-        while marker not in seen and time.monotonic() < deadline:
+        while time.monotonic() < deadline and not (marker in seen and seen.rfind(b"q quit") > seen.find(marker)):
             if select.select([master], [], [], 0.1)[0]:
                 seen += os.read(master, 1 << 16)
         assert marker in seen, seen[-2000:]
-        return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", seen.decode(errors="replace"))
+        screen = seen[seen.find(marker) :].decode(errors="replace")
+        return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen)
 
     try:
         assert "Algorithm 1, line 2" in screen_after(b"", b"step 0 of 27")
