@@ -63,8 +63,8 @@ def refuse_overflow(parts: dict[str, int], Br: int, Bc: int, sram_bytes: int, wh
     if total > sram_bytes:
         listing = ", ".join(f"{name} {human_bytes(b)}" for name, b in parts.items())
         raise InputError(
-            f"blocks: {why}Br={Br}, Bc={Bc}, which need {human_bytes(total)} of SRAM for {what} "
-            f"({listing}) but the SRAM holds {human_bytes(sram_bytes)}"
+            f"blocks: {why}Br={Br}, Bc={Bc}, which need {total:,} B ({human_bytes(total)}) of SRAM for {what} "
+            f"({listing}) but the SRAM holds {sram_bytes:,} B ({human_bytes(sram_bytes)})"
         )
 
 

@@ -214,6 +214,9 @@ def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, no_counters) 
     console.print(gpu_render.comparison(result))
 
 
+TOY_MAX_N, TOY_MAX_D = 64, 16  # `trace` runs on the toy part up to this size unless --hardware says otherwise
+
+
 @app.command("trace")
 @click.option("--algo", type=ALGORITHM, default="flash2", show_default=True, help="Algorithm to simulate.")
 @click.option("--backward", is_flag=True, help="Trace the algorithm's backward pass instead of its forward.")
@@ -227,7 +230,10 @@ def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, no_counters) 
 @click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
 @click.option("--blocks", type=click.Choice(["fit", "paper"]), default="fit", show_default=True, help="Rule for blocks not given.")
 @click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
-@click.option("--hardware", "hardware_name", type=HARDWARE, default="toy", show_default=True)
+@click.option(
+    "--hardware", "hardware_name", type=HARDWARE, default="toy",
+    help=f"GPU preset  [default: toy (1 KiB of SRAM) up to N, Nk = {TOY_MAX_N} and d = {TOY_MAX_D}; {hardware.DEFAULT} beyond]",
+)  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
 @click.option("--load", "load_path", type=click.Path(dir_okay=False), default=None, help="Open a trace saved with --json.")
 @click.option("--row", type=int, default=None, help="Record query row R's values (without it, runs past N, Nk, d = 16 record none).")
@@ -263,6 +269,9 @@ def trace_command(
             raise InputError(f"--load: the trace file fixes the run; drop --{option}")
         trace = viewer.load(load_path, row)
     else:
+        toy_is_too_small = max(n, nk or n) > TOY_MAX_N or d > TOY_MAX_D  # blocks of a few rows: too many steps to watch
+        if ctx.get_parameter_source("hardware_name") is ParameterSource.DEFAULT and toy_is_too_small:
+            hardware_name = hardware.DEFAULT
         q, k, v = (x[0, 0] for x in random_inputs(1, 1, n, nk or n, d, dtype, seed))
         options = dict(
             causal=causal, scale=scale, block_rows=block_rows, block_cols=block_cols, blocks=blocks,

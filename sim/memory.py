@@ -144,7 +144,7 @@ class SRAM:
             resident = ", ".join(f"{n} {human_bytes(b)}" for n, (_, b, _) in self.buffers.items()) or "nothing"
             raise SRAMOverflowError(
                 f"SRAM overflow: {name} ({human_bytes(nbytes)}) does not fit; resident: {resident} "
-                f"= {human_bytes(self.used)} of {human_bytes(self.capacity)} "
+                f"= {self.used:,} B of {self.capacity:,} B ({human_bytes(self.capacity)}) "
                 "(use smaller blocks, or more SRAM with --sram-bytes or --hardware)"
             )
         self.buffers[name] = (array, nbytes, source)

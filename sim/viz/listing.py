@@ -70,9 +70,9 @@ def listing(timeline: Timeline, width: int = 80) -> RenderableType:
     n = len(timeline)
     if n <= STEPS_LISTED:
         body = steps.listing(timeline.trace)
-        about = f"{n} steps, one paragraph each."
+        about = f"{n:,} steps, one paragraph each."
     else:
         body = tile_lines(timeline)
-        about = f"{n} steps in {len(timeline.tile_groups())} runs on one tile pair (i, j), one line each."
+        about = f"{n:,} steps, summarized in {len(timeline.tile_groups()):,} lines: one per run of steps on a tile pair (i, j)."
     title = Text.assemble(("flashsim trace ", "bold"), run_title(timeline))
     return Group(title, Text(about, style="dim"), Text(""), body, traffic_panel(timeline, n - 1, width))
