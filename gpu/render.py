@@ -27,28 +27,50 @@ def _mem(entry: dict | None) -> str:
     return human_bytes(entry["peak_extra_bytes"])
 
 
+BENCH_COLUMNS = ("dtype", "d", "causal", "N", "v2", "SDPA flash", "v2/SDPA", "standard", "v2/standard", "v1",
+                 "mem v2", "mem SDPA", "mem standard")  # fmt: skip
+
+
+def _bench_cells(r: dict) -> list[str]:
+    """One row of the benchmark table, in BENCH_COLUMNS order."""
+    return [
+        {"float16": "fp16", "bfloat16": "bf16"}[r["dtype"]], str(r["d"]), "yes" if r["causal"] else "no", str(r["n"]),
+        _tflops(r["v2"]), _tflops(r.get("sdpa")), _ratio(r["v2"], r.get("sdpa"), "{:.2f}"), _tflops(r["standard"]),
+        _ratio(r["v2"], r["standard"], "{:.1f}×"), _tflops(r["v1"]), _mem(r["v2"]), _mem(r.get("sdpa")), _mem(r["standard"]),
+    ]  # fmt: skip
+
+
+def _bench_notes(report: dict) -> list[str]:
+    notes = list(report["notes"])
+    if report.get("torch"):
+        notes.append(f"SDPA: torch {report['torch']}, torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)")
+    return notes
+
+
 def bench_table(report: dict) -> Group:
     """The `flashsim bench gpu` table: TFLOP/s per implementation, v2 against SDPA and standard, memory."""
-    dev = report["device"]
-    table = Table(title=f"FlashAttention-2 forward on {dev['name']} (TFLOP/s)", title_justify="left")
-    for col in ("dtype", "d", "causal", "N", "v2", "SDPA flash", "v2/SDPA", "standard", "v2/standard", "v1",
-                "mem v2", "mem SDPA", "mem standard"):  # fmt: skip
+    table = Table(title=f"FlashAttention-2 forward on {report['device']['name']} (TFLOP/s)", title_justify="left")
+    for col in BENCH_COLUMNS:
         table.add_column(col, justify="right")
     for r in report["rows"]:
-        table.add_row(
-            {"float16": "fp16", "bfloat16": "bf16"}[r["dtype"]], str(r["d"]), "yes" if r["causal"] else "no", str(r["n"]),
-            _tflops(r["v2"]), _tflops(r.get("sdpa")), _ratio(r["v2"], r.get("sdpa"), "{:.2f}"), _tflops(r["standard"]),
-            _ratio(r["v2"], r["standard"], "{:.1f}×"), _tflops(r["v1"]), _mem(r["v2"]), _mem(r.get("sdpa")), _mem(r["standard"]),
-        )  # fmt: skip
-    notes = [Text(f"· {note}", style="dim") for note in report["notes"]]
-    if report.get("torch"):
-        notes.append(
-            Text(
-                f"· SDPA: torch {report['torch']}, torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)",
-                style="dim",
-            )
-        )
-    return Group(table, *notes)
+        table.add_row(*_bench_cells(r))
+    return Group(table, *(Text(f"· {note}", style="dim") for note in _bench_notes(report)))
+
+
+def bench_markdown(report: dict) -> str:
+    """The same table as Markdown, for results files and the README."""
+    lines = [
+        f"# `flashsim bench gpu` on {report['device']['name']}",
+        "",
+        *(f"- {note}" for note in _bench_notes(report)),
+        "- TFLOP/s from the median of CUDA-event timings after warm-up, on random inputs; memory: the most device "
+        "memory a call held beyond its inputs.",
+        "",
+        "| " + " | ".join(BENCH_COLUMNS) + " |",
+        "|" + "---|" * len(BENCH_COLUMNS),
+        *("| " + " | ".join(_bench_cells(r)) + " |" for r in report["rows"]),
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def comparison(c) -> Group:

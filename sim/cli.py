@@ -183,7 +183,8 @@ def bench_sim_command(n, d, dtype, repeats, memory_n, json_path) -> None:
 @bench_app.command("gpu")
 @click.option("--quick", is_flag=True, help="N ∈ {1024, 4096}, fp16 only (about a tenth of the full run).")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), default=None, help="Also write the report here.")
-def bench_gpu_command(quick, json_path) -> None:
+@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, writable=True), default=None, help="Also write the table as Markdown.")
+def bench_gpu_command(quick, json_path, markdown_path) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
     from gpu import bench as gpu_bench
     from gpu import render as gpu_render
@@ -193,6 +194,9 @@ def bench_gpu_command(quick, json_path) -> None:
     console.print(gpu_render.bench_table(report))
     if json_path:
         gpu_bench.write_json(report, json_path)
+    if markdown_path:
+        with open(markdown_path, "w") as f:
+            f.write(gpu_render.bench_markdown(report))
 
 
 @app.command("compare")
