@@ -63,7 +63,9 @@ def _one(cupy, n, d, causal, dtype, torch_ok) -> dict:
         row["standard"] = _time(lambda: standard_attention(q, k, v, causal=causal, check_finite=False), f)
         cupy.get_default_memory_pool().free_all_blocks()
     if n <= V1_MAX_N:
-        row["v1"] = _time(lambda: flash_attention(q, k, v, causal=causal, kernel="v1", check_finite=False), f, warmup=1, repeats=2)
+        row["v1"] = _time(
+            lambda: flash_attention(q, k, v, causal=causal, kernel="v1", check_finite=False), f, warmup=1, repeats=2
+        )
     else:
         row["v1"] = {"status": "skipped"}
     return row

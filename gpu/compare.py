@@ -89,7 +89,9 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
     o, lse = flash_attention(qg, kg, vg, causal=causal, kernel=kernel)
     o_ref, lse_ref = reference.attention(q, k, v, causal=causal)
     o_gpu = dtypes.to_float32(o).get().astype(np.float64)
-    measured_ms = timing.median_ms(lambda: flash_attention(qg, kg, vg, causal=causal, kernel=kernel, check_finite=False))
+    measured_ms = timing.median_ms(
+        lambda: flash_attention(qg, kg, vg, causal=causal, kernel=kernel, check_finite=False)
+    )
 
     props = device.properties()
     hw = preset_for(props["name"])

@@ -51,7 +51,7 @@ def _rows_of(x, row: int):
     """`x` with its last axis zero-padded to `row` elements and its data 16-byte aligned (a copy only if needed)."""
     cupy = device.require()
     if x.shape[-1] != row:
-        padded = cupy.zeros(x.shape[:-1] + (row,), dtype=x.dtype)
+        padded = cupy.zeros((*x.shape[:-1], row), dtype=x.dtype)
         padded[..., : x.shape[-1]] = x
         return padded
     return x if x.data.ptr % 16 == 0 else x.copy()

@@ -92,13 +92,13 @@ def comparison(c) -> Group:
     m, sw = c.counters, c.counters_swizzled
     cols = ["", "predicted (simulator)", "asked for (cp.async)", "L2 → SMs", "measured/predicted"]
     cols += ["L2 → SMs, swizzled rows", "swizzled/predicted"] if sw else []
-    for col in cols + ["DRAM"]:
+    for col in [*cols, "DRAM"]:
         io.add_column(col, justify="right")
 
     def cells(key, ratio_of, asked):
         out = [human_bytes(m[key]), f"{m[key] / ratio_of:.3f}"] if m else ["—", "—"]
         out += [human_bytes(sw[key]), f"{sw[key] / ratio_of:.3f}"] if sw else []
-        return [asked] + out
+        return [asked, *out]
 
     asked = human_bytes(m["cp_async_bytes"]) if m and m["cp_async_bytes"] else "—"
     io.add_row("read", human_bytes(c.predicted_read), *cells("l2_read_bytes", c.predicted_read, asked),

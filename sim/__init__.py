@@ -12,6 +12,16 @@ from sim.api import ALGORITHMS, Decoded, Gradients, Result, backward, count, cou
 from sim.errors import FlashsimError, InputError, SRAMOverflowError
 
 __all__ = [
-    "ALGORITHMS", "Decoded", "FlashsimError", "Gradients", "InputError", "Result", "SRAMOverflowError",
-    "backward", "count", "count_backward", "decode", "run",
+    "ALGORITHMS",
+    "Decoded",
+    "FlashsimError",
+    "Gradients",
+    "InputError",
+    "Result",
+    "SRAMOverflowError",
+    "backward",
+    "count",
+    "count_backward",
+    "decode",
+    "run",
 ]

@@ -10,8 +10,7 @@ from sim import dropout as dropout_
 from sim import hardware as hardware_
 from sim import mask, reference
 from sim.algorithms import backward as backward_
-from sim.algorithms import decoding
-from sim.algorithms import flash1, flash2, standard
+from sim.algorithms import decoding, flash1, flash2, standard
 from sim.errors import InputError
 from sim.memory import DTYPES, Chip, Ledger, dtype_name
 from sim.trace import Trace
@@ -192,7 +191,9 @@ def _setup(algorithm, N, Nk, d, dtype, block_rows, block_cols, blocks, sram_byte
             _check_positive(name, value)
     if blocks == "paper" and block_rows is None and block_cols is None:
         Br, Bc = blocks_.paper(M, d, s)
-        blocks_.check_fits(algorithm, min(Br, N), min(Bc, Nk), d, s, M, "the paper's rule Bc = ⌈M/4d⌉, Br = min(Bc, d) gives ")
+        blocks_.check_fits(
+            algorithm, min(Br, N), min(Bc, Nk), d, s, M, "the paper's rule Bc = ⌈M/4d⌉, Br = min(Bc, d) gives "
+        )
         return Br, Bc, M, hw
     Br, Bc = blocks_.fit(algorithm, N, Nk, d, s, M, block_rows, block_cols)
     return Br, Bc, M, hw
@@ -224,7 +225,9 @@ def check_inputs(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         if x.dtype not in DTYPES.values():
             raise InputError(f"{name}: dtype {x.dtype} is not supported; use float16, bfloat16, float32 or float64")
         if x.ndim not in (2, 4):
-            raise InputError(f"{name}: shape {x.shape} has {x.ndim} dimensions; expected (N, d) or (batch, heads, N, d)")
+            raise InputError(
+                f"{name}: shape {x.shape} has {x.ndim} dimensions; expected (N, d) or (batch, heads, N, d)"
+            )
         arrays.append(x)
     q, k, v = arrays
     if not (q.dtype == k.dtype == v.dtype):
@@ -477,7 +480,9 @@ def _backward_stats(algorithm, lse_or_stats, q, k, scale, causal) -> dict[str, n
         if x.shape != tuple(shape):
             raise InputError(f"lse_or_stats: {name} has shape {x.shape}; expected {tuple(shape)}")
         if np.isnan(x).any() or np.isposinf(x).any() or (name != "L" and name != "m" and np.isinf(x).any()):
-            raise InputError(f"lse_or_stats: {name} contains NaN or Inf (only L and m may be −∞, for rows that see no key)")
+            raise InputError(
+                f"lse_or_stats: {name} contains NaN or Inf (only L and m may be −∞, for rows that see no key)"
+            )
         stats[name] = x
     if "L" in stats and algorithm == "flash1":  # P = exp(S − m)/ℓ with m = L, ℓ = 1 is exp(S − L)
         return {"ℓ": np.ones_like(stats["L"]), "m": stats["L"]}

@@ -122,7 +122,10 @@ def run_command(
     summary = report.run_report(result, batch=batch, heads=heads, max_abs_err=err)
     if backward:
         if counts_only:
-            grads, grad_err = sim.count_backward(algo, n=n, nk=nk, d=d, batch=batch, heads=heads, dtype=dtype, **options), None
+            grads, grad_err = (
+                sim.count_backward(algo, n=n, nk=nk, d=d, batch=batch, heads=heads, dtype=dtype, **options),
+                None,
+            )
         else:
             grads, grad_err = run_backward(algo, result, q, k, v, seed, options)
         summary["backward"] = training.backward_report(grads, grad_err)
@@ -170,8 +173,20 @@ def walkthrough_command(as_json) -> None:
 @click.option("--d", type=POSITIVE, default=64, show_default=True)
 @click.option("--dtype", type=DTYPE, default="fp16", show_default=True)
 @click.option("--repeats", type=POSITIVE, default=3, show_default=True, help="Timed repeats (the median is reported).")
-@click.option("--memory-n", type=click.IntRange(min=0), default=32768, show_default=True, help="N of the flash2 memory probe (0 skips it).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), default=None, help="Also write the report here.")
+@click.option(
+    "--memory-n",
+    type=click.IntRange(min=0),
+    default=32768,
+    show_default=True,
+    help="N of the flash2 memory probe (0 skips it).",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Also write the report here.",
+)
 def bench_sim_command(n, d, dtype, repeats, memory_n, json_path) -> None:
     """Time the simulator's full numerics against plain NumPy attention, and probe flash2's memory."""
     result = bench.bench_sim(n=n, d=d, dtype=dtype, repeats=repeats, memory_n=memory_n or None)
@@ -182,15 +197,29 @@ def bench_sim_command(n, d, dtype, repeats, memory_n, json_path) -> None:
 
 @bench_app.command("gpu")
 @click.option("--quick", is_flag=True, help="N ∈ {1024, 4096}, fp16 only (about a tenth of the full run).")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), default=None, help="Also write the report here.")
-@click.option("--markdown", "markdown_path", type=click.Path(dir_okay=False, writable=True), default=None, help="Also write the table as Markdown.")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Also write the report here.",
+)
+@click.option(
+    "--markdown",
+    "markdown_path",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Also write the table as Markdown.",
+)
 def bench_gpu_command(quick, json_path, markdown_path) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
     from gpu import bench as gpu_bench
     from gpu import render as gpu_render
 
     progress = Console(stderr=True, highlight=False)
-    report = gpu_bench.run_bench(quick=quick, progress=lambda row: progress.print(gpu_render.bench_progress(row), style="dim"))
+    report = gpu_bench.run_bench(
+        quick=quick, progress=lambda row: progress.print(gpu_render.bench_progress(row), style="dim")
+    )
     console.print(gpu_render.bench_table(report))
     if json_path:
         gpu_bench.write_json(report, json_path)
@@ -214,7 +243,17 @@ def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, no_counters) 
     from gpu import compare as gpu_compare
     from gpu import render as gpu_render
 
-    result = gpu_compare.compare(n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype, causal=causal, kernel=kernel, profile=not no_counters)
+    result = gpu_compare.compare(
+        n=n,
+        nk=nk or n,
+        d=d,
+        batch=batch,
+        heads=heads,
+        dtype=dtype,
+        causal=causal,
+        kernel=kernel,
+        profile=not no_counters,
+    )
     console.print(gpu_render.comparison(result))
 
 
@@ -232,22 +271,46 @@ TOY_MAX_N, TOY_MAX_D = 64, 16  # `trace` runs on the toy part up to this size un
 @click.option("--scale", type=float, default=None, help="Softmax scale τ  [default: 1/√d]")
 @click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
 @click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
-@click.option("--blocks", type=click.Choice(["fit", "paper"]), default="fit", show_default=True, help="Rule for blocks not given.")
+@click.option(
+    "--blocks", type=click.Choice(["fit", "paper"]), default="fit", show_default=True, help="Rule for blocks not given."
+)
 @click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
 @click.option(
     "--hardware", "hardware_name", type=HARDWARE, default="toy",
     help=f"GPU preset  [default: toy (1 KiB of SRAM) up to N, Nk = {TOY_MAX_N} and d = {TOY_MAX_D}; {hardware.DEFAULT} beyond]",
 )  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
-@click.option("--load", "load_path", type=click.Path(dir_okay=False), default=None, help="Open a trace saved with --json.")
-@click.option("--row", type=int, default=None, help="Record query row R's values (without it, runs past N, Nk, d = 16 record none).")
+@click.option(
+    "--load", "load_path", type=click.Path(dir_okay=False), default=None, help="Open a trace saved with --json."
+)
+@click.option(
+    "--row",
+    type=int,
+    default=None,
+    help="Record query row R's values (without it, runs past N, Nk, d = 16 record none).",
+)
 @click.option("--step", type=int, default=None, help="Print step K's screen (or export it) and exit.")
 @click.option("--play", is_flag=True, help="Animate the run (tile pair by tile pair for big runs).")
-@click.option("--delay", type=click.FloatRange(min=0), default=0.5, show_default=True, help="Seconds per frame of --play.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the trace (versioned JSON).")
-@click.option("--svg", "svg_path", type=click.Path(dir_okay=False), default=None, help="Write --step K's screen, or the listing, as SVG.")
+@click.option(
+    "--delay", type=click.FloatRange(min=0), default=0.5, show_default=True, help="Seconds per frame of --play."
+)
+@click.option(
+    "--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the trace (versioned JSON)."
+)
+@click.option(
+    "--svg",
+    "svg_path",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write --step K's screen, or the listing, as SVG.",
+)
 @click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="The same as HTML.")
-@click.option("--width", type=click.IntRange(min=60), default=None, help="Columns to print and export in  [default: the terminal's; 120 for exports]")
+@click.option(
+    "--width",
+    type=click.IntRange(min=60),
+    default=None,
+    help="Columns to print and export in  [default: the terminal's; 120 for exports]",
+)
 @click.pass_context
 def trace_command(
     ctx, algo, backward, n, nk, d, dtype, causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name,
@@ -336,7 +399,14 @@ def paper_app() -> None:
 
 
 @paper_app.command("fig2")
-@click.option("--hardware", "hardware_name", type=HARDWARE, default="A100-40GB", show_default=True, help="GPU of the time estimate.")
+@click.option(
+    "--hardware",
+    "hardware_name",
+    type=HARDWARE,
+    default="A100-40GB",
+    show_default=True,
+    help="GPU of the time estimate.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the tables.")
 def paper_fig2_command(hardware_name, as_json) -> None:
     """Figure 2: GPT-2 medium attention, forward + backward, standard vs FlashAttention, beside the paper's numbers."""
@@ -348,20 +418,41 @@ def paper_fig2_command(hardware_name, as_json) -> None:
 
 
 @app.command("sweep")
-@click.option("--n", "ns", type=INTS, default="512,1024,2048,4096,8192,16384,32768,65536", show_default=True, help="Sequence lengths N = Nk.")
+@click.option(
+    "--n",
+    "ns",
+    type=INTS,
+    default="512,1024,2048,4096,8192,16384,32768,65536",
+    show_default=True,
+    help="Sequence lengths N = Nk.",
+)
 @click.option("--d", "ds", type=INTS, default="64", show_default=True, help="Head dimensions.")
-@click.option("--block", "block_sizes", type=INTS, default=None, help="FlashAttention blocks Br = Bc  [default: the largest that fit]")
+@click.option(
+    "--block",
+    "block_sizes",
+    type=INTS,
+    default=None,
+    help="FlashAttention blocks Br = Bc  [default: the largest that fit]",
+)
 @click.option("--sram-bytes", "srams", type=INTS, default=None, help="SRAM sizes  [default: the hardware's]")
 @click.option("--batch", type=POSITIVE, default=16, show_default=True)
 @click.option("--heads", type=POSITIVE, default=16, show_default=True)
 @click.option("--dtype", type=DTYPE, default="fp16", show_default=True)
 @click.option("--hardware", "hardware_name", type=HARDWARE, default=hardware.DEFAULT, show_default=True)
 @click.option("--causal", is_flag=True, help="Causal mask (FlashAttention-2 skips the hidden blocks).")
-@click.option("--algo", type=click.Choice(["flash1", "flash2"]), default="flash2", show_default=True, help="FlashAttention variant.")
+@click.option(
+    "--algo",
+    type=click.Choice(["flash1", "flash2"]),
+    default="flash2",
+    show_default=True,
+    help="FlashAttention variant.",
+)
 @click.option("--backward", is_flag=True, help="Forward + backward  [default: the forward pass]")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of the table.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Also write a figure (needs matplotlib).")
+@click.option(
+    "--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Also write a figure (needs matplotlib)."
+)
 def sweep_command(
     ns, ds, block_sizes, srams, batch, heads, dtype, hardware_name, causal, algo, backward, as_json, as_csv, plot_path
 ) -> None:
@@ -390,7 +481,9 @@ def sweep_command(
 @click.option("--heads", type=POSITIVE, default=16, show_default=True)
 @click.option("--dtype", type=DTYPE, default="fp16", show_default=True)
 @click.option("--hardware", "hardware_name", type=HARDWARE, default=hardware.DEFAULT, show_default=True)
-@click.option("--splits", type=INTS, default=None, help="Numbers of splits to compare  [default: 1, 2, 4, … and the best]")
+@click.option(
+    "--splits", type=INTS, default=None, help="Numbers of splits to compare  [default: 1, 2, 4, … and the best]"
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
 def decode_command(nk, queries, d, batch, heads, dtype, hardware_name, splits, as_json) -> None:
     """Flash-Decoding: how many SMs one thread block per (batch, head) keeps busy, and splitting the K/V cache."""
@@ -409,7 +502,9 @@ def decode_command(nk, queries, d, batch, heads, dtype, hardware_name, splits, a
                       hbm_bytes=r.hbm_bytes, seconds=r.seconds) for r in rows]  # fmt: skip
         print_json({"config": config, "best_splits": best, "rows": table, "simulated_max_abs_err": err})
         return
-    console.print(decode_viz.decode_table(rows, best, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw))
+    console.print(
+        decode_viz.decode_table(rows, best, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw)
+    )
     console.print(f"one head simulated with {best} splits: max |O − ref| = {err:.2e} against float64", style="dim")
 
 
@@ -419,7 +514,13 @@ def decode_command(nk, queries, d, batch, heads, dtype, hardware_name, splits, a
 @click.option("--dtype", type=DTYPE, default="fp16", show_default=True)
 @click.option("--hardware", "hardware_name", type=HARDWARE, default=hardware.DEFAULT, show_default=True)
 @click.option("--keys", type=POSITIVE, default=50, show_default=True, help="Key presses timed after opening.")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), default=None, help="Also write the rows here.")
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Also write the rows here.",
+)
 def bench_trace_command(n, d, dtype, hardware_name, keys, json_path) -> None:
     """Time the trace viewer: record and open an N × N run of each algorithm, then answer key presses."""
     from sim import viewer

@@ -252,7 +252,7 @@ class Roofline:
 
     @property
     def bound(self) -> str:
-        """"memory" or "compute": which side of the roofline sets the time."""
+        """ "memory" or "compute": which side of the roofline sets the time."""
         return "memory" if self.memory_seconds >= self.compute_seconds else "compute"
 
 

@@ -20,7 +20,7 @@ MAX_TRACE_STEPS = 250_000  # a recorded trace holds at most this many steps (abo
 
 
 def dtype_name(dtype) -> str:
-    """"fp16", "bf16" or "fp32" for a NumPy storage dtype."""
+    """ "fp16", "bf16" or "fp32" for a NumPy storage dtype."""
     for name, dt in DTYPES.items():
         if np.dtype(dtype) == dt:
             return name

@@ -88,7 +88,11 @@ class Figure2:
     def rows(self) -> list[tuple[str, float, float, float, float]]:
         """(quantity, model standard, model FlashAttention, paper standard, paper FlashAttention)."""
         s, f = self.standard, self.flash
-        model = {"GFLOPs": (s.gflops, f.gflops), "HBM R/W (GB)": (s.hbm_gb, f.hbm_gb), "Runtime (ms)": (s.runtime_ms, f.runtime_ms)}
+        model = {
+            "GFLOPs": (s.gflops, f.gflops),
+            "HBM R/W (GB)": (s.hbm_gb, f.hbm_gb),
+            "Runtime (ms)": (s.runtime_ms, f.runtime_ms),
+        }
         return [(q, *model[q], *PAPER[q]) for q in PAPER]
 
     def to_dict(self) -> dict:
@@ -139,7 +143,9 @@ def block_sweep(hw: Hardware, sizes=BLOCK_SIZES) -> list[BlockPoint]:
         Br = min(Bc, D)
         need = blocks_.need("flash1", Br, Bc, D, s)
         (k,) = training.kernels("flash1", N, N, D, DTYPE, hw, heads=BATCH * HEADS, forward_blocks=(Br, Bc))
-        points.append(BlockPoint(Bc, Br, k.counts.hbm_bytes, k.roofline.seconds, k.roofline.bound, need, need <= hw.sram_bytes))
+        points.append(
+            BlockPoint(Bc, Br, k.counts.hbm_bytes, k.roofline.seconds, k.roofline.bound, need, need <= hw.sram_bytes)
+        )
     return points
 
 

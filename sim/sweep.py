@@ -83,7 +83,12 @@ class Sweep:
             "hardware": self.hardware.name, "hbm_capacity_bytes": self.hardware.hbm_bytes, "causal": self.causal,
             "passes": "forward + backward" if self.backward else "forward",
         }  # fmt: skip
-        return {"config": config, "oom_n": self.oom_n, "largest_n": self.largest_n, "rows": [r.to_dict() for r in self.rows]}
+        return {
+            "config": config,
+            "oom_n": self.oom_n,
+            "largest_n": self.largest_n,
+            "rows": [r.to_dict() for r in self.rows],
+        }
 
     def to_csv(self) -> str:
         """One line per row, with a header."""
@@ -148,7 +153,9 @@ def sweep(
         M = sram or hw.sram_bytes
         fwd, bwd = _blocks(algorithm, N, d, s, M, block, backward)
         ks = {  # standard attention's counts do not depend on blocks
-            name: training.kernels(name, N, N, d, dtype, hw, heads=total_heads, forward_blocks=fwd, backward_blocks=bwd, causal=causal)
+            name: training.kernels(
+                name, N, N, d, dtype, hw, heads=total_heads, forward_blocks=fwd, backward_blocks=bwd, causal=causal
+            )
             for name in ("standard", algorithm)
         }
         sides = {name: _side(k, memory) for name, k, memory in (
@@ -158,7 +165,18 @@ def sweep(
         fits = sides["standard"].memory_bytes <= hw.hbm_bytes
         rows.append(Row(N, d, *fwd, bwd, M, sides["standard"], sides["flash"], fits))
     oom = next((r.n for r in rows if r.d == ds[0] and not r.standard_fits), None)
-    return Sweep(rows, algorithm, batch, heads, dtype, hw, causal, backward, oom, largest_fitting_n(ds[0], s, total_heads, hw.hbm_bytes))
+    return Sweep(
+        rows,
+        algorithm,
+        batch,
+        heads,
+        dtype,
+        hw,
+        causal,
+        backward,
+        oom,
+        largest_fitting_n(ds[0], s, total_heads, hw.hbm_bytes),
+    )
 
 
 def _side(ks: list[training.Kernel], memory: int) -> Side:

@@ -41,7 +41,9 @@ def kernels(
 ) -> list[Kernel]:
     """The forward pass's kernels, then (given its blocks) the backward's, for `heads` heads."""
     s = DTYPES[dtype].itemsize
-    parts = [("forward", name, c) for name, c in iomodel.kernels(algorithm, N, Nk, d, s, *forward_blocks, causal, dropout)]
+    parts = [
+        ("forward", name, c) for name, c in iomodel.kernels(algorithm, N, Nk, d, s, *forward_blocks, causal, dropout)
+    ]
     if backward_blocks is not None:
         back = iomodel.backward_kernels(algorithm, N, Nk, d, s, *backward_blocks, causal, dropout)
         parts += [("backward", name, c) for name, c in back]
@@ -111,6 +113,6 @@ def gradient_errors(grads: Gradients, q, k, v, do) -> dict:
         want = reference.attention_backward(
             q[head], k[head], v[head], do[head], causal=grads.causal, scale=grads.scale, dropout_mask=z
         )
-        for name, got, ref in zip(err, (grads.dq[head], grads.dk[head], grads.dv[head]), want):
+        for name, got, ref in zip(err, (grads.dq[head], grads.dk[head], grads.dv[head]), want, strict=True):
             err[name] = max(err[name], float(np.abs(got.astype(np.float64) - ref).max()))
     return err

@@ -54,7 +54,7 @@ def test_gradients_match_float64_reference(algorithm, N, Nk, d, Br, Bc, causal):
     o, stats = forward_state(algorithm, q, k, v, causal)
     g = sim.backward(algorithm, q, k, v, o, stats, do, causal=causal, block_rows=Br, block_cols=Bc, sram_bytes=M)
     want = reference.attention_backward(q, k, v, do, causal=causal)
-    for name, got, ref in zip(("dq", "dk", "dv"), (g.dq, g.dk, g.dv), want):
+    for name, got, ref in zip(("dq", "dk", "dv"), (g.dq, g.dk, g.dv), want, strict=True):
         assert got.dtype == np.float32 and got.shape == ref.shape
         assert rel_err(got, ref) < FP32_TOL, name
 
@@ -67,7 +67,7 @@ def test_batched_heads_each_get_their_own_gradients(algorithm):
     o, stats = forward_state(algorithm, q, k, v, True)
     g = sim.backward(algorithm, q, k, v, o, stats, do, causal=True, sram_bytes=1 << 16)
     want = reference.attention_backward(q, k, v, do, causal=True)
-    for got, ref in zip((g.dq, g.dk, g.dv), want):
+    for got, ref in zip((g.dq, g.dk, g.dv), want, strict=True):
         for b in range(2):
             for h in range(3):
                 assert rel_err(got[b, h], ref[b, h]) < FP32_TOL
@@ -102,14 +102,14 @@ def test_reference_and_simulated_gradients_match_finite_differences(N, Nk, causa
     fd = central_differences(q, k, v, do, causal)
     ref = reference.attention_backward(q, k, v, do, causal=causal)
     # float64 central differences with h = 1e-6: truncation ~h², cancellation ~1e-16/h ≈ 1e-10
-    for got, want in zip(ref, fd):
+    for got, want in zip(ref, fd, strict=True):
         assert np.abs(got - want).max() <= 1e-7 * np.abs(want).max()
     q32, k32, v32, do32 = (x.astype(np.float32) for x in (q, k, v, do))
     for algorithm in ALGORITHMS:
         o, stats = forward_state(algorithm, q32, k32, v32, causal)
         g = sim.backward(algorithm, q32, k32, v32, o, stats, do32, causal=causal, block_rows=2, block_cols=2)
         # the simulator sees the inputs rounded to fp32, the differences do not: 1e-5 covers both
-        for got, want in zip((g.dq, g.dk, g.dv), fd):
+        for got, want in zip((g.dq, g.dk, g.dv), fd, strict=True):
             assert rel_err(got, want) < FP32_TOL
 
 
@@ -124,7 +124,7 @@ def test_low_precision_gradients_within_the_rounding_they_take(algorithm, dtype,
     # each of at most Tc + 4 roundings to the storage dtype (dQ's Tc write-backs, O, and standard
     # attention's stored P, dP, dS) moves a result by at most u/2 of its largest entry
     Tc = -(-Nk // Bc)
-    for got, ref in zip((g.dq, g.dk, g.dv), want):
+    for got, ref in zip((g.dq, g.dk, g.dv), want, strict=True):
         assert got.dtype == np.dtype(dtype)
         assert rel_err(got, ref) < (Tc + 4) * u / 2
 
@@ -136,7 +136,7 @@ def test_standard_reads_the_p_it_is_given_or_rebuilds_it_from_l():
     p = np.where(np.tril(np.ones((20, 30)), 10) > 0, np.exp(s - lse[:, None]), 0.0).astype(np.float32)
     a = sim.backward("standard", q, k, v, o.astype(np.float32), {"P": p}, do, causal=True)
     b = sim.backward("standard", q, k, v, o.astype(np.float32), lse, do, causal=True)
-    for x, y in zip((a.dq, a.dk, a.dv), (b.dq, b.dk, b.dv)):
+    for x, y in zip((a.dq, a.dk, a.dv), (b.dq, b.dk, b.dv), strict=True):
         assert rel_err(x, y.astype(np.float64)) < FP32_TOL
     assert a.ledger.per_tensor()["P"]["read"] == 2 * 20 * 30 * 4  # line 1 and line 3 read P once each
 
@@ -147,7 +147,7 @@ def test_flash1_accepts_l_in_place_of_its_statistics():
     f2 = sim.run("flash2", q, k, v, causal=True)
     a = sim.backward("flash1", q, k, v, f1.output, f1.stats, do, causal=True)
     b = sim.backward("flash1", q, k, v, f1.output, f2.lse, do, causal=True)
-    for x, y in zip((a.dq, a.dk, a.dv), (b.dq, b.dk, b.dv)):
+    for x, y in zip((a.dq, a.dk, a.dv), (b.dq, b.dk, b.dv), strict=True):
         assert rel_err(x, y.astype(np.float64)) < FP32_TOL
 
 
@@ -192,7 +192,9 @@ def test_sram_peak_equals_footprint(algorithm, Br, Bc, extra_rows, extra_cols, d
     N, Nk = Br + extra_rows, Bc + extra_cols  # at least one full block each way
     q, k, v, do = inputs(N, Nk, d, dtype)
     o, lse = reference.attention(q, k, v, causal=causal)
-    g = sim.backward(algorithm, q, k, v, o.astype(dtype), lse, do, causal=causal, block_rows=Br, block_cols=Bc, sram_bytes=M)
+    g = sim.backward(
+        algorithm, q, k, v, o.astype(dtype), lse, do, causal=causal, block_rows=Br, block_cols=Bc, sram_bytes=M
+    )
     s = np.dtype(dtype).itemsize
     expected = backward.need(algorithm, Br, Bc, d, s)
     if algorithm == "standard":  # line 3 holds whole rows: P_i, dP_i, then float32 dS_i, and D_i
@@ -231,7 +233,9 @@ def test_record_steps_follows_the_listings_lines():
     lines = {}
     for algorithm in ("flash1", "flash2"):
         stats = {"ℓ": np.ones(8, np.float32), "m": lse.astype(np.float32)} if algorithm == "flash1" else lse
-        g = sim.backward(algorithm, q, k, v, o.astype(np.float32), stats, do, causal=True, block_rows=4, block_cols=4, record="steps")
+        g = sim.backward(
+            algorithm, q, k, v, o.astype(np.float32), stats, do, causal=True, block_rows=4, block_cols=4, record="steps"
+        )
         lines[algorithm] = {s.line for s in g.trace.steps}
         assert g.trace.algorithm == f"{algorithm} backward"
         assert g.trace.steps[-1].hbm_read_bytes == g.hbm_read_bytes  # one head: the trace's totals are the ledger's

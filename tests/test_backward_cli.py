@@ -22,7 +22,11 @@ def test_json_splits_flops_and_bytes_into_forward_and_backward(algo):
                          "--causal", "--backward", "--json").stdout)  # fmt: skip
     b = out["backward"]
     closed = iomodel.backward_counts(algo, N, Nk, d, 2, b["block_rows"], b["block_cols"], True).times(heads)
-    assert (b["hbm_read_bytes"], b["hbm_write_bytes"], b["flops"]) == (closed.hbm_read_bytes, closed.hbm_write_bytes, closed.flops)
+    assert (b["hbm_read_bytes"], b["hbm_write_bytes"], b["flops"]) == (
+        closed.hbm_read_bytes,
+        closed.hbm_write_bytes,
+        closed.flops,
+    )
     assert b["closed_form"]["matches"] is True
     split = out["forward_backward"]
     assert split["flops"] == {"forward": out["flops"], "backward": b["flops"], "total": out["flops"] + b["flops"]}

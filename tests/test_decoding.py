@@ -29,7 +29,13 @@ FP32_TOL = 1e-5
 
 @pytest.mark.parametrize(
     "Nq, Nk, d, splits, Bc, causal",
-    [(1, 1000, 16, 7, 32, False), (1, 1000, 16, 7, 32, True), (4, 333, 8, 5, 16, True), (3, 50, 4, 50, 1, True), (6, 4, 4, 3, 2, True)],
+    [
+        (1, 1000, 16, 7, 32, False),
+        (1, 1000, 16, 7, 32, True),
+        (4, 333, 8, 5, 16, True),
+        (3, 50, 4, 50, 1, True),
+        (6, 4, 4, 3, 2, True),
+    ],
 )
 def test_output_and_lse_match_float64_reference(Nq, Nk, d, splits, Bc, causal):
     q, k, v = inputs(Nq, Nk, d, seed=Nk)
@@ -81,7 +87,13 @@ def test_ledger_equals_closed_form(Nq, Nk, d, Bc, splits, dtype, causal):
     q, k, v = inputs(Nq, Nk, d, dtype)
     r = sim.decode(q, k, v, splits=splits, block_cols=Bc, causal=causal, sram_bytes=1 << 30)
     c = iomodel.sum_counts(c for _, c in decoding.counts(Nq, Nk, d, np.dtype(dtype).itemsize, Bc, splits, causal))
-    got = (r.ledger.hbm_read_bytes, r.ledger.hbm_write_bytes, r.flops, r.ledger.work["exp"], r.ledger.work["elementwise"])
+    got = (
+        r.ledger.hbm_read_bytes,
+        r.ledger.hbm_write_bytes,
+        r.flops,
+        r.ledger.work["exp"],
+        r.ledger.work["elementwise"],
+    )
     assert got == (c.hbm_read_bytes, c.hbm_write_bytes, c.flops, c.exps, c.elementwise)
     widest = min(Bc, max(k1 - k0 for k0, k1 in decoding.bounds(Nk, splits)))  # the widest K/V tile
     assert r.sram_peak_bytes == sum(decoding.footprint(Nq, widest, d, np.dtype(dtype).itemsize, splits).values())
@@ -116,7 +128,12 @@ def test_at_large_batch_splitting_gains_little():
 
 @pytest.mark.parametrize(
     "kwargs, argument",
-    [(dict(splits=0), "splits:"), (dict(splits=11), "splits:"), (dict(block_cols=0), "block_cols:"), (dict(record="x"), "record:")],
+    [
+        (dict(splits=0), "splits:"),
+        (dict(splits=11), "splits:"),
+        (dict(block_cols=0), "block_cols:"),
+        (dict(record="x"), "record:"),
+    ],
 )
 def test_bad_input_is_one_line_naming_the_argument(kwargs, argument):
     q, k, v = inputs(2, 10, 4)

@@ -68,10 +68,12 @@ def test_gradients_match_float64_reference_with_the_same_mask(algorithm, N, Nk, 
     f = sim.run(algorithm, q, k, v, causal=causal, dropout_p=0.25, seed=7, block_rows=8, block_cols=8)
     stats = f.stats if algorithm == "flash1" else f.lse
     # a different tiling from the forward's: the mask is keyed by the tile's rows and columns, not its index
-    g = sim.backward(algorithm, q, k, v, f.output, stats, do, causal=causal, dropout_p=0.25, seed=f.seed, block_rows=5, block_cols=3)
+    g = sim.backward(
+        algorithm, q, k, v, f.output, stats, do, causal=causal, dropout_p=0.25, seed=f.seed, block_rows=5, block_cols=3
+    )
     z = dropout.matrix(0.25, 7, N, Nk)
     want = reference.attention_backward(q, k, v, do, causal=causal, dropout_mask=z)
-    for got, ref in zip((g.dq, g.dk, g.dv), want):
+    for got, ref in zip((g.dq, g.dk, g.dv), want, strict=True):
         assert rel_err(got, ref) < FP32_TOL
     wrong = reference.attention_backward(q, k, v, do, causal=causal, dropout_mask=dropout.matrix(0.25, 8, N, Nk))
     assert rel_err(g.dv, wrong[2]) > 1e-2  # another seed's mask gives other gradients
@@ -87,7 +89,7 @@ def test_batched_heads_draw_their_own_masks_and_the_backward_redraws_each():
         o, _ = reference.attention(q[b, h], k[b, h], v[b, h], causal=True, dropout_mask=z)
         assert rel_err(f.output[b, h], o) < FP32_TOL
         want = reference.attention_backward(q[b, h], k[b, h], v[b, h], do[b, h], causal=True, dropout_mask=z)
-        for got, ref in zip((g.dq[b, h], g.dk[b, h], g.dv[b, h]), want):
+        for got, ref in zip((g.dq[b, h], g.dk[b, h], g.dv[b, h]), want, strict=True):
             assert rel_err(got, ref) < FP32_TOL
 
 
@@ -103,7 +105,9 @@ def test_no_mask_is_ever_stored_or_read(algorithm):
         runs[p] = (f.ledger.per_tensor(), g.ledger.per_tensor())
     # the same tensors move the same bytes with and without dropout: no mask tensor, no mask bytes
     assert runs[0.5] == runs[0.0]
-    assert "Z" not in runs[0.5][1] and all(t in {"Q", "K", "V", "O", "dO", "ℓ", "m", "L", "D", "dQ", "dK", "dV"} for t in runs[0.5][1])
+    assert "Z" not in runs[0.5][1] and all(
+        t in {"Q", "K", "V", "O", "dO", "ℓ", "m", "L", "D", "dQ", "dK", "dV"} for t in runs[0.5][1]
+    )
 
 
 def test_reference_dropout_gradient_matches_finite_differences():

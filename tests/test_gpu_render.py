@@ -24,4 +24,18 @@ def test_markdown_table_cells_come_from_the_report():
     assert header.strip("| ").split(" | ") == list(BENCH_COLUMNS)
     assert rule == "|" + "---|" * len(BENCH_COLUMNS)
     cells = row.strip("| ").split(" | ")
-    assert cells == ["bf16", "64", "yes", "4096", "300", "250", "1.20", "OOM", "—", "skipped", "64.0 MiB", "64.0 MiB", "OOM"]
+    assert cells == [
+        "bf16",
+        "64",
+        "yes",
+        "4096",
+        "300",
+        "250",
+        "1.20",
+        "OOM",
+        "—",
+        "skipped",
+        "64.0 MiB",
+        "64.0 MiB",
+        "OOM",
+    ]

@@ -94,7 +94,11 @@ def test_flash_flops_over_standard_are_fourteen_to_twelve():
 
 def _bytes(algorithm, direction, N, B, d=8):
     q, k, v, do = inputs(N, N, d)
-    blocks = dict(block_rows=B, block_cols=4) if (algorithm, direction) == ("flash2", "forward") else dict(block_rows=4, block_cols=B)
+    blocks = (
+        dict(block_rows=B, block_cols=4)
+        if (algorithm, direction) == ("flash2", "forward")
+        else dict(block_rows=4, block_cols=B)
+    )
     if direction == "forward":
         return sim.run(algorithm, q, k, v, sram_bytes=M, **blocks).hbm_bytes
     o, lse = reference.attention(q, k, v)
@@ -102,11 +106,16 @@ def _bytes(algorithm, direction, N, B, d=8):
 
 
 @pytest.mark.parametrize(
-    "algorithm, direction", [("flash1", "forward"), ("flash2", "forward"), ("flash1", "backward"), ("flash2", "backward")]
+    "algorithm, direction",
+    [("flash1", "forward"), ("flash2", "forward"), ("flash1", "backward"), ("flash2", "backward")],
 )
 def test_doubling_n_and_halving_m_multiplies_the_quadratic_term_by_eight(algorithm, direction):
     N, B = 64, 8
-    L1, L2, L3 = _bytes(algorithm, direction, N, B), _bytes(algorithm, direction, N, 2 * B), _bytes(algorithm, direction, 2 * N, B // 2)
+    L1, L2, L3 = (
+        _bytes(algorithm, direction, N, B),
+        _bytes(algorithm, direction, N, 2 * B),
+        _bytes(algorithm, direction, 2 * N, B // 2),
+    )
     assert L3 == 14 * L1 - 12 * L2
     quadratic, linear = 2 * (L1 - L2), 2 * L2 - L1  # a·N²/B and b·N at (N, B)
     assert quadratic > 0 and linear > 0

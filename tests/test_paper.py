@@ -35,17 +35,27 @@ def test_flash_traffic_follows_algorithms_1_and_4_with_the_blocks_that_fit(fig):
     assert fwd.sram_peak_bytes <= 163 * 1024 and bwd.sram_peak_bytes <= 163 * 1024
     Tc, Tb = N // fwd.block_cols, N // bwd.block_cols
     # Algorithm 1: K, V read once; Q, O read and O written per K/V block; ℓ, m (float32) read and written per block
-    assert fwd.hbm_bytes == HEADS * (s * 2 * N * d + Tc * s * 2 * N * d + 4 * Tc * 2 * N + s * N * d + 8 * N + Tc * (s * N * d + 8 * N))
+    assert fwd.hbm_bytes == HEADS * (
+        s * 2 * N * d + Tc * s * 2 * N * d + 4 * Tc * 2 * N + s * N * d + 8 * N + Tc * (s * N * d + 8 * N)
+    )
     # Algorithm 4: dQ, dK, dV zeroed; K, V once; Q, O, dO, dQ read, dQ written, ℓ, m read per K/V block; dK, dV written
-    assert bwd.hbm_bytes == HEADS * (3 * s * N * d + 2 * s * N * d + Tb * (4 * s * N * d + 8 * N) + Tb * s * N * d + 2 * s * N * d)
+    assert bwd.hbm_bytes == HEADS * (
+        3 * s * N * d + 2 * s * N * d + Tb * (4 * s * N * d + 8 * N) + Tb * s * N * d + 2 * s * N * d
+    )
 
 
 def test_runtime_is_the_sum_of_kernel_rooflines(fig):
     hw = fig.hardware
     for column in (fig.standard, fig.flash):
-        expected = sum(max(k.counts.flops / hw.peak("fp16"), k.counts.hbm_bytes / hw.hbm_bandwidth) for k in column.kernels)
+        expected = sum(
+            max(k.counts.flops / hw.peak("fp16"), k.counts.hbm_bytes / hw.hbm_bandwidth) for k in column.kernels
+        )
         assert column.runtime_ms == pytest.approx(expected * 1e3, rel=1e-12)
-    assert [k.name for k in fig.standard.kernels if k.direction == "forward"] == ["S = τQKᵀ", "P = softmax(S)", "O = PV"]
+    assert [k.name for k in fig.standard.kernels if k.direction == "forward"] == [
+        "S = τQKᵀ",
+        "P = softmax(S)",
+        "O = PV",
+    ]
     assert len([k for k in fig.standard.kernels if k.direction == "backward"]) == 5
 
 

@@ -82,7 +82,7 @@ def test_output_matches_float64_reference(algorithm, dtype, N, Nk, d, Br, Bc, ca
 
 
 def test_logits_in_the_hundreds_are_really_that_large():
-    q, k, v = inputs(40, 40, 16, np.float32, logit_scale=8.0)
+    q, k, _v = inputs(40, 40, 16, np.float32, logit_scale=8.0)
     s = (q.astype(np.float64) @ k.T.astype(np.float64)) / 4
     assert np.abs(s).max() > 200
 
@@ -109,7 +109,9 @@ def test_batched_inputs_equal_per_head_runs(algorithm):
     assert batched.hbm_read_bytes == 6 * one.hbm_read_bytes
     assert batched.hbm_write_bytes == 6 * one.hbm_write_bytes
     assert batched.flops == 6 * one.flops
-    assert np.abs(batched.output.astype(np.float64) - ref).max() < 0.05  # fp16: a loose sanity bound; exact bounds above
+    assert (
+        np.abs(batched.output.astype(np.float64) - ref).max() < 0.05
+    )  # fp16: a loose sanity bound; exact bounds above
 
 
 def test_float64_inputs_are_stored_as_float32():

@@ -40,8 +40,12 @@ def test_flash2_forward_time_is_one_roofline():
     sw = sweep.sweep([2048], batch=1, heads=1, blocks=(128,))
     r = sw.rows[0]
     N, d, s, B = 2048, 64, 2, 128
-    assert r.flash.hbm_bytes == s * (N * d + (N // B) * 2 * N * d) + s * N * d + 4 * N  # FlashAttention-2: Q once, K, V per Q block
-    assert r.flash.seconds == pytest.approx(max(4 * N * N * d / A100.peak("fp16"), r.flash.hbm_bytes / A100.hbm_bandwidth), rel=1e-12)
+    assert (
+        r.flash.hbm_bytes == s * (N * d + (N // B) * 2 * N * d) + s * N * d + 4 * N
+    )  # FlashAttention-2: Q once, K, V per Q block
+    assert r.flash.seconds == pytest.approx(
+        max(4 * N * N * d / A100.peak("fp16"), r.flash.hbm_bytes / A100.hbm_bandwidth), rel=1e-12
+    )
 
 
 def test_big_blocks_make_flashattention_compute_bound():
@@ -86,7 +90,7 @@ def test_cli_json_and_csv_agree():
     as_json = json.loads(invoke(*args, "--json").stdout)
     as_csv = list(csv.DictReader(io.StringIO(invoke(*args, "--csv").stdout)))
     assert as_json["oom_n"] == 8192 and len(as_csv) == 3
-    for j, c in zip(as_json["rows"], as_csv):
+    for j, c in zip(as_json["rows"], as_csv, strict=True):
         assert int(c["standard_hbm_bytes"]) == j["standard_hbm_bytes"] and c["standard_fits"] == str(j["standard_fits"])
 
 

@@ -101,7 +101,9 @@ def standard(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropou
         with chip.step("load", 3, "Load P_i, dP_i (whole rows) from HBM to SRAM", i, phase="dS = P∘(dP − D)"):
             P_i = chip.load("P_i", "P", rows)  # (Bs, Nk) SRAM
             dP_i = chip.load("dP_i", "dP", rows)  # (Bs, Nk) SRAM
-        with chip.step("compute", 3, "On chip, D_i = rowsum(P_i ∘ dP_i), dS_i = P_i ∘ (dP_i − D_i)", i, phase="dS = P∘(dP − D)"):
+        with chip.step(
+            "compute", 3, "On chip, D_i = rowsum(P_i ∘ dP_i), dS_i = P_i ∘ (dP_i − D_i)", i, phase="dS = P∘(dP − D)"
+        ):
             D_i = chip.put("D_i", (P_i * dP_i).sum(axis=1))  # (Bs,)
             dS_i = chip.put("dS_i", P_i * (dP_i - D_i[:, None]), replaces=["dP_i"])  # (Bs, Nk)
             chip.elementwise(4 * dS_i.size)  # P ∘ dP, rowsum, dP − D, P ∘ (…)
@@ -401,5 +403,7 @@ def fit(
 def paper_blocks(algorithm: str, N: int, Nk: int, d: int, s: int, sram_bytes: int) -> tuple[int, int]:
     """The paper's rule (Algorithm 4, line 2: Bc = ⌈M/4d⌉, Br = min(⌈M/4d⌉, d)), refused if it does not fit."""
     Br, Bc = blocks_.paper(sram_bytes, d, s)
-    check_fits(algorithm, min(Br, N), min(Bc, Nk), d, s, sram_bytes, "the paper's rule Bc = ⌈M/4d⌉, Br = min(Bc, d) gives ")
+    check_fits(
+        algorithm, min(Br, N), min(Bc, Nk), d, s, sram_bytes, "the paper's rule Bc = ⌈M/4d⌉, Br = min(Bc, d) gives "
+    )
     return Br, Bc

@@ -57,7 +57,14 @@ def split_kv(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) ->
             with chip.step("load", None, "Load K_j, V_j of the chunk from HBM to on-chip SRAM", p, j, phase="split"):
                 K_j = chip.load("K_j", "K", cols)  # (Bc, d) SRAM
                 V_j = chip.load("V_j", "V", cols)  # (Bc, d) SRAM
-            with chip.step("compute", None, "On chip, S = τ Q K_jᵀ; m, P̃ = exp(S − m), ℓ; O_p ← e^(m_old − m)·O_p + P̃ V_j", p, j, phase="split"):
+            with chip.step(
+                "compute",
+                None,
+                "On chip, S = τ Q K_jᵀ; m, P̃ = exp(S − m), ℓ; O_p ← e^(m_old − m)·O_p + P̃ V_j",
+                p,
+                j,
+                phase="split",
+            ):
                 S = scale * chip.matmul(Q_p, K_j.T)  # (Nq, Bc)
                 chip.elementwise(S.size)  # τ·
                 if causal and not mask.block_fully_seen(0, cols[1], Nq, Nk):
@@ -96,7 +103,9 @@ def combine(chip: Chip, *, splits: int) -> None:
     chip.hbm.alloc("L", (Nq,), np.float32)
     with chip.step("load", None, "Load lse_1 … lse_P from HBM to on-chip SRAM", phase="combine"):
         lse = chip.load("lse_parts", "lse_parts")  # (P, Nq) SRAM
-    with chip.step("compute", None, "On chip, lse_max = max_p lse_p, LSE = log Σ_p exp(lse_p − lse_max) + lse_max", phase="combine"):
+    with chip.step(
+        "compute", None, "On chip, lse_max = max_p lse_p, LSE = log Σ_p exp(lse_p − lse_max) + lse_max", phase="combine"
+    ):
         lse_max = chip.put("lse_max", lse.max(axis=0))  # (Nq,)
         with np.errstate(divide="ignore"):
             LSE = chip.put("LSE", np.log(chip.exp(lse - shift(lse_max)).sum(axis=0)) + shift(lse_max))  # (Nq,)
@@ -140,13 +149,22 @@ def counts(Nq: int, Nk: int, d: int, s: int, Bc: int, splits: int, causal: bool 
     partials = F * splits * Nq * (d + 1)
     split = Counts(reads, partials, flops, exps, elementwise)
     # max, −, Σ over the P lse's and log, +; per split: −, and ·, + on O_p
-    merge = Counts(partials, s * Nq * d + F * Nq, 0, 2 * splits * Nq, 3 * splits * Nq + 2 * Nq + splits * Nq * (1 + 2 * d))
+    merge = Counts(
+        partials, s * Nq * d + F * Nq, 0, 2 * splits * Nq, 3 * splits * Nq + 2 * Nq + splits * Nq * (1 + 2 * d)
+    )
     return [("split K/V: partial O_p, lse_p", split), ("combine", merge)]
 
 
 def footprint(Nq: int, Bc: int, d: int, s: int, splits: int) -> dict[str, int]:
     """Bytes of each SRAM buffer at the peak: kernel 1's (P̃ next to O_p), or the combine's if larger."""
-    split = {"Q": s * Nq * d, "K_j": s * Bc * d, "V_j": s * Bc * d, "O_p": F * Nq * d, "P̃": F * Nq * Bc, "ℓ, m, m_new, α": 4 * F * Nq}
+    split = {
+        "Q": s * Nq * d,
+        "K_j": s * Bc * d,
+        "V_j": s * Bc * d,
+        "O_p": F * Nq * d,
+        "P̃": F * Nq * Bc,
+        "ℓ, m, m_new, α": 4 * F * Nq,
+    }
     merge = {"lse_parts": F * splits * Nq, "lse_max, LSE": 2 * F * Nq, "O": F * Nq * d, "O_p": F * Nq * d}
     return merge if splits > 1 and sum(merge.values()) > sum(split.values()) else split
 

@@ -10,7 +10,10 @@ from sim.memory import human_bytes
 def backward_table(report: dict) -> RenderableType:
     """The backward pass's traffic per tensor and its check against the closed form; then forward, backward, total."""
     b = report["backward"]
-    title = Text(f"backward · Br={b['block_rows']}, Bc={b['block_cols']} · SRAM peak {human_bytes(b['sram_peak_bytes'])}", style="bold")
+    title = Text(
+        f"backward · Br={b['block_rows']}, Bc={b['block_cols']} · SRAM peak {human_bytes(b['sram_peak_bytes'])}",
+        style="bold",
+    )
     traffic = Table(title="HBM traffic (backward)", title_justify="left", show_edge=False)
     traffic.add_column("tensor")
     traffic.add_column("read", justify="right")
@@ -29,7 +32,12 @@ def backward_table(report: dict) -> RenderableType:
     totals.add_column("")
     for name in ("forward", "backward", "total"):
         totals.add_column(name, justify="right")
-    for key, label in (("hbm_bytes", "HBM bytes"), ("flops", "matmul FLOPs"), ("exps", "exponentials"), ("elementwise", "other elementwise")):
+    for key, label in (
+        ("hbm_bytes", "HBM bytes"),
+        ("flops", "matmul FLOPs"),
+        ("exps", "exponentials"),
+        ("elementwise", "other elementwise"),
+    ):
         totals.add_row(label, *(f"{split[key][p]:,}" for p in ("forward", "backward", "total")))
     err = b["max_abs_err"]
     error = Text(

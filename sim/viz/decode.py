@@ -9,14 +9,25 @@ from sim.hardware import Hardware
 from sim.memory import human_bytes
 
 
-def decode_table(rows: list[Occupancy], best: int, *, batch: int, heads: int, queries: int, nk: int, d: int, dtype: str, hw: Hardware) -> RenderableType:
+def decode_table(
+    rows: list[Occupancy], best: int, *, batch: int, heads: int, queries: int, nk: int, d: int, dtype: str, hw: Hardware
+) -> RenderableType:
     """One row per number of splits: thread blocks, SMs kept busy, waves, traffic and the model's time."""
     title = Text(
         f"Flash-Decoding · {queries} query row(s) against Nk={nk:,} keys · d={d} · batch {batch} × {heads} heads · {dtype} · {hw.name}",
         style="bold",
     )
     t = Table(show_edge=False)
-    for name in ("splits", "thread blocks", f"SMs busy (of {hw.sm_count})", "waves", "SM-time used", "HBM bytes", "time", "vs 1 split"):
+    for name in (
+        "splits",
+        "thread blocks",
+        f"SMs busy (of {hw.sm_count})",
+        "waves",
+        "SM-time used",
+        "HBM bytes",
+        "time",
+        "vs 1 split",
+    ):
         t.add_column(name, justify="right")
     one = rows[0].seconds
     for r in rows:

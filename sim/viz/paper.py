@@ -23,7 +23,9 @@ def figure2(fig: paper.Figure2) -> RenderableType:
     for label in ("standard", "FlashAttention", "std ÷ FA"):
         left.add_column(f"paper (A100)\n{label}", justify="right", style="dim")
     for quantity, ms, mf, ps, pf in fig.rows():
-        left.add_row(quantity, f"{ms:,.1f}", f"{mf:,.1f}", f"{ms / mf:.2f}×", f"{ps:,.1f}", f"{pf:,.1f}", f"{ps / pf:.2f}×")
+        left.add_row(
+            quantity, f"{ms:,.1f}", f"{mf:,.1f}", f"{ms / mf:.2f}×", f"{ps:,.1f}", f"{pf:,.1f}", f"{ps / pf:.2f}×"
+        )
 
     blocks = Table.grid(padding=(0, 2))
     blocks.add_column(style="cyan")
@@ -42,8 +44,20 @@ def figure2(fig: paper.Figure2) -> RenderableType:
         style="green" if same else "bold red",
     )
 
-    middle = Table(title="Figure 2 (middle) · FlashAttention forward (Algorithm 1) as the block size grows", title_justify="left", show_edge=False)
-    for name in ("Bc", "Br", "HBM (GB)", "runtime (ms)", "bound", "SRAM needed", f"fits {human_bytes(fig.hardware.sram_bytes)}"):
+    middle = Table(
+        title="Figure 2 (middle) · FlashAttention forward (Algorithm 1) as the block size grows",
+        title_justify="left",
+        show_edge=False,
+    )
+    for name in (
+        "Bc",
+        "Br",
+        "HBM (GB)",
+        "runtime (ms)",
+        "bound",
+        "SRAM needed",
+        f"fits {human_bytes(fig.hardware.sram_bytes)}",
+    ):
         middle.add_column(name, justify="right")
     for b in fig.blocks:
         middle.add_row(

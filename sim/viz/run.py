@@ -21,7 +21,9 @@ def run_table(report: dict) -> RenderableType:
     config.add_column(style="cyan")
     config.add_column()
     config.add_row("blocks", f"Br={r['block_rows']}, Bc={r['block_cols']}")
-    config.add_row("SRAM", f"peak {human_bytes(r['sram_peak_bytes'])} of {human_bytes(r['sram_bytes'])} ({r['hardware']})")
+    config.add_row(
+        "SRAM", f"peak {human_bytes(r['sram_peak_bytes'])} of {human_bytes(r['sram_bytes'])} ({r['hardware']})"
+    )
     config.add_row("scale", f"{r['scale']:.6g}")
 
     traffic = Table(title="HBM traffic", title_justify="left", show_edge=False)
@@ -33,9 +35,13 @@ def run_table(report: dict) -> RenderableType:
     traffic.add_row(Text("total", style="bold"), human_bytes(r["hbm_read_bytes"]), human_bytes(r["hbm_write_bytes"]))
 
     closed = r["closed_form"]
-    check = Text("= closed form (iomodel)", style="green") if closed["matches"] else Text(
-        f"≠ closed form: {count(closed['hbm_read_bytes'])} read, {count(closed['hbm_write_bytes'])} written",
-        style="bold red",
+    check = (
+        Text("= closed form (iomodel)", style="green")
+        if closed["matches"]
+        else Text(
+            f"≠ closed form: {count(closed['hbm_read_bytes'])} read, {count(closed['hbm_write_bytes'])} written",
+            style="bold red",
+        )
     )
     totals = Table.grid(padding=(0, 2))
     totals.add_column(style="cyan")
@@ -43,12 +49,20 @@ def run_table(report: dict) -> RenderableType:
     totals.add_column()
     totals.add_row("HBM bytes", count(r["hbm_bytes"]), check)
     if r["l2_read_bytes"]:
-        totals.add_row("L2 re-reads", count(r["l2_read_bytes"]), Text("not HBM traffic (Theorem 2's assumption)", style="dim"))
+        totals.add_row(
+            "L2 re-reads", count(r["l2_read_bytes"]), Text("not HBM traffic (Theorem 2's assumption)", style="dim")
+        )
     totals.add_row("matmul FLOPs", count(r["flops"]), "")
     totals.add_row("exponentials", count(r["exps"]), "")
     if r["algorithm"] != "standard":
         ratio = r["standard_hbm_bytes"] / r["hbm_bytes"]
-        totals.add_row("standard attention", count(r["standard_hbm_bytes"]), f"HBM bytes for the same shape: {ratio:.1f}× more")
+        totals.add_row(
+            "standard attention", count(r["standard_hbm_bytes"]), f"HBM bytes for the same shape: {ratio:.1f}× more"
+        )
     err = r["max_abs_err"]
-    totals.add_row("max |O − ref|", "not computed (--counts-only)" if err is None else f"{err:.3e}", Text("vs float64", style="dim"))
+    totals.add_row(
+        "max |O − ref|",
+        "not computed (--counts-only)" if err is None else f"{err:.3e}",
+        Text("vs float64", style="dim"),
+    )
     return Group(Text(title, style="bold"), config, Text(""), traffic, Text(""), totals)

@@ -91,7 +91,7 @@ def plot(sw: Sweep, path: str) -> None:
         raise InputError("--plot: needs matplotlib, which is not installed; pip install matplotlib") from None
     fig, (traffic, time) = plt.subplots(1, 2, figsize=(11, 4.2))
     groups = sorted({(r.d, r.block_cols, r.sram_bytes) for r in sw.rows})
-    for (d, block, sram), line in zip(groups, ("-", "--", ":", "-.") * len(groups)):
+    for (d, block, sram), line in zip(groups, ("-", "--", ":", "-.") * len(groups), strict=False):
         rows = [r for r in sw.rows if (r.d, r.block_cols, r.sram_bytes) == (d, block, sram)]
         varying = [(f"d={d}", 0), (f"Bc={block}", 1), (f"SRAM {human_bytes(sram)}", 2)]
         parts = [text for text, i in varying if len({g[i] for g in groups}) > 1]

@@ -13,8 +13,6 @@ from sim.viz.steps import array, listing
 def intro(flash: Result, q, k, v) -> RenderableType:
     """The inputs and the tiling, before the first step."""
     grid = Table.grid(padding=(0, 3))
-    for name in ("Q", "K", "V"):
-        grid.add_column()
     grid.add_row(*(Text(n, style="bold") for n in ("Q", "K", "V")))
     grid.add_row(*(array(x.tolist(), whole=True) for x in (q, k, v)))
     return Group(
