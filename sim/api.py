@@ -110,24 +110,20 @@ def run(
     output = np.empty(q.shape, q.dtype)
     stat_names = {"flash2": ("L",), "flash1": ("ℓ", "m")}.get(algorithm, ())
     stats = {name: np.empty((*lead, N), np.float32) for name in stat_names}
-    ledger, peak, trace = Ledger(), 0, None
-    for n, head in enumerate(product(*(range(x) for x in lead))):
-        if n == 0 and record != "counts":
-            trace = _new_trace(algorithm, N, Nk, d, q.dtype, causal, scale, setup, record, head, q, k, v)
-            chip = Chip(M, record, trace, row)
-        else:
-            chip = Chip(M)
+
+    def one_head(chip: Chip, head: tuple, n: int) -> None:
         drop = dropout_.Dropout(dropout_p, seed, n) if dropout_p > 0 else None
         _run_head(chip, algorithm, q[head], k[head], v[head], Br, Bc, scale, causal, drop)
         output[head] = chip.hbm.tensors["O"]
         for name in stat_names:
             stats[name][head] = chip.hbm.tensors[name]
-        ledger.add(chip.ledger)
-        peak = max(peak, chip.sram.peak)
-        if trace is not None and n == 0:
-            trace.hbm = {t: {"shape": list(a.shape), "dtype": str(a.dtype)} for t, a in chip.hbm.tensors.items()}
-            if record == "values":
-                trace.output = output[head].astype(np.float64).tolist()
+
+    def new_trace(head: tuple) -> Trace:
+        return _new_trace(algorithm, N, Nk, d, q.dtype, causal, scale, setup, record, head, q, k, v)
+
+    ledger, peak, trace = _each_head(lead, M, record, row, new_trace, one_head)
+    if trace is not None and record == "values":
+        trace.output = output[(0,) * len(lead)].astype(np.float64).tolist()
     lse = stats.pop("L", None)
     return Result(
         algorithm, output, lse, stats, ledger, Br, Bc, M, peak, scale, causal, dtype_name(q.dtype), hw,
@@ -171,6 +167,24 @@ def count(
     ledger.add(one.ledger, batch * heads)
     one.ledger, one.heads, one.output, one.lse, one.stats = ledger, batch * heads, None, None, {}
     return one
+
+
+def _each_head(lead, M: int, record: str, row, new_trace, one_head) -> tuple[Ledger, int, Trace | None]:
+    """Run `one_head(chip, head, n)` on a fresh Chip for every (batch, head) index in `lead`, tracing the first
+    when `record` asks; returns the summed ledger, the SRAM peak and the trace."""
+    ledger, peak, trace = Ledger(), 0, None
+    for n, head in enumerate(product(*(range(x) for x in lead))):
+        if n == 0 and record != "counts":
+            trace = new_trace(head)
+            chip = Chip(M, record, trace, row)
+        else:
+            chip = Chip(M)
+        one_head(chip, head, n)
+        ledger.add(chip.ledger)
+        peak = max(peak, chip.sram.peak)
+        if n == 0 and trace is not None:
+            trace.hbm = {t: {"shape": list(a.shape), "dtype": str(a.dtype)} for t, a in chip.hbm.tensors.items()}
+    return ledger, peak, trace
 
 
 def _run_head(chip: Chip, algorithm, q, k, v, Br, Bc, scale, causal, dropout=None) -> None:
@@ -365,25 +379,19 @@ def backward(
     Br, Bc, M, hw = _setup_backward(algorithm, N, Nk, d, q.dtype, block_rows, block_cols, blocks, sram_bytes, hardware)
 
     dq, dk, dv = np.empty(q.shape, q.dtype), np.empty(k.shape, q.dtype), np.empty(k.shape, q.dtype)
-    ledger, peak, trace = Ledger(), 0, None
-    for n, head in enumerate(product(*(range(x) for x in lead))):
-        if n == 0 and record != "counts":
-            setup = (Br, Bc, M, hw)
-            trace = _new_trace(f"{algorithm} backward", N, Nk, d, q.dtype, causal, scale, setup, record, head, q, k, v)
-            chip = Chip(M, record, trace, row)
-        else:
-            chip = Chip(M)
-        for name, x in (("Q", q), ("K", k), ("V", v), ("O", o), ("dO", do)):
-            chip.hbm.place(name, x[head])
-        for name, x in stats.items():
+
+    def one_head(chip: Chip, head: tuple, n: int) -> None:
+        for name, x in (("Q", q), ("K", k), ("V", v), ("O", o), ("dO", do), *stats.items()):
             chip.hbm.place(name, x[head])
         drop = dropout_.Dropout(dropout_p, seed, n) if dropout_p > 0 else None
         backward_.ALGORITHMS[algorithm](chip, Br=Br, Bc=Bc, scale=scale, causal=causal, dropout=drop)
         dq[head], dk[head], dv[head] = (chip.hbm.tensors[t] for t in ("dQ", "dK", "dV"))
-        ledger.add(chip.ledger)
-        peak = max(peak, chip.sram.peak)
-        if trace is not None and n == 0:
-            trace.hbm = {t: {"shape": list(a.shape), "dtype": str(a.dtype)} for t, a in chip.hbm.tensors.items()}
+
+    def new_trace(head: tuple) -> Trace:
+        setup = (Br, Bc, M, hw)
+        return _new_trace(f"{algorithm} backward", N, Nk, d, q.dtype, causal, scale, setup, record, head, q, k, v)
+
+    ledger, peak, trace = _each_head(lead, M, record, row, new_trace, one_head)
     return Gradients(
         algorithm, dq, dk, dv, ledger, Br, Bc, M, peak, scale, causal, dtype_name(q.dtype), hw,
         int(np.prod(lead, dtype=np.int64)), N, Nk, d, dropout_p, seed, trace,
