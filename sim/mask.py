@@ -18,3 +18,12 @@ def block_seen(r1: int, c0: int, N: int, Nk: int) -> bool:
 def block_fully_seen(r0: int, c1: int, N: int, Nk: int) -> bool:
     """Whether every query of a block starting at row r0 sees every key of a block ending at column c1."""
     return c1 - 1 <= r0 + Nk - N
+
+
+def hide(chip, S: np.ndarray, rows: tuple[int, int], cols: tuple[int, int], N: int, Nk: int) -> np.ndarray:
+    """The tile S of scores for `rows` × `cols` with −∞ where the mask hides a key, the select booked on
+    `chip` as elementwise work; a tile every query sees entirely is returned as it is, at no cost."""
+    if block_fully_seen(rows[0], cols[1], N, Nk):
+        return S
+    chip.elementwise(S.size)
+    return np.where(visible(*rows, *cols, N, Nk), S, -np.inf)

@@ -5,6 +5,23 @@ import numpy as np
 from sim import mask
 
 
+def _scale(q: np.ndarray, scale: float | None) -> float:
+    return 1.0 / np.sqrt(q.shape[-1]) if scale is None else scale
+
+
+def _exp_scores(q: np.ndarray, k: np.ndarray, causal: bool, scale: float | None):
+    """(e, m, ℓ): e = exp(S − m) for the scores S = τ q kᵀ (−∞ where the causal mask hides a key), their
+    row max m (0 for a row that sees no key) and row sum ℓ, each (..., N, ·)."""
+    N, Nk = q.shape[-2], k.shape[-2]
+    s = _scale(q, scale) * (q @ np.swapaxes(k, -1, -2))  # (..., N, Nk)
+    if causal:
+        s = np.where(mask.visible(0, N, 0, Nk, N, Nk), s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m = np.where(np.isneginf(m), 0.0, m)
+    e = np.exp(s - m)
+    return e, m, e.sum(axis=-1, keepdims=True)
+
+
 def attention(q, k, v, *, causal: bool = False, scale: float | None = None, dropout_mask=None):
     """softmax(scale · q kᵀ) v in float64, with its log-sum-exp; leading dimensions batch.
 
@@ -13,16 +30,7 @@ def attention(q, k, v, *, causal: bool = False, scale: float | None = None, drop
     `dropout_mask` Z (..., N, Nk), if given, multiplies the probabilities: o = (P ∘ Z) v.
     """
     q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
-    N, d = q.shape[-2:]
-    Nk = k.shape[-2]
-    scale = 1.0 / np.sqrt(d) if scale is None else scale
-    s = scale * (q @ np.swapaxes(k, -1, -2))  # (..., N, Nk)
-    if causal:
-        s = np.where(mask.visible(0, N, 0, Nk, N, Nk), s, -np.inf)
-    m = s.max(axis=-1, keepdims=True)
-    m = np.where(np.isneginf(m), 0.0, m)
-    p = np.exp(s - m)
-    ℓ = p.sum(axis=-1, keepdims=True)  # the softmax's denominator: dropout does not change it
+    p, m, ℓ = _exp_scores(q, k, causal, scale)  # ℓ, the softmax's denominator: dropout does not change it
     if dropout_mask is not None:
         p = p * np.asarray(dropout_mask, dtype=np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -39,15 +47,8 @@ def attention_backward(q, k, v, do, *, causal: bool = False, scale: float | None
     dP = (do vᵀ) ∘ Z, dS = P ∘ (dP − rowsum(P ∘ dP)), dq = τ dS k, dk = τ dSᵀ q.
     """
     q, k, v, do = (np.asarray(x, dtype=np.float64) for x in (q, k, v, do))
-    N, d = q.shape[-2:]
-    Nk = k.shape[-2]
-    scale = 1.0 / np.sqrt(d) if scale is None else scale
-    s = scale * (q @ np.swapaxes(k, -1, -2))  # (..., N, Nk)
-    if causal:
-        s = np.where(mask.visible(0, N, 0, Nk, N, Nk), s, -np.inf)
-    m = s.max(axis=-1, keepdims=True)
-    e = np.exp(s - np.where(np.isneginf(m), 0.0, m))
-    ℓ = e.sum(axis=-1, keepdims=True)
+    scale = _scale(q, scale)
+    e, _, ℓ = _exp_scores(q, k, causal, scale)
     with np.errstate(invalid="ignore", divide="ignore"):
         p = np.where(ℓ > 0, e / ℓ, 0.0)  # (..., N, Nk)
     z = np.ones_like(p) if dropout_mask is None else np.asarray(dropout_mask, dtype=np.float64)

@@ -201,8 +201,7 @@ def flash1(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout:
                 chip.elementwise(S_ij.size)  # τ·
             if causal and not mask.block_fully_seen(rows[0], cols[1], N, Nk):
                 with chip.step("compute", 12, "On chip, compute S_ij^masked = MASK(S_ij)", i, j):
-                    S_ij = chip.put("S_ij", np.where(mask.visible(*rows, *cols, N, Nk), S_ij, -np.inf))
-                    chip.elementwise(S_ij.size)  # the mask's select
+                    S_ij = chip.put("S_ij", mask.hide(chip, S_ij, rows, cols, N, Nk))
             with chip.step("compute", 13, "On chip, compute P_ij = diag(ℓ_i)⁻¹ exp(S_ij^masked − m_i)", i, j):
                 P_ij = chip.put("P_ij", _div(chip.exp(S_ij - shift(m_i)[:, None]), ℓ_i), replaces=["S_ij"])
                 chip.elementwise(2 * P_ij.size)  # − m_i, ÷ℓ_i
@@ -300,9 +299,8 @@ def flash2(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout:
             with chip.step("compute", 10, "On chip, compute S_ij = τ Q_i K_jᵀ", i, j):
                 S_ij = scale * chip.matmul(Q_i, K_j.T)  # (Br, Bc)
                 chip.elementwise(S_ij.size)  # τ·
-                if causal and not mask.block_fully_seen(rows[0], cols[1], N, Nk):
-                    S_ij = np.where(mask.visible(*rows, *cols, N, Nk), S_ij, -np.inf)
-                    chip.elementwise(S_ij.size)  # the mask's select
+                if causal:
+                    S_ij = mask.hide(chip, S_ij, rows, cols, N, Nk)
                 S_ij = chip.put("S_ij", S_ij)
             with chip.step("compute", 11, "On chip, compute P_ij = exp(S_ij − L_i)", i, j):
                 P_ij = chip.put("P_ij", chip.exp(S_ij - shift(L_i)[:, None]), replaces=["S_ij"])  # (Br, Bc)

@@ -67,9 +67,8 @@ def split_kv(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) ->
             ):
                 S = scale * chip.matmul(Q_p, K_j.T)  # (Nq, Bc)
                 chip.elementwise(S.size)  # τ·
-                if causal and not mask.block_fully_seen(0, cols[1], Nq, Nk):
-                    S = np.where(mask.visible(0, Nq, *cols, Nq, Nk), S, -np.inf)
-                    chip.elementwise(S.size)  # the mask's select
+                if causal:
+                    S = mask.hide(chip, S, (0, Nq), cols, Nq, Nk)
                 S = chip.put("S", S)
                 m_new = chip.put("m_new", np.maximum(m, S.max(axis=1)))  # (Nq,)
                 P̃ = chip.put("P̃", chip.exp(S - shift(m_new)[:, None]), replaces=["S"])  # (Nq, Bc)

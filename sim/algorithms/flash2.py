@@ -46,9 +46,8 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout
             with chip.step("compute", 8, "On chip, compute S_ij = τ Q_i K_jᵀ", i, j):
                 S_ij = scale * chip.matmul(Q_i, K_j.T)  # (Br, Bc)
                 chip.elementwise(S_ij.size)  # τ·
-                if causal and not mask.block_fully_seen(rows[0], cols[1], N, Nk):
-                    S_ij = np.where(mask.visible(*rows, *cols, N, Nk), S_ij, -np.inf)
-                    chip.elementwise(S_ij.size)  # the mask's select
+                if causal:
+                    S_ij = mask.hide(chip, S_ij, rows, cols, N, Nk)
                 S_ij = chip.put("S_ij", S_ij)
             with chip.step(
                 "compute",
