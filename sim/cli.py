@@ -65,6 +65,20 @@ ALGORITHM = click.Choice(["standard", "flash1", "flash2"])
 DTYPE = click.Choice(list(DTYPES))
 HARDWARE = click.Choice(list(hardware.PRESETS), case_sensitive=False)
 POSITIVE = click.IntRange(min=1)
+NK = click.option("--nk", type=POSITIVE, default=None, help="Key/value rows Nk  [default: N]")
+CAUSAL = click.option("--causal", is_flag=True, help="Causal mask, aligned bottom-right when N ≠ Nk.")
+SCALE = click.option("--scale", type=float, default=None, help="Softmax scale τ  [default: 1/√d]")
+BLOCK_ROWS = click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
+BLOCK_COLS = click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
+SRAM_BYTES = click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
+SEED = click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+JSON_REPORT = click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Also write the report here.",
+)
 
 
 def random_inputs(batch: int, heads: int, n: int, nk: int, d: int, dtype: str, seed: int):
@@ -81,22 +95,22 @@ def print_json(obj) -> None:
 @app.command("run")
 @click.option("--algo", type=ALGORITHM, default="flash2", show_default=True, help="Algorithm to simulate.")
 @click.option("--n", type=POSITIVE, default=1024, show_default=True, help="Query rows N.")
-@click.option("--nk", type=POSITIVE, default=None, help="Key/value rows Nk  [default: N]")
+@NK
 @click.option("--d", type=POSITIVE, default=64, show_default=True, help="Head dimension d.")
 @click.option("--batch", type=POSITIVE, default=1, show_default=True)
 @click.option("--heads", type=POSITIVE, default=1, show_default=True)
 @click.option("--dtype", type=DTYPE, default="fp16", show_default=True, help="Storage dtype (on-chip math is fp32).")
-@click.option("--causal", is_flag=True, help="Causal mask, aligned bottom-right when N ≠ Nk.")
-@click.option("--scale", type=float, default=None, help="Softmax scale τ  [default: 1/√d]")
-@click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
-@click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
+@CAUSAL
+@SCALE
+@BLOCK_ROWS
+@BLOCK_COLS
 @click.option(
     "--blocks", type=click.Choice(["fit", "paper"]), default="fit", show_default=True,
     help="Rule for blocks not given: the largest that fit, or the paper's Bc = ⌈M/4d⌉, Br = min(Bc, d).",
 )  # fmt: skip
-@click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
+@SRAM_BYTES
 @click.option("--hardware", "hardware_name", type=HARDWARE, default=hardware.DEFAULT, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@SEED
 @click.option("--counts-only", is_flag=True, help="Count bytes and FLOPs only (one head simulated; no error check).")
 @click.option("--backward", is_flag=True, help="Also run the backward pass (upstream gradient dO seeded at random).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of the table.")
@@ -180,13 +194,7 @@ def walkthrough_command(as_json) -> None:
     show_default=True,
     help="N of the flash2 memory probe (0 skips it).",
 )
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="Also write the report here.",
-)
+@JSON_REPORT
 def bench_sim_command(n, d, dtype, repeats, memory_n, json_path) -> None:
     """Time the simulator's full numerics against plain NumPy attention, and probe flash2's memory."""
     result = bench.bench_sim(n=n, d=d, dtype=dtype, repeats=repeats, memory_n=memory_n or None)
@@ -197,13 +205,7 @@ def bench_sim_command(n, d, dtype, repeats, memory_n, json_path) -> None:
 
 @bench_app.command("gpu")
 @click.option("--quick", is_flag=True, help="N ∈ {1024, 4096}, fp16 only (about a tenth of the full run).")
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="Also write the report here.",
-)
+@JSON_REPORT
 @click.option(
     "--markdown",
     "markdown_path",
@@ -230,12 +232,12 @@ def bench_gpu_command(quick, json_path, markdown_path) -> None:
 
 @app.command("compare")
 @click.option("--n", type=POSITIVE, default=2048, show_default=True, help="Query rows N.")
-@click.option("--nk", type=POSITIVE, default=None, help="Key/value rows Nk  [default: N]")
+@NK
 @click.option("--d", type=click.IntRange(1, 128), default=64, show_default=True, help="Head dimension d.")
 @click.option("--batch", type=POSITIVE, default=1, show_default=True)
 @click.option("--heads", type=POSITIVE, default=16, show_default=True)
 @click.option("--dtype", type=click.Choice(["fp16", "bf16"]), default="fp16", show_default=True)
-@click.option("--causal", is_flag=True, help="Causal mask, aligned bottom-right when N ≠ Nk.")
+@CAUSAL
 @click.option("--kernel", type=click.Choice(["v1", "v2"]), default="v2", show_default=True, help="GPU kernel.")
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
 def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, no_counters) -> None:
@@ -264,22 +266,22 @@ TOY_MAX_N, TOY_MAX_D = 64, 16  # `trace` runs on the toy part up to this size un
 @click.option("--algo", type=ALGORITHM, default="flash2", show_default=True, help="Algorithm to simulate.")
 @click.option("--backward", is_flag=True, help="Trace the algorithm's backward pass instead of its forward.")
 @click.option("--n", type=POSITIVE, default=16, show_default=True, help="Query rows N.")
-@click.option("--nk", type=POSITIVE, default=None, help="Key/value rows Nk  [default: N]")
+@NK
 @click.option("--d", type=POSITIVE, default=4, show_default=True, help="Head dimension d.")
 @click.option("--dtype", type=DTYPE, default="fp32", show_default=True, help="Storage dtype (on-chip math is fp32).")
-@click.option("--causal", is_flag=True, help="Causal mask, aligned bottom-right when N ≠ Nk.")
-@click.option("--scale", type=float, default=None, help="Softmax scale τ  [default: 1/√d]")
-@click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
-@click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
+@CAUSAL
+@SCALE
+@BLOCK_ROWS
+@BLOCK_COLS
 @click.option(
     "--blocks", type=click.Choice(["fit", "paper"]), default="fit", show_default=True, help="Rule for blocks not given."
 )
-@click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
+@SRAM_BYTES
 @click.option(
     "--hardware", "hardware_name", type=HARDWARE, default="toy",
     help=f"GPU preset  [default: toy (1 KiB of SRAM) up to N, Nk = {TOY_MAX_N} and d = {TOY_MAX_D}; {hardware.DEFAULT} beyond]",
 )  # fmt: skip
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+@SEED
 @click.option(
     "--load", "load_path", type=click.Path(dir_okay=False), default=None, help="Open a trace saved with --json."
 )

@@ -1,6 +1,6 @@
 """GPU presets: the datasheet figures the memory model and the roofline estimates need."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sim.errors import InputError
 
@@ -34,51 +34,46 @@ class Hardware:
         return self.peak_flops[dtype]
 
 
+A100_40GB = Hardware(
+    name="A100-40GB",
+    hbm_bytes=40 * GB,
+    hbm_bandwidth=1555 * GB,
+    sram_bytes=163 * KiB,
+    sram_per_sm_bytes=192 * KiB,
+    sm_count=108,
+    l2_bytes=40 * MiB,
+    peak_flops={"fp16": 312 * TFLOPS, "bf16": 312 * TFLOPS, "fp32": 19.5 * TFLOPS},
+    source="NVIDIA A100 datasheet (SXM4 40GB) and CUDA C++ Programming Guide, compute capability 8.0",
+)
+H100_SXM = Hardware(
+    name="H100-SXM",
+    hbm_bytes=80 * GB,
+    hbm_bandwidth=3350 * GB,
+    sram_bytes=227 * KiB,
+    sram_per_sm_bytes=256 * KiB,
+    sm_count=132,
+    l2_bytes=50 * MiB,
+    peak_flops={"fp16": 989.4 * TFLOPS, "bf16": 989.4 * TFLOPS, "fp32": 66.9 * TFLOPS},
+    source="NVIDIA H100 datasheet (SXM5) and CUDA C++ Programming Guide, compute capability 9.0",
+)
 PRESETS: dict[str, Hardware] = {
     h.name: h
     for h in [
-        Hardware(
-            name="A100-40GB",
-            hbm_bytes=40 * GB,
-            hbm_bandwidth=1555 * GB,
-            sram_bytes=163 * KiB,
-            sram_per_sm_bytes=192 * KiB,
-            sm_count=108,
-            l2_bytes=40 * MiB,
-            peak_flops={"fp16": 312 * TFLOPS, "bf16": 312 * TFLOPS, "fp32": 19.5 * TFLOPS},
-            source="NVIDIA A100 datasheet (SXM4 40GB) and CUDA C++ Programming Guide, compute capability 8.0",
-        ),
-        Hardware(
+        A100_40GB,
+        replace(  # the same chip with HBM2e
+            A100_40GB,
             name="A100-80GB",
             hbm_bytes=80 * GB,
             hbm_bandwidth=2039 * GB,
-            sram_bytes=163 * KiB,
-            sram_per_sm_bytes=192 * KiB,
-            sm_count=108,
-            l2_bytes=40 * MiB,
-            peak_flops={"fp16": 312 * TFLOPS, "bf16": 312 * TFLOPS, "fp32": 19.5 * TFLOPS},
             source="NVIDIA A100 datasheet (SXM4 80GB) and CUDA C++ Programming Guide, compute capability 8.0",
         ),
-        Hardware(
-            name="H100-SXM",
-            hbm_bytes=80 * GB,
-            hbm_bandwidth=3350 * GB,
-            sram_bytes=227 * KiB,
-            sram_per_sm_bytes=256 * KiB,
-            sm_count=132,
-            l2_bytes=50 * MiB,
-            peak_flops={"fp16": 989.4 * TFLOPS, "bf16": 989.4 * TFLOPS, "fp32": 66.9 * TFLOPS},
-            source="NVIDIA H100 datasheet (SXM5) and CUDA C++ Programming Guide, compute capability 9.0",
-        ),
-        Hardware(
+        H100_SXM,
+        replace(  # the same chip with more and faster HBM3e
+            H100_SXM,
             name="H200",
             hbm_bytes=141 * GB,
             hbm_bandwidth=4800 * GB,
-            sram_bytes=227 * KiB,
-            sram_per_sm_bytes=256 * KiB,
-            sm_count=132,
             l2_bytes=60 * MiB,
-            peak_flops={"fp16": 989.4 * TFLOPS, "bf16": 989.4 * TFLOPS, "fp32": 66.9 * TFLOPS},
             source="NVIDIA H200 datasheet (SXM); L2 size as the device reports it (cudaDeviceProp.l2CacheSize)",
         ),
         Hardware(
