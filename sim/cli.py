@@ -516,13 +516,7 @@ def decode_command(nk, queries, d, batch, heads, dtype, hardware_name, splits, a
 @click.option("--dtype", type=DTYPE, default="fp16", show_default=True)
 @click.option("--hardware", "hardware_name", type=HARDWARE, default=hardware.DEFAULT, show_default=True)
 @click.option("--keys", type=POSITIVE, default=50, show_default=True, help="Key presses timed after opening.")
-@click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="Also write the rows here.",
-)
+@JSON_REPORT
 def bench_trace_command(n, d, dtype, hardware_name, keys, json_path) -> None:
     """Time the trace viewer: record and open an N × N run of each algorithm, then answer key presses."""
     from sim import viewer
