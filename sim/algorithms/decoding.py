@@ -15,11 +15,11 @@ from math import ceil
 
 import numpy as np
 
+from sim import blocks as blocks_
 from sim import mask
-from sim.errors import InputError
 from sim.hardware import Hardware
 from sim.iomodel import Counts
-from sim.memory import ACCUMULATOR, Chip, human_bytes
+from sim.memory import ACCUMULATOR, Chip
 from sim.softmax import shift
 
 F = ACCUMULATOR.itemsize  # partial outputs, log-sum-exps and on-chip accumulators are float32
@@ -171,16 +171,11 @@ def footprint(Nq: int, Bc: int, d: int, s: int, splits: int) -> dict[str, int]:
 def fit(Nq: int, Nk: int, d: int, s: int, sram_bytes: int, splits: int) -> int:
     """The largest power-of-two Bc (capped at the longest chunk) whose buffers fit in `sram_bytes`."""
     longest = max(k1 - k0 for k0, k1 in bounds(Nk, splits))
-    smallest = sum(footprint(Nq, 1, d, s, splits).values())
-    if smallest > sram_bytes:
-        raise InputError(
-            f"q: {Nq} query rows of d={d} in {splits} splits need {human_bytes(smallest)} of SRAM "
-            f"even with one key per block; the SRAM holds {human_bytes(sram_bytes)}"
-        )
-    Bc = 1
-    while Bc < longest and sum(footprint(Nq, min(2 * Bc, longest), d, s, splits).values()) <= sram_bytes:
-        Bc = min(2 * Bc, longest)
-    return Bc
+
+    def parts(_: int, bc: int) -> dict[str, int]:  # every block holds all Nq query rows
+        return footprint(Nq, bc, d, s, splits)
+
+    return blocks_.largest(parts, Nq, longest, sram_bytes, f"Flash-Decoding in {splits} splits", Br=Nq)[1]
 
 
 # -- how many SMs each choice keeps busy -----------------------------------------------
