@@ -9,7 +9,7 @@ from gpu import counters, device, dtypes, tiling, timing
 from gpu.flash import flash_attention
 from gpu.harness import flops
 from sim import blocks, hardware, iomodel, reference
-from sim.memory import DTYPES
+from sim.dtypes import DTYPES
 
 AGREE = 0.05  # predicted global traffic vs L2-level bytes: the tolerance the comparison claims
 

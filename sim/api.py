@@ -11,8 +11,9 @@ from sim import hardware as hardware_
 from sim import mask, reference
 from sim.algorithms import backward as backward_
 from sim.algorithms import decoding, flash1, flash2, standard
+from sim.dtypes import DTYPES, dtype_name
 from sim.errors import InputError
-from sim.memory import DTYPES, Chip, Ledger, dtype_name
+from sim.memory import Chip, Ledger
 from sim.trace import Trace
 
 ALGORITHMS = {"standard": standard.forward, "flash1": flash1.forward, "flash2": flash2.forward}

@@ -11,7 +11,7 @@ import time
 import numpy as np
 
 import sim
-from sim.memory import DTYPES
+from sim.dtypes import DTYPES
 
 ALGORITHMS = ("standard", "flash1", "flash2")
 

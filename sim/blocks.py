@@ -7,10 +7,9 @@ blocks; a test holds it equal to the peak the simulator measures.
 from collections.abc import Callable
 from math import ceil
 
+from sim.dtypes import F
 from sim.errors import InputError
-from sim.memory import human_bytes
-
-F = 4  # float32: on-chip accumulators and statistics
+from sim.format import human_bytes
 
 
 def footprint(algorithm: str, Br: int, Bc: int, d: int, s: int) -> dict[str, int]:

@@ -10,8 +10,8 @@ from rich.console import Console
 import sim
 from sim import bench, hardware, paper, reference, report, sweep, training, walkthrough
 from sim.algorithms import decoding
+from sim.dtypes import DTYPES
 from sim.errors import FlashsimError, InputError
-from sim.memory import DTYPES
 from sim.viz import backward as backward_viz
 from sim.viz import bench as bench_viz
 from sim.viz import decode as decode_viz

@@ -17,9 +17,8 @@ Work comes in three kinds, counted apart:
 from dataclasses import dataclass
 from math import ceil
 
+from sim.dtypes import F
 from sim.hardware import Hardware
-
-F = 4  # bytes of a float32 statistic (ℓ, m, L, D)
 
 
 @dataclass(frozen=True)

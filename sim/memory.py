@@ -8,31 +8,14 @@ compute (and count) on SRAM-resident buffers. Every byte that crosses HBM is boo
 from collections import defaultdict
 from contextlib import nullcontext
 
-import ml_dtypes
 import numpy as np
 
+from sim.dtypes import ACCUMULATOR
 from sim.errors import InputError, SRAMOverflowError
+from sim.format import human_bytes
 from sim.trace import KEY_TENSORS, Access, Resident, Step, Trace, row_values
 
-DTYPES = {"fp16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16), "fp32": np.dtype(np.float32)}
-ACCUMULATOR = np.dtype(np.float32)  # on-chip arithmetic and the softmax statistics are float32
 MAX_TRACE_STEPS = 250_000  # a recorded trace holds at most this many steps (about 150 MB of Python objects)
-
-
-def dtype_name(dtype) -> str:
-    """ "fp16", "bf16" or "fp32" for a NumPy storage dtype."""
-    for name, dt in DTYPES.items():
-        if np.dtype(dtype) == dt:
-            return name
-    raise KeyError(dtype)
-
-
-def human_bytes(n: float) -> str:
-    """Bytes as a short string in binary units: 512 B, 16.0 KiB, 2.5 MiB."""
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
 
 
 class Ledger:

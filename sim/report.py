@@ -4,7 +4,7 @@ import numpy as np
 
 from sim import iomodel, reference
 from sim.api import Result
-from sim.memory import DTYPES
+from sim.dtypes import DTYPES
 
 
 def max_abs_error(result: Result, q, k, v) -> float:

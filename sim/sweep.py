@@ -16,10 +16,10 @@ from sim import blocks as blocks_
 from sim import hardware as hardware_
 from sim import training
 from sim.algorithms import backward as backward_
+from sim.dtypes import DTYPES
 from sim.errors import InputError
 from sim.hardware import Hardware
 from sim.iomodel import F
-from sim.memory import DTYPES
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ import numpy as np
 
 from sim import dropout, iomodel, reference
 from sim.api import Gradients, Result
+from sim.dtypes import DTYPES
 from sim.hardware import Hardware
-from sim.memory import DTYPES
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,8 @@ from rich.console import Console, RenderableType
 
 from sim import reference
 from sim.api import backward, run
+from sim.dtypes import DTYPES
 from sim.errors import InputError
-from sim.memory import DTYPES
 from sim.trace import Trace
 from sim.viz.listing import STEPS_LISTED
 from sim.viz.screen import KEYS, screen

@@ -21,11 +21,11 @@ import numpy as np
 from sim import blocks as blocks_
 from sim import mask
 from sim.dropout import Dropout
+from sim.dtypes import F
 from sim.errors import InputError, SRAMOverflowError
-from sim.memory import ACCUMULATOR, Chip, human_bytes
+from sim.format import human_bytes
+from sim.memory import Chip
 from sim.softmax import shift
-
-F = ACCUMULATOR.itemsize  # on-chip accumulators and statistics are float32
 
 
 def _div(x: np.ndarray, ℓ: np.ndarray) -> np.ndarray:

@@ -17,12 +17,11 @@ import numpy as np
 
 from sim import blocks as blocks_
 from sim import mask
+from sim.dtypes import F
 from sim.hardware import Hardware
 from sim.iomodel import Counts
-from sim.memory import ACCUMULATOR, Chip
+from sim.memory import Chip
 from sim.softmax import shift
-
-F = ACCUMULATOR.itemsize  # partial outputs, log-sum-exps and on-chip accumulators are float32
 
 
 def bounds(Nk: int, splits: int) -> list[tuple[int, int]]:

@@ -15,8 +15,10 @@ from math import ceil
 import numpy as np
 
 from sim import mask
+from sim.dtypes import ACCUMULATOR
 from sim.errors import SRAMOverflowError
-from sim.memory import ACCUMULATOR, Chip, human_bytes
+from sim.format import human_bytes
+from sim.memory import Chip
 from sim.softmax import shift
 
 

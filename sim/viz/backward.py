@@ -4,7 +4,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.memory import human_bytes
+from sim.format import human_bytes
 
 
 def backward_table(report: dict) -> RenderableType:

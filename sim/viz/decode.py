@@ -5,8 +5,8 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.algorithms.decoding import Occupancy
+from sim.format import human_bytes
 from sim.hardware import Hardware
-from sim.memory import human_bytes
 
 
 def decode_table(

@@ -3,9 +3,10 @@
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from sim.format import exact_bytes
 from sim.trace import Access
 from sim.viz import steps
-from sim.viz.panels import nbytes, traffic_panel
+from sim.viz.panels import traffic_panel
 from sim.viz.screen import run_title
 from sim.viz.timeline import Timeline
 
@@ -18,7 +19,7 @@ def moved(accesses: list[Access]) -> str:
     if not hbm:
         return "—"
     names = " ".join(dict.fromkeys(a.tensor for a in hbm))
-    return f"{names} {nbytes(sum(a.nbytes for a in hbm))}"
+    return f"{names} {exact_bytes(sum(a.nbytes for a in hbm))}"
 
 
 def span(first: int, last: int) -> str:
@@ -49,7 +50,7 @@ def tile_lines(timeline: Timeline) -> Text:
                 span(min(lines), max(lines)) if lines else "",
                 moved([a for s in group for a in s.reads]),
                 moved([a for s in group for a in s.writes]),
-                nbytes(max(s.sram_bytes for s in group)),
+                exact_bytes(max(s.sram_bytes for s in group)),
             )
         )
     table = [r for r in rows if isinstance(r, tuple)]

@@ -1,12 +1,11 @@
 """The four panels of the trace viewer, each a pure function of (timeline, step) returning a rich renderable."""
 
-import math
-
 from rich.console import Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from sim.format import exact_bytes, number
 from sim.trace import Access
 from sim.viz.steps import moves, tile
 from sim.viz.timeline import EMPTY, READ, RESIDENT, WRITTEN, Timeline, key_rows
@@ -24,20 +23,6 @@ NOTES = {
     "m_new": "the new running max",
 }
 MAX_ROWS = 6  # rows of a matrix the values panel shows before eliding
-
-
-def nbytes(n: int) -> str:
-    """Bytes, exact with thousands separators below 1 MiB (1,248 B), else in MiB or GiB to 2 decimals."""
-    if n < 2**20:
-        return f"{n:,} B"
-    return f"{n / 2**20:,.2f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
-
-
-def number(x) -> str:
-    """A value to three decimals, ∞ for infinities."""
-    if math.isinf(x):
-        return "−∞" if x < 0 else "∞"
-    return f"{x:.3f}"
 
 
 def matrix(values, room: int = 80, max_rows: int = MAX_ROWS) -> str:
@@ -136,14 +121,16 @@ def sram_section(timeline: Timeline, k: int, width: int) -> RenderableType:
     """The occupancy bar with used/capacity and peak so far, then each resident buffer."""
     step, cap = timeline.steps[k], timeline.sram_capacity
     used, peak = step.sram_bytes, timeline.peak(k)
-    numbers = Text(f"{nbytes(used)} of {nbytes(cap)} ({100 * used / cap:.0f}%) · peak so far {nbytes(peak)}")
+    numbers = Text(
+        f"{exact_bytes(used)} of {exact_bytes(cap)} ({100 * used / cap:.0f}%) · peak so far {exact_bytes(peak)}"
+    )
     per_line = max(1, width // 34)  # resident buffers side by side where the panel is wide
     residents = Table.grid(padding=(0, 1))
     for _ in range(per_line):
         residents.add_column(no_wrap=True)
         residents.add_column(justify="right", no_wrap=True)
         residents.add_column(style="dim", no_wrap=True)
-    entries = [(r.name, nbytes(r.nbytes), origin(r.source, timeline.trace.hbm) + "  ") for r in step.sram]
+    entries = [(r.name, exact_bytes(r.nbytes), origin(r.source, timeline.trace.hbm) + "  ") for r in step.sram]
     for n in range(0, len(entries), per_line):
         row = [cell for entry in entries[n : n + per_line] for cell in entry]
         residents.add_row(*row, *[""] * (3 * per_line - len(row)))
@@ -265,15 +252,18 @@ def traffic_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
     if l2:
         table.add_column("L2 re-read", justify="right", no_wrap=True)
     for tensor, (read, written, cached) in traffic.items():
-        table.add_row(tensor, nbytes(read), nbytes(written), *([nbytes(cached)] if l2 else []))
+        table.add_row(tensor, exact_bytes(read), exact_bytes(written), *([exact_bytes(cached)] if l2 else []))
     step = timeline.steps[k]
     table.add_row(
-        Text("total", style="bold"), nbytes(step.hbm_read_bytes), nbytes(step.hbm_write_bytes), end_section=True
+        Text("total", style="bold"),
+        exact_bytes(step.hbm_read_bytes),
+        exact_bytes(step.hbm_write_bytes),
+        end_section=True,
     )
     closed = timeline.closed_form()
     label, other = timeline.contrast()
-    table.add_row("closed form", nbytes(closed.hbm_read_bytes), nbytes(closed.hbm_write_bytes))
-    table.add_row(label, nbytes(other.hbm_read_bytes), nbytes(other.hbm_write_bytes), style="dim")
+    table.add_row("closed form", exact_bytes(closed.hbm_read_bytes), exact_bytes(closed.hbm_write_bytes))
+    table.add_row(label, exact_bytes(other.hbm_read_bytes), exact_bytes(other.hbm_write_bytes), style="dim")
     done = step.hbm_read_bytes + step.hbm_write_bytes
     notes = Text(
         f"closed form: the whole run's bytes (sim.iomodel); {label} moves {other.hbm_bytes / closed.hbm_bytes:.2f}× "

@@ -5,7 +5,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sim import paper
-from sim.memory import human_bytes
+from sim.format import human_bytes
 
 
 def figure2(fig: paper.Figure2) -> RenderableType:

@@ -4,12 +4,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.memory import human_bytes
-
-
-def count(n: int) -> str:
-    """An integer with thousands separators."""
-    return f"{n:,}"
+from sim.format import count, human_bytes
 
 
 def run_table(report: dict) -> RenderableType:

@@ -5,7 +5,8 @@ from rich.layout import Layout
 from rich.table import Table
 from rich.text import Text
 
-from sim.viz.panels import memory_panel, nbytes, operation_panel, traffic_panel, values_panel
+from sim.format import exact_bytes
+from sim.viz.panels import memory_panel, operation_panel, traffic_panel, values_panel
 from sim.viz.timeline import Timeline
 
 KEYS = "→ next · ← back · t/T next/previous tile (i, j) · g go to step · q quit"
@@ -17,7 +18,7 @@ def run_title(timeline: Timeline) -> str:
     c = timeline.trace.config
     return (
         f"{timeline.trace.algorithm} · N={c['n']} Nk={c['nk']} d={c['d']} · Br={c['block_rows']} Bc={c['block_cols']}"
-        f" · {c['dtype']} · SRAM {nbytes(c['sram_bytes'])}" + (f" ({c['hardware']})" if c.get("hardware") else "")
+        f" · {c['dtype']} · SRAM {exact_bytes(c['sram_bytes'])}" + (f" ({c['hardware']})" if c.get("hardware") else "")
         + (" · causal" if c.get("causal") else "")
     )  # fmt: skip
 

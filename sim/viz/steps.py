@@ -1,20 +1,11 @@
 """The plain step listing of a trace: what each executed line of the paper loaded, computed and stored."""
 
-import math
-
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.memory import human_bytes
+from sim.format import human_bytes, number
 from sim.trace import Access, Step, Trace
-
-
-def number(x: float, decimals: int = 3) -> str:
-    """A value as the listing prints it: `decimals` places, ∞ for infinities."""
-    if math.isinf(x):
-        return "−∞" if x < 0 else "∞"
-    return f"{x:.{decimals}f}"
 
 
 def array(values, whole: bool = False) -> str:

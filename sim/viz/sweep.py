@@ -5,20 +5,8 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.errors import InputError
-from sim.memory import human_bytes
+from sim.format import decimal_bytes, human_bytes, seconds
 from sim.sweep import Sweep
-
-
-def _bytes(n: float) -> str:
-    """Bytes in decimal units, as the paper and GPU datasheets write them: 1.5 GB = 1.5·10⁹ bytes."""
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-
-
-def _seconds(t: float) -> str:
-    return f"{t * 1e3:,.3g} ms" if t < 1 else f"{t:,.3g} s"
 
 
 def table(sw: Sweep) -> RenderableType:
@@ -27,7 +15,7 @@ def table(sw: Sweep) -> RenderableType:
     passes = "forward + backward" if sw.backward else "forward"
     title = Text(
         f"standard attention vs {sw.algorithm} · {passes} · batch {sw.batch} × {sw.heads} heads · {sw.dtype} · "
-        f"{hw.name} ({_bytes(hw.hbm_bytes)} HBM, {hw.hbm_bandwidth / 1e9:,.0f} GB/s, "
+        f"{hw.name} ({decimal_bytes(hw.hbm_bytes)} HBM, {hw.hbm_bandwidth / 1e9:,.0f} GB/s, "
         f"{hw.peak(sw.dtype) / 1e12:,.0f} TFLOP/s)" + (" · causal" if sw.causal else ""),
         style="bold",
     )
@@ -46,12 +34,18 @@ def table(sw: Sweep) -> RenderableType:
         for r in sw.rows:
             x = side(r)
             cells = [f"{r.n:,}"] + ([str(r.d)] if several["d"] else []) + [cell(r) for _, cell in extra[:-1]]
-            cells += [_bytes(x.hbm_bytes), f"{x.flops / 1e9:,.0f}", f"{x.intensity:.0f}", _seconds(x.seconds), x.bound]
+            cells += [
+                decimal_bytes(x.hbm_bytes),
+                f"{x.flops / 1e9:,.0f}",
+                f"{x.intensity:.0f}",
+                seconds(x.seconds),
+                x.bound,
+            ]
             t.add_row(*cells, extra[-1][1](r))
         return t
 
     def memory(r) -> Text:
-        text = _bytes(r.standard.memory_bytes)
+        text = decimal_bytes(r.standard.memory_bytes)
         return Text(text, style="green") if r.standard_fits else Text(f"{text} OOM", style="bold red")
 
     def blocks(r) -> str:
@@ -67,8 +61,8 @@ def table(sw: Sweep) -> RenderableType:
     ridge = hw.peak(sw.dtype) / hw.hbm_bandwidth
     oom = (
         f"standard attention runs out of memory at N = {sw.oom_n:,}: S and P (with Q, K, V, O) take "
-        f"{_bytes(next(r.standard.memory_bytes for r in sw.rows if r.n == sw.oom_n))} "
-        f"for {sw.batch} × {sw.heads} heads, more than the {_bytes(hw.hbm_bytes)} of the {hw.name}; "
+        f"{decimal_bytes(next(r.standard.memory_bytes for r in sw.rows if r.n == sw.oom_n))} "
+        f"for {sw.batch} × {sw.heads} heads, more than the {decimal_bytes(hw.hbm_bytes)} of the {hw.name}; "
         f"the largest N that fits is {sw.largest_n:,}"
         if sw.oom_n
         else f"standard attention fits every N of this sweep (up to N = {sw.largest_n:,} on the {hw.name})"

@@ -6,8 +6,8 @@ from math import ceil
 import numpy as np
 
 from sim import iomodel
+from sim.dtypes import DTYPES
 from sim.errors import InputError
-from sim.memory import DTYPES
 from sim.trace import KEY_TENSORS, Access, Step, Trace
 
 SCORE_TENSORS = frozenset({"S", "P", "dS", "dP"})  # N × Nk: tiled by Br rows and Bc columns

@@ -6,7 +6,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.api import Result
-from sim.memory import human_bytes
+from sim.format import human_bytes
 from sim.viz.steps import array, listing
 
 

@@ -1,0 +1,43 @@
+"""The one set of formatters every renderer uses: bytes, counts, ratios, times, rates."""
+
+import math
+
+
+def human_bytes(n: float) -> str:
+    """Bytes in binary units, short: 512 B, 16.0 KiB, 2.5 MiB."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def exact_bytes(n: int) -> str:
+    """Bytes, exact with thousands separators below 1 MiB (1,248 B), else in MiB or GiB to 2 decimals."""
+    if n < 2**20:
+        return f"{n:,} B"
+    return f"{n / 2**20:,.2f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
+
+
+def decimal_bytes(n: float) -> str:
+    """Bytes in decimal units, as the paper and GPU datasheets write them: 1.5 GB = 1.5·10⁹ bytes."""
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if n < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+
+
+def count(n: int) -> str:
+    """An integer with thousands separators."""
+    return f"{n:,}"
+
+
+def seconds(t: float) -> str:
+    """A duration: milliseconds below a second, else seconds, to three significant digits."""
+    return f"{t * 1e3:,.3g} ms" if t < 1 else f"{t:,.3g} s"
+
+
+def number(x: float, decimals: int = 3) -> str:
+    """A value to `decimals` places, ∞ for infinities."""
+    if math.isinf(x):
+        return "−∞" if x < 0 else "∞"
+    return f"{x:.{decimals}f}"
