@@ -7,7 +7,7 @@ warnings), and every figure has both axes labelled with a unit. Committed notebo
 
 import nbformat
 import pytest
-from notebook_runner import CHECK_LINE, UNLABELLED, exercise_name, execute, lessons, outputs, solutions
+from notebook_runner import CHECK_LINE, UNLABELLED, execute, exercise_name, lessons, outputs, solutions
 
 LESSONS = lessons()
 
