@@ -9,4 +9,4 @@ def attainable(I: float, hw: hardware.Hardware, dtype: str) -> float:
 # %% exercise:smallest_compute_bound_matmul
 def smallest_compute_bound_matmul(hw: hardware.Hardware, dtype: str) -> int:
     # 2n³ / peak > 3·s·n² / bandwidth  ⇔  n > 3·s·peak / (2·bandwidth) = 1.5·s·I*
-    return math.floor(1.5 * itemsize(dtype) * hw.peak(dtype) / hw.hbm_bandwidth) + 1
+    return int(1.5 * itemsize(dtype) * hw.peak(dtype) / hw.hbm_bandwidth) + 1
