@@ -73,10 +73,10 @@ def bench_gpu_command(quick, json_path, markdown_path) -> None:
 @options.JSON_REPORT
 def bench_trace_command(n, d, dtype, hardware_name, keys, json_path) -> None:
     """Time the trace viewer: record and open an N × N run of each algorithm, then answer key presses."""
-    from sim import viewer
+    from sim.viewer import timing as viewer_timing
     from sim.viz import timing
 
-    rows = viewer.bench_open(n=n, d=d, dtype=dtype, hardware=hardware_name, keys=keys)
+    rows = viewer_timing.bench_open(n=n, d=d, dtype=dtype, hardware=hardware_name, keys=keys)
     console.print(timing.open_times(rows))
     if json_path:
         bench.write_json({"trace_viewer": rows}, json_path)

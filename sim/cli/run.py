@@ -148,7 +148,7 @@ def trace_command(
 
     In a terminal the viewer takes keys (shown on screen); piped, it prints a plain listing.
     """
-    from sim import viewer
+    from sim.viewer import export, terminal, traces
     from sim.viz import listing, screen, timeline
 
     if step is not None and play:
@@ -158,24 +158,24 @@ def trace_command(
         if given:
             option = given[0].removesuffix("_name").replace("_", "-")
             raise InputError(f"--load: the trace file fixes the run; drop --{option}")
-        trace = viewer.load(load_path, row)
+        trace = traces.load(load_path, row)
     else:
         toy_is_too_small = max(n, nk or n) > TOY_MAX_N or d > TOY_MAX_D  # blocks of a few rows: too many steps to watch
         if ctx.get_parameter_source("hardware_name") is ParameterSource.DEFAULT and toy_is_too_small:
             hardware_name = hardware.DEFAULT
         q, k, v = (x[0, 0] for x in random_inputs(1, 1, n, nk or n, d, dtype, seed))
-        record = viewer.record_backward if backward else viewer.record
+        record = traces.record_backward if backward else traces.record
         chip = chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name)
         trace = record(algo, q, k, v, row=row, **chip)
     view = timeline.Timeline(trace)
-    viewer.check_step(view, step)
+    traces.check_step(view, step)
     if json_path:
         trace.save(json_path)
         console.print(f"wrote {json_path}: the trace, {len(view)} steps (flashsim trace --load {json_path} opens it)")
     for path, kind in ((svg_path, "svg"), (html_path, "html")):
         if path:
             shown = listing.listing(view) if step is None else screen.screen(view, step)
-            viewer.export(shown, path, kind, width or 120, f"flashsim trace {screen.run_title(view)}")
+            export.write(shown, path, kind, width or 120, f"flashsim trace {screen.run_title(view)}")
             console.print(f"wrote {path}: " + ("the listing" if step is None else f"step {step}"))
     if json_path or svg_path or html_path:
         return
@@ -184,9 +184,9 @@ def trace_command(
         out.print(screen.screen(view, step))
     elif sys.stdin.isatty() and sys.stdout.isatty():
         if play:
-            viewer.play(view, console, delay)
+            terminal.play(view, console, delay)
         else:
-            viewer.interact(view, console)
+            terminal.interact(view, console)
     else:
         out.print(listing.listing(view))
 

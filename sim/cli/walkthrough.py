@@ -21,10 +21,10 @@ def walkthrough_command(as_json) -> None:
     ref, _ = reference.attention(walkthrough.Q, walkthrough.K, walkthrough.V)
     standard = walkthrough.standard()
     if sys.stdin.isatty() and sys.stdout.isatty():  # in a terminal: the trace viewer, then the comparison
-        from sim import viewer
+        from sim.viewer import terminal
         from sim.viz.timeline import Timeline
 
-        viewer.interact(Timeline(flash.trace), console)
+        terminal.interact(Timeline(flash.trace), console)
         console.print(walkthrough_viz.ending(flash, standard, ref))
         return
     console.print(walkthrough_viz.walkthrough(flash, standard, ref, walkthrough.Q, walkthrough.K, walkthrough.V))
