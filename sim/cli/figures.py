@@ -12,6 +12,7 @@ from sim.cli import options
 from sim.cli.options import console, print_json, random_inputs
 from sim.dtypes import itemsize
 from sim.errors import InputError
+from sim.format import abs_error
 from sim.viz import decode as decode_viz
 from sim.viz import paper as paper_viz
 from sim.viz import sweep as sweep_viz
@@ -136,7 +137,9 @@ def decode_command(nk, queries, d, batch, heads, dtype, hardware_name, splits, a
     console.print(
         decode_viz.decode_table(rows, best, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw)
     )
-    console.print(f"one head simulated with {best} splits: max |O − ref| = {err:.2e} against float64", style="dim")
+    console.print(
+        f"one head simulated with {best} splits: max |O − ref| = {abs_error(err, 2)} against float64", style="dim"
+    )
 
 
 COMMANDS = (paper_group, sweep_command, decode_command)

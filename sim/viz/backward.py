@@ -4,7 +4,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import human_bytes
+from sim.format import abs_error, count, human_bytes
 
 
 def backward_table(report: dict) -> RenderableType:
@@ -38,12 +38,12 @@ def backward_table(report: dict) -> RenderableType:
         ("exps", "exponentials"),
         ("elementwise", "other elementwise"),
     ):
-        totals.add_row(label, *(f"{split[key][p]:,}" for p in ("forward", "backward", "total")))
+        totals.add_row(label, *(count(split[key][p]) for p in ("forward", "backward", "total")))
     err = b["max_abs_err"]
     error = Text(
         "gradients: not checked (--counts-only)"
         if err is None
-        else f"max |dQ − ref| {err['dq']:.3e}, |dK − ref| {err['dk']:.3e}, |dV − ref| {err['dv']:.3e} (vs float64)",
+        else f"max |dQ − ref| {abs_error(err['dq'])}, |dK − ref| {abs_error(err['dk'])}, |dV − ref| {abs_error(err['dv'])} (vs float64)",
         style="dim",
     )
     return Group(Text(""), title, traffic, check, Text(""), totals, error)

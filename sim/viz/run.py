@@ -4,7 +4,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import count, human_bytes
+from sim.format import abs_error, count, human_bytes, ratio
 
 
 def run_table(report: dict) -> RenderableType:
@@ -50,14 +50,14 @@ def run_table(report: dict) -> RenderableType:
     totals.add_row("matmul FLOPs", count(r["flops"]), "")
     totals.add_row("exponentials", count(r["exps"]), "")
     if r["algorithm"] != "standard":
-        ratio = r["standard_hbm_bytes"] / r["hbm_bytes"]
+        more = ratio(r["standard_hbm_bytes"] / r["hbm_bytes"])
         totals.add_row(
-            "standard attention", count(r["standard_hbm_bytes"]), f"HBM bytes for the same shape: {ratio:.1f}× more"
+            "standard attention", count(r["standard_hbm_bytes"]), f"HBM bytes for the same shape: {more} more"
         )
     err = r["max_abs_err"]
     totals.add_row(
         "max |O − ref|",
-        "not computed (--counts-only)" if err is None else f"{err:.3e}",
+        "not computed (--counts-only)" if err is None else abs_error(err),
         Text("vs float64", style="dim"),
     )
     return Group(Text(title, style="bold"), config, Text(""), traffic, Text(""), totals)
