@@ -5,6 +5,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.format import abs_error, count, human_bytes
+from sim.viz.run import traffic_table
 
 
 def backward_table(report: dict) -> RenderableType:
@@ -14,13 +15,7 @@ def backward_table(report: dict) -> RenderableType:
         f"backward · Br={b['block_rows']}, Bc={b['block_cols']} · SRAM peak {human_bytes(b['sram_peak_bytes'])}",
         style="bold",
     )
-    traffic = Table(title="HBM traffic (backward)", title_justify="left", show_edge=False)
-    traffic.add_column("tensor")
-    traffic.add_column("read", justify="right")
-    traffic.add_column("written", justify="right")
-    for tensor, rw in b["per_tensor"].items():
-        traffic.add_row(tensor, human_bytes(rw["read"]), human_bytes(rw["write"]))
-    traffic.add_row(Text("total", style="bold"), human_bytes(b["hbm_read_bytes"]), human_bytes(b["hbm_write_bytes"]))
+    traffic = traffic_table(b, "HBM traffic (backward)")
     check = (
         Text("backward = closed form (iomodel), byte for byte and FLOP for FLOP", style="green")
         if b["closed_form"]["matches"]
