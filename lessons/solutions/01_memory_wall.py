@@ -1,4 +1,6 @@
-"""Reference solutions of lesson 1, The memory wall: each block replaces the exercise cell of its name."""
+"""Reference solutions of lesson 1, The memory wall: each block replaces the exercise cell of its name (and
+runs in the notebook, with its imports: hardware, itemsize)."""
+
 
 # %% exercise:attainable
 def attainable(I: float, hw: hardware.Hardware, dtype: str) -> float:

@@ -1,5 +1,6 @@
 """Reference solutions of lesson 2, Standard attention's three round trips: each block replaces the exercise cell of its name."""
 
+
 # %% exercise:standard_hbm_bytes
 def standard_hbm_bytes(N: int, Nk: int, d: int, s: int) -> tuple[int, int]:
     read = s * (N * d + Nk * d)  # kernel 1: Q, K

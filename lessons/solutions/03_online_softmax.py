@@ -1,5 +1,6 @@
 """Reference solutions of lesson 3, Online softmax: each block replaces the exercise cell of its name."""
 
+
 # %% exercise:online_update
 def online_update(m, ℓ, x):
     m_new = np.maximum(m, x)
