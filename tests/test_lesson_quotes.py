@@ -9,7 +9,15 @@ import nbformat
 import pytest
 from notebook_runner import LESSONS_DIR
 
+from sim import walkthrough
+from sim.dtypes import F
+
 QUOTES: dict[str, list] = {}  # lesson stem -> functions returning a phrase its markdown must contain
+
+QUOTES["04_tiling_walkthrough"] = [
+    lambda: f"N = {walkthrough.Q.shape[0]}, block = {walkthrough.BLOCK} walkthrough",  # the title names the example
+]
+QUOTES["05_counting_bytes"] = [lambda: f"F = {F} bytes the float32 statistics'"]
 
 
 def _markdown(stem: str) -> str:
