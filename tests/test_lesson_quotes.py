@@ -9,7 +9,7 @@ import nbformat
 import pytest
 from notebook_runner import LESSONS_DIR
 
-from sim import blocks, hardware, iomodel
+from sim import blocks, hardware, iomodel, walkthrough
 from sim.dtypes import F
 
 A100 = hardware.get("A100-40GB")
@@ -44,6 +44,11 @@ QUOTES: dict[str, list] = {  # lesson stem -> functions returning a phrase its m
     "01_memory_wall": [_fp32_peak_drop, _all_memory_bound, _taller_blocks_cross_the_ridge],
     "02_standard_attention": [lambda: f"F = {F} bytes an element"],
 }
+
+QUOTES["04_tiling_walkthrough"] = [
+    lambda: f"N = {walkthrough.Q.shape[0]}, block = {walkthrough.BLOCK} walkthrough",  # the title names the example
+]
+QUOTES["05_counting_bytes"] = [lambda: f"F = {F} bytes the float32 statistics'"]
 
 
 def _markdown(stem: str) -> str:
