@@ -9,9 +9,10 @@ from rich.console import Console
 
 import sim
 from sim import bench, hardware, paper, reference, report, sweep, training, walkthrough
-from sim.algorithms import decoding
+from sim import occupancy as decoding
 from sim.dtypes import DTYPES
 from sim.errors import FlashsimError, InputError
+from sim.inputs import random_inputs
 from sim.viz import backward as backward_viz
 from sim.viz import bench as bench_viz
 from sim.viz import decode as decode_viz
@@ -79,12 +80,6 @@ JSON_REPORT = click.option(
     default=None,
     help="Also write the report here.",
 )
-
-
-def random_inputs(batch: int, heads: int, n: int, nk: int, d: int, dtype: str, seed: int):
-    """Seeded standard-normal q (batch, heads, n, d) and k, v (batch, heads, nk, d) in the storage dtype."""
-    rng = np.random.default_rng(seed)
-    return tuple(rng.standard_normal((batch, heads, rows, d)).astype(DTYPES[dtype]) for rows in (n, nk, nk))
 
 
 def print_json(obj) -> None:

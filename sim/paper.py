@@ -14,9 +14,9 @@ import sim
 from sim import blocks as blocks_
 from sim import hardware as hardware_
 from sim import iomodel, training
-from sim.api import Gradients, Result
 from sim.dtypes import DTYPES
 from sim.hardware import Hardware
+from sim.results import Gradients, Result
 
 BATCH, HEADS, N, D, DTYPE = 64, 16, 1024, 64, "fp16"  # GPT-2 medium: seq. length 1024, head dim. 64, 16 heads, batch 64
 PAPER = {  # Figure 2, left: standard attention, FlashAttention

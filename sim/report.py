@@ -3,8 +3,8 @@
 import numpy as np
 
 from sim import iomodel, reference
-from sim.api import Result
 from sim.dtypes import DTYPES
+from sim.results import Result
 
 
 def max_abs_error(result: Result, q, k, v) -> float:

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim import dropout, iomodel, reference
-from sim.api import Gradients, Result
 from sim.dtypes import DTYPES
 from sim.hardware import Hardware
+from sim.results import Gradients, Result
 
 
 @dataclass(frozen=True)

@@ -211,7 +211,7 @@ def test_sram_peak_equals_footprint(algorithm, Br, Bc, extra_rows, extra_cols, d
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("hardware", ["A100-40GB", "RTX-4090", "toy"])
 def test_fit_picks_blocks_that_fit_and_grows_bc_as_far_as_it_can(algorithm, hardware):
-    hw = sim.api.hardware_.get(hardware)
+    hw = sim.hardware.get(hardware)
     N, d, s = 512, 32 if hardware != "toy" else 4, 2
     Br, Bc = backward.fit(algorithm, N, N, d, s, hw.sram_bytes)
     assert backward.need(algorithm, Br, Bc, d, s) <= hw.sram_bytes

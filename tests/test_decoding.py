@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim import hardware, iomodel, reference
+from sim import hardware, iomodel, occupancy, reference
 from sim.algorithms import decoding
 from sim.cli import app
 
@@ -109,10 +109,10 @@ def test_chunks_are_even_and_cover_the_keys():
 
 def test_at_batch_one_one_block_per_head_leaves_most_sms_idle():
     Nk, d, s = 32768, 128, 2
-    one = decoding.occupancy(1, 16, 1, 1, Nk, d, s, A100)
+    one = occupancy.occupancy(1, 16, 1, 1, Nk, d, s, A100)
     assert (one.blocks, one.busy, one.waves) == (16, 16, 1)  # 16 of 108 SMs
-    P = decoding.best_splits(1, 16, 1, Nk, d, s, A100)
-    split = decoding.occupancy(1, 16, P, 1, Nk, d, s, A100)
+    P = occupancy.best_splits(1, 16, 1, Nk, d, s, A100)
+    split = occupancy.occupancy(1, 16, P, 1, Nk, d, s, A100)
     assert split.busy == 108 and split.utilization > 0.9
     # the model streams a block at 1/108 of the bandwidth: 16 busy SMs move the same bytes 108/16 × slower
     assert one.seconds / split.seconds > 5
@@ -120,8 +120,8 @@ def test_at_batch_one_one_block_per_head_leaves_most_sms_idle():
 
 def test_at_large_batch_splitting_gains_little():
     Nk, d, s = 4096, 128, 2
-    one = decoding.occupancy(64, 16, 1, 1, Nk, d, s, A100)
-    best = decoding.occupancy(64, 16, decoding.best_splits(64, 16, 1, Nk, d, s, A100), 1, Nk, d, s, A100)
+    one = occupancy.occupancy(64, 16, 1, 1, Nk, d, s, A100)
+    best = occupancy.occupancy(64, 16, occupancy.best_splits(64, 16, 1, Nk, d, s, A100), 1, Nk, d, s, A100)
     assert one.busy == 108 and one.utilization > 0.9  # 1024 blocks already fill every SM
     assert one.seconds / best.seconds < 1.1
 

@@ -142,7 +142,7 @@ def test_step_prints_that_screen():
 
 
 def _walk_inputs():
-    from sim.cli import random_inputs
+    from sim.inputs import random_inputs
 
     return (x[0, 0] for x in random_inputs(1, 1, 4, 4, 4, "fp32", 0))
 

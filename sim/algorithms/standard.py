@@ -34,8 +34,8 @@ def softmax_rows(N: int, Nk: int, sram_bytes: int) -> int:
     return min(rows, N)
 
 
-def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None:
-    """Read Q, K, V from HBM; write S, P and O (all in the storage dtype) to HBM."""
+def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: None = None) -> None:
+    """Read Q, K, V from HBM; write S, P and O (all in the storage dtype) to HBM. Algorithm 0 has no dropout."""
     Q = chip.hbm.tensors["Q"]
     N, d = Q.shape
     Nk = chip.hbm.tensors["K"].shape[0]
