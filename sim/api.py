@@ -4,10 +4,9 @@ from dataclasses import replace
 
 import numpy as np
 
-from sim import blocks as blocks_
 from sim import reference
-from sim.algorithms import backward as backward_
-from sim.algorithms import decoding, flash1, flash2, standard
+from sim.algorithms import REGISTRY, flash_decoding, get
+from sim.blocks import choose, decoding_fit, decoding_footprint
 from sim.dropout import Dropout
 from sim.dtypes import DTYPES, dtype_name
 from sim.errors import InputError
@@ -30,10 +29,7 @@ from sim.occupancy import best_splits, occupancy
 from sim.results import Decoded, Gradients, Result
 from sim.trace import Trace
 
-FORWARD = {"standard": standard.forward, "flash1": flash1.forward, "flash2": flash2.forward}
-SAVES = {"standard": ("P",), "flash1": ("ℓ", "m"), "flash2": ("L",)}
-ALGORITHMS = tuple(FORWARD)
-PAPER_RULE = "the paper's rule Bc = ⌈M/4d⌉, Br = min(Bc, d) gives "
+ALGORITHMS = tuple(REGISTRY)  # the forward passes `run` and `count` take, by name
 
 
 def run(
@@ -53,21 +49,18 @@ def run(
     `seed` (a fresh one if None, returned as `Result.seed`), as FlashAttention's Algorithm 2.
     The Result keeps the inputs and what the forward left in HBM, so `sim.backward(result, do)` works.
     """
-    check_choice("algorithm", algorithm, ALGORITHMS)
-    dropout_p, seed = check_dropout(
-        dropout_p, seed, supported=algorithm != "standard", title="standard attention (Algorithm 0)", seed_needed=False
-    )
+    entry = get(algorithm)
+    dropout_p, seed = check_dropout(entry, dropout_p, seed, seed_needed=False)
     if dropout_p > 0 and seed is None:
         seed = int(np.random.default_rng().integers(2**63))
     check_choice("record", record, RECORDS)
     q, k, v = check_inputs(q, k, v)
     costs = _costs(algorithm, False, q, k, scale, causal, block_rows, block_cols, blocks, sram_bytes, hardware)
     check_row(row, costs["n"])
-    outputs = {"O": np.empty(q.shape, q.dtype)} | {name: _like(q, k, name) for name in SAVES[algorithm]}
-    listing = FORWARD[algorithm]
+    outputs = {"O": np.empty(q.shape, q.dtype)} | {name: _like(q, k, name) for name in entry.saves}
     costs |= _each_head(
         costs, algorithm, record, row, {"Q": q, "K": k, "V": v}, outputs,
-        lambda chip, n: listing(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n)),
+        lambda chip, n: entry.forward(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n)),
     )  # fmt: skip
     if costs["trace"] is not None and record == "values":
         costs["trace"].output = outputs["O"][(0,) * (q.ndim - 2)].astype(np.float64).tolist()
@@ -121,6 +114,10 @@ def _backward_of(result: Result, *do, hardware=None, sram_bytes: int | None = No
             "result: a count result keeps no arrays to differentiate; "
             "use sim.count_backward for the backward's counts, or sim.run for a result with numerics"
         )
+    if get(result.algorithm).backward is None:
+        raise InputError(
+            f"result: {result.algorithm} has no backward listing; the algorithms with one are {_with_backward()}"
+        )
     for name in ("causal", "scale", "dropout_p", "seed"):
         if name in options:
             raise InputError(f"{name}: a Result carries the forward's causal, scale, dropout_p and seed; drop {name}")
@@ -139,21 +136,20 @@ def _backward(
     seed: int | None = None, sram_bytes: int | None = None, hardware=None, record: str = "counts",
     row: int | None = None,
 ) -> Gradients:  # fmt: skip
-    check_choice("algorithm", algorithm, backward_.ALGORITHMS)
+    entry = get(algorithm)
+    if entry.backward is None:
+        raise InputError(f"algorithm: {algorithm} has no backward listing; the ones with one are {_with_backward()}")
     check_choice("record", record, RECORDS)
-    dropout_p, seed = check_dropout(
-        dropout_p, seed, supported=algorithm != "standard", title="standard attention (Algorithm 0)", seed_needed=True
-    )
+    dropout_p, seed = check_dropout(entry, dropout_p, seed, seed_needed=True)
     q, k, v = check_inputs(q, k, v)
     o, do = check_like_q(q, o=o, do=do)
     costs = _costs(algorithm, True, q, k, scale, causal, block_rows, block_cols, blocks, sram_bytes, hardware)
-    saved = check_saved(algorithm, SAVES[algorithm], lse_or_stats, q, k, costs["scale"], causal)
+    saved = check_saved(algorithm, entry.saves, lse_or_stats, q, k, costs["scale"], causal)
     check_row(row, costs["n"])
     outputs = {"dQ": np.empty(q.shape, q.dtype), "dK": np.empty(k.shape, q.dtype), "dV": np.empty(k.shape, q.dtype)}
-    listing = backward_.ALGORITHMS[algorithm]
     costs |= _each_head(
         costs, f"{algorithm} backward", record, row, {"Q": q, "K": k, "V": v, "O": o, "dO": do, **saved}, outputs,
-        lambda chip, n: listing(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n)),
+        lambda chip, n: entry.backward(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n)),
     )  # fmt: skip
     return Gradients(**costs, dropout_p=dropout_p, seed=seed, dq=outputs["dQ"], dk=outputs["dK"], dv=outputs["dV"])
 
@@ -193,8 +189,8 @@ def decode(
         splits = best_splits(heads, 1, Nq, Nk, d, s, hw)
     elif check_positive("splits", splits) > Nk:
         raise InputError(f"splits: {splits} chunks of the {Nk} keys would leave some empty; choose 1 … {Nk}")
-    Bc = decoding.fit(Nq, Nk, d, s, M, splits) if block_cols is None else check_positive("block_cols", block_cols)
-    need = sum(decoding.footprint(Nq, Bc, d, s, splits).values())
+    Bc = decoding_fit(Nq, Nk, d, s, M, splits) if block_cols is None else check_positive("block_cols", block_cols)
+    need = sum(decoding_footprint(Nq, Bc, d, s, splits).values())
     if need > M:
         raise InputError(f"block_cols: Bc={Bc} needs {need} bytes of SRAM for Flash-Decoding but the SRAM holds {M}")
     costs = dict(
@@ -204,7 +200,7 @@ def decode(
     outputs = {"O": np.empty(q.shape, q.dtype), "L": np.empty((*lead, Nq), np.float32)}
     costs |= _each_head(
         costs, "decode", record, None, {"Q": q, "K": k, "V": v}, outputs,
-        lambda chip, n: decoding.forward(chip, Bc=Bc, splits=splits, scale=scale, causal=causal), splits=splits,
+        lambda chip, n: flash_decoding.forward(chip, Bc=Bc, splits=splits, scale=scale, causal=causal), splits=splits,
     )  # fmt: skip
     occ = occupancy(heads, 1, splits, Nq, Nk, d, s, hw, Bc)
     return Decoded(**costs, output=outputs["O"], lse=outputs["L"], splits=splits, occupancy=occ)
@@ -244,20 +240,14 @@ def _trace(costs: dict, name: str, record: str, head: tuple, inputs: dict, confi
     return Trace(name, settings, hbm={}, inputs=values)
 
 
-def _costs(algorithm, backward, q, k, scale, causal, block_rows, block_cols, blocks, sram_bytes, hardware) -> dict:
+def _costs(algorithm, backward, q, k, scale, causal, block_rows, block_cols, rule, sram_bytes, hardware) -> dict:
     """A pass's configuration: shapes, scale, mask, dtype, hardware, SRAM and blocks (the `Costs` fields so far)."""
     *lead, N, d = q.shape
     Nk = k.shape[-2]
     scale = check_scale(scale, d)
-    check_blocks(blocks, block_rows, block_cols)
+    check_blocks(rule, block_rows, block_cols)
     hw, M = check_hardware(hardware, sram_bytes)
-    s = q.dtype.itemsize
-    place = backward_ if backward else blocks_
-    if blocks == "paper" and block_rows is None and block_cols is None:
-        Br, Bc = blocks_.paper(M, d, s)
-        place.check_fits(algorithm, min(Br, N), min(Bc, Nk), d, s, M, PAPER_RULE)
-    else:
-        Br, Bc = place.fit(algorithm, N, Nk, d, s, M, block_rows, block_cols)
+    Br, Bc = choose(algorithm, rule, N, Nk, d, q.dtype.itemsize, M, block_rows, block_cols, backward=backward)
     return dict(
         algorithm=algorithm, block_rows=Br, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal,
         dtype=dtype_name(q.dtype), hardware=hw, heads=int(np.prod(lead, dtype=np.int64)), n=N, nk=Nk, d=d,
@@ -271,6 +261,10 @@ def _tiling(costs: dict) -> dict:
 
 def _dropout(p: float, seed: int | None, head: int) -> Dropout | None:
     return Dropout(p, seed, head) if p > 0 else None
+
+
+def _with_backward() -> str:
+    return ", ".join(name for name, a in REGISTRY.items() if a.backward is not None)
 
 
 def _like(q: np.ndarray, k: np.ndarray, name: str) -> np.ndarray:

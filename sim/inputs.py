@@ -5,6 +5,7 @@ import numpy as np
 from sim import dropout as dropout_
 from sim import hardware as hardware_
 from sim import mask
+from sim.algorithms import REGISTRY, Algorithm
 from sim.dtypes import DTYPES
 from sim.errors import InputError
 
@@ -143,11 +144,12 @@ def check_scale(scale, d: int) -> float:
     return float(scale)
 
 
-def check_dropout(dropout_p, seed, *, supported: bool, title: str, seed_needed: bool) -> tuple[float, int | None]:
-    """dropout_p in [0, 1) for an algorithm that `supported`s dropout, and its seed."""
+def check_dropout(algorithm: Algorithm, dropout_p, seed, *, seed_needed: bool) -> tuple[float, int | None]:
+    """dropout_p in [0, 1), above 0 only for an algorithm whose listings drop probabilities, and its seed."""
     dropout_p, seed = dropout_.check(dropout_p, seed, seed_needed=seed_needed)
-    if dropout_p > 0 and not supported:
-        raise InputError(f"dropout_p: {title} has no dropout here; use flash1 or flash2")
+    if dropout_p > 0 and not algorithm.dropout:
+        those = " or ".join(name for name, a in REGISTRY.items() if a.dropout)
+        raise InputError(f"dropout_p: {algorithm.title} ({algorithm.name}) has no dropout here; use {those}")
     return dropout_p, seed
 
 

@@ -3,8 +3,8 @@
 from dataclasses import dataclass
 from math import ceil
 
-from sim.algorithms.decoding import counts
 from sim.hardware import Hardware
+from sim.iomodel import decoding
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ def occupancy(
     (bandwidth / SM count: all SMs busy together saturate HBM); blocks run in waves of one per
     SM; the combine kernel is memory-bound at full bandwidth.
     """
-    (_, split), *merge = counts(Nq, Nk, d, s, Bc or Nk, splits)
+    (_, split), *merge = decoding(Nq, Nk, d, s, Bc or Nk, splits)
     blocks = batch * heads * splits
     waves = ceil(blocks / hw.sm_count)
     per_block = split.hbm_bytes / splits  # what one thread block moves (chunks differ by at most one key)

@@ -15,3 +15,13 @@ def test_readme_gives_the_two_commands():
 def test_ci_runs_exactly_the_readme_test_command():
     script = (ROOT / ".ci" / "run").read_text().splitlines()
     assert TEST_COMMAND in script
+
+
+def test_readme_python_example_runs_as_written():
+    readme = (ROOT / "README.md").read_text()
+    example = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    names: dict = {}
+    exec(compile(example, "README.md", "exec"), names)  # the README's own example
+    r, g = names["r"], names["g"]
+    assert r.output.shape == (1000, 64) and r.lse.shape == (1000,) and r.trace.steps[3].line is not None
+    assert g.dq.shape == g.dk.shape == g.dv.shape == (1000, 64) and g.hardware.name == "H100-SXM"

@@ -15,23 +15,9 @@ from math import ceil
 import numpy as np
 
 from sim import mask
-from sim.dtypes import ACCUMULATOR
-from sim.errors import SRAMOverflowError
-from sim.format import human_bytes
+from sim.blocks import softmax_rows
 from sim.memory import Chip
 from sim.softmax import shift
-
-
-def softmax_rows(N: int, Nk: int, sram_bytes: int) -> int:
-    """How many whole rows of S the softmax kernel can hold in SRAM (float32 row, plus m and ℓ)."""
-    per_row = ACCUMULATOR.itemsize * (Nk + 2)
-    rows = sram_bytes // per_row
-    if rows < 1:
-        raise SRAMOverflowError(
-            f"SRAM overflow: standard attention's softmax holds a whole row of S in SRAM "
-            f"({human_bytes(per_row)} for Nk={Nk}) but the SRAM has {human_bytes(sram_bytes)}"
-        )
-    return min(rows, N)
 
 
 def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: None = None) -> None:

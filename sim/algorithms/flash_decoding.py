@@ -7,22 +7,16 @@ Decoding splits the keys into P chunks, one thread block each:
             a partial output O_p and its log-sum-exp lse_p (float32) to HBM;
   kernel 2  the combine: lse_max = max_p lse_p, LSE = log Σ_p exp(lse_p − lse_max) + lse_max,
             O = Σ_p exp(lse_p − LSE)·O_p — exact, by the merge ⊕ of `sim.softmax`.
-`sim.occupancy` models how many SMs each choice keeps busy, and what that costs in time.
+`sim.occupancy` models how many SMs each choice keeps busy, and what that costs in time; the
+closed form is `sim.iomodel.decoding`, the SRAM footprint and block search `sim.blocks.decoding_*`.
 """
 
 import numpy as np
 
-from sim import blocks as blocks_
 from sim import mask
-from sim.dtypes import F
-from sim.iomodel import Counts
+from sim.blocks import chunks
 from sim.memory import Chip
 from sim.softmax import shift
-
-
-def bounds(Nk: int, splits: int) -> list[tuple[int, int]]:
-    """The keys [k0, k1) of each of the `splits` chunks: as even as can be, none empty."""
-    return [(p * Nk // splits, (p + 1) * Nk // splits) for p in range(splits)]
 
 
 def split_kv(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) -> None:
@@ -40,7 +34,7 @@ def split_kv(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) ->
         chip.hbm.alloc("O_parts", (splits * Nq, d), np.float32)
         chip.hbm.alloc("lse_parts", (splits, Nq), np.float32)
 
-    for p, (k0, k1) in enumerate(bounds(Nk, splits)):  # one thread block per chunk, all at once on the GPU
+    for p, (k0, k1) in enumerate(chunks(Nk, splits)):  # one thread block per chunk, all at once on the GPU
         with chip.step("load", None, "Load Q from HBM to on-chip SRAM (every split reads it)", i=p, phase="split"):
             Q_p = chip.load("Q", "Q")  # (Nq, d) SRAM
         with chip.step("init", None, "On chip, initialize O_p = 0, ℓ = 0, m = −∞", i=p, phase="split"):
@@ -124,50 +118,3 @@ def forward(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) -> 
     split_kv(chip, Bc=Bc, splits=splits, scale=scale, causal=causal)
     if splits > 1:
         combine(chip, splits=splits)
-
-
-def counts(Nq: int, Nk: int, d: int, s: int, Bc: int, splits: int, causal: bool = False) -> list[tuple[str, Counts]]:
-    """The kernels' closed-form HBM traffic and work for one head (one kernel with one split)."""
-    reads, flops, exps, elementwise = splits * s * Nq * d + 2 * s * Nk * d, 0, 0, 0
-    for k0, k1 in bounds(Nk, splits):
-        for c0 in range(k0, k1, Bc):
-            c1 = min(c0 + Bc, k1)
-            c = c1 - c0
-            flops += 4 * Nq * c * d
-            exps += Nq * c + Nq
-            masked = causal and not mask.block_fully_seen(0, c1, Nq, Nk)
-            elementwise += (4 + masked) * Nq * c + 4 * Nq + Nq * d
-        elementwise += Nq * d + 2 * Nq
-    if splits == 1:
-        return [("FlashAttention-2 forward", Counts(reads, s * Nq * d + F * Nq, flops, exps, elementwise))]
-    partials = F * splits * Nq * (d + 1)
-    split = Counts(reads, partials, flops, exps, elementwise)
-    # max, −, Σ over the P lse's and log, +; per split: −, and ·, + on O_p
-    merge = Counts(
-        partials, s * Nq * d + F * Nq, 0, 2 * splits * Nq, 3 * splits * Nq + 2 * Nq + splits * Nq * (1 + 2 * d)
-    )
-    return [("split K/V: partial O_p, lse_p", split), ("combine", merge)]
-
-
-def footprint(Nq: int, Bc: int, d: int, s: int, splits: int) -> dict[str, int]:
-    """Bytes of each SRAM buffer at the peak: kernel 1's (P̃ next to O_p), or the combine's if larger."""
-    split = {
-        "Q": s * Nq * d,
-        "K_j": s * Bc * d,
-        "V_j": s * Bc * d,
-        "O_p": F * Nq * d,
-        "P̃": F * Nq * Bc,
-        "ℓ, m, m_new, α": 4 * F * Nq,
-    }
-    merge = {"lse_parts": F * splits * Nq, "lse_max, LSE": 2 * F * Nq, "O": F * Nq * d, "O_p": F * Nq * d}
-    return merge if splits > 1 and sum(merge.values()) > sum(split.values()) else split
-
-
-def fit(Nq: int, Nk: int, d: int, s: int, sram_bytes: int, splits: int) -> int:
-    """The largest power-of-two Bc (capped at the longest chunk) whose buffers fit in `sram_bytes`."""
-    longest = max(k1 - k0 for k0, k1 in bounds(Nk, splits))
-
-    def parts(_: int, bc: int) -> dict[str, int]:  # every block holds all Nq query rows
-        return footprint(Nq, bc, d, s, splits)
-
-    return blocks_.largest(parts, Nq, longest, sram_bytes, f"Flash-Decoding in {splits} splits", Br=Nq)[1]
