@@ -8,6 +8,7 @@ from sim import mask
 from sim.algorithms import REGISTRY, Algorithm
 from sim.dtypes import DTYPES
 from sim.errors import InputError
+from sim.softmax import SoftmaxState
 
 RECORDS = ("counts", "steps", "values")
 BLOCK_RULES = ("fit", "paper")
@@ -106,7 +107,8 @@ def check_saved(algorithm: str, saves: tuple[str, ...], lse_or_stats, q, k, scal
             )
         saved[name] = x
     if "L" in saved and "ℓ" in saves:
-        return {"ℓ": np.ones_like(saved["L"]), "m": saved["L"]}
+        state = SoftmaxState.from_lse(saved["L"])
+        return {"ℓ": state.ℓ, "m": state.m}
     if "L" in saved and "P" in saves:  # as the forward pass left it
         s = scale * (q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), -1, -2))
         if causal:

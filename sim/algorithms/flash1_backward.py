@@ -15,12 +15,7 @@ import numpy as np
 from sim import mask
 from sim.dropout import Dropout
 from sim.memory import Chip
-from sim.softmax import shift
-
-
-def _div(x: np.ndarray, ℓ: np.ndarray) -> np.ndarray:
-    """x / ℓ row by row, 0 in a row with ℓ = 0 (a query that sees no key)."""
-    return np.divide(x, ℓ[:, None], out=np.zeros_like(x), where=ℓ[:, None] > 0)
+from sim.softmax import SoftmaxState
 
 
 def backward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None) -> None:
@@ -75,7 +70,8 @@ def backward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropou
                 with chip.step("compute", 12, "On chip, compute S_ij^masked = MASK(S_ij)", i, j):
                     S_ij = chip.put("S_ij", mask.hide(chip, S_ij, rows, cols, N, Nk))
             with chip.step("compute", 13, "On chip, compute P_ij = diag(ℓ_i)⁻¹ exp(S_ij^masked − m_i)", i, j):
-                P_ij = chip.put("P_ij", _div(chip.exp(S_ij - shift(m_i)[:, None]), ℓ_i), replaces=["S_ij"])
+                P_ij = SoftmaxState(m_i, ℓ_i).probabilities(S_ij, exp=chip.exp)  # the forward's softmax, rebuilt
+                P_ij = chip.put("P_ij", P_ij, replaces=["S_ij"])  # (Br, Bc)
                 chip.elementwise(2 * P_ij.size)  # − m_i, ÷ℓ_i
             P_drop = P_ij
             if dropout is not None:

@@ -14,7 +14,7 @@ import numpy as np
 from sim import mask
 from sim.dropout import Dropout
 from sim.memory import Chip
-from sim.softmax import shift
+from sim.softmax import SoftmaxState
 
 
 def backward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None) -> None:
@@ -73,7 +73,8 @@ def backward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropou
                     S_ij = mask.hide(chip, S_ij, rows, cols, N, Nk)
                 S_ij = chip.put("S_ij", S_ij)
             with chip.step("compute", 11, "On chip, compute P_ij = exp(S_ij − L_i)", i, j):
-                P_ij = chip.put("P_ij", chip.exp(S_ij - shift(L_i)[:, None]), replaces=["S_ij"])  # (Br, Bc)
+                P_ij = SoftmaxState.from_lse(L_i).probabilities(S_ij, exp=chip.exp)  # exp(S_ij − L_i)
+                P_ij = chip.put("P_ij", P_ij, replaces=["S_ij"])  # (Br, Bc)
                 chip.elementwise(P_ij.size)  # − L_i
             P_drop = P_ij
             if dropout is not None:

@@ -15,8 +15,9 @@ import numpy as np
 
 from sim import mask
 from sim.blocks import chunks
+from sim.dtypes import ACCUMULATOR
 from sim.memory import Chip
-from sim.softmax import shift
+from sim.softmax import SoftmaxState, normalize
 
 
 def split_kv(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) -> None:
@@ -39,8 +40,9 @@ def split_kv(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) ->
             Q_p = chip.load("Q", "Q")  # (Nq, d) SRAM
         with chip.step("init", None, "On chip, initialize O_p = 0, ℓ = 0, m = −∞", i=p, phase="split"):
             O_p = chip.put("O_p", np.zeros((Nq, d)))  # (Nq, d) SRAM accumulator
-            ℓ = chip.put("ℓ", np.zeros(Nq))  # (Nq,) SRAM
-            m = chip.put("m", np.full(Nq, -np.inf))  # (Nq,) SRAM
+            empty = SoftmaxState.empty(Nq, ACCUMULATOR)  # the identity of ⊕
+            ℓ = chip.put("ℓ", empty.ℓ)  # (Nq,) SRAM
+            m = chip.put("m", empty.m)  # (Nq,) SRAM
         for j, c0 in enumerate(range(k0, k1, Bc)):  # FlashAttention-2's inner loop over this chunk's keys
             cols = (c0, min(c0 + Bc, k1))
             with chip.step("load", None, "Load K_j, V_j of the chunk from HBM to on-chip SRAM", p, j, phase="split"):
@@ -59,18 +61,18 @@ def split_kv(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) ->
                 if causal:
                     S = mask.hide(chip, S, (0, Nq), cols, Nq, Nk)
                 S = chip.put("S", S)
-                m_new = chip.put("m_new", np.maximum(m, S.max(axis=1)))  # (Nq,)
-                P̃ = chip.put("P̃", chip.exp(S - shift(m_new)[:, None]), replaces=["S"])  # (Nq, Bc)
-                α = chip.put("α", chip.exp(m - shift(m_new)))  # (Nq,)
-                ℓ = chip.put("ℓ", α * ℓ + P̃.sum(axis=1))
+                new, P̃, α = SoftmaxState(m, ℓ).extend(S, exp=chip.exp)  # FlashAttention-2's online update
+                m_new = chip.put("m_new", new.m)  # (Nq,)
+                P̃ = chip.put("P̃", P̃, replaces=["S"])  # (Nq, Bc)
+                α = chip.put("α", α)  # (Nq,)
+                ℓ = chip.put("ℓ", new.ℓ)
                 m = chip.put("m", m_new, replaces=["m_new"])
                 O_p = chip.put("O_p", α[:, None] * O_p + chip.matmul(P̃, V_j))  # (Nq, d)
                 chip.elementwise(3 * P̃.size + 4 * Nq + O_p.size)  # rowmax, S − m, rowsum; max, −, α·ℓ, +; α·O_p
             chip.free("K_j", "V_j", "P̃", "α")
         with chip.step("compute", None, "On chip, O_p = diag(ℓ)⁻¹ O_p, lse_p = m + log ℓ", i=p, phase="split"):
-            O_p = chip.put("O_p", np.divide(O_p, ℓ[:, None], out=np.zeros_like(O_p), where=ℓ[:, None] > 0))
-            with np.errstate(divide="ignore"):
-                lse_p = chip.put("lse_p", np.where(ℓ > 0, m + np.log(ℓ), -np.inf))  # (Nq,)
+            O_p = chip.put("O_p", normalize(O_p, ℓ))
+            lse_p = chip.put("lse_p", SoftmaxState(m, ℓ).lse)  # (Nq,)
             chip.elementwise(O_p.size + 2 * Nq)  # ÷ℓ; log, +
         if splits == 1:
             with chip.step("store", None, "Write O and L = lse_1 to HBM", i=p, phase="split"):
@@ -94,9 +96,9 @@ def combine(chip: Chip, *, splits: int) -> None:
     with chip.step(
         "compute", None, "On chip, lse_max = max_p lse_p, LSE = log Σ_p exp(lse_p − lse_max) + lse_max", phase="combine"
     ):
-        lse_max = chip.put("lse_max", lse.max(axis=0))  # (Nq,)
-        with np.errstate(divide="ignore"):
-            LSE = chip.put("LSE", np.log(chip.exp(lse - shift(lse_max)).sum(axis=0)) + shift(lse_max))  # (Nq,)
+        merged = SoftmaxState.of(lse, axis=0, exp=chip.exp)  # ⊕ over p of the partials' states (lse_p, 1)
+        chip.put("lse_max", merged.m)  # (Nq,), in SRAM while LSE is formed
+        LSE = chip.put("LSE", merged.lse)  # (Nq,)
         chip.elementwise(3 * lse.size + 2 * Nq)  # max, −, Σ; log, +
         O = chip.put("O", np.zeros((Nq, d)))  # (Nq, d) SRAM accumulator
     for p in range(splits):
