@@ -24,7 +24,8 @@ from sim.inputs import (
     check_scale,
     random_inputs,
 )
-from sim.memory import Chip, Ledger
+from sim.ledger import Ledger
+from sim.memory import Chip
 from sim.occupancy import best_splits, occupancy
 from sim.results import Decoded, Gradients, Result
 from sim.trace import Trace

@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim.hardware import Hardware
-from sim.memory import Ledger
+from sim.ledger import Ledger
 from sim.occupancy import Occupancy
 from sim.trace import Trace
 

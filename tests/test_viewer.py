@@ -216,7 +216,7 @@ def test_row_outside_the_matrix(tmp_path):
         ("{not json", "is not valid JSON"),
         (
             json.dumps({"schema": "flashsim.trace", "version": 99}),
-            "trace: version 99 is not supported (this flashsim reads 1)",
+            "trace: version 99 is not supported (this flashsim reads 1 and 2)",
         ),
         (json.dumps({"schema": "something.else"}), "not a flashsim trace"),
         (json.dumps({"schema": "flashsim.trace", "version": 1, "steps": []}), "a field is missing"),
