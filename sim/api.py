@@ -6,13 +6,13 @@ import numpy as np
 
 from sim import reference
 from sim.algorithms import REGISTRY, flash_decoding, get
-from sim.blocks import choose, decoding_fit, decoding_footprint
+from sim.blocks import decoding_blocks
 from sim.dropout import Dropout
-from sim.dtypes import DTYPES, dtype_name
+from sim.dtypes import dtype_name
 from sim.errors import InputError
+from sim.heads import each_head
 from sim.inputs import (
     RECORDS,
-    check_blocks,
     check_choice,
     check_dropout,
     check_hardware,
@@ -22,13 +22,12 @@ from sim.inputs import (
     check_row,
     check_saved,
     check_scale,
-    random_inputs,
+    configure,
+    random_head,
 )
 from sim.ledger import Ledger
-from sim.memory import Chip
 from sim.occupancy import best_splits, occupancy
 from sim.results import Decoded, Gradients, Result
-from sim.trace import Trace
 
 ALGORITHMS = tuple(REGISTRY)  # the forward passes `run` and `count` take, by name
 
@@ -56,10 +55,10 @@ def run(
         seed = int(np.random.default_rng().integers(2**63))
     check_choice("record", record, RECORDS)
     q, k, v = check_inputs(q, k, v)
-    costs = _costs(algorithm, False, q, k, scale, causal, block_rows, block_cols, blocks, sram_bytes, hardware)
+    costs = configure(algorithm, False, q, k, scale, causal, block_rows, block_cols, blocks, sram_bytes, hardware)
     check_row(row, costs["n"])
     outputs = {"O": np.empty(q.shape, q.dtype)} | {name: _like(q, k, name) for name in entry.saves}
-    costs |= _each_head(
+    costs |= each_head(
         costs, algorithm, record, row, {"Q": q, "K": k, "V": v}, outputs,
         lambda chip, n: entry.forward(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n)),
     )  # fmt: skip
@@ -78,7 +77,7 @@ def count(
     Every head moves the same tiles, so one head is simulated (on seeded random data) and
     its ledger counted batch × heads times. `options` are `run`'s (not `record`, `row`, `seed`).
     """
-    q, k, v = (x[0, 0] for x in _random(n, nk, d, dtype, batch, heads))
+    q, k, v = (x[0, 0] for x in random_head(n, nk, d, dtype, batch, heads))
     one = run(algorithm, q, k, v, **options)
     return _times(one, batch * heads, output=None, saved={}, q=None, k=None, v=None)
 
@@ -144,11 +143,11 @@ def _backward(
     dropout_p, seed = check_dropout(entry, dropout_p, seed, seed_needed=True)
     q, k, v = check_inputs(q, k, v)
     o, do = check_like_q(q, o=o, do=do)
-    costs = _costs(algorithm, True, q, k, scale, causal, block_rows, block_cols, blocks, sram_bytes, hardware)
+    costs = configure(algorithm, True, q, k, scale, causal, block_rows, block_cols, blocks, sram_bytes, hardware)
     saved = check_saved(algorithm, entry.saves, lse_or_stats, q, k, costs["scale"], causal)
     check_row(row, costs["n"])
     outputs = {"dQ": np.empty(q.shape, q.dtype), "dK": np.empty(k.shape, q.dtype), "dV": np.empty(k.shape, q.dtype)}
-    costs |= _each_head(
+    costs |= each_head(
         costs, f"{algorithm} backward", record, row, {"Q": q, "K": k, "V": v, "O": o, "dO": do, **saved}, outputs,
         lambda chip, n: entry.backward(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n)),
     )  # fmt: skip
@@ -163,7 +162,7 @@ def count_backward(
 
     `options` are `count`'s: `causal`, `scale`, blocks, SRAM and hardware, `dropout_p`.
     """
-    q, k, v, do = (x[0, 0] for x in _random(n, nk, d, dtype, batch, heads, grad=True))
+    q, k, v, do = (x[0, 0] for x in random_head(n, nk, d, dtype, batch, heads, grad=True))
     o, lse = reference.attention(q, k, v, causal=options.get("causal", False), scale=options.get("scale"))
     seed = 0 if options.get("dropout_p") else None
     one = _backward(algorithm, q, k, v, o.astype(q.dtype), lse, do, seed=seed, **options)
@@ -190,69 +189,20 @@ def decode(
         splits = best_splits(heads, 1, Nq, Nk, d, s, hw)
     elif check_positive("splits", splits) > Nk:
         raise InputError(f"splits: {splits} chunks of the {Nk} keys would leave some empty; choose 1 … {Nk}")
-    Bc = decoding_fit(Nq, Nk, d, s, M, splits) if block_cols is None else check_positive("block_cols", block_cols)
-    need = sum(decoding_footprint(Nq, Bc, d, s, splits).values())
-    if need > M:
-        raise InputError(f"block_cols: Bc={Bc} needs {need} bytes of SRAM for Flash-Decoding but the SRAM holds {M}")
+    Bc = decoding_blocks(
+        Nq, Nk, d, s, M, splits, None if block_cols is None else check_positive("block_cols", block_cols)
+    )
     costs = dict(
         algorithm="decode", block_rows=Nq, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal,
         dtype=dtype_name(q.dtype), hardware=hw, heads=heads, n=Nq, nk=Nk, d=d,
     )  # fmt: skip
     outputs = {"O": np.empty(q.shape, q.dtype), "L": np.empty((*lead, Nq), np.float32)}
-    costs |= _each_head(
+    costs |= each_head(
         costs, "decode", record, None, {"Q": q, "K": k, "V": v}, outputs,
         lambda chip, n: flash_decoding.forward(chip, Bc=Bc, splits=splits, scale=scale, causal=causal), splits=splits,
     )  # fmt: skip
     occ = occupancy(heads, 1, splits, Nq, Nk, d, s, hw, Bc)
     return Decoded(**costs, output=outputs["O"], lse=outputs["L"], splits=splits, occupancy=occ)
-
-
-def _each_head(costs: dict, name: str, record: str, row, inputs: dict, outputs: dict, kernel, **config) -> dict:
-    """Run `kernel(chip, n)` on a fresh Chip for every (batch, head) index, with `inputs` placed in HBM and
-    `outputs` filled from it; the first head is traced when `record` asks. Returns the ledger (every head
-    summed), the SRAM peak and the trace."""
-    ledger, peak, trace = Ledger(), 0, None
-    lead = next(iter(inputs.values())).shape[:-2]
-    for n, head in enumerate(np.ndindex(*lead)):
-        if n == 0 and record != "counts":
-            trace = _trace(costs, name, record, head, inputs, config)
-            chip = Chip(costs["sram_bytes"], record, trace, row)
-        else:
-            chip = Chip(costs["sram_bytes"])
-        for tensor, x in inputs.items():
-            chip.hbm.place(tensor, x[head])
-        kernel(chip, n)
-        for tensor, x in outputs.items():
-            x[head] = chip.hbm.tensors[tensor]
-        ledger.add(chip.ledger)
-        peak = max(peak, chip.sram.peak)
-        if n == 0 and trace is not None:
-            trace.hbm = {t: {"shape": list(a.shape), "dtype": str(a.dtype)} for t, a in chip.hbm.tensors.items()}
-    return {"ledger": ledger, "sram_peak_bytes": peak, "trace": trace}
-
-
-def _trace(costs: dict, name: str, record: str, head: tuple, inputs: dict, config: dict) -> Trace:
-    """An empty trace of one head, its configuration taken from the run's costs (and its inputs, for "values")."""
-    keys = ("n", "nk", "d", "dtype", "causal", "scale", "block_rows", "block_cols", "sram_bytes")
-    settings = {key: costs[key] for key in keys} | {"hardware": costs["hardware"].name, "head": list(head)} | config
-    values = None
-    if record == "values":
-        values = {name.lower(): inputs[name][head].astype(np.float64).tolist() for name in ("Q", "K", "V")}
-    return Trace(name, settings, hbm={}, inputs=values)
-
-
-def _costs(algorithm, backward, q, k, scale, causal, block_rows, block_cols, rule, sram_bytes, hardware) -> dict:
-    """A pass's configuration: shapes, scale, mask, dtype, hardware, SRAM and blocks (the `Costs` fields so far)."""
-    *lead, N, d = q.shape
-    Nk = k.shape[-2]
-    scale = check_scale(scale, d)
-    check_blocks(rule, block_rows, block_cols)
-    hw, M = check_hardware(hardware, sram_bytes)
-    Br, Bc = choose(algorithm, rule, N, Nk, d, q.dtype.itemsize, M, block_rows, block_cols, backward=backward)
-    return dict(
-        algorithm=algorithm, block_rows=Br, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal,
-        dtype=dtype_name(q.dtype), hardware=hw, heads=int(np.prod(lead, dtype=np.int64)), n=N, nk=Nk, d=d,
-    )  # fmt: skip
 
 
 def _tiling(costs: dict) -> dict:
@@ -274,15 +224,6 @@ def _like(q: np.ndarray, k: np.ndarray, name: str) -> np.ndarray:
     if name == "P":
         return np.empty((*q.shape[:-1], k.shape[-2]), q.dtype)
     return np.empty(q.shape[:-1], np.float32)
-
-
-def _random(n, nk, d, dtype, batch, heads, grad: bool = False):
-    """One head of seeded random inputs, after checking the shape arguments of `count` and `count_backward`."""
-    check_choice("dtype", dtype, DTYPES)
-    for name, value in (("n", n), ("d", d), ("batch", batch), ("heads", heads)):
-        check_positive(name, value)
-    nk = n if nk is None else check_positive("nk", nk)
-    return random_inputs(1, 1, n, nk, d, dtype, 0, grad=grad)
 
 
 def _times(one, heads: int, **cleared):

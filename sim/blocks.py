@@ -147,6 +147,18 @@ def decoding_fit(Nq: int, Nk: int, d: int, s: int, sram_bytes: int, splits: int)
     return largest(parts, Nq, longest, sram_bytes, f"Flash-Decoding in {splits} splits", Br=Nq)[1]
 
 
+def decoding_blocks(Nq: int, Nk: int, d: int, s: int, sram_bytes: int, splits: int, Bc: int | None = None) -> int:
+    """Flash-Decoding's Bc: the one given (refused if its buffers do not fit), or `decoding_fit`'s."""
+    if Bc is None:
+        return decoding_fit(Nq, Nk, d, s, sram_bytes, splits)
+    need = sum(decoding_footprint(Nq, Bc, d, s, splits).values())
+    if need > sram_bytes:
+        raise InputError(
+            f"block_cols: Bc={Bc} needs {need} bytes of SRAM for Flash-Decoding but the SRAM holds {sram_bytes}"
+        )
+    return Bc
+
+
 # -- rules -----------------------------------------------------------------------------
 
 

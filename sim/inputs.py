@@ -6,7 +6,8 @@ from sim import dropout as dropout_
 from sim import hardware as hardware_
 from sim import mask
 from sim.algorithms import REGISTRY, Algorithm
-from sim.dtypes import DTYPES
+from sim.blocks import choose
+from sim.dtypes import DTYPES, dtype_name
 from sim.errors import InputError
 from sim.softmax import SoftmaxState
 
@@ -20,6 +21,15 @@ def random_inputs(batch: int, heads: int, n: int, nk: int, d: int, dtype: str, s
     rng = np.random.default_rng(seed)
     rows = (n, nk, nk, n) if grad else (n, nk, nk)
     return tuple(rng.standard_normal((batch, heads, r, d)).astype(DTYPES[dtype]) for r in rows)
+
+
+def random_head(n, nk, d, dtype, batch, heads, grad: bool = False):
+    """One head of seeded random inputs, after checking the shape arguments of `count` and `count_backward`."""
+    check_choice("dtype", dtype, DTYPES)
+    for name, value in (("n", n), ("d", d), ("batch", batch), ("heads", heads)):
+        check_positive(name, value)
+    nk = n if nk is None else check_positive("nk", nk)
+    return random_inputs(1, 1, n, nk, d, dtype, 0, grad=grad)
 
 
 def check_inputs(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -116,6 +126,21 @@ def check_saved(algorithm: str, saves: tuple[str, ...], lse_or_stats, q, k, scal
         L = saved["L"].astype(np.float64)[..., None]
         return {"P": np.exp(s - np.where(np.isneginf(L), np.inf, L)).astype(q.dtype)}
     return saved
+
+
+def configure(algorithm, backward, q, k, scale, causal, block_rows, block_cols, rule, sram_bytes, hardware) -> dict:
+    """A pass's configuration, checked: shapes, scale, mask, dtype, hardware, SRAM and its blocks (`sim.blocks.choose`),
+    as the `Costs` fields so far."""
+    *lead, N, d = q.shape
+    Nk = k.shape[-2]
+    scale = check_scale(scale, d)
+    check_blocks(rule, block_rows, block_cols)
+    hw, M = check_hardware(hardware, sram_bytes)
+    Br, Bc = choose(algorithm, rule, N, Nk, d, q.dtype.itemsize, M, block_rows, block_cols, backward=backward)
+    return dict(
+        algorithm=algorithm, block_rows=Br, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal,
+        dtype=dtype_name(q.dtype), hardware=hw, heads=int(np.prod(lead, dtype=np.int64)), n=N, nk=Nk, d=d,
+    )  # fmt: skip
 
 
 def check_choice(name: str, value, allowed) -> None:
