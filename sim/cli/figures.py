@@ -6,8 +6,7 @@ import click
 import numpy as np
 
 import sim
-from sim import hardware, paper, reference, sweep
-from sim import occupancy as decoding
+from sim import hardware, occupancy, paper, reference, sweep
 from sim.cli import options
 from sim.cli.options import console, print_json
 from sim.dtypes import itemsize
@@ -79,7 +78,7 @@ def paper_fig2_command(hardware_name, as_json) -> None:
 @options.dtype("fp16")
 @options.hardware()
 @options.causal("Causal mask (FlashAttention-2 skips the hidden blocks).")
-@options.algo(("flash1", "flash2"), "FlashAttention variant.")
+@options.algo(sweep.flash_variants(), "FlashAttention variant.")
 @options.backward("Forward + backward  [default: the forward pass]")
 @options.json_flag()
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of the table.")
@@ -123,9 +122,9 @@ def decode_command(nk, queries, d, batch, heads, dtype, hardware_name, splits, a
     hw, s = hardware.get(hardware_name), itemsize(dtype)
     if splits and max(splits) > nk:
         raise InputError(f"--splits: {max(splits)} chunks of the {nk} keys would leave some empty; choose 1 … {nk}")
-    best = decoding.best_splits(batch, heads, queries, nk, d, s, hw)
+    best = occupancy.best_splits(batch, heads, queries, nk, d, s, hw)
     choices = splits or sorted({1, best, *(2**i for i in range(1, 8) if 2**i <= min(nk, 2 * best))})
-    rows = [decoding.occupancy(batch, heads, P, queries, nk, d, s, hw) for P in choices]
+    rows = [occupancy.occupancy(batch, heads, P, queries, nk, d, s, hw) for P in choices]
     q, k, v = random_inputs(1, 1, queries, nk, d, dtype, 0)
     one = sim.decode(q, k, v, splits=best, hardware=hw)  # one head through the simulator, against float64
     err = float(np.abs(one.output.astype(np.float64) - reference.attention(q, k, v)[0]).max())

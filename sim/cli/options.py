@@ -11,12 +11,13 @@ import click
 from rich.console import Console
 
 from sim import hardware as presets
+from sim.algorithms import REGISTRY
 from sim.dtypes import DTYPES
 
 console = Console(highlight=False)
 
 POSITIVE = click.IntRange(min=1)
-ALGORITHMS = ("standard", "flash1", "flash2")
+ALGORITHMS = tuple(REGISTRY)  # every forward the registry holds: a new entry there is a new --algo choice
 HARDWARE = click.Choice(list(presets.PRESETS), case_sensitive=False)
 STORAGE = "Storage dtype (on-chip math is fp32)."
 

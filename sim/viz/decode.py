@@ -1,4 +1,4 @@
-"""What `flashsim decode` prints, from `sim.algorithms.decoding.Occupancy` rows."""
+"""What `flashsim decode` prints, from `sim.occupancy.Occupancy` rows."""
 
 from rich.console import Group, RenderableType
 from rich.table import Table
