@@ -8,7 +8,7 @@ from click.core import ParameterSource
 from rich.console import Console
 
 import sim
-from sim import hardware, reference, report, training
+from sim import hardware, report, training
 from sim.cli import options
 from sim.cli.options import console, print_json
 from sim.errors import InputError
@@ -69,7 +69,7 @@ def run_command(
         if counts_only:
             grads, grad_err = sim.count_backward(algo, **shape, **chip), None
         else:
-            grads, grad_err = run_backward(algo, result, q, k, v, seed, chip)
+            grads, grad_err = run_backward(result, q, seed, block_rows, block_cols, blocks, sram_bytes, hardware_name)
         summary["backward"] = training.backward_report(grads, grad_err)
         summary["forward_backward"] = training.split(result, grads)
     if as_json:
@@ -80,14 +80,15 @@ def run_command(
         console.print(backward_viz.backward_table(summary))
 
 
-def run_backward(algo, result, q, k, v, seed, chip):
-    """The backward pass of a `run` on a seeded random dO, and its errors against the float64 reference."""
+def run_backward(result, q, seed, block_rows, block_cols, blocks, sram_bytes, hardware_name):
+    """The backward pass of a `run` on a seeded random dO (from what the forward kept, `sim.backward(result, do)`),
+    and its errors against the float64 reference."""
     do = np.random.default_rng(seed + 1).standard_normal(q.shape).astype(q.dtype)
-    stats = {"flash1": result.stats, "flash2": result.lse}.get(algo)
-    if stats is None:  # standard attention leaves P in HBM, not L: hand the backward L to rebuild it from
-        stats = reference.attention(q, k, v, causal=result.causal, scale=result.scale)[1]
-    grads = sim.backward(algo, q, k, v, result.output, stats, do, **chip)
-    return grads, training.gradient_errors(grads, q, k, v, do)
+    grads = sim.backward(
+        result, do, block_rows=block_rows, block_cols=block_cols, blocks=blocks, sram_bytes=sram_bytes,
+        hardware=hardware_name,
+    )  # fmt: skip
+    return grads, training.gradient_errors(grads, result.q, result.k, result.v, do)
 
 
 @click.command("trace")
