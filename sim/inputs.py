@@ -44,7 +44,8 @@ def check_inputs(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             raise InputError(f"{name}: dtype {x.dtype} is not supported; use float16, bfloat16, float32 or float64")
         if x.ndim not in (2, 4):
             raise InputError(
-                f"{name}: shape {x.shape} has {x.ndim} dimensions; expected (N, d) or (batch, heads, N, d)"
+                f"{name}: shape {x.shape} has {x.ndim} dimension{'' if x.ndim == 1 else 's'}; "
+                "expected (N, d) or (batch, heads, N, d)"
             )
         arrays.append(x)
     q, k, v = arrays
@@ -100,6 +101,11 @@ def check_saved(algorithm: str, saves: tuple[str, ...], lse_or_stats, q, k, scal
             f"lse_or_stats: the {algorithm} backward needs {' and '.join(saves)} (or the log-sum-exp L); "
             f"got {', '.join(map(str, lse_or_stats)) or 'an empty dict'}"
         )
+    elif lse_or_stats is None:  # e.g. the `lse` of a Result whose forward keeps other statistics
+        raise InputError(
+            f"lse_or_stats: got None; the {algorithm} backward needs {' and '.join(saves)} (a Result's "
+            f"result.stats or result.lse, whichever its forward kept) or the log-sum-exp L; or call sim.backward(result, do)"
+        )
     else:
         given = {"L": lse_or_stats}
     saved = {}
@@ -132,14 +138,24 @@ def configure(algorithm, backward, q, k, scale, causal, block_rows, block_cols, 
     """A pass's configuration, checked: shapes, scale, mask, dtype, hardware, SRAM and its blocks (`sim.blocks.choose`),
     as the `Costs` fields so far."""
     *lead, N, d = q.shape
-    Nk = k.shape[-2]
+    heads = int(np.prod(lead, dtype=np.int64))
+    return configure_shape(
+        algorithm, backward, heads, N, k.shape[-2], d, dtype_name(q.dtype), scale, causal, block_rows, block_cols,
+        rule, sram_bytes, hardware,
+    )  # fmt: skip
+
+
+def configure_shape(
+    algorithm, backward, heads, N, Nk, d, dtype, scale, causal, block_rows, block_cols, rule, sram_bytes, hardware
+) -> dict:
+    """`configure` from the shape alone (no arrays): what a closed-form count needs."""
     scale = check_scale(scale, d)
     check_blocks(rule, block_rows, block_cols)
     hw, M = check_hardware(hardware, sram_bytes)
-    Br, Bc = choose(algorithm, rule, N, Nk, d, q.dtype.itemsize, M, block_rows, block_cols, backward=backward)
+    Br, Bc = choose(algorithm, rule, N, Nk, d, DTYPES[dtype].itemsize, M, block_rows, block_cols, backward=backward)
     return dict(
-        algorithm=algorithm, block_rows=Br, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal,
-        dtype=dtype_name(q.dtype), hardware=hw, heads=int(np.prod(lead, dtype=np.int64)), n=N, nk=Nk, d=d,
+        algorithm=algorithm, block_rows=Br, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal, dtype=dtype,
+        hardware=hw, heads=heads, n=N, nk=Nk, d=d,
     )  # fmt: skip
 
 

@@ -155,7 +155,10 @@ def sweep(
     rows = []
     for d, block, sram, N in product(ds, blocks, srams, sorted(ns)):
         M = sram or hw.sram_bytes
-        fwd, bwd = _blocks(algorithm, N, d, s, M, block, backward)
+        try:
+            fwd, bwd = _blocks(algorithm, N, d, s, M, block, backward)
+        except InputError as e:  # say which point of the sweep it was
+            raise InputError(f"{e}, at d = {d}, N = {N}") from None
         ks = {  # standard attention's counts do not depend on blocks
             name: training.kernels(
                 name, N, N, d, dtype, hw, heads=total_heads, forward_blocks=fwd, backward_blocks=bwd, causal=causal
