@@ -5,11 +5,11 @@ import sys
 import click
 from rich.console import Console
 
-from sim.cli import bench, figures, run, walkthrough
+from sim.cli import bench, figures, run, trace, walkthrough
 from sim.errors import FlashsimError
 
 # a new command family: its module in sim/cli/ with a COMMANDS tuple, and its name here
-FAMILIES = (run, bench, figures, walkthrough)
+FAMILIES = (run, trace, bench, figures, walkthrough)
 
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click ≥ 8.2
 
@@ -30,6 +30,8 @@ class _Group(click.Group):
             fail(str(e))
         except click.exceptions.Abort:
             sys.exit(1)
+        except MemoryError:  # an estimate let through what this machine could not hold after all
+            fail("out of memory: this machine could not hold the work; try smaller sizes, or --counts-only")
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
@@ -40,6 +42,7 @@ def fail(message: str) -> None:
 
 
 @click.group("flashsim", cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="flashsim", prog_name="flashsim", message="%(prog)s %(version)s")
 def app() -> None:
     """flashsim: FlashAttention, made visible."""
 

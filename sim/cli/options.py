@@ -88,7 +88,12 @@ SCALE = click.option("--scale", type=float, default=None, help="Softmax scale τ
 BLOCK_ROWS = click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
 BLOCK_COLS = click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
 SRAM_BYTES = click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
-SEED = click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+SEED = click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs (0 or more)."
+)
+QUIET = click.option(
+    "--quiet", "-q", is_flag=True, help="No progress bar (there is none when stdout is not a terminal)."
+)
 JSON_REPORT = click.option(
     "--json",
     "json_path",
