@@ -1,4 +1,5 @@
-"""`flashsim bench sim`: the simulator's own speed against plain NumPy, and its memory at long sequences."""
+"""`flashsim bench sim` and `bench cli`: the simulator's own speed against plain NumPy, its memory at long sequences,
+and the time and memory of the commands the README quotes."""
 
 import json
 import os
@@ -116,6 +117,42 @@ def bench_sim(n: int = 4096, d: int = 64, dtype: str = "fp16", repeats: int = 3,
         "numpy_seconds": baseline,
         "rows": rows,
         "memory": memory_probe(memory_n, d, dtype) if memory_n else None,
+    }
+
+
+def timed_command(args: list[str]) -> dict:
+    """Run `flashsim ARGS` in a fresh process: its wall time (Python's start-up included), peak resident memory
+    (Linux and macOS: the child's own, from wait4) and exit code."""
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "sim.cli", *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
+    if hasattr(os, "wait4"):
+        _, status, usage = os.wait4(child.pid, 0)
+        seconds, code = time.perf_counter() - start, os.waitstatus_to_exitcode(status)
+        child.returncode = code
+        peak = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)  # bytes on macOS, KiB on Linux
+    else:
+        code, peak = child.wait(), None
+        seconds = time.perf_counter() - start
+    error = child.stderr.read().decode(errors="replace").strip()
+    child.stderr.close()
+    return {"command": "flashsim " + " ".join(args), "seconds": seconds, "peak_rss_bytes": peak, "exit_code": code,
+            "stderr": error}  # fmt: skip
+
+
+def bench_cli(n: int = 32768, d: int = 64, counts_n: int = 1_000_000) -> dict:
+    """The commands the README quotes, each in a fresh process: a full-numerics flash2 run at N = n (its time and
+    peak memory), and `--counts-only` at N = counts_n for every registered algorithm."""
+    runs = [["run", "--algo", "flash2", "--n", str(n), "--d", str(d), "--quiet"]]
+    runs += [["run", "--algo", a, "--n", str(counts_n), "--d", str(d), "--counts-only", "--quiet"] for a in REGISTRY]
+    return {
+        "benchmark": "cli",
+        "machine": machine(),
+        "n": n,
+        "d": d,
+        "counts_n": counts_n,
+        "rows": [timed_command(args) for args in runs],
     }
 
 

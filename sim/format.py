@@ -37,9 +37,9 @@ def seconds(t: float) -> str:
 
 
 def duration(t: float) -> str:
-    """A rough duration, for an estimate: 40 s, 3 min, 2.5 h, 12 days."""
-    for unit, size in (("days", 86400), ("h", 3600), ("min", 60)):
-        if t >= 2 * size if unit == "days" else t >= size:
+    """A rough duration, for an estimate: 40 s, 3 min, 2.5 h, 12 days, 618 years."""
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
+        if t >= 2 * size if unit in ("years", "days") else t >= size:
             return f"{t / size:,.2g} {unit}" if t < 10 * size else f"{t / size:,.0f} {unit}"
     return f"{t:.2g} s" if t < 10 else f"{t:.0f} s"
 

@@ -2,12 +2,12 @@
 
 time ≈ tile pairs × the listing's per-pair overhead + the work in them (matmul FLOPs, exponentials, elements
 written to HBM), with the work taken from the registry's closed forms. The constants are fitted on this project's
-machine (a 2-core AMD EPYC, Python 3.11, NumPy 2.4, one BLAS thread) to 54 full-numerics runs of the three
+machine (2 cores of an Intel Xeon, Python 3.11, NumPy 2.4, one BLAS thread) to 54 full-numerics runs of the three
 listings (N = 1,024 … 8,192, d = 16 … 128, fp16 and fp32, blocks 8 … 128), which the model predicts within
 0.45×–1.9×: an estimate says "about", and refuses only what is far over the limit.
-memory ≈ the inputs and outputs of every head + what the chip holds for one head (its HBM tensors and their
-float32 copies; N × Nk ones where the forward leaves P) + the float64 reference's copies and one block of rows
-+ the recorded steps.
+memory ≈ what is held to the end (the inputs and outputs of every head, the recorded steps) + the largest of
+the phases' temporaries (the float64 draw of the inputs; what the chip holds for one head, its HBM tensors and
+their float32 copies, N × Nk ones where the forward leaves P; the float64 reference's copies and one block of rows).
 """
 
 import os
@@ -39,23 +39,36 @@ PROCESS = 150 * 2**20  # Python, NumPy, rich and the command itself
 EXACT_ROW_BLOCKS = 4096  # closed forms are summed over at most this many row blocks, then scaled in N
 CLOSED_FORM_PER_ROW_BLOCK = 5e-6  # seconds to add one row block into a closed form
 SMALL_TILE = 64  # Br × Bc below this: the blocks, more than N, make the tile pairs many
+PER_CONFIGURATION = 200e-6  # a sweep's block search and kernel list for one configuration
+NUMPY_PER_FLOP = 30e-12  # a whole-matrix float32 matmul
+BENCH_LIMIT_SECONDS = 600.0  # a benchmark is asked to take its time: it may run for 10 minutes
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """Seconds and bytes of memory some work takes (parts held together: their bytes add up), and the trace steps
-    it records."""
+    """Seconds some work takes; the memory it holds to the end (`held`) and, on top, the most a phase of it holds
+    for a while (`transient`: a phase's temporaries are gone before the next phase); the trace steps it records."""
 
     seconds: float = 0.0
-    bytes: int = 0
+    held: int = 0
+    transient: int = 0
     steps: int = 0
 
+    @property
+    def bytes(self) -> int:
+        """The peak: what is held, and the largest phase on top."""
+        return self.held + self.transient
+
     def __add__(self, other: "Estimate") -> "Estimate":
-        return Estimate(self.seconds + other.seconds, self.bytes + other.bytes, self.steps + other.steps)
+        """Two phases, one after the other."""
+        return Estimate(
+            self.seconds + other.seconds, self.held + other.held, max(self.transient, other.transient),
+            self.steps + other.steps,
+        )  # fmt: skip
 
     def times(self, k: int) -> "Estimate":
-        """The same work done k times, one after another (memory held once)."""
-        return Estimate(self.seconds * k, self.bytes, self.steps)
+        """The same work done k times, one after another (its memory held once)."""
+        return Estimate(self.seconds * k, self.held, self.transient, self.steps)
 
 
 def available_memory() -> int:
@@ -87,15 +100,16 @@ def simulate(
     per_head = pairs * PER_PAIR + c.flops * PER_FLOP + c.exps * PER_EXP + c.hbm_write_bytes / s * PER_WRITE[s]
     rows = n * nk if "P" in entry.saves else 0  # the forward leaves P (N × Nk) in HBM: it holds S and P
     saved = sum(s * rows if name == "P" else F * n for name in entry.saves)
-    arrays = heads * ((n + 2 * nk) * d * (8 + s) + n * d * s + saved)  # q, k, v (drawn in float64), O, what it saves
+    held = heads * ((n + 2 * nk) * d * s + n * d * s + saved)  # q, k, v, O and what the forward saves, every head
+    draw = heads * max(n, nk) * d * 8  # random inputs are drawn in float64, a tensor at a time
     chip = (n + 2 * nk) * d * (s + F) + 2 * rows * (s + F)  # one head's HBM tensors and their float32 copies
     if backward:
-        arrays += heads * (2 * n + 2 * nk) * d * s  # dO, dQ, dK, dV
+        held += heads * (2 * n + 2 * nk) * d * s  # dO, dQ, dK, dV
         chip += (2 * n + 2 * nk) * d * (s + F) + rows * (s + F)  # and dP, dS beside P
-    est = Estimate(heads * per_head, arrays + chip)
+    est = Estimate(heads * per_head, held, max(draw, chip))
     if record:
         steps = trace_steps(n, nk, Br, Bc)
-        est += Estimate(steps * PER_STEP, steps * STEP_BYTES, steps)
+        est += Estimate(steps * PER_STEP, steps * STEP_BYTES, 0, steps)
     return est
 
 
@@ -117,27 +131,47 @@ def check(n: int, nk: int, d: int, heads: int = 1, backward: bool = False) -> Es
     """The float64 reference of `heads` heads (and its gradients), a block of rows at a time."""
     per_score = PER_SCORE + PER_SCORE_D * d + (BACKWARD_PER_SCORE + BACKWARD_PER_SCORE_D * d if backward else 0)
     copies = (n + 2 * nk) * d + (2 * n + 2 * nk) * d * backward  # q, k, v (do, dq, dk, dv) in float64
-    return Estimate(heads * n * nk * per_score, 8 * heads * copies + 3 * 8 * reference.BLOCK_ELEMENTS)
+    return Estimate(heads * n * nk * per_score, 0, 8 * heads * copies + 3 * 8 * reference.BLOCK_ELEMENTS)
+
+
+def decoding(nq: int, nk: int, d: int, dtype: str, Bc: int, splits: int) -> Estimate:
+    """Flash-Decoding of one head through the chip (`sim.decode`), and its float64 reference."""
+    s = DTYPES[dtype].itemsize
+    pairs = ceil(nk / Bc) + splits
+    seconds = pairs * PER_PAIR + 4 * nq * nk * d * PER_FLOP + nq * nk * PER_EXP
+    held = (nq + 2 * nk) * d * s  # q, k, v as stored
+    transient = max(nk * d * 8, (nq + 2 * nk) * d * (s + F))  # drawn in float64; the chip's copies
+    return Estimate(seconds, held, transient) + check(nq, nk, d)
+
+
+def sweeping(configurations: int, row_blocks: int) -> Estimate:
+    """Closed forms only (`flashsim sweep`): a block search per configuration and a sum over its row blocks."""
+    return Estimate(configurations * PER_CONFIGURATION + row_blocks * CLOSED_FORM_PER_ROW_BLOCK)
+
+
+def numpy_attention(n: int, d: int) -> Estimate:
+    """Plain NumPy standard attention in float32 (`flashsim bench sim`'s baseline): S and P held whole."""
+    return Estimate(4 * n * n * d * NUMPY_PER_FLOP + n * n * PER_EXP, 0, 2 * F * n * n + 3 * n * d * F)
 
 
 def process() -> Estimate:
     """What the command holds before any work."""
-    return Estimate(0.0, PROCESS)
+    return Estimate(0.0, PROCESS)  # held: the interpreter and its modules
 
 
-def limit_seconds() -> float:
-    """The longest work a command starts: `LIMIT_SECONDS`, or FLASHSIM_MAX_SECONDS where it is set."""
+def limit_seconds(default: float = LIMIT_SECONDS) -> float:
+    """The longest work a command starts: `default`, or FLASHSIM_MAX_SECONDS where it is set."""
     try:
-        return max(0.0, float(os.environ.get("FLASHSIM_MAX_SECONDS", LIMIT_SECONDS)))
+        return max(0.0, float(os.environ.get("FLASHSIM_MAX_SECONDS", default)))
     except ValueError:
         raise InputError(
             f"FLASHSIM_MAX_SECONDS: {os.environ['FLASHSIM_MAX_SECONDS']!r} is not a number of seconds"
         ) from None
 
 
-def refuse(est: Estimate, option: str, what: str, instead: str) -> None:
+def refuse(est: Estimate, option: str, what: str, instead: str, limit: float = LIMIT_SECONDS) -> None:
     """Raise a one-line InputError naming `option` if `est` would not fit in memory or would take over the limit."""
-    free, limit = available_memory(), limit_seconds()
+    free, limit = available_memory(), limit_seconds(limit)
     over = []
     if est.seconds > limit:
         over.append(f"about {duration(est.seconds)} (the limit is {duration(limit)}, FLASHSIM_MAX_SECONDS)")
@@ -160,9 +194,9 @@ def largest(fits, hi: int) -> int:
     return lo
 
 
-def within(est: Estimate) -> bool:
+def within(est: Estimate, limit: float = LIMIT_SECONDS) -> bool:
     """Whether `refuse` lets `est` through."""
-    return est.seconds <= limit_seconds() and est.bytes <= available_memory() and est.steps <= MAX_TRACE_STEPS
+    return est.seconds <= limit_seconds(limit) and est.bytes <= available_memory() and est.steps <= MAX_TRACE_STEPS
 
 
 def tiles(config: dict) -> str:
@@ -179,14 +213,17 @@ def shape_of(config: dict) -> str:
 
 def counting(n: int, Br: int, backward: bool = False) -> Estimate:
     """Evaluating a closed form (`--counts-only`): a few microseconds per row block, nothing held."""
-    return Estimate(CLOSED_FORM_PER_ROW_BLOCK * ceil(n / Br) * (1 + backward), 0)
+    return Estimate(CLOSED_FORM_PER_ROW_BLOCK * ceil(n / Br) * (1 + backward))
 
 
-def guard(ctx: click.Context, cost, what: str, hints: list[str], small_blocks: bool = False, **sizes) -> None:
+def guard(
+    ctx: click.Context, cost, what: str, hints: list[str], small_blocks: bool = False, limit: float = LIMIT_SECONDS,
+    **sizes,
+) -> None:  # fmt: skip
     """Refuse, in one line naming the culprit option (`culprit`), work whose `cost(**sizes)` is over the limits;
     the hints say what to try, the last the largest value of that option that would do."""
     est = cost(**sizes)
-    if within(est):
+    if within(est, limit):
         return
     option = culprit(ctx, small_blocks)
     name = next((p.name for p in ctx.command.params if option in p.opts), None)
@@ -194,14 +231,14 @@ def guard(ctx: click.Context, cost, what: str, hints: list[str], small_blocks: b
 
         def fits(x: int) -> bool:
             try:
-                return within(cost(**(sizes | {name: x})))
+                return within(cost(**(sizes | {name: x})), limit)
             except InputError:  # e.g. blocks that no longer fit the SRAM
                 return False
 
         best = largest(fits, sizes[name] - 1)
         if best:
             hints = [*hints, f"{option} {best:,} or less"]
-    refuse(est, option, what, " or ".join(hints) or "smaller sizes")
+    refuse(est, option, what, " or ".join(hints) or "smaller sizes", limit)
 
 
 def culprit(ctx: click.Context, small_blocks: bool) -> str:

@@ -141,10 +141,24 @@ def run_backward(work, result, seed: int, config: dict):
 @options.causal()
 @click.option("--kernel", type=click.Choice(["v1", "v2"]), default="v2", show_default=True, help="GPU kernel.")
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
-def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, no_counters) -> None:
+@click.pass_context
+def compare_command(ctx, n, nk, d, batch, heads, dtype, causal, kernel, no_counters) -> None:
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
     from gpu import compare as gpu_compare
     from gpu import render as gpu_render
+    from gpu import tiling
+
+    tiles = tiling.default_tiles(kernel, d)
+
+    def cost(n, nk, d, batch, heads) -> estimate.Estimate:  # the simulator's side, on this machine
+        run = estimate.simulate("flash2", n=n, nk=nk or n, d=d, dtype=dtype, Br=tiles.block_rows,
+                                Bc=tiles.block_cols, causal=causal, heads=batch * heads)  # fmt: skip
+        return estimate.process() + run + estimate.check(n, nk or n, d, batch * heads)
+
+    what = (
+        f"simulating flash2 at N = {n:,}, Nk = {nk or n:,}, d = {d}, {batch * heads:,} heads with the {kernel} tiling"
+    )
+    estimate.guard(ctx, cost, what, [], n=n, nk=nk, d=d, batch=batch, heads=heads)
 
     result = gpu_compare.compare(
         n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype, causal=causal, kernel=kernel,
