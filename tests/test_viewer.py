@@ -7,6 +7,7 @@ import re
 
 import pytest
 from click.testing import CliRunner
+from pty_terminal import Terminal
 from rich.console import Console
 
 from sim import walkthrough
@@ -320,42 +321,14 @@ def test_without_termios_the_viewer_reads_one_command_per_line(flash1, monkeypat
 
 
 @pytest.mark.skipif(os.name != "posix", reason="needs a POSIX pseudo-terminal")
-def test_the_viewer_in_a_real_terminal(tmp_path):
+def test_the_viewer_in_a_real_terminal():
     """`flashsim trace` on a pseudo-terminal: the first screen, → and t move, g jumps, q quits cleanly."""
-    import fcntl
-    import select
-    import struct
-    import subprocess
-    import sys
-    import termios
-    import time
-
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")} | {"TERM": "xterm-256color"}
-    args = [sys.executable, "-m", "sim.cli", "trace", *WALK]
-    proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
-    os.close(slave)
-
-    def screen_after(keys: bytes, marker: bytes) -> str:
-        """The screen whose header holds `marker`, read through to its key line at the bottom."""
-        os.write(master, keys)
-        seen, deadline = b"", time.monotonic() + 20
-        while time.monotonic() < deadline and not (marker in seen and seen.rfind(b"q quit") > seen.find(marker)):
-            if select.select([master], [], [], 0.1)[0]:
-                seen += os.read(master, 1 << 16)
-        assert marker in seen, seen[-2000:]
-        screen = seen[seen.find(marker) :].decode(errors="replace")
-        return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen)
-
+    terminal = Terminal("trace", *WALK)
     try:
-        assert "Algorithm 1, line 2" in screen_after(b"", b"step 0 of 27")
-        assert "Algorithm 1, line 6" in screen_after(b"\x1b[C\x1b[C", b"step 2 of 27")  # → →
-        assert "i = 0 (query rows 0:2) · j = 0" in screen_after(b"t", b"step 3 of 27")
-        assert "Algorithm 1, line 13" in screen_after(b"g27\r", b"step 27 of 27")
-        os.write(master, b"q")
-        assert proc.wait(timeout=20) == 0
+        assert "Algorithm 1, line 2" in terminal.after(b"", b"step 0 of 27")
+        assert "Algorithm 1, line 6" in terminal.after(b"\x1b[C\x1b[C", b"step 2 of 27")  # → →
+        assert "i = 0 (query rows 0:2) · j = 0" in terminal.after(b"t", b"step 3 of 27")
+        assert "Algorithm 1, line 13" in terminal.after(b"g27\r", b"step 27 of 27")
+        assert terminal.quit() == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(master)
+        terminal.close()

@@ -22,11 +22,11 @@ TICK = 0.1
 class Work:
     """The progress of one command's work, in tasks; shown after `DELAY` seconds, if it is shown at all."""
 
-    def __init__(self, quiet: bool = False):
+    def __init__(self, quiet: bool = False, console: Console | None = None):
         self.shown = not quiet and sys.stdout.isatty()
         self.bar = Progress(
             TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
-            TimeRemainingColumn(), console=Console(stderr=True), transient=True, auto_refresh=False,
+            TimeRemainingColumn(), console=console or Console(stderr=True), transient=True, auto_refresh=False,
         )  # fmt: skip
         self._probes: dict = {}  # task → a function returning its completed amount now
         self._stop = threading.Event()
@@ -48,13 +48,16 @@ class Work:
     def _poll(self) -> None:
         start = time.monotonic()
         while not self._stop.wait(TICK):
-            if time.monotonic() - start < DELAY:
-                continue
-            if not self.bar.live.is_started:
-                self.bar.start()
-            for task, probe in list(self._probes.items()):
-                self.bar.update(task, completed=probe())
-            self.bar.refresh()
+            if time.monotonic() - start >= DELAY:
+                self.draw()
+
+    def draw(self) -> None:
+        """Show the bar (from its first call on) with each task's progress now."""
+        if not self.bar.live.is_started:
+            self.bar.start()
+        for task, probe in list(self._probes.items()):
+            self.bar.update(task, completed=probe())
+        self.bar.refresh()
 
     @contextmanager
     def simulating(self, description: str, total_bytes: int):
