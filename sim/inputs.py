@@ -12,6 +12,7 @@ from sim.errors import InputError
 from sim.softmax import SoftmaxState
 
 RECORDS = ("counts", "steps", "values")
+LOGIT_LIMIT = 1e37  # the largest score |S_ij| the chip's float32 arithmetic is held to (its range ends at 3.4e38)
 BLOCK_RULES = ("fit", "paper")
 
 
@@ -139,6 +140,7 @@ def configure(algorithm, backward, q, k, scale, causal, block_rows, block_cols, 
     as the `Costs` fields so far."""
     *lead, N, d = q.shape
     heads = int(np.prod(lead, dtype=np.int64))
+    check_logits(q, k, check_scale(scale, d))
     return configure_shape(
         algorithm, backward, heads, N, k.shape[-2], d, dtype_name(q.dtype), scale, causal, block_rows, block_cols,
         rule, sram_bytes, hardware,
@@ -157,6 +159,19 @@ def configure_shape(
         algorithm=algorithm, block_rows=Br, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal, dtype=dtype,
         hardware=hw, heads=heads, n=N, nk=Nk, d=d,
     )  # fmt: skip
+
+
+def check_logits(q: np.ndarray, k: np.ndarray, scale: float) -> None:
+    """|S_ij| = |τ q_i·k_j| ≤ |τ|·max|q_i|·max|k_j| must stay inside float32, the chip's arithmetic (with room for
+    S − m), or the listings would compute ∞ − ∞."""
+    norms = [float(np.sqrt((x.astype(np.float64) ** 2).sum(axis=-1)).max()) for x in (q, k)]
+    bound = abs(scale) * norms[0] * norms[1]
+    if bound > LOGIT_LIMIT:
+        most = LOGIT_LIMIT / (norms[0] * norms[1])
+        raise InputError(
+            f"scale: {scale:g} lets the scores τ q·k reach {bound:.3g}, beyond float32 (the chip's arithmetic); "
+            f"choose |scale| ≤ {most:.3g} for these inputs"
+        )
 
 
 def check_choice(name: str, value, allowed) -> None:

@@ -199,18 +199,18 @@ def test_backward_pass_trace():
 def test_out_of_range_step():
     assert (
         error_line(flashsim("trace", *WALK, "--step", "28"))
-        == "error: step: 28 is out of range; this trace has steps 0 … 27"
+        == "error: --step: 28 is out of range; this trace has steps 0 … 27"
     )
-    assert "step: -1 is out of range" in error_line(flashsim("trace", *WALK, "--step", "-1"))
+    assert "--step: -1 is out of range" in error_line(flashsim("trace", *WALK, "--step", "-1"))
 
 
 def test_row_outside_the_matrix(tmp_path):
-    assert "row: 4 is outside the matrix; query rows are 0 … 3 (N = 4)" in error_line(
+    assert "--row: 4 is outside the matrix; query rows are 0 … 3 (N = 4)" in error_line(
         flashsim("trace", *WALK, "--row", "4")
     )
     path = tmp_path / "run.json"
     flashsim("trace", *WALK, "--json", str(path))
-    assert "row: -2 is outside the matrix" in error_line(flashsim("trace", "--load", str(path), "--row", "-2"))
+    assert "--row: -2 is outside the matrix" in error_line(flashsim("trace", "--load", str(path), "--row", "-2"))
 
 
 @pytest.mark.parametrize(
@@ -219,7 +219,7 @@ def test_row_outside_the_matrix(tmp_path):
         ("{not json", "is not valid JSON"),
         (
             json.dumps({"schema": "flashsim.trace", "version": 99}),
-            "trace: version 99 is not supported (this flashsim reads 1 and 2)",
+            "--load: version 99 is not supported (this flashsim reads 1 and 2)",
         ),
         (json.dumps({"schema": "something.else"}), "not a flashsim trace"),
         (json.dumps({"schema": "flashsim.trace", "version": 1, "steps": []}), "a field is missing"),
@@ -234,8 +234,8 @@ def test_bad_trace_files(tmp_path, content, message):
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda d: d.update(steps=[]), "trace: it has no steps"),
-        (lambda d: d["config"].update(dtype="fp8"), "trace: dtype 'fp8' is unknown; flashsim stores fp16, bf16, fp32"),
+        (lambda d: d.update(steps=[]), "--load: it has no steps"),
+        (lambda d: d["config"].update(dtype="fp8"), "--load: dtype 'fp8' is unknown; flashsim stores fp16, bf16, fp32"),
     ],
 )
 def test_traces_the_viewer_cannot_show_are_refused(tmp_path, edit, message):

@@ -58,13 +58,7 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path) -> None:
 @bench_group.command("gpu")
 @click.option("--quick", is_flag=True, help="N ∈ {1024, 4096}, fp16 only (about a tenth of the full run).")
 @options.JSON_REPORT
-@click.option(
-    "--markdown",
-    "markdown_path",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="Also write the table as Markdown.",
-)
+@options.output_file("--markdown", "markdown_path", "Also write the table as Markdown.")
 def bench_gpu_command(quick, json_path, markdown_path) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
     from gpu import bench as gpu_bench

@@ -1,5 +1,6 @@
 """`flashsim paper fig2`, `sweep` and `decode`: the paper's Figure 2, the roofline sweep, Flash-Decoding."""
 
+import os
 import sys
 from itertools import product
 from math import ceil
@@ -34,12 +35,13 @@ class _IntList(click.ParamType):
             items = tuple(int(x) for x in str(value).split(","))
         except ValueError:
             self.fail(f"{value!r} is not a comma-separated list of integers", param, ctx)
-        if min(items) < 1:
-            self.fail(f"{value!r}: every value must be at least 1", param, ctx)
+        if min(items) < 1 or max(items) > 2**53:
+            self.fail(f"{value!r}: every value must be 1 … 2**53", param, ctx)
         return items
 
 
 INTS = _IntList()
+PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")  # what matplotlib writes
 
 
 @click.group("paper")
@@ -97,15 +99,15 @@ def paper_fig2_command(ctx, hardware_name, as_json) -> None:
 @options.backward("Forward + backward  [default: the forward pass]")
 @options.json_flag()
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of the table.")
-@click.option(
-    "--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Also write a figure (needs matplotlib)."
-)
+@options.output_file("--plot", "plot_path", "Also write a figure (needs matplotlib).")
 def sweep_command(
     ns, ds, block_sizes, srams, batch, heads, dtype, hardware_name, causal, algo, backward, as_json, as_csv, plot_path
 ) -> None:
     """Standard attention vs FlashAttention as N grows: bytes, FLOPs, intensity, roofline time, and where S and P run out of memory."""
     if as_json and as_csv:
         raise InputError("--json, --csv: choose one of them")
+    if plot_path and os.path.splitext(plot_path)[1].lower().lstrip(".") not in PLOT_FORMATS:
+        raise InputError(f"--plot: {plot_path!r} names no image format; end it in .{', .'.join(PLOT_FORMATS)}")
     configurations = len(ns) * len(ds) * len(block_sizes or (None,)) * len(srams or (None,))
     estimate.guard(
         click.get_current_context(),
@@ -175,7 +177,8 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
     rows = [occupancy.occupancy(batch, heads, P, queries, nk, d, s, hw) for P in choices]
     with Work(quiet) as work:
         q, k, v = random_inputs(1, 1, queries, nk, d, dtype, 0)
-        with work.simulating("Flash-Decoding, one head", rows[choices.index(best)].hbm_bytes // (batch * heads)):
+        moved = occupancy.occupancy(1, 1, best, queries, nk, d, s, hw).hbm_bytes  # one head, in `best` splits
+        with work.simulating("Flash-Decoding, one head", moved):
             one = sim.decode(q, k, v, splits=best, hardware=hw)  # one head through the simulator, against float64
         err = float(np.abs(one.output.astype(np.float64) - reference.attention(q, k, v)[0]).max())
     if as_json:

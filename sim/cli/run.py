@@ -141,8 +141,9 @@ def run_backward(work, result, seed: int, config: dict):
 @options.causal()
 @click.option("--kernel", type=click.Choice(["v1", "v2"]), default="v2", show_default=True, help="GPU kernel.")
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
+@options.QUIET
 @click.pass_context
-def compare_command(ctx, n, nk, d, batch, heads, dtype, causal, kernel, no_counters) -> None:
+def compare_command(ctx, n, nk, d, batch, heads, dtype, causal, kernel, no_counters, quiet) -> None:
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
     from gpu import compare as gpu_compare
     from gpu import render as gpu_render
@@ -160,10 +161,13 @@ def compare_command(ctx, n, nk, d, batch, heads, dtype, causal, kernel, no_count
     )
     estimate.guard(ctx, cost, what, [], n=n, nk=nk, d=d, batch=batch, heads=heads)
 
-    result = gpu_compare.compare(
-        n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype, causal=causal, kernel=kernel,
-        profile=not no_counters,
-    )  # fmt: skip
+    s = DTYPES[dtype].itemsize
+    moved = iomodel.flash2(n, nk or n, d, s, tiles.block_rows, tiles.block_cols, causal).hbm_bytes * batch * heads
+    with Work(quiet) as work, work.simulating("flash2 in the simulator, then the kernel", moved):
+        result = gpu_compare.compare(
+            n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype, causal=causal, kernel=kernel,
+            profile=not no_counters,
+        )  # fmt: skip
     console.print(gpu_render.comparison(result))
 
 

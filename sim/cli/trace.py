@@ -53,17 +53,9 @@ MAX_WIDTH = 1000  # columns to print or export in: wider is a typo, and rich wou
 @click.option(
     "--delay", type=click.FloatRange(0, 60), default=0.5, show_default=True, help="Seconds per frame of --play."
 )
-@click.option(
-    "--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the trace (versioned JSON)."
-)  # a file, not stdout: unlike run's --json flag
-@click.option(
-    "--svg",
-    "svg_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write --step K's screen, or the listing, as SVG.",
-)
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="The same as HTML.")
+@options.output_file("--json", "json_path", "Write the trace (versioned JSON).")  # a file: unlike run's --json flag
+@options.output_file("--svg", "svg_path", "Write --step K's screen, or the listing, as SVG.")
+@options.output_file("--html", "html_path", "The same as HTML.")
 @click.option(
     "--width",
     type=click.IntRange(60, MAX_WIDTH),

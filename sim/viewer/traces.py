@@ -7,6 +7,7 @@ import numpy as np
 from sim import reference
 from sim.api import backward, run
 from sim.errors import InputError
+from sim.inputs import check_logits, check_scale
 from sim.trace import Trace
 from sim.viz.timeline import Timeline
 
@@ -26,6 +27,7 @@ def record(algorithm: str, q, k, v, *, row: int | None = None, **options) -> Tra
 
 def record_backward(algorithm: str, q, k, v, *, row: int | None = None, **options) -> Trace:
     """The backward pass's trace, as `record`; O and L from the float64 reference, dO seeded random."""
+    check_logits(q, k, check_scale(options.get("scale"), q.shape[-1]))  # before the reference computes a score
     o, lse = reference.attention(q, k, v, causal=options.get("causal", False), scale=options.get("scale"))
     do = np.random.default_rng(1).standard_normal(q.shape).astype(q.dtype)
     row = _row(q, k, row)
