@@ -1,6 +1,7 @@
 """The `flashsim` command: small functions that call the library and hand its results to `sim.viz`."""
 
 import json
+import shlex
 import sys
 
 import click
@@ -213,18 +214,23 @@ def bench_sim_command(n, d, dtype, repeats, memory_n, json_path) -> None:
     default=None,
     help="Also write the table as Markdown.",
 )
-def bench_gpu_command(quick, json_path, markdown_path) -> None:
+@click.option("--backward", is_flag=True, help="Time forward + backward (FLOPs = 3.5 × forward), and memory against N.")
+def bench_gpu_command(quick, json_path, markdown_path, backward) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
     from gpu import bench as gpu_bench
     from gpu import render as gpu_render
+    from gpu import results as gpu_results
 
     progress = Console(stderr=True, highlight=False)
     report = gpu_bench.run_bench(
-        quick=quick, progress=lambda row: progress.print(gpu_render.bench_progress(row), style="dim")
+        quick=quick,
+        backward=backward,
+        progress=lambda row: progress.print(gpu_render.bench_progress(row), style="dim"),
+        command=shlex.join(["flashsim", *sys.argv[1:]]),
     )
     console.print(gpu_render.bench_table(report))
     if json_path:
-        gpu_bench.write_json(report, json_path)
+        gpu_results.write(report, json_path)
     if markdown_path:
         with open(markdown_path, "w") as f:
             f.write(gpu_render.bench_markdown(report))
@@ -238,14 +244,19 @@ def bench_gpu_command(quick, json_path, markdown_path) -> None:
 @click.option("--heads", type=POSITIVE, default=16, show_default=True)
 @click.option("--dtype", type=click.Choice(["fp16", "bf16"]), default="fp16", show_default=True)
 @CAUSAL
-@click.option("--kernel", type=click.Choice(["v1", "v2"]), default="v2", show_default=True, help="GPU kernel.")
+@click.option(
+    "--kernel", type=click.Choice(["v1", "v2", "v3"]), default=None, help="GPU kernel  [default: the default kernel]"
+)
+@click.option("--backward", is_flag=True, help="Compare the backward pass (the kernel: a backward one, v1 or v2).")
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
-def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, no_counters) -> None:
+def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, backward, no_counters) -> None:
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
     from gpu import compare as gpu_compare
-    from gpu import render as gpu_render
+    from gpu import compare_backward as gpu_compare_backward
+    from gpu import render_compare as gpu_render
 
-    result = gpu_compare.compare(
+    run = gpu_compare_backward.compare_backward if backward else gpu_compare.compare
+    result = run(
         n=n,
         nk=nk or n,
         d=d,
@@ -256,7 +267,7 @@ def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, no_counters) 
         kernel=kernel,
         profile=not no_counters,
     )
-    console.print(gpu_render.comparison(result))
+    console.print((gpu_render.backward_comparison if backward else gpu_render.comparison)(result))
 
 
 TOY_MAX_N, TOY_MAX_D = 64, 16  # `trace` runs on the toy part up to this size unless --hardware says otherwise
