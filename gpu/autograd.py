@@ -19,8 +19,8 @@ IMPLS = ("flash", "standard")
 
 
 def attention(q, k, v, *, causal=False, scale=None, impl="flash"):
-    """softmax(scale · q kᵀ) v with gradients, through flashsim's kernels: "flash" (forward rung 2 and backward
-    rung 5, lse saved) or "standard" (the baseline: P saved, Algorithm 3's backward)."""
+    """softmax(scale · q kᵀ) v with gradients, through flashsim's kernels: "flash" (the default forward and backward
+    kernels, lse saved) or "standard" (the baseline: P saved, Algorithm 3's backward)."""
     require_torch()
     if impl not in IMPLS:
         raise InputError(f"impl: expected one of {', '.join(IMPLS)}, got {impl!r}")
@@ -45,9 +45,21 @@ def _on_torch_stream(fn, *tensors):
     """fn(*CuPy views of the tensors), launched on PyTorch's current stream."""
     import torch
 
-    cupy = device.require()
-    with cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream):
+    cuda, ptr = device.require().cuda, torch.cuda.current_stream().cuda_stream
+    # CuPy ≥ 14 takes external streams through the CUDA stream protocol; CuPy 13 has ExternalStream only
+    external = hasattr(cuda.Stream, "from_external")
+    with cuda.Stream.from_external(_StreamHandle(ptr)) if external else cuda.ExternalStream(ptr):
         return fn(*(as_cupy(t.contiguous()) for t in tensors))
+
+
+class _StreamHandle:
+    """A raw cudaStream_t in the CUDA stream protocol, as CuPy's Stream.from_external takes it."""
+
+    def __init__(self, ptr: int):
+        self.ptr = ptr
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return 0, self.ptr
 
 
 @functools.cache

@@ -1,7 +1,7 @@
 """`flash_attention_backward`: dQ, dK, dV from the saved log-sum-exp (rungs 4–5 of gpu/registry.py), in three launches.
 
 The pre-pass computes D = rowsum(dO ∘ O) and zeroes a float32 dQ accumulator; the main kernel (one thread block
-per K/V block) recomputes P from L tile by tile and adds into dQ with atomics; the last pass rounds τ·dQ to the
+per K/V block) recomputes P from L tile by tile and adds τ dS K into dQ with atomics; the last pass rounds dQ to the
 storage dtype. Extra device memory: D (N floats) and the accumulator (N·d floats) per head, O(N).
 """
 
@@ -69,9 +69,9 @@ def prepass(p, row: int, o, do, D, dq_acc) -> None:
 
 
 def round_dq(p, row: int, dq_acc, dq) -> None:
-    """dQ = τ · (the float32 accumulator), rounded once to the storage dtype."""
+    """dQ = the float32 accumulator, rounded once to the storage dtype."""
     spec = registry.HELPERS["bwd_dq"]
     n = dq.size
     fn = source.function(spec, spec.defines(row, p.dtype, None))
     blocks = min(-(-n // DQ_THREADS), 65535)
-    fn((blocks, 1, 1), (DQ_THREADS, 1, 1), (dq_acc, dq, np.float32(p.scale), np.int64(n)))
+    fn((blocks, 1, 1), (DQ_THREADS, 1, 1), (dq_acc, dq, np.int64(n)))

@@ -15,10 +15,11 @@ def as_torch(x):
 
 
 def as_cupy(t):
-    """The CuPy array sharing torch tensor `t`'s device memory (`t` contiguous, on a CUDA device)."""
+    """The CuPy array sharing torch tensor `t`'s device memory (`t` contiguous, on a CUDA device; never its graph)."""
     import torch
 
     cupy = device.require()
+    t = t.detach()
     if t.dtype == torch.bfloat16:
         return cupy.from_dlpack(t.view(torch.int16)).view(ml_dtypes.bfloat16)
     return cupy.from_dlpack(t)

@@ -46,6 +46,7 @@ TUNE: dict[tuple[str, int], list[tuple[str, Tiles | None]]] = {  # None: the ker
     ("forward", 128): [
         ("v2", None),
         ("v3", None),
+        ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=48, q_in_regs=False, min_blocks=2)),
         ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=64, q_in_regs=False, min_blocks=2)),
         ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2, swizzle=True)),
         ("v3", forward_tiles(warps=8, m_tiles=1, block_cols=64, q_in_regs=True, min_blocks=1)),
@@ -55,6 +56,7 @@ TUNE: dict[tuple[str, int], list[tuple[str, Tiles | None]]] = {  # None: the ker
         ("v2", backward_tiles(warps=4, block_rows=64, min_blocks=2)),
         ("v2", backward_tiles(warps=8, block_rows=32)),
         ("v2", backward_tiles(warps=4, block_rows=128)),
+        ("v2", backward_tiles(warps=8, block_rows=128)),
     ],
     ("backward", 128): [
         ("v2", None),

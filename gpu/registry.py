@@ -120,7 +120,7 @@ FORWARD = {
     "v3": _forward("v3", 3, "03_flash2_lane_offsets.cu", dtypes=HALF, tensor_cores=True,
                    default_tiles=_forward_tc_tiles, defines=_forward_tc_defines, smem=_forward_tc_smem, scale_log2=True),
 }  # fmt: skip
-DEFAULT_FORWARD = "v2"
+DEFAULT_FORWARD = "v3"
 
 # -- backward -------------------------------------------------------------------------
 

@@ -128,7 +128,7 @@ def backward_comparison(c) -> Group:
     m = c.measured or {}
     names = list(m) or [None, None, None]
     predicted = [*c.predicted, None]  # the rounding of dQ has no counterpart in the simulator's listing
-    labels = ["pre-pass: D, dQ = 0", "main: per K/V block", "dQ = τ·dQ_acc, rounded"]
+    labels = ["pre-pass: D, dQ = 0", "main: per K/V block", "dQ rounded to the storage dtype"]
     for label, pred, name in zip(labels, predicted, names, strict=True):
         k = m.get(name)
         cells = [human_bytes(pred.hbm_read_bytes), human_bytes(pred.hbm_write_bytes)] if pred else ["—", "—"]

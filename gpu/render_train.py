@@ -4,9 +4,13 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from gpu import registry
 from sim.format import count
 
-NAMES = {"flash": "flashsim FlashAttention (rungs 2 + 5)", "standard": "flashsim standard attention (P stored)"}
+NAMES = {
+    "flash": f"flashsim FlashAttention (rungs {registry.forward(None).rung} + {registry.backward(None).rung})",
+    "standard": "flashsim standard attention (P stored)",
+}
 
 
 def checkpoints(steps: int) -> list[int]:

@@ -10,7 +10,7 @@
 //  - dQ_i += τ dS_ij K_j needs all Bc keys of dS_ij: dS_ijᵀ goes to SRAM (fp16/bf16), and each warp computes a
 //    16-row × (d / groups) piece of it (dS_ij by ldmatrix.trans from the stored dS_ijᵀ, K_j by ldmatrix.trans).
 //  - dQ is accumulated with float32 atomics (red.global.add.v2.f32 on sm_90) into a float32 copy in HBM, which
-//    backward_passes.cu zeroes before and rounds after. Why atomics and not a second pass over K/V blocks per Q
+//    backward_passes.cu zeroes before and rounds after, as in rung 4. Why atomics and not a second pass over K/V blocks per Q
 //    block: the second pass would recompute S_ij, P_ij, dP_ij and dS_ij (two more products per tile, 7 instead
 //    of 5), while the atomics cost L2 traffic only (Br · d · 4 bytes per tile pair) and the result differs from
 //    run to run only in the order of float32 additions. FlashAttention-2 makes the same choice.
@@ -218,8 +218,8 @@ flash2_v2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
         }
         __syncthreads();  // all Bc rows of dS_ijᵀ are in SRAM
 
-        // line 15: dQ_i ← dQ_i + dS_ij K_j (τ applied by the final pass): this warp's m-tiles (16 queries) of dQ_i
-        // and its share of the column pairs, added into HBM with float32 atomics
+        // line 15: dQ_i ← dQ_i + τ dS_ij K_j: this warp's m-tiles (16 queries) of dQ_i and its share of the column
+        // pairs, added into HBM with float32 atomics
         const int group = NWARPS >= QM ? warp % DQ_GROUPS : 0;
 #pragma unroll
         for (int mi = 0; mi < DQ_MT; ++mi) {
@@ -252,8 +252,8 @@ flash2_v2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
                     const int col = np * 16 + h * 8 + 2 * t;
                     if (np < NP_D && col < HEAD_DIM) {
                         const int q = r0 + mq * 16 + g;
-                        if (q < N) atomic_add_f32x2(dQ_hbm + (size_t)q * HEAD_DIM + col, acc[pi][h][0], acc[pi][h][1]);
-                        if (q + 8 < N) atomic_add_f32x2(dQ_hbm + (size_t)(q + 8) * HEAD_DIM + col, acc[pi][h][2], acc[pi][h][3]);
+                        if (q < N) atomic_add_f32x2(dQ_hbm + (size_t)q * HEAD_DIM + col, scale * acc[pi][h][0], scale * acc[pi][h][1]);
+                        if (q + 8 < N) atomic_add_f32x2(dQ_hbm + (size_t)(q + 8) * HEAD_DIM + col, scale * acc[pi][h][2], scale * acc[pi][h][3]);
                     }
                 }
             }

@@ -3,7 +3,7 @@
 // flash2_bwd_prepass: the FlashAttention-2 paper's Algorithm 2, lines 3–4 (sim/algorithms/backward.py's flash2
 // pre-pass): D_i = rowsum(dO_i ∘ O_i) in float32, and dQ = 0 — here the float32 accumulator the main kernel
 // adds into with atomics, since its thread blocks (one per K/V block) all update every dQ_i at once.
-// flash2_bwd_dq: dQ = τ · (that accumulator), rounded once to the storage dtype.
+// flash2_bwd_dq: dQ = that accumulator, rounded once to the storage dtype.
 //
 // One warp per row in the pre-pass, 16-byte loads where rows are whole 16-byte pieces (WIDE). Their time is part
 // of every backward timing (gpu/NOTES.md).
@@ -47,9 +47,9 @@ extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_
     for (int c = lane; c < HEAD_DIM; c += 32) dQacc[(size_t)row * HEAD_DIM + c] = 0.f;
 }
 
-// dQ[e] = scale · dQacc[e] for e < n, rounded to the storage dtype. Grid-stride.
-extern "C" __global__ void flash2_bwd_dq(const float* dQacc, storage_t* dQ, float scale, long long n)
+// dQ[e] = dQacc[e] for e < n, rounded to the storage dtype. Grid-stride.
+extern "C" __global__ void flash2_bwd_dq(const float* dQacc, storage_t* dQ, long long n)
 {
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x)
-        dQ[e] = from_float(scale * dQacc[e]);
+        dQ[e] = from_float(dQacc[e]);
 }
