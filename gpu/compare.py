@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import sim
-from gpu import counters, device, dtypes, registry, timing
+from gpu import counters, device, dtypes, registry, results, timing
 from gpu.flash import flash_attention
 from gpu.harness import flops
 from gpu.reference import attention_ref
@@ -127,6 +127,28 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
     )  # fmt: skip
     c.gaps = explain_gaps(c, s)
     return c
+
+
+def report(c: Comparison, command: str | None = None) -> dict:
+    """The comparison as a recorded result (gpu/results.py), kind "compare-forward"."""
+    return {
+        "kind": "compare-forward",
+        "env": results.environment(command),
+        "config": c.config,
+        "errors": {"sim": {"o": c.sim_err, "lse": c.sim_lse_err}, "gpu": {"o": c.gpu_err, "lse": c.gpu_lse_err}},
+        "bytes": {
+            "predicted": {"read": c.predicted_read, "write": c.predicted_write},
+            "measured": c.counters,
+            "measured_swizzled": c.counters_swizzled,
+            "note": c.counters_note,
+            "gaps": c.gaps,
+        },
+        "time": {
+            "measured_ms": c.measured_ms,
+            "roofline_ms": c.roofline.seconds * 1e3 if c.roofline else None,
+            "flops": c.flops,
+        },
+    }
 
 
 def measure_counters(direction: str, spec: registry.KernelSpec, shape: dict, swizzle=False) -> tuple[dict | None, str]:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 import sim
-from gpu import device, dtypes, registry, timing
+from gpu import device, dtypes, registry, results, timing
 from gpu.backward import flash_attention_backward
 from gpu.checks import max_error, random_like
 from gpu.compare import measure_counters, preset_for, random_host, sim_dtype, to_device
@@ -107,3 +107,25 @@ def compare_backward(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed
         config, errors, predicted, measured, note, measured_ms, roof, hw.name if hw else None,
         BACKWARD_FLOPS * flops(n, nk, d, batch, heads, causal),
     )  # fmt: skip
+
+
+def report(c: BackwardComparison, command: str | None = None) -> dict:
+    """The comparison as a recorded result (gpu/results.py), kind "compare-backward"."""
+    return {
+        "kind": "compare-backward",
+        "env": results.environment(command),
+        "config": c.config,
+        "errors": c.errors,
+        "bytes": {
+            "predicted": {label: {"read": k.hbm_read_bytes, "write": k.hbm_write_bytes} for label, k in c.predicted},
+            "measured": c.measured,
+            "note": c.note,
+            "predicted_dq_bytes": c.predicted_dq_bytes,
+            "expected_reduction_bytes": c.expected_reduction_bytes,
+        },
+        "time": {
+            "measured_ms": c.measured_ms,
+            "roofline_ms": c.roofline.seconds * 1e3 if c.roofline else None,
+            "flops": c.flops,
+        },
+    }

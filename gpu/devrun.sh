@@ -26,9 +26,9 @@ for s in $steps; do case $s in
   rung[1-5]) step "$s" 240 python3 -m gpu.harness --kernel "${s#rung}" ;;
   sanitize) step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke
             step racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.harness --smoke ;;
-  compare) step compare 120 "${CLI[@]}" compare --n 2048 --d 64
-           step compare_bwd 180 "${CLI[@]}" compare --backward --n 2048 --d 64
-           step compare_bwd_causal 180 "${CLI[@]}" compare --backward --n 2048 --d 128 --causal --dtype bf16 ;;
+  compare) step compare 120 "${CLI[@]}" compare --n 2048 --d 64 --json "$OUT/compare-forward-h100.json"
+           step compare_bwd 180 "${CLI[@]}" compare --backward --n 2048 --d 64 --json "$OUT/compare-backward-h100.json"
+           step compare_bwd_causal 180 "${CLI[@]}" compare --backward --n 2048 --d 128 --causal --dtype bf16 --json "$OUT/compare-backward-causal-h100.json" ;;
   bench) step bench 300 "${CLI[@]}" bench gpu --json "$OUT/bench-h100.json" --markdown "$OUT/bench-h100.md" ;;
   bench_bwd) step bench_bwd 420 "${CLI[@]}" bench gpu --backward --json "$OUT/bench-backward-h100.json" --markdown "$OUT/bench-backward-h100.md" ;;
   train) step train 240 python3 -c '
@@ -46,9 +46,9 @@ for s in $steps; do case $s in
   tune_fwd|tune_bwd|rung[1-5]) sed -n "/^   d /,\$p" "$LOGS/$s.log" ;;
   smoke) grep -E "FAIL" "$LOGS/smoke.log" ;;
   test) grep -E "^(FAILED|ERROR)" "$LOGS/test.log" | cut -c1-200 | head -n 40 ;;
-  compare) tail -n 30 "$LOGS/compare_bwd.log" ;;
-  bench) tail -n 60 "$LOGS/bench.log" ;;
-  bench_bwd) tail -n 70 "$LOGS/bench_bwd.log" ;;
+  compare) tail -n 12 "$LOGS/compare_bwd.log"; tail -n 12 "$LOGS/compare_bwd_causal.log" ;;
+  bench) grep -E "│ (fp16|bf16)" "$LOGS/bench.log" | cut -c1-120 ;;
+  bench_bwd) grep -E "│ (fp16|bf16)|│ +[0-9]+ │" "$LOGS/bench_bwd.log" | cut -c1-120 ;;
   train) cat "$LOGS/train.log" ;;
 esac; done
 printf '%s\n' "${summary[@]}"

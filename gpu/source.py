@@ -25,8 +25,15 @@ def _module(file: str, define_items: tuple):
 
 
 def function(spec: KernelSpec, defines: dict[str, int], smem: int = 0):
-    """The compiled kernel (one module per file and define set), allowed `smem` bytes of dynamic shared memory."""
-    fn = _module(spec.file, tuple(sorted(defines.items()))).get_function(spec.function)
-    if smem > 48 * 1024 and smem > fn.max_dynamic_shared_size_bytes:
+    """The compiled kernel (one module per file and define set), allowed `smem` bytes of dynamic shared memory.
+
+    Cached whole, attribute included: a call costs a dictionary lookup, not a driver call."""
+    return _function(spec.file, spec.function, tuple(sorted(defines.items())), smem)
+
+
+@functools.cache
+def _function(file: str, name: str, define_items: tuple, smem: int):
+    fn = _module(file, define_items).get_function(name)
+    if smem > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = smem
     return fn

@@ -249,7 +249,8 @@ def bench_gpu_command(quick, json_path, markdown_path, backward) -> None:
 )
 @click.option("--backward", is_flag=True, help="Compare the backward pass (the kernel: a backward one, v1 or v2).")
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
-def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, backward, no_counters) -> None:
+@JSON_REPORT
+def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, backward, no_counters, json_path) -> None:
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
     from gpu import compare as gpu_compare
     from gpu import compare_backward as gpu_compare_backward
@@ -268,6 +269,11 @@ def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, backward, no_
         profile=not no_counters,
     )
     console.print((gpu_render.backward_comparison if backward else gpu_render.comparison)(result))
+    if json_path:
+        from gpu import results as gpu_results
+
+        module = gpu_compare_backward if backward else gpu_compare
+        gpu_results.write(module.report(result, shlex.join(["flashsim", *sys.argv[1:]])), json_path)
 
 
 TOY_MAX_N, TOY_MAX_D = 64, 16  # `trace` runs on the toy part up to this size unless --hardware says otherwise
