@@ -5,6 +5,7 @@ without one raises `GPUUnavailableError` naming what is missing. The kernels for
 (gpu/registry.py); `autograd.attention` wraps them for PyTorch models.
 """
 
+from gpu import autograd
 from gpu.backward import flash_attention_backward
 from gpu.device import GPUUnavailableError, available
 from gpu.flash import flash_attention
@@ -20,6 +21,7 @@ __all__ = [
     "GPUUnavailableError",
     "attention_backward_ref",
     "attention_ref",
+    "autograd",
     "available",
     "flash_attention",
     "flash_attention_backward",

@@ -10,7 +10,18 @@
 //    of 8 and C of 16 sits at row R + r, piece (C/8 + c/8) XOR (r mod 8) = (C/8) XOR (c/8 XOR r mod 8): one XOR
 //    of the lane's part with a compile-time constant per ldmatrix, not at()'s integer arithmetic.
 //
-// Measured: see gpu/NOTES.md.
+// Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 8–10; fp16, N = 4096, TFLOP/s full / causal, the same session):
+//  - d = 64, 4 warps × 32 rows, Bc 64: rung 2 294.9 / 281.2 and 294.3 / 263.3, rung 3 318.0 / 294.1 and 328.9 / 281.0
+//    (runs 8, 9); swizzled rows 310.2 / 282.1 and 302.3 / 273.7.
+//  - d = 128, Q_i from shared memory: rung 2 (Bc 32) 303.4 / 276.9 and 304.7 / 256.1; rung 3 Bc 32 318.0 / 277.7 and
+//    310.2 / 267.1, Bc 48 342.4 / 288.7 (run 9: the default for d > 64), Bc 64 295.9 / 242.3 and 300.2 / 244.3,
+//    swizzled Bc 32 298.6 / 252.7 and 292.4 / 256.9; 8 warps × 16 rows, Bc 64, Q_i in registers 278.9 / 241.2 and
+//    271.5 / 234.3. Bc 48 was not tried on rung 2 in these runs (run 3 measured 311.9 / 270.5 for it).
+//  - ptxas reports the same registers and spills as rung 2 (d = 128, Bc 32: 255 registers, 12 bytes spilled; d = 64:
+//    251), so the gain is not registers; fewer address instructions is our reading, not checked in the SASS.
+//  - `flashsim bench gpu` (run 10, the public call with its defaults): 0.82 to 1.19× SDPA flash over 48 shapes, at or
+//    above it on 33; d = 64 median 1.10×, d = 128 median 1.00×, below 1.0 mostly at d = 128, N ≤ 2048 (0.88 to 0.97×).
+//  - compute-sanitizer memcheck and racecheck: clean at ragged sizes (gpu.harness --smoke, both layouts; runs 9, 10).
 //
 // Injected #defines: HEAD_DIM (row length of Q, K, V, O in HBM: d padded to 8), D_MMA (d padded to 16),
 // NWARPS, M_TILES (16-row MMA tiles per warp), BC (Bc, a multiple of 16), Q_IN_REGS, STORAGE (1 fp16, 2 bf16),

@@ -6,7 +6,8 @@
 // flash2_bwd_dq: dQ = that accumulator, rounded once to the storage dtype.
 //
 // One warp per row in the pre-pass, 16-byte loads where rows are whole 16-byte pieces (WIDE). Their time is part
-// of every backward timing (gpu/NOTES.md).
+// of every backward timing: at N = 2048, d = 64, 16 heads, fp16 (ncu, run 10) 8 µs each, against 209 µs for the
+// main kernel.
 //
 // Injected #defines: HEAD_DIM (row length in HBM), STORAGE (0 fp32, 1 fp16, 2 bf16), WIDE (16-byte loads).
 

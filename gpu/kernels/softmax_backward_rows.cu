@@ -5,7 +5,9 @@
 // products wait in shared memory in between. One thread block per row. P is zero where the causal mask hid a
 // key, so dS is too: no mask is needed. The rowsum D_i is rowsum(P_i ∘ dP_i), which equals rowsum(dO_i ∘ O_i).
 //
-// Measured: see gpu/NOTES.md (standard attention's backward as a whole, `flashsim bench gpu --backward`).
+// Measured (NVIDIA H100 80GB HBM3, `flashsim bench gpu --backward`, run 10): standard attention forward + backward
+// as a whole (five cuBLAS matmuls, this kernel and softmax_rows) runs at 20 to 190 TFLOP/s; P, dP and dS take
+// 3·batch·heads·N·Nk·2 bytes (24 GiB at N = 16384, batch 1, 16 heads; out of memory at N = 32768).
 //
 // Injected #defines: STORAGE (1 float16, 2 bfloat16), NTHREADS.
 
