@@ -9,7 +9,19 @@ import nbformat
 import pytest
 from notebook_runner import LESSONS_DIR
 
+from gpu import bench as gpu_bench
+from sim import hardware
+from sim.hardware import KiB
+
 QUOTES: dict[str, list] = {}  # lesson stem -> functions returning a phrase its markdown must contain
+
+QUOTES["07_backward_recomputation"] = [
+    lambda: (
+        f"({hardware.get('H100-SXM').sram_bytes // KiB} KiB of SRAM per thread block instead of "
+        f"{hardware.get('A100-40GB').sram_bytes // KiB} KiB)"
+    ),
+]
+QUOTES["08_real_gpu"] = [lambda: f"batch = {gpu_bench.TOKENS}/N and heads = {gpu_bench.HIDDEN}/d"]
 
 
 def _markdown(stem: str) -> str:
