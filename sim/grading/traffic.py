@@ -39,8 +39,8 @@ def expected(grading: dict, case: dict) -> Expected:
     per = {(t, direction): n for t, rw in counted.ledger.per_tensor().items() for direction, n in rw.items() if n}
     if sum(per.values()) != closed.hbm_bytes:
         raise AssertionError(f"the {algorithm} listing moved {sum(per.values())} B, its closed form says {closed.hbm_bytes} B")
-    label = LABELS[algorithm] + (" with causal block skipping" if case["causal"] and algorithm == "flash2" else "")
-    label = f"{label}'s backward" if backward else label
+    label = LABELS[algorithm] + ("'s backward" if backward else "")
+    label += " with causal block skipping" if case["causal"] and algorithm == "flash2" else ""
     return Expected(per, closed.hbm_bytes, label, counted.sram_peak_bytes)
 
 
@@ -63,7 +63,7 @@ def score(booked: dict[str, dict[str, int]], sizes: dict[str, int], exp: Expecte
     fraction = 1.0 if ratio <= full else 0.0 if ratio >= zero else (zero - ratio) / (zero - full)
     total = sum(got.values())
     if deviation == 0:
-        return Verdict(1.0, 1.0, f"HBM traffic is {exp.label}'s, tensor by tensor: {count(total)} B")
+        return Verdict(1.0, 1.0, f"HBM traffic matches {exp.label}, tensor by tensor: {count(total)} B")
     phrases, over_read = _phrases(got, exp, sizes, keys, inputs)
     text = "; ".join(phrases)
     if over_read and hint:
