@@ -12,6 +12,7 @@ from sim import bench, hardware, paper, reference, report, sweep, training, walk
 from sim.algorithms import decoding
 from sim.dtypes import DTYPES
 from sim.errors import FlashsimError, InputError
+from sim.grading import commands as grading_commands
 from sim.viz import backward as backward_viz
 from sim.viz import bench as bench_viz
 from sim.viz import decode as decode_viz
@@ -526,6 +527,11 @@ def bench_trace_command(n, d, dtype, hardware_name, keys, json_path) -> None:
     console.print(timing.open_times(rows))
     if json_path:
         bench.write_json({"trace_viewer": rows}, json_path)
+
+
+app.add_command(grading_commands.assignments)
+app.add_command(grading_commands.grade_command)
+bench_app.add_command(grading_commands.bench_grade_command)
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from sim.format import count
 
 BIG_SRAM = 1 << 30  # the listing counted for the expectation needs no SRAM limit: the blocks are given
 LABELS = {"flash1": "Algorithm 1", "flash2": "FlashAttention-2"}
+MAX_PHRASES = 2  # the deviations named in the feedback, largest first
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,8 @@ def _phrases(got, exp: Expected, sizes, keys, inputs) -> tuple[list[str], bool]:
             size = sizes.get(tensor) or 1
             groups.setdefault((direction, round(have / size, 2), round(want / size, 2)), []).append(tensor)
     phrases, over_read = [], False
-    for (direction, have, want), tensors in groups.items():
+    ranked = sorted(groups.items(), key=lambda g: -abs(g[0][1] - g[0][2]) * sum(sizes.get(t, 1) for t in g[1]))
+    for (direction, have, want), tensors in ranked:
         many = len(tensors) > 1
         names = " and ".join(tensors) if len(tensors) <= 2 else ", ".join(tensors[:-1]) + f" and {tensors[-1]}"
         verb, does = ("read", "reads") if direction == "read" else ("written", "writes")
@@ -89,6 +91,8 @@ def _phrases(got, exp: Expected, sizes, keys, inputs) -> tuple[list[str], bool]:
         asked = f"never {does} {them}" if want == 0 else f"{does} {them} {_times(want)}"
         phrases.append(f"{names} {be} {done} where {exp.label} {asked}")
         over_read |= direction == "read" and have > want and any(t in inputs for t in tensors)
+    if len(phrases) > MAX_PHRASES:
+        phrases = [*phrases[:MAX_PHRASES], f"{len(phrases) - MAX_PHRASES} more tensors differ"]
     return phrases, over_read
 
 
