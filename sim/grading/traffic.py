@@ -92,7 +92,8 @@ def _phrases(got, exp: Expected, sizes, keys, inputs) -> tuple[list[str], bool]:
         phrases.append(f"{names} {be} {done} where {exp.label} {asked}")
         over_read |= direction == "read" and have > want and any(t in inputs for t in tensors)
     if len(phrases) > MAX_PHRASES:
-        phrases = [*phrases[:MAX_PHRASES], f"{len(phrases) - MAX_PHRASES} more tensors differ"]
+        more = len(phrases) - MAX_PHRASES
+        phrases = [*phrases[:MAX_PHRASES], f"{more} more {'differs' if more == 1 else 'differ'}"]
     return phrases, over_read
 
 

@@ -1,9 +1,10 @@
-"""Algorithm 1 as asked, with switches the wasteful variants turn on (`REREAD_KV`, `WRITE_S`)."""
+"""Algorithm 1 as asked, with switches the wasteful variants turn on (`REREAD_KV`, `WRITE_S`, `KEEP_S`)."""
 
 import numpy as np
 
 REREAD_KV = False  # load K_j, V_j again for every Q block
 WRITE_S = True  # also write every S_ij to an HBM tensor S
+KEEP_S = False  # also keep every S_ij in an N × Nk NumPy array, off the chip
 
 
 def forward(chip, *, Br, Bc, scale):
@@ -14,6 +15,8 @@ def forward(chip, *, Br, Bc, scale):
     chip.hbm.alloc("m", (N,), np.float32)
     if WRITE_S:
         chip.hbm.alloc("S", (N, Nk), np.float32)
+    if KEEP_S:
+        kept = np.zeros((N, Nk), np.float32)
     for i in range(-(-N // Br)):
         rows = (i * Br, min((i + 1) * Br, N))
         r = rows[1] - rows[0]
@@ -33,6 +36,8 @@ def forward(chip, *, Br, Bc, scale):
             S = chip.put("S", scale * chip.matmul(Q_i, K_j.T))
             if WRITE_S:
                 chip.store("S", S, rows, cols)
+            if KEEP_S:
+                kept[rows[0] : rows[1], cols[0] : cols[1]] = S
             m_new = chip.put("m_new", np.maximum(m_i, S.max(axis=1)))
             P = chip.put("P", np.exp(S - m_new[:, None]), replaces=["S"])
             α = chip.put("α", np.exp(m_i - m_new))
