@@ -46,7 +46,9 @@ def test_the_gpu_assignment_is_skipped_with_one_line_where_there_is_no_gpu():
     assignment = spec.load(spec.locate("05"))
     report = grade_one(assignment, assignment.path)
     assert {t.status for t in report.tests} == {"skipped"} and report.score == 0
-    assert len(report.notes) == 1 and report.notes[0].startswith("not graded here: 05_gpu_online_softmax needs an NVIDIA GPU")
+    assert len(report.notes) == 1 and report.notes[0].startswith(
+        "not graded here: 05_gpu_online_softmax needs an NVIDIA GPU"
+    )
 
 
 def io_tests(assignment, *also):
@@ -59,7 +61,10 @@ def io_tests(assignment, *also):
     "submission, message",
     [
         ("fa2_loop_order", "correct, but K and V were read {t} times each where Algorithm 1 reads them once"),
-        ("rereads_kv", "correct, but K and V were read {t} times each where Algorithm 1 reads them once — check your loop order"),
+        (
+            "rereads_kv",
+            "correct, but K and V were read {t} times each where Algorithm 1 reads them once — check your loop order",
+        ),
         ("writes_s", "correct, but S was written once where Algorithm 1 never writes it"),
     ],
 )
@@ -132,7 +137,9 @@ def test_an_online_softmax_without_the_shift_fails_on_large_logits(tmp_path):
 
 def test_every_submission_of_a_run_gets_the_same_cases_and_the_seed_reproduces_them():
     assignment = spec.load(spec.locate("02"))
-    a, b = grader.grade(assignment, [SUBMISSIONS / "02" / "algorithm1.py", SUBMISSIONS / "02" / "fa2_loop_order.py"], seed=5, jobs=2)
+    a, b = grader.grade(
+        assignment, [SUBMISSIONS / "02" / "algorithm1.py", SUBMISSIONS / "02" / "fa2_loop_order.py"], seed=5, jobs=2
+    )
     again = grade_one(assignment, SUBMISSIONS / "02" / "fa2_loop_order.py", seed=5)
     other = grade_one(assignment, SUBMISSIONS / "02" / "fa2_loop_order.py", seed=6)
     assert [t.case for t in a.tests] == [t.case for t in b.tests] == [t.case for t in again.tests]

@@ -19,13 +19,25 @@ def invoke(*args):
 
 def check_gradescope(results: dict) -> None:
     """The fields of Gradescope's autograder specification (results.json) that flashsim writes, with their types."""
-    assert set(results) <= {"score", "execution_time", "output", "tests", "leaderboard", "visibility", "stdout_visibility"}
+    assert set(results) <= {
+        "score",
+        "execution_time",
+        "output",
+        "tests",
+        "leaderboard",
+        "visibility",
+        "stdout_visibility",
+    }
     assert isinstance(results["score"], int | float) and isinstance(results["execution_time"], int | float)
     assert isinstance(results["output"], str) and isinstance(results["tests"], list) and results["tests"]
     for t in results["tests"]:
         assert set(t) == {"name", "score", "max_score", "status", "output", "visibility"}
         assert isinstance(t["name"], str) and isinstance(t["output"], str)
-        assert isinstance(t["score"], int | float) and isinstance(t["max_score"], int | float) and 0 <= t["score"] <= t["max_score"]
+        assert (
+            isinstance(t["score"], int | float)
+            and isinstance(t["max_score"], int | float)
+            and 0 <= t["score"] <= t["max_score"]
+        )
         assert t["status"] in ("passed", "failed")
         assert t["visibility"] in ("visible", "hidden", "after_due_date", "after_published")
     for entry in results.get("leaderboard", []):
@@ -48,7 +60,11 @@ def test_instructor_exports_grades_a_folder_and_gets_a_csv_and_gradescope_json(t
     assert "graded alice.py: 100 / 100" in out.output and "graded carol.py: 0 / 100" in out.output
     rows = list(csv.DictReader(open(tmp_path / "grades.csv")))
     assert [(r["submission"], r["score"]) for r in rows] == [("alice.py", "100"), ("bob.py", "70"), ("carol.py", "0")]
-    assert rows[1]["IO against Algorithm 1"] == "0" and rows[0]["IO against Algorithm 1"] == "15" and rows[0]["seed"] == "4"
+    assert (
+        rows[1]["IO against Algorithm 1"] == "0"
+        and rows[0]["IO against Algorithm 1"] == "15"
+        and rows[0]["seed"] == "4"
+    )
     assert int(rows[0]["hbm_bytes"]) > 0 and rows[2]["hbm_bytes"] == ""
 
     out = invoke("grade", "02", folder / "bob.py", "--seed", 4, "--gradescope", tmp_path / "results.json")

@@ -53,7 +53,10 @@ def test_each_misbehaviour_gets_its_own_clear_report(name, tmp_path):
     assert first["prints_megabytes.py"] == "printed more than 1.0 MiB; stopped"
     assert reports["reads_solution.py"].flags == [f"tried to read the instructor solutions: {spec.locate(name)}"]
     assert reports["reads_solution.py"].score == 0
-    assert reports["reads_solution.py"].tests[1].feedback == "not run: the submission tried to read the instructor solutions"
+    assert (
+        reports["reads_solution.py"].tests[1].feedback
+        == "not run: the submission tried to read the instructor solutions"
+    )
     if name != "01":
         assert first["overflows_sram.py"].startswith("SRAM overflow: everything (256.0 KiB) does not fit")
     for r in reports.values():
@@ -61,7 +64,9 @@ def test_each_misbehaviour_gets_its_own_clear_report(name, tmp_path):
 
 
 def test_the_library_own_listing_cannot_be_imported_while_grading():
-    (report,) = grader.grade(first_tests(spec.load(spec.locate("02"))), [SUBMISSIONS / "02" / "imports_library.py"], seed=1)
+    (report,) = grader.grade(
+        first_tests(spec.load(spec.locate("02"))), [SUBMISSIONS / "02" / "imports_library.py"], seed=1
+    )
     assert report.flags == ["imported the library's solution: sim.algorithms"] and report.score == 0
     assert "could not import the submission: raised ImportError" in report.tests[0].feedback
 

@@ -13,17 +13,23 @@ def case(N, Nk, d, dtype, causal, Br, Bc):
 
 
 @pytest.mark.parametrize("algorithm, backward", [("flash1", False), ("flash2", False), ("flash2", True)])
-@pytest.mark.parametrize("shape", [(37, 53, 8, "fp16", False, 8, 16), (53, 37, 8, "bf16", True, 16, 8), (64, 64, 16, "fp32", True, 16, 16)])
+@pytest.mark.parametrize(
+    "shape", [(37, 53, 8, "fp16", False, 8, 16), (53, 37, 8, "bf16", True, 16, 8), (64, 64, 16, "fp32", True, 16, 16)]
+)
 def test_expected_traffic_adds_up_to_the_closed_form(algorithm, backward, shape):
     c = case(*shape)
     grading = {"algorithm": algorithm, "pass": "backward" if backward else "forward"}
     exp = traffic.expected(grading, c)
     s = {"fp16": 2, "bf16": 2, "fp32": 4}[c["dtype"]]
-    form = (iomodel.backward_counts if backward else iomodel.counts)(algorithm, c["N"], c["Nk"], c["d"], s, c["Br"], c["Bc"], c["causal"])
+    form = (iomodel.backward_counts if backward else iomodel.counts)(
+        algorithm, c["N"], c["Nk"], c["d"], s, c["Br"], c["Bc"], c["causal"]
+    )
     assert sum(exp.per_tensor.values()) == exp.optimum == form.hbm_bytes
     if not backward:
         assert exp.per_tensor["K", "read"] == exp.per_tensor["V", "read"]
-        assert exp.per_tensor["Q", "read"] == s * c["N"] * c["d"] * (-(-c["Nk"] // c["Bc"]) if algorithm == "flash1" else 1)
+        assert exp.per_tensor["Q", "read"] == s * c["N"] * c["d"] * (
+            -(-c["Nk"] // c["Bc"]) if algorithm == "flash1" else 1
+        )
 
 
 def expectation():
@@ -59,13 +65,17 @@ def test_the_message_names_the_tensors_and_how_often_they_were_read():
     exp = expectation()
     v = traffic.score(booked(exp, K_read=32 * 1024, V_read=32 * 1024), {"K": 1024, "V": 1024}, exp, {"K", "V"}, 1.0, 1.5,
                       "check your loop order")  # fmt: skip
-    assert v.message.startswith("K and V were read 32 times each where Algorithm 1 reads them once — check your loop order")
+    assert v.message.startswith(
+        "K and V were read 32 times each where Algorithm 1 reads them once — check your loop order"
+    )
     s = traffic.score(booked(exp, S_write=4 * 64 * 64), {"S": 4 * 64 * 64}, exp, {"K"}, 1.0, 1.5, "hint")
     assert s.message.startswith("S was written once where Algorithm 1 never writes it (")
     assert "hint" not in s.message  # the hint is for inputs read too often
 
 
-@pytest.mark.parametrize("N, Nk, causal", [(37, 53, False), (53, 37, True), (37, 53, True), (1, 40, True), (40, 1, True)])
+@pytest.mark.parametrize(
+    "N, Nk, causal", [(37, 53, False), (53, 37, True), (37, 53, True), (1, 40, True), (40, 1, True)]
+)
 def test_the_row_blocked_reference_equals_the_whole_one(N, Nk, causal, monkeypatch):
     monkeypatch.setattr(reference, "CHUNK_ELEMENTS", 100)  # a few rows at a time
     rng = np.random.default_rng(N * Nk)
@@ -75,5 +85,9 @@ def test_the_row_blocked_reference_equals_the_whole_one(N, Nk, causal, monkeypat
     want_o, want_lse = attention(q, k, v, causal=causal, scale=0.3)
     assert np.allclose(o, want_o, rtol=1e-12, atol=1e-14) and np.array_equal(np.isneginf(lse), np.isneginf(want_lse))
     assert np.allclose(lse[np.isfinite(lse)], want_lse[np.isfinite(want_lse)], rtol=1e-12)
-    for got, want in zip(reference.backward(q, k, v, do, causal=causal, scale=0.3), attention_backward(q, k, v, do, causal=causal, scale=0.3), strict=True):
+    for got, want in zip(
+        reference.backward(q, k, v, do, causal=causal, scale=0.3),
+        attention_backward(q, k, v, do, causal=causal, scale=0.3),
+        strict=True,
+    ):
         assert np.allclose(got, want, rtol=1e-10, atol=1e-12)

@@ -23,7 +23,7 @@ def test_arrays_of_every_storage_dtype_round_trip_bit_for_bit():
     data = wire.encode({"op": "tile", "nbytes": 7}, arrays)
     for i in range(0, len(data), 5):  # arriving in small pieces
         reader.feed(data[i : i + 5])
-    (header, got), = reader.ready
+    ((header, got),) = reader.ready
     assert header == {"op": "tile", "nbytes": 7}
     for a, b in zip(arrays, got, strict=True):
         assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()

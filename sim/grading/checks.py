@@ -73,7 +73,9 @@ def _outputs(grading: dict, problem: Problem, outcome: Outcome) -> dict[str, np.
     if outcome.server is None:
         names = list(problem.reference)
         if len(outcome.results) != len(names):
-            return {names[0]: f"returned {len(outcome.results)} arrays where {len(names)} ({', '.join(names)}) are expected"}
+            return {
+                names[0]: f"returned {len(outcome.results)} arrays where {len(names)} ({', '.join(names)}) are expected"
+            }
         return dict(zip(names, outcome.results, strict=True))
     out: dict[str, np.ndarray | str] = {}
     input_dtype = problem.inputs["Q"].dtype
@@ -92,14 +94,16 @@ def _outputs(grading: dict, problem: Problem, outcome: Outcome) -> dict[str, np.
             out[name] = array
     if "ℓ" in out and "m" in out and not isinstance(out["ℓ"], str) and not isinstance(out["m"], str):
         with np.errstate(divide="ignore"):
-            out["ℓ"] = np.where(out["ℓ"] > 0, out["m"].astype(np.float64) + np.log(out["ℓ"].astype(np.float64)), -np.inf)
+            out["ℓ"] = np.where(
+                out["ℓ"] > 0, out["m"].astype(np.float64) + np.log(out["ℓ"].astype(np.float64)), -np.inf
+            )
     elif isinstance(out.get("m"), str):
         out["ℓ"] = out["m"]
     return out
 
 
 def _compare(problem: Problem, outputs: dict) -> str:
-    """"" if every answer is within its bound, else the first one that is not, with its worst element."""
+    """ "" if every answer is within its bound, else the first one that is not, with its worst element."""
     for name, want in problem.reference.items():
         got = outputs.get(name)
         if isinstance(got, str):
@@ -116,7 +120,9 @@ def _compare(problem: Problem, outputs: dict) -> str:
         err = np.abs(got - want)
         bound = problem.bounds.get(name, _relative(want))
         if not np.isfinite(got).all() or (err > bound).any():
-            index = np.unravel_index(int(np.argmax(np.where(np.isfinite(err), err / np.maximum(bound, 1e-300), np.inf))), err.shape)
+            index = np.unravel_index(
+                int(np.argmax(np.where(np.isfinite(err), err / np.maximum(bound, 1e-300), np.inf))), err.shape
+            )
             where = f"[{', '.join(str(int(i)) for i in index)}]"
             limit = np.broadcast_to(bound, err.shape)[index]
             return f"{label}{where} is {got[index]:.6g} where the reference is {want[index]:.6g} (error {err[index]:.2e}, allowed {limit:.2e})"

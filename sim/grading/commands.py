@@ -10,7 +10,7 @@ from rich.table import Table
 
 from sim.errors import InputError
 from sim.format import seconds
-from sim.grading import csvfile, export, gradescope, grader, render, sandbox, spec
+from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec
 
 console = Console(highlight=False)
 
@@ -58,9 +58,13 @@ def export_command(assignment, student, instructor) -> None:
               help="Write Gradescope's results.json here (one submission).")  # fmt: skip
 @click.option("--hidden-visibility", type=click.Choice(gradescope.VISIBILITY), default="hidden", show_default=True,
               help="Gradescope visibility of the hidden tests.")  # fmt: skip
-@click.option("--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write one row per submission here.")
+@click.option(
+    "--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write one row per submission here."
+)
 @click.option("--details", is_flag=True, help="For a folder: every submission's table, not only the summary.")
-def grade_command(paths, self_check, seed, jobs, timeout, gradescope_path, hidden_visibility, csv_path, details) -> None:
+def grade_command(
+    paths, self_check, seed, jobs, timeout, gradescope_path, hidden_visibility, csv_path, details
+) -> None:
     """Grade SUBMISSION (a .py file, or a folder of them) against ASSIGNMENT (a name such as 02, or a master's path).
 
     flashsim grade ASSIGNMENT SUBMISSION; flashsim grade --self-check FILE (a student's copy, public tests).
@@ -80,10 +84,14 @@ def grade_command(paths, self_check, seed, jobs, timeout, gradescope_path, hidde
 
     def progress(report) -> None:
         if many:
-            console.print(f"graded {report.submission}: {report.score:g} / {report.max_score:g} ({seconds(report.seconds)})")
+            console.print(
+                f"graded {report.submission}: {report.score:g} / {report.max_score:g} ({seconds(report.seconds)})"
+            )
 
     limits = sandbox.Limits(wall_s=timeout)
-    reports = grader.grade(assignment, found, seed=seed, jobs=jobs, limits=limits, self_check=self_check, progress=progress)
+    reports = grader.grade(
+        assignment, found, seed=seed, jobs=jobs, limits=limits, self_check=self_check, progress=progress
+    )
     for r in reports if (details or not many) else []:
         console.print(render.submission(r, self_check))
     if many:

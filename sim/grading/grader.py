@@ -38,7 +38,7 @@ def grade(
     *,
     seed: int | None = None,
     jobs: int | None = None,
-    limits: sandbox.Limits = sandbox.Limits(),
+    limits: sandbox.Limits = sandbox.DEFAULT_LIMITS,
     self_check: bool = False,
     progress=None,
 ) -> list[SubmissionReport]:
@@ -68,7 +68,9 @@ def grade(
         return list(pool.map(one, submissions))
 
 
-def grade_one(assignment: Assignment, problems: list[Problem], path: Path, seed: int, limits, setup: dict) -> SubmissionReport:
+def grade_one(
+    assignment: Assignment, problems: list[Problem], path: Path, seed: int, limits, setup: dict
+) -> SubmissionReport:
     """All tests of one submission; its process is started again after a death, at most MAX_DEATHS times."""
     report = SubmissionReport(path.name, assignment.name, seed)
     child, deaths, stop = None, 0, ""
@@ -85,7 +87,9 @@ def grade_one(assignment: Assignment, problems: list[Problem], path: Path, seed:
                     header = {"op": "import_failed", "message": str(e)}
                 report.printed = child.printed_text()
                 if header["op"] != "ready":
-                    stop = f"could not import the submission: {_raised(header) if 'type' in header else header['message']}"
+                    stop = (
+                        f"could not import the submission: {_raised(header) if 'type' in header else header['message']}"
+                    )
                     report.tests.append(_result(p, 0.0, "failed", stop))
                     _flag(report, child)
                     continue
@@ -120,7 +124,9 @@ def run(child: sandbox.Child, grading: dict, p: Problem, limits) -> Outcome:
     else:
         header["driver"] = p.test["check"]
     try:
-        reply, results = child.exchange(header, arrays, server.handle if server else None, p.test.get("timeout_s", limits.wall_s))
+        reply, results = child.exchange(
+            header, arrays, server.handle if server else None, p.test.get("timeout_s", limits.wall_s)
+        )
     except sandbox.ChildDied as e:
         return Outcome("died", str(e), server=server)
     if reply["op"] == "raised":

@@ -61,6 +61,9 @@ def write_autograder(folder: Path, master: Path, hidden: str = "hidden") -> None
     """The autograder zip's contents: setup.sh, run_autograder and the master (add a flashsim wheel, then zip)."""
     folder.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(master, folder / master.name)
-    for name, text in (("setup.sh", SETUP_SH), ("run_autograder", RUN_AUTOGRADER.format(master=master.name, hidden=hidden))):
+    for name, text in (
+        ("setup.sh", SETUP_SH),
+        ("run_autograder", RUN_AUTOGRADER.format(master=master.name, hidden=hidden)),
+    ):
         (folder / name).write_text(text)
         (folder / name).chmod(0o755)

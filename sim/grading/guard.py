@@ -36,6 +36,7 @@ def denied_paths(modules) -> list[str]:
 
 def purge(modules) -> None:
     """Forget `modules` (and their submodules), and every name other `sim` modules hold that came from them."""
+
     def denied(name) -> bool:
         return isinstance(name, str) and any(name == m or name.startswith(m + ".") for m in modules)
 
@@ -44,7 +45,9 @@ def purge(modules) -> None:
     for name, module in list(sys.modules.items()):
         if name == "sim" or name.startswith("sim."):
             for attr, value in list(vars(module).items()):
-                source = getattr(value, "__name__", None) if type(value) is type(sys) else getattr(value, "__module__", None)
+                source = (
+                    getattr(value, "__name__", None) if type(value) is type(sys) else getattr(value, "__module__", None)
+                )
                 if denied(source):
                     delattr(module, attr)
 
@@ -87,5 +90,11 @@ def readable() -> list[str]:
     import sim
 
     package = os.path.dirname(os.path.realpath(sim.__file__))
-    places = {sys.prefix, sys.base_prefix, *site.getsitepackages(), package, os.path.join(os.path.dirname(package), "gpu")}
+    places = {
+        sys.prefix,
+        sys.base_prefix,
+        *site.getsitepackages(),
+        package,
+        os.path.join(os.path.dirname(package), "gpu"),
+    }
     return sorted(os.path.realpath(p) + os.sep for p in places)

@@ -99,7 +99,9 @@ class ProxyChip:
     def put(self, buf: str, value, replaces=()) -> np.ndarray:
         """Keep an on-chip result in SRAM as float32 (replacing `replaces`, as an in-place update)."""
         value = np.asarray(value, dtype=ACCUMULATOR)
-        self.link.post({"op": "put", "buf": str(buf), "nbytes": int(value.nbytes), "replaces": [str(r) for r in replaces]})
+        self.link.post(
+            {"op": "put", "buf": str(buf), "nbytes": int(value.nbytes), "replaces": [str(r) for r in replaces]}
+        )
         self.sram.put(buf, value, value.nbytes, None, replaces)
         return value
 
@@ -152,4 +154,3 @@ def _pair(r):
 def tensor_specs(arrays: dict[str, np.ndarray]) -> dict[str, tuple]:
     """{name: (shape, dtype name)} of the grader's HBM tensors, as the submission's process is told them."""
     return {name: (list(a.shape), str(a.dtype)) for name, a in arrays.items()}
-

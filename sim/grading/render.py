@@ -18,7 +18,13 @@ def submission(report: SubmissionReport, self_check: bool = False) -> Group:
         f" · seed {report.seed} · {seconds(report.seconds)}",
     )  # fmt: skip
     table = Table(show_edge=False, pad_edge=False, expand=False)
-    for name, justify in (("test", "left"), ("", "left"), ("points", "right"), ("status", "left"), ("feedback", "left")):
+    for name, justify in (
+        ("test", "left"),
+        ("", "left"),
+        ("points", "right"),
+        ("status", "left"),
+        ("feedback", "left"),
+    ):
         table.add_column(name, justify=justify, overflow="fold")
     for t in report.tests:
         table.add_row(
@@ -40,8 +46,12 @@ def summary(reports: list[SubmissionReport]) -> Table:
     for name, justify in (("submission", "left"), ("score", "right"), ("HBM bytes", "right"), ("notes", "left")):
         table.add_column(name, justify=justify, overflow="fold")
     for r in reports:
-        notes = "; ".join([*r.flags, *(f"{t.name}: {t.feedback}" for t in r.tests if t.status in ("failed", "not run"))][:2])
-        table.add_row(r.submission, f"{r.score:g} / {r.max_score:g}", count(r.hbm_bytes) if r.hbm_bytes else "—", notes[:160])
+        notes = "; ".join(
+            [*r.flags, *(f"{t.name}: {t.feedback}" for t in r.tests if t.status in ("failed", "not run"))][:2]
+        )
+        table.add_row(
+            r.submission, f"{r.score:g} / {r.max_score:g}", count(r.hbm_bytes) if r.hbm_bytes else "—", notes[:160]
+        )
     return table
 
 

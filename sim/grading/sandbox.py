@@ -49,6 +49,9 @@ class Limits:
     file_bytes: int = 1 << 20  # largest file it may write (RLIMIT_FSIZE)
 
 
+DEFAULT_LIMITS = Limits()
+
+
 class ChildDied(Exception):
     """The submission's process ended, or was ended, in the middle of a test; the message says how."""
 
@@ -106,7 +109,9 @@ class Child:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     self.kill("timeout")
-                    raise ChildDied(f"did not finish within {self.limits.wall_s if wall_s is None else wall_s:g} s (wall clock)")
+                    raise ChildDied(
+                        f"did not finish within {self.limits.wall_s if wall_s is None else wall_s:g} s (wall clock)"
+                    )
                 self._pump(left)
         finally:
             watchdog.cancel()
@@ -150,7 +155,7 @@ class Child:
         err = bytes(self.output["stderr"]).decode(errors="replace")
         if self.killed_for == "timeout":
             return f"did not finish within {self.limits.wall_s:g} s (wall clock)"
-        if "MemoryError" in err or code == -signal.SIGKILL and not self.killed_for:
+        if "MemoryError" in err or (code == -signal.SIGKILL and not self.killed_for):
             return f"ran out of memory (limit {human_bytes(self.limits.memory_bytes)})"
         if code in (-signal.SIGXCPU, -signal.SIGKILL):
             return f"used more than {self.limits.cpu_s} s of CPU time"

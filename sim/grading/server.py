@@ -86,7 +86,9 @@ class ChipServer:
             raise InputError(f"hbm.alloc: {name} of shape {shape}; a tensor has one or two positive dimensions")
         nbytes = int(np.prod(shape)) * allowed[dtype].itemsize
         if self.allocated + nbytes > MAX_ALLOC_BYTES:
-            raise InputError(f"hbm.alloc: {name} ({human_bytes(nbytes)}) takes the outputs over {human_bytes(MAX_ALLOC_BYTES)}")
+            raise InputError(
+                f"hbm.alloc: {name} ({human_bytes(nbytes)}) takes the outputs over {human_bytes(MAX_ALLOC_BYTES)}"
+            )
         self.allocated += nbytes
         self.chip.hbm.alloc(name, tuple(shape), allowed[dtype])
 

@@ -38,7 +38,9 @@ class Assignment:
 
     def public(self) -> "Assignment":
         """The same assignment with its public tests only."""
-        return Assignment(self.path, self.statement, self.grading, tuple(t for t in self.tests if t["visibility"] == "public"))
+        return Assignment(
+            self.path, self.statement, self.grading, tuple(t for t in self.tests if t["visibility"] == "public")
+        )
 
     @property
     def points(self) -> float:

@@ -36,10 +36,14 @@ def expected(grading: dict, case: dict) -> Expected:
                  scale=case["scale"], block_rows=case["Br"], block_cols=case["Bc"], sram_bytes=BIG_SRAM)  # fmt: skip
     counted = (sim.count_backward if backward else sim.count)(algorithm, **shape)
     form = iomodel.backward_counts if backward else iomodel.counts
-    closed = form(algorithm, case["N"], case["Nk"], case["d"], itemsize(case["dtype"]), case["Br"], case["Bc"], case["causal"])
+    closed = form(
+        algorithm, case["N"], case["Nk"], case["d"], itemsize(case["dtype"]), case["Br"], case["Bc"], case["causal"]
+    )
     per = {(t, direction): n for t, rw in counted.ledger.per_tensor().items() for direction, n in rw.items() if n}
     if sum(per.values()) != closed.hbm_bytes:
-        raise AssertionError(f"the {algorithm} listing moved {sum(per.values())} B, its closed form says {closed.hbm_bytes} B")
+        raise AssertionError(
+            f"the {algorithm} listing moved {sum(per.values())} B, its closed form says {closed.hbm_bytes} B"
+        )
     label = LABELS[algorithm] + ("'s backward" if backward else "")
     label += " with causal block skipping" if case["causal"] and algorithm == "flash2" else ""
     return Expected(per, closed.hbm_bytes, label, counted.sram_peak_bytes)
@@ -69,7 +73,9 @@ def score(booked: dict[str, dict[str, int]], sizes: dict[str, int], exp: Expecte
     text = "; ".join(phrases)
     if over_read and hint:
         text += f" — {hint}"
-    return Verdict(fraction, ratio, f"{text} ({count(total)} B against {count(exp.optimum)} B: {ratio:.2f}× in deviation)")
+    return Verdict(
+        fraction, ratio, f"{text} ({count(total)} B against {count(exp.optimum)} B: {ratio:.2f}× in deviation)"
+    )
 
 
 def _phrases(got, exp: Expected, sizes, keys, inputs) -> tuple[list[str], bool]:

@@ -57,7 +57,9 @@ def decode(head: bytes, payload: bytes) -> tuple[dict, list[np.ndarray]]:
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
         if offset + nbytes > len(payload):
             raise WireError("arrays are longer than the payload")
-        arrays.append(np.frombuffer(payload, dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape).copy())
+        arrays.append(
+            np.frombuffer(payload, dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape).copy()
+        )
         offset += nbytes
     if offset != len(payload):
         raise WireError("payload is longer than its arrays")

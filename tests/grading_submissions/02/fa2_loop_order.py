@@ -13,7 +13,11 @@ def forward(chip, *, Br, Bc, scale):
         rows = (i * Br, min((i + 1) * Br, N))
         Q_i = chip.load("Q_i", "Q", rows)
         r = rows[1] - rows[0]
-        O_i, ℓ_i, m_i = chip.put("O_i", np.zeros((r, d))), chip.put("ℓ_i", np.zeros(r)), chip.put("m_i", np.full(r, -np.inf))
+        O_i, ℓ_i, m_i = (
+            chip.put("O_i", np.zeros((r, d))),
+            chip.put("ℓ_i", np.zeros(r)),
+            chip.put("m_i", np.full(r, -np.inf)),
+        )
         for j in range(-(-Nk // Bc)):
             cols = (j * Bc, min((j + 1) * Bc, Nk))
             K_j, V_j = chip.load("K_j", "K", cols), chip.load("V_j", "V", cols)
