@@ -4,6 +4,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from grading_submissions import variants
 
 from sim.grading import export, grader, spec
 
@@ -111,10 +112,10 @@ def test_a_backward_that_skips_no_block_loses_the_io_marks(tmp_path):
         assert "were read" in t.feedback and "FlashAttention-2's backward with causal block skipping" in t.feedback
 
 
-def test_keeping_an_n_by_nk_array_off_chip_fails_the_memory_test():
+def test_keeping_an_n_by_nk_array_off_chip_fails_the_memory_test(tmp_path):
     assignment = spec.load(spec.locate("02"))
     memory = replace(assignment, tests=tuple(t for t in assignment.tests if t["check"] == "memory"))
-    (t,) = grade_one(memory, SUBMISSIONS / "02" / "materializes_s.py").tests
+    (t,) = grade_one(memory, variants.algorithm1(tmp_path, "KEEP_S")).tests
     assert t.status == "failed" and t.points == 0
     assert t.feedback.startswith("correct, but your process held ")
     assert "one N × Nk float32 matrix here is 4.0 MiB" in t.feedback

@@ -5,6 +5,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from grading_submissions import variants
 
 from sim.grading import grader, sandbox, spec
 
@@ -78,9 +79,9 @@ def test_an_sram_overflow_names_the_buffers():
     assert any("S (4.0 MiB) does not fit; resident: Q 32.0 KiB, K 32.0 KiB, V 32.0 KiB" in f for f in overflowed)
 
 
-def test_forged_counts_and_outputs_gain_nothing():
+def test_forged_counts_and_outputs_gain_nothing(tmp_path):
     assignment = spec.load(spec.locate("02"))
-    paths = [SUBMISSIONS / "02" / f"{n}.py" for n in ("fa2_loop_order", "forges", "forges_done")]
+    paths = [SUBMISSIONS / "02" / "fa2_loop_order.py", variants.forger(tmp_path), SUBMISSIONS / "02" / "forges_done.py"]
     honest, forged, done = grader.grade(assignment, paths, seed=2, jobs=2)
     assert [(t.points, t.status) for t in forged.tests] == [(t.points, t.status) for t in honest.tests]
     assert forged.hbm_bytes == honest.hbm_bytes and forged.score == honest.score < 100
