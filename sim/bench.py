@@ -56,9 +56,10 @@ def median_seconds(fn, repeats: int) -> float:
 
 _MEMORY_PROBE = """
 import resource, sys, time, numpy as np, sim
+from sim.dtypes import DTYPES
 n, d, dtype = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 rng = np.random.default_rng(0)
-q, k, v = (rng.standard_normal((n, d)).astype(sim.memory.DTYPES[dtype]) for _ in range(3))
+q, k, v = (rng.standard_normal((n, d)).astype(DTYPES[dtype]) for _ in range(3))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = time.perf_counter()
 r = sim.run("flash2", q, k, v)

@@ -63,15 +63,16 @@ def io_tests(assignment, *also):
     [
         ("fa2_loop_order", "correct, but K and V were read {t} times each where Algorithm 1 reads them once"),
         (
-            "rereads_kv",
+            "REREAD_KV",
             "correct, but K and V were read {t} times each where Algorithm 1 reads them once — check your loop order",
         ),
-        ("writes_s", "correct, but S was written once where Algorithm 1 never writes it"),
+        ("WRITE_S", "correct, but S was written once where Algorithm 1 never writes it"),
     ],
 )
-def test_io_wasteful_answers_to_assignment_2_lose_the_io_marks(submission, message):
+def test_io_wasteful_answers_to_assignment_2_lose_the_io_marks(submission, message, tmp_path):
     assignment = io_tests(spec.load(spec.locate("02")), "ragged blocks, fp16")
-    report = grade_one(assignment, SUBMISSIONS / "02" / f"{submission}.py")
+    path = SUBMISSIONS / "02" / f"{submission}.py" if submission.islower() else variants.algorithm1(tmp_path, submission)
+    report = grade_one(assignment, path)
     tests = by_name(report)
     assert tests["ragged blocks, fp16"].status == "passed"
     for name in ("IO against Algorithm 1", "IO, N ≠ Nk"):

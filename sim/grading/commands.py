@@ -1,6 +1,5 @@
 """The grader's commands: `flashsim assignments list|export`, `flashsim grade`, `flashsim bench grade`."""
 
-import json
 import os
 from pathlib import Path
 
@@ -8,11 +7,12 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from sim import bench
 from sim.errors import InputError
 from sim.format import seconds
 from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec
 
-console = Console(highlight=False)
+console = Console(highlight=False)  # not sim.cli.options.console: sim.cli imports this module to register it
 
 
 @click.group("assignments")
@@ -107,12 +107,16 @@ def grade_command(
 @click.command("grade")
 @click.option("--n", "n", type=click.IntRange(min=1), default=100, show_default=True, help="Submissions to grade.")
 @click.option("--jobs", type=click.IntRange(min=1), default=None, help="Submissions graded at once  [default: CPUs]")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Also write the report here.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Also write the report here.")  # fmt: skip
 def bench_grade_command(n, jobs, json_path) -> None:
     """Time grading N generated submissions of assignment 2 (right, IO-wasteful, wrong, stubs)."""
-    from sim.grading import bench
+    from sim.grading import bench as grading_bench
 
-    report = bench.bench_grade(n, jobs or os.cpu_count())
+    report = grading_bench.bench_grade(n, jobs or os.cpu_count())
     console.print(render.bench(report))
     if json_path:
-        Path(json_path).write_text(json.dumps(report, indent=2, ensure_ascii=False))
+        bench.write_json(report, json_path)
+
+
+COMMANDS = (assignments, grade_command)  # `flashsim` registers these (sim/cli); `bench grade` joins `flashsim bench`
