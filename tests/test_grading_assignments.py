@@ -71,7 +71,9 @@ def io_tests(assignment, *also):
 )
 def test_io_wasteful_answers_to_assignment_2_lose_the_io_marks(submission, message, tmp_path):
     assignment = io_tests(spec.load(spec.locate("02")), "ragged blocks, fp16")
-    path = SUBMISSIONS / "02" / f"{submission}.py" if submission.islower() else variants.algorithm1(tmp_path, submission)
+    path = (
+        SUBMISSIONS / "02" / f"{submission}.py" if submission.islower() else variants.algorithm1(tmp_path, submission)
+    )
     report = grade_one(assignment, path)
     tests = by_name(report)
     assert tests["ragged blocks, fp16"].status == "passed"

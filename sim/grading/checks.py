@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim.dtypes import DTYPES
-from sim.format import human_bytes
+from sim.format import abs_error, human_bytes
 from sim.grading import traffic
 from sim.grading.problem import Problem
 from sim.grading.report import TestResult
@@ -125,7 +125,7 @@ def _compare(problem: Problem, outputs: dict) -> str:
             )
             where = f"[{', '.join(str(int(i)) for i in index)}]"
             limit = np.broadcast_to(bound, err.shape)[index]
-            return f"{label}{where} is {got[index]:.6g} where the reference is {want[index]:.6g} (error {err[index]:.2e}, allowed {limit:.2e})"
+            return f"{label}{where} is {got[index]:.6g} where the reference is {want[index]:.6g} (error {abs_error(err[index], 2)}, allowed {abs_error(limit, 2)})"
     return ""
 
 

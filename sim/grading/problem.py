@@ -12,7 +12,7 @@ import numpy as np
 
 from sim.dtypes import DTYPES
 from sim.errors import InputError
-from sim.format import human_bytes
+from sim.format import human_bytes, percent
 from sim.grading import reference, tolerance, traffic
 
 MEMORY_SLACK = 256 << 10  # the memory test's allowance beyond 4 × SRAM: the harness's own buffers, NumPy temporaries
@@ -41,7 +41,7 @@ class Problem:
         """The case in one line: shape, dtype, mask, blocks, SRAM."""
         c = self.case
         if c.get("rows") is not None:
-            return f"{c['rows']} rows × {c['length']} logits, scale {c['logit_scale']:g}, {c['masked']:.0%} masked"
+            return f"{c['rows']} rows × {c['length']} logits, scale {c['logit_scale']:g}, {percent(c['masked'])} masked"
         parts = [f"N={c['N']}", f"Nk={c['Nk']}", f"d={c['d']}", c["dtype"]] + (["causal"] if c["causal"] else [])
         parts += [f"Br={c['Br']}", f"Bc={c['Bc']}"] + ([f"SRAM {self.sram_bytes:,} B"] if self.sram_bytes else [])
         return ", ".join(parts)

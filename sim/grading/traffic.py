@@ -13,6 +13,7 @@ import sim
 from sim import iomodel
 from sim.dtypes import itemsize
 from sim.format import count
+from sim.format import ratio as format_ratio
 
 BIG_SRAM = 1 << 30  # the listing counted for the expectation needs no SRAM limit: the blocks are given
 LABELS = {"flash1": "Algorithm 1", "flash2": "FlashAttention-2"}
@@ -74,7 +75,9 @@ def score(booked: dict[str, dict[str, int]], sizes: dict[str, int], exp: Expecte
     if over_read and hint:
         text += f" — {hint}"
     return Verdict(
-        fraction, ratio, f"{text} ({count(total)} B against {count(exp.optimum)} B: {ratio:.2f}× in deviation)"
+        fraction,
+        ratio,
+        f"{text} ({count(total)} B against {count(exp.optimum)} B: {format_ratio(ratio, 2)} in deviation)",
     )
 
 
