@@ -93,3 +93,32 @@ def test_the_grader_goes_on_after_a_bad_submission(tmp_path):
     paths = [*hostile(tmp_path, "02")[:2], spec.locate("02")]
     reports = grader.grade(assignment, paths, seed=1, jobs=1, limits=FAST)
     assert [r.score for r in reports] == [0, 0, assignment.points]
+
+
+MISUSES = {
+    "load outside K": ('chip.load("K_j", "K", (0, 10**6))', "refused: load K rows [0, 1000000] outside 0…"),
+    "store a value not in SRAM": (
+        'chip.hbm.alloc("O", (2, 2), np.float32); chip.store("O", np.zeros((2, 2)), (0, 2))',
+        "raised AssertionError: store: only SRAM-resident buffers can be written to HBM",
+    ),
+    "overwrite an input": ('chip.hbm.alloc("Q", (4, 4), np.float32)', "refused: hbm.alloc: Q is an input"),
+    "read HBM directly": (
+        'chip.hbm.tensors["K"][0]',
+        "raised InputError: HBM tensor K cannot be indexed: bring a tile",
+    ),
+    "place a result": (
+        'chip.hbm.place("O", np.zeros(3))',
+        "raised InputError: hbm.place: the grader places the inputs",
+    ),
+}
+
+
+def test_misusing_the_chip_gets_a_refusal_naming_the_call(tmp_path):
+    paths = []
+    for i, (code, _) in enumerate(MISUSES.values()):
+        path = tmp_path / f"misuse_{i}.py"
+        path.write_text(f"import numpy as np\n\n\ndef forward(chip, *, Br, Bc, scale):\n    {code}\n")
+        paths.append(path)
+    reports = grader.grade(first_tests(spec.load(spec.locate("02")), 1), paths, seed=1, jobs=2)
+    for (what, (_, message)), report in zip(MISUSES.items(), reports, strict=True):
+        assert report.tests[0].feedback.startswith(message), (what, report.tests[0].feedback)
