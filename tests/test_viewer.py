@@ -143,7 +143,7 @@ def test_step_prints_that_screen():
 
 
 def _walk_inputs():
-    from sim.cli.options import random_inputs
+    from sim.inputs import random_inputs
 
     return (x[0, 0] for x in random_inputs(1, 1, 4, 4, 4, "fp32", 0))
 
@@ -217,7 +217,7 @@ def test_row_outside_the_matrix(tmp_path):
         ("{not json", "is not valid JSON"),
         (
             json.dumps({"schema": "flashsim.trace", "version": 99}),
-            "trace: version 99 is not supported (this flashsim reads 1)",
+            "trace: version 99 is not supported (this flashsim reads 1 and 2)",
         ),
         (json.dumps({"schema": "something.else"}), "not a flashsim trace"),
         (json.dumps({"schema": "flashsim.trace", "version": 1, "steps": []}), "a field is missing"),

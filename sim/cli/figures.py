@@ -7,12 +7,13 @@ import numpy as np
 
 import sim
 from sim import hardware, paper, reference, sweep
-from sim.algorithms import decoding
+from sim import occupancy as decoding
 from sim.cli import options
-from sim.cli.options import console, print_json, random_inputs
+from sim.cli.options import console, print_json
 from sim.dtypes import itemsize
 from sim.errors import InputError
 from sim.format import abs_error
+from sim.inputs import random_inputs
 from sim.viz import decode as decode_viz
 from sim.viz import paper as paper_viz
 from sim.viz import sweep as sweep_viz

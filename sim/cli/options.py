@@ -8,7 +8,6 @@ import json
 import sys
 
 import click
-import numpy as np
 from rich.console import Console
 
 from sim import hardware as presets
@@ -96,12 +95,6 @@ JSON_REPORT = click.option(
     default=None,
     help="Also write the report here.",
 )
-
-
-def random_inputs(batch: int, heads: int, n: int, nk: int, d: int, dtype: str, seed: int):
-    """Seeded standard-normal q (batch, heads, n, d) and k, v (batch, heads, nk, d) in the storage dtype."""
-    rng = np.random.default_rng(seed)
-    return tuple(rng.standard_normal((batch, heads, rows, d)).astype(DTYPES[dtype]) for rows in (n, nk, nk))
 
 
 def print_json(obj) -> None:

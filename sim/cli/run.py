@@ -10,8 +10,9 @@ from rich.console import Console
 import sim
 from sim import hardware, reference, report, training
 from sim.cli import options
-from sim.cli.options import console, print_json, random_inputs
+from sim.cli.options import console, print_json
 from sim.errors import InputError
+from sim.inputs import random_inputs
 from sim.viz import backward as backward_viz
 from sim.viz import run as run_viz
 

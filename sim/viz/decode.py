@@ -4,9 +4,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.algorithms.decoding import Occupancy
 from sim.format import count, fixed, human_bytes, percent, ratio
 from sim.hardware import Hardware
+from sim.occupancy import Occupancy
 
 
 def decode_table(
