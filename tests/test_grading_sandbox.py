@@ -122,3 +122,10 @@ def test_misusing_the_chip_gets_a_refusal_naming_the_call(tmp_path):
     reports = grader.grade(first_tests(spec.load(spec.locate("02")), 1), paths, seed=1, jobs=2)
     for (what, (_, message)), report in zip(MISUSES.items(), reports, strict=True):
         assert report.tests[0].feedback.startswith(message), (what, report.tests[0].feedback)
+
+
+def test_no_loaded_module_leads_to_the_library_listings():
+    (report,) = grader.grade(
+        first_tests(spec.load(spec.locate("02")), 1), [SUBMISSIONS / "02" / "finds_listings.py"], seed=1
+    )
+    assert report.tests[0].feedback.startswith("raised RuntimeError: nothing"), report.tests[0].feedback

@@ -35,20 +35,32 @@ def denied_paths(modules) -> list[str]:
 
 
 def purge(modules) -> None:
-    """Forget `modules` (and their submodules), and every name other `sim` modules hold that came from them."""
+    """Forget `modules` (and their submodules), and every name other `sim` modules hold that leads to them —
+    directly, or through a dict, list, tuple or object (a registry of the listings, say)."""
 
     def denied(name) -> bool:
         return isinstance(name, str) and any(name == m or name.startswith(m + ".") for m in modules)
+
+    def leads_there(value, depth: int = 0) -> bool:
+        if type(value) is type(sys):
+            return denied(value.__name__)
+        if callable(value) and denied(getattr(value, "__module__", None)):
+            return True
+        if depth >= 3 or isinstance(value, str | bytes | type):
+            return False
+        if isinstance(value, dict):
+            return any(leads_there(v, depth + 1) for v in value.values())
+        if isinstance(value, list | tuple | set | frozenset):
+            return any(leads_there(v, depth + 1) for v in value)
+        fields = getattr(value, "__dataclass_fields__", None) or getattr(value, "__dict__", {})
+        return any(leads_there(getattr(value, f, None), depth + 1) for f in list(fields))
 
     for name in [n for n in sys.modules if denied(n)]:
         del sys.modules[name]
     for name, module in list(sys.modules.items()):
         if name == "sim" or name.startswith("sim."):
             for attr, value in list(vars(module).items()):
-                source = (
-                    getattr(value, "__name__", None) if type(value) is type(sys) else getattr(value, "__module__", None)
-                )
-                if denied(source):
+                if not attr.startswith("__") and leads_there(value):
                     delattr(module, attr)
 
 
