@@ -15,8 +15,8 @@ What to implement
        skip (do not load) the Q blocks none of whose rows sees a key of block j. Write dK_j, dV_j once.
 
 The API you may use
-    The chip's API as in assignments 2 and 3, and NumPy. `sim/algorithms/backward.py` holds the
-    simulator's own listings; read them if you are stuck, write your own (copying is plagiarism);
+    The chip's API as in assignments 2 and 3, and NumPy. `sim/algorithms/flash2_backward.py` is the
+    simulator's own listing; read it if you are stuck, write your own (copying is plagiarism);
     the grader refuses imports of sim.algorithms, sim.api and sim.reference while it runs your code.
 
 How it is graded
