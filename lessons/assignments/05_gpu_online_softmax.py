@@ -28,7 +28,12 @@ How to check yourself
     flashsim grade --self-check 05_gpu_online_softmax.py      (on a machine with a GPU)
 """
 
-GRADING = {"title": "Online softmax in the readable CUDA kernel", "driver": "gpu", "entry": "online_softmax_row_source"}
+GRADING = {
+    "title": "Online softmax in the readable CUDA kernel",
+    "driver": "gpu",
+    "entry": "online_softmax_row_source",
+    "timeout_s": 60,  # the first test starts CUDA and each compiles the kernel (NVRTC)
+}
 
 TESTS = [
     {"name": "one K/V block, fp32", "visibility": "public", "points": 20, "check": "output",

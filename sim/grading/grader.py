@@ -125,7 +125,10 @@ def run(child: sandbox.Child, grading: dict, p: Problem, limits) -> Outcome:
         header["driver"] = p.test["check"]
     try:
         reply, results = child.exchange(
-            header, arrays, server.handle if server else None, p.test.get("timeout_s", limits.wall_s)
+            header,
+            arrays,
+            server.handle if server else None,
+            p.test.get("timeout_s", grading.get("timeout_s", limits.wall_s)),
         )
     except sandbox.ChildDied as e:
         return Outcome("died", str(e), server=server)

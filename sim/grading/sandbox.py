@@ -38,6 +38,14 @@ main(int(sys.argv[5]), int(sys.argv[6]))
 """
 
 
+PASSED_ON = (
+    "CUDA_",
+    "CUPY_",
+    "NVIDIA_",
+    "LD_LIBRARY_PATH",
+)  # the only variables of the grader's environment the child sees
+
+
 @dataclass(frozen=True)
 class Limits:
     """What one submission's process may use."""
@@ -67,6 +75,7 @@ class Child:
         to_child, self._out = os.pipe()
         self._in, from_child = os.pipe()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.dir, "LANG": "C.UTF-8"}
+        env |= {k: v for k, v in os.environ.items() if k.startswith(PASSED_ON)}  # where CUDA is, for the GPU path
         env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
         argv = [str(limits.cpu_s), str(limits.memory_bytes), str(limits.file_bytes), SIM_ROOT]
         self.proc = subprocess.Popen(
