@@ -1,4 +1,4 @@
-"""`flashsim bench sim | gpu | trace`: time the simulator, the GPU kernels and the trace viewer."""
+"""`flashsim bench sim | gpu | trace | grade`: time the simulator, the GPU kernels, the trace viewer and the grader."""
 
 import click
 from rich.console import Console
@@ -6,6 +6,7 @@ from rich.console import Console
 from sim import bench
 from sim.cli import options
 from sim.cli.options import console
+from sim.grading.commands import bench_grade_command
 from sim.viz import bench as bench_viz
 
 
@@ -82,6 +83,6 @@ def bench_trace_command(n, d, dtype, hardware_name, keys, json_path) -> None:
         bench.write_json({"trace_viewer": rows}, json_path)
 
 
-# `bench grade` (timing a submission for the grader) joins here as one more @bench_group.command.
+bench_group.add_command(bench_grade_command)
 
 COMMANDS = (bench_group,)
