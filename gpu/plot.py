@@ -2,6 +2,8 @@
 
 from html import escape
 
+from sim.format import number
+
 WIDTH, HEIGHT, MARGIN = 640, 360, 48
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd")
 
@@ -24,8 +26,8 @@ def line_chart(series: dict[str, list[float]], *, title: str, x_label: str, y_la
         f'<rect x="{MARGIN}" y="{MARGIN}" width="{w}" height="{h}" fill="none" stroke="#999"/>',
         f'<text x="{WIDTH / 2}" y="{HEIGHT - 10}" text-anchor="middle">{escape(x_label)} (0 … {steps})</text>',
         f'<text x="12" y="{HEIGHT / 2}" transform="rotate(-90 12 {HEIGHT / 2})" text-anchor="middle">{escape(y_label)}</text>',
-        f'<text x="{MARGIN - 4}" y="{MARGIN + 4}" text-anchor="end">{hi:.2f}</text>',
-        f'<text x="{MARGIN - 4}" y="{MARGIN + h}" text-anchor="end">{lo:.2f}</text>',
+        f'<text x="{MARGIN - 4}" y="{MARGIN + 4}" text-anchor="end">{number(hi, 2)}</text>',
+        f'<text x="{MARGIN - 4}" y="{MARGIN + h}" text-anchor="end">{number(lo, 2)}</text>',
     ]
     for n, (name, ys) in enumerate(series.items()):
         color = COLORS[n % len(COLORS)]

@@ -4,7 +4,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import human_bytes
+from sim.format import fixed, human_bytes, ratio, tflops
 
 DTYPE_SHORT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 
@@ -14,13 +14,14 @@ def _tflops(entry: dict | None) -> str:
         return "—"
     if "status" in entry:
         return entry["status"]
-    return f"{entry['tflops']:.1f}" if entry["tflops"] < 100 else f"{entry['tflops']:.0f}"
+    return tflops(entry["tflops"])
 
 
-def _ratio(a: dict | None, b: dict | None, fmt: str) -> str:
+def _versus(a: dict | None, b: dict | None, show) -> str:
+    """a's TFLOP/s over b's, shown by `show`, or — where either has none."""
     if not a or not b or "tflops" not in a or "tflops" not in b:
         return "—"
-    return fmt.format(a["tflops"] / b["tflops"])
+    return show(a["tflops"] / b["tflops"])
 
 
 def _mem(entry: dict | None) -> str:
@@ -37,9 +38,9 @@ COLUMNS = [
     ("N", lambda r: str(r["n"])),
     ("flashsim", lambda r: _tflops(r["flash"])),
     ("SDPA flash", lambda r: _tflops(r.get("sdpa"))),
-    ("flashsim/SDPA", lambda r: _ratio(r["flash"], r.get("sdpa"), "{:.2f}")),
+    ("flashsim/SDPA", lambda r: _versus(r["flash"], r.get("sdpa"), lambda x: fixed(x, 2))),
     ("standard", lambda r: _tflops(r["standard"])),
-    ("flashsim/standard", lambda r: _ratio(r["flash"], r["standard"], "{:.1f}×")),
+    ("flashsim/standard", lambda r: _versus(r["flash"], r["standard"], ratio)),
     ("v1", lambda r: _tflops(r.get("v1"))),
     ("mem flashsim", lambda r: _mem(r["flash"])),
     ("mem SDPA", lambda r: _mem(r.get("sdpa"))),

@@ -4,11 +4,12 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import human_bytes
+from sim.format import abs_error, human_bytes, number, percent, tflops
 
 
 def _ratio(a: float, b: float) -> str:
-    return f"×{a / b:.3f}" if b else "—"
+    """a over b as a measured/predicted factor: ×1.486."""
+    return f"×{number(a / b, 3)}" if b else "—"
 
 
 def comparison(c) -> Group:
@@ -23,8 +24,8 @@ def comparison(c) -> Group:
     err = Table(title="max |x − float64 reference|", title_justify="left")
     for col in ("", "simulator", "GPU"):
         err.add_column(col, justify="right")
-    err.add_row("O", f"{c.sim_err:.2e}", f"{c.gpu_err:.2e}")
-    err.add_row("lse", f"{c.sim_lse_err:.2e}", f"{c.gpu_lse_err:.2e}")
+    err.add_row("O", abs_error(c.sim_err, 2), abs_error(c.gpu_err, 2))
+    err.add_row("lse", abs_error(c.sim_lse_err, 2), abs_error(c.gpu_lse_err, 2))
 
     io = Table(title="global-memory traffic, all heads", title_justify="left")
     m, sw = c.counters, c.counters_swizzled
@@ -34,8 +35,8 @@ def comparison(c) -> Group:
         io.add_column(col, justify="right")
 
     def cells(key, ratio_of, asked):
-        out = [human_bytes(m[key]), f"{m[key] / ratio_of:.3f}"] if m else ["—", "—"]
-        out += [human_bytes(sw[key]), f"{sw[key] / ratio_of:.3f}"] if sw else []
+        out = [human_bytes(m[key]), number(m[key] / ratio_of, 3)] if m else ["—", "—"]
+        out += [human_bytes(sw[key]), number(sw[key] / ratio_of, 3)] if sw else []
         return [asked, *out]
 
     asked = human_bytes(m["cp_async_bytes"]) if m and m["cp_async_bytes"] else "—"
@@ -49,35 +50,37 @@ def comparison(c) -> Group:
         t.add_column(col, justify="right")
     if c.roofline is not None:
         t.add_row(f"roofline: simulator's HBM bytes, {c.hardware} datasheet ({c.roofline.bound}-bound)",
-                  f"{c.roofline.seconds * 1e3:.3f}", f"{c.flops / c.roofline.seconds / 1e12:.1f}")  # fmt: skip
+                  number(c.roofline.seconds * 1e3, 3), tflops(c.flops / c.roofline.seconds / 1e12, 1))  # fmt: skip
         if m:
             dram_s = (m["dram_read_bytes"] + m["dram_write_bytes"]) / c.roofline_hw_bandwidth
             floor = max(dram_s, c.roofline.compute_seconds)
             t.add_row(
-                "roofline: measured DRAM bytes, same datasheet", f"{floor * 1e3:.3f}", f"{c.flops / floor / 1e12:.1f}"
+                "roofline: measured DRAM bytes, same datasheet",
+                number(floor * 1e3, 3),
+                tflops(c.flops / floor / 1e12, 1),
             )
     t.add_row(
         "measured (CUDA events, median, back-to-back calls)",
-        f"{c.measured_ms:.3f}",
-        f"{c.flops / c.measured_ms / 1e9:.1f}",
+        number(c.measured_ms, 3),
+        tflops(c.flops / c.measured_ms / 1e9, 1),
     )
     if m:
         t.add_row(
             "measured (ncu gpu__time_duration, one launch)",
-            f"{m['kernel_ns'] / 1e6:.3f}",
-            f"{c.flops / m['kernel_ns'] / 1e3:.1f}",
+            number(m["kernel_ns"] / 1e6, 3),
+            tflops(c.flops / m["kernel_ns"] / 1e3, 1),
         )
 
     notes = []
     if m:
         if not c.gaps:
             notes.append(
-                f"The prediction agrees with the L2-level bytes within 5% (reads ×{c.read_ratio:.3f}, writes ×{c.write_ratio:.3f})."
+                f"The prediction agrees with the L2-level bytes within 5% (reads ×{number(c.read_ratio, 3)}, writes ×{number(c.write_ratio, 3)})."
             )
         else:
             notes.append("The L2-level bytes differ from the prediction by more than 5%: " + "; ".join(c.gaps) + ".")
         notes.append(
-            f"DRAM read {m['dram_read_bytes'] / c.predicted_read:.0%} of the predicted bytes: the simulator has no L2, but the GPU's "
+            f"DRAM read {percent(m['dram_read_bytes'], c.predicted_read)} of the predicted bytes: the simulator has no L2, but the GPU's "
             f"{human_bytes(cfg['l2_bytes'])} L2 serves most re-reads of K_j and V_j, because the Q blocks of one head run at the "
             "same time and read the same K/V blocks; DRAM sees little more than Q, K, V once. DRAM writes can also trail the "
             "L2 writes: dirty lines may still sit in L2 when the kernel ends."
@@ -92,7 +95,7 @@ def comparison(c) -> Group:
                 "on the GPU those re-reads hit L2, and the kernel's floor is the matrix rate."
             )
         notes.append(
-            f"The kernel runs at {achieved:.0%} of the {c.hardware} datasheet's dense {cfg['dtype']} peak: that peak is the "
+            f"The kernel runs at {percent(achieved)} of the {c.hardware} datasheet's dense {cfg['dtype']} peak: that peak is the "
             f"Hopper wgmma rate, mma.sync (what {cfg['kernel']} uses, like FlashAttention-2) reaches roughly two thirds of it, and the "
             "softmax's exponentials and rescaling share the SM with the matmuls."
         )
@@ -115,10 +118,10 @@ def backward_comparison(c) -> Group:
         e = c.errors
         err.add_row(
             g,
-            f"{e['gpu'][g]:.2e}",
-            f"{e['standard'][g]:.2e}",
-            f"{2 * e['standard'][g] + 1e-3:.2e}",
-            f"{e['sim'][g]:.2e}",
+            abs_error(e["gpu"][g], 2),
+            abs_error(e["standard"][g], 2),
+            abs_error(2 * e["standard"][g] + 1e-3, 2),
+            abs_error(e["sim"][g], 2),
         )
 
     io = Table(title="global-memory traffic per kernel, all heads", title_justify="left")
@@ -133,7 +136,7 @@ def backward_comparison(c) -> Group:
         k = m.get(name)
         cells = [human_bytes(pred.hbm_read_bytes), human_bytes(pred.hbm_write_bytes)] if pred else ["—", "—"]
         keys = ("l2_read_bytes", "l2_write_bytes", "l2_reduction_bytes", "dram_read_bytes", "dram_write_bytes")
-        cells += [human_bytes(k[key]) for key in keys] + [f"{k['kernel_ns'] / 1e6:.3f}"] if k else ["—"] * 6
+        cells += [human_bytes(k[key]) for key in keys] + [number(k["kernel_ns"] / 1e6, 3)] if k else ["—"] * 6
         io.add_row(label, *cells)
 
     t = Table(title="time", title_justify="left")
@@ -141,11 +144,11 @@ def backward_comparison(c) -> Group:
         t.add_column(col, justify="right")
     if c.roofline is not None:
         t.add_row(f"roofline: simulator's HBM bytes, {c.hardware} datasheet ({c.roofline.bound}-bound)",
-                  f"{c.roofline.seconds * 1e3:.3f}", f"{c.flops / c.roofline.seconds / 1e12:.1f}")  # fmt: skip
+                  number(c.roofline.seconds * 1e3, 3), tflops(c.flops / c.roofline.seconds / 1e12, 1))  # fmt: skip
     t.add_row(
         "measured (CUDA events, median; the three kernels)",
-        f"{c.measured_ms:.3f}",
-        f"{c.flops / c.measured_ms / 1e9:.1f}",
+        number(c.measured_ms, 3),
+        tflops(c.flops / c.measured_ms / 1e9, 1),
     )
 
     notes = [

@@ -5,7 +5,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gpu import registry
-from sim.format import count
+from sim.format import count, number, ratio
 
 NAMES = {
     "flash": f"flashsim FlashAttention (rungs {registry.forward(None).rung} + {registry.backward(None).rung})",
@@ -33,12 +33,12 @@ def training_table(report: dict) -> Group:
     table.add_column("tokens/s", justify="right")
     for impl, losses in report["losses"].items():
         table.add_row(
-            NAMES.get(impl, impl), *(f"{losses[s]:.4f}" for s in steps), count(round(report["tokens_per_s"][impl]))
+            NAMES.get(impl, impl), *(number(losses[s], 4) for s in steps), count(round(report["tokens_per_s"][impl]))
         )
     flash, standard = report["tokens_per_s"]["flash"], report["tokens_per_s"]["standard"]
     notes = [
-        f"The two loss curves differ by at most {report['max_loss_gap']:.4f} (mean {report['mean_loss_gap']:.4f}) over "
+        f"The two loss curves differ by at most {number(report['max_loss_gap'], 4)} (mean {number(report['mean_loss_gap'], 4)}) over "
         f"{c['steps']} steps, from the same initial weights on the same batches ({report['text']}).",
-        f"flashsim's FlashAttention trains at {flash / standard:.2f}× the tokens/s of the standard baseline.",
+        f"flashsim's FlashAttention trains at {ratio(flash / standard, 2)} the tokens/s of the standard baseline.",
     ]
     return Group(table, *(Text(n) for n in notes))

@@ -24,8 +24,6 @@ import sys
 
 from gpu import device
 
-RESULTS_DIR = "gpu/results"
-
 
 def environment(command: str | None = None) -> dict:
     """The "env" object: GPU, driver, library versions, the date and the command (default: this process's argv)."""
@@ -67,9 +65,3 @@ def write(report: dict, path) -> None:
     """Write a report as JSON."""
     with open(path, "w") as fh:
         json.dump(report, fh, indent=1)
-
-
-def read(path) -> dict:
-    """A report written by `write` (no GPU needed)."""
-    with open(path) as fh:
-        return json.load(fh)

@@ -15,6 +15,7 @@ from pathlib import Path
 import sim
 from gpu import results
 from gpu.autograd import IMPLS, attention, require_torch
+from sim.errors import InputError
 
 SOURCES = Path(sim.__file__).parent  # the training text: every sim/**/*.py, in sorted order
 WARMUP_STEPS = 5  # the first steps compile the kernels (NVRTC) and fill the allocators: not timed
@@ -38,6 +39,10 @@ class TrainConfig:
 def train(config: TrainConfig = TrainConfig(), *, progress=None, command=None) -> dict:
     """Train the model with each attention implementation ("flash", "standard"); returns the report."""
     torch = require_torch()
+    if config.steps <= WARMUP_STEPS:
+        raise InputError(
+            f"steps: must be more than {WARMUP_STEPS} (the first {WARMUP_STEPS} are not timed), got {config.steps}"
+        )
     text = b"".join(path.read_bytes() for path in sorted(SOURCES.rglob("*.py")))
     data = torch.tensor(list(text), dtype=torch.long, device="cuda")
     runs = {impl: _run(torch, config, data, impl, progress) for impl in IMPLS}

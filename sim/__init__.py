@@ -8,11 +8,13 @@ import os
 # imported after sim).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from sim.api import ALGORITHMS, Decoded, Gradients, Result, backward, count, count_backward, decode, run
+from sim.api import ALGORITHMS, backward, count, count_backward, decode, run
 from sim.errors import FlashsimError, InputError, SRAMOverflowError
+from sim.results import Costs, Decoded, Gradients, Result
 
 __all__ = [
     "ALGORITHMS",
+    "Costs",
     "Decoded",
     "FlashsimError",
     "Gradients",

@@ -11,9 +11,8 @@ import time
 import numpy as np
 
 import sim
-from sim.dtypes import DTYPES
-
-ALGORITHMS = ("standard", "flash1", "flash2")
+from sim.algorithms import REGISTRY
+from sim.dtypes import DTYPES, F
 
 
 def machine() -> dict:
@@ -56,9 +55,10 @@ def median_seconds(fn, repeats: int) -> float:
 
 _MEMORY_PROBE = """
 import resource, sys, time, numpy as np, sim
+from sim.dtypes import DTYPES
 n, d, dtype = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 rng = np.random.default_rng(0)
-q, k, v = (rng.standard_normal((n, d)).astype(sim.memory.DTYPES[dtype]) for _ in range(3))
+q, k, v = (rng.standard_normal((n, d)).astype(DTYPES[dtype]) for _ in range(3))
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t = time.perf_counter()
 r = sim.run("flash2", q, k, v)
@@ -81,7 +81,7 @@ def memory_probe(n: int, d: int, dtype: str) -> dict | None:
         "d": d,
         "peak_rss_bytes": peak,
         "rss_before_run_bytes": before,
-        "n_by_n_float32_bytes": 4 * n * n,
+        "n_by_n_float32_bytes": F * n * n,
         "seconds": seconds,
         "block_rows": Br,
         "block_cols": Bc,
@@ -89,12 +89,12 @@ def memory_probe(n: int, d: int, dtype: str) -> dict | None:
 
 
 def bench_sim(n: int = 4096, d: int = 64, dtype: str = "fp16", repeats: int = 3, memory_n: int | None = 32768) -> dict:
-    """Time each algorithm's full-numerics run against plain NumPy attention; probe flash2's memory."""
+    """Time each registered algorithm's full-numerics run against plain NumPy attention; probe flash2's memory."""
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((n, d)).astype(DTYPES[dtype]) for _ in range(3))
     baseline = median_seconds(lambda: numpy_attention(q, k, v), repeats)
     rows = []
-    for algorithm in ALGORITHMS:
+    for algorithm in REGISTRY:
         result = sim.run(algorithm, q, k, v)
         seconds = median_seconds(lambda a=algorithm: sim.run(a, q, k, v), repeats)
         rows.append(

@@ -1,47 +1,165 @@
-"""Block sizes: what each algorithm keeps in SRAM, the paper's rule, and the largest blocks that fit.
+"""Block sizes, the only place: what each listing keeps in SRAM, the paper's rule, and the largest blocks that fit.
 
-`footprint` lists the buffers an algorithm holds at its SRAM peak for full Br × Bc
-blocks; a test holds it equal to the peak the simulator measures.
+A footprint lists the buffers a listing holds at its SRAM peak for full Br × Bc blocks
+(storage itemsize s; accumulators and statistics are float32, F bytes); a test holds it
+equal to the peak the simulator measures. The registry (`sim.algorithms`) points each
+algorithm at its footprints; `footprint`, `need`, `check_fits`, `fit` and `choose` look
+them up by the algorithm's name, for its forward pass or (`backward=True`) its backward.
 """
 
 from collections.abc import Callable
 from math import ceil
 
 from sim.dtypes import F
-from sim.errors import InputError
+from sim.errors import InputError, SRAMOverflowError
 from sim.format import human_bytes
 
+PAPER_RULE = "the paper's rule Bc = ⌈M/4d⌉, Br = min(Bc, d) gives "
 
-def footprint(algorithm: str, Br: int, Bc: int, d: int, s: int) -> dict[str, int]:
-    """Bytes of each SRAM buffer at the algorithm's peak, for storage itemsize `s`."""
-    if algorithm == "flash2":
-        return {
-            "Q_i": s * Br * d,
-            "K_j": s * Bc * d,
-            "V_j": s * Bc * d,
-            "O_i": F * Br * d,
-            "P̃_ij": F * Br * Bc,
-            "ℓ_i, m_i, m_new, α_i": 4 * F * Br,
-        }
-    if algorithm == "flash1":
-        return {
-            "K_j": s * Bc * d,
-            "V_j": s * Bc * d,
-            "Q_i": s * Br * d,
-            "O_i": F * Br * d,
-            "P̃_ij": F * Br * Bc,
-            "ℓ_i, m_i, m̃_ij, ℓ̃_ij, m_i_new, ℓ_i_new, α_i, β_i": 8 * F * Br,
-        }
-    if algorithm == "standard":  # the larger of the two matmul kernels (the softmax picks its own rows)
-        qk = {"Q_i": s * Br * d, "K_j": s * Bc * d, "S_ij": F * Br * Bc}
-        pv = {"P_ij": s * Br * Bc, "V_j": s * Bc * d, "O_i": F * Br * d}
-        return qk if sum(qk.values()) >= sum(pv.values()) else pv
-    raise InputError(f"algorithm: unknown {algorithm!r}; choose standard, flash1 or flash2")
+# -- the forward listings ----------------------------------------------------------------
 
 
-def need(algorithm: str, Br: int, Bc: int, d: int, s: int) -> int:
-    """Total SRAM bytes the algorithm needs with these blocks."""
-    return sum(footprint(algorithm, Br, Bc, d, s).values())
+def standard_footprint(Br: int, Bc: int, d: int, s: int) -> dict[str, int]:
+    """Algorithm 0: the larger of its two matmul kernels (its softmax holds whole rows: `softmax_rows`)."""
+    qk = {"Q_i": s * Br * d, "K_j": s * Bc * d, "S_ij": F * Br * Bc}
+    pv = {"P_ij": s * Br * Bc, "V_j": s * Bc * d, "O_i": F * Br * d}
+    return qk if sum(qk.values()) >= sum(pv.values()) else pv
+
+
+def flash1_footprint(Br: int, Bc: int, d: int, s: int) -> dict[str, int]:
+    """Algorithm 1, at line 12: K_j, V_j, Q_i, O_i, P̃_ij and eight per-row statistics."""
+    return {
+        "K_j": s * Bc * d,
+        "V_j": s * Bc * d,
+        "Q_i": s * Br * d,
+        "O_i": F * Br * d,
+        "P̃_ij": F * Br * Bc,
+        "ℓ_i, m_i, m̃_ij, ℓ̃_ij, m_i_new, ℓ_i_new, α_i, β_i": 8 * F * Br,
+    }
+
+
+def flash2_footprint(Br: int, Bc: int, d: int, s: int) -> dict[str, int]:
+    """FlashAttention-2's forward, at line 10: Q_i, K_j, V_j, O_i, P̃_ij and four per-row statistics."""
+    return {
+        "Q_i": s * Br * d,
+        "K_j": s * Bc * d,
+        "V_j": s * Bc * d,
+        "O_i": F * Br * d,
+        "P̃_ij": F * Br * Bc,
+        "ℓ_i, m_i, m_new, α_i": 4 * F * Br,
+    }
+
+
+def softmax_rows(N: int, Nk: int, sram_bytes: int) -> int:
+    """How many whole rows of S Algorithm 0's softmax (line 2) holds in SRAM: a float32 row, plus m and ℓ."""
+    return _whole_rows(N, F * (Nk + 2), Nk, sram_bytes, "standard attention's softmax holds a whole row of S")
+
+
+# -- the backward listings ---------------------------------------------------------------
+
+
+def standard_backward_footprint(Br: int, Bc: int, d: int, s: int) -> dict[str, int]:
+    """Algorithm 3: the largest of its four matmul kernels (line 3 holds whole rows: `whole_rows`)."""
+    kernels = [
+        {"dV_j": F * Bc * d, "P_ij": s * Br * Bc, "dO_i": s * Br * d},  # line 1
+        {"dO_i": s * Br * d, "V_j": s * Bc * d, "dP_ij": F * Br * Bc},  # line 2
+        {"dQ_i": F * Br * d, "dS_ij": s * Br * Bc, "K_j": s * Bc * d},  # line 4
+        {"dK_j": F * Bc * d, "dS_ij": s * Br * Bc, "Q_i": s * Br * d},  # line 5
+    ]
+    return max(kernels, key=lambda k: sum(k.values()))
+
+
+def flash1_backward_footprint(Br: int, Bc: int, d: int, s: int) -> dict[str, int]:
+    """Algorithm 4, at line 19: D_i joins everything line 10 loaded, P_ij and dP_ij."""
+    return _kv_gradients(Bc, d, s) | {
+        "Q_i": s * Br * d,
+        "O_i": s * Br * d,
+        "dO_i": s * Br * d,
+        "dQ_i": s * Br * d,
+        "P_ij": F * Br * Bc,
+        "dP_ij": F * Br * Bc,
+        "ℓ_i, m_i, D_i": 3 * F * Br,
+    }
+
+
+def flash2_backward_footprint(Br: int, Bc: int, d: int, s: int) -> dict[str, int]:
+    """FlashAttention-2's Algorithm 2, at line 14 (P_ij and dS_ij) or line 15 (dS_ij and the updated dQ_i)."""
+    base = _kv_gradients(Bc, d, s) | {
+        "Q_i": s * Br * d,
+        "dO_i": s * Br * d,
+        "L_i, D_i": 2 * F * Br,
+        "dS_ij": F * Br * Bc,
+    }
+    return base | ({"P_ij": F * Br * Bc} if Bc >= d else {"dQ_i": F * Br * d})
+
+
+def whole_rows(N: int, Nk: int, s: int, sram_bytes: int) -> int:
+    """How many whole rows Algorithm 3's line 3 holds: P_i and dP_i (storage dtype), then dS_i (float32) in dP_i's
+    place, and D_i."""
+    per_row = s * Nk + max(s, F) * Nk + F
+    return _whole_rows(N, per_row, Nk, sram_bytes, "standard attention's backward holds whole rows of P, dP and dS")
+
+
+def _kv_gradients(Bc: int, d: int, s: int) -> dict[str, int]:
+    """What a FlashAttention backward keeps for the whole inner loop: K_j, V_j and their gradients' accumulators."""
+    return {"K_j": s * Bc * d, "V_j": s * Bc * d, "dK_j": F * Bc * d, "dV_j": F * Bc * d}
+
+
+def _whole_rows(N: int, per_row: int, Nk: int, sram_bytes: int, holds: str) -> int:
+    rows = sram_bytes // per_row
+    if rows < 1:
+        raise SRAMOverflowError(
+            f"SRAM overflow: {holds} in SRAM ({human_bytes(per_row)} for Nk={Nk}) but the SRAM has "
+            f"{human_bytes(sram_bytes)}"
+        )
+    return min(rows, N)
+
+
+# -- Flash-Decoding --------------------------------------------------------------------
+
+
+def chunks(Nk: int, splits: int) -> list[tuple[int, int]]:
+    """The keys [k0, k1) of each of Flash-Decoding's `splits` chunks: as even as can be, none empty."""
+    return [(p * Nk // splits, (p + 1) * Nk // splits) for p in range(splits)]
+
+
+def decoding_footprint(Nq: int, Bc: int, d: int, s: int, splits: int) -> dict[str, int]:
+    """Flash-Decoding's buffers at the peak: kernel 1's (P̃ next to O_p), or the combine's if larger."""
+    split = {
+        "Q": s * Nq * d,
+        "K_j": s * Bc * d,
+        "V_j": s * Bc * d,
+        "O_p": F * Nq * d,
+        "P̃": F * Nq * Bc,
+        "ℓ, m, m_new, α": 4 * F * Nq,
+    }
+    merge = {"lse_parts": F * splits * Nq, "lse_max, LSE": 2 * F * Nq, "O": F * Nq * d, "O_p": F * Nq * d}
+    return merge if splits > 1 and sum(merge.values()) > sum(split.values()) else split
+
+
+def decoding_fit(Nq: int, Nk: int, d: int, s: int, sram_bytes: int, splits: int) -> int:
+    """Flash-Decoding's largest power-of-two Bc (capped at the longest chunk) whose buffers fit in `sram_bytes`."""
+    longest = max(k1 - k0 for k0, k1 in chunks(Nk, splits))
+
+    def parts(_: int, bc: int) -> dict[str, int]:  # every block holds all Nq query rows
+        return decoding_footprint(Nq, bc, d, s, splits)
+
+    return largest(parts, Nq, longest, sram_bytes, f"Flash-Decoding in {splits} splits", Br=Nq)[1]
+
+
+def decoding_blocks(Nq: int, Nk: int, d: int, s: int, sram_bytes: int, splits: int, Bc: int | None = None) -> int:
+    """Flash-Decoding's Bc: the one given (refused if its buffers do not fit), or `decoding_fit`'s."""
+    if Bc is None:
+        return decoding_fit(Nq, Nk, d, s, sram_bytes, splits)
+    need = sum(decoding_footprint(Nq, Bc, d, s, splits).values())
+    if need > sram_bytes:
+        raise InputError(
+            f"block_cols: Bc={Bc} needs {need} bytes of SRAM for Flash-Decoding but the SRAM holds {sram_bytes}"
+        )
+    return Bc
+
+
+# -- rules -----------------------------------------------------------------------------
 
 
 def paper(sram_bytes: int, d: int, s: int) -> tuple[int, int]:
@@ -49,11 +167,6 @@ def paper(sram_bytes: int, d: int, s: int) -> tuple[int, int]:
     M = sram_bytes // s
     Bc = ceil(M / (4 * d))
     return min(Bc, d), Bc
-
-
-def check_fits(algorithm: str, Br: int, Bc: int, d: int, s: int, sram_bytes: int, why: str = "") -> None:
-    """Raise InputError naming every buffer if Br × Bc blocks do not fit in `sram_bytes`."""
-    refuse_overflow(footprint(algorithm, Br, Bc, d, s), Br, Bc, sram_bytes, algorithm, why)
 
 
 def refuse_overflow(parts: dict[str, int], Br: int, Bc: int, sram_bytes: int, what: str, why: str = "") -> None:
@@ -114,11 +227,64 @@ def largest(
     return Br, Bc
 
 
+# -- by the algorithm's name (the registry) ----------------------------------------------
+
+
+def footprint(algorithm: str, Br: int, Bc: int, d: int, s: int, *, backward: bool = False) -> dict[str, int]:
+    """Bytes of each SRAM buffer at the peak of `algorithm`'s forward (or backward) listing, for itemsize `s`."""
+    entry = _entry(algorithm)
+    return (entry.backward_footprint if backward else entry.footprint)(Br, Bc, d, s)
+
+
+def need(algorithm: str, Br: int, Bc: int, d: int, s: int, *, backward: bool = False) -> int:
+    """Total SRAM bytes the listing needs with these blocks."""
+    return sum(footprint(algorithm, Br, Bc, d, s, backward=backward).values())
+
+
+def check_fits(
+    algorithm: str, Br: int, Bc: int, d: int, s: int, sram_bytes: int, why: str = "", *, backward: bool = False
+) -> None:
+    """Raise InputError naming every buffer if Br × Bc blocks do not fit in `sram_bytes`."""
+    parts = footprint(algorithm, Br, Bc, d, s, backward=backward)
+    refuse_overflow(parts, Br, Bc, sram_bytes, _what(algorithm, backward), why)
+
+
 def fit(
-    algorithm: str, N: int, Nk: int, d: int, s: int, sram_bytes: int, Br: int | None = None, Bc: int | None = None
-) -> tuple[int, int]:
-    """The largest blocks that fit the forward pass (`largest`): Br grows for flash2, whose Tr sets how
-    often K and V are read; Bc for flash1, whose Tc sets how often Q, O, ℓ and m make the round trip.
+    algorithm: str, N: int, Nk: int, d: int, s: int, sram_bytes: int, Br: int | None = None, Bc: int | None = None,
+    *, backward: bool = False,
+) -> tuple[int, int]:  # fmt: skip
+    """The largest blocks that fit (`largest`), growing the block the registry names: for the forward,
+    Br for flash2 (its Tr sets how often K and V are read) and Bc for flash1 (its Tc sets how often Q,
+    O, ℓ and m make the round trip); for the backward, Bc, the outer loop's block, whose Tc sets how
+    often Q, dO and dQ are re-read. The backward refuses given blocks that do not fit before it runs.
     """
-    grow = {"flash2": "rows", "flash1": "cols"}.get(algorithm)
-    return largest(lambda br, bc: footprint(algorithm, br, bc, d, s), N, Nk, sram_bytes, algorithm, grow, Br, Bc)
+    entry = _entry(algorithm)
+    grow = entry.backward_grows if backward else entry.grows
+
+    def parts(br: int, bc: int) -> dict[str, int]:
+        return footprint(algorithm, br, bc, d, s, backward=backward)
+
+    return largest(parts, N, Nk, sram_bytes, _what(algorithm, backward), grow, Br, Bc, check_given=backward)
+
+
+def choose(
+    algorithm: str, rule: str, N: int, Nk: int, d: int, s: int, sram_bytes: int, Br: int | None = None,
+    Bc: int | None = None, *, backward: bool = False,
+) -> tuple[int, int]:  # fmt: skip
+    """The blocks a run uses: the ones given, and for the rest `rule`: "fit" (`fit`) or, when none is
+    given, "paper" (`paper`, refused with the buffer sizes if those blocks do not fit)."""
+    if rule == "paper" and Br is None and Bc is None:
+        Br, Bc = paper(sram_bytes, d, s)
+        check_fits(algorithm, min(Br, N), min(Bc, Nk), d, s, sram_bytes, PAPER_RULE, backward=backward)
+        return Br, Bc
+    return fit(algorithm, N, Nk, d, s, sram_bytes, Br, Bc, backward=backward)
+
+
+def _what(algorithm: str, backward: bool) -> str:
+    return f"the {algorithm} backward" if backward else algorithm
+
+
+def _entry(algorithm: str):
+    from sim.algorithms import get  # here, not above: the registry points back at this module's footprints
+
+    return get(algorithm)

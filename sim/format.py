@@ -41,3 +41,30 @@ def number(x: float, decimals: int = 3) -> str:
     if math.isinf(x):
         return "−∞" if x < 0 else "∞"
     return f"{x:.{decimals}f}"
+
+
+def fixed(x: float, decimals: int) -> str:
+    """A value to `decimals` places with thousands separators (1,234.5): GFLOP, GB/s, µs in a column that names them."""
+    return f"{x:,.{decimals}f}"
+
+
+def ratio(x: float, decimals: int = 1) -> str:
+    """How many times as much: 7.4×."""
+    return f"{x:.{decimals}f}×"
+
+
+def percent(part: float, whole: float = 1) -> str:
+    """A share of a whole in whole percent: 37%."""
+    return f"{100 * part / whole:.0f}%"
+
+
+def tflops(x: float, decimals: int | None = None) -> str:
+    """A rate in TFLOP/s: one decimal below 100, none from 100 on (2.9, 57.1, 296), or `decimals` places."""
+    if decimals is None:
+        decimals = 1 if x < 100 else 0
+    return f"{x:.{decimals}f}"
+
+
+def abs_error(x: float, digits: int = 3) -> str:
+    """A max |x − reference| in scientific notation with `digits` decimals: 4.877e-04."""
+    return f"{x:.{digits}e}"

@@ -14,9 +14,11 @@ Work comes in three kinds, counted apart:
                keep a row which sees no key at zero are not counted.
 """
 
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from math import ceil
 
+from sim import mask
+from sim.blocks import chunks
 from sim.dtypes import F
 from sim.hardware import Hardware
 
@@ -38,18 +40,13 @@ class Counts:
 
     def times(self, k: int) -> "Counts":
         """These counts for k independent heads."""
-        return Counts(
-            self.hbm_read_bytes * k, self.hbm_write_bytes * k, self.flops * k, self.exps * k, self.elementwise * k
-        )
+        return Counts(*(k * x for x in astuple(self)))
 
     def __add__(self, other: "Counts") -> "Counts":
-        return Counts(
-            self.hbm_read_bytes + other.hbm_read_bytes,
-            self.hbm_write_bytes + other.hbm_write_bytes,
-            self.flops + other.flops,
-            self.exps + other.exps,
-            self.elementwise + other.elementwise,
-        )
+        return Counts(*(x + y for x, y in zip(astuple(self), astuple(other), strict=True)))
+
+
+Kernels = list[tuple[str, Counts]]  # a pass as the kernels it launches, each with its counts
 
 
 @dataclass(frozen=True)
@@ -77,11 +74,11 @@ def row_blocks(N: int, Nk: int, Br: int, Bc: int, causal: bool) -> list[RowBlock
 
 def standard(N: int, Nk: int, d: int, s: int, causal: bool = False) -> Counts:
     """Algorithm 0: read Q, K; write S; read S; write P; read P, V; write O (each once)."""
-    return sum_counts(k for _, k in standard_kernels(N, Nk, d, s, causal))
+    return sum_counts(k for _, k in standard_kernels(N, Nk, d, s, causal=causal))
 
 
-def standard_kernels(N: int, Nk: int, d: int, s: int, causal: bool = False) -> list[tuple[str, Counts]]:
-    """Algorithm 0's three kernels."""
+def standard_kernels(N: int, Nk: int, d: int, s: int, Br=None, Bc=None, causal=False, dropout=False) -> Kernels:
+    """Algorithm 0's three kernels (its counts do not depend on the blocks; it has no dropout)."""
     return [
         ("S = τQKᵀ", Counts(s * (N * d + Nk * d), s * N * Nk, 2 * N * Nk * d, 0, N * Nk)),  # τ·
         # mask, rowmax, S − m, rowsum, ÷ℓ
@@ -134,22 +131,31 @@ def flash2(N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = Fal
     return Counts(reads, s * N * d + F * N, flops, exps, elementwise)
 
 
+def flash1_kernels(N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal=False, dropout=False) -> Kernels:
+    """Algorithm 1 as the one kernel it is."""
+    return [("FlashAttention forward", flash1(N, Nk, d, s, Bc, causal, dropout, Br=Br))]
+
+
+def flash2_kernels(N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal=False, dropout=False) -> Kernels:
+    """FlashAttention-2's forward as the one kernel it is."""
+    return [("FlashAttention-2 forward", flash2(N, Nk, d, s, Br, Bc, causal, dropout))]
+
+
 def counts(
     algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False
 ) -> Counts:
-    """The closed form of `algorithm`'s forward pass ("standard", "flash1" or "flash2") for one head."""
-    if algorithm == "standard":
-        return standard(N, Nk, d, s, causal)
-    if algorithm == "flash1":
-        return flash1(N, Nk, d, s, Bc, causal, dropout, Br=Br)
-    return flash2(N, Nk, d, s, Br, Bc, causal, dropout)
+    """The closed form of `algorithm`'s forward pass for one head (any algorithm in the registry)."""
+    return sum_counts(c for _, c in kernels(algorithm, N, Nk, d, s, Br, Bc, causal, dropout))
 
 
 # -- the backward pass ---------------------------------------------------------------
 
 
-def standard_backward_kernels(N: int, Nk: int, d: int, s: int) -> list[tuple[str, Counts]]:
-    """The FlashAttention paper's Algorithm 3 (standard attention backward): five kernels, each operand read once."""
+def standard_backward_kernels(
+    N: int, Nk: int, d: int, s: int, Br=None, Bc=None, causal=False, dropout=False
+) -> Kernels:
+    """The FlashAttention paper's Algorithm 3 (standard attention backward): five kernels, each operand read once
+    (the counts depend neither on the blocks nor, P being zero where the mask hides a key, on the mask)."""
     return [
         ("dV = Pᵀ dO", Counts(s * (N * Nk + N * d), s * Nk * d, 2 * N * Nk * d, 0, 0)),
         ("dP = dO Vᵀ", Counts(s * (N * d + Nk * d), s * N * Nk, 2 * N * Nk * d, 0, 0)),
@@ -182,7 +188,7 @@ def flash1_backward(
 
 def flash2_backward_kernels(
     N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False
-) -> list[tuple[str, Counts]]:
+) -> Kernels:
     """FlashAttention-2's Algorithm 2 as two kernels: the pre-pass (dQ = 0, D = rowsum(dO ∘ O)), then
     per K/V block j, every Q block that sees it reads Q_i, dO_i, L_i, D_i and read-modify-writes dQ_i.
     """
@@ -201,15 +207,23 @@ def flash2_backward_kernels(
     ]
 
 
+def flash1_backward_kernels(N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal=False, dropout=False) -> Kernels:
+    """Algorithm 4 as the one kernel it is."""
+    return [("FlashAttention backward", flash1_backward(N, Nk, d, s, Br, Bc, causal, dropout))]
+
+
+def kernels(
+    algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False
+) -> Kernels:
+    """The kernels of `algorithm`'s forward pass for one head (standard attention has three)."""
+    return _entry(algorithm).kernels(N, Nk, d, s, Br, Bc, causal, dropout)
+
+
 def backward_kernels(
     algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False
-) -> list[tuple[str, Counts]]:
+) -> Kernels:
     """The kernels of `algorithm`'s backward pass for one head, each with its closed-form counts."""
-    if algorithm == "standard":
-        return standard_backward_kernels(N, Nk, d, s)
-    if algorithm == "flash1":
-        return [("FlashAttention backward", flash1_backward(N, Nk, d, s, Br, Bc, causal, dropout))]
-    return flash2_backward_kernels(N, Nk, d, s, Br, Bc, causal, dropout)
+    return _entry(algorithm).backward_kernels(N, Nk, d, s, Br, Bc, causal, dropout)
 
 
 def backward_counts(
@@ -219,22 +233,34 @@ def backward_counts(
     return sum_counts(c for _, c in backward_kernels(algorithm, N, Nk, d, s, Br, Bc, causal, dropout))
 
 
-def kernels(
-    algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False
-) -> list[tuple[str, Counts]]:
-    """The kernels of `algorithm`'s forward pass for one head (standard attention has three)."""
-    if algorithm == "standard":
-        return standard_kernels(N, Nk, d, s, causal)
-    name = {"flash1": "FlashAttention forward", "flash2": "FlashAttention-2 forward"}[algorithm]
-    return [(name, counts(algorithm, N, Nk, d, s, Br, Bc, causal, dropout))]
+def decoding(Nq: int, Nk: int, d: int, s: int, Bc: int, splits: int, causal: bool = False) -> Kernels:
+    """Flash-Decoding's kernels for one head: FlashAttention-2's forward per chunk of keys, writing float32
+    partials O_p, lse_p, then the combine (one kernel alone with one split)."""
+    reads, flops, exps, elementwise = splits * s * Nq * d + 2 * s * Nk * d, 0, 0, 0
+    for k0, k1 in chunks(Nk, splits):
+        for c0 in range(k0, k1, Bc):
+            c1 = min(c0 + Bc, k1)
+            c = c1 - c0
+            flops += 4 * Nq * c * d
+            exps += Nq * c + Nq
+            masked = causal and not mask.block_fully_seen(0, c1, Nq, Nk)
+            # τ·, rowmax, S − m, rowsum (4·Nq·c) and the mask; max, −, α·ℓ, + per row; α·O_p
+            elementwise += (4 + masked) * Nq * c + 4 * Nq + Nq * d
+        elementwise += Nq * d + 2 * Nq  # ÷ℓ; log, +
+    if splits == 1:
+        return [("FlashAttention-2 forward", Counts(reads, s * Nq * d + F * Nq, flops, exps, elementwise))]
+    partials = F * splits * Nq * (d + 1)
+    split = Counts(reads, partials, flops, exps, elementwise)
+    # max, −, Σ over the P lse's and log, +; per split: −, and ·, + on O_p
+    merge = Counts(
+        partials, s * Nq * d + F * Nq, 0, 2 * splits * Nq, 3 * splits * Nq + 2 * Nq + splits * Nq * (1 + 2 * d)
+    )
+    return [("split K/V: partial O_p, lse_p", split), ("combine", merge)]
 
 
 def sum_counts(parts) -> Counts:
     """The sum of several Counts."""
-    total = Counts(0, 0, 0, 0, 0)
-    for c in parts:
-        total = total + c
-    return total
+    return sum(parts, Counts(0, 0, 0, 0, 0))
 
 
 # -- time ----------------------------------------------------------------------------
@@ -260,6 +286,12 @@ def roofline(c: Counts, hw: Hardware, dtype: str) -> Roofline:
     mem = c.hbm_bytes / hw.hbm_bandwidth
     comp = c.flops / hw.peak(dtype)
     return Roofline(max(mem, comp), mem, comp, c.flops / c.hbm_bytes if c.hbm_bytes else float("inf"))
+
+
+def _entry(algorithm: str):
+    from sim.algorithms import get  # here, not above: the registry points back at this module's closed forms
+
+    return get(algorithm)
 
 
 def estimate(parts: list[tuple[str, Counts]], hw: Hardware, dtype: str) -> list[tuple[str, Counts, Roofline]]:

@@ -1,71 +1,23 @@
-"""The memory hierarchy: HBM tensors, a capacity-checked SRAM, and the Ledger that books every transfer.
+"""The memory hierarchy: HBM tensors, a capacity-checked SRAM, and the Chip that books every transfer in its Ledger.
 
 Algorithms touch data only through a `Chip`: `load` copies a tile HBM → SRAM, `put`
 keeps an on-chip result in SRAM, `store` writes a tile SRAM → HBM, and `matmul`/`exp`
 compute (and count) on SRAM-resident buffers. Every byte that crosses HBM is booked.
 """
 
-from collections import defaultdict
+import sys
 from contextlib import nullcontext
 
 import numpy as np
 
+from sim import source
 from sim.dtypes import ACCUMULATOR
 from sim.errors import InputError, SRAMOverflowError
 from sim.format import human_bytes
+from sim.ledger import Ledger
 from sim.trace import KEY_TENSORS, Access, Resident, Step, Trace, row_values
 
 MAX_TRACE_STEPS = 250_000  # a recorded trace holds at most this many steps (about 150 MB of Python objects)
-
-
-class Ledger:
-    """Bytes per (level, tensor, direction) and work per kind ("matmul" FLOPs, "exp", "elementwise")."""
-
-    def __init__(self):
-        self.bytes: dict[tuple[str, str, str], int] = defaultdict(int)
-        self.work: dict[str, int] = defaultdict(int)
-        self.hbm_read_bytes = 0
-        self.hbm_write_bytes = 0
-
-    def book(self, level: str, tensor: str, direction: str, nbytes: int) -> None:
-        """Record `nbytes` moving `direction` ("read" or "write") between `level` and SRAM."""
-        self.bytes[level, tensor, direction] += nbytes
-        if level == "hbm":
-            if direction == "read":
-                self.hbm_read_bytes += nbytes
-            else:
-                self.hbm_write_bytes += nbytes
-
-    @property
-    def flops(self) -> int:
-        """Matmul FLOPs, 2·m·n·k per product."""
-        return self.work["matmul"]
-
-    def per_tensor(self, level: str = "hbm") -> dict[str, dict[str, int]]:
-        """{tensor: {"read": bytes, "write": bytes}} at one level."""
-        out: dict[str, dict[str, int]] = {}
-        for (lvl, tensor, direction), n in self.bytes.items():
-            if lvl == level:
-                out.setdefault(tensor, {"read": 0, "write": 0})[direction] += n
-        return out
-
-    def add(self, other: "Ledger", times: int = 1) -> None:
-        """Add `times` copies of another ledger's counts to this one."""
-        for key, n in other.bytes.items():
-            self.book(*key, n * times)
-        for kind, n in other.work.items():
-            self.work[kind] += n * times
-
-    def to_dict(self) -> dict:
-        """JSON-ready counts."""
-        return {
-            "hbm_read_bytes": self.hbm_read_bytes,
-            "hbm_write_bytes": self.hbm_write_bytes,
-            "bytes": [
-                {"level": lvl, "tensor": t, "direction": d, "bytes": n} for (lvl, t, d), n in sorted(self.bytes.items())
-            ],
-            "work": dict(self.work),
-        }
 
 
 class HBM:
@@ -178,7 +130,10 @@ class Chip:
     # -- tracing --------------------------------------------------------------
 
     def step(self, op: str, line: int | None, text: str, i: int | None = None, j: int | None = None, phase=None):
-        """Context for one executed line of the paper's listing (a no-op unless recording)."""
+        """Context for one executed line of the paper's listing (a no-op unless recording).
+
+        The step records the paper's `line` and where in the Python listing it was called from.
+        """
         if self.trace is None:
             return nullcontext()
         if len(self.trace.steps) >= MAX_TRACE_STEPS:
@@ -186,7 +141,9 @@ class Chip:
                 f"trace: the run has more than {MAX_TRACE_STEPS:,} steps, too many to record; "
                 "use bigger blocks or more SRAM (a bigger hardware preset)"
             )
-        return _StepContext(self, Step(len(self.trace.steps), op, line, text, i, j, phase))
+        caller = sys._getframe(1)
+        code = (source.relative(caller.f_code.co_filename), caller.f_lineno)
+        return _StepContext(self, Step(len(self.trace.steps), op, line, text, i, j, phase, code=code))
 
     def _note(self, name: str, before, after) -> None:
         """Keep a buffer's value before (its first, within a step) and after an update, for record="values"."""

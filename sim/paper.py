@@ -14,9 +14,9 @@ import sim
 from sim import blocks as blocks_
 from sim import hardware as hardware_
 from sim import iomodel, training
-from sim.api import Gradients, Result
-from sim.dtypes import DTYPES
+from sim.dtypes import itemsize
 from sim.hardware import Hardware
+from sim.results import Gradients, Result
 
 BATCH, HEADS, N, D, DTYPE = 64, 16, 1024, 64, "fp16"  # GPT-2 medium: seq. length 1024, head dim. 64, 16 heads, batch 64
 PAPER = {  # Figure 2, left: standard attention, FlashAttention
@@ -137,7 +137,7 @@ def block_sweep(hw: Hardware, sizes=BLOCK_SIZES) -> list[BlockPoint]:
     """Figure 2, middle: FlashAttention's forward (Algorithm 1) with Bc = 64 … 512, by the closed form
     (which the tests hold equal to the simulator's ledger for these very blocks).
     """
-    s = DTYPES[DTYPE].itemsize
+    s = itemsize(DTYPE)
     points = []
     for Bc in sizes:
         Br = min(Bc, D)
@@ -158,7 +158,7 @@ def figure2(hardware: str | Hardware = "A100-40GB") -> Figure2:
 
 def notes(std: Column, fa: Column, hw: Hardware) -> list[str]:
     """Why the model's numbers differ from the paper's, computed from both."""
-    heads, s = BATCH * HEADS, DTYPES[DTYPE].itemsize
+    heads, s = BATCH * HEADS, itemsize(DTYPE)
     per_pass = heads * N * N * s / 1e9  # one read or write of an N × N matrix, every head
     elementwise = (fa.forward.ledger.work["elementwise"] + fa.backward.ledger.work["elementwise"]) / 1e9
     exps = (fa.forward.exps + fa.backward.exps) / 1e9

@@ -3,8 +3,8 @@
 import numpy as np
 
 from sim import iomodel, reference
-from sim.api import Result
-from sim.dtypes import DTYPES
+from sim.dtypes import itemsize
+from sim.results import Result
 
 
 def max_abs_error(result: Result, q, k, v) -> float:
@@ -18,7 +18,7 @@ def max_abs_error(result: Result, q, k, v) -> float:
 
 def run_report(result: Result, *, batch: int = 1, heads: int = 1, max_abs_err: float | None = None) -> dict:
     """The JSON-ready summary of a run (byte counts cover all batch × heads)."""
-    s = DTYPES[result.dtype].itemsize
+    s = itemsize(result.dtype)
     closed = iomodel.counts(
         result.algorithm, result.n, result.nk, result.d, s, result.block_rows, result.block_cols, result.causal
     ).times(result.heads)

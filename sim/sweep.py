@@ -15,11 +15,10 @@ from itertools import product
 from sim import blocks as blocks_
 from sim import hardware as hardware_
 from sim import training
-from sim.algorithms import backward as backward_
-from sim.dtypes import DTYPES
+from sim.algorithms import REGISTRY
+from sim.dtypes import DTYPES, F, itemsize
 from sim.errors import InputError
 from sim.hardware import Hardware
-from sim.iomodel import F
 
 
 @dataclass(frozen=True)
@@ -67,7 +66,7 @@ class Row:
 @dataclass(frozen=True)
 class Sweep:
     rows: list[Row]
-    algorithm: str  # the FlashAttention variant: "flash1" or "flash2"
+    algorithm: str  # the FlashAttention variant: any algorithm in the registry but standard attention
     batch: int
     heads: int
     dtype: str
@@ -141,13 +140,14 @@ def sweep(
     hw = hardware if isinstance(hardware, Hardware) else hardware_.get(hardware)
     if dtype not in DTYPES:
         raise InputError(f"dtype: unknown {dtype!r}; choose one of {', '.join(DTYPES)}")
-    if algorithm not in ("flash1", "flash2"):
-        raise InputError(f"algorithm: {algorithm!r} is not a FlashAttention; choose flash1 or flash2")
+    flash = [name for name in REGISTRY if name != "standard"]
+    if algorithm not in flash:
+        raise InputError(f"algorithm: {algorithm!r} is not a FlashAttention; choose {' or '.join(flash)}")
     for name, values in (("n", ns), ("d", ds), ("batch", [batch]), ("heads", [heads])):
         _positive(name, values)
     for name, values in (("block", blocks), ("sram_bytes", srams)):
         _positive(name, [x for x in values if x is not None])
-    s, total_heads = DTYPES[dtype].itemsize, batch * heads
+    s, total_heads = itemsize(dtype), batch * heads
     rows = []
     for d, block, sram, N in product(ds, blocks, srams, sorted(ns)):
         M = sram or hw.sram_bytes
@@ -189,11 +189,11 @@ def _blocks(algorithm, N, d, s, M, block, backward) -> tuple[tuple[int, int], tu
     """FlashAttention's forward (and backward) blocks: Br = Bc = `block` (checked to fit), or the largest that fit."""
     if block is None:
         fwd = blocks_.fit(algorithm, N, N, d, s, M)
-        return fwd, backward_.fit(algorithm, N, N, d, s, M) if backward else None
+        return fwd, blocks_.fit(algorithm, N, N, d, s, M, backward=True) if backward else None
     B = min(block, N)
     blocks_.check_fits(algorithm, B, B, d, s, M, f"--block {block} gives ")
     if backward:
-        backward_.check_fits(algorithm, B, B, d, s, M, f"--block {block} gives ")
+        blocks_.check_fits(algorithm, B, B, d, s, M, f"--block {block} gives ", backward=True)
     return (B, B), (B, B) if backward else None
 
 

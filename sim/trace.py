@@ -7,7 +7,8 @@ from pathlib import Path
 from sim.errors import InputError
 
 SCHEMA = "flashsim.trace"
-VERSION = 1
+VERSION = 2  # 2: each step names the listing's code that ran it (`Step.code`)
+READS = (1, 2)  # the versions `from_dict` reads
 KEY_TENSORS = frozenset({"K", "V", "dK", "dV"})  # HBM tensors indexed by key rows; the others by query rows
 
 
@@ -44,6 +45,7 @@ class Step:
     i: int | None = None
     j: int | None = None
     phase: str | None = None  # which kernel of a multi-kernel algorithm (standard attention)
+    code: tuple[str, int] | None = None  # the listing's file (relative to sim/) and line that ran the step
     rows: tuple[int, int] | None = None  # the query rows [r0, r1) the step works on, where it has them
     reads: list[Access] = field(default_factory=list)
     writes: list[Access] = field(default_factory=list)
@@ -97,8 +99,9 @@ class Trace:
         """Rebuild a trace from `to_dict`'s form; refuses other schemas and versions."""
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
             raise InputError(f"trace: not a flashsim trace (expected schema {SCHEMA!r})")
-        if d.get("version") != VERSION:
-            raise InputError(f"trace: version {d.get('version')!r} is not supported (this flashsim reads {VERSION})")
+        if d.get("version") not in READS:
+            versions = " and ".join(map(str, READS))
+            raise InputError(f"trace: version {d.get('version')!r} is not supported (this flashsim reads {versions})")
         try:
             steps = [_step_from_dict(s) for s in d["steps"]]
             for k, step in enumerate(steps):
@@ -161,6 +164,7 @@ def _step_dict(s: Step) -> dict:
     d["writes"] = [_access_dict(a) for a in s.writes]
     d["sram"] = [{"name": r.name, "nbytes": r.nbytes, "source": _access_dict(r.source)} for r in s.sram]
     d["rows"] = None if s.rows is None else list(s.rows)
+    d["code"] = None if s.code is None else list(s.code)
     return d
 
 
@@ -216,4 +220,7 @@ def _step_from_dict(s: dict) -> Step:
     if s.get("rows") is not None:
         r0, r1 = s["rows"]
         s["rows"] = (_typed(r0, int, "step rows"), _typed(r1, int, "step rows"))
+    if s.get("code") is not None:  # version 1 has none
+        file, line = s["code"]
+        s["code"] = (_typed(file, str, "step code"), _typed(line, int, "step code"))
     return Step(**s)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim import dropout, iomodel, reference
-from sim.api import Gradients, Result
-from sim.dtypes import DTYPES
+from sim.dtypes import itemsize
 from sim.hardware import Hardware
+from sim.results import Gradients, Result
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,7 @@ def kernels(
     dropout: bool = False,
 ) -> list[Kernel]:
     """The forward pass's kernels, then (given its blocks) the backward's, for `heads` heads."""
-    s = DTYPES[dtype].itemsize
+    s = itemsize(dtype)
     parts = [
         ("forward", name, c) for name, c in iomodel.kernels(algorithm, N, Nk, d, s, *forward_blocks, causal, dropout)
     ]
@@ -62,7 +62,7 @@ def total(ks: list[Kernel], direction: str | None = None) -> iomodel.Counts:
 
 def backward_report(grads: Gradients, max_abs_err: dict | None = None) -> dict:
     """The JSON-ready summary of a backward pass (counts cover every head), checked against the closed form."""
-    s = DTYPES[grads.dtype].itemsize
+    s = itemsize(grads.dtype)
     closed = iomodel.backward_counts(
         grads.algorithm, grads.n, grads.nk, grads.d, s, grads.block_rows, grads.block_cols, grads.causal,
         grads.dropout_p > 0,

@@ -9,7 +9,8 @@ already in the first block).
 
 import numpy as np
 
-from sim.api import Result, run
+from sim.api import run
+from sim.results import Result
 
 Q = np.array([[1, 0, 1, 0], [0, 2, 0, 1], [1, 1, 0, 0], [0, 0, 1, 2]], dtype=np.float32)
 K = np.array([[1, 0, 0, 1], [0, 1, 0, 0], [2, 0, 1, 1], [0, 0, 2, 0]], dtype=np.float32)

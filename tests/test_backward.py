@@ -7,8 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim import reference
-from sim.algorithms import backward
+from sim import blocks, reference
 
 ALGORITHMS = ["standard", "flash1", "flash2"]
 M = 1 << 30  # SRAM large enough for any block the tests pick
@@ -196,9 +195,9 @@ def test_sram_peak_equals_footprint(algorithm, Br, Bc, extra_rows, extra_cols, d
         algorithm, q, k, v, o.astype(dtype), lse, do, causal=causal, block_rows=Br, block_cols=Bc, sram_bytes=M
     )
     s = np.dtype(dtype).itemsize
-    expected = backward.need(algorithm, Br, Bc, d, s)
+    expected = blocks.need(algorithm, Br, Bc, d, s, backward=True)
     if algorithm == "standard":  # line 3 holds whole rows: P_i, dP_i, then float32 dS_i, and D_i
-        expected = max(expected, backward.whole_rows(N, Nk, s, M) * (s * Nk + max(s, 4) * Nk + 4))
+        expected = max(expected, blocks.whole_rows(N, Nk, s, M) * (s * Nk + max(s, 4) * Nk + 4))
     full_tile_seen = not causal or any(
         (i + 1) * Br - 1 + Nk - N >= 0 for i in range(N // Br)
     )  # some full Q block sees the first (full) K/V block
@@ -211,12 +210,12 @@ def test_sram_peak_equals_footprint(algorithm, Br, Bc, extra_rows, extra_cols, d
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("hardware", ["A100-40GB", "RTX-4090", "toy"])
 def test_fit_picks_blocks_that_fit_and_grows_bc_as_far_as_it_can(algorithm, hardware):
-    hw = sim.api.hardware_.get(hardware)
+    hw = sim.hardware.get(hardware)
     N, d, s = 512, 32 if hardware != "toy" else 4, 2
-    Br, Bc = backward.fit(algorithm, N, N, d, s, hw.sram_bytes)
-    assert backward.need(algorithm, Br, Bc, d, s) <= hw.sram_bytes
+    Br, Bc = blocks.fit(algorithm, N, N, d, s, hw.sram_bytes, backward=True)
+    assert blocks.need(algorithm, Br, Bc, d, s, backward=True) <= hw.sram_bytes
     if algorithm != "standard" and Bc < N:
-        assert backward.need(algorithm, Br, min(2 * Bc, N), d, s) > hw.sram_bytes
+        assert blocks.need(algorithm, Br, min(2 * Bc, N), d, s, backward=True) > hw.sram_bytes
 
 
 def test_backward_runs_inside_the_sram_it_picks_for_a100():

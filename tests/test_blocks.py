@@ -54,3 +54,29 @@ def test_one_given_block_is_kept_and_the_other_fitted():
 def test_too_large_d_is_refused_with_sizes():
     with pytest.raises(InputError, match="even the smallest blocks"):
         blocks.fit("flash2", 10, 10, 100_000, 2, 163 * 1024)
+
+
+@pytest.mark.parametrize("splits", [1, 3, 16])
+def test_decoding_fit_is_the_largest_power_of_two_under_the_longest_chunk_that_fits(splits):
+    Nq, Nk, d, s, M = 4, 5000, 64, 2, 48 * 1024
+    Bc = blocks.decoding_fit(Nq, Nk, d, s, M, splits)
+    longest = max(k1 - k0 for k0, k1 in blocks.chunks(Nk, splits))
+    need = lambda bc: sum(blocks.decoding_footprint(Nq, bc, d, s, splits).values())  # noqa: E731
+    assert need(Bc) <= M and Bc <= longest
+    assert Bc == longest or need(min(2 * Bc, longest)) > M
+    assert blocks.decoding_blocks(Nq, Nk, d, s, M, splits) == Bc
+
+
+def test_decoding_blocks_keeps_a_given_bc_and_refuses_one_that_does_not_fit():
+    assert blocks.decoding_blocks(1, 1000, 64, 2, 163 * 1024, 4, Bc=32) == 32
+    with pytest.raises(InputError, match=r"^block_cols: Bc=4096 needs \d+ bytes of SRAM for Flash-Decoding"):
+        blocks.decoding_blocks(1, 8192, 64, 2, 16 * 1024, 1, Bc=4096)
+
+
+def test_choose_applies_the_paper_rule_for_the_backward_and_names_it_when_it_does_not_fit():
+    M = 16384
+    assert blocks.choose("flash2", "paper", 64, 64, 8, 2, M, backward=True) == blocks.paper(M, 8, 2)
+    with pytest.raises(InputError) as e:
+        blocks.choose("flash1", "paper", 4096, 4096, 64, 2, 163 * 1024, backward=True)
+    assert str(e.value).startswith("blocks: the paper's rule") and "for the flash1 backward" in str(e.value)
+    assert blocks.choose("flash2", "paper", 64, 64, 8, 2, M, Br=4) == blocks.fit("flash2", 64, 64, 8, 2, M, Br=4)

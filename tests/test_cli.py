@@ -5,6 +5,7 @@ import json
 import numpy as np
 from click.testing import CliRunner
 
+import sim
 from sim import iomodel, reference, walkthrough
 from sim.cli import app
 
@@ -75,3 +76,21 @@ def test_walkthrough_is_readable_at_80_columns():
 def test_bare_command_shows_help_not_an_error():
     result = CliRunner().invoke(app, [])
     assert result.exit_code == 0 and "Usage: flashsim" in result.stdout and "walkthrough" in result.stdout
+
+
+def test_bench_sim_reports_the_blocks_it_ran_and_probes_memory_in_a_fresh_process(tmp_path):
+    path = tmp_path / "bench.json"
+    text = invoke(
+        "bench", "sim", "--n", "64", "--d", "16", "--repeats", "1", "--memory-n", "128", "--json", str(path)
+    ).stdout
+    report = json.loads(path.read_text())
+    q = np.zeros((64, 16), np.float16)
+    for row in report["rows"]:
+        ran = sim.run(row["algorithm"], q, q, q)
+        assert (row["block_rows"], row["block_cols"]) == (ran.block_rows, ran.block_cols)
+        assert f"sim {row['algorithm']}" in text
+    memory = report["memory"]
+    probe = sim.run("flash2", *(np.zeros((128, 16), np.float16),) * 3)
+    assert (memory["n"], memory["d"], memory["n_by_n_float32_bytes"]) == (128, 16, 4 * 128 * 128)
+    assert (memory["block_rows"], memory["block_cols"]) == (probe.block_rows, probe.block_cols)
+    assert memory["peak_rss_bytes"] >= memory["rss_before_run_bytes"] > 0

@@ -11,8 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim import hardware, iomodel, reference
-from sim.algorithms import decoding
+from sim import blocks, hardware, iomodel, occupancy, reference
 from sim.cli import app
 
 A100 = hardware.get("A100-40GB")
@@ -86,7 +85,7 @@ def test_ledger_equals_closed_form(Nq, Nk, d, Bc, splits, dtype, causal):
     splits = min(splits, Nk)
     q, k, v = inputs(Nq, Nk, d, dtype)
     r = sim.decode(q, k, v, splits=splits, block_cols=Bc, causal=causal, sram_bytes=1 << 30)
-    c = iomodel.sum_counts(c for _, c in decoding.counts(Nq, Nk, d, np.dtype(dtype).itemsize, Bc, splits, causal))
+    c = iomodel.sum_counts(c for _, c in iomodel.decoding(Nq, Nk, d, np.dtype(dtype).itemsize, Bc, splits, causal))
     got = (
         r.ledger.hbm_read_bytes,
         r.ledger.hbm_write_bytes,
@@ -95,13 +94,13 @@ def test_ledger_equals_closed_form(Nq, Nk, d, Bc, splits, dtype, causal):
         r.ledger.work["elementwise"],
     )
     assert got == (c.hbm_read_bytes, c.hbm_write_bytes, c.flops, c.exps, c.elementwise)
-    widest = min(Bc, max(k1 - k0 for k0, k1 in decoding.bounds(Nk, splits)))  # the widest K/V tile
-    assert r.sram_peak_bytes == sum(decoding.footprint(Nq, widest, d, np.dtype(dtype).itemsize, splits).values())
+    widest = min(Bc, max(k1 - k0 for k0, k1 in blocks.chunks(Nk, splits)))  # the widest K/V tile
+    assert r.sram_peak_bytes == sum(blocks.decoding_footprint(Nq, widest, d, np.dtype(dtype).itemsize, splits).values())
 
 
 def test_chunks_are_even_and_cover_the_keys():
     for Nk, P in ((10, 3), (10, 10), (1000, 7), (5, 1)):
-        b = decoding.bounds(Nk, P)
+        b = blocks.chunks(Nk, P)
         assert b[0][0] == 0 and b[-1][1] == Nk and all(x[1] == y[0] for x, y in pairwise(b))
         sizes = [k1 - k0 for k0, k1 in b]
         assert min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
@@ -109,10 +108,10 @@ def test_chunks_are_even_and_cover_the_keys():
 
 def test_at_batch_one_one_block_per_head_leaves_most_sms_idle():
     Nk, d, s = 32768, 128, 2
-    one = decoding.occupancy(1, 16, 1, 1, Nk, d, s, A100)
+    one = occupancy.occupancy(1, 16, 1, 1, Nk, d, s, A100)
     assert (one.blocks, one.busy, one.waves) == (16, 16, 1)  # 16 of 108 SMs
-    P = decoding.best_splits(1, 16, 1, Nk, d, s, A100)
-    split = decoding.occupancy(1, 16, P, 1, Nk, d, s, A100)
+    P = occupancy.best_splits(1, 16, 1, Nk, d, s, A100)
+    split = occupancy.occupancy(1, 16, P, 1, Nk, d, s, A100)
     assert split.busy == 108 and split.utilization > 0.9
     # the model streams a block at 1/108 of the bandwidth: 16 busy SMs move the same bytes 108/16 × slower
     assert one.seconds / split.seconds > 5
@@ -120,8 +119,8 @@ def test_at_batch_one_one_block_per_head_leaves_most_sms_idle():
 
 def test_at_large_batch_splitting_gains_little():
     Nk, d, s = 4096, 128, 2
-    one = decoding.occupancy(64, 16, 1, 1, Nk, d, s, A100)
-    best = decoding.occupancy(64, 16, decoding.best_splits(64, 16, 1, Nk, d, s, A100), 1, Nk, d, s, A100)
+    one = occupancy.occupancy(64, 16, 1, 1, Nk, d, s, A100)
+    best = occupancy.occupancy(64, 16, occupancy.best_splits(64, 16, 1, Nk, d, s, A100), 1, Nk, d, s, A100)
     assert one.busy == 108 and one.utilization > 0.9  # 1024 blocks already fill every SM
     assert one.seconds / best.seconds < 1.1
 

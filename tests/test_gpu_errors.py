@@ -126,3 +126,15 @@ def test_backward_bad_input_is_named():
     d = cupy.full((1, 2, 8, 64), cupy.nan, cupy.float16)
     with pytest.raises(InputError, match="do: contains NaN or Inf"):
         gpu.flash_attention_backward(q, k, v, o, lse, d, check_finite=True)
+
+
+@pytest.mark.skipif(gpu.available()[0], reason="a GPU is present")
+def test_demo_train_without_gpu_exits_2_with_one_line():
+    from click.testing import CliRunner
+
+    from sim.cli import app
+
+    result = CliRunner().invoke(app, ["demo", "train", "--steps", "10"])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "needs CuPy and an NVIDIA GPU" in lines[0]

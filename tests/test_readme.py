@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import sim
+
 ROOT = Path(__file__).resolve().parent.parent
 TEST_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e '.[dev]' && .venv/bin/python -m pytest"
 DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/flashsim walkthrough"
@@ -15,3 +17,14 @@ def test_readme_gives_the_two_commands():
 def test_ci_runs_exactly_the_readme_test_command():
     script = (ROOT / ".ci" / "run").read_text().splitlines()
     assert TEST_COMMAND in script
+
+
+def test_readme_python_example_runs_as_written():
+    readme = (ROOT / "README.md").read_text()
+    example = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    names: dict = {}
+    exec(compile(example, "README.md", "exec"), names)  # the README's own example
+    r, g = names["r"], names["g"]
+    assert any(line.current and "chip.step(" in line.text for line in sim.source.around(r.trace.steps[3]))
+    assert r.output.shape == (1000, 64) and r.lse.shape == (1000,) and r.trace.steps[3].line is not None
+    assert g.dq.shape == g.dk.shape == g.dv.shape == (1000, 64) and g.hardware.name == "H100-SXM"

@@ -10,7 +10,6 @@ from hypothesis import strategies as st
 
 import sim
 from sim import blocks, iomodel
-from sim.algorithms.standard import softmax_rows
 
 DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32]
 
@@ -61,7 +60,7 @@ def test_sram_peak_equals_footprint(algorithm, Br, Bc, extra_rows, extra_cols, d
     r = sim.run(algorithm, q, k, v, causal=causal, block_rows=Br, block_cols=Bc, sram_bytes=M)
     expected = blocks.need(algorithm, Br, Bc, d, np.dtype(dtype).itemsize)
     if algorithm == "standard":  # the softmax kernel holds whole float32 rows (+ m, ℓ)
-        expected = max(expected, 4 * softmax_rows(N, Nk, M) * (Nk + 2))
+        expected = max(expected, 4 * blocks.softmax_rows(N, Nk, M) * (Nk + 2))
     full_q_blocks_seen = any(iomodel.visible_blocks(i, N, Nk, Br, Bc, causal) for i in range(N // Br))
     if algorithm == "flash2" and not full_q_blocks_seen:
         assert r.sram_peak_bytes < expected  # causal skipping left only a ragged Q block (or none) to process

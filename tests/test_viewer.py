@@ -9,9 +9,10 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from sim import viewer, walkthrough
+from sim import walkthrough
 from sim.cli import app
 from sim.trace import VERSION, Trace
+from sim.viewer import keys, terminal, traces
 from sim.viz import listing, screen
 from sim.viz.timeline import Timeline
 
@@ -38,7 +39,7 @@ def flash1():
 
 
 def test_keys_move_through_steps_and_tiles(flash1):
-    v = viewer.Viewer(flash1)
+    v = keys.Viewer(flash1)
     for key, k in [
         ("right", 1),
         ("n", 2),
@@ -60,7 +61,7 @@ def test_keys_move_through_steps_and_tiles(flash1):
 
 
 def test_g_types_a_step_number(flash1):
-    v = viewer.Viewer(flash1)
+    v = keys.Viewer(flash1)
     for key in "g12":
         v.press(key)
     assert v.footer.startswith("go to step: 12")
@@ -90,7 +91,7 @@ def test_read_key_names_escape_sequences():
             (b"t", "t"),
         ]:
             os.write(write, raw)
-            assert viewer.read_key(read) == key
+            assert keys.read_key(read) == key
     finally:
         os.close(read)
         os.close(write)
@@ -98,7 +99,7 @@ def test_read_key_names_escape_sequences():
 
 def test_play_shows_every_step_then_leaves_the_last(flash1):
     out = io.StringIO()
-    viewer.play(flash1, Console(file=out, width=120, height=40), delay=0)
+    terminal.play(flash1, Console(file=out, width=120, height=40), delay=0)
     text = out.getvalue()
     assert [int(n) for n in re.findall(r"playing step (\d+) of 27", text)] == list(range(28))
     last = text.rsplit("playing step 27 of 27", 1)[1]
@@ -106,9 +107,9 @@ def test_play_shows_every_step_then_leaves_the_last(flash1):
 
 
 def test_play_goes_tile_pair_by_tile_pair_on_big_runs():
-    big = Timeline(viewer.record("flash2", *_inputs(256, 16), block_rows=16, block_cols=16, hardware="A100-40GB"))
+    big = Timeline(traces.record("flash2", *_inputs(256, 16), block_rows=16, block_cols=16, hardware="A100-40GB"))
     assert len(big) > listing.STEPS_LISTED
-    shown = viewer.frames(big)
+    shown = terminal.frames(big)
     assert shown == [last for _, last in big.tile_groups()] and len(shown) < len(big)
 
 
@@ -136,13 +137,13 @@ def test_step_prints_that_screen():
     assert result.exit_code == 0
     out = result.output
     assert "step 6 of 27" in out and "Algorithm 1, line 11" in out
-    trace = viewer.record("flash1", *_walk_inputs(), block_rows=2, block_cols=2, hardware="toy")
+    trace = traces.record("flash1", *_walk_inputs(), block_rows=2, block_cols=2, hardware="toy")
     m_new = trace.steps[6].values["after"]["m_i_new"]
     assert f"{m_new[0]:.3f}" in out and f"{m_new[1]:.3f}" in out
 
 
 def _walk_inputs():
-    from sim.cli import random_inputs
+    from sim.inputs import random_inputs
 
     return (x[0, 0] for x in random_inputs(1, 1, 4, 4, 4, "fp32", 0))
 
@@ -216,7 +217,7 @@ def test_row_outside_the_matrix(tmp_path):
         ("{not json", "is not valid JSON"),
         (
             json.dumps({"schema": "flashsim.trace", "version": 99}),
-            "trace: version 99 is not supported (this flashsim reads 1)",
+            "trace: version 99 is not supported (this flashsim reads 1 and 2)",
         ),
         (json.dumps({"schema": "something.else"}), "not a flashsim trace"),
         (json.dumps({"schema": "flashsim.trace", "version": 1, "steps": []}), "a field is missing"),
@@ -302,16 +303,16 @@ def test_bench_trace_counts_the_steps_it_opened(tmp_path):
     assert [r["algorithm"] for r in rows] == ["flash1", "flash2", "standard"]
     for r in rows:
         q, k, v = (x.astype("float32") for x in _inputs(32, 4))
-        assert r["steps"] == len(viewer.record(r["algorithm"], q, k, v, hardware="toy").steps)
+        assert r["steps"] == len(traces.record(r["algorithm"], q, k, v, hardware="toy").steps)
         assert re.search(rf"{r['algorithm']}\s+│\s+{r['steps']:,}\s+│", result.output)
 
 
 def test_without_termios_the_viewer_reads_one_command_per_line(flash1, monkeypatch):
     commands = iter(["", "t", "12", "p", "99", "q"])
-    monkeypatch.setattr(viewer, "termios", None)
+    monkeypatch.setattr(terminal, "termios", None)
     monkeypatch.setattr("builtins.input", lambda prompt: next(commands))
     out = io.StringIO()
-    viewer.interact(flash1, Console(file=out, width=120))
+    terminal.interact(flash1, Console(file=out, width=120))
     shown = [int(n) for n in re.findall(r"step (\d+) of 27", out.getvalue())]
     assert shown == [0, 1, 2, 12, 11, 11]  # enter, next tile, jump to 12, previous, no step 99 (stays), quit
     assert "no step 99: this trace has steps 0 … 27" in out.getvalue().split("step 11 of 27")[-1]

@@ -259,12 +259,12 @@ def test_wide_before_and_after_stack_with_every_number():
 @pytest.mark.parametrize("backward", [False, True])
 def test_every_step_of_ragged_causal_runs_renders(algorithm, backward):
     """N ≠ Nk, ragged blocks, a causal mask (rows that see no key), forward and backward: the screens draw."""
-    from sim import viewer
+    from sim.viewer import traces
 
     rng = np.random.default_rng(1)
     q = rng.standard_normal((10, 3)).astype(np.float16)
     k, v = (rng.standard_normal((6, 3)).astype(np.float16) for _ in range(2))
-    record = viewer.record_backward if backward else viewer.record
+    record = traces.record_backward if backward else traces.record
     view = Timeline(record(algorithm, q, k, v, causal=True, block_rows=4, block_cols=4, hardware="toy"))
     closed = view.closed_form()
     last = view.steps[-1]

@@ -1,5 +1,5 @@
 // 04_flash2_backward_readable.cu (rung 4, backward "v1"): FlashAttention-2's backward pass, written to be read
-// next to sim/algorithms/backward.py's flash2 (the FlashAttention-2 paper's Algorithm 2), line by line.
+// next to sim/algorithms/flash2_backward.py (the FlashAttention-2 paper's Algorithm 2), line by line.
 //
 // What it is: the first backward kernel. One thread block per (K/V block j, batch·head); its SRAM holds
 // K_j, V_j, dK_j, dV_j, Q_i, dO_i, L_i, D_i, P_ij and dS_ij as the simulator's SRAM does, and every step is a

@@ -1,6 +1,6 @@
 // backward_passes.cu: the two element-wise passes around every FlashAttention-2 backward kernel (rungs 4, 5).
 //
-// flash2_bwd_prepass: the FlashAttention-2 paper's Algorithm 2, lines 3–4 (sim/algorithms/backward.py's flash2
+// flash2_bwd_prepass: the FlashAttention-2 paper's Algorithm 2, lines 3–4 (sim/algorithms/flash2_backward.py's
 // pre-pass): D_i = rowsum(dO_i ∘ O_i) in float32, and dQ = 0 — here the float32 accumulator the main kernel
 // adds into with atomics, since its thread blocks (one per K/V block) all update every dQ_i at once.
 // flash2_bwd_dq: dQ = that accumulator, rounded once to the storage dtype.

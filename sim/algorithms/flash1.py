@@ -14,8 +14,9 @@ import numpy as np
 
 from sim import mask
 from sim.dropout import Dropout
+from sim.dtypes import ACCUMULATOR
 from sim.memory import Chip
-from sim.softmax import shift
+from sim.softmax import SoftmaxState, normalize
 
 
 def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None) -> None:
@@ -32,9 +33,10 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout
         rows = (i * Br, min((i + 1) * Br, N))
         r = rows[1] - rows[0]
         with chip.step("init", 2, "Initialize O_i = 0, ℓ_i = 0, m_i = −∞ in HBM", i=i):
+            empty = SoftmaxState.empty(r, ACCUMULATOR)  # ℓ_i = 0, m_i = −∞: the identity of ⊕
             chip.store("O", chip.put("O_i", np.zeros((r, d))), rows)
-            chip.store("ℓ", chip.put("ℓ_i", np.zeros(r)), rows)
-            chip.store("m", chip.put("m_i", np.full(r, -np.inf)), rows)
+            chip.store("ℓ", chip.put("ℓ_i", empty.ℓ), rows)
+            chip.store("m", chip.put("m_i", empty.m), rows)
         chip.free("O_i", "ℓ_i", "m_i")
 
     for j in range(Tc):  # line 5
@@ -59,9 +61,10 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout
             with chip.step(
                 "compute", 10, "On chip, m̃_ij = rowmax(S_ij), P̃_ij = exp(S_ij − m̃_ij), ℓ̃_ij = rowsum(P̃_ij)", i, j
             ):
-                m̃_ij = chip.put("m̃_ij", S_ij.max(axis=1))  # (Br,)
-                P̃_ij = chip.put("P̃_ij", chip.exp(S_ij - shift(m̃_ij)[:, None]), replaces=["S_ij"])  # (Br, Bc)
-                ℓ̃_ij = chip.put("ℓ̃_ij", P̃_ij.sum(axis=1))  # (Br,)
+                block, P̃ = SoftmaxState.block(S_ij, exp=chip.exp)  # the block's own (m̃_ij, ℓ̃_ij)
+                m̃_ij = chip.put("m̃_ij", block.m)  # (Br,)
+                P̃_ij = chip.put("P̃_ij", P̃, replaces=["S_ij"])  # (Br, Bc)
+                ℓ̃_ij = chip.put("ℓ̃_ij", block.ℓ)  # (Br,)
                 chip.elementwise(3 * P̃_ij.size)  # rowmax, S_ij − m̃_ij, rowsum
             with chip.step(
                 "compute",
@@ -70,10 +73,11 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout
                 i,
                 j,
             ):
-                m_new = chip.put("m_i_new", np.maximum(m_i, m̃_ij))
-                α = chip.put("α_i", chip.exp(m_i - shift(m_new)))  # e^(m_i − m_i_new): rescales the old O_i, ℓ_i
-                β = chip.put("β_i", chip.exp(m̃_ij - shift(m_new)))  # e^(m̃_ij − m_i_new): rescales this block
-                ℓ_new = chip.put("ℓ_i_new", α * ℓ_i + β * ℓ̃_ij)
+                new, α, β = SoftmaxState(m_i, ℓ_i).rescale(SoftmaxState(m̃_ij, ℓ̃_ij), exp=chip.exp)  # (m_i, ℓ_i) ⊕
+                m_new = chip.put("m_i_new", new.m)
+                α = chip.put("α_i", α)  # e^(m_i − m_i_new): rescales the old O_i, ℓ_i
+                β = chip.put("β_i", β)  # e^(m̃_ij − m_i_new): rescales this block
+                ℓ_new = chip.put("ℓ_i_new", new.ℓ)
                 chip.elementwise(6 * len(ℓ_new))  # max, m_i − m_i_new, m̃_ij − m_i_new, α·ℓ_i, β·ℓ̃_ij, +
             if dropout is not None:
                 with chip.step("compute", None, "Algorithm 2, line 14: on chip, P̃_ij ← dropout(P̃_ij)", i, j):
@@ -87,10 +91,7 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout
                 j,
             ):
                 unnormalized = (ℓ_i * α)[:, None] * O_i + β[:, None] * chip.matmul(P̃_ij, V_j)  # (Br, d)
-                O_i = chip.put(
-                    "O_i",
-                    np.divide(unnormalized, ℓ_new[:, None], out=np.zeros_like(unnormalized), where=ℓ_new[:, None] > 0),
-                )
+                O_i = chip.put("O_i", normalize(unnormalized, ℓ_new))
                 chip.elementwise(4 * O_i.size + len(ℓ_new))  # ℓ_i·α, ·O_i, β·(P̃_ij V_j), +, ÷ℓ_i_new
                 chip.store("O", O_i, rows)
             with chip.step("store", 13, "Write ℓ_i ← ℓ_i_new, m_i ← m_i_new to HBM", i, j):

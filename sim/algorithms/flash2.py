@@ -12,8 +12,9 @@ import numpy as np
 
 from sim import mask
 from sim.dropout import Dropout
+from sim.dtypes import ACCUMULATOR
 from sim.memory import Chip
-from sim.softmax import shift
+from sim.softmax import SoftmaxState, normalize
 
 
 def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None) -> None:
@@ -32,8 +33,9 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout
             Q_i = chip.load("Q_i", "Q", rows)  # (Br, d) SRAM
         with chip.step("init", 5, "On chip, initialize O_i = 0, ℓ_i = 0, m_i = −∞", i=i):
             O_i = chip.put("O_i", np.zeros((r, d)))  # (Br, d) SRAM, float32 accumulator
-            ℓ_i = chip.put("ℓ_i", np.zeros(r))  # (Br,) SRAM
-            m_i = chip.put("m_i", np.full(r, -np.inf))  # (Br,) SRAM
+            empty = SoftmaxState.empty(r, ACCUMULATOR)  # the identity of ⊕
+            ℓ_i = chip.put("ℓ_i", empty.ℓ)  # (Br,) SRAM
+            m_i = chip.put("m_i", empty.m)  # (Br,) SRAM
 
         for j in range(Tc):  # line 6
             cols = (j * Bc, min((j + 1) * Bc, Nk))
@@ -56,11 +58,11 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout
                 i,
                 j,
             ):
-                m_new = chip.put("m_new", np.maximum(m_i, S_ij.max(axis=1)))  # (Br,)
-                m_shift = shift(m_new)  # −∞ (a row that has seen no key yet) read as 0: never −∞ − (−∞)
-                P̃_ij = chip.put("P̃_ij", chip.exp(S_ij - m_shift[:, None]), replaces=["S_ij"])  # (Br, Bc)
-                α = chip.put("α_i", chip.exp(m_i - m_shift))  # (Br,) = e^(m_old − m_new)
-                ℓ_i = chip.put("ℓ_i", α * ℓ_i + P̃_ij.sum(axis=1))
+                new, P̃, α = SoftmaxState(m_i, ℓ_i).extend(S_ij, exp=chip.exp)  # the online update
+                m_new = chip.put("m_new", new.m)  # (Br,)
+                P̃_ij = chip.put("P̃_ij", P̃, replaces=["S_ij"])  # (Br, Bc)
+                α = chip.put("α_i", α)  # (Br,) = e^(m_old − m_new)
+                ℓ_i = chip.put("ℓ_i", new.ℓ)
                 m_i = chip.put("m_i", m_new, replaces=["m_new"])
                 chip.elementwise(3 * P̃_ij.size + 4 * r)  # rowmax, S_ij − m_i, rowsum; per row: max, −, α·ℓ_i, +
             if dropout is not None:
@@ -74,11 +76,10 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout
         chip.free("K_j", "V_j")
 
         with chip.step("compute", 12, "On chip, O_i = diag(ℓ_i)⁻¹ O_i", i=i):
-            O_i = chip.put("O_i", np.divide(O_i, ℓ_i[:, None], out=np.zeros_like(O_i), where=ℓ_i[:, None] > 0))
+            O_i = chip.put("O_i", normalize(O_i, ℓ_i))
             chip.elementwise(O_i.size)  # ÷ℓ_i
         with chip.step("compute", 13, "On chip, L_i = m_i + log(ℓ_i)", i=i):
-            with np.errstate(divide="ignore"):
-                L_i = chip.put("L_i", np.where(ℓ_i > 0, m_i + np.log(ℓ_i), -np.inf))  # (Br,)
+            L_i = chip.put("L_i", SoftmaxState(m_i, ℓ_i).lse)  # (Br,); −∞ for a row that sees no key
             chip.elementwise(2 * r)  # log, +
         with chip.step("store", 14, "Write O_i to HBM as the i-th block of O", i=i):
             chip.store("O", O_i, rows)

@@ -15,27 +15,13 @@ from math import ceil
 import numpy as np
 
 from sim import mask
-from sim.dtypes import ACCUMULATOR
-from sim.errors import SRAMOverflowError
-from sim.format import human_bytes
+from sim.blocks import softmax_rows
 from sim.memory import Chip
-from sim.softmax import shift
+from sim.softmax import SoftmaxState, normalize
 
 
-def softmax_rows(N: int, Nk: int, sram_bytes: int) -> int:
-    """How many whole rows of S the softmax kernel can hold in SRAM (float32 row, plus m and ℓ)."""
-    per_row = ACCUMULATOR.itemsize * (Nk + 2)
-    rows = sram_bytes // per_row
-    if rows < 1:
-        raise SRAMOverflowError(
-            f"SRAM overflow: standard attention's softmax holds a whole row of S in SRAM "
-            f"({human_bytes(per_row)} for Nk={Nk}) but the SRAM has {human_bytes(sram_bytes)}"
-        )
-    return min(rows, N)
-
-
-def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None:
-    """Read Q, K, V from HBM; write S, P and O (all in the storage dtype) to HBM."""
+def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: None = None) -> None:
+    """Read Q, K, V from HBM; write S, P and O (all in the storage dtype) to HBM. Algorithm 0 has no dropout."""
     Q = chip.hbm.tensors["Q"]
     N, d = Q.shape
     Nk = chip.hbm.tensors["K"].shape[0]
@@ -70,10 +56,11 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None
             if causal:
                 S_i = np.where(mask.visible(*rows, 0, Nk, N, Nk), S_i, -np.inf)
                 chip.elementwise(S_i.size)  # the mask's select
-            m_i = chip.put("m_i", S_i.max(axis=1))  # (Bs,)
-            P_i = chip.put("P_i", chip.exp(S_i - shift(m_i)[:, None]), replaces=["S_i"])  # (Bs, Nk)
-            ℓ_i = chip.put("ℓ_i", P_i.sum(axis=1))  # (Bs,)
-            P_i = chip.put("P_i", np.divide(P_i, ℓ_i[:, None], out=np.zeros_like(P_i), where=ℓ_i[:, None] > 0))
+            rows_state, P̃_i = SoftmaxState.block(S_i, exp=chip.exp)  # (m_i, ℓ_i) of whole rows: exact at once
+            chip.put("m_i", rows_state.m)  # (Bs,), in SRAM beside P_i
+            P_i = chip.put("P_i", P̃_i, replaces=["S_i"])  # (Bs, Nk)
+            ℓ_i = chip.put("ℓ_i", rows_state.ℓ)  # (Bs,)
+            P_i = chip.put("P_i", normalize(P_i, ℓ_i))
             chip.elementwise(4 * P_i.size)  # rowmax, S_i − m_i, rowsum, ÷ℓ_i
         with chip.step("store", 2, "Write P_i to HBM", i, phase="P = softmax(S)"):
             chip.store("P", P_i, rows)

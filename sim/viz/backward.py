@@ -4,7 +4,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import human_bytes
+from sim.format import abs_error, count, human_bytes
+from sim.viz.run import traffic_table
 
 
 def backward_table(report: dict) -> RenderableType:
@@ -14,13 +15,7 @@ def backward_table(report: dict) -> RenderableType:
         f"backward · Br={b['block_rows']}, Bc={b['block_cols']} · SRAM peak {human_bytes(b['sram_peak_bytes'])}",
         style="bold",
     )
-    traffic = Table(title="HBM traffic (backward)", title_justify="left", show_edge=False)
-    traffic.add_column("tensor")
-    traffic.add_column("read", justify="right")
-    traffic.add_column("written", justify="right")
-    for tensor, rw in b["per_tensor"].items():
-        traffic.add_row(tensor, human_bytes(rw["read"]), human_bytes(rw["write"]))
-    traffic.add_row(Text("total", style="bold"), human_bytes(b["hbm_read_bytes"]), human_bytes(b["hbm_write_bytes"]))
+    traffic = traffic_table(b, "HBM traffic (backward)")
     check = (
         Text("backward = closed form (iomodel), byte for byte and FLOP for FLOP", style="green")
         if b["closed_form"]["matches"]
@@ -38,12 +33,12 @@ def backward_table(report: dict) -> RenderableType:
         ("exps", "exponentials"),
         ("elementwise", "other elementwise"),
     ):
-        totals.add_row(label, *(f"{split[key][p]:,}" for p in ("forward", "backward", "total")))
+        totals.add_row(label, *(count(split[key][p]) for p in ("forward", "backward", "total")))
     err = b["max_abs_err"]
     error = Text(
         "gradients: not checked (--counts-only)"
         if err is None
-        else f"max |dQ − ref| {err['dq']:.3e}, |dK − ref| {err['dk']:.3e}, |dV − ref| {err['dv']:.3e} (vs float64)",
+        else f"max |dQ − ref| {abs_error(err['dq'])}, |dK − ref| {abs_error(err['dk'])}, |dV − ref| {abs_error(err['dv'])} (vs float64)",
         style="dim",
     )
     return Group(Text(""), title, traffic, check, Text(""), totals, error)

@@ -4,7 +4,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import human_bytes
+from sim.format import human_bytes, number
 
 
 def sim_table(report: dict) -> RenderableType:
@@ -18,13 +18,13 @@ def sim_table(report: dict) -> RenderableType:
     table.add_column("blocks", justify="right")
     table.add_column("seconds", justify="right")
     table.add_column("× NumPy", justify="right")
-    table.add_row("plain NumPy standard attention (float32)", "", f"{report['numpy_seconds']:.3f}", "1.00")
+    table.add_row("plain NumPy standard attention (float32)", "", number(report["numpy_seconds"], 3), "1.00")
     for row in report["rows"]:
         table.add_row(
             f"sim {row['algorithm']}",
             f"{row['block_rows']}×{row['block_cols']}",
-            f"{row['seconds']:.3f}",
-            f"{row['ratio_to_numpy']:.2f}",
+            number(row["seconds"], 3),
+            number(row["ratio_to_numpy"], 2),
         )
     machine = f"{m['cpu']} · {m['cores']} cores · Python {m['python']} · NumPy {m['numpy']}"
     parts = [Text(f"{machine} · OPENBLAS_NUM_THREADS={m['blas_threads']}", style="dim"), table]
@@ -34,7 +34,7 @@ def sim_table(report: dict) -> RenderableType:
             Text(
                 f"flash2, full numerics, N={mem['n']}, d={mem['d']} (blocks {mem['block_rows']}×{mem['block_cols']}): "
                 f"peak RSS {human_bytes(mem['peak_rss_bytes'])} (of which {human_bytes(mem['rss_before_run_bytes'])} "
-                f"before the run) in {mem['seconds']:.1f} s; one N×N float32 matrix would be "
+                f"before the run) in {number(mem['seconds'], 1)} s; one N×N float32 matrix would be "
                 f"{human_bytes(mem['n_by_n_float32_bytes'])}."
             )
         )

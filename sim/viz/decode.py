@@ -4,9 +4,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.algorithms.decoding import Occupancy
-from sim.format import human_bytes
+from sim.format import count, fixed, human_bytes, percent, ratio
 from sim.hardware import Hardware
+from sim.occupancy import Occupancy
 
 
 def decode_table(
@@ -14,7 +14,7 @@ def decode_table(
 ) -> RenderableType:
     """One row per number of splits: thread blocks, SMs kept busy, waves, traffic and the model's time."""
     title = Text(
-        f"Flash-Decoding · {queries} query row(s) against Nk={nk:,} keys · d={d} · batch {batch} × {heads} heads · {dtype} · {hw.name}",
+        f"Flash-Decoding · {queries} query row(s) against Nk={count(nk)} keys · d={d} · batch {batch} × {heads} heads · {dtype} · {hw.name}",
         style="bold",
     )
     t = Table(show_edge=False)
@@ -34,8 +34,8 @@ def decode_table(
         style = "bold green" if r.splits == best else ""
         label = f"{r.splits}" + (" (FlashAttention-2)" if r.splits == 1 else " (best)" if r.splits == best else "")
         t.add_row(
-            label, f"{r.blocks:,}", f"{r.busy}", f"{r.waves}", f"{r.utilization:.0%}", human_bytes(r.hbm_bytes),
-            f"{r.seconds * 1e6:,.1f} µs", f"{one / r.seconds:.1f}×", style=style,
+            label, count(r.blocks), f"{r.busy}", f"{r.waves}", percent(r.utilization), human_bytes(r.hbm_bytes),
+            f"{fixed(r.seconds * 1e6, 1)} µs", ratio(one / r.seconds), style=style,
         )  # fmt: skip
     model = Text(
         "model: a thread block streams its keys at one SM's share of the HBM bandwidth, blocks run in waves of one per SM, "

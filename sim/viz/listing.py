@@ -3,7 +3,7 @@
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from sim.format import exact_bytes
+from sim.format import count, exact_bytes
 from sim.trace import Access
 from sim.viz import steps
 from sim.viz.panels import traffic_panel
@@ -71,9 +71,9 @@ def listing(timeline: Timeline, width: int = 80) -> RenderableType:
     n = len(timeline)
     if n <= STEPS_LISTED:
         body = steps.listing(timeline.trace)
-        about = f"{n:,} steps, one paragraph each."
+        about = f"{count(n)} steps, one paragraph each."
     else:
         body = tile_lines(timeline)
-        about = f"{n:,} steps, summarized in {len(timeline.tile_groups()):,} lines: one per run of steps on a tile pair (i, j)."
+        about = f"{count(n)} steps, summarized in {count(len(timeline.tile_groups()))} lines: one per run of steps on a tile pair (i, j)."
     title = Text.assemble(("flashsim trace ", "bold"), run_title(timeline))
     return Group(title, Text(about, style="dim"), Text(""), body, traffic_panel(timeline, n - 1, width))

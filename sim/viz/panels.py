@@ -5,7 +5,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import exact_bytes, number
+from sim.format import count, exact_bytes, number, percent, ratio
 from sim.trace import Access
 from sim.viz.steps import moves, tile
 from sim.viz.timeline import EMPTY, READ, RESIDENT, WRITTEN, Timeline, key_rows
@@ -122,7 +122,7 @@ def sram_section(timeline: Timeline, k: int, width: int) -> RenderableType:
     step, cap = timeline.steps[k], timeline.sram_capacity
     used, peak = step.sram_bytes, timeline.peak(k)
     numbers = Text(
-        f"{exact_bytes(used)} of {exact_bytes(cap)} ({100 * used / cap:.0f}%) · peak so far {exact_bytes(peak)}"
+        f"{exact_bytes(used)} of {exact_bytes(cap)} ({percent(used, cap)}) · peak so far {exact_bytes(peak)}"
     )
     per_line = max(1, width // 34)  # resident buffers side by side where the panel is wide
     residents = Table.grid(padding=(0, 1))
@@ -266,8 +266,8 @@ def traffic_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
     table.add_row(label, exact_bytes(other.hbm_read_bytes), exact_bytes(other.hbm_write_bytes), style="dim")
     done = step.hbm_read_bytes + step.hbm_write_bytes
     notes = Text(
-        f"closed form: the whole run's bytes (sim.iomodel); {label} moves {other.hbm_bytes / closed.hbm_bytes:.2f}× "
-        f"as many. Moved so far: {100 * done / closed.hbm_bytes:.0f}%; matmul FLOPs so far: {step.flops:,}.",
+        f"closed form: the whole run's bytes (sim.iomodel); {label} moves {ratio(other.hbm_bytes / closed.hbm_bytes, 2)} "
+        f"as many. Moved so far: {percent(done, closed.hbm_bytes)}; matmul FLOPs so far: {count(step.flops)}.",
         style="dim",
     )
     if l2:

@@ -5,7 +5,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sim import paper
-from sim.format import human_bytes
+from sim.format import fixed, human_bytes, number, ratio
 
 
 def figure2(fig: paper.Figure2) -> RenderableType:
@@ -24,7 +24,7 @@ def figure2(fig: paper.Figure2) -> RenderableType:
         left.add_column(f"paper (A100)\n{label}", justify="right", style="dim")
     for quantity, ms, mf, ps, pf in fig.rows():
         left.add_row(
-            quantity, f"{ms:,.1f}", f"{mf:,.1f}", f"{ms / mf:.2f}×", f"{ps:,.1f}", f"{pf:,.1f}", f"{ps / pf:.2f}×"
+            quantity, fixed(ms, 1), fixed(mf, 1), ratio(ms / mf, 2), fixed(ps, 1), fixed(pf, 1), ratio(ps / pf, 2)
         )
 
     blocks = Table.grid(padding=(0, 2))
@@ -34,7 +34,7 @@ def figure2(fig: paper.Figure2) -> RenderableType:
         blocks.add_row(
             name,
             f"forward Br={c.forward.block_rows}, Bc={c.forward.block_cols}; backward Br={c.backward.block_rows}, "
-            f"Bc={c.backward.block_cols}; {c.forward.hbm_bytes / 1e9:.1f} GB + {c.backward.hbm_bytes / 1e9:.1f} GB of HBM traffic",
+            f"Bc={c.backward.block_cols}; {number(c.forward.hbm_bytes / 1e9, 1)} GB + {number(c.backward.hbm_bytes / 1e9, 1)} GB of HBM traffic",
         )
     same = std.matches_closed_form and fa.matches_closed_form
     check = Text(
@@ -61,7 +61,7 @@ def figure2(fig: paper.Figure2) -> RenderableType:
         middle.add_column(name, justify="right")
     for b in fig.blocks:
         middle.add_row(
-            str(b.Bc), str(b.Br), f"{b.hbm_bytes / 1e9:.2f}", f"{b.seconds * 1e3:.2f}", b.bound, human_bytes(b.sram_need),
+            str(b.Bc), str(b.Br), number(b.hbm_bytes / 1e9, 2), number(b.seconds * 1e3, 2), b.bound, human_bytes(b.sram_need),
             Text("yes", style="green") if b.fits else Text("no", style="red"),
         )  # fmt: skip
 

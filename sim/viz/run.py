@@ -4,7 +4,20 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import count, human_bytes
+from sim.format import abs_error, count, human_bytes, ratio
+
+
+def traffic_table(report: dict, title: str) -> Table:
+    """Bytes read and written per HBM tensor, and their totals, from a report's `per_tensor`."""
+    traffic = Table(title=title, title_justify="left", show_edge=False)
+    traffic.add_column("tensor")
+    traffic.add_column("read", justify="right")
+    traffic.add_column("written", justify="right")
+    for tensor, rw in report["per_tensor"].items():
+        traffic.add_row(tensor, human_bytes(rw["read"]), human_bytes(rw["write"]))
+    total = Text("total", style="bold")
+    traffic.add_row(total, human_bytes(report["hbm_read_bytes"]), human_bytes(report["hbm_write_bytes"]))
+    return traffic
 
 
 def run_table(report: dict) -> RenderableType:
@@ -21,13 +34,7 @@ def run_table(report: dict) -> RenderableType:
     )
     config.add_row("scale", f"{r['scale']:.6g}")
 
-    traffic = Table(title="HBM traffic", title_justify="left", show_edge=False)
-    traffic.add_column("tensor")
-    traffic.add_column("read", justify="right")
-    traffic.add_column("written", justify="right")
-    for tensor, rw in r["per_tensor"].items():
-        traffic.add_row(tensor, human_bytes(rw["read"]), human_bytes(rw["write"]))
-    traffic.add_row(Text("total", style="bold"), human_bytes(r["hbm_read_bytes"]), human_bytes(r["hbm_write_bytes"]))
+    traffic = traffic_table(r, "HBM traffic")
 
     closed = r["closed_form"]
     check = (
@@ -50,14 +57,14 @@ def run_table(report: dict) -> RenderableType:
     totals.add_row("matmul FLOPs", count(r["flops"]), "")
     totals.add_row("exponentials", count(r["exps"]), "")
     if r["algorithm"] != "standard":
-        ratio = r["standard_hbm_bytes"] / r["hbm_bytes"]
+        more = ratio(r["standard_hbm_bytes"] / r["hbm_bytes"])
         totals.add_row(
-            "standard attention", count(r["standard_hbm_bytes"]), f"HBM bytes for the same shape: {ratio:.1f}× more"
+            "standard attention", count(r["standard_hbm_bytes"]), f"HBM bytes for the same shape: {more} more"
         )
     err = r["max_abs_err"]
     totals.add_row(
         "max |O − ref|",
-        "not computed (--counts-only)" if err is None else f"{err:.3e}",
+        "not computed (--counts-only)" if err is None else abs_error(err),
         Text("vs float64", style="dim"),
     )
     return Group(Text(title, style="bold"), config, Text(""), traffic, Text(""), totals)

@@ -5,7 +5,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.errors import InputError
-from sim.format import decimal_bytes, human_bytes, seconds
+from sim.format import count, decimal_bytes, fixed, human_bytes, number, ratio, seconds, tflops
 from sim.sweep import Sweep
 
 
@@ -15,8 +15,8 @@ def table(sw: Sweep) -> RenderableType:
     passes = "forward + backward" if sw.backward else "forward"
     title = Text(
         f"standard attention vs {sw.algorithm} · {passes} · batch {sw.batch} × {sw.heads} heads · {sw.dtype} · "
-        f"{hw.name} ({decimal_bytes(hw.hbm_bytes)} HBM, {hw.hbm_bandwidth / 1e9:,.0f} GB/s, "
-        f"{hw.peak(sw.dtype) / 1e12:,.0f} TFLOP/s)" + (" · causal" if sw.causal else ""),
+        f"{hw.name} ({decimal_bytes(hw.hbm_bytes)} HBM, {fixed(hw.hbm_bandwidth / 1e9, 0)} GB/s, "
+        f"{tflops(hw.peak(sw.dtype) / 1e12, 0)} TFLOP/s)" + (" · causal" if sw.causal else ""),
         style="bold",
     )
     several = {name: len({getattr(r, name) for r in sw.rows}) > 1 for name in ("d", "block_cols", "sram_bytes")}
@@ -33,11 +33,11 @@ def table(sw: Sweep) -> RenderableType:
         t.add_column(extra[-1][0], justify="right")
         for r in sw.rows:
             x = side(r)
-            cells = [f"{r.n:,}"] + ([str(r.d)] if several["d"] else []) + [cell(r) for _, cell in extra[:-1]]
+            cells = [count(r.n)] + ([str(r.d)] if several["d"] else []) + [cell(r) for _, cell in extra[:-1]]
             cells += [
                 decimal_bytes(x.hbm_bytes),
-                f"{x.flops / 1e9:,.0f}",
-                f"{x.intensity:.0f}",
+                fixed(x.flops / 1e9, 0),
+                number(x.intensity, 0),
                 seconds(x.seconds),
                 x.bound,
             ]
@@ -55,21 +55,21 @@ def table(sw: Sweep) -> RenderableType:
     flash_extra = [("Br×Bc fwd / bwd" if sw.backward else "Br×Bc", blocks)]
     if several["sram_bytes"]:
         flash_extra.append(("SRAM", lambda r: human_bytes(r.sram_bytes)))
-    flash_extra.append(("speedup", lambda r: f"{r.standard.seconds / r.flash.seconds:.1f}×"))
+    flash_extra.append(("speedup", lambda r: ratio(r.standard.seconds / r.flash.seconds)))
     standard = side_table("standard attention", lambda r: r.standard, [("in HBM (S, P, Q, K, V, O)", memory)])
     flash = side_table(sw.algorithm, lambda r: r.flash, flash_extra)
     ridge = hw.peak(sw.dtype) / hw.hbm_bandwidth
     oom = (
-        f"standard attention runs out of memory at N = {sw.oom_n:,}: S and P (with Q, K, V, O) take "
+        f"standard attention runs out of memory at N = {count(sw.oom_n)}: S and P (with Q, K, V, O) take "
         f"{decimal_bytes(next(r.standard.memory_bytes for r in sw.rows if r.n == sw.oom_n))} "
         f"for {sw.batch} × {sw.heads} heads, more than the {decimal_bytes(hw.hbm_bytes)} of the {hw.name}; "
-        f"the largest N that fits is {sw.largest_n:,}"
+        f"the largest N that fits is {count(sw.largest_n)}"
         if sw.oom_n
-        else f"standard attention fits every N of this sweep (up to N = {sw.largest_n:,} on the {hw.name})"
+        else f"standard attention fits every N of this sweep (up to N = {count(sw.largest_n)} on the {hw.name})"
     )
     return Group(
         title, standard, Text(""), flash,
-        Text(f"time = Σ over kernels of max(FLOPs / peak, bytes / bandwidth); a kernel above {ridge:.0f} FLOP/B is compute-bound", style="dim"),
+        Text(f"time = Σ over kernels of max(FLOPs / peak, bytes / bandwidth); a kernel above {number(ridge, 0)} FLOP/B is compute-bound", style="dim"),
         Text(oom, style="bold red" if sw.oom_n else "green"),
     )  # fmt: skip
 
@@ -102,7 +102,7 @@ def plot(sw: Sweep, path: str) -> None:
         ax.set_xlabel("N")
         ax.set_ylabel(ylabel)
         if sw.oom_n:
-            ax.axvline(sw.oom_n, color="tab:red", linestyle=":", label=f"standard OOM at N = {sw.oom_n:,}")
+            ax.axvline(sw.oom_n, color="tab:red", linestyle=":", label=f"standard OOM at N = {count(sw.oom_n)}")
         ax.legend(fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
     passes = "forward + backward" if sw.backward else "forward"

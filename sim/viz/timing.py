@@ -2,6 +2,8 @@
 
 from rich.table import Table
 
+from sim.format import count, number
+
 
 def open_times(rows: list[dict]) -> Table:
     """One row per algorithm: steps recorded, seconds to open (record + first screen), milliseconds per key."""
@@ -16,10 +18,10 @@ def open_times(rows: list[dict]) -> Table:
     for r in rows:
         table.add_row(
             r["algorithm"],
-            f"{r['steps']:,}",
-            f"{r['record_s']:.2f}",
-            f"{r['open_s']:.2f}",
-            f"{1000 * r['per_key_s']:.0f}",
+            count(r["steps"]),
+            number(r["record_s"], 2),
+            number(r["open_s"], 2),
+            number(1000 * r["per_key_s"], 0),
         )
     table.caption = "open: record the trace and draw its first screen, in-process (the command adds Python's start-up)"
     return table

@@ -5,8 +5,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.api import Result
-from sim.format import human_bytes
+from sim.format import abs_error, exact_bytes, human_bytes
+from sim.results import Result
 from sim.viz.steps import array, listing
 
 
@@ -35,13 +35,13 @@ def ending(flash: Result, standard: Result, reference) -> RenderableType:
     outputs.add_row(*(Text(t, style="bold") for t in ("FlashAttention O", "standard attention O")))
     outputs.add_row(array(flash.output.tolist()), array(standard.output.tolist()))
     errors = [float(np.abs(r.output.astype(np.float64) - reference).max()) for r in (flash, standard)]
-    outputs.add_row(*(Text(f"max |O − float64 reference| = {e:.1e}", style="dim") for e in errors))
+    outputs.add_row(*(Text(f"max |O − float64 reference| = {abs_error(e, 1)}", style="dim") for e in errors))
     traffic = Table(show_edge=False)
     traffic.add_column("")
     for col in ("HBM read", "HBM written", "total"):
         traffic.add_column(col, justify="right")
     for name, r in (("FlashAttention (Algorithm 1)", flash), ("standard attention (Algorithm 0)", standard)):
-        traffic.add_row(name, f"{r.hbm_read_bytes} B", f"{r.hbm_write_bytes} B", f"{r.hbm_bytes} B")
+        traffic.add_row(name, exact_bytes(r.hbm_read_bytes), exact_bytes(r.hbm_write_bytes), exact_bytes(r.hbm_bytes))
     note = Text(
         "At N = 4 FlashAttention moves more bytes: it rereads Q and round-trips O, ℓ, m once per K/V block, "
         "while standard attention's S and P are tiny. Standard attention's traffic grows with N², "

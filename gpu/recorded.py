@@ -1,0 +1,51 @@
+"""GPU results recorded on a real GPU and shipped in gpu/results/, for machines without one (lesson 8 reads them).
+
+A recording is the JSON a GPU command wrote (gpu/results.py describes them); `load(name)` reads
+gpu/results/NAME.json and says where it came from — the GPU (its "device" entry, or "env"'s "gpu"), the date
+and the command (in "env", or at the top level in older recordings). Pure Python: no CuPy, no GPU.
+"""
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from sim.errors import InputError
+
+RESULTS_DIR = Path(__file__).parent / "results"
+
+
+@dataclass(frozen=True)
+class Recording:
+    """One recorded result: the report as the command wrote it, and where it came from."""
+
+    name: str
+    report: dict
+    gpu: str
+    date: str
+    command: str
+
+    def label(self) -> str:
+        """One line for the reader: recorded, on which GPU, when, with which command."""
+        return f"recorded on {self.gpu}, {self.date}, with `{self.command}` (gpu/results/{self.name}.json)"
+
+
+def names(prefix: str = "", results_dir: Path = RESULTS_DIR) -> list[str]:
+    """The recordings shipped in `results_dir` whose name starts with `prefix`, sorted."""
+    return sorted(p.stem for p in results_dir.glob(f"{prefix}*.json"))
+
+
+def load(name: str, results_dir: Path = RESULTS_DIR) -> Recording:
+    """The recording gpu/results/NAME.json, with its GPU, date and command."""
+    path = results_dir / f"{name}.json"
+    if not path.is_file():
+        raise InputError(
+            f"name: no recording {name!r} in {results_dir}; choose one of {', '.join(names('', results_dir))}"
+        )
+    report = json.loads(path.read_text())
+    env = report.get("env", {})
+    where = {k: env.get(k, report.get(k)) for k in ("date", "command")}
+    where["device"] = report["device"]["name"] if "device" in report else env.get("gpu")
+    missing = [k for k in ("date", "command", "device") if where[k] is None]
+    if missing:
+        raise InputError(f"name: recording {path.name} does not say its {', '.join(missing)}; a recording must")
+    return Recording(name, report, where["device"], where["date"], where["command"])

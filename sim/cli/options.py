@@ -1,0 +1,108 @@
+"""The options `flashsim` commands share, each defined once; the random inputs they describe; how a command prints.
+
+A command composes them in the order its `--help` lists them. Where commands differ in a default or a
+help text, the option takes it as an argument and each command keeps its own (said at the command).
+"""
+
+import json
+import shlex
+import sys
+
+import click
+from rich.console import Console
+
+from sim import hardware as presets
+from sim.dtypes import DTYPES
+
+console = Console(highlight=False)
+
+POSITIVE = click.IntRange(min=1)
+ALGORITHMS = ("standard", "flash1", "flash2")
+HARDWARE = click.Choice(list(presets.PRESETS), case_sensitive=False)
+STORAGE = "Storage dtype (on-chip math is fp32)."
+
+
+def algo(choices=ALGORITHMS, help="Algorithm to simulate."):
+    """--algo: which listing runs (flash2 unless given)."""
+    return click.option("--algo", type=click.Choice(list(choices)), default="flash2", show_default=True, help=help)
+
+
+def n(default: int, help="Query rows N."):
+    """--n: query rows (run, trace, compare) or the sequence length of a benchmark."""
+    return click.option("--n", type=POSITIVE, default=default, show_default=True, help=help)
+
+
+def nk(default: int | None = None, help="Key/value rows Nk  [default: N]"):
+    """--nk: key/value rows; N unless given (a decode's cache has a default of its own)."""
+    return click.option("--nk", type=POSITIVE, default=default, show_default=default is not None, help=help)
+
+
+def d(default: int, type=POSITIVE):
+    """--d: the head dimension (compare narrows the range to the kernels' d ≤ 128)."""
+    return click.option("--d", type=type, default=default, show_default=True, help="Head dimension d.")
+
+
+def batch(default: int):
+    """--batch."""
+    return click.option("--batch", type=POSITIVE, default=default, show_default=True)
+
+
+def heads(default: int):
+    """--heads."""
+    return click.option("--heads", type=POSITIVE, default=default, show_default=True)
+
+
+def dtype(default: str, choices=tuple(DTYPES)):
+    """--dtype: the storage dtype (compare narrows it to the kernels' fp16 and bf16)."""
+    return click.option("--dtype", type=click.Choice(list(choices)), default=default, show_default=True, help=STORAGE)
+
+
+def causal(help="Causal mask, aligned bottom-right when N ≠ Nk."):
+    """--causal."""
+    return click.option("--causal", is_flag=True, help=help)
+
+
+def blocks(help: str):
+    """--blocks: the rule for blocks not given ("fit" or the paper's)."""
+    return click.option("--blocks", type=click.Choice(["fit", "paper"]), default="fit", show_default=True, help=help)
+
+
+def hardware(default: str = presets.DEFAULT, help: str | None = None, show_default=True):
+    """--hardware: a GPU preset, passed on as `hardware_name`."""
+    return click.option(
+        "--hardware", "hardware_name", type=HARDWARE, default=default, show_default=show_default, help=help
+    )
+
+
+def backward(help: str):
+    """--backward: what it adds differs by command (run it too, trace it, sweep it)."""
+    return click.option("--backward", is_flag=True, help=help)
+
+
+def json_flag(help="Print one JSON object instead of the table."):
+    """--json: print JSON instead of the table (passed on as `as_json`)."""
+    return click.option("--json", "as_json", is_flag=True, help=help)
+
+
+SCALE = click.option("--scale", type=float, default=None, help="Softmax scale τ  [default: 1/√d]")
+BLOCK_ROWS = click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
+BLOCK_COLS = click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
+SRAM_BYTES = click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
+SEED = click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
+JSON_REPORT = click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Also write the report here.",
+)
+
+
+def command_line() -> str:
+    """This invocation as the user would type it (`flashsim …`), for reports that record their command."""
+    return shlex.join(["flashsim", *sys.argv[1:]])
+
+
+def print_json(obj) -> None:
+    """One JSON object on stdout (infinities as ±Infinity, as Python's json writes them)."""
+    sys.stdout.write(json.dumps(obj) + "\n")

@@ -1,0 +1,33 @@
+"""`flashsim walkthrough`: the paper's N = 4, block = 2 example, in the trace viewer or as a printed listing."""
+
+import sys
+
+import click
+
+from sim import reference, walkthrough
+from sim.cli import options
+from sim.cli.options import console, print_json
+from sim.viz import walkthrough as walkthrough_viz
+
+
+@click.command("walkthrough")
+@options.json_flag("Print the whole trace as JSON.")
+def walkthrough_command(as_json) -> None:
+    """FlashAttention step by step on N = 4 queries and keys with blocks of 2 (in a terminal, in the trace viewer)."""
+    flash = walkthrough.flash()
+    if as_json:
+        print_json(flash.trace.to_dict())
+        return
+    ref, _ = reference.attention(walkthrough.Q, walkthrough.K, walkthrough.V)
+    standard = walkthrough.standard()
+    if sys.stdin.isatty() and sys.stdout.isatty():  # in a terminal: the trace viewer, then the comparison
+        from sim.viewer import terminal
+        from sim.viz.timeline import Timeline
+
+        terminal.interact(Timeline(flash.trace), console)
+        console.print(walkthrough_viz.ending(flash, standard, ref))
+        return
+    console.print(walkthrough_viz.walkthrough(flash, standard, ref, walkthrough.Q, walkthrough.K, walkthrough.V))
+
+
+COMMANDS = (walkthrough_command,)

@@ -1,0 +1,84 @@
+"""Run a lesson notebook the way a student would, unsolved or with the reference solutions put in.
+
+An exercise is a code cell tagged `exercise:NAME`; `lessons/solutions/NN_name.py` holds, for each, a
+block that starts with the line `# %% exercise:NAME` and replaces the cell's source in a solved run.
+Two cells are added around the lesson: one first, that notes every figure drawn (shown inline or saved)
+whose axes lack a label with a unit in parentheses, and one last, that prints what it found.
+"""
+
+import re
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+LESSONS_DIR = Path(__file__).parent.parent / "lessons"
+SOLUTIONS_DIR = LESSONS_DIR / "solutions"
+TAG = "exercise:"
+CHECK_LINE = re.compile(r"^(✓|✗|…) (.+)$", re.M)
+UNLABELLED = "unlabelled axes:"
+
+_WATCH_FIGURES = """\
+def _flashsim_watch_figures():
+    from matplotlib.backend_bases import FigureCanvasBase
+    print_figure = FigureCanvasBase.print_figure
+    def checked(canvas, *args, **kwargs):
+        for ax in canvas.figure.axes:
+            for label in (ax.get_xlabel(), ax.get_ylabel()):
+                if ax.has_data() and "(" not in label:
+                    _flashsim_unlabelled.append(label or "no label")
+        return print_figure(canvas, *args, **kwargs)
+    FigureCanvasBase.print_figure = checked
+_flashsim_unlabelled = []
+_flashsim_watch_figures()
+"""
+_REPORT_FIGURES = f'print("{UNLABELLED}", sorted(set(_flashsim_unlabelled)))'
+
+
+def lessons() -> list[Path]:
+    """The course's notebooks, in order."""
+    return sorted(LESSONS_DIR.glob("[0-9][0-9]_*.ipynb"))
+
+
+def exercise_name(cell) -> str | None:
+    """NAME of a cell tagged `exercise:NAME`, else None."""
+    for tag in cell.get("metadata", {}).get("tags", []):
+        if tag.startswith(TAG):
+            return tag[len(TAG) :]
+    return None
+
+
+def solutions(lesson: Path) -> dict[str, str]:
+    """The reference solution of each exercise of `lesson`, by name."""
+    path = SOLUTIONS_DIR / f"{lesson.stem}.py"
+    blocks = re.split(rf"^# %% {TAG}(\S+)\s*$", path.read_text(), flags=re.M)
+    return {name: source.strip() + "\n" for name, source in zip(blocks[1::2], blocks[2::2], strict=True)}
+
+
+def execute(lesson: Path, solved: bool, timeout: int = 120):
+    """The executed notebook (nbformat), after running it top to bottom in a fresh kernel."""
+    nb = nbformat.read(lesson, as_version=4)
+    if solved:
+        answers = solutions(lesson)
+        for cell in nb.cells:
+            name = exercise_name(cell)
+            if name is not None:
+                cell.source = answers[name]
+    nb.cells.insert(0, nbformat.v4.new_code_cell(_WATCH_FIGURES))
+    nb.cells.append(nbformat.v4.new_code_cell(_REPORT_FIGURES))
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(lesson.parent)}}
+    )
+    client.execute()
+    return nb
+
+
+def outputs(nb, stream: str = "stdout") -> str:
+    """Everything the notebook's cells printed on one stream."""
+    return "".join(
+        o.get("text", "")
+        for cell in nb.cells
+        if cell.cell_type == "code"
+        for o in cell.get("outputs", [])
+        if o.get("output_type") == "stream" and o.get("name") == stream
+    )

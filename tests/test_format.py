@@ -1,0 +1,39 @@
+"""The formatters every renderer prints through, against strings written out by hand."""
+
+import pytest
+
+from sim import format as fmt
+
+
+@pytest.mark.parametrize(
+    ("value", "decimals", "text"),
+    [(1234.5, 1, "1,234.5"), (0.5, 0, "0"), (1.5, 0, "2"), (2_412_345.678, 2, "2,412,345.68"), (7.0, 3, "7.000")],
+)
+def test_fixed_rounds_half_to_even_and_separates_thousands(value, decimals, text):
+    assert fmt.fixed(value, decimals) == text
+
+
+def test_ratio_writes_how_many_times():
+    assert fmt.ratio(136_314_880 / 18_366_464) == "7.4×"
+    assert fmt.ratio(824.6 / 962.1, 2) == "0.86×"
+
+
+def test_percent_of_a_whole_and_of_one():
+    assert fmt.percent(208, 1024) == "20%"
+    assert fmt.percent(0.148) == "15%" and fmt.percent(1.0) == "100%"
+
+
+@pytest.mark.parametrize(
+    ("rate", "text"), [(2.94, "2.9"), (57.15, "57.1"), (99.94, "99.9"), (100.0, "100"), (295.6, "296")]
+)
+def test_tflops_has_one_decimal_below_100_and_none_above(rate, text):
+    assert fmt.tflops(rate) == text
+
+
+def test_tflops_with_fixed_decimals():
+    assert fmt.tflops(894.31, 1) == "894.3" and fmt.tflops(312.0, 0) == "312"
+
+
+def test_abs_error_in_scientific_notation():
+    assert fmt.abs_error(4.877e-4) == "4.877e-04"
+    assert fmt.abs_error(7.3368e-6, 2) == "7.34e-06" and fmt.abs_error(0.0, 1) == "0.0e+00"
