@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: environment, checks, GPU tests, tuning tables, sanitizers, compare, benchmarks, training demo.
 # Usage (on the device machine, from the repo root): bash gpu/devrun.sh [steps…]
-#   steps: env smoke test tune_fwd tune_bwd rung1 … rung5 sanitize compare bench bench_bwd train
+#   steps: env smoke test tune_fwd tune_bwd rung1 … rung5 sanitize compare bench bench_bwd train cli
 # Logs go to /tmp/devrun/logs and come back as $OUT/logs.tgz (rewritten after each step); JSON and SVG results land in $OUT (8 files at most
 # come back). The reply carries the tail of stdout, so each step ends with a one-line summary, printed last.
 set -u
@@ -10,7 +10,7 @@ LOGS=/tmp/devrun/logs
 mkdir -p "$OUT" "$LOGS"
 export PATH=$PATH:/usr/local/cuda/bin:$(ls -d /opt/nvidia/nsight-compute/*/ 2>/dev/null | tail -n 1)
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-180}
-CLI=(python3 -c 'from sim.cli import main; main()')
+CLI=(python3 -m sim.cli)
 steps=${*:-env smoke test tune_fwd tune_bwd}
 summary=()
 step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
@@ -31,6 +31,9 @@ for s in $steps; do case $s in
            step compare_bwd_causal 180 "${CLI[@]}" compare --backward --n 2048 --d 128 --causal --dtype bf16 --json "$OUT/compare-backward-causal-h100.json" ;;
   bench) step bench 300 "${CLI[@]}" bench gpu --json "$OUT/bench-h100.json" --markdown "$OUT/bench-h100.md" ;;
   bench_bwd) step bench_bwd 420 "${CLI[@]}" bench gpu --backward --json "$OUT/bench-backward-h100.json" --markdown "$OUT/bench-backward-h100.md" ;;
+  cli) step cli_train 120 "${CLI[@]}" demo train --steps 20 --plot /tmp/devrun/train.svg
+       step cli_compare 120 "${CLI[@]}" compare --backward --no-counters --n 512 --causal
+       step cli_bench 240 "${CLI[@]}" bench gpu --quick --backward ;;
   train) step train 240 python3 -c '
 import sys
 from rich.console import Console
@@ -50,5 +53,6 @@ for s in $steps; do case $s in
   bench) grep -E "│ (fp16|bf16)" "$LOGS/bench.log" | cut -c1-120 ;;
   bench_bwd) grep -E "│ (fp16|bf16)|│ +[0-9]+ │" "$LOGS/bench_bwd.log" | cut -c1-120 ;;
   train) cat "$LOGS/train.log" ;;
+  cli) tail -n 4 "$LOGS/cli_train.log"; tail -n 3 "$LOGS/cli_compare.log"; grep -E "│ +(fp16|[0-9]+) " "$LOGS/cli_bench.log" | cut -c1-120 ;;
 esac; done
 printf '%s\n' "${summary[@]}"
