@@ -12,27 +12,47 @@ def _ratio(a: float, b: float) -> str:
     return f"×{number(a / b, 3)}" if b else "—"
 
 
+def _headline(kernel: str, listing: str, cfg: dict, after: str = "") -> Text:
+    """What was compared: the kernel, the simulator's listing, the shape and the tiling."""
+    return Text(
+        f"{kernel} on {cfg['device']} vs the simulator's {listing} with the kernel's tiling: "
+        f"N={cfg['n']} Nk={cfg['nk']} d={cfg['d']} batch={cfg['batch']} heads={cfg['heads']} {cfg['dtype']}"
+        f"{' causal' if cfg['causal'] else ''}; Br={cfg['block_rows']} Bc={cfg['block_cols']}, "
+        f"{human_bytes(cfg['smem_bytes'])} shared memory per block{after}"
+    )
+
+
+def _table(title: str, columns) -> Table:
+    """A table titled on the left, its columns right-aligned."""
+    table = Table(title=title, title_justify="left")
+    for col in columns:
+        table.add_column(col, justify="right")
+    return table
+
+
+def _time_table(c) -> Table:
+    """The time table, opened with the roofline of the simulator's bytes when the GPU has a preset."""
+    t = _table("time", ("", "ms", "TFLOP/s"))
+    if c.roofline is not None:
+        t.add_row(f"roofline: simulator's HBM bytes, {c.hardware} datasheet ({c.roofline.bound}-bound)",
+                  number(c.roofline.seconds * 1e3, 3), tflops(c.flops / c.roofline.seconds / 1e12, 1))  # fmt: skip
+    return t
+
+
 def comparison(c) -> Group:
     """The `flashsim compare` report: errors, bytes predicted vs measured, time predicted vs measured."""
     cfg = c.config
-    head = Text(
-        f"{cfg['kernel']} on {cfg['device']} vs the simulator's flash2 with the kernel's tiling: "
-        f"N={cfg['n']} Nk={cfg['nk']} d={cfg['d']} batch={cfg['batch']} heads={cfg['heads']} {cfg['dtype']}"
-        f"{' causal' if cfg['causal'] else ''}; Br={cfg['block_rows']} Bc={cfg['block_cols']}, "
-        f"{human_bytes(cfg['smem_bytes'])} shared memory per block (the simulator was given {human_bytes(cfg['sim_sram_bytes'])} of SRAM)"
+    head = _headline(
+        cfg["kernel"], "flash2", cfg, f" (the simulator was given {human_bytes(cfg['sim_sram_bytes'])} of SRAM)"
     )
-    err = Table(title="max |x − float64 reference|", title_justify="left")
-    for col in ("", "simulator", "GPU"):
-        err.add_column(col, justify="right")
+    err = _table("max |x − float64 reference|", ("", "simulator", "GPU"))
     err.add_row("O", abs_error(c.sim_err, 2), abs_error(c.gpu_err, 2))
     err.add_row("lse", abs_error(c.sim_lse_err, 2), abs_error(c.gpu_lse_err, 2))
 
-    io = Table(title="global-memory traffic, all heads", title_justify="left")
     m, sw = c.counters, c.counters_swizzled
     cols = ["", "predicted (simulator)", "asked for (cp.async)", "L2 → SMs", "measured/predicted"]
     cols += ["L2 → SMs, swizzled rows", "swizzled/predicted"] if sw else []
-    for col in [*cols, "DRAM"]:
-        io.add_column(col, justify="right")
+    io = _table("global-memory traffic, all heads", [*cols, "DRAM"])
 
     def cells(key, ratio_of, asked):
         out = [human_bytes(m[key]), number(m[key] / ratio_of, 3)] if m else ["—", "—"]
@@ -45,20 +65,15 @@ def comparison(c) -> Group:
     io.add_row("write", human_bytes(c.predicted_write), *cells("l2_write_bytes", c.predicted_write, "—"),
                human_bytes(m["dram_write_bytes"]) if m else "—")  # fmt: skip
 
-    t = Table(title="time", title_justify="left")
-    for col in ("", "ms", "TFLOP/s"):
-        t.add_column(col, justify="right")
-    if c.roofline is not None:
-        t.add_row(f"roofline: simulator's HBM bytes, {c.hardware} datasheet ({c.roofline.bound}-bound)",
-                  number(c.roofline.seconds * 1e3, 3), tflops(c.flops / c.roofline.seconds / 1e12, 1))  # fmt: skip
-        if m:
-            dram_s = (m["dram_read_bytes"] + m["dram_write_bytes"]) / c.roofline_hw_bandwidth
-            floor = max(dram_s, c.roofline.compute_seconds)
-            t.add_row(
-                "roofline: measured DRAM bytes, same datasheet",
-                number(floor * 1e3, 3),
-                tflops(c.flops / floor / 1e12, 1),
-            )
+    t = _time_table(c)
+    if c.roofline is not None and m:
+        dram_s = (m["dram_read_bytes"] + m["dram_write_bytes"]) / c.roofline_hw_bandwidth
+        floor = max(dram_s, c.roofline.compute_seconds)
+        t.add_row(
+            "roofline: measured DRAM bytes, same datasheet",
+            number(floor * 1e3, 3),
+            tflops(c.flops / floor / 1e12, 1),
+        )
     t.add_row(
         "measured (CUDA events, median, back-to-back calls)",
         number(c.measured_ms, 3),
@@ -105,15 +120,11 @@ def comparison(c) -> Group:
 def backward_comparison(c) -> Group:
     """The `flashsim compare --backward` report: gradient errors, bytes per kernel predicted vs measured, time."""
     cfg = c.config
-    head = Text(
-        f"backward {cfg['kernel']} on {cfg['device']} vs the simulator's flash2 backward with the kernel's tiling: "
-        f"N={cfg['n']} Nk={cfg['nk']} d={cfg['d']} batch={cfg['batch']} heads={cfg['heads']} {cfg['dtype']}"
-        f"{' causal' if cfg['causal'] else ''}; Br={cfg['block_rows']} Bc={cfg['block_cols']}, "
-        f"{human_bytes(cfg['smem_bytes'])} shared memory per block"
+    head = _headline(f"backward {cfg['kernel']}", "flash2 backward", cfg)
+    err = _table(
+        "max |g − float64 reference|",
+        ("", "GPU", f"standard ({cfg['dtype']})", "bound: 2·standard + 1e-3", "simulator (head 0)"),
     )
-    err = Table(title="max |g − float64 reference|", title_justify="left")
-    for col in ("", "GPU", f"standard ({cfg['dtype']})", "bound: 2·standard + 1e-3", "simulator (head 0)"):
-        err.add_column(col, justify="right")
     for g in ("dq", "dk", "dv"):
         e = c.errors
         err.add_row(
@@ -124,10 +135,8 @@ def backward_comparison(c) -> Group:
             abs_error(e["sim"][g], 2),
         )
 
-    io = Table(title="global-memory traffic per kernel, all heads", title_justify="left")
-    for col in ("kernel", "predicted read", "predicted write", "L2 → SMs", "SM writes", "SM reductions", "DRAM read",
-                "DRAM write", "ms (ncu)"):  # fmt: skip
-        io.add_column(col, justify="right")
+    io = _table("global-memory traffic per kernel, all heads", ("kernel", "predicted read", "predicted write",
+                "L2 → SMs", "SM writes", "SM reductions", "DRAM read", "DRAM write", "ms (ncu)"))  # fmt: skip
     m = c.measured or {}
     names = list(m) or [None, None, None]
     predicted = [counts for _, counts in c.predicted] + [None]  # rounding dQ has no counterpart in the listing
@@ -139,12 +148,7 @@ def backward_comparison(c) -> Group:
         cells += [human_bytes(k[key]) for key in keys] + [number(k["kernel_ns"] / 1e6, 3)] if k else ["—"] * 6
         io.add_row(label, *cells)
 
-    t = Table(title="time", title_justify="left")
-    for col in ("", "ms", "TFLOP/s"):
-        t.add_column(col, justify="right")
-    if c.roofline is not None:
-        t.add_row(f"roofline: simulator's HBM bytes, {c.hardware} datasheet ({c.roofline.bound}-bound)",
-                  number(c.roofline.seconds * 1e3, 3), tflops(c.flops / c.roofline.seconds / 1e12, 1))  # fmt: skip
+    t = _time_table(c)
     t.add_row(
         "measured (CUDA events, median; the three kernels)",
         number(c.measured_ms, 3),

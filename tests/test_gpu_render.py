@@ -102,3 +102,28 @@ def test_line_chart_draws_each_series():
     assert svg.startswith("<svg") and svg.count("<polyline") == 2 and "b &lt;x&gt;" in svg
     first = svg.split('points="')[1].split('"')[0].split()
     assert first[0] == "48.0,48.0" and first[-1] == "592.0,312.0"  # the first series spans the plot from max to min
+
+
+def test_backward_comparison_explains_the_dq_traffic():
+    """The simulator books dQ_i's read and write-back in fp16 per tile pair; the kernel's atomics add float32."""
+    from gpu.compare_backward import BackwardComparison
+    from gpu.render_compare import backward_comparison
+    from sim import iomodel
+
+    heads, n, d = 16, 2048, 64
+    predicted = [(name, c.times(heads)) for name, c in iomodel.backward_kernels("flash2", n, n, d, 2, 64, 128, False)]
+    config = dict(n=n, nk=n, d=d, batch=1, heads=heads, dtype="float16", causal=False, kernel="v2", block_rows=64,
+                  block_cols=128, smem_bytes=93184, itemsize=2, heads_total=heads, device="Test GPU")  # fmt: skip
+    main = dict(l2_read_bytes=218103808, l2_write_bytes=9437184, l2_reduction_bytes=134217728,
+                dram_read_bytes=0, dram_write_bytes=0, kernel_ns=2.09e5)  # fmt: skip
+    other = {**main, "l2_reduction_bytes": 0, "kernel_ns": 8e3}
+    measured = {"flash2_bwd_prepass": other, "flash2_v2_bwd": main, "flash2_bwd_dq": other}
+    errors = {k: {"dq": 1e-4, "dk": 2e-4, "dv": 3e-4} for k in ("gpu", "standard", "sim")}
+    c = BackwardComparison(config, errors, predicted, measured, "", 0.241, None, None, 2.5 * 4 * n * n * d * heads)
+    # dQ_i is read and written once per tile pair: Tc = 16 K/V blocks × N × d × 2 bytes, every head
+    assert c.predicted_dq_bytes == 16 * n * d * 2 * heads and c.expected_reduction_bytes == 2 * c.predicted_dq_bytes
+    console = Console(width=250, record=True)
+    console.print(backward_comparison(c))
+    out = console.export_text()
+    assert "(64.0 MiB each way)" in out and "128.0 MiB of reductions" in out
+    assert "reductions ×1.000 of the float32 dQ bytes" in out and "0.209" in out and "3.00e-04" in out
