@@ -1,10 +1,8 @@
 """GPU results recorded on a real GPU and shipped in gpu/results/, for machines without one (lesson 8 reads them).
 
-A recording is the JSON a GPU command wrote (`flashsim bench gpu --json FILE`: see gpu/bench.py for its
-rows); `load(name)` reads gpu/results/NAME.json and says where it came from — the GPU (its "device"
-entry), the date and the command. A recording carries "date" and "command" at its top level; the ones
-made before recordings did are dated from PROVENANCE (the run log in gpu/NOTES.md and the commit that
-added the file). Pure Python: no CuPy, no GPU.
+A recording is the JSON a GPU command wrote (gpu/results.py describes them); `load(name)` reads
+gpu/results/NAME.json and says where it came from — the GPU (its "device" entry, or "env"'s "gpu"), the date
+and the command (in "env", or at the top level in older recordings). Pure Python: no CuPy, no GPU.
 """
 
 import json
@@ -14,12 +12,6 @@ from pathlib import Path
 from sim.errors import InputError
 
 RESULTS_DIR = Path(__file__).parent / "results"
-PROVENANCE = {  # recordings made before they carried their date and command: gpu/NOTES.md, "Final verification"
-    "bench-h100": {
-        "date": "2026-11-20",
-        "command": "flashsim bench gpu --json gpu/results/bench-h100.json --markdown gpu/results/bench-h100.md",
-    },
-}
 
 
 @dataclass(frozen=True)
@@ -50,8 +42,10 @@ def load(name: str, results_dir: Path = RESULTS_DIR) -> Recording:
             f"name: no recording {name!r} in {results_dir}; choose one of {', '.join(names('', results_dir))}"
         )
     report = json.loads(path.read_text())
-    where = {**PROVENANCE.get(name, {}), **{k: report[k] for k in ("date", "command") if k in report}}
-    missing = [k for k in ("date", "command") if k not in where] + ([] if "device" in report else ["device"])
+    env = report.get("env", {})
+    where = {k: env.get(k, report.get(k)) for k in ("date", "command")}
+    where["device"] = report["device"]["name"] if "device" in report else env.get("gpu")
+    missing = [k for k in ("date", "command", "device") if where[k] is None]
     if missing:
         raise InputError(f"name: recording {path.name} does not say its {', '.join(missing)}; a recording must")
-    return Recording(name, report, report["device"]["name"], where["date"], where["command"])
+    return Recording(name, report, where["device"], where["date"], where["command"])

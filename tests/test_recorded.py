@@ -13,14 +13,20 @@ def test_the_shipped_benchmark_loads_with_where_it_came_from():
     raw = json.loads((recorded.RESULTS_DIR / "bench-h100.json").read_text())
     assert rec.report == raw
     assert rec.gpu == raw["device"]["name"] == "NVIDIA H100 80GB HBM3"
-    assert (rec.date, rec.command) == (
-        recorded.PROVENANCE["bench-h100"]["date"],
-        recorded.PROVENANCE["bench-h100"]["command"],
-    )
+    assert (rec.date, rec.command) == (raw["env"]["date"], raw["env"]["command"])
+    assert rec.command.startswith("flashsim bench gpu")
     assert rec.label() == (
         f"recorded on NVIDIA H100 80GB HBM3, {rec.date}, with `{rec.command}` (gpu/results/bench-h100.json)"
     )
     assert "bench-h100" in recorded.names("bench")
+
+
+def test_every_shipped_recording_says_where_it_came_from():
+    for name in recorded.names():
+        rec = recorded.load(name)
+        assert (
+            rec.gpu == "NVIDIA H100 80GB HBM3" and rec.date.startswith("2026-") and rec.command.startswith("flashsim ")
+        )
 
 
 def test_a_recording_that_says_its_date_and_command_is_labelled_with_them(tmp_path):
@@ -39,7 +45,7 @@ def test_a_recording_that_says_its_date_and_command_is_labelled_with_them(tmp_pa
 
 
 def test_unknown_or_unlabelled_recordings_are_refused_in_one_line(tmp_path):
-    with pytest.raises(InputError, match=r"^name: no recording 'nope' in .*; choose one of bench-h100"):
+    with pytest.raises(InputError, match=r"^name: no recording 'nope' in .*; choose one of .*bench-h100"):
         recorded.load("nope")
     (tmp_path / "bare.json").write_text(json.dumps({"rows": []}))
     with pytest.raises(InputError, match=r"^name: recording bare.json does not say its date, command, device"):

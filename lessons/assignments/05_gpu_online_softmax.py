@@ -10,7 +10,7 @@ What to implement
     key or past the last key), *m and *l the row's running max and sum. On return: *m is the new max
     m_new = max(m, max S), every S[c] holds P̃ = exp(S[c] − m_new), *rescale = exp(m_old − m_new),
     *l = *rescale · l_old + Σ P̃. A row that has seen no key keeps m = −∞: shift by 0 there, never
-    compute −∞ − (−∞). The grader compiles your function into `gpu/kernels/flash2_v1_readable.cu` in
+    compute −∞ − (−∞). The grader compiles your function into `gpu/kernels/01_flash2_readable.cu` in
     place of its own line 9 (one thread per row, as there) and runs the kernel.
 
 The API you may use

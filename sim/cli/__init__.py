@@ -5,12 +5,12 @@ import sys
 import click
 from rich.console import Console
 
-from sim.cli import bench, figures, run, walkthrough
+from sim.cli import bench, demo, figures, run, walkthrough
 from sim.errors import FlashsimError
 from sim.grading import commands as grading
 
 # a new command family: its module in sim/cli/ with a COMMANDS tuple, and its name here
-FAMILIES = (run, bench, figures, walkthrough, grading)
+FAMILIES = (run, bench, figures, walkthrough, grading, demo)
 
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click ≥ 8.2
 

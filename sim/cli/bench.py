@@ -48,18 +48,23 @@ def bench_sim_command(n, d, dtype, repeats, memory_n, json_path) -> None:
     default=None,
     help="Also write the table as Markdown.",
 )
-def bench_gpu_command(quick, json_path, markdown_path) -> None:
+@options.backward("Time forward + backward (FLOPs = 3.5 × forward), and the memory against N.")
+def bench_gpu_command(quick, json_path, markdown_path, backward) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
     from gpu import bench as gpu_bench
     from gpu import render as gpu_render
+    from gpu import results
 
     progress = Console(stderr=True, highlight=False)
     report = gpu_bench.run_bench(
-        quick=quick, progress=lambda row: progress.print(gpu_render.bench_progress(row), style="dim")
+        quick=quick,
+        backward=backward,
+        progress=lambda row: progress.print(gpu_render.bench_progress(row), style="dim"),
+        command=options.command_line(),
     )
     console.print(gpu_render.bench_table(report))
     if json_path:
-        gpu_bench.write_json(report, json_path)
+        results.write(report, json_path)
     if markdown_path:
         with open(markdown_path, "w") as f:
             f.write(gpu_render.bench_markdown(report))

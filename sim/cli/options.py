@@ -5,6 +5,7 @@ help text, the option takes it as an argument and each command keeps its own (sa
 """
 
 import json
+import shlex
 import sys
 
 import click
@@ -95,6 +96,11 @@ JSON_REPORT = click.option(
     default=None,
     help="Also write the report here.",
 )
+
+
+def command_line() -> str:
+    """This invocation as the user would type it (`flashsim …`), for reports that record their command."""
+    return shlex.join(["flashsim", *sys.argv[1:]])
 
 
 def print_json(obj) -> None:

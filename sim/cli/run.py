@@ -200,18 +200,26 @@ def trace_command(
 @options.heads(16)
 @options.dtype("fp16", choices=("fp16", "bf16"))  # the kernels' dtypes
 @options.causal()
-@click.option("--kernel", type=click.Choice(["v1", "v2"]), default="v2", show_default=True, help="GPU kernel.")
+@click.option(
+    "--kernel", type=click.Choice(["v1", "v2", "v3"]), default=None, help="GPU kernel  [default: the default kernel]"
+)
+@options.backward("Compare the backward pass (its kernels: v1 or v2).")
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
-def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, no_counters) -> None:
+@options.JSON_REPORT
+def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, backward, no_counters, json_path) -> None:
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
     from gpu import compare as gpu_compare
-    from gpu import render as gpu_render
+    from gpu import compare_backward as gpu_compare_backward
+    from gpu import render_compare, results
 
-    result = gpu_compare.compare(
+    module = gpu_compare_backward if backward else gpu_compare
+    result = (module.compare_backward if backward else module.compare)(
         n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype, causal=causal, kernel=kernel,
         profile=not no_counters,
     )  # fmt: skip
-    console.print(gpu_render.comparison(result))
+    console.print((render_compare.backward_comparison if backward else render_compare.comparison)(result))
+    if json_path:
+        results.write(module.report(result, options.command_line()), json_path)
 
 
 COMMANDS = (run_command, trace_command, compare_command)

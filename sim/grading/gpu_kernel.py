@@ -1,6 +1,6 @@
 """Assignment 5's kernel: the student's online-softmax device function inside the readable FlashAttention-2 kernel.
 
-`splice` replaces line 9 of `gpu/kernels/flash2_v1_readable.cu` (the per-row online-softmax
+`splice` replaces line 9 of `gpu/kernels/01_flash2_readable.cu` (the per-row online-softmax
 update) with a call to the student's `online_softmax_row`, defined just before the kernel; the rest
 of the kernel is the project's own. `run` compiles and launches it with CuPy in the submission's
 process; the grader compares O and L with the float64 reference, as for the simulator.
@@ -8,7 +8,7 @@ process; the grader compares O and L with the float64 reference, as for the simu
 
 import numpy as np
 
-from gpu import source, tiling
+from gpu import registry, source, tiling
 from sim.errors import InputError
 
 LINE_9 = "        // line 9:"
@@ -19,18 +19,19 @@ CALL = (
     "        for (int r = tid; r < rows; r += NTHREADS) online_softmax_row(S_ij + r * BC, BC, m_i + r, l_i + r, rescale + r);\n"
 )
 TILES = tiling.Tiles(block_rows=32, block_cols=32, warps=4)
+READABLE = registry.FORWARD["v1"]  # rung 1
 
 
 def template() -> str:
-    """The readable kernel's source, as the project ships it."""
-    return (source.KERNEL_DIR / tiling.KERNEL_FILES["v1"]).read_text()
+    """The readable kernel's source, as the project ships it, with the helpers it includes (common.cuh) inlined."""
+    return source.render(READABLE.file, {})
 
 
 def splice(kernel: str, device_function: str) -> str:
     """The kernel with line 9 replaced by a call to `device_function` (CUDA source defining online_softmax_row)."""
     start, end, at = kernel.find(LINE_9), kernel.find(AFTER), kernel.find(KERNEL)
     if min(start, end, at) < 0 or not start < end:
-        raise InputError("gpu kernel: line 9 or the kernel's entry point was not found in flash2_v1_readable.cu")
+        raise InputError(f"gpu kernel: line 9 or the kernel's entry point was not found in {READABLE.file}")
     if not isinstance(device_function, str) or "online_softmax_row" not in device_function:
         raise InputError("online_softmax_row_source() must return CUDA source that defines online_softmax_row")
     return kernel[:at] + device_function + "\n\n" + kernel[at:start] + CALL + kernel[end:]
@@ -48,10 +49,10 @@ def run(device_function: str, header: dict, arrays: list) -> list[np.ndarray]:
 
     q, k, v = arrays
     N, d = q.shape
-    defines = tiling.defines("v1", d, str(q.dtype), TILES)
+    defines = READABLE.defines(d, str(q.dtype), TILES)
     code = "".join(f"#define {n} {x}\n" for n, x in defines.items()) + splice(header["template"], device_function)
-    fn = cupy.RawModule(code=code, options=("--std=c++17",)).get_function(tiling.KERNEL_FUNCTIONS["v1"])
-    smem = tiling.smem_bytes("v1", d, TILES)
+    fn = cupy.RawModule(code=code, options=("--std=c++17",)).get_function(READABLE.function)
+    smem = READABLE.smem(d, TILES)
     if smem > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = smem
     Q, K, V = (cupy.asarray(x) for x in (q, k, v))
