@@ -2,7 +2,7 @@
 lesson loads on machines without a GPU.
 
 Every file is one JSON object:
-  "kind"     "bench-forward", "bench-backward", "compare-forward", "compare-backward" or "train"
+  "kind"     "bench-forward", "bench-backward", "compare-forward", "compare-backward", "ladder" or "train"
   "env"      where and how it was measured: "gpu" (name), "cc" (compute capability), "sm_count", "driver"
              (nvidia-smi's driver version, or null), "cuda_driver" (the CUDA version the driver supports, e.g.
              13000), "cupy", "torch" (null without PyTorch), "numpy", "date" (UTC, ISO 8601), "command" (the
@@ -11,7 +11,9 @@ Every file is one JSON object:
              "causal", "dtype", "batch", "heads", "flops", then per implementation {"ms", "tflops",
              "peak_extra_bytes"} or {"status": "OOM" | "skipped", …}), "notes" (strings), and for the backward
              "memory" (peak extra bytes against N at fixed batch and heads: "n", then per implementation);
-             compare: "config", "errors", "bytes" (predicted and measured), "time"; train: see gpu/train.py.
+             compare: "config", "errors", "bytes" (predicted and measured), "time"; ladder (`python -m gpu.ladder`):
+             "rungs" (number → name, direction, file), "rows" (per configuration, "rungs": number → {"tflops",
+             "sdpa_tflops"} or {"status"}), "notes"; train: see gpu/train.py.
 Byte counts are bytes, times milliseconds, rates TFLOP/s (1e12 FLOPs per second).
 """
 
