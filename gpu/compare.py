@@ -5,10 +5,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import sim
-from gpu import counters, device, dtypes, tiling, timing
+from gpu import counters, device, dtypes, registry, results, timing
 from gpu.flash import flash_attention
 from gpu.harness import flops
-from sim import blocks, hardware, iomodel, reference
+from gpu.reference import attention_ref
+from gpu.tiling import padded_dims
+from sim import blocks, hardware, iomodel
 from sim.dtypes import DTYPES
 
 AGREE = 0.05  # predicted global traffic vs L2-level bytes: the tolerance the comparison claims
@@ -29,8 +31,10 @@ class Comparison:
     measured_ms: float
     roofline: iomodel.Roofline | None
     hardware: str | None
-    counters: dict | None  # the kernel as it runs (v2: padded shared-memory rows)
-    counters_swizzled: dict | None  # v2 with XOR-swizzled rows: the same bytes asked for, whole 128-byte lines in SRAM
+    counters: dict | None  # the kernel as it runs (padded shared-memory rows)
+    counters_swizzled: (
+        dict | None
+    )  # the kernel with XOR-swizzled rows: the same bytes asked for, whole 128-byte lines in SRAM
     counters_note: str
     gaps: list[str] = field(default_factory=list)
 
@@ -70,51 +74,45 @@ def preset_for(name: str) -> hardware.Hardware | None:
 
 
 def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profile=True) -> Comparison:
-    """Run sim.run("flash2") with `kernel`'s Br, Bc and the GPU kernel on one set of random inputs."""
+    """Run sim.run("flash2") with a forward kernel's Br, Bc and the kernel itself on one set of random inputs."""
     device.require()
-    kernel = kernel or tiling.DEFAULT_KERNEL
+    spec = registry.forward(kernel)
     name = dtypes.ALIASES[dtype]
-    tiles = tiling.default_tiles(kernel, d)
-    smem = tiling.smem_bytes(kernel, d, tiles)
+    tiles = spec.default_tiles(d)
+    smem = spec.smem(d, tiles)
     s = np.dtype(dtypes.BY_NAME[name]).itemsize
     sram = max(smem, sum(blocks.footprint("flash2", tiles.block_rows, tiles.block_cols, d, s).values()))
-    rng = np.random.default_rng(seed)
-    shapes = ((batch, heads, n, d), (batch, heads, nk, d), (batch, heads, nk, d))
-    q, k, v = (rng.standard_normal(shape).astype(np.float32).astype(DTYPES[_sim_dtype(name)]) for shape in shapes)
+    q, k, v = random_host(batch, heads, n, nk, d, name, seed)
 
     result = sim.run(
         "flash2", q, k, v, causal=causal, block_rows=tiles.block_rows, block_cols=tiles.block_cols, sram_bytes=sram
     )
-    qg, kg, vg = (_to_device(x) for x in (q, k, v))
-    o, lse = flash_attention(qg, kg, vg, causal=causal, kernel=kernel)
-    o_ref, lse_ref = reference.attention(q, k, v, causal=causal)
-    o_gpu = dtypes.to_float32(o).get().astype(np.float64)
-    measured_ms = timing.median_ms(
-        lambda: flash_attention(qg, kg, vg, causal=causal, kernel=kernel, check_finite=False)
-    )
+    qg, kg, vg = (to_device(x) for x in (q, k, v))
+    o, lse = flash_attention(qg, kg, vg, causal=causal, kernel=spec.name, return_lse=True)
+    o_ref, lse_ref = (x.get() for x in attention_ref(qg, kg, vg, causal=causal))
+    measured_ms = timing.median_ms(lambda: flash_attention(qg, kg, vg, causal=causal, kernel=spec.name))
 
     props = device.properties()
     hw = preset_for(props["name"])
-    total_flops = flops(n, nk, d, batch, heads, causal)
     roof = None
     if hw is not None:
         counts = iomodel.Counts(result.hbm_read_bytes, result.hbm_write_bytes, result.flops, result.exps)
-        roof = iomodel.roofline(counts, hw, _sim_dtype(name))
-    measured, swizzled, note = None, None, ""
+        roof = iomodel.roofline(counts, hw, sim_dtype(name))
     shape = {"n": n, "nk": nk, "d": d, "batch": batch, "heads": heads, "dtype": name, "causal": causal}
-    if not profile:
+    measured, swizzled, note = None, None, ""
+    if profile and spec.tensor_cores:
+        measured, note = measure_counters("forward", spec, shape)
+        measured = measured and measured[spec.function]
+        if measured:
+            swizzled, _ = measure_counters("forward", spec, shape, swizzle=True)
+            swizzled = swizzled and swizzled[spec.function]
+    elif not profile:
         note = "counters not asked for (--no-counters)"
-    elif counters.ncu_path() is None:
-        note = "Nsight Compute (ncu) is not installed here: bytes are predicted only; time is measured with CUDA events"
     else:
-        try:
-            measured = counters.measure(kernel, **shape)
-            swizzled = counters.measure(kernel, **shape, swizzle=True) if kernel == "v2" else None
-        except counters.CounterError as e:
-            note = str(e)
+        note = f"counters are measured for the tensor-core kernels only, not {spec.describe()}"
     config = {
         **shape,
-        "kernel": kernel,
+        "kernel": spec.name,
         "block_rows": tiles.block_rows,
         "block_cols": tiles.block_cols,
         "smem_bytes": smem,
@@ -123,25 +121,68 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
         "l2_bytes": props["l2_bytes"],
     }
     c = Comparison(
-        config, _max_err(result.output, o_ref), float(np.abs(o_gpu - o_ref).max()), _lse_err(result.lse, lse_ref),
-        _lse_err(lse.get(), lse_ref), result.hbm_read_bytes, result.hbm_write_bytes, total_flops, measured_ms, roof,
-        hw.name if hw else None, measured, swizzled, note,
+        config, _max_err(result.output, o_ref), float(np.abs(dtypes.to_float32(o).get() - o_ref).max()),
+        _lse_err(result.lse, lse_ref), _lse_err(lse.get(), lse_ref), result.hbm_read_bytes, result.hbm_write_bytes,
+        flops(n, nk, d, batch, heads, causal), measured_ms, roof, hw.name if hw else None, measured, swizzled, note,
     )  # fmt: skip
     c.gaps = explain_gaps(c, s)
     return c
+
+
+def report(c: Comparison, command: str | None = None) -> dict:
+    """The comparison as a recorded result (gpu/results.py), kind "compare-forward"."""
+    return {
+        "kind": "compare-forward",
+        "env": results.environment(command),
+        "config": c.config,
+        "errors": {"sim": {"o": c.sim_err, "lse": c.sim_lse_err}, "gpu": {"o": c.gpu_err, "lse": c.gpu_lse_err}},
+        "bytes": {
+            "predicted": {"read": c.predicted_read, "write": c.predicted_write},
+            "measured": c.counters,
+            "measured_swizzled": c.counters_swizzled,
+            "note": c.counters_note,
+            "gaps": c.gaps,
+        },
+        "time": {
+            "measured_ms": c.measured_ms,
+            "roofline_ms": c.roofline.seconds * 1e3 if c.roofline else None,
+            "flops": c.flops,
+        },
+    }
+
+
+def measure_counters(direction: str, spec: registry.KernelSpec, shape: dict, swizzle=False) -> tuple[dict | None, str]:
+    """(counters per launched kernel, "") or (None, why there are none)."""
+    if counters.ncu_path() is None:
+        return (
+            None,
+            "Nsight Compute (ncu) is not installed here: bytes are predicted only; time is measured with CUDA events",
+        )
+    try:
+        return counters.measure(direction, spec.name, **shape, swizzle=swizzle), ""
+    except counters.CounterError as e:
+        return None, str(e)
+
+
+def random_host(batch, heads, n, nk, d, name: str, seed: int) -> tuple[np.ndarray, ...]:
+    """q, k, v on the host: standard-normal values rounded to the storage dtype `name` ("float16", …)."""
+    rng = np.random.default_rng(seed)
+    shapes = ((batch, heads, n, d), (batch, heads, nk, d), (batch, heads, nk, d))
+    return tuple(rng.standard_normal(shape).astype(np.float32).astype(DTYPES[sim_dtype(name)]) for shape in shapes)
 
 
 def explain_gaps(c: Comparison, s: int) -> list[str]:
     """Why the L2-level bytes differ from the prediction by more than AGREE (empty when they agree)."""
     if not c.counters or (abs(c.read_ratio - 1) <= AGREE and abs(c.write_ratio - 1) <= AGREE):
         return []
-    d, row = c.config["d"], tiling.padded_dims(c.config["d"])[0]
+    d, row = c.config["d"], padded_dims(c.config["d"])[0]
+    kernel = c.config["kernel"]
     reasons = []
-    if c.config["kernel"] == "v2" and row != d:
+    if row != d:
         reasons.append(
-            f"v2 reads and writes rows padded from d = {d} to {row} elements (16-byte rows for cp.async); the simulator counts d"
+            f"{kernel} reads and writes rows padded from d = {d} to {row} elements (16-byte rows for cp.async); the simulator counts d"
         )
-    if c.config["kernel"] == "v2" and abs(c.asked_ratio - 1) <= AGREE and c.read_ratio > 1 + AGREE:
+    if abs(c.asked_ratio - 1) <= AGREE and c.read_ratio > 1 + AGREE:
         reasons.append(
             f"the kernel asks for exactly the predicted bytes (cp.async instructions × 512 B = ×{c.asked_ratio:.3f}), but its "
             "shared-memory rows are padded by 16 bytes (so that ldmatrix is free of bank conflicts), which puts most rows' "
@@ -159,11 +200,13 @@ def explain_gaps(c: Comparison, s: int) -> list[str]:
     return reasons
 
 
-def _sim_dtype(name: str) -> str:
+def sim_dtype(name: str) -> str:
+    """The simulator's name of a storage dtype: "float16" → "fp16"."""
     return {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}[name]
 
 
-def _to_device(x: np.ndarray):
+def to_device(x: np.ndarray):
+    """A host array on the GPU (bfloat16 by its bits)."""
     cupy = device.require()
     if x.dtype == DTYPES["bf16"]:
         return cupy.asarray(x.view(np.uint16)).view(dtypes.BY_NAME["bfloat16"])

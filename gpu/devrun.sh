@@ -1,39 +1,58 @@
 #!/usr/bin/env bash
-# One device call: environment, GPU tests, kernel checks + tuning table, sanitizers, compare, benchmark.
-# Usage (on the device machine, from the repo root): bash gpu/devrun.sh [steps…]   steps: env test tune sanitize compare bench quick
-# Logs go to $OUT (or /tmp/devrun); the reply carries the tail of stdout, so each step ends with a short summary.
+# One device call: environment, checks, GPU tests, tuning tables, sanitizers, compare, benchmarks, training demo.
+# Usage (on the device machine, from the repo root): bash gpu/devrun.sh [steps…]
+#   steps: env smoke test tune_fwd tune_bwd rung1 … rung5 sanitize compare bench bench_bwd train cli
+# Logs go to /tmp/devrun/logs and come back as $OUT/logs.tgz (rewritten after each step); JSON and SVG results land in $OUT (8 files at most
+# come back). The reply carries the tail of stdout, so each step ends with a one-line summary, printed last.
 set -u
-OUT=${OUT:-/tmp/devrun}
-mkdir -p "$OUT"
+OUT=${OUT:-/tmp/devrun/out}
+LOGS=/tmp/devrun/logs
+mkdir -p "$OUT" "$LOGS"
 export PATH=$PATH:/usr/local/cuda/bin:$(ls -d /opt/nvidia/nsight-compute/*/ 2>/dev/null | tail -n 1)
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-steps=${*:-env test sanitize compare quick}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-180}
+CLI=(python3 -m sim.cli)
+steps=${*:-env smoke test tune_fwd tune_bwd}
 summary=()
 step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
-  summary+=("$name rc=$rc $((SECONDS - t0))s: $(tail -n 1 "$OUT/$name.log" | cut -c1-150)"); }
-ncu_probe() {  # the kernel's cp.async instructions and the bytes L2 and the crossbar see, padded vs swizzled rows
-  for variant in "" --padded-rows; do
-    echo "== v2 d=64 N=2048 heads=16 ${variant:-swizzled rows}"
-    ncu --clock-control none --csv --print-units base --kernel-name regex:flash2_v2_fwd --launch-count 1 \
-      --metrics lts__t_sectors_srcunit_tex_op_read.sum,l1tex__m_xbar2l1tex_read_bytes.sum,smsp__inst_executed_op_ldgsts.sum,gpu__time_duration.sum \
-      python3 -m gpu.counters --kernel v2 --n 2048 --nk 2048 --d 64 --batch 1 --heads 16 --dtype float16 $variant 2>&1 | grep -E '"(lts|l1tex|smsp|gpu)__|ERROR' | awk -F'","' '{print $(NF-2), $NF}'
-  done
-  echo "expected (simulator): read $((2 * 16 * (2048 * 64 + 16 * 2 * 2048 * 64))) bytes = $((2 * 16 * (2048 * 64 + 16 * 2 * 2048 * 64) / 32)) sectors, ldgsts $((2 * 16 * (2048 * 64 + 16 * 2 * 2048 * 64) / 512)) warp instructions"
-}
-export -f ncu_probe
-export COLUMNS=${COLUMNS:-160}
+  timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1; local rc=$?
+  summary+=("$name rc=$rc $((SECONDS - t0))s: $(grep -v '^\s*$' "$LOGS/$name.log" | tail -n 1 | cut -c1-160)")
+  tar czf "$OUT/logs.tgz" -C "$LOGS" .; }  # after every step: what finished comes back even if the call is cut off
 for s in $steps; do case $s in
-  ncu) step ncu_probe 100 bash -c ncu_probe ;;
-  env) step env 40 bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; python3 -c "import cupy, torch, ml_dtypes, numpy as np; print(cupy.__version__, torch.__version__, np.__version__); x = cupy.zeros(4, ml_dtypes.bfloat16); print(\"cupy bf16 ok\", x.dtype)"; which ncu compute-sanitizer' ;;
-  test) step test 280 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/test_gpu_flash.py tests/test_gpu_standard.py tests/test_gpu_errors.py ;;
-  tune) step tune 200 python3 -m gpu.harness --tune ;;
-  sanitize) step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke
-            step racecheck 180 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.harness --smoke ;;
-  compare) step compare 90 python3 -c 'from sim.cli import main; main()' compare --n 2048 --d 64
-           step compare_causal 90 python3 -c 'from sim.cli import main; main()' compare --n 2048 --d 128 --causal --dtype bf16 ;;
-  bench) step bench 300 python3 -c 'from sim.cli import main; main()' bench gpu --json "$OUT/bench.json" ;;
-  quick) step quick 200 python3 -c 'from sim.cli import main; main()' bench gpu --quick --json "$OUT/bench_quick.json" ;;
+  env) step env 60 bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; python3 -c "import cupy, torch, numpy, click, rich; print(cupy.__version__, torch.__version__, numpy.__version__, click.__version__)"; which ncu compute-sanitizer' ;;
+  smoke) step smoke 240 python3 -m gpu.harness --smoke ;;
+  test) step test 420 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests --ignore tests/test_lessons.py --ignore tests/test_lesson_quotes.py ;;  # nbformat is not on the device
+  tune_fwd) step tune_fwd 240 python3 -m gpu.harness --tune forward --dtypes float16 ;;
+  tune_bwd) step tune_bwd 240 python3 -m gpu.harness --tune backward --dtypes float16 ;;
+  rung[1-5]) step "$s" 240 python3 -m gpu.harness --kernel "${s#rung}" ;;
+  sanitize) step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke
+            step racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.harness --smoke ;;
+  compare) step compare 120 "${CLI[@]}" compare --n 2048 --d 64 --json "$OUT/compare-forward-h100.json"
+           step compare_bwd 180 "${CLI[@]}" compare --backward --n 2048 --d 64 --json "$OUT/compare-backward-h100.json"
+           step compare_bwd_causal 180 "${CLI[@]}" compare --backward --n 2048 --d 128 --causal --dtype bf16 --json "$OUT/compare-backward-causal-h100.json" ;;
+  bench) step bench 300 "${CLI[@]}" bench gpu --json "$OUT/bench-h100.json" --markdown "$OUT/bench-h100.md" ;;
+  bench_bwd) step bench_bwd 420 "${CLI[@]}" bench gpu --backward --json "$OUT/bench-backward-h100.json" --markdown "$OUT/bench-backward-h100.md" ;;
+  cli) step cli_train 120 "${CLI[@]}" demo train --steps 20 --plot /tmp/devrun/train.svg
+       step cli_compare 120 "${CLI[@]}" compare --backward --no-counters --n 512 --causal
+       step cli_bench 240 "${CLI[@]}" bench gpu --quick --backward ;;
+  train) step train 240 python3 -c '
+import sys
+from rich.console import Console
+from gpu import plot, results, render_train, train
+report = train.train(command="flashsim demo train")
+Console(width=180).print(render_train.training_table(report))
+results.write(report, sys.argv[1] + "/train-h100.json")
+open(sys.argv[1] + "/train-h100.svg", "w").write(plot.line_chart(report["losses"], title="tiny causal LM: training loss", x_label="step", y_label="cross-entropy"))
+' "$OUT" ;;
 esac; done
-for s in $steps; do case $s in env) cat "$OUT/env.log" ;; tune) sed -n "/^   d /,\$p" "$OUT/tune.log" ;; compare) cat "$OUT/compare.log" "$OUT/compare_causal.log" ;; ncu) cat "$OUT/ncu_probe.log" ;; bench) cat "$OUT/bench.log" ;; quick) cat "$OUT/quick.log" ;; esac; done
+for s in $steps; do case $s in
+  env) cat "$LOGS/env.log" ;;
+  tune_fwd|tune_bwd|rung[1-5]) sed -n "/^   d /,\$p" "$LOGS/$s.log" ;;
+  smoke) grep -E "FAIL" "$LOGS/smoke.log" ;;
+  test) grep -E "^(FAILED|ERROR)" "$LOGS/test.log" | cut -c1-200 | head -n 40 ;;
+  compare) tail -n 12 "$LOGS/compare_bwd.log"; tail -n 12 "$LOGS/compare_bwd_causal.log" ;;
+  bench) grep -E "│ (fp16|bf16)" "$LOGS/bench.log" | cut -c1-120 ;;
+  bench_bwd) grep -E "│ (fp16|bf16)|│ +[0-9]+ │" "$LOGS/bench_bwd.log" | cut -c1-120 ;;
+  train) cat "$LOGS/train.log" ;;
+  cli) tail -n 4 "$LOGS/cli_train.log"; tail -n 3 "$LOGS/cli_compare.log"; grep -E "│ +(fp16|[0-9]+) " "$LOGS/cli_bench.log" | cut -c1-120 ;;
+esac; done
 printf '%s\n' "${summary[@]}"

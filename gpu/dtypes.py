@@ -3,7 +3,9 @@
 import ml_dtypes
 import numpy as np
 
-NAMES = {np.dtype(np.float32): "float32", np.dtype(np.float16): "float16", np.dtype(ml_dtypes.bfloat16): "bfloat16"}
+from sim.dtypes import DTYPES
+
+NAMES = {DTYPES["fp32"]: "float32", DTYPES["fp16"]: "float16", DTYPES["bf16"]: "bfloat16"}
 BY_NAME = {name: dtype for dtype, name in NAMES.items()}
 ALIASES = {
     "fp32": "float32",

@@ -1,30 +1,22 @@
-"""The shared harness: random inputs, the napkin FLOP count, the correctness criterion, and check-then-time.
+"""Check, then time: `python -m gpu.harness --kernel N` checks rung N of the ladder against float64 (gpu.checks),
+then times it at FlashAttention-2's benchmark size beside PyTorch SDPA's flash backend, and prints a table.
 
-`python -m gpu.harness [--tune]` checks every kernel against the float64 reference, then times it (and, with
---tune, the v2 tilings in TUNE_VARIANTS) at N = 4096 beside PyTorch SDPA's flash backend, and prints a table.
-`python -m gpu.harness --smoke` only checks every kernel once at small ragged sizes (for compute-sanitizer).
+`--tune` times the tilings in TUNE instead (each checked first); `--smoke` only checks every rung and the
+standard baseline once at small ragged sizes (what compute-sanitizer runs).
 """
 
 import argparse
 import functools
 import math
-from dataclasses import dataclass
 
-from gpu import device, dtypes, sdpa, tiling, timing
+from gpu import device, registry, sdpa, timing
+from gpu.backward import flash_attention_backward
+from gpu.checks import check, check_backward, random_like, random_qkv
 from gpu.flash import flash_attention
-from gpu.reference import attention_ref
-from gpu.standard import standard_attention
+from gpu.tiling import Tiles, backward_tiles, forward_tiles
 
-LSE_ATOL, LSE_RTOL = 1e-3, 1e-4
-FP32_ATOL = 1e-4
-
-
-def random_qkv(batch, heads, n, nk, d, dtype: str, seed: int = 0):
-    """q, k, v of standard-normal values rounded to `dtype` (never zeros: they hide unwritten outputs)."""
-    cupy = device.require()
-    rng = cupy.random.default_rng(seed)
-    shapes = ((batch, heads, n, d), (batch, heads, nk, d), (batch, heads, nk, d))
-    return tuple(dtypes.from_float32(rng.standard_normal(s, dtype=cupy.float32), dtype) for s in shapes)
+READABLE_N = 1024  # the readable rungs run at a few TFLOP/s: they are timed at this N
+TOKENS, HIDDEN = 16384, 2048  # FlashAttention-2's benchmark: batch = TOKENS / N, heads = HIDDEN / d
 
 
 def visible_pairs(n: int, nk: int, causal: bool) -> int:
@@ -42,130 +34,151 @@ def flops(n, nk, d, batch, heads, causal) -> float:
     return 4.0 * pairs * d * batch * heads
 
 
-@dataclass(frozen=True)
-class Check:
-    """One kernel's output against the float64 reference (and the low-precision standard attention's)."""
+BACKWARD_FLOPS = 2.5  # the backward's five products against the forward's two: FLOPs = 2.5 × forward
+TRAINING_FLOPS = 1 + BACKWARD_FLOPS  # forward + backward = 3.5 × forward (FlashAttention-2's convention)
 
-    err: float  # max |o − ref|
-    bound: float  # 2 · max |o_standard − ref| + 1e-3 (fp32: FP32_ATOL)
-    lse_err: float  # max |lse − lse_ref| over rows that see a key
-    lse_ok: bool  # within LSE_ATOL + LSE_RTOL·|lse_ref|, and −∞ exactly where lse_ref is −∞
-    unwritten: int  # output elements still holding the NaN poison
-
-    @property
-    def ok(self) -> bool:
-        return self.err <= self.bound and self.lse_ok and self.unwritten == 0
-
-
-def check(q, k, v, *, causal=False, kernel=None, tiles=None) -> Check:
-    """Run `kernel` on poisoned outputs and judge it by FlashAttention's criterion against float64."""
-    cupy = device.require()
-    o, lse = flash_attention(q, k, v, causal=causal, kernel=kernel, tiles=tiles, poison=True)
-    o_ref, lse_ref = attention_ref(q, k, v, causal=causal)
-    of = dtypes.to_float32(o).astype(cupy.float64)
-    unwritten = int(cupy.isnan(of).sum() + cupy.isnan(lse).sum())
-    err = float(cupy.nan_to_num(cupy.abs(of - o_ref), nan=cupy.inf).max())
-    if dtypes.name(q.dtype) == "float32":
-        bound = FP32_ATOL
-    else:
-        o_std = dtypes.to_float32(standard_attention(q, k, v, causal=causal)).astype(cupy.float64)
-        bound = 2 * float(cupy.abs(o_std - o_ref).max()) + 1e-3
-    seen = cupy.isfinite(lse_ref)
-    diff = cupy.where(seen, cupy.abs(lse.astype(cupy.float64) - lse_ref), 0.0)
-    lse_err = float(cupy.nan_to_num(diff, nan=cupy.inf).max())
-    lse_ok = bool((diff <= LSE_ATOL + LSE_RTOL * cupy.abs(cupy.where(seen, lse_ref, 0.0))).all()) and bool(
-        (cupy.isneginf(lse) == ~seen).all()
-    )
-    return Check(err, bound, lse_err, lse_ok, unwritten)
-
-
-TUNE_VARIANTS = {  # the first of each list is the default; gpu/NOTES.md has every tiling tried and its TFLOP/s
-    64: [
-        tiling.v2_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2),
-        tiling.v2_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2, swizzle=True),
+TUNE: dict[tuple[str, int], list[tuple[str, Tiles | None]]] = {  # None: the kernel's default tiling
+    ("forward", 64): [
+        ("v2", None),
+        ("v3", None),
+        ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2, swizzle=True)),
     ],
-    128: [
-        tiling.v2_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2),
-        tiling.v2_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2, swizzle=True),
+    ("forward", 128): [
+        ("v2", None),
+        ("v3", None),
+        ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=48, q_in_regs=False, min_blocks=2)),
+        ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=64, q_in_regs=False, min_blocks=2)),
+        ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2, swizzle=True)),
+        ("v3", forward_tiles(warps=8, m_tiles=1, block_cols=64, q_in_regs=True, min_blocks=1)),
+    ],
+    ("backward", 64): [
+        ("v2", None),
+        ("v2", backward_tiles(warps=4, block_rows=64, min_blocks=2)),
+        ("v2", backward_tiles(warps=8, block_rows=32)),
+        ("v2", backward_tiles(warps=4, block_rows=128)),
+        ("v2", backward_tiles(warps=8, block_rows=128)),
+    ],
+    ("backward", 128): [
+        ("v2", None),
+        ("v2", backward_tiles(warps=4, block_rows=64)),
+        ("v2", backward_tiles(warps=8, block_rows=32)),
+        ("v2", backward_tiles(warps=4, block_rows=32, min_blocks=2)),
     ],
 }
 
-
-def describe(t: tiling.Tiles) -> str:
-    """A tiling in one short string: Br×Bc, warps × rows per warp, where Q_i's fragments live."""
-    return f"{t.block_rows}x{t.block_cols} w{t.warps}x{16 * t.m_tiles} {'qreg' if t.q_in_regs else 'qsmem'} mb{t.min_blocks} {'swz' if t.swizzle else 'pad'}"
-
-
-SMOKE = [  # (kernel, dtype, (batch, heads, N, Nk, d), causal): ragged everywhere, rows that see no key
-    ("v2", "float16", (1, 2, 77, 45, 40), True),
-    ("v2", "bfloat16", (1, 1, 33, 130, 64), False),
-    ("v2", "float16", (1, 1, 130, 33, 128), True),
-    ("v2", "bfloat16", (1, 1, 70, 70, 59), True),
-    ("v2-swizzled", "float16", (1, 2, 77, 45, 40), True),
-    ("v1", "float32", (1, 2, 77, 45, 40), True),
-    ("v1", "bfloat16", (1, 1, 33, 70, 64), False),
+SMOKE = [  # (rung, dtype, (batch, heads, N, Nk, d), causal, swizzle): ragged everywhere, rows that see no key
+    (2, "float16", (1, 2, 77, 45, 40), True, False),
+    (2, "bfloat16", (1, 1, 33, 130, 64), False, False),
+    (2, "float16", (1, 1, 130, 33, 128), True, False),
+    (2, "bfloat16", (1, 1, 70, 70, 59), True, True),
+    (3, "float16", (1, 2, 77, 45, 40), True, False),
+    (3, "bfloat16", (1, 1, 130, 33, 128), True, True),
+    (1, "float32", (1, 2, 77, 45, 40), True, False),
+    (1, "bfloat16", (1, 1, 33, 70, 64), False, False),
+    (5, "float16", (1, 2, 77, 45, 40), True, False),
+    (5, "bfloat16", (1, 1, 33, 130, 64), False, False),
+    (5, "float16", (1, 1, 130, 33, 128), True, False),
+    (5, "bfloat16", (1, 1, 200, 200, 111), True, False),
+    (4, "float32", (1, 2, 77, 45, 40), True, False),
+    (4, "bfloat16", (1, 1, 33, 70, 64), False, False),
 ]
 
 
+def check_rung(spec: registry.KernelSpec, q, k, v, *, causal: bool, tiles: Tiles | None = None):
+    """The forward or backward check of one kernel (gpu.checks), whichever its direction."""
+    run = check if spec.direction == "forward" else check_backward
+    return run(q, k, v, causal=causal, kernel=spec.name, tiles=tiles)
+
+
 def smoke() -> bool:
-    """Check each kernel (and standard attention, inside `check`) once at small ragged sizes; True if all pass."""
+    """Check each rung (and the standard baseline, inside the checks) at small ragged sizes; True if all pass."""
     ok = True
-    for kernel, dtype, shape, causal in SMOKE:
-        tiles = tiling.with_defaults("v2", shape[-1], swizzle=True) if kernel == "v2-swizzled" else None
-        c = check(
-            *random_qkv(*shape, dtype, seed=1), causal=causal, kernel=kernel.removesuffix("-swizzled"), tiles=tiles
+    for number, dtype, shape, causal, swizzle in SMOKE:
+        spec = registry.rung(number)
+        tiles = (
+            forward_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2, swizzle=True)
+            if swizzle
+            else None
         )
-        print(f"{kernel} {dtype} {shape} causal={causal}: {'ok' if c.ok else 'FAIL'} {c}", flush=True)
+        c = check_rung(spec, *random_qkv(*shape, dtype, seed=1), causal=causal, tiles=tiles)
+        print(
+            f"rung {number} {dtype} {shape} causal={causal} swizzle={swizzle}: {'ok' if c.ok else 'FAIL'} {c}",
+            flush=True,
+        )
         ok &= c.ok
     return ok
 
 
+def time_rung(spec: registry.KernelSpec, n: int, d: int, dtype: str, causal: bool, tiles: Tiles | None = None) -> dict:
+    """TFLOP/s of one kernel through its public call (forward; backward: forward + backward) and of SDPA's flash."""
+    batch, heads = max(1, TOKENS // n), HIDDEN // d
+    q, k, v = random_qkv(batch, heads, n, n, d, dtype, seed=1)
+    f = flops(n, n, d, batch, heads, causal)
+    call_sdpa = sdpa.flash_sdpa(q, k, v, causal=causal, scale=1 / math.sqrt(d))
+    if spec.direction == "forward":
+        call = functools.partial(flash_attention, q, k, v, causal=causal, kernel=spec.name, tiles=tiles)
+    else:
+        f *= TRAINING_FLOPS
+        do = random_like(q, seed=2)
+        call_sdpa = sdpa.flash_sdpa(q, k, v, causal=causal, scale=1 / math.sqrt(d), do=do)
+
+        def call():
+            o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+            return flash_attention_backward(q, k, v, o, lse, do, causal=causal, kernel=spec.name, tiles=tiles)
+
+    readable = not spec.tensor_cores
+    row = {"tflops": f / timing.median_ms(call, warmup=1 if readable else 2, repeats=3 if readable else 10) / 1e9}
+    if call_sdpa is not None:
+        row["sdpa_tflops"] = f / timing.median_ms(call_sdpa) / 1e9
+    return row
+
+
 def main(argv=None) -> None:
-    """Check, then time, each kernel (and the v2 tilings with --tune); print one table."""
+    """Check, then time, one rung (or the tilings in TUNE); print one table."""
     parser = argparse.ArgumentParser(prog="python -m gpu.harness", description=__doc__.splitlines()[0])
-    parser.add_argument("--tune", action="store_true", help="also time the v2 tilings in TUNE_VARIANTS")
-    parser.add_argument("--smoke", action="store_true", help="only check each kernel once at small ragged sizes")
-    parser.add_argument("--n", type=int, default=4096)
+    parser.add_argument(
+        "--kernel", type=int, help=f"the rung to check and time: {', '.join(map(str, sorted(registry.LADDER)))}"
+    )
+    parser.add_argument("--tune", choices=("forward", "backward"), help="time the tilings in TUNE for that direction")
+    parser.add_argument("--smoke", action="store_true", help="only check each rung once at small ragged sizes")
+    parser.add_argument("--n", type=int, default=4096, help="sequence length of the timed runs")
+    parser.add_argument("--dtypes", default="float16,bfloat16")
     args = parser.parse_args(argv)
     device.require()
     print(f"device: {device.properties()['name']}")
     if args.smoke:
         raise SystemExit(0 if smoke() else 1)
+    if args.kernel is None and args.tune is None:
+        parser.error("give --kernel N, --tune DIRECTION or --smoke")
+    if args.kernel is not None:
+        spec = registry.rung(args.kernel)
+        variants = {d: [(spec.name, None)] for d in (64, 128)}
+    else:
+        spec = None
+        variants = {d: TUNE[(args.tune, d)] for d in (64, 128)}
     rows = []
-    for d in (64, 128):
-        batch, heads = max(1, 16384 // args.n), 2048 // d
-        for dtype in ("float16", "bfloat16"):
+    for d, runs in variants.items():
+        for dtype in args.dtypes.split(","):
+            if spec is not None and dtype not in spec.dtypes:
+                continue
             q_small = random_qkv(2, 3, 300, 333, d, dtype, seed=d)
-            big = random_qkv(batch, heads, args.n, args.n, d, dtype, seed=1)
-            variants = [("v2", t) for t in TUNE_VARIANTS[d]] if args.tune and dtype == "float16" else [("v2", None)]
-            variants.append(("v1", None))
             for causal in (False, True):
-                f = flops(args.n, args.n, d, batch, heads, causal)
-                call = sdpa.flash_sdpa(*big, causal=causal, scale=1 / math.sqrt(d))
-                if call is not None:
-                    rows.append((d, dtype, causal, "sdpa-flash", "", "", f / timing.median_ms(call) / 1e9))
-                ms_std = timing.median_ms(functools.partial(standard_attention, *big, causal=causal))
-                rows.append((d, dtype, causal, "standard", "", "", f / ms_std / 1e9))
-                for kernel, tiles in variants:
-                    c = check(*q_small, causal=causal, kernel=kernel, tiles=tiles)
-                    verdict = (
-                        "ok"
-                        if c.ok
-                        else f"FAIL err={c.err:.2e} bound={c.bound:.2e} lse={c.lse_err:.2e} unwritten={c.unwritten}"
-                    )
-                    if kernel == "v1" and args.n > 2048:
-                        tflops = float("nan")
-                    else:
-                        ms = timing.median_ms(
-                            functools.partial(flash_attention, *big, causal=causal, kernel=kernel, tiles=tiles)
-                        )
-                        tflops = f / ms / 1e9
-                    name = describe(tiles or tiling.default_tiles(kernel, d))
-                    rows.append((d, dtype, causal, kernel, name, verdict, tflops))
-                print(*rows[-1], flush=True)
-    print(f"\n{'d':>4} {'dtype':>9} {'causal':>6} {'kernel':>10} {'tiling':>28} {'TFLOP/s':>8}  check")
-    for d, dtype, causal, kernel, name, verdict, tflops in rows:
-        print(f"{d:>4} {dtype:>9} {causal!s:>6} {kernel:>10} {name:>28} {tflops:8.1f}  {verdict}")
+                for name, tiles in runs:
+                    kernel = spec or (registry.forward(name) if args.tune == "forward" else registry.backward(name))
+                    c = check_rung(kernel, *q_small, causal=causal, tiles=tiles)
+                    n = args.n if kernel.tensor_cores else READABLE_N
+                    timed = time_rung(kernel, n, d, dtype, causal, tiles) if c.ok else {}
+                    label = f"rung {kernel.rung} {(tiles or kernel.default_tiles(d)).describe()}"
+                    rows.append((d, dtype, causal, n, label, "ok" if c.ok else f"FAIL {c}", timed))
+                    print(*rows[-1], flush=True)
+    print(
+        f"\n{'d':>4} {'dtype':>9} {'causal':>6} {'N':>6} {'kernel':>40} {'TFLOP/s':>8} {'SDPA':>8} {'ratio':>6}  check"
+    )
+    for d, dtype, causal, n, label, verdict, t in rows:
+        ours, theirs = t.get("tflops", math.nan), t.get("sdpa_tflops", math.nan)
+        print(
+            f"{d:>4} {dtype:>9} {causal!s:>6} {n:>6} {label:>40} {ours:8.1f} {theirs:8.1f} {ours / theirs:6.2f}  {verdict}"
+        )
 
 
 if __name__ == "__main__":

@@ -24,24 +24,10 @@ class Problem:
     scale: float
 
 
-def check(q, k, v, *, causal, scale, dtypes_allowed, finite=True) -> Problem:
-    """Validate q, k, v (CuPy, (batch, heads, N, d), C-contiguous, one dtype, finite unless `finite` is False)."""
-    cupy = device.require()
+def check(q, k, v, *, causal, scale, dtypes_allowed, finite=False) -> Problem:
+    """Validate q, k, v (CuPy, (batch, heads, N, d), C-contiguous, one dtype; and finite, if `finite`)."""
     for arg, x in (("q", q), ("k", k), ("v", v)):
-        if not isinstance(x, cupy.ndarray):
-            raise InputError(
-                f"{arg}: expected a CuPy array shaped (batch, heads, N, d), got {type(x).__module__}.{type(x).__name__}"
-            )
-        if x.ndim != 4:
-            raise InputError(f"{arg}: expected 4 dimensions (batch, heads, N, d), got shape {tuple(x.shape)}")
-        if dtypes.name(x.dtype) not in dtypes_allowed:
-            raise InputError(f"{arg}: dtype {x.dtype} is not supported here; allowed: {', '.join(dtypes_allowed)}")
-        if not x.flags.c_contiguous:
-            raise InputError(f"{arg}: must be C-contiguous (call cupy.ascontiguousarray first)")
-        if 0 in x.shape:
-            raise InputError(f"{arg}: every dimension must be at least 1, got shape {tuple(x.shape)}")
-        if x.device != q.device:
-            raise InputError(f"{arg}: is on device {x.device.id}, q on device {q.device.id}; all must be on one GPU")
+        _check_array(arg, x, q, dtypes_allowed)
     if k.dtype != q.dtype or v.dtype != q.dtype:
         raise InputError(f"k, v: dtypes must equal q's ({q.dtype}), got k {k.dtype}, v {v.dtype}")
     batch, heads, n, d = q.shape
@@ -55,23 +41,68 @@ def check(q, k, v, *, causal, scale, dtypes_allowed, finite=True) -> Problem:
         raise InputError(f"d (head dim, q.shape[3]): must be between 1 and {tiling.MAX_HEAD_DIM}, got {d}")
     if batch * heads > MAX_BATCH_HEADS:
         raise InputError(f"batch · heads: at most {MAX_BATCH_HEADS}, got {batch * heads}")
-    if not isinstance(causal, bool):
-        raise InputError(f"causal: expected True or False, got {causal!r}")
+    check_flag("causal", causal)
     if scale is None:
         scale = 1.0 / math.sqrt(d)
     elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise InputError(f"scale: expected a positive finite number (default 1/sqrt(d)), got {scale!r}")
     problem = Problem(batch, heads, n, k.shape[2], d, dtypes.name(q.dtype), causal, float(scale))
     if finite:
-        check_finite(q, k, v, problem.dtype)
+        check_finite(problem.dtype, q=q, k=k, v=v)
     return problem
 
 
-def check_finite(q, k, v, dtype: str) -> None:
-    """Refuse NaN and ±Inf (an all-ones exponent) in q, k, v: one pass over them and one synchronization."""
+def check_backward(p: Problem, q, o, lse, do, *, finite=False) -> None:
+    """Validate the backward pass's o and do (shaped and typed like q) and lse (float32, (batch, heads, N))."""
+    check_like_q(p, q, finite=finite, o=o, do=do)
+    _check_array("lse", lse, q, ("float32",), ndim=3)
+    if lse.shape != q.shape[:3]:
+        raise InputError(f"lse: expected shape {tuple(q.shape[:3])} (batch, heads, N), got {tuple(lse.shape)}")
+
+
+def check_like_q(p: Problem, q, *, finite=False, **arrays) -> None:
+    """Validate arrays that share q's shape and dtype (o, do); finite too, if `finite`."""
+    for arg, x in arrays.items():
+        _check_array(arg, x, q, (p.dtype,))
+        if x.shape != q.shape:
+            raise InputError(f"{arg}: expected q's shape {tuple(q.shape)}, got {tuple(x.shape)}")
+    if finite:
+        check_finite(p.dtype, **arrays)
+
+
+def _check_array(arg: str, x, q, dtypes_allowed, ndim: int = 4) -> None:
+    cupy = device.require()
+    shape = "(batch, heads, N, d)" if ndim == 4 else "(batch, heads, N)"
+    if not isinstance(x, cupy.ndarray):
+        raise InputError(f"{arg}: expected a CuPy array shaped {shape}, got {type(x).__module__}.{type(x).__name__}")
+    if x.ndim != ndim:
+        raise InputError(f"{arg}: expected {ndim} dimensions {shape}, got shape {tuple(x.shape)}")
+    if dtypes.name(x.dtype) not in dtypes_allowed:
+        raise InputError(f"{arg}: dtype {x.dtype} is not supported here; allowed: {', '.join(dtypes_allowed)}")
+    if not x.flags.c_contiguous:
+        raise InputError(f"{arg}: must be C-contiguous (call cupy.ascontiguousarray first)")
+    if 0 in x.shape:
+        raise InputError(f"{arg}: every dimension must be at least 1, got shape {tuple(x.shape)}")
+    if x.device != q.device:
+        raise InputError(f"{arg}: is on device {x.device.id}, q on device {q.device.id}; all must be on one GPU")
+
+
+def check_flag(arg: str, value) -> bool:
+    """`value` if it is True or False, else InputError."""
+    if not isinstance(value, bool):
+        raise InputError(f"{arg}: expected True or False, got {value!r}")
+    return value
+
+
+def check_finite(dtype: str, **arrays) -> None:
+    """Refuse NaN and ±Inf (an all-ones exponent) in the arrays: one pass over them and one synchronization.
+
+    Opt-in (check_finite=True) for debugging: without it, NaN flows through the kernels as through attention."""
     cupy = device.require()
     bits, exponent = EXPONENT_BITS[dtype]
-    bad = cupy.stack([cupy.any((x.view(bits) & exponent) == exponent) for x in (q, k, v)]).get()
-    for arg, nonfinite in zip(("q", "k", "v"), bad, strict=True):
+    bad = cupy.stack([cupy.any((x.view(bits) & exponent) == exponent) for x in arrays.values()]).get()
+    for arg, nonfinite in zip(arrays, bad, strict=True):
         if nonfinite:
-            raise InputError(f"{arg}: contains NaN or Inf; inputs must be finite (check_finite=False skips this check)")
+            raise InputError(
+                f"{arg}: contains NaN or Inf; inputs must be finite (check_finite=True asked for this check)"
+            )

@@ -1,6 +1,7 @@
-"""PyTorch's `scaled_dot_product_attention` with the flash backend, on CuPy arrays shared through DLPack."""
+"""PyTorch's `scaled_dot_product_attention` with the flash backend on CuPy arrays (shared through DLPack): the
+baseline of every speed table, forward, and forward + backward."""
 
-from gpu import dtypes
+from gpu.dlpack import as_torch
 
 
 def torch_available() -> tuple[bool, str]:
@@ -14,29 +15,25 @@ def torch_available() -> tuple[bool, str]:
     return True, torch.__version__
 
 
-def as_torch(x):
-    """The torch tensor sharing `x`'s device memory (bfloat16 passes through DLPack as 16-bit integers)."""
-    import torch
+def flash_sdpa(q, k, v, *, causal: bool, scale: float, do=None):
+    """A zero-argument callable running SDPA's flash backend on q, k, v, or None without PyTorch.
 
-    if dtypes.name(x.dtype) == "bfloat16":
-        return torch.from_dlpack(x.view("int16")).view(torch.bfloat16)
-    return torch.from_dlpack(x)
-
-
-def flash_sdpa(q, k, v, *, causal: bool, scale: float):
-    """A zero-argument callable running SDPA's flash backend on q, k, v, or None without PyTorch."""
+    With `do`, the callable runs the forward and the backward (torch.autograd.grad against do, nothing accumulated)."""
     if not torch_available()[0]:
         return None
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    tq, tk, tv = (as_torch(x) for x in (q, k, v))
+    tq, tk, tv = (as_torch(x).requires_grad_(do is not None) for x in (q, k, v))
 
-    def call():
+    def forward():
         with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
             return torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, scale=scale)
 
-    return call
+    if do is None:
+        return forward
+    tdo = as_torch(do)
+    return lambda: torch.autograd.grad(forward(), (tq, tk, tv), tdo)
 
 
 def peak_extra_bytes(call) -> int:

@@ -1,29 +1,39 @@
-"""Kernel sources: read a `gpu/kernels/*.cu` file, prepend its `#define`s, compile it once through NVRTC."""
+"""Kernel sources: a `gpu/kernels/*.cu` file with its `#define`s in front and common.cuh in place of its
+#include line, compiled once per file and define set through NVRTC."""
 
 import functools
+import re
 from pathlib import Path
 
-from gpu import device, tiling
+from gpu import device
+from gpu.registry import KernelSpec
 
 KERNEL_DIR = Path(__file__).parent / "kernels"
+COMMON = KERNEL_DIR / "common.cuh"
+INCLUDE = re.compile(r'^#include "common\.cuh".*$', re.MULTILINE)
 
 
-def render(kernel: str, defines: dict[str, int]) -> str:
-    """The source NVRTC (or `nvcc -ptx`) compiles: the `#define` lines, then the kernel file."""
+def render(file: str, defines: dict[str, int]) -> str:
+    """The source NVRTC (or `nvcc -ptx`) compiles: the `#define` lines, then the kernel file with common.cuh inlined."""
     head = "".join(f"#define {name} {value}\n" for name, value in defines.items())
-    return head + (KERNEL_DIR / tiling.KERNEL_FILES[kernel]).read_text()
+    return head + INCLUDE.sub(lambda _: COMMON.read_text(), (KERNEL_DIR / file).read_text(), count=1)
 
 
 @functools.cache
-def _compiled(kernel: str, define_items: tuple):
-    cupy = device.require()
-    module = cupy.RawModule(code=render(kernel, dict(define_items)), options=("--std=c++17",))
-    return module.get_function(tiling.KERNEL_FUNCTIONS[kernel])
+def _module(file: str, define_items: tuple):
+    return device.require().RawModule(code=render(file, dict(define_items)), options=("--std=c++17",))
 
 
-def function(kernel: str, defines: dict[str, int], smem: int):
-    """The compiled kernel (cached per define set), allowed `smem` bytes of dynamic shared memory."""
-    fn = _compiled(kernel, tuple(sorted(defines.items())))
-    if smem > 48 * 1024 and smem > fn.max_dynamic_shared_size_bytes:
+def function(spec: KernelSpec, defines: dict[str, int], smem: int = 0):
+    """The compiled kernel (one module per file and define set), allowed `smem` bytes of dynamic shared memory.
+
+    Cached whole, attribute included: a call costs a dictionary lookup, not a driver call."""
+    return _function(spec.file, spec.function, tuple(sorted(defines.items())), smem)
+
+
+@functools.cache
+def _function(file: str, name: str, define_items: tuple, smem: int):
+    fn = _module(file, define_items).get_function(name)
+    if smem > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = smem
     return fn

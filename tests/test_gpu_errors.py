@@ -8,7 +8,18 @@ from sim.errors import FlashsimError, InputError
 
 @pytest.mark.skipif(gpu.available()[0], reason="a GPU is present")
 def test_without_gpu_every_entry_point_says_what_is_missing():
-    for call in (lambda: gpu.flash_attention(None, None, None), lambda: gpu.standard_attention(None, None, None)):
+    from gpu.autograd import attention
+    from gpu.train import train
+
+    calls = (
+        lambda: gpu.flash_attention(None, None, None),
+        lambda: gpu.flash_attention_backward(None, None, None, None, None, None),
+        lambda: gpu.standard_attention(None, None, None),
+        lambda: gpu.standard_attention_backward(None, None, None, None, None),
+        lambda: attention(None, None, None),
+        train,
+    )
+    for call in calls:
         with pytest.raises(gpu.GPUUnavailableError, match="needs CuPy and an NVIDIA GPU") as e:
             call()
         assert isinstance(e.value, FlashsimError) and "\n" not in str(e.value)
@@ -62,7 +73,7 @@ def test_bad_input_is_named(make, match):
 def test_bad_options_are_named():
     cupy = pytest.importorskip("cupy")
     q = cupy.ones((1, 1, 8, 64), cupy.float16)
-    with pytest.raises(InputError, match="kernel: expected one of"):
+    with pytest.raises(InputError, match="kernel: expected one of v1, v2, v3"):
         gpu.flash_attention(q, q, q, kernel="v9")
     with pytest.raises(InputError, match="scale: expected a positive"):
         gpu.flash_attention(q, q, q, scale=-1.0)
@@ -75,7 +86,7 @@ def test_bad_options_are_named():
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("arg,value", [("q", float("nan")), ("k", float("inf")), ("v", float("-inf"))])
-def test_nonfinite_inputs_are_named(dtype, arg, value):
+def test_nonfinite_inputs_are_named_when_checked(dtype, arg, value):
     cupy = pytest.importorskip("cupy")
     x = {
         name: gpu.dtypes.from_float32(cupy.random.standard_normal((1, 2, 16, 64), dtype=cupy.float32), dtype)
@@ -84,7 +95,46 @@ def test_nonfinite_inputs_are_named(dtype, arg, value):
     x[arg][0, 1, 5, 7] = gpu.dtypes.from_float32(cupy.full((), value, cupy.float32), dtype)
     for call in (gpu.flash_attention, gpu.standard_attention):
         with pytest.raises(InputError, match=f"{arg}: contains NaN or Inf") as e:
-            call(x["q"], x["k"], x["v"])
+            call(x["q"], x["k"], x["v"], check_finite=True)
         assert "\n" not in str(e.value)
-    o, _lse = gpu.flash_attention(x["q"], x["k"], x["v"], check_finite=False)  # unchecked: it runs
+    o = gpu.flash_attention(x["q"], x["k"], x["v"])  # unchecked by default: it runs, NaN flows through
     assert o.shape == (1, 2, 16, 64)
+
+
+@pytest.mark.gpu
+def test_backward_bad_input_is_named():
+    cupy = pytest.importorskip("cupy")
+    q, k, v = (cupy.ones((1, 2, 8, 64), cupy.float16) for _ in range(3))
+    o, lse = gpu.flash_attention(q, k, v, return_lse=True)
+    cases = [
+        ((q, k, v, o[:, :, :4].copy(), lse, o), "o: expected q's shape"),
+        ((q, k, v, o, lse.astype(cupy.float16), o), "lse: dtype float16"),
+        ((q, k, v, o, lse[:, :, :4].copy(), o), r"lse: expected shape \(1, 2, 8\)"),
+        ((q, k, v, o, lse, o.astype(cupy.float32)), "do: dtype float32"),
+        ((q, k, v, o, lse, o.get()), "do: expected a CuPy array"),
+    ]
+    for args, match in cases:
+        with pytest.raises(InputError, match=match) as e:
+            gpu.flash_attention_backward(*args)
+        assert "\n" not in str(e.value)
+    with pytest.raises(InputError, match="kernel: expected one of v1, v2"):
+        gpu.flash_attention_backward(q, k, v, o, lse, o, kernel="v3")
+    with pytest.raises(InputError, match="return_lse: expected True or False"):
+        gpu.flash_attention(q, k, v, return_lse="yes")
+    with pytest.raises(InputError, match="probs: expected P"):
+        gpu.standard_attention_backward(q, k, v, o, o)
+    d = cupy.full((1, 2, 8, 64), cupy.nan, cupy.float16)
+    with pytest.raises(InputError, match="do: contains NaN or Inf"):
+        gpu.flash_attention_backward(q, k, v, o, lse, d, check_finite=True)
+
+
+@pytest.mark.skipif(gpu.available()[0], reason="a GPU is present")
+def test_demo_train_without_gpu_exits_2_with_one_line():
+    from click.testing import CliRunner
+
+    from sim.cli import app
+
+    result = CliRunner().invoke(app, ["demo", "train", "--steps", "10"])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "needs CuPy and an NVIDIA GPU" in lines[0]

@@ -1,30 +1,51 @@
-"""The benchmark's table renderers, on a hand-made report (no GPU needed)."""
+"""The GPU renderers on hand-made reports (no GPU needed): every cell comes from the report."""
 
-from gpu.render import BENCH_COLUMNS, bench_markdown
+from rich.console import Console
+
+from gpu.plot import line_chart
+from gpu.render import bench_columns, bench_markdown, bench_table
+from gpu.render_train import checkpoints, training_table
+
+ENV = {"date": "2026-11-23T12:00:00+00:00", "command": "flashsim bench gpu", "driver": "580.1", "cupy": "14.2.0",
+       "torch": "2.11.0", "gpu": "Test GPU"}  # fmt: skip
 
 
-def test_markdown_table_cells_come_from_the_report():
+def _report(kind: str) -> dict:
+    row = {
+        "n": 4096, "d": 64, "causal": True, "dtype": "bfloat16",
+        "flash": {"tflops": 300.0, "peak_extra_bytes": 64 * 2**20},
+        "sdpa": {"tflops": 250.0, "peak_extra_bytes": 64 * 2**20},
+        "standard": {"status": "OOM", "needs_bytes": 10**12},
+        "v1": {"status": "skipped"},
+    }  # fmt: skip
     report = {
+        "kind": kind,
+        "env": ENV,
         "device": {"name": "Test GPU"},
         "torch": None,
         "notes": ["a note"],
-        "rows": [
-            {
-                "n": 4096, "d": 64, "causal": True, "dtype": "bfloat16",
-                "v2": {"tflops": 300.0, "peak_extra_bytes": 64 * 2**20},
-                "sdpa": {"tflops": 250.0, "peak_extra_bytes": 64 * 2**20},
-                "standard": {"status": "OOM", "needs_bytes": 10**12},
-                "v1": {"status": "skipped"},
-            }
-        ],
-    }  # fmt: skip
+        "rows": [row],
+    }
+    if kind == "bench-backward":
+        del row["v1"]
+        report["memory_config"] = "batch 1, 16 heads, d = 64, float16"
+        report["memory"] = [{"n": 1024, "flash": {"peak_extra_bytes": 3 * 2**20}, "standard": {"status": "OOM"}}]
+    return report
+
+
+def _cells(line: str) -> list[str]:
+    return line.strip("| ").split(" | ")
+
+
+def test_forward_markdown_cells_come_from_the_report():
+    report = _report("bench-forward")
     lines = bench_markdown(report).splitlines()
     assert lines[0] == "# `flashsim bench gpu` on Test GPU" and "- a note" in lines
+    assert "`flashsim bench gpu`" in lines[2] and "driver 580.1" in lines[2]
     header, rule, row = lines[-3:]
-    assert header.strip("| ").split(" | ") == list(BENCH_COLUMNS)
-    assert rule == "|" + "---|" * len(BENCH_COLUMNS)
-    cells = row.strip("| ").split(" | ")
-    assert cells == [
+    assert _cells(header) == [h for h, _ in bench_columns(report)]
+    assert rule == "|" + "---|" * len(bench_columns(report))
+    assert _cells(row) == [
         "bf16",
         "64",
         "yes",
@@ -39,3 +60,70 @@ def test_markdown_table_cells_come_from_the_report():
         "64.0 MiB",
         "OOM",
     ]
+
+
+def test_backward_markdown_has_no_v1_and_a_memory_table():
+    report = _report("bench-backward")
+    text = bench_markdown(report)
+    lines = text.splitlines()
+    assert lines[0] == "# `flashsim bench gpu --backward` on Test GPU"
+    assert "v1" not in [h for h, _ in bench_columns(report)]
+    assert _cells(lines[-1]) == ["1024", "3.0 MiB", "—", "OOM"]
+    assert "batch 1, 16 heads, d = 64, float16" in text
+
+
+def test_bench_table_renders_both_tables():
+    console = Console(width=200, record=True)
+    console.print(bench_table(_report("bench-backward")))
+    out = console.export_text()
+    assert "forward + backward on Test GPU" in out and "against N" in out and "3.0 MiB" in out
+
+
+def test_training_table_shows_the_checkpoints_and_the_gap():
+    losses = {"flash": [5.0 - 0.01 * i for i in range(100)], "standard": [5.0 - 0.01 * i + 0.002 for i in range(100)]}
+    report = {
+        "env": {"gpu": "Test GPU"},
+        "config": {"steps": 100, "layers": 2, "d_model": 256, "heads": 4, "batch": 32, "seq": 256, "dtype": "bfloat16"},
+        "text": "sim/**/*.py, 1,000 bytes",
+        "losses": losses,
+        "tokens_per_s": {"flash": 2_000_000.0, "standard": 1_000_000.0},
+        "max_loss_gap": 0.002,
+        "mean_loss_gap": 0.002,
+    }
+    console = Console(width=200, record=True)
+    console.print(training_table(report))
+    out = console.export_text()
+    assert checkpoints(100) == [0, 25, 50, 75, 99]
+    assert "5.0000" in out and "4.0100" in out and "2,000,000" in out and "2.00×" in out and "0.0020" in out
+
+
+def test_line_chart_draws_each_series():
+    svg = line_chart({"a": [3.0, 2.0, 1.0], "b <x>": [3.0, 2.5, 1.5]}, title="loss", x_label="step", y_label="loss")
+    assert svg.startswith("<svg") and svg.count("<polyline") == 2 and "b &lt;x&gt;" in svg
+    first = svg.split('points="')[1].split('"')[0].split()
+    assert first[0] == "48.0,48.0" and first[-1] == "592.0,312.0"  # the first series spans the plot from max to min
+
+
+def test_backward_comparison_explains_the_dq_traffic():
+    """The simulator books dQ_i's read and write-back in fp16 per tile pair; the kernel's atomics add float32."""
+    from gpu.compare_backward import BackwardComparison
+    from gpu.render_compare import backward_comparison
+    from sim import iomodel
+
+    heads, n, d = 16, 2048, 64
+    predicted = [(name, c.times(heads)) for name, c in iomodel.backward_kernels("flash2", n, n, d, 2, 64, 128, False)]
+    config = dict(n=n, nk=n, d=d, batch=1, heads=heads, dtype="float16", causal=False, kernel="v2", block_rows=64,
+                  block_cols=128, smem_bytes=93184, itemsize=2, heads_total=heads, device="Test GPU")  # fmt: skip
+    main = dict(l2_read_bytes=218103808, l2_write_bytes=9437184, l2_reduction_bytes=134217728,
+                dram_read_bytes=0, dram_write_bytes=0, kernel_ns=2.09e5)  # fmt: skip
+    other = {**main, "l2_reduction_bytes": 0, "kernel_ns": 8e3}
+    measured = {"flash2_bwd_prepass": other, "flash2_v2_bwd": main, "flash2_bwd_dq": other}
+    errors = {k: {"dq": 1e-4, "dk": 2e-4, "dv": 3e-4} for k in ("gpu", "standard", "sim")}
+    c = BackwardComparison(config, errors, predicted, measured, "", 0.241, None, None, 2.5 * 4 * n * n * d * heads)
+    # dQ_i is read and written once per tile pair: Tc = 16 K/V blocks × N × d × 2 bytes, every head
+    assert c.predicted_dq_bytes == 16 * n * d * 2 * heads and c.expected_reduction_bytes == 2 * c.predicted_dq_bytes
+    console = Console(width=250, record=True)
+    console.print(backward_comparison(c))
+    out = console.export_text()
+    assert "(64.0 MiB each way)" in out and "128.0 MiB of reductions" in out
+    assert "reductions ×1.000 of the float32 dQ bytes" in out and "0.209" in out and "3.00e-04" in out

@@ -1,4 +1,6 @@
-"""Every gpu/kernels/*.cu compiles with `nvcc -ptx` for sm_80 and sm_90, with the #defines its launcher injects."""
+"""Every gpu/kernels/*.cu compiles with `nvcc -ptx` for sm_80 and sm_90, common.cuh inlined, with the #defines its
+launcher injects: each registry entry at its default tiling for head dims that exercise padding, and every tiling
+the harness tunes over."""
 
 import shutil
 import subprocess
@@ -6,39 +8,57 @@ from pathlib import Path
 
 import pytest
 
-from gpu import source, tiling
+from gpu import registry, source
+from gpu.harness import TUNE
 
 NVCC = shutil.which("nvcc") or next(
     (p for p in ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc") if Path(p).exists()), None
 )
 
-# (kernel, d, dtype, tiles): the default tilings at the head dims that exercise padding, plus one of each other kind
+# (spec, d, dtype, tiles): defaults at d = 64, 128 and a padded d, in each storage dtype the kernel takes
 CASES = [
-    ("v1", 64, "float32", None),
-    ("v1", 59, "bfloat16", None),
-    ("v2", 64, "float16", None),
-    ("v2", 128, "bfloat16", None),
-    ("v2", 40, "bfloat16", None),
-    ("v2", 128, "float16", tiling.v2_tiles(warps=8, m_tiles=1, block_cols=64, q_in_regs=True)),
-    ("v2", 64, "bfloat16", tiling.with_defaults("v2", 64, swizzle=True)),
-    ("softmax", 64, "float16", None),
-    ("softmax", 64, "bfloat16", None),
+    (spec, d, dtype, None)
+    for spec in registry.ALL_SPECS
+    for d, dtype in zip((64, 128, 40 if spec.tensor_cores else 59), spec.dtypes[::-1] * 3, strict=False)
 ]
+CASES += [
+    (registry.forward(name) if direction == "forward" else registry.backward(name), d, "bfloat16", tiles)
+    for (direction, d), variants in TUNE.items()
+    for name, tiles in variants
+    if tiles is not None
+]
+
+
+def _id(case) -> str:
+    spec, d, dtype, tiles = case
+    return f"{spec.direction}-{spec.name}-d{d}-{dtype}-{tiles.describe().replace(' ', '_') if tiles else 'default'}"
 
 
 def test_every_kernel_file_is_covered():
     files = {p.name for p in source.KERNEL_DIR.glob("*.cu")}
-    assert files == {tiling.KERNEL_FILES[kernel] for kernel, *_ in CASES}
+    assert files == {spec.file for spec, *_ in CASES}
+
+
+def test_ladder_is_numbered_as_its_files():
+    for number, spec in registry.LADDER.items():
+        assert spec.file.startswith(f"{number:02d}_") and spec.rung == number
+
+
+def test_common_header_is_inlined():
+    for spec in registry.ALL_SPECS:
+        text = source.render(spec.file, spec.defines(64, spec.dtypes[-1], None))
+        assert '#include "common.cuh"' not in text and "cp_async_16" in text
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUDA toolkit)")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-@pytest.mark.parametrize(
-    "kernel,d,dtype,tiles", CASES, ids=[f"{c[0]}-d{c[1]}-{c[2]}-{'custom' if c[3] else 'default'}" for c in CASES]
-)
-def test_kernel_compiles(tmp_path, arch, kernel, d, dtype, tiles):
-    cu = tmp_path / tiling.KERNEL_FILES[kernel]
-    cu.write_text(source.render(kernel, tiling.defines(kernel, d, dtype, tiles)))
+@pytest.mark.parametrize("case", CASES, ids=_id)
+def test_kernel_compiles(tmp_path, arch, case):
+    spec, d, dtype, tiles = case
+    if arch == "sm_80" and tiles is not None:
+        pytest.skip("tuned tilings are checked for sm_90, the architecture they were tuned on")
+    cu = tmp_path / spec.file
+    cu.write_text(source.render(spec.file, spec.defines(d, dtype, tiles)))
     run = subprocess.run(
         [NVCC, "-ptx", f"-arch={arch}", "-o", str(tmp_path / "out.ptx"), str(cu)],
         capture_output=True,
@@ -46,4 +66,4 @@ def test_kernel_compiles(tmp_path, arch, kernel, d, dtype, tiles):
         check=False,
     )
     assert run.returncode == 0, run.stderr
-    assert tiling.KERNEL_FUNCTIONS[kernel] in (tmp_path / "out.ptx").read_text()
+    assert spec.function in (tmp_path / "out.ptx").read_text()

@@ -9,8 +9,10 @@ import nbformat
 import pytest
 from notebook_runner import LESSONS_DIR
 
+from gpu import bench as gpu_bench
 from sim import blocks, hardware, iomodel, walkthrough
 from sim.dtypes import F
+from sim.hardware import KiB
 
 A100 = hardware.get("A100-40GB")
 
@@ -49,6 +51,14 @@ QUOTES["04_tiling_walkthrough"] = [
     lambda: f"N = {walkthrough.Q.shape[0]}, block = {walkthrough.BLOCK} walkthrough",  # the title names the example
 ]
 QUOTES["05_counting_bytes"] = [lambda: f"F = {F} bytes the float32 statistics'"]
+
+QUOTES["07_backward_recomputation"] = [
+    lambda: (
+        f"({hardware.get('H100-SXM').sram_bytes // KiB} KiB of SRAM per thread block instead of "
+        f"{hardware.get('A100-40GB').sram_bytes // KiB} KiB)"
+    ),
+]
+QUOTES["08_real_gpu"] = [lambda: f"batch = {gpu_bench.TOKENS}/N and heads = {gpu_bench.HIDDEN}/d"]
 
 
 def _markdown(stem: str) -> str:

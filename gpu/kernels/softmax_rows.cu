@@ -10,44 +10,7 @@
 //
 // Injected #defines: STORAGE (1 float16, 2 bfloat16), NTHREADS.
 
-#define NEG_INF __int_as_float(0xff800000)  // −∞ (NVRTC has no INFINITY macro)
-
-typedef unsigned short storage_t;  // the 16 bits of a float16 or bfloat16
-
-__device__ __forceinline__ float to_float(storage_t x) {
-#if STORAGE == 1
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
-    return f;
-#else
-    return __uint_as_float(((unsigned int)x) << 16);
-#endif
-}
-
-__device__ __forceinline__ storage_t from_float(float x) {
-    storage_t h;
-#if STORAGE == 1
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-#else
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
-#endif
-    return h;
-}
-
-// all NTHREADS threads get op(x of every thread); `scratch` holds NTHREADS / 32 floats of SRAM
-template <bool MAX>
-__device__ float block_reduce(float x, float* scratch) {
-    for (int k = 16; k > 0; k /= 2) {
-        const float y = __shfl_xor_sync(0xffffffff, x, k);
-        x = MAX ? fmaxf(x, y) : x + y;
-    }
-    __syncthreads();  // scratch is free (a previous reduction has been read by everyone)
-    if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
-    __syncthreads();
-    x = scratch[0];
-    for (int w = 1; w < NTHREADS / 32; ++w) x = MAX ? fmaxf(x, scratch[w]) : x + scratch[w];
-    return x;
-}
+#include "common.cuh"  // NEG_INF, storage_t, to_float, from_float, block_reduce
 
 // S, P: (batch·heads·N, Nk) in HBM. Grid: batch·heads·N blocks; dynamic SRAM: (Nk + NTHREADS / 32) floats.
 extern "C" __global__ void __launch_bounds__(NTHREADS)
@@ -72,6 +35,6 @@ softmax_rows(const storage_t* S, storage_t* P, int N, int Nk, float scale, int c
         l += row[c];
     }
     l = block_reduce<false>(l, scratch);
-    const float inv = l > 0.f ? 1.f / l : 0.f;
+    const float inv = l == 0.f ? 0.f : 1.f / l;  // a NaN sum (NaN in the inputs) stays NaN
     for (int c = threadIdx.x; c < Nk; c += NTHREADS) P[base + c] = from_float(c < seen ? row[c] * inv : 0.f);
 }

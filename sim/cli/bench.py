@@ -1,4 +1,4 @@
-"""`flashsim bench sim | gpu | trace`: time the simulator, the GPU kernels and the trace viewer."""
+"""`flashsim bench sim | gpu | trace | grade`: time the simulator, the GPU kernels, the trace viewer and the grader."""
 
 import click
 from rich.console import Console
@@ -7,6 +7,7 @@ from sim import bench
 from sim.algorithms import REGISTRY
 from sim.cli import estimate, options
 from sim.cli.options import console
+from sim.grading.commands import bench_grade_command
 from sim.inputs import configure_shape
 from sim.viz import bench as bench_viz
 
@@ -59,18 +60,23 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path) -> None:
 @click.option("--quick", is_flag=True, help="N ∈ {1024, 4096}, fp16 only (about a tenth of the full run).")
 @options.JSON_REPORT
 @options.output_file("--markdown", "markdown_path", "Also write the table as Markdown.")
-def bench_gpu_command(quick, json_path, markdown_path) -> None:
+@options.backward("Time forward + backward (FLOPs = 3.5 × forward), and the memory against N.")
+def bench_gpu_command(quick, json_path, markdown_path, backward) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
     from gpu import bench as gpu_bench
     from gpu import render as gpu_render
+    from gpu import results
 
     progress = Console(stderr=True, highlight=False)
     report = gpu_bench.run_bench(
-        quick=quick, progress=lambda row: progress.print(gpu_render.bench_progress(row), style="dim")
+        quick=quick,
+        backward=backward,
+        progress=lambda row: progress.print(gpu_render.bench_progress(row), style="dim"),
+        command=options.command_line(),
     )
     console.print(gpu_render.bench_table(report))
     if json_path:
-        gpu_bench.write_json(report, json_path)
+        results.write(report, json_path)
     if markdown_path:
         with open(markdown_path, "w") as f:
             f.write(gpu_render.bench_markdown(report))
@@ -134,6 +140,6 @@ def _configure(algorithm: str, n: int, d: int, dtype: str, hardware_name: str | 
     return configure_shape(algorithm, False, 1, n, n, d, dtype, None, False, None, None, "fit", None, hardware_name)
 
 
-# `bench grade` (timing a submission for the grader) joins here as one more @bench_group.command.
+bench_group.add_command(bench_grade_command)
 
 COMMANDS = (bench_group,)

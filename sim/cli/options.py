@@ -6,6 +6,7 @@ help text, the option takes it as an argument and each command keeps its own (sa
 
 import json
 import os
+import shlex
 import sys
 
 import click
@@ -119,6 +120,11 @@ def output_file(flag: str, name: str, help: str):
 
 
 JSON_REPORT = output_file("--json", "json_path", "Also write the report here.")
+
+
+def command_line() -> str:
+    """This invocation as the user would type it (`flashsim …`), for reports that record their command."""
+    return shlex.join(["flashsim", *sys.argv[1:]])
 
 
 def print_json(obj) -> None:

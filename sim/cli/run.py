@@ -139,36 +139,43 @@ def run_backward(work, result, seed: int, config: dict):
 @options.heads(16)
 @options.dtype("fp16", choices=("fp16", "bf16"))  # the kernels' dtypes
 @options.causal()
-@click.option("--kernel", type=click.Choice(["v1", "v2"]), default="v2", show_default=True, help="GPU kernel.")
+@click.option(
+    "--kernel", type=click.Choice(["v1", "v2", "v3"]), default=None, help="GPU kernel  [default: the default kernel]"
+)
+@options.backward("Compare the backward pass (its kernels: v1 or v2).")
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
+@options.JSON_REPORT
 @options.QUIET
 @click.pass_context
-def compare_command(ctx, n, nk, d, batch, heads, dtype, causal, kernel, no_counters, quiet) -> None:
+def compare_command(
+    ctx, n, nk, d, batch, heads, dtype, causal, kernel, backward, no_counters, json_path, quiet
+) -> None:
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
     from gpu import compare as gpu_compare
-    from gpu import render as gpu_render
-    from gpu import tiling
+    from gpu import compare_backward as gpu_compare_backward
+    from gpu import registry, render_compare, results
 
-    tiles = tiling.default_tiles(kernel, d)
+    tiles = (registry.backward if backward else registry.forward)(kernel).default_tiles(d)
+    simulated = 1 if backward else batch * heads  # the backward simulates head 0's numerics, counts the rest
 
     def cost(n, nk, d, batch, heads) -> estimate.Estimate:  # the simulator's side, on this machine
         run = estimate.simulate("flash2", n=n, nk=nk or n, d=d, dtype=dtype, Br=tiles.block_rows,
-                                Bc=tiles.block_cols, causal=causal, heads=batch * heads)  # fmt: skip
-        return estimate.process() + run + estimate.check(n, nk or n, d, batch * heads)
+                                Bc=tiles.block_cols, causal=causal, heads=simulated, backward=backward)  # fmt: skip
+        return estimate.process() + run + estimate.check(n, nk or n, d, simulated, backward)
 
-    what = (
-        f"simulating flash2 at N = {n:,}, Nk = {nk or n:,}, d = {d}, {batch * heads:,} heads with the {kernel} tiling"
-    )
+    what = f"simulating flash2 at N = {n:,}, Nk = {nk or n:,}, d = {d}, {simulated:,} heads with the kernel's tiling"
     estimate.guard(ctx, cost, what, [], n=n, nk=nk, d=d, batch=batch, heads=heads)
-
-    s = DTYPES[dtype].itemsize
-    moved = iomodel.flash2(n, nk or n, d, s, tiles.block_rows, tiles.block_cols, causal).hbm_bytes * batch * heads
-    with Work(quiet) as work, work.simulating("flash2 in the simulator, then the kernel", moved):
-        result = gpu_compare.compare(
+    config = dict(algorithm="flash2", n=n, nk=nk or n, d=d, dtype=dtype, block_rows=tiles.block_rows,
+                  block_cols=tiles.block_cols, causal=causal, heads=simulated)  # fmt: skip
+    module = gpu_compare_backward if backward else gpu_compare
+    with Work(quiet) as work, work.simulating("the simulator, then the kernel", closed_bytes(config, backward)):
+        result = (module.compare_backward if backward else module.compare)(
             n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype, causal=causal, kernel=kernel,
             profile=not no_counters,
         )  # fmt: skip
-    console.print(gpu_render.comparison(result))
+    console.print((render_compare.backward_comparison if backward else render_compare.comparison)(result))
+    if json_path:
+        results.write(module.report(result, options.command_line()), json_path)
 
 
 COMMANDS = (run_command, compare_command)

@@ -1,4 +1,4 @@
-// flash2_v1_readable.cu: FlashAttention-2 forward, written to be read next to sim/algorithms/flash2.py.
+// 01_flash2_readable.cu (rung 1, "v1"): FlashAttention-2 forward, written to be read next to sim/algorithms/flash2.py.
 //
 // What it is: the first kernel of the progression. One thread block per (Q block i, batch·head);
 // its SRAM (shared memory) holds Q_i, K_j, V_j, S_ij, O_i, m_i, ℓ_i exactly as the simulator's SRAM
@@ -14,37 +14,11 @@
 // Each element of S_ij is a scalar dot product read from SRAM, one thread per row does the softmax while
 // the others wait at the barrier, and O_i lives in SRAM rather than registers. That is the point of v1:
 // it is the algorithm, not the machine. Correct from the first run that compiled (after NVRTC refused
-// INFINITY, see v2's header); clean under compute-sanitizer memcheck and racecheck at ragged sizes.
+// INFINITY, see rung 2's header); clean under compute-sanitizer memcheck and racecheck at ragged sizes.
 //
 // Injected #defines: HEAD_DIM (d), BR (Br), BC (Bc), NTHREADS, STORAGE.
 
-#define NEG_INF __int_as_float(0xff800000)  // −∞ (NVRTC has no INFINITY macro)
-
-#if STORAGE == 0
-typedef float storage_t;
-__device__ __forceinline__ float to_float(storage_t x) { return x; }
-__device__ __forceinline__ storage_t from_float(float x) { return x; }
-#else
-typedef unsigned short storage_t;  // the 16 bits of a float16 or a bfloat16
-__device__ __forceinline__ float to_float(storage_t x) {
-#if STORAGE == 1
-    float f;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(x));
-    return f;
-#else
-    return __uint_as_float(((unsigned int)x) << 16);
-#endif
-}
-__device__ __forceinline__ storage_t from_float(float x) {  // round to nearest even, as HBM.write does
-    storage_t h;
-#if STORAGE == 1
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-#else
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(x));
-#endif
-    return h;
-}
-#endif
+#include "common.cuh"  // NEG_INF, storage_t, to_float, from_float
 
 // Q: (batch·heads, N, d), K and V: (batch·heads, Nk, d), O: like Q, L: (batch·heads, N), all in HBM.
 // Grid: (Tr, batch·heads). Query r sees key c iff c ≤ r + Nk − N when causal (bottom-right aligned).
@@ -132,13 +106,13 @@ flash2_v1_fwd(const storage_t* Q, const storage_t* K, const storage_t* V, storag
         }
     }
     __syncthreads();
-    // line 12: O_i = diag(ℓ_i)^−1 O_i (a row that saw no key has ℓ = 0 and outputs zeros)
+    // line 12: O_i = diag(ℓ_i)^−1 O_i (a row that saw no key has ℓ = 0 and outputs zeros; a NaN ℓ stays NaN)
     // line 14: write O_i to HBM
     for (int e = tid; e < rows * HEAD_DIM; e += NTHREADS) {
         const float l = l_i[e / HEAD_DIM];
-        O[(bh * N + r0) * HEAD_DIM + e] = from_float(l > 0.f ? O_i[e] / l : 0.f);
+        O[(bh * N + r0) * HEAD_DIM + e] = from_float(l == 0.f ? 0.f : O_i[e] / l);
     }
     // line 13: L_i = m_i + log ℓ_i (−∞ for a row that saw no key); line 15: write L_i to HBM
     for (int r = tid; r < rows; r += NTHREADS)
-        L[bh * N + r0 + r] = l_i[r] > 0.f ? m_i[r] + logf(l_i[r]) : NEG_INF;
+        L[bh * N + r0 + r] = l_i[r] == 0.f ? NEG_INF : m_i[r] + logf(l_i[r]);
 }

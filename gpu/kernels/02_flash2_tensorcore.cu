@@ -1,6 +1,6 @@
-// flash2_v2_tensorcore.cu: FlashAttention-2 forward on the tensor cores (fp16/bf16 in HBM, fp32 accumulate).
+// 02_flash2_tensorcore.cu (rung 2, "v2"): FlashAttention-2 forward on the tensor cores (fp16/bf16 in HBM, fp32 accumulate).
 //
-// Changed from v1 (flash2_v1_readable.cu), the same algorithm:
+// Changed from rung 1 (01_flash2_readable.cu), the same algorithm:
 //  - S_ij = Q_i K_jᵀ and O_i += P̃_ij V_j run on the tensor cores: mma.sync.m16n8k16 through inline PTX,
 //    operands loaded from shared memory with ldmatrix (.trans for V_j, whose rows are keys).
 //  - Q_i is split across warps as FlashAttention-2 does: each warp owns 16·M_TILES rows of Q_i and sees
@@ -32,7 +32,7 @@
 //  - compute-sanitizer memcheck and racecheck: clean at ragged sizes (gpu.harness --smoke), both layouts.
 //
 // Injected #defines: HEAD_DIM (row length of Q, K, V, O in HBM: d padded to 8), D_MMA (d padded to 16),
-// NWARPS, M_TILES (16-row MMA tiles per warp), BC (Bc, a multiple of 16), Q_IN_REGS, IS_BF16,
+// NWARPS, M_TILES (16-row MMA tiles per warp), BC (Bc, a multiple of 16), Q_IN_REGS, STORAGE (1 fp16, 2 bf16),
 // MIN_BLOCKS (thread blocks per SM the register allocation must allow), SWIZZLE (shared-memory layout).
 
 #define BR (16 * M_TILES * NWARPS)  // Br: query rows per thread block
@@ -47,85 +47,8 @@
 #define NT_S (BC / 8)       // 8-key n-tiles of S_ij
 #define KT_P (BC / 16)      // k-steps of P̃_ij V_j
 #define NT_O (D_MMA / 8)    // 8-column n-tiles of O_i
-#define NEG_INF __int_as_float(0xff800000)  // −∞ (NVRTC has no INFINITY macro)
-#define LN2 0.69314718055994531f
 
-typedef unsigned short elem_t;  // the 16 bits of a float16 or bfloat16
-typedef unsigned int u32;
-
-__device__ __forceinline__ u32 smem_u32(const void* p) { return (u32)__cvta_generic_to_shared(p); }
-
-// 16 bytes HBM → SRAM without passing through registers; src_bytes = 0 writes zeros and reads nothing
-__device__ __forceinline__ void cp_async_16(void* dst, const void* src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
-
-// four 8×8 b16 matrices from SRAM into MMA fragments; lane L gives the address of row L % 8 of matrix L / 8
-__device__ __forceinline__ void ldmatrix_x4(u32 r[4], const elem_t* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(u32 r[4], const elem_t* p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(smem_u32(p)));
-}
-
-// c (16×8, fp32) += a (16×16, row-major) · b (16×8, column-major)
-__device__ __forceinline__ void mma_16816(float c[4], const u32 a[4], u32 b0, u32 b1) {
-#if IS_BF16
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-#else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-#endif
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// two fp32 → one register of two fp16/bf16, `lo` in the low half (the lower column)
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-    u32 r;
-#if IS_BF16
-    asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-#else
-    asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
-#endif
-    return r;
-}
-
-__device__ __forceinline__ float exp2_approx(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-    return y;
-}
-
-// where element (row, col) of a shared-memory tile lives; with SWIZZLE, the 16-byte chunk col / 8 of each
-// group of 8 moves to chunk (col / 8) XOR (row mod 8), so ldmatrix's 8 rows hit 8 different bank groups
-__device__ __forceinline__ int at(int row, int col) {
-#if SWIZZLE
-    const int chunk = col >> 3;
-    return row * SROW + (((chunk & ~7) | ((chunk ^ row) & 7)) << 3) + (col & 7);
-#else
-    return row * SROW + col;
-#endif
-}
-
-// rows row0 … row0 + ROWS − 1 of an (nrows, HEAD_DIM) matrix in HBM → an (ROWS, SROW) tile in SRAM,
-// zeros for rows ≥ nrows and for the columns HEAD_DIM … D_MMA − 1 (they add nothing to any dot product)
-template <int ROWS>
-__device__ __forceinline__ void load_tile(elem_t* tile, const elem_t* hbm, int row0, int nrows, int tid) {
-#pragma unroll
-    for (int it = 0; it < (ROWS * CHUNKS + NTHREADS - 1) / NTHREADS; ++it) {
-        const int chunk = tid + it * NTHREADS;
-        if (ROWS * CHUNKS % NTHREADS == 0 || chunk < ROWS * CHUNKS) {
-            const int r = chunk / CHUNKS, k = (chunk % CHUNKS) * 8;
-            const bool inside = row0 + r < nrows && k < HEAD_DIM;
-            const elem_t* src = inside ? hbm + (size_t)(row0 + r) * HEAD_DIM + k : hbm;
-            cp_async_16(tile + at(r, k), src, inside ? 16 : 0);
-        }
-    }
-}
+#include "common.cuh"  // NEG_INF, LN2, cp.async, ldmatrix, mma, pack2, exp2_approx, at, load_tile
 
 // Q: (batch·heads, N, HEAD_DIM), K and V: (batch·heads, Nk, HEAD_DIM), O: like Q, L: (batch·heads, N).
 // Grid: (Tr, batch·heads), NTHREADS threads, (Br + 4·Bc)·SROW·2 bytes of dynamic shared memory.
@@ -197,7 +120,7 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
             for (int mt = 0; mt < M_TILES; ++mt)
 #pragma unroll
                 for (int kk = 0; kk < KT_D; ++kk)
-                    ldmatrix_x4(q[mt][kk], sQ + at(wrow + mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
+                    ldmatrix_x4(q[mt][kk], smem_u32(sQ + at(wrow + mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
         }
 #endif
 
@@ -218,13 +141,13 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
 #pragma unroll
                 for (int e = 0; e < 4; ++e) a[mt][e] = q[mt][kk][e];
 #else
-                ldmatrix_x4(a[mt], sQ + at(wrow + mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8));
+                ldmatrix_x4(a[mt], smem_u32(sQ + at(wrow + mt * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
 #endif
             }
 #pragma unroll
             for (int np = 0; np < NT_S / 2; ++np) {
                 u32 b[4];  // K_j rows np·16 … np·16 + 15, columns kk·16 … kk·16 + 15: B fragments of two n-tiles
-                ldmatrix_x4(b, K_j + at(np * 16 + (lane & 7) + (lane >> 4) * 8, kk * 16 + ((lane >> 3) & 1) * 8));
+                ldmatrix_x4(b, smem_u32(K_j + at(np * 16 + (lane & 7) + (lane >> 4) * 8, kk * 16 + ((lane >> 3) & 1) * 8)));
 #pragma unroll
                 for (int mt = 0; mt < M_TILES; ++mt) {
                     mma_16816(s[mt][2 * np], a[mt], b[0], b[1]);
@@ -285,16 +208,11 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
         for (int kk = 0; kk < KT_P; ++kk) {
             u32 p[M_TILES][4];
 #pragma unroll
-            for (int mt = 0; mt < M_TILES; ++mt) {
-                p[mt][0] = pack2(s[mt][2 * kk][0], s[mt][2 * kk][1]);
-                p[mt][1] = pack2(s[mt][2 * kk][2], s[mt][2 * kk][3]);
-                p[mt][2] = pack2(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
-                p[mt][3] = pack2(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
-            }
+            for (int mt = 0; mt < M_TILES; ++mt) accumulators_to_a(p[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
 #pragma unroll
             for (int np = 0; np < NT_O / 2; ++np) {
                 u32 b[4];  // V_j rows kk·16 … kk·16 + 15, columns np·16 … np·16 + 15: B fragments of two n-tiles
-                ldmatrix_x4_trans(b, V_j + at(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, np * 16 + (lane >> 4) * 8));
+                ldmatrix_x4_trans(b, smem_u32(V_j + at(kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8, np * 16 + (lane >> 4) * 8)));
 #pragma unroll
                 for (int mt = 0; mt < M_TILES; ++mt) {
                     mma_16816(o[mt][2 * np], p[mt], b[0], b[1]);
@@ -316,13 +234,13 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
             float l_row = l[mt][h];
             l_row += __shfl_xor_sync(0xffffffff, l_row, 1);
             l_row += __shfl_xor_sync(0xffffffff, l_row, 2);
-            const float inv = l_row > 0.f ? 1.f / l_row : 0.f;
+            const float inv = l_row == 0.f ? 0.f : 1.f / l_row;  // a NaN ℓ (NaN in the inputs) stays NaN
             const int row = wrow + mt * 16 + g + 8 * h;
 #pragma unroll
             for (int nt = 0; nt < NT_O; ++nt)
                 *reinterpret_cast<u32*>(sO + at(row, nt * 8 + 2 * t)) = pack2(o[mt][nt][2 * h] * inv, o[mt][nt][2 * h + 1] * inv);
             if (t == 0 && r0 + row < N)
-                L[bh * N + r0 + row] = l_row > 0.f ? (m[mt][h] * scale_log2 + log2f(l_row)) * LN2 : NEG_INF;
+                L[bh * N + r0 + row] = l_row == 0.f ? NEG_INF : (m[mt][h] * scale_log2 + log2f(l_row)) * LN2;
         }
     __syncwarp();
     for (int chunk = lane; chunk < 16 * M_TILES * (HEAD_DIM / 8); chunk += 32) {

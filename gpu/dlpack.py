@@ -1,0 +1,25 @@
+"""Zero-copy between CuPy arrays and torch tensors through DLPack (bfloat16 passes as 16-bit integers)."""
+
+import ml_dtypes
+
+from gpu import device, dtypes
+
+
+def as_torch(x):
+    """The torch tensor sharing `x`'s device memory."""
+    import torch
+
+    if dtypes.name(x.dtype) == "bfloat16":
+        return torch.from_dlpack(x.view("int16")).view(torch.bfloat16)
+    return torch.from_dlpack(x)
+
+
+def as_cupy(t):
+    """The CuPy array sharing torch tensor `t`'s device memory (`t` contiguous, on a CUDA device; never its graph)."""
+    import torch
+
+    cupy = device.require()
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        return cupy.from_dlpack(t.view(torch.int16)).view(ml_dtypes.bfloat16)
+    return cupy.from_dlpack(t)

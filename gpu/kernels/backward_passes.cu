@@ -1,0 +1,56 @@
+// backward_passes.cu: the two element-wise passes around every FlashAttention-2 backward kernel (rungs 4, 5).
+//
+// flash2_bwd_prepass: the FlashAttention-2 paper's Algorithm 2, lines 3–4 (sim/algorithms/flash2_backward.py's
+// pre-pass): D_i = rowsum(dO_i ∘ O_i) in float32, and dQ = 0 — here the float32 accumulator the main kernel
+// adds into with atomics, since its thread blocks (one per K/V block) all update every dQ_i at once.
+// flash2_bwd_dq: dQ = that accumulator, rounded once to the storage dtype.
+//
+// One warp per row in the pre-pass, 16-byte loads where rows are whole 16-byte pieces (WIDE). Their time is part
+// of every backward timing: at N = 2048, d = 64, 16 heads, fp16 (ncu, run 10) 8 µs each, against 209 µs for the
+// main kernel.
+//
+// Injected #defines: HEAD_DIM (row length in HBM), STORAGE (0 fp32, 1 fp16, 2 bf16), WIDE (16-byte loads).
+
+#include "common.cuh"  // storage_t, to_float, from_float
+
+// Σ over the elements of 16 bytes of O times the same 16 bytes of dO, in float32
+__device__ __forceinline__ float dot16(uint4 a, uint4 b) {
+    const u32 x[4] = {a.x, a.y, a.z, a.w}, y[4] = {b.x, b.y, b.z, b.w};
+    float s = 0.f;
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+#if STORAGE == 0
+        s += __uint_as_float(x[w]) * __uint_as_float(y[w]);
+#else
+        s += to_float(x[w] & 0xffff) * to_float(y[w] & 0xffff) + to_float(x[w] >> 16) * to_float(y[w] >> 16);
+#endif
+    }
+    return s;
+}
+
+// O, dO: (rows, HEAD_DIM); D: (rows); dQacc: (rows, HEAD_DIM) float32. Grid: ceil(rows / warps per block).
+extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_t* dO, float* D, float* dQacc, int rows)
+{
+    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (row >= rows) return;
+    const storage_t* o = O + (size_t)row * HEAD_DIM;
+    const storage_t* d_o = dO + (size_t)row * HEAD_DIM;
+    float sum = 0.f;
+#if WIDE
+    constexpr int per = 16 / sizeof(storage_t);  // elements in 16 bytes
+    for (int c = lane * per; c < HEAD_DIM; c += 32 * per)
+        sum += dot16(*reinterpret_cast<const uint4*>(o + c), *reinterpret_cast<const uint4*>(d_o + c));
+#else
+    for (int c = lane; c < HEAD_DIM; c += 32) sum += to_float(o[c]) * to_float(d_o[c]);
+#endif
+    for (int k = 16; k > 0; k /= 2) sum += __shfl_xor_sync(0xffffffff, sum, k);
+    if (lane == 0) D[row] = sum;
+    for (int c = lane; c < HEAD_DIM; c += 32) dQacc[(size_t)row * HEAD_DIM + c] = 0.f;
+}
+
+// dQ[e] = dQacc[e] for e < n, rounded to the storage dtype. Grid-stride.
+extern "C" __global__ void flash2_bwd_dq(const float* dQacc, storage_t* dQ, long long n)
+{
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x)
+        dQ[e] = from_float(dQacc[e]);
+}

@@ -1,0 +1,225 @@
+"""The kernel ladder: one KernelSpec per kernel of gpu/kernels/ (source, #defines, tiling, dtypes, launch geometry).
+
+The launchers, the harness (`python -m gpu.harness --kernel N`), the tests, compare and bench read this and
+nothing else about a kernel. Rungs are numbered as their files: 1–3 forward, 4–5 backward; the helpers (the
+standard baseline's softmax kernels, the backward's two element-wise passes) have no number. Pure Python.
+"""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gpu.tiling import Tiles, backward_tiles, forward_tiles, pad_to, padded_dims
+from sim.dtypes import F
+from sim.errors import InputError
+
+STORAGE_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
+HALF = ("float16", "bfloat16")
+ALL = ("float32", "float16", "bfloat16")
+HALF_SIZE = 2  # bytes of an fp16/bf16 element: the tensor-core kernels' storage
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """One kernel: where its source is, what it accepts, how it is tiled, compiled and launched."""
+
+    name: str  # what `kernel=` selects among its direction's rungs ("v1", "v2", …), or the helper's name
+    rung: int | None  # its number on the ladder (the file's prefix); None for helpers
+    direction: str  # "forward", "backward" or "helper"
+    file: str
+    function: str
+    dtypes: tuple[str, ...]
+    tensor_cores: bool  # rows in device memory padded to 8 elements; fp16/bf16 only
+    default_tiles: Callable[[int], Tiles] | None  # head dim d → the tiling it uses by default
+    defines_of: Callable[[int, str, Tiles | None], dict[str, int]]  # (d, dtype, tiles) → the #defines injected
+    smem_of: Callable[[int, Tiles | None], int]  # (d, tiles) → dynamic shared memory per thread block, in bytes
+    scale_log2: bool = False  # takes τ · log2 e (exp2 kernels) instead of τ
+
+    def row(self, d: int) -> int:
+        """Elements per row of Q, K, V (and O, dO, dQ, dK, dV) in device memory for head dim d."""
+        return padded_dims(d)[0] if self.tensor_cores else d
+
+    def tiles(self, d: int, tiles: Tiles | None = None) -> Tiles | None:
+        """`tiles` if given, else the default for head dim d (None for the helpers, which have no tiling)."""
+        return tiles or (self.default_tiles(d) if self.default_tiles else None)
+
+    def defines(self, d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
+        """The #defines its launcher injects for head dim d (or, for the helpers, row length d) and `dtype`."""
+        return self.defines_of(d, dtype, self.tiles(d, tiles))
+
+    def smem(self, d: int, tiles: Tiles | None = None) -> int:
+        """Dynamic shared memory one thread block allocates, in bytes."""
+        return self.smem_of(d, self.tiles(d, tiles))
+
+    def describe(self) -> str:
+        """'rung 2 (forward v2, 02_flash2_tensorcore.cu)'."""
+        return f"rung {self.rung} ({self.direction} {self.name}, {self.file})"
+
+
+def _mma_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    row, d_mma = padded_dims(d)
+    return {
+        "HEAD_DIM": row,
+        "D_MMA": d_mma,
+        "NWARPS": tiles.warps,
+        "MIN_BLOCKS": tiles.min_blocks,
+        "STORAGE": STORAGE_CODE[dtype],
+    }
+
+
+def _readable_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    return {
+        "HEAD_DIM": d,
+        "BR": tiles.block_rows,
+        "BC": tiles.block_cols,
+        "NTHREADS": tiles.threads,
+        "STORAGE": STORAGE_CODE[dtype],
+    }
+
+
+def _readable_tiles(d: int) -> Tiles:
+    return Tiles(block_rows=32, block_cols=32, warps=4)
+
+
+# -- forward --------------------------------------------------------------------------
+
+
+def _forward_tc_tiles(d: int) -> Tiles:
+    """Rungs 2 and 3 by default (the measurements behind each choice: gpu/NOTES.md)."""
+    if padded_dims(d)[1] <= 64:
+        return forward_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2)
+    return forward_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2)
+
+
+def _forward_v3_tiles(d: int) -> Tiles:
+    """Rung 3 by default: rung 2's, but Bc = 48 for d > 64 (run 9: 342 / 289 TFLOP/s against Bc = 32's 310 / 267)."""
+    if padded_dims(d)[1] <= 64:
+        return _forward_tc_tiles(d)
+    return forward_tiles(warps=4, m_tiles=2, block_cols=48, q_in_regs=False, min_blocks=2)
+
+
+def _forward_tc_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    return _mma_defines(d, dtype, tiles) | {
+        "M_TILES": tiles.m_tiles,
+        "BC": tiles.block_cols,
+        "Q_IN_REGS": int(tiles.q_in_regs),
+        "SWIZZLE": int(tiles.swizzle),
+    }
+
+
+def _forward_tc_smem(d: int, tiles: Tiles) -> int:
+    """Q_i (Br rows) and two stages each of K_j and V_j (Bc rows), padded or swizzled rows."""
+    d_mma = padded_dims(d)[1]
+    row = pad_to(d_mma, 64) if tiles.swizzle else d_mma + 8
+    return HALF_SIZE * (tiles.block_rows + 4 * tiles.block_cols) * row
+
+
+def _forward_readable_smem(d: int, tiles: Tiles) -> int:
+    """Q_i, O_i (Br × d), K_j, V_j (Bc × d), S_ij (Br × Bc), m_i, ℓ_i and the rescale factors (Br), float32."""
+    br, bc = tiles.block_rows, tiles.block_cols
+    return F * (2 * br * d + 2 * bc * d + br * bc + 3 * br)
+
+
+def _forward(name, rung, file, **kw) -> KernelSpec:
+    return KernelSpec(name, rung, "forward", file, f"flash2_{name}_fwd", **kw)
+
+
+FORWARD = {
+    "v1": _forward("v1", 1, "01_flash2_readable.cu", dtypes=ALL, tensor_cores=False, default_tiles=_readable_tiles,
+                   defines_of=_readable_defines,
+                   smem_of=_forward_readable_smem),
+    "v2": _forward("v2", 2, "02_flash2_tensorcore.cu", dtypes=HALF, tensor_cores=True, default_tiles=_forward_tc_tiles,
+                   defines_of=_forward_tc_defines, smem_of=_forward_tc_smem, scale_log2=True),
+    "v3": _forward("v3", 3, "03_flash2_lane_offsets.cu", dtypes=HALF, tensor_cores=True,
+                   default_tiles=_forward_v3_tiles, defines_of=_forward_tc_defines, smem_of=_forward_tc_smem, scale_log2=True),
+}  # fmt: skip
+DEFAULT_FORWARD = "v3"
+
+# -- backward -------------------------------------------------------------------------
+
+
+def _backward_tc_tiles(d: int) -> Tiles:
+    """Rung 5 by default: 8 warps of 16 keys (Bc = 128), 64 queries per step."""
+    return backward_tiles(warps=8, block_rows=64)
+
+
+def _backward_tc_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    return _mma_defines(d, dtype, tiles) | {"BR": tiles.block_rows}
+
+
+def _backward_tc_smem(d: int, t: Tiles) -> int:
+    """K_j, V_j (Bc rows), two stages of Q_i, dO_i (Br rows), dS_ijᵀ (Bc × (Br + 8)), two stages of L_i, D_i."""
+    row = padded_dims(d)[1] + 8
+    br, bc = t.block_rows, t.block_cols
+    return HALF_SIZE * (2 * bc * row + 4 * br * row + bc * (br + 8)) + F * 4 * br
+
+
+def _backward_readable_smem(d: int, t: Tiles) -> int:
+    """K_j, V_j, dK_j, dV_j (Bc × d), Q_i, dO_i (Br × d), P_ij, dS_ij (Br × Bc), L_i, D_i (Br), float32."""
+    br, bc = t.block_rows, t.block_cols
+    return F * (4 * bc * d + 2 * br * d + 2 * br * bc + 2 * br)
+
+
+def _backward(name, rung, file, **kw) -> KernelSpec:
+    return KernelSpec(name, rung, "backward", file, f"flash2_{name}_bwd", **kw)
+
+
+BACKWARD = {
+    "v1": _backward("v1", 4, "04_flash2_backward_readable.cu", dtypes=ALL, tensor_cores=False,
+                    default_tiles=_readable_tiles, defines_of=_readable_defines,
+                    smem_of=_backward_readable_smem),
+    "v2": _backward("v2", 5, "05_flash2_backward_tensorcore.cu", dtypes=HALF, tensor_cores=True,
+                    default_tiles=_backward_tc_tiles, defines_of=_backward_tc_defines, smem_of=_backward_tc_smem),
+}  # fmt: skip
+DEFAULT_BACKWARD = "v2"
+
+# -- helpers: the standard baseline's row kernels, the backward's element-wise passes ---------------------------
+
+SOFTMAX_THREADS = 256
+
+
+def _helper(name, file, function, dtypes, defines) -> KernelSpec:
+    return KernelSpec(name, None, "helper", file, function, dtypes, False, None, defines, lambda d, t: 0)
+
+
+def _passes_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
+    """`d` here is the row length in device memory; 16-byte loads when a row is whole 16-byte pieces."""
+    size = {"float32": F, "float16": 2, "bfloat16": 2}[dtype]
+    return {"HEAD_DIM": d, "STORAGE": STORAGE_CODE[dtype], "WIDE": int(d * size % 16 == 0)}
+
+
+def _rows_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
+    return {"STORAGE": STORAGE_CODE[dtype], "NTHREADS": SOFTMAX_THREADS}
+
+
+HELPERS = {
+    "softmax": _helper("softmax", "softmax_rows.cu", "softmax_rows", HALF, _rows_defines),
+    "softmax_backward": _helper("softmax_backward", "softmax_backward_rows.cu", "softmax_backward_rows", HALF, _rows_defines),
+    "bwd_prepass": _helper("bwd_prepass", "backward_passes.cu", "flash2_bwd_prepass", ALL, _passes_defines),
+    "bwd_dq": _helper("bwd_dq", "backward_passes.cu", "flash2_bwd_dq", ALL, _passes_defines),
+}  # fmt: skip
+
+LADDER = {spec.rung: spec for spec in (*FORWARD.values(), *BACKWARD.values())}
+ALL_SPECS = (*FORWARD.values(), *BACKWARD.values(), *HELPERS.values())
+
+
+def forward(name: str | None) -> KernelSpec:
+    """The forward kernel `name` ("v1", "v2", "v3"; None: the default), or InputError naming the choices."""
+    return _pick("kernel", FORWARD, DEFAULT_FORWARD if name is None else name)
+
+
+def backward(name: str | None) -> KernelSpec:
+    """The backward kernel `name` ("v1", "v2"; None: the default), or InputError naming the choices."""
+    return _pick("kernel", BACKWARD, DEFAULT_BACKWARD if name is None else name)
+
+
+def rung(number: int) -> KernelSpec:
+    """Rung `number` of the ladder, or InputError naming the rungs."""
+    if number not in LADDER:
+        raise InputError(f"kernel: expected a rung number among {', '.join(map(str, sorted(LADDER)))}, got {number!r}")
+    return LADDER[number]
+
+
+def _pick(arg: str, table: dict[str, KernelSpec], name) -> KernelSpec:
+    if name not in table:
+        raise InputError(f"{arg}: expected one of {', '.join(table)}, got {name!r}")
+    return table[name]

@@ -1,0 +1,46 @@
+"""`flashsim demo train`: a tiny model trained on the GPU with flashsim's kernels and with the standard baseline."""
+
+import click
+
+from sim.cli import options
+from sim.cli.options import console
+
+
+@click.group("demo")
+def demo_group() -> None:
+    """Demonstrations on a GPU."""
+
+
+@demo_group.command("train")
+@click.option("--steps", type=options.POSITIVE, default=300, show_default=True, help="Optimizer steps per run.")
+@options.dtype("bf16", choices=("fp16", "bf16"))
+@click.option(
+    "--plot",
+    "plot_path",
+    type=click.Path(dir_okay=False, writable=True),
+    default="train-loss.svg",
+    show_default=True,
+    help="Where the two loss curves go (SVG).",
+)
+@options.JSON_REPORT
+def train_command(steps, dtype, plot_path, json_path) -> None:
+    """Train a tiny causal language model twice, flashsim FlashAttention and standard attention: loss curves, tokens/s."""
+    from gpu import plot, render_train, results, train
+
+    config = train.TrainConfig(steps=steps, dtype={"fp16": "float16", "bf16": "bfloat16"}[dtype])
+    report = train.train(
+        config,
+        progress=lambda impl, step, loss: console.print(f"{impl}: step {step}, loss {loss:.4f}", style="dim"),
+        command=options.command_line(),
+    )
+    console.print(render_train.training_table(report))
+    with open(plot_path, "w") as f:
+        f.write(
+            plot.line_chart(report["losses"], title="tiny causal LM: training loss", x_label="step", y_label="loss")
+        )
+    console.print(f"loss curves: {plot_path}")
+    if json_path:
+        results.write(report, json_path)
+
+
+COMMANDS = (demo_group,)

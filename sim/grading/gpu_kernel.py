@@ -1,0 +1,65 @@
+"""Assignment 5's kernel: the student's online-softmax device function inside the readable FlashAttention-2 kernel.
+
+`splice` replaces line 9 of `gpu/kernels/01_flash2_readable.cu` (the per-row online-softmax
+update) with a call to the student's `online_softmax_row`, defined just before the kernel; the rest
+of the kernel is the project's own. `run` compiles and launches it with CuPy in the submission's
+process; the grader compares O and L with the float64 reference, as for the simulator.
+"""
+
+import numpy as np
+
+from gpu import registry, source, tiling
+from sim.errors import InputError
+
+LINE_9 = "        // line 9:"
+AFTER = "        __syncthreads();\n        // line 10:"
+KERNEL = 'extern "C" __global__'
+CALL = (
+    "        // line 9, the student's: one thread per row updates (m_i, ℓ_i), turns S_ij's row into P̃_ij, sets the rescale\n"
+    "        for (int r = tid; r < rows; r += NTHREADS) online_softmax_row(S_ij + r * BC, BC, m_i + r, l_i + r, rescale + r);\n"
+)
+TILES = tiling.Tiles(block_rows=32, block_cols=32, warps=4)
+READABLE = registry.FORWARD["v1"]  # rung 1
+
+
+def template() -> str:
+    """The readable kernel's source, as the project ships it, with the helpers it includes (common.cuh) inlined."""
+    return source.render(READABLE.file, {})
+
+
+def splice(kernel: str, device_function: str) -> str:
+    """The kernel with line 9 replaced by a call to `device_function` (CUDA source defining online_softmax_row)."""
+    start, end, at = kernel.find(LINE_9), kernel.find(AFTER), kernel.find(KERNEL)
+    if min(start, end, at) < 0 or not start < end:
+        raise InputError(f"gpu kernel: line 9 or the kernel's entry point was not found in {READABLE.file}")
+    if not isinstance(device_function, str) or "online_softmax_row" not in device_function:
+        raise InputError("online_softmax_row_source() must return CUDA source that defines online_softmax_row")
+    return kernel[:at] + device_function + "\n\n" + kernel[at:start] + CALL + kernel[end:]
+
+
+def launch_settings(problem) -> dict:
+    """What the submission's process needs to build and launch the kernel for one test."""
+    c = problem.case
+    return {"template": template(), "causal": c["causal"], "scale": c["scale"]}
+
+
+def run(device_function: str, header: dict, arrays: list) -> list[np.ndarray]:
+    """Compile the spliced kernel, run it on q, k, v (N, d)/(Nk, d); return [O, L] as float64."""
+    import cupy
+
+    q, k, v = arrays
+    N, d = q.shape
+    defines = READABLE.defines(d, str(q.dtype), TILES)
+    code = "".join(f"#define {n} {x}\n" for n, x in defines.items()) + splice(header["template"], device_function)
+    fn = cupy.RawModule(code=code, options=("--std=c++17",)).get_function(READABLE.function)
+    smem = READABLE.smem(d, TILES)
+    if smem > 48 * 1024:
+        fn.max_dynamic_shared_size_bytes = smem
+    Q, K, V = (cupy.asarray(x) for x in (q, k, v))
+    O = cupy.zeros_like(Q)
+    L = cupy.zeros(N, dtype=cupy.float32)
+    grid = (-(-N // TILES.block_rows), 1, 1)
+    args = (Q, K, V, O, L, np.int32(N), np.int32(k.shape[0]), np.float32(header["scale"]), np.int32(header["causal"]))
+    fn(grid, (TILES.threads, 1, 1), args, shared_mem=smem)
+    cupy.cuda.runtime.deviceSynchronize()
+    return [O.get().astype(np.float64), L.get().astype(np.float64)]

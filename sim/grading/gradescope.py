@@ -1,0 +1,69 @@
+"""Gradescope: the results.json of one graded submission, and the autograder folder that produces it.
+
+results.json follows Gradescope's autograder specification: a score, one entry per test (name,
+score, max_score, status "passed"/"failed", output, visibility), and a leaderboard of the HBM
+bytes the grader booked (fewer is better, so its order is "asc").
+"""
+
+import json
+import shutil
+from pathlib import Path
+
+from sim.grading.report import SubmissionReport
+
+VISIBILITY = ("visible", "hidden", "after_due_date", "after_published")
+
+RUN_AUTOGRADER = """#!/usr/bin/env bash
+# Gradescope runs this for every submission: grade the uploaded .py file(s) with the master beside it.
+set -u
+cd /autograder/source
+/autograder/venv/bin/flashsim grade {master} /autograder/submission \\
+    --gradescope /autograder/results/results.json --hidden-visibility {hidden}
+"""
+
+SETUP_SH = """#!/usr/bin/env bash
+# Gradescope runs this once, when it builds the autograder's image (Ubuntu 22.04 or newer).
+set -eu
+apt-get update && apt-get install -y python3 python3-venv python3-pip
+python3 -m venv /autograder/venv
+/autograder/venv/bin/pip install /autograder/source/flashsim-*.whl
+"""
+
+
+def results(report: SubmissionReport, hidden_visibility: str = "hidden") -> dict:
+    """Gradescope's results.json for one submission."""
+    tests = [
+        {
+            "name": t.name,
+            "score": round(t.points, 2) if not report.flagged else 0.0,
+            "max_score": t.max_points,
+            "status": "passed" if t.status == "passed" else "failed",
+            "output": t.feedback + (f"\n[{t.case}]" if t.case else ""),
+            "visibility": "visible" if t.visibility == "public" else hidden_visibility,
+        }
+        for t in report.tests
+    ]
+    lines = [*(f"scored 0: the submission {f}" for f in report.flags), *report.notes, f"seed {report.seed}"]
+    out = {"score": round(report.score, 2), "execution_time": round(report.seconds, 2), "output": "\n".join(lines),
+           "tests": tests}  # fmt: skip
+    if report.hbm_bytes is not None and not report.flagged:
+        out["leaderboard"] = [{"name": "HBM bytes", "value": report.hbm_bytes, "order": "asc"}]
+    return out
+
+
+def write(report: SubmissionReport, path: Path, hidden_visibility: str = "hidden") -> None:
+    """Write results.json."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(results(report, hidden_visibility), indent=2, ensure_ascii=False))
+
+
+def write_autograder(folder: Path, master: Path, hidden: str = "hidden") -> None:
+    """The autograder zip's contents: setup.sh, run_autograder and the master (add a flashsim wheel, then zip)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(master, folder / master.name)
+    for name, text in (
+        ("setup.sh", SETUP_SH),
+        ("run_autograder", RUN_AUTOGRADER.format(master=master.name, hidden=hidden)),
+    ):
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)

@@ -1,0 +1,127 @@
+"""The submission's process: guard it, import the submission, run each test the grader sends, report back.
+
+Started by `sim.grading.sandbox` as `python -I -B` with two pipe descriptors. The grader's first
+message says which modules and paths are off limits and which file to import; each later one is a
+test for a driver: "chip" (a function run on a proxy chip), "update"/"merge" (the online softmax's
+functions on arrays), "gpu" (a CUDA device function compiled into the readable kernel).
+"""
+
+import importlib.util
+import os
+import sys
+import traceback
+import tracemalloc
+import warnings
+
+import numpy as np
+
+from sim.grading import guard
+from sim.grading.proxy import Link, ProxyChip
+
+
+def main(fd_in: int, fd_out: int) -> None:
+    """Serve the grader until it says bye or the pipe closes."""
+    link = Link(fd_in, fd_out)
+    hello, _ = link.receive()
+    guard.purge(hello["forbid"])
+    own = [(os.path.dirname(os.path.realpath(hello["file"])) + os.sep, None)]
+    rules = [tuple(r) for r in hello["denied"]] + [(p, None) for p in guard.readable()] + own
+    guard.install(
+        lambda what, detail: link.post({"op": "violation", "what": what, "detail": detail}), hello["forbid"], rules
+    )
+    warnings.simplefilter("ignore")  # NumPy's overflow warnings would print the submission's lines, nothing more
+    try:
+        spec = importlib.util.spec_from_file_location("submission", hello["file"])
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    except BaseException as e:
+        link.post({"op": "import_failed", **describe(e, hello["file"])})
+        return
+    link.post({"op": "ready"})
+    while True:
+        try:
+            header, arrays = link.receive()
+        except EOFError:
+            return
+        if header["op"] == "bye":
+            return
+        run_test(module, header, arrays, link, hello["file"])
+
+
+def run_test(module, header: dict, arrays: list, link: Link, file: str) -> None:
+    """Run one test's driver; send "done" with its results and memory peak, or "raised" with what went wrong."""
+    if header.get("trace_memory"):
+        tracemalloc.start()
+    try:
+        results = DRIVERS[header["driver"]](module, header, arrays, link)
+        peak = tracemalloc.get_traced_memory()[1] if tracemalloc.is_tracing() else None
+    except BaseException as e:
+        tracemalloc.stop()
+        link.post({"op": "raised", **describe(e, file)})
+        return
+    tracemalloc.stop()
+    try:
+        arrays = [np.asarray(r, dtype=np.float64) for r in results]
+    except (TypeError, ValueError) as e:
+        link.post(
+            {"op": "raised", "type": "TypeError", "message": f"returned something that is not arrays of numbers ({e})"}
+        )
+        return
+    link.post({"op": "done", "peak": peak}, arrays)
+
+
+def entry(module, name: str):
+    """The submission's function `name`, or a clear error."""
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise NameError(f"the submission defines no function {name}()")
+    return fn
+
+
+def chip_driver(module, header: dict, arrays: list, link: Link) -> list:
+    """Call the entry function on a proxy chip; its results are what the grader's HBM holds afterwards."""
+    chip = ProxyChip(link, header["sram_bytes"], header["tensors"])
+    entry(module, header["entry"])(chip, **header["kwargs"])
+    return []
+
+
+def update_driver(module, header: dict, arrays: list, link: Link) -> list:
+    """Fold `update(m, ℓ, x)` over the columns of X, from the empty state; return the final (m, ℓ)."""
+    (X,) = arrays
+    m, ℓ = np.full(X.shape[0], -np.inf), np.zeros(X.shape[0])
+    update = entry(module, "update")
+    for t in range(X.shape[1]):
+        m, ℓ = update(m, ℓ, X[:, t].copy())
+    return [m, ℓ]
+
+
+def merge_driver(module, header: dict, arrays: list, link: Link) -> list:
+    """`merge(m₁, ℓ₁, m₂, ℓ₂)` of two partial states."""
+    return list(entry(module, "merge")(*(a.copy() for a in arrays)))
+
+
+def gpu_driver(module, header: dict, arrays: list, link: Link) -> list:
+    """Compile the submission's device function into the readable kernel and run it on the GPU."""
+    from sim.grading import gpu_kernel
+
+    return gpu_kernel.run(entry(module, header["entry"])(), header, arrays)
+
+
+DRIVERS = {"chip": chip_driver, "update": update_driver, "merge": merge_driver, "gpu": gpu_driver}
+
+
+def describe(e: BaseException, file: str) -> dict:
+    """The exception's type, its message's first line and the submission's line that raised it
+    (read from the traceback's frames; no source file is opened)."""
+    where = ""
+    for frame, line in traceback.walk_tb(e.__traceback__):
+        if frame.f_code.co_filename == file:
+            where = f"line {line}, in {frame.f_code.co_name}"
+    if isinstance(e, SystemExit):
+        return {"type": "SystemExit", "message": f"called sys.exit({e.code!r})", "where": where}
+    text = str(e).strip()
+    return {"type": type(e).__name__, "message": text.splitlines()[0][:300] if text else "", "where": where}
+
+
+if __name__ == "__main__":
+    main(int(sys.argv[1]), int(sys.argv[2]))

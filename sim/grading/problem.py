@@ -1,0 +1,143 @@
+"""A test made concrete: a case drawn from the test's ranges with a seed, its inputs, and what the answer must be.
+
+Every grading run draws fresh shapes (a run seed, given or random, and the test's name seed each
+test), so a failure is reproduced by grading again with the seed the report prints. All the
+submissions of one run get the same cases.
+"""
+
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.dtypes import DTYPES
+from sim.errors import InputError
+from sim.format import human_bytes, percent
+from sim.grading import reference, tolerance, traffic
+
+MEMORY_SLACK = 256 << 10  # the memory test's allowance beyond 4 × SRAM: the harness's own buffers, NumPy temporaries
+SHAPE_KEYS = ("N", "Nk", "d", "Br", "Bc", "rows", "length")
+
+
+@dataclass
+class Problem:
+    """One test of one run: the drawn case, the inputs, the reference answer, the limits it is checked against."""
+
+    test: dict
+    case: dict
+    inputs: dict[str, np.ndarray]  # placed in the grader's HBM (chip) or sent to the submission (the others)
+    reference: dict[str, np.ndarray]
+    bounds: dict[str, object] = field(default_factory=dict)  # per output: an elementwise bound or a scalar
+    expected: traffic.Expected | None = None
+    sram_bytes: int = 0
+    memory_bound: int | None = None
+    kwargs: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.test["name"]
+
+    def describe(self) -> str:
+        """The case in one line: shape, dtype, mask, blocks, SRAM."""
+        c = self.case
+        if c.get("rows") is not None:
+            return f"{c['rows']} rows × {c['length']} logits, scale {c['logit_scale']:g}, {percent(c['masked'])} masked"
+        parts = [f"N={c['N']}", f"Nk={c['Nk']}", f"d={c['d']}", c["dtype"]] + (["causal"] if c["causal"] else [])
+        parts += [f"Br={c['Br']}", f"Bc={c['Bc']}"] + ([f"SRAM {self.sram_bytes:,} B"] if self.sram_bytes else [])
+        return ", ".join(parts)
+
+
+def seed_of(run_seed: int, name: str) -> int:
+    """The seed of one test in one run."""
+    return int(np.random.SeedSequence([run_seed, zlib.crc32(name.encode())]).generate_state(1)[0])
+
+
+def draw(test: dict, seed: int) -> dict:
+    """The test's ranges ([lo, hi] inclusive, a list of choices for dtype) drawn with `seed`."""
+    rng = np.random.default_rng(seed)
+    case = {"seed": seed}
+    for key in SHAPE_KEYS:
+        value = test.get(key)
+        if isinstance(value, list):
+            value = int(rng.integers(value[0], value[1] + 1))
+        case[key] = value
+    if case["Nk"] == "N":
+        case["Nk"] = case["N"]
+    dtype = test.get("dtype", "fp32")
+    case["dtype"] = dtype[int(rng.integers(len(dtype)))] if isinstance(dtype, list) else dtype
+    case["causal"] = bool(test.get("causal", False))
+    case["logit_scale"] = float(test.get("logit_scale", 1.0))
+    case["masked"] = float(test.get("masked", 0.0))
+    if case["d"] is not None:
+        case["scale"] = 1.0 / np.sqrt(case["d"])
+    return case
+
+
+def make(grading: dict, test: dict, run_seed: int) -> Problem:
+    """Draw the case of `test` for this run and work out its inputs and answer."""
+    case = draw(test, seed_of(run_seed, test["name"]))
+    rng = np.random.default_rng(case["seed"])
+    if grading["driver"] == "softmax":
+        return _softmax(test, case, rng)
+    return _attention(grading, test, case, rng)
+
+
+def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
+    N, Nk, d, dt = case["N"], case["Nk"], case["d"], DTYPES[case["dtype"]]
+    q, k = ((rng.standard_normal((n, d)) * case["logit_scale"]).astype(dt) for n in (N, Nk))
+    v = rng.standard_normal((Nk, d)).astype(dt)
+    o, lse = reference.forward(q, k, v, causal=case["causal"], scale=case["scale"])
+    kwargs = {"Br": case["Br"], "Bc": case["Bc"], "scale": case["scale"]}
+    if grading.get("causal_argument", False):
+        kwargs["causal"] = case["causal"]
+    if grading["driver"] == "gpu":
+        return Problem(test, case, {"Q": q, "K": k, "V": v}, {"O": o, "L": lse},
+                       {"O": tolerance.output("flash2", o, v, dt, Nk, case["Bc"]), "L": tolerance.lse(lse)}, kwargs=kwargs)  # fmt: skip
+    expected = traffic.expected(grading, case)
+    sram = int(test["sram"]) if "sram" in test else int(expected.sram_peak * test.get("sram_slack", 1.25))
+    if grading.get("pass") == "backward":
+        do = rng.standard_normal((N, d)).astype(dt)
+        inputs = {"Q": q, "K": k, "V": v, "O": o.astype(dt), "dO": do, "L": lse.astype(np.float32)}
+        dq, dk, dv = reference.backward(q, k, v, do, causal=case["causal"], scale=case["scale"])
+        answer = {"dQ": dq, "dK": dk, "dV": dv}
+        bounds = {name: tolerance.gradient(g) for name, g in answer.items()}
+    else:
+        inputs, answer = {"Q": q, "K": k, "V": v}, {"O": o}
+        bounds = {"O": tolerance.output(grading["algorithm"], o, v, dt, Nk, case["Bc"])}
+        stat = "L" if grading["algorithm"] == "flash2" else "ℓ"
+        answer[stat], bounds[stat] = lse, tolerance.lse(lse)
+    problem = Problem(test, case, inputs, answer, bounds, expected, sram, kwargs=kwargs)
+    if test["check"] == "memory":
+        problem.memory_bound = 4 * sram + MEMORY_SLACK
+        whole = 4 * N * Nk
+        if whole < 4 * problem.memory_bound:
+            raise InputError(
+                f"test {test['name']!r}: at N={N}, Nk={Nk} an N × Nk float32 matrix ({human_bytes(whole)}) is not far "
+                f"above the memory bound ({human_bytes(problem.memory_bound)}); use a larger shape or smaller blocks"
+            )
+    return problem
+
+
+def _softmax(test: dict, case: dict, rng) -> Problem:
+    rows, length = case["rows"], case["length"]
+    X = rng.standard_normal((rows, length)) * case["logit_scale"]
+    X[rng.random((rows, length)) < case["masked"]] = -np.inf
+    if test.get("empty_row") and rows > 1:
+        X[0] = -np.inf
+    m, ℓ = _state(X)
+    if test["check"] == "update":
+        return Problem(test, case, {"X": X}, {"m": m, "ℓ": ℓ})
+    split = rng.integers(0, length + 1, size=rows)
+    left = np.where(np.arange(length) < split[:, None], X, -np.inf)
+    right = np.where(np.arange(length) >= split[:, None], X, -np.inf)
+    (m1, ℓ1), (m2, ℓ2) = _state(left), _state(right)
+    return Problem(test, case, {"m₁": m1, "ℓ₁": ℓ1, "m₂": m2, "ℓ₂": ℓ2}, {"m": m, "ℓ": ℓ})
+
+
+def _state(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The float64 (m, ℓ) of each row: m = max, ℓ = Σ exp(x − m); (−∞, 0) for a row of −∞ only."""
+    m = X.max(axis=1)
+    finite = np.isfinite(m)
+    ℓ = np.zeros(len(m))
+    ℓ[finite] = np.exp(X[finite] - m[finite, None]).sum(axis=1)
+    return m, ℓ

@@ -1,0 +1,71 @@
+"""Rich renderables of grading reports: pure functions, no printing."""
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from sim.format import count, seconds
+from sim.grading.report import SubmissionReport
+
+STYLES = {"passed": "green", "partial": "yellow", "failed": "red", "not run": "red", "skipped": "dim"}
+
+
+def submission(report: SubmissionReport, self_check: bool = False) -> Group:
+    """One submission: a header line, a table of its tests with feedback, its flags and notes."""
+    head = Text.assemble(
+        (report.submission, "bold"), f" · {report.assignment} · ",
+        (f"{report.score:g} / {report.max_score:g}", "bold red" if report.flagged else "bold"),
+        f" · seed {report.seed} · {seconds(report.seconds)}",
+    )  # fmt: skip
+    table = Table(show_edge=False, pad_edge=False, expand=False)
+    for name, justify in (
+        ("test", "left"),
+        ("", "left"),
+        ("points", "right"),
+        ("status", "left"),
+        ("feedback", "left"),
+    ):
+        table.add_column(name, justify=justify, overflow="fold")
+    for t in report.tests:
+        table.add_row(
+            t.name, "hidden" if t.visibility == "hidden" else "", f"{t.points:g} / {t.max_points:g}",
+            Text(t.status, STYLES.get(t.status, "")), Text(t.feedback + (f"\n[{t.case}]" if t.case else ""), "default"),
+        )  # fmt: skip
+    parts = [head, table]
+    parts += [Text(f"scored 0: the submission {flag}", "bold red") for flag in report.flags]
+    parts += [Text(note, "yellow") for note in report.notes]
+    if self_check:
+        parts.append(Text("self-check: the public tests only; the grader also runs hidden tests", "dim"))
+    parts.append(Text(f"reproduce this run's cases with --seed {report.seed}", "dim"))
+    return Group(*parts)
+
+
+def summary(reports: list[SubmissionReport]) -> Table:
+    """A folder graded: one row per submission."""
+    table = Table(title=f"{len(reports)} submissions", show_edge=False)
+    for name, justify in (("submission", "left"), ("score", "right"), ("HBM bytes", "right"), ("notes", "left")):
+        table.add_column(name, justify=justify, overflow="fold")
+    for r in reports:
+        notes = "; ".join(
+            [*r.flags, *(f"{t.name}: {t.feedback}" for t in r.tests if t.status in ("failed", "not run"))][:2]
+        )
+        table.add_row(
+            r.submission, f"{r.score:g} / {r.max_score:g}", count(r.hbm_bytes) if r.hbm_bytes else "—", notes[:160]
+        )
+    return table
+
+
+def bench(report: dict) -> Table:
+    """`flashsim bench grade`'s table."""
+    m = report["machine"]
+    table = Table(title=f"grading {report['submissions']} submissions of {report['assignment']} "
+                        f"({m['cpu']}, {m['cores']} cores, {report['jobs']} at a time)", show_edge=False)  # fmt: skip
+    for name, justify in (("submissions", "left"), ("count", "right"), ("scores", "left")):
+        table.add_column(name, justify=justify)
+    for kind, k in report["kinds"].items():
+        table.add_row(kind, str(k["count"]), ", ".join(f"{s:g}" for s in k["scores"]))
+    per = report["per_submission_seconds"]
+    table.add_section()
+    table.add_row("all", str(report["submissions"]), f"{seconds(report['seconds'])} in all; per submission "
+                  f"{seconds(per['median'])} median, {seconds(per['max'])} at most")  # fmt: skip
+    return table

@@ -1,0 +1,50 @@
+"""What grading produced: one result per test, one report per submission."""
+
+from dataclasses import dataclass, field
+
+
+@dataclass
+class TestResult:
+    """One test of one submission: points earned of the test's points, and the feedback line."""
+
+    name: str
+    visibility: str  # "public" or "hidden"
+    points: float
+    max_points: float
+    status: str  # "passed", "partial", "failed", "not run", "skipped"
+    feedback: str
+    case: str = ""  # the drawn shape, for reproducing
+    hbm_bytes: int | None = None  # booked by the grader, for an IO test with a correct output
+
+
+@dataclass
+class SubmissionReport:
+    """One submission graded: its tests, its score, and anything that stopped it."""
+
+    submission: str
+    assignment: str
+    seed: int
+    tests: list[TestResult] = field(default_factory=list)
+    flags: list[str] = field(default_factory=list)  # e.g. "tried to read the instructor solutions: …"
+    notes: list[str] = field(default_factory=list)  # e.g. why a GPU assignment was not graded here
+    printed: str = ""  # the start of what it printed
+    seconds: float = 0.0
+
+    @property
+    def score(self) -> float:
+        return 0.0 if self.flagged else sum(t.points for t in self.tests)
+
+    @property
+    def max_score(self) -> float:
+        return sum(t.max_points for t in self.tests)
+
+    @property
+    def flagged(self) -> bool:
+        """Whether the submission tried to reach the solutions (scored zero, whatever its tests say)."""
+        return bool(self.flags)
+
+    @property
+    def hbm_bytes(self) -> int | None:
+        """The leaderboard's number: HBM bytes of the IO tests with a correct output (None if none)."""
+        measured = [t.hbm_bytes for t in self.tests if t.hbm_bytes is not None]
+        return sum(measured) if measured else None

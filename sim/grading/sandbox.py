@@ -1,0 +1,203 @@
+"""One submission's process: `python -I -B` in a new session, a temporary directory, resource limits, a watchdog.
+
+The grader talks to it through two pipes of its own (frames of `sim.grading.wire`); its stdout
+and stderr are read with a cap. A run that outlives its wall-clock budget, prints too much or
+breaks the protocol is ended by killing the whole process group.
+"""
+
+import os
+import selectors
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import sim
+from sim.format import human_bytes
+from sim.grading import wire
+
+SIM_ROOT = str(Path(sim.__file__).resolve().parent.parent)  # what the child puts first on its path to import sim
+
+# The child's first lines, before anything else is imported: its own limits, then the harness.
+BOOTSTRAP = """
+import resource, sys
+cpu, memory, fsize = (int(x) for x in sys.argv[1:4])
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+if memory:
+    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+sys.path.insert(0, sys.argv[4])
+from sim.grading.harness import main
+main(int(sys.argv[5]), int(sys.argv[6]))
+"""
+
+
+PASSED_ON = (
+    "CUDA_",
+    "CUPY_",
+    "NVIDIA_",
+    "LD_LIBRARY_PATH",
+)  # the only variables of the grader's environment the child sees
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one submission's process may use."""
+
+    wall_s: float = 10.0  # per test, wall clock
+    cpu_s: int = 60  # the whole process, CPU time (RLIMIT_CPU)
+    memory_bytes: int = 1 << 30  # address space (RLIMIT_AS); 0 for none (CUDA maps far more than it uses)
+    output_bytes: int = 1 << 20  # stdout + stderr
+    file_bytes: int = 1 << 20  # largest file it may write (RLIMIT_FSIZE)
+
+
+DEFAULT_LIMITS = Limits()
+
+
+class ChildDied(Exception):
+    """The submission's process ended, or was ended, in the middle of a test; the message says how."""
+
+
+class Child:
+    """A running harness process for one submission file."""
+
+    def __init__(self, submission: Path, limits: Limits):
+        self.limits = limits
+        self.dir = tempfile.mkdtemp(prefix="flashsim-grade-")
+        self.file = Path(self.dir) / submission.name
+        shutil.copyfile(submission, self.file)
+        to_child, self._out = os.pipe()
+        self._in, from_child = os.pipe()
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.dir, "LANG": "C.UTF-8"}
+        env |= {k: v for k, v in os.environ.items() if k.startswith(PASSED_ON)}  # where CUDA is, for the GPU path
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
+        argv = [str(limits.cpu_s), str(limits.memory_bytes), str(limits.file_bytes), SIM_ROOT]
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-B", "-c", BOOTSTRAP, *argv, str(to_child), str(from_child)],
+            cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            pass_fds=(to_child, from_child), start_new_session=True,
+        )  # fmt: skip
+        os.close(to_child)
+        os.close(from_child)
+        self.reader = wire.Reader()
+        self.output = {"stdout": bytearray(), "stderr": bytearray()}
+        self.printed = 0
+        self.killed_for: str | None = None
+        self.violations: list[dict] = []
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self._in, selectors.EVENT_READ, "pipe")
+        self.selector.register(self.proc.stdout, selectors.EVENT_READ, "stdout")
+        self.selector.register(self.proc.stderr, selectors.EVENT_READ, "stderr")
+
+    def exchange(self, header: dict, arrays=(), serve=None, wall_s: float | None = None) -> tuple[dict, list]:
+        """Send a message, answer the child's requests with `serve(header, arrays)` until it sends its
+        answer (a frame whose op is not a request), and return that; ChildDied if it does not in time."""
+        deadline = time.monotonic() + (wall_s or self.limits.wall_s)
+        watchdog = threading.Timer(deadline - time.monotonic() + 2.0, self.kill, ("timeout",))
+        watchdog.start()
+        try:
+            if header:
+                self._send(header, arrays)
+            while True:
+                while self.reader.ready:
+                    frame, data = self.reader.ready.popleft()
+                    if frame["op"] == "violation":
+                        self.violations.append(frame)
+                    elif frame["op"] in ("load", "put", "free", "store", "alloc"):
+                        reply = serve(frame, data) if serve else ({"op": "refused", "message": "no chip"}, [])
+                        if reply is not None:
+                            self._send(*reply)
+                    else:
+                        return frame, data
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.kill("timeout")
+                    raise ChildDied(
+                        f"did not finish within {self.limits.wall_s if wall_s is None else wall_s:g} s (wall clock)"
+                    )
+                self._pump(left)
+        finally:
+            watchdog.cancel()
+
+    def _send(self, header: dict, arrays=()) -> None:
+        try:
+            wire.send(self._out, header, arrays)
+        except (BrokenPipeError, OSError):
+            raise ChildDied(self.death()) from None
+
+    def _pump(self, timeout: float) -> None:
+        """Read whatever the child has written within `timeout` seconds."""
+        for key, _ in self.selector.select(min(timeout, 0.5)):
+            fd = key.fileobj if isinstance(key.fileobj, int) else key.fileobj.fileno()
+            chunk = os.read(fd, 1 << 20)
+            if key.data == "pipe":
+                if not chunk:
+                    raise ChildDied(self.death())
+                try:
+                    self.reader.feed(chunk)
+                except wire.WireError as e:
+                    self.kill("protocol")
+                    raise ChildDied(f"broke the grader's protocol ({e})") from None
+            elif chunk:
+                self.printed += len(chunk)
+                kept = self.output[key.data]
+                kept += chunk[: max(0, 4096 - len(kept))]
+                if self.printed > self.limits.output_bytes:
+                    self.kill("output")
+                    raise ChildDied(f"printed more than {human_bytes(self.limits.output_bytes)}; stopped")
+            else:
+                self.selector.unregister(key.fileobj)
+
+    def death(self) -> str:
+        """Why the process is gone: its signal or exit code, read with the limits it ran under."""
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill("hung")
+            code = self.proc.wait()
+        err = bytes(self.output["stderr"]).decode(errors="replace")
+        if self.killed_for == "timeout":
+            return f"did not finish within {self.limits.wall_s:g} s (wall clock)"
+        if "MemoryError" in err or (code == -signal.SIGKILL and not self.killed_for):
+            return f"ran out of memory (limit {human_bytes(self.limits.memory_bytes)})"
+        if code in (-signal.SIGXCPU, -signal.SIGKILL):
+            return f"used more than {self.limits.cpu_s} s of CPU time"
+        if code < 0:
+            return f"crashed ({signal.Signals(-code).name})"
+        last = err.strip().splitlines()[-1:] or [""]
+        return f"exited with code {code} in the middle of the test {last[0][:200]}".rstrip()
+
+    def kill(self, why: str) -> None:
+        """End the whole process group."""
+        self.killed_for = self.killed_for or why
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close(self) -> None:
+        """Say goodbye, end the process group, remove the temporary directory."""
+        if self.proc.poll() is None:
+            try:
+                wire.send(self._out, {"op": "bye"})
+                self.proc.wait(timeout=2)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill("closed")
+        self.proc.wait()
+        self.selector.close()
+        for f in (self.proc.stdout, self.proc.stderr):
+            f.close()
+        os.close(self._in)
+        os.close(self._out)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def printed_text(self) -> str:
+        """The start of what the submission printed (stdout, then stderr)."""
+        return b"".join(bytes(v) for v in self.output.values()).decode(errors="replace")

@@ -1,0 +1,135 @@
+"""An assignment's master file, read without running it: its statement, GRADING settings and TESTS.
+
+A master (`lessons/assignments/NN_name.py`) is a Python module whose docstring is the statement,
+whose `GRADING` dict says how it is graded and whose `TESTS` list holds the tests, public and
+hidden (`# BEGIN HIDDEN TESTS` … `# END HIDDEN TESTS`). Both are literals, read with
+`ast.literal_eval`: the grader never imports a master or a student's copy of one.
+"""
+
+import ast
+from dataclasses import dataclass
+from pathlib import Path
+
+import sim
+from sim.dtypes import DTYPES
+from sim.errors import InputError
+
+ASSIGNMENTS_DIR = Path(sim.__file__).resolve().parent.parent / "lessons" / "assignments"
+DRIVERS = {"chip": ("output", "io", "memory"), "softmax": ("update", "merge"), "gpu": ("output",)}
+VISIBILITY = ("public", "hidden")
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """A master (or a student's copy of one): where it is, its statement, settings and tests."""
+
+    path: Path
+    statement: str
+    grading: dict
+    tests: tuple[dict, ...]
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def title(self) -> str:
+        return self.grading.get("title", self.name)
+
+    def public(self) -> "Assignment":
+        """The same assignment with its public tests only."""
+        return Assignment(
+            self.path, self.statement, self.grading, tuple(t for t in self.tests if t["visibility"] == "public")
+        )
+
+    @property
+    def points(self) -> float:
+        return sum(t["points"] for t in self.tests)
+
+
+def locate(name: str) -> Path:
+    """A master's path from a path, or from a name in lessons/assignments ("02", "2", "02_flash1_forward")."""
+    path = Path(name)
+    if path.is_file():
+        return path.resolve()
+    if path.is_dir():
+        masters = sorted(path.glob("[0-9][0-9]_*.py"))
+        if len(masters) == 1:
+            return masters[0].resolve()
+        raise InputError(f"assignment: {name} is a folder with {len(masters)} assignment files; name one")
+    found = sorted(ASSIGNMENTS_DIR.glob("[0-9][0-9]_*.py")) if ASSIGNMENTS_DIR.is_dir() else []
+    for master in found:
+        number = master.name[:2]
+        if name in (master.stem, master.name, number, number.lstrip("0")):
+            return master
+    names = ", ".join(m.stem for m in found) or f"none found in {ASSIGNMENTS_DIR}"
+    raise InputError(f"assignment: no file or assignment named {name!r}; known: {names}")
+
+
+def masters() -> list[Path]:
+    """Every master in lessons/assignments, in order."""
+    return sorted(ASSIGNMENTS_DIR.glob("[0-9][0-9]_*.py")) if ASSIGNMENTS_DIR.is_dir() else []
+
+
+def load(path: Path) -> Assignment:
+    """Read and check an assignment file (a master, or a student's copy with its public tests)."""
+    path = Path(path)
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"assignment: cannot read {path} ({e})") from None
+    except SyntaxError as e:
+        raise InputError(f"assignment: {path.name} line {e.lineno}: {e.msg}") from None
+    values = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in ("GRADING", "TESTS"):
+                try:
+                    values[node.targets[0].id] = ast.literal_eval(node.value)
+                except ValueError:
+                    raise InputError(f"assignment: {path.name}: {node.targets[0].id} must be a literal") from None
+    for key in ("GRADING", "TESTS"):
+        if key not in values:
+            raise InputError(f"assignment: {path.name} has no {key} (is it an assignment file?)")
+    grading, tests = values["GRADING"], values["TESTS"]
+    check_grading(grading, path.name)
+    names = set()
+    for test in tests:
+        check_test(test, grading["driver"], path.name)
+        if test["name"] in names:
+            raise InputError(f"assignment: {path.name}: two tests are named {test['name']!r}")
+        names.add(test["name"])
+    return Assignment(path, ast.get_docstring(tree) or "", grading, tuple(tests))
+
+
+def check_grading(grading, where: str) -> None:
+    """GRADING: a driver flashsim knows, and what that driver needs."""
+    if not isinstance(grading, dict) or grading.get("driver") not in DRIVERS:
+        raise InputError(f"assignment: {where}: GRADING['driver'] must be one of {', '.join(DRIVERS)}")
+    if grading["driver"] == "chip":
+        for key in ("entry", "algorithm", "outputs"):
+            if key not in grading:
+                raise InputError(f"assignment: {where}: GRADING needs {key!r} for the chip driver")
+        if grading["algorithm"] not in ("flash1", "flash2"):
+            raise InputError(f"assignment: {where}: GRADING['algorithm'] must be flash1 or flash2")
+        if grading.get("pass", "forward") not in ("forward", "backward"):
+            raise InputError(f"assignment: {where}: GRADING['pass'] must be forward or backward")
+
+
+def check_test(test, driver: str, where: str) -> None:
+    """One test: a name, a visibility, points, a check the driver knows, and shapes it can draw."""
+    if not isinstance(test, dict) or not isinstance(test.get("name"), str):
+        raise InputError(f"assignment: {where}: every test is a dict with a 'name'")
+    label = f"assignment: {where}: test {test['name']!r}"
+    if test.get("visibility") not in VISIBILITY:
+        raise InputError(f"{label}: visibility must be public or hidden")
+    if not isinstance(test.get("points"), int | float) or test["points"] <= 0:
+        raise InputError(f"{label}: points must be a positive number")
+    if test.get("check") not in DRIVERS[driver]:
+        raise InputError(f"{label}: check must be one of {', '.join(DRIVERS[driver])}")
+    for key in ("dtype",):
+        choices = test.get(key, "fp32")
+        if any(c not in DTYPES for c in (choices if isinstance(choices, list) else [choices])):
+            raise InputError(f"{label}: dtype must be fp16, bf16 or fp32 (or a list of them)")
+    if test["check"] == "io" and not 1.0 <= test.get("io_full", 1.0) < test.get("io_zero", 1.5):
+        raise InputError(f"{label}: io thresholds need 1 ≤ io_full < io_zero")

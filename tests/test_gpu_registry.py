@@ -1,0 +1,51 @@
+"""The kernel registry (no GPU needed): every tiling it uses or tunes fits in shared memory, and bad tilings are refused."""
+
+import pytest
+
+from gpu import registry
+from gpu.harness import TUNE
+from gpu.tiling import backward_tiles
+from sim.errors import InputError
+
+H100_SMEM, A100_SMEM = 227 * 1024, 163 * 1024  # dynamic shared memory one thread block may opt into
+
+
+@pytest.mark.parametrize(
+    "spec", [s for s in registry.ALL_SPECS if s.default_tiles], ids=lambda s: f"{s.direction}-{s.name}"
+)
+def test_default_tilings_fit_on_ampere_and_hopper(spec):
+    for d in range(1, 129):
+        assert spec.smem(d, None) <= A100_SMEM, d
+
+
+def test_tuned_tilings_fit_on_hopper():
+    for (direction, d), variants in TUNE.items():
+        for name, tiles in variants:
+            spec = registry.forward(name) if direction == "forward" else registry.backward(name)
+            assert spec.smem(d, tiles) <= H100_SMEM
+            if tiles is not None:
+                assert spec.smem(d, tiles) * tiles.min_blocks <= 228 * 1024  # the SM's shared memory holds min_blocks
+
+
+def test_backward_smem_counts_every_buffer():
+    # d = 128 (rows of 136 elements), Bc = 128, Br = 64: K, V, two stages of Q and dO, dSᵀ (128 × 72), L and D
+    assert registry.backward("v2").smem(128, None) == 2 * (2 * 128 * 136 + 4 * 64 * 136 + 128 * 72) + 4 * 4 * 64
+
+
+def test_bad_backward_tilings_are_refused():
+    with pytest.raises(InputError, match="Br must be a multiple of 16"):
+        backward_tiles(warps=8, block_rows=40)
+    with pytest.raises(InputError, match="Br must be a multiple of 16"):
+        backward_tiles(warps=6, block_rows=64)
+
+
+def test_kernel_names_and_rungs():
+    assert (
+        registry.forward(None).name == registry.DEFAULT_FORWARD
+        and registry.backward(None).name == registry.DEFAULT_BACKWARD
+    )
+    assert [registry.rung(n).direction for n in (1, 2, 3, 4, 5)] == ["forward"] * 3 + ["backward"] * 2
+    with pytest.raises(InputError, match="kernel: expected a rung number among 1, 2, 3, 4, 5"):
+        registry.rung(9)
+    with pytest.raises(InputError, match="kernel: expected one of v1, v2, v3"):
+        registry.forward("v9")

@@ -1,0 +1,29 @@
+"""Assignment 5 on a GPU: the master's device function, compiled into the readable kernel, scores full marks."""
+
+from pathlib import Path
+
+import pytest
+
+from sim.grading import export, gpu_kernel, grader, spec
+
+
+def test_the_splice_replaces_line_9_with_a_call_and_keeps_the_rest():
+    master = spec.locate("05")
+    namespace: dict = {}
+    exec(compile(master.read_text(), str(master), "exec"), namespace)
+    kernel = gpu_kernel.template()
+    spliced = gpu_kernel.splice(kernel, namespace["online_softmax_row_source"]())
+    assert spliced.count("__device__ void online_softmax_row(") == 1
+    assert spliced.index("online_softmax_row(float* S") < spliced.index('extern "C" __global__')
+    assert "online_softmax_row(S_ij + r * BC, BC, m_i + r, l_i + r, rescale + r);" in spliced
+    assert "rowsum += p;" not in spliced.split('extern "C" __global__')[1]  # the kernel's own line 9 is gone
+    assert spliced.split("// line 10:")[1] == kernel.split("// line 10:")[1]
+
+
+@pytest.mark.gpu
+def test_the_master_scores_full_marks_and_the_stub_zero_on_the_gpu(tmp_path):
+    assignment = spec.load(spec.locate("05"))
+    stub = export.export(assignment.path, student=tmp_path)
+    right, wrong = grader.grade(assignment, [assignment.path, Path(stub)], seed=3, jobs=1)
+    assert right.score == 100, [t.feedback for t in right.tests]
+    assert wrong.score == 0 and all(t.feedback.startswith("not implemented yet") for t in wrong.tests)

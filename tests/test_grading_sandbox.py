@@ -1,0 +1,131 @@
+"""Submissions that misbehave — overflow SRAM, hang, raise, exhaust memory, print megabytes, reach for the
+solutions, forge their numbers — each get a clear line, and the grader goes on with the next one."""
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from grading_submissions import variants
+
+from sim.grading import grader, sandbox, spec
+
+SUBMISSIONS = Path(__file__).parent / "grading_submissions"
+ENTRIES = {"01": ("update", "merge"), "02": ("forward",), "03": ("forward",), "04": ("backward",)}
+FAST = sandbox.Limits(wall_s=1.0)
+
+BODIES = {
+    "hangs": "    while True:\n        pass",
+    "raises": "    raise ValueError('deliberately broken')",
+    "exhausts_memory": "    return np.ones(1 << 33).sum()",
+    "prints_megabytes": "    for _ in range(4096):\n        print('x' * 1023)",
+    "reads_solution": "    open(SOLUTION).read()",
+    "overflows_sram": "    args[0].put('everything', np.zeros(1 << 16))",
+}
+
+
+def hostile(folder: Path, name: str) -> list[Path]:
+    """One submission per misbehaviour, with the assignment's entry points."""
+    master = spec.locate(name)
+    paths = []
+    for kind, body in BODIES.items():
+        if kind == "overflows_sram" and name == "01":
+            continue
+        functions = "\n\n".join(f"def {entry}(*args, **kwargs):\n{body}\n" for entry in ENTRIES[name])
+        path = folder / f"{kind}.py"
+        path.write_text(f"import numpy as np\n\nSOLUTION = {str(master)!r}\n\n\n{functions}")
+        paths.append(path)
+    return paths
+
+
+def first_tests(assignment, n=2):
+    return replace(assignment, tests=assignment.tests[:n])
+
+
+@pytest.mark.parametrize("name", list(ENTRIES))
+def test_each_misbehaviour_gets_its_own_clear_report(name, tmp_path):
+    assignment = first_tests(spec.load(spec.locate(name)), 3)
+    reports = {r.submission: r for r in grader.grade(assignment, hostile(tmp_path, name), seed=1, jobs=2, limits=FAST)}
+    first = {k: r.tests[0].feedback for k, r in reports.items()}
+
+    assert first["hangs.py"] == "did not finish within 1 s (wall clock)"
+    assert reports["hangs.py"].tests[2].feedback.startswith("not run: the submission's process died 2 times")
+    assert first["raises.py"] == "raised ValueError: deliberately broken (line 7, in " + ENTRIES[name][0] + ")"
+    assert first["exhausts_memory.py"].startswith("ran out of memory: MemoryError (line 7")
+    assert first["prints_megabytes.py"] == "printed more than 1.0 MiB; stopped"
+    assert reports["reads_solution.py"].flags == [f"tried to read the instructor solutions: {spec.locate(name)}"]
+    assert reports["reads_solution.py"].score == 0
+    assert (
+        reports["reads_solution.py"].tests[1].feedback
+        == "not run: the submission tried to read the instructor solutions"
+    )
+    if name != "01":
+        assert first["overflows_sram.py"].startswith("SRAM overflow: everything (256.0 KiB) does not fit")
+    for r in reports.values():
+        assert r.score == 0 and len(r.tests) == 3
+
+
+def test_the_library_own_listing_cannot_be_imported_while_grading():
+    (report,) = grader.grade(
+        first_tests(spec.load(spec.locate("02"))), [SUBMISSIONS / "02" / "imports_library.py"], seed=1
+    )
+    assert report.flags == ["imported the library's solution: sim.algorithms"] and report.score == 0
+    assert "could not import the submission: raised ImportError" in report.tests[0].feedback
+
+
+def test_an_sram_overflow_names_the_buffers():
+    (report,) = grader.grade(spec.load(spec.locate("02")), [SUBMISSIONS / "02" / "overflow.py"], seed=1)
+    overflowed = [t.feedback for t in report.tests if t.feedback.startswith("SRAM overflow: ")]
+    assert len(overflowed) >= 6
+    assert any("S (4.0 MiB) does not fit; resident: Q 32.0 KiB, K 32.0 KiB, V 32.0 KiB" in f for f in overflowed)
+
+
+def test_forged_counts_and_outputs_gain_nothing(tmp_path):
+    assignment = spec.load(spec.locate("02"))
+    paths = [SUBMISSIONS / "02" / "fa2_loop_order.py", variants.forger(tmp_path), SUBMISSIONS / "02" / "forges_done.py"]
+    honest, forged, done = grader.grade(assignment, paths, seed=2, jobs=2)
+    assert [(t.points, t.status) for t in forged.tests] == [(t.points, t.status) for t in honest.tests]
+    assert forged.hbm_bytes == honest.hbm_bytes and forged.score == honest.score < 100
+    assert done.score == 0 and all(t.status == "failed" for t in done.tests)
+
+
+def test_the_grader_goes_on_after_a_bad_submission(tmp_path):
+    assignment = first_tests(spec.load(spec.locate("02")))
+    paths = [*hostile(tmp_path, "02")[:2], spec.locate("02")]
+    reports = grader.grade(assignment, paths, seed=1, jobs=1, limits=FAST)
+    assert [r.score for r in reports] == [0, 0, assignment.points]
+
+
+MISUSES = {
+    "load outside K": ('chip.load("K_j", "K", (0, 10**6))', "refused: load K rows [0, 1000000] outside 0…"),
+    "store a value not in SRAM": (
+        'chip.hbm.alloc("O", (2, 2), np.float32); chip.store("O", np.zeros((2, 2)), (0, 2))',
+        "raised AssertionError: store: only SRAM-resident buffers can be written to HBM",
+    ),
+    "overwrite an input": ('chip.hbm.alloc("Q", (4, 4), np.float32)', "refused: hbm.alloc: Q is an input"),
+    "read HBM directly": (
+        'chip.hbm.tensors["K"][0]',
+        "raised InputError: HBM tensor K cannot be indexed: bring a tile",
+    ),
+    "place a result": (
+        'chip.hbm.place("O", np.zeros(3))',
+        "raised InputError: hbm.place: the grader places the inputs",
+    ),
+}
+
+
+def test_misusing_the_chip_gets_a_refusal_naming_the_call(tmp_path):
+    paths = []
+    for i, (code, _) in enumerate(MISUSES.values()):
+        path = tmp_path / f"misuse_{i}.py"
+        path.write_text(f"import numpy as np\n\n\ndef forward(chip, *, Br, Bc, scale):\n    {code}\n")
+        paths.append(path)
+    reports = grader.grade(first_tests(spec.load(spec.locate("02")), 1), paths, seed=1, jobs=2)
+    for (what, (_, message)), report in zip(MISUSES.items(), reports, strict=True):
+        assert report.tests[0].feedback.startswith(message), (what, report.tests[0].feedback)
+
+
+def test_no_loaded_module_leads_to_the_library_listings():
+    (report,) = grader.grade(
+        first_tests(spec.load(spec.locate("02")), 1), [SUBMISSIONS / "02" / "finds_listings.py"], seed=1
+    )
+    assert report.tests[0].feedback.startswith("raised RuntimeError: nothing"), report.tests[0].feedback

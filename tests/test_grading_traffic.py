@@ -1,0 +1,93 @@
+"""IO scoring: the expectation equals the closed form; the score is linear between its thresholds; the message names the cause."""
+
+import numpy as np
+import pytest
+
+from sim import iomodel
+from sim.grading import reference, traffic
+from sim.reference import attention, attention_backward
+
+
+def case(N, Nk, d, dtype, causal, Br, Bc):
+    return {"N": N, "Nk": Nk, "d": d, "dtype": dtype, "causal": causal, "Br": Br, "Bc": Bc, "scale": d**-0.5}
+
+
+@pytest.mark.parametrize("algorithm, backward", [("flash1", False), ("flash2", False), ("flash2", True)])
+@pytest.mark.parametrize(
+    "shape", [(37, 53, 8, "fp16", False, 8, 16), (53, 37, 8, "bf16", True, 16, 8), (64, 64, 16, "fp32", True, 16, 16)]
+)
+def test_expected_traffic_adds_up_to_the_closed_form(algorithm, backward, shape):
+    c = case(*shape)
+    grading = {"algorithm": algorithm, "pass": "backward" if backward else "forward"}
+    exp = traffic.expected(grading, c)
+    s = {"fp16": 2, "bf16": 2, "fp32": 4}[c["dtype"]]
+    form = (iomodel.backward_counts if backward else iomodel.counts)(
+        algorithm, c["N"], c["Nk"], c["d"], s, c["Br"], c["Bc"], c["causal"]
+    )
+    assert sum(exp.per_tensor.values()) == exp.optimum == form.hbm_bytes
+    if not backward:
+        assert exp.per_tensor["K", "read"] == exp.per_tensor["V", "read"]
+        assert exp.per_tensor["Q", "read"] == s * c["N"] * c["d"] * (
+            -(-c["Nk"] // c["Bc"]) if algorithm == "flash1" else 1
+        )
+
+
+def expectation():
+    """Algorithm 1 at N = Nk = 64, d = 8, fp16, Br = 16, Bc = 32: K and V read once (1,024 B each)."""
+    return traffic.expected({"algorithm": "flash1"}, case(64, 64, 8, "fp16", False, 16, 32))
+
+
+def booked(exp, **changes):
+    out: dict = {}
+    for (t, d), n in exp.per_tensor.items():
+        out.setdefault(t, {"read": 0, "write": 0})[d] = n
+    for key, n in changes.items():
+        t, d = key.rsplit("_", 1)
+        out.setdefault(t, {"read": 0, "write": 0})[d] = n
+    return out
+
+
+def test_matching_traffic_scores_full_marks():
+    exp = expectation()
+    v = traffic.score(booked(exp), {}, exp, {"Q", "K", "V"}, 1.0, 1.5)
+    assert (v.fraction, v.ratio) == (1.0, 1.0) and v.message.startswith("HBM traffic matches Algorithm 1")
+
+
+def test_the_score_is_linear_between_the_thresholds():
+    exp = expectation()
+    extra = exp.optimum // 4  # K read again for a quarter of the optimum: x = 1.25, halfway between 1.0 and 1.5
+    v = traffic.score(booked(exp, K_read=exp.per_tensor["K", "read"] + extra), {"K": 1024}, exp, {"K"}, 1.0, 1.5)
+    assert v.ratio == pytest.approx(1 + extra / exp.optimum) and v.fraction == pytest.approx((1.5 - v.ratio) / 0.5)
+    assert traffic.score(booked(exp, K_read=10**9), {}, exp, {"K"}, 1.0, 1.5).fraction == 0.0
+
+
+def test_the_message_names_the_tensors_and_how_often_they_were_read():
+    exp = expectation()
+    v = traffic.score(booked(exp, K_read=32 * 1024, V_read=32 * 1024), {"K": 1024, "V": 1024}, exp, {"K", "V"}, 1.0, 1.5,
+                      "check your loop order")  # fmt: skip
+    assert v.message.startswith(
+        "K and V were read 32 times each where Algorithm 1 reads them once — check your loop order"
+    )
+    s = traffic.score(booked(exp, S_write=4 * 64 * 64), {"S": 4 * 64 * 64}, exp, {"K"}, 1.0, 1.5, "hint")
+    assert s.message.startswith("S was written once where Algorithm 1 never writes it (")
+    assert "hint" not in s.message  # the hint is for inputs read too often
+
+
+@pytest.mark.parametrize(
+    "N, Nk, causal", [(37, 53, False), (53, 37, True), (37, 53, True), (1, 40, True), (40, 1, True)]
+)
+def test_the_row_blocked_reference_equals_the_whole_one(N, Nk, causal, monkeypatch):
+    monkeypatch.setattr(reference, "CHUNK_ELEMENTS", 100)  # a few rows at a time
+    rng = np.random.default_rng(N * Nk)
+    q, do = rng.standard_normal((2, N, 8))
+    k, v = rng.standard_normal((2, Nk, 8))
+    o, lse = reference.forward(q, k, v, causal=causal, scale=0.3)
+    want_o, want_lse = attention(q, k, v, causal=causal, scale=0.3)
+    assert np.allclose(o, want_o, rtol=1e-12, atol=1e-14) and np.array_equal(np.isneginf(lse), np.isneginf(want_lse))
+    assert np.allclose(lse[np.isfinite(lse)], want_lse[np.isfinite(want_lse)], rtol=1e-12)
+    for got, want in zip(
+        reference.backward(q, k, v, do, causal=causal, scale=0.3),
+        attention_backward(q, k, v, do, causal=causal, scale=0.3),
+        strict=True,
+    ):
+        assert np.allclose(got, want, rtol=1e-10, atol=1e-12)
