@@ -4,7 +4,7 @@ time ≈ tile pairs × the listing's per-pair overhead + the work in them (matmu
 written to HBM), with the work taken from the registry's closed forms. The constants are fitted on this project's
 machine (2 cores of an Intel Xeon, Python 3.11, NumPy 2.4, one BLAS thread) to 54 full-numerics runs of the three
 listings (N = 1,024 … 8,192, d = 16 … 128, fp16 and fp32, blocks 8 … 128), which the model predicts within
-0.45×–1.9×: an estimate says "about", and refuses only what is far over the limit.
+0.54×–1.9×: an estimate says "about", and refuses only what is far over the limit.
 memory ≈ what is held to the end (the inputs and outputs of every head, the recorded steps) + the largest of
 the phases' temporaries (the float64 draw of the inputs; what the chip holds for one head, its HBM tensors and
 their float32 copies, N × Nk ones where the forward leaves P; the float64 reference's copies and one block of rows).
@@ -28,7 +28,7 @@ LIMIT_SECONDS = 30.0  # what would take longer is refused up front (FLASHSIM_MAX
 PER_PAIR = 50e-6  # seconds of Python per tile pair: the chip's loads, puts, stores and bookkeeping
 PER_FLOP = 10e-12  # a tile-sized float32 matmul, per FLOP
 PER_EXP = 6e-9
-PER_WRITE = {2: 17e-9, 4: 3e-9}  # per element written to HBM, by itemsize (a cast to fp16/bf16 is slow)
+PER_WRITE = {2: 25e-9, 4: 3e-9}  # per element written to HBM, by itemsize (a cast to fp16/bf16 is slow)
 PER_STEP = 60e-6  # recording one step of a trace (its residents, accesses, code line)
 STEP_BYTES = 600  # one recorded step in memory
 STEPS_PER_PAIR = 6  # steps a listing records per tile pair (4 for flash2, 6 for flash1 and standard)
