@@ -14,31 +14,25 @@ from sim.ledger import Ledger
 from sim.results import Gradients, Result
 
 
-def forward(
-    algorithm: str, *, n: int, d: int, nk: int | None = None, batch: int = 1, heads: int = 1, dtype: str = "fp16",
-    causal: bool = False, scale: float | None = None, block_rows: int | None = None, block_cols: int | None = None,
-    blocks: str = "fit", sram_bytes: int | None = None, hardware=None,
-) -> Result:  # fmt: skip
-    """`sim.count`'s Result, from the closed form: the forward pass of batch × heads heads."""
-    config = _configure(algorithm, False, n, d, nk, batch, heads, dtype, causal, scale, block_rows, block_cols,
-                        blocks, sram_bytes, hardware)  # fmt: skip
-    parts = iomodel.kernels(algorithm, *_shape(config), causal)
-    return Result(**config, **_costs(algorithm, config, parts, backward=False), output=None)
+def forward(algorithm: str, **shape) -> Result:
+    """`sim.count`'s Result, from the closed form: the forward pass of batch × heads heads (`shape`: `count`'s
+    keywords, as `counted` takes them)."""
+    config, costs = counted(algorithm, False, **shape)
+    return Result(**config, **costs, output=None)
 
 
-def backward(
-    algorithm: str, *, n: int, d: int, nk: int | None = None, batch: int = 1, heads: int = 1, dtype: str = "fp16",
-    causal: bool = False, scale: float | None = None, block_rows: int | None = None, block_cols: int | None = None,
-    blocks: str = "fit", sram_bytes: int | None = None, hardware=None,
-) -> Gradients:  # fmt: skip
+def backward(algorithm: str, **shape) -> Gradients:
     """`sim.count_backward`'s Gradients, from the closed form: the backward pass of batch × heads heads."""
-    config = _configure(algorithm, True, n, d, nk, batch, heads, dtype, causal, scale, block_rows, block_cols,
-                        blocks, sram_bytes, hardware)  # fmt: skip
-    parts = iomodel.backward_kernels(algorithm, *_shape(config), causal)
-    return Gradients(**config, **_costs(algorithm, config, parts, backward=True), dq=None, dk=None, dv=None)
+    config, costs = counted(algorithm, True, **shape)
+    return Gradients(**config, **costs, dq=None, dk=None, dv=None)
 
 
-def _configure(algorithm, backward, n, d, nk, batch, heads, dtype, causal, scale, Br, Bc, rule, sram, hardware):
+def counted(
+    algorithm: str, backward: bool, *, n: int, d: int, nk: int | None = None, batch: int = 1, heads: int = 1,
+    dtype: str = "fp16", causal: bool = False, scale: float | None = None, block_rows: int | None = None,
+    block_cols: int | None = None, blocks: str = "fit", sram_bytes: int | None = None, hardware=None,
+) -> tuple[dict, dict]:  # fmt: skip
+    """A pass's configuration, checked (`sim.inputs.configure_shape`), and its costs by the closed form."""
     from sim.algorithms import get  # the registry points back at the closed forms this module reads
 
     if backward and get(algorithm).backward is None:
@@ -47,9 +41,10 @@ def _configure(algorithm, backward, n, d, nk, batch, heads, dtype, causal, scale
     for name, value in (("n", n), ("d", d), ("batch", batch), ("heads", heads)):
         check_positive(name, value)
     nk = n if nk is None else check_positive("nk", nk)
-    return configure_shape(
-        algorithm, backward, batch * heads, n, nk, d, dtype, scale, causal, Br, Bc, rule, sram, hardware
-    )
+    config = configure_shape(algorithm, backward, batch * heads, n, nk, d, dtype, scale, causal, block_rows,
+                             block_cols, blocks, sram_bytes, hardware)  # fmt: skip
+    parts = (iomodel.backward_kernels if backward else iomodel.kernels)(algorithm, *_shape(config), causal)
+    return config, _costs(algorithm, config, parts, backward)
 
 
 def _shape(config: dict) -> tuple:

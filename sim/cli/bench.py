@@ -7,6 +7,7 @@ from sim import bench
 from sim.algorithms import REGISTRY
 from sim.cli import estimate, options
 from sim.cli.options import console
+from sim.format import count
 from sim.grading.commands import bench_grade_command
 from sim.inputs import configure_shape
 from sim.viz import bench as bench_viz
@@ -47,7 +48,7 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path) -> None:
             est += estimate.Estimate(probe.seconds) + estimate.Estimate(transient=probe.bytes)
         return est
 
-    what = f"timing every algorithm at N = {n:,}, d = {d}, {repeats + 2} times, and a flash2 run at N = {memory_n:,}"
+    what = f"timing every algorithm at N = {count(n)}, d = {d}, {repeats + 2} times, and a flash2 run at N = {count(memory_n)}"
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, repeats=repeats,
                    memory_n=memory_n)  # fmt: skip
     result = bench.bench_sim(n=n, d=d, dtype=dtype, repeats=repeats, memory_n=memory_n or None)
@@ -102,7 +103,7 @@ def bench_trace_command(ctx, n, d, dtype, hardware_name, keys, json_path) -> Non
             est += estimate.Estimate(recorded.seconds + keys * SCREEN_SECONDS, 0, recorded.bytes, recorded.steps)
         return est
 
-    what = f"recording every algorithm at N = {n:,}, d = {d} and pressing {keys:,} keys in each"
+    what = f"recording every algorithm at N = {count(n)}, d = {d} and pressing {count(keys)} keys in each"
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, keys=keys)
 
     rows = viewer_timing.bench_open(n=n, d=d, dtype=dtype, hardware=hardware_name, keys=keys)
@@ -127,7 +128,7 @@ def bench_cli_command(ctx, n, d, counts_n, json_path) -> None:
         counts = [estimate.counting(counts_n, _configure(a, counts_n, d, "fp16")["block_rows"]) for a in REGISTRY]
         return estimate.Estimate(run.seconds + sum(c.seconds for c in counts), 0, run.bytes)
 
-    what = f"a flash2 run at N = {n:,}, d = {d}, and counts at N = {counts_n:,}"
+    what = f"a flash2 run at N = {count(n)}, d = {d}, and counts at N = {count(counts_n)}"
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, counts_n=counts_n)
     result = bench.bench_cli(n=n, d=d, counts_n=counts_n)
     console.print(bench_viz.cli_table(result))

@@ -237,7 +237,7 @@ def guard(
 
         best = largest(fits, sizes[name] - 1)
         if best:
-            hints = [*hints, f"{option} {best:,} or less"]
+            hints = [*hints, f"{option} {count(best)} or less"]
     refuse(est, option, what, " or ".join(hints) or "smaller sizes", limit)
 
 

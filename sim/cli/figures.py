@@ -16,7 +16,7 @@ from sim.cli.options import console, print_json
 from sim.cli.progress import Work
 from sim.dtypes import itemsize
 from sim.errors import InputError
-from sim.format import abs_error
+from sim.format import abs_error, count
 from sim.inputs import configure_shape, random_inputs
 from sim.viz import decode as decode_viz
 from sim.viz import paper as paper_viz
@@ -112,7 +112,7 @@ def sweep_command(
     estimate.guard(
         click.get_current_context(),
         lambda: _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward),
-        f"a sweep of {configurations:,} configuration{'s' * (configurations > 1)}",
+        f"a sweep of {count(configurations)} configuration{'s' * (configurations > 1)}",
         ["fewer or smaller N, or larger --block"],
     )  # fmt: skip
     sw = sweep.sweep(
@@ -171,7 +171,7 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
         model = estimate.sweeping(len(splits or ()), sum(splits or ()))  # the occupancy of each number of splits
         return estimate.process() + model + estimate.decoding(queries, nk, d, dtype, Bc, P)
 
-    what = f"Flash-Decoding of {queries:,} query row{'s' * (queries > 1)} against Nk = {nk:,} keys, d = {d}"
+    what = f"Flash-Decoding of {count(queries)} query row{'s' * (queries > 1)} against Nk = {count(nk)} keys, d = {d}"
     estimate.guard(ctx, cost, what, [], nk=nk, queries=queries, d=d)
     choices = splits or sorted({1, best, *(2**i for i in range(1, 8) if 2**i <= min(nk, 2 * best))})
     rows = [occupancy.occupancy(batch, heads, P, queries, nk, d, s, hw) for P in choices]

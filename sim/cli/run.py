@@ -10,6 +10,7 @@ from sim.cli.options import console, print_json
 from sim.cli.progress import Work
 from sim.dtypes import DTYPES
 from sim.errors import InputError
+from sim.format import count
 from sim.inputs import configure_shape, random_inputs
 from sim.viz import backward as backward_viz
 from sim.viz import run as run_viz
@@ -163,7 +164,7 @@ def compare_command(
                                 Bc=tiles.block_cols, causal=causal, heads=simulated, backward=backward)  # fmt: skip
         return estimate.process() + run + estimate.check(n, nk or n, d, simulated, backward)
 
-    what = f"simulating flash2 at N = {n:,}, Nk = {nk or n:,}, d = {d}, {simulated:,} heads with the kernel's tiling"
+    what = f"simulating flash2 at N = {count(n)}, Nk = {count(nk or n)}, d = {d}, {count(simulated)} heads with the kernel's tiling"
     estimate.guard(ctx, cost, what, [], n=n, nk=nk, d=d, batch=batch, heads=heads)
     config = dict(algorithm="flash2", n=n, nk=nk or n, d=d, dtype=dtype, block_rows=tiles.block_rows,
                   block_cols=tiles.block_cols, causal=causal, heads=simulated)  # fmt: skip
