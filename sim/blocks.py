@@ -271,11 +271,14 @@ def choose(
     algorithm: str, rule: str, N: int, Nk: int, d: int, s: int, sram_bytes: int, Br: int | None = None,
     Bc: int | None = None, *, backward: bool = False,
 ) -> tuple[int, int]:  # fmt: skip
-    """The blocks a run uses: the ones given, and for the rest `rule`: "fit" (`fit`) or, when none is
-    given, "paper" (`paper`, refused with the buffer sizes if those blocks do not fit)."""
+    """The blocks a run uses: the ones given (no larger than N and Nk: a block of more rows than there are is
+    all of them), and for the rest `rule`: "fit" (`fit`) or, when none is given, "paper" (`paper`, refused
+    with the buffer sizes if those blocks do not fit)."""
+    Br, Bc = (None if B is None else min(B, rows) for B, rows in ((Br, N), (Bc, Nk)))
     if rule == "paper" and Br is None and Bc is None:
         Br, Bc = paper(sram_bytes, d, s)
-        check_fits(algorithm, min(Br, N), min(Bc, Nk), d, s, sram_bytes, PAPER_RULE, backward=backward)
+        Br, Bc = min(Br, N), min(Bc, Nk)
+        check_fits(algorithm, Br, Bc, d, s, sram_bytes, PAPER_RULE, backward=backward)
         return Br, Bc
     return fit(algorithm, N, Nk, d, s, sram_bytes, Br, Bc, backward=backward)
 

@@ -36,6 +36,14 @@ def seconds(t: float) -> str:
     return f"{t * 1e3:,.3g} ms" if t < 1 else f"{t:,.3g} s"
 
 
+def duration(t: float) -> str:
+    """A rough duration, for an estimate: 40 s, 3 min, 2.5 h, 12 days, 618 years."""
+    for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):
+        if t >= 2 * size if unit in ("years", "days") else t >= size:
+            return f"{t / size:,.2g} {unit}" if t < 10 * size else f"{t / size:,.0f} {unit}"
+    return f"{t:.2g} s" if t < 10 else f"{t:.0f} s"
+
+
 def number(x: float, decimals: int = 3) -> str:
     """A value to `decimals` places, ∞ for infinities."""
     if math.isinf(x):
@@ -51,6 +59,11 @@ def fixed(x: float, decimals: int) -> str:
 def ratio(x: float, decimals: int = 1) -> str:
     """How many times as much: 7.4×."""
     return f"{x:.{decimals}f}×"
+
+
+def more_or_fewer(x: float, decimals: int = 1) -> str:
+    """How another amount compares with this one, x = other / this: `7.4× more`, or `1.4× fewer` when x < 1."""
+    return f"{ratio(x, decimals)} more" if x >= 1 else f"{ratio(1 / x, decimals)} fewer"
 
 
 def percent(part: float, whole: float = 1) -> str:

@@ -6,6 +6,8 @@ from sim.ledger import Ledger
 from sim.memory import Chip
 from sim.trace import Trace
 
+WATCHERS: list = []  # callables told of every new Chip (a progress display reads its ledger); empty unless one watches
+
 
 def each_head(costs: dict, name: str, record: str, row, inputs: dict, outputs: dict, kernel, **config) -> dict:
     """Run `kernel(chip, n)` on a fresh Chip for every (batch, head) index, with `inputs` placed in HBM and
@@ -19,6 +21,8 @@ def each_head(costs: dict, name: str, record: str, row, inputs: dict, outputs: d
             chip = Chip(costs["sram_bytes"], record, trace, row)
         else:
             chip = Chip(costs["sram_bytes"])
+        for watch in WATCHERS:
+            watch(chip)
         for tensor, x in inputs.items():
             chip.hbm.place(tensor, x[head])
         kernel(chip, n)

@@ -12,6 +12,7 @@ from sim.errors import InputError
 from sim.softmax import SoftmaxState
 
 RECORDS = ("counts", "steps", "values")
+LOGIT_LIMIT = 1e37  # the largest score |S_ij| the chip's float32 arithmetic is held to (its range ends at 3.4e38)
 BLOCK_RULES = ("fit", "paper")
 
 
@@ -44,7 +45,8 @@ def check_inputs(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             raise InputError(f"{name}: dtype {x.dtype} is not supported; use float16, bfloat16, float32 or float64")
         if x.ndim not in (2, 4):
             raise InputError(
-                f"{name}: shape {x.shape} has {x.ndim} dimensions; expected (N, d) or (batch, heads, N, d)"
+                f"{name}: shape {x.shape} has {x.ndim} dimension{'' if x.ndim == 1 else 's'}; "
+                "expected (N, d) or (batch, heads, N, d)"
             )
         arrays.append(x)
     q, k, v = arrays
@@ -100,6 +102,11 @@ def check_saved(algorithm: str, saves: tuple[str, ...], lse_or_stats, q, k, scal
             f"lse_or_stats: the {algorithm} backward needs {' and '.join(saves)} (or the log-sum-exp L); "
             f"got {', '.join(map(str, lse_or_stats)) or 'an empty dict'}"
         )
+    elif lse_or_stats is None:  # e.g. the `lse` of a Result whose forward keeps other statistics
+        raise InputError(
+            f"lse_or_stats: got None; the {algorithm} backward needs {' and '.join(saves)} (a Result's "
+            f"result.stats or result.lse, whichever its forward kept) or the log-sum-exp L; or call sim.backward(result, do)"
+        )
     else:
         given = {"L": lse_or_stats}
     saved = {}
@@ -132,15 +139,39 @@ def configure(algorithm, backward, q, k, scale, causal, block_rows, block_cols, 
     """A pass's configuration, checked: shapes, scale, mask, dtype, hardware, SRAM and its blocks (`sim.blocks.choose`),
     as the `Costs` fields so far."""
     *lead, N, d = q.shape
-    Nk = k.shape[-2]
+    heads = int(np.prod(lead, dtype=np.int64))
+    check_logits(q, k, check_scale(scale, d))
+    return configure_shape(
+        algorithm, backward, heads, N, k.shape[-2], d, dtype_name(q.dtype), scale, causal, block_rows, block_cols,
+        rule, sram_bytes, hardware,
+    )  # fmt: skip
+
+
+def configure_shape(
+    algorithm, backward, heads, N, Nk, d, dtype, scale, causal, block_rows, block_cols, rule, sram_bytes, hardware
+) -> dict:
+    """`configure` from the shape alone (no arrays): what a closed-form count needs."""
     scale = check_scale(scale, d)
     check_blocks(rule, block_rows, block_cols)
     hw, M = check_hardware(hardware, sram_bytes)
-    Br, Bc = choose(algorithm, rule, N, Nk, d, q.dtype.itemsize, M, block_rows, block_cols, backward=backward)
+    Br, Bc = choose(algorithm, rule, N, Nk, d, DTYPES[dtype].itemsize, M, block_rows, block_cols, backward=backward)
     return dict(
-        algorithm=algorithm, block_rows=Br, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal,
-        dtype=dtype_name(q.dtype), hardware=hw, heads=int(np.prod(lead, dtype=np.int64)), n=N, nk=Nk, d=d,
+        algorithm=algorithm, block_rows=Br, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal, dtype=dtype,
+        hardware=hw, heads=heads, n=N, nk=Nk, d=d,
     )  # fmt: skip
+
+
+def check_logits(q: np.ndarray, k: np.ndarray, scale: float) -> None:
+    """|S_ij| = |τ q_i·k_j| ≤ |τ|·max|q_i|·max|k_j| must stay inside float32, the chip's arithmetic (with room for
+    S − m), or the listings would compute ∞ − ∞."""
+    norms = [float(np.sqrt((x.astype(np.float64) ** 2).sum(axis=-1)).max()) for x in (q, k)]
+    bound = abs(scale) * norms[0] * norms[1]
+    if bound > LOGIT_LIMIT:
+        most = LOGIT_LIMIT / (norms[0] * norms[1])
+        raise InputError(
+            f"scale: {scale:g} lets the scores τ q·k reach {bound:.3g}, beyond float32 (the chip's arithmetic); "
+            f"choose |scale| ≤ {most:.3g} for these inputs"
+        )
 
 
 def check_choice(name: str, value, allowed) -> None:

@@ -99,6 +99,11 @@ class Sweep:
         return out.getvalue()
 
 
+def flash_variants() -> tuple[str, ...]:
+    """The algorithms a sweep sets against standard attention: every one in the registry but it."""
+    return tuple(name for name in REGISTRY if name != "standard")
+
+
 def standard_memory(N: int, d: int, s: int, heads: int) -> int:
     """HBM standard attention holds: S and P (N × N), Q, K, V and O (N × d), for every head."""
     return heads * s * (2 * N * N + 4 * N * d)
@@ -140,9 +145,8 @@ def sweep(
     hw = hardware if isinstance(hardware, Hardware) else hardware_.get(hardware)
     if dtype not in DTYPES:
         raise InputError(f"dtype: unknown {dtype!r}; choose one of {', '.join(DTYPES)}")
-    flash = [name for name in REGISTRY if name != "standard"]
-    if algorithm not in flash:
-        raise InputError(f"algorithm: {algorithm!r} is not a FlashAttention; choose {' or '.join(flash)}")
+    if algorithm not in flash_variants():
+        raise InputError(f"algorithm: {algorithm!r} is not a FlashAttention; choose {' or '.join(flash_variants())}")
     for name, values in (("n", ns), ("d", ds), ("batch", [batch]), ("heads", [heads])):
         _positive(name, values)
     for name, values in (("block", blocks), ("sram_bytes", srams)):
@@ -151,7 +155,10 @@ def sweep(
     rows = []
     for d, block, sram, N in product(ds, blocks, srams, sorted(ns)):
         M = sram or hw.sram_bytes
-        fwd, bwd = _blocks(algorithm, N, d, s, M, block, backward)
+        try:
+            fwd, bwd = _blocks(algorithm, N, d, s, M, block, backward)
+        except InputError as e:  # say which point of the sweep it was
+            raise InputError(f"{e}, at d = {d}, N = {N}") from None
         ks = {  # standard attention's counts do not depend on blocks
             name: training.kernels(
                 name, N, N, d, dtype, hw, heads=total_heads, forward_blocks=fwd, backward_blocks=bwd, causal=causal

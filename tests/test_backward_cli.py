@@ -60,4 +60,4 @@ def test_backward_blocks_that_do_not_fit_are_one_line_with_exit_code_2():
     result = run("--algo", "flash2", "--n", "256", "--d", "64", "--block-rows", "128", "--block-cols", "128",
                  "--backward", code=2)  # fmt: skip
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: blocks:") and "backward" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("error: --block-rows, --block-cols") and "backward" in lines[0]

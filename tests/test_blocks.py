@@ -25,7 +25,8 @@ def test_paper_blocks_do_not_fit_once_s_ij_is_counted():
 def test_paper_blocks_run_where_they_fit():
     q = np.random.default_rng(0).standard_normal((64, 8)).astype(np.float32)
     r = sim.run("flash1", q, q, q, blocks="paper", sram_bytes=64 * 1024)
-    assert (r.block_rows, r.block_cols) == blocks.paper(64 * 1024, 8, 4) == (8, 512)
+    assert blocks.paper(64 * 1024, 8, 4) == (8, 512)
+    assert (r.block_rows, r.block_cols) == (8, 64)  # Bc = 512 keys, clamped to the Nk = 64 there are
     assert r.sram_peak_bytes <= 64 * 1024
 
 
@@ -75,7 +76,8 @@ def test_decoding_blocks_keeps_a_given_bc_and_refuses_one_that_does_not_fit():
 
 def test_choose_applies_the_paper_rule_for_the_backward_and_names_it_when_it_does_not_fit():
     M = 16384
-    assert blocks.choose("flash2", "paper", 64, 64, 8, 2, M, backward=True) == blocks.paper(M, 8, 2)
+    assert blocks.paper(M, 8, 2) == (8, 256)
+    assert blocks.choose("flash2", "paper", 64, 64, 8, 2, M, backward=True) == (8, 64)  # no more keys than Nk = 64
     with pytest.raises(InputError) as e:
         blocks.choose("flash1", "paper", 4096, 4096, 64, 2, 163 * 1024, backward=True)
     assert str(e.value).startswith("blocks: the paper's rule") and "for the flash1 backward" in str(e.value)

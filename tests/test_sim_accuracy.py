@@ -1,19 +1,9 @@
-"""sim.run against the float64 reference, with each tolerance derived from the storage dtype's rounding.
+"""sim.run against the float64 reference, held to the tolerances of `sim.tolerance` (one home: `flashsim run`'s
+verdict uses them too), each derived there from the storage dtype's rounding.
 
 The reference is computed in float64 on the inputs *as stored* (rounded to the storage
 dtype), so it measures what the algorithm does, not the rounding of its inputs.
-
-Tolerances, with u the unit roundoff of the storage dtype (fp16 2⁻¹¹, bf16 2⁻⁸):
-- fp32 storage: |o − ref| ≤ 1e-5·max|ref| (float32 arithmetic throughout).
-- flash2 in fp16/bf16: O is rounded once when written: |o − ref| ≤ u·|ref| + 1e-5·max|ref|.
-- flash1 in fp16/bf16: O_i is rounded each of the Tc times it is written back; every
-  rescale weight is ≤ 1, so the errors add at most: |o − ref| ≤ Tc·u·max|V| + 1e-5·max|ref|.
-- standard in fp16/bf16: S is rounded (relative u, so each logit moves ≤ u·max|S| and each
-  probability by a factor ≤ e^(2u·max|S|)), P is rounded (u) and O is rounded (u):
-  |o − ref| ≤ ((e^(2u·max|S|) − 1)(1 + u) + u)·max|V| + u·|ref| + 1e-5·max|ref|.
 """
-
-from math import ceil
 
 import ml_dtypes
 import numpy as np
@@ -21,8 +11,9 @@ import pytest
 
 import sim
 from sim import reference
+from sim.dtypes import dtype_name
+from sim.tolerance import tolerance
 
-U = {np.float16: 2.0**-11, ml_dtypes.bfloat16: 2.0**-8}
 FP32_REL = 1e-5
 
 
@@ -34,19 +25,14 @@ def inputs(N, Nk, d, dtype, seed=0, logit_scale=1.0, batch=()):
     return q, k, v
 
 
-def bound(algorithm, result, q, k, v, ref, dtype):
-    """The elementwise error bound of the module docstring."""
-    floor = FP32_REL * np.abs(ref).max()
-    if dtype == np.float32:
-        return floor
-    u = U[dtype]
-    vmax = np.abs(v.astype(np.float64)).max()
-    if algorithm == "flash2":
-        return u * np.abs(ref) + floor
-    if algorithm == "flash1":
-        return ceil(k.shape[-2] / result.block_cols) * u * vmax + floor
-    smax = result.scale * np.abs(q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), -1, -2)).max()
-    return (np.expm1(2 * u * smax) * (1 + u) + u) * vmax + u * np.abs(ref) + floor
+def bound(algorithm, result, q, k, v, ref):
+    """The elementwise error bound, with max|S| and max|V| taken here from the stored inputs."""
+    s_max = result.scale * np.abs(q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), -1, -2)).max()
+    tol = tolerance(
+        algorithm, dtype_name(q.dtype), ref_max=np.abs(ref).max(), v_max=np.abs(v.astype(np.float64)).max(),
+        s_max=s_max, nk=k.shape[-2], block_cols=result.block_cols,
+    )  # fmt: skip
+    return tol.bound(ref)
 
 
 CASES = [
@@ -72,7 +58,7 @@ def test_output_matches_float64_reference(algorithm, dtype, N, Nk, d, Br, Bc, ca
     assert result.output.dtype == np.dtype(dtype)
     assert np.isfinite(out).all()
     err = np.abs(out - ref)
-    assert (err <= bound(algorithm, result, q, k, v, ref, dtype)).all(), f"max error {err.max():.3e}"
+    assert (err <= bound(algorithm, result, q, k, v, ref)).all(), f"max error {err.max():.3e}"
     if algorithm == "flash2":
         lse = result.lse.astype(np.float64)
         assert np.array_equal(np.isneginf(lse), np.isneginf(ref_lse))

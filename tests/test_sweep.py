@@ -116,7 +116,7 @@ def test_plot_writes_a_png(tmp_path):
     [
         (["--n", "0,1024"], "--n"),
         (["--n", "1k"], "--n"),
-        (["--block", "4096"], "blocks:"),
+        (["--block", "4096"], "--block: --block 4096 gives Br=512"),
         (["--json", "--csv"], "--json"),
         (["--dtype", "fp8"], "--dtype"),
     ],

@@ -7,9 +7,11 @@ import re
 
 import pytest
 from click.testing import CliRunner
+from pty_terminal import Terminal
 from rich.console import Console
 
 from sim import walkthrough
+from sim.algorithms import REGISTRY
 from sim.cli import app
 from sim.trace import VERSION, Trace
 from sim.viewer import keys, terminal, traces
@@ -197,18 +199,18 @@ def test_backward_pass_trace():
 def test_out_of_range_step():
     assert (
         error_line(flashsim("trace", *WALK, "--step", "28"))
-        == "error: step: 28 is out of range; this trace has steps 0 … 27"
+        == "error: --step: 28 is out of range; this trace has steps 0 … 27"
     )
-    assert "step: -1 is out of range" in error_line(flashsim("trace", *WALK, "--step", "-1"))
+    assert "--step: -1 is out of range" in error_line(flashsim("trace", *WALK, "--step", "-1"))
 
 
 def test_row_outside_the_matrix(tmp_path):
-    assert "row: 4 is outside the matrix; query rows are 0 … 3 (N = 4)" in error_line(
+    assert "--row: 4 is outside the matrix; query rows are 0 … 3 (N = 4)" in error_line(
         flashsim("trace", *WALK, "--row", "4")
     )
     path = tmp_path / "run.json"
     flashsim("trace", *WALK, "--json", str(path))
-    assert "row: -2 is outside the matrix" in error_line(flashsim("trace", "--load", str(path), "--row", "-2"))
+    assert "--row: -2 is outside the matrix" in error_line(flashsim("trace", "--load", str(path), "--row", "-2"))
 
 
 @pytest.mark.parametrize(
@@ -217,7 +219,7 @@ def test_row_outside_the_matrix(tmp_path):
         ("{not json", "is not valid JSON"),
         (
             json.dumps({"schema": "flashsim.trace", "version": 99}),
-            "trace: version 99 is not supported (this flashsim reads 1 and 2)",
+            "--load: version 99 is not supported (this flashsim reads 1 and 2)",
         ),
         (json.dumps({"schema": "something.else"}), "not a flashsim trace"),
         (json.dumps({"schema": "flashsim.trace", "version": 1, "steps": []}), "a field is missing"),
@@ -232,8 +234,8 @@ def test_bad_trace_files(tmp_path, content, message):
 @pytest.mark.parametrize(
     "edit, message",
     [
-        (lambda d: d.update(steps=[]), "trace: it has no steps"),
-        (lambda d: d["config"].update(dtype="fp8"), "trace: dtype 'fp8' is unknown; flashsim stores fp16, bf16, fp32"),
+        (lambda d: d.update(steps=[]), "--load: it has no steps"),
+        (lambda d: d["config"].update(dtype="fp8"), "--load: dtype 'fp8' is unknown; flashsim stores fp16, bf16, fp32"),
     ],
 )
 def test_traces_the_viewer_cannot_show_are_refused(tmp_path, edit, message):
@@ -300,7 +302,7 @@ def test_bench_trace_counts_the_steps_it_opened(tmp_path):
     )
     assert result.exit_code == 0, result.output
     rows = json.loads(path.read_text())["trace_viewer"]
-    assert [r["algorithm"] for r in rows] == ["flash1", "flash2", "standard"]
+    assert [r["algorithm"] for r in rows] == list(REGISTRY)  # one row per registered algorithm
     for r in rows:
         q, k, v = (x.astype("float32") for x in _inputs(32, 4))
         assert r["steps"] == len(traces.record(r["algorithm"], q, k, v, hardware="toy").steps)
@@ -319,42 +321,14 @@ def test_without_termios_the_viewer_reads_one_command_per_line(flash1, monkeypat
 
 
 @pytest.mark.skipif(os.name != "posix", reason="needs a POSIX pseudo-terminal")
-def test_the_viewer_in_a_real_terminal(tmp_path):
+def test_the_viewer_in_a_real_terminal():
     """`flashsim trace` on a pseudo-terminal: the first screen, → and t move, g jumps, q quits cleanly."""
-    import fcntl
-    import select
-    import struct
-    import subprocess
-    import sys
-    import termios
-    import time
-
-    master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")} | {"TERM": "xterm-256color"}
-    args = [sys.executable, "-m", "sim.cli", "trace", *WALK]
-    proc = subprocess.Popen(args, stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True)
-    os.close(slave)
-
-    def screen_after(keys: bytes, marker: bytes) -> str:
-        """The screen whose header holds `marker`, read through to its key line at the bottom."""
-        os.write(master, keys)
-        seen, deadline = b"", time.monotonic() + 20
-        while time.monotonic() < deadline and not (marker in seen and seen.rfind(b"q quit") > seen.find(marker)):
-            if select.select([master], [], [], 0.1)[0]:
-                seen += os.read(master, 1 << 16)
-        assert marker in seen, seen[-2000:]
-        screen = seen[seen.find(marker) :].decode(errors="replace")
-        return re.sub(r"\x1b\[[0-9;?]*[a-zA-Z]", "", screen)
-
+    terminal = Terminal("trace", *WALK)
     try:
-        assert "Algorithm 1, line 2" in screen_after(b"", b"step 0 of 27")
-        assert "Algorithm 1, line 6" in screen_after(b"\x1b[C\x1b[C", b"step 2 of 27")  # → →
-        assert "i = 0 (query rows 0:2) · j = 0" in screen_after(b"t", b"step 3 of 27")
-        assert "Algorithm 1, line 13" in screen_after(b"g27\r", b"step 27 of 27")
-        os.write(master, b"q")
-        assert proc.wait(timeout=20) == 0
+        assert "Algorithm 1, line 2" in terminal.after(b"", b"step 0 of 27")
+        assert "Algorithm 1, line 6" in terminal.after(b"\x1b[C\x1b[C", b"step 2 of 27")  # → →
+        assert "i = 0 (query rows 0:2) · j = 0" in terminal.after(b"t", b"step 3 of 27")
+        assert "Algorithm 1, line 13" in terminal.after(b"g27\r", b"step 27 of 27")
+        assert terminal.quit() == 0
     finally:
-        if proc.poll() is None:
-            proc.kill()
-        os.close(master)
+        terminal.close()

@@ -5,18 +5,25 @@ import sys
 import click
 from rich.console import Console
 
-from sim.cli import bench, demo, figures, run, walkthrough
+from sim.blocks import PAPER_RULE
+from sim.cli import bench, demo, figures, run, trace, walkthrough
 from sim.errors import FlashsimError
 from sim.grading import commands as grading
 
 # a new command family: its module in sim/cli/ with a COMMANDS tuple, and its name here
-FAMILIES = (run, bench, figures, walkthrough, grading, demo)
+FAMILIES = (run, trace, bench, figures, walkthrough, grading, demo)
 
+ALIASES = {"trace": "load_path", "q": "n", "k": "nk"}  # library arguments whose option has another name
+SRAM_SUSPECTS = ("--d", "--sram-bytes", "--hardware", "--nk", "--n")  # what makes even the smallest blocks too big
+BLOCK_SUSPECTS = ("--block-rows", "--block-cols", "--block", "--queries", "--d", "--sram-bytes", "--hardware")
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click ≥ 8.2
 
 
 class _Group(click.Group):
     """Reports usage errors and `FlashsimError`s on one line to stderr with exit code 2."""
+
+    def _leaf(self, args) -> tuple[click.Command, list[str]] | None:
+        return _leaf_command(self, list(sys.argv[1:] if args is None else args))
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
@@ -28,10 +35,41 @@ class _Group(click.Group):
             where = f"{e.ctx.command_path}: " if e.ctx else ""
             fail(f"{where}{e.format_message()}")
         except FlashsimError as e:
-            fail(str(e))
+            fail(as_option(str(e), self._leaf(args)))
         except click.exceptions.Abort:
             sys.exit(1)
+        except MemoryError:  # an estimate let through what this machine could not hold after all
+            fail("out of memory: this machine could not hold the work; try smaller sizes, or --counts-only")
         sys.exit(rv if isinstance(rv, int) else 0)
+
+
+def as_option(message: str, command: tuple[click.Command, list[str]] | None = None) -> str:
+    """A library error's `argument: …` as the option of `command` (the command run, and the arguments it was given)
+    that sets it: `block_rows: …` → `--block-rows: …`."""
+    name, colon, rest = message.partition(": ")
+    if not colon or name.startswith("--") or command is None:
+        return message
+    command, given = command
+    options = {p.name.removesuffix("_name"): p.opts[0] for p in command.params if p.opts[0].startswith("--")}
+    if name == "blocks" and rest.startswith(PAPER_RULE):
+        option = "--blocks paper"
+    elif name in ("blocks", "SRAM overflow"):  # blocks that do not fit: the options given that set their size
+        smallest = "smallest" in rest or name == "SRAM overflow"
+        suspects = SRAM_SUSPECTS if smallest else BLOCK_SUSPECTS
+        named = [o for o in suspects if o in given] or [o for o in suspects if o in options.values()][:2]
+        option = ", ".join(named)
+        rest = message if name == "SRAM overflow" else rest
+    else:
+        option = options.get(name) or options.get(ALIASES.get(name, ""))
+    return f"{option}: {rest}" if option else message
+
+
+def _leaf_command(group: click.Group, args: list[str]) -> tuple[click.Command, list[str]] | None:
+    """The command `args` run (through any subgroups), and the options given to it."""
+    command, rest = group, list(args)
+    while isinstance(command, click.Group) and rest and rest[0] in command.commands:
+        command = command.commands[rest.pop(0)]
+    return None if isinstance(command, click.Group) else (command, [a.split("=")[0] for a in rest])
 
 
 def fail(message: str) -> None:
@@ -41,6 +79,7 @@ def fail(message: str) -> None:
 
 
 @click.group("flashsim", cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="flashsim", prog_name="flashsim", message="%(prog)s %(version)s")
 def app() -> None:
     """flashsim: FlashAttention, made visible."""
 

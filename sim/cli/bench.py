@@ -4,10 +4,15 @@ import click
 from rich.console import Console
 
 from sim import bench
-from sim.cli import options
+from sim.algorithms import REGISTRY
+from sim.cli import estimate, options
 from sim.cli.options import console
+from sim.format import count
 from sim.grading.commands import bench_grade_command
+from sim.inputs import configure_shape
 from sim.viz import bench as bench_viz
+
+SCREEN_SECONDS = 0.02  # the viewer drawing one 120 × 45 screen
 
 
 @click.group("bench")
@@ -30,8 +35,22 @@ def bench_group() -> None:
     help="N of the flash2 memory probe (0 skips it).",
 )
 @options.JSON_REPORT
-def bench_sim_command(n, d, dtype, repeats, memory_n, json_path) -> None:
+@click.pass_context
+def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path) -> None:
     """Time the simulator's full numerics against plain NumPy attention, and probe flash2's memory."""
+
+    def cost(n, d, repeats, memory_n) -> estimate.Estimate:
+        est = estimate.process() + estimate.numpy_attention(n, d).times(repeats + 1)
+        for algorithm in REGISTRY:  # one run to read its blocks, a warm-up, then the timed repeats
+            est += estimate.listing(_configure(algorithm, n, d, dtype)).times(repeats + 2)
+        if memory_n:  # in a process of its own: its time adds up, its memory is that process's
+            probe = estimate.listing(_configure("flash2", memory_n, d, dtype))
+            est += estimate.Estimate(probe.seconds) + estimate.Estimate(transient=probe.bytes)
+        return est
+
+    what = f"timing every algorithm at N = {count(n)}, d = {d}, {repeats + 2} times, and a flash2 run at N = {count(memory_n)}"
+    estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, repeats=repeats,
+                   memory_n=memory_n)  # fmt: skip
     result = bench.bench_sim(n=n, d=d, dtype=dtype, repeats=repeats, memory_n=memory_n or None)
     console.print(bench_viz.sim_table(result))
     if json_path:
@@ -41,13 +60,7 @@ def bench_sim_command(n, d, dtype, repeats, memory_n, json_path) -> None:
 @bench_group.command("gpu")
 @click.option("--quick", is_flag=True, help="N ∈ {1024, 4096}, fp16 only (about a tenth of the full run).")
 @options.JSON_REPORT
-@click.option(
-    "--markdown",
-    "markdown_path",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="Also write the table as Markdown.",
-)
+@options.output_file("--markdown", "markdown_path", "Also write the table as Markdown.")
 @options.backward("Time forward + backward (FLOPs = 3.5 × forward), and the memory against N.")
 def bench_gpu_command(quick, json_path, markdown_path, backward) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
@@ -77,15 +90,55 @@ def bench_gpu_command(quick, json_path, markdown_path, backward) -> None:
 @options.hardware()
 @click.option("--keys", type=options.POSITIVE, default=50, show_default=True, help="Key presses timed after opening.")
 @options.JSON_REPORT
-def bench_trace_command(n, d, dtype, hardware_name, keys, json_path) -> None:
+@click.pass_context
+def bench_trace_command(ctx, n, d, dtype, hardware_name, keys, json_path) -> None:
     """Time the trace viewer: record and open an N × N run of each algorithm, then answer key presses."""
     from sim.viewer import timing as viewer_timing
     from sim.viz import timing
+
+    def cost(n, d, keys) -> estimate.Estimate:
+        est = estimate.process()
+        for algorithm in REGISTRY:  # recorded one after another; each trace is let go before the next
+            recorded = estimate.listing(_configure(algorithm, n, d, dtype, hardware_name), record=True)
+            est += estimate.Estimate(recorded.seconds + keys * SCREEN_SECONDS, 0, recorded.bytes, recorded.steps)
+        return est
+
+    what = f"recording every algorithm at N = {count(n)}, d = {d} and pressing {count(keys)} keys in each"
+    estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, keys=keys)
 
     rows = viewer_timing.bench_open(n=n, d=d, dtype=dtype, hardware=hardware_name, keys=keys)
     console.print(timing.open_times(rows))
     if json_path:
         bench.write_json({"trace_viewer": rows}, json_path)
+
+
+@bench_group.command("cli")
+@options.n(32768, help="N of the full-numerics flash2 run.")
+@options.d(64)
+@click.option(
+    "--counts-n", type=options.POSITIVE, default=1_000_000, show_default=True, help="N of the --counts-only runs."
+)
+@options.JSON_REPORT
+@click.pass_context
+def bench_cli_command(ctx, n, d, counts_n, json_path) -> None:
+    """Time the commands the README quotes in fresh processes: flash2 at N (peak memory too), --counts-only at N."""
+
+    def cost(n, d, counts_n) -> estimate.Estimate:
+        run = estimate.listing(_configure("flash2", n, d, "fp16")) + estimate.check(n, n, d)
+        counts = [estimate.counting(counts_n, _configure(a, counts_n, d, "fp16")["block_rows"]) for a in REGISTRY]
+        return estimate.Estimate(run.seconds + sum(c.seconds for c in counts), 0, run.bytes)
+
+    what = f"a flash2 run at N = {count(n)}, d = {d}, and counts at N = {count(counts_n)}"
+    estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, counts_n=counts_n)
+    result = bench.bench_cli(n=n, d=d, counts_n=counts_n)
+    console.print(bench_viz.cli_table(result))
+    if json_path:
+        bench.write_json(result, json_path)
+
+
+def _configure(algorithm: str, n: int, d: int, dtype: str, hardware_name: str | None = None) -> dict:
+    """The blocks `sim.run` picks for an N × N run of one head (a benchmark's)."""
+    return configure_shape(algorithm, False, 1, n, n, d, dtype, None, False, None, None, "fit", None, hardware_name)
 
 
 bench_group.add_command(bench_grade_command)

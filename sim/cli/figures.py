@@ -1,19 +1,23 @@
 """`flashsim paper fig2`, `sweep` and `decode`: the paper's Figure 2, the roofline sweep, Flash-Decoding."""
 
+import os
 import sys
+from itertools import product
+from math import ceil
 
 import click
 import numpy as np
 
 import sim
-from sim import hardware, paper, reference, sweep
-from sim import occupancy as decoding
-from sim.cli import options
+from sim import blocks as blocks_
+from sim import hardware, occupancy, paper, reference, sweep
+from sim.cli import estimate, options
 from sim.cli.options import console, print_json
+from sim.cli.progress import Work
 from sim.dtypes import itemsize
 from sim.errors import InputError
-from sim.format import abs_error
-from sim.inputs import random_inputs
+from sim.format import abs_error, count
+from sim.inputs import configure_shape, random_inputs
 from sim.viz import decode as decode_viz
 from sim.viz import paper as paper_viz
 from sim.viz import sweep as sweep_viz
@@ -31,12 +35,13 @@ class _IntList(click.ParamType):
             items = tuple(int(x) for x in str(value).split(","))
         except ValueError:
             self.fail(f"{value!r} is not a comma-separated list of integers", param, ctx)
-        if min(items) < 1:
-            self.fail(f"{value!r}: every value must be at least 1", param, ctx)
+        if min(items) < 1 or max(items) > 2**53:
+            self.fail(f"{value!r}: every value must be 1 … 2**53", param, ctx)
         return items
 
 
 INTS = _IntList()
+PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")  # what matplotlib writes
 
 
 @click.group("paper")
@@ -47,8 +52,19 @@ def paper_group() -> None:
 @paper_group.command("fig2")
 @options.hardware("A100-40GB", "GPU of the time estimate.")  # the paper's GPU, not the simulator's default
 @options.json_flag("Print one JSON object instead of the tables.")
-def paper_fig2_command(hardware_name, as_json) -> None:
+@click.pass_context
+def paper_fig2_command(ctx, hardware_name, as_json) -> None:
     """Figure 2: GPT-2 medium attention, forward + backward, standard vs FlashAttention, beside the paper's numbers."""
+
+    def cost() -> estimate.Estimate:  # one head of each algorithm simulated, forward and backward
+        est = estimate.process()
+        for algorithm, backward in product(("standard", "flash1"), (False, True)):
+            config = configure_shape(algorithm, backward, 1, paper.N, paper.N, paper.D, paper.DTYPE, None, False,
+                                     None, None, "fit", None, hardware_name)  # fmt: skip
+            est += estimate.listing(config, backward=backward)
+        return est + estimate.check(paper.N, paper.N, paper.D)
+
+    estimate.guard(ctx, cost, f"Figure 2 on the {hardware_name}", ["another --hardware"])
     fig = paper.figure2(hardware_name)
     if as_json:
         print_json(fig.to_dict())
@@ -79,19 +95,26 @@ def paper_fig2_command(hardware_name, as_json) -> None:
 @options.dtype("fp16")
 @options.hardware()
 @options.causal("Causal mask (FlashAttention-2 skips the hidden blocks).")
-@options.algo(("flash1", "flash2"), "FlashAttention variant.")
+@options.algo(sweep.flash_variants(), "FlashAttention variant.")
 @options.backward("Forward + backward  [default: the forward pass]")
 @options.json_flag()
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of the table.")
-@click.option(
-    "--plot", "plot_path", type=click.Path(dir_okay=False), default=None, help="Also write a figure (needs matplotlib)."
-)
+@options.output_file("--plot", "plot_path", "Also write a figure (needs matplotlib).")
 def sweep_command(
     ns, ds, block_sizes, srams, batch, heads, dtype, hardware_name, causal, algo, backward, as_json, as_csv, plot_path
 ) -> None:
     """Standard attention vs FlashAttention as N grows: bytes, FLOPs, intensity, roofline time, and where S and P run out of memory."""
     if as_json and as_csv:
         raise InputError("--json, --csv: choose one of them")
+    if plot_path and os.path.splitext(plot_path)[1].lower().lstrip(".") not in PLOT_FORMATS:
+        raise InputError(f"--plot: {plot_path!r} names no image format; end it in .{', .'.join(PLOT_FORMATS)}")
+    configurations = len(ns) * len(ds) * len(block_sizes or (None,)) * len(srams or (None,))
+    estimate.guard(
+        click.get_current_context(),
+        lambda: _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward),
+        f"a sweep of {count(configurations)} configuration{'s' * (configurations > 1)}",
+        ["fewer or smaller N, or larger --block"],
+    )  # fmt: skip
     sw = sweep.sweep(
         ns, ds=ds, blocks=block_sizes or (None,), srams=srams or (None,), batch=batch, heads=heads, dtype=dtype,
         hardware=hardware_name, causal=causal, algorithm=algo, backward=backward,
@@ -106,6 +129,20 @@ def sweep_command(
         console.print(sweep_viz.table(sw))
 
 
+def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward) -> estimate.Estimate:
+    """The closed forms a sweep evaluates: one row block sum per configuration (and pass)."""
+    s, hw = itemsize(dtype), hardware.get(hardware_name)
+    configurations, row_blocks = 0, 0
+    for d, block, sram in product(ds, block_sizes or (None,), srams or (None,)):
+        try:  # the blocks at the longest N are the smallest the sweep meets
+            Br = block or blocks_.fit(algo, max(ns), max(ns), d, s, sram or hw.sram_bytes)[0]
+        except InputError:  # the sweep says so itself, before any closed form
+            continue
+        configurations += len(ns)
+        row_blocks += (1 + backward) * sum(ceil(N / min(Br, N)) for N in ns)
+    return estimate.sweeping(configurations, row_blocks)
+
+
 @click.command("decode")
 @options.nk(32768, "Keys in the K/V cache.")  # a long cache by default, not N
 @click.option("--queries", type=options.POSITIVE, default=1, show_default=True, help="Query rows (new tokens).")
@@ -118,17 +155,32 @@ def sweep_command(
     "--splits", type=INTS, default=None, help="Numbers of splits to compare  [default: 1, 2, 4, … and the best]"
 )
 @options.json_flag()
-def decode_command(nk, queries, d, batch, heads, dtype, hardware_name, splits, as_json) -> None:
+@options.QUIET
+@click.pass_context
+def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, splits, as_json, quiet) -> None:
     """Flash-Decoding: how many SMs one thread block per (batch, head) keeps busy, and splitting the K/V cache."""
     hw, s = hardware.get(hardware_name), itemsize(dtype)
     if splits and max(splits) > nk:
         raise InputError(f"--splits: {max(splits)} chunks of the {nk} keys would leave some empty; choose 1 … {nk}")
-    best = decoding.best_splits(batch, heads, queries, nk, d, s, hw)
+
+    best = occupancy.best_splits(batch, heads, queries, nk, d, s, hw)  # the model alone: 128² terms at most
+
+    def cost(nk, queries, d) -> estimate.Estimate:
+        P = min(best, nk)
+        Bc = blocks_.decoding_fit(queries, nk, d, s, hw.sram_bytes, P)  # as sim.decode will choose it
+        model = estimate.sweeping(len(splits or ()), sum(splits or ()))  # the occupancy of each number of splits
+        return estimate.process() + model + estimate.decoding(queries, nk, d, dtype, Bc, P)
+
+    what = f"Flash-Decoding of {count(queries)} query row{'s' * (queries > 1)} against Nk = {count(nk)} keys, d = {d}"
+    estimate.guard(ctx, cost, what, [], nk=nk, queries=queries, d=d)
     choices = splits or sorted({1, best, *(2**i for i in range(1, 8) if 2**i <= min(nk, 2 * best))})
-    rows = [decoding.occupancy(batch, heads, P, queries, nk, d, s, hw) for P in choices]
-    q, k, v = random_inputs(1, 1, queries, nk, d, dtype, 0)
-    one = sim.decode(q, k, v, splits=best, hardware=hw)  # one head through the simulator, against float64
-    err = float(np.abs(one.output.astype(np.float64) - reference.attention(q, k, v)[0]).max())
+    rows = [occupancy.occupancy(batch, heads, P, queries, nk, d, s, hw) for P in choices]
+    with Work(quiet) as work:
+        q, k, v = random_inputs(1, 1, queries, nk, d, dtype, 0)
+        moved = occupancy.occupancy(1, 1, best, queries, nk, d, s, hw).hbm_bytes  # one head, in `best` splits
+        with work.simulating("Flash-Decoding, one head", moved):
+            one = sim.decode(q, k, v, splits=best, hardware=hw)  # one head through the simulator, against float64
+        err = float(np.abs(one.output.astype(np.float64) - reference.attention(q, k, v)[0]).max())
     if as_json:
         config = dict(nk=nk, queries=queries, d=d, batch=batch, heads=heads, dtype=dtype, hardware=hw.name)
         table = [dict(splits=r.splits, blocks=r.blocks, busy_sms=r.busy, waves=r.waves, utilization=r.utilization,

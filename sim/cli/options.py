@@ -5,6 +5,7 @@ help text, the option takes it as an argument and each command keeps its own (sa
 """
 
 import json
+import os
 import shlex
 import sys
 
@@ -12,12 +13,13 @@ import click
 from rich.console import Console
 
 from sim import hardware as presets
+from sim.algorithms import REGISTRY
 from sim.dtypes import DTYPES
 
 console = Console(highlight=False)
 
-POSITIVE = click.IntRange(min=1)
-ALGORITHMS = ("standard", "flash1", "flash2")
+POSITIVE = click.IntRange(1, 2**53)  # sizes and counts: beyond 2⁵³ NumPy's integers and floats part ways
+ALGORITHMS = tuple(REGISTRY)  # every forward the registry holds: a new entry there is a new --algo choice
 HARDWARE = click.Choice(list(presets.PRESETS), case_sensitive=False)
 STORAGE = "Storage dtype (on-chip math is fp32)."
 
@@ -88,14 +90,36 @@ SCALE = click.option("--scale", type=float, default=None, help="Softmax scale τ
 BLOCK_ROWS = click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
 BLOCK_COLS = click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
 SRAM_BYTES = click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
-SEED = click.option("--seed", type=int, default=0, show_default=True, help="Seed of the random inputs.")
-JSON_REPORT = click.option(
-    "--json",
-    "json_path",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="Also write the report here.",
+SEED = click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs (0 or more)."
 )
+QUIET = click.option(
+    "--quiet", "-q", is_flag=True, help="No progress bar (there is none when stdout is not a terminal)."
+)
+
+
+def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
+    """A click callback: refuse, before any work, a file path that cannot be written (no such folder, a folder)."""
+    if path is None:
+        return None
+    if not path:
+        raise click.BadParameter("an empty file name")
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise click.BadParameter(f"{path!r} is a folder, not a file")
+    if not os.path.isdir(folder):
+        raise click.BadParameter(f"no folder {folder!r} to write {os.path.basename(path)!r} in")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise click.BadParameter(f"{path!r} cannot be written here (permissions)")
+    return path
+
+
+def output_file(flag: str, name: str, help: str):
+    """An option naming a file the command writes, checked before it works (`writable`)."""
+    return click.option(flag, name, type=click.Path(dir_okay=False), default=None, callback=writable, help=help)
+
+
+JSON_REPORT = output_file("--json", "json_path", "Also write the report here.")
 
 
 def command_line() -> str:

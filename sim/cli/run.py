@@ -1,24 +1,19 @@
-"""`flashsim run`, `trace` and `compare`: one simulated run, reported, stepped through, or set beside a GPU kernel."""
-
-import sys
+"""`flashsim run` and `compare`: one simulated run, reported with a verdict, or set beside a GPU kernel."""
 
 import click
 import numpy as np
-from click.core import ParameterSource
-from rich.console import Console
 
 import sim
-from sim import hardware, reference, report, training
-from sim.cli import options
+from sim import closed_form, iomodel, report, training
+from sim.cli import estimate, options
 from sim.cli.options import console, print_json
+from sim.cli.progress import Work
+from sim.dtypes import DTYPES
 from sim.errors import InputError
-from sim.inputs import random_inputs
+from sim.format import count
+from sim.inputs import configure_shape, random_inputs
 from sim.viz import backward as backward_viz
 from sim.viz import run as run_viz
-
-TOY_MAX_N, TOY_MAX_D = 64, 16  # `trace` runs on the toy part up to this size unless --hardware says otherwise
-RUN_OPTIONS = ("algo", "backward", "n", "nk", "d", "dtype", "causal", "scale", "block_rows", "block_cols", "blocks",
-               "sram_bytes", "hardware_name", "seed")  # fmt: skip
 
 
 def chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name) -> dict:
@@ -45,151 +40,96 @@ def chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hard
 @options.SRAM_BYTES
 @options.hardware()
 @options.SEED
-@click.option("--counts-only", is_flag=True, help="Count bytes and FLOPs only (one head simulated; no error check).")
+@click.option(
+    "--counts-only",
+    is_flag=True,
+    help="Count bytes and FLOPs from the closed form alone (any N, at once; no error check).",
+)
 @options.backward("Also run the backward pass (upstream gradient dO seeded at random).")
 @options.json_flag()
+@options.QUIET
+@click.pass_context
 def run_command(
-    algo, n, nk, d, batch, heads, dtype, causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name,
-    seed, counts_only, backward, as_json,
-) -> None:  # fmt: skip
-    """Simulate one attention forward pass on seeded random inputs and report its traffic."""
+    ctx, algo, n, nk, d, batch, heads, dtype, causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name,
+    seed, counts_only, backward, as_json, quiet,
+) -> int:  # fmt: skip
+    """Simulate one attention forward pass on seeded random inputs and report its traffic, its error and a verdict.
+
+    Exit code 1 when the output is outside the tolerance stated for its dtype (`sim.tolerance`).
+    """
     if blocks == "paper" and (block_rows or block_cols):
         raise InputError("--blocks paper: cannot be combined with --block-rows/--block-cols")
-    nk = nk or n
     chip = chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name)
-    shape = dict(n=n, nk=nk, d=d, batch=batch, heads=heads, dtype=dtype)
-    if counts_only:
-        result, err = sim.count(algo, **shape, **chip), None
-    else:
-        q, k, v = random_inputs(batch, heads, n, nk, d, dtype, seed)
-        result = sim.run(algo, q, k, v, **chip)
-        err = report.max_abs_error(result, q, k, v)
-    summary = report.run_report(result, batch=batch, heads=heads, max_abs_err=err)
-    if backward:
+    shape = dict(n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype)
+
+    def cost(n, nk, d, batch, heads) -> estimate.Estimate:
+        nk = nk or n
+        forward = configure_shape(algo, False, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
+                                  blocks, sram_bytes, hardware_name)  # fmt: skip
         if counts_only:
-            grads, grad_err = sim.count_backward(algo, **shape, **chip), None
+            return estimate.counting(n, forward["block_rows"], backward)
+        est = estimate.process() + estimate.listing(forward) + estimate.check(n, nk, d, batch * heads)
+        if backward:
+            back = configure_shape(algo, True, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
+                                   blocks, sram_bytes, hardware_name)  # fmt: skip
+            est += estimate.listing(back, backward=True) + estimate.check(n, nk, d, batch * heads, backward=True)
+        return est
+
+    forward = configure_shape(algo, False, batch * heads, n, nk or n, d, dtype, scale, causal, block_rows, block_cols,
+                              blocks, sram_bytes, hardware_name)  # fmt: skip
+    Br, Bc = forward["block_rows"], forward["block_cols"]
+    small = Br * Bc < estimate.SMALL_TILE
+    hints = ([] if counts_only else ["--counts-only (the closed form, at once)"]) + (
+        ["bigger blocks: a larger --hardware or --sram-bytes"] if small else []
+    )
+    what = f"{algo} at {estimate.shape_of(forward)}" + ("" if counts_only else f" ({estimate.tiles(forward)})")
+    estimate.guard(ctx, cost, what, hints, small, n=n, nk=nk, d=d, batch=batch, heads=heads)
+    with Work(quiet) as work:
+        if counts_only:
+            result, check = closed_form.forward(algo, **shape, **chip), None
         else:
-            grads, grad_err = run_backward(algo, result, q, k, v, seed, chip)
-        summary["backward"] = training.backward_report(grads, grad_err)
-        summary["forward_backward"] = training.split(result, grads)
+            q, k, v = random_inputs(batch, heads, n, nk or n, d, dtype, seed)
+            with work.simulating(f"{algo} forward", closed_bytes(forward)):
+                result = sim.run(algo, q, k, v, **chip)
+            with work.steps("float64 reference", n) as advance:
+                check = report.output_check(result, q, k, v, advance)
+        summary = report.run_report(result, batch=batch, heads=heads, check=check)
+        if backward:
+            if counts_only:
+                grads, grad_err = closed_form.backward(algo, **shape, **chip), None
+            else:
+                back = configure_shape(algo, True, batch * heads, n, nk or n, d, dtype, scale, causal, block_rows,
+                                       block_cols, blocks, sram_bytes, hardware_name)  # fmt: skip
+                grads, grad_err = run_backward(work, result, seed, back)
+            summary["backward"] = training.backward_report(grads, grad_err)
+            summary["forward_backward"] = training.split(result, grads)
     if as_json:
         print_json(summary)
-        return
-    console.print(run_viz.run_table(summary))
-    if backward:
-        console.print(backward_viz.backward_table(summary))
-
-
-def run_backward(algo, result, q, k, v, seed, chip):
-    """The backward pass of a `run` on a seeded random dO, and its errors against the float64 reference."""
-    do = np.random.default_rng(seed + 1).standard_normal(q.shape).astype(q.dtype)
-    stats = {"flash1": result.stats, "flash2": result.lse}.get(algo)
-    if stats is None:  # standard attention leaves P in HBM, not L: hand the backward L to rebuild it from
-        stats = reference.attention(q, k, v, causal=result.causal, scale=result.scale)[1]
-    grads = sim.backward(algo, q, k, v, result.output, stats, do, **chip)
-    return grads, training.gradient_errors(grads, q, k, v, do)
-
-
-@click.command("trace")
-@options.algo()
-@options.backward("Trace the algorithm's backward pass instead of its forward.")
-@options.n(16)
-@options.nk()
-@options.d(4)
-@options.dtype("fp32")
-@options.causal()
-@options.SCALE
-@options.BLOCK_ROWS
-@options.BLOCK_COLS
-@options.blocks("Rule for blocks not given.")  # shorter than run's
-@options.SRAM_BYTES
-@options.hardware(
-    "toy",
-    f"GPU preset  [default: toy (1 KiB of SRAM) up to N, Nk = {TOY_MAX_N} and d = {TOY_MAX_D}; {hardware.DEFAULT} beyond]",
-    show_default=False,
-)  # unlike every other command's: the toy part for small runs
-@options.SEED
-@click.option(
-    "--load", "load_path", type=click.Path(dir_okay=False), default=None, help="Open a trace saved with --json."
-)
-@click.option(
-    "--row",
-    type=int,
-    default=None,
-    help="Record query row R's values (without it, runs past N, Nk, d = 16 record none).",
-)
-@click.option("--step", type=int, default=None, help="Print step K's screen (or export it) and exit.")
-@click.option("--play", is_flag=True, help="Animate the run (tile pair by tile pair for big runs).")
-@click.option(
-    "--delay", type=click.FloatRange(min=0), default=0.5, show_default=True, help="Seconds per frame of --play."
-)
-@click.option(
-    "--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the trace (versioned JSON)."
-)  # a file, not stdout: unlike run's --json flag
-@click.option(
-    "--svg",
-    "svg_path",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Write --step K's screen, or the listing, as SVG.",
-)
-@click.option("--html", "html_path", type=click.Path(dir_okay=False), default=None, help="The same as HTML.")
-@click.option(
-    "--width",
-    type=click.IntRange(min=60),
-    default=None,
-    help="Columns to print and export in  [default: the terminal's; 120 for exports]",
-)
-@click.pass_context
-def trace_command(
-    ctx, algo, backward, n, nk, d, dtype, causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name,
-    seed, load_path, row, step, play, delay, json_path, svg_path, html_path, width,
-) -> None:  # fmt: skip
-    """Step through a simulated run: the tiles in SRAM, the paper's line, the running statistics, the bytes moved.
-
-    In a terminal the viewer takes keys (shown on screen); piped, it prints a plain listing.
-    """
-    from sim.viewer import export, terminal, traces
-    from sim.viz import listing, screen, timeline
-
-    if step is not None and play:
-        raise InputError("--step, --play: choose one")
-    if load_path:
-        given = [o for o in RUN_OPTIONS if ctx.get_parameter_source(o) is ParameterSource.COMMANDLINE]
-        if given:
-            option = given[0].removesuffix("_name").replace("_", "-")
-            raise InputError(f"--load: the trace file fixes the run; drop --{option}")
-        trace = traces.load(load_path, row)
     else:
-        toy_is_too_small = max(n, nk or n) > TOY_MAX_N or d > TOY_MAX_D  # blocks of a few rows: too many steps to watch
-        if ctx.get_parameter_source("hardware_name") is ParameterSource.DEFAULT and toy_is_too_small:
-            hardware_name = hardware.DEFAULT
-        q, k, v = (x[0, 0] for x in random_inputs(1, 1, n, nk or n, d, dtype, seed))
-        record = traces.record_backward if backward else traces.record
-        chip = chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name)
-        trace = record(algo, q, k, v, row=row, **chip)
-    view = timeline.Timeline(trace)
-    traces.check_step(view, step)
-    if json_path:
-        trace.save(json_path)
-        console.print(f"wrote {json_path}: the trace, {len(view)} steps (flashsim trace --load {json_path} opens it)")
-    for path, kind in ((svg_path, "svg"), (html_path, "html")):
-        if path:
-            shown = listing.listing(view) if step is None else screen.screen(view, step)
-            export.write(shown, path, kind, width or 120, f"flashsim trace {screen.run_title(view)}")
-            console.print(f"wrote {path}: " + ("the listing" if step is None else f"step {step}"))
-    if json_path or svg_path or html_path:
-        return
-    out = Console(highlight=False, width=width) if width else console
-    if step is not None:
-        out.print(screen.screen(view, step))
-    elif sys.stdin.isatty() and sys.stdout.isatty():
-        if play:
-            terminal.play(view, console, delay)
-        else:
-            terminal.interact(view, console)
-    else:
-        out.print(listing.listing(view))
+        console.print(run_viz.run_table(summary))
+        if backward:
+            console.print(backward_viz.backward_table(summary))
+    return 1 if summary["tolerance"] and not summary["tolerance"]["within"] else 0
+
+
+def closed_bytes(config: dict, backward: bool = False) -> int:
+    """The HBM bytes a pass of `config` (`sim.inputs.configure_shape`'s) moves, every head, by the closed form."""
+    s = DTYPES[config["dtype"]].itemsize
+    counts = iomodel.backward_counts if backward else iomodel.counts
+    c = counts(config["algorithm"], config["n"], config["nk"], config["d"], s, config["block_rows"],
+               config["block_cols"], config["causal"])  # fmt: skip
+    return c.hbm_bytes * config["heads"]
+
+
+def run_backward(work, result, seed: int, config: dict):
+    """The backward pass of a `run` with the blocks `config` chose, on a seeded random dO (from what the forward
+    kept, `sim.backward(result, do)`), and its errors against the float64 reference."""
+    do = np.random.default_rng(seed + 1).standard_normal(result.q.shape).astype(result.q.dtype)
+    with work.simulating(f"{result.algorithm} backward", closed_bytes(config, backward=True)):
+        grads = sim.backward(result, do, block_rows=config["block_rows"], block_cols=config["block_cols"])
+    with work.steps("float64 gradients", 1):
+        errors = training.gradient_errors(grads, result.q, result.k, result.v, do)
+    return grads, errors
 
 
 @click.command("compare")
@@ -206,20 +146,37 @@ def trace_command(
 @options.backward("Compare the backward pass (its kernels: v1 or v2).")
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
 @options.JSON_REPORT
-def compare_command(n, nk, d, batch, heads, dtype, causal, kernel, backward, no_counters, json_path) -> None:
+@options.QUIET
+@click.pass_context
+def compare_command(
+    ctx, n, nk, d, batch, heads, dtype, causal, kernel, backward, no_counters, json_path, quiet
+) -> None:
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
     from gpu import compare as gpu_compare
     from gpu import compare_backward as gpu_compare_backward
-    from gpu import render_compare, results
+    from gpu import registry, render_compare, results
 
+    tiles = (registry.backward if backward else registry.forward)(kernel).default_tiles(d)
+    simulated = 1 if backward else batch * heads  # the backward simulates head 0's numerics, counts the rest
+
+    def cost(n, nk, d, batch, heads) -> estimate.Estimate:  # the simulator's side, on this machine
+        run = estimate.simulate("flash2", n=n, nk=nk or n, d=d, dtype=dtype, Br=tiles.block_rows,
+                                Bc=tiles.block_cols, causal=causal, heads=simulated, backward=backward)  # fmt: skip
+        return estimate.process() + run + estimate.check(n, nk or n, d, simulated, backward)
+
+    what = f"simulating flash2 at N = {count(n)}, Nk = {count(nk or n)}, d = {d}, {count(simulated)} heads with the kernel's tiling"
+    estimate.guard(ctx, cost, what, [], n=n, nk=nk, d=d, batch=batch, heads=heads)
+    config = dict(algorithm="flash2", n=n, nk=nk or n, d=d, dtype=dtype, block_rows=tiles.block_rows,
+                  block_cols=tiles.block_cols, causal=causal, heads=simulated)  # fmt: skip
     module = gpu_compare_backward if backward else gpu_compare
-    result = (module.compare_backward if backward else module.compare)(
-        n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype, causal=causal, kernel=kernel,
-        profile=not no_counters,
-    )  # fmt: skip
+    with Work(quiet) as work, work.simulating("the simulator, then the kernel", closed_bytes(config, backward)):
+        result = (module.compare_backward if backward else module.compare)(
+            n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype, causal=causal, kernel=kernel,
+            profile=not no_counters,
+        )  # fmt: skip
     console.print((render_compare.backward_comparison if backward else render_compare.comparison)(result))
     if json_path:
         results.write(module.report(result, options.command_line()), json_path)
 
 
-COMMANDS = (run_command, trace_command, compare_command)
+COMMANDS = (run_command, compare_command)

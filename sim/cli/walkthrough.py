@@ -13,7 +13,8 @@ from sim.viz import walkthrough as walkthrough_viz
 @click.command("walkthrough")
 @options.json_flag("Print the whole trace as JSON.")
 def walkthrough_command(as_json) -> None:
-    """FlashAttention step by step on N = 4 queries and keys with blocks of 2 (in a terminal, in the trace viewer)."""
+    """FlashAttention step by step on N = 4 queries and keys with blocks of 2 (in a terminal, in the trace viewer,
+    after a first screen with the inputs)."""
     flash = walkthrough.flash()
     if as_json:
         print_json(flash.trace.to_dict())
@@ -24,7 +25,8 @@ def walkthrough_command(as_json) -> None:
         from sim.viewer import terminal
         from sim.viz.timeline import Timeline
 
-        terminal.interact(Timeline(flash.trace), console)
+        intro = walkthrough_viz.intro(flash, walkthrough.Q, walkthrough.K, walkthrough.V)
+        terminal.interact(Timeline(flash.trace), console, intro)
         console.print(walkthrough_viz.ending(flash, standard, ref))
         return
     console.print(walkthrough_viz.walkthrough(flash, standard, ref, walkthrough.Q, walkthrough.K, walkthrough.V))

@@ -1,11 +1,36 @@
-"""The viewer's screens and listings as files: an SVG picture or an HTML page (the trace itself: `Trace.save`)."""
+"""The viewer's screens and listings as files: an SVG picture or an HTML page (the trace itself: `Trace.save`).
 
+Both carry the run as their title and use the same dark terminal colours, so a slide and a web page of one
+step look alike.
+"""
+
+import html
 import io
 from pathlib import Path
 
 from rich.console import Console, RenderableType
+from rich.terminal_theme import SVG_EXPORT_THEME
 
 from sim.errors import InputError
+
+HTML_PAGE = """<!DOCTYPE html>
+<html>
+<head>
+<meta charset="UTF-8">
+<title>{title}</title>
+<style>
+{{stylesheet}}
+body {{{{
+    color: {{foreground}};
+    background-color: {{background}};
+}}}}
+</style>
+</head>
+<body>
+    <pre style="font-family:'Fira Code',Menlo,'DejaVu Sans Mono',consolas,monospace"><code style="font-family:inherit">{{code}}</code></pre>
+</body>
+</html>
+"""
 
 
 def write(renderable: RenderableType, path: str | Path, kind: str, width: int, title: str) -> None:
@@ -14,8 +39,9 @@ def write(renderable: RenderableType, path: str | Path, kind: str, width: int, t
     console.print(renderable)
     try:
         if kind == "svg":
-            console.save_svg(str(path), title=title)
+            console.save_svg(str(path), title=title, theme=SVG_EXPORT_THEME)
         else:
-            console.save_html(str(path))
+            page = HTML_PAGE.format(title=html.escape(title))
+            console.save_html(str(path), theme=SVG_EXPORT_THEME, code_format=page)
     except OSError as e:
         raise InputError(f"--{kind}: cannot write {str(path)!r}: {e.strerror}") from None

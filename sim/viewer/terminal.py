@@ -8,7 +8,8 @@ import select
 import sys
 import time
 
-from rich.console import Console
+from rich.console import Console, Group, RenderableType
+from rich.text import Text
 
 from sim.viewer.keys import Viewer, read_key
 from sim.viz.listing import STEPS_LISTED
@@ -24,16 +25,23 @@ except ImportError:  # not POSIX: the viewer reads one command per line
 LINE_KEYS = "enter: next · p: previous · t/T: next/previous tile · a number: jump to that step · q: quit"
 
 
-def interact(timeline: Timeline, console: Console) -> None:
-    """Step through the trace in the terminal until `q`."""
+INTRO_KEYS = "any key: the first step · q: quit"
+
+
+def interact(timeline: Timeline, console: Console, intro: RenderableType | None = None) -> None:
+    """Step through the trace in the terminal until `q`; `intro`, if given, is the first screen (what the run is)."""
     viewer = Viewer(timeline)
     if termios is None:
-        return _interact_by_lines(viewer, console)
+        return _interact_by_lines(viewer, console, intro)
     fd = sys.stdin.fileno()
     saved = termios.tcgetattr(fd)
     try:
         tty.setcbreak(fd)
         with console.screen(hide_cursor=True) as live:
+            if intro is not None:
+                live.update(Group(intro, Text(INTRO_KEYS, style="dim")))
+                if read_key(fd) in ("q", "Q"):
+                    return
             while True:
                 live.update(screen(timeline, viewer.k, viewer.footer, height=console.height))
                 if not viewer.press(read_key(fd)):
@@ -44,8 +52,10 @@ def interact(timeline: Timeline, console: Console) -> None:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
-def _interact_by_lines(viewer: Viewer, console: Console) -> None:
+def _interact_by_lines(viewer: Viewer, console: Console, intro: RenderableType | None = None) -> None:
     """Without termios: one command per line (enter, p, t, T, a step number, q)."""
+    if intro is not None:
+        console.print(intro)
     while True:
         console.print(
             screen(viewer.timeline, viewer.k, f"{viewer.message}  ·  {LINE_KEYS}" if viewer.message else LINE_KEYS)

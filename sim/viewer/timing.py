@@ -6,6 +6,7 @@ import time
 import numpy as np
 from rich.console import Console
 
+from sim.algorithms import REGISTRY
 from sim.dtypes import DTYPES
 from sim.viewer.keys import Viewer
 from sim.viewer.traces import record
@@ -13,9 +14,7 @@ from sim.viz.screen import KEYS, screen
 from sim.viz.timeline import Timeline
 
 
-def bench_open(
-    algorithms=("flash1", "flash2", "standard"), *, n=4096, d=64, dtype="fp16", hardware="A100-40GB", keys=50
-) -> list[dict]:
+def bench_open(algorithms=tuple(REGISTRY), *, n=4096, d=64, dtype="fp16", hardware="A100-40GB", keys=50) -> list[dict]:
     """Per algorithm on an n × n run: seconds to record the trace and draw its first screen (120 × 45),
     and the mean seconds per key press (`→`, a new screen each) after that."""
     rng = np.random.default_rng(0)

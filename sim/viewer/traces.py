@@ -7,27 +7,31 @@ import numpy as np
 from sim import reference
 from sim.api import backward, run
 from sim.errors import InputError
+from sim.inputs import check_logits, check_scale
 from sim.trace import Trace
 from sim.viz.timeline import Timeline
 
-SMALL = 16  # runs with N, Nk and d all at most this record every value; bigger ones only one row's, with `row`
+SMALL = 16  # runs with N, Nk and d all at most this record every value; bigger ones one query row's (row 0's)
 
 
-def _mode(q, k, row: int | None) -> str:
-    """What a trace records: every value of a small run, one row's with `row`, else steps only."""
-    return "values" if row is not None or max(q.shape[0], k.shape[0], q.shape[1]) <= SMALL else "steps"
+def _row(q, k, row: int | None) -> int | None:
+    """The query row whose values a trace keeps: `row`, or row 0 for a run too big to keep every value (None)."""
+    return 0 if row is None and max(q.shape[0], k.shape[0], q.shape[1]) > SMALL else row
 
 
 def record(algorithm: str, q, k, v, *, row: int | None = None, **options) -> Trace:
-    """Run `algorithm` and keep its trace: every value for small runs, one query row's with `row`, else none."""
-    return run(algorithm, q, k, v, record=_mode(q, k, row), row=row, **options).trace
+    """Run `algorithm` and keep its trace with values: every value for small runs, one query row's for big ones
+    (`row`, or row 0)."""
+    return run(algorithm, q, k, v, record="values", row=_row(q, k, row), **options).trace
 
 
 def record_backward(algorithm: str, q, k, v, *, row: int | None = None, **options) -> Trace:
     """The backward pass's trace, as `record`; O and L from the float64 reference, dO seeded random."""
+    check_logits(q, k, check_scale(options.get("scale"), q.shape[-1]))  # before the reference computes a score
     o, lse = reference.attention(q, k, v, causal=options.get("causal", False), scale=options.get("scale"))
     do = np.random.default_rng(1).standard_normal(q.shape).astype(q.dtype)
-    return backward(algorithm, q, k, v, o.astype(q.dtype), lse, do, record=_mode(q, k, row), row=row, **options).trace
+    row = _row(q, k, row)
+    return backward(algorithm, q, k, v, o.astype(q.dtype), lse, do, record="values", row=row, **options).trace
 
 
 def load(path: str | Path, row: int | None = None) -> Trace:

@@ -1,10 +1,10 @@
-"""Tables for `flashsim bench sim`."""
+"""Tables for `flashsim bench sim` and `bench cli`."""
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import human_bytes, number
+from sim.format import human_bytes, number, seconds
 
 
 def sim_table(report: dict) -> RenderableType:
@@ -39,3 +39,19 @@ def sim_table(report: dict) -> RenderableType:
             )
         )
     return Group(*parts)
+
+
+def cli_table(report: dict) -> RenderableType:
+    """One row per command: wall time in a fresh process, peak resident memory, exit code."""
+    m = report["machine"]
+    table = Table(title="flashsim commands, each in a fresh process (Python's start-up included)", title_justify="left")
+    table.add_column("command")
+    table.add_column("seconds", justify="right")
+    table.add_column("peak RSS", justify="right")
+    table.add_column("exit", justify="right")
+    for row in report["rows"]:
+        rss = "—" if row["peak_rss_bytes"] is None else human_bytes(row["peak_rss_bytes"])
+        table.add_row(row["command"], seconds(row["seconds"]), rss, str(row["exit_code"]))
+    machine = f"{m['cpu']} · {m['cores']} cores · Python {m['python']} · NumPy {m['numpy']}"
+    errors = [Text(f"{r['command']}: {r['stderr']}", style="red") for r in report["rows"] if r["exit_code"] != 0]
+    return Group(Text(machine, style="dim"), table, *errors)

@@ -1,4 +1,4 @@
-"""What `flashsim decode` prints, from `sim.algorithms.decoding.Occupancy` rows."""
+"""What `flashsim decode` prints, from `sim.occupancy.Occupancy` rows."""
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -14,7 +14,7 @@ def decode_table(
 ) -> RenderableType:
     """One row per number of splits: thread blocks, SMs kept busy, waves, traffic and the model's time."""
     title = Text(
-        f"Flash-Decoding · {queries} query row(s) against Nk={count(nk)} keys · d={d} · batch {batch} × {heads} heads · {dtype} · {hw.name}",
+        f"Flash-Decoding · {queries} query row{'s' * (queries > 1)} against Nk={count(nk)} keys · d={d} · batch {batch} × {heads} heads · {dtype} · {hw.name}",
         style="bold",
     )
     t = Table(show_edge=False)

@@ -5,8 +5,9 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import count, exact_bytes, number, percent, ratio
+from sim.format import count, exact_bytes, more_or_fewer, percent
 from sim.trace import Access
+from sim.viz.code import code
 from sim.viz.steps import moves, tile
 from sim.viz.timeline import EMPTY, READ, RESIDENT, WRITTEN, Timeline, key_rows
 
@@ -17,37 +18,6 @@ GLYPHS = {
     WRITTEN: ("W", "bold white on magenta"),
 }
 LEGEND = ((RESIDENT, "in SRAM"), (READ, "just read"), (WRITTEN, "just written"), (EMPTY, "HBM only"))
-NOTES = {
-    "α_i": "rescale of the old O_i, ℓ_i: e^(m_old − m_new)",
-    "β_i": "rescale of this block: e^(m̃_ij − m_new)",
-    "m_new": "the new running max",
-}
-MAX_ROWS = 6  # rows of a matrix the values panel shows before eliding
-
-
-def matrix(values, room: int = 80, max_rows: int = MAX_ROWS) -> str:
-    """A scalar, vector or matrix as aligned text in at most `room` columns, elided with … where it does not fit."""
-    if not isinstance(values, list):
-        return number(values)
-    rows = values if values and isinstance(values[0], list) else [values]
-    cells = [[number(x) for x in row] for row in rows[:max_rows]]
-    width = max((len(c) for row in cells for c in row), default=0)
-    total = max(map(len, cells), default=0)
-    shown = total if 2 + total * (width + 2) - 2 <= room else max(1, (room - 5) // (width + 2))
-    lines = [
-        "[" + "  ".join(c.rjust(width) for c in row[:shown]) + ("  …" if len(row) > shown else "") + "]"
-        for row in cells
-    ]
-    if len(rows) > max_rows:
-        lines.append(f"… {len(rows)} rows")
-    return "\n".join(lines)
-
-
-def fits(values, room: int) -> bool:
-    """Whether `matrix` shows every column of `values` in `room` columns."""
-    return "…" not in matrix(values, room, max_rows=1).split("\n")[0]
-
-
 # -- memory hierarchy ---------------------------------------------------------------------
 
 
@@ -62,7 +32,7 @@ def cells(grid_row) -> Text:
     return text
 
 
-def hbm_grids(timeline: Timeline, k: int, width: int) -> RenderableType:
+def hbm_grids(timeline: Timeline, k: int, width: int, max_rows: int = 8) -> RenderableType:
     """Every HBM tensor as its grid of tiles: a block of rows is one cell, S and P are Br × Bc tiles.
 
     Grids too big for `width` merge neighbouring tiles into one cell, which shows the
@@ -82,7 +52,7 @@ def hbm_grids(timeline: Timeline, k: int, width: int) -> RenderableType:
             if merged > 1:
                 notes.setdefault(f"{merged} row blocks", []).append(tensor)
         else:
-            states, gr, gc = timeline.tile_states(k, tensor, 8, room)
+            states, gr, gc = timeline.tile_states(k, tensor, max_rows, room)
             grid.add_row(tensor, shapes[tensor], Text("\n").join(cells(row) for row in states))
             if gr * gc > 1:
                 notes.setdefault(f"{gr} × {gc} tiles", []).append(tensor)
@@ -117,13 +87,19 @@ def origin(source: Access | None, hbm: dict) -> str:
     return "← " + tile(source, shape[1] if len(shape) == 2 else None)
 
 
-def sram_section(timeline: Timeline, k: int, width: int) -> RenderableType:
-    """The occupancy bar with used/capacity and peak so far, then each resident buffer."""
+def sram_section(timeline: Timeline, k: int, width: int, compact: bool = False) -> RenderableType:
+    """The occupancy bar, what its glyphs stand for with used/capacity and peak so far, then each resident buffer
+    (with where it came from; `compact`: names and sizes in a paragraph)."""
     step, cap = timeline.steps[k], timeline.sram_capacity
     used, peak = step.sram_bytes, timeline.peak(k)
-    numbers = Text(
-        f"{exact_bytes(used)} of {exact_bytes(cap)} ({percent(used, cap)}) · peak so far {exact_bytes(peak)}"
-    )
+    numbers = Text.assemble(
+        ("█", "green"), f"{' SRAM' * compact} {exact_bytes(used)} of {exact_bytes(cap)} ({percent(used, cap)}) · ",
+        ("▒", "yellow"), f" peak so far {exact_bytes(peak)}",
+    )  # fmt: skip
+    bar = occupancy_bar(used, peak, cap, max(10, min(48, width - 4)))
+    if compact:
+        entries = [f"{r.name} {exact_bytes(r.nbytes)}" for r in step.sram]
+        return Group(bar, numbers, Text(" · ".join(entries) or "(empty)", style="" if entries else "dim"))
     per_line = max(1, width // 34)  # resident buffers side by side where the panel is wide
     residents = Table.grid(padding=(0, 1))
     for _ in range(per_line):
@@ -136,20 +112,18 @@ def sram_section(timeline: Timeline, k: int, width: int) -> RenderableType:
         residents.add_row(*row, *[""] * (3 * per_line - len(row)))
     if not entries:
         residents.add_row(Text("(empty)", style="dim"), *[""] * (3 * per_line - 1))
-    return Group(occupancy_bar(used, peak, cap, max(10, min(48, width - 4))), numbers, residents)
+    return Group(bar, numbers, residents)
 
 
-def memory_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
-    """HBM tensors as tile grids (tiles in SRAM highlighted, just read/written marked) and the SRAM bar."""
+def memory_panel(timeline: Timeline, k: int, width: int = 60, compact: bool = False) -> Panel:
+    """HBM tensors as tile grids (tiles in SRAM highlighted, just read/written marked) and the SRAM bar;
+    `compact` (a short terminal): no headings, S and P in at most 4 rows of cells, the buffers in a paragraph."""
     inner = width - 4
-    body = Group(
-        Text("HBM", style="bold underline"),
-        hbm_grids(timeline, k, inner),
-        legend(),
-        Text(""),
-        Text("SRAM", style="bold underline"),
-        sram_section(timeline, k, inner),
-    )
+    grids, sram = hbm_grids(timeline, k, inner, 4 if compact else 8), sram_section(timeline, k, inner, compact)
+    if compact:  # no headings: the legend names HBM, the numbers SRAM
+        body = Group(grids, legend(), sram)
+    else:
+        body = Group(Text("HBM", "bold underline"), grids, legend(), Text(""), Text("SRAM", "bold underline"), sram)
     return Panel(body, title="Memory hierarchy", title_align="left", width=width)
 
 
@@ -162,112 +136,79 @@ def paper_line(timeline: Timeline, k: int) -> str:
     return f"{timeline.listing}, line {step.line}" if step.line is not None else timeline.listing
 
 
-def where(timeline: Timeline, k: int) -> str:
-    """`i = 0 (query rows 0:2) · j = 1 (key rows 2:4)`."""
+def where(timeline: Timeline, k: int, short: bool = False) -> str:
+    """`i = 0 (query rows 0:2) · j = 1 (key rows 2:4)`; `short`: `i = 0 (rows 0:2) · j = 1 (keys 2:4)`."""
     step = timeline.steps[k]
     parts = []
     if step.i is not None:
-        rows = f" (query rows {step.rows[0]}:{step.rows[1]})" if step.rows else ""
+        rows = f" ({'rows' if short else 'query rows'} {step.rows[0]}:{step.rows[1]})" if step.rows else ""
         parts.append(f"i = {step.i}{rows}")
     keys = key_rows(step, timeline.block_cols, timeline.nk)
     if keys:
-        parts.append(f"j = {step.j} (key rows {keys[0]}:{keys[1]})")
+        parts.append(f"j = {step.j} ({'keys' if short else 'key rows'} {keys[0]}:{keys[1]})")
     return " · ".join(parts) or "no tile indices"
 
 
-def operation_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
-    """The paper's line being executed, its tile indices, and the tiles it moved."""
+def operation_panel(timeline: Timeline, k: int, width: int = 60, code_lines: int | None = None) -> Panel:
+    """The paper's line being executed, its tile indices, the tiles it moved, and the listing's Python that ran it
+    (`sim.source.around`: all of it, or with `code_lines` the first lines of the work, for a short terminal,
+    which also shortens the labels and leaves out a direction that moved nothing)."""
     step = timeline.steps[k]
+    short = code_lines is not None
     info = Table.grid(padding=(0, 1))
     info.add_column(style="cyan", no_wrap=True)
     info.add_column()
-    info.add_row("tile", where(timeline, k))
+    info.add_row("tile", where(timeline, k, short))
     if step.phase:
         info.add_row("kernel", step.phase)
-    info.add_row("HBM → SRAM", moves(step.reads, timeline.trace.hbm) or "—")
-    info.add_row("SRAM → HBM", moves(step.writes, timeline.trace.hbm) or "—")
+    directions = (("read", step.reads), ("wrote", step.writes)) if short else (
+        ("HBM → SRAM", step.reads), ("SRAM → HBM", step.writes))  # fmt: skip
+    for label, accesses in directions:
+        if accesses or not short:
+            info.add_row(label, moves(accesses, timeline.trace.hbm) or "—")
     title = Text.assemble((paper_line(timeline, k), "bold"), f": {step.text}")
-    return Panel(Group(title, info), title=f"Operation · {timeline.algorithm_name}", title_align="left", width=width)
-
-
-# -- values -------------------------------------------------------------------------------
-
-
-def before_value(timeline: Timeline, k: int, name: str):
-    """A buffer's value before step k changed it (none for a fresh load); for `x_new`, the running `x` it replaces."""
-    step = timeline.steps[k]
-    before = step.values["before"]
-    if step.op == "load":
-        return None
-    if name in before:
-        return before[name]
-    if name.endswith("_new"):
-        return timeline.value(name.removesuffix("_new"), k)
-    return None
-
-
-def values_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
-    """What the step computed: each buffer it changed, before → after (one query row with --row)."""
-    step, row = timeline.steps[k], timeline.trace.row
-    title = "Values" + (f" · query row {row}" if row is not None else "")
-    if step.values is None:
-        if row is not None and timeline.has_values:
-            why = f"Row {row} is not in this step's tile; its steps show its values."
-        else:
-            why = "This trace holds no values (big runs record none); pass --row R to follow one query row."
-        return Panel(Text(why, style="dim"), title=title, title_align="left", width=width)
-    table = Table.grid(padding=(0, 1))
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column()
-    names = step.values["after"]
-    room = width - 4 - max(map(len, names), default=0) - 1  # inside the border, beside the names
-    for name, after in names.items():
-        before = before_value(timeline, k, name)
-        shown = Table.grid(padding=(0, 1))
-        if before is None:
-            shown.add_row(matrix(after, room))
-        elif fits(before, (room - 3) // 2) and fits(after, (room - 3) // 2):
-            shown.add_row(matrix(before, room), Text("→", style="dim"), matrix(after, room))
-        else:  # too wide to stand side by side: before above, after below
-            shown.add_row(matrix(before, room - 2))
-            shown.add_row(Text("→ ", style="dim") + Text(matrix(after, room - 2)))
-        note = NOTES.get(name)
-        table.add_row(name, Group(shown, Text(note, style="dim")) if note else shown)
-    if not step.values["after"]:
-        table.add_row(Text("no on-chip values change in this step", style="dim"), "")
-    return Panel(table, title=title, title_align="left", width=width)
+    listing = code(step, code_lines)
+    body = Group(title, info, *([] if listing is None else [listing]))
+    return Panel(body, title=f"Operation · {timeline.algorithm_name}", title_align="left", width=width)
 
 
 # -- traffic ------------------------------------------------------------------------------
 
 
-def traffic_panel(timeline: Timeline, k: int, width: int = 60) -> Panel:
-    """HBM bytes so far per tensor, against the closed-form total and the contrasting algorithm's."""
+def traffic_panel(timeline: Timeline, k: int, width: int = 60, compact: bool = False) -> Panel:
+    """HBM bytes so far per tensor, against the closed-form total and the contrasting algorithm's; `compact` (a
+    short terminal): the totals alone."""
     traffic = timeline.traffic(k)
     l2 = any(t[2] for t in timeline.traffic(len(timeline) - 1).values())
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
     table.add_column("HBM so far", no_wrap=True)
     table.add_column("read", justify="right", no_wrap=True)
     table.add_column("written", justify="right", no_wrap=True)
-    if l2:
+    if l2 and not compact:
         table.add_column("L2 re-read", justify="right", no_wrap=True)
-    for tensor, (read, written, cached) in traffic.items():
-        table.add_row(tensor, exact_bytes(read), exact_bytes(written), *([exact_bytes(cached)] if l2 else []))
+    if not compact:
+        for tensor, (read, written, cached) in traffic.items():
+            table.add_row(tensor, exact_bytes(read), exact_bytes(written), *([exact_bytes(cached)] if l2 else []))
     step = timeline.steps[k]
     table.add_row(
         Text("total", style="bold"),
         exact_bytes(step.hbm_read_bytes),
         exact_bytes(step.hbm_write_bytes),
-        end_section=True,
+        end_section=not compact,
     )
     closed = timeline.closed_form()
     label, other = timeline.contrast()
     table.add_row("closed form", exact_bytes(closed.hbm_read_bytes), exact_bytes(closed.hbm_write_bytes))
-    table.add_row(label, exact_bytes(other.hbm_read_bytes), exact_bytes(other.hbm_write_bytes), style="dim")
+    shown = label.removesuffix(" backward").replace(" attention", "") if compact else label  # `standard`
+    table.add_row(shown, exact_bytes(other.hbm_read_bytes), exact_bytes(other.hbm_write_bytes), style="dim")
     done = step.hbm_read_bytes + step.hbm_write_bytes
+    compared = more_or_fewer(other.hbm_bytes / closed.hbm_bytes, 2)
+    if compact:
+        title = f"Traffic · {percent(done, closed.hbm_bytes)} of the closed form so far"
+        return Panel(table, title=title, title_align="left", width=width)
     notes = Text(
-        f"closed form: the whole run's bytes (sim.iomodel); {label} moves {ratio(other.hbm_bytes / closed.hbm_bytes, 2)} "
-        f"as many. Moved so far: {percent(done, closed.hbm_bytes)}; matmul FLOPs so far: {count(step.flops)}.",
+        f"closed form: the whole run's bytes (sim.iomodel); {label} moves {compared} bytes. "
+        f"Moved so far: {percent(done, closed.hbm_bytes)}; matmul FLOPs so far: {count(step.flops)}.",
         style="dim",
     )
     if l2:

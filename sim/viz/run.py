@@ -4,13 +4,15 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import abs_error, count, human_bytes, ratio
+from sim.format import abs_error, count, human_bytes, more_or_fewer
 
 
-def traffic_table(report: dict, title: str) -> Table:
-    """Bytes read and written per HBM tensor, and their totals, from a report's `per_tensor`."""
-    traffic = Table(title=title, title_justify="left", show_edge=False)
-    traffic.add_column("tensor")
+def traffic_table(report: dict, title: str, closed_form: bool = False) -> Table:
+    """Bytes read and written per HBM tensor, and their totals, from a report's `per_tensor` (per kernel when the
+    counts come from the closed form)."""
+    traffic = Table(title=title + (" (closed form, per kernel)" if closed_form else ""), title_justify="left",
+                    show_edge=False)  # fmt: skip
+    traffic.add_column("kernel" if closed_form else "tensor")
     traffic.add_column("read", justify="right")
     traffic.add_column("written", justify="right")
     for tensor, rw in report["per_tensor"].items():
@@ -29,22 +31,25 @@ def run_table(report: dict) -> RenderableType:
     config.add_column(style="cyan")
     config.add_column()
     config.add_row("blocks", f"Br={r['block_rows']}, Bc={r['block_cols']}")
-    config.add_row(
-        "SRAM", f"peak {human_bytes(r['sram_peak_bytes'])} of {human_bytes(r['sram_bytes'])} ({r['hardware']})"
-    )
+    counted = r.get("source") == "closed form"
+    sram = f"{'needs' if counted else 'peak'} {human_bytes(r['sram_peak_bytes'])} of {human_bytes(r['sram_bytes'])} ({r['hardware']})"
+    if r["sram_peak_bytes"] > r["sram_bytes"]:  # only a closed-form count gets here
+        sram = Text.assemble(sram, (" — more than the SRAM: the simulator would refuse this shape", "bold red"))
+    config.add_row("SRAM", sram)
     config.add_row("scale", f"{r['scale']:.6g}")
 
-    traffic = traffic_table(r, "HBM traffic")
+    traffic = traffic_table(r, "HBM traffic", counted)
 
     closed = r["closed_form"]
-    check = (
-        Text("= closed form (iomodel)", style="green")
-        if closed["matches"]
-        else Text(
+    if counted:
+        check = Text("from the closed form (iomodel), nothing simulated (--counts-only)", style="dim")
+    elif closed["matches"]:
+        check = Text("= closed form (iomodel)", style="green")
+    else:
+        check = Text(
             f"≠ closed form: {count(closed['hbm_read_bytes'])} read, {count(closed['hbm_write_bytes'])} written",
             style="bold red",
         )
-    )
     totals = Table.grid(padding=(0, 2))
     totals.add_column(style="cyan")
     totals.add_column(justify="right")
@@ -57,14 +62,24 @@ def run_table(report: dict) -> RenderableType:
     totals.add_row("matmul FLOPs", count(r["flops"]), "")
     totals.add_row("exponentials", count(r["exps"]), "")
     if r["algorithm"] != "standard":
-        more = ratio(r["standard_hbm_bytes"] / r["hbm_bytes"])
-        totals.add_row(
-            "standard attention", count(r["standard_hbm_bytes"]), f"HBM bytes for the same shape: {more} more"
-        )
+        more = more_or_fewer(r["standard_hbm_bytes"] / r["hbm_bytes"])
+        totals.add_row("standard attention", count(r["standard_hbm_bytes"]), f"HBM bytes for the same shape: {more}")
     err = r["max_abs_err"]
-    totals.add_row(
-        "max |O − ref|",
-        "not computed (--counts-only)" if err is None else abs_error(err),
-        Text("vs float64", style="dim"),
-    )
-    return Group(Text(title, style="bold"), config, Text(""), traffic, Text(""), totals)
+    totals.add_row("max |O − ref|", "not computed (--counts-only)" if err is None else abs_error(err), verdict(r))
+    parts = [Text(title, style="bold"), config, Text(""), traffic, Text(""), totals]
+    if r.get("tolerance"):
+        tol = r["tolerance"]
+        parts.append(Text(f"{r['dtype']} tolerance, per element: |O − ref| ≤ {tol['formula']} (sim.tolerance)", "dim"))
+    return Group(*parts)
+
+
+def verdict(report: dict) -> Text:
+    """✓ within the tolerance stated for the dtype (`sim.tolerance`), ✗ outside it, or just "vs float64"."""
+    tol = report.get("tolerance")
+    if not tol:
+        return Text("vs float64", style="dim")
+    if tol["within"]:
+        return Text.assemble(
+            ("✓ within", "bold green"), (f" {report['dtype']} tolerance (≤ {abs_error(tol['bound'])})", "dim")
+        )
+    return Text.assemble(("✗ outside", "bold red"), f" {report['dtype']} tolerance (≤ {abs_error(tol['bound'])})")

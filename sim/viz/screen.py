@@ -6,8 +6,9 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.format import exact_bytes
-from sim.viz.panels import memory_panel, operation_panel, traffic_panel, values_panel
+from sim.viz.panels import memory_panel, operation_panel, traffic_panel
 from sim.viz.timeline import Timeline
+from sim.viz.values import values_panel
 
 KEYS = "→ next · ← back · t/T next/previous tile (i, j) · g go to step · q quit"
 TWO_COLUMNS = 100  # narrower screens stack the panels (unless a short terminal needs them side by side)
@@ -33,8 +34,16 @@ def header(timeline: Timeline, k: int) -> Table:
     return grid
 
 
+MOST_CODE = 14  # lines of the listing the operation panel shows at most
+
+
 class Screen:
-    """Step k of a timeline: as many lines as it needs, or exactly `height` lines (a terminal's)."""
+    """Step k of a timeline: as many lines as it needs, or exactly `height` lines (a terminal's).
+
+    In a short terminal the panels shed detail until they fit (`_fit`): the memory panel lists its buffers in a
+    paragraph, the operation panel shows the lines of code there is room for, the traffic panel its totals alone,
+    and last the values panel shows the buffers that fit and names the rest.
+    """
 
     def __init__(self, timeline: Timeline, k: int, footer: str | None = None, height: int | None = None):
         self.timeline, self.k, self.footer, self.height = timeline, k, footer, height
@@ -43,9 +52,11 @@ class Screen:
         t, k, width = self.timeline, self.k, options.max_width
         footer = Text(self.footer or "", style="dim")
         footer_lines = self._lines(console, options, footer) if self.footer else 0
-        columns, sizes, left = self._arrange(console, options, side_by_side=width >= TWO_COLUMNS)
-        if len(columns) == 1 and self.height and 1 + sum(sizes[0]) + footer_lines > self.height and width >= 72:
-            columns, sizes, left = self._arrange(console, options, side_by_side=True)  # a short terminal: fit more
+        room = None if self.height is None else self.height - 1 - footer_lines
+        side_by_side = width >= TWO_COLUMNS
+        columns, sizes, left = self._arrange(console, options, side_by_side, room)
+        if room is not None and not side_by_side and width >= 72 and sum(sizes[0]) > room:
+            columns, sizes, left = self._arrange(console, options, True, room)  # a short terminal: fit more
         height = self.height or 1 + max(sum(size) for size in sizes) + footer_lines
         body = Layout()
         room = height - 1 - footer_lines
@@ -58,20 +69,52 @@ class Screen:
         )
         yield from console.render(root, options.update(height=height))
 
-    def _arrange(self, console: Console, options: ConsoleOptions, side_by_side: bool):
-        """The panels in one column, or memory on the left and the rest on the right; their heights; the left width."""
+    def _arrange(self, console: Console, options: ConsoleOptions, side_by_side: bool, room: int | None):
+        """The panels in one column, or memory on the left and the rest on the right, each fitted to `room` lines
+        (None: at full detail); their heights; the left width."""
         t, k, width = self.timeline, self.k, options.max_width
-        left = width * 9 // 20 if side_by_side else width
+        left = width * 2 // 5 if side_by_side else width
         right = width - left if side_by_side else width
-        panels = [memory_panel(t, k, left), operation_panel(t, k, right), values_panel(t, k, right)]
-        panels.append(traffic_panel(t, k, right))
-        columns = [panels[:1], panels[1:]] if side_by_side else [panels]
-        return columns, [[self._lines(console, options, p) for p in column] for column in columns], left
+        memory = memory_panel(t, k, left)
+        if room is not None and self._lines(console, options, memory) > (room if side_by_side else room // 3):
+            memory = memory_panel(t, k, left, compact=True)
+        memory_lines = self._lines(console, options, memory)
+        rest = self._fit(
+            console, options, right, None if room is None else room - (0 if side_by_side else memory_lines)
+        )
+        heights = [self._lines(console, options, p) for p in rest]
+        if side_by_side:
+            return [[memory], rest], [[memory_lines], heights], left
+        return [[memory, *rest]], [[memory_lines, *heights]], left
+
+    def _fit(self, console: Console, options: ConsoleOptions, width: int, room: int | None) -> list:
+        """Operation, values and traffic in `room` lines: in full; else with the lines of code that fit beside the
+        full, then the compact traffic panel; else one line of code, and the values panel cut to what is left."""
+        t, k = self.timeline, self.k
+
+        def lines(panel) -> int:
+            return self._lines(console, options, panel)
+
+        full = [operation_panel(t, k, width), values_panel(t, k, width), traffic_panel(t, k, width)]
+        if room is None or sum(map(lines, full)) <= room:
+            return full
+        values = full[1]
+        for traffic in (full[2], traffic_panel(t, k, width, compact=True)):
+            spare = room - lines(operation_panel(t, k, width, 0)) - lines(values) - lines(traffic)
+            if spare >= 2:  # the file's name and at least one line of code
+                return [operation_panel(t, k, width, min(spare - 1, MOST_CODE)), values, traffic]
+        operation = operation_panel(t, k, width, 1)
+        left = room - lines(operation) - lines(traffic)
+        for most in range(left - 2, 0, -1):  # the values panel's own count of its lines is a close guess
+            values = values_panel(t, k, width, most)
+            if lines(values) <= left:
+                break
+        return [operation, values, traffic]
 
     @staticmethod
     def _column(panels: list, sizes: list[int], height: int) -> Layout:
         """Panels stacked in `height` lines: each, in order, at its natural height while there is room; the last
-        takes what is left (so a short terminal loses the traffic table before the values)."""
+        takes what is left."""
         room, given = max(0, height), []
         for size in sizes[:-1]:
             given.append(min(size, room))

@@ -1,21 +1,19 @@
 """A trace prepared for replay: running totals, tile geometry and closed-form totals, each looked up at once."""
 
+import re
 from bisect import bisect_right
 from math import ceil
 
 import numpy as np
 
 from sim import iomodel
+from sim.algorithms import REGISTRY
 from sim.dtypes import DTYPES
 from sim.errors import InputError
 from sim.trace import KEY_TENSORS, Access, Step, Trace
 
 SCORE_TENSORS = frozenset({"S", "P", "dS", "dP"})  # N × Nk: tiled by Br rows and Bc columns
 
-ALGORITHM_NAMES = {"standard": "standard attention", "flash1": "FlashAttention", "flash2": "FlashAttention-2"}
-LISTINGS = {  # the paper's algorithm each trace follows, by the number its paper gives it
-    "standard": 0, "flash1": 1, "flash2": 1, "standard backward": 3, "flash1 backward": 4, "flash2 backward": 2,
-}  # fmt: skip
 
 EMPTY, RESIDENT, READ, WRITTEN = range(4)  # a tile's state at a step; a higher state wins when cells merge
 
@@ -58,14 +56,18 @@ class Timeline:
     @property
     def algorithm_name(self) -> str:
         """How the paper calls the algorithm: `FlashAttention-2`, `FlashAttention backward`."""
-        name = ALGORITHM_NAMES.get(self.base, self.base)
+        name = title(self.base)
         return f"{name} backward" if self.is_backward else name
 
     @property
     def listing(self) -> str:
         """`Algorithm 1`: the paper's listing the steps' line numbers refer to."""
-        number = LISTINGS.get(self.trace.algorithm)
-        return "the listing" if number is None else f"Algorithm {number}"
+        entry = REGISTRY.get(self.base)
+        paper = entry and (entry.backward_paper if self.is_backward else entry.paper)
+        found = re.search(
+            r"Algorithm \d+", paper or ""
+        )  # the first the registry names: "Algorithm 1 (with dropout: …)"
+        return found.group() if found else "the listing"
 
     def _running_traffic(self) -> dict[str, np.ndarray]:
         """{tensor: (steps, 3) running bytes of HBM reads, HBM writes and L2 re-reads}."""
@@ -97,7 +99,7 @@ class Timeline:
     def contrast(self) -> tuple[str, iomodel.Counts]:
         """The other side of the comparison, same shape: standard attention (for standard, FlashAttention-2)."""
         other = "flash2" if self.base == "standard" else "standard"
-        name = ALGORITHM_NAMES[other] + (" backward" if self.is_backward else "")
+        name = title(other) + (" backward" if self.is_backward else "")
         return name, self.closed_form(other)
 
     # -- tiles ----------------------------------------------------------------------
@@ -162,6 +164,12 @@ class Timeline:
         seen = self._history.get(name, [])
         at = bisect_right(seen, k)
         return self.steps[seen[at - 1]].values["after"][name] if at else None
+
+
+def title(algorithm: str) -> str:
+    """How a table heads an algorithm (the registry's title): `FlashAttention-2`; its name if it is not registered."""
+    entry = REGISTRY.get(algorithm)
+    return entry.title if entry else algorithm
 
 
 def _tile_groups(steps: list[Step]) -> tuple[list[tuple[int, int]], list[int]]:

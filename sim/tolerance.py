@@ -1,0 +1,61 @@
+"""How far a simulated output may be from the float64 reference: the bounds of the README's "How exact is it?".
+
+The reference is taken on the inputs as stored, so a bound covers what the algorithm rounds, not its inputs.
+With u the unit roundoff of the storage dtype (fp16 2⁻¹¹, bf16 2⁻⁸), per element of the output o:
+
+- fp32 storage: |o − ref| ≤ 1e-5·max|ref| (float32 arithmetic throughout);
+- FlashAttention-2 (flash2): O is rounded once when written: u·|ref| + 1e-5·max|ref|;
+- Algorithm 1 (flash1): O_i is rounded each of the Tc times it goes back to HBM, every rescale weight
+  ≤ 1, so the errors add at most: Tc·u·max|V| + 1e-5·max|ref|;
+- standard attention: S is rounded (each logit moves ≤ u·max|S|, each probability by a factor
+  ≤ e^(2u·max|S|)), then P and O: ((e^(2u·max|S|) − 1)(1 + u) + u)·max|V| + u·|ref| + 1e-5·max|ref|.
+"""
+
+from dataclasses import dataclass
+from math import ceil, expm1
+
+import numpy as np
+
+U = {"fp16": 2.0**-11, "bf16": 2.0**-8}  # unit roundoff of the 16-bit storage dtypes
+FLOOR = 1e-5  # float32 arithmetic, relative to max|ref|
+FORMULAS = {
+    "flash2": "u·|ref| + 1e-5·max|ref|",
+    "flash1": "Tc·u·max|V| + 1e-5·max|ref|",
+    "standard": "((e^(2u·max|S|) − 1)(1 + u) + u)·max|V| + u·|ref| + 1e-5·max|ref|",
+}
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """|o − ref| ≤ relative·|ref| + absolute, elementwise; `formula` as the README writes it."""
+
+    relative: float
+    absolute: float
+    formula: str
+
+    def bound(self, ref: np.ndarray) -> np.ndarray:
+        """The bound for each element of the reference."""
+        return self.relative * np.abs(ref) + self.absolute
+
+
+def stated(algorithm: str) -> bool:
+    """Whether a bound is stated for `algorithm` (a newly registered one has none until it is derived)."""
+    return algorithm in FORMULAS
+
+
+def tolerance(
+    algorithm: str, dtype: str, *, ref_max: float, v_max: float, s_max: float = 0.0, nk: int = 1, block_cols: int = 1
+) -> Tolerance:
+    """The bound for `algorithm` storing in `dtype` ("fp16", "bf16", "fp32"): max|ref|, max|V| and max|S| over
+    the heads compared, and Nk, Bc for Algorithm 1's Tc = ⌈Nk/Bc⌉ round trips."""
+    floor = FLOOR * ref_max
+    if dtype == "fp32":
+        return Tolerance(0.0, floor, "1e-5·max|ref|")
+    if not stated(algorithm):
+        raise KeyError(f"no tolerance is stated for {algorithm!r}")
+    u = U[dtype]
+    if algorithm == "flash2":
+        return Tolerance(u, floor, FORMULAS[algorithm])
+    if algorithm == "flash1":
+        return Tolerance(0.0, ceil(nk / block_cols) * u * v_max + floor, FORMULAS[algorithm])
+    return Tolerance(u, (expm1(2 * u * s_max) * (1 + u) + u) * v_max + floor, FORMULAS[algorithm])

@@ -1,0 +1,74 @@
+"""`--counts-only` answers from the closed form (`sim.closed_form`): the same counts the simulator's ledger books,
+wherever both run, for every algorithm, shape, block, mask, dtype and pass."""
+
+import json
+
+from click.testing import CliRunner
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+import sim
+from sim import closed_form
+from sim.algorithms import REGISTRY
+from sim.cli import app
+from sim.dtypes import DTYPES
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    algorithm=st.sampled_from(list(REGISTRY)),
+    n=st.integers(1, 48),
+    nk=st.integers(1, 48),
+    d=st.integers(1, 12),
+    blocks=st.sampled_from([None, (4, 8), (7, 3), (16, 16), (1, 5)]),
+    causal=st.booleans(),
+    dtype=st.sampled_from(list(DTYPES)),
+    heads=st.integers(1, 3),
+    backward=st.booleans(),
+)
+def test_the_closed_form_books_what_the_simulator_books(algorithm, n, nk, d, blocks, causal, dtype, heads, backward):
+    assume(not backward or REGISTRY[algorithm].backward is not None)  # an algorithm may come without a backward
+    Br, Bc = blocks or (None, None)
+    options = dict(n=n, nk=nk, d=d, heads=heads, dtype=dtype, causal=causal, block_rows=Br, block_cols=Bc,
+                   sram_bytes=1 << 20)  # fmt: skip
+    simulated = (sim.count_backward if backward else sim.count)(algorithm, **options)
+    counted = (closed_form.backward if backward else closed_form.forward)(algorithm, **options)
+    fields = ("hbm_read_bytes", "hbm_write_bytes", "flops", "exps", "elementwise", "block_rows", "block_cols")
+    assert [getattr(counted, f) for f in fields] == [getattr(simulated, f) for f in fields]
+    # the footprint of the blocks: what the listing holds at its peak (less only where a causal flash2 skips the
+    # tiles of every full Q block, leaving a ragged one at the peak)
+    assert counted.sram_peak_bytes >= simulated.sram_peak_bytes
+    if not causal:
+        assert counted.sram_peak_bytes == simulated.sram_peak_bytes
+
+
+def test_the_command_prints_the_same_counts_as_a_full_run():
+    runner = CliRunner()
+    args = ["run", "--algo", "flash1", "--n", "300", "--nk", "200", "--d", "24", "--heads", "2", "--causal",
+            "--backward", "--json"]  # fmt: skip
+    full = json.loads(runner.invoke(app, args).stdout)
+    counted = json.loads(runner.invoke(app, [*args, "--counts-only"]).stdout)
+    assert (full["source"], counted["source"]) == ("simulated", "closed form")
+    for key in ("hbm_read_bytes", "hbm_write_bytes", "flops", "exps", "sram_peak_bytes", "block_rows", "block_cols"):
+        assert counted[key] == full[key], key
+    for key in ("hbm_read_bytes", "hbm_write_bytes", "flops", "exps", "elementwise", "block_rows", "block_cols"):
+        assert counted["backward"][key] == full["backward"][key], key
+    assert counted["forward_backward"] == full["forward_backward"]
+    assert counted["max_abs_err"] is None and full["max_abs_err"] > 0
+
+
+def test_a_million_rows_are_counted_without_arrays():
+    """N = 1,000,000, what no simulation here could hold: DESIGN.md's formulas, written out, for its blocks."""
+    N, d, s, f = 10**6, 64, 2, 4
+    want = {
+        "standard": lambda Br, Bc: (s * (N * d + 2 * N * d + 2 * N * N), s * (2 * N * N + N * d)),
+        "flash1": lambda Br, Bc: (
+            s * (2 * N * d + -(-N // Bc) * 2 * N * d) + f * -(-N // Bc) * 2 * N,
+            s * N * d + f * 2 * N + -(-N // Bc) * (s * N * d + f * 2 * N),
+        ),
+        "flash2": lambda Br, Bc: (s * (N * d + -(-N // Br) * 2 * N * d), s * N * d + f * N),
+    }
+    for algorithm, formula in want.items():
+        r = closed_form.forward(algorithm, n=N, d=d)
+        assert r.output is None and r.flops == 4 * N * N * d
+        assert (r.hbm_read_bytes, r.hbm_write_bytes) == formula(r.block_rows, r.block_cols)
