@@ -26,8 +26,10 @@ def _steps_of(algorithm: str, backward: bool):
     return r.trace.steps
 
 
-@pytest.mark.parametrize("backward", [False, True])
-@pytest.mark.parametrize("algorithm", list(REGISTRY))
+@pytest.mark.parametrize(
+    "algorithm, backward",
+    [(name, backward) for name, a in REGISTRY.items() for backward in (False, True) if not backward or a.backward],
+)
 def test_every_step_names_a_chip_step_call_in_its_own_listing(algorithm, backward):
     listing = REGISTRY[algorithm].backward if backward else REGISTRY[algorithm].forward
     want_file = Path(listing.__code__.co_filename).relative_to(PACKAGE).as_posix()
