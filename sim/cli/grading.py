@@ -1,18 +1,24 @@
-"""The grader's commands: `flashsim assignments list|export`, `flashsim grade`, `flashsim bench grade`."""
+"""`flashsim assignments list|export`, `flashsim grade`, `flashsim bench grade`: the grader's commands."""
 
 import os
+from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import click
-from rich.console import Console
 from rich.table import Table
 
 from sim import bench
+from sim.cli import estimate, options
+from sim.cli.options import console
+from sim.cli.progress import Work
 from sim.errors import InputError
-from sim.format import seconds
+from sim.format import count, seconds
+from sim.grading import bench as grading_bench
 from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec
 
-console = Console(highlight=False)  # not sim.cli.options.console: sim.cli imports this module to register it
+TIMEOUT = options.FloatRange(0.1, 3600)  # seconds per test: an hour is far beyond any test, NaN and ∞ are no limit
+JOBS = click.option("--jobs", type=options.POSITIVE, default=None, help="Submissions graded at once  [default: CPUs]")
 
 
 @click.group("assignments")
@@ -35,9 +41,9 @@ def list_command() -> None:
 
 @assignments.command("export")
 @click.argument("assignment")
-@click.option("--student", type=click.Path(file_okay=False), default=None, help="Write the student's copy here.")
-@click.option("--instructor", type=click.Path(file_okay=False), default=None,
-              help="Write the master here, with a Gradescope autograder folder beside it.")  # fmt: skip
+@options.output_folder("--student", "student", "Write the student's copy here (a folder, made if missing).")
+@options.output_folder("--instructor", "instructor",
+                       "Write the master here, with a Gradescope autograder folder beside it.")  # fmt: skip
 def export_command(assignment, student, instructor) -> None:
     """Export ASSIGNMENT (a name such as 02, or a master's path) for students or for the instructor."""
     master = spec.locate(assignment)
@@ -50,20 +56,19 @@ def export_command(assignment, student, instructor) -> None:
 @click.command("grade")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--self-check", is_flag=True, help="Public tests only (a student's own check); one PATH may be given.")
-@click.option("--seed", type=int, default=None, help="Seed of this run's cases  [default: a fresh one, printed]")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Submissions graded at once  [default: CPUs]")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
-              help="Seconds of wall clock per test.")  # fmt: skip
-@click.option("--gradescope", "gradescope_path", type=click.Path(dir_okay=False), default=None,
-              help="Write Gradescope's results.json here (one submission).")  # fmt: skip
+@click.option("--seed", type=click.IntRange(min=0), default=None,
+              help="Seed of this run's cases (0 or more)  [default: a fresh one, printed]")  # fmt: skip
+@JOBS
+@click.option("--timeout", type=TIMEOUT, default=10.0, show_default=True,
+              help="Seconds of wall clock per test (0.1 to 3600).")  # fmt: skip
+@options.output_file("--gradescope", "gradescope_path", "Write Gradescope's results.json here (one submission).")
 @click.option("--hidden-visibility", type=click.Choice(gradescope.VISIBILITY), default="hidden", show_default=True,
               help="Gradescope visibility of the hidden tests.")  # fmt: skip
-@click.option(
-    "--csv", "csv_path", type=click.Path(dir_okay=False), default=None, help="Write one row per submission here."
-)
+@options.output_file("--csv", "csv_path", "Write one row per submission here.")
 @click.option("--details", is_flag=True, help="For a folder: every submission's table, not only the summary.")
+@options.QUIET
 def grade_command(
-    paths, self_check, seed, jobs, timeout, gradescope_path, hidden_visibility, csv_path, details
+    paths, self_check, seed, jobs, timeout, gradescope_path, hidden_visibility, csv_path, details, quiet
 ) -> None:
     """Grade SUBMISSION (a .py file, or a folder of them) against ASSIGNMENT (a name such as 02, or a master's path).
 
@@ -81,17 +86,19 @@ def grade_command(
             raise InputError(f"--gradescope: grades one submission; {paths[1]} holds {len(found)} .py files")
         found = named
     many = len(found) > 1
+    jobs = at_once(len(found), jobs)
 
-    def progress(report) -> None:
+    def graded(report) -> None:
         if many:
             console.print(
                 f"graded {report.submission}: {report.score:g} / {report.max_score:g} ({seconds(report.seconds)})"
             )
 
     limits = sandbox.Limits(wall_s=timeout)
-    reports = grader.grade(
-        assignment, found, seed=seed, jobs=jobs, limits=limits, self_check=self_check, progress=progress
-    )
+    with progress_bar(quiet, len(found), graded) as progress:
+        reports = grader.grade(
+            assignment, found, seed=seed, jobs=jobs, limits=limits, self_check=self_check, progress=progress
+        )
     for r in reports if (details or not many) else []:
         console.print(render.submission(r, self_check))
     if many:
@@ -105,18 +112,52 @@ def grade_command(
 
 
 @click.command("grade")
-@click.option("--n", "n", type=click.IntRange(min=1), default=100, show_default=True, help="Submissions to grade.")
-@click.option("--jobs", type=click.IntRange(min=1), default=None, help="Submissions graded at once  [default: CPUs]")
-@click.option("--json", "json_path", type=click.Path(dir_okay=False, writable=True), default=None,
-              help="Also write the report here.")  # fmt: skip
-def bench_grade_command(n, jobs, json_path) -> None:
+@click.option("--n", "n", type=options.POSITIVE, default=100, show_default=True, help="Submissions to grade.")
+@JOBS
+@options.JSON_REPORT
+@options.QUIET
+@click.pass_context
+def bench_grade_command(ctx, n, jobs, json_path, quiet) -> None:
     """Time grading N generated submissions of assignment 2 (right, IO-wasteful, wrong, stubs)."""
-    from sim.grading import bench as grading_bench
+    jobs = at_once(n, jobs)
 
-    report = grading_bench.bench_grade(n, jobs or os.cpu_count())
+    def cost(n) -> estimate.Estimate:
+        return estimate.process() + replace(estimate.grading(n, jobs), held=0)  # memory: `at_once` checked it
+
+    what = f"grading {count(n)} submissions of assignment {grading_bench.ASSIGNMENT}, {count(jobs)} at a time,"
+    estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n)
+    with progress_bar(quiet, n) as progress:
+        report = grading_bench.bench_grade(n, jobs, progress=progress)
     console.print(render.bench(report))
     if json_path:
         bench.write_json(report, json_path)
+
+
+def at_once(submissions: int, jobs: int | None) -> int:
+    """How many submissions are graded at once: --jobs (the CPUs unless given), at most all of them; refused in one
+    line naming --jobs if their processes would not fit in memory."""
+    jobs = min(jobs or os.cpu_count() or 1, submissions)
+    fits = max(1, (estimate.available_memory() - estimate.PROCESS) // estimate.GRADING_CHILD)
+    est = estimate.process() + replace(estimate.grading(submissions, jobs), seconds=0.0)  # a class takes its time
+    estimate.refuse(est, "--jobs", f"grading {count(jobs)} submissions at once", f"--jobs {count(fits)} or less")
+    return jobs
+
+
+@contextmanager
+def progress_bar(quiet: bool, submissions: int, graded=None):
+    """A progress bar over the submissions (shown after ~2 s); yields the grader's `progress(report)`, which
+    advances it and passes the report on to `graded`."""
+    with (
+        Work(quiet) as work,
+        work.steps(f"grading {count(submissions)} submission{'s' * (submissions != 1)}", submissions) as advance,
+    ):
+
+        def progress(report) -> None:
+            advance()
+            if graded is not None:
+                graded(report)
+
+        yield progress
 
 
 COMMANDS = (assignments, grade_command)  # `flashsim` registers these (sim/cli); `bench grade` joins `flashsim bench`
