@@ -224,6 +224,9 @@ class Bars:
     def __exit__(self, *exc):
         return None
 
+    def print(self, console, *objects, **kwargs):
+        console.print(*objects, **kwargs)
+
     @contextmanager
     def steps(self, description, total):
         bar = {"description": description, "total": total, "done": 0, "quiet": self.quiet}
@@ -264,3 +267,25 @@ def test_bench_grade_grades_the_master_and_writes_its_report(tmp_path, monkeypat
     assert report["submissions"] == 2 and report["jobs"] == 2 and report["assignment"] == "02_flash1_forward"
     assert report["kinds"] == {"right": {"count": 2, "scores": [100.0]}}  # the first two of every ten are the master
     assert Bars.made == [{"description": "grading 2 submissions", "total": 2, "done": 2, "quiet": False}]
+
+
+def test_a_submissions_line_goes_above_a_drawn_bar_and_to_stdout_otherwise(monkeypatch):
+    """A line printed on another console while the bar is live would run into the bar's own line."""
+    import io
+    import sys
+
+    from rich.console import Console
+
+    from sim.cli.progress import Work
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    bar_out, out = io.StringIO(), io.StringIO()
+    plain = Console(file=out, width=100)
+    with Work(False, Console(file=bar_out, width=100, force_terminal=True, color_system=None)) as work:
+        with work.steps("grading 2 submissions", 2) as advance:
+            work.print(plain, "graded a.py: 2 / 2")
+            advance()
+            work.draw()
+            work.print(plain, "graded b.py: 2 / 2")
+    assert out.getvalue() == "graded a.py: 2 / 2\n"
+    assert "graded b.py: 2 / 2" in bar_out.getvalue() and "grading 2 submissions" in bar_out.getvalue()

@@ -87,15 +87,8 @@ def grade_command(
         found = named
     many = len(found) > 1
     jobs = at_once(len(found), jobs)
-
-    def graded(report) -> None:
-        if many:
-            console.print(
-                f"graded {report.submission}: {report.score:g} / {report.max_score:g} ({seconds(report.seconds)})"
-            )
-
     limits = sandbox.Limits(wall_s=timeout)
-    with progress_bar(quiet, len(found), graded) as progress:
+    with progress_bar(quiet, len(found), each=many) as progress:
         reports = grader.grade(
             assignment, found, seed=seed, jobs=jobs, limits=limits, self_check=self_check, progress=progress
         )
@@ -144,18 +137,19 @@ def at_once(submissions: int, jobs: int | None) -> int:
 
 
 @contextmanager
-def progress_bar(quiet: bool, submissions: int, graded=None):
-    """A progress bar over the submissions (shown after ~2 s); yields the grader's `progress(report)`, which
-    advances it and passes the report on to `graded`."""
-    with (
-        Work(quiet) as work,
-        work.steps(f"grading {count(submissions)} submission{'s' * (submissions != 1)}", submissions) as advance,
-    ):
+def progress_bar(quiet: bool, submissions: int, each: bool = False):
+    """A progress bar over the submissions (shown after ~2 s); yields the grader's `progress(report)`, which advances
+    it and, with `each`, prints the submission's score."""
+    with Work(quiet) as work, work.steps(f"grading {count(submissions)} submission{'s' * (submissions != 1)}",
+                                         submissions) as advance:  # fmt: skip
 
         def progress(report) -> None:
             advance()
-            if graded is not None:
-                graded(report)
+            if each:
+                line = (
+                    f"graded {report.submission}: {report.score:g} / {report.max_score:g} ({seconds(report.seconds)})"
+                )
+                work.print(console, line, highlight=False)
 
         yield progress
 
