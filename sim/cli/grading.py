@@ -60,7 +60,7 @@ def export_command(assignment, student, instructor) -> None:
               help="Seed of this run's cases (0 or more)  [default: a fresh one, printed]")  # fmt: skip
 @JOBS
 @click.option("--timeout", type=TIMEOUT, default=10.0, show_default=True,
-              help="Seconds of wall clock per test (0.1 to 3600).")  # fmt: skip
+              help="Seconds of wall clock per test.")  # fmt: skip
 @options.output_file("--gradescope", "gradescope_path", "Write Gradescope's results.json here (one submission).")
 @click.option("--hidden-visibility", type=click.Choice(gradescope.VISIBILITY), default="hidden", show_default=True,
               help="Gradescope visibility of the hidden tests.")  # fmt: skip
