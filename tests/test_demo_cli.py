@@ -56,9 +56,11 @@ def test_the_refusal_says_how_long_and_what_to_try(monkeypatch):
 
 def test_the_estimate_is_the_recorded_runs_pace():
     """Seconds per step of both runs: tokens per step over each run's recorded tokens/s (gpu/results)."""
+    from gpu.train import TrainConfig
     from sim.cli import estimate
 
     report = json.loads(RECORDED.read_text())
+    assert (report["config"]["batch"], report["config"]["seq"]) == (TrainConfig().batch, TrainConfig().seq)
     tokens = report["config"]["batch"] * report["config"]["seq"]
     per_step = sum(tokens / rate for rate in report["tokens_per_s"].values())
     assert estimate.training(1000).seconds == pytest.approx(1000 * per_step, rel=1e-3)

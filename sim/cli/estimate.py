@@ -8,6 +8,7 @@ listings (N = 1,024 … 8,192, d = 16 … 128, fp16 and fp32, blocks 8 … 128),
 memory ≈ what is held to the end (the inputs and outputs of every head, the recorded steps) + the largest of
 the phases' temporaries (the float64 draw of the inputs; what the chip holds for one head, its HBM tensors and
 their float32 copies, N × Nk ones where the forward leaves P; the float64 reference's copies and one block of rows).
+Grading and `demo train` go at the pace of their recorded runs (the README's `bench grade`, gpu/results/train-h100.json).
 """
 
 import os
