@@ -38,11 +38,11 @@ class TrainConfig:
 
 def train(config: TrainConfig = TrainConfig(), *, progress=None, command=None) -> dict:
     """Train the model with each attention implementation ("flash", "standard"); returns the report."""
-    torch = require_torch()
     if config.steps <= WARMUP_STEPS:
         raise InputError(
             f"steps: must be more than {WARMUP_STEPS} (the first {WARMUP_STEPS} are not timed), got {config.steps}"
         )
+    torch = require_torch()
     text = b"".join(path.read_bytes() for path in sorted(SOURCES.rglob("*.py")))
     data = torch.tensor(list(text), dtype=torch.long, device="cuda")
     runs = {impl: _run(torch, config, data, impl, progress) for impl in IMPLS}

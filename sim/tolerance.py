@@ -9,6 +9,12 @@ With u the unit roundoff of the storage dtype (fp16 2⁻¹¹, bf16 2⁻⁸), per
   ≤ 1, so the errors add at most: Tc·u·max|V| + 1e-5·max|ref|;
 - standard attention: S is rounded (each logit moves ≤ u·max|S|, each probability by a factor
   ≤ e^(2u·max|S|)), then P and O: ((e^(2u·max|S|) − 1)(1 + u) + u)·max|V| + u·|ref| + 1e-5·max|ref|.
+
+Derived from the same float32 floor, for what the grader also checks (`sim.grading.problem`):
+
+- the log-sum-exp (m + log ℓ, or L) is float32 arithmetic on float32 logits, whatever the storage:
+  1e-5 of its magnitude, at least 1e-5 (where it is near 0), over the rows that see some key;
+- a gradient (stored in fp32, accumulated in float32): 1e-5·max|ref|.
 """
 
 from dataclasses import dataclass
@@ -59,3 +65,21 @@ def tolerance(
     if algorithm == "flash1":
         return Tolerance(0.0, ceil(nk / block_cols) * u * v_max + floor, FORMULAS[algorithm])
     return Tolerance(u, (expm1(2 * u * s_max) * (1 + u) + u) * v_max + floor, FORMULAS[algorithm])
+
+
+def output_bound(algorithm: str, dtype: str, ref: np.ndarray, v: np.ndarray, nk: int, block_cols: int) -> np.ndarray:
+    """The elementwise bound on |O − ref| of one head: ref (N, d) float64, v (Nk, d) as stored."""
+    tol = tolerance(algorithm, dtype, ref_max=float(np.abs(ref).max(initial=0.0)),
+                    v_max=float(np.abs(v.astype(np.float64)).max(initial=0.0)), nk=nk, block_cols=block_cols)  # fmt: skip
+    return tol.bound(ref)
+
+
+def lse_bound(ref_lse: np.ndarray) -> float:
+    """The bound on |lse − ref| over the rows that see some key (ref −∞ marks the others)."""
+    seen = np.isfinite(ref_lse)
+    return FLOOR * max(1.0, float(np.abs(ref_lse[seen]).max())) if seen.any() else 0.0
+
+
+def gradient_bound(ref: np.ndarray) -> float:
+    """The bound on |g − ref| for a gradient stored in fp32 (never 0: an all-zero gradient allows float32's tiny)."""
+    return FLOOR * max(float(np.abs(ref).max(initial=0.0)), float(np.finfo(np.float32).tiny))

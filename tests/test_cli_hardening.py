@@ -144,3 +144,9 @@ def test_the_html_export_has_a_title(tmp_path):
     path = tmp_path / "t.html"
     flashsim("trace", "--n", 8, "--step", 3, "--html", path)
     assert re.search(r"<title>flashsim trace flash2 · N=8", path.read_text())
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_a_frame_delay_that_is_no_number_of_seconds_is_refused(value):
+    """--delay nan passed click's range (NaN compares false) and reached time.sleep in a terminal."""
+    assert "--delay" in error_line(flashsim("trace", "--n", 8, "--play", "--delay", value, code=2))

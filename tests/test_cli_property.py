@@ -1,14 +1,17 @@
 """Every command, every option, random, extreme and malformed values: never a traceback.
 
-Each example picks a command and gives a few of its options values drawn by the option's type (negative,
-zero, one, small, huge, NaN, infinities, words, empty, unknown names, unwritable paths). The answer is exit 0
-with output, or exit 2 with one line on stderr, `error: …`, naming an option of the command. What would not
-fit or would take too long is refused by the estimate before any work, which keeps the huge values cheap.
+Every command (the grader's and `demo train` included) gets `EXAMPLES` examples; each gives a few of its options
+values drawn by the option's type (negative, zero, one, small, huge, NaN, infinities, words, empty, unknown names,
+paths into missing folders, onto folders and files). The answer is exit 0 with output, or exit 2 with one line on
+stderr, `error: …`, naming an option of the command. What would not fit or would take too long is refused by the
+estimate before any work, which keeps the huge values cheap; the grader's commands grade a two-test assignment.
 """
 
 import re
+from pathlib import Path
 
 import click
+import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -21,7 +24,9 @@ FLOATS = ["-1", "0", "0.5", "3", "1e308", "-1e308", "nan", "inf", "-inf", "abc",
 LISTS = ["1", "7", "0", "-5", "1,2", "64,128", "a,b", "1,,2", "99999999999999", "", "nan"]
 PATHS = ["/nonexistent/dir/out.json", "{tmp}/out.file", "", "{tmp}"]
 WORDS = ["unknown", "", "FLASH2", "fp8", "B200"]
-# small sizes for the options an example leaves alone, so that the valid examples stay quick
+TINY = str(Path(__file__).parent / "grading_submissions" / "tiny" / "01_tiny_softmax.py")  # two tests, ~0.3 s
+# small sizes for the options an example leaves alone, so that the valid examples stay quick; the grader's
+# commands grade the tiny assignment against its own master (ASSIGNMENT and SUBMISSION), never a full suite
 QUICK = {
     ("run",): ["--n", "16", "--d", "8"],
     ("trace",): ["--n", "8"],
@@ -31,7 +36,11 @@ QUICK = {
     ("bench", "cli"): ["--n", "64", "--d", "16", "--counts-n", "64"],
     ("compare",): ["--n", "64"],
     ("sweep",): ["--n", "512"],
+    ("grade",): [TINY, TINY],
+    ("assignments", "export"): [TINY],
+    ("bench", "grade"): ["--n", "1"],
 }
+LIMITS = {("bench", "grade"): "2"}  # FLASHSIM_MAX_SECONDS: bench grade grades assignment 2, ~1 s a submission
 
 
 def commands(group: click.Group, path=()):
@@ -43,11 +52,8 @@ def commands(group: click.Group, path=()):
             yield (*path, name), command
 
 
-# the grader's commands (`flashsim grade`, `assignments`, `bench grade`: sim/grading/commands.py) take positional
-# paths and run students' code in a sandbox; they are the grading helper's, and left to its own tests
-COMMANDS = [
-    (path, command) for path, command in commands(app) if not command.callback.__module__.startswith("sim.grading")
-]
+COMMANDS = list(commands(app))
+EXAMPLES = 15  # per command: every command is driven, whatever hypothesis happens to draw
 
 
 def values(option: click.Option) -> st.SearchStrategy:
@@ -66,24 +72,32 @@ def values(option: click.Option) -> st.SearchStrategy:
     return st.sampled_from(LISTS)  # the comma-separated lists of sweep and decode
 
 
-@st.composite
-def invocations(draw):
-    path, command = draw(st.sampled_from(COMMANDS))
+def invocations(path: tuple[str, ...], command: click.Command) -> st.SearchStrategy:
+    """One to three of the command's options, each with a drawn value, after its QUICK arguments."""
     options = [p for p in command.params if isinstance(p, click.Option) and p.name != "help"]
-    chosen = draw(st.lists(st.sampled_from(options), min_size=1, max_size=3, unique_by=lambda p: p.name))
-    args = list(QUICK.get(path, []))
-    for option in chosen:
-        value = draw(values(option))
-        args += [option.opts[0]] + ([] if value is None else [value])
-    return path, command, args
+    chosen = (
+        st.lists(st.sampled_from(options), min_size=1, max_size=3, unique_by=lambda p: p.name)
+        if options
+        else st.just([])
+    )
+    return chosen.flatmap(
+        lambda chosen: st.tuples(
+            *(values(o).map(lambda v, o=o: [o.opts[0]] + ([] if v is None else [v])) for o in chosen)
+        )
+    ).map(lambda given: list(QUICK.get(path, [])) + [a for pair in given for a in pair])
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(invocation=invocations())
-def test_every_command_answers_every_value_without_a_traceback(invocation, tmp_path, monkeypatch):
+@pytest.mark.parametrize("path,command", COMMANDS, ids=[" ".join(path) for path, _ in COMMANDS])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_every_command_answers_every_value_without_a_traceback(path, command, data, tmp_path, monkeypatch):
+    args = data.draw(invocations(path, command), label="args")
     monkeypatch.chdir(tmp_path)
-    path, command, args = invocation
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    if path in LIMITS:
+        monkeypatch.setenv("FLASHSIM_MAX_SECONDS", LIMITS[path])
+    else:
+        monkeypatch.delenv("FLASHSIM_MAX_SECONDS", raising=False)
     result = CliRunner().invoke(app, [*path, *args])
     assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exc_info)
     assert result.exit_code in (0, 2), (path, args, result.exit_code, result.output)

@@ -2,13 +2,17 @@
 
 import csv
 import json
+import re
 import shutil
+from contextlib import contextmanager
 from pathlib import Path
+from typing import ClassVar
 
+import pytest
 from click.testing import CliRunner
 
 from sim.cli import app
-from sim.grading import spec
+from sim.grading import grader, spec
 
 SUBMISSIONS = Path(__file__).parent / "grading_submissions" / "02"
 
@@ -103,3 +107,185 @@ def test_bad_input_gets_one_line():
     assert out.exit_code == 2 and "submission: no file or folder" in out.output
     out = invoke("assignments", "export", "02")
     assert out.exit_code == 2 and "exactly one of --student DIR or --instructor DIR" in out.output
+
+
+TINY = Path(__file__).parent / "grading_submissions" / "tiny" / "01_tiny_softmax.py"
+
+
+def error_line(out) -> str:
+    """All of stderr: one line, `error: …`, and no traceback."""
+    lines = out.stderr.splitlines()
+    assert out.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (out.exit_code, out.output)
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.exc_info
+    return lines[0]
+
+
+def no_grading(monkeypatch):
+    """Make any grading fail the test: a refusal must come before the work."""
+
+    def grade(*_, **__):
+        raise AssertionError("the command graded what it should have refused")
+
+    monkeypatch.setattr(grader, "grade", grade)
+
+
+@pytest.mark.parametrize(
+    "args,option",
+    [
+        (("--seed", -1), "--seed"),
+        (("--seed", "x"), "--seed"),
+        (("--timeout", "nan"), "--timeout"),
+        (("--timeout", "inf"), "--timeout"),
+        (("--timeout", "1e308"), "--timeout"),
+        (("--timeout", 0), "--timeout"),
+        (("--jobs", 0), "--jobs"),
+        (("--jobs", 2**64), "--jobs"),
+        (("--hidden-visibility", "secret"), "--hidden-visibility"),
+        (("--csv", "{tmp}/missing/grades.csv"), "--csv"),
+        (("--csv", "{tmp}"), "--csv"),
+        (("--csv", ""), "--csv"),
+        (("--gradescope", "{tmp}/missing/results.json"), "--gradescope"),
+        (("--gradescope", "{tmp}"), "--gradescope"),
+    ],
+)
+def test_every_bad_option_of_grade_is_refused_in_one_line_before_grading(args, option, tmp_path, monkeypatch):
+    no_grading(monkeypatch)
+    args = [str(a).replace("{tmp}", str(tmp_path)) for a in args]
+    line = error_line(invoke("grade", TINY, TINY, *args))
+    assert re.search(rf"{option}\b", line), line
+    assert not (tmp_path / "missing").exists()  # no folder the user did not ask for
+
+
+def test_grade_refuses_more_jobs_at_once_than_memory_holds(tmp_path, monkeypatch):
+    from sim.cli import estimate
+
+    no_grading(monkeypatch)
+    for i in range(40):
+        shutil.copy(TINY, tmp_path / f"s{i:02d}.py")
+    monkeypatch.setattr(estimate, "available_memory", lambda: 1 << 30)
+    line = error_line(invoke("grade", TINY, tmp_path, "--jobs", 40))
+    assert line.startswith("error: --jobs: ") and "memory" in line and "try --jobs" in line
+
+
+@pytest.mark.parametrize(
+    "args,option",
+    [
+        (("--student", "{tmp}/missing/handout"), "--student"),
+        (("--instructor", "{tmp}/missing/master"), "--instructor"),
+        (("--student", "{tmp}/a_file"), "--student"),
+        (("--student", ""), "--student"),
+        (("--student", "{tmp}/s", "--instructor", "{tmp}/i"), "--student"),
+    ],
+)
+def test_assignments_export_refuses_missing_parents_and_files_in_one_line(args, option, tmp_path):
+    (tmp_path / "a_file").write_text("not a folder")
+    args = [str(a).replace("{tmp}", str(tmp_path)) for a in args]
+    line = error_line(invoke("assignments", "export", TINY, *args))
+    assert option in line, line
+    assert not (tmp_path / "missing").exists() and not (tmp_path / "s").exists()
+
+
+def test_assignments_export_makes_the_one_folder_it_is_given(tmp_path):
+    out = invoke("assignments", "export", TINY, "--student", tmp_path / "handout")
+    assert out.exit_code == 0, out.output
+    student = (tmp_path / "handout" / TINY.name).read_text()
+    assert "raise NotImplementedError" in student and "masked logits" not in student and "np.maximum" not in student
+
+
+def test_bench_grade_refuses_a_class_that_would_take_hours_before_grading(monkeypatch):
+    from sim.grading import bench as grading_bench
+
+    def bench_grade(*_, **__):
+        raise AssertionError("bench grade started the work it should have refused")
+
+    monkeypatch.setattr(grading_bench, "bench_grade", bench_grade)
+    no_grading(monkeypatch)
+    line = error_line(invoke("bench", "grade", "--n", 10**12))
+    assert line.startswith("error: --n: ") and "about" in line and "try --n" in line and "or less" in line
+    for args, option in (
+        (("--n", 0), "--n"),
+        (("--jobs", -1), "--jobs"),
+        (("--json", "/nonexistent/dir/bench.json"), "--json"),
+    ):
+        assert option in error_line(invoke("bench", "grade", *args))
+
+
+class Bars:
+    """Stands in for sim.cli.progress.Work: records each bar's description, total and how far it got."""
+
+    made: ClassVar[list] = []
+
+    def __init__(self, quiet=False, console=None):
+        self.quiet = quiet
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def print(self, console, *objects, **kwargs):
+        console.print(*objects, **kwargs)
+
+    @contextmanager
+    def steps(self, description, total):
+        bar = {"description": description, "total": total, "done": 0, "quiet": self.quiet}
+        Bars.made.append(bar)
+
+        def advance(units=1):
+            bar["done"] += units
+
+        yield advance
+
+
+def test_grading_a_folder_advances_a_progress_bar_one_submission_at_a_time(tmp_path, monkeypatch):
+    from sim.cli import grading
+
+    monkeypatch.setattr(grading, "Work", Bars)
+    monkeypatch.setattr(Bars, "made", [])
+    for name in ("a.py", "b.py", "c.py"):
+        shutil.copy(TINY, tmp_path / name)
+    out = invoke("grade", TINY, tmp_path, "--seed", 2)
+    assert out.exit_code == 0, out.output
+    assert out.output.count("2 / 2") >= 3
+    out = invoke("grade", TINY, tmp_path / "a.py", "--quiet")
+    assert out.exit_code == 0, out.output
+    assert Bars.made == [
+        {"description": "grading 3 submissions", "total": 3, "done": 3, "quiet": False},
+        {"description": "grading 1 submission", "total": 1, "done": 1, "quiet": True},
+    ]
+
+
+def test_bench_grade_grades_the_master_and_writes_its_report(tmp_path, monkeypatch):
+    from sim.cli import grading
+
+    monkeypatch.setattr(grading, "Work", Bars)
+    monkeypatch.setattr(Bars, "made", [])
+    out = invoke("bench", "grade", "--n", 2, "--jobs", 2, "--json", tmp_path / "bench.json")
+    assert out.exit_code == 0, out.output
+    report = json.loads((tmp_path / "bench.json").read_text())
+    assert report["submissions"] == 2 and report["jobs"] == 2 and report["assignment"] == "02_flash1_forward"
+    assert report["kinds"] == {"right": {"count": 2, "scores": [100.0]}}  # the first two of every ten are the master
+    assert Bars.made == [{"description": "grading 2 submissions", "total": 2, "done": 2, "quiet": False}]
+
+
+def test_a_submissions_line_goes_above_a_drawn_bar_and_to_stdout_otherwise(monkeypatch):
+    """A line printed on another console while the bar is live would run into the bar's own line."""
+    import io
+    import sys
+
+    from rich.console import Console
+
+    from sim.cli.progress import Work
+
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    bar_out, out = io.StringIO(), io.StringIO()
+    plain = Console(file=out, width=100)
+    with Work(False, Console(file=bar_out, width=100, force_terminal=True, color_system=None)) as work:
+        with work.steps("grading 2 submissions", 2) as advance:
+            work.print(plain, "graded a.py: 2 / 2")
+            advance()
+            work.draw()
+            work.print(plain, "graded b.py: 2 / 2")
+    assert out.getvalue() == "graded a.py: 2 / 2\n"
+    assert "graded b.py: 2 / 2" in bar_out.getvalue() and "grading 2 submissions" in bar_out.getvalue()

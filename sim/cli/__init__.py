@@ -6,9 +6,8 @@ import click
 from rich.console import Console
 
 from sim.blocks import PAPER_RULE
-from sim.cli import bench, demo, figures, run, trace, walkthrough
+from sim.cli import bench, demo, figures, grading, run, trace, walkthrough
 from sim.errors import FlashsimError
-from sim.grading import commands as grading
 
 # a new command family: its module in sim/cli/ with a COMMANDS tuple, and its name here
 FAMILIES = (run, trace, bench, figures, walkthrough, grading, demo)

@@ -6,9 +6,9 @@ from rich.console import Console
 from sim import bench
 from sim.algorithms import REGISTRY
 from sim.cli import estimate, options
+from sim.cli.grading import bench_grade_command
 from sim.cli.options import console
 from sim.format import count
-from sim.grading.commands import bench_grade_command
 from sim.inputs import configure_shape
 from sim.viz import bench as bench_viz
 

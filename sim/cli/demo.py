@@ -2,8 +2,9 @@
 
 import click
 
-from sim.cli import options
+from sim.cli import estimate, options
 from sim.cli.options import console
+from sim.format import count
 
 
 @click.group("demo")
@@ -14,17 +15,13 @@ def demo_group() -> None:
 @demo_group.command("train")
 @click.option("--steps", type=options.POSITIVE, default=300, show_default=True, help="Optimizer steps per run.")
 @options.dtype("bf16", choices=("fp16", "bf16"))
-@click.option(
-    "--plot",
-    "plot_path",
-    type=click.Path(dir_okay=False, writable=True),
-    default="train-loss.svg",
-    show_default=True,
-    help="Where the two loss curves go (SVG).",
-)
+@options.output_file("--plot", "plot_path", "Where the two loss curves go (SVG).", default="train-loss.svg")
 @options.JSON_REPORT
-def train_command(steps, dtype, plot_path, json_path) -> None:
+@click.pass_context
+def train_command(ctx, steps, dtype, plot_path, json_path) -> None:
     """Train a tiny causal language model twice, flashsim FlashAttention and standard attention: loss curves, tokens/s."""
+    what = f"training {count(steps)} steps with each attention, at the pace of the recorded H100 run,"
+    estimate.guard(ctx, estimate.training, what, [], limit=estimate.BENCH_LIMIT_SECONDS, steps=steps)
     from gpu import plot, render_train, results, train
 
     config = train.TrainConfig(steps=steps, dtype={"fp16": "float16", "bf16": "bfloat16"}[dtype])

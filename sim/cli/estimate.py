@@ -8,6 +8,7 @@ listings (N = 1,024 … 8,192, d = 16 … 128, fp16 and fp32, blocks 8 … 128),
 memory ≈ what is held to the end (the inputs and outputs of every head, the recorded steps) + the largest of
 the phases' temporaries (the float64 draw of the inputs; what the chip holds for one head, its HBM tensors and
 their float32 copies, N × Nk ones where the forward leaves P; the float64 reference's copies and one block of rows).
+Grading and `demo train` go at the pace of their recorded runs (the README's `bench grade`, gpu/results/train-h100.json).
 """
 
 import os
@@ -42,6 +43,10 @@ SMALL_TILE = 64  # Br × Bc below this: the blocks, more than N, make the tile p
 PER_CONFIGURATION = 200e-6  # a sweep's block search and kernel list for one configuration
 NUMPY_PER_FLOP = 30e-12  # a whole-matrix float32 matmul
 BENCH_LIMIT_SECONDS = 600.0  # a benchmark is asked to take its time: it may run for 10 minutes
+PER_SUBMISSION = 1.1  # seconds of one core to grade a submission of assignment 2 (README: 100 in 55 s, 2 at a time)
+GRADING_CHILD = 64 * 2**20  # a submission's process: 33 MB at its peak for the masters of 1-4, doubled for a student's
+TRAIN_TOKENS_PER_STEP = 32 * 256  # demo train: batch × seq (gpu.train.TrainConfig)
+TRAIN_TOKENS_PER_S = {"flash": 746_636, "standard": 430_264}  # its two runs on an H100 (gpu/results/train-h100.json)
 
 
 @dataclass(frozen=True)
@@ -154,6 +159,18 @@ def numpy_attention(n: int, d: int) -> Estimate:
     return Estimate(4 * n * n * d * NUMPY_PER_FLOP + n * n * PER_EXP, 0, 2 * F * n * n + 3 * n * d * F)
 
 
+def grading(submissions: int, jobs: int) -> Estimate:
+    """Grading `submissions` of assignment 2, `jobs` at a time on this machine's cores, a process each."""
+    parallel = max(1, min(jobs, submissions, os.cpu_count() or 1))
+    return Estimate(ceil(submissions / parallel) * PER_SUBMISSION, min(jobs, submissions) * GRADING_CHILD)
+
+
+def training(steps: int) -> Estimate:
+    """`flashsim demo train`: `steps` steps of each run at the pace of the recorded H100 run (its GPU's memory is
+    the model's, whatever the steps)."""
+    return Estimate(steps * sum(TRAIN_TOKENS_PER_STEP / rate for rate in TRAIN_TOKENS_PER_S.values()))
+
+
 def process() -> Estimate:
     """What the command holds before any work."""
     return Estimate(0.0, PROCESS)  # held: the interpreter and its modules
@@ -251,7 +268,7 @@ def culprit(ctx: click.Context, small_blocks: bool) -> str:
                 return given[name].opts[0]
     sizes = [
         (ctx.params[name] / (given[name].default or 1), given[name].opts[0])
-        for name in ("n", "nk", "batch", "heads", "d", "queries", "memory_n", "repeats", "keys")
+        for name in ("n", "nk", "batch", "heads", "d", "queries", "memory_n", "repeats", "keys", "steps")
         if name in given and isinstance(ctx.params[name], int)
     ]
     if sizes:

@@ -5,6 +5,7 @@ help text, the option takes it as an argument and each command keeps its own (sa
 """
 
 import json
+import math
 import os
 import shlex
 import sys
@@ -22,6 +23,16 @@ POSITIVE = click.IntRange(1, 2**53)  # sizes and counts: beyond 2⁵³ NumPy's i
 ALGORITHMS = tuple(REGISTRY)  # every forward the registry holds: a new entry there is a new --algo choice
 HARDWARE = click.Choice(list(presets.PRESETS), case_sensitive=False)
 STORAGE = "Storage dtype (on-chip math is fp32)."
+
+
+class FloatRange(click.FloatRange):
+    """click.FloatRange that refuses NaN too (every comparison with NaN is false, so click's range lets it in)."""
+
+    def convert(self, value, param, ctx):
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value!r} is not a number", param, ctx)
+        return number
 
 
 def algo(choices=ALGORITHMS, help="Algorithm to simulate."):
@@ -114,9 +125,38 @@ def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> st
     return path
 
 
-def output_file(flag: str, name: str, help: str):
+def output_file(flag: str, name: str, help: str, default: str | None = None):
     """An option naming a file the command writes, checked before it works (`writable`)."""
-    return click.option(flag, name, type=click.Path(dir_okay=False), default=None, callback=writable, help=help)
+    return click.option(
+        flag, name, type=click.Path(dir_okay=False), default=default, show_default=default is not None,
+        callback=writable, help=help,
+    )  # fmt: skip
+
+
+def makeable(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
+    """A click callback: refuse, before any work, a folder that is not one or cannot be made here (the folder
+    itself is made; the folders above it must exist)."""
+    if path is None:
+        return None
+    if not path:
+        raise click.BadParameter("an empty folder name")
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            raise click.BadParameter(f"{path!r} is a file, not a folder")
+        if not os.access(path, os.W_OK):
+            raise click.BadParameter(f"{path!r} cannot be written here (permissions)")
+        return path
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise click.BadParameter(f"no folder {parent!r} to make {os.path.basename(path)!r} in")
+    if not os.access(parent, os.W_OK):
+        raise click.BadParameter(f"{path!r} cannot be made here (permissions)")
+    return path
+
+
+def output_folder(flag: str, name: str, help: str):
+    """An option naming a folder the command writes into (made if missing), checked before it works (`makeable`)."""
+    return click.option(flag, name, type=click.Path(file_okay=False), default=None, callback=makeable, help=help)
 
 
 JSON_REPORT = output_file("--json", "json_path", "Also write the report here.")

@@ -51,6 +51,10 @@ class Work:
             if time.monotonic() - start >= DELAY:
                 self.draw()
 
+    def print(self, console: Console, *objects, **kwargs) -> None:
+        """Print on `console`; above the bar while it is drawn (lines of another console would run into it)."""
+        (self.bar.console if self.bar.live.is_started else console).print(*objects, **kwargs)
+
     def draw(self) -> None:
         """Show the bar (from its first call on) with each task's progress now."""
         if not self.bar.live.is_started:

@@ -51,7 +51,7 @@ MAX_WIDTH = 1000  # columns to print or export in: wider is a typo, and rich wou
 @click.option("--step", type=int, default=None, help="Print step K's screen (or export it) and exit.")
 @click.option("--play", is_flag=True, help="Animate the run (tile pair by tile pair for big runs).")
 @click.option(
-    "--delay", type=click.FloatRange(0, 60), default=0.5, show_default=True, help="Seconds per frame of --play."
+    "--delay", type=options.FloatRange(0, 60), default=0.5, show_default=True, help="Seconds per frame of --play."
 )
 @options.output_file("--json", "json_path", "Write the trace (versioned JSON).")  # a file: unlike run's --json flag
 @options.output_file("--svg", "svg_path", "Write --step K's screen, or the listing, as SVG.")

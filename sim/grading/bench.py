@@ -39,13 +39,14 @@ def submissions(folder: Path, n: int) -> dict[str, int]:
     return made
 
 
-def bench_grade(n: int = 100, jobs: int | None = None, seed: int = 0) -> dict:
-    """Grade n generated submissions of assignment 2; the wall time, per submission and in all."""
+def bench_grade(n: int = 100, jobs: int | None = None, seed: int = 0, progress=None) -> dict:
+    """Grade n generated submissions of assignment 2; the wall time, per submission and in all.
+    `progress(report)` is called as each submission is graded."""
     assignment = spec.load(spec.locate(ASSIGNMENT))
     with tempfile.TemporaryDirectory(prefix="flashsim-bench-grade-") as tmp:
         made = submissions(Path(tmp), n)
         start = time.perf_counter()
-        reports = grader.grade(assignment, grader.submissions_in(Path(tmp)), seed=seed, jobs=jobs)
+        reports = grader.grade(assignment, grader.submissions_in(Path(tmp)), seed=seed, jobs=jobs, progress=progress)
         total = time.perf_counter() - start
     per = sorted(r.seconds for r in reports)
     scores: dict[str, list[float]] = {}

@@ -69,11 +69,17 @@ def export(master: Path, *, student: Path | None = None, instructor: Path | None
     autograder folder beside it) into a folder; returns the file written."""
     if (student is None) == (instructor is None):
         raise InputError("assignments export: give exactly one of --student DIR or --instructor DIR")
-    folder = Path(student or instructor)
+    name, folder = ("student", Path(student)) if student is not None else ("instructor", Path(instructor))
+    if not folder.is_dir() and not folder.parent.is_dir():
+        raise InputError(f"{name}: no folder {folder.parent} to make {folder.name!r} in")
     if folder.exists() and not folder.is_dir():
-        raise InputError(f"assignments export: {folder} exists and is not a folder")
-    folder.mkdir(parents=True, exist_ok=True)
+        raise InputError(f"{name}: {folder} exists and is not a folder")
     target = folder / master.name
+    if target.is_dir():
+        raise InputError(f"{name}: {target} is a folder, where the copy would go")
+    if instructor is not None and (folder / "autograder").is_file():
+        raise InputError(f"{name}: {folder / 'autograder'} is a file, where the autograder folder would go")
+    folder.mkdir(exist_ok=True)  # the folder asked for, not the ones above it
     if student is not None:
         target.write_text(student_text(master.read_text(encoding="utf-8"), master.name), encoding="utf-8")
         return target

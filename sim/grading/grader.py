@@ -43,6 +43,8 @@ def grade(
     progress=None,
 ) -> list[SubmissionReport]:
     """Grade each submission (in parallel, `jobs` at a time) on this run's cases; `self_check` runs public tests only."""
+    if seed is not None and (not isinstance(seed, int) or seed < 0):
+        raise InputError(f"seed: must be a whole number, 0 or more; got {seed!r}")
     if self_check:
         assignment = assignment.public()
     seed = secrets.randbelow(2**31) if seed is None else seed

@@ -52,14 +52,13 @@ def results(report: SubmissionReport, hidden_visibility: str = "hidden") -> dict
 
 
 def write(report: SubmissionReport, path: Path, hidden_visibility: str = "hidden") -> None:
-    """Write results.json."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    """Write results.json (its folder must exist: Gradescope makes /autograder/results)."""
     Path(path).write_text(json.dumps(results(report, hidden_visibility), indent=2, ensure_ascii=False))
 
 
 def write_autograder(folder: Path, master: Path, hidden: str = "hidden") -> None:
     """The autograder zip's contents: setup.sh, run_autograder and the master (add a flashsim wheel, then zip)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(exist_ok=True)
     shutil.copyfile(master, folder / master.name)
     for name, text in (
         ("setup.sh", SETUP_SH),

@@ -13,7 +13,8 @@ import numpy as np
 from sim.dtypes import DTYPES
 from sim.errors import InputError
 from sim.format import human_bytes, percent
-from sim.grading import reference, tolerance, traffic
+from sim.grading import reference, traffic
+from sim.tolerance import gradient_bound, lse_bound, output_bound
 
 MEMORY_SLACK = 256 << 10  # the memory test's allowance beyond 4 × SRAM: the harness's own buffers, NumPy temporaries
 SHAPE_KEYS = ("N", "Nk", "d", "Br", "Bc", "rows", "length")
@@ -92,7 +93,8 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
         kwargs["causal"] = case["causal"]
     if grading["driver"] == "gpu":
         return Problem(test, case, {"Q": q, "K": k, "V": v}, {"O": o, "L": lse},
-                       {"O": tolerance.output("flash2", o, v, dt, Nk, case["Bc"]), "L": tolerance.lse(lse)}, kwargs=kwargs)  # fmt: skip
+                       {"O": output_bound("flash2", case["dtype"], o, v, Nk, case["Bc"]), "L": lse_bound(lse)},
+                       kwargs=kwargs)  # fmt: skip
     expected = traffic.expected(grading, case)
     sram = int(test["sram"]) if "sram" in test else int(expected.sram_peak * test.get("sram_slack", 1.25))
     if grading.get("pass") == "backward":
@@ -100,12 +102,12 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
         inputs = {"Q": q, "K": k, "V": v, "O": o.astype(dt), "dO": do, "L": lse.astype(np.float32)}
         dq, dk, dv = reference.backward(q, k, v, do, causal=case["causal"], scale=case["scale"])
         answer = {"dQ": dq, "dK": dk, "dV": dv}
-        bounds = {name: tolerance.gradient(g) for name, g in answer.items()}
+        bounds = {name: gradient_bound(g) for name, g in answer.items()}
     else:
         inputs, answer = {"Q": q, "K": k, "V": v}, {"O": o}
-        bounds = {"O": tolerance.output(grading["algorithm"], o, v, dt, Nk, case["Bc"])}
+        bounds = {"O": output_bound(grading["algorithm"], case["dtype"], o, v, Nk, case["Bc"])}
         stat = "L" if grading["algorithm"] == "flash2" else "ℓ"
-        answer[stat], bounds[stat] = lse, tolerance.lse(lse)
+        answer[stat], bounds[stat] = lse, lse_bound(lse)
     problem = Problem(test, case, inputs, answer, bounds, expected, sram, kwargs=kwargs)
     if test["check"] == "memory":
         problem.memory_bound = 4 * sram + MEMORY_SLACK

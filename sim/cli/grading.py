@@ -1,0 +1,157 @@
+"""`flashsim assignments list|export`, `flashsim grade`, `flashsim bench grade`: the grader's commands."""
+
+import os
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from sim import bench
+from sim.cli import estimate, options
+from sim.cli.options import console
+from sim.cli.progress import Work
+from sim.errors import InputError
+from sim.format import count, seconds
+from sim.grading import bench as grading_bench
+from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec
+
+TIMEOUT = options.FloatRange(0.1, 3600)  # seconds per test: an hour is far beyond any test, NaN and ∞ are no limit
+JOBS = click.option("--jobs", type=options.POSITIVE, default=None, help="Submissions graded at once  [default: CPUs]")
+
+
+@click.group("assignments")
+def assignments() -> None:
+    """The graded assignments: list them, export the student's or the instructor's copy."""
+
+
+@assignments.command("list")
+def list_command() -> None:
+    """The assignments in lessons/assignments, with their tests and points."""
+    table = Table(show_edge=False)
+    for name in ("assignment", "title", "public tests", "hidden tests", "points"):
+        table.add_column(name)
+    for path in spec.masters():
+        a = spec.load(path)
+        public = sum(t["visibility"] == "public" for t in a.tests)
+        table.add_row(a.name, a.title, str(public), str(len(a.tests) - public), f"{a.points:g}")
+    console.print(table)
+
+
+@assignments.command("export")
+@click.argument("assignment")
+@options.output_folder("--student", "student", "Write the student's copy here (a folder, made if missing).")
+@options.output_folder("--instructor", "instructor",
+                       "Write the master here, with a Gradescope autograder folder beside it.")  # fmt: skip
+def export_command(assignment, student, instructor) -> None:
+    """Export ASSIGNMENT (a name such as 02, or a master's path) for students or for the instructor."""
+    master = spec.locate(assignment)
+    spec.load(master)
+    path = export.export(master, student=student and Path(student), instructor=instructor and Path(instructor))
+    what = "student's copy (stubs, public tests)" if student else "master, and autograder/ for Gradescope"
+    console.print(f"wrote {path}: the {what}")
+
+
+@click.command("grade")
+@click.argument("paths", nargs=-1, required=True)
+@click.option("--self-check", is_flag=True, help="Public tests only (a student's own check); one PATH may be given.")
+@click.option("--seed", type=click.IntRange(min=0), default=None,
+              help="Seed of this run's cases (0 or more)  [default: a fresh one, printed]")  # fmt: skip
+@JOBS
+@click.option("--timeout", type=TIMEOUT, default=10.0, show_default=True,
+              help="Seconds of wall clock per test.")  # fmt: skip
+@options.output_file("--gradescope", "gradescope_path", "Write Gradescope's results.json here (one submission).")
+@click.option("--hidden-visibility", type=click.Choice(gradescope.VISIBILITY), default="hidden", show_default=True,
+              help="Gradescope visibility of the hidden tests.")  # fmt: skip
+@options.output_file("--csv", "csv_path", "Write one row per submission here.")
+@click.option("--details", is_flag=True, help="For a folder: every submission's table, not only the summary.")
+@options.QUIET
+def grade_command(
+    paths, self_check, seed, jobs, timeout, gradescope_path, hidden_visibility, csv_path, details, quiet
+) -> None:
+    """Grade SUBMISSION (a .py file, or a folder of them) against ASSIGNMENT (a name such as 02, or a master's path).
+
+    flashsim grade ASSIGNMENT SUBMISSION; flashsim grade --self-check FILE (a student's copy, public tests).
+    """
+    if len(paths) == 1 and self_check:
+        paths = (paths[0], paths[0])
+    if len(paths) != 2:
+        raise InputError("grade: give ASSIGNMENT and SUBMISSION (or --self-check FILE)")
+    assignment = spec.load(spec.locate(paths[0]))
+    found = grader.submissions_in(Path(paths[1]))
+    if gradescope_path and len(found) > 1:
+        named = [p for p in found if p.name == assignment.path.name]
+        if len(named) != 1:
+            raise InputError(f"--gradescope: grades one submission; {paths[1]} holds {len(found)} .py files")
+        found = named
+    many = len(found) > 1
+    jobs = at_once(len(found), jobs)
+    limits = sandbox.Limits(wall_s=timeout)
+    with progress_bar(quiet, len(found), each=many) as progress:
+        reports = grader.grade(
+            assignment, found, seed=seed, jobs=jobs, limits=limits, self_check=self_check, progress=progress
+        )
+    for r in reports if (details or not many) else []:
+        console.print(render.submission(r, self_check))
+    if many:
+        console.print(render.summary(reports))
+    if gradescope_path:
+        gradescope.write(reports[0], Path(gradescope_path), hidden_visibility)
+        console.print(f"wrote {gradescope_path}")
+    if csv_path:
+        csvfile.write(reports, Path(csv_path))
+        console.print(f"wrote {csv_path}")
+
+
+@click.command("grade")
+@click.option("--n", "n", type=options.POSITIVE, default=100, show_default=True, help="Submissions to grade.")
+@JOBS
+@options.JSON_REPORT
+@options.QUIET
+@click.pass_context
+def bench_grade_command(ctx, n, jobs, json_path, quiet) -> None:
+    """Time grading N generated submissions of assignment 2 (right, IO-wasteful, wrong, stubs)."""
+    jobs = at_once(n, jobs)
+
+    def cost(n) -> estimate.Estimate:
+        return estimate.process() + replace(estimate.grading(n, jobs), held=0)  # memory: `at_once` checked it
+
+    what = f"grading {count(n)} submissions of assignment {grading_bench.ASSIGNMENT}, {count(jobs)} at a time,"
+    estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n)
+    with progress_bar(quiet, n) as progress:
+        report = grading_bench.bench_grade(n, jobs, progress=progress)
+    console.print(render.bench(report))
+    if json_path:
+        bench.write_json(report, json_path)
+
+
+def at_once(submissions: int, jobs: int | None) -> int:
+    """How many submissions are graded at once: --jobs (the CPUs unless given), at most all of them; refused in one
+    line naming --jobs if their processes would not fit in memory."""
+    jobs = min(jobs or os.cpu_count() or 1, submissions)
+    fits = max(1, (estimate.available_memory() - estimate.PROCESS) // estimate.GRADING_CHILD)
+    est = estimate.process() + replace(estimate.grading(submissions, jobs), seconds=0.0)  # a class takes its time
+    estimate.refuse(est, "--jobs", f"grading {count(jobs)} submissions at once", f"--jobs {count(fits)} or less")
+    return jobs
+
+
+@contextmanager
+def progress_bar(quiet: bool, submissions: int, each: bool = False):
+    """A progress bar over the submissions (shown after ~2 s); yields the grader's `progress(report)`, which advances
+    it and, with `each`, prints the submission's score."""
+    with Work(quiet) as work, work.steps(f"grading {count(submissions)} submission{'s' * (submissions != 1)}",
+                                         submissions) as advance:  # fmt: skip
+
+        def progress(report) -> None:
+            advance()
+            if each:
+                line = (
+                    f"graded {report.submission}: {report.score:g} / {report.max_score:g} ({seconds(report.seconds)})"
+                )
+                work.print(console, line, highlight=False)
+
+        yield progress
+
+
+COMMANDS = (assignments, grade_command)  # `flashsim` registers these (sim/cli); `bench grade` joins `flashsim bench`
