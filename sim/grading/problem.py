@@ -10,10 +10,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sim import reference
 from sim.dtypes import DTYPES
 from sim.errors import InputError
 from sim.format import human_bytes, percent
-from sim.grading import reference, traffic
+from sim.grading import traffic
 from sim.tolerance import gradient_bound, lse_bound, output_bound
 
 MEMORY_SLACK = 256 << 10  # the memory test's allowance beyond 4 × SRAM: the harness's own buffers, NumPy temporaries
@@ -87,7 +88,7 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
     N, Nk, d, dt = case["N"], case["Nk"], case["d"], DTYPES[case["dtype"]]
     q, k = ((rng.standard_normal((n, d)) * case["logit_scale"]).astype(dt) for n in (N, Nk))
     v = rng.standard_normal((Nk, d)).astype(dt)
-    o, lse = reference.forward(q, k, v, causal=case["causal"], scale=case["scale"])
+    o, lse = reference.attention(q, k, v, causal=case["causal"], scale=case["scale"])
     kwargs = {"Br": case["Br"], "Bc": case["Bc"], "scale": case["scale"]}
     if grading.get("causal_argument", False):
         kwargs["causal"] = case["causal"]
@@ -100,7 +101,7 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
     if grading.get("pass") == "backward":
         do = rng.standard_normal((N, d)).astype(dt)
         inputs = {"Q": q, "K": k, "V": v, "O": o.astype(dt), "dO": do, "L": lse.astype(np.float32)}
-        dq, dk, dv = reference.backward(q, k, v, do, causal=case["causal"], scale=case["scale"])
+        dq, dk, dv = reference.attention_backward(q, k, v, do, causal=case["causal"], scale=case["scale"])
         answer = {"dQ": dq, "dK": dk, "dV": dv}
         bounds = {name: gradient_bound(g) for name, g in answer.items()}
     else:
