@@ -9,7 +9,7 @@ second table holds the peak extra memory against N at a fixed batch and head cou
 
 import math
 
-from gpu import device, registry, results, sdpa, timing
+from gpu import device, flash, registry, results, sdpa, timing
 from gpu.backward import flash_attention_backward
 from gpu.checks import random_like, random_qkv
 from gpu.flash import flash_attention
@@ -37,10 +37,12 @@ def run_bench(*, quick=False, backward=False, progress=None, command=None) -> di
                     if progress:
                         progress(row)
     what = "forward + backward, FLOPs = 3.5 × forward" if backward else "forward"
+    forwards = sorted({flash.resolve(None, d).name for d in grid["ds"]})
+    kernels = "/".join(forwards) + (f" + backward {registry.DEFAULT_BACKWARD}" if backward else "")
     notes = [
         f"batch = {TOKENS}/N, heads = {HIDDEN}/d; forward FLOPs = 4·N²·d·batch·heads, halved when causal; timed: {what}",
         f"flashsim: gpu.flash_attention{'' if not backward else ' + gpu.flash_attention_backward'} as a user calls it "
-        f"(kernels {registry.DEFAULT_FORWARD}{'' if not backward else ' + backward ' + registry.DEFAULT_BACKWARD}, no input check, no synchronization)",
+        f"(kernels {kernels}: the defaults for these head dims on this GPU, no input check, no synchronization)",
         "standard attention: S and P (batch, heads, N, N) in device memory"
         + (", and dP, dS in the backward" if backward else "")
         + "; OOM where they do not fit",
@@ -54,7 +56,7 @@ def run_bench(*, quick=False, backward=False, progress=None, command=None) -> di
         "env": results.environment(command),
         "device": device.properties(),
         "torch": torch_note if torch_ok else None,
-        "kernel": registry.DEFAULT_FORWARD + (f"+{registry.DEFAULT_BACKWARD}" if backward else ""),
+        "kernel": "/".join(forwards) + (f"+{registry.DEFAULT_BACKWARD}" if backward else ""),
         "rows": rows,
         "notes": notes,
     }

@@ -41,6 +41,17 @@ def require():
     return cupy
 
 
+def capability() -> str:
+    """The current device's compute capability, "9.0" on an H100 (cached per device: a call costs no driver query)."""
+    return _capability(require().cuda.Device().id)
+
+
+@functools.cache
+def _capability(device_id: int) -> str:
+    p = require().cuda.runtime.getDeviceProperties(device_id)
+    return f"{p['major']}.{p['minor']}"
+
+
 def properties() -> dict:
     """The current device's properties (name, SM count, L2, shared memory per block)."""
     cupy = require()

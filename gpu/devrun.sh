@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: environment, checks, GPU tests, tuning tables, sanitizers, compare, benchmarks, training demo.
 # Usage (on the device machine, from the repo root): bash gpu/devrun.sh [steps…]
-#   steps: env smoke test tune_fwd tune_bwd rung1 … rung5 sanitize compare bench bench_bwd train cli
+#   steps: env smoke test tune_fwd tune_bwd rung1 … rung6 hopper tune_v4 sanitize compare bench bench_bwd train cli
 # Logs go to /tmp/devrun/logs and come back as $OUT/logs.tgz (rewritten after each step); JSON and SVG results land in $OUT (8 files at most
 # come back). The reply carries the tail of stdout, so each step ends with a one-line summary, printed last.
 set -u
@@ -23,7 +23,11 @@ for s in $steps; do case $s in
   test) step test 420 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests --ignore tests/test_lessons.py --ignore tests/test_lesson_quotes.py ;;  # nbformat is not on the device
   tune_fwd) step tune_fwd 240 python3 -m gpu.harness --tune forward --dtypes float16 ;;
   tune_bwd) step tune_bwd 240 python3 -m gpu.harness --tune backward --dtypes float16 ;;
-  rung[1-5]) step "$s" 240 python3 -m gpu.harness --kernel "${s#rung}" ;;
+  rung[1-6]) step "$s" 240 python3 -m gpu.harness --kernel "${s#rung}" ;;
+  hopper) step probe 120 python3 -m gpu.hopper_probe
+          step hopper_test 300 python3 -m pytest -m gpu -q -x -rs -p no:cacheprovider tests/test_gpu_hopper.py
+          step tma_metrics 60 bash -c 'ncu --query-metrics | grep -i -E "tma|bulk|utlb|xbar2l1tex" | head -40' ;;
+  tune_v4) step tune_v4 300 python3 -m gpu.harness --tune forward --only v4 --dtypes float16 ;;
   sanitize) step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke
             step racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.harness --smoke ;;
   compare) step compare 120 "${CLI[@]}" compare --n 2048 --d 64 --json "$OUT/compare-forward-h100.json"
@@ -46,7 +50,8 @@ open(sys.argv[1] + "/train-h100.svg", "w").write(plot.line_chart(report["losses"
 esac; done
 for s in $steps; do case $s in
   env) cat "$LOGS/env.log" ;;
-  tune_fwd|tune_bwd|rung[1-5]) sed -n "/^   d /,\$p" "$LOGS/$s.log" ;;
+  tune_fwd|tune_bwd|tune_v4|rung[1-6]) sed -n "/^   d /,\$p" "$LOGS/$s.log" ;;
+  hopper) cat "$LOGS/probe.log"; grep -E "^(FAILED|ERROR)|Error|error|passed|failed" "$LOGS/hopper_test.log" | cut -c1-300 | head -n 20; cat "$LOGS/tma_metrics.log" ;;
   smoke) grep -E "FAIL" "$LOGS/smoke.log" ;;
   test) grep -E "^(FAILED|ERROR)" "$LOGS/test.log" | cut -c1-200 | head -n 40 ;;
   compare) tail -n 12 "$LOGS/compare_bwd.log"; tail -n 12 "$LOGS/compare_bwd_causal.log" ;;

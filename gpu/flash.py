@@ -1,10 +1,11 @@
-"""`flash_attention`: the FlashAttention-2 forward kernels (rungs 1–3 of gpu/registry.py) behind one call."""
+"""`flash_attention`: the FlashAttention-2 forward kernels (rungs 1–3 and 6 of gpu/registry.py) behind one call."""
 
 import math
 
 import numpy as np
 
-from gpu import device, inputs, layout, registry, source
+from gpu import device, inputs, layout, registry, source, tma
+from sim.errors import InputError
 
 
 def flash_attention(
@@ -15,15 +16,17 @@ def flash_attention(
     lse (float32, (batch, heads, N)) is the natural log-sum-exp of each row of scaled logits, what the backward
     pass needs (−∞ for a row that sees no key, whose o is zeros). The default call does no pass over the inputs
     beyond the kernel's and no host synchronization: NaN in the inputs flows through as it does through attention.
-    `kernel`: "v1" (readable, also float32), "v2" or "v3" (tensor cores, fp16/bf16); None is the default.
+    `kernel`: "v1" (readable, also float32), "v2" or "v3" (tensor cores, fp16/bf16), "v4" (wgmma and TMA: sm_90,
+    d = 64 or 128); None picks v4 where it runs, else v3.
     `tiles` overrides the kernel's tiling (gpu.tiling.Tiles); `poison` fills the outputs with NaN before the
     launch, so that an element the kernel fails to write shows up (the tests use it); `check_finite` refuses
     NaN/Inf inputs, for debugging, at the cost of a pass over q, k, v and a synchronization.
     """
     cupy = device.require()
-    spec = registry.forward(kernel)
     inputs.check_flag("return_lse", return_lse)
+    spec = registry.forward(kernel)
     p = inputs.check(q, k, v, causal=causal, scale=scale, dtypes_allowed=spec.dtypes, finite=check_finite)
+    spec = resolve(kernel, p.d)
     tiles = spec.tiles(p.d, tiles)
     row = spec.row(p.d)
     with q.device:
@@ -37,11 +40,22 @@ def flash_attention(
     return (o, lse) if return_lse else o
 
 
+def resolve(kernel: str | None, d: int) -> registry.KernelSpec:
+    """The forward kernel for head dim d on this GPU: `kernel` if it runs here (else InputError saying why), or the default."""
+    spec = registry.forward(kernel, d, device.capability())
+    why = spec.fits(d, device.capability())
+    if why:
+        raise InputError(f"kernel: {why}")
+    return spec
+
+
 def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse) -> None:
     """One launch of a forward kernel on prepared arrays (rows padded to the kernel's row length, outputs allocated)."""
     smem = spec.smem(p.d, tiles)
     fn = source.function(spec, spec.defines(p.d, p.dtype, tiles), smem)
     grid = (-(-p.n // tiles.block_rows), p.batch * p.heads, 1)
     scale = p.scale * math.log2(math.e) if spec.scale_log2 else p.scale
+    if spec.tma:  # rung 6 reads Q, K, V through tensor maps: Q_i in boxes of Br rows, K_j and V_j of Bc
+        q, k, v = tma.rows_map(q, tiles.block_rows), tma.rows_map(k, tiles.block_cols), tma.rows_map(v, tiles.block_cols)
     args = (q, k, v, o, lse, np.int32(p.n), np.int32(p.nk), np.float32(scale), np.int32(p.causal))
     fn(grid, (tiles.threads, 1, 1), args, shared_mem=smem)

@@ -13,7 +13,7 @@ from gpu import device, registry, sdpa, timing
 from gpu.backward import flash_attention_backward
 from gpu.checks import check, check_backward, random_like, random_qkv
 from gpu.flash import flash_attention
-from gpu.tiling import Tiles, backward_tiles, forward_tiles
+from gpu.tiling import Tiles, backward_tiles, forward_tiles, warpgroup_tiles
 
 READABLE_N = 1024  # the readable rungs run at a few TFLOP/s: they are timed at this N
 TOKENS, HIDDEN = 16384, 2048  # FlashAttention-2's benchmark: batch = TOKENS / N, heads = HIDDEN / d
@@ -42,6 +42,10 @@ TUNE: dict[tuple[str, int], list[tuple[str, Tiles | None]]] = {  # None: the ker
         ("v2", None),
         ("v3", None),
         ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2, swizzle=True)),
+        ("v4", None),
+        ("v4", warpgroup_tiles(consumers=2, block_cols=128, stages=3)),
+        ("v4", warpgroup_tiles(consumers=3, block_cols=128, stages=2)),
+        ("v4", warpgroup_tiles(consumers=2, block_cols=64, stages=4)),
     ],
     ("forward", 128): [
         ("v2", None),
@@ -50,6 +54,9 @@ TUNE: dict[tuple[str, int], list[tuple[str, Tiles | None]]] = {  # None: the ker
         ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=64, q_in_regs=False, min_blocks=2)),
         ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2, swizzle=True)),
         ("v3", forward_tiles(warps=8, m_tiles=1, block_cols=64, q_in_regs=True, min_blocks=1)),
+        ("v4", None),
+        ("v4", warpgroup_tiles(consumers=2, block_cols=128, stages=3)),
+        ("v4", warpgroup_tiles(consumers=2, block_cols=64, stages=4)),
     ],
     ("backward", 64): [
         ("v2", None),
@@ -73,6 +80,9 @@ SMOKE = [  # (rung, dtype, (batch, heads, N, Nk, d), causal, swizzle): ragged ev
     (2, "bfloat16", (1, 1, 70, 70, 59), True, True),
     (3, "float16", (1, 2, 77, 45, 40), True, False),
     (3, "bfloat16", (1, 1, 130, 33, 128), True, True),
+    (6, "float16", (1, 2, 77, 300, 64), True, False),
+    (6, "bfloat16", (1, 1, 300, 33, 128), True, False),
+    (6, "float16", (1, 1, 333, 333, 128), False, False),
     (1, "float32", (1, 2, 77, 45, 40), True, False),
     (1, "bfloat16", (1, 1, 33, 70, 64), False, False),
     (5, "float16", (1, 2, 77, 45, 40), True, False),
@@ -95,6 +105,9 @@ def smoke() -> bool:
     ok = True
     for number, dtype, shape, causal, swizzle in SMOKE:
         spec = registry.rung(number)
+        if spec.fits(shape[-1], device.capability()):
+            print(f"rung {number}: skipped, {spec.fits(shape[-1], device.capability())}", flush=True)
+            continue
         tiles = (
             forward_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2, swizzle=True)
             if swizzle
@@ -143,6 +156,7 @@ def main(argv=None) -> None:
     parser.add_argument("--smoke", action="store_true", help="only check each rung once at small ragged sizes")
     parser.add_argument("--n", type=int, default=4096, help="sequence length of the timed runs")
     parser.add_argument("--dtypes", default="float16,bfloat16")
+    parser.add_argument("--only", help="with --tune: only the variants of this kernel (v1 … v4)")
     args = parser.parse_args(argv)
     device.require()
     print(f"device: {device.properties()['name']}")
@@ -155,7 +169,7 @@ def main(argv=None) -> None:
         variants = {d: [(spec.name, None)] for d in (64, 128)}
     else:
         spec = None
-        variants = {d: TUNE[(args.tune, d)] for d in (64, 128)}
+        variants = {d: [r for r in TUNE[(args.tune, d)] if args.only in (None, r[0])] for d in (64, 128)}
     rows = []
     for d, runs in variants.items():
         for dtype in args.dtypes.split(","):
@@ -165,6 +179,8 @@ def main(argv=None) -> None:
             for causal in (False, True):
                 for name, tiles in runs:
                     kernel = spec or (registry.forward(name) if args.tune == "forward" else registry.backward(name))
+                    if kernel.fits(d, device.capability()):
+                        continue
                     c = check_rung(kernel, *q_small, causal=causal, tiles=tiles)
                     n = args.n if kernel.tensor_cores else READABLE_N
                     timed = time_rung(kernel, n, d, dtype, causal, tiles) if c.ok else {}

@@ -1,14 +1,14 @@
 """The kernel ladder: one KernelSpec per kernel of gpu/kernels/ (source, #defines, tiling, dtypes, launch geometry).
 
 The launchers, the harness (`python -m gpu.harness --kernel N`), the tests, compare and bench read this and
-nothing else about a kernel. Rungs are numbered as their files: 1–3 forward, 4–5 backward; the helpers (the
+nothing else about a kernel. Rungs are numbered as their files: 1–3 and 6 forward, 4–5 backward; the helpers (the
 standard baseline's softmax kernels, the backward's two element-wise passes) have no number. Pure Python.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpu.tiling import Tiles, backward_tiles, forward_tiles, pad_to, padded_dims
+from gpu.tiling import Tiles, backward_tiles, forward_tiles, pad_to, padded_dims, warpgroup_tiles
 from sim.dtypes import F
 from sim.errors import InputError
 
@@ -33,6 +33,9 @@ class KernelSpec:
     defines_of: Callable[[int, str, Tiles | None], dict[str, int]]  # (d, dtype, tiles) → the #defines injected
     smem_of: Callable[[int, Tiles | None], int]  # (d, tiles) → dynamic shared memory per thread block, in bytes
     scale_log2: bool = False  # takes τ · log2 e (exp2 kernels) instead of τ
+    arch: str | None = None  # the one target it compiles for ("sm_90a"), None: any the device has (sm_80 and up)
+    head_dims: tuple[int, ...] | None = None  # the head dims it takes; None: every d up to 128
+    tma: bool = False  # takes tensor maps of Q, K, V (gpu/tma.py) instead of their pointers
 
     def row(self, d: int) -> int:
         """Elements per row of Q, K, V (and O, dO, dQ, dK, dV) in device memory for head dim d."""
@@ -49,6 +52,14 @@ class KernelSpec:
     def smem(self, d: int, tiles: Tiles | None = None) -> int:
         """Dynamic shared memory one thread block allocates, in bytes."""
         return self.smem_of(d, self.tiles(d, tiles))
+
+    def fits(self, d: int, cc: str) -> str | None:
+        """None if it runs head dim d on a device of compute capability `cc` ("9.0"), else why not."""
+        if self.arch and cc != f"{self.arch[3]}.{self.arch[4]}":
+            return f"{self.name} runs on compute capability {self.arch[3]}.{self.arch[4]} only ({self.arch}), this GPU is {cc}"
+        if self.head_dims and d not in self.head_dims:
+            return f"{self.name} takes head dims {' and '.join(map(str, self.head_dims))}, got d={d}"
+        return None
 
     def describe(self) -> str:
         """'rung 2 (forward v2, 02_flash2_tensorcore.cu)'."""
@@ -119,6 +130,21 @@ def _forward_readable_smem(d: int, tiles: Tiles) -> int:
     return F * (2 * br * d + 2 * bc * d + br * bc + 3 * br)
 
 
+def _forward_wg_tiles(d: int) -> Tiles:
+    """Rung 6 by default: two consumer warpgroups (Br = 128), Bc = 128, two stages (gpu/NOTES.md, run 13)."""
+    return warpgroup_tiles(consumers=2, block_cols=128, stages=2)
+
+
+def _forward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    consumers = tiles.warps // 4 - 1
+    return {"HEAD_DIM": d, "BC": tiles.block_cols, "CONSUMERS": consumers, "STAGES": tiles.stages, "STORAGE": STORAGE_CODE[dtype]}
+
+
+def _forward_wg_smem(d: int, tiles: Tiles) -> int:
+    """1024 bytes to align the tiles to the swizzle pattern, Q_i, the stages of K_j and V_j, the mbarriers."""
+    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + 8 * (1 + 3 * tiles.stages)
+
+
 def _forward(name, rung, file, **kw) -> KernelSpec:
     return KernelSpec(name, rung, "forward", file, f"flash2_{name}_fwd", **kw)
 
@@ -131,8 +157,12 @@ FORWARD = {
                    defines_of=_forward_tc_defines, smem_of=_forward_tc_smem, scale_log2=True),
     "v3": _forward("v3", 3, "03_flash2_lane_offsets.cu", dtypes=HALF, tensor_cores=True,
                    default_tiles=_forward_v3_tiles, defines_of=_forward_tc_defines, smem_of=_forward_tc_smem, scale_log2=True),
+    "v4": _forward("v4", 6, "06_flash2_wgmma_tma.cu", dtypes=HALF, tensor_cores=True, default_tiles=_forward_wg_tiles,
+                   defines_of=_forward_wg_defines, smem_of=_forward_wg_smem, scale_log2=True, arch="sm_90a",
+                   head_dims=(64, 128), tma=True),
 }  # fmt: skip
-DEFAULT_FORWARD = "v3"
+DEFAULT_FORWARD = "v3"  # the default on every GPU, and for every head dim …
+HOPPER_FORWARD = "v4"  # … except on sm_90 (H100, H200) at the head dims rung 6 takes
 
 # -- backward -------------------------------------------------------------------------
 
@@ -191,7 +221,15 @@ def _rows_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, i
     return {"STORAGE": STORAGE_CODE[dtype], "NTHREADS": SOFTMAX_THREADS}
 
 
+def _probe_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
+    """d = 64 runs wgmma n128 for S and n64 for O, d = 128 the other way round: the probe covers all four."""
+    return {"HEAD_DIM": d, "BC": 192 - d, "STORAGE": STORAGE_CODE[dtype]}
+
+
 HELPERS = {
+    "hopper_probe": KernelSpec("hopper_probe", None, "helper", "hopper_probe.cu", "hopper_probe", HALF, False, None,
+                               _probe_defines, lambda d, t: 1024 + HALF_SIZE * d * (64 + 2 * (192 - d)) + 8,
+                               arch="sm_90a", head_dims=(64, 128), tma=True),
     "softmax": _helper("softmax", "softmax_rows.cu", "softmax_rows", HALF, _rows_defines),
     "softmax_backward": _helper("softmax_backward", "softmax_backward_rows.cu", "softmax_backward_rows", HALF, _rows_defines),
     "bwd_prepass": _helper("bwd_prepass", "backward_passes.cu", "flash2_bwd_prepass", ALL, _passes_defines),
@@ -202,9 +240,13 @@ LADDER = {spec.rung: spec for spec in (*FORWARD.values(), *BACKWARD.values())}
 ALL_SPECS = (*FORWARD.values(), *BACKWARD.values(), *HELPERS.values())
 
 
-def forward(name: str | None) -> KernelSpec:
-    """The forward kernel `name` ("v1", "v2", "v3"; None: the default), or InputError naming the choices."""
-    return _pick("kernel", FORWARD, DEFAULT_FORWARD if name is None else name)
+def forward(name: str | None, d: int | None = None, cc: str | None = None) -> KernelSpec:
+    """The forward kernel `name` ("v1" … "v4"), or InputError naming the choices. None: the default for head dim d
+    on a device of compute capability cc (rung 6 where it fits, else rung 3); without d and cc, rung 3."""
+    if name is None:
+        fast = FORWARD[HOPPER_FORWARD]
+        name = HOPPER_FORWARD if d is not None and cc is not None and fast.fits(d, cc) is None else DEFAULT_FORWARD
+    return _pick("kernel", FORWARD, name)
 
 
 def backward(name: str | None) -> KernelSpec:

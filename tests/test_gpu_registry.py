@@ -44,8 +44,24 @@ def test_kernel_names_and_rungs():
         registry.forward(None).name == registry.DEFAULT_FORWARD
         and registry.backward(None).name == registry.DEFAULT_BACKWARD
     )
-    assert [registry.rung(n).direction for n in (1, 2, 3, 4, 5)] == ["forward"] * 3 + ["backward"] * 2
-    with pytest.raises(InputError, match="kernel: expected a rung number among 1, 2, 3, 4, 5"):
+    assert [registry.rung(n).direction for n in (1, 2, 3, 4, 5, 6)] == ["forward"] * 3 + ["backward"] * 2 + ["forward"]
+    with pytest.raises(InputError, match="kernel: expected a rung number among 1, 2, 3, 4, 5, 6, got 9"):
         registry.rung(9)
     with pytest.raises(InputError, match="kernel: expected one of v1, v2, v3"):
         registry.forward("v9")
+
+
+@pytest.mark.parametrize(
+    ("d", "cc", "expected"),
+    [(64, "9.0", "v4"), (128, "9.0", "v4"), (40, "9.0", "v3"), (96, "9.0", "v3"), (64, "8.0", "v3"), (128, "8.9", "v3"), (128, "10.0", "v3")],
+)
+def test_default_forward_is_rung_6_where_it_runs(d, cc, expected):
+    assert registry.forward(None, d, cc).name == expected
+
+
+def test_rung_6_says_why_it_does_not_run():
+    v4 = registry.forward("v4")
+    assert v4.fits(128, "9.0") is None
+    assert v4.fits(40, "9.0") == "v4 takes head dims 64 and 128, got d=40"
+    assert v4.fits(64, "8.0") == "v4 runs on compute capability 9.0 only (sm_90a), this GPU is 8.0"
+    assert registry.forward("v3").fits(40, "8.0") is None

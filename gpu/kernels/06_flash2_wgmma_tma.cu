@@ -1,0 +1,247 @@
+// 06_flash2_wgmma_tma.cu (rung 6, "v4"): the FlashAttention-2 forward on Hopper's own machinery, as
+// FlashAttention-3 runs it: TMA copies, an mbarrier-synchronised ring of K_j/V_j stages, wgmma, a producer
+// warpgroup and consumer warpgroups, and softmax of one block overlapped with the matmuls of the next.
+//
+// Changed from rung 3 (03_flash2_lane_offsets.cu), the same algorithm (Algorithm 1 of FlashAttention-2):
+//  - loads. One thread of a producer warpgroup issues every copy HBM → SRAM, a whole tile per instruction
+//    (cp.async.bulk.tensor, "TMA"), into STAGES stages of K_j and V_j; a copy completes on an mbarrier that the
+//    consumers wait on, and the consumers' arrivals on a second barrier hand the stage back. Rung 3's 128
+//    threads each computed addresses and issued cp.async for their share of every tile, then all waited at
+//    __syncthreads.
+//  - matmuls. wgmma: each consumer warpgroup (128 threads) owns 64 query rows; S_ij = Q_i K_jᵀ reads both
+//    operands from SRAM (no ldmatrix), O_i += P̃_ij V_j takes P̃_ij from registers. Rung 3 issued mma.sync
+//    m16n8k16 per warp, each fed by ldmatrix.
+//  - overlap. A consumer issues S_i,j+1 = Q_i K_j+1ᵀ and O_i += P̃_ij V_j back to back, then runs the softmax of
+//    S_i,j+1 while O_i += P̃_ij V_j still runs on the tensor cores (FlashAttention-3's intra-warpgroup pipelining).
+//  - layout. TMA writes the 128-byte swizzled layout wgmma reads; a row of d = 128 is two 64-column pieces.
+//  - registers. setmaxnreg: the producer drops to REG_PRODUCER, the consumers rise to REG_CONSUMER.
+// Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 3.
+//
+// Measured: see gpu/NOTES.md (run 13 and later).
+//
+// Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, a multiple of 16 up to 256, 64 or 128 here),
+// CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), STORAGE (1 fp16, 2 bf16).
+
+#define BR (64 * CONSUMERS)               // Br: query rows per thread block
+#define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 … CONSUMERS compute
+#define PIECES (HEAD_DIM / 64)            // 64-column pieces of a row: one 128-byte swizzled TMA box each
+#define TILE_Q (BR * HEAD_DIM * 2)        // bytes of Q_i in SRAM
+#define TILE_KV (BC * HEAD_DIM * 2)       // bytes of one stage of K_j (or of V_j) in SRAM
+#define NS (BC / 2)                       // S_ij accumulators per thread: 64 × Bc over a warpgroup's 128 threads
+#define NO (HEAD_DIM / 2)                 // O_i accumulators per thread
+#define REG_PRODUCER 24
+#define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536
+
+#include "common.cuh"  // NEG_INF, LN2, pack2, exp2_approx, accumulators_to_a
+#include "hopper.cuh"  // TMA, mbarrier, wgmma, setmaxnreg
+
+// S = Q_i K_jᵀ for one warpgroup's 64 rows: HEAD_DIM / 16 wgmma k-steps, both operands read from SRAM, issued
+// and committed as one group. A k-step moves 32 bytes along a 128-byte row: the descriptor's start address.
+__device__ __forceinline__ void issue_scores(float (&s)[NS], u32 q_rows, u32 k_tile) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+        const u32 at = (kk % 4) * 32;  // the k-step's 32 bytes within the piece
+        wgmma_ss(s, sw128_desc(q_rows + (kk / 4) * BR * 128 + at, 16), sw128_desc(k_tile + (kk / 4) * BC * 128 + at, 16), kk > 0);
+    }
+    wgmma_commit();
+}
+
+// O_i += P̃_ij V_j: Bc / 16 k-steps, P̃_ij's A fragments from registers, V_j (N-major: its rows are the keys)
+// from SRAM; a k-step moves 16 rows (2048 bytes), 64-column pieces of V_j sit Bc · 128 bytes apart
+__device__ __forceinline__ void issue_values(float (&o)[NO], const u32 (&p)[BC / 16][4], u32 v_tile) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) wgmma_rs(o, p[kk], sw128_desc(v_tile + kk * 2048, BC * 128));
+    wgmma_commit();
+}
+
+// keys past Nk (the ragged last block) and, causal, keys c > r + shift get −∞; only blocks that reach either are
+// touched. `row` is this lane's first row, r0 the thread block's.
+__device__ __forceinline__ void mask(float (&s)[NS], int c0, int row, int r0, int Nk, int causal, int shift, int t) {
+    if (c0 + BC <= Nk && !(causal && c0 + BC - 1 > r0 + shift)) return;
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int c = c0 + n * 8 + 2 * t + (e & 1);
+            if (c >= Nk || (causal && c > row + (e >> 1) * 8 + shift)) s[4 * n + e] = NEG_INF;
+        }
+}
+
+// line 9: m_i^(j) = max(m_i^(j−1), rowmax(S_ij)), P̃_ij = exp(S_ij − m_i^(j)) in place of S_ij,
+// ℓ_i^(j) = e^{m_i^(j−1) − m_i^(j)} ℓ_i^(j−1) + rowsum(P̃_ij); base 2 with the scale folded in. `alpha` gets
+// e^{m_i^(j−1) − m_i^(j)} for line 10's rescaling of O_i. A lane holds rows g (h = 0) and g + 8 (h = 1).
+__device__ __forceinline__ void online_softmax(float (&s)[NS], float (&m)[2], float (&l)[2], float (&alpha)[2], float scale_log2) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float m_new = m[h];
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n) m_new = fmaxf(m_new, fmaxf(s[4 * n + 2 * h], s[4 * n + 2 * h + 1]));
+        m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffff, m_new, 1));  // the 4 lanes of a row
+        m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffff, m_new, 2));
+        const float m_scaled = m_new == NEG_INF ? 0.f : m_new * scale_log2;  // a row with no key yet: P̃ = 0, not NaN
+        alpha[h] = exp2_approx(m[h] * scale_log2 - m_scaled);
+        m[h] = m_new;
+        float rowsum = 0.f;
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+            for (int e = 2 * h; e < 2 * h + 2; ++e) {
+                s[4 * n + e] = exp2_approx(fmaf(s[4 * n + e], scale_log2, -m_scaled));
+                rowsum += s[4 * n + e];
+            }
+        l[h] = alpha[h] * l[h] + rowsum;  // this lane's partial ℓ; the 4 partials are summed at line 12
+    }
+}
+
+// P̃_ij (fp32, in S_ij's accumulators) → the A fragments of O_i += P̃_ij V_j: key columns 16·kk … 16·kk + 15 are
+// accumulator n-tiles 2·kk and 2·kk + 1, the same correspondence as mma.sync's (common.cuh)
+__device__ __forceinline__ void to_fragments(u32 (&p)[BC / 16][4], const float (&s)[NS]) {
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk) accumulators_to_a(p[kk], s + 8 * kk, s + 8 * kk + 4);
+}
+
+#define K_FULL(s) (bar + 8 * (1 + (s)))               // mbarrier: K_j has arrived in stage s
+#define V_FULL(s) (bar + 8 * (1 + STAGES + (s)))      // mbarrier: V_j has arrived in stage s
+#define EMPTY(s) (bar + 8 * (1 + 2 * STAGES + (s)))   // mbarrier: every consumer is done with stage s
+
+// Q_map, K_map, V_map: tensor maps of Q (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM), boxes of
+// (1, Br or Bc, 64); O: like Q, L: (batch·heads, N). Grid: (Tr, batch·heads), NTHREADS threads,
+// 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (1 + 3 · STAGES) bytes of dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
+              const __grid_constant__ TensorMap V_map, elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk,
+              float scale_log2, int causal)
+{
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const u32 sQ = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: Q_i, PIECES × (Br, 64); swizzling repeats every 1024 bytes
+    const u32 sK = sQ + TILE_Q;                        // SRAM: K_j, STAGES × PIECES × (Bc, 64)
+    const u32 sV = sK + STAGES * TILE_KV;              // SRAM: V_j, likewise
+    const u32 bar = sV + STAGES * TILE_KV;             // SRAM: the mbarriers, 8 bytes each
+    const u32 q_full = bar;                            // mbarrier: Q_i has arrived
+
+    const int i = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: the longest rows first
+    const int r0 = i * BR;
+    const int bh = blockIdx.y;
+    const int shift = Nk - N;  // causal: query r sees key c iff c ≤ r + shift
+    // K/V blocks read: all Tc of them, or (causal) up to the last one that row min(r0 + Br, N) − 1 sees
+    int Tc = (Nk + BC - 1) / BC;
+    if (causal) {
+        const int last_key = min(r0 + BR, N) - 1 + shift;
+        Tc = last_key < 0 ? 0 : min(Tc, last_key / BC + 1);
+    }
+
+    if (threadIdx.x == 0) {
+        mbar_init(q_full, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(K_FULL(s), 1);
+            mbar_init(V_FULL(s), 1);
+            mbar_init(EMPTY(s), CONSUMERS);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();  // the last block-wide barrier: the warpgroups go their own ways from here
+
+    if (threadIdx.x < 128) {  // the producer warpgroup: one thread issues every copy (line 4 and line 7)
+        setmaxnreg_dec<REG_PRODUCER>();
+        if (threadIdx.x == 0 && Tc > 0) {
+            mbar_expect_tx(q_full, TILE_Q);
+#pragma unroll
+            for (int p = 0; p < PIECES; ++p) tma_load_3d(sQ + p * BR * 128, &Q_map, q_full, p * 64, r0, bh);
+            for (int j = 0; j < Tc; ++j) {
+                const int s = j % STAGES;
+                if (j >= STAGES) mbar_wait(EMPTY(s), ((j / STAGES) & 1) ^ 1);  // K_j−STAGES, V_j−STAGES are used up
+                mbar_expect_tx(K_FULL(s), TILE_KV);
+#pragma unroll
+                for (int p = 0; p < PIECES; ++p)
+                    tma_load_3d(sK + s * TILE_KV + p * BC * 128, &K_map, K_FULL(s), p * 64, j * BC, bh);
+                mbar_expect_tx(V_FULL(s), TILE_KV);
+#pragma unroll
+                for (int p = 0; p < PIECES; ++p)
+                    tma_load_3d(sV + s * TILE_KV + p * BC * 128, &V_map, V_FULL(s), p * 64, j * BC, bh);
+            }
+        }
+        return;
+    }
+
+    // a consumer warpgroup: 64 rows of Q_i; this lane holds rows g and g + 8 of its warp's 16, columns 2t, 2t + 1
+    setmaxnreg_inc<REG_CONSUMER>();
+    const int c = threadIdx.x / 128 - 1;
+    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int row = r0 + c * 64 + warp * 16 + g;  // this lane's first row in Q
+    const u32 q_rows = sQ + c * 64 * 128;           // this warpgroup's rows of Q_i, in each piece
+
+    // line 5: O_i = 0, ℓ_i = 0, m_i = −∞, in registers
+    float o[NO];
+#pragma unroll
+    for (int e = 0; e < NO; ++e) o[e] = 0.f;
+    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, alpha[2];
+
+    if (Tc > 0) {
+        float s[NS];        // registers: S_ij, then P̃_ij in place (fp32)
+        u32 p[BC / 16][4];  // registers: P̃_ij rounded to fp16/bf16, as wgmma A fragments
+        mbar_wait(q_full, 0);
+        mbar_wait(K_FULL(0), 0);
+        issue_scores(s, q_rows, sK);  // line 8 for j = 0
+        wgmma_wait<0>();
+        keep(s);
+        mask(s, 0, row, r0, Nk, causal, shift, t);
+        online_softmax(s, m, l, alpha, scale_log2);  // line 9 for j = 0 (O_i is still 0: alpha is not needed)
+
+        // blocks 0 … Tc − 2: the tensor cores get S_i,j+1 = Q_i K_j+1ᵀ and O_i += P̃_ij V_j back to back; softmax of
+        // S_i,j+1 runs while the second is in flight. (Written without a branch around the wgmma instructions:
+        // with one, ptxas cannot tell which group a wait completes and serializes every wgmma, warning C7514.)
+        for (int j = 0; j + 1 < Tc; ++j) {
+            const int st = j % STAGES, sn = (j + 1) % STAGES;
+            to_fragments(p, s);
+            mbar_wait(K_FULL(sn), ((j + 1) / STAGES) & 1);
+            issue_scores(s, q_rows, sK + sn * TILE_KV);  // line 8 for j + 1
+            mbar_wait(V_FULL(st), (j / STAGES) & 1);
+            issue_values(o, p, sV + st * TILE_KV);       // line 10, second half: O_i += P̃_ij V_j
+            wgmma_wait<1>();                             // S_i,j+1 is done (groups complete in order)
+            keep(s);
+            mask(s, (j + 1) * BC, row, r0, Nk, causal, shift, t);
+            online_softmax(s, m, l, alpha, scale_log2);  // line 9 for j + 1
+            wgmma_wait<0>();
+            keep(o);
+            keep(p);
+            if (tid == 0) mbar_arrive(EMPTY(st));  // this warpgroup is done with K_j and V_j
+#pragma unroll
+            for (int n = 0; n < HEAD_DIM / 8; ++n) {  // line 10, first half, for j + 1: O_i ← diag(e^{m^(j) − m^(j+1)}) O_i
+                o[4 * n] *= alpha[0];
+                o[4 * n + 1] *= alpha[0];
+                o[4 * n + 2] *= alpha[1];
+                o[4 * n + 3] *= alpha[1];
+            }
+        }
+        // block Tc − 1: line 10 alone (nothing waits for its stage: no arrival on EMPTY)
+        const int last = (Tc - 1) % STAGES;
+        to_fragments(p, s);
+        mbar_wait(V_FULL(last), ((Tc - 1) / STAGES) & 1);
+        issue_values(o, p, sV + last * TILE_KV);
+        wgmma_wait<0>();
+        keep(o);
+        keep(p);
+    }
+
+    // line 12: O_i = diag(ℓ_i)^−1 O_i; line 13: L_i = m_i + log ℓ_i (natural log; −∞ and zeros for a row that saw
+    // no key); lines 14 and 15: write O_i and L_i to HBM, straight from registers
+    const size_t bh_rows = (size_t)bh * N;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float l_row = l[h];
+        l_row += __shfl_xor_sync(0xffffffff, l_row, 1);
+        l_row += __shfl_xor_sync(0xffffffff, l_row, 2);
+        const float inv = l_row == 0.f ? 0.f : 1.f / l_row;  // a NaN ℓ (NaN in the inputs) stays NaN
+        const int r = row + 8 * h;
+        if (r < N) {
+            elem_t* o_row = O + (bh_rows + r) * HEAD_DIM + 2 * t;
+#pragma unroll
+            for (int n = 0; n < HEAD_DIM / 8; ++n)
+                *reinterpret_cast<u32*>(o_row + 8 * n) = pack2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv);
+            if (t == 0) L[bh_rows + r] = l_row == 0.f ? NEG_INF : (m[h] * scale_log2 + log2f(l_row)) * LN2;
+        }
+    }
+}

@@ -1,0 +1,62 @@
+"""Tensor maps for TMA (rung 6): CUDA's cuTensorMapEncodeTiled through ctypes, one map per tensor and box, cached.
+
+A tensor map tells the Tensor Memory Accelerator the shape and strides of a tensor in HBM and the box one copy
+moves; the kernel names a box by its coordinates. CuPy has no binding for it; the driver library it already
+loaded does (libcuda), and the 128-byte map travels to the kernel by value as a one-element NumPy array.
+"""
+
+import ctypes
+import functools
+
+import numpy as np
+
+from gpu import device
+
+PIECE = 64  # elements of a box's row: 128 bytes of fp16/bf16, the widest the 128-byte swizzle allows
+MAP_BYTES, MAP_ALIGN = 128, 64  # sizeof(CUtensorMap), its alignment (cuda.h)
+UINT16, INTERLEAVE_NONE, SWIZZLE_128B, L2_PROMOTION_256B, OOB_FILL_ZEROS = 1, 0, 3, 3, 0  # cuda.h's enum values
+
+
+class TensorMapError(device.GPUUnavailableError):
+    """The driver refused a tensor map (or has no cuTensorMapEncodeTiled: a driver older than CUDA 12)."""
+
+
+@functools.cache
+def _encode():
+    try:
+        fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+    except (OSError, AttributeError) as e:
+        raise TensorMapError(f"rung 6 needs cuTensorMapEncodeTiled from the CUDA driver (12.0 or newer): {e}") from e
+    u32p, u64p = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p, u64p, u64p, u32p, u32p]
+    fn.argtypes += [ctypes.c_int] * 4
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def rows_map(x, box_rows: int) -> np.ndarray:
+    """The tensor map of x (batch, heads, rows, d), 2-byte elements, contiguous, read in boxes of (1, box_rows, 64).
+
+    The map sees x as (batch·heads, rows, d): a box past the last row of a head is filled with zeros, never with
+    the next head's rows; it lands in SRAM in the 128-byte swizzled layout wgmma reads."""
+    batch, heads, rows, d = x.shape
+    assert x.dtype.itemsize == 2 and x.flags.c_contiguous and x.data.ptr % 16 == 0 and d % PIECE == 0
+    return _rows_map(x.data.ptr, batch * heads, rows, d, box_rows)
+
+
+@functools.lru_cache(maxsize=512)
+def _rows_map(ptr: int, heads: int, rows: int, d: int, box_rows: int) -> np.ndarray:
+    raw = np.zeros(MAP_BYTES + MAP_ALIGN, dtype=np.uint8)
+    at = -raw.ctypes.data % MAP_ALIGN
+    out = raw[at : at + MAP_BYTES]
+    dims = (ctypes.c_uint64 * 3)(d, rows, heads)  # innermost first
+    strides = (ctypes.c_uint64 * 2)(2 * d, 2 * d * rows)  # bytes, for every dimension but the innermost
+    box = (ctypes.c_uint32 * 3)(PIECE, box_rows, 1)
+    unit = (ctypes.c_uint32 * 3)(1, 1, 1)
+    err = _encode()(
+        out.ctypes.data, UINT16, 3, ptr, dims, strides, box, unit, INTERLEAVE_NONE, SWIZZLE_128B, L2_PROMOTION_256B,
+        OOB_FILL_ZEROS,
+    )  # fmt: skip
+    if err:
+        raise TensorMapError(f"cuTensorMapEncodeTiled refused a ({heads}, {rows}, {d}) map with box rows {box_rows}: CUresult {err}")
+    return out.view(np.dtype((np.void, MAP_BYTES)))

@@ -1,0 +1,103 @@
+"""Rung 6 (wgmma + TMA, sm_90a only) against float64 by the criterion every forward rung meets (gpu.checks), on
+ragged, causal and N ≠ Nk shapes at d = 64 and 128, fp16 and bf16; its tilings; the toolchain probe; and where
+the public call uses it. Skipped, with the reason, on any GPU but an sm_90 one (H100, H200)."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gpu
+from gpu import device, flash, hopper_probe
+from gpu.checks import check, random_qkv
+from gpu.harness import TUNE
+from sim.errors import InputError
+
+pytestmark = [pytest.mark.gpu]
+
+
+@pytest.fixture(autouse=True)
+def _hopper():
+    if device.available()[0] and device.capability() != "9.0":
+        pytest.skip(f"rung 6 runs on compute capability 9.0 only; this GPU is {device.capability()}")
+
+
+# (batch, heads, N, Nk, d): one row, ragged, N < Nk, N > Nk (causal rows that see no key), many blocks
+SHAPES = [
+    (1, 1, 1, 1, 64),
+    (2, 3, 113, 113, 64),
+    (1, 2, 113, 1023, 128),
+    (1, 2, 1023, 113, 64),
+    (1, 3, 77, 200, 128),
+    (2, 2, 256, 256, 64),
+    (1, 1, 1023, 1023, 128),
+    (1, 2, 4224, 4224, 128),
+    (1, 2, 4100, 3000, 64),
+]
+
+
+def _assert_ok(c):
+    assert c.unwritten == 0, f"{c.unwritten} output elements never written"
+    assert c.err <= c.bound, f"max|o − ref| = {c.err:.3e} > bound {c.bound:.3e}"
+    assert c.lse_ok, f"lse off by up to {c.lse_err:.3e}"
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_rung_6(shape, dtype, causal):
+    _assert_ok(check(*random_qkv(*shape, dtype, seed=sum(shape)), causal=causal, kernel="v4"))
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    n=st.integers(1, 1200),
+    nk=st.integers(1, 1200),
+    d=st.sampled_from([64, 128]),
+    causal=st.booleans(),
+    dtype=st.sampled_from(["float16", "bfloat16"]),
+    seed=st.integers(0, 2**16),
+)
+def test_rung_6_any_shape(n, nk, d, causal, dtype, seed):
+    _assert_ok(check(*random_qkv(1, 2, n, nk, d, dtype, seed=seed), causal=causal, kernel="v4"))
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_rung_6_tilings(d):
+    for name, tiles in TUNE[("forward", d)]:
+        if name == "v4" and tiles is not None:
+            for causal in (False, True):
+                _assert_ok(check(*random_qkv(1, 2, 333, 600, d, "bfloat16", seed=d), causal=causal, kernel="v4", tiles=tiles))
+
+
+def test_rows_that_see_no_key_are_zero():
+    cupy = pytest.importorskip("cupy")
+    q, k, v = random_qkv(1, 2, 300, 100, 64, "float16", seed=7)
+    o, lse = gpu.flash_attention(q, k, v, causal=True, kernel="v4", return_lse=True)
+    blind = 300 - 100  # query r sees keys c ≤ r − 200
+    assert bool((o[:, :, :blind] == 0).all()) and bool(cupy.isneginf(lse[:, :, :blind]).all())
+    assert bool(cupy.isfinite(lse[:, :, blind:]).all()) and not bool(cupy.isnan(o).any())
+
+
+def test_nan_flows_through_as_in_attention():
+    cupy = pytest.importorskip("cupy")
+    q, k, v = random_qkv(1, 1, 300, 300, 128, "bfloat16", seed=11)
+    q[0, 0, 10, 3] = cupy.nan
+    k[0, 0, 150, 7] = cupy.nan
+    o = gpu.flash_attention(q, k, v, causal=True, kernel="v4")
+    expected = [r == 10 or r >= 150 for r in range(300)]
+    assert cupy.isnan(o[0, 0]).all(axis=-1).get().tolist() == expected
+
+
+def test_the_public_call_uses_rung_6_where_it_runs():
+    assert flash.resolve(None, 64).name == "v4" and flash.resolve(None, 128).name == "v4"
+    assert flash.resolve(None, 96).name == "v3"
+    q, k, v = random_qkv(1, 2, 200, 200, 96, "float16", seed=1)
+    with pytest.raises(InputError, match=r"^kernel: v4 takes head dims 64 and 128, got d=96$"):
+        gpu.flash_attention(q, k, v, kernel="v4")
+
+
+def test_toolchain_probe():
+    for d in (64, 128):
+        for dtype in ("float16", "bfloat16"):
+            r = hopper_probe.probe(d, dtype)
+            assert r["scores"] < 1 and r["values"] < 1, (d, dtype, r)
