@@ -28,6 +28,12 @@ for s in $steps; do case $s in
           step hopper_test 300 python3 -m pytest -m gpu -q -x -rs -p no:cacheprovider tests/test_gpu_hopper.py
           step tma_metrics 60 bash -c 'ncu --query-metrics | grep -i -E "tma|bulk|utlb|xbar2l1tex" | head -40' ;;
   tune_v4) step tune_v4 300 python3 -m gpu.harness --tune forward --only v4 --dtypes float16 ;;
+  ncu_v4) for d in 64 128; do  # what bounds rung 6: the 3rd launch of its default at N = 4096, 16k tokens
+            step "ncu_v4_d$d" 180 ncu --clock-control none --kernel-name flash2_v4_fwd --launch-skip 2 --launch-count 1 \
+              --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats \
+              --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
+              python3 -c "import sys; from gpu.checks import random_qkv; from gpu.flash import flash_attention; d = int(sys.argv[1]); q, k, v = random_qkv(4, 2048 // d, 4096, 4096, d, 'float16', seed=1); [flash_attention(q, k, v) for _ in range(3)]" "$d"
+          done ;;
   sanitize) step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke
             step racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.harness --smoke ;;
   compare) step compare 120 "${CLI[@]}" compare --n 2048 --d 64 --json "$OUT/compare-forward-h100.json"
@@ -51,6 +57,7 @@ esac; done
 for s in $steps; do case $s in
   env) cat "$LOGS/env.log" ;;
   tune_fwd|tune_bwd|tune_v4|rung[1-6]) sed -n "/^   d /,\$p" "$LOGS/$s.log" ;;
+  ncu_v4) grep -h -E "Duration|Compute \(SM\)|Memory Throughput|gmma|pipe_xu|Issue Slots|Warp Cycles Per Issued|Stall|Eligible|Active Warps|Executed Ipc" "$LOGS"/ncu_v4_d*.log | cut -c1-150 ;;
   hopper) cat "$LOGS/probe.log"; grep -E "^(FAILED|ERROR)|Error|error|passed|failed" "$LOGS/hopper_test.log" | cut -c1-300 | head -n 20; cat "$LOGS/tma_metrics.log" ;;
   smoke) grep -E "FAIL" "$LOGS/smoke.log" ;;
   test) grep -E "^(FAILED|ERROR)" "$LOGS/test.log" | cut -c1-200 | head -n 40 ;;

@@ -29,6 +29,7 @@ class Tiles:
     min_blocks: int = 1  # tensor-core kernels: thread blocks per SM the register allocation must leave room for
     swizzle: bool = False  # forward v2/v3: XOR-swizzled shared-memory rows instead of rows padded by 16 bytes
     stages: int = 2  # forward v4: K_j/V_j stages in SRAM (the others double-buffer: 2)
+    pingpong: bool = False  # forward v4: consumer warpgroups take turns issuing their matmuls
 
     @property
     def threads(self) -> int:
@@ -37,7 +38,7 @@ class Tiles:
     def describe(self) -> str:
         """The tiling in one short string: Br×Bc, warps × rows per warp, where Q_i's fragments live, layout."""
         if self.warps % 4 == 0 and self.block_rows == 64 * (self.warps // 4 - 1):  # forward v4: warpgroups
-            return f"{self.block_rows}x{self.block_cols} wg{self.warps // 4 - 1}x64+1 st{self.stages}"
+            return f"{self.block_rows}x{self.block_cols} wg{self.warps // 4 - 1}x64+1 st{self.stages}{' pp' if self.pingpong else ''}"
         rows = f"w{self.warps}x{self.block_rows // self.warps}"
         return f"{self.block_rows}x{self.block_cols} {rows} {'qreg' if self.q_in_regs else 'qsmem'} mb{self.min_blocks} {'swz' if self.swizzle else 'pad'}"
 
@@ -49,9 +50,9 @@ def forward_tiles(
     return Tiles(16 * m_tiles * warps, block_cols, warps, m_tiles, q_in_regs, min_blocks, swizzle)
 
 
-def warpgroup_tiles(consumers: int, block_cols: int, stages: int) -> Tiles:
+def warpgroup_tiles(consumers: int, block_cols: int, stages: int, pingpong: bool = False) -> Tiles:
     """A forward v4 geometry: `consumers` warpgroups of 64 query rows (Br = 64 · consumers) and one producer."""
-    return Tiles(64 * consumers, block_cols, 4 * (consumers + 1), stages=stages)
+    return Tiles(64 * consumers, block_cols, 4 * (consumers + 1), stages=stages, pingpong=pingpong)
 
 
 def backward_tiles(warps: int, block_rows: int, min_blocks: int = 1) -> Tiles:

@@ -20,7 +20,8 @@
 // Measured: see gpu/NOTES.md (run 13 and later).
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, a multiple of 16 up to 256, 64 or 128 here),
-// CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), STORAGE (1 fp16, 2 bf16).
+// CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
+// warpgroups take turns at the tensor cores), STORAGE (1 fp16, 2 bf16).
 
 #define BR (64 * CONSUMERS)               // Br: query rows per thread block
 #define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 … CONSUMERS compute
@@ -101,6 +102,12 @@ __device__ __forceinline__ void to_fragments(u32 (&p)[BC / 16][4], const float (
 #pragma unroll
     for (int kk = 0; kk < BC / 16; ++kk) accumulators_to_a(p[kk], s + 8 * kk, s + 8 * kk + 4);
 }
+
+// FlashAttention-3's ping-pong (PINGPONG = 1): the consumer warpgroups take turns issuing their matmuls, so that
+// one's softmax runs while another's matmuls hold the tensor cores. Named barrier 1 + c opens warpgroup c's turn
+// (256 threads: its own 128 waiting, its predecessor's 128 arriving); warpgroup c passes the turn to c + 1.
+__device__ __forceinline__ void turn_wait(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); }
+__device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (c + 1) % CONSUMERS) : "memory"); }
 
 #define K_FULL(s) (bar + 8 * (1 + (s)))               // mbarrier: K_j has arrived in stage s
 #define V_FULL(s) (bar + 8 * (1 + STAGES + (s)))      // mbarrier: V_j has arrived in stage s
@@ -193,13 +200,16 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         // blocks 0 … Tc − 2: the tensor cores get S_i,j+1 = Q_i K_j+1ᵀ and O_i += P̃_ij V_j back to back; softmax of
         // S_i,j+1 runs while the second is in flight. (Written without a branch around the wgmma instructions:
         // with one, ptxas cannot tell which group a wait completes and serializes every wgmma, warning C7514.)
+        if (PINGPONG && c == CONSUMERS - 1) turn_pass(c);  // the first turn is warpgroup 0's
         for (int j = 0; j + 1 < Tc; ++j) {
             const int st = j % STAGES, sn = (j + 1) % STAGES;
             to_fragments(p, s);
             mbar_wait(K_FULL(sn), ((j + 1) / STAGES) & 1);
+            if (PINGPONG) turn_wait(c);
             issue_scores(s, q_rows, sK + sn * TILE_KV);  // line 8 for j + 1
             mbar_wait(V_FULL(st), (j / STAGES) & 1);
             issue_values(o, p, sV + st * TILE_KV);       // line 10, second half: O_i += P̃_ij V_j
+            if (PINGPONG) turn_pass(c);
             wgmma_wait<1>();                             // S_i,j+1 is done (groups complete in order)
             keep(s);
             mask(s, (j + 1) * BC, row, r0, Nk, causal, shift, t);
@@ -216,6 +226,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                 o[4 * n + 3] *= alpha[1];
             }
         }
+        if (PINGPONG && c == 0) turn_wait(c);  // the last warpgroup's last pass: every arrival is matched
         // block Tc − 1: line 10 alone (nothing waits for its stage: no arrival on EMPTY)
         const int last = (Tc - 1) % STAGES;
         to_fragments(p, s);
