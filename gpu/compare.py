@@ -5,7 +5,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import sim
-from gpu import counters, device, dtypes, registry, results, timing
+from gpu import counters, device, dtypes, flash, registry, results, timing
 from gpu.flash import flash_attention
 from gpu.harness import flops
 from gpu.reference import attention_ref
@@ -52,11 +52,16 @@ class Comparison:
 
     @property
     def asked_ratio(self) -> float | None:
-        return self.counters["cp_async_bytes"] / self.predicted_read if self.counters else None
+        return asked_bytes(self.counters) / self.predicted_read if self.counters else None
 
     @property
     def write_ratio(self) -> float | None:
         return self.counters["l2_write_bytes"] / self.predicted_write if self.counters else None
+
+
+def asked_bytes(measured: dict) -> float:
+    """The bytes a kernel's copies asked L2 for: cp.async instructions × 512 B (rungs 2, 3), or TMA loads (rung 6)."""
+    return measured["cp_async_bytes"] + measured.get("tma_bytes", 0.0)
 
 
 def preset_for(name: str) -> hardware.Hardware | None:
@@ -76,7 +81,7 @@ def preset_for(name: str) -> hardware.Hardware | None:
 def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profile=True) -> Comparison:
     """Run sim.run("flash2") with a forward kernel's Br, Bc and the kernel itself on one set of random inputs."""
     device.require()
-    spec = registry.forward(kernel)
+    spec = flash.resolve(kernel, d)
     name = dtypes.ALIASES[dtype]
     tiles = spec.default_tiles(d)
     smem = spec.smem(d, tiles)
@@ -103,7 +108,7 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
     if profile and spec.tensor_cores:
         measured, note = measure_counters("forward", spec, shape)
         measured = measured and measured[spec.function]
-        if measured:
+        if measured and not spec.tma:  # rung 6's tiles are always swizzled (TMA's 128-byte pattern)
             swizzled, _ = measure_counters("forward", spec, shape, swizzle=True)
             swizzled = swizzled and swizzled[spec.function]
     elif not profile:
@@ -159,7 +164,7 @@ def measure_counters(direction: str, spec: registry.KernelSpec, shape: dict, swi
             "Nsight Compute (ncu) is not installed here: bytes are predicted only; time is measured with CUDA events",
         )
     try:
-        return counters.measure(direction, spec.name, **shape, swizzle=swizzle), ""
+        return counters.measure(direction, spec.name, **shape, swizzle=swizzle, tma=spec.tma), ""
     except counters.CounterError as e:
         return None, str(e)
 

@@ -27,6 +27,8 @@ METRICS = {
     "dram_write_bytes": ("dram__bytes_write.sum", 1),
     "kernel_ns": ("gpu__time_duration.sum", 1),
 }
+# rung 6 only (an sm_90 metric): what its TMA copies asked L2 for, the counterpart of cp_async_bytes
+TMA_METRICS = {"tma_bytes": ("l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld.sum", 1)}
 BACKWARD_KERNELS = ("flash2_bwd_prepass", "flash2_{name}_bwd", "flash2_bwd_dq")  # the backward's launches, in order
 
 
@@ -40,10 +42,14 @@ def ncu_path() -> str | None:
     return found or ("/usr/local/cuda/bin/ncu" if Path("/usr/local/cuda/bin/ncu").exists() else None)
 
 
-def measure(direction: str, kernel: str, *, n, nk, d, batch, heads, dtype, causal, swizzle=False) -> dict | None:
+def measure(
+    direction: str, kernel: str, *, n, nk, d, batch, heads, dtype, causal, swizzle=False, tma=False
+) -> dict | None:
     """{launched kernel's name: its counters} for one forward (or backward) call on that shape; None without ncu.
 
-    `swizzle` runs a forward tensor-core kernel with XOR-swizzled shared-memory rows instead of padded rows."""
+    `swizzle` runs a forward tensor-core kernel with XOR-swizzled shared-memory rows instead of padded rows;
+    `tma` adds the TMA counters (rung 6, sm_90 only)."""
+    metrics = METRICS | (TMA_METRICS if tma else {})
     ncu = ncu_path()
     if ncu is None:
         return None
@@ -55,7 +61,7 @@ def measure(direction: str, kernel: str, *, n, nk, d, batch, heads, dtype, causa
     target += [arg for name, value in sizes.items() for arg in (f"--{name}", str(value))]
     target += ["--causal"] * causal + ["--swizzle"] * swizzle
     cmd = [ncu, "--clock-control", "none", "--csv", "--print-units", "base"]
-    cmd += ["--metrics", ",".join(m for m, _ in METRICS.values()), "--launch-count", str(len(names))]
+    cmd += ["--metrics", ",".join(m for m, _ in metrics.values()), "--launch-count", str(len(names))]
     cmd += ["--kernel-name", "regex:^(" + "|".join(names) + ")$", *target]
     env = dict(
         os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH", "")])
@@ -74,7 +80,7 @@ def measure(direction: str, kernel: str, *, n, nk, d, batch, heads, dtype, causa
     missing = [name for name in names if name not in found]
     if missing:
         raise CounterError(f"ncu profiled {', '.join(found) or 'nothing'}, not {', '.join(missing)}")
-    return {name: {key: found[name][metric] * factor for key, (metric, factor) in METRICS.items()} for name in names}
+    return {name: {key: found[name][metric] * factor for key, (metric, factor) in metrics.items()} for name in names}
 
 
 def main(argv=None) -> None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: environment, checks, GPU tests, tuning tables, sanitizers, compare, benchmarks, training demo.
 # Usage (on the device machine, from the repo root): bash gpu/devrun.sh [steps…]
-#   steps: env smoke test tune_fwd tune_bwd rung1 … rung6 hopper tune_v4 sanitize compare bench bench_bwd train cli
+#   steps: env smoke test tune_fwd tune_bwd rung1 … rung6 hopper tune_v4 ncu_v4 sanitize compare bench bench_bwd ladder train cli
 # Logs go to /tmp/devrun/logs and come back as $OUT/logs.tgz (rewritten after each step); JSON and SVG results land in $OUT (8 files at most
 # come back). The reply carries the tail of stdout, so each step ends with a one-line summary, printed last.
 set -u
@@ -31,7 +31,7 @@ for s in $steps; do case $s in
   ncu_v4) for d in 64 128; do  # what bounds rung 6: the 3rd launch of its default at N = 4096, 16k tokens
             step "ncu_v4_d$d" 180 ncu --clock-control none --kernel-name flash2_v4_fwd --launch-skip 2 --launch-count 1 \
               --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats \
-              --metrics sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active,sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
+              --metrics 'regex:^(sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio)$' \
               python3 -c "import sys; from gpu.checks import random_qkv; from gpu.flash import flash_attention; d = int(sys.argv[1]); q, k, v = random_qkv(4, 2048 // d, 4096, 4096, d, 'float16', seed=1); [flash_attention(q, k, v) for _ in range(3)]" "$d"
           done ;;
   sanitize) step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke
@@ -44,6 +44,7 @@ for s in $steps; do case $s in
   cli) step cli_train 120 "${CLI[@]}" demo train --steps 20 --plot /tmp/devrun/train.svg
        step cli_compare 120 "${CLI[@]}" compare --backward --no-counters --n 512 --causal
        step cli_bench 240 "${CLI[@]}" bench gpu --quick --backward ;;
+  ladder) step ladder 240 python3 -m gpu.ladder --json "$OUT/ladder-h100.json" ;;
   train) step train 240 python3 -c '
 import sys
 from rich.console import Console
@@ -57,7 +58,8 @@ esac; done
 for s in $steps; do case $s in
   env) cat "$LOGS/env.log" ;;
   tune_fwd|tune_bwd|tune_v4|rung[1-6]) sed -n "/^   d /,\$p" "$LOGS/$s.log" ;;
-  ncu_v4) grep -h -E "Duration|Compute \(SM\)|Memory Throughput|gmma|pipe_xu|Issue Slots|Warp Cycles Per Issued|Stall|Eligible|Active Warps|Executed Ipc" "$LOGS"/ncu_v4_d*.log | cut -c1-150 ;;
+  ncu_v4) grep -h -E "Duration|Compute \(SM\)|pipe_tensor|pipe_xu|Issue Slots|Warp Cycles Per Issued|stalled" "$LOGS"/ncu_v4_d*.log | awk '$NF+0 > 0.05' | cut -c1-150 ;;
+  ladder) tail -n 4 "$LOGS/ladder.log" ;;
   hopper) cat "$LOGS/probe.log"; grep -E "^(FAILED|ERROR)|Error|error|passed|failed" "$LOGS/hopper_test.log" | cut -c1-300 | head -n 20; cat "$LOGS/tma_metrics.log" ;;
   smoke) grep -E "FAIL" "$LOGS/smoke.log" ;;
   test) grep -E "^(FAILED|ERROR)" "$LOGS/test.log" | cut -c1-200 | head -n 40 ;;

@@ -41,9 +41,11 @@ def flash_attention(
 
 
 def resolve(kernel: str | None, d: int) -> registry.KernelSpec:
-    """The forward kernel for head dim d on this GPU: `kernel` if it runs here (else InputError saying why), or the default."""
-    spec = registry.forward(kernel, d, device.capability())
-    why = spec.fits(d, device.capability())
+    """The forward kernel for head dim d on this GPU: `kernel` if it runs here (else InputError saying why), or the
+    default (without a GPU: the default anywhere, rung 3)."""
+    cc = device.capability() if device.available()[0] else None
+    spec = registry.forward(kernel, d, cc)
+    why = cc and spec.fits(d, cc)
     if why:
         raise InputError(f"kernel: {why}")
     return spec
@@ -56,6 +58,10 @@ def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse) -> None:
     grid = (-(-p.n // tiles.block_rows), p.batch * p.heads, 1)
     scale = p.scale * math.log2(math.e) if spec.scale_log2 else p.scale
     if spec.tma:  # rung 6 reads Q, K, V through tensor maps: Q_i in boxes of Br rows, K_j and V_j of Bc
-        q, k, v = tma.rows_map(q, tiles.block_rows), tma.rows_map(k, tiles.block_cols), tma.rows_map(v, tiles.block_cols)
+        q, k, v = (
+            tma.rows_map(q, tiles.block_rows),
+            tma.rows_map(k, tiles.block_cols),
+            tma.rows_map(v, tiles.block_cols),
+        )
     args = (q, k, v, o, lse, np.int32(p.n), np.int32(p.nk), np.float32(scale), np.int32(p.causal))
     fn(grid, (tiles.threads, 1, 1), args, shared_mem=smem)

@@ -43,11 +43,10 @@ TUNE: dict[tuple[str, int], list[tuple[str, Tiles | None]]] = {  # None: the ker
         ("v3", None),
         ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2, swizzle=True)),
         ("v4", None),
+        ("v4", warpgroup_tiles(consumers=2, block_cols=128, stages=3)),
         ("v4", warpgroup_tiles(consumers=2, block_cols=128, stages=3, pingpong=True)),
         ("v4", warpgroup_tiles(consumers=3, block_cols=128, stages=3)),
-        ("v4", warpgroup_tiles(consumers=3, block_cols=128, stages=3, pingpong=True)),
-        ("v4", warpgroup_tiles(consumers=3, block_cols=128, stages=4)),
-        ("v4", warpgroup_tiles(consumers=2, block_cols=128, stages=5)),
+        ("v4", warpgroup_tiles(consumers=3, block_cols=128, stages=4, pingpong=True)),
     ],
     ("forward", 128): [
         ("v2", None),

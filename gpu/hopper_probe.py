@@ -30,7 +30,12 @@ def probe(d: int, dtype: str, seed: int = 0) -> dict[str, float]:
     s, c = cupy.full((64, bc), cupy.nan, cupy.float32), cupy.full((64, d), cupy.nan, cupy.float32)
     smem = spec.smem(d)
     fn = source.function(spec, defines, smem)
-    fn((1, 1, 1), (128, 1, 1), (tma.rows_map(a, 64), tma.rows_map(b, bc), tma.rows_map(v, bc), p, s, c), shared_mem=smem)
+    fn(
+        (1, 1, 1),
+        (128, 1, 1),
+        (tma.rows_map(a, 64), tma.rows_map(b, bc), tma.rows_map(v, bc), p, s, c),
+        shared_mem=smem,
+    )
     a64, b64, v64, p64 = (dtypes.to_float32(x).get().astype(np.float64).reshape(-1, x.shape[-1]) for x in (a, b, v, p))
     return {
         "scores": _ratio(s.get(), a64 @ b64.T, np.abs(a64) @ np.abs(b64.T)),
@@ -54,7 +59,9 @@ def main() -> int:
             r = probe(d, dtype)
             ok = all(x < 1 for x in r.values())
             failed += not ok
-            print(f"d={d:3d} {dtype:8s} scores (wgmma from SRAM) {r['scores']:.3f}  values (A from registers) {r['values']:.3f}  {'ok' if ok else 'FAIL'}")
+            print(
+                f"d={d:3d} {dtype:8s} scores (wgmma from SRAM) {r['scores']:.3f}  values (A from registers) {r['values']:.3f}  {'ok' if ok else 'FAIL'}"
+            )
     print("hopper probe:", "all ok" if not failed else f"{failed} FAILED")
     return 1 if failed else 0
 

@@ -10,7 +10,7 @@ import argparse
 import shlex
 import sys
 
-from gpu import device, registry, results, sdpa
+from gpu import device, flash, registry, results, sdpa
 from gpu.bench import V1_MAX_N
 from gpu.checks import random_qkv
 from gpu.harness import HIDDEN, TOKENS, TRAINING_FLOPS, check_rung, flops, time_rung
@@ -51,8 +51,9 @@ def run_ladder(*, n: int = N, ds=HEAD_DIMS, dtype: str = "float16", command: str
         "rows": rows,
         "notes": [
             f"batch = {TOKENS}/N, heads = {HIDDEN}/d; forward FLOPs = 4·N²·d·batch·heads, halved when causal",
-            f"forward rungs: the forward alone; backward rungs: forward rung {registry.forward(None).rung} + the "
-            f"backward rung, FLOPs = {TRAINING_FLOPS} × forward; sdpa_tflops: SDPA's flash backend on the same call",
+            "forward rungs: the forward alone; backward rungs: the default forward (rung "
+            + " / ".join(f"{flash.resolve(None, d).rung} at d = {d}" for d in ds)
+            + f" here) + the backward rung, FLOPs = {TRAINING_FLOPS} × forward; sdpa_tflops: SDPA's flash backend on the same call",
             "each rung is checked against float64 first (gpu.checks, 300 queries × 333 keys); a rung that fails "
             "is not timed",
         ],

@@ -131,8 +131,11 @@ def _forward_readable_smem(d: int, tiles: Tiles) -> int:
 
 
 def _forward_wg_tiles(d: int) -> Tiles:
-    """Rung 6 by default: two consumer warpgroups (Br = 128), Bc = 128, three stages (gpu/NOTES.md, run 13: d = 128
-    611 TFLOP/s against two stages' 472)."""
+    """Rung 6 by default, Bc = 128 and three stages of K_j/V_j (gpu/NOTES.md, runs 13 and 14, fp16, N = 4096, TFLOP/s
+    full / causal): d = 64, three consumer warpgroups taking turns (Br = 192, ping-pong) 456 / 365 against two
+    warpgroups' 349 / 191; d = 128, two warpgroups without turns 583 / 483 (with turns 575 / 468; two stages 456 / 390)."""
+    if d == 64:
+        return warpgroup_tiles(consumers=3, block_cols=128, stages=3, pingpong=True)
     return warpgroup_tiles(consumers=2, block_cols=128, stages=3)
 
 

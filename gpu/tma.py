@@ -58,5 +58,7 @@ def _rows_map(ptr: int, heads: int, rows: int, d: int, box_rows: int) -> np.ndar
         OOB_FILL_ZEROS,
     )  # fmt: skip
     if err:
-        raise TensorMapError(f"cuTensorMapEncodeTiled refused a ({heads}, {rows}, {d}) map with box rows {box_rows}: CUresult {err}")
+        raise TensorMapError(
+            f"cuTensorMapEncodeTiled refused a ({heads}, {rows}, {d}) map with box rows {box_rows}: CUresult {err}"
+        )
     return out.view(np.dtype((np.void, MAP_BYTES)))

@@ -66,7 +66,9 @@ def test_rung_6_tilings(d):
     for name, tiles in TUNE[("forward", d)]:
         if name == "v4" and tiles is not None:
             for causal in (False, True):
-                _assert_ok(check(*random_qkv(1, 2, 333, 600, d, "bfloat16", seed=d), causal=causal, kernel="v4", tiles=tiles))
+                _assert_ok(
+                    check(*random_qkv(1, 2, 333, 600, d, "bfloat16", seed=d), causal=causal, kernel="v4", tiles=tiles)
+                )
 
 
 def test_rows_that_see_no_key_are_zero():

@@ -19,7 +19,9 @@ NVCC = shutil.which("nvcc") or next(
 CASES = [
     (spec, d, dtype, None)
     for spec in registry.ALL_SPECS
-    for d, dtype in zip(spec.head_dims or (64, 128, 40 if spec.tensor_cores else 59), spec.dtypes[::-1] * 3, strict=False)
+    for d, dtype in zip(
+        spec.head_dims or (64, 128, 40 if spec.tensor_cores else 59), spec.dtypes[::-1] * 3, strict=False
+    )
 ]
 CASES += [
     (registry.forward(name) if direction == "forward" else registry.backward(name), d, "bfloat16", tiles)

@@ -141,7 +141,10 @@ def run_backward(work, result, seed: int, config: dict):
 @options.dtype("fp16", choices=("fp16", "bf16"))  # the kernels' dtypes
 @options.causal()
 @click.option(
-    "--kernel", type=click.Choice(["v1", "v2", "v3"]), default=None, help="GPU kernel  [default: the default kernel]"
+    "--kernel",
+    type=click.Choice(["v1", "v2", "v3", "v4"]),
+    default=None,
+    help="GPU kernel (forward v1–v4, backward v1–v2)  [default: the public call's choice for d on this GPU]",
 )
 @options.backward("Compare the backward pass (its kernels: v1 or v2).")
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
@@ -154,9 +157,9 @@ def compare_command(
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
     from gpu import compare as gpu_compare
     from gpu import compare_backward as gpu_compare_backward
-    from gpu import registry, render_compare, results
+    from gpu import flash, registry, render_compare, results
 
-    tiles = (registry.backward if backward else registry.forward)(kernel).default_tiles(d)
+    tiles = (registry.backward(kernel) if backward else flash.resolve(kernel, d)).default_tiles(d)
     simulated = 1 if backward else batch * heads  # the backward simulates head 0's numerics, counts the rest
 
     def cost(n, nk, d, batch, heads) -> estimate.Estimate:  # the simulator's side, on this machine
