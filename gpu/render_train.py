@@ -4,13 +4,15 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from gpu import registry
 from sim.format import count, number, ratio
 
-NAMES = {
-    "flash": f"flashsim FlashAttention (rungs {registry.forward(None).rung} + {registry.backward(None).rung})",
-    "standard": "flashsim standard attention (P stored)",
-}
+
+def name(impl: str, report: dict) -> str:
+    """The table's label for an implementation: flashsim's FlashAttention with the rungs it ran (as recorded)."""
+    if impl == "standard":
+        return "flashsim standard attention (P stored)"
+    rungs = report.get("rungs", {"forward": 3, "backward": 5})  # recordings before rung 6 ran rungs 3 + 5
+    return f"flashsim FlashAttention (rungs {rungs['forward']} + {rungs['backward']})" if impl == "flash" else impl
 
 
 def checkpoints(steps: int) -> list[int]:
@@ -33,7 +35,7 @@ def training_table(report: dict) -> Group:
     table.add_column("tokens/s", justify="right")
     for impl, losses in report["losses"].items():
         table.add_row(
-            NAMES.get(impl, impl), *(number(losses[s], 4) for s in steps), count(round(report["tokens_per_s"][impl]))
+            name(impl, report), *(number(losses[s], 4) for s in steps), count(round(report["tokens_per_s"][impl]))
         )
     flash, standard = report["tokens_per_s"]["flash"], report["tokens_per_s"]["standard"]
     notes = [

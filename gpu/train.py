@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import sim
-from gpu import results
+from gpu import flash, registry, results
 from gpu.autograd import IMPLS, attention, require_torch
 from sim.errors import InputError
 
@@ -52,6 +52,10 @@ def train(config: TrainConfig = TrainConfig(), *, progress=None, command=None) -
         "kind": "train",
         "env": results.environment(command),
         "config": asdict(config),
+        "rungs": {
+            "forward": flash.resolve(None, config.d_model // config.heads).rung,
+            "backward": registry.backward(None).rung,
+        },
         "text": f"sim/**/*.py, {len(data):,} bytes",
         "losses": curves,
         "tokens_per_s": {impl: run["tokens_per_s"] for impl, run in runs.items()},
