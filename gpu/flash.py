@@ -57,10 +57,9 @@ def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse) -> None:
     fn = source.function(spec, spec.defines(p.d, p.dtype, tiles), smem)
     grid = (-(-p.n // tiles.block_rows), p.batch * p.heads, 1)
     scale = p.scale * math.log2(math.e) if spec.scale_log2 else p.scale
-    if spec.tma:  # rung 6 reads Q, K, V and writes O through tensor maps: boxes of Br, Bc, Bc and 64 rows
-        q, k, v, o = (
-            tma.rows_map(x, rows)
-            for x, rows in ((q, tiles.block_rows), (k, tiles.block_cols), (v, tiles.block_cols), (o, 64))
+    if spec.tma:  # rung 6 reads Q, K, V through tensor maps: Q_i in boxes of Br rows, K_j and V_j of Bc
+        q, k, v = (
+            tma.rows_map(x, rows) for x, rows in ((q, tiles.block_rows), (k, tiles.block_cols), (v, tiles.block_cols))
         )
     args = (q, k, v, o, lse, np.int32(p.n), np.int32(p.nk), np.float32(scale), np.int32(p.causal))
     fn(grid, (tiles.threads, 1, 1), args, shared_mem=smem)

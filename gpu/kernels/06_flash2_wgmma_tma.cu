@@ -14,9 +14,10 @@
 //  - overlap. A consumer issues S_i,j+1 = Q_i K_j+1ᵀ and O_i += P̃_ij V_j back to back, then runs the softmax of
 //    S_i,j+1 while O_i += P̃_ij V_j still runs on the tensor cores (FlashAttention-3's intra-warpgroup pipelining).
 //  - layout. TMA writes the 128-byte swizzled layout wgmma reads; a row of d = 128 is two 64-column pieces.
-//  - output. O_i is staged in SRAM and written by TMA stores, whole 128-byte lines; rung 3 staged it too, then
-//    wrote it with 16-byte stores per thread. (Written straight from registers, 4 bytes per thread per row, the
-//    first version wrote ×1.52 of O's bytes at L2: half-filled 32-byte sectors, `flashsim compare`, run 15.)
+//  - output. O_i goes from registers to HBM, 16 bytes per lane after the 4 lanes of a row swap their pieces (rung 3
+//    staged O_i in SRAM). Tried first: 4 bytes per lane, which wrote ×1.52 of O's bytes at L2 (half-filled 32-byte
+//    sectors; `flashsim compare`, run 15); then SRAM and TMA stores, ×1.000 but d = 128 8% slower (ncu 948 against
+//    879 µs, run 16): with one thread block per SM, its tail of barrier, fence, store and wait held the SM.
 //  - registers. setmaxnreg: the producer drops to REG_PRODUCER, the consumers rise to REG_CONSUMER.
 // Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 3.
 //
@@ -116,13 +117,13 @@ __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 
 #define V_FULL(s) (bar + 8 * (1 + STAGES + (s)))      // mbarrier: V_j has arrived in stage s
 #define EMPTY(s) (bar + 8 * (1 + 2 * STAGES + (s)))   // mbarrier: every consumer is done with stage s
 
-// Q_map, K_map, V_map, O_map: tensor maps of Q, O (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM),
-// boxes of (1, rows, 64): Br rows of Q, Bc of K and V, 64 of O (one warpgroup's); L: (batch·heads, N). Grid: (Tr, batch·heads), NTHREADS threads,
+// Q_map, K_map, V_map: tensor maps of Q (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM), boxes of
+// (1, Br or Bc, 64); O: like Q, L: (batch·heads, N). Grid: (Tr, batch·heads), NTHREADS threads,
 // 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (1 + 3 · STAGES) bytes of dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
-              const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap O_map, float* __restrict__ L,
-              int N, int Nk, float scale_log2, int causal)
+              const __grid_constant__ TensorMap V_map, elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk,
+              float scale_log2, int causal)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 sQ = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: Q_i, PIECES × (Br, 64); swizzling repeats every 1024 bytes
@@ -241,8 +242,9 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     }
 
     // line 12: O_i = diag(ℓ_i)^−1 O_i; line 13: L_i = m_i + log ℓ_i (natural log; −∞ and zeros for a row that saw
-    // no key); line 15: write L_i to HBM. Line 14: O_i goes into this warpgroup's own rows of Q_i's SRAM (its last
-    // wgmma has read them), 128-byte swizzled as TMA wants it, then one TMA store per piece writes it to HBM.
+    // no key); lines 14 and 15: write O_i and L_i to HBM straight from registers. A lane holds 4 bytes of each
+    // 16-byte piece of its rows; the 4 lanes of a row swap them (a 4 × 4 transpose by shuffles) so that each
+    // stores 16 bytes and the four together whole 32-byte sectors.
     const size_t bh_rows = (size_t)bh * N;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -250,19 +252,23 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         l_row += __shfl_xor_sync(0xffffffff, l_row, 1);
         l_row += __shfl_xor_sync(0xffffffff, l_row, 2);
         const float inv = l_row == 0.f ? 0.f : 1.f / l_row;  // a NaN ℓ (NaN in the inputs) stays NaN
-        const int r = warp * 16 + g + 8 * h;                 // the row within this warpgroup's 64
+        const int r = row + 8 * h;
+        elem_t* o_row = O + (bh_rows + r) * HEAD_DIM;
 #pragma unroll
-        for (int n = 0; n < HEAD_DIM / 8; ++n)  // columns 8n + 2t, 2t + 1: 16-byte piece n % 8 of 64-column piece n / 8
-            st_shared_u32(q_rows + (n / 8) * BR * 128 + r * 128 + (((n % 8) ^ (r % 8)) << 4) + 4 * t,
-                          pack2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv));
-        if (t == 0 && row + 8 * h < N)
-            L[bh_rows + row + 8 * h] = l_row == 0.f ? NEG_INF : (m[h] * scale_log2 + log2f(l_row)) * LN2;
-    }
-    fence_async_shared();
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");  // the warpgroup's 64 rows are in SRAM
-    if (tid == 0) {
+        for (int q = 0; q < HEAD_DIM / 32; ++q) {  // columns 32q … 32q + 31: pieces n = 4q … 4q + 3
+            u32 w[4], x[4] = {0u, 0u, 0u, 0u};      // w[j]: columns 8(4q + j) + 2t, 2t + 1; x[i]: 8(4q + t) + 2i, 2i + 1
 #pragma unroll
-        for (int p = 0; p < PIECES; ++p) tma_store_3d(&O_map, q_rows + p * BR * 128, p * 64, r0 + c * 64, bh);
-        tma_store_wait();  // SRAM must outlive the copy: the thread block ends when its threads do
+            for (int j = 0; j < 4; ++j) w[j] = pack2(o[4 * (4 * q + j) + 2 * h] * inv, o[4 * (4 * q + j) + 2 * h + 1] * inv);
+#pragma unroll
+            for (int k = 0; k < 4; ++k) {  // round k: read lane t + k's word for piece t, send lane t − k its piece
+                const int from = (t + k) & 3, wanted = (t - k) & 3;
+                const u32 send = wanted == 0 ? w[0] : wanted == 1 ? w[1] : wanted == 2 ? w[2] : w[3];
+                const u32 got = __shfl_sync(0xffffffff, send, (lane & ~3) | from);
+#pragma unroll
+                for (int i = 0; i < 4; ++i) x[i] = from == i ? got : x[i];
+            }
+            if (r < N) *reinterpret_cast<uint4*>(o_row + 8 * (4 * q + t)) = make_uint4(x[0], x[1], x[2], x[3]);
+        }
+        if (t == 0 && r < N) L[bh_rows + r] = l_row == 0.f ? NEG_INF : (m[h] * scale_log2 + log2f(l_row)) * LN2;
     }
 }

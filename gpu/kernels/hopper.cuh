@@ -3,8 +3,7 @@
 // on no other target). PTX ISA features and why each is here:
 //  - cp.async.bulk.tensor (TMA): one thread copies a whole tile HBM → SRAM, addressing it by tile coordinates in a
 //    tensor map made on the host; out-of-range rows arrive as zeros, and the tile lands in the 128-byte swizzled
-//    layout wgmma reads without bank conflicts. It frees the other threads from address arithmetic. The same
-//    instruction stores O_i back SRAM → HBM in whole 128-byte lines, leaving out rows past N.
+//    layout wgmma reads without bank conflicts. It frees the other threads from address arithmetic.
 //  - mbarrier with transaction counts: a TMA copy completes on a barrier in SRAM, counting its bytes; the consumers
 //    wait on the barrier's phase. The same barriers, counting arrivals, tell the producer that a stage is free.
 //  - wgmma.mma_async: a warpgroup (4 warps, 128 threads) multiplies a 64-row tile with operands read straight
@@ -56,22 +55,6 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 __device__ __forceinline__ void tma_load_3d(u32 dst, const TensorMap* map, u32 bar, int c0, int c1, int c2) {
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
                  ::"r"(dst), "l"((u64)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2) : "memory");
-}
-
-// the box at (c0, c1, c2) of a 3-d tensor ← SRAM at `src`; box rows past the tensor's end are not written
-__device__ __forceinline__ void tma_store_3d(const TensorMap* map, u32 src, int c0, int c1, int c2) {
-    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n"
-                 ::"l"((u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
-}
-// the stores issued so far form a group; wait until the TMA unit has read their SRAM (it may then be reused or freed)
-__device__ __forceinline__ void tma_store_wait() {
-    asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
-}
-// the threads' st.shared so far become visible to the TMA unit (the async proxy) before it reads that SRAM
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-__device__ __forceinline__ void st_shared_u32(u32 addr, u32 value) {
-    asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(value) : "memory");
 }
 
 // -- registers ------------------------------------------------------------------------------------------------
