@@ -3,7 +3,7 @@ timed at one shape of FlashAttention-2's benchmark (16k tokens per batch, hidden
 each; the report lesson 8 plots rung by rung (gpu/results.py describes it, kind "ladder").
 
 Forward rungs are timed alone; backward rungs as forward (the default rung) + backward, FLOPs = 3.5 × forward, as in
-`bench gpu --backward`.
+`bench gpu --backward`. A rung this GPU cannot run (rung 6 off Hopper) is recorded as {"status": "skipped", "why"}.
 """
 
 import argparse
@@ -27,6 +27,7 @@ def run_ladder(*, n: int = N, ds=HEAD_DIMS, dtype: str = "float16", command: str
     if dtype not in registry.HALF:
         raise InputError(f"dtype: expected one of {', '.join(registry.HALF)} (the tensor-core rungs'), got {dtype!r}")
     device.require()
+    cc = device.capability()
     rows = []
     for d in ds:
         q_small = random_qkv(2, 3, 300, 333, d, dtype, seed=d)  # ragged: 300 queries, 333 keys
@@ -36,6 +37,10 @@ def run_ladder(*, n: int = N, ds=HEAD_DIMS, dtype: str = "float16", command: str
             row["flops"] = flops(n, n, d, batch, heads, causal)
             row["rungs"] = {}
             for number, spec in sorted(registry.LADDER.items()):
+                why = spec.fits(d, cc)  # rung 6: Hopper only, d = 64 and 128
+                if why:
+                    row["rungs"][str(number)] = {"status": "skipped", "why": why}
+                    continue
                 ok = check_rung(spec, *q_small, causal=causal).ok
                 row["rungs"][str(number)] = time_rung(spec, n, d, dtype, causal) if ok else {"status": "check failed"}
             rows.append(row)
@@ -55,7 +60,7 @@ def run_ladder(*, n: int = N, ds=HEAD_DIMS, dtype: str = "float16", command: str
             + " / ".join(f"{flash.resolve(None, d).rung} at d = {d}" for d in ds)
             + f" here) + the backward rung, FLOPs = {TRAINING_FLOPS} × forward; sdpa_tflops: SDPA's flash backend on the same call",
             "each rung is checked against float64 first (gpu.checks, 300 queries × 333 keys); a rung that fails "
-            "is not timed",
+            "is not timed, one this GPU cannot run is skipped",
         ],
     }
 
