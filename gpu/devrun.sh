@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: environment, checks, GPU tests, tuning tables, sanitizers, compare, benchmarks, training demo.
 # Usage (on the device machine, from the repo root): bash gpu/devrun.sh [steps…]
-#   steps: env smoke test tune_fwd tune_bwd rung1 … rung6 hopper tune_v4 ncu_v4 sanitize compare bench bench_bwd ladder train cli
+#   steps: env smoke test tune_fwd tune_bwd rung1 … rung6 hopper tune_v4 ncu_v4 sanitize sanitize6 compare bench bench_bwd ladder train cli
 # Logs go to /tmp/devrun/logs and come back as $OUT/logs.tgz (rewritten after each step); JSON and SVG results land in $OUT (8 files at most
 # come back). The reply carries the tail of stdout, so each step ends with a one-line summary, printed last.
 set -u
@@ -36,6 +36,8 @@ for s in $steps; do case $s in
           done ;;
   sanitize) step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke
             step racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.harness --smoke ;;
+  sanitize6) step memcheck6 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke --rungs 6
+             step racecheck6 240 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.harness --smoke --rungs 6 ;;
   compare) step compare 120 "${CLI[@]}" compare --n 2048 --d 64 --json "$OUT/compare-forward-h100.json"
            step compare_bwd 180 "${CLI[@]}" compare --backward --n 2048 --d 64 --json "$OUT/compare-backward-h100.json"
            step compare_bwd_causal 180 "${CLI[@]}" compare --backward --n 2048 --d 128 --causal --dtype bf16 --json "$OUT/compare-backward-causal-h100.json" ;;
@@ -62,6 +64,7 @@ for s in $steps; do case $s in
   ladder) tail -n 4 "$LOGS/ladder.log" ;;
   hopper) cat "$LOGS/probe.log"; grep -E "^(FAILED|ERROR)|Error|error|passed|failed" "$LOGS/hopper_test.log" | cut -c1-300 | head -n 20; cat "$LOGS/tma_metrics.log" ;;
   smoke) grep -E "FAIL" "$LOGS/smoke.log" ;;
+  sanitize|sanitize6) tail -n 3 "$LOGS"/memcheck*.log "$LOGS"/racecheck*.log ;;
   test) grep -E "^(FAILED|ERROR)" "$LOGS/test.log" | cut -c1-200 | head -n 40 ;;
   compare) tail -n 12 "$LOGS/compare_bwd.log"; tail -n 12 "$LOGS/compare_bwd_causal.log" ;;
   bench) grep -E "│ (fp16|bf16)" "$LOGS/bench.log" | cut -c1-120 ;;

@@ -102,10 +102,12 @@ def check_rung(spec: registry.KernelSpec, q, k, v, *, causal: bool, tiles: Tiles
     return run(q, k, v, causal=causal, kernel=spec.name, tiles=tiles)
 
 
-def smoke() -> bool:
-    """Check each rung (and the standard baseline, inside the checks) at small ragged sizes; True if all pass."""
+def smoke(rungs: set[int] | None = None) -> bool:
+    """Check each rung (or those in `rungs`; the standard baseline inside the checks) at small ragged sizes; True if all pass."""
     ok = True
     for number, dtype, shape, causal, swizzle in SMOKE:
+        if rungs and number not in rungs:
+            continue
         spec = registry.rung(number)
         if spec.fits(shape[-1], device.capability()):
             print(f"rung {number}: skipped, {spec.fits(shape[-1], device.capability())}", flush=True)
@@ -156,6 +158,7 @@ def main(argv=None) -> None:
     )
     parser.add_argument("--tune", choices=("forward", "backward"), help="time the tilings in TUNE for that direction")
     parser.add_argument("--smoke", action="store_true", help="only check each rung once at small ragged sizes")
+    parser.add_argument("--rungs", help="with --smoke: only these rungs (comma-separated)")
     parser.add_argument("--n", type=int, default=4096, help="sequence length of the timed runs")
     parser.add_argument("--dtypes", default="float16,bfloat16")
     parser.add_argument("--only", help="with --tune: only the variants of this kernel (v1 … v4)")
@@ -163,7 +166,7 @@ def main(argv=None) -> None:
     device.require()
     print(f"device: {device.properties()['name']}")
     if args.smoke:
-        raise SystemExit(0 if smoke() else 1)
+        raise SystemExit(0 if smoke({int(r) for r in args.rungs.split(",")} if args.rungs else None) else 1)
     if args.kernel is None and args.tune is None:
         parser.error("give --kernel N, --tune DIRECTION or --smoke")
     if args.kernel is not None:
