@@ -22,27 +22,29 @@ V1_MAX_N = 2048  # above this one v1 call takes seconds (it runs at a few TFLOP/
 MEMORY = {"ns": (1024, 2048, 4096, 8192, 16384, 32768), "batch": 1, "heads": 16, "d": 64, "dtype": "float16"}
 
 
-def run_bench(*, quick=False, backward=False, progress=None, command=None) -> dict:
-    """Time every configuration; returns the report (gpu/results.py describes and writes it)."""
+def run_bench(*, quick=False, backward=False, kernel=None, progress=None, command=None) -> dict:
+    """Time every configuration; returns the report (gpu/results.py describes and writes it). `kernel` forces a
+    forward rung ("v2" … "v4"; None: the public call's default for each head dim on this GPU)."""
     cupy = device.require()
     grid = QUICK if quick else FULL
+    forwards = sorted({flash.resolve(kernel, d).name for d in grid["ds"]})  # refuses a rung this GPU cannot run
     torch_ok, torch_note = sdpa.torch_available()
     rows = []
     for dtype in grid["dtypes"]:
         for d in grid["ds"]:
             for causal in (False, True):
                 for n in grid["ns"]:
-                    row = (_backward_row if backward else _forward_row)(cupy, n, d, causal, dtype, torch_ok)
+                    row = (_backward_row if backward else _forward_row)(cupy, n, d, causal, dtype, torch_ok, kernel)
                     rows.append(row)
                     if progress:
                         progress(row)
     what = "forward + backward, FLOPs = 3.5 × forward" if backward else "forward"
-    forwards = sorted({flash.resolve(None, d).name for d in grid["ds"]})
     kernels = "/".join(forwards) + (f" + backward {registry.DEFAULT_BACKWARD}" if backward else "")
     notes = [
         f"batch = {TOKENS}/N, heads = {HIDDEN}/d; forward FLOPs = 4·N²·d·batch·heads, halved when causal; timed: {what}",
         f"flashsim: gpu.flash_attention{'' if not backward else ' + gpu.flash_attention_backward'} as a user calls it "
-        f"(kernels {kernels}: the defaults for these head dims on this GPU, no input check, no synchronization)",
+        f"(kernels {kernels}: {'forced with --kernel' if kernel else 'the defaults for these head dims on this GPU'}, "
+        "no input check, no synchronization)",
         "standard attention: S and P (batch, heads, N, N) in device memory"
         + (", and dP, dS in the backward" if backward else "")
         + "; OOM where they do not fit",
@@ -63,16 +65,16 @@ def run_bench(*, quick=False, backward=False, progress=None, command=None) -> di
     if backward:
         m = MEMORY
         report["memory_config"] = f"batch {m['batch']}, {m['heads']} heads, d = {m['d']}, {m['dtype']}"
-        report["memory"] = memory_sweep(cupy, torch_ok)
+        report["memory"] = memory_sweep(cupy, torch_ok, kernel)
     return report
 
 
-def _forward_row(cupy, n, d, causal, dtype, torch_ok) -> dict:
+def _forward_row(cupy, n, d, causal, dtype, torch_ok, kernel=None) -> dict:
     batch, heads = TOKENS // n, HIDDEN // d
     q, k, v = random_qkv(batch, heads, n, n, d, dtype, seed=n + d)
     f = flops(n, n, d, batch, heads, causal)
     row = {"n": n, "d": d, "causal": causal, "dtype": dtype, "batch": batch, "heads": heads, "flops": f}
-    row["flash"] = _time(lambda: flash_attention(q, k, v, causal=causal), f)
+    row["flash"] = _time(lambda: flash_attention(q, k, v, causal=causal, kernel=kernel), f)
     if torch_ok:
         row["sdpa"] = _time(
             sdpa.flash_sdpa(q, k, v, causal=causal, scale=1 / math.sqrt(d)), f, peak=sdpa.peak_extra_bytes
@@ -86,13 +88,13 @@ def _forward_row(cupy, n, d, causal, dtype, torch_ok) -> dict:
     return row
 
 
-def _backward_row(cupy, n, d, causal, dtype, torch_ok) -> dict:
+def _backward_row(cupy, n, d, causal, dtype, torch_ok, kernel=None) -> dict:
     batch, heads = TOKENS // n, HIDDEN // d
     q, k, v = random_qkv(batch, heads, n, n, d, dtype, seed=n + d)
     do = random_like(q, seed=n + d + 1)
     f = TRAINING_FLOPS * flops(n, n, d, batch, heads, causal)
     row = {"n": n, "d": d, "causal": causal, "dtype": dtype, "batch": batch, "heads": heads, "flops": f}
-    row["flash"] = _time(_flash_training(q, k, v, do, causal), f)
+    row["flash"] = _time(_flash_training(q, k, v, do, causal, kernel), f)
     if torch_ok:
         call = sdpa.flash_sdpa(q, k, v, causal=causal, scale=1 / math.sqrt(d), do=do)
         row["sdpa"] = _time(call, f, peak=sdpa.peak_extra_bytes)
@@ -101,14 +103,17 @@ def _backward_row(cupy, n, d, causal, dtype, torch_ok) -> dict:
     return row
 
 
-def memory_sweep(cupy, torch_ok) -> list[dict]:
+def memory_sweep(cupy, torch_ok, kernel=None) -> list[dict]:
     """Peak extra device memory of forward + backward against N, batch and heads fixed (MEMORY): O(N) vs O(N²)."""
     m = MEMORY
     rows = []
     for n in m["ns"]:
         q, k, v = random_qkv(m["batch"], m["heads"], n, n, m["d"], m["dtype"], seed=n)
         do = random_like(q, seed=n + 1)
-        row = {"n": n, "flash": {"peak_extra_bytes": timing.peak_extra_bytes(_flash_training(q, k, v, do, True))}}
+        row = {
+            "n": n,
+            "flash": {"peak_extra_bytes": timing.peak_extra_bytes(_flash_training(q, k, v, do, True, kernel))},
+        }
         if torch_ok:
             call = sdpa.flash_sdpa(q, k, v, causal=True, scale=1 / math.sqrt(m["d"]), do=do)
             row["sdpa"] = {"peak_extra_bytes": sdpa.peak_extra_bytes(call)}
@@ -119,9 +124,9 @@ def memory_sweep(cupy, torch_ok) -> list[dict]:
     return rows
 
 
-def _flash_training(q, k, v, do, causal):
+def _flash_training(q, k, v, do, causal, kernel=None):
     def call():
-        o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+        o, lse = flash_attention(q, k, v, causal=causal, return_lse=True, kernel=kernel)
         return flash_attention_backward(q, k, v, o, lse, do, causal=causal)
 
     return call

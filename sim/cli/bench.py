@@ -62,7 +62,11 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path) -> None:
 @options.JSON_REPORT
 @options.output_file("--markdown", "markdown_path", "Also write the table as Markdown.")
 @options.backward("Time forward + backward (FLOPs = 3.5 × forward), and the memory against N.")
-def bench_gpu_command(quick, json_path, markdown_path, backward) -> None:
+@click.option(
+    "--kernel", type=click.Choice(["v2", "v3", "v4"]), default=None,
+    help="Force this forward rung (2, 3 or 6; rung 1 has its own column)  [default: the public call's choice for each d on this GPU]",
+)  # fmt: skip
+def bench_gpu_command(quick, json_path, markdown_path, backward, kernel) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
     from gpu import bench as gpu_bench
     from gpu import render as gpu_render
@@ -72,6 +76,7 @@ def bench_gpu_command(quick, json_path, markdown_path, backward) -> None:
     report = gpu_bench.run_bench(
         quick=quick,
         backward=backward,
+        kernel=kernel,
         progress=lambda row: progress.print(gpu_render.bench_progress(row), style="dim"),
         command=options.command_line(),
     )
