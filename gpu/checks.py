@@ -66,6 +66,13 @@ class Check:
     def ok(self) -> bool:
         return self.err <= self.bound and self.lse_ok and self.unwritten == 0
 
+    def describe(self) -> str:
+        """'max|o − ref| 1.2e-04/2.6e-03, lse off by 3.1e-06 (within)', and the unwritten elements if any."""
+        lse = f"lse off by {self.lse_err:.1e} ({'within' if self.lse_ok else 'beyond'} its tolerance)"
+        return f"max|o − ref| {self.err:.2e}/{self.bound:.2e}, {lse}" + (
+            f", {self.unwritten} unwritten" if self.unwritten else ""
+        )
+
 
 def check(q, k, v, *, causal=False, kernel=None, tiles=None) -> Check:
     """Run a forward kernel on poisoned outputs and judge it by FlashAttention's criterion against float64."""

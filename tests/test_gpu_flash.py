@@ -25,25 +25,21 @@ SHAPES = [
 ]
 
 
-def _assert_ok(c):
-    assert c.unwritten == 0, f"{c.unwritten} output elements never written"
-    assert c.err <= c.bound, f"max|o − ref| = {c.err:.3e} > bound {c.bound:.3e}"
-    assert c.lse_ok, f"lse off by up to {c.lse_err:.3e}"
-
-
 @pytest.mark.parametrize("kernel", ["v2", "v3"])
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_tensorcore(shape, dtype, causal, kernel):
-    _assert_ok(check(*random_qkv(*shape, dtype, seed=sum(shape)), causal=causal, kernel=kernel))
+    c = check(*random_qkv(*shape, dtype, seed=sum(shape)), causal=causal, kernel=kernel)
+    assert c.ok, c.describe()
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16"])
 @pytest.mark.parametrize("shape", SHAPES[:6], ids=lambda s: "x".join(map(str, s)))
 def test_v1_readable(shape, dtype, causal):
-    _assert_ok(check(*random_qkv(*shape, dtype, seed=sum(shape)), causal=causal, kernel="v1"))
+    c = check(*random_qkv(*shape, dtype, seed=sum(shape)), causal=causal, kernel="v1")
+    assert c.ok, c.describe()
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -56,7 +52,8 @@ def test_v1_readable(shape, dtype, causal):
     seed=st.integers(0, 2**16),
 )
 def test_default_any_shape(n, nk, d, causal, dtype, seed):
-    _assert_ok(check(*random_qkv(1, 2, n, nk, d, dtype, seed=seed), causal=causal))
+    c = check(*random_qkv(1, 2, n, nk, d, dtype, seed=seed), causal=causal)
+    assert c.ok, c.describe()
 
 
 @pytest.mark.parametrize("kernel", ["v1", "v2", "v3"])
@@ -102,7 +99,8 @@ def test_swizzled_rows(shape, kernel, causal):
     spec = gpu.FORWARD[kernel]
     tiles = spec.default_tiles(shape[-1])
     tiles = forward_tiles(tiles.warps, tiles.m_tiles, tiles.block_cols, tiles.q_in_regs, tiles.min_blocks, swizzle=True)
-    _assert_ok(check(*random_qkv(*shape, "bfloat16", seed=sum(shape)), causal=causal, kernel=kernel, tiles=tiles))
+    c = check(*random_qkv(*shape, "bfloat16", seed=sum(shape)), causal=causal, kernel=kernel, tiles=tiles)
+    assert c.ok, c.describe()
 
 
 @pytest.mark.parametrize("d", [64, 128])
@@ -112,4 +110,5 @@ def test_swizzled_rows(shape, kernel, causal):
 ], ids=["128x64-qsmem", "8warps"])  # fmt: skip
 def test_v3_tilings(d, tiles):
     for causal in (False, True):
-        _assert_ok(check(*random_qkv(1, 2, 333, 300, d, "float16", seed=d), causal=causal, kernel="v3", tiles=tiles))
+        c = check(*random_qkv(1, 2, 333, 300, d, "float16", seed=d), causal=causal, kernel="v3", tiles=tiles)
+        assert c.ok, c.describe()

@@ -35,17 +35,12 @@ SHAPES = [
 ]
 
 
-def _assert_ok(c):
-    assert c.unwritten == 0, f"{c.unwritten} output elements never written"
-    assert c.err <= c.bound, f"max|o − ref| = {c.err:.3e} > bound {c.bound:.3e}"
-    assert c.lse_ok, f"lse off by up to {c.lse_err:.3e}"
-
-
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_rung_6(shape, dtype, causal):
-    _assert_ok(check(*random_qkv(*shape, dtype, seed=sum(shape)), causal=causal, kernel="v4"))
+    c = check(*random_qkv(*shape, dtype, seed=sum(shape)), causal=causal, kernel="v4")
+    assert c.ok, c.describe()
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -58,7 +53,8 @@ def test_rung_6(shape, dtype, causal):
     seed=st.integers(0, 2**16),
 )
 def test_rung_6_any_shape(n, nk, d, causal, dtype, seed):
-    _assert_ok(check(*random_qkv(1, 2, n, nk, d, dtype, seed=seed), causal=causal, kernel="v4"))
+    c = check(*random_qkv(1, 2, n, nk, d, dtype, seed=seed), causal=causal, kernel="v4")
+    assert c.ok, c.describe()
 
 
 @pytest.mark.parametrize("d", [64, 128])
@@ -66,9 +62,8 @@ def test_rung_6_tilings(d):
     for name, tiles in TUNE[("forward", d)]:
         if name == "v4" and tiles is not None:
             for causal in (False, True):
-                _assert_ok(
-                    check(*random_qkv(1, 2, 333, 600, d, "bfloat16", seed=d), causal=causal, kernel="v4", tiles=tiles)
-                )
+                c = check(*random_qkv(1, 2, 333, 600, d, "bfloat16", seed=d), causal=causal, kernel="v4", tiles=tiles)
+                assert c.ok, (tiles.describe(), c.describe())
 
 
 def test_rows_that_see_no_key_are_zero():
