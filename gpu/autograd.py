@@ -13,7 +13,7 @@ from gpu.device import GPUUnavailableError
 from gpu.dlpack import as_cupy, as_torch
 from gpu.flash import flash_attention
 from gpu.standard import standard_attention, standard_attention_backward
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 IMPLS = ("flash", "standard")
 

@@ -2,7 +2,7 @@
 
 import functools
 
-from sim.errors import FlashsimError
+from sim.core.errors import FlashsimError
 
 
 class GPUUnavailableError(FlashsimError):

@@ -3,7 +3,7 @@
 import ml_dtypes
 import numpy as np
 
-from sim.dtypes import DTYPES
+from sim.core.dtypes import DTYPES
 
 NAMES = {DTYPES["fp32"]: "float32", DTYPES["fp16"]: "float16", DTYPES["bf16"]: "bfloat16"}
 BY_NAME = {name: dtype for dtype, name in NAMES.items()}

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from gpu import device, inputs, layout, registry, source, tma
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 
 def flash_attention(

@@ -4,7 +4,7 @@ import math
 from dataclasses import dataclass
 
 from gpu import device, dtypes, tiling
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 MAX_BATCH_HEADS = 65535  # gridDim.y
 EXPONENT_BITS = {"float16": ("uint16", 0x7C00), "bfloat16": ("uint16", 0x7F80), "float32": ("uint32", 0x7F800000)}

@@ -4,8 +4,8 @@ Algorithm 3 (reads the stored P; writes dP and dS), both cuBLAS matmuls around o
 import numpy as np
 
 from gpu import device, inputs, registry, source
-from sim.dtypes import F
-from sim.errors import InputError
+from sim.core.dtypes import F
+from sim.core.errors import InputError
 
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
 CUDA_TYPE = {"float16": 2, "bfloat16": 14}  # cudaDataType CUDA_R_16F, CUDA_R_16BF

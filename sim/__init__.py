@@ -8,9 +8,9 @@ import os
 # imported after sim).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from sim.api import ALGORITHMS, backward, count, count_backward, decode, run
-from sim.errors import FlashsimError, InputError, SRAMOverflowError
-from sim.results import Costs, Decoded, Gradients, Result
+from sim.api.entry import ALGORITHMS, backward, count, count_backward, decode, run
+from sim.api.results import Costs, Decoded, Gradients, Result
+from sim.core.errors import FlashsimError, InputError, SRAMOverflowError
 
 __all__ = [
     "ALGORITHMS",

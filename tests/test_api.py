@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 import sim
-from sim import dropout, reference
-from sim.inputs import random_inputs
+from sim.algorithms import dropout
+from sim.api import reference
+from sim.api.inputs import random_inputs
 
 ALGORITHMS = ["standard", "flash1", "flash2"]
 # fp32 storage and fp32 accumulation: unit roundoff 6e-8, grown by sums of at most ~100

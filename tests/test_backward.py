@@ -7,7 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim import blocks, reference
+from sim.algorithms import registry
+from sim.api import reference
+from sim.machine import blocks
 
 ALGORITHMS = ["standard", "flash1", "flash2"]
 M = 1 << 30  # SRAM large enough for any block the tests pick
@@ -195,7 +197,7 @@ def test_sram_peak_equals_footprint(algorithm, Br, Bc, extra_rows, extra_cols, d
         algorithm, q, k, v, o.astype(dtype), lse, do, causal=causal, block_rows=Br, block_cols=Bc, sram_bytes=M
     )
     s = np.dtype(dtype).itemsize
-    expected = blocks.need(algorithm, Br, Bc, d, s, backward=True)
+    expected = registry.need(algorithm, Br, Bc, d, s, backward=True)
     if algorithm == "standard":  # line 3 holds whole rows: P_i, dP_i, then float32 dS_i, and D_i
         expected = max(expected, blocks.whole_rows(N, Nk, s, M) * (s * Nk + max(s, 4) * Nk + 4))
     full_tile_seen = not causal or any(
@@ -210,12 +212,12 @@ def test_sram_peak_equals_footprint(algorithm, Br, Bc, extra_rows, extra_cols, d
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
 @pytest.mark.parametrize("hardware", ["A100-40GB", "RTX-4090", "toy"])
 def test_fit_picks_blocks_that_fit_and_grows_bc_as_far_as_it_can(algorithm, hardware):
-    hw = sim.hardware.get(hardware)
+    hw = sim.machine.hardware.get(hardware)
     N, d, s = 512, 32 if hardware != "toy" else 4, 2
-    Br, Bc = blocks.fit(algorithm, N, N, d, s, hw.sram_bytes, backward=True)
-    assert blocks.need(algorithm, Br, Bc, d, s, backward=True) <= hw.sram_bytes
+    Br, Bc = registry.fit(algorithm, N, N, d, s, hw.sram_bytes, backward=True)
+    assert registry.need(algorithm, Br, Bc, d, s, backward=True) <= hw.sram_bytes
     if algorithm != "standard" and Bc < N:
-        assert blocks.need(algorithm, Br, min(2 * Bc, N), d, s, backward=True) > hw.sram_bytes
+        assert registry.need(algorithm, Br, min(2 * Bc, N), d, s, backward=True) > hw.sram_bytes
 
 
 def test_backward_runs_inside_the_sram_it_picks_for_a100():

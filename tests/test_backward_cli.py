@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from sim import iomodel
+from sim.algorithms import registry
 from sim.cli import app
 
 
@@ -21,7 +21,7 @@ def test_json_splits_flops_and_bytes_into_forward_and_backward(algo):
     out = json.loads(run("--algo", algo, "--n", str(N), "--nk", str(Nk), "--d", str(d), "--heads", str(heads),
                          "--causal", "--backward", "--json").stdout)  # fmt: skip
     b = out["backward"]
-    closed = iomodel.backward_counts(algo, N, Nk, d, 2, b["block_rows"], b["block_cols"], True).times(heads)
+    closed = registry.backward_counts(algo, N, Nk, d, 2, b["block_rows"], b["block_cols"], True).times(heads)
     assert (b["hbm_read_bytes"], b["hbm_write_bytes"], b["flops"]) == (
         closed.hbm_read_bytes,
         closed.hbm_write_bytes,

@@ -5,9 +5,10 @@ import sys
 import numpy as np
 import pytest
 
-from sim import bench, blocks
-from sim.algorithms import REGISTRY
-from sim.hardware import A100_40GB
+from sim.algorithms import registry
+from sim.algorithms.registry import REGISTRY
+from sim.lab import bench
+from sim.machine.hardware import A100_40GB
 
 
 def test_numpy_baseline_is_attention():
@@ -23,7 +24,7 @@ def test_bench_sim_times_every_registered_algorithm():
     report = bench.bench_sim(n=64, d=8, repeats=1, memory_n=None)
     assert [row["algorithm"] for row in report["rows"]] == list(REGISTRY)
     for row in report["rows"]:
-        assert (row["block_rows"], row["block_cols"]) == blocks.fit(
+        assert (row["block_rows"], row["block_cols"]) == registry.fit(
             row["algorithm"], 64, 64, 8, 2, A100_40GB.sram_bytes
         )
     assert report["memory"] is None
@@ -33,6 +34,6 @@ def test_bench_sim_times_every_registered_algorithm():
 def test_memory_probe_runs_flash2_in_a_fresh_process():
     probe = bench.memory_probe(256, 16, "fp16")
     assert (probe["n"], probe["d"]) == (256, 16)
-    assert (probe["block_rows"], probe["block_cols"]) == blocks.fit("flash2", 256, 256, 16, 2, A100_40GB.sram_bytes)
+    assert (probe["block_rows"], probe["block_cols"]) == registry.fit("flash2", 256, 256, 16, 2, A100_40GB.sram_bytes)
     assert probe["n_by_n_float32_bytes"] == 4 * 256 * 256
     assert probe["peak_rss_bytes"] >= probe["rss_before_run_bytes"] > 0

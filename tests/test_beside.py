@@ -1,9 +1,9 @@
-"""gpu.beside: sources cut at the paper's line numbers, and the two listings lined up row by row."""
+"""gpu.lab.beside: sources cut at the paper's line numbers, and the two listings lined up row by row."""
 
 from pathlib import Path
 
 import sim.algorithms.flash2 as flash2_listing
-from gpu import beside
+from gpu.lab import beside
 
 KERNELS = Path(beside.__file__).parent / "kernels"
 

@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 import sim
-from sim import blocks
-from sim.errors import InputError
+from sim.algorithms import registry
+from sim.core.errors import InputError
+from sim.machine import blocks
 
 
 def test_paper_rule_on_an_a100():
@@ -33,28 +34,30 @@ def test_paper_blocks_run_where_they_fit():
 @pytest.mark.parametrize("algorithm", ["standard", "flash1", "flash2"])
 @pytest.mark.parametrize("N,Nk,d,s,M", [(4096, 4096, 64, 2, 163 * 1024), (300, 70, 40, 4, 50_000), (5, 9, 3, 2, 4096)])
 def test_fit_is_the_largest_that_fits(algorithm, N, Nk, d, s, M):
-    Br, Bc = blocks.fit(algorithm, N, Nk, d, s, M)
-    assert blocks.need(algorithm, Br, Bc, d, s) <= M
+    Br, Bc = registry.fit(algorithm, N, Nk, d, s, M)
+    assert registry.need(algorithm, Br, Bc, d, s) <= M
     assert Br <= N and Bc <= Nk
     grown = {"flash2": (min(2 * Br, N), Bc), "flash1": (Br, min(2 * Bc, Nk))}
     if algorithm in grown and grown[algorithm] != (Br, Bc):  # the traffic-setting block cannot grow
-        assert blocks.need(algorithm, *grown[algorithm], d, s) > M
+        assert registry.need(algorithm, *grown[algorithm], d, s) > M
     if algorithm == "standard" and (Br, Bc) != (N, Nk):  # nor can the square
-        assert blocks.need(algorithm, min(2 * Br, N), min(2 * Bc, Nk), d, s) > M
+        assert registry.need(algorithm, min(2 * Br, N), min(2 * Bc, Nk), d, s) > M
 
 
 def test_fit_on_the_a100_at_the_papers_shape():
-    assert blocks.fit("flash2", 1024, 1024, 64, 2, 163 * 1024) == (128, 128)
+    assert registry.fit("flash2", 1024, 1024, 64, 2, 163 * 1024) == (128, 128)
 
 
 def test_one_given_block_is_kept_and_the_other_fitted():
-    Br, Bc = blocks.fit("flash2", 1000, 1000, 64, 2, 163 * 1024, Br=64)
-    assert Br == 64 and blocks.need("flash2", 64, Bc, 64, 2) <= 163 * 1024 < blocks.need("flash2", 64, 2 * Bc, 64, 2)
+    Br, Bc = registry.fit("flash2", 1000, 1000, 64, 2, 163 * 1024, Br=64)
+    assert Br == 64 and registry.need("flash2", 64, Bc, 64, 2) <= 163 * 1024 < registry.need(
+        "flash2", 64, 2 * Bc, 64, 2
+    )
 
 
 def test_too_large_d_is_refused_with_sizes():
     with pytest.raises(InputError, match="even the smallest blocks"):
-        blocks.fit("flash2", 10, 10, 100_000, 2, 163 * 1024)
+        registry.fit("flash2", 10, 10, 100_000, 2, 163 * 1024)
 
 
 @pytest.mark.parametrize("splits", [1, 3, 16])
@@ -77,8 +80,8 @@ def test_decoding_blocks_keeps_a_given_bc_and_refuses_one_that_does_not_fit():
 def test_choose_applies_the_paper_rule_for_the_backward_and_names_it_when_it_does_not_fit():
     M = 16384
     assert blocks.paper(M, 8, 2) == (8, 256)
-    assert blocks.choose("flash2", "paper", 64, 64, 8, 2, M, backward=True) == (8, 64)  # no more keys than Nk = 64
+    assert registry.choose("flash2", "paper", 64, 64, 8, 2, M, backward=True) == (8, 64)  # no more keys than Nk = 64
     with pytest.raises(InputError) as e:
-        blocks.choose("flash1", "paper", 4096, 4096, 64, 2, 163 * 1024, backward=True)
+        registry.choose("flash1", "paper", 4096, 4096, 64, 2, 163 * 1024, backward=True)
     assert str(e.value).startswith("blocks: the paper's rule") and "for the flash1 backward" in str(e.value)
-    assert blocks.choose("flash2", "paper", 64, 64, 8, 2, M, Br=4) == blocks.fit("flash2", 64, 64, 8, 2, M, Br=4)
+    assert registry.choose("flash2", "paper", 64, 64, 8, 2, M, Br=4) == registry.fit("flash2", 64, 64, 8, 2, M, Br=4)

@@ -6,8 +6,10 @@ import numpy as np
 from click.testing import CliRunner
 
 import sim
-from sim import iomodel, reference, walkthrough
+from sim.api import reference
 from sim.cli import app
+from sim.lab import walkthrough
+from sim.machine import iomodel
 
 
 def invoke(*args):

@@ -11,8 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim import blocks, hardware, iomodel, occupancy, reference
+from sim.api import reference
 from sim.cli import app
+from sim.machine import blocks, hardware, iomodel, occupancy
 
 A100 = hardware.get("A100-40GB")
 

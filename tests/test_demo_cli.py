@@ -56,7 +56,7 @@ def test_the_refusal_says_how_long_and_what_to_try(monkeypatch):
 
 def test_the_estimate_is_the_recorded_runs_pace():
     """Seconds per step of both runs: tokens per step over each run's recorded tokens/s (gpu/results)."""
-    from gpu.train import TrainConfig
+    from gpu.lab.train import TrainConfig
     from sim.cli import estimate
 
     report = json.loads(RECORDED.read_text())

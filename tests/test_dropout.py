@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 import sim
-from sim import dropout, reference
-from sim.dropout import Dropout
+from sim.algorithms import dropout
+from sim.algorithms.dropout import Dropout
+from sim.api import reference
 
 FP32_TOL = 1e-5  # fp32 storage and accumulation (see test_backward.py)
 

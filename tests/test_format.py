@@ -2,7 +2,7 @@
 
 import pytest
 
-from sim import format as fmt
+from sim.core import format as fmt
 
 
 @pytest.mark.parametrize(

@@ -3,13 +3,13 @@
 import pytest
 
 import gpu
-from sim.errors import FlashsimError, InputError
+from sim.core.errors import FlashsimError, InputError
 
 
 @pytest.mark.skipif(gpu.available()[0], reason="a GPU is present")
 def test_without_gpu_every_entry_point_says_what_is_missing():
     from gpu.autograd import attention
-    from gpu.train import train
+    from gpu.lab.train import train
 
     calls = (
         lambda: gpu.flash_attention(None, None, None),

@@ -1,4 +1,4 @@
-"""The forward kernels (rungs 1–3) against float64, by FlashAttention's own criterion (gpu.checks): max|o − ref| ≤
+"""The forward kernels (rungs 1–3) against float64, by FlashAttention's own criterion (gpu.lab.checks): max|o − ref| ≤
 2·max|o_standard − ref| + 1e-3 with o_standard the fp16/bf16 standard attention, lse within its stated tolerance,
 and no output element left unwritten (outputs are poisoned with NaN before each launch)."""
 
@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu
-from gpu.checks import check, random_qkv
+from gpu.lab.checks import check, random_qkv
 from gpu.tiling import forward_tiles
 
 pytestmark = pytest.mark.gpu

@@ -1,4 +1,4 @@
-"""Rung 6 (wgmma + TMA, sm_90a only) against float64 by the criterion every forward rung meets (gpu.checks), on
+"""Rung 6 (wgmma + TMA, sm_90a only) against float64 by the criterion every forward rung meets (gpu.lab.checks), on
 ragged, causal and N ≠ Nk shapes at d = 64 and 128, fp16 and bf16; its tilings; the toolchain probe; and where
 the public call uses it. Skipped, with the reason, on any GPU but an sm_90 one (H100, H200)."""
 
@@ -7,10 +7,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu
-from gpu import device, flash, hopper_probe
-from gpu.checks import check, random_qkv
-from gpu.harness import TUNE
-from sim.errors import InputError
+from gpu import device, flash
+from gpu.lab import hopper_probe
+from gpu.lab.checks import check, random_qkv
+from gpu.lab.harness import TUNE
+from sim.core.errors import InputError
 
 pytestmark = [pytest.mark.gpu]
 

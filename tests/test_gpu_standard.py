@@ -10,7 +10,7 @@ carries about 30·eps/2 of rounding, and dQ, dK sum ~200 such terms with random 
 import pytest
 
 import gpu
-from gpu.checks import max_error, random_like, random_qkv
+from gpu.lab.checks import max_error, random_like, random_qkv
 
 pytestmark = pytest.mark.gpu
 EPS = {"float16": 2.0**-10, "bfloat16": 2.0**-7}

@@ -1,9 +1,9 @@
-"""The grader's bounds are `sim.tolerance`'s (one home): the README's formulas, recomputed here in float64."""
+"""The grader's bounds are `sim.api.tolerance`'s (one home): the README's formulas, recomputed here in float64."""
 
 import numpy as np
 import pytest
 
-import sim.tolerance
+import sim.api.tolerance
 from sim.grading import problem, spec
 
 U = {"fp16": 2.0**-11, "bf16": 2.0**-8, "fp32": 0.0}  # the storage dtypes' unit roundoff
@@ -57,8 +57,8 @@ def test_the_grader_reads_its_bounds_from_sim_tolerance(monkeypatch):
     """Change the library's unit roundoff and floor: the grader's bounds change with them (no copy of its own)."""
     grading, made = problems("03")
     fp16 = next(p for p in made if p.case["dtype"] == "fp16")
-    monkeypatch.setitem(sim.tolerance.U, "fp16", 0.0)
-    monkeypatch.setattr(sim.tolerance, "FLOOR", 1e-3)
+    monkeypatch.setitem(sim.api.tolerance.U, "fp16", 0.0)
+    monkeypatch.setattr(sim.api.tolerance, "FLOOR", 1e-3)
     again = problem.make(grading, fp16.test, 5)
     np.testing.assert_allclose(np.broadcast_to(again.bounds["O"], fp16.reference["O"].shape),
                                1e-3 * np.abs(fp16.reference["O"]).max(), rtol=1e-12)  # fmt: skip

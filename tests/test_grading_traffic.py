@@ -2,7 +2,7 @@
 
 import pytest
 
-from sim import iomodel
+from sim.algorithms import registry
 from sim.grading import traffic
 
 
@@ -19,7 +19,7 @@ def test_expected_traffic_adds_up_to_the_closed_form(algorithm, backward, shape)
     grading = {"algorithm": algorithm, "pass": "backward" if backward else "forward"}
     exp = traffic.expected(grading, c)
     s = {"fp16": 2, "bf16": 2, "fp32": 4}[c["dtype"]]
-    form = (iomodel.backward_counts if backward else iomodel.counts)(
+    form = (registry.backward_counts if backward else registry.counts)(
         algorithm, c["N"], c["Nk"], c["d"], s, c["Br"], c["Bc"], c["causal"]
     )
     assert sum(exp.per_tensor.values()) == exp.optimum == form.hbm_bytes

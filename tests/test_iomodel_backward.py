@@ -1,4 +1,4 @@
-"""The closed forms of `sim.iomodel` equal the simulated ledgers, forward and backward; the Θ(N²d²/M) scaling."""
+"""The closed forms of `sim.machine.iomodel` equal the simulated ledgers, forward and backward; the Θ(N²d²/M) scaling."""
 
 import ml_dtypes
 import numpy as np
@@ -7,7 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim import iomodel, reference
+from sim.algorithms import registry
+from sim.api import reference
+from sim.machine import iomodel
 
 DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32]
 M = 1 << 30
@@ -44,22 +46,22 @@ def test_ledger_equals_closed_form_forward_and_backward(algorithm, N, Nk, d, Br,
     q, k, v, do = inputs(N, Nk, d, dtype)
     s = np.dtype(dtype).itemsize
     f = sim.run(algorithm, q, k, v, causal=causal, block_rows=Br, block_cols=Bc, sram_bytes=M, dropout_p=p, seed=seed)
-    assert ledger_counts(f) == closed(iomodel.counts(algorithm, N, Nk, d, s, Br, Bc, causal, dropout))
+    assert ledger_counts(f) == closed(registry.counts(algorithm, N, Nk, d, s, Br, Bc, causal, dropout))
     o, lse = reference.attention(q, k, v, causal=causal)
     g = sim.backward(
         algorithm, q, k, v, o.astype(dtype), lse, do, causal=causal, block_rows=Br, block_cols=Bc, sram_bytes=M,
         dropout_p=p, seed=seed,
     )  # fmt: skip
-    assert ledger_counts(g) == closed(iomodel.backward_counts(algorithm, N, Nk, d, s, Br, Bc, causal, dropout))
+    assert ledger_counts(g) == closed(registry.backward_counts(algorithm, N, Nk, d, s, Br, Bc, causal, dropout))
 
 
 @pytest.mark.parametrize("algorithm", ["standard", "flash1", "flash2"])
 @pytest.mark.parametrize("causal", [False, True])
 def test_kernels_add_up_to_the_pass(algorithm, causal):
     args = (70, 50, 16, 2, 16, 8, causal, algorithm != "standard")
-    assert iomodel.sum_counts(c for _, c in iomodel.kernels(algorithm, *args)) == iomodel.counts(algorithm, *args)
-    back = iomodel.sum_counts(c for _, c in iomodel.backward_kernels(algorithm, *args))
-    assert back == iomodel.backward_counts(algorithm, *args)
+    assert iomodel.sum_counts(c for _, c in registry.kernels(algorithm, *args)) == registry.counts(algorithm, *args)
+    back = iomodel.sum_counts(c for _, c in registry.backward_kernels(algorithm, *args))
+    assert back == registry.backward_counts(algorithm, *args)
 
 
 def test_standard_backward_kernels_match_the_ledger_tensor_by_tensor():
@@ -77,7 +79,7 @@ def test_standard_backward_kernels_match_the_ledger_tensor_by_tensor():
 def test_flash_flops_over_standard_are_fourteen_to_twelve():
     # forward 4N²d for both; backward 8N²d for standard, 10N²d for FlashAttention (S recomputed)
     N, d, s = 1024, 64, 2
-    std = iomodel.standard(N, N, d, s) + iomodel.backward_counts("standard", N, N, d, s, 64, 64)
+    std = iomodel.standard(N, N, d, s) + registry.backward_counts("standard", N, N, d, s, 64, 64)
     fa = iomodel.flash1(N, N, d, s, 64) + iomodel.flash1_backward(N, N, d, s, 64, 64)
     assert (std.flops, fa.flops) == (12 * N * N * d, 14 * N * N * d)
 

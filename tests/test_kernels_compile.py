@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from gpu import registry, source
-from gpu.harness import TUNE
+from gpu.lab.harness import TUNE
 
 NVCC = shutil.which("nvcc") or next(
     (p for p in ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc") if Path(p).exists()), None

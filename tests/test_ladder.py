@@ -1,11 +1,11 @@
-"""gpu.ladder on a machine without a GPU: its arguments are refused in one line before any GPU is needed."""
+"""gpu.lab.ladder on a machine without a GPU: its arguments are refused in one line before any GPU is needed."""
 
 import pytest
 
-from gpu import ladder
-from gpu.bench import V1_MAX_N
-from gpu.harness import TOKENS
-from sim.errors import InputError
+from gpu.lab import ladder
+from gpu.lab.bench import V1_MAX_N
+from gpu.lab.harness import TOKENS
+from sim.core.errors import InputError
 
 
 def test_the_ladder_runs_at_the_largest_n_the_benchmark_times_rung_1_at():

@@ -1,9 +1,9 @@
-"""`sim.lessons.check`: one line per verdict, for right, wrong, unfinished and crashing answers."""
+"""`sim.lab.lessons.check`: one line per verdict, for right, wrong, unfinished and crashing answers."""
 
 import numpy as np
 
-from sim.lessons import check, verdict
-from sim.softmax import SoftmaxState
+from sim.algorithms.softmax import SoftmaxState
+from sim.lab.lessons import check, verdict
 
 
 def stub():

@@ -5,14 +5,18 @@ in a sentence), an entry here recomputes the quoted phrase and the test finds it
 markdown, word for word.
 """
 
-import nbformat
 import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="the lessons' tests need the dev extra (nbformat, nbclient)")
+pytest.importorskip("nbclient", reason="the lessons' tests need the dev extra (nbformat, nbclient)")
 from notebook_runner import LESSONS_DIR
 
-from gpu import bench as gpu_bench
-from sim import blocks, hardware, iomodel, walkthrough
-from sim.dtypes import F
-from sim.hardware import KiB
+from gpu.lab import bench as gpu_bench
+from sim.algorithms import registry
+from sim.core.dtypes import F
+from sim.lab import walkthrough
+from sim.machine import hardware, iomodel
+from sim.machine.hardware import KiB
 
 A100 = hardware.get("A100-40GB")
 
@@ -24,12 +28,12 @@ def _fp32_peak_drop() -> str:
 
 def _all_memory_bound() -> str:
     """Lesson 1's roofline (one head, N = 4096, d = 64, fp16, A100): standard attention's kernels and both
-    FlashAttentions with the blocks `blocks.fit` picks are all memory-bound."""
+    FlashAttentions with the blocks `registry.fit` picks are all memory-bound."""
     N, d, s = 4096, 64, 2
     kernels = [c for _, c in iomodel.standard_kernels(N, N, d, s)]
-    Br, Bc = blocks.fit("flash1", N, N, d, s, A100.sram_bytes)
+    Br, Bc = registry.fit("flash1", N, N, d, s, A100.sram_bytes)
     kernels.append(iomodel.flash1(N, N, d, s, Bc, Br=Br))
-    kernels.append(iomodel.flash2(N, N, d, s, *blocks.fit("flash2", N, N, d, s, A100.sram_bytes)))
+    kernels.append(iomodel.flash2(N, N, d, s, *registry.fit("flash2", N, N, d, s, A100.sram_bytes)))
     bounds = {iomodel.roofline(c, A100, "fp16").bound for c in kernels}
     return "all of them are memory-bound" if bounds == {"memory"} else f"bounds: {bounds}"
 
@@ -37,7 +41,7 @@ def _all_memory_bound() -> str:
 def _taller_blocks_cross_the_ridge() -> str:
     """Lesson 1's "Try it": FlashAttention-2 with Br = 256 and the widest Bc that fits is compute-bound."""
     N, d, s = 4096, 64, 2
-    Br, Bc = blocks.fit("flash2", N, N, d, s, A100.sram_bytes, 256)
+    Br, Bc = registry.fit("flash2", N, N, d, s, A100.sram_bytes, 256)
     bound = iomodel.roofline(iomodel.flash2(N, N, d, s, Br, Bc), A100, "fp16").bound
     return "its point crosses the ridge" if bound == "compute" else "its point stays left of the ridge"
 

@@ -5,8 +5,10 @@ solutions from `lessons/solutions/` put in, every check says ✓. Both runs prin
 warnings), and every figure has both axes labelled with a unit. Committed notebooks carry no outputs.
 """
 
-import nbformat
 import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="the lessons' tests need the dev extra (nbformat, nbclient)")
+pytest.importorskip("nbclient", reason="the lessons' tests need the dev extra (nbformat, nbclient)")
 from notebook_runner import CHECK_LINE, UNLABELLED, execute, exercise_name, lessons, outputs, solutions
 
 LESSONS = lessons()

@@ -6,8 +6,8 @@ import pytest
 from click.testing import CliRunner
 
 import sim
-from sim import paper
 from sim.cli import app
+from sim.lab import paper
 
 HEADS, N, d, s = 64 * 16, 1024, 64, 2
 
@@ -77,7 +77,8 @@ def test_notes_explain_each_difference_with_numbers(fig):
     assert f"{extra:.1f} more such passes" in standard
     assert "Bc = 256–512" in flash  # Algorithms 1 + 4 move 4.4 GB between these blocks (checked below)
     heads_bytes = [
-        (sim.iomodel.flash1(N, N, d, s, Bc) + sim.iomodel.flash1_backward(N, N, d, s, d, Bc)).hbm_bytes * HEADS
+        (sim.machine.iomodel.flash1(N, N, d, s, Bc) + sim.machine.iomodel.flash1_backward(N, N, d, s, d, Bc)).hbm_bytes
+        * HEADS
         for Bc in (256, 512)
     ]
     assert heads_bytes[0] > 4.4e9 >= heads_bytes[1]

@@ -25,6 +25,6 @@ def test_readme_python_example_runs_as_written():
     names: dict = {}
     exec(compile(example, "README.md", "exec"), names)  # the README's own example
     r, g = names["r"], names["g"]
-    assert any(line.current and "chip.step(" in line.text for line in sim.source.around(r.trace.steps[3]))
+    assert any(line.current and "chip.step(" in line.text for line in sim.machine.source.around(r.trace.steps[3]))
     assert r.output.shape == (1000, 64) and r.lse.shape == (1000,) and r.trace.steps[3].line is not None
     assert g.dq.shape == g.dk.shape == g.dv.shape == (1000, 64) and g.hardware.name == "H100-SXM"

@@ -5,7 +5,7 @@ stands for lines left out): the command runs here (at 100 columns), and every li
 its output, in order, spaces aside. A command ending in `| wc -l` is checked by its number of lines (at the
 80 columns a pipe gets). Figures the
 prose quotes are listed below with the command they come from. The benchmark tables quote measured times, which no
-test takes again: they must say what the run stored in sim/results/ measured.
+test takes again: they must say what the run stored in sim/lab/results/ measured.
 """
 
 import json
@@ -111,7 +111,7 @@ def test_the_gpt2_medium_table_is_what_counts_only_prints():
 
 
 def test_the_simulator_speed_table_is_the_stored_run():
-    run = json.loads((ROOT / "sim/results/bench-sim.json").read_text())
+    run = json.loads((ROOT / "sim/lab/results/bench-sim.json").read_text())
     assert f"`flashsim bench sim --repeats {run['repeats']}`, median of {run['repeats']}" in README
     assert f"| plain NumPy standard attention (float32) | {run['numpy_seconds']:.3f} | 1.00 |" in README
     names = {"standard": "standard attention", "flash1": "FlashAttention (Algorithm 1)", "flash2": "FlashAttention-2"}
@@ -126,7 +126,7 @@ def test_the_simulator_speed_table_is_the_stored_run():
 
 
 def test_the_commands_table_is_the_stored_run():
-    run = json.loads((ROOT / "sim/results/bench-cli.json").read_text())
+    run = json.loads((ROOT / "sim/lab/results/bench-cli.json").read_text())
     for row in run["rows"]:
         t = row["seconds"]
         shown = f"{t * 1e3:.0f} ms" if t < 1 else f"{t:.1f} s"

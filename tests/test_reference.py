@@ -5,7 +5,7 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from sim import reference
+from sim.api import reference
 
 
 def textbook(q, k, v, causal=False, scale=None):

@@ -4,9 +4,11 @@ import numpy as np
 import pytest
 
 import sim
-from sim import blocks, iomodel, reference
-from sim.algorithms import REGISTRY, Algorithm, flash2, get
-from sim.inputs import random_inputs
+from sim.algorithms import flash2, registry
+from sim.algorithms.registry import REGISTRY, Algorithm, get
+from sim.api import reference
+from sim.api.inputs import random_inputs
+from sim.machine import blocks, iomodel
 
 BUILT_IN = ("standard", "flash1", "flash2")  # a registered fourth algorithm comes after them, and no test changes
 
@@ -50,8 +52,8 @@ def test_a_new_entry_runs_counts_and_fits_without_touching_anything_else(monkeyp
     q, k, v, do = random_inputs(1, 2, 40, 33, 8, "fp32", 4, grad=True)
     r = sim.run(NEW.name, q, k, v, causal=True, sram_bytes=8192)
     assert np.abs(r.output - reference.attention(q, k, v, causal=True)[0]).max() < 1e-5
-    assert (r.block_rows, r.block_cols) == blocks.fit("flash2", 40, 33, 8, 4, 8192)
-    c = iomodel.counts(NEW.name, 40, 33, 8, 4, r.block_rows, r.block_cols, True).times(2)
+    assert (r.block_rows, r.block_cols) == registry.fit("flash2", 40, 33, 8, 4, 8192)
+    c = registry.counts(NEW.name, 40, 33, 8, 4, r.block_rows, r.block_cols, True).times(2)
     assert (r.hbm_read_bytes, r.hbm_write_bytes, r.flops, r.exps, r.elementwise) == (
         c.hbm_read_bytes, c.hbm_write_bytes, c.flops, c.exps, c.elementwise,
     )  # fmt: skip

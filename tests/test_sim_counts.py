@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim import blocks, iomodel
+from sim.algorithms import registry
+from sim.machine import blocks, iomodel
 
 DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32]
 
@@ -33,7 +34,7 @@ def random_qkv(N, Nk, d, dtype, seed=0):
 def test_ledger_equals_closed_form(algorithm, N, Nk, d, Br, Bc, dtype, causal):
     q, k, v = random_qkv(N, Nk, d, dtype)
     r = sim.run(algorithm, q, k, v, causal=causal, block_rows=Br, block_cols=Bc, sram_bytes=1 << 30)
-    c = iomodel.counts(algorithm, N, Nk, d, np.dtype(dtype).itemsize, Br, Bc, causal)
+    c = registry.counts(algorithm, N, Nk, d, np.dtype(dtype).itemsize, Br, Bc, causal)
     assert (r.hbm_read_bytes, r.hbm_write_bytes, r.flops, r.exps) == (
         c.hbm_read_bytes,
         c.hbm_write_bytes,
@@ -58,7 +59,7 @@ def test_sram_peak_equals_footprint(algorithm, Br, Bc, extra_rows, extra_cols, d
     q, k, v = random_qkv(N, Nk, d, dtype)
     M = 1 << 30
     r = sim.run(algorithm, q, k, v, causal=causal, block_rows=Br, block_cols=Bc, sram_bytes=M)
-    expected = blocks.need(algorithm, Br, Bc, d, np.dtype(dtype).itemsize)
+    expected = registry.need(algorithm, Br, Bc, d, np.dtype(dtype).itemsize)
     if algorithm == "standard":  # the softmax kernel holds whole float32 rows (+ m, ℓ)
         expected = max(expected, 4 * blocks.softmax_rows(N, Nk, M) * (Nk + 2))
     full_q_blocks_seen = any(iomodel.visible_blocks(i, N, Nk, Br, Bc, causal) for i in range(N // Br))

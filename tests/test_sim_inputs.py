@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 import sim
 from sim.cli import app
-from sim.errors import InputError, SRAMOverflowError
+from sim.core.errors import InputError, SRAMOverflowError
 
 Q = np.ones((8, 4), np.float32)
 

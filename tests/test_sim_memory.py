@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import sim
-from sim.errors import SRAMOverflowError
-from sim.memory import Chip
+from sim.core.errors import SRAMOverflowError
+from sim.machine.memory import Chip
 
 
 def chip_with(tensors, sram_bytes=4096, record="counts"):
@@ -73,7 +73,7 @@ def test_matmul_refuses_operands_not_in_sram():
 
 def test_values_trace_records_before_and_after():
     chip = chip_with({}, record="values")
-    from sim.trace import Trace
+    from sim.machine.trace import Trace
 
     chip.trace = Trace("test", {}, {})
     with chip.step("compute", 1, "m = 1"):

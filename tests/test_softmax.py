@@ -5,7 +5,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from sim.softmax import SoftmaxState, normalize
+from sim.algorithms.softmax import SoftmaxState, normalize
 
 logits = arrays(np.float64, st.integers(1, 30), elements=st.floats(-300, 300))
 

@@ -1,4 +1,4 @@
-"""Every recorded step names the listing line that ran it; `sim.source.around` returns that line in context."""
+"""Every recorded step names the listing line that ran it; `sim.machine.source.around` returns that line in context."""
 
 import json
 from pathlib import Path
@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 
 import sim
-from sim import source
-from sim.algorithms import REGISTRY
-from sim.inputs import random_inputs
-from sim.trace import Trace
+from sim.algorithms.registry import REGISTRY
+from sim.api.inputs import random_inputs
+from sim.machine import source
+from sim.machine.trace import Trace
 
 PACKAGE = Path(sim.__file__).parent
 

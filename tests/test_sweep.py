@@ -9,8 +9,9 @@ from itertools import pairwise
 import pytest
 from click.testing import CliRunner
 
-from sim import hardware, sweep
 from sim.cli import app
+from sim.lab import sweep
+from sim.machine import hardware
 
 A100 = hardware.get("A100-40GB")
 

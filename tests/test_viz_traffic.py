@@ -1,6 +1,6 @@
 """sim.viz.traffic.per_tensor: the HBM bytes of several ledgers, tensor by tensor, with their totals."""
 
-from sim.memory import Ledger
+from sim.machine.memory import Ledger
 from sim.viz.traffic import per_tensor
 
 

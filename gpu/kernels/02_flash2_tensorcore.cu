@@ -29,7 +29,7 @@
 //    The kernel is compute-bound, so the extra L2 traffic costs little. Padding stays the default;
 //    `flashsim compare` measures both.
 //  - Failure: the first build did not compile under NVRTC (INFINITY is a host-header macro); NEG_INF replaces it.
-//  - compute-sanitizer memcheck and racecheck: clean at ragged sizes (gpu.harness --smoke), both layouts.
+//  - compute-sanitizer memcheck and racecheck: clean at ragged sizes (gpu.lab.harness --smoke), both layouts.
 //
 // Injected #defines: HEAD_DIM (row length of Q, K, V, O in HBM: d padded to 8), D_MMA (d padded to 16),
 // NWARPS, M_TILES (16-row MMA tiles per warp), BC (Bc, a multiple of 16), Q_IN_REGS, STORAGE (1 fp16, 2 bf16),

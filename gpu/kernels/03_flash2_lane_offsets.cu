@@ -21,7 +21,7 @@
 //    251), so the gain is not registers; fewer address instructions is our reading, not checked in the SASS.
 //  - `flashsim bench gpu` (run 10, the public call with its defaults): 0.82 to 1.19× SDPA flash over 48 shapes, at or
 //    above it on 33; d = 64 median 1.10×, d = 128 median 1.00×, below 1.0 mostly at d = 128, N ≤ 2048 (0.88 to 0.97×).
-//  - compute-sanitizer memcheck and racecheck: clean at ragged sizes (gpu.harness --smoke, both layouts; runs 9, 10).
+//  - compute-sanitizer memcheck and racecheck: clean at ragged sizes (gpu.lab.harness --smoke, both layouts; runs 9, 10).
 //
 // Injected #defines: HEAD_DIM (row length of Q, K, V, O in HBM: d padded to 8), D_MMA (d padded to 16),
 // NWARPS, M_TILES (16-row MMA tiles per warp), BC (Bc, a multiple of 16), Q_IN_REGS, STORAGE (1 fp16, 2 bf16),

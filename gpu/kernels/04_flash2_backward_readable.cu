@@ -18,7 +18,7 @@
 //  - Failure, run 8: dQ off by 0.4 to 0.75 (dK, dV right): τ was applied twice, in line 15 and again by the final
 //    pass. The final pass now only rounds. Since run 9 every check passes (d 40, 64, 128; float32, fp16, bf16;
 //    ragged, causal, N ≠ Nk), and compute-sanitizer memcheck and racecheck are clean.
-//  - Speed (`python -m gpu.harness --kernel 4`, N = 1024, 16k tokens, forward rung 3 + this backward): 4.0 to 4.7
+//  - Speed (`python -m gpu.lab.harness --kernel 4`, N = 1024, 16k tokens, forward rung 3 + this backward): 4.0 to 4.7
 //    TFLOP/s forward + backward, about 1/50 of rung 5 — the algorithm, not the machine, as rung 1 is.
 //
 // Injected #defines: HEAD_DIM (d), BR (Br), BC (Bc), NTHREADS, STORAGE (0 fp32, 1 fp16, 2 bf16).

@@ -1,4 +1,4 @@
-// hopper_probe.cu: the toolchain proof behind rung 6 (`python -m gpu.hopper_probe`). One warpgroup, one tile:
+// hopper_probe.cu: the toolchain proof behind rung 6 (`python -m gpu.lab.hopper_probe`). One warpgroup, one tile:
 // TMA copies into SRAM, then both forms of wgmma rung 6 uses, each result written out in fp32 for NumPy to check.
 //   S (64 × BC) = A (64 × HEAD_DIM) · B (BC × HEAD_DIM)ᵀ   wgmma_ss: both operands K-major in SRAM, as Q_i K_jᵀ
 //   C (64 × HEAD_DIM) = P (64 × BC) · V (BC × HEAD_DIM)    wgmma_rs: P from registers, V N-major in SRAM, as P̃_ij V_j

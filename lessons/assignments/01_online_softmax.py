@@ -11,7 +11,7 @@ What to implement
     thousands, where exp(x) overflows — never evaluate exp of anything positive.
 
 The API you may use
-    NumPy. `sim.softmax` is the simulator's own implementation of exactly this; the grader refuses
+    NumPy. `sim.algorithms.softmax` is the simulator's own implementation of exactly this; the grader refuses
     to import it while it runs your code.
 
 How it is graded
@@ -28,7 +28,7 @@ How to check yourself
 
 import numpy as np
 
-GRADING = {"title": "Online softmax", "driver": "softmax", "forbid": ["sim.softmax"]}
+GRADING = {"title": "Online softmax", "driver": "softmax", "forbid": ["sim.algorithms.softmax"]}
 
 TESTS = [
     {"name": "update, a few logits", "visibility": "public", "points": 20, "check": "update",

@@ -20,7 +20,7 @@ The API you may use
     chip.matmul(A, B), chip.exp(x)                arithmetic on SRAM buffers; NumPy for the rest
     `sim/algorithms/flash1.py` is the simulator's own listing of this algorithm. Read it if you are
     stuck, but write your own: copying it is plagiarism. The grader refuses imports of the library's
-    listings (sim.algorithms, sim.api, sim.reference) while it runs your code.
+    listings (sim.algorithms, sim.api.entry, sim.api.reference) while it runs your code.
 
 How it is graded
     Your function runs in a separate process on a proxy chip: the grader keeps HBM, SRAM and the byte
@@ -30,7 +30,7 @@ How it is graded
     - memory: every buffer you load or put must fit in the SRAM the test gives (a load or put that
       does not fit fails the test), and at a large shape the memory your process uses must stay far
       below one N × Nk matrix;
-    - IO: the HBM bytes are compared with Algorithm 1's closed form (sim.iomodel.flash1) tensor by
+    - IO: the HBM bytes are compared with Algorithm 1's closed form (sim.machine.iomodel.flash1) tensor by
       tensor: full marks when they match, none at 1.5× the optimum's bytes in deviation.
     The tests below marked "public" ship with this file; the grader also runs hidden ones.
 

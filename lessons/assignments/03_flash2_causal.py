@@ -16,14 +16,14 @@ The API you may use
     The chip's API as in assignment 2 (chip.hbm.tensors, chip.hbm.alloc, chip.load, chip.put,
     chip.store, chip.free, chip.matmul, chip.exp) and NumPy. `sim/algorithms/flash2.py` is the
     simulator's own listing; read it if you are stuck, write your own (copying is plagiarism); the
-    grader refuses imports of sim.algorithms, sim.api and sim.reference while it runs your code.
+    grader refuses imports of sim.algorithms, sim.api.entry and sim.api.reference while it runs your code.
 
 How it is graded
     In a separate process on a proxy chip, the grader keeping HBM, SRAM and the ledger:
     correctness of O and L against float64 on fresh seeded random shapes (causal or not, N < Nk,
     N > Nk, fp16/bf16/fp32, large logits); every buffer within the SRAM given; at a large shape,
     your process's memory far below one N × Nk matrix; and the HBM bytes against FlashAttention-2's
-    closed form with causal block skipping (sim.iomodel.flash2), tensor by tensor: full marks when
+    closed form with causal block skipping (sim.machine.iomodel.flash2), tensor by tensor: full marks when
     they match, none at 1.5× the optimum in deviation.
     The tests below marked "public" ship with this file; the grader also runs hidden ones.
 

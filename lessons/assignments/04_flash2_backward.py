@@ -17,7 +17,7 @@ What to implement
 The API you may use
     The chip's API as in assignments 2 and 3, and NumPy. `sim/algorithms/flash2_backward.py` is the
     simulator's own listing; read it if you are stuck, write your own (copying is plagiarism);
-    the grader refuses imports of sim.algorithms, sim.api and sim.reference while it runs your code.
+    the grader refuses imports of sim.algorithms, sim.api.entry and sim.api.reference while it runs your code.
 
 How it is graded
     In a separate process on a proxy chip, the grader keeping HBM, SRAM and the ledger: dQ, dK, dV
@@ -25,7 +25,7 @@ How it is graded
     every write-back, so fp16/bf16 storage is not graded here) on fresh seeded random shapes, causal
     or not, N ≠ Nk; every buffer within the SRAM given; at a large shape your process's memory far
     below one N × Nk matrix; the HBM bytes against FlashAttention-2's backward closed form
-    (sim.iomodel.backward_counts), tensor by tensor, full marks when they match, none at 1.5×.
+    (sim.algorithms.registry.backward_counts), tensor by tensor, full marks when they match, none at 1.5×.
     The tests below marked "public" ship with this file; the grader also runs hidden ones.
 
 How to check yourself

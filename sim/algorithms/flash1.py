@@ -5,18 +5,18 @@ running O_i, ℓ_i, m_i make a round trip through HBM — which is what FlashAtt
 later removed by swapping the loops. The causal mask is applied to S_ij; Algorithm 1
 skips no block (FlashAttention-2 does), so the causal run moves the same bytes.
 With dropout, the loop is the paper's Algorithm 2: line 14 drops entries of P̃_ij with a
-mask regenerated from the seed (`sim.dropout`), never stored.
+mask regenerated from the seed (`sim.algorithms.dropout`), never stored.
 """
 
 from math import ceil
 
 import numpy as np
 
-from sim import mask
-from sim.dropout import Dropout
-from sim.dtypes import ACCUMULATOR
-from sim.memory import Chip
-from sim.softmax import SoftmaxState, normalize
+from sim.algorithms.dropout import Dropout
+from sim.algorithms.softmax import SoftmaxState, normalize
+from sim.core.dtypes import ACCUMULATOR
+from sim.machine import mask
+from sim.machine.memory import Chip
 
 
 def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None) -> None:

@@ -3,7 +3,7 @@
 Outer loop over K/V blocks; P_ij is rebuilt on chip from the forward's statistics ℓ_i and
 m_i; D_i = rowsum(dO_i ∘ O_i) is computed again for every tile. With S = τ Q Kᵀ the
 gradients carry τ: dQ = τ dS K, dK = τ dSᵀ Q (lines 21–22). Dropout (lines 14–18)
-regenerates each tile's mask Z_ij from the forward pass's seed (`sim.dropout`); the mask
+regenerates each tile's mask Z_ij from the forward pass's seed (`sim.algorithms.dropout`); the mask
 lives in registers and never touches SRAM or HBM. dQ stays in HBM in the storage dtype,
 so it is rounded at each write-back.
 """
@@ -12,10 +12,10 @@ from math import ceil
 
 import numpy as np
 
-from sim import mask
-from sim.dropout import Dropout
-from sim.memory import Chip
-from sim.softmax import SoftmaxState
+from sim.algorithms.dropout import Dropout
+from sim.algorithms.softmax import SoftmaxState
+from sim.machine import mask
+from sim.machine.memory import Chip
 
 
 def backward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None) -> None:

@@ -11,10 +11,10 @@ from math import ceil
 
 import numpy as np
 
-from sim import mask
-from sim.dropout import Dropout
-from sim.memory import Chip
-from sim.softmax import SoftmaxState
+from sim.algorithms.dropout import Dropout
+from sim.algorithms.softmax import SoftmaxState
+from sim.machine import mask
+from sim.machine.memory import Chip
 
 
 def backward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None) -> None:

@@ -14,10 +14,10 @@ from math import ceil
 
 import numpy as np
 
-from sim import mask
-from sim.blocks import softmax_rows
-from sim.memory import Chip
-from sim.softmax import SoftmaxState, normalize
+from sim.algorithms.softmax import SoftmaxState, normalize
+from sim.machine import mask
+from sim.machine.blocks import softmax_rows
+from sim.machine.memory import Chip
 
 
 def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: None = None) -> None:

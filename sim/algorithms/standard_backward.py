@@ -9,9 +9,9 @@ from math import ceil
 
 import numpy as np
 
-from sim.blocks import whole_rows
-from sim.dropout import Dropout
-from sim.memory import Chip
+from sim.algorithms.dropout import Dropout
+from sim.machine.blocks import whole_rows
+from sim.machine.memory import Chip
 
 
 def backward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None) -> None:

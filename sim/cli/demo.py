@@ -4,7 +4,7 @@ import click
 
 from sim.cli import estimate, options
 from sim.cli.options import console
-from sim.format import count
+from sim.core.format import count
 
 
 @click.group("demo")
@@ -22,7 +22,7 @@ def train_command(ctx, steps, dtype, plot_path, json_path) -> None:
     """Train a tiny causal language model twice, flashsim FlashAttention and standard attention: loss curves, tokens/s."""
     what = f"training {count(steps)} steps with each attention, at the pace of the recorded H100 run,"
     estimate.guard(ctx, estimate.training, what, [], limit=estimate.BENCH_LIMIT_SECONDS, steps=steps)
-    from gpu import plot, render_train, results, train
+    from gpu.lab import plot, render_train, results, train
 
     config = train.TrainConfig(steps=steps, dtype={"fp16": "float16", "bf16": "bfloat16"}[dtype])
     report = train.train(

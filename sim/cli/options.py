@@ -13,9 +13,9 @@ import sys
 import click
 from rich.console import Console
 
-from sim import hardware as presets
-from sim.algorithms import REGISTRY
-from sim.dtypes import DTYPES
+from sim.algorithms.registry import REGISTRY
+from sim.core.dtypes import DTYPES
+from sim.machine import hardware as presets
 
 console = Console(highlight=False)
 

@@ -4,9 +4,10 @@ import sys
 
 import click
 
-from sim import reference, walkthrough
+from sim.api import reference
 from sim.cli import options
 from sim.cli.options import console, print_json
+from sim.lab import walkthrough
 from sim.viz import walkthrough as walkthrough_viz
 
 

@@ -9,9 +9,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from sim.bench import machine
-from sim.errors import InputError
+from sim.core.errors import InputError
 from sim.grading import export, grader, spec
+from sim.lab.bench import machine
 
 ASSIGNMENT = "02"
 MUTATIONS = {  # kind → (text in the master's solution, what replaces it)

@@ -10,7 +10,7 @@ import re
 import shutil
 from pathlib import Path
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION(?::\s*(.*))?$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")

@@ -9,7 +9,7 @@ process; the grader compares O and L with the float64 reference, as for the simu
 import numpy as np
 
 from gpu import registry, source, tiling
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 LINE_9 = "        // line 9:"
 AFTER = "        __syncthreads();\n        // line 10:"

@@ -10,7 +10,11 @@ for one) — so this is a tripwire; the bytes and the output the grader scores n
 import os
 import sys
 
-SOLUTION_MODULES = ("sim.algorithms", "sim.api", "sim.reference")  # the library's own answers, for every assignment
+SOLUTION_MODULES = (
+    "sim.algorithms",
+    "sim.api.entry",
+    "sim.api.reference",
+)  # the library's own answers, for every assignment
 PROCESS_EVENTS = frozenset(
     ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "pty.spawn")
 )

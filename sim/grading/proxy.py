@@ -1,4 +1,4 @@
-"""The chip a submission computes on: `sim.memory.Chip`'s API, with HBM and the ledger kept by the grader.
+"""The chip a submission computes on: `sim.machine.memory.Chip`'s API, with HBM and the ledger kept by the grader.
 
 It runs in the submission's process. `load` asks the grader for a tile (the grader books the
 bytes and returns the tile), `store` sends a tile to the grader (which writes it to its own HBM,
@@ -11,10 +11,10 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from sim.dtypes import ACCUMULATOR
-from sim.errors import InputError, SRAMOverflowError
+from sim.core.dtypes import ACCUMULATOR
+from sim.core.errors import InputError, SRAMOverflowError
 from sim.grading import wire
-from sim.memory import SRAM, Ledger
+from sim.machine.memory import SRAM, Ledger
 
 ERRORS = {"SRAMOverflowError": SRAMOverflowError, "InputError": InputError}
 
@@ -74,7 +74,7 @@ class ProxyHBM:
 
 
 class ProxyChip:
-    """`sim.memory.Chip` for a graded submission: same methods, same errors; the grader keeps the truth."""
+    """`sim.machine.memory.Chip` for a graded submission: same methods, same errors; the grader keeps the truth."""
 
     def __init__(self, link: Link, sram_bytes: int, tensors: dict[str, tuple]):
         self.link = link

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sim
-from sim.format import human_bytes
+from sim.core.format import human_bytes
 from sim.grading import wire
 
 SIM_ROOT = str(Path(sim.__file__).resolve().parent.parent)  # what the child puts first on its path to import sim

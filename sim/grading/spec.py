@@ -10,11 +10,10 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-import sim
-from sim.dtypes import DTYPES
-from sim.errors import InputError
+from sim.core.dtypes import DTYPES
+from sim.core.errors import InputError
+from sim.lab import course
 
-ASSIGNMENTS_DIR = Path(sim.__file__).resolve().parent.parent / "lessons" / "assignments"
 DRIVERS = {"chip": ("output", "io", "memory"), "softmax": ("update", "merge"), "gpu": ("output",)}
 VISIBILITY = ("public", "hidden")
 
@@ -53,22 +52,22 @@ def locate(name: str) -> Path:
     if path.is_file():
         return path.resolve()
     if path.is_dir():
-        masters = sorted(path.glob("[0-9][0-9]_*.py"))
-        if len(masters) == 1:
-            return masters[0].resolve()
-        raise InputError(f"assignment: {name} is a folder with {len(masters)} assignment files; name one")
-    found = sorted(ASSIGNMENTS_DIR.glob("[0-9][0-9]_*.py")) if ASSIGNMENTS_DIR.is_dir() else []
+        inside = sorted(path.glob("[0-9][0-9]_*.py"))
+        if len(inside) == 1:
+            return inside[0].resolve()
+        raise InputError(f"assignment: {name} is a folder with {len(inside)} assignment files; name one")
+    found = masters()
     for master in found:
         number = master.name[:2]
         if name in (master.stem, master.name, number, number.lstrip("0")):
             return master
-    names = ", ".join(m.stem for m in found) or f"none found in {ASSIGNMENTS_DIR}"
+    names = ", ".join(m.stem for m in found) or f"none found in {course.assignments()}"
     raise InputError(f"assignment: no file or assignment named {name!r}; known: {names}")
 
 
 def masters() -> list[Path]:
     """Every master in lessons/assignments, in order."""
-    return sorted(ASSIGNMENTS_DIR.glob("[0-9][0-9]_*.py")) if ASSIGNMENTS_DIR.is_dir() else []
+    return sorted(course.assignments().glob("[0-9][0-9]_*.py"))
 
 
 def load(path: Path) -> Assignment:

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console, RenderableType
 from rich.terminal_theme import SVG_EXPORT_THEME
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 HTML_PAGE = """<!DOCTYPE html>
 <html>

@@ -6,8 +6,8 @@ import time
 import numpy as np
 from rich.console import Console
 
-from sim.algorithms import REGISTRY
-from sim.dtypes import DTYPES
+from sim.algorithms.registry import REGISTRY
+from sim.core.dtypes import DTYPES
 from sim.viewer.keys import Viewer
 from sim.viewer.traces import record
 from sim.viz.screen import KEYS, screen

@@ -4,7 +4,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import human_bytes, number, seconds
+from sim.core.format import human_bytes, number, seconds
 
 
 def sim_table(report: dict) -> RenderableType:

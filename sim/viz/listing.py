@@ -3,8 +3,8 @@
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from sim.format import count, exact_bytes
-from sim.trace import Access
+from sim.core.format import count, exact_bytes
+from sim.machine.trace import Access
 from sim.viz import steps
 from sim.viz.panels import traffic_panel
 from sim.viz.screen import run_title

@@ -5,8 +5,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import count, exact_bytes, more_or_fewer, percent
-from sim.trace import Access
+from sim.core.format import count, exact_bytes, more_or_fewer, percent
+from sim.machine.trace import Access
 from sim.viz.code import code
 from sim.viz.steps import moves, tile
 from sim.viz.timeline import EMPTY, READ, RESIDENT, WRITTEN, Timeline, key_rows
@@ -151,7 +151,7 @@ def where(timeline: Timeline, k: int, short: bool = False) -> str:
 
 def operation_panel(timeline: Timeline, k: int, width: int = 60, code_lines: int | None = None) -> Panel:
     """The paper's line being executed, its tile indices, the tiles it moved, and the listing's Python that ran it
-    (`sim.source.around`: all of it, or with `code_lines` the first lines of the work, for a short terminal,
+    (`sim.machine.source.around`: all of it, or with `code_lines` the first lines of the work, for a short terminal,
     which also shortens the labels and leaves out a direction that moved nothing)."""
     step = timeline.steps[k]
     short = code_lines is not None
@@ -207,7 +207,7 @@ def traffic_panel(timeline: Timeline, k: int, width: int = 60, compact: bool = F
         title = f"Traffic · {percent(done, closed.hbm_bytes)} of the closed form so far"
         return Panel(table, title=title, title_align="left", width=width)
     notes = Text(
-        f"closed form: the whole run's bytes (sim.iomodel); {label} moves {compared} bytes. "
+        f"closed form: the whole run's bytes (sim.machine.iomodel); {label} moves {compared} bytes. "
         f"Moved so far: {percent(done, closed.hbm_bytes)}; matmul FLOPs so far: {count(step.flops)}.",
         style="dim",
     )

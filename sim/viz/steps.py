@@ -4,8 +4,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import human_bytes, number
-from sim.trace import Access, Step, Trace
+from sim.core.format import human_bytes, number
+from sim.machine.trace import Access, Step, Trace
 
 
 def array(values, whole: bool = False) -> str:

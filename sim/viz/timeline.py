@@ -6,11 +6,12 @@ from math import ceil
 
 import numpy as np
 
-from sim import iomodel
-from sim.algorithms import REGISTRY
-from sim.dtypes import DTYPES
-from sim.errors import InputError
-from sim.trace import KEY_TENSORS, Access, Step, Trace
+from sim.algorithms import registry
+from sim.algorithms.registry import REGISTRY
+from sim.core.dtypes import DTYPES
+from sim.core.errors import InputError
+from sim.machine import iomodel
+from sim.machine.trace import KEY_TENSORS, Access, Step, Trace
 
 SCORE_TENSORS = frozenset({"S", "P", "dS", "dP"})  # N × Nk: tiled by Br rows and Bc columns
 
@@ -92,7 +93,7 @@ class Timeline:
 
     def closed_form(self, algorithm: str | None = None) -> iomodel.Counts:
         """The closed-form counts of the whole run (one head), or of another algorithm with the same blocks."""
-        count = iomodel.backward_counts if self.is_backward else iomodel.counts
+        count = registry.backward_counts if self.is_backward else registry.counts
         shape = (self.n, self.nk, self.d, self.itemsize, self.block_rows, self.block_cols)
         return count(algorithm or self.base, *shape, bool(self.trace.config.get("causal")))
 

@@ -2,7 +2,7 @@
 
 from rich.table import Table
 
-from sim.format import count, number
+from sim.core.format import count, number
 
 
 def open_times(rows: list[dict]) -> Table:

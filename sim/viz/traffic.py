@@ -4,8 +4,8 @@ from collections.abc import Callable
 
 from rich.table import Table
 
-from sim.format import count
-from sim.memory import Ledger
+from sim.core.format import count
+from sim.machine.memory import Ledger
 
 
 def per_tensor(ledgers: dict[str, Ledger], order: tuple[str, ...] = (), fmt: Callable[[int], str] = count) -> Table:

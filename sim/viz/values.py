@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import number
+from sim.core.format import number
 from sim.viz.timeline import Timeline
 
 NOTES = {

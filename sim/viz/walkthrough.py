@@ -5,8 +5,8 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import abs_error, exact_bytes, human_bytes
-from sim.results import Result
+from sim.api.results import Result
+from sim.core.format import abs_error, exact_bytes, human_bytes
 from sim.viz.steps import array, listing
 
 

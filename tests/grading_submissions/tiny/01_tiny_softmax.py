@@ -5,7 +5,7 @@ Graded against itself it scores full marks; its student copy (`flashsim assignme
 
 import numpy as np
 
-GRADING = {"title": "Online softmax, tiny", "driver": "softmax", "forbid": ["sim.softmax"]}
+GRADING = {"title": "Online softmax, tiny", "driver": "softmax", "forbid": ["sim.algorithms.softmax"]}
 
 TESTS = [
     {

@@ -1,0 +1,234 @@
+"""The entry points: run a forward pass, its backward, or Flash-Decoding through the memory model, or count one."""
+
+from dataclasses import replace
+
+import numpy as np
+
+from sim.algorithms import flash_decoding
+from sim.algorithms.dropout import Dropout
+from sim.algorithms.registry import REGISTRY, get
+from sim.api import reference
+from sim.api.heads import each_head
+from sim.api.inputs import (
+    RECORDS,
+    check_choice,
+    check_dropout,
+    check_hardware,
+    check_inputs,
+    check_like_q,
+    check_positive,
+    check_row,
+    check_saved,
+    check_scale,
+    configure,
+    random_head,
+)
+from sim.api.results import Decoded, Gradients, Result
+from sim.core.dtypes import dtype_name
+from sim.core.errors import InputError
+from sim.machine.blocks import decoding_blocks
+from sim.machine.ledger import Ledger
+from sim.machine.occupancy import best_splits, occupancy
+
+ALGORITHMS = tuple(REGISTRY)  # the forward passes `run` and `count` take, by name
+
+
+def run(
+    algorithm: str, q, k, v, *, causal: bool = False, scale: float | None = None, block_rows: int | None = None,
+    block_cols: int | None = None, blocks: str = "fit", sram_bytes: int | None = None, hardware=None,
+    record: str = "counts", row: int | None = None, dropout_p: float = 0.0, seed: int | None = None,
+) -> Result:  # fmt: skip
+    """Run `algorithm` ("standard", "flash1" or "flash2") on q (N, d), k and v (Nk, d) — or (B, H, ·, d).
+
+    The inputs' dtype is the storage dtype (float16, bfloat16 or float32; float64 is stored
+    as float32). Blocks not given are chosen by `blocks`: "fit" (the largest that fit the
+    SRAM) or "paper" (the paper's rule, refused with the buffer sizes if it does not fit).
+    `hardware` is a preset name or a `sim.machine.hardware.Hardware`; `sram_bytes` overrides its SRAM.
+    `record` is "counts", "steps" (a Trace of the first head) or "values" (with values);
+    `row` keeps the values of that one query row only, which keeps big traces small.
+    `dropout_p` > 0 drops attention probabilities (flash1, flash2) with a mask drawn from
+    `seed` (a fresh one if None, returned as `Result.seed`), as FlashAttention's Algorithm 2.
+    The Result keeps the inputs and what the forward left in HBM, so `sim.backward(result, do)` works.
+    """
+    entry = get(algorithm)
+    dropout_p, seed = check_dropout(entry, dropout_p, seed, seed_needed=False)
+    if dropout_p > 0 and seed is None:
+        seed = int(np.random.default_rng().integers(2**63))
+    check_choice("record", record, RECORDS)
+    q, k, v = check_inputs(q, k, v)
+    costs = configure(algorithm, False, q, k, scale, causal, block_rows, block_cols, blocks, sram_bytes, hardware)
+    check_row(row, costs["n"])
+    outputs = {"O": np.empty(q.shape, q.dtype)} | {name: _like(q, k, name) for name in entry.saves}
+    costs |= each_head(
+        costs, algorithm, record, row, {"Q": q, "K": k, "V": v}, outputs,
+        lambda chip, n: entry.forward(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n)),
+    )  # fmt: skip
+    if costs["trace"] is not None and record == "values":
+        costs["trace"].output = outputs["O"][(0,) * (q.ndim - 2)].astype(np.float64).tolist()
+    output = outputs.pop("O")
+    return Result(**costs, dropout_p=dropout_p, seed=seed, output=output, saved=outputs, q=q, k=k, v=v)
+
+
+def count(
+    algorithm: str, *, n: int, d: int, nk: int | None = None, batch: int = 1, heads: int = 1, dtype: str = "fp16",
+    **options,
+) -> Result:  # fmt: skip
+    """The ledger of `run` for batch × heads heads, without their numerics (`output` is None).
+
+    Every head moves the same tiles, so one head is simulated (on seeded random data) and
+    its ledger counted batch × heads times. `options` are `run`'s (not `record`, `row`, `seed`).
+    """
+    q, k, v = (x[0, 0] for x in random_head(n, nk, d, dtype, batch, heads))
+    one = run(algorithm, q, k, v, **options)
+    return _times(one, batch * heads, output=None, saved={}, q=None, k=None, v=None)
+
+
+def backward(algorithm, *arrays, **options) -> Gradients:
+    """dQ, dK, dV of a forward pass, for an upstream gradient do. Two forms:
+
+    `backward(result, do, **options)`: the Result of `sim.run`, which kept its inputs, its
+    output and what its forward left in HBM (with its scale, mask and dropout seed).
+    `backward(algorithm, q, k, v, o, lse_or_stats, do, **options)`: the arrays handed in.
+    q, o, do are (N, d) and k, v (Nk, d) — or (B, H, ·, d) — in one storage dtype;
+    `lse_or_stats` is what the forward left in HBM: the log-sum-exp L (…, N) (any
+    algorithm), or flash1's {"ℓ", "m"} (`Result.stats`), or standard attention's {"P": P}
+    (…, N, Nk); given L, standard attention's P is rebuilt as exp(τ q kᵀ − L) in float64,
+    rounded to the storage dtype, and placed in HBM unbooked, as the forward would have left it.
+    options: `block_rows`, `block_cols`, `blocks`, `sram_bytes`, `hardware`, `record`, `row` as for
+    `run` (the backward picks its own blocks); in the second form also `causal`, `scale`,
+    `dropout_p` and `seed` (the forward's, to redraw its dropout mask).
+    """
+    if isinstance(algorithm, Result):
+        return _backward_of(algorithm, *arrays, **options)
+    if len(arrays) != 6:
+        raise InputError(
+            f"backward: takes (algorithm, q, k, v, o, lse_or_stats, do) or (result, do); got {1 + len(arrays)} arguments"
+        )
+    return _backward(algorithm, *arrays, **options)
+
+
+def _backward_of(result: Result, *do, hardware=None, sram_bytes: int | None = None, **options) -> Gradients:
+    if len(do) != 1:
+        raise InputError(f"backward: takes (result, do); got {1 + len(do)} arguments")
+    if result.output is None:
+        raise InputError(
+            "result: a count result keeps no arrays to differentiate; "
+            "use sim.count_backward for the backward's counts, or sim.run for a result with numerics"
+        )
+    if get(result.algorithm).backward is None:
+        raise InputError(
+            f"result: {result.algorithm} has no backward listing; the algorithms with one are {_with_backward()}"
+        )
+    for name in ("causal", "scale", "dropout_p", "seed"):
+        if name in options:
+            raise InputError(f"{name}: a Result carries the forward's causal, scale, dropout_p and seed; drop {name}")
+    if hardware is None:  # the forward's part, and its SRAM unless another size is given
+        hardware, sram_bytes = result.hardware, result.sram_bytes if sram_bytes is None else sram_bytes
+    return _backward(
+        result.algorithm, result.q, result.k, result.v, result.output, result.saved, do[0], causal=result.causal,
+        scale=result.scale, dropout_p=result.dropout_p, seed=result.seed, hardware=hardware, sram_bytes=sram_bytes,
+        **options,
+    )  # fmt: skip
+
+
+def _backward(
+    algorithm: str, q, k, v, o, lse_or_stats, do, *, causal: bool = False, scale: float | None = None,
+    block_rows: int | None = None, block_cols: int | None = None, blocks: str = "fit", dropout_p: float = 0.0,
+    seed: int | None = None, sram_bytes: int | None = None, hardware=None, record: str = "counts",
+    row: int | None = None,
+) -> Gradients:  # fmt: skip
+    entry = get(algorithm)
+    if entry.backward is None:
+        raise InputError(f"algorithm: {algorithm} has no backward listing; the ones with one are {_with_backward()}")
+    check_choice("record", record, RECORDS)
+    dropout_p, seed = check_dropout(entry, dropout_p, seed, seed_needed=True)
+    q, k, v = check_inputs(q, k, v)
+    o, do = check_like_q(q, o=o, do=do)
+    costs = configure(algorithm, True, q, k, scale, causal, block_rows, block_cols, blocks, sram_bytes, hardware)
+    saved = check_saved(algorithm, entry.saves, lse_or_stats, q, k, costs["scale"], causal)
+    check_row(row, costs["n"])
+    outputs = {"dQ": np.empty(q.shape, q.dtype), "dK": np.empty(k.shape, q.dtype), "dV": np.empty(k.shape, q.dtype)}
+    costs |= each_head(
+        costs, f"{algorithm} backward", record, row, {"Q": q, "K": k, "V": v, "O": o, "dO": do, **saved}, outputs,
+        lambda chip, n: entry.backward(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n)),
+    )  # fmt: skip
+    return Gradients(**costs, dropout_p=dropout_p, seed=seed, dq=outputs["dQ"], dk=outputs["dK"], dv=outputs["dV"])
+
+
+def count_backward(
+    algorithm: str, *, n: int, d: int, nk: int | None = None, batch: int = 1, heads: int = 1, dtype: str = "fp16",
+    **options,
+) -> Gradients:  # fmt: skip
+    """The ledger of `backward` for batch × heads heads, without their numerics (one head simulated).
+
+    `options` are `count`'s: `causal`, `scale`, blocks, SRAM and hardware, `dropout_p`.
+    """
+    q, k, v, do = (x[0, 0] for x in random_head(n, nk, d, dtype, batch, heads, grad=True))
+    o, lse = reference.attention(q, k, v, causal=options.get("causal", False), scale=options.get("scale"))
+    seed = 0 if options.get("dropout_p") else None
+    one = _backward(algorithm, q, k, v, o.astype(q.dtype), lse, do, seed=seed, **options)
+    return _times(one, batch * heads, dq=None, dk=None, dv=None)
+
+
+def decode(
+    q, k, v, *, splits: int | None = None, causal: bool = False, scale: float | None = None,
+    block_cols: int | None = None, sram_bytes: int | None = None, hardware=None, record: str = "counts",
+) -> Decoded:  # fmt: skip
+    """Flash-Decoding of a few query rows q (Nq, d) against a long k, v (Nk, d) — or (B, H, ·, d).
+
+    The keys are split into `splits` chunks (None: the number the SM model of `sim.machine.occupancy`
+    finds fastest for this batch × heads on `hardware`); each chunk's partial output and
+    log-sum-exp are then combined. Causal masks align bottom-right.
+    """
+    check_choice("record", record, RECORDS)
+    q, k, v = check_inputs(q, k, v)
+    *lead, Nq, d = q.shape
+    Nk, s, heads = k.shape[-2], q.dtype.itemsize, int(np.prod(lead, dtype=np.int64))
+    scale = check_scale(scale, d)
+    hw, M = check_hardware(hardware, sram_bytes)
+    if splits is None:
+        splits = best_splits(heads, 1, Nq, Nk, d, s, hw)
+    elif check_positive("splits", splits) > Nk:
+        raise InputError(f"splits: {splits} chunks of the {Nk} keys would leave some empty; choose 1 … {Nk}")
+    Bc = decoding_blocks(
+        Nq, Nk, d, s, M, splits, None if block_cols is None else check_positive("block_cols", block_cols)
+    )
+    costs = dict(
+        algorithm="decode", block_rows=Nq, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal,
+        dtype=dtype_name(q.dtype), hardware=hw, heads=heads, n=Nq, nk=Nk, d=d,
+    )  # fmt: skip
+    outputs = {"O": np.empty(q.shape, q.dtype), "L": np.empty((*lead, Nq), np.float32)}
+    costs |= each_head(
+        costs, "decode", record, None, {"Q": q, "K": k, "V": v}, outputs,
+        lambda chip, n: flash_decoding.forward(chip, Bc=Bc, splits=splits, scale=scale, causal=causal), splits=splits,
+    )  # fmt: skip
+    occ = occupancy(heads, 1, splits, Nq, Nk, d, s, hw, Bc)
+    return Decoded(**costs, output=outputs["O"], lse=outputs["L"], splits=splits, occupancy=occ)
+
+
+def _tiling(costs: dict) -> dict:
+    """The keyword arguments every listing takes: Br, Bc, scale, causal."""
+    return dict(Br=costs["block_rows"], Bc=costs["block_cols"], scale=costs["scale"], causal=costs["causal"])
+
+
+def _dropout(p: float, seed: int | None, head: int) -> Dropout | None:
+    return Dropout(p, seed, head) if p > 0 else None
+
+
+def _with_backward() -> str:
+    return ", ".join(name for name, a in REGISTRY.items() if a.backward is not None)
+
+
+def _like(q: np.ndarray, k: np.ndarray, name: str) -> np.ndarray:
+    """An empty array for what a forward leaves in HBM: P (…, N, Nk) in the storage dtype, or a float32 statistic
+    (…, N)."""
+    if name == "P":
+        return np.empty((*q.shape[:-1], k.shape[-2]), q.dtype)
+    return np.empty(q.shape[:-1], np.float32)
+
+
+def _times(one, heads: int, **cleared):
+    """A one-head result counted for `heads` heads, its arrays cleared."""
+    ledger = Ledger()
+    ledger.add(one.ledger, heads)
+    return replace(one, ledger=ledger, heads=heads, **cleared)

@@ -1,0 +1,101 @@
+"""What a simulated pass returns: its costs (one base for every pass) and what it computed."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sim.machine.hardware import Hardware
+from sim.machine.ledger import Ledger
+from sim.machine.occupancy import Occupancy
+from sim.machine.trace import Trace
+
+
+@dataclass(kw_only=True)
+class Costs:
+    """What a pass cost and how it ran. Byte and work counts cover every head."""
+
+    algorithm: str
+    ledger: Ledger
+    block_rows: int
+    block_cols: int
+    sram_bytes: int  # the SRAM capacity the run was held to
+    sram_peak_bytes: int
+    scale: float
+    causal: bool
+    dtype: str  # storage dtype: "fp16", "bf16" or "fp32"
+    hardware: Hardware
+    heads: int  # batch × heads that were counted
+    n: int  # query rows
+    nk: int  # key rows
+    d: int
+    dropout_p: float = 0.0
+    seed: int | None = None  # the dropout generator's seed: all the backward pass needs to redraw the mask
+    trace: Trace | None = None  # record="steps" or "values": the first head's steps
+
+    @property
+    def hbm_read_bytes(self) -> int:
+        return self.ledger.hbm_read_bytes
+
+    @property
+    def hbm_write_bytes(self) -> int:
+        return self.ledger.hbm_write_bytes
+
+    @property
+    def hbm_bytes(self) -> int:
+        return self.ledger.hbm_read_bytes + self.ledger.hbm_write_bytes
+
+    @property
+    def flops(self) -> int:
+        """Matmul FLOPs, 2·m·n·k per product."""
+        return self.ledger.flops
+
+    @property
+    def exps(self) -> int:
+        return self.ledger.work["exp"]
+
+    @property
+    def elementwise(self) -> int:
+        return self.ledger.work["elementwise"]
+
+
+@dataclass(kw_only=True)
+class Result(Costs):
+    """A forward pass: its output and what it left in HBM for the backward (`sim.backward(result, do)`).
+
+    `count` results hold no arrays (`output` is None) and cannot be differentiated.
+    """
+
+    output: np.ndarray | None  # (N, d) or (B, H, N, d), in the storage dtype
+    saved: dict[str, np.ndarray] = field(default_factory=dict)  # L (flash2), ℓ and m (flash1), or P (standard)
+    q: np.ndarray | None = None  # the inputs as stored
+    k: np.ndarray | None = None
+    v: np.ndarray | None = None
+
+    @property
+    def lse(self) -> np.ndarray | None:
+        """flash2's log-sum-exp L (…, N), float32; None for the others."""
+        return self.saved.get("L")
+
+    @property
+    def stats(self) -> dict[str, np.ndarray]:
+        """The per-row statistics other than L left in HBM: flash1's ℓ and m (…, N), float32."""
+        return {name: x for name, x in self.saved.items() if name not in ("L", "P")}
+
+
+@dataclass(kw_only=True)
+class Gradients(Costs):
+    """A backward pass: dQ, dK, dV (None for `count_backward`), in the storage dtype."""
+
+    dq: np.ndarray | None  # (N, d) or (B, H, N, d)
+    dk: np.ndarray | None  # (Nk, d) or (B, H, Nk, d)
+    dv: np.ndarray | None
+
+
+@dataclass(kw_only=True)
+class Decoded(Costs):
+    """A Flash-Decoding run: the output, its log-sum-exp, and the SM model for its number of splits."""
+
+    output: np.ndarray  # (Nq, d) or (B, H, Nq, d), in the storage dtype
+    lse: np.ndarray  # (…, Nq) float32
+    splits: int
+    occupancy: Occupancy  # the SM model for this batch × heads and this many splits

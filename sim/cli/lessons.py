@@ -1,0 +1,59 @@
+"""`flashsim lessons list|copy`: the lessons where flashsim is installed, and a copy of them to open in Jupyter."""
+
+import json
+import shutil
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from sim.cli.options import console
+from sim.core.errors import InputError
+from sim.lab import course
+
+
+def title(notebook: Path) -> str:
+    """A lesson's title: its first heading, without the '# '."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    first = "".join(cells[0]["source"]).splitlines()[0] if cells else notebook.stem
+    return first.lstrip("# ").strip()
+
+
+@click.group("lessons")
+def lessons() -> None:
+    """The Jupyter lessons: list them, or copy them into a folder of yours."""
+
+
+@lessons.command("list")
+def list_command() -> None:
+    """Each lesson, its title and where it is."""
+    table = Table(show_edge=False)
+    for name in ("lesson", "title"):
+        table.add_column(name, overflow="fold")
+    for notebook in course.lessons():
+        table.add_row(notebook.name, title(notebook))
+    console.print(table)
+    console.print(f"in {course.root()}; `flashsim lessons copy DIR`, then `jupyter lab DIR`", soft_wrap=True)
+
+
+@lessons.command("copy")
+@click.argument("folder", type=click.Path(file_okay=False))
+def copy_command(folder) -> None:
+    """Copy every lesson notebook into FOLDER (made if missing); a lesson already there is left as it is."""
+    target = Path(folder)
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"folder: cannot make {folder}: {e.strerror or e}") from None
+    copied, kept = [], []
+    for notebook in course.lessons():
+        (kept if (target / notebook.name).exists() else copied).append(notebook.name)
+        if notebook.name in copied:
+            try:
+                shutil.copyfile(notebook, target / notebook.name)
+            except OSError as e:
+                raise InputError(f"folder: cannot write {target / notebook.name}: {e.strerror or e}") from None
+    console.print(f"copied {len(copied)} lessons to {target}" + (f"; kept {len(kept)} already there" if kept else ""))
+
+
+COMMANDS = (lessons,)

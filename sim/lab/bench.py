@@ -1,0 +1,176 @@
+"""`flashsim bench sim` and `bench cli`: the simulator's own speed against plain NumPy, its memory at long sequences,
+and the time and memory of the commands the README quotes."""
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import sim
+from sim.algorithms.registry import REGISTRY
+from sim.core.dtypes import DTYPES, F
+
+
+def machine() -> dict:
+    """Where the numbers were taken: CPU model, core count, Python and NumPy versions."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
+    }
+
+
+def numpy_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """Plain NumPy standard attention in float32: the baseline the simulator is timed against."""
+    q, k, v = (x.astype(np.float32) for x in (q, k, v))
+    s = (q @ k.T) / np.float32(np.sqrt(q.shape[1]))
+    s -= s.max(axis=1, keepdims=True)
+    p = np.exp(s)
+    p /= p.sum(axis=1, keepdims=True)
+    return p @ v
+
+
+def median_seconds(fn, repeats: int) -> float:
+    """Median wall time of `repeats` calls, after one warm-up call."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def peak_rss() -> int:
+    """This process's peak resident memory in bytes: Linux's VmHWM, which starts afresh at exec (getrusage's
+    ru_maxrss carries the parent's peak over a fork and exec, so a child started from a big process reads big)."""
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        import resource
+
+        kib = 1 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB on Linux
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * kib
+
+
+_MEMORY_PROBE = """
+import sys, time, numpy as np, sim
+from sim.lab.bench import peak_rss
+from sim.core.dtypes import DTYPES
+n, d, dtype = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+rng = np.random.default_rng(0)
+q, k, v = (rng.standard_normal((n, d)).astype(DTYPES[dtype]) for _ in range(3))
+before = peak_rss()
+t = time.perf_counter()
+r = sim.run("flash2", q, k, v)
+seconds = time.perf_counter() - t
+print(before, peak_rss(), seconds, r.block_rows, r.block_cols)
+"""
+_TIMED = """
+import atexit, sys
+from sim.lab.bench import peak_rss
+report, sys.argv = sys.argv[1], ["flashsim", *sys.argv[2:]]
+atexit.register(lambda: open(report, "w").write(str(peak_rss())))
+from sim.cli import main
+main()
+"""
+
+
+def memory_probe(n: int, d: int, dtype: str) -> dict | None:
+    """Peak resident memory of a fresh process running full-numerics flash2 at N = n."""
+    out = subprocess.run(
+        [sys.executable, "-c", _MEMORY_PROBE, str(n), str(d), dtype], capture_output=True, text=True, check=True
+    ).stdout.split()
+    before, peak, seconds, Br, Bc = int(out[0]), int(out[1]), float(out[2]), int(out[3]), int(out[4])
+    return {
+        "n": n,
+        "d": d,
+        "peak_rss_bytes": peak,
+        "rss_before_run_bytes": before,
+        "n_by_n_float32_bytes": F * n * n,
+        "seconds": seconds,
+        "block_rows": Br,
+        "block_cols": Bc,
+    }
+
+
+def bench_sim(n: int = 4096, d: int = 64, dtype: str = "fp16", repeats: int = 3, memory_n: int | None = 32768) -> dict:
+    """Time each registered algorithm's full-numerics run against plain NumPy attention; probe flash2's memory."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((n, d)).astype(DTYPES[dtype]) for _ in range(3))
+    baseline = median_seconds(lambda: numpy_attention(q, k, v), repeats)
+    rows = []
+    for algorithm in REGISTRY:
+        result = sim.run(algorithm, q, k, v)
+        seconds = median_seconds(lambda a=algorithm: sim.run(a, q, k, v), repeats)
+        rows.append(
+            {
+                "algorithm": algorithm,
+                "seconds": seconds,
+                "ratio_to_numpy": seconds / baseline,
+                "block_rows": result.block_rows,
+                "block_cols": result.block_cols,
+            }
+        )
+    return {
+        "benchmark": "sim",
+        "machine": machine(),
+        "n": n,
+        "d": d,
+        "dtype": dtype,
+        "repeats": repeats,
+        "numpy_seconds": baseline,
+        "rows": rows,
+        "memory": memory_probe(memory_n, d, dtype) if memory_n else None,
+    }
+
+
+def timed_command(args: list[str]) -> dict:
+    """Run `flashsim ARGS` in a fresh process: its wall time (Python's start-up included), its peak resident memory
+    (`peak_rss`, as the process itself reads it at exit) and its exit code."""
+    with tempfile.TemporaryDirectory() as folder:
+        report = os.path.join(folder, "peak")
+        start = time.perf_counter()
+        child = subprocess.run([sys.executable, "-c", _TIMED, report, *args], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)  # fmt: skip
+        seconds = time.perf_counter() - start
+        with open(report) as f:
+            peak = int(f.read())
+    return {"command": "flashsim " + " ".join(args), "seconds": seconds, "peak_rss_bytes": peak,
+            "exit_code": child.returncode, "stderr": child.stderr.strip()}  # fmt: skip
+
+
+def bench_cli(n: int = 32768, d: int = 64, counts_n: int = 1_000_000) -> dict:
+    """The commands the README quotes, each in a fresh process: a full-numerics flash2 run at N = n (its time and
+    peak memory), and `--counts-only` at N = counts_n for every registered algorithm."""
+    runs = [["run", "--algo", "flash2", "--n", str(n), "--d", str(d), "--quiet"]]
+    runs += [["run", "--algo", a, "--n", str(counts_n), "--d", str(d), "--counts-only", "--quiet"] for a in REGISTRY]
+    return {
+        "benchmark": "cli",
+        "machine": machine(),
+        "n": n,
+        "d": d,
+        "counts_n": counts_n,
+        "rows": [timed_command(args) for args in runs],
+    }
+
+
+def write_json(report: dict, path: str) -> None:
+    """Write a benchmark report as indented JSON."""
+    with open(path, "w") as f:
+        json.dump(report, f, indent=2)

@@ -1,0 +1,92 @@
+"""What `flashsim run` reports: a run's counts beside the closed form and standard attention, and its error with a
+verdict."""
+
+from collections.abc import Callable
+
+import numpy as np
+
+from sim.algorithms import registry
+from sim.api import reference
+from sim.api.results import Result
+from sim.api.tolerance import stated, tolerance
+from sim.core.dtypes import itemsize
+from sim.machine import iomodel
+
+
+def output_check(result: Result, q, k, v, advance: Callable[[int], None] | None = None) -> dict:
+    """max |output − float64 reference| over every head, the reference taken on the stored inputs a block of query
+    rows at a time (never N × Nk whole), and whether every element lies within the bound `sim.api.tolerance` states for
+    the algorithm and dtype (`within` None where none is stated). `advance(rows)` is told of each block done."""
+    known = result.dtype == "fp32" or stated(result.algorithm)
+    relative = tolerance(result.algorithm, result.dtype, ref_max=0.0, v_max=0.0).relative if known else 0.0
+    err, excess, ref_max, s_max = 0.0, -np.inf, 0.0, 0.0
+    for b in reference.blocks(q, k, v, causal=result.causal, scale=result.scale):
+        diff = np.abs(result.output[..., b.r0 : b.r1, :].astype(np.float64) - b.o)  # (..., rows, d)
+        size = np.abs(b.o)
+        err = max(err, float(diff.max()))
+        excess = max(excess, float((diff - relative * size).max()))  # what the bound's absolute part must cover
+        ref_max, s_max = max(ref_max, float(size.max())), max(s_max, b.s_max)
+        if advance:
+            advance(b.r1 - b.r0)
+    check = {"max_abs_err": err, "tolerance": None}
+    if known:
+        v_max = float(np.abs(v).max())
+        tol = tolerance(
+            result.algorithm, result.dtype, ref_max=ref_max, v_max=v_max, s_max=s_max, nk=result.nk,
+            block_cols=result.block_cols,
+        )  # fmt: skip
+        bound = tol.relative * ref_max + tol.absolute
+        check["tolerance"] = {"formula": tol.formula, "bound": bound, "within": bool(excess <= tol.absolute)}
+    return check
+
+
+def run_report(
+    result: Result, *, batch: int = 1, heads: int = 1, check: dict | None = None, max_abs_err: float | None = None
+) -> dict:
+    """The JSON-ready summary of a run (byte counts cover all batch × heads); `check` is `output_check`'s, if any
+    (or only a `max_abs_err` computed elsewhere, with no verdict).
+
+    A run counted from the closed form alone (`sim.api.closed_form`, output None) says so in `source`, and its
+    `per_tensor` names kernels.
+    """
+    s = itemsize(result.dtype)
+    closed = registry.counts(
+        result.algorithm, result.n, result.nk, result.d, s, result.block_rows, result.block_cols, result.causal
+    ).times(result.heads)
+    standard = iomodel.standard(result.n, result.nk, result.d, s).times(result.heads)
+    ledger = result.ledger
+    return {
+        "algorithm": result.algorithm,
+        "source": "simulated" if result.output is not None else "closed form",
+        "n": result.n,
+        "nk": result.nk,
+        "d": result.d,
+        "batch": batch,
+        "heads": heads,
+        "dtype": result.dtype,
+        "causal": result.causal,
+        "scale": result.scale,
+        "hardware": result.hardware.name,
+        "block_rows": result.block_rows,
+        "block_cols": result.block_cols,
+        "sram_bytes": result.sram_bytes,
+        "sram_peak_bytes": result.sram_peak_bytes,
+        "hbm_read_bytes": result.hbm_read_bytes,
+        "hbm_write_bytes": result.hbm_write_bytes,
+        "hbm_bytes": result.hbm_bytes,
+        "l2_read_bytes": sum(n for (lvl, _, _), n in ledger.bytes.items() if lvl == "l2"),
+        "flops": result.flops,
+        "exps": result.exps,
+        "per_tensor": ledger.per_tensor("hbm"),
+        "closed_form": {
+            "hbm_read_bytes": closed.hbm_read_bytes,
+            "hbm_write_bytes": closed.hbm_write_bytes,
+            "flops": closed.flops,
+            "exps": closed.exps,
+            "matches": (closed.hbm_read_bytes, closed.hbm_write_bytes, closed.flops, closed.exps)
+            == (result.hbm_read_bytes, result.hbm_write_bytes, result.flops, result.exps),
+        },
+        "standard_hbm_bytes": standard.hbm_bytes,
+        "max_abs_err": max_abs_err if check is None else check["max_abs_err"],
+        "tolerance": None if check is None else check["tolerance"],
+    }
