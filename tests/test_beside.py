@@ -5,7 +5,7 @@ from pathlib import Path
 import sim.algorithms.flash2 as flash2_listing
 from gpu.lab import beside
 
-KERNELS = Path(beside.__file__).parent / "kernels"
+KERNELS = Path(beside.__file__).parents[1] / "kernels"
 
 PY = """\
 def forward(chip, N):

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 import gpu
 from sim.cli import app
 
-RECORDED = Path(gpu.__file__).parent / "results" / "train-h100.json"
+RECORDED = Path(gpu.__file__).parent / "lab" / "results" / "train-h100.json"
 
 
 def refusal(*args) -> str:

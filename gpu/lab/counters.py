@@ -64,7 +64,8 @@ def measure(
     cmd += ["--metrics", ",".join(m for m, _ in metrics.values()), "--launch-count", str(len(names))]
     cmd += ["--kernel-name", "regex:^(" + "|".join(names) + ")$", *target]
     env = dict(
-        os.environ, PYTHONPATH=os.pathsep.join([str(Path(__file__).parent.parent), os.environ.get("PYTHONPATH", "")])
+        os.environ,
+        PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
     )
     run = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, timeout=300)
     lines = run.stdout.splitlines()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from sim.machine.trace import Step
 
-PACKAGE = Path(__file__).resolve().parent  # sim/
+PACKAGE = Path(__file__).resolve().parent.parent  # sim/
 
 
 @dataclass(frozen=True)
