@@ -19,7 +19,7 @@ def flash_attention_backward(
     """(dq, dk, dv), shaped and typed like (q, k, v), for the forward output o, its lse and the upstream gradient do.
 
     o and lse are what `flash_attention(q, k, v, causal=…, scale=…, return_lse=True)` returned; pass the same
-    causal and scale. `kernel`: "v1" (readable, also float32) or "v2" (tensor cores, fp16/bf16; None: the default).
+    causal and scale. `kernel`: the rung, 4 (readable, also float32) or 5 (tensor cores, fp16/bf16; None: the default).
     `tiles`, `poison` and `check_finite` are as for `flash_attention` (the check covers o and do too).
     """
     cupy = device.require()

@@ -16,8 +16,8 @@ def flash_attention(
     lse (float32, (batch, heads, N)) is the natural log-sum-exp of each row of scaled logits, what the backward
     pass needs (−∞ for a row that sees no key, whose o is zeros). The default call does no pass over the inputs
     beyond the kernel's and no host synchronization: NaN in the inputs flows through as it does through attention.
-    `kernel`: "v1" (readable, also float32), "v2" or "v3" (tensor cores, fp16/bf16), "v4" (wgmma and TMA: sm_90,
-    d = 64 or 128); None picks v4 where it runs, else v3.
+    `kernel`: the rung, 1 (readable, also float32), 2 or 3 (tensor cores, fp16/bf16), 6 (wgmma and TMA: sm_90,
+    d = 64 or 128); None picks rung 6 where it runs, else rung 3. The old names "v1" … "v4" still work, with a warning.
     `tiles` overrides the kernel's tiling (gpu.tiling.Tiles); `poison` fills the outputs with NaN before the
     launch, so that an element the kernel fails to write shows up (the tests use it); `check_finite` refuses
     NaN/Inf inputs, for debugging, at the cost of a pass over q, k, v and a synchronization.

@@ -5,6 +5,7 @@ nothing else about a kernel. Rungs are numbered as their files: 1–3 and 6 forw
 standard baseline's softmax kernels, the backward's two element-wise passes) have no number. Pure Python.
 """
 
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,8 +23,8 @@ HALF_SIZE = 2  # bytes of an fp16/bf16 element: the tensor-core kernels' storage
 class KernelSpec:
     """One kernel: where its source is, what it accepts, how it is tiled, compiled and launched."""
 
-    name: str  # what `kernel=` selects among its direction's rungs ("v1", "v2", …), or the helper's name
-    rung: int | None  # its number on the ladder (the file's prefix); None for helpers
+    name: str  # "rung 6" for a rung of the ladder, the helper's name for a helper
+    rung: int | None  # its number on the ladder (the file's prefix), what `kernel=` selects; None for helpers
     direction: str  # "forward", "backward" or "helper"
     file: str
     function: str
@@ -62,8 +63,8 @@ class KernelSpec:
         return None
 
     def describe(self) -> str:
-        """'rung 2 (forward v2, 02_flash2_tensorcore.cu)'."""
-        return f"rung {self.rung} ({self.direction} {self.name}, {self.file})"
+        """'rung 2 (forward, 02_flash2_tensorcore.cu)'."""
+        return f"rung {self.rung} ({self.direction}, {self.file})"
 
 
 def _mma_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
@@ -101,7 +102,7 @@ def _forward_tc_tiles(d: int) -> Tiles:
     return forward_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2)
 
 
-def _forward_v3_tiles(d: int) -> Tiles:
+def _forward_rung3_tiles(d: int) -> Tiles:
     """Rung 3 by default: rung 2's, but Bc = 48 for d > 64 (run 9: 342 / 289 TFLOP/s against Bc = 32's 310 / 267)."""
     if padded_dims(d)[1] <= 64:
         return _forward_tc_tiles(d)
@@ -156,24 +157,26 @@ def _forward_wg_smem(d: int, tiles: Tiles) -> int:
     return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + 8 * (1 + 3 * tiles.stages)
 
 
-def _forward(name, rung, file, **kw) -> KernelSpec:
-    return KernelSpec(name, rung, "forward", file, f"flash2_{name}_fwd", **kw)
+def _forward(rung, file, symbol, **kw) -> KernelSpec:
+    """Rung `rung`'s spec; `symbol` names its __global__ function in the .cu (flash2_v4_fwd is rung 6's: the CUDA
+    names, and the recordings that key on them, kept the pre-issue-19 v-names)."""
+    return KernelSpec(f"rung {rung}", rung, "forward", file, f"flash2_{symbol}_fwd", **kw)
 
 
 FORWARD = {
-    "v1": _forward("v1", 1, "01_flash2_readable.cu", dtypes=ALL, tensor_cores=False, default_tiles=_readable_tiles,
+    1: _forward(1, "01_flash2_readable.cu", "v1", dtypes=ALL, tensor_cores=False, default_tiles=_readable_tiles,
                    defines_of=_readable_defines,
                    smem_of=_forward_readable_smem),
-    "v2": _forward("v2", 2, "02_flash2_tensorcore.cu", dtypes=HALF, tensor_cores=True, default_tiles=_forward_tc_tiles,
+    2: _forward(2, "02_flash2_tensorcore.cu", "v2", dtypes=HALF, tensor_cores=True, default_tiles=_forward_tc_tiles,
                    defines_of=_forward_tc_defines, smem_of=_forward_tc_smem, scale_log2=True),
-    "v3": _forward("v3", 3, "03_flash2_lane_offsets.cu", dtypes=HALF, tensor_cores=True,
-                   default_tiles=_forward_v3_tiles, defines_of=_forward_tc_defines, smem_of=_forward_tc_smem, scale_log2=True),
-    "v4": _forward("v4", 6, "06_flash2_wgmma_tma.cu", dtypes=HALF, tensor_cores=True, default_tiles=_forward_wg_tiles,
+    3: _forward(3, "03_flash2_lane_offsets.cu", "v3", dtypes=HALF, tensor_cores=True,
+                   default_tiles=_forward_rung3_tiles, defines_of=_forward_tc_defines, smem_of=_forward_tc_smem, scale_log2=True),
+    6: _forward(6, "06_flash2_wgmma_tma.cu", "v4", dtypes=HALF, tensor_cores=True, default_tiles=_forward_wg_tiles,
                    defines_of=_forward_wg_defines, smem_of=_forward_wg_smem, scale_log2=True, arch="sm_90a",
                    head_dims=(64, 128), tma=True),
 }  # fmt: skip
-DEFAULT_FORWARD = "v3"  # the default on every GPU, and for every head dim …
-HOPPER_FORWARD = "v4"  # … except on sm_90 (H100, H200) at the head dims rung 6 takes
+DEFAULT_FORWARD = 3  # the default on every GPU, and for every head dim …
+HOPPER_FORWARD = 6  # … except on sm_90 (H100, H200) at the head dims rung 6 takes
 
 # -- backward -------------------------------------------------------------------------
 
@@ -200,18 +203,19 @@ def _backward_readable_smem(d: int, t: Tiles) -> int:
     return F * (4 * bc * d + 2 * br * d + 2 * br * bc + 2 * br)
 
 
-def _backward(name, rung, file, **kw) -> KernelSpec:
-    return KernelSpec(name, rung, "backward", file, f"flash2_{name}_bwd", **kw)
+def _backward(rung, file, symbol, **kw) -> KernelSpec:
+    """Rung `rung`'s spec; `symbol` as in `_forward` (flash2_v2_bwd is rung 5's)."""
+    return KernelSpec(f"rung {rung}", rung, "backward", file, f"flash2_{symbol}_bwd", **kw)
 
 
 BACKWARD = {
-    "v1": _backward("v1", 4, "04_flash2_backward_readable.cu", dtypes=ALL, tensor_cores=False,
+    4: _backward(4, "04_flash2_backward_readable.cu", "v1", dtypes=ALL, tensor_cores=False,
                     default_tiles=_readable_tiles, defines_of=_readable_defines,
                     smem_of=_backward_readable_smem),
-    "v2": _backward("v2", 5, "05_flash2_backward_tensorcore.cu", dtypes=HALF, tensor_cores=True,
+    5: _backward(5, "05_flash2_backward_tensorcore.cu", "v2", dtypes=HALF, tensor_cores=True,
                     default_tiles=_backward_tc_tiles, defines_of=_backward_tc_defines, smem_of=_backward_tc_smem),
 }  # fmt: skip
-DEFAULT_BACKWARD = "v2"
+DEFAULT_BACKWARD = 5
 
 # -- helpers: the standard baseline's row kernels, the backward's element-wise passes ---------------------------
 
@@ -251,18 +255,22 @@ LADDER = {spec.rung: spec for spec in (*FORWARD.values(), *BACKWARD.values())}
 ALL_SPECS = (*FORWARD.values(), *BACKWARD.values(), *HELPERS.values())
 
 
-def forward(name: str | None, d: int | None = None, cc: str | None = None) -> KernelSpec:
-    """The forward kernel `name` ("v1" … "v4"), or InputError naming the choices. None: the default for head dim d
-    on a device of compute capability cc (rung 6 where it fits, else rung 3); without d and cc, rung 3."""
-    if name is None:
+# The rungs' names before issue 19 (kernel="v4" is rung 6): still taken, with a FutureWarning, for one release.
+OLD_NAMES = {"forward": {"v1": 1, "v2": 2, "v3": 3, "v4": 6}, "backward": {"v1": 4, "v2": 5}}
+
+
+def forward(kernel: int | str | None, d: int | None = None, cc: str | None = None) -> KernelSpec:
+    """The forward rung `kernel` (1, 2, 3 or 6), or InputError naming them. None: the default for head dim d on a
+    device of compute capability cc (rung 6 where it fits, else rung 3); without d and cc, rung 3."""
+    if kernel is None:
         fast = FORWARD[HOPPER_FORWARD]
-        name = HOPPER_FORWARD if d is not None and cc is not None and fast.fits(d, cc) is None else DEFAULT_FORWARD
-    return _pick("kernel", FORWARD, name)
+        kernel = HOPPER_FORWARD if d is not None and cc is not None and fast.fits(d, cc) is None else DEFAULT_FORWARD
+    return _pick("forward", FORWARD, kernel)
 
 
-def backward(name: str | None) -> KernelSpec:
-    """The backward kernel `name` ("v1", "v2"; None: the default), or InputError naming the choices."""
-    return _pick("kernel", BACKWARD, DEFAULT_BACKWARD if name is None else name)
+def backward(kernel: int | str | None) -> KernelSpec:
+    """The backward rung `kernel` (4 or 5; None: the default), or InputError naming them."""
+    return _pick("backward", BACKWARD, DEFAULT_BACKWARD if kernel is None else kernel)
 
 
 def rung(number: int) -> KernelSpec:
@@ -272,7 +280,30 @@ def rung(number: int) -> KernelSpec:
     return LADDER[number]
 
 
-def _pick(arg: str, table: dict[str, KernelSpec], name) -> KernelSpec:
-    if name not in table:
-        raise InputError(f"{arg}: expected one of {', '.join(table)}, got {name!r}")
-    return table[name]
+def number(direction: str, kernel: int | str, *, warn: bool = True) -> int | str:
+    """`kernel` as a rung number: 6 and "6" are rung 6; an old name ("v4") is its rung, with a FutureWarning unless
+    `warn` is False (a recording made before the rename names its kernel so)."""
+    old = OLD_NAMES[direction].get(kernel) if isinstance(kernel, str) else None
+    if old is not None and warn:
+        warnings.warn(
+            f"kernel {kernel!r} is the old name of rung {old}: write {old} (the v-names go in the next release)",
+            FutureWarning,
+            stacklevel=4,
+        )
+    if old is not None:
+        return old
+    if isinstance(kernel, str) and kernel.strip().isdigit():
+        return int(kernel)
+    return kernel
+
+
+def recorded(direction: str, kernel: int | str) -> KernelSpec:
+    """The rung a recording's config names, by its number or its old name, without a warning."""
+    return _pick(direction, FORWARD if direction == "forward" else BACKWARD, number(direction, kernel, warn=False))
+
+
+def _pick(direction: str, table: dict[int, KernelSpec], kernel) -> KernelSpec:
+    kernel = number(direction, kernel)
+    if not isinstance(kernel, int) or isinstance(kernel, bool) or kernel not in table:
+        raise InputError(f"kernel: the {direction} rungs are {', '.join(map(str, table))}, got {kernel!r}")
+    return table[kernel]

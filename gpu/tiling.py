@@ -24,12 +24,12 @@ class Tiles:
     block_rows: int
     block_cols: int
     warps: int
-    m_tiles: int = 1  # forward v2/v3: 16-row MMA tiles per warp (Br = 16 · m_tiles · warps)
-    q_in_regs: bool = True  # forward v2/v3: Q_i's MMA fragments stay in registers for the whole K/V loop
+    m_tiles: int = 1  # rungs 2 and 3: 16-row MMA tiles per warp (Br = 16 · m_tiles · warps)
+    q_in_regs: bool = True  # rungs 2 and 3: Q_i's MMA fragments stay in registers for the whole K/V loop
     min_blocks: int = 1  # tensor-core kernels: thread blocks per SM the register allocation must leave room for
-    swizzle: bool = False  # forward v2/v3: XOR-swizzled shared-memory rows instead of rows padded by 16 bytes
-    stages: int = 2  # forward v4: K_j/V_j stages in SRAM (the others double-buffer: 2)
-    pingpong: bool = False  # forward v4: consumer warpgroups take turns issuing their matmuls
+    swizzle: bool = False  # rungs 2 and 3: XOR-swizzled shared-memory rows instead of rows padded by 16 bytes
+    stages: int = 2  # rung 6: K_j/V_j stages in SRAM (the others double-buffer: 2)
+    pingpong: bool = False  # rung 6: consumer warpgroups take turns issuing their matmuls
 
     @property
     def threads(self) -> int:
@@ -37,7 +37,7 @@ class Tiles:
 
     def describe(self) -> str:
         """The tiling in one short string: Br×Bc, warps × rows per warp, where Q_i's fragments live, layout."""
-        if self.warps % 4 == 0 and self.block_rows == 64 * (self.warps // 4 - 1):  # forward v4: warpgroups
+        if self.warps % 4 == 0 and self.block_rows == 64 * (self.warps // 4 - 1):  # rung 6: warpgroups
             return f"{self.block_rows}x{self.block_cols} wg{self.warps // 4 - 1}x64+1 st{self.stages}{' pp' if self.pingpong else ''}"
         rows = f"w{self.warps}x{self.block_rows // self.warps}"
         return f"{self.block_rows}x{self.block_cols} {rows} {'qreg' if self.q_in_regs else 'qsmem'} mb{self.min_blocks} {'swz' if self.swizzle else 'pad'}"
@@ -51,7 +51,7 @@ def forward_tiles(
 
 
 def warpgroup_tiles(consumers: int, block_cols: int, stages: int, pingpong: bool = False) -> Tiles:
-    """A forward v4 geometry: `consumers` warpgroups of 64 query rows (Br = 64 · consumers) and one producer."""
+    """A rung 6 geometry: `consumers` warpgroups of 64 query rows (Br = 64 · consumers) and one producer."""
     return Tiles(64 * consumers, block_cols, 4 * (consumers + 1), stages=stages, pingpong=pingpong)
 
 

@@ -39,6 +39,7 @@ QUICK = {
     ("grade",): [TINY, TINY],
     ("assignments", "export"): [TINY],
     ("bench", "grade"): ["--n", "1"],
+    ("lessons", "copy"): ["{tmp}/lessons"],
 }
 LIMITS = {("bench", "grade"): "2"}  # FLASHSIM_MAX_SECONDS: bench grade grades assignment 2, ~1 s a submission
 

@@ -117,8 +117,8 @@ def test_backward_bad_input_is_named():
         with pytest.raises(InputError, match=match) as e:
             gpu.flash_attention_backward(*args)
         assert "\n" not in str(e.value)
-    with pytest.raises(InputError, match="kernel: expected one of v1, v2"):
-        gpu.flash_attention_backward(q, k, v, o, lse, o, kernel="v3")
+    with pytest.raises(InputError, match=r"kernel: the backward rungs are 4, 5, got 3"):
+        gpu.flash_attention_backward(q, k, v, o, lse, o, kernel=3)
     with pytest.raises(InputError, match="return_lse: expected True or False"):
         gpu.flash_attention(q, k, v, return_lse="yes")
     with pytest.raises(InputError, match="probs: expected P"):

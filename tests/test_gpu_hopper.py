@@ -40,7 +40,7 @@ SHAPES = [
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 def test_rung_6(shape, dtype, causal):
-    c = check(*random_qkv(*shape, dtype, seed=sum(shape)), causal=causal, kernel="v4")
+    c = check(*random_qkv(*shape, dtype, seed=sum(shape)), causal=causal, kernel=6)
     assert c.ok, c.describe()
 
 
@@ -54,23 +54,23 @@ def test_rung_6(shape, dtype, causal):
     seed=st.integers(0, 2**16),
 )
 def test_rung_6_any_shape(n, nk, d, causal, dtype, seed):
-    c = check(*random_qkv(1, 2, n, nk, d, dtype, seed=seed), causal=causal, kernel="v4")
+    c = check(*random_qkv(1, 2, n, nk, d, dtype, seed=seed), causal=causal, kernel=6)
     assert c.ok, c.describe()
 
 
 @pytest.mark.parametrize("d", [64, 128])
 def test_rung_6_tilings(d):
     for name, tiles in TUNE[("forward", d)]:
-        if name == "v4" and tiles is not None:
+        if name == 6 and tiles is not None:
             for causal in (False, True):
-                c = check(*random_qkv(1, 2, 333, 600, d, "bfloat16", seed=d), causal=causal, kernel="v4", tiles=tiles)
+                c = check(*random_qkv(1, 2, 333, 600, d, "bfloat16", seed=d), causal=causal, kernel=6, tiles=tiles)
                 assert c.ok, (tiles.describe(), c.describe())
 
 
 def test_rows_that_see_no_key_are_zero():
     cupy = pytest.importorskip("cupy")
     q, k, v = random_qkv(1, 2, 300, 100, 64, "float16", seed=7)
-    o, lse = gpu.flash_attention(q, k, v, causal=True, kernel="v4", return_lse=True)
+    o, lse = gpu.flash_attention(q, k, v, causal=True, kernel=6, return_lse=True)
     blind = 300 - 100  # query r sees keys c ≤ r − 200
     assert bool((o[:, :, :blind] == 0).all()) and bool(cupy.isneginf(lse[:, :, :blind]).all())
     assert bool(cupy.isfinite(lse[:, :, blind:]).all()) and not bool(cupy.isnan(o).any())
@@ -81,17 +81,17 @@ def test_nan_flows_through_as_in_attention():
     q, k, v = random_qkv(1, 1, 300, 300, 128, "bfloat16", seed=11)
     q[0, 0, 10, 3] = cupy.nan
     k[0, 0, 150, 7] = cupy.nan
-    o = gpu.flash_attention(q, k, v, causal=True, kernel="v4")
+    o = gpu.flash_attention(q, k, v, causal=True, kernel=6)
     expected = [r == 10 or r >= 150 for r in range(300)]
     assert cupy.isnan(o[0, 0]).all(axis=-1).get().tolist() == expected
 
 
 def test_the_public_call_uses_rung_6_where_it_runs():
-    assert flash.resolve(None, 64).name == "v4" and flash.resolve(None, 128).name == "v4"
-    assert flash.resolve(None, 96).name == "v3"
+    assert flash.resolve(None, 64).rung == 6 and flash.resolve(None, 128).rung == 6
+    assert flash.resolve(None, 96).rung == 3
     q, k, v = random_qkv(1, 2, 200, 200, 96, "float16", seed=1)
-    with pytest.raises(InputError, match=r"^kernel: v4 takes head dims 64 and 128, got d=96$"):
-        gpu.flash_attention(q, k, v, kernel="v4")
+    with pytest.raises(InputError, match=r"^kernel: rung 6 takes head dims 64 and 128, got d=96$"):
+        gpu.flash_attention(q, k, v, kernel=6)
 
 
 def test_toolchain_probe():

@@ -1,5 +1,7 @@
 """The kernel registry (no GPU needed): every tiling it uses or tunes fits in shared memory, and bad tilings are refused."""
 
+import warnings
+
 import pytest
 
 from gpu import registry
@@ -30,7 +32,7 @@ def test_tuned_tilings_fit_on_hopper():
 
 def test_backward_smem_counts_every_buffer():
     # d = 128 (rows of 136 elements), Bc = 128, Br = 64: K, V, two stages of Q and dO, dSᵀ (128 × 72), L and D
-    assert registry.backward("v2").smem(128, None) == 2 * (2 * 128 * 136 + 4 * 64 * 136 + 128 * 72) + 4 * 4 * 64
+    assert registry.backward(5).smem(128, None) == 2 * (2 * 128 * 136 + 4 * 64 * 136 + 128 * 72) + 4 * 4 * 64
 
 
 def test_bad_backward_tilings_are_refused():
@@ -41,36 +43,48 @@ def test_bad_backward_tilings_are_refused():
 
 
 def test_kernel_names_and_rungs():
-    assert (
-        registry.forward(None).name == registry.DEFAULT_FORWARD
-        and registry.backward(None).name == registry.DEFAULT_BACKWARD
-    )
+    assert registry.forward(None).rung == registry.DEFAULT_FORWARD == 3 and registry.backward(None).rung == 5
+    assert [registry.rung(n).name for n in (1, 2, 3, 4, 5, 6)] == [f"rung {n}" for n in (1, 2, 3, 4, 5, 6)]
     assert [registry.rung(n).direction for n in (1, 2, 3, 4, 5, 6)] == ["forward"] * 3 + ["backward"] * 2 + ["forward"]
     with pytest.raises(InputError, match="kernel: expected a rung number among 1, 2, 3, 4, 5, 6, got 9"):
         registry.rung(9)
-    with pytest.raises(InputError, match="kernel: expected one of v1, v2, v3"):
+    with pytest.raises(InputError, match="kernel: the forward rungs are 1, 2, 3, 6, got 'v9'"):
         registry.forward("v9")
+    with pytest.raises(InputError, match="kernel: the backward rungs are 4, 5, got 6"):
+        registry.backward(6)
 
 
 @pytest.mark.parametrize(
     ("d", "cc", "expected"),
     [
-        (64, "9.0", "v4"),
-        (128, "9.0", "v4"),
-        (40, "9.0", "v3"),
-        (96, "9.0", "v3"),
-        (64, "8.0", "v3"),
-        (128, "8.9", "v3"),
-        (128, "10.0", "v3"),
+        (64, "9.0", 6),
+        (128, "9.0", 6),
+        (40, "9.0", 3),
+        (96, "9.0", 3),
+        (64, "8.0", 3),
+        (128, "8.9", 3),
+        (128, "10.0", 3),
     ],
 )
 def test_default_forward_is_rung_6_where_it_runs(d, cc, expected):
-    assert registry.forward(None, d, cc).name == expected
+    assert registry.forward(None, d, cc).rung == expected
 
 
 def test_rung_6_says_why_it_does_not_run():
-    v4 = registry.forward("v4")
-    assert v4.fits(128, "9.0") is None
-    assert v4.fits(40, "9.0") == "v4 takes head dims 64 and 128, got d=40"
-    assert v4.fits(64, "8.0") == "v4 runs on compute capability 9.0 only (sm_90a), this GPU is 8.0"
-    assert registry.forward("v3").fits(40, "8.0") is None
+    six = registry.forward(6)
+    assert six.fits(128, "9.0") is None
+    assert six.fits(40, "9.0") == "rung 6 takes head dims 64 and 128, got d=40"
+    assert six.fits(64, "8.0") == "rung 6 runs on compute capability 9.0 only (sm_90a), this GPU is 8.0"
+    assert registry.forward(3).fits(40, "8.0") is None
+
+
+@pytest.mark.parametrize(("direction", "old", "rung"), [("forward", "v1", 1), ("forward", "v2", 2),
+                         ("forward", "v3", 3), ("forward", "v4", 6), ("backward", "v1", 4), ("backward", "v2", 5)])  # fmt: skip
+def test_the_old_names_are_their_rungs_with_a_warning(direction, old, rung):
+    pick = registry.forward if direction == "forward" else registry.backward
+    with pytest.warns(FutureWarning, match=f"kernel '{old}' is the old name of rung {rung}: write {rung}"):
+        assert pick(old).rung == rung
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a recording's old name: read without a warning
+        assert registry.recorded(direction, old).rung == rung
+    assert pick(str(rung)) is pick(rung)

@@ -17,7 +17,7 @@ def _report(kind: str) -> dict:
         "flash": {"tflops": 300.0, "peak_extra_bytes": 64 * 2**20},
         "sdpa": {"tflops": 250.0, "peak_extra_bytes": 64 * 2**20},
         "standard": {"status": "OOM", "needs_bytes": 10**12},
-        "v1": {"status": "skipped"},
+        "rung1": {"status": "skipped"},
     }  # fmt: skip
     report = {
         "kind": kind,
@@ -28,7 +28,7 @@ def _report(kind: str) -> dict:
         "rows": [row],
     }
     if kind == "bench-backward":
-        del row["v1"]
+        del row["rung1"]
         report["memory_config"] = "batch 1, 16 heads, d = 64, float16"
         report["memory"] = [{"n": 1024, "flash": {"peak_extra_bytes": 3 * 2**20}, "standard": {"status": "OOM"}}]
     return report
@@ -68,7 +68,7 @@ def test_backward_markdown_has_no_v1_and_a_memory_table():
     text = bench_markdown(report)
     lines = text.splitlines()
     assert lines[0] == "# `flashsim bench gpu --backward` on Test GPU"
-    assert "v1" not in [h for h, _ in bench_columns(report)]
+    assert "rung 1" not in [h for h, _ in bench_columns(report)]
     assert _cells(lines[-1]) == ["1024", "3.0 MiB", "—", "OOM"]
     assert "batch 1, 16 heads, d = 64, float16" in text
 
@@ -112,7 +112,7 @@ def test_backward_comparison_explains_the_dq_traffic():
 
     heads, n, d = 16, 2048, 64
     predicted = [(name, c.times(heads)) for name, c in registry.backward_kernels("flash2", n, n, d, 2, 64, 128, False)]
-    config = dict(n=n, nk=n, d=d, batch=1, heads=heads, dtype="float16", causal=False, kernel="v2", block_rows=64,
+    config = dict(n=n, nk=n, d=d, batch=1, heads=heads, dtype="float16", causal=False, kernel=2, block_rows=64,
                   block_cols=128, smem_bytes=93184, itemsize=2, heads_total=heads, device="Test GPU")  # fmt: skip
     main = dict(l2_read_bytes=218103808, l2_write_bytes=9437184, l2_reduction_bytes=134217728,
                 dram_read_bytes=0, dram_write_bytes=0, kernel_ns=2.09e5)  # fmt: skip

@@ -3,13 +3,13 @@
 import pytest
 
 from gpu.lab import ladder
-from gpu.lab.bench import V1_MAX_N
+from gpu.lab.bench import RUNG1_MAX_N
 from gpu.lab.harness import TOKENS
 from sim.core.errors import InputError
 
 
 def test_the_ladder_runs_at_the_largest_n_the_benchmark_times_rung_1_at():
-    assert ladder.N == V1_MAX_N == 2048
+    assert ladder.N == RUNG1_MAX_N == 2048
 
 
 @pytest.mark.parametrize("n", [0, -1, TOKENS + 1])

@@ -3,7 +3,7 @@
 Every implementation is timed through the call a user makes: `gpu.flash_attention(q, k, v, causal=…)` with its
 defaults ("flash"), PyTorch SDPA's flash backend on the same memory ("sdpa", when PyTorch imports), standard
 attention ("standard": S and P in device memory; "OOM" where they do not fit) and, forward only, the readable
-rung 1 ("v1", N ≤ V1_MAX_N). With `backward`, each is timed forward + backward (FLOPs = 3.5 × forward), and a
+rung 1 (N ≤ RUNG1_MAX_N). With `backward`, each is timed forward + backward (FLOPs = 3.5 × forward), and a
 second table holds the peak extra memory against N at a fixed batch and head count. Reports: gpu/lab/results.py.
 """
 
@@ -19,13 +19,13 @@ from gpu.standard import standard_attention, standard_attention_backward
 
 FULL = {"ns": (512, 1024, 2048, 4096, 8192, 16384), "ds": (64, 128), "dtypes": ("float16", "bfloat16")}
 QUICK = {"ns": (1024, 4096), "ds": (64, 128), "dtypes": ("float16",)}
-V1_MAX_N = 2048  # above this one v1 call takes seconds (it runs at a few TFLOP/s)
+RUNG1_MAX_N = 2048  # above this one call of rung 1 takes seconds (it runs at a few TFLOP/s)
 MEMORY = {"ns": (1024, 2048, 4096, 8192, 16384, 32768), "batch": 1, "heads": 16, "d": 64, "dtype": "float16"}
 
 
 def run_bench(*, quick=False, backward=False, kernel=None, progress=None, command=None) -> dict:
     """Time every configuration; returns the report (gpu/lab/results.py describes and writes it). `kernel` forces a
-    forward rung ("v2" … "v4"; None: the public call's default for each head dim on this GPU)."""
+    forward rung (2, 3 or 6; None: the public call's default for each head dim on this GPU)."""
     cupy = device.require()
     grid = QUICK if quick else FULL
     forwards = sorted({flash.resolve(kernel, d).name for d in grid["ds"]})  # refuses a rung this GPU cannot run
@@ -40,7 +40,7 @@ def run_bench(*, quick=False, backward=False, kernel=None, progress=None, comman
                     if progress:
                         progress(row)
     what = "forward + backward, FLOPs = 3.5 × forward" if backward else "forward"
-    kernels = "/".join(forwards) + (f" + backward {registry.DEFAULT_BACKWARD}" if backward else "")
+    kernels = "/".join(forwards) + (f" + rung {registry.DEFAULT_BACKWARD}" if backward else "")
     notes = [
         f"batch = {TOKENS}/N, heads = {HIDDEN}/d; forward FLOPs = 4·N²·d·batch·heads, halved when causal; timed: {what}",
         f"flashsim: gpu.flash_attention{'' if not backward else ' + gpu.flash_attention_backward'} as a user calls it "
@@ -51,7 +51,7 @@ def run_bench(*, quick=False, backward=False, kernel=None, progress=None, comman
         + "; OOM where they do not fit",
     ]
     if not backward:
-        notes.append(f"v1 (rung 1, readable) is timed for N ≤ {V1_MAX_N} only: above that one call takes seconds")
+        notes.append(f"rung 1 (readable) is timed for N ≤ {RUNG1_MAX_N} only: above that one call takes seconds")
     if not torch_ok:
         notes.append(f"no SDPA column: {torch_note}")
     report = {
@@ -59,7 +59,7 @@ def run_bench(*, quick=False, backward=False, kernel=None, progress=None, comman
         "env": results.environment(command),
         "device": device.properties(),
         "torch": torch_note if torch_ok else None,
-        "kernel": "/".join(forwards) + (f"+{registry.DEFAULT_BACKWARD}" if backward else ""),
+        "kernel": "/".join(forwards) + (f"+rung {registry.DEFAULT_BACKWARD}" if backward else ""),
         "rows": rows,
         "notes": notes,
     }
@@ -82,10 +82,10 @@ def _forward_row(cupy, n, d, causal, dtype, torch_ok, kernel=None) -> dict:
         )
     need = batch * heads * n * (2 * n + d) * q.dtype.itemsize
     row["standard"] = _if_fits(cupy, need, lambda: _time(lambda: standard_attention(q, k, v, causal=causal), f))
-    if n <= V1_MAX_N:
-        row["v1"] = _time(lambda: flash_attention(q, k, v, causal=causal, kernel="v1"), f, warmup=1, repeats=2)
+    if n <= RUNG1_MAX_N:
+        row["rung1"] = _time(lambda: flash_attention(q, k, v, causal=causal, kernel=1), f, warmup=1, repeats=2)
     else:
-        row["v1"] = {"status": "skipped"}
+        row["rung1"] = {"status": "skipped"}
     return row
 
 

@@ -113,7 +113,7 @@ def check_backward(q, k, v, *, causal=False, kernel=None, tiles=None, seed=0) ->
     """The forward (rung 1 for float32, else the default) then the backward kernel on poisoned outputs, against float64."""
     cupy = device.require()
     fp32 = dtypes.name(q.dtype) == "float32"
-    o, lse = flash_attention(q, k, v, causal=causal, return_lse=True, kernel="v1" if fp32 else None)
+    o, lse = flash_attention(q, k, v, causal=causal, return_lse=True, kernel=1 if fp32 else None)
     do = random_like(q, seed)
     grads = flash_attention_backward(q, k, v, o, lse, do, causal=causal, kernel=kernel, tiles=tiles, poison=True)
     refs = attention_backward_ref(q, k, v, do, causal=causal)

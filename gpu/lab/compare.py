@@ -95,9 +95,9 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
         "flash2", q, k, v, causal=causal, block_rows=tiles.block_rows, block_cols=tiles.block_cols, sram_bytes=sram
     )
     qg, kg, vg = (to_device(x) for x in (q, k, v))
-    o, lse = flash_attention(qg, kg, vg, causal=causal, kernel=spec.name, return_lse=True)
+    o, lse = flash_attention(qg, kg, vg, causal=causal, kernel=spec.rung, return_lse=True)
     o_ref, lse_ref = (x.get() for x in attention_ref(qg, kg, vg, causal=causal))
-    measured_ms = timing.median_ms(lambda: flash_attention(qg, kg, vg, causal=causal, kernel=spec.name))
+    measured_ms = timing.median_ms(lambda: flash_attention(qg, kg, vg, causal=causal, kernel=spec.rung))
 
     props = device.properties()
     hw = preset_for(props["name"])
@@ -119,7 +119,7 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
         note = f"counters are measured for the tensor-core kernels only, not {spec.describe()}"
     config = {
         **shape,
-        "kernel": spec.name,
+        "kernel": spec.rung,
         "block_rows": tiles.block_rows,
         "block_cols": tiles.block_cols,
         "smem_bytes": smem,

@@ -66,7 +66,7 @@ def compare_backward(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed
     qg, kg, vg = (to_device(x) for x in (q, k, v))
     do = random_like(qg, seed + 1)
     o, lse = flash_attention(qg, kg, vg, causal=causal, return_lse=True)
-    grads = flash_attention_backward(qg, kg, vg, o, lse, do, causal=causal, kernel=spec.name)
+    grads = flash_attention_backward(qg, kg, vg, o, lse, do, causal=causal, kernel=spec.rung)
     refs = attention_backward_ref(qg, kg, vg, do, causal=causal)
     _, probs = standard_attention(qg, kg, vg, causal=causal, return_probs=True)
     standard = standard_attention_backward(qg, kg, vg, probs, do)
@@ -84,7 +84,7 @@ def compare_backward(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed
         },
     }
     measured_ms = timing.median_ms(
-        lambda: flash_attention_backward(qg, kg, vg, o, lse, do, causal=causal, kernel=spec.name)
+        lambda: flash_attention_backward(qg, kg, vg, o, lse, do, causal=causal, kernel=spec.rung)
     )
     per_head = listings.backward_kernels("flash2", n, nk, d, s, tiles.block_rows, tiles.block_cols, causal)
     predicted = [(label, c.times(batch * heads)) for label, c in per_head]
@@ -97,7 +97,7 @@ def compare_backward(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed
     )
     config = {
         **shape,
-        "kernel": spec.name,
+        "kernel": spec.rung,
         "block_rows": tiles.block_rows,
         "block_cols": tiles.block_cols,
         "smem_bytes": spec.smem(d, tiles),

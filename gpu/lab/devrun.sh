@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call: environment, checks, GPU tests, tuning tables, sanitizers, compare, benchmarks, training demo.
 # Usage (on the device machine, from the repo root): bash gpu/lab/devrun.sh [steps…]
-#   steps: env smoke test tune_fwd tune_bwd rung1 … rung6 hopper tune_v4 ncu_v4 sanitize sanitize6 compare bench bench_bwd ladder train cli
+#   steps: env smoke test tune_fwd tune_bwd rung1 … rung6 hopper tune6 ncu6 sanitize sanitize6 compare bench bench_bwd ladder train cli
 # Logs go to /tmp/devrun/logs and come back as $OUT/logs.tgz (rewritten after each step); JSON and SVG results land in $OUT (8 files at most
 # come back). The reply carries the tail of stdout, so each step ends with a one-line summary, printed last.
 set -u
@@ -27,9 +27,9 @@ for s in $steps; do case $s in
   hopper) step probe 120 python3 -m gpu.lab.hopper_probe
           step hopper_test 300 python3 -m pytest -m gpu -q -x -rs -p no:cacheprovider tests/test_gpu_hopper.py
           step tma_metrics 60 bash -c 'ncu --query-metrics | grep -i -E "tma|bulk|utlb|xbar2l1tex" | head -40' ;;
-  tune_v4) step tune_v4 300 python3 -m gpu.lab.harness --tune forward --only v4 --dtypes float16 ;;
-  ncu_v4) for d in 64 128; do  # what bounds rung 6: the 3rd launch of its default at N = 4096, 16k tokens
-            step "ncu_v4_d$d" 180 ncu --clock-control none --kernel-name flash2_v4_fwd --launch-skip 2 --launch-count 1 \
+  tune6) step tune6 300 python3 -m gpu.lab.harness --tune forward --only 6 --dtypes float16 ;;
+  ncu6) for d in 64 128; do  # what bounds rung 6: the 3rd launch of its default at N = 4096, 16k tokens
+            step "ncu6_d$d" 180 ncu --clock-control none --kernel-name flash2_v4_fwd --launch-skip 2 --launch-count 1 \
               --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats \
               --metrics 'regex:^(sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio)$' \
               python3 -c "import sys; from gpu.lab.checks import random_qkv; from gpu.flash import flash_attention; d = int(sys.argv[1]); q, k, v = random_qkv(4, 2048 // d, 4096, 4096, d, 'float16', seed=1); [flash_attention(q, k, v) for _ in range(3)]" "$d"
@@ -59,8 +59,8 @@ open(sys.argv[1] + "/train-h100.svg", "w").write(plot.line_chart(report["losses"
 esac; done
 for s in $steps; do case $s in
   env) cat "$LOGS/env.log" ;;
-  tune_fwd|tune_bwd|tune_v4|rung[1-6]) sed -n "/^   d /,\$p" "$LOGS/$s.log" ;;
-  ncu_v4) grep -h -E "Duration|Compute \(SM\)|pipe_tensor|pipe_xu|Issue Slots|Warp Cycles Per Issued|stalled" "$LOGS"/ncu_v4_d*.log | awk '$NF+0 > 0.05' | cut -c1-150 ;;
+  tune_fwd|tune_bwd|tune6|rung[1-6]) sed -n "/^   d /,\$p" "$LOGS/$s.log" ;;
+  ncu6) grep -h -E "Duration|Compute \(SM\)|pipe_tensor|pipe_xu|Issue Slots|Warp Cycles Per Issued|stalled" "$LOGS"/ncu6_d*.log | awk '$NF+0 > 0.05' | cut -c1-150 ;;
   ladder) tail -n 4 "$LOGS/ladder.log" ;;
   hopper) cat "$LOGS/probe.log"; grep -E "^(FAILED|ERROR)|Error|error|passed|failed" "$LOGS/hopper_test.log" | cut -c1-300 | head -n 20; cat "$LOGS/tma_metrics.log" ;;
   smoke) grep -E "FAIL" "$LOGS/smoke.log" ;;

@@ -38,41 +38,41 @@ def flops(n, nk, d, batch, heads, causal) -> float:
 BACKWARD_FLOPS = 2.5  # the backward's five products against the forward's two: FLOPs = 2.5 × forward
 TRAINING_FLOPS = 1 + BACKWARD_FLOPS  # forward + backward = 3.5 × forward (FlashAttention-2's convention)
 
-TUNE: dict[tuple[str, int], list[tuple[str, Tiles | None]]] = {  # None: the kernel's default tiling
+TUNE: dict[tuple[str, int], list[tuple[int, Tiles | None]]] = {  # None: the kernel's default tiling
     ("forward", 64): [
-        ("v2", None),
-        ("v3", None),
-        ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2, swizzle=True)),
-        ("v4", None),
-        ("v4", warpgroup_tiles(consumers=2, block_cols=128, stages=3)),
-        ("v4", warpgroup_tiles(consumers=2, block_cols=128, stages=3, pingpong=True)),
-        ("v4", warpgroup_tiles(consumers=3, block_cols=128, stages=3)),
-        ("v4", warpgroup_tiles(consumers=3, block_cols=128, stages=4, pingpong=True)),
+        (2, None),
+        (3, None),
+        (3, forward_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2, swizzle=True)),
+        (6, None),
+        (6, warpgroup_tiles(consumers=2, block_cols=128, stages=3)),
+        (6, warpgroup_tiles(consumers=2, block_cols=128, stages=3, pingpong=True)),
+        (6, warpgroup_tiles(consumers=3, block_cols=128, stages=3)),
+        (6, warpgroup_tiles(consumers=3, block_cols=128, stages=4, pingpong=True)),
     ],
     ("forward", 128): [
-        ("v2", None),
-        ("v3", None),
-        ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=48, q_in_regs=False, min_blocks=2)),
-        ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=64, q_in_regs=False, min_blocks=2)),
-        ("v3", forward_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2, swizzle=True)),
-        ("v3", forward_tiles(warps=8, m_tiles=1, block_cols=64, q_in_regs=True, min_blocks=1)),
-        ("v4", None),
-        ("v4", warpgroup_tiles(consumers=2, block_cols=128, stages=3, pingpong=True)),
-        ("v4", warpgroup_tiles(consumers=2, block_cols=128, stages=2)),
-        ("v4", warpgroup_tiles(consumers=2, block_cols=64, stages=6)),
+        (2, None),
+        (3, None),
+        (3, forward_tiles(warps=4, m_tiles=2, block_cols=48, q_in_regs=False, min_blocks=2)),
+        (3, forward_tiles(warps=4, m_tiles=2, block_cols=64, q_in_regs=False, min_blocks=2)),
+        (3, forward_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2, swizzle=True)),
+        (3, forward_tiles(warps=8, m_tiles=1, block_cols=64, q_in_regs=True, min_blocks=1)),
+        (6, None),
+        (6, warpgroup_tiles(consumers=2, block_cols=128, stages=3, pingpong=True)),
+        (6, warpgroup_tiles(consumers=2, block_cols=128, stages=2)),
+        (6, warpgroup_tiles(consumers=2, block_cols=64, stages=6)),
     ],
     ("backward", 64): [
-        ("v2", None),
-        ("v2", backward_tiles(warps=4, block_rows=64, min_blocks=2)),
-        ("v2", backward_tiles(warps=8, block_rows=32)),
-        ("v2", backward_tiles(warps=4, block_rows=128)),
-        ("v2", backward_tiles(warps=8, block_rows=128)),
+        (5, None),
+        (5, backward_tiles(warps=4, block_rows=64, min_blocks=2)),
+        (5, backward_tiles(warps=8, block_rows=32)),
+        (5, backward_tiles(warps=4, block_rows=128)),
+        (5, backward_tiles(warps=8, block_rows=128)),
     ],
     ("backward", 128): [
-        ("v2", None),
-        ("v2", backward_tiles(warps=4, block_rows=64)),
-        ("v2", backward_tiles(warps=8, block_rows=32)),
-        ("v2", backward_tiles(warps=4, block_rows=32, min_blocks=2)),
+        (5, None),
+        (5, backward_tiles(warps=4, block_rows=64)),
+        (5, backward_tiles(warps=8, block_rows=32)),
+        (5, backward_tiles(warps=4, block_rows=32, min_blocks=2)),
     ],
 }
 
@@ -100,7 +100,7 @@ SMOKE = [  # (rung, dtype, (batch, heads, N, Nk, d), causal, swizzle): ragged ev
 def check_rung(spec: registry.KernelSpec, q, k, v, *, causal: bool, tiles: Tiles | None = None):
     """The forward or backward check of one kernel (gpu.lab.checks), whichever its direction."""
     run = check if spec.direction == "forward" else check_backward
-    return run(q, k, v, causal=causal, kernel=spec.name, tiles=tiles)
+    return run(q, k, v, causal=causal, kernel=spec.rung, tiles=tiles)
 
 
 def smoke(rungs: set[int] | None = None) -> bool:
@@ -134,7 +134,7 @@ def time_rung(spec: registry.KernelSpec, n: int, d: int, dtype: str, causal: boo
     f = flops(n, n, d, batch, heads, causal)
     call_sdpa = sdpa.flash_sdpa(q, k, v, causal=causal, scale=1 / math.sqrt(d))
     if spec.direction == "forward":
-        call = functools.partial(flash_attention, q, k, v, causal=causal, kernel=spec.name, tiles=tiles)
+        call = functools.partial(flash_attention, q, k, v, causal=causal, kernel=spec.rung, tiles=tiles)
     else:
         f *= TRAINING_FLOPS
         do = random_like(q, seed=2)
@@ -142,7 +142,7 @@ def time_rung(spec: registry.KernelSpec, n: int, d: int, dtype: str, causal: boo
 
         def call():
             o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
-            return flash_attention_backward(q, k, v, o, lse, do, causal=causal, kernel=spec.name, tiles=tiles)
+            return flash_attention_backward(q, k, v, o, lse, do, causal=causal, kernel=spec.rung, tiles=tiles)
 
     readable = not spec.tensor_cores
     row = {"tflops": f / timing.median_ms(call, warmup=1 if readable else 2, repeats=3 if readable else 10) / 1e9}
@@ -162,7 +162,7 @@ def main(argv=None) -> None:
     parser.add_argument("--rungs", help="with --smoke: only these rungs (comma-separated)")
     parser.add_argument("--n", type=int, default=4096, help="sequence length of the timed runs")
     parser.add_argument("--dtypes", default="float16,bfloat16")
-    parser.add_argument("--only", help="with --tune: only the variants of this kernel (v1 … v4)")
+    parser.add_argument("--only", help="with --tune: only the variants of this rung (1 … 6)")
     args = parser.parse_args(argv)
     device.require()
     print(f"device: {device.properties()['name']}")
@@ -172,10 +172,11 @@ def main(argv=None) -> None:
         parser.error("give --kernel N, --tune DIRECTION or --smoke")
     if args.kernel is not None:
         spec = registry.rung(args.kernel)
-        variants = {d: [(spec.name, None)] for d in (64, 128)}
+        variants = {d: [(spec.rung, None)] for d in (64, 128)}
     else:
         spec = None
-        variants = {d: [r for r in TUNE[(args.tune, d)] if args.only in (None, r[0])] for d in (64, 128)}
+        only = None if args.only is None else registry.number(args.tune, args.only)
+        variants = {d: [r for r in TUNE[(args.tune, d)] if only in (None, r[0])] for d in (64, 128)}
     rows = []
     for d, runs in variants.items():
         for dtype in args.dtypes.split(","):

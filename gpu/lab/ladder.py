@@ -12,12 +12,12 @@ import sys
 
 from gpu import device, flash, registry
 from gpu.lab import results, sdpa
-from gpu.lab.bench import V1_MAX_N
+from gpu.lab.bench import RUNG1_MAX_N
 from gpu.lab.checks import random_qkv
 from gpu.lab.harness import HIDDEN, TOKENS, TRAINING_FLOPS, check_rung, flops, time_rung
 from sim.core.errors import FlashsimError, InputError
 
-N = V1_MAX_N  # the largest N at which `bench gpu` times rung 1 too, so that the two reports meet at one shape
+N = RUNG1_MAX_N  # the largest N at which `bench gpu` times rung 1 too, so that the two reports meet at one shape
 HEAD_DIMS = (64, 128)
 
 

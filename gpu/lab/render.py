@@ -30,7 +30,7 @@ def _mem(entry: dict | None) -> str:
     return human_bytes(entry["peak_extra_bytes"])
 
 
-# (header, cell) per column; the forward table has v1 in addition
+# (header, cell) per column; the forward table has rung 1 in addition
 COLUMNS = [
     ("dtype", lambda r: DTYPE_SHORT[r["dtype"]]),
     ("d", lambda r: str(r["d"])),
@@ -41,7 +41,7 @@ COLUMNS = [
     ("flashsim/SDPA", lambda r: _versus(r["flash"], r.get("sdpa"), lambda x: fixed(x, 2))),
     ("standard", lambda r: _tflops(r["standard"])),
     ("flashsim/standard", lambda r: _versus(r["flash"], r["standard"], ratio)),
-    ("v1", lambda r: _tflops(r.get("v1"))),
+    ("rung 1", lambda r: _tflops(rung1(r))),
     ("mem flashsim", lambda r: _mem(r["flash"])),
     ("mem SDPA", lambda r: _mem(r.get("sdpa"))),
     ("mem standard", lambda r: _mem(r["standard"])),
@@ -55,8 +55,13 @@ MEMORY_COLUMNS = [
 
 
 def bench_columns(report: dict) -> list[tuple]:
-    """The columns of the report's table: the forward table has the readable rung 1 (v1), the backward not."""
-    return [c for c in COLUMNS if c[0] != "v1" or report["kind"] == "bench-forward"]
+    """The columns of the report's table: the forward table has the readable rung 1, the backward not."""
+    return [c for c in COLUMNS if c[0] != "rung 1" or report["kind"] == "bench-forward"]
+
+
+def rung1(row: dict) -> dict | None:
+    """Rung 1's timing in a row (recordings before issue 19 name it "v1")."""
+    return row.get("rung1", row.get("v1"))
 
 
 def _title(report: dict) -> str:
@@ -121,5 +126,5 @@ def bench_markdown(report: dict) -> str:
 
 def bench_progress(row: dict) -> str:
     """One finished benchmark configuration on one line (printed to stderr while the run goes on)."""
-    parts = [f"{k} {_tflops(row.get(k))}" for k in ("flash", "sdpa", "standard", "v1") if k in row]
+    parts = [f"{k} {_tflops(row.get(k))}" for k in ("flash", "sdpa", "standard", "rung1") if k in row]
     return f"{row['dtype']} d={row['d']} causal={row['causal']} N={row['n']}: " + ", ".join(parts) + " TFLOP/s"

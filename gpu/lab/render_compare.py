@@ -4,6 +4,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from gpu import registry
 from gpu.lab.compare import asked_bytes
 from sim.core.format import abs_error, human_bytes, number, percent, tflops
 
@@ -113,7 +114,7 @@ def comparison(c) -> Group:
             )
         uses = (
             "wgmma, the instruction that peak is measured with (FlashAttention-3's), but the"
-            if cfg["kernel"] == "v4"
+            if registry.recorded("forward", cfg["kernel"]).rung == 6
             else "mma.sync, like FlashAttention-2, which reaches roughly two thirds of that peak, and the"
         )
         notes.append(

@@ -170,3 +170,31 @@ def command_line() -> str:
 def print_json(obj) -> None:
     """One JSON object on stdout (infinities as ±Infinity, as Python's json writes them)."""
     sys.stdout.write(json.dumps(obj) + "\n")
+
+
+OLD_KERNEL_NAMES = {
+    "v1": 1,
+    "v2": 2,
+    "v3": 3,
+    "v4": 6,
+}  # the forward rungs' names before issue 19 (backward: v1 4, v2 5)
+
+
+def kernel(rungs: tuple[int, ...], help: str):
+    """--kernel N: a GPU kernel by its rung on the ladder (`rung` reads it, old names included)."""
+    choices = [*map(str, rungs), *OLD_KERNEL_NAMES]
+    return click.option("--kernel", type=click.Choice(choices), default=None, help=help)
+
+
+def rung(kernel: str | None, backward: bool = False) -> int | None:
+    """--kernel's rung; an old name (v1 … v4, and with --backward v1, v2) still works for one release, with a
+    one-line warning on stderr."""
+    if kernel is None or kernel.isdigit():
+        return None if kernel is None else int(kernel)
+    number = {"v1": 4, "v2": 5}[kernel] if backward and kernel in ("v1", "v2") else OLD_KERNEL_NAMES[kernel]
+    Console(stderr=True, highlight=False).print(
+        f"warning: --kernel {kernel} is the old name of rung {number}: write --kernel {number} "
+        "(the v-names go in the next release)",
+        soft_wrap=True,
+    )
+    return number

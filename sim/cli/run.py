@@ -142,13 +142,11 @@ def run_backward(work, result, seed: int, config: dict):
 @options.heads(16)
 @options.dtype("fp16", choices=("fp16", "bf16"))  # the kernels' dtypes
 @options.causal()
-@click.option(
-    "--kernel",
-    type=click.Choice(["v1", "v2", "v3", "v4"]),
-    default=None,
-    help="GPU kernel (forward v1–v4, backward v1–v2)  [default: the public call's choice for d on this GPU]",
+@options.backward("Compare the backward pass (rung 4 or 5).")
+@options.kernel(
+    (1, 2, 3, 4, 5, 6),
+    "GPU kernel by its rung: forward 1, 2, 3, 6; backward 4, 5  [default: the public call's choice for d on this GPU]",
 )
-@options.backward("Compare the backward pass (its kernels: v1 or v2).")
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
 @options.JSON_REPORT
 @options.QUIET
@@ -157,6 +155,7 @@ def compare_command(
     ctx, n, nk, d, batch, heads, dtype, causal, kernel, backward, no_counters, json_path, quiet
 ) -> None:
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
+    kernel = options.rung(kernel, backward)
     from gpu import flash, registry
     from gpu.lab import compare as gpu_compare
     from gpu.lab import compare_backward as gpu_compare_backward

@@ -19,7 +19,7 @@ CALL = (
     "        for (int r = tid; r < rows; r += NTHREADS) online_softmax_row(S_ij + r * BC, BC, m_i + r, l_i + r, rescale + r);\n"
 )
 TILES = tiling.Tiles(block_rows=32, block_cols=32, warps=4)
-READABLE = registry.FORWARD["v1"]  # rung 1
+READABLE = registry.FORWARD[1]
 
 
 def template() -> str:
