@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device call: environment, checks, GPU tests, tuning tables, sanitizers, compare, benchmarks, training demo.
 # Usage (on the device machine, from the repo root): bash gpu/devrun.sh [steps…]
-#   steps: env smoke test tune_fwd tune_bwd rung1 … rung6 hopper tune_v4 ncu_v4 sanitize sanitize6 compare bench bench_bwd ladder train cli
+#   steps: env smoke test tune_fwd tune_bwd rung1 … rung7 hopper tune_v4 ncu_v4 sanitize sanitize6 compare bench bench_bwd ladder train cli
+#          rung7_test sanitize7 ncu_r7 quick
 # Logs go to /tmp/devrun/logs and come back as $OUT/logs.tgz (rewritten after each step); JSON and SVG results land in $OUT (8 files at most
 # come back). The reply carries the tail of stdout, so each step ends with a one-line summary, printed last.
 set -u
@@ -23,7 +24,19 @@ for s in $steps; do case $s in
   test) step test 420 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests --ignore tests/test_lessons.py --ignore tests/test_lesson_quotes.py ;;  # nbformat is not on the device
   tune_fwd) step tune_fwd 240 python3 -m gpu.harness --tune forward --dtypes float16 ;;
   tune_bwd) step tune_bwd 240 python3 -m gpu.harness --tune backward --dtypes float16 ;;
-  rung[1-6]) step "$s" 240 python3 -m gpu.harness --kernel "${s#rung}" ;;
+  rung[1-7]) step "$s" 240 python3 -m gpu.harness --kernel "${s#rung}" ;;
+  rung7_test) step smoke7 120 python3 -m gpu.harness --smoke --rungs 7
+              step test7 480 python3 -m pytest -m gpu -q --maxfail=6 -rs -p no:cacheprovider tests/test_gpu_rung7.py tests/test_gpu_backward.py tests/test_gpu_autograd.py ;;
+  sanitize7) step memcheck7 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke --rungs 7
+             step racecheck7 300 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.harness --smoke --rungs 7 ;;
+  ncu_r7) for d in 64 128; do  # what bounds rung 7: its 3rd launch at N = 4096, 16k tokens
+            step "ncu_r7_d$d" 180 ncu --clock-control none --kernel-name flash2_wgmma_bwd --launch-skip 2 --launch-count 1 \
+              --section SpeedOfLight --section WarpStateStats \
+              --metrics 'regex:^(sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio)$' \
+              python3 -c "import sys; from gpu.checks import random_qkv, random_like; from gpu.flash import flash_attention; from gpu.backward import flash_attention_backward as b; d = int(sys.argv[1]); q, k, v = random_qkv(4, 2048 // d, 4096, 4096, d, 'float16', seed=1); o, l = flash_attention(q, k, v, return_lse=True); do = random_like(q, 2); [b(q, k, v, o, l, do, kernel=7) for _ in range(3)]" "$d"
+          done ;;
+  quick) step bench_quick 300 "${CLI[@]}" bench gpu --quick --json "$OUT/bench-quick-h100.json"
+         step bench_quick_bwd 300 "${CLI[@]}" bench gpu --quick --backward --json "$OUT/bench-quick-backward-h100.json" ;;
   hopper) step probe 120 python3 -m gpu.hopper_probe
           step hopper_test 300 python3 -m pytest -m gpu -q -x -rs -p no:cacheprovider tests/test_gpu_hopper.py
           step tma_metrics 60 bash -c 'ncu --query-metrics | grep -i -E "tma|bulk|utlb|xbar2l1tex" | head -40' ;;
@@ -59,7 +72,11 @@ open(sys.argv[1] + "/train-h100.svg", "w").write(plot.line_chart(report["losses"
 esac; done
 for s in $steps; do case $s in
   env) cat "$LOGS/env.log" ;;
-  tune_fwd|tune_bwd|tune_v4|rung[1-6]) sed -n "/^   d /,\$p" "$LOGS/$s.log" ;;
+  tune_fwd|tune_bwd|tune_v4|rung[1-7]) sed -n "/^   d /,\$p" "$LOGS/$s.log" ;;
+  rung7_test) grep -E "FAIL" "$LOGS/smoke7.log" | cut -c1-300; grep -E "^(FAILED|ERROR)|Error|passed|failed" "$LOGS/test7.log" | cut -c1-400 | head -n 20 ;;
+  sanitize7) tail -n 3 "$LOGS"/memcheck7.log "$LOGS"/racecheck7.log ;;
+  ncu_r7) grep -h -E "Duration|Compute \(SM\)|pipe_tensor|pipe_xu|Issue Slots|Warp Cycles Per Issued|stalled" "$LOGS"/ncu_r7_d*.log | awk '$NF+0 > 0.05' | cut -c1-150 ;;
+  quick) grep -E "│ (fp16|bf16)" "$LOGS/bench_quick.log" "$LOGS/bench_quick_bwd.log" | cut -c1-250 ;;
   ncu_v4) grep -h -E "Duration|Compute \(SM\)|pipe_tensor|pipe_xu|Issue Slots|Warp Cycles Per Issued|stalled" "$LOGS"/ncu_v4_d*.log | awk '$NF+0 > 0.05' | cut -c1-150 ;;
   ladder) tail -n 4 "$LOGS/ladder.log" ;;
   hopper) cat "$LOGS/probe.log"; grep -E "^(FAILED|ERROR)|Error|error|passed|failed" "$LOGS/hopper_test.log" | cut -c1-300 | head -n 20; cat "$LOGS/tma_metrics.log" ;;

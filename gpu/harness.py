@@ -13,7 +13,7 @@ from gpu import device, registry, sdpa, timing
 from gpu.backward import flash_attention_backward
 from gpu.checks import check, check_backward, random_like, random_qkv
 from gpu.flash import flash_attention
-from gpu.tiling import Tiles, backward_tiles, forward_tiles, warpgroup_tiles
+from gpu.tiling import Tiles, backward_tiles, backward_warpgroup_tiles, forward_tiles, warpgroup_tiles
 
 READABLE_N = 1024  # the readable rungs run at a few TFLOP/s: they are timed at this N
 TOKENS, HIDDEN = 16384, 2048  # FlashAttention-2's benchmark: batch = TOKENS / N, heads = HIDDEN / d
@@ -66,12 +66,16 @@ TUNE: dict[tuple[str, int], list[tuple[str, Tiles | None]]] = {  # None: the ker
         ("v2", backward_tiles(warps=8, block_rows=32)),
         ("v2", backward_tiles(warps=4, block_rows=128)),
         ("v2", backward_tiles(warps=8, block_rows=128)),
+        ("wgmma", None),
+        ("wgmma", backward_warpgroup_tiles(stages=3)),
     ],
     ("backward", 128): [
         ("v2", None),
         ("v2", backward_tiles(warps=4, block_rows=64)),
         ("v2", backward_tiles(warps=8, block_rows=32)),
         ("v2", backward_tiles(warps=4, block_rows=32, min_blocks=2)),
+        ("wgmma", None),
+        ("wgmma", backward_warpgroup_tiles(stages=3)),
     ],
 }
 
@@ -91,6 +95,9 @@ SMOKE = [  # (rung, dtype, (batch, heads, N, Nk, d), causal, swizzle): ragged ev
     (5, "bfloat16", (1, 1, 33, 130, 64), False, False),
     (5, "float16", (1, 1, 130, 33, 128), True, False),
     (5, "bfloat16", (1, 1, 200, 200, 111), True, False),
+    (7, "float16", (1, 2, 77, 300, 64), True, False),
+    (7, "bfloat16", (1, 1, 300, 33, 128), True, False),
+    (7, "float16", (1, 1, 333, 333, 128), False, False),
     (4, "float32", (1, 2, 77, 45, 40), True, False),
     (4, "bfloat16", (1, 1, 33, 70, 64), False, False),
 ]
@@ -161,7 +168,7 @@ def main(argv=None) -> None:
     parser.add_argument("--rungs", help="with --smoke: only these rungs (comma-separated)")
     parser.add_argument("--n", type=int, default=4096, help="sequence length of the timed runs")
     parser.add_argument("--dtypes", default="float16,bfloat16")
-    parser.add_argument("--only", help="with --tune: only the variants of this kernel (v1 … v4)")
+    parser.add_argument("--only", help="with --tune: only the variants of this kernel (v1 … v4, wgmma)")
     args = parser.parse_args(argv)
     device.require()
     print(f"device: {device.properties()['name']}")

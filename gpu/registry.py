@@ -1,14 +1,22 @@
 """The kernel ladder: one KernelSpec per kernel of gpu/kernels/ (source, #defines, tiling, dtypes, launch geometry).
 
 The launchers, the harness (`python -m gpu.harness --kernel N`), the tests, compare and bench read this and
-nothing else about a kernel. Rungs are numbered as their files: 1–3 and 6 forward, 4–5 backward; the helpers (the
+nothing else about a kernel. Rungs are numbered as their files: 1–3 and 6 forward, 4, 5 and 7 backward; the helpers (the
 standard baseline's softmax kernels, the backward's two element-wise passes) have no number. Pure Python.
 """
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpu.tiling import Tiles, backward_tiles, forward_tiles, pad_to, padded_dims, warpgroup_tiles
+from gpu.tiling import (
+    Tiles,
+    backward_tiles,
+    backward_warpgroup_tiles,
+    forward_tiles,
+    pad_to,
+    padded_dims,
+    warpgroup_tiles,
+)
 from sim.dtypes import F
 from sim.errors import InputError
 
@@ -200,6 +208,23 @@ def _backward_readable_smem(d: int, t: Tiles) -> int:
     return F * (4 * bc * d + 2 * br * d + 2 * br * bc + 2 * br)
 
 
+def _backward_wg_tiles(d: int) -> Tiles:
+    """Rung 7: two consumer warpgroups of 64 keys (Bc = 128) and a producer, Br = 64 queries per step, two stages."""
+    return backward_warpgroup_tiles(stages=2)
+
+
+def _backward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    return {"HEAD_DIM": d, "STAGES": tiles.stages, "STORAGE": STORAGE_CODE[dtype]}
+
+
+def _backward_wg_smem(d: int, t: Tiles) -> int:
+    """1024 bytes of alignment, K_j and V_j (Bc rows), the stages of Q_i and dO_i (Br rows), dS_ij per consumer
+    warpgroup (Br × 64), the stages of L_i and D_i (Br floats), the mbarriers."""
+    br, bc, consumers = t.block_rows, t.block_cols, t.warps // 4 - 1
+    tiles = HALF_SIZE * (2 * bc * d + 2 * t.stages * br * d + consumers * br * 64)
+    return 1024 + tiles + F * 2 * t.stages * br + 8 * (1 + 2 * t.stages)
+
+
 def _backward(name, rung, file, **kw) -> KernelSpec:
     return KernelSpec(name, rung, "backward", file, f"flash2_{name}_bwd", **kw)
 
@@ -210,8 +235,12 @@ BACKWARD = {
                     smem_of=_backward_readable_smem),
     "v2": _backward("v2", 5, "05_flash2_backward_tensorcore.cu", dtypes=HALF, tensor_cores=True,
                     default_tiles=_backward_tc_tiles, defines_of=_backward_tc_defines, smem_of=_backward_tc_smem),
+    "wgmma": _backward("wgmma", 7, "07_flash2_backward_wgmma.cu", dtypes=HALF, tensor_cores=True,
+                       default_tiles=_backward_wg_tiles, defines_of=_backward_wg_defines, smem_of=_backward_wg_smem,
+                       arch="sm_90a", head_dims=(64, 128), tma=True),
 }  # fmt: skip
-DEFAULT_BACKWARD = "v2"
+DEFAULT_BACKWARD = "v2"  # the default on every GPU, and for every head dim …
+HOPPER_BACKWARD = "wgmma"  # … except on sm_90 at the head dims rung 7 takes
 
 # -- helpers: the standard baseline's row kernels, the backward's element-wise passes ---------------------------
 
@@ -260,9 +289,19 @@ def forward(name: str | None, d: int | None = None, cc: str | None = None) -> Ke
     return _pick("kernel", FORWARD, name)
 
 
-def backward(name: str | None) -> KernelSpec:
-    """The backward kernel `name` ("v1", "v2"; None: the default), or InputError naming the choices."""
-    return _pick("kernel", BACKWARD, DEFAULT_BACKWARD if name is None else name)
+def backward(name: str | int | None, d: int | None = None, cc: str | None = None) -> KernelSpec:
+    """The backward kernel `name` ("v1", "v2", "wgmma", or its rung number 4, 5, 7), or InputError naming the
+    choices. None: the default for head dim d on a device of compute capability cc (rung 7 where it fits, else
+    rung 5); without d and cc, rung 5."""
+    if isinstance(name, int) and not isinstance(name, bool):
+        spec = rung(name)
+        if spec.direction != "backward":
+            raise InputError(f"kernel: rung {name} is a forward kernel; the backward rungs are 4, 5 and 7")
+        return spec
+    if name is None:
+        fast = BACKWARD[HOPPER_BACKWARD]
+        name = HOPPER_BACKWARD if d is not None and cc is not None and fast.fits(d, cc) is None else DEFAULT_BACKWARD
+    return _pick("kernel", BACKWARD, name)
 
 
 def rung(number: int) -> KernelSpec:

@@ -28,7 +28,7 @@ class Tiles:
     q_in_regs: bool = True  # forward v2/v3: Q_i's MMA fragments stay in registers for the whole K/V loop
     min_blocks: int = 1  # tensor-core kernels: thread blocks per SM the register allocation must leave room for
     swizzle: bool = False  # forward v2/v3: XOR-swizzled shared-memory rows instead of rows padded by 16 bytes
-    stages: int = 2  # forward v4: K_j/V_j stages in SRAM (the others double-buffer: 2)
+    stages: int = 2  # forward v4: K_j/V_j stages in SRAM; backward rung 7: Q_i/dO_i stages (the others: 2)
     pingpong: bool = False  # forward v4: consumer warpgroups take turns issuing their matmuls
 
     @property
@@ -53,6 +53,11 @@ def forward_tiles(
 def warpgroup_tiles(consumers: int, block_cols: int, stages: int, pingpong: bool = False) -> Tiles:
     """A forward v4 geometry: `consumers` warpgroups of 64 query rows (Br = 64 · consumers) and one producer."""
     return Tiles(64 * consumers, block_cols, 4 * (consumers + 1), stages=stages, pingpong=pingpong)
+
+
+def backward_warpgroup_tiles(stages: int) -> Tiles:
+    """The backward rung 7 geometry: two consumer warpgroups of 64 keys (Bc = 128), a producer, Br = 64, `stages`."""
+    return Tiles(64, 128, 12, stages=stages)
 
 
 def backward_tiles(warps: int, block_rows: int, min_blocks: int = 1) -> Tiles:

@@ -45,8 +45,9 @@ def test_kernel_names_and_rungs():
         registry.forward(None).name == registry.DEFAULT_FORWARD
         and registry.backward(None).name == registry.DEFAULT_BACKWARD
     )
-    assert [registry.rung(n).direction for n in (1, 2, 3, 4, 5, 6)] == ["forward"] * 3 + ["backward"] * 2 + ["forward"]
-    with pytest.raises(InputError, match="kernel: expected a rung number among 1, 2, 3, 4, 5, 6, got 9"):
+    directions = [registry.rung(n).direction for n in (1, 2, 3, 4, 5, 6, 7)]
+    assert directions == ["forward"] * 3 + ["backward"] * 2 + ["forward", "backward"]
+    with pytest.raises(InputError, match="kernel: expected a rung number among 1, 2, 3, 4, 5, 6, 7, got 9"):
         registry.rung(9)
     with pytest.raises(InputError, match="kernel: expected one of v1, v2, v3"):
         registry.forward("v9")
@@ -74,3 +75,25 @@ def test_rung_6_says_why_it_does_not_run():
     assert v4.fits(40, "9.0") == "v4 takes head dims 64 and 128, got d=40"
     assert v4.fits(64, "8.0") == "v4 runs on compute capability 9.0 only (sm_90a), this GPU is 8.0"
     assert registry.forward("v3").fits(40, "8.0") is None
+
+
+@pytest.mark.parametrize(
+    ("d", "cc", "expected"),
+    [(64, "9.0", 7), (128, "9.0", 7), (96, "9.0", 5), (64, "8.0", 5), (128, "10.0", 5), (64, None, 5)],
+)
+def test_default_backward_is_rung_7_where_it_runs(d, cc, expected):
+    assert registry.backward(None, d, cc).rung == expected
+
+
+def test_backward_by_rung_number():
+    assert registry.backward(7).name == "wgmma" and registry.backward(5).name == "v2"
+    with pytest.raises(InputError, match="rung 6 is a forward kernel"):
+        registry.backward(6)
+
+
+def test_rung_7_smem_counts_every_buffer():
+    # d = 128, Bc = 128, Br = 64, two stages: K, V; Q and dO per stage; dS (64 × 64) per consumer warpgroup; L, D
+    assert (
+        registry.backward(7).smem(128, None)
+        == 1024 + 2 * (2 * 128 * 128 + 4 * 64 * 128 + 2 * 64 * 64) + 4 * 4 * 64 + 8 * 5
+    )

@@ -15,6 +15,8 @@ def _report(kind: str) -> dict:
         "n": 4096, "d": 64, "causal": True, "dtype": "bfloat16",
         "flash": {"tflops": 300.0, "peak_extra_bytes": 64 * 2**20},
         "sdpa": {"tflops": 250.0, "peak_extra_bytes": 64 * 2**20},
+        "cudnn": {"tflops": 400.0, "peak_extra_bytes": 32 * 2**20},
+        "default": {"status": "error", "why": "no kernel"},
         "standard": {"status": "OOM", "needs_bytes": 10**12},
         "v1": {"status": "skipped"},
     }  # fmt: skip
@@ -28,6 +30,9 @@ def _report(kind: str) -> dict:
     }
     if kind == "bench-backward":
         del row["v1"]
+        row["flash"] |= {"ms": 2.0, "backward_tflops": 200.0}
+        row["autograd"] = {"tflops": 290.0, "ms": 2.1, "peak_extra_bytes": 0}
+        row["cudnn"]["backward_tflops"] = 320.0
         report["memory_config"] = "batch 1, 16 heads, d = 64, float16"
         report["memory"] = [{"n": 1024, "flash": {"peak_extra_bytes": 3 * 2**20}, "standard": {"status": "OOM"}}]
     return report
@@ -52,7 +57,11 @@ def test_forward_markdown_cells_come_from_the_report():
         "4096",
         "300",
         "250",
+        "400",
+        "error",
         "1.20",
+        "0.75",
+        "—",
         "OOM",
         "—",
         "skipped",
@@ -67,7 +76,12 @@ def test_backward_markdown_has_no_v1_and_a_memory_table():
     text = bench_markdown(report)
     lines = text.splitlines()
     assert lines[0] == "# `flashsim bench gpu --backward` on Test GPU"
-    assert "v1" not in [h for h, _ in bench_columns(report)]
+    header, _, row = lines[-9:-6]
+    assert "v1" not in _cells(header)
+    cells = dict(zip(_cells(header), _cells(row), strict=True))
+    assert cells["autograd"] == "290" and cells["tax"] == "+5%"  # 2.1 ms against 2.0 ms
+    assert (cells["/flash"], cells["/cuDNN"], cells["/default"]) == ("1.16", "0.72", "—")  # 290/250, 290/400
+    assert (cells["bwd flashsim"], cells["bwd flash"], cells["bwd cuDNN"]) == ("200", "—", "320")
     assert _cells(lines[-1]) == ["1024", "3.0 MiB", "—", "OOM"]
     assert "batch 1, 16 heads, d = 64, float16" in text
 

@@ -1,0 +1,281 @@
+// 07_flash2_backward_wgmma.cu (rung 7, backward "wgmma"): FlashAttention-2's backward pass on Hopper's own
+// machinery (TMA, mbarriers, wgmma, a producer warpgroup), the algorithm of rung 5 with rung 6's tools.
+//
+// Changed from rung 5 (05_flash2_backward_tensorcore.cu), the same algorithm (Algorithm 2 of FlashAttention-2,
+// one thread block per K/V block, dK_j and dV_j in registers for the whole loop over Q blocks):
+//  - loads. K_j and V_j arrive once by TMA; one thread of the producer warpgroup copies Q_i and dO_i for each
+//    Q block into STAGES stages (128-byte swizzled boxes, the layout wgmma reads), and one of its warps copies
+//    L_i and D_i beside them; mbarriers count the bytes and arrivals, the consumers hand each stage back.
+//    Rung 5's 256 threads all issued cp.async and waited at __syncthreads, two stages.
+//  - matmuls. Two consumer warpgroups of 64 keys each (Bc = 128), keys as the wgmma rows as in rung 5:
+//    S_ijᵀ = K_j Q_iᵀ and dP_ijᵀ = V_j dO_iᵀ with both operands from SRAM; dV_j += P_ijᵀ dO_i and
+//    dK_j += dS_ijᵀ Q_i with P_ijᵀ and dS_ijᵀ as A fragments from registers and dO_i, Q_i N-major from SRAM;
+//    dQ_i = dS_ij K_j with dS_ij written to SRAM (transposed, swizzled: each warpgroup its own 64 × 64 tile)
+//    and K_j N-major. S_ijᵀ and dP_ijᵀ are issued back to back, so the exponentials of P_ijᵀ run while
+//    dP_ijᵀ is on the tensor cores.
+//  - dQ. Each warpgroup adds its own 64 keys' share of dQ_i (64 × d, τ applied) into the float32 accumulator
+//    with red.global.add.v2.f32, a 64-column piece at a time (32 accumulator registers): twice rung 5's atomics
+//    (rung 5 summed all 128 keys in one thread block first), no barrier between the warpgroups. Not a second
+//    pass over K/V blocks per Q block: that recomputes S_ij and dP_ij, 7 products per tile pair instead of 5.
+//    The additions land in any order, so dQ differs from run to run by float32 rounding; no deterministic mode.
+//  - D = rowsum(dO ∘ O) and the zeroed accumulator come from backward_passes.cu's pre-pass, as for rung 5; the
+//    same file rounds dQ at the end.
+// Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 5.
+//
+// Measured: see gpu/NOTES.md (run 21).
+//
+// Injected #defines: HEAD_DIM (64 or 128), STAGES (Q_i/dO_i stages in SRAM), STORAGE (1 fp16, 2 bf16).
+
+#define BR 64                             // Br: queries per step
+#define BC 128                            // Bc: keys per thread block, 64 per consumer warpgroup
+#define CONSUMERS 2
+#define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 and 2 compute
+#define PIECES (HEAD_DIM / 64)            // 64-column pieces of a row: one 128-byte swizzled TMA box each
+#define TILE_Q (BR * HEAD_DIM * 2)        // bytes of Q_i (and of dO_i) in one stage
+#define TILE_KV (BC * HEAD_DIM * 2)       // bytes of K_j (and of V_j)
+#define TILE_DS (BR * 64 * 2)             // bytes of one warpgroup's dS_ij: 64 queries × its 64 keys
+#define NACC (HEAD_DIM / 2)               // dK_j (and dV_j) accumulators per thread: 64 keys × d over 128 threads
+#define REG_PRODUCER 24
+#define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
+
+#include "common.cuh"  // NEG_INF, LOG2E, pack2, exp2_approx, accumulators_to_a, atomic_add_f32x2
+#include "hopper.cuh"  // TMA, mbarrier, wgmma, setmaxnreg
+
+#define KV_FULL (bar)                             // mbarrier: K_j and V_j have arrived
+#define FULL(s) (bar + 8 * (1 + (s)))             // mbarrier: Q_i, dO_i (TMA) and L_i, D_i (32 lanes) are in stage s
+#define EMPTY(s) (bar + 8 * (1 + STAGES + (s)))   // mbarrier: both consumer warpgroups are done with stage s
+
+// acc (64 × 64) = A Bᵀ over HEAD_DIM, both K-major in SRAM, rows a_rows and b_rows of pieces a_piece and b_piece
+// bytes apart: S_ijᵀ = K_j Q_iᵀ (line 10) and dP_ijᵀ = V_j dO_iᵀ (line 13) for this warpgroup's 64 keys
+__device__ __forceinline__ void issue_transposed(float (&acc)[32], u32 a_rows, u32 a_piece, u32 b_rows, u32 b_piece) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+        const u32 at = (kk % 4) * 32;  // the k-step's 32 bytes within a 128-byte row
+        wgmma_ss(acc, sw128_desc(a_rows + (kk / 4) * a_piece + at, 16), sw128_desc(b_rows + (kk / 4) * b_piece + at, 16), kk > 0);
+    }
+    wgmma_commit();
+}
+
+// lines 12 and 16: dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i; A fragments from registers, dO_i and Q_i N-major (a
+// k-step is 16 queries, 2048 bytes; 64-column pieces Br · 128 bytes apart); one commit group
+__device__ __forceinline__ void issue_key_grads(float (&dv)[NACC], const u32 (&pf)[4][4], float (&dk)[NACC],
+                                                const u32 (&dsf)[4][4], u32 do_tile, u32 q_tile) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BR / 16; ++kk) wgmma_rs(dv, pf[kk], sw128_desc(do_tile + kk * 2048, BR * 128));
+#pragma unroll
+    for (int kk = 0; kk < BR / 16; ++kk) wgmma_rs(dk, dsf[kk], sw128_desc(q_tile + kk * 2048, BR * 128));
+    wgmma_commit();
+}
+
+// line 15 for one 64-column piece: dq (64 queries × 64) = dS_ij (SRAM, K-major over this warpgroup's 64 keys)
+// · K_j (its 64 rows of the piece, N-major)
+__device__ __forceinline__ void issue_dq(float (&dq)[32], u32 ds_tile, u32 k_rows) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_ss_nmajor(dq, sw128_desc(ds_tile + kk * 32, 16), sw128_desc(k_rows + kk * 2048, BC * 128), kk > 0);
+    wgmma_commit();
+}
+
+__device__ __forceinline__ void st_shared_u16(u32 addr, u32 bits) {
+    asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"((unsigned short)bits) : "memory");
+}
+
+// a warpgroup's own barrier (named barrier 1 + c, its 128 threads)
+__device__ __forceinline__ void warpgroup_sync(int c) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory"); }
+
+// Q_map, dO_map: tensor maps of Q, dO (batch·heads, N, HEAD_DIM), boxes of (1, Br, 64); K_map, V_map: of K, V
+// (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); L, D: (batch·heads, N) float32; dQacc: (batch·heads, N,
+// HEAD_DIM) float32, zeroed; dK, dV like K. Grid: (Tc, batch·heads), NTHREADS threads,
+// 1024 + 2·TILE_KV + STAGES·2·TILE_Q + 2·TILE_DS + STAGES·2·Br·4 + 8·(1 + 2·STAGES) bytes of dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
+                 const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap dO_map,
+                 const float* __restrict__ L, const float* __restrict__ D, float* __restrict__ dQacc,
+                 elem_t* __restrict__ dK, elem_t* __restrict__ dV, int N, int Nk, float scale, int causal)
+{
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const u32 sK = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: K_j, PIECES × (Bc, 64), swizzled
+    const u32 sV = sK + TILE_KV;                       // SRAM: V_j, likewise
+    const u32 sQ = sV + TILE_KV;                       // SRAM: Q_i, STAGES × PIECES × (Br, 64)
+    const u32 sdO = sQ + STAGES * TILE_Q;              // SRAM: dO_i, likewise
+    const u32 sdS = sdO + STAGES * TILE_Q;             // SRAM: dS_ij, CONSUMERS × (Br, 64), swizzled
+    const u32 sLD = sdS + CONSUMERS * TILE_DS;         // SRAM: L_i then D_i, STAGES × 2 × Br floats
+    const u32 bar = sLD + STAGES * 2 * BR * 4;         // SRAM: the mbarriers, 8 bytes each
+    float* sLD_ptr = reinterpret_cast<float*>(smem + (sLD - smem_u32(smem)));
+
+    const int c0 = blockIdx.x * BC;
+    const int bh = blockIdx.y;
+    const int shift = Nk - N;  // causal: query r sees key c iff c ≤ r + shift
+    // line 8's range: all Tr Q blocks, or (causal) from the one holding row c0 − shift, the first to see key c0
+    const int Tr = (N + BR - 1) / BR;
+    const int i_first = causal ? min(Tr, max(0, c0 - shift) / BR) : 0;
+    const int blocks = Tr - i_first;
+
+    if (threadIdx.x == 0) {
+        mbar_init(KV_FULL, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(FULL(s), 1 + 32);  // the TMA thread's expect_tx and the 32 lanes that copy L_i, D_i
+            mbar_init(EMPTY(s), CONSUMERS);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();  // the last block-wide barrier: the warpgroups go their own ways from here
+
+    if (threadIdx.x < 128) {  // the producer warpgroup
+        setmaxnreg_dec<REG_PRODUCER>();
+        if (blocks == 0) return;
+        if (threadIdx.x == 0) {  // line 6: K_j, V_j once; line 9: Q_i, dO_i per Q block, through the stages
+            mbar_expect_tx(KV_FULL, 2 * TILE_KV);
+#pragma unroll
+            for (int p = 0; p < PIECES; ++p) {
+                tma_load_3d(sK + p * BC * 128, &K_map, KV_FULL, p * 64, c0, bh);
+                tma_load_3d(sV + p * BC * 128, &V_map, KV_FULL, p * 64, c0, bh);
+            }
+            for (int it = 0; it < blocks; ++it) {
+                const int s = it % STAGES, r0 = (i_first + it) * BR;
+                if (it >= STAGES) mbar_wait(EMPTY(s), ((it / STAGES) & 1) ^ 1);
+                mbar_expect_tx(FULL(s), 2 * TILE_Q);
+#pragma unroll
+                for (int p = 0; p < PIECES; ++p) {
+                    tma_load_3d(sQ + s * TILE_Q + p * BR * 128, &Q_map, FULL(s), p * 64, r0, bh);
+                    tma_load_3d(sdO + s * TILE_Q + p * BR * 128, &dO_map, FULL(s), p * 64, r0, bh);
+                }
+            }
+        } else if (threadIdx.x >= 32 && threadIdx.x < 64) {  // warp 1: L_i and D_i (zeros past N)
+            const int lane = threadIdx.x - 32;
+            for (int it = 0; it < blocks; ++it) {
+                const int s = it % STAGES, r0 = (i_first + it) * BR;
+                if (it >= STAGES) mbar_wait(EMPTY(s), ((it / STAGES) & 1) ^ 1);
+#pragma unroll
+                for (int h = 0; h < BR / 32; ++h) {
+                    const int r = r0 + lane + 32 * h;
+                    sLD_ptr[s * 2 * BR + lane + 32 * h] = r < N ? L[(size_t)bh * N + r] : 0.f;
+                    sLD_ptr[s * 2 * BR + BR + lane + 32 * h] = r < N ? D[(size_t)bh * N + r] : 0.f;
+                }
+                mbar_arrive(FULL(s));
+            }
+        }
+        return;
+    }
+
+    // a consumer warpgroup: keys c0 + 64c … of K_j; this lane holds keys g and g + 8 of its warp's 16 and, in
+    // each 8-column n-tile, queries 2t and 2t + 1
+    setmaxnreg_inc<REG_CONSUMER>();
+    const int c = threadIdx.x / 128 - 1;
+    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int key = c0 + c * 64 + warp * 16 + g;  // this lane's first key
+    const u32 k_rows = sK + c * 64 * 128, v_rows = sV + c * 64 * 128;  // this warpgroup's rows of K_j, V_j
+    const u32 ds_tile = sdS + c * TILE_DS;
+    const float scale_log2 = scale * LOG2E;
+
+    // line 7: dK_j = 0, dV_j = 0 in registers
+    float dk[NACC], dv[NACC];
+#pragma unroll
+    for (int e = 0; e < NACC; ++e) dk[e] = dv[e] = 0.f;
+
+    if (blocks > 0) mbar_wait(KV_FULL, 0);
+    for (int it = 0; it < blocks; ++it) {
+        const int s = it % STAGES, r0 = (i_first + it) * BR;
+        const u32 q_tile = sQ + s * TILE_Q, do_tile = sdO + s * TILE_Q;
+        const float* L_i = sLD_ptr + s * 2 * BR;
+        const float* D_i = L_i + BR;
+        mbar_wait(FULL(s), (it / STAGES) & 1);
+
+        float st[32], dpt[32];  // registers: S_ijᵀ (then P_ijᵀ) and dP_ijᵀ (then dS_ijᵀ), 64 keys × 64 queries, fp32
+        issue_transposed(st, k_rows, BC * 128, q_tile, BR * 128);    // line 10
+        issue_transposed(dpt, v_rows, BC * 128, do_tile, BR * 128);  // line 13, in flight during line 11
+        wgmma_wait<1>();
+        keep(st);
+
+        // line 11: P_ijᵀ = exp(τ S_ijᵀ − L_i), base 2; 0 for keys past Nk, queries past N and hidden pairs (a query
+        // that sees no key has L = −∞: all its pairs are hidden, so its +∞ is replaced, never used)
+        const bool edge = c0 + BC > Nk || r0 + BR > N || (causal && c0 + BC - 1 > r0 + shift);
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int qi = n * 8 + 2 * t + (e & 1);  // the query's row in Q_i
+                float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -L_i[qi] * LOG2E));
+                if (edge) {
+                    const int k_e = key + (e >> 1) * 8, q_e = r0 + qi;
+                    if (k_e >= Nk || q_e >= N || (causal && k_e > q_e + shift)) p = 0.f;
+                }
+                st[4 * n + e] = p;
+            }
+        wgmma_wait<0>();
+        keep(dpt);
+
+        // line 14: dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), in place of dP_ijᵀ
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dpt[4 * n + e] = st[4 * n + e] * (dpt[4 * n + e] - D_i[n * 8 + 2 * t + (e & 1)]);
+
+        u32 pf[4][4], dsf[4][4];  // P_ijᵀ and dS_ijᵀ rounded to fp16/bf16, as wgmma A fragments (16 queries each)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            accumulators_to_a(pf[kk], st + 8 * kk, st + 8 * kk + 4);
+            accumulators_to_a(dsf[kk], dpt + 8 * kk, dpt + 8 * kk + 4);
+        }
+        issue_key_grads(dv, pf, dk, dsf, do_tile, q_tile);  // lines 12 and 16
+
+        // dS_ij into SRAM for line 15: element (query q, key κ) of this warpgroup's (64, 64) tile at byte
+        // q·128 + ((κ/8 ⊕ q mod 8)·16) + (κ mod 8)·2, the 128-byte swizzle wgmma reads. Every warp must be past the
+        // last block's line 15 (which read the tile) before any overwrites it.
+        warpgroup_sync(c);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {  // dsf[kk][r]: queries 16kk + 8(r / 2) + 2t, +1; key g + 8(r mod 2)
+                const int q = 16 * kk + 8 * (r / 2) + 2 * t, kap = warp * 16 + g + 8 * (r % 2);
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    st_shared_u16(ds_tile + (q + e) * 128 + ((((kap >> 3) ^ ((q + e) & 7))) << 4) + (kap & 7) * 2,
+                                  dsf[kk][r] >> (16 * e));
+            }
+        fence_proxy_async();
+        warpgroup_sync(c);  // this warpgroup's dS_ij is whole
+
+        // line 15: dQ_i += τ dS_ij K_j, one 64-column piece at a time, added into HBM with float32 atomics
+#pragma unroll
+        for (int p = 0; p < PIECES; ++p) {
+            float dq[32];
+            issue_dq(dq, ds_tile, k_rows + p * BC * 128);
+            if (p == 0) {
+                wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free
+                keep(dv);
+                keep(dk);
+                keep(pf);
+                keep(dsf);
+                if (tid == 0) mbar_arrive(EMPTY(s));
+            }
+            wgmma_wait<0>();
+            keep(dq);
+#pragma unroll
+            for (int n = 0; n < 8; ++n)
+#pragma unroll
+                for (int h = 0; h < 2; ++h) {
+                    const int q = r0 + warp * 16 + g + 8 * h;
+                    if (q < N)
+                        atomic_add_f32x2(dQacc + ((size_t)bh * N + q) * HEAD_DIM + p * 64 + n * 8 + 2 * t,
+                                         scale * dq[4 * n + 2 * h], scale * dq[4 * n + 2 * h + 1]);
+                }
+        }
+    }
+
+    // line 18: dK_j = τ dK_j and dV_j to HBM, straight from registers (zeros for keys no query sees)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int k_h = key + 8 * h;
+        if (k_h >= Nk) continue;
+        const size_t at = ((size_t)bh * Nk + k_h) * HEAD_DIM + 2 * t;
+#pragma unroll
+        for (int n = 0; n < HEAD_DIM / 8; ++n) {
+            *reinterpret_cast<u32*>(dK + at + 8 * n) = pack2(scale * dk[4 * n + 2 * h], scale * dk[4 * n + 2 * h + 1]);
+            *reinterpret_cast<u32*>(dV + at + 8 * n) = pack2(dv[4 * n + 2 * h], dv[4 * n + 2 * h + 1]);
+        }
+    }
+}
