@@ -70,26 +70,26 @@ class _StreamHandle:
 
 
 def _forward(torch, q, k, v, causal, scale):
-    """(o, lse) as torch tensors: the forward kernel writes straight into tensors PyTorch allocated."""
+    """(o, lse, p) with o and lse torch tensors the forward kernel wrote straight into, p the checked Problem."""
     cq, ck, cv = (as_cupy(t) for t in (q, k, v))
     spec = flash.resolve(None, q.shape[-1])
     p = inputs.check(cq, ck, cv, causal=causal, scale=scale, dtypes_allowed=spec.dtypes)
     if spec.row(p.d) != p.d:  # rows padded to 8 elements: the general path (it copies)
         o, lse = flash.flash_attention(cq, ck, cv, causal=causal, scale=scale, return_lse=True)
-        return as_torch(o), as_torch(lse)
+        return as_torch(o), as_torch(lse), p
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     flash.launch(spec, p, spec.tiles(p.d), cq, ck, cv, as_cupy(o), as_cupy(lse))
-    return o, lse
+    return o, lse, p
 
 
-def _backward(torch, q, k, v, o, lse, do, causal, scale):
-    """(dq, dk, dv) as torch tensors, written by the backward kernels into tensors PyTorch allocated."""
+def _backward(torch, p, q, k, v, o, lse, do):
+    """(dq, dk, dv) as torch tensors, written by the backward kernels into tensors PyTorch allocated; p is the
+    forward's checked Problem (the same q, k, v: no second check)."""
     cq, ck, cv, co, clse, cdo = (as_cupy(t) for t in (q, k, v, o, lse, do))
-    spec = backward.resolve(None, q.shape[-1])
-    p = inputs.check(cq, ck, cv, causal=causal, scale=scale, dtypes_allowed=spec.dtypes)
+    spec = backward.resolve(None, p.d)
     if spec.row(p.d) != p.d or clse.data.ptr % 16:
-        grads = backward.flash_attention_backward(cq, ck, cv, co, clse, cdo, causal=causal, scale=scale)
+        grads = backward.flash_attention_backward(cq, ck, cv, co, clse, cdo, causal=p.causal, scale=p.scale)
         return tuple(as_torch(g) for g in grads)
     D = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     dq_acc = torch.empty(q.shape, dtype=torch.float32, device=q.device)
@@ -108,16 +108,15 @@ def _functions() -> dict:
         def forward(ctx, q, k, v, causal, scale):
             q, k, v = (x.detach().contiguous() for x in (q, k, v))  # a copy only where not contiguous
             with _stream():
-                o, lse = _forward(torch, q, k, v, causal, scale)
+                o, lse, ctx.problem = _forward(torch, q, k, v, causal, scale)
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.causal, ctx.scale = causal, scale
             return o
 
         @staticmethod
         def backward(ctx, do):
             q, k, v, o, lse = ctx.saved_tensors
             with _stream():
-                grads = _backward(torch, q, k, v, o, lse, do.contiguous(), ctx.causal, ctx.scale)
+                grads = _backward(torch, ctx.problem, q, k, v, o, lse, do.contiguous())
             return (*grads, None, None)
 
     class StandardAttention(torch.autograd.Function):

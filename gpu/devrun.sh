@@ -2,7 +2,7 @@
 # One device call: environment, checks, GPU tests, tuning tables, sanitizers, compare, benchmarks, training demo.
 # Usage (on the device machine, from the repo root): bash gpu/devrun.sh [steps…]
 #   steps: env smoke test tune_fwd tune_bwd rung1 … rung7 hopper tune_v4 ncu_v4 sanitize sanitize6 compare bench bench_bwd ladder train cli
-#          rung7_test sanitize7 ncu_r7 quick
+#          rung7_test sanitize7 ncu_r7 quick tax tune_wg
 # Logs go to /tmp/devrun/logs and come back as $OUT/logs.tgz (rewritten after each step); JSON and SVG results land in $OUT (8 files at most
 # come back). The reply carries the tail of stdout, so each step ends with a one-line summary, printed last.
 set -u
@@ -35,6 +35,9 @@ for s in $steps; do case $s in
               --metrics 'regex:^(sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio)$' \
               python3 -c "import sys; from gpu.checks import random_qkv, random_like; from gpu.flash import flash_attention; from gpu.backward import flash_attention_backward as b; d = int(sys.argv[1]); q, k, v = random_qkv(4, 2048 // d, 4096, 4096, d, 'float16', seed=1); o, l = flash_attention(q, k, v, return_lse=True); do = random_like(q, 2); [b(q, k, v, o, l, do, kernel=7) for _ in range(3)]" "$d"
           done ;;
+  tax) step tax 150 python3 -m gpu.lab.autograd_tax
+       step tax_causal 150 python3 -m gpu.lab.autograd_tax --causal ;;
+  tune_wg) step tune_wg 200 python3 -m gpu.harness --tune backward --only wgmma --dtypes float16 ;;
   quick) step bench_quick 300 "${CLI[@]}" bench gpu --quick --json "$OUT/bench-quick-h100.json"
          step bench_quick_bwd 300 "${CLI[@]}" bench gpu --quick --backward --json "$OUT/bench-quick-backward-h100.json" ;;
   hopper) step probe 120 python3 -m gpu.hopper_probe
@@ -74,6 +77,8 @@ for s in $steps; do case $s in
   env) cat "$LOGS/env.log" ;;
   tune_fwd|tune_bwd|tune_v4|rung[1-7]) sed -n "/^   d /,\$p" "$LOGS/$s.log" ;;
   rung7_test) grep -E "FAIL" "$LOGS/smoke7.log" | cut -c1-300; grep -E "^(FAILED|ERROR)|Error|passed|failed" "$LOGS/test7.log" | cut -c1-400 | head -n 20 ;;
+  tax) tail -n 7 "$LOGS/tax.log"; tail -n 7 "$LOGS/tax_causal.log" ;;
+  tune_wg) sed -n "/^   d /,\$p" "$LOGS/tune_wg.log" ;;
   sanitize7) tail -n 3 "$LOGS"/memcheck7.log "$LOGS"/racecheck7.log ;;
   ncu_r7) grep -h -E "Duration|Compute \(SM\)|pipe_tensor|pipe_xu|Issue Slots|Warp Cycles Per Issued|stalled" "$LOGS"/ncu_r7_d*.log | awk '$NF+0 > 0.05' | cut -c1-150 ;;
   quick) grep -E "│ (fp16|bf16)" "$LOGS/bench_quick.log" "$LOGS/bench_quick_bwd.log" | cut -c1-250 ;;

@@ -37,7 +37,10 @@ class Tiles:
 
     def describe(self) -> str:
         """The tiling in one short string: Br×Bc, warps × rows per warp, where Q_i's fragments live, layout."""
-        if self.warps % 4 == 0 and self.block_rows == 64 * (self.warps // 4 - 1):  # forward v4: warpgroups
+        if self.warps == 12 and (self.block_rows, self.block_cols) == (64, 128):  # backward rung 7: warpgroups
+            return f"64x128 wg2x64keys+1 st{self.stages}"
+        backward_mma = self.block_cols == 16 * self.warps  # rung 5's 16 keys per warp (not rung 6's warpgroups)
+        if not backward_mma and self.warps % 4 == 0 and self.block_rows == 64 * (self.warps // 4 - 1):
             return f"{self.block_rows}x{self.block_cols} wg{self.warps // 4 - 1}x64+1 st{self.stages}{' pp' if self.pingpong else ''}"
         rows = f"w{self.warps}x{self.block_rows // self.warps}"
         return f"{self.block_rows}x{self.block_cols} {rows} {'qreg' if self.q_in_regs else 'qsmem'} mb{self.min_blocks} {'swz' if self.swizzle else 'pad'}"
