@@ -2,7 +2,7 @@
 # One device call: environment, checks, GPU tests, tuning tables, sanitizers, compare, benchmarks, training demo.
 # Usage (on the device machine, from the repo root): bash gpu/devrun.sh [steps…]
 #   steps: env smoke test tune_fwd tune_bwd rung1 … rung7 hopper tune_v4 ncu_v4 sanitize sanitize6 compare bench bench_bwd ladder train cli
-#          rung7_test sanitize7 ncu_r7 quick tax tune_wg
+#          rung7_test sanitize7 ncu_r7 quick tax tune_wg bwd_rungs profile_autograd
 # Logs go to /tmp/devrun/logs and come back as $OUT/logs.tgz (rewritten after each step); JSON and SVG results land in $OUT (8 files at most
 # come back). The reply carries the tail of stdout, so each step ends with a one-line summary, printed last.
 set -u
@@ -37,6 +37,15 @@ for s in $steps; do case $s in
           done ;;
   tax) step tax 150 python3 -m gpu.lab.autograd_tax
        step tax_causal 150 python3 -m gpu.lab.autograd_tax --causal ;;
+  bwd_rungs) step bwd_rungs 200 python3 -m gpu.lab.backward_rungs ;;
+  profile_autograd) step profile_autograd 120 python3 -c "
+import cProfile, pstats, torch
+from gpu.lab.autograd_tax import calls
+_, through = calls(4096, 128, True)
+for _ in range(3): through()
+torch.cuda.synchronize()
+cProfile.run('for _ in range(20): through()', '/tmp/devrun/prof')
+pstats.Stats('/tmp/devrun/prof').sort_stats('tottime').print_stats(22)" ;;
   tune_wg) step tune_wg 200 python3 -m gpu.harness --tune backward --only wgmma --dtypes float16 ;;
   quick) step bench_quick 300 "${CLI[@]}" bench gpu --quick --json "$OUT/bench-quick-h100.json"
          step bench_quick_bwd 300 "${CLI[@]}" bench gpu --quick --backward --json "$OUT/bench-quick-backward-h100.json" ;;
@@ -78,6 +87,8 @@ for s in $steps; do case $s in
   tune_fwd|tune_bwd|tune_v4|rung[1-7]) sed -n "/^   d /,\$p" "$LOGS/$s.log" ;;
   rung7_test) grep -E "FAIL" "$LOGS/smoke7.log" | cut -c1-300; grep -E "^(FAILED|ERROR)|Error|passed|failed" "$LOGS/test7.log" | cut -c1-400 | head -n 20 ;;
   tax) tail -n 7 "$LOGS/tax.log"; tail -n 7 "$LOGS/tax_causal.log" ;;
+  bwd_rungs) cat "$LOGS/bwd_rungs.log" ;;
+  profile_autograd) grep -E "ncalls|function calls|^ +[0-9]" "$LOGS/profile_autograd.log" | head -n 26 | cut -c1-160 ;;
   tune_wg) sed -n "/^   d /,\$p" "$LOGS/tune_wg.log" ;;
   sanitize7) tail -n 3 "$LOGS"/memcheck7.log "$LOGS"/racecheck7.log ;;
   ncu_r7) grep -h -E "Duration|Compute \(SM\)|pipe_tensor|pipe_xu|Issue Slots|Warp Cycles Per Issued|stalled" "$LOGS"/ncu_r7_d*.log | awk '$NF+0 > 0.05' | cut -c1-150 ;;

@@ -219,10 +219,10 @@ def _backward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
 
 def _backward_wg_smem(d: int, t: Tiles) -> int:
     """1024 bytes of alignment, K_j and V_j (Bc rows), the stages of Q_i and dO_i (Br rows), dS_ij per consumer
-    warpgroup (Br × 64), the stages of L_i and D_i (Br floats), the mbarriers."""
+    warpgroup (Br × 64), L_i and D_i per consumer warpgroup (Br floats each), the mbarriers."""
     br, bc, consumers = t.block_rows, t.block_cols, t.warps // 4 - 1
     tiles = HALF_SIZE * (2 * bc * d + 2 * t.stages * br * d + consumers * br * 64)
-    return 1024 + tiles + F * 2 * t.stages * br + 8 * (1 + 2 * t.stages)
+    return 1024 + tiles + F * 2 * consumers * br + 8 * (1 + 2 * t.stages)
 
 
 def _backward(name, rung, file, **kw) -> KernelSpec:

@@ -4,8 +4,10 @@
 // Changed from rung 5 (05_flash2_backward_tensorcore.cu), the same algorithm (Algorithm 2 of FlashAttention-2,
 // one thread block per K/V block, dK_j and dV_j in registers for the whole loop over Q blocks):
 //  - loads. K_j and V_j arrive once by TMA; one thread of the producer warpgroup copies Q_i and dO_i for each
-//    Q block into STAGES stages (128-byte swizzled boxes, the layout wgmma reads), and one of its warps copies
-//    L_i and D_i beside them; mbarriers count the bytes and arrivals, the consumers hand each stage back.
+//    Q block into STAGES stages (128-byte swizzled boxes, the layout wgmma reads); mbarriers count the bytes and
+//    the consumers' arrivals hand each stage back. Each consumer warpgroup copies L_i and D_i into its own SRAM
+//    while its first two products run (first tried: a producer warp copied them into the stages; correct, but
+//    racecheck flagged its ordinary stores, ordered only through the mbarriers, against the consumers' reads).
 //    Rung 5's 256 threads all issued cp.async and waited at __syncthreads, two stages.
 //  - matmuls. Two consumer warpgroups of 64 keys each (Bc = 128), keys as the wgmma rows as in rung 5:
 //    S_ijᵀ = K_j Q_iᵀ and dP_ijᵀ = V_j dO_iᵀ with both operands from SRAM; dV_j += P_ijᵀ dO_i and
@@ -42,7 +44,7 @@
 #include "hopper.cuh"  // TMA, mbarrier, wgmma, setmaxnreg
 
 #define KV_FULL (bar)                             // mbarrier: K_j and V_j have arrived
-#define FULL(s) (bar + 8 * (1 + (s)))             // mbarrier: Q_i, dO_i (TMA) and L_i, D_i (32 lanes) are in stage s
+#define FULL(s) (bar + 8 * (1 + (s)))             // mbarrier: Q_i and dO_i are in stage s
 #define EMPTY(s) (bar + 8 * (1 + STAGES + (s)))   // mbarrier: both consumer warpgroups are done with stage s
 
 // acc (64 × 64) = A Bᵀ over HEAD_DIM, both K-major in SRAM, rows a_rows and b_rows of pieces a_piece and b_piece
@@ -88,7 +90,7 @@ __device__ __forceinline__ void warpgroup_sync(int c) { asm volatile("bar.sync %
 // Q_map, dO_map: tensor maps of Q, dO (batch·heads, N, HEAD_DIM), boxes of (1, Br, 64); K_map, V_map: of K, V
 // (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); L, D: (batch·heads, N) float32; dQacc: (batch·heads, N,
 // HEAD_DIM) float32, zeroed; dK, dV like K. Grid: (Tc, batch·heads), NTHREADS threads,
-// 1024 + 2·TILE_KV + STAGES·2·TILE_Q + 2·TILE_DS + STAGES·2·Br·4 + 8·(1 + 2·STAGES) bytes of dynamic shared memory.
+// 1024 + 2·TILE_KV + STAGES·2·TILE_Q + 2·TILE_DS + 2·2·Br·4 + 8·(1 + 2·STAGES) bytes of dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
                  const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap dO_map,
@@ -101,8 +103,8 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     const u32 sQ = sV + TILE_KV;                       // SRAM: Q_i, STAGES × PIECES × (Br, 64)
     const u32 sdO = sQ + STAGES * TILE_Q;              // SRAM: dO_i, likewise
     const u32 sdS = sdO + STAGES * TILE_Q;             // SRAM: dS_ij, CONSUMERS × (Br, 64), swizzled
-    const u32 sLD = sdS + CONSUMERS * TILE_DS;         // SRAM: L_i then D_i, STAGES × 2 × Br floats
-    const u32 bar = sLD + STAGES * 2 * BR * 4;         // SRAM: the mbarriers, 8 bytes each
+    const u32 sLD = sdS + CONSUMERS * TILE_DS;         // SRAM: L_i then D_i, per consumer warpgroup: 2 × Br floats
+    const u32 bar = sLD + CONSUMERS * 2 * BR * 4;      // SRAM: the mbarriers, 8 bytes each
     float* sLD_ptr = reinterpret_cast<float*>(smem + (sLD - smem_u32(smem)));
 
     const int c0 = blockIdx.x * BC;
@@ -116,7 +118,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     if (threadIdx.x == 0) {
         mbar_init(KV_FULL, 1);
         for (int s = 0; s < STAGES; ++s) {
-            mbar_init(FULL(s), 1 + 32);  // the TMA thread's expect_tx and the 32 lanes that copy L_i, D_i
+            mbar_init(FULL(s), 1);
             mbar_init(EMPTY(s), CONSUMERS);
         }
         mbar_init_fence();
@@ -143,19 +145,6 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                     tma_load_3d(sdO + s * TILE_Q + p * BR * 128, &dO_map, FULL(s), p * 64, r0, bh);
                 }
             }
-        } else if (threadIdx.x >= 32 && threadIdx.x < 64) {  // warp 1: L_i and D_i (zeros past N)
-            const int lane = threadIdx.x - 32;
-            for (int it = 0; it < blocks; ++it) {
-                const int s = it % STAGES, r0 = (i_first + it) * BR;
-                if (it >= STAGES) mbar_wait(EMPTY(s), ((it / STAGES) & 1) ^ 1);
-#pragma unroll
-                for (int h = 0; h < BR / 32; ++h) {
-                    const int r = r0 + lane + 32 * h;
-                    sLD_ptr[s * 2 * BR + lane + 32 * h] = r < N ? L[(size_t)bh * N + r] : 0.f;
-                    sLD_ptr[s * 2 * BR + BR + lane + 32 * h] = r < N ? D[(size_t)bh * N + r] : 0.f;
-                }
-                mbar_arrive(FULL(s));
-            }
         }
         return;
     }
@@ -170,6 +159,8 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     const u32 k_rows = sK + c * 64 * 128, v_rows = sV + c * 64 * 128;  // this warpgroup's rows of K_j, V_j
     const u32 ds_tile = sdS + c * TILE_DS;
     const float scale_log2 = scale * LOG2E;
+    float* L_i = sLD_ptr + c * 2 * BR;  // SRAM: this warpgroup's L_i and D_i
+    float* D_i = L_i + BR;
 
     // line 7: dK_j = 0, dV_j = 0 in registers
     float dk[NACC], dv[NACC];
@@ -180,13 +171,19 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     for (int it = 0; it < blocks; ++it) {
         const int s = it % STAGES, r0 = (i_first + it) * BR;
         const u32 q_tile = sQ + s * TILE_Q, do_tile = sdO + s * TILE_Q;
-        const float* L_i = sLD_ptr + s * 2 * BR;
-        const float* D_i = L_i + BR;
         mbar_wait(FULL(s), (it / STAGES) & 1);
 
         float st[32], dpt[32];  // registers: S_ijᵀ (then P_ijᵀ) and dP_ijᵀ (then dS_ijᵀ), 64 keys × 64 queries, fp32
         issue_transposed(st, k_rows, BC * 128, q_tile, BR * 128);    // line 10
         issue_transposed(dpt, v_rows, BC * 128, do_tile, BR * 128);  // line 13, in flight during line 11
+        // line 9's L_i and D_i (zeros past N), HBM → this warpgroup's SRAM while the two products run; the last
+        // block's readers are all past the two barriers below, so no one still reads them
+        if (tid < BR) {
+            const int r = r0 + tid;
+            L_i[tid] = r < N ? L[(size_t)bh * N + r] : 0.f;
+            D_i[tid] = r < N ? D[(size_t)bh * N + r] : 0.f;
+        }
+        warpgroup_sync(c);
         wgmma_wait<1>();
         keep(st);
 
