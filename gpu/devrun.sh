@@ -45,7 +45,17 @@ _, through = calls(4096, 128, True)
 for _ in range(3): through()
 torch.cuda.synchronize()
 cProfile.run('for _ in range(20): through()', '/tmp/devrun/prof')
-pstats.Stats('/tmp/devrun/prof').sort_stats('tottime').print_stats(22)" ;;
+pstats.Stats('/tmp/devrun/prof').sort_stats('tottime').print_stats(22)
+import time
+from gpu.dlpack import as_cupy, cupy_view
+t = torch.empty(4, 16, 4096, 128, dtype=torch.bfloat16, device='cuda')
+for f in (as_cupy, cupy_view):
+    f(t); t0 = time.perf_counter()
+    for _ in range(1000): f(t)
+    print('bridge', f.__name__, round((time.perf_counter() - t0) * 1e3, 1), 'us per tensor')
+t0 = time.perf_counter()
+for _ in range(1000): torch.empty(4, 16, 4096, 128, dtype=torch.bfloat16, device='cuda')
+print('bridge torch.empty', round((time.perf_counter() - t0) * 1e3, 1), 'us per tensor')" ;;
   tune_wg) step tune_wg 200 python3 -m gpu.harness --tune backward --only wgmma --dtypes float16 ;;
   quick) step bench_quick 300 "${CLI[@]}" bench gpu --quick --json "$OUT/bench-quick-h100.json"
          step bench_quick_bwd 300 "${CLI[@]}" bench gpu --quick --backward --json "$OUT/bench-quick-backward-h100.json" ;;
@@ -88,7 +98,7 @@ for s in $steps; do case $s in
   rung7_test) grep -E "FAIL" "$LOGS/smoke7.log" | cut -c1-300; grep -E "^(FAILED|ERROR)|Error|passed|failed" "$LOGS/test7.log" | cut -c1-400 | head -n 20 ;;
   tax) tail -n 7 "$LOGS/tax.log"; tail -n 7 "$LOGS/tax_causal.log" ;;
   bwd_rungs) cat "$LOGS/bwd_rungs.log" ;;
-  profile_autograd) grep -E "ncalls|function calls|^ +[0-9]" "$LOGS/profile_autograd.log" | head -n 26 | cut -c1-160 ;;
+  profile_autograd) grep -E "ncalls|function calls|^ +[0-9]|bridge" "$LOGS/profile_autograd.log" | head -n 30 | cut -c1-160 ;;
   tune_wg) sed -n "/^   d /,\$p" "$LOGS/tune_wg.log" ;;
   sanitize7) tail -n 3 "$LOGS"/memcheck7.log "$LOGS"/racecheck7.log ;;
   ncu_r7) grep -h -E "Duration|Compute \(SM\)|pipe_tensor|pipe_xu|Issue Slots|Warp Cycles Per Issued|stalled" "$LOGS"/ncu_r7_d*.log | awk '$NF+0 > 0.05' | cut -c1-150 ;;

@@ -75,7 +75,8 @@ TUNE: dict[tuple[str, int], list[tuple[str, Tiles | None]]] = {  # None: the ker
         ("v2", backward_tiles(warps=8, block_rows=32)),
         ("v2", backward_tiles(warps=4, block_rows=32, min_blocks=2)),
         ("wgmma", None),
-        ("wgmma", backward_warpgroup_tiles(stages=3)),
+        ("wgmma", backward_warpgroup_tiles(stages=2)),
+        ("wgmma", backward_warpgroup_tiles(stages=3, split_dq=True)),
     ],
 }
 

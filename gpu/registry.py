@@ -209,12 +209,17 @@ def _backward_readable_smem(d: int, t: Tiles) -> int:
 
 
 def _backward_wg_tiles(d: int) -> Tiles:
-    """Rung 7: two consumer warpgroups of 64 keys (Bc = 128) and a producer, Br = 64 queries per step, two stages."""
-    return backward_warpgroup_tiles(stages=2)
+    """Rung 7: two consumer warpgroups of 64 keys (Bc = 128) and a producer, Br = 64 queries per step, two stages
+    (three measured the same, gpu/NOTES.md run 23); at d = 128 the warpgroups split dQ_i's columns."""
+    return backward_warpgroup_tiles(stages=2, split_dq=d == 128)
 
 
 def _backward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
-    return {"HEAD_DIM": d, "STAGES": tiles.stages, "STORAGE": STORAGE_CODE[dtype]}
+    if tiles.split_dq and d != 128:
+        raise InputError(
+            f"tiles: split_dq needs d = 128 (a warpgroup's half of dQ_i is one 64-column piece), got d={d}"
+        )
+    return {"HEAD_DIM": d, "STAGES": tiles.stages, "SPLIT_DQ": int(tiles.split_dq), "STORAGE": STORAGE_CODE[dtype]}
 
 
 def _backward_wg_smem(d: int, t: Tiles) -> int:
@@ -240,7 +245,8 @@ BACKWARD = {
                        arch="sm_90a", head_dims=(64, 128), tma=True),
 }  # fmt: skip
 DEFAULT_BACKWARD = "v2"  # the default on every GPU, and for every head dim …
-HOPPER_BACKWARD = "wgmma"  # … except on sm_90 at the head dims rung 7 takes
+HOPPER_BACKWARD = "wgmma"  # … except on sm_90 at the head dims where rung 7 measured faster than rung 5
+HOPPER_BACKWARD_DIMS = (128,)  # d = 64: rung 7 2–9% slower than rung 5 at every N (gpu/NOTES.md run 24)
 
 # -- helpers: the standard baseline's row kernels, the backward's element-wise passes ---------------------------
 
@@ -291,8 +297,8 @@ def forward(name: str | None, d: int | None = None, cc: str | None = None) -> Ke
 
 def backward(name: str | int | None, d: int | None = None, cc: str | None = None) -> KernelSpec:
     """The backward kernel `name` ("v1", "v2", "wgmma", or its rung number 4, 5, 7), or InputError naming the
-    choices. None: the default for head dim d on a device of compute capability cc (rung 7 where it fits, else
-    rung 5); without d and cc, rung 5."""
+    choices. None: the default for head dim d on a device of compute capability cc (rung 7 on sm_90 at the head
+    dims in HOPPER_BACKWARD_DIMS, else rung 5); without d and cc, rung 5."""
     if isinstance(name, int) and not isinstance(name, bool):
         spec = rung(name)
         if spec.direction != "backward":
@@ -300,7 +306,8 @@ def backward(name: str | int | None, d: int | None = None, cc: str | None = None
         return spec
     if name is None:
         fast = BACKWARD[HOPPER_BACKWARD]
-        name = HOPPER_BACKWARD if d is not None and cc is not None and fast.fits(d, cc) is None else DEFAULT_BACKWARD
+        picked = d in HOPPER_BACKWARD_DIMS and cc is not None and fast.fits(d, cc) is None
+        name = HOPPER_BACKWARD if picked else DEFAULT_BACKWARD
     return _pick("kernel", BACKWARD, name)
 
 

@@ -79,9 +79,9 @@ def test_rung_6_says_why_it_does_not_run():
 
 @pytest.mark.parametrize(
     ("d", "cc", "expected"),
-    [(64, "9.0", 7), (128, "9.0", 7), (96, "9.0", 5), (64, "8.0", 5), (128, "10.0", 5), (64, None, 5)],
+    [(64, "9.0", 5), (128, "9.0", 7), (96, "9.0", 5), (64, "8.0", 5), (128, "10.0", 5), (128, None, 5)],
 )
-def test_default_backward_is_rung_7_where_it_runs(d, cc, expected):
+def test_default_backward_is_rung_7_where_it_runs_faster(d, cc, expected):
     assert registry.backward(None, d, cc).rung == expected
 
 
@@ -97,3 +97,12 @@ def test_rung_7_smem_counts_every_buffer():
         registry.backward(7).smem(128, None)
         == 1024 + 2 * (2 * 128 * 128 + 4 * 64 * 128 + 2 * 64 * 64) + 4 * 4 * 64 + 8 * 5
     )
+
+
+def test_rung_7_splits_dq_at_d_128_only():
+    from gpu.tiling import backward_warpgroup_tiles
+
+    rung7 = registry.backward(7)
+    assert rung7.defines(128, "float16")["SPLIT_DQ"] == 1 and rung7.defines(64, "float16")["SPLIT_DQ"] == 0
+    with pytest.raises(InputError, match="split_dq needs d = 128"):
+        rung7.defines(64, "float16", backward_warpgroup_tiles(stages=2, split_dq=True))

@@ -53,11 +53,20 @@ def test_rung_7_at_flashattention3_lengths(n, d, causal):
     _assert_ok(check_backward(*random_qkv(1, 1, n, n, d, "bfloat16", seed=n + d), causal=causal, kernel=7))
 
 
-@pytest.mark.parametrize("d", [64, 128])
-def test_rung_7_three_stages(d):
+@pytest.mark.parametrize(
+    ("d", "tiles"),
+    [
+        (64, backward_warpgroup_tiles(stages=3)),
+        (128, backward_warpgroup_tiles(stages=3)),
+        (128, backward_warpgroup_tiles(stages=2)),  # d = 128 without the split dQ of its default
+        (128, backward_warpgroup_tiles(stages=3, split_dq=True)),
+    ],
+    ids=lambda x: x.describe().replace(" ", "_") if hasattr(x, "describe") else str(x),
+)
+def test_rung_7_tilings(d, tiles):
     for causal in (False, True):
         q, k, v = random_qkv(1, 2, 333, 300, d, "float16", seed=d)
-        _assert_ok(check_backward(q, k, v, causal=causal, kernel=7, tiles=backward_warpgroup_tiles(stages=3)))
+        _assert_ok(check_backward(q, k, v, causal=causal, kernel=7, tiles=tiles))
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -73,9 +82,9 @@ def test_rung_7_any_shape(n, nk, d, causal, dtype, seed):
     _assert_ok(check_backward(*random_qkv(1, 2, n, nk, d, dtype, seed=seed), causal=causal, kernel=7, seed=seed))
 
 
-def test_public_call_uses_rung_7_at_d_64_and_128_only():
-    assert backward.resolve(None, 64).rung == 7 and backward.resolve(None, 128).rung == 7
-    assert backward.resolve(None, 96).rung == 5
+def test_public_call_uses_rung_7_at_d_128_only():
+    assert backward.resolve(None, 128).rung == 7
+    assert backward.resolve(None, 64).rung == 5 and backward.resolve(None, 96).rung == 5
 
 
 def test_blind_rows_get_zero_gradients():

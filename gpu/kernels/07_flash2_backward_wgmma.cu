@@ -15,10 +15,13 @@
 //    dQ_i = dS_ij K_j with dS_ij written to SRAM (transposed, swizzled: each warpgroup its own 64 × 64 tile)
 //    and K_j N-major. S_ijᵀ and dP_ijᵀ are issued back to back, so the exponentials of P_ijᵀ run while
 //    dP_ijᵀ is on the tensor cores.
-//  - dQ. Each warpgroup adds its own 64 keys' share of dQ_i (64 × d, τ applied) into the float32 accumulator
-//    with red.global.add.v2.f32, a 64-column piece at a time (32 accumulator registers): twice rung 5's atomics
-//    (rung 5 summed all 128 keys in one thread block first), no barrier between the warpgroups. Not a second
-//    pass over K/V blocks per Q block: that recomputes S_ij and dP_ij, 7 products per tile pair instead of 5.
+//  - dQ. Added into the float32 accumulator with red.global.add.v2.f32, 64 columns at a time (32 accumulator
+//    registers), τ applied. SPLIT_DQ = 0: each warpgroup adds its own 64 keys' share of all of dQ_i (64 × d):
+//    twice rung 5's atomics (rung 5 summed all 128 keys in one thread block first), no barrier between the
+//    warpgroups. SPLIT_DQ = 1 (d = 128 only: a warpgroup's half of the columns is one 64-column piece): both
+//    warpgroups' dS_ij tiles form dS_ij over all Bc keys and warpgroup c computes columns 64c … 64c + 63 of
+//    dQ_i from it: rung 5's atomics, two barriers across the warpgroups per Q block. Not a second pass over K/V
+//    blocks per Q block: that recomputes S_ij and dP_ij, 7 products per tile pair instead of 5.
 //    The additions land in any order, so dQ differs from run to run by float32 rounding; no deterministic mode.
 //  - D = rowsum(dO ∘ O) and the zeroed accumulator come from backward_passes.cu's pre-pass, as for rung 5; the
 //    same file rounds dQ at the end.
@@ -26,7 +29,8 @@
 //
 // Measured: see gpu/NOTES.md (run 21).
 //
-// Injected #defines: HEAD_DIM (64 or 128), STAGES (Q_i/dO_i stages in SRAM), STORAGE (1 fp16, 2 bf16).
+// Injected #defines: HEAD_DIM (64 or 128), STAGES (Q_i/dO_i stages in SRAM), SPLIT_DQ (see "dQ"; HEAD_DIM 128
+// only), STORAGE (1 fp16, 2 bf16).
 
 #define BR 64                             // Br: queries per step
 #define BC 128                            // Bc: keys per thread block, 64 per consumer warpgroup
@@ -37,6 +41,8 @@
 #define TILE_KV (BC * HEAD_DIM * 2)       // bytes of K_j (and of V_j)
 #define TILE_DS (BR * 64 * 2)             // bytes of one warpgroup's dS_ij: 64 queries × its 64 keys
 #define NACC (HEAD_DIM / 2)               // dK_j (and dV_j) accumulators per thread: 64 keys × d over 128 threads
+#define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // 64-column pieces of dQ_i a warpgroup computes
+#define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of its dQ products sums over
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
 
@@ -71,12 +77,13 @@ __device__ __forceinline__ void issue_key_grads(float (&dv)[NACC], const u32 (&p
     wgmma_commit();
 }
 
-// line 15 for one 64-column piece: dq (64 queries × 64) = dS_ij (SRAM, K-major over this warpgroup's 64 keys)
-// · K_j (its 64 rows of the piece, N-major)
-__device__ __forceinline__ void issue_dq(float (&dq)[32], u32 ds_tile, u32 k_rows) {
+// line 15 for one 64-column piece: dq (64 queries × 64) = dS_ij (SRAM, K-major, 64 keys per tile) · K_j (the
+// piece's rows from k_rows on, N-major), over DQ_KEYS keys
+__device__ __forceinline__ void issue_dq(float (&dq)[32], u32 ds_tiles, u32 k_rows) {
     wgmma_fence();
 #pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_ss_nmajor(dq, sw128_desc(ds_tile + kk * 32, 16), sw128_desc(k_rows + kk * 2048, BC * 128), kk > 0);
+    for (int kk = 0; kk < DQ_KEYS / 16; ++kk)
+        wgmma_ss_nmajor(dq, sw128_desc(ds_tiles + (kk / 4) * TILE_DS + (kk % 4) * 32, 16), sw128_desc(k_rows + kk * 2048, BC * 128), kk > 0);
     wgmma_commit();
 }
 
@@ -86,6 +93,12 @@ __device__ __forceinline__ void st_shared_u16(u32 addr, u32 bits) {
 
 // a warpgroup's own barrier (named barrier 1 + c, its 128 threads)
 __device__ __forceinline__ void warpgroup_sync(int c) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory"); }
+// the barrier of every thread that reads warpgroup c's dS_ij tile: both consumer warpgroups (named barrier 3) with
+// SPLIT_DQ, else warpgroup c's own
+__device__ __forceinline__ void sync_readers(int c) {
+    if (SPLIT_DQ) asm volatile("bar.sync 3, 256;\n" ::: "memory");
+    else warpgroup_sync(c);
+}
 
 // Q_map, dO_map: tensor maps of Q, dO (batch·heads, N, HEAD_DIM), boxes of (1, Br, 64); K_map, V_map: of K, V
 // (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); L, D: (batch·heads, N) float32; dQacc: (batch·heads, N,
@@ -220,9 +233,9 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         issue_key_grads(dv, pf, dk, dsf, do_tile, q_tile);  // lines 12 and 16
 
         // dS_ij into SRAM for line 15: element (query q, key κ) of this warpgroup's (64, 64) tile at byte
-        // q·128 + ((κ/8 ⊕ q mod 8)·16) + (κ mod 8)·2, the 128-byte swizzle wgmma reads. Every warp must be past the
-        // last block's line 15 (which read the tile) before any overwrites it.
-        warpgroup_sync(c);
+        // q·128 + ((κ/8 ⊕ q mod 8)·16) + (κ mod 8)·2, the 128-byte swizzle wgmma reads. Every warp that reads the
+        // tile (SPLIT_DQ: both warpgroups' warps) must be past the last block's line 15 before any overwrites it.
+        sync_readers(c);
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -234,13 +247,15 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                                   dsf[kk][r] >> (16 * e));
             }
         fence_proxy_async();
-        warpgroup_sync(c);  // this warpgroup's dS_ij is whole
+        sync_readers(c);  // dS_ij is whole (SPLIT_DQ: both warpgroups' tiles, all Bc keys)
 
-        // line 15: dQ_i += τ dS_ij K_j, one 64-column piece at a time, added into HBM with float32 atomics
+        // line 15: dQ_i += τ dS_ij K_j, 64 columns at a time, added into HBM with float32 atomics: SPLIT_DQ, this
+        // warpgroup's 64 columns over all Bc keys; else every piece over this warpgroup's 64 keys
 #pragma unroll
-        for (int p = 0; p < PIECES; ++p) {
+        for (int p = 0; p < DQ_PIECES; ++p) {
+            const int piece = SPLIT_DQ ? c : p;
             float dq[32];
-            issue_dq(dq, ds_tile, k_rows + p * BC * 128);
+            issue_dq(dq, SPLIT_DQ ? sdS : ds_tile, (SPLIT_DQ ? sK : k_rows) + piece * BC * 128);
             if (p == 0) {
                 wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free
                 keep(dv);
@@ -257,7 +272,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 for (int h = 0; h < 2; ++h) {
                     const int q = r0 + warp * 16 + g + 8 * h;
                     if (q < N)
-                        atomic_add_f32x2(dQacc + ((size_t)bh * N + q) * HEAD_DIM + p * 64 + n * 8 + 2 * t,
+                        atomic_add_f32x2(dQacc + ((size_t)bh * N + q) * HEAD_DIM + piece * 64 + n * 8 + 2 * t,
                                          scale * dq[4 * n + 2 * h], scale * dq[4 * n + 2 * h + 1]);
                 }
         }
