@@ -21,7 +21,10 @@
 //    warpgroups. SPLIT_DQ = 1 (d = 128 only: a warpgroup's half of the columns is one 64-column piece): both
 //    warpgroups' dS_ij tiles form dS_ij over all Bc keys and warpgroup c computes columns 64c … 64c + 63 of
 //    dQ_i from it: rung 5's atomics, two barriers across the warpgroups per Q block. Not a second pass over K/V
-//    blocks per Q block: that recomputes S_ij and dP_ij, 7 products per tile pair instead of 5.
+//    blocks per Q block: that recomputes S_ij and dP_ij, 7 products per tile pair instead of 5. At d = 64
+//    (PIPELINE_DQ) the product stays in flight into the next Q block and its atomics go out while that block's
+//    S_ijᵀ and dP_ijᵀ run; at d = 128 holding it across blocks made ptxas spill 384 bytes (dK_j, dV_j already
+//    take 128 registers), so there it is finished within its block.
 //    The additions land in any order, so dQ differs from run to run by float32 rounding; no deterministic mode.
 //  - D = rowsum(dO ∘ O) and the zeroed accumulator come from backward_passes.cu's pre-pass, as for rung 5; the
 //    same file rounds dQ at the end.
@@ -43,6 +46,7 @@
 #define NACC (HEAD_DIM / 2)               // dK_j (and dV_j) accumulators per thread: 64 keys × d over 128 threads
 #define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // 64-column pieces of dQ_i a warpgroup computes
 #define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of its dQ products sums over
+#define PIPELINE_DQ (HEAD_DIM == 64)      // its atomics wait for the next block (see "dQ")
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
 
@@ -85,6 +89,20 @@ __device__ __forceinline__ void issue_dq(float (&dq)[32], u32 ds_tiles, u32 k_ro
     for (int kk = 0; kk < DQ_KEYS / 16; ++kk)
         wgmma_ss_nmajor(dq, sw128_desc(ds_tiles + (kk / 4) * TILE_DS + (kk % 4) * 32, 16), sw128_desc(k_rows + kk * 2048, BC * 128), kk > 0);
     wgmma_commit();
+}
+
+// dQ_i += τ dq for this lane's rows (queries r0 + 16·warp + g, + 8) of one 64-column piece: float32 atomics
+__device__ __forceinline__ void add_dq(float* dQ_rows, const float (&dq)[32], int r0, int piece, int N, float scale,
+                                       int warp, int g, int t) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int q = r0 + warp * 16 + g + 8 * h;
+        if (q >= N) continue;
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+            atomic_add_f32x2(dQ_rows + (size_t)q * HEAD_DIM + piece * 64 + n * 8 + 2 * t, scale * dq[4 * n + 2 * h],
+                             scale * dq[4 * n + 2 * h + 1]);
+    }
 }
 
 __device__ __forceinline__ void st_shared_u16(u32 addr, u32 bits) {
@@ -180,6 +198,12 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 #pragma unroll
     for (int e = 0; e < NACC; ++e) dk[e] = dv[e] = 0.f;
 
+    float* dQ_rows = dQacc + (size_t)bh * N * HEAD_DIM;
+    const int dq_piece = SPLIT_DQ ? c : 0;  // the (first) 64-column piece this warpgroup computes
+    float dq[32];  // registers: line 15's product; with PIPELINE_DQ, the previous block's, still in flight
+#pragma unroll
+    for (int e = 0; e < 32; ++e) dq[e] = 0.f;
+
     if (blocks > 0) mbar_wait(KV_FULL, 0);
     for (int it = 0; it < blocks; ++it) {
         const int s = it % STAGES, r0 = (i_first + it) * BR;
@@ -189,6 +213,13 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         float st[32], dpt[32];  // registers: S_ijᵀ (then P_ijᵀ) and dP_ijᵀ (then dS_ijᵀ), 64 keys × 64 queries, fp32
         issue_transposed(st, k_rows, BC * 128, q_tile, BR * 128);    // line 10
         issue_transposed(dpt, v_rows, BC * 128, do_tile, BR * 128);  // line 13, in flight during line 11
+#if PIPELINE_DQ
+        // line 15 of the previous block: its product is done (groups complete in order; the two just issued may
+        // run on), its atomics go out while the tensor cores work on this block's two
+        wgmma_wait<2>();
+        keep(dq);
+        if (it > 0) add_dq(dQ_rows, dq, r0 - BR, dq_piece, N, scale, warp, g, t);
+#endif
         // line 9's L_i and D_i (zeros past N), HBM → this warpgroup's SRAM while the two products run; the last
         // block's readers are all past the two barriers below, so no one still reads them
         if (tid < BR) {
@@ -251,11 +282,18 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 
         // line 15: dQ_i += τ dS_ij K_j, 64 columns at a time, added into HBM with float32 atomics: SPLIT_DQ, this
         // warpgroup's 64 columns over all Bc keys; else every piece over this warpgroup's 64 keys
+#if PIPELINE_DQ
+        issue_dq(dq, SPLIT_DQ ? sdS : ds_tile, (SPLIT_DQ ? sK : k_rows) + dq_piece * BC * 128);
+        wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free (line 15 runs on, finished next block)
+        keep(dv);
+        keep(dk);
+        keep(pf);
+        keep(dsf);
+        if (tid == 0) mbar_arrive(EMPTY(s));
+#else
 #pragma unroll
         for (int p = 0; p < DQ_PIECES; ++p) {
-            const int piece = SPLIT_DQ ? c : p;
-            float dq[32];
-            issue_dq(dq, SPLIT_DQ ? sdS : ds_tile, (SPLIT_DQ ? sK : k_rows) + piece * BC * 128);
+            issue_dq(dq, SPLIT_DQ ? sdS : ds_tile, (SPLIT_DQ ? sK : k_rows) + (dq_piece + p) * BC * 128);
             if (p == 0) {
                 wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free
                 keep(dv);
@@ -266,17 +304,15 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             }
             wgmma_wait<0>();
             keep(dq);
-#pragma unroll
-            for (int n = 0; n < 8; ++n)
-#pragma unroll
-                for (int h = 0; h < 2; ++h) {
-                    const int q = r0 + warp * 16 + g + 8 * h;
-                    if (q < N)
-                        atomic_add_f32x2(dQacc + ((size_t)bh * N + q) * HEAD_DIM + piece * 64 + n * 8 + 2 * t,
-                                         scale * dq[4 * n + 2 * h], scale * dq[4 * n + 2 * h + 1]);
-                }
+            add_dq(dQ_rows, dq, r0, dq_piece + p, N, scale, warp, g, t);
         }
+#endif
     }
+#if PIPELINE_DQ
+    wgmma_wait<0>();  // the last block's line 15
+    keep(dq);
+    if (blocks > 0) add_dq(dQ_rows, dq, (i_first + blocks - 1) * BR, dq_piece, N, scale, warp, g, t);
+#endif
 
     // line 18: dK_j = τ dK_j and dV_j to HBM, straight from registers (zeros for keys no query sees)
 #pragma unroll
