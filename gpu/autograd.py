@@ -8,7 +8,7 @@ PyTorch's caching allocator on that stream. Inputs are copied only where they ar
 needs rows padded to 8 elements (the general path, through flash_attention). The flash path sees torch's memory
 through CuPy views of its pointers (gpu.dlpack.cupy_view): zero-copy like DLPack, but 6 µs a tensor against
 DLPack's 58 (PyTorch 2.11's __dlpack__ queries streams and devices on every call; 16 tensors a training step:
-0.9 ms of host time, gpu/NOTES.md run 24). The general path and the standard baseline go through DLPack.
+0.9 ms of host time, gpu/NOTES.md run 23). The general path and the standard baseline go through DLPack.
 """
 
 import functools

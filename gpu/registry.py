@@ -210,7 +210,7 @@ def _backward_readable_smem(d: int, t: Tiles) -> int:
 
 def _backward_wg_tiles(d: int) -> Tiles:
     """Rung 7: two consumer warpgroups of 64 keys (Bc = 128) and a producer, Br = 64 queries per step, two stages
-    (three measured the same, gpu/NOTES.md run 23); at d = 128 the warpgroups split dQ_i's columns."""
+    (three measured within ±5%, gpu/NOTES.md run 22); at d = 128 the warpgroups split dQ_i's columns (run 24)."""
     return backward_warpgroup_tiles(stages=2, split_dq=d == 128)
 
 
@@ -246,7 +246,7 @@ BACKWARD = {
 }  # fmt: skip
 DEFAULT_BACKWARD = "v2"  # the default on every GPU, and for every head dim …
 HOPPER_BACKWARD = "wgmma"  # … except on sm_90 at the head dims where rung 7 measured faster than rung 5
-HOPPER_BACKWARD_DIMS = (128,)  # d = 64: rung 7 2–9% slower than rung 5 at every N (gpu/NOTES.md run 24)
+HOPPER_BACKWARD_DIMS = (128,)  # d = 128: +23 … +40% over rung 5; d = 64: slower at every N (gpu/NOTES.md runs 23, 24)
 
 # -- helpers: the standard baseline's row kernels, the backward's element-wise passes ---------------------------
 

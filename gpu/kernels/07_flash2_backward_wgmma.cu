@@ -30,7 +30,24 @@
 //    same file rounds dQ at the end.
 // Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 5.
 //
-// Measured: see gpu/NOTES.md (run 21).
+// Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 21–24; backward alone, fp16, 16k tokens, hidden 2048,
+// TFLOP/s at 2.5 × the forward's FLOPs, rung 5 timed beside it in interleaved rounds, `python -m gpu.lab.backward_rungs`):
+//  - correct at its first run (run 21); 183 GPU tests on the final tree (run 24: ragged, causal, N ≠ Nk, rows
+//    with no key, N = 1K … 16K at d = 64 and 128, fp16 and bf16, both tilings); memcheck clean; racecheck found
+//    4 hazards in run 22 (see "loads"), none after the fix (runs 23, 24).
+//  - the first version (each warpgroup adding its own keys' dQ_i, all columns: twice rung 5's atomics) ran level
+//    with rung 5 (run 23: d = 64 2–9% slower at every N, d = 128 −4% … +7%). SPLIT_DQ at d = 128 (run 24): full
+//    260–339 against rung 5's 212–252, causal 196–349 against 163–250, +23% … +40%; N ≥ 4096: 289–349, 29–35%
+//    of the 989 dense TFLOP/s. The public call picks rung 7 at d = 128, rung 5 at d = 64 (gpu/registry.py).
+//  - failures: PIPELINE_DQ at d = 64 made it slower, 154–193 against run 23's 172–216 without it (rung 5: 186–225
+//    and 188–220): the atomics issued right behind S_ijᵀ and dP_ijᵀ delay the exponentials. It is what was
+//    verified on the GPU, so it stays until the next device run undoes it. Three stages against two: within
+//    ±5% at N = 4096 (run 22).
+//  - what bounds it (ncu, run 24, N = 4096, third launch, SM at 1.82 GHz): d = 128 4.01 ms, tensor pipe active
+//    35.8%, L2 56% busy (the float32 dQ atomics), DRAM 5%; stalls per issued instruction: long scoreboard 3.09,
+//    wait 1.19, barrier 1.09, LSU throttle (lg) 0.49. d = 64 7.30 ms, tensor pipe 19.3%, barrier 2.57, long
+//    scoreboard 2.60. It waits on memory and on its barriers, not on the tensor cores: the next steps are dQ
+//    through SRAM and one TMA reduce-add per block (FlashAttention-3's), and fewer barriers per Q block.
 //
 // Injected #defines: HEAD_DIM (64 or 128), STAGES (Q_i/dO_i stages in SRAM), SPLIT_DQ (see "dQ"; HEAD_DIM 128
 // only), STORAGE (1 fp16, 2 bf16).
