@@ -111,6 +111,32 @@ def test_training_table_shows_the_checkpoints_and_the_gap():
     assert "5.0000" in out and "4.0100" in out and "2,000,000" in out and "2.00×" in out and "0.0020" in out
 
 
+def test_training_table_sets_flashsim_beside_pytorchs_sdpa():
+    steps = 20
+    report = {
+        "env": {"gpu": "Test GPU"},
+        "config": {
+            "steps": steps,
+            "layers": 2,
+            "d_model": 256,
+            "heads": 4,
+            "batch": 32,
+            "seq": 256,
+            "dtype": "bfloat16",
+        },
+        "text": "sim/**/*.py, 1,000 bytes",
+        "losses": {impl: [5.0] * steps for impl in ("flash", "standard", "sdpa")},
+        "tokens_per_s": {"flash": 1_200_000.0, "standard": 600_000.0, "sdpa": 1_500_000.0},
+        "max_loss_gap": 0.0,
+        "mean_loss_gap": 0.0,
+    }
+    console = Console(width=200, record=True)
+    console.print(training_table(report))
+    out = console.export_text()
+    assert "PyTorch SDPA, its default backend" in out and "1,500,000" in out
+    assert "at 0.80× the tokens/s of PyTorch's default SDPA" in out  # 1.2M / 1.5M
+
+
 def test_line_chart_draws_each_series():
     svg = line_chart({"a": [3.0, 2.0, 1.0], "b <x>": [3.0, 2.5, 1.5]}, title="loss", x_label="step", y_label="loss")
     assert svg.startswith("<svg") and svg.count("<polyline") == 2 and "b &lt;x&gt;" in svg
