@@ -40,8 +40,8 @@
 //    260–339 against rung 5's 212–252, causal 196–349 against 163–250, +23% … +40%; N ≥ 4096: 289–349, 29–35%
 //    of the 989 dense TFLOP/s. The public call picks rung 7 at d = 128, rung 5 at d = 64 (gpu/registry.py).
 //  - failures: PIPELINE_DQ at d = 64 made it slower, 154–193 against run 23's 172–216 without it (rung 5: 186–225
-//    and 188–220): the atomics issued right behind S_ijᵀ and dP_ijᵀ delay the exponentials. It is what was
-//    verified on the GPU, so it stays until the next device run undoes it. Three stages against two: within
+//    and 188–220); not investigated (a guess: the atomics issued right behind S_ijᵀ and dP_ijᵀ delay the
+//    exponentials). It is the version the GPU verified, so it stays until a device run measures it undone. Three stages against two: within
 //    ±5% at N = 4096 (run 22).
 //  - what bounds it (ncu, run 24, N = 4096, third launch, SM at 1.82 GHz): d = 128 4.01 ms, tensor pipe active
 //    35.8%, L2 56% busy (the float32 dQ atomics), DRAM 5%; stalls per issued instruction: long scoreboard 3.09,
