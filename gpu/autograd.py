@@ -17,7 +17,7 @@ from gpu import backward, device, flash, inputs
 from gpu.device import GPUUnavailableError
 from gpu.dlpack import as_cupy, as_torch, cupy_view
 from gpu.standard import standard_attention, standard_attention_backward
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 IMPLS = ("flash", "standard")
 

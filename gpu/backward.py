@@ -9,7 +9,7 @@ storage dtype. Extra device memory: D (N floats) and the accumulator (N·d float
 import numpy as np
 
 from gpu import device, inputs, layout, registry, source, tma
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 PREPASS_WARPS = 8  # rows per thread block of the pre-pass (one warp each)
 DQ_THREADS = 256

@@ -1,24 +1,25 @@
 """`flashsim bench gpu [--backward]`: FlashAttention-2's benchmark (16k tokens per batch, hidden size 2048) on this GPU.
 
 Every implementation is timed through the call a user makes: `gpu.flash_attention(q, k, v, causal=…)` with its
-defaults ("flash"), and PyTorch's `scaled_dot_product_attention` on the same memory, three ways (gpu/sdpa.py): its
+defaults ("flash"), and PyTorch's `scaled_dot_product_attention` on the same memory, three ways (gpu/lab/sdpa.py): its
 flash backend ("sdpa"), its cuDNN backend ("cudnn") and PyTorch's own choice ("default"); these are timed side by
 side in interleaved rounds. Beside them: standard attention ("standard": S and P in device memory; "OOM" where they
 do not fit) and, forward only, the readable rung 1 ("v1", N ≤ V1_MAX_N). With `backward`, each is timed forward +
 backward (FLOPs = 3.5 × forward), flashsim twice: the direct CuPy calls ("flash") and through PyTorch's autograd
 (`gpu.autograd.attention`, then the backward: "autograd"); each entry also holds its backward alone ("backward_ms",
 FLOPs = 2.5 × forward); a second table holds the peak extra memory against N at a fixed batch and head count.
-Reports: gpu/results.py.
+Reports: gpu/lab/results.py.
 """
 
 import math
 
-from gpu import device, flash, results, sdpa, timing
+from gpu import device, flash
+from gpu.lab import results, sdpa, timing
 from gpu.backward import flash_attention_backward
 from gpu.backward import resolve as resolve_backward
-from gpu.checks import random_like, random_qkv
+from gpu.lab.checks import random_like, random_qkv
 from gpu.flash import flash_attention
-from gpu.harness import BACKWARD_FLOPS, HIDDEN, TOKENS, TRAINING_FLOPS, flops
+from gpu.lab.harness import BACKWARD_FLOPS, HIDDEN, TOKENS, TRAINING_FLOPS, flops
 from gpu.standard import standard_attention, standard_attention_backward
 
 FULL = {"ns": (512, 1024, 2048, 4096, 8192, 16384), "ds": (64, 128), "dtypes": ("float16", "bfloat16")}
@@ -28,7 +29,7 @@ MEMORY = {"ns": (1024, 2048, 4096, 8192, 16384, 32768), "batch": 1, "heads": 16,
 
 
 def run_bench(*, quick=False, backward=False, kernel=None, progress=None, command=None) -> dict:
-    """Time every configuration; returns the report (gpu/results.py describes and writes it). `kernel` forces a
+    """Time every configuration; returns the report (gpu/lab/results.py describes and writes it). `kernel` forces a
     forward rung ("v2" … "v4"; None: the public call's default for each head dim on this GPU)."""
     cupy = device.require()
     grid = QUICK if quick else FULL
@@ -178,7 +179,7 @@ def _or_error(make):
 
 def _time_side_by_side(calls: dict, f: float) -> dict:
     """name → {"ms", "tflops", "peak_extra_bytes"} for each (call, peak) in `calls`, timed in interleaved rounds
-    (gpu.timing.interleaved_ms); a call PyTorch refuses (cuDNN at some shapes) gets {"status": "error", "why"}."""
+    (gpu.lab.timing.interleaved_ms); a call PyTorch refuses (cuDNN at some shapes) gets {"status": "error", "why"}."""
     out, ok = {}, {}
     for name, (call, peak) in calls.items():
         checked = _or_error(lambda call=call: call)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call: environment, checks, GPU tests, tuning tables, sanitizers, compare, benchmarks, training demo.
-# Usage (on the device machine, from the repo root): bash gpu/devrun.sh [steps…]
+# Usage (on the device machine, from the repo root): bash gpu/lab/devrun.sh [steps…]
 #   steps: env smoke test tune_fwd tune_bwd rung1 … rung7 hopper tune_v4 ncu_v4 sanitize sanitize6 compare bench bench_bwd ladder train cli
 #          rung7_test sanitize7 ncu_r7 quick tax tune_wg bwd_rungs profile_autograd
 # Logs go to /tmp/devrun/logs and come back as $OUT/logs.tgz (rewritten after each step); JSON and SVG results land in $OUT (8 files at most
@@ -20,20 +20,20 @@ step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
   tar czf "$OUT/logs.tgz" -C "$LOGS" .; }  # after every step: what finished comes back even if the call is cut off
 for s in $steps; do case $s in
   env) step env 60 bash -c 'nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv; python3 -c "import cupy, torch, numpy, click, rich; print(cupy.__version__, torch.__version__, numpy.__version__, click.__version__)"; which ncu compute-sanitizer' ;;
-  smoke) step smoke 240 python3 -m gpu.harness --smoke ;;
+  smoke) step smoke 240 python3 -m gpu.lab.harness --smoke ;;
   test) step test 420 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests --ignore tests/test_lessons.py --ignore tests/test_lesson_quotes.py ;;  # nbformat is not on the device
-  tune_fwd) step tune_fwd 240 python3 -m gpu.harness --tune forward --dtypes float16 ;;
-  tune_bwd) step tune_bwd 240 python3 -m gpu.harness --tune backward --dtypes float16 ;;
-  rung[1-7]) step "$s" 240 python3 -m gpu.harness --kernel "${s#rung}" ;;
-  rung7_test) step smoke7 120 python3 -m gpu.harness --smoke --rungs 7
+  tune_fwd) step tune_fwd 240 python3 -m gpu.lab.harness --tune forward --dtypes float16 ;;
+  tune_bwd) step tune_bwd 240 python3 -m gpu.lab.harness --tune backward --dtypes float16 ;;
+  rung[1-7]) step "$s" 240 python3 -m gpu.lab.harness --kernel "${s#rung}" ;;
+  rung7_test) step smoke7 120 python3 -m gpu.lab.harness --smoke --rungs 7
               step test7 480 python3 -m pytest -m gpu -q --maxfail=6 -rs -p no:cacheprovider tests/test_gpu_rung7.py tests/test_gpu_backward.py tests/test_gpu_autograd.py ;;
-  sanitize7) step memcheck7 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke --rungs 7
-             step racecheck7 300 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.harness --smoke --rungs 7 ;;
+  sanitize7) step memcheck7 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.lab.harness --smoke --rungs 7
+             step racecheck7 300 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.lab.harness --smoke --rungs 7 ;;
   ncu_r7) for d in 64 128; do  # what bounds rung 7: its 3rd launch at N = 4096, 16k tokens
             step "ncu_r7_d$d" 180 ncu --clock-control none --kernel-name flash2_wgmma_bwd --launch-skip 2 --launch-count 1 \
               --section SpeedOfLight --section WarpStateStats \
               --metrics 'regex:^(sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio)$' \
-              python3 -c "import sys; from gpu.checks import random_qkv, random_like; from gpu.flash import flash_attention; from gpu.backward import flash_attention_backward as b; d = int(sys.argv[1]); q, k, v = random_qkv(4, 2048 // d, 4096, 4096, d, 'float16', seed=1); o, l = flash_attention(q, k, v, return_lse=True); do = random_like(q, 2); [b(q, k, v, o, l, do, kernel=7) for _ in range(3)]" "$d"
+              python3 -c "import sys; from gpu.lab.checks import random_qkv, random_like; from gpu.flash import flash_attention; from gpu.backward import flash_attention_backward as b; d = int(sys.argv[1]); q, k, v = random_qkv(4, 2048 // d, 4096, 4096, d, 'float16', seed=1); o, l = flash_attention(q, k, v, return_lse=True); do = random_like(q, 2); [b(q, k, v, o, l, do, kernel=7) for _ in range(3)]" "$d"
           done ;;
   tax) step tax 150 python3 -m gpu.lab.autograd_tax
        step tax_causal 150 python3 -m gpu.lab.autograd_tax --causal ;;
@@ -56,23 +56,23 @@ for f in (as_cupy, cupy_view):
 t0 = time.perf_counter()
 for _ in range(1000): torch.empty(4, 16, 4096, 128, dtype=torch.bfloat16, device='cuda')
 print('bridge torch.empty', round((time.perf_counter() - t0) * 1e3, 1), 'us per tensor')" ;;
-  tune_wg) step tune_wg 200 python3 -m gpu.harness --tune backward --only wgmma --dtypes float16 ;;
+  tune_wg) step tune_wg 200 python3 -m gpu.lab.harness --tune backward --only wgmma --dtypes float16 ;;
   quick) step bench_quick 300 "${CLI[@]}" bench gpu --quick --json "$OUT/bench-quick-h100.json"
          step bench_quick_bwd 300 "${CLI[@]}" bench gpu --quick --backward --json "$OUT/bench-quick-backward-h100.json" ;;
-  hopper) step probe 120 python3 -m gpu.hopper_probe
+  hopper) step probe 120 python3 -m gpu.lab.hopper_probe
           step hopper_test 300 python3 -m pytest -m gpu -q -x -rs -p no:cacheprovider tests/test_gpu_hopper.py
           step tma_metrics 60 bash -c 'ncu --query-metrics | grep -i -E "tma|bulk|utlb|xbar2l1tex" | head -40' ;;
-  tune_v4) step tune_v4 300 python3 -m gpu.harness --tune forward --only v4 --dtypes float16 ;;
+  tune_v4) step tune_v4 300 python3 -m gpu.lab.harness --tune forward --only v4 --dtypes float16 ;;
   ncu_v4) for d in 64 128; do  # what bounds rung 6: the 3rd launch of its default at N = 4096, 16k tokens
             step "ncu_v4_d$d" 180 ncu --clock-control none --kernel-name flash2_v4_fwd --launch-skip 2 --launch-count 1 \
               --section SpeedOfLight --section ComputeWorkloadAnalysis --section WarpStateStats --section InstructionStats \
               --metrics 'regex:^(sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active|sm__inst_executed_pipe_xu\.avg\.pct_of_peak_sustained_active|smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio)$' \
-              python3 -c "import sys; from gpu.checks import random_qkv; from gpu.flash import flash_attention; d = int(sys.argv[1]); q, k, v = random_qkv(4, 2048 // d, 4096, 4096, d, 'float16', seed=1); [flash_attention(q, k, v) for _ in range(3)]" "$d"
+              python3 -c "import sys; from gpu.lab.checks import random_qkv; from gpu.flash import flash_attention; d = int(sys.argv[1]); q, k, v = random_qkv(4, 2048 // d, 4096, 4096, d, 'float16', seed=1); [flash_attention(q, k, v) for _ in range(3)]" "$d"
           done ;;
-  sanitize) step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke
-            step racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.harness --smoke ;;
-  sanitize6) step memcheck6 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.harness --smoke --rungs 6
-             step racecheck6 240 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.harness --smoke --rungs 6 ;;
+  sanitize) step memcheck 300 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.lab.harness --smoke
+            step racecheck 400 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.lab.harness --smoke ;;
+  sanitize6) step memcheck6 200 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.lab.harness --smoke --rungs 6
+             step racecheck6 240 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.lab.harness --smoke --rungs 6 ;;
   compare) step compare 120 "${CLI[@]}" compare --n 2048 --d 64 --json "$OUT/compare-forward-h100.json"
            step compare_bwd 180 "${CLI[@]}" compare --backward --n 2048 --d 64 --json "$OUT/compare-backward-h100.json"
            step compare_bwd_causal 180 "${CLI[@]}" compare --backward --n 2048 --d 128 --causal --dtype bf16 --json "$OUT/compare-backward-causal-h100.json" ;;
@@ -81,7 +81,7 @@ print('bridge torch.empty', round((time.perf_counter() - t0) * 1e3, 1), 'us per 
   cli) step cli_train 120 "${CLI[@]}" demo train --steps 20 --plot /tmp/devrun/train.svg
        step cli_compare 120 "${CLI[@]}" compare --backward --no-counters --n 512 --causal
        step cli_bench 240 "${CLI[@]}" bench gpu --quick --backward ;;
-  ladder) step ladder 240 python3 -m gpu.ladder --json "$OUT/ladder-h100.json" ;;
+  ladder) step ladder 240 python3 -m gpu.lab.ladder --json "$OUT/ladder-h100.json" ;;
   train) step train 240 python3 -c '
 import sys
 from rich.console import Console

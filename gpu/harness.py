@@ -1,4 +1,4 @@
-"""Check, then time: `python -m gpu.harness --kernel N` checks rung N of the ladder against float64 (gpu.checks),
+"""Check, then time: `python -m gpu.lab.harness --kernel N` checks rung N of the ladder against float64 (gpu.lab.checks),
 then times it at FlashAttention-2's benchmark size beside PyTorch SDPA's flash backend, and prints a table.
 
 `--tune` times the tilings in TUNE instead (each checked first); `--smoke` only checks every rung and the
@@ -9,9 +9,10 @@ import argparse
 import functools
 import math
 
-from gpu import device, registry, sdpa, timing
+from gpu import device, registry
+from gpu.lab import sdpa, timing
 from gpu.backward import flash_attention_backward
-from gpu.checks import check, check_backward, random_like, random_qkv
+from gpu.lab.checks import check, check_backward, random_like, random_qkv
 from gpu.flash import flash_attention
 from gpu.tiling import Tiles, backward_tiles, backward_warpgroup_tiles, forward_tiles, warpgroup_tiles
 
@@ -105,7 +106,7 @@ SMOKE = [  # (rung, dtype, (batch, heads, N, Nk, d), causal, swizzle): ragged ev
 
 
 def check_rung(spec: registry.KernelSpec, q, k, v, *, causal: bool, tiles: Tiles | None = None):
-    """The forward or backward check of one kernel (gpu.checks), whichever its direction."""
+    """The forward or backward check of one kernel (gpu.lab.checks), whichever its direction."""
     run = check if spec.direction == "forward" else check_backward
     return run(q, k, v, causal=causal, kernel=spec.name, tiles=tiles)
 
@@ -160,7 +161,7 @@ def time_rung(spec: registry.KernelSpec, n: int, d: int, dtype: str, causal: boo
 
 def main(argv=None) -> None:
     """Check, then time, one rung (or the tilings in TUNE); print one table."""
-    parser = argparse.ArgumentParser(prog="python -m gpu.harness", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m gpu.lab.harness", description=__doc__.splitlines()[0])
     parser.add_argument(
         "--kernel", type=int, help=f"the rung to check and time: {', '.join(map(str, sorted(registry.LADDER)))}"
     )

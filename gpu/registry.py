@@ -1,6 +1,6 @@
 """The kernel ladder: one KernelSpec per kernel of gpu/kernels/ (source, #defines, tiling, dtypes, launch geometry).
 
-The launchers, the harness (`python -m gpu.harness --kernel N`), the tests, compare and bench read this and
+The launchers, the harness (`python -m gpu.lab.harness --kernel N`), the tests, compare and bench read this and
 nothing else about a kernel. Rungs are numbered as their files: 1–3 and 6 forward, 4, 5 and 7 backward; the helpers (the
 standard baseline's softmax kernels, the backward's two element-wise passes) have no number. Pure Python.
 """
@@ -17,8 +17,8 @@ from gpu.tiling import (
     padded_dims,
     warpgroup_tiles,
 )
-from sim.dtypes import F
-from sim.errors import InputError
+from sim.core.dtypes import F
+from sim.core.errors import InputError
 
 STORAGE_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
 HALF = ("float16", "bfloat16")

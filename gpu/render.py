@@ -4,7 +4,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import fixed, human_bytes, ratio, tflops
+from sim.core.format import fixed, human_bytes, ratio, tflops
 
 DTYPE_SHORT = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32"}
 

@@ -4,7 +4,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import count, number, ratio
+from sim.core.format import count, number, ratio
 
 
 def name(impl: str, report: dict) -> str:

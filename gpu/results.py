@@ -1,4 +1,4 @@
-"""Recorded results: the JSON files `bench gpu`, `compare` and `demo train` write (gpu/results/*.json), which the GPU
+"""Recorded results: the JSON files `bench gpu`, `compare` and `demo train` write (gpu/lab/results/*.json), which the GPU
 lesson loads on machines without a GPU.
 
 Every file is one JSON object:
@@ -14,9 +14,9 @@ Every file is one JSON object:
              "backward_tflops" (the backward alone), or {"status": "OOM" | "skipped" | "error", …}), "notes"
              (strings), and for the backward "memory" (peak extra bytes against N at fixed batch and heads: "n",
              then per implementation);
-             compare: "config", "errors", "bytes" (predicted and measured), "time"; ladder (`python -m gpu.ladder`):
+             compare: "config", "errors", "bytes" (predicted and measured), "time"; ladder (`python -m gpu.lab.ladder`):
              "rungs" (number → name, direction, file), "rows" (per configuration, "rungs": number → {"tflops",
-             "sdpa_tflops"} or {"status"}), "notes"; train: see gpu/train.py ("losses" and "tokens_per_s" per run:
+             "sdpa_tflops"} or {"status"}), "notes"; train: see gpu/lab/train.py ("losses" and "tokens_per_s" per run:
              "flash", "standard" and, from issue 23 on, "sdpa").
 Byte counts are bytes, times milliseconds, rates TFLOP/s (1e12 FLOPs per second).
 """

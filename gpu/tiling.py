@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 MAX_HEAD_DIM = 128
 

@@ -5,7 +5,7 @@ PyTorch model calls; on an H100, cuDNN's attention), from the same weights on th
 The model reads the simulator's own source code byte by byte (vocabulary 256; always installed): embeddings, `layers` pre-norm blocks of
 causal self-attention (q, k, v cast to `dtype`, attention through gpu.autograd) and an MLP, then a linear head,
 trained with AdamW. The runs should give one loss curve, up to fp16/bf16 rounding. The report (`kind` "train",
-see gpu/results.py) holds the config, the loss curves (one value per step), tokens per second for each run
+see gpu/lab/results.py) holds the config, the loss curves (one value per step), tokens per second for each run
 (steps after WARMUP_STEPS, between synchronizations), and the largest gap between flashsim's two curves.
 """
 
@@ -14,9 +14,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import sim
-from gpu import backward, flash, results
+from gpu import backward, flash
+from gpu.lab import results
 from gpu.autograd import IMPLS, attention, require_torch
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 SOURCES = Path(sim.__file__).parent  # the training text: every sim/**/*.py, in sorted order
 RUNS = (*IMPLS, "sdpa")  # flashsim's two, then PyTorch's default SDPA

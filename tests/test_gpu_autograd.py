@@ -3,7 +3,7 @@ criterion as the kernels called directly, and a short training run gives one los
 
 import pytest
 
-from gpu.checks import max_error
+from gpu.lab.checks import max_error
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -50,7 +50,7 @@ def test_training_demo_gives_one_loss_curve():
     """Same weights, same batches: the two runs differ only by the attention's fp16/bf16 rounding. At step 1 the
     losses (≈ ln 256 = 5.5) agree to ~1e-3; over 40 steps the gap may grow, but stays far below the drop in loss
     (> 1.0) that learning brings, which a wrong gradient would not."""
-    from gpu.train import TrainConfig, train
+    from gpu.lab.train import TrainConfig, train
 
     report = train(TrainConfig(steps=40, batch=8, seq=128, layers=1, dtype="bfloat16"))
     flash, standard = report["losses"]["flash"], report["losses"]["standard"]

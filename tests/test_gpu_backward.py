@@ -1,11 +1,11 @@
 """The backward kernels (rungs 4, 5; rung 7 in test_gpu_rung7.py) against float64, by the FlashAttention project's own criterion for each of dQ,
 dK, dV: max|g − g_ref| ≤ 2·max|g_standard − g_ref| + 1e-3, g_standard from the fp16/bf16 standard attention's
-backward (P, dP, dS stored in the storage dtype); no gradient element left unwritten (gpu.checks)."""
+backward (P, dP, dS stored in the storage dtype); no gradient element left unwritten (gpu.lab.checks)."""
 
 import pytest
 
 import gpu
-from gpu.checks import check_backward, max_error, random_like, random_qkv
+from gpu.lab.checks import check_backward, max_error, random_like, random_qkv
 from gpu.tiling import backward_tiles
 
 pytestmark = pytest.mark.gpu

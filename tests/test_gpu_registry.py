@@ -3,9 +3,9 @@
 import pytest
 
 from gpu import registry
-from gpu.harness import TUNE
+from gpu.lab.harness import TUNE
 from gpu.tiling import backward_tiles
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 H100_SMEM, A100_SMEM = 227 * 1024, 163 * 1024  # dynamic shared memory one thread block may opt into
 

@@ -1,10 +1,11 @@
 """The GPU renderers on hand-made reports (no GPU needed): every cell comes from the report."""
 
+from sim.algorithms import registry
 from rich.console import Console
 
-from gpu.plot import line_chart
-from gpu.render import bench_columns, bench_markdown, bench_table
-from gpu.render_train import checkpoints, training_table
+from gpu.lab.plot import line_chart
+from gpu.lab.render import bench_columns, bench_markdown, bench_table
+from gpu.lab.render_train import checkpoints, training_table
 
 ENV = {"date": "2026-11-23T12:00:00+00:00", "command": "flashsim bench gpu", "driver": "580.1", "cupy": "14.2.0",
        "torch": "2.11.0", "gpu": "Test GPU"}  # fmt: skip
@@ -146,12 +147,12 @@ def test_line_chart_draws_each_series():
 
 def test_backward_comparison_explains_the_dq_traffic():
     """The simulator books dQ_i's read and write-back in fp16 per tile pair; the kernel's atomics add float32."""
-    from gpu.compare_backward import BackwardComparison
-    from gpu.render_compare import backward_comparison
-    from sim import iomodel
+    from gpu.lab.compare_backward import BackwardComparison
+    from gpu.lab.render_compare import backward_comparison
+    from sim.machine import iomodel
 
     heads, n, d = 16, 2048, 64
-    predicted = [(name, c.times(heads)) for name, c in iomodel.backward_kernels("flash2", n, n, d, 2, 64, 128, False)]
+    predicted = [(name, c.times(heads)) for name, c in registry.backward_kernels("flash2", n, n, d, 2, 64, 128, False)]
     config = dict(n=n, nk=n, d=d, batch=1, heads=heads, dtype="float16", causal=False, kernel="v2", block_rows=64,
                   block_cols=128, smem_bytes=93184, itemsize=2, heads_total=heads, device="Test GPU")  # fmt: skip
     main = dict(l2_read_bytes=218103808, l2_write_bytes=9437184, l2_reduction_bytes=134217728,

@@ -1,5 +1,5 @@
 """Rung 7 (the wgmma + TMA backward, sm_90a only) against float64 by the FlashAttention project's criterion for each
-of dQ, dK, dV (gpu.checks.check_backward): ragged, causal, N ≠ Nk, rows that see no key, d = 64 and 128, fp16 and
+of dQ, dK, dV (gpu.lab.checks.check_backward): ragged, causal, N ≠ Nk, rows that see no key, d = 64 and 128, fp16 and
 bf16, its tilings, FlashAttention-3's benchmark lengths; and where the public call uses it. Skipped, with the
 reason, on any GPU but an sm_90 one (H100, H200)."""
 
@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 import gpu
 from gpu import backward, device
-from gpu.checks import check_backward, random_like, random_qkv
+from gpu.lab.checks import check_backward, random_like, random_qkv
 from gpu.tiling import backward_warpgroup_tiles
 
 pytestmark = [pytest.mark.gpu]

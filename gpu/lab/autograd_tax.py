@@ -2,7 +2,7 @@
 
 For FlashAttention-2's benchmark shapes (16k tokens, hidden 2048, fp16) it prints, per N and d:
   queued    ms per forward + backward, direct calls and through autograd, timed as a training loop runs them
-            (back-to-back calls, the host's work hidden behind the GPU's queue; gpu.timing.interleaved_ms), and
+            (back-to-back calls, the host's work hidden behind the GPU's queue; gpu.lab.timing.interleaved_ms), and
             the tax between the two;
   host      µs of host time per call of each (20 calls issued without waiting, the GPU's queue far from full),
             which a single call on an idle GPU pays as latency;
@@ -12,12 +12,13 @@ and whether PyTorch synchronized the host inside the autograd path (torch.cuda.s
 import argparse
 import time
 
-from gpu import device, timing
+from gpu import device
+from gpu.lab import timing
 from gpu.backward import flash_attention_backward
-from gpu.checks import random_like, random_qkv
+from gpu.lab.checks import random_like, random_qkv
 from gpu.dlpack import as_torch
 from gpu.flash import flash_attention
-from gpu.harness import HIDDEN, TOKENS
+from gpu.lab.harness import HIDDEN, TOKENS
 
 HOST_CALLS = 20
 

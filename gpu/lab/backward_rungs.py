@@ -5,11 +5,12 @@ dense TFLOP/s. The evidence behind which backward the public call picks on an sm
 
 import argparse
 
-from gpu import device, timing
+from gpu import device
+from gpu.lab import timing
 from gpu.backward import flash_attention_backward
-from gpu.checks import random_like, random_qkv
+from gpu.lab.checks import random_like, random_qkv
 from gpu.flash import flash_attention
-from gpu.harness import BACKWARD_FLOPS, HIDDEN, TOKENS, flops
+from gpu.lab.harness import BACKWARD_FLOPS, HIDDEN, TOKENS, flops
 from gpu.tiling import backward_warpgroup_tiles
 
 H100_DENSE = 989.0  # TFLOP/s, fp16/bf16 dense, the H100 SXM datasheet
