@@ -1,17 +1,21 @@
-"""The kernels as `torch.autograd.Function`s, so that they drop into a PyTorch model (tensors shared, not copied,
-through DLPack): `attention(q, k, v, causal=…, scale=…, impl="flash" | "standard")` on torch tensors
+"""The kernels as `torch.autograd.Function`s, so that they drop into a PyTorch model (tensors shared, not copied): `attention(q, k, v, causal=…, scale=…, impl="flash" | "standard")` on torch tensors
 (batch, heads, N, d), fp16/bf16 on a CUDA device. PyTorch is imported only when these are used.
 
-The kernels run on PyTorch's current stream, so they order correctly with the model's own work.
+The flash path adds no tax to the kernels it launches: they run on PyTorch's current stream (so they order with
+the model's own work), nothing synchronizes the host, and the only memory allocated is what the kernels write
+(o and the saved lse; dq, dk, dv and the backward's float32 workspace, D and the dQ accumulator), taken from
+PyTorch's caching allocator on that stream. Inputs are copied only where they are not contiguous, or where d
+needs rows padded to 8 elements (the general path, through flash_attention). The flash path sees torch's memory
+through CuPy views of its pointers (gpu.dlpack.cupy_view): zero-copy like DLPack, but 6 µs a tensor against
+DLPack's 58 (PyTorch 2.11's __dlpack__ queries streams and devices on every call; 16 tensors a training step:
+0.9 ms of host time, gpu/NOTES.md run 23). The general path and the standard baseline go through DLPack.
 """
 
 import functools
 
-from gpu import device
-from gpu.backward import flash_attention_backward
+from gpu import backward, device, flash, inputs
 from gpu.device import GPUUnavailableError
-from gpu.dlpack import as_cupy, as_torch
-from gpu.flash import flash_attention
+from gpu.dlpack import as_cupy, as_torch, cupy_view
 from gpu.standard import standard_attention, standard_attention_backward
 from sim.core.errors import InputError
 
@@ -41,15 +45,20 @@ def require_torch():
     return torch
 
 
-def _on_torch_stream(fn, *tensors):
-    """fn(*CuPy views of the tensors), launched on PyTorch's current stream."""
+def _stream():
+    """PyTorch's current stream as a CuPy stream (one CuPy object per raw stream, made once)."""
     import torch
 
-    cuda, ptr = device.require().cuda, torch.cuda.current_stream().cuda_stream
+    return _external(torch.cuda.current_stream().cuda_stream)
+
+
+@functools.cache
+def _external(ptr: int):
+    cuda = device.require().cuda
     # CuPy ≥ 14 takes external streams through the CUDA stream protocol; CuPy 13 has ExternalStream only
-    external = hasattr(cuda.Stream, "from_external")
-    with cuda.Stream.from_external(_StreamHandle(ptr)) if external else cuda.ExternalStream(ptr):
-        return fn(*(as_cupy(t.contiguous()) for t in tensors))
+    if hasattr(cuda.Stream, "from_external"):
+        return cuda.Stream.from_external(_StreamHandle(ptr))
+    return cuda.ExternalStream(ptr)
 
 
 class _StreamHandle:
@@ -62,6 +71,36 @@ class _StreamHandle:
         return 0, self.ptr
 
 
+def _forward(torch, q, k, v, causal, scale):
+    """(o, lse, p) with o and lse torch tensors the forward kernel wrote straight into, p the checked Problem."""
+    cq, ck, cv = (cupy_view(t) for t in (q, k, v))
+    spec = flash.resolve(None, q.shape[-1])
+    p = inputs.check(cq, ck, cv, causal=causal, scale=scale, dtypes_allowed=spec.dtypes)
+    if spec.row(p.d) != p.d:  # rows padded to 8 elements: the general path (it copies)
+        o, lse = flash.flash_attention(cq, ck, cv, causal=causal, scale=scale, return_lse=True)
+        return as_torch(o), as_torch(lse), p
+    o = torch.empty_like(q)
+    lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+    flash.launch(spec, p, spec.tiles(p.d), cq, ck, cv, cupy_view(o), cupy_view(lse))
+    return o, lse, p
+
+
+def _backward(torch, p, q, k, v, o, lse, do):
+    """(dq, dk, dv) as torch tensors, written by the backward kernels into tensors PyTorch allocated; p is the
+    forward's checked Problem (the same q, k, v: no second check)."""
+    cq, ck, cv, co, clse, cdo = (cupy_view(t) for t in (q, k, v, o, lse, do))
+    spec = backward.resolve(None, p.d)
+    if spec.row(p.d) != p.d or clse.data.ptr % 16:
+        grads = backward.flash_attention_backward(cq, ck, cv, co, clse, cdo, causal=p.causal, scale=p.scale)
+        return tuple(as_torch(g) for g in grads)
+    D = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
+    dq_acc = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    grads = tuple(torch.empty_like(x) for x in (q, k, v))
+    work = (cupy_view(D), cupy_view(dq_acc))
+    backward.launch(spec, p, spec.tiles(p.d), p.d, (cq, ck, cv, co, clse, cdo), work, tuple(map(cupy_view, grads)))
+    return grads
+
+
 @functools.cache
 def _functions() -> dict:
     import torch
@@ -69,28 +108,26 @@ def _functions() -> dict:
     class FlashAttention(torch.autograd.Function):
         @staticmethod
         def forward(ctx, q, k, v, causal, scale):
-            o, lse = _on_torch_stream(
-                lambda *x: flash_attention(*x, causal=causal, scale=scale, return_lse=True), q, k, v
-            )
-            o, lse = as_torch(o), as_torch(lse)
+            q, k, v = (x.detach().contiguous() for x in (q, k, v))  # a copy only where not contiguous
+            with _stream():
+                o, lse, ctx.problem = _forward(torch, q, k, v, causal, scale)
             ctx.save_for_backward(q, k, v, o, lse)
-            ctx.causal, ctx.scale = causal, scale
             return o
 
         @staticmethod
         def backward(ctx, do):
             q, k, v, o, lse = ctx.saved_tensors
-            grads = _on_torch_stream(
-                lambda *x: flash_attention_backward(*x, causal=ctx.causal, scale=ctx.scale), q, k, v, o, lse, do
-            )
-            return (*(as_torch(g) for g in grads), None, None)
+            with _stream():
+                grads = _backward(torch, ctx.problem, q, k, v, o, lse, do.contiguous())
+            return (*grads, None, None)
 
     class StandardAttention(torch.autograd.Function):
         @staticmethod
         def forward(ctx, q, k, v, causal, scale):
-            o, probs = _on_torch_stream(
-                lambda *x: standard_attention(*x, causal=causal, scale=scale, return_probs=True), q, k, v
-            )
+            with _stream():
+                o, probs = standard_attention(
+                    *(as_cupy(x.contiguous()) for x in (q, k, v)), causal=causal, scale=scale, return_probs=True
+                )
             o, probs = as_torch(o), as_torch(probs)
             ctx.save_for_backward(q, k, v, probs)
             ctx.scale = scale
@@ -99,7 +136,10 @@ def _functions() -> dict:
         @staticmethod
         def backward(ctx, do):
             q, k, v, probs = ctx.saved_tensors
-            grads = _on_torch_stream(lambda *x: standard_attention_backward(*x, scale=ctx.scale), q, k, v, probs, do)
+            with _stream():
+                grads = standard_attention_backward(
+                    *(as_cupy(x.contiguous()) for x in (q, k, v, probs, do)), scale=ctx.scale
+                )
             return (*(as_torch(g) for g in grads), None, None)
 
     return {"flash": FlashAttention, "standard": StandardAttention}

@@ -1,4 +1,5 @@
-"""`flash_attention_backward`: dQ, dK, dV from the saved log-sum-exp (rungs 4–5 of gpu/registry.py), in three launches.
+"""`flash_attention_backward`: dQ, dK, dV from the saved log-sum-exp (rungs 4, 5 and 7 of gpu/registry.py), in three
+launches.
 
 The pre-pass computes D = rowsum(dO ∘ O) and zeroes a float32 dQ accumulator; the main kernel (one thread block
 per K/V block) recomputes P from L tile by tile and adds τ dS K into dQ with atomics; the last pass rounds dQ to the
@@ -7,7 +8,8 @@ storage dtype. Extra device memory: D (N floats) and the accumulator (N·d float
 
 import numpy as np
 
-from gpu import device, inputs, layout, registry, source
+from gpu import device, inputs, layout, registry, source, tma
+from sim.core.errors import InputError
 
 PREPASS_WARPS = 8  # rows per thread block of the pre-pass (one warp each)
 DQ_THREADS = 256
@@ -19,13 +21,14 @@ def flash_attention_backward(
     """(dq, dk, dv), shaped and typed like (q, k, v), for the forward output o, its lse and the upstream gradient do.
 
     o and lse are what `flash_attention(q, k, v, causal=…, scale=…, return_lse=True)` returned; pass the same
-    causal and scale. `kernel`: the rung, 4 (readable, also float32) or 5 (tensor cores, fp16/bf16; None: the default).
+    causal and scale. `kernel`: the rung, 4 (readable, also float32), 5 (tensor cores, fp16/bf16) or 7 (wgmma and TMA: sm_90, d = 64 or 128); None: the default for d on this GPU.
     `tiles`, `poison` and `check_finite` are as for `flash_attention` (the check covers o and do too).
     """
     cupy = device.require()
     spec = registry.backward(kernel)
     p = inputs.check(q, k, v, causal=causal, scale=scale, dtypes_allowed=spec.dtypes, finite=check_finite)
     inputs.check_backward(p, q, o, lse, do, finite=check_finite)
+    spec = resolve(kernel, p.d)
     tiles = spec.tiles(p.d, tiles)
     row = spec.row(p.d)
     with q.device:
@@ -36,28 +39,37 @@ def flash_attention_backward(
         dq, dk, dv = cupy.empty_like(q), cupy.empty_like(k), cupy.empty_like(v)
         if poison:
             layout.poison(dq, dk, dv)
-        prepass(p, row, o, do, D, dq_acc)
-        smem = spec.smem(p.d, tiles)
-        fn = source.function(spec, spec.defines(p.d, p.dtype, tiles), smem)
-        grid = (-(-p.nk // tiles.block_cols), p.batch * p.heads, 1)
-        args = (
-            q,
-            k,
-            v,
-            do,
-            lse,
-            D,
-            dq_acc,
-            dk,
-            dv,
-            np.int32(p.n),
-            np.int32(p.nk),
-            np.float32(p.scale),
-            np.int32(p.causal),
-        )
-        fn(grid, (tiles.threads, 1, 1), args, shared_mem=smem)
-        round_dq(p, row, dq_acc, dq)
+        launch(spec, p, tiles, row, (q, k, v, o, lse, do), (D, dq_acc), (dq, dk, dv))
     return tuple(layout.trimmed(x, p.d) for x in (dq, dk, dv))
+
+
+def resolve(kernel, d: int) -> registry.KernelSpec:
+    """The backward kernel for head dim d on this GPU: `kernel` if it runs here (else InputError saying why), or the
+    default (without a GPU: the default anywhere, rung 5)."""
+    cc = device.capability() if device.available()[0] else None
+    spec = registry.backward(kernel, d, cc)
+    why = cc and spec.fits(d, cc)
+    if why:
+        raise InputError(f"kernel: {why}")
+    return spec
+
+
+def launch(spec: registry.KernelSpec, p, tiles, row: int, ins: tuple, work: tuple, outs: tuple) -> None:
+    """The three launches on prepared arrays: ins = (q, k, v, o, lse, do) with rows of `row` elements, work = (D,
+    dq_acc) float32, outs = (dq, dk, dv), all allocated by the caller (the autograd path allocates them in PyTorch)."""
+    q, k, v, o, lse, do = ins
+    D, dq_acc = work
+    dq, dk, dv = outs
+    prepass(p, row, o, do, D, dq_acc)
+    smem = spec.smem(p.d, tiles)
+    fn = source.function(spec, spec.defines(p.d, p.dtype, tiles), smem)
+    grid = (-(-p.nk // tiles.block_cols), p.batch * p.heads, 1)
+    if spec.tma:  # rung 7: Q_i and dO_i in boxes of Br rows, K_j and V_j of Bc
+        br, bc = tiles.block_rows, tiles.block_cols
+        q, do, k, v = (tma.rows_map(x, rows) for x, rows in ((q, br), (do, br), (k, bc), (v, bc)))
+    args = (q, k, v, do, lse, D, dq_acc, dk, dv, np.int32(p.n), np.int32(p.nk), np.float32(p.scale), np.int32(p.causal))
+    fn(grid, (tiles.threads, 1, 1), args, shared_mem=smem)
+    round_dq(p, row, dq_acc, dq)
 
 
 def prepass(p, row: int, o, do, D, dq_acc) -> None:

@@ -23,3 +23,12 @@ def as_cupy(t):
     if t.dtype == torch.bfloat16:
         return cupy.from_dlpack(t.view(torch.int16)).view(ml_dtypes.bfloat16)
     return cupy.from_dlpack(t)
+
+
+def cupy_view(t):
+    """The CuPy array over torch tensor `t`'s memory (contiguous, CUDA), built from its pointer without DLPack's
+    per-call protocol (stream handshake, capsule): the same memory, kept alive by a reference to `t`."""
+    cupy = device.require()
+    dtype = ml_dtypes.bfloat16 if str(t.dtype) == "torch.bfloat16" else str(t.dtype).removeprefix("torch.")
+    memory = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * t.element_size(), t, t.device.index)
+    return cupy.ndarray(tuple(t.shape), dtype, cupy.cuda.MemoryPointer(memory, 0))

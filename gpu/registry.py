@@ -1,7 +1,7 @@
 """The kernel ladder: one KernelSpec per kernel of gpu/kernels/ (source, #defines, tiling, dtypes, launch geometry).
 
 The launchers, the harness (`python -m gpu.lab.harness --kernel N`), the tests, compare and bench read this and
-nothing else about a kernel. Rungs are numbered as their files: 1–3 and 6 forward, 4–5 backward; the helpers (the
+nothing else about a kernel. Rungs are numbered as their files: 1–3 and 6 forward, 4, 5 and 7 backward; the helpers (the
 standard baseline's softmax kernels, the backward's two element-wise passes) have no number. Pure Python.
 """
 
@@ -9,14 +9,13 @@ import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gpu.tiling import Tiles, backward_tiles, forward_tiles, pad_to, padded_dims, warpgroup_tiles
-from sim.core.dtypes import F
+from gpu import geometry
+from gpu.geometry import HALF_SIZE, SOFTMAX_THREADS, STORAGE_CODE  # noqa: F401  (what the launchers read here)
+from gpu.tiling import Tiles, padded_dims
 from sim.core.errors import InputError
 
-STORAGE_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
 HALF = ("float16", "bfloat16")
 ALL = ("float32", "float16", "bfloat16")
-HALF_SIZE = 2  # bytes of an fp16/bf16 element: the tensor-core kernels' storage
 
 
 @dataclass(frozen=True)
@@ -67,94 +66,7 @@ class KernelSpec:
         return f"rung {self.rung} ({self.direction}, {self.file})"
 
 
-def _mma_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
-    row, d_mma = padded_dims(d)
-    return {
-        "HEAD_DIM": row,
-        "D_MMA": d_mma,
-        "NWARPS": tiles.warps,
-        "MIN_BLOCKS": tiles.min_blocks,
-        "STORAGE": STORAGE_CODE[dtype],
-    }
-
-
-def _readable_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
-    return {
-        "HEAD_DIM": d,
-        "BR": tiles.block_rows,
-        "BC": tiles.block_cols,
-        "NTHREADS": tiles.threads,
-        "STORAGE": STORAGE_CODE[dtype],
-    }
-
-
-def _readable_tiles(d: int) -> Tiles:
-    return Tiles(block_rows=32, block_cols=32, warps=4)
-
-
 # -- forward --------------------------------------------------------------------------
-
-
-def _forward_tc_tiles(d: int) -> Tiles:
-    """Rungs 2 and 3 by default (the measurements behind each choice: gpu/NOTES.md)."""
-    if padded_dims(d)[1] <= 64:
-        return forward_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2)
-    return forward_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2)
-
-
-def _forward_rung3_tiles(d: int) -> Tiles:
-    """Rung 3 by default: rung 2's, but Bc = 48 for d > 64 (run 9: 342 / 289 TFLOP/s against Bc = 32's 310 / 267)."""
-    if padded_dims(d)[1] <= 64:
-        return _forward_tc_tiles(d)
-    return forward_tiles(warps=4, m_tiles=2, block_cols=48, q_in_regs=False, min_blocks=2)
-
-
-def _forward_tc_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
-    return _mma_defines(d, dtype, tiles) | {
-        "M_TILES": tiles.m_tiles,
-        "BC": tiles.block_cols,
-        "Q_IN_REGS": int(tiles.q_in_regs),
-        "SWIZZLE": int(tiles.swizzle),
-    }
-
-
-def _forward_tc_smem(d: int, tiles: Tiles) -> int:
-    """Q_i (Br rows) and two stages each of K_j and V_j (Bc rows), padded or swizzled rows."""
-    d_mma = padded_dims(d)[1]
-    row = pad_to(d_mma, 64) if tiles.swizzle else d_mma + 8
-    return HALF_SIZE * (tiles.block_rows + 4 * tiles.block_cols) * row
-
-
-def _forward_readable_smem(d: int, tiles: Tiles) -> int:
-    """Q_i, O_i (Br × d), K_j, V_j (Bc × d), S_ij (Br × Bc), m_i, ℓ_i and the rescale factors (Br), float32."""
-    br, bc = tiles.block_rows, tiles.block_cols
-    return F * (2 * br * d + 2 * bc * d + br * bc + 3 * br)
-
-
-def _forward_wg_tiles(d: int) -> Tiles:
-    """Rung 6 by default, Bc = 128 and three stages of K_j/V_j (gpu/NOTES.md, runs 13 and 14, fp16, N = 4096, TFLOP/s
-    full / causal): d = 64, three consumer warpgroups taking turns (Br = 192, ping-pong) 456 / 365 against two
-    warpgroups' 349 / 191; d = 128, two warpgroups without turns 583 / 483 (with turns 575 / 468; two stages 456 / 390)."""
-    if d == 64:
-        return warpgroup_tiles(consumers=3, block_cols=128, stages=3, pingpong=True)
-    return warpgroup_tiles(consumers=2, block_cols=128, stages=3)
-
-
-def _forward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
-    consumers = tiles.warps // 4 - 1
-    return {
-        "HEAD_DIM": d,
-        "BC": tiles.block_cols,
-        "CONSUMERS": consumers,
-        "STAGES": tiles.stages,
-        "PINGPONG": int(tiles.pingpong),
-        "STORAGE": STORAGE_CODE[dtype],
-    }
-
-
-def _forward_wg_smem(d: int, tiles: Tiles) -> int:
-    """1024 bytes to align the tiles to the swizzle pattern, Q_i, the stages of K_j and V_j, the mbarriers."""
-    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + 8 * (1 + 3 * tiles.stages)
 
 
 def _forward(rung, file, symbol, **kw) -> KernelSpec:
@@ -164,43 +76,21 @@ def _forward(rung, file, symbol, **kw) -> KernelSpec:
 
 
 FORWARD = {
-    1: _forward(1, "01_flash2_readable.cu", "v1", dtypes=ALL, tensor_cores=False, default_tiles=_readable_tiles,
-                   defines_of=_readable_defines,
-                   smem_of=_forward_readable_smem),
-    2: _forward(2, "02_flash2_tensorcore.cu", "v2", dtypes=HALF, tensor_cores=True, default_tiles=_forward_tc_tiles,
-                   defines_of=_forward_tc_defines, smem_of=_forward_tc_smem, scale_log2=True),
+    1: _forward(1, "01_flash2_readable.cu", "v1", dtypes=ALL, tensor_cores=False, default_tiles=geometry.readable_tiles,
+                   defines_of=geometry.readable_defines,
+                   smem_of=geometry.forward_readable_smem),
+    2: _forward(2, "02_flash2_tensorcore.cu", "v2", dtypes=HALF, tensor_cores=True, default_tiles=geometry.forward_tc_tiles,
+                   defines_of=geometry.forward_tc_defines, smem_of=geometry.forward_tc_smem, scale_log2=True),
     3: _forward(3, "03_flash2_lane_offsets.cu", "v3", dtypes=HALF, tensor_cores=True,
-                   default_tiles=_forward_rung3_tiles, defines_of=_forward_tc_defines, smem_of=_forward_tc_smem, scale_log2=True),
-    6: _forward(6, "06_flash2_wgmma_tma.cu", "v4", dtypes=HALF, tensor_cores=True, default_tiles=_forward_wg_tiles,
-                   defines_of=_forward_wg_defines, smem_of=_forward_wg_smem, scale_log2=True, arch="sm_90a",
+                   default_tiles=geometry.forward_rung3_tiles, defines_of=geometry.forward_tc_defines, smem_of=geometry.forward_tc_smem, scale_log2=True),
+    6: _forward(6, "06_flash2_wgmma_tma.cu", "v4", dtypes=HALF, tensor_cores=True, default_tiles=geometry.forward_wg_tiles,
+                   defines_of=geometry.forward_wg_defines, smem_of=geometry.forward_wg_smem, scale_log2=True, arch="sm_90a",
                    head_dims=(64, 128), tma=True),
 }  # fmt: skip
 DEFAULT_FORWARD = 3  # the default on every GPU, and for every head dim …
 HOPPER_FORWARD = 6  # … except on sm_90 (H100, H200) at the head dims rung 6 takes
 
 # -- backward -------------------------------------------------------------------------
-
-
-def _backward_tc_tiles(d: int) -> Tiles:
-    """Rung 5 by default: 8 warps of 16 keys (Bc = 128), 64 queries per step."""
-    return backward_tiles(warps=8, block_rows=64)
-
-
-def _backward_tc_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
-    return _mma_defines(d, dtype, tiles) | {"BR": tiles.block_rows}
-
-
-def _backward_tc_smem(d: int, t: Tiles) -> int:
-    """K_j, V_j (Bc rows), two stages of Q_i, dO_i (Br rows), dS_ijᵀ (Bc × (Br + 8)), two stages of L_i, D_i."""
-    row = padded_dims(d)[1] + 8
-    br, bc = t.block_rows, t.block_cols
-    return HALF_SIZE * (2 * bc * row + 4 * br * row + bc * (br + 8)) + F * 4 * br
-
-
-def _backward_readable_smem(d: int, t: Tiles) -> int:
-    """K_j, V_j, dK_j, dV_j (Bc × d), Q_i, dO_i (Br × d), P_ij, dS_ij (Br × Bc), L_i, D_i (Br), float32."""
-    br, bc = t.block_rows, t.block_cols
-    return F * (4 * bc * d + 2 * br * d + 2 * br * bc + 2 * br)
 
 
 def _backward(rung, file, symbol, **kw) -> KernelSpec:
@@ -210,45 +100,33 @@ def _backward(rung, file, symbol, **kw) -> KernelSpec:
 
 BACKWARD = {
     4: _backward(4, "04_flash2_backward_readable.cu", "v1", dtypes=ALL, tensor_cores=False,
-                    default_tiles=_readable_tiles, defines_of=_readable_defines,
-                    smem_of=_backward_readable_smem),
+                    default_tiles=geometry.readable_tiles, defines_of=geometry.readable_defines,
+                    smem_of=geometry.backward_readable_smem),
     5: _backward(5, "05_flash2_backward_tensorcore.cu", "v2", dtypes=HALF, tensor_cores=True,
-                    default_tiles=_backward_tc_tiles, defines_of=_backward_tc_defines, smem_of=_backward_tc_smem),
+                    default_tiles=geometry.backward_tc_tiles, defines_of=geometry.backward_tc_defines, smem_of=geometry.backward_tc_smem),
+    7: _backward(7, "07_flash2_backward_wgmma.cu", "wgmma", dtypes=HALF, tensor_cores=True,
+                       default_tiles=geometry.backward_wg_tiles, defines_of=geometry.backward_wg_defines, smem_of=geometry.backward_wg_smem,
+                       arch="sm_90a", head_dims=(64, 128), tma=True),
 }  # fmt: skip
-DEFAULT_BACKWARD = 5
+DEFAULT_BACKWARD = 5  # the default on every GPU, and for every head dim …
+HOPPER_BACKWARD = 7  # … except on sm_90 at the head dims where rung 7 measured faster than rung 5
+HOPPER_BACKWARD_DIMS = (128,)  # d = 128: +23 … +40% over rung 5; d = 64: slower at every N (gpu/NOTES.md runs 23, 24)
 
 # -- helpers: the standard baseline's row kernels, the backward's element-wise passes ---------------------------
-
-SOFTMAX_THREADS = 256
 
 
 def _helper(name, file, function, dtypes, defines) -> KernelSpec:
     return KernelSpec(name, None, "helper", file, function, dtypes, False, None, defines, lambda d, t: 0)
 
 
-def _passes_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
-    """`d` here is the row length in device memory; 16-byte loads when a row is whole 16-byte pieces."""
-    size = {"float32": F, "float16": 2, "bfloat16": 2}[dtype]
-    return {"HEAD_DIM": d, "STORAGE": STORAGE_CODE[dtype], "WIDE": int(d * size % 16 == 0)}
-
-
-def _rows_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
-    return {"STORAGE": STORAGE_CODE[dtype], "NTHREADS": SOFTMAX_THREADS}
-
-
-def _probe_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
-    """d = 64 runs wgmma n128 for S and n64 for O, d = 128 the other way round: the probe covers all four."""
-    return {"HEAD_DIM": d, "BC": 192 - d, "STORAGE": STORAGE_CODE[dtype]}
-
-
 HELPERS = {
     "hopper_probe": KernelSpec("hopper_probe", None, "helper", "hopper_probe.cu", "hopper_probe", HALF, False, None,
-                               _probe_defines, lambda d, t: 1024 + HALF_SIZE * d * (64 + 2 * (192 - d)) + 8,
+                               geometry.probe_defines, lambda d, t: 1024 + HALF_SIZE * d * (64 + 2 * (192 - d)) + 8,
                                arch="sm_90a", head_dims=(64, 128), tma=True),
-    "softmax": _helper("softmax", "softmax_rows.cu", "softmax_rows", HALF, _rows_defines),
-    "softmax_backward": _helper("softmax_backward", "softmax_backward_rows.cu", "softmax_backward_rows", HALF, _rows_defines),
-    "bwd_prepass": _helper("bwd_prepass", "backward_passes.cu", "flash2_bwd_prepass", ALL, _passes_defines),
-    "bwd_dq": _helper("bwd_dq", "backward_passes.cu", "flash2_bwd_dq", ALL, _passes_defines),
+    "softmax": _helper("softmax", "softmax_rows.cu", "softmax_rows", HALF, geometry.rows_defines),
+    "softmax_backward": _helper("softmax_backward", "softmax_backward_rows.cu", "softmax_backward_rows", HALF, geometry.rows_defines),
+    "bwd_prepass": _helper("bwd_prepass", "backward_passes.cu", "flash2_bwd_prepass", ALL, geometry.passes_defines),
+    "bwd_dq": _helper("bwd_dq", "backward_passes.cu", "flash2_bwd_dq", ALL, geometry.passes_defines),
 }  # fmt: skip
 
 LADDER = {spec.rung: spec for spec in (*FORWARD.values(), *BACKWARD.values())}
@@ -268,9 +146,15 @@ def forward(kernel: int | str | None, d: int | None = None, cc: str | None = Non
     return _pick("forward", FORWARD, kernel)
 
 
-def backward(kernel: int | str | None) -> KernelSpec:
-    """The backward rung `kernel` (4 or 5; None: the default), or InputError naming them."""
-    return _pick("backward", BACKWARD, DEFAULT_BACKWARD if kernel is None else kernel)
+def backward(kernel: int | str | None, d: int | None = None, cc: str | None = None) -> KernelSpec:
+    """The backward rung `kernel` (4, 5 or 7), or InputError naming them. None: the default for head dim d on a
+    device of compute capability cc (rung 7 on sm_90 at the head dims in HOPPER_BACKWARD_DIMS, else rung 5);
+    without d and cc, rung 5."""
+    if kernel is None:
+        fast = BACKWARD[HOPPER_BACKWARD]
+        picked = d in HOPPER_BACKWARD_DIMS and cc is not None and fast.fits(d, cc) is None
+        kernel = HOPPER_BACKWARD if picked else DEFAULT_BACKWARD
+    return _pick("backward", BACKWARD, kernel)
 
 
 def rung(number: int) -> KernelSpec:

@@ -35,6 +35,17 @@ def test_gradients_through_autograd(dtype, causal):
         assert max_error(g_flash, ref) <= 2 * max_error(g_std, ref) + 1e-3
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_cupy_view_shares_the_tensors_memory(dtype):
+    from gpu.dlpack import cupy_view
+
+    t = torch.arange(24, device="cuda", dtype=getattr(torch, dtype)).reshape(2, 3, 4)
+    view = cupy_view(t)
+    assert view.shape == (2, 3, 4) and view.data.ptr == t.data_ptr()
+    view[1, 2, 3] = -5  # written through CuPy, read back through torch: one memory
+    assert float(t[1, 2, 3]) == -5.0 and float(t[0, 1, 2]) == 6.0
+
+
 def test_training_demo_gives_one_loss_curve():
     """Same weights, same batches: the two runs differ only by the attention's fp16/bf16 rounding. At step 1 the
     losses (≈ ln 256 = 5.5) agree to ~1e-3; over 40 steps the gap may grow, but stays far below the drop in loss
@@ -47,3 +58,5 @@ def test_training_demo_gives_one_loss_curve():
     assert flash[0] - flash[-1] > 1.0 and standard[0] - standard[-1] > 1.0
     assert report["max_loss_gap"] < 0.1
     assert report["tokens_per_s"]["flash"] > 0 and report["tokens_per_s"]["standard"] > 0
+    sdpa = report["losses"]["sdpa"]  # PyTorch's default SDPA, the third run: the same curve again
+    assert abs(sdpa[0] - flash[0]) < 1e-2 and max(abs(a - b) for a, b in zip(sdpa, flash, strict=True)) < 0.1

@@ -44,14 +44,13 @@ def test_bad_backward_tilings_are_refused():
 
 def test_kernel_names_and_rungs():
     assert registry.forward(None).rung == registry.DEFAULT_FORWARD == 3 and registry.backward(None).rung == 5
-    assert [registry.rung(n).name for n in (1, 2, 3, 4, 5, 6)] == [f"rung {n}" for n in (1, 2, 3, 4, 5, 6)]
-    assert [registry.rung(n).direction for n in (1, 2, 3, 4, 5, 6)] == ["forward"] * 3 + ["backward"] * 2 + ["forward"]
-    with pytest.raises(InputError, match="kernel: expected a rung number among 1, 2, 3, 4, 5, 6, got 9"):
+    assert [registry.rung(n).name for n in (1, 2, 3, 4, 5, 6, 7)] == [f"rung {n}" for n in (1, 2, 3, 4, 5, 6, 7)]
+    directions = [registry.rung(n).direction for n in (1, 2, 3, 4, 5, 6, 7)]
+    assert directions == ["forward"] * 3 + ["backward"] * 2 + ["forward", "backward"]
+    with pytest.raises(InputError, match="kernel: expected a rung number among 1, 2, 3, 4, 5, 6, 7, got 9"):
         registry.rung(9)
     with pytest.raises(InputError, match="kernel: the forward rungs are 1, 2, 3, 6, got 'v9'"):
         registry.forward("v9")
-    with pytest.raises(InputError, match="kernel: the backward rungs are 4, 5, got 6"):
-        registry.backward(6)
 
 
 @pytest.mark.parametrize(
@@ -88,3 +87,34 @@ def test_the_old_names_are_their_rungs_with_a_warning(direction, old, rung):
         warnings.simplefilter("error")  # a recording's old name: read without a warning
         assert registry.recorded(direction, old).rung == rung
     assert pick(str(rung)) is pick(rung)
+
+
+@pytest.mark.parametrize(
+    ("d", "cc", "expected"),
+    [(64, "9.0", 5), (128, "9.0", 7), (96, "9.0", 5), (64, "8.0", 5), (128, "10.0", 5), (128, None, 5)],
+)
+def test_default_backward_is_rung_7_where_it_runs_faster(d, cc, expected):
+    assert registry.backward(None, d, cc).rung == expected
+
+
+def test_backward_by_rung_number():
+    assert registry.backward(7).name == "rung 7" and registry.backward(5).name == "rung 5"
+    with pytest.raises(InputError, match="kernel: the backward rungs are 4, 5, 7, got 6"):
+        registry.backward(6)
+
+
+def test_rung_7_smem_counts_every_buffer():
+    # d = 128, Bc = 128, Br = 64, two stages: K, V; Q and dO per stage; dS (64 × 64) per consumer warpgroup; L, D
+    assert (
+        registry.backward(7).smem(128, None)
+        == 1024 + 2 * (2 * 128 * 128 + 4 * 64 * 128 + 2 * 64 * 64) + 4 * 4 * 64 + 8 * 5
+    )
+
+
+def test_rung_7_splits_dq_at_d_128_only():
+    from gpu.tiling import backward_warpgroup_tiles
+
+    rung7 = registry.backward(7)
+    assert rung7.defines(128, "float16")["SPLIT_DQ"] == 1 and rung7.defines(64, "float16")["SPLIT_DQ"] == 0
+    with pytest.raises(InputError, match="split_dq needs d = 128"):
+        rung7.defines(64, "float16", backward_warpgroup_tiles(stages=2, split_dq=True))

@@ -16,6 +16,8 @@ def _report(kind: str) -> dict:
         "n": 4096, "d": 64, "causal": True, "dtype": "bfloat16",
         "flash": {"tflops": 300.0, "peak_extra_bytes": 64 * 2**20},
         "sdpa": {"tflops": 250.0, "peak_extra_bytes": 64 * 2**20},
+        "cudnn": {"tflops": 400.0, "peak_extra_bytes": 32 * 2**20},
+        "default": {"status": "error", "why": "no kernel"},
         "standard": {"status": "OOM", "needs_bytes": 10**12},
         "rung1": {"status": "skipped"},
     }  # fmt: skip
@@ -29,6 +31,9 @@ def _report(kind: str) -> dict:
     }
     if kind == "bench-backward":
         del row["rung1"]
+        row["flash"] |= {"ms": 2.0, "backward_tflops": 200.0}
+        row["autograd"] = {"tflops": 290.0, "ms": 2.1, "peak_extra_bytes": 0}
+        row["cudnn"]["backward_tflops"] = 320.0
         report["memory_config"] = "batch 1, 16 heads, d = 64, float16"
         report["memory"] = [{"n": 1024, "flash": {"peak_extra_bytes": 3 * 2**20}, "standard": {"status": "OOM"}}]
     return report
@@ -53,7 +58,11 @@ def test_forward_markdown_cells_come_from_the_report():
         "4096",
         "300",
         "250",
+        "400",
+        "error",
         "1.20",
+        "0.75",
+        "—",
         "OOM",
         "—",
         "skipped",
@@ -68,7 +77,12 @@ def test_backward_markdown_has_no_v1_and_a_memory_table():
     text = bench_markdown(report)
     lines = text.splitlines()
     assert lines[0] == "# `flashsim bench gpu --backward` on Test GPU"
-    assert "rung 1" not in [h for h, _ in bench_columns(report)]
+    header, _, row = lines[-9:-6]
+    assert "rung 1" not in _cells(header)
+    cells = dict(zip(_cells(header), _cells(row), strict=True))
+    assert cells["autograd"] == "290" and cells["tax"] == "+5%"  # 2.1 ms against 2.0 ms
+    assert (cells["/flash"], cells["/cuDNN"], cells["/default"]) == ("1.16", "0.72", "—")  # 290/250, 290/400
+    assert (cells["bwd flashsim"], cells["bwd flash"], cells["bwd cuDNN"]) == ("200", "—", "320")
     assert _cells(lines[-1]) == ["1024", "3.0 MiB", "—", "OOM"]
     assert "batch 1, 16 heads, d = 64, float16" in text
 
@@ -96,6 +110,32 @@ def test_training_table_shows_the_checkpoints_and_the_gap():
     out = console.export_text()
     assert checkpoints(100) == [0, 25, 50, 75, 99]
     assert "5.0000" in out and "4.0100" in out and "2,000,000" in out and "2.00×" in out and "0.0020" in out
+
+
+def test_training_table_sets_flashsim_beside_pytorchs_sdpa():
+    steps = 20
+    report = {
+        "env": {"gpu": "Test GPU"},
+        "config": {
+            "steps": steps,
+            "layers": 2,
+            "d_model": 256,
+            "heads": 4,
+            "batch": 32,
+            "seq": 256,
+            "dtype": "bfloat16",
+        },
+        "text": "sim/**/*.py, 1,000 bytes",
+        "losses": {impl: [5.0] * steps for impl in ("flash", "standard", "sdpa")},
+        "tokens_per_s": {"flash": 1_200_000.0, "standard": 600_000.0, "sdpa": 1_500_000.0},
+        "max_loss_gap": 0.0,
+        "mean_loss_gap": 0.0,
+    }
+    console = Console(width=200, record=True)
+    console.print(training_table(report))
+    out = console.export_text()
+    assert "PyTorch SDPA, its default backend" in out and "1,500,000" in out
+    assert "at 0.80× the tokens/s of PyTorch's default SDPA" in out  # 1.2M / 1.5M
 
 
 def test_line_chart_draws_each_series():

@@ -1,4 +1,4 @@
-// hopper.cuh: the sm_90a PTX that rung 6 uses, one small wrapper per instruction. A kernel includes it after
+// hopper.cuh: the sm_90a PTX that rungs 6 and 7 use, one small wrapper per instruction. A kernel includes it after
 // common.cuh (gpu/source.py inlines both); it compiles only for sm_90a (`-arch=sm_90a`: wgmma and setmaxnreg exist
 // on no other target). PTX ISA features and why each is here:
 //  - cp.async.bulk.tensor (TMA): one thread copies a whole tile HBM → SRAM, addressing it by tile coordinates in a
@@ -9,6 +9,7 @@
 //  - wgmma.mma_async: a warpgroup (4 warps, 128 threads) multiplies a 64-row tile with operands read straight
 //    from SRAM (or A from registers), asynchronously: the warps run softmax while the tensor cores work.
 //  - setmaxnreg: the producer warpgroup gives registers back so the two consumer warpgroups can hold S, P and O.
+// Rung 7 (the backward) uses the same wrappers, plus wgmma_ss_nmajor (B N-major from SRAM) and fence_proxy_async.
 
 typedef unsigned long long u64;
 
@@ -116,6 +117,22 @@ __device__ __forceinline__ void wgmma_ss(float (&d)[64], u64 a, u64 b, int accum
                  "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
                  : "l"(a), "l"(b), "r"(accumulate));
 }
+
+// d (64×64, fp32) = A (64×16, SRAM, K-major) · B (16×64, SRAM, N-major) (+ d if `accumulate`): rung 7's
+// dQ_i = dS_ij K_j, A from dS_ij written to SRAM, B from K_j (its rows are the keys, the k dimension here)
+__device__ __forceinline__ void wgmma_ss_nmajor(float (&d)[32], u64 a, u64 b, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32" WGMMA_AB " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, %32, %33, p, 1, 1, 0, 1;\n}\n"
+                 :
+                 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+                 "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// ordinary stores to SRAM become visible to the async proxy (wgmma's operand reads) once the writer has fenced
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 // d (64×64, fp32) += A (64×16, registers: the A fragments of 4 fp16/bf16 pairs) · B (16×64, SRAM, N-major)
 __device__ __forceinline__ void wgmma_rs(float (&d)[32], const u32 (&a)[4], u64 b) {

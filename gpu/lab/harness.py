@@ -14,7 +14,7 @@ from gpu.backward import flash_attention_backward
 from gpu.flash import flash_attention
 from gpu.lab import sdpa, timing
 from gpu.lab.checks import check, check_backward, random_like, random_qkv
-from gpu.tiling import Tiles, backward_tiles, forward_tiles, warpgroup_tiles
+from gpu.tiling import Tiles, backward_tiles, backward_warpgroup_tiles, forward_tiles, warpgroup_tiles
 
 READABLE_N = 1024  # the readable rungs run at a few TFLOP/s: they are timed at this N
 TOKENS, HIDDEN = 16384, 2048  # FlashAttention-2's benchmark: batch = TOKENS / N, heads = HIDDEN / d
@@ -67,12 +67,17 @@ TUNE: dict[tuple[str, int], list[tuple[int, Tiles | None]]] = {  # None: the ker
         (5, backward_tiles(warps=8, block_rows=32)),
         (5, backward_tiles(warps=4, block_rows=128)),
         (5, backward_tiles(warps=8, block_rows=128)),
+        (7, None),
+        (7, backward_warpgroup_tiles(stages=3)),
     ],
     ("backward", 128): [
         (5, None),
         (5, backward_tiles(warps=4, block_rows=64)),
         (5, backward_tiles(warps=8, block_rows=32)),
         (5, backward_tiles(warps=4, block_rows=32, min_blocks=2)),
+        (7, None),
+        (7, backward_warpgroup_tiles(stages=2)),
+        (7, backward_warpgroup_tiles(stages=3, split_dq=True)),
     ],
 }
 
@@ -92,6 +97,9 @@ SMOKE = [  # (rung, dtype, (batch, heads, N, Nk, d), causal, swizzle): ragged ev
     (5, "bfloat16", (1, 1, 33, 130, 64), False, False),
     (5, "float16", (1, 1, 130, 33, 128), True, False),
     (5, "bfloat16", (1, 1, 200, 200, 111), True, False),
+    (7, "float16", (1, 2, 77, 300, 64), True, False),
+    (7, "bfloat16", (1, 1, 300, 33, 128), True, False),
+    (7, "float16", (1, 1, 333, 333, 128), False, False),
     (4, "float32", (1, 2, 77, 45, 40), True, False),
     (4, "bfloat16", (1, 1, 33, 70, 64), False, False),
 ]

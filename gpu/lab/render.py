@@ -30,18 +30,62 @@ def _mem(entry: dict | None) -> str:
     return human_bytes(entry["peak_extra_bytes"])
 
 
-# (header, cell) per column; the forward table has rung 1 in addition
-COLUMNS = [
+def _backward(entry: dict | None) -> str:
+    """The backward-alone rate of an entry (TFLOP/s at 2.5 × forward FLOPs), or —."""
+    return tflops(entry["backward_tflops"]) if entry and "backward_tflops" in entry else "—"
+
+
+def _tax(r: dict) -> str:
+    """How much longer forward + backward takes through autograd than through the direct calls: +3%."""
+    a, f = r.get("autograd"), r.get("flash")
+    if not a or not f or "ms" not in a or "ms" not in f:
+        return "—"
+    return f"{100 * (a['ms'] / f['ms'] - 1):+.0f}%"
+
+
+def _ratio(key: str, base: str):
+    return lambda r: _versus(r.get(key), r.get(base), lambda x: fixed(x, 2))
+
+
+KEYS = [
     ("dtype", lambda r: DTYPE_SHORT[r["dtype"]]),
     ("d", lambda r: str(r["d"])),
     ("causal", lambda r: "yes" if r["causal"] else "no"),
     ("N", lambda r: str(r["n"])),
-    ("flashsim", lambda r: _tflops(r["flash"])),
+]
+BASELINES = [
     ("SDPA flash", lambda r: _tflops(r.get("sdpa"))),
-    ("flashsim/SDPA", lambda r: _versus(r["flash"], r.get("sdpa"), lambda x: fixed(x, 2))),
+    ("SDPA cuDNN", lambda r: _tflops(r.get("cudnn"))),
+    ("SDPA default", lambda r: _tflops(r.get("default"))),
+]
+# (header, cell) per column; ratios are flashsim's public call (with --backward: through autograd) over each SDPA
+COLUMNS = [
+    *KEYS,
+    ("flashsim", lambda r: _tflops(r["flash"])),
+    *BASELINES,
+    ("/flash", _ratio("flash", "sdpa")),
+    ("/cuDNN", _ratio("flash", "cudnn")),
+    ("/default", _ratio("flash", "default")),
     ("standard", lambda r: _tflops(r["standard"])),
     ("flashsim/standard", lambda r: _versus(r["flash"], r["standard"], ratio)),
     ("rung 1", lambda r: _tflops(rung1(r))),
+    ("mem flashsim", lambda r: _mem(r["flash"])),
+    ("mem SDPA", lambda r: _mem(r.get("sdpa"))),
+    ("mem standard", lambda r: _mem(r["standard"])),
+]
+BACKWARD_COLUMNS = [
+    *KEYS,
+    ("flashsim", lambda r: _tflops(r["flash"])),
+    ("autograd", lambda r: _tflops(r.get("autograd"))),
+    ("tax", _tax),
+    *BASELINES,
+    ("/flash", _ratio("autograd", "sdpa")),
+    ("/cuDNN", _ratio("autograd", "cudnn")),
+    ("/default", _ratio("autograd", "default")),
+    ("bwd flashsim", lambda r: _backward(r["flash"])),
+    ("bwd flash", lambda r: _backward(r.get("sdpa"))),
+    ("bwd cuDNN", lambda r: _backward(r.get("cudnn"))),
+    ("standard", lambda r: _tflops(r["standard"])),
     ("mem flashsim", lambda r: _mem(r["flash"])),
     ("mem SDPA", lambda r: _mem(r.get("sdpa"))),
     ("mem standard", lambda r: _mem(r["standard"])),
@@ -55,8 +99,9 @@ MEMORY_COLUMNS = [
 
 
 def bench_columns(report: dict) -> list[tuple]:
-    """The columns of the report's table: the forward table has the readable rung 1, the backward not."""
-    return [c for c in COLUMNS if c[0] != "rung 1" or report["kind"] == "bench-forward"]
+    """The columns of the report's table: the forward's (with the readable rung 1) or the backward's (flashsim
+    direct and through autograd, the autograd tax, the backward alone)."""
+    return BACKWARD_COLUMNS if report["kind"] == "bench-backward" else COLUMNS
 
 
 def rung1(row: dict) -> dict | None:
@@ -72,7 +117,12 @@ def _title(report: dict) -> str:
 def _notes(report: dict) -> list[str]:
     notes = list(report["notes"])
     if report.get("torch"):
-        notes.append(f"SDPA: torch {report['torch']}, torch.nn.attention.sdpa_kernel(SDPBackend.FLASH_ATTENTION)")
+        notes.append(
+            f"SDPA: torch {report['torch']}; flash and cuDNN forced with torch.nn.attention.sdpa_kernel(SDPBackend."
+            "FLASH_ATTENTION / CUDNN_ATTENTION), default: no backend named; ratios: flashsim"
+            + (" through autograd" if report["kind"] == "bench-backward" else "")
+            + " over each, timed side by side in interleaved rounds"
+        )
     return notes
 
 
@@ -126,5 +176,6 @@ def bench_markdown(report: dict) -> str:
 
 def bench_progress(row: dict) -> str:
     """One finished benchmark configuration on one line (printed to stderr while the run goes on)."""
-    parts = [f"{k} {_tflops(row.get(k))}" for k in ("flash", "sdpa", "standard", "rung1") if k in row]
+    keys = ("flash", "autograd", "sdpa", "cudnn", "default", "standard", "rung1")
+    parts = [f"{k} {_tflops(row.get(k))}" for k in keys if k in row]
     return f"{row['dtype']} d={row['d']} causal={row['causal']} N={row['n']}: " + ", ".join(parts) + " TFLOP/s"

@@ -11,6 +11,8 @@ def name(impl: str, report: dict) -> str:
     """The table's label for an implementation: flashsim's FlashAttention with the rungs it ran (as recorded)."""
     if impl == "standard":
         return "flashsim standard attention (P stored)"
+    if impl == "sdpa":
+        return "PyTorch SDPA, its default backend"
     rungs = report.get("rungs", {"forward": 3, "backward": 5})  # recordings before rung 6 ran rungs 3 + 5
     return f"flashsim FlashAttention (rungs {rungs['forward']} + {rungs['backward']})" if impl == "flash" else impl
 
@@ -43,4 +45,8 @@ def training_table(report: dict) -> Group:
         f"{c['steps']} steps, from the same initial weights on the same batches ({report['text']}).",
         f"flashsim's FlashAttention trains at {ratio(flash / standard, 2)} the tokens/s of the standard baseline.",
     ]
+    if "sdpa" in report["tokens_per_s"]:  # recordings before issue 23 ran flashsim's two only
+        notes.append(
+            f"… and at {ratio(flash / report['tokens_per_s']['sdpa'], 2)} the tokens/s of PyTorch's default SDPA."
+        )
     return Group(table, *(Text(n) for n in notes))

@@ -8,12 +8,16 @@ Every file is one JSON object:
              13000), "cupy", "torch" (null without PyTorch), "numpy", "date" (UTC, ISO 8601), "command" (the
              exact command line)
   the body   bench: "kernel" (the default kernel timed), "rows" (one object per configuration: "n", "d",
-             "causal", "dtype", "batch", "heads", "flops", then per implementation {"ms", "tflops",
-             "peak_extra_bytes"} or {"status": "OOM" | "skipped", …}), "notes" (strings), and for the backward
-             "memory" (peak extra bytes against N at fixed batch and heads: "n", then per implementation);
+             "causal", "dtype", "batch", "heads", "flops", then per implementation — "flash", "sdpa" (SDPA's flash
+             backend), "cudnn", "default" (PyTorch's own choice), "standard", "rung1" (forward; "v1" in recordings before issue 19), "autograd"
+             (backward) — {"ms", "tflops", "peak_extra_bytes"}, in the backward also "backward_ms" and
+             "backward_tflops" (the backward alone), or {"status": "OOM" | "skipped" | "error", …}), "notes"
+             (strings), and for the backward "memory" (peak extra bytes against N at fixed batch and heads: "n",
+             then per implementation);
              compare: "config", "errors", "bytes" (predicted and measured), "time"; ladder (`python -m gpu.lab.ladder`):
              "rungs" (number → name, direction, file), "rows" (per configuration, "rungs": number → {"tflops",
-             "sdpa_tflops"} or {"status"}), "notes"; train: see gpu/lab/train.py.
+             "sdpa_tflops"} or {"status"}), "notes"; train: see gpu/lab/train.py ("losses" and "tokens_per_s" per run:
+             "flash", "standard" and, from issue 23 on, "sdpa").
 Byte counts are bytes, times milliseconds, rates TFLOP/s (1e12 FLOPs per second).
 """
 

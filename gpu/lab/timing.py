@@ -6,6 +6,7 @@ import statistics
 from gpu import device
 
 SAMPLE_MS = 2.0  # a timed sample runs `fn` back to back until about this long, so host overhead hides behind the GPU
+QUEUED_MS, QUEUED_CALLS = 10.0, 3  # interleaved_ms: samples of at least this long and this many calls
 
 
 def median_ms(fn, *, warmup: int = 2, repeats: int = 10, budget_s: float = 0.5) -> float:
@@ -57,3 +58,39 @@ def peak_extra_bytes(fn) -> int:
         fn()
         cupy.cuda.Device().synchronize()
     return hook.peak
+
+
+def interleaved_ms(calls: dict, *, warmup: int = 2, rounds: int = 7, budget_s: float = 1.5) -> dict[str, float]:
+    """Median milliseconds per call of each `calls[name]()`, timed in interleaved rounds (one sample of each per
+    round, in turn), so that a drift in clocks or temperature during the run touches every implementation alike.
+
+    A sample is `inner` back-to-back calls between two events, at least QUEUED_CALLS of them and QUEUED_MS long:
+    the host's work for one call then overlaps the GPU's work for the one before, as in a training loop (a single
+    call on an idle GPU also pays its host latency: `python -m gpu.autograd_tax` measures that apart). At least 3
+    rounds, then rounds until `rounds` or until `budget_s` seconds of samples."""
+    cupy = device.require()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+
+    def sample(fn, inner: int) -> float:
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        return cupy.cuda.get_elapsed_time(start, end) / inner
+
+    inner = {}
+    for name, fn in calls.items():
+        for _ in range(warmup):
+            fn()
+        inner[name] = max(QUEUED_CALLS, min(100, math.ceil(QUEUED_MS / max(sample(fn, 1), 1e-3))))
+    times = {name: [] for name in calls}
+    spent = 0.0
+    for r in range(rounds):
+        if r >= 3 and spent > 1e3 * budget_s:
+            break
+        for name, fn in calls.items():
+            ms = sample(fn, inner[name])
+            times[name].append(ms)
+            spent += ms * inner[name]
+    return {name: statistics.median(t) for name, t in times.items()}

@@ -1,11 +1,12 @@
-"""`flashsim demo train`: a tiny causal language model trained twice on the GPU, once with flashsim's FlashAttention
-kernels and once with its standard-attention baseline, from the same weights on the same batches.
+"""`flashsim demo train`: a tiny causal language model trained three times on the GPU, with flashsim's FlashAttention
+kernels, with its standard-attention baseline and with PyTorch's default `scaled_dot_product_attention` (what a
+PyTorch model calls; on an H100, cuDNN's attention), from the same weights on the same batches.
 
 The model reads the simulator's own source code byte by byte (vocabulary 256; always installed): embeddings, `layers` pre-norm blocks of
 causal self-attention (q, k, v cast to `dtype`, attention through gpu.autograd) and an MLP, then a linear head,
-trained with AdamW. Both runs should give one loss curve, up to fp16/bf16 rounding. The report (`kind` "train",
-see gpu/lab/results.py) holds the config, both loss curves (one value per step), tokens per second for each run
-(steps after WARMUP_STEPS, between synchronizations), and the largest gap between the curves.
+trained with AdamW. The runs should give one loss curve, up to fp16/bf16 rounding. The report (`kind` "train",
+see gpu/lab/results.py) holds the config, the loss curves (one value per step), tokens per second for each run
+(steps after WARMUP_STEPS, between synchronizations), and the largest gap between flashsim's two curves.
 """
 
 import time
@@ -13,12 +14,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import sim
-from gpu import flash, registry
+from gpu import backward, flash
 from gpu.autograd import IMPLS, attention, require_torch
 from gpu.lab import results
 from sim.core.errors import InputError
 
 SOURCES = Path(sim.__file__).parent  # the training text: every sim/**/*.py, in sorted order
+RUNS = (*IMPLS, "sdpa")  # flashsim's two, then PyTorch's default SDPA
 WARMUP_STEPS = 5  # the first steps compile the kernels (NVRTC) and fill the allocators: not timed
 
 
@@ -46,16 +48,16 @@ def train(config: TrainConfig = TrainConfig(), *, progress=None, command=None) -
     torch = require_torch()
     text = b"".join(path.read_bytes() for path in sorted(SOURCES.rglob("*.py")))
     data = torch.tensor(list(text), dtype=torch.long, device="cuda")
-    runs = {impl: _run(torch, config, data, impl, progress) for impl in IMPLS}
+    runs = {impl: _run(torch, config, data, impl, progress) for impl in RUNS}
     curves = {impl: run["losses"] for impl, run in runs.items()}
-    gaps = [abs(a - b) for a, b in zip(*curves.values(), strict=True)]
+    gaps = [abs(a - b) for a, b in zip(curves["flash"], curves["standard"], strict=True)]
     return {
         "kind": "train",
         "env": results.environment(command),
         "config": asdict(config),
         "rungs": {
             "forward": flash.resolve(None, config.d_model // config.heads).rung,
-            "backward": registry.backward(None).rung,
+            "backward": backward.resolve(None, config.d_model // config.heads).rung,
         },
         "text": f"sim/**/*.py, {len(data):,} bytes",
         "losses": curves,
@@ -108,7 +110,10 @@ def _model(torch, c: TrainConfig, impl: str):
         def forward(self, x):
             b, t, _ = x.shape
             q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, c.heads, -1).permute(2, 0, 3, 1, 4).to(dtype)  # (b, h, t, dh)
-            o = attention(q.contiguous(), k.contiguous(), v.contiguous(), causal=True, impl=impl)
+            if impl == "sdpa":
+                o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                o = attention(q.contiguous(), k.contiguous(), v.contiguous(), causal=True, impl=impl)
             x = x + self.proj(o.float().transpose(1, 2).reshape(b, t, c.d_model))
             return x + self.mlp(self.ln2(x))
 

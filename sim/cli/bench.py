@@ -61,13 +61,17 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path) -> None:
 @click.option("--quick", is_flag=True, help="N ∈ {1024, 4096}, fp16 only (about a tenth of the full run).")
 @options.JSON_REPORT
 @options.output_file("--markdown", "markdown_path", "Also write the table as Markdown.")
-@options.backward("Time forward + backward (FLOPs = 3.5 × forward), and the memory against N.")
+@options.backward(
+    "Time forward + backward (FLOPs = 3.5 × forward; flashsim direct and through autograd; each backward alone), "
+    "and the memory against N."
+)
 @options.kernel(
     (2, 3, 6),
     "Force this forward rung (rung 1 has its own column)  [default: the public call's choice for each d on this GPU]",
 )
 def bench_gpu_command(quick, json_path, markdown_path, backward, kernel) -> None:
-    """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
+    """Time the GPU kernels beside PyTorch SDPA (flash, cuDNN, its default) and standard attention, FlashAttention-2's
+    benchmark."""
     kernel = options.rung(kernel)
     from gpu.lab import bench as gpu_bench
     from gpu.lab import render as gpu_render

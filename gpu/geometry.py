@@ -1,0 +1,165 @@
+"""Each rung's launch geometry: its default tiling, the #defines its launcher injects, and the shared memory one
+thread block allocates (what `gpu.registry`'s KernelSpecs point at; the measurements behind each default are in
+gpu/NOTES.md)."""
+
+from gpu.tiling import (
+    Tiles,
+    backward_tiles,
+    backward_warpgroup_tiles,
+    forward_tiles,
+    pad_to,
+    padded_dims,
+    warpgroup_tiles,
+)
+from sim.core.dtypes import F
+from sim.core.errors import InputError
+
+STORAGE_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
+HALF_SIZE = 2  # bytes of an fp16/bf16 element: the tensor-core kernels' storage
+SOFTMAX_THREADS = 256  # the standard baseline's row kernels
+
+
+def mma_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    row, d_mma = padded_dims(d)
+    return {
+        "HEAD_DIM": row,
+        "D_MMA": d_mma,
+        "NWARPS": tiles.warps,
+        "MIN_BLOCKS": tiles.min_blocks,
+        "STORAGE": STORAGE_CODE[dtype],
+    }
+
+
+def readable_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    return {
+        "HEAD_DIM": d,
+        "BR": tiles.block_rows,
+        "BC": tiles.block_cols,
+        "NTHREADS": tiles.threads,
+        "STORAGE": STORAGE_CODE[dtype],
+    }
+
+
+def readable_tiles(d: int) -> Tiles:
+    return Tiles(block_rows=32, block_cols=32, warps=4)
+
+
+def forward_tc_tiles(d: int) -> Tiles:
+    """Rungs 2 and 3 by default (the measurements behind each choice: gpu/NOTES.md)."""
+    if padded_dims(d)[1] <= 64:
+        return forward_tiles(warps=4, m_tiles=2, block_cols=64, min_blocks=2)
+    return forward_tiles(warps=4, m_tiles=2, block_cols=32, q_in_regs=False, min_blocks=2)
+
+
+def forward_rung3_tiles(d: int) -> Tiles:
+    """Rung 3 by default: rung 2's, but Bc = 48 for d > 64 (run 9: 342 / 289 TFLOP/s against Bc = 32's 310 / 267)."""
+    if padded_dims(d)[1] <= 64:
+        return forward_tc_tiles(d)
+    return forward_tiles(warps=4, m_tiles=2, block_cols=48, q_in_regs=False, min_blocks=2)
+
+
+def forward_tc_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    return mma_defines(d, dtype, tiles) | {
+        "M_TILES": tiles.m_tiles,
+        "BC": tiles.block_cols,
+        "Q_IN_REGS": int(tiles.q_in_regs),
+        "SWIZZLE": int(tiles.swizzle),
+    }
+
+
+def forward_tc_smem(d: int, tiles: Tiles) -> int:
+    """Q_i (Br rows) and two stages each of K_j and V_j (Bc rows), padded or swizzled rows."""
+    d_mma = padded_dims(d)[1]
+    row = pad_to(d_mma, 64) if tiles.swizzle else d_mma + 8
+    return HALF_SIZE * (tiles.block_rows + 4 * tiles.block_cols) * row
+
+
+def forward_readable_smem(d: int, tiles: Tiles) -> int:
+    """Q_i, O_i (Br × d), K_j, V_j (Bc × d), S_ij (Br × Bc), m_i, ℓ_i and the rescale factors (Br), float32."""
+    br, bc = tiles.block_rows, tiles.block_cols
+    return F * (2 * br * d + 2 * bc * d + br * bc + 3 * br)
+
+
+def forward_wg_tiles(d: int) -> Tiles:
+    """Rung 6 by default, Bc = 128 and three stages of K_j/V_j (gpu/NOTES.md, runs 13 and 14, fp16, N = 4096, TFLOP/s
+    full / causal): d = 64, three consumer warpgroups taking turns (Br = 192, ping-pong) 456 / 365 against two
+    warpgroups' 349 / 191; d = 128, two warpgroups without turns 583 / 483 (with turns 575 / 468; two stages 456 / 390)."""
+    if d == 64:
+        return warpgroup_tiles(consumers=3, block_cols=128, stages=3, pingpong=True)
+    return warpgroup_tiles(consumers=2, block_cols=128, stages=3)
+
+
+def forward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    consumers = tiles.warps // 4 - 1
+    return {
+        "HEAD_DIM": d,
+        "BC": tiles.block_cols,
+        "CONSUMERS": consumers,
+        "STAGES": tiles.stages,
+        "PINGPONG": int(tiles.pingpong),
+        "STORAGE": STORAGE_CODE[dtype],
+    }
+
+
+def forward_wg_smem(d: int, tiles: Tiles) -> int:
+    """1024 bytes to align the tiles to the swizzle pattern, Q_i, the stages of K_j and V_j, the mbarriers."""
+    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + 8 * (1 + 3 * tiles.stages)
+
+
+def backward_tc_tiles(d: int) -> Tiles:
+    """Rung 5 by default: 8 warps of 16 keys (Bc = 128), 64 queries per step."""
+    return backward_tiles(warps=8, block_rows=64)
+
+
+def backward_tc_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    return mma_defines(d, dtype, tiles) | {"BR": tiles.block_rows}
+
+
+def backward_tc_smem(d: int, t: Tiles) -> int:
+    """K_j, V_j (Bc rows), two stages of Q_i, dO_i (Br rows), dS_ijᵀ (Bc × (Br + 8)), two stages of L_i, D_i."""
+    row = padded_dims(d)[1] + 8
+    br, bc = t.block_rows, t.block_cols
+    return HALF_SIZE * (2 * bc * row + 4 * br * row + bc * (br + 8)) + F * 4 * br
+
+
+def backward_readable_smem(d: int, t: Tiles) -> int:
+    """K_j, V_j, dK_j, dV_j (Bc × d), Q_i, dO_i (Br × d), P_ij, dS_ij (Br × Bc), L_i, D_i (Br), float32."""
+    br, bc = t.block_rows, t.block_cols
+    return F * (4 * bc * d + 2 * br * d + 2 * br * bc + 2 * br)
+
+
+def backward_wg_tiles(d: int) -> Tiles:
+    """Rung 7: two consumer warpgroups of 64 keys (Bc = 128) and a producer, Br = 64 queries per step, two stages
+    (three measured within ±5%, gpu/NOTES.md run 22); at d = 128 the warpgroups split dQ_i's columns (run 24)."""
+    return backward_warpgroup_tiles(stages=2, split_dq=d == 128)
+
+
+def backward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    if tiles.split_dq and d != 128:
+        raise InputError(
+            f"tiles: split_dq needs d = 128 (a warpgroup's half of dQ_i is one 64-column piece), got d={d}"
+        )
+    return {"HEAD_DIM": d, "STAGES": tiles.stages, "SPLIT_DQ": int(tiles.split_dq), "STORAGE": STORAGE_CODE[dtype]}
+
+
+def backward_wg_smem(d: int, t: Tiles) -> int:
+    """1024 bytes of alignment, K_j and V_j (Bc rows), the stages of Q_i and dO_i (Br rows), dS_ij per consumer
+    warpgroup (Br × 64), L_i and D_i per consumer warpgroup (Br floats each), the mbarriers."""
+    br, bc, consumers = t.block_rows, t.block_cols, t.warps // 4 - 1
+    tiles = HALF_SIZE * (2 * bc * d + 2 * t.stages * br * d + consumers * br * 64)
+    return 1024 + tiles + F * 2 * consumers * br + 8 * (1 + 2 * t.stages)
+
+
+def passes_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
+    """`d` here is the row length in device memory; 16-byte loads when a row is whole 16-byte pieces."""
+    size = {"float32": F, "float16": 2, "bfloat16": 2}[dtype]
+    return {"HEAD_DIM": d, "STORAGE": STORAGE_CODE[dtype], "WIDE": int(d * size % 16 == 0)}
+
+
+def rows_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
+    return {"STORAGE": STORAGE_CODE[dtype], "NTHREADS": SOFTMAX_THREADS}
+
+
+def probe_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
+    """d = 64 runs wgmma n128 for S and n64 for O, d = 128 the other way round: the probe covers all four."""
+    return {"HEAD_DIM": d, "BC": 192 - d, "STORAGE": STORAGE_CODE[dtype]}

@@ -1,0 +1,346 @@
+// 07_flash2_backward_wgmma.cu (rung 7, backward "wgmma"): FlashAttention-2's backward pass on Hopper's own
+// machinery (TMA, mbarriers, wgmma, a producer warpgroup), the algorithm of rung 5 with rung 6's tools.
+//
+// Changed from rung 5 (05_flash2_backward_tensorcore.cu), the same algorithm (Algorithm 2 of FlashAttention-2,
+// one thread block per K/V block, dK_j and dV_j in registers for the whole loop over Q blocks):
+//  - loads. K_j and V_j arrive once by TMA; one thread of the producer warpgroup copies Q_i and dO_i for each
+//    Q block into STAGES stages (128-byte swizzled boxes, the layout wgmma reads); mbarriers count the bytes and
+//    the consumers' arrivals hand each stage back. Each consumer warpgroup copies L_i and D_i into its own SRAM
+//    while its first two products run (first tried: a producer warp copied them into the stages; correct, but
+//    racecheck flagged its ordinary stores, ordered only through the mbarriers, against the consumers' reads).
+//    Rung 5's 256 threads all issued cp.async and waited at __syncthreads, two stages.
+//  - matmuls. Two consumer warpgroups of 64 keys each (Bc = 128), keys as the wgmma rows as in rung 5:
+//    S_ijᵀ = K_j Q_iᵀ and dP_ijᵀ = V_j dO_iᵀ with both operands from SRAM; dV_j += P_ijᵀ dO_i and
+//    dK_j += dS_ijᵀ Q_i with P_ijᵀ and dS_ijᵀ as A fragments from registers and dO_i, Q_i N-major from SRAM;
+//    dQ_i = dS_ij K_j with dS_ij written to SRAM (transposed, swizzled: each warpgroup its own 64 × 64 tile)
+//    and K_j N-major. S_ijᵀ and dP_ijᵀ are issued back to back, so the exponentials of P_ijᵀ run while
+//    dP_ijᵀ is on the tensor cores.
+//  - dQ. Added into the float32 accumulator with red.global.add.v2.f32, 64 columns at a time (32 accumulator
+//    registers), τ applied. SPLIT_DQ = 0: each warpgroup adds its own 64 keys' share of all of dQ_i (64 × d):
+//    twice rung 5's atomics (rung 5 summed all 128 keys in one thread block first), no barrier between the
+//    warpgroups. SPLIT_DQ = 1 (d = 128 only: a warpgroup's half of the columns is one 64-column piece): both
+//    warpgroups' dS_ij tiles form dS_ij over all Bc keys and warpgroup c computes columns 64c … 64c + 63 of
+//    dQ_i from it: rung 5's atomics, two barriers across the warpgroups per Q block. Not a second pass over K/V
+//    blocks per Q block: that recomputes S_ij and dP_ij, 7 products per tile pair instead of 5. At d = 64
+//    (PIPELINE_DQ) the product stays in flight into the next Q block and its atomics go out while that block's
+//    S_ijᵀ and dP_ijᵀ run; at d = 128 holding it across blocks made ptxas spill 384 bytes (dK_j, dV_j already
+//    take 128 registers), so there it is finished within its block.
+//    The additions land in any order, so dQ differs from run to run by float32 rounding; no deterministic mode.
+//  - D = rowsum(dO ∘ O) and the zeroed accumulator come from backward_passes.cu's pre-pass, as for rung 5; the
+//    same file rounds dQ at the end.
+// Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 5.
+//
+// Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 21–24; backward alone, fp16, 16k tokens, hidden 2048,
+// TFLOP/s at 2.5 × the forward's FLOPs, rung 5 timed beside it in interleaved rounds, `python -m gpu.lab.backward_rungs`):
+//  - correct at its first run (run 21); 183 GPU tests on the final tree (run 24: ragged, causal, N ≠ Nk, rows
+//    with no key, N = 1K … 16K at d = 64 and 128, fp16 and bf16, both tilings); memcheck clean; racecheck found
+//    4 hazards in run 22 (see "loads"), none after the fix (runs 23, 24).
+//  - the first version (each warpgroup adding its own keys' dQ_i, all columns: twice rung 5's atomics) ran level
+//    with rung 5 (run 23: d = 64 2–9% slower at every N, d = 128 −4% … +7%). SPLIT_DQ at d = 128 (run 24): full
+//    260–339 against rung 5's 212–252, causal 196–349 against 163–250, +23% … +40%; N ≥ 4096: 289–349, 29–35%
+//    of the 989 dense TFLOP/s. The public call picks rung 7 at d = 128, rung 5 at d = 64 (gpu/registry.py).
+//  - failures: PIPELINE_DQ at d = 64 made it slower, 154–193 against run 23's 172–216 without it (rung 5: 186–225
+//    and 188–220); not investigated (a guess: the atomics issued right behind S_ijᵀ and dP_ijᵀ delay the
+//    exponentials). It is the version the GPU verified, so it stays until a device run measures it undone. Three stages against two: within
+//    ±5% at N = 4096 (run 22).
+//  - what bounds it (ncu, run 24, N = 4096, third launch, SM at 1.82 GHz): d = 128 4.01 ms, tensor pipe active
+//    35.8%, L2 56% busy (the float32 dQ atomics), DRAM 5%; stalls per issued instruction: long scoreboard 3.09,
+//    wait 1.19, barrier 1.09, LSU throttle (lg) 0.49. d = 64 7.30 ms, tensor pipe 19.3%, barrier 2.57, long
+//    scoreboard 2.60. It waits on memory and on its barriers, not on the tensor cores: the next steps are dQ
+//    through SRAM and one TMA reduce-add per block (FlashAttention-3's), and fewer barriers per Q block.
+//
+// Injected #defines: HEAD_DIM (64 or 128), STAGES (Q_i/dO_i stages in SRAM), SPLIT_DQ (see "dQ"; HEAD_DIM 128
+// only), STORAGE (1 fp16, 2 bf16).
+
+#define BR 64                             // Br: queries per step
+#define BC 128                            // Bc: keys per thread block, 64 per consumer warpgroup
+#define CONSUMERS 2
+#define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 and 2 compute
+#define PIECES (HEAD_DIM / 64)            // 64-column pieces of a row: one 128-byte swizzled TMA box each
+#define TILE_Q (BR * HEAD_DIM * 2)        // bytes of Q_i (and of dO_i) in one stage
+#define TILE_KV (BC * HEAD_DIM * 2)       // bytes of K_j (and of V_j)
+#define TILE_DS (BR * 64 * 2)             // bytes of one warpgroup's dS_ij: 64 queries × its 64 keys
+#define NACC (HEAD_DIM / 2)               // dK_j (and dV_j) accumulators per thread: 64 keys × d over 128 threads
+#define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // 64-column pieces of dQ_i a warpgroup computes
+#define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of its dQ products sums over
+#define PIPELINE_DQ (HEAD_DIM == 64)      // its atomics wait for the next block (see "dQ")
+#define REG_PRODUCER 24
+#define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
+
+#include "common.cuh"  // NEG_INF, LOG2E, pack2, exp2_approx, accumulators_to_a, atomic_add_f32x2
+#include "hopper.cuh"  // TMA, mbarrier, wgmma, setmaxnreg
+
+#define KV_FULL (bar)                             // mbarrier: K_j and V_j have arrived
+#define FULL(s) (bar + 8 * (1 + (s)))             // mbarrier: Q_i and dO_i are in stage s
+#define EMPTY(s) (bar + 8 * (1 + STAGES + (s)))   // mbarrier: both consumer warpgroups are done with stage s
+
+// acc (64 × 64) = A Bᵀ over HEAD_DIM, both K-major in SRAM, rows a_rows and b_rows of pieces a_piece and b_piece
+// bytes apart: S_ijᵀ = K_j Q_iᵀ (line 10) and dP_ijᵀ = V_j dO_iᵀ (line 13) for this warpgroup's 64 keys
+__device__ __forceinline__ void issue_transposed(float (&acc)[32], u32 a_rows, u32 a_piece, u32 b_rows, u32 b_piece) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+        const u32 at = (kk % 4) * 32;  // the k-step's 32 bytes within a 128-byte row
+        wgmma_ss(acc, sw128_desc(a_rows + (kk / 4) * a_piece + at, 16), sw128_desc(b_rows + (kk / 4) * b_piece + at, 16), kk > 0);
+    }
+    wgmma_commit();
+}
+
+// lines 12 and 16: dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i; A fragments from registers, dO_i and Q_i N-major (a
+// k-step is 16 queries, 2048 bytes; 64-column pieces Br · 128 bytes apart); one commit group
+__device__ __forceinline__ void issue_key_grads(float (&dv)[NACC], const u32 (&pf)[4][4], float (&dk)[NACC],
+                                                const u32 (&dsf)[4][4], u32 do_tile, u32 q_tile) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BR / 16; ++kk) wgmma_rs(dv, pf[kk], sw128_desc(do_tile + kk * 2048, BR * 128));
+#pragma unroll
+    for (int kk = 0; kk < BR / 16; ++kk) wgmma_rs(dk, dsf[kk], sw128_desc(q_tile + kk * 2048, BR * 128));
+    wgmma_commit();
+}
+
+// line 15 for one 64-column piece: dq (64 queries × 64) = dS_ij (SRAM, K-major, 64 keys per tile) · K_j (the
+// piece's rows from k_rows on, N-major), over DQ_KEYS keys
+__device__ __forceinline__ void issue_dq(float (&dq)[32], u32 ds_tiles, u32 k_rows) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < DQ_KEYS / 16; ++kk)
+        wgmma_ss_nmajor(dq, sw128_desc(ds_tiles + (kk / 4) * TILE_DS + (kk % 4) * 32, 16), sw128_desc(k_rows + kk * 2048, BC * 128), kk > 0);
+    wgmma_commit();
+}
+
+// dQ_i += τ dq for this lane's rows (queries r0 + 16·warp + g, + 8) of one 64-column piece: float32 atomics
+__device__ __forceinline__ void add_dq(float* dQ_rows, const float (&dq)[32], int r0, int piece, int N, float scale,
+                                       int warp, int g, int t) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int q = r0 + warp * 16 + g + 8 * h;
+        if (q >= N) continue;
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+            atomic_add_f32x2(dQ_rows + (size_t)q * HEAD_DIM + piece * 64 + n * 8 + 2 * t, scale * dq[4 * n + 2 * h],
+                             scale * dq[4 * n + 2 * h + 1]);
+    }
+}
+
+__device__ __forceinline__ void st_shared_u16(u32 addr, u32 bits) {
+    asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"((unsigned short)bits) : "memory");
+}
+
+// a warpgroup's own barrier (named barrier 1 + c, its 128 threads)
+__device__ __forceinline__ void warpgroup_sync(int c) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory"); }
+// the barrier of every thread that reads warpgroup c's dS_ij tile: both consumer warpgroups (named barrier 3) with
+// SPLIT_DQ, else warpgroup c's own
+__device__ __forceinline__ void sync_readers(int c) {
+    if (SPLIT_DQ) asm volatile("bar.sync 3, 256;\n" ::: "memory");
+    else warpgroup_sync(c);
+}
+
+// Q_map, dO_map: tensor maps of Q, dO (batch·heads, N, HEAD_DIM), boxes of (1, Br, 64); K_map, V_map: of K, V
+// (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); L, D: (batch·heads, N) float32; dQacc: (batch·heads, N,
+// HEAD_DIM) float32, zeroed; dK, dV like K. Grid: (Tc, batch·heads), NTHREADS threads,
+// 1024 + 2·TILE_KV + STAGES·2·TILE_Q + 2·TILE_DS + 2·2·Br·4 + 8·(1 + 2·STAGES) bytes of dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
+                 const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap dO_map,
+                 const float* __restrict__ L, const float* __restrict__ D, float* __restrict__ dQacc,
+                 elem_t* __restrict__ dK, elem_t* __restrict__ dV, int N, int Nk, float scale, int causal)
+{
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const u32 sK = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: K_j, PIECES × (Bc, 64), swizzled
+    const u32 sV = sK + TILE_KV;                       // SRAM: V_j, likewise
+    const u32 sQ = sV + TILE_KV;                       // SRAM: Q_i, STAGES × PIECES × (Br, 64)
+    const u32 sdO = sQ + STAGES * TILE_Q;              // SRAM: dO_i, likewise
+    const u32 sdS = sdO + STAGES * TILE_Q;             // SRAM: dS_ij, CONSUMERS × (Br, 64), swizzled
+    const u32 sLD = sdS + CONSUMERS * TILE_DS;         // SRAM: L_i then D_i, per consumer warpgroup: 2 × Br floats
+    const u32 bar = sLD + CONSUMERS * 2 * BR * 4;      // SRAM: the mbarriers, 8 bytes each
+    float* sLD_ptr = reinterpret_cast<float*>(smem + (sLD - smem_u32(smem)));
+
+    const int c0 = blockIdx.x * BC;
+    const int bh = blockIdx.y;
+    const int shift = Nk - N;  // causal: query r sees key c iff c ≤ r + shift
+    // line 8's range: all Tr Q blocks, or (causal) from the one holding row c0 − shift, the first to see key c0
+    const int Tr = (N + BR - 1) / BR;
+    const int i_first = causal ? min(Tr, max(0, c0 - shift) / BR) : 0;
+    const int blocks = Tr - i_first;
+
+    if (threadIdx.x == 0) {
+        mbar_init(KV_FULL, 1);
+        for (int s = 0; s < STAGES; ++s) {
+            mbar_init(FULL(s), 1);
+            mbar_init(EMPTY(s), CONSUMERS);
+        }
+        mbar_init_fence();
+    }
+    __syncthreads();  // the last block-wide barrier: the warpgroups go their own ways from here
+
+    if (threadIdx.x < 128) {  // the producer warpgroup
+        setmaxnreg_dec<REG_PRODUCER>();
+        if (blocks == 0) return;
+        if (threadIdx.x == 0) {  // line 6: K_j, V_j once; line 9: Q_i, dO_i per Q block, through the stages
+            mbar_expect_tx(KV_FULL, 2 * TILE_KV);
+#pragma unroll
+            for (int p = 0; p < PIECES; ++p) {
+                tma_load_3d(sK + p * BC * 128, &K_map, KV_FULL, p * 64, c0, bh);
+                tma_load_3d(sV + p * BC * 128, &V_map, KV_FULL, p * 64, c0, bh);
+            }
+            for (int it = 0; it < blocks; ++it) {
+                const int s = it % STAGES, r0 = (i_first + it) * BR;
+                if (it >= STAGES) mbar_wait(EMPTY(s), ((it / STAGES) & 1) ^ 1);
+                mbar_expect_tx(FULL(s), 2 * TILE_Q);
+#pragma unroll
+                for (int p = 0; p < PIECES; ++p) {
+                    tma_load_3d(sQ + s * TILE_Q + p * BR * 128, &Q_map, FULL(s), p * 64, r0, bh);
+                    tma_load_3d(sdO + s * TILE_Q + p * BR * 128, &dO_map, FULL(s), p * 64, r0, bh);
+                }
+            }
+        }
+        return;
+    }
+
+    // a consumer warpgroup: keys c0 + 64c … of K_j; this lane holds keys g and g + 8 of its warp's 16 and, in
+    // each 8-column n-tile, queries 2t and 2t + 1
+    setmaxnreg_inc<REG_CONSUMER>();
+    const int c = threadIdx.x / 128 - 1;
+    const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int key = c0 + c * 64 + warp * 16 + g;  // this lane's first key
+    const u32 k_rows = sK + c * 64 * 128, v_rows = sV + c * 64 * 128;  // this warpgroup's rows of K_j, V_j
+    const u32 ds_tile = sdS + c * TILE_DS;
+    const float scale_log2 = scale * LOG2E;
+    float* L_i = sLD_ptr + c * 2 * BR;  // SRAM: this warpgroup's L_i and D_i
+    float* D_i = L_i + BR;
+
+    // line 7: dK_j = 0, dV_j = 0 in registers
+    float dk[NACC], dv[NACC];
+#pragma unroll
+    for (int e = 0; e < NACC; ++e) dk[e] = dv[e] = 0.f;
+
+    float* dQ_rows = dQacc + (size_t)bh * N * HEAD_DIM;
+    const int dq_piece = SPLIT_DQ ? c : 0;  // the (first) 64-column piece this warpgroup computes
+    float dq[32];  // registers: line 15's product; with PIPELINE_DQ, the previous block's, still in flight
+#pragma unroll
+    for (int e = 0; e < 32; ++e) dq[e] = 0.f;
+
+    if (blocks > 0) mbar_wait(KV_FULL, 0);
+    for (int it = 0; it < blocks; ++it) {
+        const int s = it % STAGES, r0 = (i_first + it) * BR;
+        const u32 q_tile = sQ + s * TILE_Q, do_tile = sdO + s * TILE_Q;
+        mbar_wait(FULL(s), (it / STAGES) & 1);
+
+        float st[32], dpt[32];  // registers: S_ijᵀ (then P_ijᵀ) and dP_ijᵀ (then dS_ijᵀ), 64 keys × 64 queries, fp32
+        issue_transposed(st, k_rows, BC * 128, q_tile, BR * 128);    // line 10
+        issue_transposed(dpt, v_rows, BC * 128, do_tile, BR * 128);  // line 13, in flight during line 11
+#if PIPELINE_DQ
+        // line 15 of the previous block: its product is done (groups complete in order; the two just issued may
+        // run on), its atomics go out while the tensor cores work on this block's two
+        wgmma_wait<2>();
+        keep(dq);
+        if (it > 0) add_dq(dQ_rows, dq, r0 - BR, dq_piece, N, scale, warp, g, t);
+#endif
+        // line 9's L_i and D_i (zeros past N), HBM → this warpgroup's SRAM while the two products run; the last
+        // block's readers are all past the two barriers below, so no one still reads them
+        if (tid < BR) {
+            const int r = r0 + tid;
+            L_i[tid] = r < N ? L[(size_t)bh * N + r] : 0.f;
+            D_i[tid] = r < N ? D[(size_t)bh * N + r] : 0.f;
+        }
+        warpgroup_sync(c);
+        wgmma_wait<1>();
+        keep(st);
+
+        // line 11: P_ijᵀ = exp(τ S_ijᵀ − L_i), base 2; 0 for keys past Nk, queries past N and hidden pairs (a query
+        // that sees no key has L = −∞: all its pairs are hidden, so its +∞ is replaced, never used)
+        const bool edge = c0 + BC > Nk || r0 + BR > N || (causal && c0 + BC - 1 > r0 + shift);
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int qi = n * 8 + 2 * t + (e & 1);  // the query's row in Q_i
+                float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -L_i[qi] * LOG2E));
+                if (edge) {
+                    const int k_e = key + (e >> 1) * 8, q_e = r0 + qi;
+                    if (k_e >= Nk || q_e >= N || (causal && k_e > q_e + shift)) p = 0.f;
+                }
+                st[4 * n + e] = p;
+            }
+        wgmma_wait<0>();
+        keep(dpt);
+
+        // line 14: dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), in place of dP_ijᵀ
+#pragma unroll
+        for (int n = 0; n < 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dpt[4 * n + e] = st[4 * n + e] * (dpt[4 * n + e] - D_i[n * 8 + 2 * t + (e & 1)]);
+
+        u32 pf[4][4], dsf[4][4];  // P_ijᵀ and dS_ijᵀ rounded to fp16/bf16, as wgmma A fragments (16 queries each)
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk) {
+            accumulators_to_a(pf[kk], st + 8 * kk, st + 8 * kk + 4);
+            accumulators_to_a(dsf[kk], dpt + 8 * kk, dpt + 8 * kk + 4);
+        }
+        issue_key_grads(dv, pf, dk, dsf, do_tile, q_tile);  // lines 12 and 16
+
+        // dS_ij into SRAM for line 15: element (query q, key κ) of this warpgroup's (64, 64) tile at byte
+        // q·128 + ((κ/8 ⊕ q mod 8)·16) + (κ mod 8)·2, the 128-byte swizzle wgmma reads. Every warp that reads the
+        // tile (SPLIT_DQ: both warpgroups' warps) must be past the last block's line 15 before any overwrites it.
+        sync_readers(c);
+#pragma unroll
+        for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+            for (int r = 0; r < 4; ++r) {  // dsf[kk][r]: queries 16kk + 8(r / 2) + 2t, +1; key g + 8(r mod 2)
+                const int q = 16 * kk + 8 * (r / 2) + 2 * t, kap = warp * 16 + g + 8 * (r % 2);
+#pragma unroll
+                for (int e = 0; e < 2; ++e)
+                    st_shared_u16(ds_tile + (q + e) * 128 + ((((kap >> 3) ^ ((q + e) & 7))) << 4) + (kap & 7) * 2,
+                                  dsf[kk][r] >> (16 * e));
+            }
+        fence_proxy_async();
+        sync_readers(c);  // dS_ij is whole (SPLIT_DQ: both warpgroups' tiles, all Bc keys)
+
+        // line 15: dQ_i += τ dS_ij K_j, 64 columns at a time, added into HBM with float32 atomics: SPLIT_DQ, this
+        // warpgroup's 64 columns over all Bc keys; else every piece over this warpgroup's 64 keys
+#if PIPELINE_DQ
+        issue_dq(dq, SPLIT_DQ ? sdS : ds_tile, (SPLIT_DQ ? sK : k_rows) + dq_piece * BC * 128);
+        wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free (line 15 runs on, finished next block)
+        keep(dv);
+        keep(dk);
+        keep(pf);
+        keep(dsf);
+        if (tid == 0) mbar_arrive(EMPTY(s));
+#else
+#pragma unroll
+        for (int p = 0; p < DQ_PIECES; ++p) {
+            issue_dq(dq, SPLIT_DQ ? sdS : ds_tile, (SPLIT_DQ ? sK : k_rows) + (dq_piece + p) * BC * 128);
+            if (p == 0) {
+                wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free
+                keep(dv);
+                keep(dk);
+                keep(pf);
+                keep(dsf);
+                if (tid == 0) mbar_arrive(EMPTY(s));
+            }
+            wgmma_wait<0>();
+            keep(dq);
+            add_dq(dQ_rows, dq, r0, dq_piece + p, N, scale, warp, g, t);
+        }
+#endif
+    }
+#if PIPELINE_DQ
+    wgmma_wait<0>();  // the last block's line 15
+    keep(dq);
+    if (blocks > 0) add_dq(dQ_rows, dq, (i_first + blocks - 1) * BR, dq_piece, N, scale, warp, g, t);
+#endif
+
+    // line 18: dK_j = τ dK_j and dV_j to HBM, straight from registers (zeros for keys no query sees)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int k_h = key + 8 * h;
+        if (k_h >= Nk) continue;
+        const size_t at = ((size_t)bh * Nk + k_h) * HEAD_DIM + 2 * t;
+#pragma unroll
+        for (int n = 0; n < HEAD_DIM / 8; ++n) {
+            *reinterpret_cast<u32*>(dK + at + 8 * n) = pack2(scale * dk[4 * n + 2 * h], scale * dk[4 * n + 2 * h + 1]);
+            *reinterpret_cast<u32*>(dV + at + 8 * n) = pack2(dv[4 * n + 2 * h], dv[4 * n + 2 * h + 1]);
+        }
+    }
+}

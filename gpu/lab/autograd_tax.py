@@ -1,0 +1,93 @@
+"""`python -m gpu.lab.autograd_tax`: what `gpu.autograd.attention` costs over the direct CuPy calls (issue 23).
+
+For FlashAttention-2's benchmark shapes (16k tokens, hidden 2048, fp16) it prints, per N and d:
+  queued    ms per forward + backward, direct calls and through autograd, timed as a training loop runs them
+            (back-to-back calls, the host's work hidden behind the GPU's queue; gpu.lab.timing.interleaved_ms), and
+            the tax between the two;
+  host      µs of host time per call of each (20 calls issued without waiting, the GPU's queue far from full),
+            which a single call on an idle GPU pays as latency;
+and whether PyTorch synchronized the host inside the autograd path (torch.cuda.set_sync_debug_mode("error")).
+"""
+
+import argparse
+import time
+
+from gpu import device
+from gpu.backward import flash_attention_backward
+from gpu.dlpack import as_torch
+from gpu.flash import flash_attention
+from gpu.lab import timing
+from gpu.lab.checks import random_like, random_qkv
+from gpu.lab.harness import HIDDEN, TOKENS
+
+HOST_CALLS = 20
+
+
+def calls(n: int, d: int, causal: bool):
+    """(direct, autograd): zero-argument callables running forward + backward on the same inputs."""
+    import torch
+
+    from gpu.autograd import attention
+
+    q, k, v = random_qkv(TOKENS // n, HIDDEN // d, n, n, d, "float16", seed=n + d)
+    do = random_like(q, seed=1)
+
+    def direct():
+        o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
+        return flash_attention_backward(q, k, v, o, lse, do, causal=causal)
+
+    tq, tk, tv = (as_torch(x).requires_grad_() for x in (q, k, v))
+    tdo = as_torch(do)
+    return direct, lambda: torch.autograd.grad(attention(tq, tk, tv, causal=causal), (tq, tk, tv), tdo)
+
+
+def host_us(fn) -> float:
+    """Host µs per call of fn, HOST_CALLS calls issued back to back, the GPU left to catch up afterwards."""
+    cupy = device.require()
+    cupy.cuda.Device().synchronize()
+    start = time.perf_counter()
+    for _ in range(HOST_CALLS):
+        fn()
+    spent = time.perf_counter() - start
+    cupy.cuda.Device().synchronize()
+    return 1e6 * spent / HOST_CALLS
+
+
+def synchronizes(fn) -> str:
+    """ "no" if fn() ran with PyTorch's sync debug mode set to "error", else the error's first line."""
+    import torch
+
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        fn()
+        return "no"
+    except RuntimeError as e:
+        return str(e).splitlines()[0][:120]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m gpu.lab.autograd_tax", description=__doc__.splitlines()[0])
+    parser.add_argument("--ns", default="1024,4096,16384")
+    parser.add_argument("--causal", action="store_true")
+    args = parser.parse_args(argv)
+    print(f"device: {device.properties()['name']}, fp16, causal={args.causal}")
+    print(
+        f"{'d':>4} {'N':>6} {'direct ms':>10} {'autograd ms':>12} {'tax':>7} {'host µs direct':>15} {'autograd':>9}  sync"
+    )
+    for d in (64, 128):
+        for n in map(int, args.ns.split(",")):
+            direct, through = calls(n, d, args.causal)
+            ms = timing.interleaved_ms({"direct": direct, "autograd": through}, rounds=9)
+            tax = ms["autograd"] / ms["direct"] - 1
+            hd, ha = host_us(direct), host_us(through)
+            print(
+                f"{d:>4} {n:>6} {ms['direct']:10.3f} {ms['autograd']:12.3f} {100 * tax:+6.1f}% {hd:15.0f} {ha:9.0f}"
+                f"  {synchronizes(through)}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
