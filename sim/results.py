@@ -31,6 +31,15 @@ class Costs:
     dropout_p: float = 0.0
     seed: int | None = None  # the dropout generator's seed: all the backward pass needs to redraw the mask
     trace: Trace | None = None  # record="steps" or "values": the first head's steps
+    window: tuple[int, int] | None = None  # (left, right), −1 unbounded; flash2 only
+    alibi_slopes: np.ndarray | None = None  # (B, Hq) float32
+    softcap: float | None = None
+    pack_gqa: bool = False  # GQA's packed schedule: one program per K/V head
+
+    @property
+    def skipped_tiles(self) -> int:
+        """Tiles (Q block × K/V block) the mask hid entirely, never read nor computed (flash2's listings)."""
+        return self.ledger.work["skipped"]
 
     @property
     def hbm_read_bytes(self) -> int:
