@@ -10,7 +10,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from sim.api import ALGORITHMS, backward, count, count_backward, decode, run
 from sim.errors import FlashsimError, InputError, SRAMOverflowError
-from sim.results import Costs, Decoded, Gradients, Result
+from sim.results import Costs, Decoded, Gradients, Packed, Result
+from sim.varlen import run_varlen
 
 __all__ = [
     "ALGORITHMS",
@@ -19,6 +20,7 @@ __all__ = [
     "FlashsimError",
     "Gradients",
     "InputError",
+    "Packed",
     "Result",
     "SRAMOverflowError",
     "backward",
@@ -26,4 +28,5 @@ __all__ = [
     "count_backward",
     "decode",
     "run",
+    "run_varlen",
 ]

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim.hardware import Hardware
+from sim.iomodel import Counts
 from sim.ledger import Ledger
 from sim.occupancy import Occupancy
 from sim.trace import Trace
@@ -89,6 +90,20 @@ class Result(Costs):
     def stats(self) -> dict[str, np.ndarray]:
         """The per-row statistics other than L left in HBM: flash1's ℓ and m (…, N), float32."""
         return {name: x for name, x in self.saved.items() if name not in ("L", "P")}
+
+
+@dataclass(kw_only=True)
+class Packed(Result):
+    """A packed batch of variable lengths (`sim.run_varlen`): output (total_q, Hq, d), lse (total_q, Hq)."""
+
+    cu_seqlens_q: np.ndarray  # (B + 1,) from 0
+    cu_seqlens_k: np.ndarray
+    padded: Counts  # the closed form of the same batch padded to its longest sequences
+
+    @property
+    def padded_hbm_bytes(self) -> int:
+        """What the padded batch (B, Hq, max N, d) would move: every padded row and key read and computed."""
+        return self.padded.hbm_bytes
 
 
 @dataclass(kw_only=True)
