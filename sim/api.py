@@ -4,7 +4,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from sim import gqa, reference_variants
+from sim import gqa, paged, reference_variants
 from sim.algorithms import REGISTRY, flash_decoding, get, gqa_sum
 from sim.blocks import decoding_blocks
 from sim.dropout import Dropout
@@ -200,37 +200,51 @@ def count_backward(
 def decode(
     q, k, v, *, splits: int | None = None, causal: bool = False, scale: float | None = None,
     block_cols: int | None = None, sram_bytes: int | None = None, hardware=None, record: str = "counts",
+    block_table=None, cache_seqlens=None, window=None, alibi_slopes=None, softcap: float | None = None,
 ) -> Decoded:  # fmt: skip
     """Flash-Decoding of a few query rows q (Nq, d) against a long k, v (Nk, d) — or (B, H, ·, d).
 
     The keys are split into `splits` chunks (None: the number the SM model of `sim.occupancy`
     finds fastest for this batch × heads on `hardware`); each chunk's partial output and
-    log-sum-exp are then combined. Causal masks align bottom-right.
+    log-sum-exp are then combined. Causal masks align bottom-right. GQA: k, v (B, Hkv, Nk, d),
+    each K/V head's g query heads packed into one Q of g·Nq rows, so K/V are read once per split.
+    A paged cache: k, v are k_cache, v_cache (num_pages, page_size, Hkv, d), with `block_table`
+    (B, pages per sequence) and `cache_seqlens` (B,) (`sim.paged`). `window`, `alibi_slopes`,
+    `softcap` as for `run`.
     """
+    if block_table is not None or cache_seqlens is not None:
+        return paged.decode(
+            q, k, v, block_table, cache_seqlens, splits=splits, causal=causal, scale=scale, sram_bytes=sram_bytes,
+            hardware=hardware, record=record, window=window, alibi_slopes=alibi_slopes, softcap=softcap,
+        )  # fmt: skip
     check_choice("record", record, RECORDS)
     q, k, v = check_inputs(q, k, v)
+    g = q.shape[1] // k.shape[1] if q.ndim == 4 else 1
+    variant = check_variant("flash2", q, k, window, alibi_slopes, softcap, g > 1)
     *lead, Nq, d = q.shape
     Nk, s, heads = k.shape[-2], q.dtype.itemsize, int(np.prod(lead, dtype=np.int64))
     scale = check_scale(scale, d)
     hw, M = check_hardware(hardware, sram_bytes)
     if splits is None:
-        splits = best_splits(heads, 1, Nq, Nk, d, s, hw)
+        splits = best_splits(heads // g, 1, g * Nq, Nk, d, s, hw)
     elif check_positive("splits", splits) > Nk:
         raise InputError(f"splits: {splits} chunks of the {Nk} keys would leave some empty; choose 1 … {Nk}")
     Bc = decoding_blocks(
-        Nq, Nk, d, s, M, splits, None if block_cols is None else check_positive("block_cols", block_cols)
+        g * Nq, Nk, d, s, M, splits, None if block_cols is None else check_positive("block_cols", block_cols)
     )
     costs = dict(
-        algorithm="decode", block_rows=Nq, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal,
+        algorithm="decode", block_rows=g * Nq, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal,
         dtype=dtype_name(q.dtype), hardware=hw, heads=heads, n=Nq, nk=Nk, d=d,
     )  # fmt: skip
     outputs = {"O": np.empty(q.shape, q.dtype), "L": np.empty((*lead, Nq), np.float32)}
-    costs |= each_head(
-        costs, "decode", record, None, {"Q": q, "K": k, "V": v}, outputs,
-        lambda chip, n: flash_decoding.forward(chip, Bc=Bc, splits=splits, scale=scale, causal=causal), splits=splits,
+    programs = _programs(variant, costs, {"Q": q}, {"K": k, "V": v}, outputs, {})
+    costs |= each_program(
+        costs, "decode", record, None, programs,
+        lambda chip, n, **o: flash_decoding.forward(chip, Bc=Bc, splits=splits, scale=scale, causal=causal, **o),
+        splits=splits,
     )  # fmt: skip
-    occ = occupancy(heads, 1, splits, Nq, Nk, d, s, hw, Bc)
-    return Decoded(**costs, output=outputs["O"], lse=outputs["L"], splits=splits, occupancy=occ)
+    occ = occupancy(heads // g, 1, splits, g * Nq, Nk, d, s, hw, Bc)
+    return Decoded(**costs, **variant.options(), output=outputs["O"], lse=outputs["L"], splits=splits, occupancy=occ)
 
 
 def _programs(variant: Variant, costs: dict, q_like: dict, kv_like: dict, q_out: dict, kv_out: dict) -> list:

@@ -247,19 +247,24 @@ def backward_counts(
     return sum_counts(c for _, c in backward_kernels(algorithm, N, Nk, d, s, Br, Bc, causal, dropout))
 
 
-def decoding(Nq: int, Nk: int, d: int, s: int, Bc: int, splits: int, causal: bool = False) -> Kernels:
+def decoding(
+    Nq: int, Nk: int, d: int, s: int, Bc: int, splits: int, causal: bool = False, *, rule: mask.Rule | None = None,
+    bounds=None, softcap: bool = False, alibi: bool = False,
+) -> Kernels:  # fmt: skip
     """Flash-Decoding's kernels for one head: FlashAttention-2's forward per chunk of keys, writing float32
-    partials O_p, lse_p, then the combine (one kernel alone with one split)."""
+    partials O_p, lse_p, then the combine (one kernel alone with one split). `rule`: a window, or GQA's packed
+    rows (Nq then counts every head's); `bounds`: each split's keys (a paged cache's runs of pages)."""
+    rule = rule or mask.rule(Nq, Nk, causal)
     reads, flops, exps, elementwise = splits * s * Nq * d + 2 * s * Nk * d, 0, 0, 0
-    for k0, k1 in chunks(Nk, splits):
+    for k0, k1 in bounds or chunks(Nk, splits):
         for c0 in range(k0, k1, Bc):
             c1 = min(c0 + Bc, k1)
             c = c1 - c0
             flops += 4 * Nq * c * d
-            exps += Nq * c + Nq
-            masked = causal and not mask.block_fully_seen(0, c1, Nq, Nk)
-            # τ·, rowmax, S − m, rowsum (4·Nq·c) and the mask; max, −, α·ℓ, + per row; α·O_p
-            elementwise += (4 + masked) * Nq * c + 4 * Nq + Nq * d
+            exps += (1 + softcap) * Nq * c + Nq
+            masked = rule.masks and not rule.block_fully_seen((0, Nq), (c0, c1))
+            # τ·, rowmax, S − m, rowsum (4·Nq·c), the mask, softcap and ALiBi; max, −, α·ℓ, + per row; α·O_p
+            elementwise += (4 + masked + 2 * softcap + 2 * alibi) * Nq * c + 4 * Nq + Nq * d
         elementwise += Nq * d + 2 * Nq  # ÷ℓ; log, +
     if splits == 1:
         return [("FlashAttention-2 forward", Counts(reads, s * Nq * d + F * Nq, flops, exps, elementwise))]

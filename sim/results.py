@@ -123,3 +123,5 @@ class Decoded(Costs):
     lse: np.ndarray  # (…, Nq) float32
     splits: int
     occupancy: Occupancy  # the SM model for this batch × heads and this many splits
+    page_size: int | None = None  # a paged cache's keys per page (`sim.paged`)
+    cache_seqlens: np.ndarray | None = None  # (B,) each sequence's keys in a paged cache

@@ -11,6 +11,7 @@ one program, then summed over the programs a pass launches. g = Hq / Hkv query h
 from math import ceil
 
 from sim import iomodel, mask
+from sim.blocks import chunks
 from sim.iomodel import Counts, Kernels, sum_counts
 
 
@@ -54,3 +55,21 @@ def skipped_tiles(N: int, Nk: int, Br: int, Bc: int, causal=False, window=None, 
     """Tiles of one program that the mask hides entirely: Tr·Tc less those some row sees."""
     blocks = iomodel.row_blocks(group * N, Nk, Br, Bc, causal, mask.rule(N, Nk, causal, window, group))
     return len(blocks) * ceil(Nk / Bc) - sum(b.seen for b in blocks)
+
+
+def decoding(
+    Nq: int, Nk: int, d: int, s: int, Bc: int, splits: int, causal=False, *, group: int = 1, window=None,
+    softcap=False, alibi=False, page_size: int | None = None,
+) -> Kernels:  # fmt: skip
+    """Flash-Decoding of one K/V head and its `group` query heads (packed: g·Nq rows); with `page_size`, on a paged
+    cache: tiles are pages (Bc = page_size), split p takes a run of them and reads their block-table entries
+    (4 bytes each), so every page is read whole but the last, read up to Nk."""
+    rule = mask.rule(Nq, Nk, causal, window, group)
+    variant = dict(rule=rule, softcap=softcap, alibi=alibi)
+    if page_size is None:
+        return iomodel.decoding(group * Nq, Nk, d, s, Bc, splits, causal, **variant)
+    pages = ceil(Nk / page_size)
+    bounds = [(j0 * page_size, min(j1 * page_size, Nk)) for j0, j1 in chunks(pages, splits)]
+    (name, split), *merge = iomodel.decoding(group * Nq, Nk, d, s, page_size, splits, causal, bounds=bounds, **variant)
+    table = Counts(4 * pages, 0, 0, 0, 0)  # the block table's int32 entries, each read by its split
+    return [(name, split + table), *merge]
