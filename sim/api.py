@@ -249,14 +249,18 @@ def decode(
 
 def _programs(variant: Variant, costs: dict, q_like: dict, kv_like: dict, q_out: dict, kv_out: dict) -> list:
     """The pass's programs: one per (batch, head), or GQA's (per head, or packed per group) with their scores."""
-    q = q_like["Q"]
-    if q.ndim == 2 or (variant.group == 1 and not variant.scored):
-        return heads_of(q_like | kv_like, q_out | kv_out)
 
     def options(b: int, heads: range) -> dict:
         if not variant.scored:
             return {}
         return {"scores": variant.scores(costs["n"], costs["nk"], costs["causal"], b, heads)}
+
+    if q_like["Q"].ndim == 2:  # one head
+        (program,) = heads_of(q_like | kv_like, q_out | kv_out)
+        program.options = options(0, range(1))
+        return [program]
+    if variant.group == 1 and not variant.scored:
+        return heads_of(q_like | kv_like, q_out | kv_out)
 
     return gqa.programs(q_like, kv_like, q_out, kv_out, group=variant.group, packed=variant.pack_gqa, options=options)
 
