@@ -5,12 +5,12 @@ from dataclasses import replace
 import numpy as np
 
 from sim import gqa, paged, reference_variants
-from sim.algorithms import REGISTRY, flash_decoding, get, gqa_sum
+from sim.algorithms import REGISTRY, flash_decoding, get
 from sim.blocks import decoding_blocks
 from sim.dropout import Dropout
 from sim.dtypes import dtype_name
 from sim.errors import InputError
-from sim.heads import each_head, each_program, heads_of
+from sim.heads import each_program
 from sim.inputs import (
     RECORDS,
     check_choice,
@@ -28,7 +28,7 @@ from sim.inputs import (
 from sim.ledger import Ledger
 from sim.occupancy import best_splits, occupancy
 from sim.results import Decoded, Gradients, Result
-from sim.variant_inputs import Variant, check_variant
+from sim.variant_inputs import check_variant
 
 ALGORITHMS = tuple(REGISTRY)  # the forward passes `run` and `count` take, by name
 VARIANTS = ("window", "alibi_slopes", "softcap", "pack_gqa")  # what a Result carries for its backward, beside:
@@ -70,7 +70,7 @@ def run(
                       rows=variant.group if variant.pack_gqa else 1)  # fmt: skip
     check_row(row, costs["n"] * (variant.group if variant.pack_gqa else 1))
     outputs = {"O": np.empty(q.shape, q.dtype)} | {name: _like(q, k, name) for name in entry.saves}
-    programs = _programs(variant, costs, {"Q": q}, {"K": k, "V": v}, outputs, {})
+    programs = gqa.of_variant(variant, costs, {"Q": q}, {"K": k, "V": v}, outputs, {})
     costs |= each_program(
         costs, algorithm, record, row, programs,
         lambda chip, n, **o: entry.forward(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n), **o),
@@ -168,13 +168,13 @@ def _backward(
     summed = g > 1 and not variant.pack_gqa  # per head: dK_h, dV_h of each query head, then summed over the group
     dkv = {name: np.empty(k_each.shape if summed else k.shape, q.dtype) for name in ("dK", "dV")}
     dq = {"dQ": np.empty(q.shape, q.dtype)}
-    programs = _programs(variant, costs, {"Q": q, "O": o, "dO": do, **saved}, {"K": k, "V": v}, dq, dkv)
+    programs = gqa.of_variant(variant, costs, {"Q": q, "O": o, "dO": do, **saved}, {"K": k, "V": v}, dq, dkv)
     costs |= each_program(
         costs, f"{algorithm} backward", record, row, programs,
         lambda chip, n, **o: entry.backward(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n), **o),
     )  # fmt: skip
     if summed:
-        dkv = _group_sum(costs, dkv, k, g)
+        dkv = gqa.group_sum(costs, dkv, k, g)
     return Gradients(
         **costs, **variant.options(), dropout_p=dropout_p, seed=seed, dq=dq["dQ"], dk=dkv["dK"], dv=dkv["dV"]
     )
@@ -237,7 +237,7 @@ def decode(
         dtype=dtype_name(q.dtype), hardware=hw, heads=heads, n=Nq, nk=Nk, d=d,
     )  # fmt: skip
     outputs = {"O": np.empty(q.shape, q.dtype), "L": np.empty((*lead, Nq), np.float32)}
-    programs = _programs(variant, costs, {"Q": q}, {"K": k, "V": v}, outputs, {})
+    programs = gqa.of_variant(variant, costs, {"Q": q}, {"K": k, "V": v}, outputs, {})
     costs |= each_program(
         costs, "decode", record, None, programs,
         lambda chip, n, **o: flash_decoding.forward(chip, Bc=Bc, splits=splits, scale=scale, causal=causal, **o),
@@ -245,38 +245,6 @@ def decode(
     )  # fmt: skip
     occ = occupancy(heads // g, 1, splits, g * Nq, Nk, d, s, hw, Bc)
     return Decoded(**costs, **variant.options(), output=outputs["O"], lse=outputs["L"], splits=splits, occupancy=occ)
-
-
-def _programs(variant: Variant, costs: dict, q_like: dict, kv_like: dict, q_out: dict, kv_out: dict) -> list:
-    """The pass's programs: one per (batch, head), or GQA's (per head, or packed per group) with their scores."""
-
-    def options(b: int, heads: range) -> dict:
-        if not variant.scored:
-            return {}
-        return {"scores": variant.scores(costs["n"], costs["nk"], costs["causal"], b, heads)}
-
-    if q_like["Q"].ndim == 2:  # one head
-        (program,) = heads_of(q_like | kv_like, q_out | kv_out)
-        program.options = options(0, range(1))
-        return [program]
-    if variant.group == 1 and not variant.scored:
-        return heads_of(q_like | kv_like, q_out | kv_out)
-
-    return gqa.programs(q_like, kv_like, q_out, kv_out, group=variant.group, packed=variant.pack_gqa, options=options)
-
-
-def _group_sum(costs: dict, each: dict, k: np.ndarray, g: int) -> dict:
-    """dK, dV of each query head (B, Hq, Nk, d) summed over each group by `gqa_sum`, its costs added to `costs`."""
-    B, Hkv, Nk, d = k.shape
-    out = {name: np.empty(k.shape, k.dtype) for name in ("dK", "dV")}
-    inputs = {f"{name}_heads": x.reshape(B, Hkv, g * Nk, d) for name, x in each.items()}
-    summed = each_head(
-        costs, "GQA group sum", "counts", None, inputs, out,
-        lambda chip, n: gqa_sum.backward(chip, Bc=costs["block_cols"], group=g),
-    )  # fmt: skip
-    costs["ledger"].add(summed["ledger"])
-    costs["sram_peak_bytes"] = max(costs["sram_peak_bytes"], summed["sram_peak_bytes"])
-    return out
 
 
 def _one_group(n, nk, d, dtype, batch, heads, kv_heads, options: dict):

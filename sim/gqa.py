@@ -8,7 +8,9 @@ t, so that a block of rows spans few positions and masks still skip blocks), and
 
 import numpy as np
 
-from sim.heads import Program
+from sim.algorithms import gqa_sum
+from sim.heads import Program, each_head, heads_of
+from sim.variant_inputs import Variant
 
 
 def interleave(x: np.ndarray) -> np.ndarray:
@@ -58,3 +60,35 @@ def _store_group(q_out: dict, kv_out: dict, b: int, heads: range):
             x[b, heads.start // len(heads)] = tensors[name]
 
     return store
+
+
+def of_variant(variant: Variant, costs: dict, q_like: dict, kv_like: dict, q_out: dict, kv_out: dict) -> list:
+    """The pass's programs: one per (batch, head), or GQA's (per head, or packed per group) with their scores."""
+
+    def options(b: int, heads: range) -> dict:
+        if not variant.scored:
+            return {}
+        return {"scores": variant.scores(costs["n"], costs["nk"], costs["causal"], b, heads)}
+
+    if q_like["Q"].ndim == 2:  # one head
+        (program,) = heads_of(q_like | kv_like, q_out | kv_out)
+        program.options = options(0, range(1))
+        return [program]
+    if variant.group == 1 and not variant.scored:
+        return heads_of(q_like | kv_like, q_out | kv_out)
+
+    return programs(q_like, kv_like, q_out, kv_out, group=variant.group, packed=variant.pack_gqa, options=options)
+
+
+def group_sum(costs: dict, each: dict, k: np.ndarray, g: int) -> dict:
+    """dK, dV of each query head (B, Hq, Nk, d) summed over each group by `gqa_sum`, its costs added to `costs`."""
+    B, Hkv, Nk, d = k.shape
+    out = {name: np.empty(k.shape, k.dtype) for name in ("dK", "dV")}
+    inputs = {f"{name}_heads": x.reshape(B, Hkv, g * Nk, d) for name, x in each.items()}
+    summed = each_head(
+        costs, "GQA group sum", "counts", None, inputs, out,
+        lambda chip, n: gqa_sum.backward(chip, Bc=costs["block_cols"], group=g),
+    )  # fmt: skip
+    costs["ledger"].add(summed["ledger"])
+    costs["sram_peak_bytes"] = max(costs["sram_peak_bytes"], summed["sram_peak_bytes"])
+    return out

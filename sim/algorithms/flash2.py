@@ -47,13 +47,13 @@ def forward(
         for j in range(Tc):  # line 6
             cols = (j * Bc, min((j + 1) * Bc, Nk))
             if not scores.rule.block_seen(rows, cols):
-                with chip.step("skip", 6, "Skip K_j, V_j: the mask hides them from every row of Q_i", i, j):
+                with chip.step("skip", 6, f"Skip K_j, V_j: the {scores.hiding} hides them from every row of Q_i", i, j):
                     chip.ledger.work["skipped"] += 1  # a tile never computed
                     continue  # never read from HBM: this is FlashAttention-2's causal (and window) saving
             with chip.step("load", 7, "Load K_j, V_j from HBM to on-chip SRAM", i, j):
                 K_j = chip.load("K_j", "K", cols)  # (Bc, d) SRAM
                 V_j = chip.load("V_j", "V", cols)  # (Bc, d) SRAM
-            with chip.step("compute", 8, "On chip, compute S_ij = τ Q_i K_jᵀ (softcap, ALiBi, mask)", i, j):
+            with chip.step("compute", 8, f"On chip, compute S_ij = τ Q_i K_jᵀ{scores.lines}", i, j):
                 S_ij = scale * chip.matmul(Q_i, K_j.T)  # (Br, Bc)
                 chip.elementwise(S_ij.size)  # τ·
                 S_ij, _ = scores.apply(chip, S_ij, rows, cols)

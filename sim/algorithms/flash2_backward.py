@@ -63,7 +63,7 @@ def backward(
         for i in range(Tr):  # line 8
             rows = (i * Br, min((i + 1) * Br, N))
             if not scores.rule.block_seen(rows, cols):
-                with chip.step("skip", 8, "Skip Q_i: the mask hides K_j, V_j from every row of Q_i", i, j):
+                with chip.step("skip", 8, f"Skip Q_i: the {scores.hiding} hides K_j, V_j from every row of Q_i", i, j):
                     chip.ledger.work["skipped"] += 1  # a tile never computed
                     continue  # never read from HBM
             with chip.step("load", 9, "Load Q_i, dO_i, L_i, D_i from HBM to on-chip SRAM", i, j):
@@ -71,7 +71,7 @@ def backward(
                 dO_i = chip.load("dO_i", "dO", rows)  # (Br, d) SRAM
                 L_i = chip.load("L_i", "L", rows)  # (Br,) SRAM
                 D_i = chip.load("D_i", "D", rows)  # (Br,) SRAM
-            with chip.step("compute", 10, "On chip, compute S_ij = τ Q_i K_jᵀ (softcap, ALiBi, mask)", i, j):
+            with chip.step("compute", 10, f"On chip, compute S_ij = τ Q_i K_jᵀ{scores.lines}", i, j):
                 S_ij = scale * chip.matmul(Q_i, K_j.T)  # (Br, Bc)
                 chip.elementwise(S_ij.size)  # τ·
                 S_ij, T_ij = scores.apply(chip, S_ij, rows, cols)

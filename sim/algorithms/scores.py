@@ -23,6 +23,17 @@ class Scores:
     softcap: float | None = None
     slopes: np.ndarray | None = None  # (group,) float32
 
+    @property
+    def hiding(self) -> str:
+        """What hides a skipped tile, as a step's text says it: "causal mask" or "window"."""
+        return "window" if self.rule.left is not None or (self.rule.right or 0) > 0 else "causal mask"
+
+    @property
+    def lines(self) -> str:
+        """What the step computing S_ij adds to τ Q_i K_jᵀ, as its text says it ("" for none)."""
+        added = ["c·tanh(S_ij/c)"] * (self.softcap is not None) + ["ALiBi −slope·|i − j|"] * (self.slopes is not None)
+        return f", then {', '.join(added)}" if added else ""
+
     def apply(self, chip, S: np.ndarray, rows: tuple[int, int], cols: tuple[int, int]):
         """(S_ij after softcap, ALiBi and the mask; T_ij = tanh(τ Q_i K_jᵀ / c) or None), booked on `chip`."""
         T = None
