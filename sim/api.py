@@ -27,7 +27,7 @@ from sim.inputs import (
 )
 from sim.ledger import Ledger
 from sim.occupancy import best_splits, occupancy
-from sim.results import Decoded, Gradients, Result
+from sim.results import Decoded, Gradients, Packed, Result
 from sim.variant_inputs import check_variant
 
 ALGORITHMS = tuple(REGISTRY)  # the forward passes `run` and `count` take, by name
@@ -75,8 +75,11 @@ def run(
         costs, algorithm, record, row, programs,
         lambda chip, n, **o: entry.forward(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n), **o),
     )  # fmt: skip
-    if costs["trace"] is not None and record == "values":
-        costs["trace"].output = outputs["O"][(0,) * (q.ndim - 2)].astype(np.float64).tolist()
+    if costs["trace"] is not None and record == "values":  # the first program's O (a packed group's rows interleaved)
+        first = (
+            gqa.interleave(outputs["O"][0, : variant.group]) if variant.pack_gqa else outputs["O"][(0,) * (q.ndim - 2)]
+        )
+        costs["trace"].output = first.astype(np.float64).tolist()
     output = outputs.pop("O")
     return Result(
         **costs, **variant.options(), dropout_p=dropout_p, seed=seed, output=output, saved=outputs, q=q, k=k, v=v
@@ -124,6 +127,8 @@ def backward(algorithm, *arrays, **options) -> Gradients:
 def _backward_of(result: Result, *do, hardware=None, sram_bytes: int | None = None, **options) -> Gradients:
     if len(do) != 1:
         raise InputError(f"backward: takes (result, do); got {1 + len(do)} arguments")
+    if isinstance(result, Packed):
+        raise InputError("result: a packed batch (sim.run_varlen) has no backward here; run sim.backward per sequence")
     if result.output is None:
         raise InputError(
             "result: a count result keeps no arrays to differentiate; "

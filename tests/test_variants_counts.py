@@ -126,3 +126,41 @@ def test_numerics_within_the_derived_bounds(
             (grads.dq, grads.dk, grads.dv), rv.attention_backward(q, k, v, do, **variant), strict=True
         ):
             assert np.abs(got - want).max() <= tolerance.gradient_bound(want)
+
+
+@pytest.mark.parametrize("algorithm", ["standard", "flash1", "flash2"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_per_head_gqa_numerics_of_every_algorithm(algorithm, causal):
+    q, k, v = inputs(2, 6, 2, 13, 17, 8, np.float32, seed=5)
+    r = sim.run(algorithm, q, k, v, causal=causal, block_rows=4, block_cols=5)
+    ref, _ = rv.attention(q, k, v, causal=causal)
+    assert (
+        np.abs(r.output - ref).max()
+        <= tolerance.tolerance(algorithm, "fp32", ref_max=np.abs(ref).max(), v_max=0).absolute
+    )
+    do = np.random.default_rng(6).standard_normal(q.shape).astype(np.float32)
+    grads = sim.backward(r, do, block_rows=4, block_cols=5)
+    for got, want in zip(
+        (grads.dq, grads.dk, grads.dv), rv.attention_backward(q, k, v, do, causal=causal), strict=True
+    ):
+        assert got.shape == want.shape
+        assert np.abs(got - want).max() <= tolerance.gradient_bound(want)
+
+
+@pytest.mark.parametrize("pack", [False, True])
+def test_count_with_kv_heads_equals_the_closed_form(pack):
+    options = dict(causal=True, window=(40, 0), softcap=3.0, alibi_slopes=np.linspace(0.5, 0.1, 8), pack_gqa=pack)
+    c = sim.count("flash2", n=100, nk=120, d=16, batch=3, heads=8, kv_heads=2, block_rows=32, block_cols=16, **options)
+    variant = dict(causal=True, window=(40, 0), softcap=True, alibi=True, pack_gqa=pack)
+    assert counts(c) == counts(iv.gqa("flash2", 3, 8, 2, 100, 120, 16, 2, 32, 16, **variant))
+    assert c.heads == 24
+    g = sim.count_backward("flash2", n=100, nk=120, d=16, batch=3, heads=8, kv_heads=2, block_rows=16, block_cols=32,
+                           **options)  # fmt: skip
+    assert counts(g) == counts(iv.gqa("flash2", 3, 8, 2, 100, 120, 16, 2, 16, 32, backward=True, **variant))
+
+
+def test_a_packed_batch_refuses_a_backward():
+    q = np.ones((10, 1, 4), np.float16)
+    p = sim.run_varlen("flash2", q, q, q, [0, 4, 10], [0, 4, 10])
+    with pytest.raises(sim.InputError, match=r"^result: a packed batch"):
+        sim.backward(p, np.ones((10, 1, 4), np.float16))
