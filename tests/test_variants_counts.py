@@ -33,16 +33,18 @@ def counts(c):
     B=st.integers(1, 2), Hkv=st.integers(1, 2), g=st.integers(1, 3), N=st.integers(1, 24), Nk=st.integers(1, 24),
     d=st.integers(1, 6), Br=st.integers(1, 10), Bc=st.integers(1, 10), dtype=st.sampled_from(DTYPES),
     causal=st.booleans(), window=st.one_of(st.none(), st.tuples(side, side)), softcap=st.booleans(),
-    alibi=st.booleans(), pack=st.booleans(),
+    alibi=st.booleans(), pack=st.booleans(), dropout=st.booleans(),
 )  # fmt: skip
-def test_ledger_equals_closed_form(B, Hkv, g, N, Nk, d, Br, Bc, dtype, causal, window, softcap, alibi, pack):
+def test_ledger_equals_closed_form(B, Hkv, g, N, Nk, d, Br, Bc, dtype, causal, window, softcap, alibi, pack, dropout):
     Hq = g * Hkv
+    dropout = dropout and not pack  # the packed schedule draws no dropout mask (refused)
     q, k, v = inputs(B, Hq, Hkv, N, Nk, d, dtype)
     options = dict(causal=causal, window=window, softcap=2.0 if softcap else None, pack_gqa=pack)
     options["alibi_slopes"] = np.linspace(0.5, 0.1, Hq) if alibi else None
+    options |= dict(dropout_p=0.25, seed=3) if dropout else {}
     r = sim.run("flash2", q, k, v, block_rows=Br, block_cols=Bc, sram_bytes=1 << 30, **options)
     s = np.dtype(dtype).itemsize
-    variant = dict(causal=causal, window=window, softcap=softcap, alibi=alibi)
+    variant = dict(causal=causal, window=window, softcap=softcap, alibi=alibi, dropout=dropout)
     assert counts(r) == counts(iv.gqa("flash2", B, Hq, Hkv, N, Nk, d, s, Br, Bc, pack_gqa=pack, **variant))
     programs = B * (Hkv if pack else Hq)
     assert r.skipped_tiles == programs * iv.skipped_tiles(N, Nk, Br, Bc, causal, window, g if pack else 1)
