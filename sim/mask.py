@@ -96,12 +96,12 @@ def visible(r0: int, r1: int, c0: int, c1: int, N: int, Nk: int) -> np.ndarray:
 
 def block_seen(r1: int, c0: int, N: int, Nk: int) -> bool:
     """Whether any query of a block ending at row r1 sees any key of a block starting at column c0 (causal)."""
-    return c0 <= r1 - 1 + Nk - N
+    return rule(N, Nk, causal=True).block_seen((r1 - 1, r1), (c0, c0 + 1))
 
 
 def block_fully_seen(r0: int, c1: int, N: int, Nk: int) -> bool:
     """Whether every query of a block starting at row r0 sees every key of a block ending at column c1 (causal)."""
-    return c1 - 1 <= r0 + Nk - N
+    return rule(N, Nk, causal=True).block_fully_seen((r0, r0 + 1), (c1 - 1, c1))
 
 
 def hide(chip, S: np.ndarray, rows: tuple[int, int], cols: tuple[int, int], N: int, Nk: int) -> np.ndarray:
