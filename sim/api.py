@@ -74,6 +74,7 @@ def run(
     costs |= each_program(
         costs, algorithm, record, row, programs,
         lambda chip, n, **o: entry.forward(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n), **o),
+        **variant.about(),
     )  # fmt: skip
     if costs["trace"] is not None and record == "values":  # the first program's O (a packed group's rows interleaved)
         first = (
@@ -177,6 +178,7 @@ def _backward(
     costs |= each_program(
         costs, f"{algorithm} backward", record, row, programs,
         lambda chip, n, **o: entry.backward(chip, **_tiling(costs), dropout=_dropout(dropout_p, seed, n), **o),
+        **variant.about(),
     )  # fmt: skip
     if summed:
         dkv = gqa.group_sum(costs, dkv, k, g)

@@ -35,12 +35,16 @@ def programs(q_like: dict, kv_like: dict, q_out: dict, kv_out: dict, *, group: i
                 heads = range(hk * group, (hk + 1) * group)
                 inputs = {n: interleave(x[b, heads.start : heads.stop]) for n, x in q_like.items()}
                 inputs |= {n: x[b, hk] for n, x in kv_like.items()}
-                out.append(Program((b, heads.start), inputs, _store_group(q_out, kv_out, b, heads), options(b, heads)))
+                about = {"query_heads": [heads.start, heads.stop - 1], "kv_head": hk}
+                out.append(
+                    Program((b, heads.start), inputs, _store_group(q_out, kv_out, b, heads), options(b, heads), about)
+                )
         return out
     for b in range(B):
         for h in range(Hq):
             inputs = {n: x[b, h] for n, x in q_like.items()} | {n: x[b, h // group] for n, x in kv_like.items()}
-            out.append(Program((b, h), inputs, _store_head(q_out | kv_out, b, h), options(b, range(h, h + 1))))
+            about = {"kv_head": h // group} if group > 1 else {}
+            out.append(Program((b, h), inputs, _store_head(q_out | kv_out, b, h), options(b, range(h, h + 1)), about))
     return out
 
 

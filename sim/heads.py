@@ -21,6 +21,7 @@ class Program:
     inputs: dict[str, np.ndarray]  # tensor name → array placed in HBM
     outputs: Callable[[dict[str, np.ndarray]], None]  # takes the chip's HBM tensors and stores its outputs
     options: dict = field(default_factory=dict)  # keyword arguments for the listing (e.g. its `scores`)
+    about: dict = field(default_factory=dict)  # what a trace of it says beside the run's settings (its K/V head)
 
 
 def heads_of(inputs: dict, outputs: dict) -> list[Program]:
@@ -44,7 +45,7 @@ def each_program(costs: dict, name: str, record: str, row, programs: list[Progra
     ledger, peak, trace = Ledger(), 0, None
     for n, program in enumerate(programs):
         if n == 0 and record != "counts":
-            trace = new_trace(costs, name, record, program, config)
+            trace = new_trace(costs, name, record, program, config | program.about)
             chip = Chip(costs["sram_bytes"], record, trace, row)
         else:
             chip = Chip(costs["sram_bytes"])

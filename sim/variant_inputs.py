@@ -37,6 +37,13 @@ class Variant:
         slopes = None if self.alibi_slopes is None else self.alibi_slopes[b, heads.start : heads.stop]
         return Scores(rule(N, Nk, causal, self.window, len(heads) if self.pack_gqa else 1), self.softcap, slopes)
 
+    def about(self) -> dict:
+        """What a trace's settings say of the variant (only what is used)."""
+        about = {"window": None if self.window is None else list(self.window), "softcap": self.softcap}
+        return {k: v for k, v in about.items() if v is not None} | (
+            {"alibi": True} if self.alibi_slopes is not None else {}
+        )
+
     def options(self) -> dict:
         """The variant as `sim.run`'s keyword arguments (what a Result keeps for its backward)."""
         slopes = self.alibi_slopes

@@ -98,3 +98,18 @@ def test_readme_llm_python_example_runs_as_written():
     assert p.output.shape == (137, 8, 64) and p.hbm_bytes < p.padded_hbm_bytes
     assert d.output.shape == (2, 8, 1, 64) and d.ledger.per_tensor()["block_table"]["read"] == 4 * (3 + 3) * 2
     assert np.isfinite(d.output.astype(np.float64)).all()
+
+
+def test_a_trace_names_the_kv_head_its_query_heads_read():
+    import numpy as np
+
+    import sim
+    from sim.viz import screen, timeline
+
+    q, k = np.ones((1, 6, 8, 4), np.float32), np.ones((1, 2, 8, 4), np.float32)
+    heads = sim.run("flash2", q, k, k, record="steps", softcap=3.0)
+    packed = sim.run("flash2", q[:, 3:], k[:, 1:], k[:, 1:], record="steps", pack_gqa=True, window=(2, 0))
+    assert screen.run_title(timeline.Timeline(heads.trace)).endswith("· softcap=3 · query head 0 reads K/V head 0")
+    assert screen.run_title(timeline.Timeline(packed.trace)).endswith(
+        "· window=(2, 0) · query heads 0–2 (packed) read K/V head 0"
+    )
