@@ -14,6 +14,7 @@ from sim.inputs import check_inputs, configure_shape
 from sim.ledger import Ledger
 from sim.machine import iomodel_variants
 from sim.results import Packed
+from sim.variant_inputs import check_alibi
 
 
 def run_varlen(
@@ -40,7 +41,7 @@ def run_varlen(
         block_cols, blocks, sram_bytes, hardware, rows=g if pack_gqa else 1,
     )  # fmt: skip
     Br, Bc = config["block_rows"], config["block_cols"]
-    slopes = None if alibi_slopes is None else np.asarray(alibi_slopes)
+    slopes = check_alibi(alibi_slopes, len(lens_q), Hq)  # (B, Hq) or None
     output, lse = np.empty(q4.shape[1:], q4.dtype), np.full((Hq, cq[-1]), np.nan)
     ledger, peak, trace = Ledger(), 0, None
     for b in range(len(lens_q)):
@@ -49,9 +50,10 @@ def run_varlen(
             algorithm, q4[:, :, rows], k4[:, :, keys], v4[:, :, keys], causal=causal, scale=scale, block_rows=Br,
             block_cols=Bc, sram_bytes=config["sram_bytes"], hardware=config["hardware"],
             record=record if b == 0 else "counts", window=window, softcap=softcap, pack_gqa=pack_gqa,
-            alibi_slopes=slopes[b] if slopes is not None and slopes.ndim == 2 else slopes,
+            alibi_slopes=None if slopes is None else slopes[b],
         )  # fmt: skip
-        output[:, rows], ledger, peak = r.output[0], _plus(ledger, r.ledger), max(peak, r.sram_peak_bytes)
+        ledger.add(r.ledger)
+        output[:, rows], peak = r.output[0], max(peak, r.sram_peak_bytes)
         if r.lse is not None:
             lse[:, rows] = r.lse[0]
         trace = r.trace if b == 0 else trace
@@ -62,7 +64,7 @@ def run_varlen(
     saved = {} if algorithm != "flash2" else {"L": lse.T.astype(np.float32)}
     config |= dict(ledger=ledger, sram_peak_bytes=peak, trace=trace, heads=Hq * len(lens_q))
     return Packed(
-        **config, window=r.window, alibi_slopes=alibi_slopes, softcap=r.softcap, pack_gqa=pack_gqa,
+        **config, window=r.window, alibi_slopes=slopes, softcap=r.softcap, pack_gqa=pack_gqa,
         output=output.swapaxes(0, 1), saved=saved, cu_seqlens_q=cq, cu_seqlens_k=ck, padded=padded,
     )  # fmt: skip
 
@@ -90,8 +92,3 @@ def check_cu_seqlens(name: str, cu, total: int) -> np.ndarray:
             f"{name}: ends at {int(cu[-1])}, {past} the tensor's {total} rows; the last entry is the total"
         )
     return cu.astype(np.int64)
-
-
-def _plus(ledger: Ledger, other: Ledger) -> Ledger:
-    ledger.add(other)
-    return ledger

@@ -158,3 +158,10 @@ def test_paged_arguments(table, seqlens, name):
 def test_a_page_too_big_for_the_sram():
     q, kc, vc = cache(num_pages=1, page_size=4096)
     refused("page_size", lambda: sim.decode(q, kc, vc, block_table=[[0], [0]], cache_seqlens=[5, 5], hardware="toy"))
+
+
+def test_packed_alibi_slopes_one_row_per_sequence():
+    q, k, v = packed()
+    refused(
+        "alibi_slopes", lambda: sim.run_varlen("flash2", q, k, v, [0, 3, 8], [0, 4, 8], alibi_slopes=np.ones((3, 2)))
+    )
