@@ -220,6 +220,8 @@ def decode(
     `softcap` as for `run`.
     """
     if block_table is not None or cache_seqlens is not None:
+        if block_cols is not None:
+            raise InputError("block_cols: on a paged cache each K/V tile is one page; drop block_cols")
         return paged.decode(
             q, k, v, block_table, cache_seqlens, splits=splits, causal=causal, scale=scale, sram_bytes=sram_bytes,
             hardware=hardware, record=record, window=window, alibi_slopes=alibi_slopes, softcap=softcap,

@@ -165,3 +165,10 @@ def test_packed_alibi_slopes_one_row_per_sequence():
     refused(
         "alibi_slopes", lambda: sim.run_varlen("flash2", q, k, v, [0, 3, 8], [0, 4, 8], alibi_slopes=np.ones((3, 2)))
     )
+
+
+def test_paged_tiles_are_pages():
+    q, kc, vc = cache()
+    refused(
+        "block_cols", lambda: sim.decode(q, kc, vc, block_table=[[0, 1], [2, 3]], cache_seqlens=[8, 8], block_cols=2)
+    )
