@@ -114,11 +114,7 @@ def flash1(N: int, Nk: int, d: int, s: int, Bc: int, causal: bool = False, dropo
 
 def visible_blocks(i: int, N: int, Nk: int, Br: int, Bc: int, causal: bool) -> int:
     """How many K/V blocks (a prefix j = 0, 1, …) Q block i must read."""
-    Tc = ceil(Nk / Bc)
-    if not causal:
-        return Tc
-    last = min((i + 1) * Br, N) - 1 + Nk - N  # the last key the block's last row may see
-    return 0 if last < 0 else min(Tc, last // Bc + 1)
+    return len(mask.rule(N, Nk, causal).seen_blocks((i * Br, min((i + 1) * Br, N)), Bc))
 
 
 def flash2(
