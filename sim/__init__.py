@@ -8,10 +8,10 @@ import os
 # imported after sim).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from sim.api import ALGORITHMS, backward, count, count_backward, decode, run
-from sim.errors import FlashsimError, InputError, SRAMOverflowError
-from sim.results import Costs, Decoded, Gradients, Packed, Result
-from sim.varlen import run_varlen
+from sim.api.entry import ALGORITHMS, backward, count, count_backward, decode, run
+from sim.core.errors import FlashsimError, InputError, SRAMOverflowError
+from sim.api.results import Costs, Decoded, Gradients, Packed, Result
+from sim.api.varlen import run_varlen
 
 __all__ = [
     "ALGORITHMS",

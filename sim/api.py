@@ -4,14 +4,15 @@ from dataclasses import replace
 
 import numpy as np
 
-from sim import gqa, paged, reference_variants
-from sim.algorithms import REGISTRY, flash_decoding, get
-from sim.blocks import decoding_blocks
-from sim.dropout import Dropout
-from sim.dtypes import dtype_name
-from sim.errors import InputError
-from sim.heads import each_program
-from sim.inputs import (
+from sim.api import gqa, paged, reference_variants
+from sim.algorithms.registry import REGISTRY, get
+from sim.algorithms import flash_decoding
+from sim.machine.blocks import decoding_blocks
+from sim.algorithms.dropout import Dropout
+from sim.core.dtypes import dtype_name
+from sim.core.errors import InputError
+from sim.api.heads import each_program
+from sim.api.inputs import (
     RECORDS,
     check_choice,
     check_dropout,
@@ -25,10 +26,10 @@ from sim.inputs import (
     configure,
     random_head,
 )
-from sim.ledger import Ledger
-from sim.occupancy import best_splits, occupancy
-from sim.results import Decoded, Gradients, Packed, Result
-from sim.variant_inputs import check_variant
+from sim.machine.ledger import Ledger
+from sim.machine.occupancy import best_splits, occupancy
+from sim.api.results import Decoded, Gradients, Packed, Result
+from sim.api.variant_inputs import check_variant
 
 ALGORITHMS = tuple(REGISTRY)  # the forward passes `run` and `count` take, by name
 VARIANTS = ("window", "alibi_slopes", "softcap", "pack_gqa")  # what a Result carries for its backward, beside:
@@ -47,12 +48,12 @@ def run(
     group's K/V, or with `pack_gqa` one program takes the group's heads and reads K/V once (flash2).
     flash2 also takes `window` (left, right) (−1 or None: unbounded; bottom-right like causal),
     `alibi_slopes` (Hq,) or (B, Hq) adding −slope·|i + Nk − N − j| (FlashAttention's convention) and
-    `softcap` c: S ← c·tanh(S/c) before the bias (`sim.reference_variants` is the definition).
+    `softcap` c: S ← c·tanh(S/c) before the bias (`sim.api.reference_variants` is the definition).
 
     The inputs' dtype is the storage dtype (float16, bfloat16 or float32; float64 is stored
     as float32). Blocks not given are chosen by `blocks`: "fit" (the largest that fit the
     SRAM) or "paper" (the paper's rule, refused with the buffer sizes if it does not fit).
-    `hardware` is a preset name or a `sim.hardware.Hardware`; `sram_bytes` overrides its SRAM.
+    `hardware` is a preset name or a `sim.machine.hardware.Hardware`; `sram_bytes` overrides its SRAM.
     `record` is "counts", "steps" (a Trace of the first head) or "values" (with values);
     `row` keeps the values of that one query row only, which keeps big traces small.
     `dropout_p` > 0 drops attention probabilities (flash1, flash2) with a mask drawn from
@@ -211,12 +212,12 @@ def decode(
 ) -> Decoded:  # fmt: skip
     """Flash-Decoding of a few query rows q (Nq, d) against a long k, v (Nk, d) — or (B, H, ·, d).
 
-    The keys are split into `splits` chunks (None: the number the SM model of `sim.occupancy`
+    The keys are split into `splits` chunks (None: the number the SM model of `sim.machine.occupancy`
     finds fastest for this batch × heads on `hardware`); each chunk's partial output and
     log-sum-exp are then combined. Causal masks align bottom-right. GQA: k, v (B, Hkv, Nk, d),
     each K/V head's g query heads packed into one Q of g·Nq rows, so K/V are read once per split.
     A paged cache: k, v are k_cache, v_cache (num_pages, page_size, Hkv, d), with `block_table`
-    (B, pages per sequence) and `cache_seqlens` (B,) (`sim.paged`). `window`, `alibi_slopes`,
+    (B, pages per sequence) and `cache_seqlens` (B,) (`sim.api.paged`). `window`, `alibi_slopes`,
     `softcap` as for `run`.
     """
     if block_table is not None or cache_seqlens is not None:

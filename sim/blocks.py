@@ -10,9 +10,9 @@ them up by the algorithm's name, for its forward pass or (`backward=True`) its b
 from collections.abc import Callable
 from math import ceil
 
-from sim.dtypes import F
-from sim.errors import InputError, SRAMOverflowError
-from sim.format import human_bytes
+from sim.core.dtypes import F
+from sim.core.errors import InputError, SRAMOverflowError
+from sim.core.format import human_bytes
 
 PAPER_RULE = "the paper's rule Bc = ⌈M/4d⌉, Br = min(Bc, d) gives "
 
@@ -301,6 +301,6 @@ def _what(algorithm: str, backward: bool) -> str:
 
 
 def _entry(algorithm: str):
-    from sim.algorithms import get  # here, not above: the registry points back at this module's footprints
+    from sim.algorithms.registry import get
 
     return get(algorithm)

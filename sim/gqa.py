@@ -9,8 +9,8 @@ t, so that a block of rows spans few positions and masks still skip blocks), and
 import numpy as np
 
 from sim.algorithms import gqa_sum
-from sim.heads import Program, each_head, heads_of
-from sim.variant_inputs import Variant
+from sim.api.heads import Program, each_head, heads_of
+from sim.api.variant_inputs import Variant
 
 
 def interleave(x: np.ndarray) -> np.ndarray:

@@ -6,9 +6,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.ledger import Ledger
-from sim.memory import Chip
-from sim.trace import Trace
+from sim.machine.ledger import Ledger
+from sim.machine.memory import Chip
+from sim.machine.trace import Trace
 
 WATCHERS: list = []  # callables told of every new Chip (a progress display reads its ledger); empty unless one watches
 

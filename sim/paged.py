@@ -11,16 +11,16 @@ import numpy as np
 
 from sim.algorithms import flash_decoding_paged
 from sim.algorithms.scores import Scores
-from sim.blocks import chunks, decoding_footprint
-from sim.dtypes import dtype_name
-from sim.errors import InputError
-from sim.gqa import deinterleave, interleave
-from sim.heads import Program, each_program
-from sim.inputs import RECORDS, check_choice, check_hardware, check_inputs, check_positive, check_scale
-from sim.mask import rule
-from sim.occupancy import best_splits, occupancy
-from sim.results import Decoded
-from sim.variant_inputs import check_variant
+from sim.machine.blocks import chunks, decoding_footprint
+from sim.core.dtypes import dtype_name
+from sim.core.errors import InputError
+from sim.api.gqa import deinterleave, interleave
+from sim.api.heads import Program, each_program
+from sim.api.inputs import RECORDS, check_choice, check_hardware, check_inputs, check_positive, check_scale
+from sim.machine.mask import rule
+from sim.machine.occupancy import best_splits, occupancy
+from sim.api.results import Decoded
+from sim.api.variant_inputs import check_variant
 
 
 def decode(

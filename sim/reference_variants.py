@@ -8,12 +8,12 @@ For query head h of a GQA group (K/V head h // g, g = Hq / Hkv), query position 
   o_i = Σ_j softmax(S_i)_j v_j,  lse_i = log Σ_j e^(S_ij)  (o_i = 0, lse_i = −∞ where row i sees no key)
 The backward is the chain rule through those lines: dS = P ∘ (dP − rowsum(P ∘ dP)), through the softcap
 dS ← dS ∘ (1 − tanh²(τ q·k / c)); dq = τ dS k, dk = τ dSᵀ q summed over the group's query heads.
-Every mask here is built from i and j directly, never from `sim.mask`, so that it judges it.
+Every mask here is built from i and j directly, never from `sim.machine.mask`, so that it judges it.
 """
 
 import numpy as np
 
-from sim.reference import row_blocks, scale_of
+from sim.api.reference import row_blocks, scale_of
 
 
 def attention(q, k, v, *, causal=False, window=None, alibi_slopes=None, softcap=None, scale=None):

@@ -4,11 +4,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.hardware import Hardware
-from sim.iomodel import Counts
-from sim.ledger import Ledger
-from sim.occupancy import Occupancy
-from sim.trace import Trace
+from sim.machine.hardware import Hardware
+from sim.machine.iomodel import Counts
+from sim.machine.ledger import Ledger
+from sim.machine.occupancy import Occupancy
+from sim.machine.trace import Trace
 
 
 @dataclass(kw_only=True)
@@ -123,5 +123,5 @@ class Decoded(Costs):
     lse: np.ndarray  # (…, Nq) float32
     splits: int
     occupancy: Occupancy  # the SM model for this batch × heads and this many splits
-    page_size: int | None = None  # a paged cache's keys per page (`sim.paged`)
+    page_size: int | None = None  # a paged cache's keys per page (`sim.api.paged`)
     cache_seqlens: np.ndarray | None = None  # (B,) each sequence's keys in a paged cache

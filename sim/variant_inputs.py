@@ -5,8 +5,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from sim.algorithms.scores import Scores
-from sim.errors import InputError
-from sim.mask import rule
+from sim.core.errors import InputError
+from sim.machine.mask import rule
 
 TAKES = {  # which listings take which variant (GQA's per-head schedule: every one)
     "window": ("flash2",),

@@ -7,14 +7,14 @@ every one with the blocks chosen for the longest, as one varlen kernel launch wo
 
 import numpy as np
 
-from sim import api
-from sim.dtypes import dtype_name
-from sim.errors import InputError
-from sim.inputs import check_inputs, configure_shape
-from sim.ledger import Ledger
+from sim.api import entry as api
+from sim.core.dtypes import dtype_name
+from sim.core.errors import InputError
+from sim.api.inputs import check_inputs, configure_shape
+from sim.machine.ledger import Ledger
 from sim.machine import iomodel_variants
-from sim.results import Packed
-from sim.variant_inputs import check_alibi
+from sim.api.results import Packed
+from sim.api.variant_inputs import check_alibi
 
 
 def run_varlen(

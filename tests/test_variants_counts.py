@@ -1,5 +1,5 @@
 """GQA (both schedules), windows, ALiBi and softcap: every ledger equals its closed form, and every output the
-float64 definition within `sim.tolerance`'s bounds, forward and backward."""
+float64 definition within `sim.api.tolerance`'s bounds, forward and backward."""
 
 import ml_dtypes
 import numpy as np
@@ -8,9 +8,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim import blocks, tolerance
-from sim import reference_variants as rv
-from sim.dtypes import dtype_name
+from sim.algorithms import registry
+from sim.machine import blocks
+from sim.api import tolerance
+from sim.api import reference_variants as rv
+from sim.core.dtypes import dtype_name
 from sim.machine import iomodel_variants as iv
 
 DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32]
@@ -94,7 +96,7 @@ def test_softcap_backward_peak_equals_its_footprint(Br, Bc, d):
     q, k, v = inputs(1, 1, 1, 2 * Br, 2 * Bc, d, np.float32)
     r = sim.run("flash2", q, k, v, softcap=3.0, block_rows=Br, block_cols=Bc)
     g = sim.backward(r, np.ones_like(q), block_rows=Br, block_cols=Bc, sram_bytes=1 << 30)
-    assert g.sram_peak_bytes == blocks.need("flash2", Br, Bc, d, 4, backward=True, softcap=True)
+    assert g.sram_peak_bytes == registry.need("flash2", Br, Bc, d, 4, backward=True, softcap=True)
 
 
 @settings(max_examples=60, deadline=None)

@@ -6,9 +6,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim import reference_variants as rv
-from sim import tolerance
-from sim.iomodel import sum_counts
+from sim.api import reference_variants as rv
+from sim.api import tolerance
+from sim.machine.iomodel import sum_counts
 from sim.machine import iomodel_variants as iv
 
 window = st.one_of(st.none(), st.tuples(st.integers(-1, 9), st.integers(-1, 3)))

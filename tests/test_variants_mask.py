@@ -1,10 +1,10 @@
-"""The one visibility rule (`sim.mask.Rule`) against the window's definition, built here from i and j."""
+"""The one visibility rule (`sim.machine.mask.Rule`) against the window's definition, built here from i and j."""
 
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim import mask
+from sim.machine import mask
 
 side = st.one_of(st.none(), st.integers(-1, 30))
 

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from sim import reference
-from sim import reference_variants as rv
+from sim.api import reference
+from sim.api import reference_variants as rv
 
 
 def qkv(B, Hq, Hkv, N, Nk, d, seed=0):

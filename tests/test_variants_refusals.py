@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 
 def qkv(Hq=4, Hkv=2, N=8, Nk=8, d=4):

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim import reference_variants as rv
-from sim import tolerance
+from sim.api import reference_variants as rv
+from sim.api import tolerance
 from sim.machine import iomodel_variants as iv
 
 

@@ -16,16 +16,16 @@ What to implement
 The API you may use
     The chip's API as in assignment 2 (chip.hbm.tensors, chip.hbm.alloc, chip.load, chip.put,
     chip.store, chip.free, chip.matmul, chip.exp) and NumPy. `sim/algorithms/flash2.py` and
-    `sim/mask.py` are the simulator's own; read them if you are stuck, write your own (copying is
-    plagiarism); the grader refuses imports of sim.algorithms, sim.api and sim.reference while it
+    `sim/machine/mask.py` are the simulator's own; read them if you are stuck, write your own (copying is
+    plagiarism); the grader refuses imports of sim.algorithms, sim.api.entry and sim.api.reference while it
     runs your code.
 
 How it is graded
     In a separate process on a proxy chip, the grader keeping HBM, SRAM and the ledger:
-    correctness of O and L against the float64 definition (explicit mask, `sim.reference_variants`)
+    correctness of O and L against the float64 definition (explicit mask, `sim.api.reference_variants`)
     on fresh seeded random shapes and windows (one-sided, two-sided, unbounded sides, N < Nk,
     N > Nk, fp16/bf16/fp32); every buffer within the SRAM given; and the HBM bytes against
-    FlashAttention-2's closed form with the window's block skipping (sim.mask.Rule,
+    FlashAttention-2's closed form with the window's block skipping (sim.machine.mask.Rule,
     sim.machine.iomodel_variants), tensor by tensor: full marks when they match, none at 1.5×
     the optimum in deviation.
     The tests below marked "public" ship with this file; the grader also runs hidden ones.

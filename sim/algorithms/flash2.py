@@ -3,7 +3,7 @@
 Each Q block i is read once; K and V stream through SRAM once per Q block; O_i and the
 log-sum-exp L_i are written once. HBM traffic: s·(Nd + Tr·2·Nk·d) read, s·Nd + 4N written.
 With dropout, P̃_ij is dropped as in FlashAttention's Algorithm 2 (line 14), with a mask
-regenerated from the seed (`sim.dropout`), never stored; ℓ_i sums P̃_ij before dropout.
+regenerated from the seed (`sim.algorithms.dropout`), never stored; ℓ_i sums P̃_ij before dropout.
 """
 
 from math import ceil
@@ -11,10 +11,10 @@ from math import ceil
 import numpy as np
 
 from sim.algorithms.scores import Scores, plain
-from sim.dropout import Dropout
-from sim.dtypes import ACCUMULATOR
-from sim.memory import Chip
-from sim.softmax import SoftmaxState, normalize
+from sim.algorithms.dropout import Dropout
+from sim.core.dtypes import ACCUMULATOR
+from sim.machine.memory import Chip
+from sim.algorithms.softmax import SoftmaxState, normalize
 
 
 def forward(

@@ -12,9 +12,9 @@ from math import ceil
 import numpy as np
 
 from sim.algorithms.scores import Scores, plain
-from sim.dropout import Dropout
-from sim.memory import Chip
-from sim.softmax import SoftmaxState
+from sim.algorithms.dropout import Dropout
+from sim.machine.memory import Chip
+from sim.algorithms.softmax import SoftmaxState
 
 
 def backward(

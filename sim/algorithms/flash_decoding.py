@@ -6,18 +6,18 @@ Decoding splits the keys into P chunks, one thread block each:
   kernel 1  each chunk p runs the FlashAttention-2 forward of Q against its keys and writes
             a partial output O_p and its log-sum-exp lse_p (float32) to HBM;
   kernel 2  the combine: lse_max = max_p lse_p, LSE = log Σ_p exp(lse_p − lse_max) + lse_max,
-            O = Σ_p exp(lse_p − LSE)·O_p — exact, by the merge ⊕ of `sim.softmax`.
-`sim.occupancy` models how many SMs each choice keeps busy, and what that costs in time; the
-closed form is `sim.iomodel.decoding`, the SRAM footprint and block search `sim.blocks.decoding_*`.
+            O = Σ_p exp(lse_p − LSE)·O_p — exact, by the merge ⊕ of `sim.algorithms.softmax`.
+`sim.machine.occupancy` models how many SMs each choice keeps busy, and what that costs in time; the
+closed form is `sim.machine.iomodel.decoding`, the SRAM footprint and block search `sim.machine.blocks.decoding_*`.
 """
 
 import numpy as np
 
 from sim.algorithms.scores import Scores, plain
-from sim.blocks import chunks
-from sim.dtypes import ACCUMULATOR
-from sim.memory import Chip
-from sim.softmax import SoftmaxState, normalize
+from sim.machine.blocks import chunks
+from sim.core.dtypes import ACCUMULATOR
+from sim.machine.memory import Chip
+from sim.algorithms.softmax import SoftmaxState, normalize
 
 
 def split_kv(

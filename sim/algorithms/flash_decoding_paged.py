@@ -14,10 +14,10 @@ import numpy as np
 
 from sim.algorithms.flash_decoding import alloc_outputs, attend, combine, finish
 from sim.algorithms.scores import Scores
-from sim.blocks import chunks
-from sim.dtypes import ACCUMULATOR
-from sim.memory import Chip
-from sim.softmax import SoftmaxState
+from sim.machine.blocks import chunks
+from sim.core.dtypes import ACCUMULATOR
+from sim.machine.memory import Chip
+from sim.algorithms.softmax import SoftmaxState
 
 
 def split_pages(chip: Chip, *, page_size: int, seqlen: int, splits: int, scale: float, scores: Scores) -> None:

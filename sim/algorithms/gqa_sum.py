@@ -9,7 +9,7 @@ from math import ceil
 
 import numpy as np
 
-from sim.memory import Chip
+from sim.machine.memory import Chip
 
 
 def backward(chip: Chip, *, Bc: int, group: int) -> None:

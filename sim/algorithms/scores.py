@@ -1,9 +1,9 @@
 """What FlashAttention does to a tile of scores before its softmax: softcap, ALiBi, the mask — and back again.
 
-On chip, after S_ij = τ Q_i K_jᵀ (FlashAttention's order, `sim.reference_variants` the definition):
+On chip, after S_ij = τ Q_i K_jᵀ (FlashAttention's order, `sim.api.reference_variants` the definition):
   softcap c    T_ij = tanh(S_ij / c), S_ij ← c·T_ij           1 tanh (counted as an exp: one MUFU op) + 2 elementwise
   ALiBi        S_ij ← S_ij − slope·|p + Nk − N − c|           2 elementwise (·slope, −); p the row's position
-  mask         S_ij ← −∞ where `sim.mask.Rule` hides a key     1 elementwise, on tiles not seen in full
+  mask         S_ij ← −∞ where `sim.machine.mask.Rule` hides a key     1 elementwise, on tiles not seen in full
 The backward takes dS_ij through the softcap: dS_ij ← dS_ij ∘ (1 − T_ij²), 3 elementwise (T², 1 −, ∘).
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.mask import Rule
+from sim.machine.mask import Rule
 
 
 @dataclass(frozen=True)

@@ -6,12 +6,12 @@ import numpy as np
 from rich.table import Table
 
 import sim
-from sim import reference_variants, tolerance
+from sim.api import reference_variants, tolerance
 from sim.cli.options import POSITIVE, FloatRange, console, print_json
-from sim.dtypes import DTYPES, itemsize
-from sim.errors import InputError
-from sim.format import count, human_bytes
-from sim.inputs import configure_shape
+from sim.core.dtypes import DTYPES, itemsize
+from sim.core.errors import InputError
+from sim.core.format import count, human_bytes
+from sim.api.inputs import configure_shape
 from sim.machine import iomodel_variants
 
 
@@ -85,7 +85,7 @@ def shape(seqlens, n: int, nk, batch: int) -> tuple[int, int | None, int]:
 def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backward, as_json, *, kv_heads, pack_gqa,
            window, alibi, softcap, seqlens) -> int:  # fmt: skip
     """Run (or count) a variant, check it against the float64 definition, print the table or JSON; exit code 1
-    when the output is outside `sim.tolerance`'s bound."""
+    when the output is outside `sim.api.tolerance`'s bound."""
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise InputError(f"kv_heads: {heads} query heads are not a multiple of {kv_heads} K/V heads")

@@ -2,7 +2,7 @@
 
 The expected traffic of each tensor is what the simulator's listing of the same algorithm moves
 at the same shape and blocks (`sim.count`, `sim.count_backward`); its total is checked equal to
-the closed form (`sim.iomodel`) before anything is scored. The score is linear, as CS:APP's cache
+the closed form (`sim.machine.iomodel`) before anything is scored. The score is linear, as CS:APP's cache
 lab scores misses: with x = (optimum + Σ |booked − expected| over tensors and directions) / optimum,
 full marks at x ≤ `io_full`, none at x ≥ `io_zero`.
 """
@@ -10,9 +10,9 @@ full marks at x ≤ `io_full`, none at x ≥ `io_zero`.
 from dataclasses import dataclass
 
 import sim
-from sim.dtypes import itemsize
-from sim.format import count
-from sim.format import ratio as format_ratio
+from sim.core.dtypes import itemsize
+from sim.core.format import count
+from sim.core.format import ratio as format_ratio
 from sim.machine import iomodel_variants
 
 BIG_SRAM = 1 << 30  # the listing counted for the expectation needs no SRAM limit: the blocks are given
@@ -31,7 +31,7 @@ class Expected:
 
 
 def expected(grading: dict, case: dict) -> Expected:
-    """The expected traffic of `grading`'s algorithm for one drawn case, checked against `sim.iomodel`."""
+    """The expected traffic of `grading`'s algorithm for one drawn case, checked against `sim.machine.iomodel`."""
     algorithm, backward = grading["algorithm"], grading.get("pass") == "backward"
     shape = dict(n=case["N"], nk=case["Nk"], d=case["d"], dtype=case["dtype"], causal=case["causal"],
                  scale=case["scale"], block_rows=case["Br"], block_cols=case["Bc"], sram_bytes=BIG_SRAM)  # fmt: skip

@@ -1,6 +1,6 @@
 """Closed forms of the LLM variants: GQA's two schedules, the window's skipped tiles, packed batches, the paged cache.
 
-Built on `sim.iomodel`'s (whose flash2 forward and backward take the mask `Rule`, a softcap and ALiBi) for
+Built on `sim.machine.iomodel`'s (whose flash2 forward and backward take the mask `Rule`, a softcap and ALiBi) for
 one program, then summed over the programs a pass launches. g = Hq / Hkv query heads share a K/V head:
   per head  B·Hq programs of N rows, each reading its group's K, V; the backward writes every head's
             dK_h, dV_h and a kernel of its own sums them over the group (`group_sum`);
@@ -10,9 +10,9 @@ one program, then summed over the programs a pass launches. g = Hq / Hkv query h
 
 from math import ceil
 
-from sim import iomodel, mask
-from sim.blocks import chunks
-from sim.iomodel import Counts, Kernels, sum_counts
+from sim.machine import iomodel, mask
+from sim.machine.blocks import chunks
+from sim.machine.iomodel import Counts, Kernels, sum_counts
 
 
 def group_sum(Nk: int, d: int, s: int, g: int) -> Counts:

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import numpy as np
 
-from sim import reference_variants
-from sim.api import backward, run
-from sim.errors import InputError
-from sim.inputs import check_logits, check_scale
-from sim.trace import Trace
+from sim.api import reference_variants
+from sim.api.entry import backward, run
+from sim.core.errors import InputError
+from sim.api.inputs import check_logits, check_scale
+from sim.machine.trace import Trace
 from sim.viz.timeline import Timeline
 
 SMALL = 16  # runs with N, Nk and d all at most this record every value; bigger ones one query row's (row 0's)
