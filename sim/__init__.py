@@ -9,7 +9,8 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from sim.api.entry import ALGORITHMS, backward, count, count_backward, decode, run
-from sim.api.results import Costs, Decoded, Gradients, Result
+from sim.api.results import Costs, Decoded, Gradients, Packed, Result
+from sim.api.varlen import run_varlen
 from sim.core.errors import FlashsimError, InputError, SRAMOverflowError
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "FlashsimError",
     "Gradients",
     "InputError",
+    "Packed",
     "Result",
     "SRAMOverflowError",
     "backward",
@@ -26,4 +28,5 @@ __all__ = [
     "count_backward",
     "decode",
     "run",
+    "run_varlen",
 ]

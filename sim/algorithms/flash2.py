@@ -11,17 +11,24 @@ from math import ceil
 import numpy as np
 
 from sim.algorithms.dropout import Dropout
+from sim.algorithms.scores import Scores, plain
 from sim.algorithms.softmax import SoftmaxState, normalize
 from sim.core.dtypes import ACCUMULATOR
-from sim.machine import mask
 from sim.machine.memory import Chip
 
 
-def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None) -> None:
-    """Read Q, K, V from HBM; write O (storage dtype) and L = logsumexp (float32) to HBM."""
+def forward(
+    chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None,
+    scores: Scores | None = None,
+) -> None:  # fmt: skip
+    """Read Q, K, V from HBM; write O (storage dtype) and L = logsumexp (float32) to HBM.
+
+    `scores` adds a window, ALiBi or a softcap to S_ij (`sim.algorithms.scores`; None: the causal mask alone).
+    """
     Q = chip.hbm.tensors["Q"]
     N, d = Q.shape
     Nk = chip.hbm.tensors["K"].shape[0]
+    scores = scores or plain(N, Nk, causal)
     Tr, Tc = ceil(N / Br), ceil(Nk / Bc)  # line 1: Q in Tr blocks of Br rows; K, V in Tc blocks of Bc rows
     chip.hbm.alloc("O", (N, d), Q.dtype)  # line 2: O in Tr blocks of Br rows, L in Tr blocks of Br entries
     chip.hbm.alloc("L", (N,), np.float32)
@@ -39,17 +46,17 @@ def forward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout
 
         for j in range(Tc):  # line 6
             cols = (j * Bc, min((j + 1) * Bc, Nk))
-            if causal and not mask.block_seen(rows[1], cols[0], N, Nk):
-                with chip.step("skip", 6, "Skip K_j, V_j: the causal mask hides them from every row of Q_i", i, j):
-                    continue  # never read from HBM: this is FlashAttention-2's causal saving
+            if not scores.rule.block_seen(rows, cols):
+                with chip.step("skip", 6, f"Skip K_j, V_j: the {scores.hiding} hides them from every row of Q_i", i, j):
+                    chip.ledger.work["skipped"] += 1  # a tile never computed
+                    continue  # never read from HBM: this is FlashAttention-2's causal (and window) saving
             with chip.step("load", 7, "Load K_j, V_j from HBM to on-chip SRAM", i, j):
                 K_j = chip.load("K_j", "K", cols)  # (Bc, d) SRAM
                 V_j = chip.load("V_j", "V", cols)  # (Bc, d) SRAM
-            with chip.step("compute", 8, "On chip, compute S_ij = τ Q_i K_jᵀ", i, j):
+            with chip.step("compute", 8, f"On chip, compute S_ij = τ Q_i K_jᵀ{scores.lines}", i, j):
                 S_ij = scale * chip.matmul(Q_i, K_j.T)  # (Br, Bc)
                 chip.elementwise(S_ij.size)  # τ·
-                if causal:
-                    S_ij = mask.hide(chip, S_ij, rows, cols, N, Nk)
+                S_ij, _ = scores.apply(chip, S_ij, rows, cols)
                 S_ij = chip.put("S_ij", S_ij)
             with chip.step(
                 "compute",

@@ -12,12 +12,15 @@ from math import ceil
 import numpy as np
 
 from sim.algorithms.dropout import Dropout
+from sim.algorithms.scores import Scores, plain
 from sim.algorithms.softmax import SoftmaxState
-from sim.machine import mask
 from sim.machine.memory import Chip
 
 
-def backward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None) -> None:
+def backward(
+    chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropout: Dropout | None = None,
+    scores: Scores | None = None,
+) -> None:  # fmt: skip
     """Read Q, K, V, O, dO, L from HBM; write D (float32) and dQ, dK, dV (storage dtype) to HBM.
 
     Line 9 of the listing also names O_i and dQ_i: after the pre-pass only D_i needs O, and
@@ -27,6 +30,7 @@ def backward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropou
     Q = chip.hbm.tensors["Q"]
     N, d = Q.shape
     Nk = chip.hbm.tensors["K"].shape[0]
+    scores = scores or plain(N, Nk, causal)
     Tr, Tc = ceil(N / Br), ceil(Nk / Bc)  # lines 1–2: Q, O, dO, L in Tr blocks of Br rows; K, V in Tc of Bc
     for name, shape in (("dQ", (N, d)), ("dK", (Nk, d)), ("dV", (Nk, d))):
         chip.hbm.alloc(name, shape, Q.dtype)
@@ -58,19 +62,21 @@ def backward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropou
 
         for i in range(Tr):  # line 8
             rows = (i * Br, min((i + 1) * Br, N))
-            if causal and not mask.block_seen(rows[1], cols[0], N, Nk):
-                with chip.step("skip", 8, "Skip Q_i: the causal mask hides K_j, V_j from every row of Q_i", i, j):
+            if not scores.rule.block_seen(rows, cols):
+                with chip.step("skip", 8, f"Skip Q_i: the {scores.hiding} hides K_j, V_j from every row of Q_i", i, j):
+                    chip.ledger.work["skipped"] += 1  # a tile never computed
                     continue  # never read from HBM
             with chip.step("load", 9, "Load Q_i, dO_i, L_i, D_i from HBM to on-chip SRAM", i, j):
                 Q_i = chip.load("Q_i", "Q", rows)  # (Br, d) SRAM
                 dO_i = chip.load("dO_i", "dO", rows)  # (Br, d) SRAM
                 L_i = chip.load("L_i", "L", rows)  # (Br,) SRAM
                 D_i = chip.load("D_i", "D", rows)  # (Br,) SRAM
-            with chip.step("compute", 10, "On chip, compute S_ij = τ Q_i K_jᵀ", i, j):
+            with chip.step("compute", 10, f"On chip, compute S_ij = τ Q_i K_jᵀ{scores.lines}", i, j):
                 S_ij = scale * chip.matmul(Q_i, K_j.T)  # (Br, Bc)
                 chip.elementwise(S_ij.size)  # τ·
-                if causal:
-                    S_ij = mask.hide(chip, S_ij, rows, cols, N, Nk)
+                S_ij, T_ij = scores.apply(chip, S_ij, rows, cols)
+                if T_ij is not None:
+                    T_ij = chip.put("T_ij", T_ij)  # (Br, Bc) tanh(τ Q_i K_jᵀ / c), for dS_ij
                 S_ij = chip.put("S_ij", S_ij)
             with chip.step("compute", 11, "On chip, compute P_ij = exp(S_ij − L_i)", i, j):
                 P_ij = SoftmaxState.from_lse(L_i).probabilities(S_ij, exp=chip.exp)  # exp(S_ij − L_i)
@@ -93,7 +99,8 @@ def backward(chip: Chip, *, Br: int, Bc: int, scale: float, causal: bool, dropou
             with chip.step("compute", 14, "On chip, compute dS_ij = P_ij ∘ (dP_ij − D_i)", i, j):
                 dS_ij = chip.put("dS_ij", P_ij * (dP_ij - D_i[:, None]), replaces=["dP_ij"])  # (Br, Bc)
                 chip.elementwise(2 * dS_ij.size)  # −, ∘
-            chip.free("P_ij")
+                dS_ij = chip.put("dS_ij", scores.through_softcap(chip, dS_ij, T_ij))  # ∘ (1 − T_ij²), in place
+            chip.free("P_ij", "T_ij")
             with chip.step("load", 15, "Load dQ_i from HBM to SRAM", i, j):
                 dQ_i = chip.load("dQ_i", "dQ", rows)  # (Br, d) SRAM
             with chip.step("store", 15, "On chip, update dQ_i ← dQ_i + τ dS_ij K_j, and write back to HBM", i, j):

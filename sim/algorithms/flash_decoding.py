@@ -13,27 +13,26 @@ closed form is `sim.machine.iomodel.decoding`, the SRAM footprint and block sear
 
 import numpy as np
 
+from sim.algorithms.scores import Scores, plain
 from sim.algorithms.softmax import SoftmaxState, normalize
 from sim.core.dtypes import ACCUMULATOR
-from sim.machine import mask
 from sim.machine.blocks import chunks
 from sim.machine.memory import Chip
 
 
-def split_kv(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) -> None:
+def split_kv(
+    chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool, scores: Scores | None = None
+) -> None:  # fmt: skip
     """Kernel 1: read Q and chunk p of K, V; write O_p (rows p·Nq … of O_parts) and lse_p (row p of lse_parts).
 
-    With one split this is FlashAttention-2's forward: it writes O and L, and no combine follows.
+    With one split this is FlashAttention-2's forward: it writes O and L, and no combine follows. `scores`: a
+    window, ALiBi, a softcap, or GQA's packed query rows (`sim.algorithms.scores`; None: the causal mask alone).
     """
     Q = chip.hbm.tensors["Q"]
     Nq, d = Q.shape
     Nk = chip.hbm.tensors["K"].shape[0]
-    if splits == 1:
-        chip.hbm.alloc("O", (Nq, d), Q.dtype)
-        chip.hbm.alloc("L", (Nq,), np.float32)
-    else:
-        chip.hbm.alloc("O_parts", (splits * Nq, d), np.float32)
-        chip.hbm.alloc("lse_parts", (splits, Nq), np.float32)
+    scores = scores or plain(Nq, Nk, causal)
+    alloc_outputs(chip, splits)
 
     for p, (k0, k1) in enumerate(chunks(Nk, splits)):  # one thread block per chunk, all at once on the GPU
         with chip.step("load", None, "Load Q from HBM to on-chip SRAM (every split reads it)", i=p, phase="split"):
@@ -48,41 +47,62 @@ def split_kv(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) ->
             with chip.step("load", None, "Load K_j, V_j of the chunk from HBM to on-chip SRAM", p, j, phase="split"):
                 K_j = chip.load("K_j", "K", cols)  # (Bc, d) SRAM
                 V_j = chip.load("V_j", "V", cols)  # (Bc, d) SRAM
-            with chip.step(
-                "compute",
-                None,
-                "On chip, S = τ Q K_jᵀ; m, P̃ = exp(S − m), ℓ; O_p ← e^(m_old − m)·O_p + P̃ V_j",
-                p,
-                j,
-                phase="split",
-            ):
-                S = scale * chip.matmul(Q_p, K_j.T)  # (Nq, Bc)
-                chip.elementwise(S.size)  # τ·
-                if causal:
-                    S = mask.hide(chip, S, (0, Nq), cols, Nq, Nk)
-                S = chip.put("S", S)
-                new, P̃, α = SoftmaxState(m, ℓ).extend(S, exp=chip.exp)  # FlashAttention-2's online update
-                m_new = chip.put("m_new", new.m)  # (Nq,)
-                P̃ = chip.put("P̃", P̃, replaces=["S"])  # (Nq, Bc)
-                α = chip.put("α", α)  # (Nq,)
-                ℓ = chip.put("ℓ", new.ℓ)
-                m = chip.put("m", m_new, replaces=["m_new"])
-                O_p = chip.put("O_p", α[:, None] * O_p + chip.matmul(P̃, V_j))  # (Nq, d)
-                chip.elementwise(3 * P̃.size + 4 * Nq + O_p.size)  # rowmax, S − m, rowsum; max, −, α·ℓ, +; α·O_p
-            chip.free("K_j", "V_j", "P̃", "α")
-        with chip.step("compute", None, "On chip, O_p = diag(ℓ)⁻¹ O_p, lse_p = m + log ℓ", i=p, phase="split"):
-            O_p = chip.put("O_p", normalize(O_p, ℓ))
-            lse_p = chip.put("lse_p", SoftmaxState(m, ℓ).lse)  # (Nq,)
-            chip.elementwise(O_p.size + 2 * Nq)  # ÷ℓ; log, +
-        if splits == 1:
-            with chip.step("store", None, "Write O and L = lse_1 to HBM", i=p, phase="split"):
-                chip.store("O", O_p)
-                chip.store("L", lse_p)
-        else:
-            with chip.step("store", None, "Write O_p and lse_p to HBM (float32)", i=p, phase="split"):
-                chip.store("O_parts", O_p, (p * Nq, (p + 1) * Nq))
-                chip.store("lse_parts", lse_p, (p, p + 1))
-        chip.free("Q", "O_p", "ℓ", "m", "lse_p")
+            m, ℓ, O_p = attend(chip, Q_p, K_j, V_j, (m, ℓ, O_p), scale, scores, cols, p, j)
+        finish(chip, splits, p, m, ℓ, O_p)
+
+
+def alloc_outputs(chip: Chip, splits: int) -> None:
+    """O and L (one split), or the float32 partials O_p and lse_p of every split."""
+    Q = chip.hbm.tensors["Q"]
+    Nq, d = Q.shape
+    if splits == 1:
+        chip.hbm.alloc("O", (Nq, d), Q.dtype)
+        chip.hbm.alloc("L", (Nq,), np.float32)
+    else:
+        chip.hbm.alloc("O_parts", (splits * Nq, d), np.float32)
+        chip.hbm.alloc("lse_parts", (splits, Nq), np.float32)
+
+
+def attend(chip: Chip, Q_p, K_j, V_j, state, scale: float, scores: Scores, cols: tuple[int, int], p: int, j: int):
+    """One tile of FlashAttention-2's inner loop on keys `cols`: the online update of (m, ℓ, O_p); K_j, V_j freed."""
+    m, ℓ, O_p = state
+    Nq = Q_p.shape[0]
+    with chip.step(
+        "compute", None, "On chip, S = τ Q K_jᵀ; m, P̃ = exp(S − m), ℓ; O_p ← e^(m_old − m)·O_p + P̃ V_j", p, j,
+        phase="split",
+    ):  # fmt: skip
+        S = scale * chip.matmul(Q_p, K_j.T)  # (Nq, Bc)
+        chip.elementwise(S.size)  # τ·
+        S, _ = scores.apply(chip, S, (0, Nq), cols)
+        S = chip.put("S", S)
+        new, P̃, α = SoftmaxState(m, ℓ).extend(S, exp=chip.exp)  # FlashAttention-2's online update
+        m_new = chip.put("m_new", new.m)  # (Nq,)
+        P̃ = chip.put("P̃", P̃, replaces=["S"])  # (Nq, Bc)
+        α = chip.put("α", α)  # (Nq,)
+        ℓ = chip.put("ℓ", new.ℓ)
+        m = chip.put("m", m_new, replaces=["m_new"])
+        O_p = chip.put("O_p", α[:, None] * O_p + chip.matmul(P̃, V_j))  # (Nq, d)
+        chip.elementwise(3 * P̃.size + 4 * Nq + O_p.size)  # rowmax, S − m, rowsum; max, −, α·ℓ, +; α·O_p
+    chip.free("K_j", "V_j", "P̃", "α")
+    return m, ℓ, O_p
+
+
+def finish(chip: Chip, splits: int, p: int, m, ℓ, O_p) -> None:
+    """The end of split p: O_p = diag(ℓ)⁻¹ O_p and lse_p written (as O and L with one split); its buffers freed."""
+    Nq = O_p.shape[0]
+    with chip.step("compute", None, "On chip, O_p = diag(ℓ)⁻¹ O_p, lse_p = m + log ℓ", i=p, phase="split"):
+        O_p = chip.put("O_p", normalize(O_p, ℓ))
+        lse_p = chip.put("lse_p", SoftmaxState(m, ℓ).lse)  # (Nq,)
+        chip.elementwise(O_p.size + 2 * Nq)  # ÷ℓ; log, +
+    if splits == 1:
+        with chip.step("store", None, "Write O and L = lse_1 to HBM", i=p, phase="split"):
+            chip.store("O", O_p)
+            chip.store("L", lse_p)
+    else:
+        with chip.step("store", None, "Write O_p and lse_p to HBM (float32)", i=p, phase="split"):
+            chip.store("O_parts", O_p, (p * Nq, (p + 1) * Nq))
+            chip.store("lse_parts", lse_p, (p, p + 1))
+    chip.free("Q", "O_p", "ℓ", "m", "lse_p")
 
 
 def combine(chip: Chip, *, splits: int) -> None:
@@ -115,8 +135,8 @@ def combine(chip: Chip, *, splits: int) -> None:
     chip.free("lse_parts", "lse_max", "LSE", "O")
 
 
-def forward(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool) -> None:
+def forward(chip: Chip, *, Bc: int, splits: int, scale: float, causal: bool, scores: Scores | None = None) -> None:
     """Both kernels, one after the other (only the first with one split)."""
-    split_kv(chip, Bc=Bc, splits=splits, scale=scale, causal=causal)
+    split_kv(chip, Bc=Bc, splits=splits, scale=scale, causal=causal, scores=scores)
     if splits > 1:
         combine(chip, splits=splits)

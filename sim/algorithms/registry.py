@@ -116,28 +116,34 @@ def get(name: str) -> Algorithm:
 # -- by the algorithm's name: its SRAM footprint, block choice and closed form --------------------
 
 
-def footprint(algorithm: str, Br: int, Bc: int, d: int, s: int, *, backward: bool = False) -> dict[str, int]:
-    """Bytes of each SRAM buffer at the peak of `algorithm`'s forward (or backward) listing, for itemsize `s`."""
+def footprint(
+    algorithm: str, Br: int, Bc: int, d: int, s: int, *, backward: bool = False, softcap: bool = False
+) -> dict[str, int]:
+    """Bytes of each SRAM buffer at the peak of `algorithm`'s forward (or backward) listing, for itemsize `s`
+    (a softcap's backward keeps T_ij too: only flash2 takes one)."""
+    if softcap and backward:
+        return blocks.softcap_backward_footprint(Br, Bc, d, s)
     entry = get(algorithm)
     return (entry.backward_footprint if backward else entry.footprint)(Br, Bc, d, s)
 
 
-def need(algorithm: str, Br: int, Bc: int, d: int, s: int, *, backward: bool = False) -> int:
+def need(algorithm: str, Br: int, Bc: int, d: int, s: int, *, backward: bool = False, softcap: bool = False) -> int:
     """Total SRAM bytes the listing needs with these blocks."""
-    return sum(footprint(algorithm, Br, Bc, d, s, backward=backward).values())
+    return sum(footprint(algorithm, Br, Bc, d, s, backward=backward, softcap=softcap).values())
 
 
 def check_fits(
-    algorithm: str, Br: int, Bc: int, d: int, s: int, sram_bytes: int, why: str = "", *, backward: bool = False
-) -> None:
+    algorithm: str, Br: int, Bc: int, d: int, s: int, sram_bytes: int, why: str = "", *, backward: bool = False,
+    softcap: bool = False,
+) -> None:  # fmt: skip
     """Raise InputError naming every buffer if Br × Bc blocks do not fit in `sram_bytes`."""
-    parts = footprint(algorithm, Br, Bc, d, s, backward=backward)
+    parts = footprint(algorithm, Br, Bc, d, s, backward=backward, softcap=softcap)
     blocks.refuse_overflow(parts, Br, Bc, sram_bytes, _what(algorithm, backward), why)
 
 
 def fit(
     algorithm: str, N: int, Nk: int, d: int, s: int, sram_bytes: int, Br: int | None = None, Bc: int | None = None,
-    *, backward: bool = False,
+    *, backward: bool = False, softcap: bool = False,
 ) -> tuple[int, int]:  # fmt: skip
     """The largest blocks that fit (`sim.machine.blocks.largest`), growing the block the registry names: for the forward,
     Br for flash2 (its Tr sets how often K and V are read) and Bc for flash1 (its Tc sets how often Q,
@@ -148,14 +154,14 @@ def fit(
     grow = entry.backward_grows if backward else entry.grows
 
     def parts(br: int, bc: int) -> dict[str, int]:
-        return footprint(algorithm, br, bc, d, s, backward=backward)
+        return footprint(algorithm, br, bc, d, s, backward=backward, softcap=softcap)
 
     return blocks.largest(parts, N, Nk, sram_bytes, _what(algorithm, backward), grow, Br, Bc, check_given=backward)
 
 
 def choose(
     algorithm: str, rule: str, N: int, Nk: int, d: int, s: int, sram_bytes: int, Br: int | None = None,
-    Bc: int | None = None, *, backward: bool = False,
+    Bc: int | None = None, *, backward: bool = False, softcap: bool = False,
 ) -> tuple[int, int]:  # fmt: skip
     """The blocks a run uses: the ones given (no larger than N and Nk: a block of more rows than there are is
     all of them), and for the rest `rule`: "fit" (`fit`) or, when none is given, "paper" (`sim.machine.blocks.paper`, refused
@@ -164,9 +170,9 @@ def choose(
     if rule == "paper" and Br is None and Bc is None:
         Br, Bc = blocks.paper(sram_bytes, d, s)
         Br, Bc = min(Br, N), min(Bc, Nk)
-        check_fits(algorithm, Br, Bc, d, s, sram_bytes, blocks.PAPER_RULE, backward=backward)
+        check_fits(algorithm, Br, Bc, d, s, sram_bytes, blocks.PAPER_RULE, backward=backward, softcap=softcap)
         return Br, Bc
-    return fit(algorithm, N, Nk, d, s, sram_bytes, Br, Bc, backward=backward)
+    return fit(algorithm, N, Nk, d, s, sram_bytes, Br, Bc, backward=backward, softcap=softcap)
 
 
 def _what(algorithm: str, backward: bool) -> str:

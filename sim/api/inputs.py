@@ -51,8 +51,12 @@ def check_inputs(q, k, v) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     q, k, v = arrays
     if not (q.dtype == k.dtype == v.dtype):
         raise InputError(f"k, v: dtypes {k.dtype}, {v.dtype} differ from q's {q.dtype}; q, k and v share one dtype")
-    if q.ndim != k.ndim or q.shape[:-2] != k.shape[:-2]:
+    if q.ndim != k.ndim or q.shape[:-3] != k.shape[:-3]:
         raise InputError(f"k: shape {k.shape} does not match q's {q.shape} in the batch and head dimensions")
+    if q.ndim == 4 and (k.shape[1] < 1 or q.shape[1] % k.shape[1]):
+        raise InputError(
+            f"k: q's {q.shape[1]} query heads are not a multiple of k's {k.shape[1]} K/V heads; GQA needs Hq = g·Hkv"
+        )
     if k.shape != v.shape:
         raise InputError(f"v: shape {v.shape} must equal k's {k.shape} (Nk, d)")
     if q.shape[-1] != k.shape[-1]:
@@ -134,26 +138,31 @@ def check_saved(algorithm: str, saves: tuple[str, ...], lse_or_stats, q, k, scal
     return saved
 
 
-def configure(algorithm, backward, q, k, scale, causal, block_rows, block_cols, rule, sram_bytes, hardware) -> dict:
-    """A pass's configuration, checked: shapes, scale, mask, dtype, hardware, SRAM and its blocks (`sim.algorithms.registry.choose`),
-    as the `Costs` fields so far."""
+def configure(
+    algorithm, backward, q, k, scale, causal, block_rows, block_cols, rule, sram_bytes, hardware, *, rows: int = 1,
+    softcap: bool = False,
+) -> dict:  # fmt: skip
+    """A pass's configuration, checked: shapes, scale, mask, dtype, hardware, SRAM and its blocks (`sim.algorithms.registry.choose`,
+    for `rows` query rows per position: GQA's packed schedule), as the `Costs` fields so far."""
     *lead, N, d = q.shape
     heads = int(np.prod(lead, dtype=np.int64))
     check_logits(q, k, check_scale(scale, d))
     return configure_shape(
         algorithm, backward, heads, N, k.shape[-2], d, dtype_name(q.dtype), scale, causal, block_rows, block_cols,
-        rule, sram_bytes, hardware,
+        rule, sram_bytes, hardware, rows=rows, softcap=softcap,
     )  # fmt: skip
 
 
 def configure_shape(
-    algorithm, backward, heads, N, Nk, d, dtype, scale, causal, block_rows, block_cols, rule, sram_bytes, hardware
-) -> dict:
+    algorithm, backward, heads, N, Nk, d, dtype, scale, causal, block_rows, block_cols, rule, sram_bytes, hardware,
+    *, rows: int = 1, softcap: bool = False,
+) -> dict:  # fmt: skip
     """`configure` from the shape alone (no arrays): what a closed-form count needs."""
     scale = check_scale(scale, d)
     check_blocks(rule, block_rows, block_cols)
     hw, M = check_hardware(hardware, sram_bytes)
-    Br, Bc = choose(algorithm, rule, N, Nk, d, DTYPES[dtype].itemsize, M, block_rows, block_cols, backward=backward)
+    s = DTYPES[dtype].itemsize
+    Br, Bc = choose(algorithm, rule, rows * N, Nk, d, s, M, block_rows, block_cols, backward=backward, softcap=softcap)
     return dict(
         algorithm=algorithm, block_rows=Br, block_cols=Bc, sram_bytes=M, scale=scale, causal=causal, dtype=dtype,
         hardware=hw, heads=heads, n=N, nk=Nk, d=d,

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sim.machine.hardware import Hardware
+from sim.machine.iomodel import Counts
 from sim.machine.ledger import Ledger
 from sim.machine.occupancy import Occupancy
 from sim.machine.trace import Trace
@@ -31,6 +32,15 @@ class Costs:
     dropout_p: float = 0.0
     seed: int | None = None  # the dropout generator's seed: all the backward pass needs to redraw the mask
     trace: Trace | None = None  # record="steps" or "values": the first head's steps
+    window: tuple[int, int] | None = None  # (left, right), −1 unbounded; flash2 only
+    alibi_slopes: np.ndarray | None = None  # (B, Hq) float32
+    softcap: float | None = None
+    pack_gqa: bool = False  # GQA's packed schedule: one program per K/V head
+
+    @property
+    def skipped_tiles(self) -> int:
+        """Tiles (Q block × K/V block) the mask hid entirely, never read nor computed (flash2's listings)."""
+        return self.ledger.work["skipped"]
 
     @property
     def hbm_read_bytes(self) -> int:
@@ -83,6 +93,20 @@ class Result(Costs):
 
 
 @dataclass(kw_only=True)
+class Packed(Result):
+    """A packed batch of variable lengths (`sim.run_varlen`): output (total_q, Hq, d), lse (total_q, Hq)."""
+
+    cu_seqlens_q: np.ndarray  # (B + 1,) from 0
+    cu_seqlens_k: np.ndarray
+    padded: Counts  # the closed form of the same batch padded to its longest sequences
+
+    @property
+    def padded_hbm_bytes(self) -> int:
+        """What the padded batch (B, Hq, max N, d) would move: every padded row and key read and computed."""
+        return self.padded.hbm_bytes
+
+
+@dataclass(kw_only=True)
 class Gradients(Costs):
     """A backward pass: dQ, dK, dV (None for `count_backward`), in the storage dtype."""
 
@@ -99,3 +123,5 @@ class Decoded(Costs):
     lse: np.ndarray  # (…, Nq) float32
     splits: int
     occupancy: Occupancy  # the SM model for this batch × heads and this many splits
+    page_size: int | None = None  # a paged cache's keys per page (`sim.api.paged`)
+    cache_seqlens: np.ndarray | None = None  # (B,) each sequence's keys in a paged cache

@@ -12,7 +12,7 @@ from sim.machine.blocks import PAPER_RULE
 # a new command family: its module in sim/cli/ with a COMMANDS tuple, and its name here
 FAMILIES = (run, trace, bench, figures, walkthrough, grading, demo, lessons)
 
-ALIASES = {"trace": "load_path", "q": "n", "k": "nk"}  # library arguments whose option has another name
+ALIASES = {"trace": "load_path", "q": "n", "k": "nk", "alibi_slopes": "alibi"}  # arguments whose option differs
 SRAM_SUSPECTS = ("--d", "--sram-bytes", "--hardware", "--nk", "--n")  # what makes even the smallest blocks too big
 BLOCK_SUSPECTS = ("--block-rows", "--block-cols", "--block", "--queries", "--d", "--sram-bytes", "--hardware")
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click ≥ 8.2

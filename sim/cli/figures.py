@@ -12,7 +12,7 @@ import sim
 from sim.algorithms import registry
 from sim.api import reference
 from sim.api.inputs import configure_shape, random_inputs
-from sim.cli import estimate, options
+from sim.cli import estimate, options, variants
 from sim.cli.options import console, print_json
 from sim.cli.progress import Work
 from sim.core.dtypes import itemsize
@@ -157,10 +157,11 @@ def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward
 @click.option(
     "--splits", type=INTS, default=None, help="Numbers of splits to compare  [default: 1, 2, 4, … and the best]"
 )
+@variants.PAGE_SIZE
 @options.json_flag()
 @options.QUIET
 @click.pass_context
-def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, splits, as_json, quiet) -> None:
+def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, splits, page_size, as_json, quiet) -> None:
     """Flash-Decoding: how many SMs one thread block per (batch, head) keeps busy, and splitting the K/V cache."""
     hw, s = hardware.get(hardware_name), itemsize(dtype)
     if splits and max(splits) > nk:
@@ -184,11 +185,12 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
         with work.simulating("Flash-Decoding, one head", moved):
             one = sim.decode(q, k, v, splits=best, hardware=hw)  # one head through the simulator, against float64
         err = float(np.abs(one.output.astype(np.float64) - reference.attention(q, k, v)[0]).max())
+        paged = None if page_size is None else variants.paged(queries, nk, d, dtype, hw, best, page_size)
     if as_json:
         config = dict(nk=nk, queries=queries, d=d, batch=batch, heads=heads, dtype=dtype, hardware=hw.name)
         table = [dict(splits=r.splits, blocks=r.blocks, busy_sms=r.busy, waves=r.waves, utilization=r.utilization,
                       hbm_bytes=r.hbm_bytes, seconds=r.seconds) for r in rows]  # fmt: skip
-        print_json({"config": config, "best_splits": best, "rows": table, "simulated_max_abs_err": err})
+        print_json({"config": config, "best_splits": best, "rows": table, "simulated_max_abs_err": err, "paged": paged})
         return
     console.print(
         decode_viz.decode_table(rows, best, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw)
@@ -196,6 +198,8 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
     console.print(
         f"one head simulated with {best} splits: max |O − ref| = {abs_error(err, 2)} against float64", style="dim"
     )
+    if paged:
+        console.print(variants.paged_line(paged), style="dim")
 
 
 COMMANDS = (paper_group, sweep_command, decode_command)

@@ -7,7 +7,7 @@ import sim
 from sim.algorithms import registry
 from sim.api import closed_form
 from sim.api.inputs import configure_shape, random_inputs
-from sim.cli import estimate, options
+from sim.cli import estimate, options, variants
 from sim.cli.options import console, print_json
 from sim.cli.progress import Work
 from sim.core.dtypes import DTYPES
@@ -48,12 +48,13 @@ def chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hard
     help="Count bytes and FLOPs from the closed form alone (any N, at once; no error check).",
 )
 @options.backward("Also run the backward pass (upstream gradient dO seeded at random).")
+@variants.run_options
 @options.json_flag()
 @options.QUIET
 @click.pass_context
 def run_command(
     ctx, algo, n, nk, d, batch, heads, dtype, causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name,
-    seed, counts_only, backward, as_json, quiet,
+    seed, counts_only, backward, as_json, quiet, **variant,
 ) -> int:  # fmt: skip
     """Simulate one attention forward pass on seeded random inputs and report its traffic, its error and a verdict.
 
@@ -62,6 +63,7 @@ def run_command(
     if blocks == "paper" and (block_rows or block_cols):
         raise InputError("--blocks paper: cannot be combined with --block-rows/--block-cols")
     chip = chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name)
+    n, nk, batch = variants.shape(variant["seqlens"], n, nk, batch)
     shape = dict(n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype)
 
     def cost(n, nk, d, batch, heads) -> estimate.Estimate:
@@ -86,6 +88,10 @@ def run_command(
     )
     what = f"{algo} at {estimate.shape_of(forward)}" + ("" if counts_only else f" ({estimate.tiles(forward)})")
     estimate.guard(ctx, cost, what, hints, small, n=n, nk=nk, d=d, batch=batch, heads=heads)
+    if variants.given(**variant):
+        return variants.report(
+            algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backward, as_json, **variant
+        )
     with Work(quiet) as work:
         if counts_only:
             result, check = closed_form.forward(algo, **shape, **chip), None

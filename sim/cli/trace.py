@@ -7,7 +7,7 @@ from click.core import ParameterSource
 from rich.console import Console
 
 from sim.api.inputs import configure_shape, random_inputs
-from sim.cli import estimate, options
+from sim.cli import estimate, options, variants
 from sim.cli.options import console
 from sim.cli.progress import Work
 from sim.cli.run import chip_options, closed_bytes
@@ -39,6 +39,7 @@ MAX_WIDTH = 1000  # columns to print or export in: wider is a typo, and rich wou
     show_default=False,
 )  # unlike every other command's: the toy part for small runs
 @options.SEED
+@variants.score_options
 @click.option(
     "--load", "load_path", type=click.Path(dir_okay=False), default=None, help="Open a trace saved with --json."
 )
@@ -66,7 +67,7 @@ MAX_WIDTH = 1000  # columns to print or export in: wider is a typo, and rich wou
 @click.pass_context
 def trace_command(
     ctx, algo, backward, n, nk, d, dtype, causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name,
-    seed, load_path, row, step, play, delay, json_path, svg_path, html_path, width, quiet,
+    seed, window, alibi, softcap, load_path, row, step, play, delay, json_path, svg_path, html_path, width, quiet,
 ) -> None:  # fmt: skip
     """Step through a simulated run: the tiles in SRAM, the paper's line, the running statistics, the bytes moved.
 
@@ -93,7 +94,7 @@ def trace_command(
             q, k, v = (x[0, 0] for x in random_inputs(1, 1, n, nk or n, d, dtype, seed))
             record = traces.record_backward if backward else traces.record
             with work.simulating(f"recording {algo}" + " backward" * backward, closed_bytes(config, backward)):
-                trace = record(algo, q, k, v, row=row, **chip)
+                trace = record(algo, q, k, v, row=row, **chip, **variants.scores(window, alibi, softcap))
     view = timeline.Timeline(trace)
     traces.check_step(view, step)
     if json_path:

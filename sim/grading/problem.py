@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.api import reference
+from sim.api import reference, reference_variants
 from sim.api.tolerance import gradient_bound, lse_bound, output_bound
 from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
@@ -45,6 +45,7 @@ class Problem:
         if c.get("rows") is not None:
             return f"{c['rows']} rows × {c['length']} logits, scale {c['logit_scale']:g}, {percent(c['masked'])} masked"
         parts = [f"N={c['N']}", f"Nk={c['Nk']}", f"d={c['d']}", c["dtype"]] + (["causal"] if c["causal"] else [])
+        parts += [f"window=({c['window'][0]}, {c['window'][1]})"] if c.get("window") else []
         parts += [f"Br={c['Br']}", f"Bc={c['Bc']}"] + ([f"SRAM {self.sram_bytes:,} B"] if self.sram_bytes else [])
         return ", ".join(parts)
 
@@ -72,6 +73,10 @@ def draw(test: dict, seed: int) -> dict:
     case["masked"] = float(test.get("masked", 0.0))
     if case["d"] is not None:
         case["scale"] = 1.0 / np.sqrt(case["d"])
+    window = test.get("window")  # (left, right): each side a number (−1 unbounded) or a range [lo, hi]
+    if window is not None:
+        window = [int(rng.integers(w[0], w[1] + 1)) if isinstance(w, list) else w for w in window]
+    case["window"] = window
     return case
 
 
@@ -92,6 +97,11 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
     kwargs = {"Br": case["Br"], "Bc": case["Bc"], "scale": case["scale"]}
     if grading.get("causal_argument", False):
         kwargs["causal"] = case["causal"]
+    if grading.get("window_argument", False):  # the sliding window: the float64 definition with its explicit mask
+        kwargs["window"] = case["window"]
+        o, lse = reference_variants.attention(
+            q, k, v, causal=case["causal"], window=case["window"], scale=case["scale"]
+        )
     if grading["driver"] == "gpu":
         return Problem(test, case, {"Q": q, "K": k, "V": v}, {"O": o, "L": lse},
                        {"O": output_bound("flash2", case["dtype"], o, v, Nk, case["Bc"]), "L": lse_bound(lse)},

@@ -10,7 +10,7 @@ full marks at x ≤ `io_full`, none at x ≥ `io_zero`.
 from dataclasses import dataclass
 
 import sim
-from sim.algorithms import registry
+from sim.algorithms import iomodel_variants
 from sim.core.dtypes import itemsize
 from sim.core.format import count
 from sim.core.format import ratio as format_ratio
@@ -35,11 +35,15 @@ def expected(grading: dict, case: dict) -> Expected:
     algorithm, backward = grading["algorithm"], grading.get("pass") == "backward"
     shape = dict(n=case["N"], nk=case["Nk"], d=case["d"], dtype=case["dtype"], causal=case["causal"],
                  scale=case["scale"], block_rows=case["Br"], block_cols=case["Bc"], sram_bytes=BIG_SRAM)  # fmt: skip
-    counted = (sim.count_backward if backward else sim.count)(algorithm, **shape)
-    form = registry.backward_counts if backward else registry.counts
-    closed = form(
-        algorithm, case["N"], case["Nk"], case["d"], itemsize(case["dtype"]), case["Br"], case["Bc"], case["causal"]
+    window = case.get("window")
+    counted = (sim.count_backward if backward else sim.count)(
+        algorithm, **shape, **({"window": window} if window else {})
     )
+    closed = iomodel_variants.sum_counts(
+        c for _, c in iomodel_variants.program(algorithm, case["N"], case["Nk"], case["d"], itemsize(case["dtype"]),
+                                               case["Br"], case["Bc"], causal=case["causal"], window=window,
+                                               backward=backward)
+    )  # fmt: skip
     per = {(t, direction): n for t, rw in counted.ledger.per_tensor().items() for direction, n in rw.items() if n}
     if sum(per.values()) != closed.hbm_bytes:
         raise AssertionError(
@@ -47,6 +51,7 @@ def expected(grading: dict, case: dict) -> Expected:
         )
     label = LABELS[algorithm] + ("'s backward" if backward else "")
     label += " with causal block skipping" if case["causal"] and algorithm == "flash2" else ""
+    label += " skipping the blocks outside its window" if window else ""
     return Expected(per, closed.hbm_bytes, label, counted.sram_peak_bytes)
 
 

@@ -93,6 +93,13 @@ def flash2_backward_footprint(Br: int, Bc: int, d: int, s: int) -> dict[str, int
     return base | ({"P_ij": F * Br * Bc} if Bc >= d else {"dQ_i": F * Br * d})
 
 
+def softcap_backward_footprint(Br: int, Bc: int, d: int, s: int) -> dict[str, int]:
+    """FlashAttention-2's backward with a softcap: T_ij = tanh(τ Q_i K_jᵀ / c) stays beside P_ij until line 14."""
+    base = {name: n for name, n in flash2_backward_footprint(Br, Bc, d, s).items() if name not in ("P_ij", "dQ_i")}
+    line14 = {"P_ij": F * Br * Bc, "T_ij": F * Br * Bc}
+    return base | (line14 if 2 * Bc >= d else {"dQ_i": F * Br * d})
+
+
 def whole_rows(N: int, Nk: int, s: int, sram_bytes: int) -> int:
     """How many whole rows Algorithm 3's line 3 holds: P_i and dP_i (storage dtype), then dS_i (float32) in dP_i's
     place, and D_i."""

@@ -59,17 +59,20 @@ class RowBlock:
     keys_full: int  # keys in the blocks every row sees in full (no mask needed there)
 
 
-def row_blocks(N: int, Nk: int, Br: int, Bc: int, causal: bool) -> list[RowBlock]:
-    """The Tr row blocks of Q, with the K/V blocks each one sees."""
-    Tc = ceil(Nk / Bc)
+def row_blocks(N: int, Nk: int, Br: int, Bc: int, causal: bool, rule: mask.Rule | None = None) -> list[RowBlock]:
+    """The Tr row blocks of Q's N rows, with the K/V blocks each one sees under `rule` (None: the causal flag's)."""
+    rule = rule or mask.rule(N, Nk, causal)
     out = []
     for i in range(ceil(N / Br)):
-        r0, rows = i * Br, min((i + 1) * Br, N) - i * Br
-        seen = visible_blocks(i, N, Nk, Br, Bc, causal)
-        t = r0 + Nk - N  # the last key the block's first row sees
-        full = Tc if not causal or t >= Nk - 1 else max(0, (t + 1) // Bc)
-        out.append(RowBlock(rows, seen, min(Nk, seen * Bc), min(Nk, full * Bc)))
+        rows = (i * Br, min((i + 1) * Br, N))
+        seen, full = rule.seen_blocks(rows, Bc), rule.full_blocks(rows, Bc)
+        out.append(RowBlock(rows[1] - rows[0], len(seen), _keys(seen, Bc, Nk), _keys(full, Bc, Nk)))
     return out
+
+
+def _keys(blocks: range, Bc: int, Nk: int) -> int:
+    """Keys in a run of K/V blocks (the last may be ragged)."""
+    return min(Nk, blocks.stop * Bc) - blocks.start * Bc if blocks else 0
 
 
 def standard(N: int, Nk: int, d: int, s: int, causal: bool = False) -> Counts:
@@ -111,23 +114,26 @@ def flash1(N: int, Nk: int, d: int, s: int, Bc: int, causal: bool = False, dropo
 
 def visible_blocks(i: int, N: int, Nk: int, Br: int, Bc: int, causal: bool) -> int:
     """How many K/V blocks (a prefix j = 0, 1, …) Q block i must read."""
-    Tc = ceil(Nk / Bc)
-    if not causal:
-        return Tc
-    last = min((i + 1) * Br, N) - 1 + Nk - N  # the last key the block's last row may see
-    return 0 if last < 0 else min(Tc, last // Bc + 1)
+    return len(mask.rule(N, Nk, causal).seen_blocks((i * Br, min((i + 1) * Br, N)), Bc))
 
 
-def flash2(N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False) -> Counts:
-    """FlashAttention-2: Q read once; K, V once per Q block (causal: only blocks some row sees); O, L written once."""
+def flash2(
+    N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False, *,
+    rule: mask.Rule | None = None, softcap: bool = False, alibi: bool = False,
+) -> Counts:  # fmt: skip
+    """FlashAttention-2: Q read once; K, V once per Q block (masked: only blocks some row sees); O, L written once.
+
+    `rule` (a window; GQA's packed rows, N then counting every head's), `softcap`, `alibi`: `sim.algorithms.scores`.
+    """
     reads, flops, exps, elementwise = s * N * d, 0, 0, N * d + 2 * N  # ÷ℓ_i; log, + for L_i
-    for b in row_blocks(N, Nk, Br, Bc, causal):
+    for b in row_blocks(N, Nk, Br, Bc, causal, rule):
         r, keys = b.rows, b.keys_seen
         reads += s * 2 * keys * d
         flops += 4 * r * keys * d
-        exps += r * keys + r * b.seen
-        # per tile: τ·, rowmax, S − m, rowsum (4rc) and 4 per row; α·O_i (rd); the mask; dropout
-        elementwise += (4 + dropout) * r * keys + b.seen * (4 * r + r * d) + r * (keys - b.keys_full)
+        exps += (1 + softcap) * r * keys + r * b.seen  # P̃_ij, a tanh per score; α_i
+        # per tile: τ·, rowmax, S − m, rowsum (4rc) and 4 per row; α·O_i (rd); the mask; dropout; softcap, ALiBi (2rc)
+        elementwise += (4 + dropout + 2 * softcap + 2 * alibi) * r * keys + b.seen * (4 * r + r * d)
+        elementwise += r * (keys - b.keys_full)
     return Counts(reads, s * N * d + F * N, flops, exps, elementwise)
 
 
@@ -180,20 +186,24 @@ def flash1_backward(
 
 
 def flash2_backward_kernels(
-    N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False
-) -> Kernels:
+    N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False, *,
+    rule: mask.Rule | None = None, softcap: bool = False, alibi: bool = False,
+) -> Kernels:  # fmt: skip
     """FlashAttention-2's Algorithm 2 as two kernels: the pre-pass (dQ = 0, D = rowsum(dO ∘ O)), then
     per K/V block j, every Q block that sees it reads Q_i, dO_i, L_i, D_i and read-modify-writes dQ_i.
+    `rule`, `softcap`, `alibi` as for `flash2`; through the softcap dS_ij ∘ (1 − T_ij²) costs 3 an element.
     """
     reads, writes, flops, exps, elementwise = 2 * s * Nk * d, 2 * s * Nk * d, 0, 0, 0
-    for b in row_blocks(N, Nk, Br, Bc, causal):
+    for b in row_blocks(N, Nk, Br, Bc, causal, rule):
         r, keys = b.rows, b.keys_seen
         reads += b.seen * (3 * s * r * d + 2 * F * r)
         writes += b.seen * s * r * d
         flops += 10 * r * keys * d
-        exps += r * keys
-        # per tile: τ·, S − L, dP − D, P ∘ (4rc); τ·dQ (rd), τ·dK (cd); the mask; dropout (P ∘ Z, dP ∘ Z)
-        elementwise += (4 + 2 * dropout) * r * keys + b.seen * r * d + keys * d + r * (keys - b.keys_full)
+        exps += (1 + softcap) * r * keys
+        # per tile: τ·, S − L, dP − D, P ∘ (4rc); τ·dQ (rd), τ·dK (cd); the mask; dropout (P ∘ Z, dP ∘ Z);
+        # softcap (÷c, ·c; T², 1 −, ∘), ALiBi (·slope, −)
+        elementwise += (4 + 2 * dropout + 5 * softcap + 2 * alibi) * r * keys + b.seen * r * d + keys * d
+        elementwise += r * (keys - b.keys_full)
     return [
         ("dQ = 0, D = rowsum(dO ∘ O)", Counts(2 * s * N * d, s * N * d + F * N, 0, 0, 2 * N * d)),
         ("FlashAttention-2 backward", Counts(reads, writes, flops, exps, elementwise)),
@@ -205,19 +215,24 @@ def flash1_backward_kernels(N: int, Nk: int, d: int, s: int, Br: int, Bc: int, c
     return [("FlashAttention backward", flash1_backward(N, Nk, d, s, Br, Bc, causal, dropout))]
 
 
-def decoding(Nq: int, Nk: int, d: int, s: int, Bc: int, splits: int, causal: bool = False) -> Kernels:
+def decoding(
+    Nq: int, Nk: int, d: int, s: int, Bc: int, splits: int, causal: bool = False, *, rule: mask.Rule | None = None,
+    bounds=None, softcap: bool = False, alibi: bool = False,
+) -> Kernels:  # fmt: skip
     """Flash-Decoding's kernels for one head: FlashAttention-2's forward per chunk of keys, writing float32
-    partials O_p, lse_p, then the combine (one kernel alone with one split)."""
+    partials O_p, lse_p, then the combine (one kernel alone with one split). `rule`: a window, or GQA's packed
+    rows (Nq then counts every head's); `bounds`: each split's keys (a paged cache's runs of pages)."""
+    rule = rule or mask.rule(Nq, Nk, causal)
     reads, flops, exps, elementwise = splits * s * Nq * d + 2 * s * Nk * d, 0, 0, 0
-    for k0, k1 in chunks(Nk, splits):
+    for k0, k1 in bounds or chunks(Nk, splits):
         for c0 in range(k0, k1, Bc):
             c1 = min(c0 + Bc, k1)
             c = c1 - c0
             flops += 4 * Nq * c * d
-            exps += Nq * c + Nq
-            masked = causal and not mask.block_fully_seen(0, c1, Nq, Nk)
-            # τ·, rowmax, S − m, rowsum (4·Nq·c) and the mask; max, −, α·ℓ, + per row; α·O_p
-            elementwise += (4 + masked) * Nq * c + 4 * Nq + Nq * d
+            exps += (1 + softcap) * Nq * c + Nq
+            masked = rule.masks and not rule.block_fully_seen((0, Nq), (c0, c1))
+            # τ·, rowmax, S − m, rowsum (4·Nq·c), the mask, softcap and ALiBi; max, −, α·ℓ, + per row; α·O_p
+            elementwise += (4 + masked + 2 * softcap + 2 * alibi) * Nq * c + 4 * Nq + Nq * d
         elementwise += Nq * d + 2 * Nq  # ÷ℓ; log, +
     if splits == 1:
         return [("FlashAttention-2 forward", Counts(reads, s * Nq * d + F * Nq, flops, exps, elementwise))]

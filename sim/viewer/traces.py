@@ -4,7 +4,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.api import reference
+from sim.api import reference_variants
 from sim.api.entry import backward, run
 from sim.api.inputs import check_logits, check_scale
 from sim.core.errors import InputError
@@ -28,7 +28,8 @@ def record(algorithm: str, q, k, v, *, row: int | None = None, **options) -> Tra
 def record_backward(algorithm: str, q, k, v, *, row: int | None = None, **options) -> Trace:
     """The backward pass's trace, as `record`; O and L from the float64 reference, dO seeded random."""
     check_logits(q, k, check_scale(options.get("scale"), q.shape[-1]))  # before the reference computes a score
-    o, lse = reference.attention(q, k, v, causal=options.get("causal", False), scale=options.get("scale"))
+    keys = ("causal", "scale", "window", "alibi_slopes", "softcap")  # the forward's, as the definition takes them
+    o, lse = reference_variants.attention(q, k, v, **{key: options[key] for key in keys if key in options})
     do = np.random.default_rng(1).standard_normal(q.shape).astype(q.dtype)
     row = _row(q, k, row)
     return backward(algorithm, q, k, v, o.astype(q.dtype), lse, do, record="values", row=row, **options).trace

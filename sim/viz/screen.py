@@ -20,8 +20,20 @@ def run_title(timeline: Timeline) -> str:
     return (
         f"{timeline.trace.algorithm} · N={c['n']} Nk={c['nk']} d={c['d']} · Br={c['block_rows']} Bc={c['block_cols']}"
         f" · {c['dtype']} · SRAM {exact_bytes(c['sram_bytes'])}" + (f" ({c['hardware']})" if c.get("hardware") else "")
-        + (" · causal" if c.get("causal") else "")
+        + (" · causal" if c.get("causal") else "") + variant_title(c)
     )  # fmt: skip
+
+
+def variant_title(c: dict) -> str:
+    """The LLM variants a trace's settings name: window, softcap, ALiBi, and the K/V head its query heads read."""
+    parts = [f"window=({c['window'][0]}, {c['window'][1]})"] if isinstance(c.get("window"), list) else []
+    parts += [f"softcap={c['softcap']:g}"] if isinstance(c.get("softcap"), float) else []
+    parts += ["ALiBi"] if c.get("alibi") else []
+    if isinstance(c.get("query_heads"), list):
+        parts.append(f"query heads {c['query_heads'][0]}–{c['query_heads'][1]} (packed) read K/V head {c['kv_head']}")
+    elif "kv_head" in c:
+        parts.append(f"query head {c['head'][-1]} reads K/V head {c['kv_head']}")
+    return "".join(f" · {p}" for p in parts)
 
 
 def header(timeline: Timeline, k: int) -> Table:

@@ -1,0 +1,115 @@
+"""Float64 attention as today's LLMs run it, from the definition: explicit masks and biases, forward and backward.
+
+For query head h of a GQA group (K/V head h // g, g = Hq / Hkv), query position i (of N) and key j (of Nk):
+  S_ij = τ q_i·k_j                                        the scores
+  S_ij ← c·tanh(S_ij / c)                                 softcap c (Gemma 2), before the bias, as FlashAttention
+  S_ij ← S_ij − slope_h·|i + Nk − N − j|                  ALiBi, FlashAttention's convention (bottom-right)
+  S_ij ← −∞ unless i + Nk − N − left ≤ j ≤ i + Nk − N + right   the window; causal is right = 0
+  o_i = Σ_j softmax(S_i)_j v_j,  lse_i = log Σ_j e^(S_ij)  (o_i = 0, lse_i = −∞ where row i sees no key)
+The backward is the chain rule through those lines: dS = P ∘ (dP − rowsum(P ∘ dP)), through the softcap
+dS ← dS ∘ (1 − tanh²(τ q·k / c)); dq = τ dS k, dk = τ dSᵀ q summed over the group's query heads.
+Every mask here is built from i and j directly, never from `sim.machine.mask`, so that it judges it.
+"""
+
+import numpy as np
+
+from sim.api.reference import row_blocks, scale_of
+
+
+def attention(q, k, v, *, causal=False, window=None, alibi_slopes=None, softcap=None, scale=None):
+    """(o, lse) in float64 for q (…, Hq, N, d) and k, v (…, Hkv, Nk, d) — or q (N, d), k, v (Nk, d)."""
+    q, k, v = (np.asarray(x, dtype=np.float64) for x in (q, k, v))
+    k, v = _repeat(q, k), _repeat(q, v)
+    o, lse = np.empty(q.shape), np.empty(q.shape[:-1])
+    for r0, r1 in row_blocks(q.shape[-2], k.shape[-2], int(np.prod(q.shape[:-2], dtype=np.int64))):
+        p, lse[..., r0:r1], _ = _probabilities(q, k, r0, r1, causal, window, alibi_slopes, softcap, scale)
+        o[..., r0:r1, :] = p @ v
+    return o, lse
+
+
+def attention_backward(q, k, v, do, *, causal=False, window=None, alibi_slopes=None, softcap=None, scale=None):
+    """(dq, dk, dv) in float64, dk and dv summed over each GQA group (shaped like k, v)."""
+    q, k, v, do = (np.asarray(x, dtype=np.float64) for x in (q, k, v, do))
+    kr, vr = _repeat(q, k), _repeat(q, v)
+    tau = scale_of(q, scale)
+    dq, dk, dv = np.empty(q.shape), np.zeros(kr.shape), np.zeros(kr.shape)
+    for r0, r1 in row_blocks(q.shape[-2], k.shape[-2], int(np.prod(q.shape[:-2], dtype=np.int64))):
+        p, _, t = _probabilities(q, kr, r0, r1, causal, window, alibi_slopes, softcap, scale)
+        do_r = do[..., r0:r1, :]
+        dv += np.swapaxes(p, -1, -2) @ do_r
+        dp = do_r @ np.swapaxes(vr, -1, -2)
+        ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
+        if softcap is not None:
+            ds *= 1 - t**2  # d(c·tanh(x/c))/dx
+        dq[..., r0:r1, :] = tau * ds @ kr
+        dk += tau * np.swapaxes(ds, -1, -2) @ q[..., r0:r1, :]
+    return dq, _group_sum(k, dk), _group_sum(k, dv)
+
+
+def varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
+    """(o, lse) of packed sequences: q (total_q, Hq, d), k, v (total_k, Hkv, d); sequence b is rows
+    cu_seqlens_q[b] … cu_seqlens_q[b + 1] − 1 against keys cu_seqlens_k[b] …; lse is (total_q, Hq)."""
+    o, lse = np.empty(np.shape(q)), np.empty(np.shape(q)[:-1])
+    for a0, a1, b0, b1 in zip(cu_seqlens_q[:-1], cu_seqlens_q[1:], cu_seqlens_k[:-1], cu_seqlens_k[1:], strict=True):
+        heads_first = (np.swapaxes(np.asarray(x)[s0:s1], 0, 1) for x, s0, s1 in ((q, a0, a1), (k, b0, b1), (v, b0, b1)))
+        ob, lb = attention(*heads_first, **options)
+        o[a0:a1], lse[a0:a1] = np.swapaxes(ob, 0, 1), lb.T
+    return o, lse
+
+
+def paged(q, k_cache, v_cache, block_table, cache_seqlens, **options):
+    """(o, lse) of q (B, Hq, Nq, d) against a paged cache (num_pages, page_size, Hkv, d): sequence b's keys are
+    the first cache_seqlens[b] rows of its pages block_table[b, 0], block_table[b, 1], … in that order."""
+    q = np.asarray(q, dtype=np.float64)
+    o, lse = np.empty(q.shape), np.empty(q.shape[:-1])
+    for b, n in enumerate(cache_seqlens):
+        k, v = (np.asarray(c)[np.asarray(block_table[b])].reshape(-1, *np.shape(c)[2:])[:n] for c in (k_cache, v_cache))
+        o[b], lse[b] = attention(q[b], np.swapaxes(k, 0, 1), np.swapaxes(v, 0, 1), **options)
+    return o, lse
+
+
+def _probabilities(q, k, r0, r1, causal, window, alibi_slopes, softcap, scale):
+    """P (…, rows, Nk), lse (…, rows) and tanh(τ q·k / c) (None without a softcap) of query rows r0 … r1 − 1."""
+    N, Nk = q.shape[-2], k.shape[-2]
+    s = scale_of(q, scale) * q[..., r0:r1, :] @ np.swapaxes(k, -1, -2)
+    t = None
+    if softcap is not None:
+        t = np.tanh(s / softcap)
+        s = softcap * t
+    i = np.arange(r0, r1)[:, None] + Nk - N  # each query's diagonal key
+    j = np.arange(Nk)[None, :]
+    if alibi_slopes is not None:
+        slopes = np.asarray(alibi_slopes, dtype=np.float64)  # (Hq,) or (B, Hq)
+        s = s - slopes.reshape(*slopes.shape, 1, 1) * np.abs(i - j)
+    left, right = (-1, -1) if window is None else (-1 if w is None else w for w in window)
+    seen = np.ones((r1 - r0, Nk), bool)
+    if causal:
+        seen &= j <= i
+    if left != -1:
+        seen &= j >= i - left
+    if right != -1:
+        seen &= j <= i + right
+    s = np.where(seen, s, -np.inf)
+    m = s.max(axis=-1, keepdims=True)
+    m[np.isneginf(m)] = 0.0
+    e = np.exp(s - m)
+    ℓ = e.sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = np.where(ℓ > 0, e / ℓ, 0.0)
+        lse = np.where(ℓ[..., 0] > 0, m[..., 0] + np.log(ℓ[..., 0]), -np.inf)
+    return p, lse, t
+
+
+def _repeat(q: np.ndarray, kv: np.ndarray) -> np.ndarray:
+    """K or V repeated over each GQA group: head h of q reads head h // g."""
+    if q.ndim < 3 or q.shape[-3] == kv.shape[-3]:
+        return kv
+    return np.repeat(kv, q.shape[-3] // kv.shape[-3], axis=-3)
+
+
+def _group_sum(kv: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """A gradient per query head (…, Hq, Nk, d) summed over each group into kv's shape (…, Hkv, Nk, d)."""
+    if grad.shape == kv.shape:
+        return grad
+    Hkv = kv.shape[-3]
+    return grad.reshape(*kv.shape[:-3], Hkv, grad.shape[-3] // Hkv, *kv.shape[-2:]).sum(axis=-3)

@@ -1,0 +1,214 @@
+"""The LLM variants' options (`--kv-heads`, `--pack-gqa`, `--window`, `--alibi`, `--softcap`, `--seqlens`,
+`--page-size`), defined once, and `flashsim run`'s report of a run that uses them."""
+
+import click
+import numpy as np
+from rich.table import Table
+
+import sim
+from sim.algorithms import iomodel_variants
+from sim.api import reference_variants, tolerance
+from sim.api.inputs import configure_shape
+from sim.cli.options import POSITIVE, FloatRange, console, print_json
+from sim.core.dtypes import DTYPES, itemsize
+from sim.core.errors import InputError
+from sim.core.format import count, human_bytes
+
+
+class Ints(click.ParamType):
+    """Comma-separated integers: `--window LEFT,RIGHT` (each ≥ −1, −1 unbounded) or `--seqlens 100,2000,37`."""
+
+    def __init__(self, name: str, length: int | None, least: int):
+        self.name, self.length, self.least = name, length, least
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, tuple):
+            return value
+        try:
+            numbers = tuple(int(x) for x in str(value).split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not {self.name}", param, ctx)
+        if (self.length and len(numbers) != self.length) or min(numbers) < self.least:
+            self.fail(f"{value!r} is not {self.name}", param, ctx)
+        return numbers
+
+
+WINDOW = Ints("LEFT,RIGHT: two integers ≥ −1 (−1: unbounded)", 2, -1)
+SEQLENS = Ints("a list of sequence lengths ≥ 1, e.g. 100,2000,37", None, 1)
+RUN = (  # flashsim run's (and, but --kv-heads, --pack-gqa and --seqlens, trace's): applied in this order
+    click.option("--kv-heads", type=POSITIVE, default=None, help="K/V heads Hkv (GQA/MQA: --heads a multiple of it)."),
+    click.option("--pack-gqa", is_flag=True, help="GQA's packed schedule: one program per K/V head (flash2)."),
+    click.option("--window", type=WINDOW, default=None, help="Sliding window LEFT,RIGHT, bottom-right (flash2)."),
+    click.option("--alibi", is_flag=True, help="ALiBi: −slope·|i + Nk − N − j|, slopes 2^(−8h/H) (flash2)."),
+    click.option("--softcap", type=FloatRange(min=0, min_open=True), default=None, help="S ← c·tanh(S/c) (flash2)."),
+    click.option("--seqlens", type=SEQLENS, default=None, help="A packed batch of these lengths (sets N, batch)."),
+)
+SCORES = RUN[2:5]  # what `flashsim trace` takes: one head's score line
+PAGE_SIZE = click.option("--page-size", type=POSITIVE, default=None, help="Keys per page of a paged K/V cache.")
+
+
+def run_options(command):
+    """`flashsim run`'s variant options."""
+    for option in reversed(RUN):
+        command = option(command)
+    return command
+
+
+def score_options(command):
+    """`flashsim trace`'s: the window, ALiBi and softcap of the head it records."""
+    for option in reversed(SCORES):
+        command = option(command)
+    return command
+
+
+def alibi_slopes(heads: int) -> np.ndarray:
+    """The ALiBi paper's slopes for H heads: 2^(−8h/H), h = 1 … H."""
+    return 2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)
+
+
+def scores(window, alibi: bool, softcap) -> dict:
+    """`sim.run`'s keyword arguments for one head's score line (what `flashsim trace` records), those given only."""
+    given = dict(window=window, alibi_slopes=alibi_slopes(1) if alibi else None, softcap=softcap)
+    return {name: value for name, value in given.items() if value is not None}
+
+
+def given(kv_heads, pack_gqa, window, alibi, softcap, seqlens) -> bool:
+    """Whether a run uses any variant (then `report` runs it)."""
+    return kv_heads is not None or pack_gqa or window is not None or alibi or softcap is not None or seqlens is not None
+
+
+def shape(seqlens, n: int, nk, batch: int) -> tuple[int, int | None, int]:
+    """(N, Nk, batch) as --seqlens sets them: the longest sequence, and one batch entry per sequence."""
+    return (n, nk, batch) if seqlens is None else (max(seqlens), max(seqlens), len(seqlens))
+
+
+def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backward, as_json, *, kv_heads, pack_gqa,
+           window, alibi, softcap, seqlens) -> int:  # fmt: skip
+    """Run (or count) a variant, check it against the float64 definition, print the table or JSON; exit code 1
+    when the output is outside `sim.api.tolerance`'s bound."""
+    kv_heads = kv_heads or heads
+    if heads % kv_heads:
+        raise InputError(f"kv_heads: {heads} query heads are not a multiple of {kv_heads} K/V heads")
+    if seqlens is not None and backward:
+        raise InputError("seqlens: a packed batch runs forward only here; drop --backward")
+    variant = dict(window=window, softcap=softcap, pack_gqa=pack_gqa)
+    variant["alibi_slopes"] = alibi_slopes(heads) if alibi else None
+    g, s, nk = heads // kv_heads, itemsize(dtype), nk or n
+    blocks = configure_shape(algo, False, batch * heads, n, nk, d, dtype, chip["scale"], chip["causal"],
+                             chip["block_rows"], chip["block_cols"], chip["blocks"], chip["sram_bytes"],
+                             chip["hardware"], rows=g if pack_gqa else 1)  # fmt: skip
+    Br, Bc = blocks["block_rows"], blocks["block_cols"]
+    flags = dict(causal=chip["causal"], window=window, softcap=softcap is not None, alibi=alibi)
+    lens = list(seqlens) if seqlens is not None else [n] * batch
+    closed = {sched: sum((iomodel_variants.gqa(algo, 1, heads, kv_heads, m, m if seqlens else nk, d, s, Br, Bc,
+                                                 pack_gqa=sched, **flags) for m in lens), iomodel_variants.Counts(0, 0, 0, 0, 0))
+              for sched in (False, True) if algo == "flash2" or not sched}  # fmt: skip
+    summary = dict(algorithm=algo, n=n, nk=nk, d=d, batch=batch, heads=heads, kv_heads=kv_heads, dtype=dtype,
+                   block_rows=Br, block_cols=Bc, causal=chip["causal"], window=window, alibi=alibi, softcap=softcap,
+                   pack_gqa=pack_gqa, seqlens=list(seqlens) if seqlens else None,
+                   closed_form={("packed" if k else "per_head"): _counts(c) for k, c in closed.items()})  # fmt: skip
+    if seqlens is not None:
+        summary["padded_hbm_bytes"] = iomodel_variants.gqa(algo, batch, heads, kv_heads, n, n, d, s, Br, Bc,
+                                                           pack_gqa=pack_gqa, **flags).hbm_bytes  # fmt: skip
+    verdict = True
+    if not counts_only:
+        rng = np.random.default_rng(seed)
+        options = chip | variant | dict(block_rows=Br, block_cols=Bc)
+        if seqlens is not None:
+            cu = np.cumsum([0, *seqlens])
+            q, k, v = (rng.standard_normal((cu[-1], h, d)).astype(DTYPES[dtype]) for h in (heads, kv_heads, kv_heads))
+            result = sim.run_varlen(algo, q, k, v, cu, cu, **options)
+            ref, _ = reference_variants.varlen(q, k, v, cu, cu, **_definition(options))
+        else:
+            q = rng.standard_normal((batch, heads, n, d)).astype(DTYPES[dtype])
+            k, v = (rng.standard_normal((batch, kv_heads, nk, d)).astype(q.dtype) for _ in range(2))
+            result = sim.run(algo, q, k, v, **options)
+            ref, _ = reference_variants.attention(q, k, v, **_definition(options))
+        err = np.abs(result.output.astype(np.float64) - ref)
+        verdict, formula = None, "not checked here (standard attention's bound needs max|S|)"
+        if dtype == "fp32" or algo != "standard":
+            tol = tolerance.tolerance(algo, dtype, ref_max=float(np.abs(ref).max()),
+                                      v_max=float(np.abs(v.astype(np.float64)).max()), nk=nk, block_cols=Bc)  # fmt: skip
+            verdict, formula = bool((err <= tol.bound(ref)).all()), tol.formula
+        summary |= dict(hbm_read_bytes=result.hbm_read_bytes, hbm_write_bytes=result.hbm_write_bytes,
+                        hbm_bytes=result.hbm_bytes, flops=result.flops, skipped_tiles=result.skipped_tiles,
+                        per_tensor=result.ledger.per_tensor(), max_abs_err=float(err.max()),
+                        tolerance={"formula": formula, "within": verdict})  # fmt: skip
+        if backward:
+            do = rng.standard_normal(q.shape).astype(q.dtype)
+            grads = sim.backward(result, do)
+            refs = reference_variants.attention_backward(q, k, v, do, **_definition(options))
+            summary["backward"] = dict(
+                hbm_bytes=grads.hbm_bytes, flops=grads.flops,
+                max_abs_err={name: float(np.abs(got.astype(np.float64) - want).max())
+                             for name, got, want in zip(("dq", "dk", "dv"), (grads.dq, grads.dk, grads.dv), refs, strict=True)},
+            )  # fmt: skip
+    if as_json:
+        print_json(summary)
+    else:
+        console.print(table(summary))
+    return 1 if verdict is False else 0
+
+
+def table(r: dict) -> Table:
+    """The variant run's table: its bytes against each schedule's closed form, packed against padded, its error."""
+    title = f"{r['algorithm']} · N={r['n']}, Nk={r['nk']}, d={r['d']}, batch={r['batch']}, Hq={r['heads']}, Hkv={r['kv_heads']}"
+    extras = [name for name in ("window", "softcap") if r[name] is not None] + ["alibi"] * r["alibi"]
+    extras += ["causal"] * r["causal"] + ["packed GQA"] * r["pack_gqa"]
+    out = Table(title=" · ".join([title, *(f"{e}={r[e]}" if e in ("window", "softcap") else e for e in extras)]),
+                title_justify="left", show_edge=False)  # fmt: skip
+    out.add_column("")
+    out.add_column("HBM bytes", justify="right")
+    out.add_column("", justify="left")
+    if "hbm_bytes" in r:
+        out.add_row("simulated", count(r["hbm_bytes"]), human_bytes(r["hbm_bytes"]))
+        out.add_row("tiles skipped by the mask", count(r["skipped_tiles"]), "")
+    for name, c in r["closed_form"].items():
+        chosen = (name == "packed") == r["pack_gqa"]
+        label = f"closed form, {'packed schedule' if name == 'packed' else 'each head reads its K/V'}"
+        out.add_row(label + (" (this run)" if chosen else ""), count(c["hbm_bytes"]), human_bytes(c["hbm_bytes"]))
+    if r["seqlens"]:
+        out.add_row(f"padded to {r['n']} ({r['batch']} sequences)", count(r["padded_hbm_bytes"]),
+                    human_bytes(r["padded_hbm_bytes"]))  # fmt: skip
+    if "max_abs_err" in r:
+        within = {True: "within ", False: "OUTSIDE ", None: ""}[r["tolerance"]["within"]]
+        out.add_row("max |O − float64|", f"{r['max_abs_err']:.3g}", f"{within}{r['tolerance']['formula']}")
+    if "backward" in r:
+        b = r["backward"]
+        errs = ", ".join(f"{k} {v:.3g}" for k, v in b["max_abs_err"].items())
+        out.add_row("backward", count(b["hbm_bytes"]), f"max |error|: {errs}")
+    return out
+
+
+def _counts(c) -> dict:
+    return dict(hbm_read_bytes=c.hbm_read_bytes, hbm_write_bytes=c.hbm_write_bytes, hbm_bytes=c.hbm_bytes,
+                flops=c.flops)  # fmt: skip
+
+
+def _definition(options: dict) -> dict:
+    """The float64 definition's keyword arguments among a run's."""
+    return {key: options[key] for key in ("causal", "scale", "window", "alibi_slopes", "softcap")}
+
+
+def paged(queries: int, nk: int, d: int, dtype: str, hw, splits: int, page_size: int, seed: int = 0) -> dict:
+    """One head decoded on a paged cache of `page_size`-key pages (scattered at random), against float64: its page
+    and block-table reads, and what a contiguous cache of the same keys reads."""
+    rng = np.random.default_rng(seed)
+    pages = -(-nk // page_size)
+    q = rng.standard_normal((1, 1, queries, d)).astype(DTYPES[dtype])
+    k_cache, v_cache = (rng.standard_normal((pages, page_size, 1, d)).astype(q.dtype) for _ in range(2))
+    table = rng.permutation(pages)[None]
+    r = sim.decode(q, k_cache, v_cache, block_table=table, cache_seqlens=[nk], splits=min(splits, pages), hardware=hw)
+    ref, _ = reference_variants.paged(q, k_cache, v_cache, table, [nk])
+    per_tensor = r.ledger.per_tensor()
+    return dict(page_size=page_size, pages=pages, splits=r.splits, hbm_bytes=r.hbm_bytes,
+                kv_read_bytes=per_tensor["K_cache"]["read"] + per_tensor["V_cache"]["read"],
+                block_table_read_bytes=per_tensor["block_table"]["read"],
+                max_abs_err=float(np.abs(r.output.astype(np.float64) - ref).max()))  # fmt: skip
+
+
+def paged_line(p: dict) -> str:
+    """`paged`'s result in one line."""
+    return (f"paged cache, pages of {p['page_size']} keys ({p['pages']} pages, {p['splits']} splits, one head): "
+            f"K/V {human_bytes(p['kv_read_bytes'])} read, block table {count(p['block_table_read_bytes'])} B, "
+            f"max |O − float64| = {p['max_abs_err']:.3g}")  # fmt: skip

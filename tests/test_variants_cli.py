@@ -1,0 +1,115 @@
+"""`flashsim run`, `trace` and `decode` with the LLM variants, checked against the closed forms computed here."""
+
+import json
+
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.algorithms import iomodel_variants as iv
+from sim.cli import app
+from sim.machine import iomodel
+
+
+def flashsim(*args, code=0):
+    result = CliRunner().invoke(app, [str(a) for a in args])
+    assert result.exit_code == code, result.output
+    return result
+
+
+def error_line(result) -> str:
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    return lines[0]
+
+
+def test_gqa_window_run_equals_both_closed_forms():
+    out = json.loads(flashsim("run", "--n", 96, "--d", 16, "--heads", 4, "--kv-heads", 2, "--window", "20,0",
+                              "--block-rows", 16, "--block-cols", 16, "--json").stdout)  # fmt: skip
+    per_head = iv.gqa("flash2", 1, 4, 2, 96, 96, 16, 2, 16, 16, window=(20, 0))
+    packed = iv.gqa("flash2", 1, 4, 2, 96, 96, 16, 2, 16, 16, window=(20, 0), pack_gqa=True)
+    assert out["hbm_bytes"] == out["closed_form"]["per_head"]["hbm_bytes"] == per_head.hbm_bytes
+    assert out["closed_form"]["packed"]["hbm_bytes"] == packed.hbm_bytes
+    assert out["skipped_tiles"] == 4 * iv.skipped_tiles(96, 96, 16, 16, window=(20, 0))
+    assert out["tolerance"]["within"] is True
+
+
+def test_seqlens_show_packed_against_padded():
+    out = json.loads(flashsim("run", "--seqlens", "30,100,7", "--d", 16, "--heads", 2, "--causal", "--alibi",
+                              "--block-rows", 16, "--block-cols", 16, "--json").stdout)  # fmt: skip
+    each = [iomodel.flash2(n, n, 16, 2, 16, 16, causal=True) for n in (30, 100, 7)]
+    assert out["hbm_bytes"] == 2 * sum(c.hbm_bytes for c in each)
+    assert out["padded_hbm_bytes"] == 6 * iomodel.flash2(100, 100, 16, 2, 16, 16, causal=True).hbm_bytes
+    assert (out["n"], out["batch"]) == (100, 3)
+    assert out["tolerance"]["within"] is True
+    table = flashsim("run", "--seqlens", "30,100,7", "--d", 16, "--heads", 2).stdout
+    assert "padded to 100 (3 sequences)" in table
+
+
+def test_softcap_backward_and_counts_only():
+    out = json.loads(flashsim("run", "--n", 40, "--d", 8, "--softcap", 5, "--dtype", "fp32", "--backward",
+                              "--json").stdout)  # fmt: skip
+    assert max(out["backward"]["max_abs_err"].values()) < 1e-5
+    counted = json.loads(flashsim("run", "--n", 40, "--d", 8, "--softcap", 5, "--counts-only", "--json").stdout)
+    assert "hbm_bytes" not in counted and counted["closed_form"]["per_head"]["hbm_bytes"] > 0
+
+
+def test_decode_page_size_books_pages_and_the_block_table():
+    out = json.loads(flashsim("decode", "--nk", 1000, "--d", 32, "--page-size", 64, "--json").stdout)["paged"]
+    assert out["pages"] == 16
+    assert out["block_table_read_bytes"] == 4 * 16
+    assert out["kv_read_bytes"] == 2 * 2 * 1000 * 32
+    assert out["max_abs_err"] < 1e-3
+
+
+def test_trace_shows_blocks_the_window_skips():
+    text = flashsim("trace", "--n", 16, "--window", "4,0").stdout
+    assert "Skip K_j, V_j" in text
+
+
+def test_refusals_name_the_option():
+    assert error_line(flashsim("run", "--heads", 4, "--kv-heads", 3, code=2)).startswith("error: --kv-heads:")
+    assert error_line(flashsim("run", "--algo", "flash1", "--alibi", code=2)).startswith("error: --alibi:")
+    assert "--softcap" in error_line(flashsim("run", "--softcap", 0, code=2))
+    assert "--seqlens" in error_line(flashsim("run", "--seqlens", "3,0,2", code=2))
+
+
+@settings(max_examples=30, deadline=None)
+@given(value=st.text(min_size=1, max_size=12).filter(lambda s: not s.startswith("-")))
+def test_hostile_window_and_seqlens(value):
+    for option in ("--window", "--seqlens"):
+        result = CliRunner().invoke(app, ["run", "--n", "8", "--d", "4", "--counts-only", option, value])
+        if result.exit_code != 0:
+            assert result.exit_code == 2
+            error_line(result)
+
+
+def test_readme_llm_python_example_runs_as_written():
+    from pathlib import Path
+
+    import numpy as np
+
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    part = readme.split("**Attention as today's LLMs run it.**", 1)[1]
+    names: dict = {}
+    exec(compile(part.split("```python\n", 1)[1].split("```", 1)[0], "README.md", "exec"), names)
+    r, g, p, d = names["r"], names["g"], names["p"], names["d"]
+    assert g.dk.shape == (2, 2, 256, 64) and r.skipped_tiles > 0
+    assert p.output.shape == (137, 8, 64) and p.hbm_bytes < p.padded_hbm_bytes
+    assert d.output.shape == (2, 8, 1, 64) and d.ledger.per_tensor()["block_table"]["read"] == 4 * (3 + 3) * 2
+    assert np.isfinite(d.output.astype(np.float64)).all()
+
+
+def test_a_trace_names_the_kv_head_its_query_heads_read():
+    import numpy as np
+
+    import sim
+    from sim.viz import screen, timeline
+
+    q, k = np.ones((1, 6, 8, 4), np.float32), np.ones((1, 2, 8, 4), np.float32)
+    heads = sim.run("flash2", q, k, k, record="steps", softcap=3.0)
+    packed = sim.run("flash2", q[:, 3:], k[:, 1:], k[:, 1:], record="steps", pack_gqa=True, window=(2, 0))
+    assert screen.run_title(timeline.Timeline(heads.trace)).endswith("· softcap=3 · query head 0 reads K/V head 0")
+    assert screen.run_title(timeline.Timeline(packed.trace)).endswith(
+        "· window=(2, 0) · query heads 0–2 (packed) read K/V head 0"
+    )

@@ -1,0 +1,85 @@
+"""Flash-Decoding with GQA and on a paged KV cache: the ledger equals the closed form (pages whole but the last,
+block-table entries), the output the float64 definition's."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sim
+from sim.algorithms import iomodel_variants as iv
+from sim.api import reference_variants as rv
+from sim.api import tolerance
+from sim.machine.iomodel import sum_counts
+
+window = st.one_of(st.none(), st.tuples(st.integers(-1, 9), st.integers(-1, 3)))
+
+
+def counts(c):
+    return c.hbm_read_bytes, c.hbm_write_bytes, c.flops, c.exps, c.elementwise
+
+
+def within_bounds(r, ref, ref_lse):
+    tol = tolerance.tolerance("flash2", "fp16", ref_max=float(np.abs(ref).max()), v_max=0.0)
+    assert (np.abs(r.output.astype(np.float64) - ref) <= tol.bound(ref)).all()
+    seen = np.isfinite(ref_lse)
+    assert (np.isneginf(r.lse) == ~seen).all()
+    assert np.abs(r.lse[seen] - ref_lse[seen]).max(initial=0) <= tolerance.lse_bound(ref_lse)
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    B=st.integers(1, 3), Hkv=st.integers(1, 2), g=st.integers(1, 3), Nq=st.integers(1, 3), d=st.integers(1, 8),
+    page_size=st.integers(1, 8), extra_pages=st.integers(0, 3), data=st.data(), splits=st.integers(1, 5),
+    causal=st.booleans(), window=window, softcap=st.booleans(), alibi=st.booleans(),
+)  # fmt: skip
+def test_paged_decode(B, Hkv, g, Nq, d, page_size, extra_pages, data, splits, causal, window, softcap, alibi):
+    per_seq = data.draw(st.integers(1, 4))
+    seqlens = np.array(data.draw(st.lists(st.integers(1, per_seq * page_size), min_size=B, max_size=B)))
+    num_pages = B * per_seq + extra_pages
+    rng = np.random.default_rng(0)
+    table = rng.permutation(num_pages)[: B * per_seq].reshape(B, per_seq)  # each sequence's pages, scattered
+    k_cache, v_cache = (rng.standard_normal((num_pages, page_size, Hkv, d)).astype(np.float16) for _ in range(2))
+    q = rng.standard_normal((B, g * Hkv, Nq, d)).astype(np.float16)
+    options = dict(causal=causal, window=window, softcap=1.5 if softcap else None)
+    options["alibi_slopes"] = np.linspace(0.4, 0.1, g * Hkv) if alibi else None
+    r = sim.decode(q, k_cache, v_cache, block_table=table, cache_seqlens=seqlens, splits=splits, **options)
+    variant = dict(group=g, window=window, softcap=softcap, alibi=alibi, page_size=page_size)
+    pages = [-(-int(n) // page_size) for n in seqlens]
+    closed = sum_counts(
+        sum_counts(c for _, c in iv.decoding(Nq, int(n), d, 2, page_size, min(splits, p), causal, **variant)).times(Hkv)
+        for n, p in zip(seqlens, pages, strict=True)
+    )
+    assert counts(r) == counts(closed)
+    per_tensor = r.ledger.per_tensor()
+    assert per_tensor["block_table"]["read"] == 4 * Hkv * sum(pages)  # int32 entries, each read once
+    assert per_tensor["K_cache"]["read"] == 2 * d * Hkv * int(seqlens.sum())  # whole pages, the last partial
+    within_bounds(r, *rv.paged(q, k_cache, v_cache, table, seqlens, **options))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    B=st.integers(1, 2), Hkv=st.integers(1, 2), g=st.integers(1, 4), Nq=st.integers(1, 3), Nk=st.integers(1, 40),
+    d=st.integers(1, 8), splits=st.integers(1, 4), Bc=st.integers(1, 12), causal=st.booleans(), window=window,
+)  # fmt: skip
+def test_gqa_decode_reads_each_kv_head_once_per_split(B, Hkv, g, Nq, Nk, d, splits, Bc, causal, window):
+    rng = np.random.default_rng(1)
+    q = rng.standard_normal((B, g * Hkv, Nq, d)).astype(np.float16)
+    k, v = (rng.standard_normal((B, Hkv, Nk, d)).astype(np.float16) for _ in range(2))
+    splits = min(splits, Nk)
+    r = sim.decode(q, k, v, splits=splits, block_cols=Bc, causal=causal, window=window)
+    closed = sum_counts(c for _, c in iv.decoding(Nq, Nk, d, 2, Bc, splits, causal, group=g, window=window))
+    assert counts(r) == counts(closed.times(B * Hkv))
+    assert r.ledger.per_tensor()["K"]["read"] == 2 * Nk * d * B * Hkv
+    within_bounds(r, *rv.attention(q, k, v, causal=causal, window=window))
+
+
+def test_a_smaller_page_reads_fewer_padded_keys_but_more_table():
+    # one sequence of 1000 keys: pages of 256 read 1000 keys and 4 entries, pages of 16 read 1000 keys and 63
+    rng = np.random.default_rng(2)
+    q = rng.standard_normal((1, 1, 1, 64)).astype(np.float16)
+    for page_size, entries in ((256, 4), (16, 63)):
+        pages = -(-1024 // page_size)
+        cache = rng.standard_normal((pages, page_size, 1, 64)).astype(np.float16)
+        r = sim.decode(q, cache, cache, block_table=np.arange(pages)[None], cache_seqlens=[1000], splits=1)
+        assert r.ledger.per_tensor()["block_table"]["read"] == 4 * entries
+        assert r.ledger.per_tensor()["K_cache"]["read"] == 2 * 1000 * 64
