@@ -1,0 +1,1 @@
+"""Helpers behind commands and lessons: reports, sweeps, benchmarks, the walkthrough, the exercises."""
