@@ -1,4 +1,4 @@
-"""Two typical wrong answers to every exercise of lessons 01–09, and what the check must say to each.
+"""Two typical wrong answers to every exercise of lessons 01–09 and 13, and what the check must say to each.
 
 Each entry: the exercise's cell source in a wrong version, and phrases that a ✗ line of that lesson must
 contain: the named variable or tensor and the actionable part. Written by hand from the mistakes students make.
@@ -279,6 +279,39 @@ MISTAKES = {
                 "def split_extra_bytes(Nq, d, s, P):\n"
                 "    return (P - 1) * s * Nq * d + 4 * P * Nq * (d + 1)  # the combine's reads forgotten\n",
                 ["✗ extra bytes of 8 splits: got", "too few", "O_parts read and lse_parts read together"],
+            ),
+        },
+    ],
+    "13_inside_the_sm": [
+        {
+            "sectors_touched": (
+                "def sectors_touched(addresses, width):\n    return len(set((addresses // 32).tolist()))  # first bytes only\n",
+                [
+                    "✗ sectors of four warp accesses: 8 B lanes across sector edges: got 32, expected 33",
+                    "off by one",
+                ],
+            ),
+            "bank_wavefronts": (
+                "def bank_wavefronts(addresses):\n    return int(np.bincount((addresses // 4) % 32, minlength=32).max())  # lanes, not words\n",
+                ["✗ wavefronts of five shared-memory accesses: one word for all: got 32, expected 1"],
+            ),
+            "copy_ratio": (
+                "def copy_ratio(row_bytes, pad):\n    return 1 + pad / row_bytes  # the padding's share of the bytes\n",
+                ["✗ L2 → SM per byte asked, five paddings: 128 B rows + 16 B: got 1.125, expected 1.5"],
+            ),
+        },
+        {
+            "sectors_touched": (
+                "def sectors_touched(addresses, width):\n    return len(addresses) * width // 32  # the bytes asked, in sectors\n",
+                ["sectors of four warp accesses: shifted by 4 bytes: got 4, expected 5", "off by one"],
+            ),
+            "bank_wavefronts": (
+                "def bank_wavefronts(addresses):\n    return len(set(((addresses // 4) % 32).tolist()))  # banks used\n",
+                ["✗ wavefronts of five shared-memory accesses: consecutive words: got 32, expected 1"],
+            ),
+            "copy_ratio": (
+                "def copy_ratio(row_bytes, pad):\n    return 1.5 if pad else 1.0\n",
+                ["✗ L2 → SM per byte asked, five paddings: 128 B rows + 32 B: got 1.5, expected 1"],
             ),
         },
     ],

@@ -1,0 +1,1 @@
+"""The simulated machine: memory levels, the ledger, the trace, hardware presets, sectors and banks."""
