@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sim.errors import InputError
 from sim.ledger import Ledger
 from sim.machine.sectors import Layout, column_read, copy_in, sectors, tile_read, wavefronts
 
@@ -95,5 +96,5 @@ def test_an_access_books_into_the_ledger():
     ],
 )
 def test_what_the_model_refuses(call):
-    with pytest.raises(ValueError):
+    with pytest.raises(InputError):
         call()

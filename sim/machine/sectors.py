@@ -21,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sim.errors import InputError
+
 SECTOR = 32  # bytes: the unit of L2 ↔ SM and DRAM ↔ L2 traffic
 BANKS = 32  # shared-memory banks
 WORD = 4  # bytes a bank serves per cycle
@@ -74,7 +76,7 @@ def wavefronts(addresses, width: int = WORD) -> Access:
     a = np.asarray(addresses, dtype=np.int64)
     _check(a, width)
     if width not in (WORD, 2 * WORD, 4 * WORD) or (a % width).any():
-        raise ValueError(f"shared-memory accesses are 4, 8 or 16 bytes, aligned: got {width} bytes")
+        raise InputError(f"width: shared-memory accesses are 4, 8 or 16 bytes, aligned to their width; got {width}")
     per_phase = PHASE // width  # lanes served together: 32, 16 or 8
     total = ideal = 0
     for p in range(0, len(a), per_phase):
@@ -119,7 +121,7 @@ def copy_in(layout: Layout, rows: int) -> Access:
 
     Each global 32-byte sector costs one L2 → SM sector per 32-byte piece of shared memory it lands in."""
     if layout.row_bytes % SECTOR:
-        raise ValueError(f"rows of {layout.row_bytes} bytes: whole 32-byte sectors are modelled")
+        raise InputError(f"layout: rows of {layout.row_bytes} bytes; the model copies whole 32-byte sectors")
     r, byte = np.divmod(np.arange(rows * layout.row_bytes // CHUNK) * CHUNK, layout.row_bytes)
     sector = (r * layout.row_bytes + byte) // SECTOR  # global: rows are contiguous and sector-aligned
     landed = layout.address(r, byte) // SECTOR  # the shared 32-byte piece each 16-byte chunk lands in
@@ -131,7 +133,7 @@ def tile_read(rows: int, cols: int, itemsize: int, by: str) -> Access:
     """A warp-by-warp read of a row-major global rows × cols tile, one element a lane: `by` "row" gives
     consecutive lanes consecutive elements of a row (coalesced); "column" gives them consecutive rows."""
     if by not in ("row", "column"):
-        raise ValueError(f"by: 'row' or 'column', not {by!r}")
+        raise InputError(f"by: 'row' or 'column', not {by!r}")
     r, c = np.divmod(np.arange(rows * cols), cols) if by == "row" else np.divmod(np.arange(rows * cols), rows)[::-1]
     addresses = (r * cols + c) * itemsize
     total = Access()
@@ -142,6 +144,6 @@ def tile_read(rows: int, cols: int, itemsize: int, by: str) -> Access:
 
 def _check(a: np.ndarray, width: int) -> None:
     if a.ndim != 1 or not 1 <= len(a) <= WARP:
-        raise ValueError(f"one warp: 1 to {WARP} lane addresses, got shape {a.shape}")
+        raise InputError(f"addresses: one warp has 1 to {WARP} lanes; got shape {a.shape}")
     if width < 1 or (a < 0).any():
-        raise ValueError("addresses are non-negative and widths positive")
+        raise InputError("addresses: non-negative, and width positive")
