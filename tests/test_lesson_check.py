@@ -1,6 +1,8 @@
 """`sim.lessons.check`: one line per verdict, for right, wrong, unfinished and crashing answers."""
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sim.lessons import Counted, check, hint, verdict
 from sim.softmax import SoftmaxState
@@ -130,3 +132,31 @@ def test_hint_steps_through_the_exercise_that_last_failed(capsys):
 def test_a_not_yet_with_hints_says_how_to_ask():
     line = verdict("m", stub, 3.0, exercise="online_update").line
     assert line == "… m: not yet — m_new = max(m, x) · stuck? hint(1)"
+
+
+ANSWERS = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.just(10**400) | st.floats() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.tuples(inner, inner) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+EXPECTED = [
+    3.0,
+    np.arange(4.0).reshape(2, 2),
+    {"m_new": 3.0, "ℓ_new": np.ones(2)},
+    (1.0, 2.0),
+    SoftmaxState(np.zeros(1), np.ones(1)),
+]
+
+
+@given(ANSWERS, st.sampled_from(EXPECTED))
+def test_any_answer_gets_a_verdict_never_a_traceback(answer, expected):
+    v = verdict("x", answer, expected)
+    assert v.line.startswith(("✓ x", "✗ x: ")) and v.line.count("\n") <= 1
+
+
+@given(ANSWERS)
+def test_any_answer_to_a_count_gets_a_verdict(answer):
+    v = verdict("bytes", answer, Counted(1_000, {"Q": 400, "K": 600}), unit="B")
+    assert v.line.startswith(("✓ bytes", "✗ bytes: "))

@@ -98,7 +98,7 @@ def _named_difference(answer, expected, rtol, atol, unit) -> str:
 def _array_difference(answer, expected, rtol: float, atol: float) -> str:
     try:
         a = np.asarray(answer, dtype=np.float64)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return f"expected a number or an array, got {type(answer).__name__}"
     e = np.asarray(expected, dtype=np.float64)
     if a.shape != e.shape:
@@ -180,7 +180,8 @@ def count_difference(answer, expected, unit: str) -> str:
     parts = {name: n for name, n in getattr(expected, "parts", {}).items() if n > 0}
     who = _which_parts(abs(gap), parts, unit)
     if not who:
-        return said + (f" ({_times(int(answer) / int(expected))} the right count)" if answer and expected else "")
+        ratio = int(answer) / int(expected) if answer and expected and abs(int(answer)) < 2**900 else 0
+        return said + (f" ({_times(ratio)} the right count)" if ratio > 0 else "")
     return f"{said} — {who}: {'counted too often' if gap > 0 else 'left out'}?"
 
 
