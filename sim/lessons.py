@@ -1,6 +1,6 @@
 """Self-checks for the lessons' exercises: one line each — ✓, ✗ with what differed, or "not yet" — and hints.
 
-    from sim.lessons import check, hint
+    from sim.lab.lessons import check, hint
     check("one update", lambda: online_update(-np.inf, 0.0, 3.0), expected={"m_new": 3.0, "ℓ_new": 1.0},
           exercise="online_update")
     hint(1)   # stuck: a question; hint(2) the idea; hint(3) the shape of the code

@@ -8,7 +8,8 @@ import nbformat
 import numpy as np
 
 import sim
-from sim import hardware, sweep, walkthrough
+from sim.machine import hardware
+from sim.lab import sweep, walkthrough
 from sim.grading import spec
 
 LESSONS = Path(__file__).parent.parent / "lessons"

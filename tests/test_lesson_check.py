@@ -1,11 +1,11 @@
-"""`sim.lessons.check`: one line per verdict, for right, wrong, unfinished and crashing answers."""
+"""`sim.lab.lessons.check`: one line per verdict, for right, wrong, unfinished and crashing answers."""
 
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.lessons import Counted, check, hint, verdict
-from sim.softmax import SoftmaxState
+from sim.lab.lessons import Counted, check, hint, verdict
+from sim.algorithms.softmax import SoftmaxState
 
 
 def stub():

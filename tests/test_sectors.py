@@ -5,8 +5,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from sim.errors import InputError
-from sim.ledger import Ledger
+from sim.core.errors import InputError
+from sim.machine.ledger import Ledger
 from sim.machine.sectors import Layout, column_read, copy_in, sectors, tile_read, wavefronts
 
 LANES = np.arange(32)

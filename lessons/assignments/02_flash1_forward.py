@@ -21,7 +21,7 @@ The API you may use
     If you are stuck: lesson 4 runs Algorithm 1 step by step on a 4 × 4 example and its exercises
     build lines 10–12 with hints in steps (`hint(1)`, `hint(2)`, …); lesson 5 counts its bytes. The
     library's own listing is the answer, not a help: do not read it. The grader refuses imports of the
-    library's listings (sim.algorithms, sim.api, sim.reference) while it runs your code, and its
+    library's listings (sim.algorithms, sim.api.entry, sim.api.reference) while it runs your code, and its
     similarity report shows your instructor any submission close to that listing or to another one.
 
 How it is graded
@@ -32,7 +32,7 @@ How it is graded
     - memory: every buffer you load or put must fit in the SRAM the test gives (a load or put that
       does not fit fails the test), and at a large shape the memory your process uses must stay far
       below one N × Nk matrix;
-    - IO: the HBM bytes are compared with Algorithm 1's closed form (sim.iomodel.flash1) tensor by
+    - IO: the HBM bytes are compared with Algorithm 1's closed form (sim.machine.iomodel.flash1) tensor by
       tensor: full marks when they match, none at 1.5× the optimum's bytes in deviation.
     The tests below marked "public" ship with this file; the grader also runs hidden ones.
 

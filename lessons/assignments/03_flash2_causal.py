@@ -16,7 +16,7 @@ The API you may use
     The chip's API as in assignment 2 (chip.hbm.tensors, chip.hbm.alloc, chip.load, chip.put,
     chip.store, chip.free, chip.matmul, chip.exp) and NumPy. If you are stuck: lesson 6 (which K/V
     blocks a causal Q block reads, with hints in steps) and lesson 5 (the loop order). Do not read the
-    library's listing; the grader refuses imports of sim.algorithms, sim.api and sim.reference while it
+    library's listing; the grader refuses imports of sim.algorithms, sim.api.entry and sim.api.reference while it
     runs your code, and its similarity report flags submissions close to the listing or to each other.
 
 How it is graded
@@ -24,7 +24,7 @@ How it is graded
     correctness of O and L against float64 on fresh seeded random shapes (causal or not, N < Nk,
     N > Nk, fp16/bf16/fp32, large logits); every buffer within the SRAM given; at a large shape,
     your process's memory far below one N × Nk matrix; and the HBM bytes against FlashAttention-2's
-    closed form with causal block skipping (sim.iomodel.flash2), tensor by tensor: full marks when
+    closed form with causal block skipping (sim.machine.iomodel.flash2), tensor by tensor: full marks when
     they match, none at 1.5× the optimum in deviation.
     The tests below marked "public" ship with this file; the grader also runs hidden ones.
 

@@ -17,7 +17,7 @@ What to implement
 The API you may use
     The chip's API as in assignments 2 and 3, and NumPy. If you are stuck: lesson 7 (the gradients,
     P_ij rebuilt from L_i, the backward's bytes, with hints in steps). Do not read the library's
-    listing; the grader refuses imports of sim.algorithms, sim.api and sim.reference while it runs
+    listing; the grader refuses imports of sim.algorithms, sim.api.entry and sim.api.reference while it runs
     your code, and its similarity report flags submissions close to the listing or to each other.
 
 How it is graded
@@ -26,7 +26,7 @@ How it is graded
     every write-back, so fp16/bf16 storage is not graded here) on fresh seeded random shapes, causal
     or not, N ≠ Nk; every buffer within the SRAM given; at a large shape your process's memory far
     below one N × Nk matrix; the HBM bytes against FlashAttention-2's backward closed form
-    (sim.iomodel.backward_counts), tensor by tensor, full marks when they match, none at 1.5×.
+    (sim.algorithms.registry.backward_counts), tensor by tensor, full marks when they match, none at 1.5×.
     The tests below marked "public" ship with this file; the grader also runs hidden ones.
 
 How to check yourself

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.format import count
+from sim.core.format import count
 
 _LIBRARY = [str(Path(__file__).resolve().parents[1])] + [
     sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")

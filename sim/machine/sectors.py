@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 SECTOR = 32  # bytes: the unit of L2 ↔ SM and DRAM ↔ L2 traffic
 BANKS = 32  # shared-memory banks
@@ -57,7 +57,7 @@ class Access:
         return self.asked_bytes, self.sectors, self.wavefronts, self.ideal_wavefronts
 
     def book(self, ledger, tensor: str, level: str = "l2") -> None:
-        """Add the moved bytes to a `sim.ledger.Ledger` at `level` (read), and the wavefronts to its work."""
+        """Add the moved bytes to a `sim.machine.ledger.Ledger` at `level` (read), and the wavefronts to its work."""
         ledger.book(level, tensor, "read", self.moved_bytes)
         ledger.work["shared_wavefronts"] += self.wavefronts
 

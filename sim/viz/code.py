@@ -1,12 +1,12 @@
-"""The listing's Python behind a step (`sim.source.around`), for the operation panel: its file and line, then the
+"""The listing's Python behind a step (`sim.machine.source.around`), for the operation panel: its file and line, then the
 code the step ran."""
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim import source
-from sim.trace import Step
+from sim.machine import source
+from sim.machine.trace import Step
 
 
 def lines_of(step: Step, most: int | None = None) -> list[source.SourceLine]:
