@@ -14,8 +14,9 @@ from notebook_runner import CHECK_LINE, UNLABELLED, execute, exercise_name, less
 LESSONS = lessons()
 
 
-def test_the_course_numbers_its_lessons():
-    assert [p.name[:2] for p in LESSONS] == [f"{i:02d}" for i in (*range(1, 10), 11)]
+def test_the_course_numbers_its_lessons_once_each_from_01():
+    numbers = [int(p.name[:2]) for p in LESSONS]
+    assert numbers[:9] == list(range(1, 10)) and 13 in numbers and len(set(numbers)) == len(numbers)
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)

@@ -18,9 +18,11 @@ The API you may use
     chip.store(tensor, value, rows, cols=None)    SRAM → HBM (value must be an SRAM buffer)
     chip.free(*bufs)                              release SRAM buffers
     chip.matmul(A, B), chip.exp(x)                arithmetic on SRAM buffers; NumPy for the rest
-    `sim/algorithms/flash1.py` is the simulator's own listing of this algorithm. Read it if you are
-    stuck, but write your own: copying it is plagiarism. The grader refuses imports of the library's
-    listings (sim.algorithms, sim.api.entry, sim.api.reference) while it runs your code.
+    If you are stuck: lesson 4 runs Algorithm 1 step by step on a 4 × 4 example and its exercises
+    build lines 10–12 with hints in steps (`hint(1)`, `hint(2)`, …); lesson 5 counts its bytes. The
+    library's own listing is the answer, not a help: do not read it. The grader refuses imports of the
+    library's listings (sim.algorithms, sim.api.entry, sim.api.reference) while it runs your code, and its
+    similarity report shows your instructor any submission close to that listing or to another one.
 
 How it is graded
     Your function runs in a separate process on a proxy chip: the grader keeps HBM, SRAM and the byte

@@ -14,9 +14,10 @@ What to implement
 
 The API you may use
     The chip's API as in assignment 2 (chip.hbm.tensors, chip.hbm.alloc, chip.load, chip.put,
-    chip.store, chip.free, chip.matmul, chip.exp) and NumPy. `sim/algorithms/flash2.py` is the
-    simulator's own listing; read it if you are stuck, write your own (copying is plagiarism); the
-    grader refuses imports of sim.algorithms, sim.api.entry and sim.api.reference while it runs your code.
+    chip.store, chip.free, chip.matmul, chip.exp) and NumPy. If you are stuck: lesson 6 (which K/V
+    blocks a causal Q block reads, with hints in steps) and lesson 5 (the loop order). Do not read the
+    library's listing; the grader refuses imports of sim.algorithms, sim.api.entry and sim.api.reference while it
+    runs your code, and its similarity report flags submissions close to the listing or to each other.
 
 How it is graded
     In a separate process on a proxy chip, the grader keeping HBM, SRAM and the ledger:

@@ -15,9 +15,10 @@ What to implement
        skip (do not load) the Q blocks none of whose rows sees a key of block j. Write dK_j, dV_j once.
 
 The API you may use
-    The chip's API as in assignments 2 and 3, and NumPy. `sim/algorithms/flash2_backward.py` is the
-    simulator's own listing; read it if you are stuck, write your own (copying is plagiarism);
-    the grader refuses imports of sim.algorithms, sim.api.entry and sim.api.reference while it runs your code.
+    The chip's API as in assignments 2 and 3, and NumPy. If you are stuck: lesson 7 (the gradients,
+    P_ij rebuilt from L_i, the backward's bytes, with hints in steps). Do not read the library's
+    listing; the grader refuses imports of sim.algorithms, sim.api.entry and sim.api.reference while it runs
+    your code, and its similarity report flags submissions close to the listing or to each other.
 
 How it is graded
     In a separate process on a proxy chip, the grader keeping HBM, SRAM and the ledger: dQ, dK, dV

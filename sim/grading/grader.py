@@ -7,7 +7,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sim.core.errors import InputError
-from sim.grading import guard, problem, sandbox
+from sim.grading import guard, problem, sandbox, similarity
 from sim.grading.checks import Outcome, evaluate
 from sim.grading.problem import Problem
 from sim.grading.proxy import tensor_specs
@@ -67,7 +67,10 @@ def grade(
         return report
 
     with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        return list(pool.map(one, submissions))
+        reports = list(pool.map(one, submissions))
+    if len(submissions) > 1 and not self_check:  # a batch, graded by its instructor: never shown on Gradescope
+        similarity.annotate(assignment, submissions, reports)  # flags for a person to review; no points taken
+    return reports
 
 
 def grade_one(

@@ -47,7 +47,7 @@ def summary(reports: list[SubmissionReport]) -> Table:
         table.add_column(name, justify=justify, overflow="fold")
     for r in reports:
         notes = "; ".join(
-            [*r.flags, *(f"{t.name}: {t.feedback}" for t in r.tests if t.status in ("failed", "not run"))][:2]
+            [*r.flags, *r.notes, *(f"{t.name}: {t.feedback}" for t in r.tests if t.status in ("failed", "not run"))][:2]
         )
         table.add_row(
             r.submission, f"{r.score:g} / {r.max_score:g}", count(r.hbm_bytes) if r.hbm_bytes else "—", notes[:160]

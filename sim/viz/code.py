@@ -22,17 +22,26 @@ def lines_of(step: Step, most: int | None = None) -> list[source.SourceLine]:
 
 
 def code(step: Step, most: int | None = None) -> RenderableType | None:
-    """`algorithms/flash2.py:47` and the lines `lines_of` picks, numbered, the current one marked ▶, each on one
-    line (cut with … where the panel is narrower); None for a step that names no code (a version 1 trace)."""
+    """`algorithms/flash2.py:47` and the lines `lines_of` picks, numbered, the step's work marked ▶ and its
+    `chip.step` call dimmed, each on one line (cut with … where the panel is narrower); None for a step that
+    names no code (a version 1 trace)."""
     shown = lines_of(step, most)
     if not shown or most == 0:
         return None
     indent = min(len(line.text) - len(line.text.lstrip()) for line in shown if line.text.strip())
-    numbers = [("▶ " if line.current else "") + str(line.number) for line in shown]
+    # the `with chip.step(…):` call only names the paper's line: dim; the block it opens is the work: ▶ and bold
+    call = next((n for n, line in enumerate(shown) if line.current), len(shown))
+    opened = next((n for n in range(call, len(shown)) if shown[n].text.rstrip().endswith(":")), call)
+    work = opened + 1 if opened + 1 < len(shown) else call
+    marks = ["▶ " if n == work else "" for n in range(len(shown))]
+    styles = [
+        "dim" if call <= n <= opened and n != work else "bold" if n >= work > call else "" for n in range(len(shown))
+    ]
+    numbers = [mark + str(line.number) for mark, line in zip(marks, shown, strict=True)]
     grid = Table.grid(padding=(0, 1))
     grid.add_column(justify="right", style="dim", no_wrap=True, min_width=max(map(len, numbers)))
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
-    for number, line in zip(numbers, shown, strict=True):
-        grid.add_row(number, Text(line.text[indent:], style="bold" if line.current else ""))
+    for number, line, style in zip(numbers, shown, styles, strict=True):
+        grid.add_row(number, Text(line.text[indent:], style=style))
     file, number = step.code
     return Group(Text(f"{file}:{number}", style="dim italic"), grid)

@@ -1,0 +1,123 @@
+"""The similarity report: submissions whose code is close to the library's own listing, to the instructor's
+master, or to another submission of the batch — flags for a person to review, never a penalty.
+
+Each file becomes a normalized token sequence (Python's tokenizer: comments, docstrings and layout dropped;
+every identifier one token `v` except attribute names such as `.load`; numbers `0`, strings `s`), so renaming
+variables, rewording comments or reformatting changes nothing. Its fingerprint is the set of hashed runs of
+K tokens, less every run the handout itself contains (every student starts from it). The score of a pair is
+the share of the smaller fingerprint found in the other (1.0: one is contained in the other); pairs at or
+above THRESHOLD, with at least MIN_RUNS runs of their own, are flagged with both names and the score.
+"""
+
+import io
+import keyword
+import tokenize
+import unicodedata
+import zlib
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+K = 12  # tokens a run: long enough that two independent solutions rarely share many
+THRESHOLD = 0.8
+MIN_RUNS = 40  # fewer runs of a student's own: too little code to judge
+ALGORITHMS = Path(__file__).resolve().parents[1] / "algorithms"
+_STRINGS = {getattr(tokenize, n, tokenize.STRING) for n in ("STRING", "FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")}
+_SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
+
+
+@dataclass(frozen=True)
+class Flag:
+    """Two files whose code is close: `a` a submission, `b` another or a reference ("the library's listing …")."""
+
+    a: str
+    b: str
+    score: float
+
+    def line(self) -> str:
+        return f"similar to {self.b}: {self.score:.2f} of its code in common (for review; no points taken)"
+
+
+def tokens(source: str) -> list[str]:
+    """The normalized token sequence of Python source ([] where it does not tokenize)."""
+    out: list[str] = []
+    previous, joined = tokenize.NEWLINE, False
+    try:
+        for t in tokenize.generate_tokens(io.StringIO(source).readline):
+            if t.type in _SKIP or t.type == tokenize.ENDMARKER:
+                previous = t.type if t.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT) else previous
+                continue
+            if t.type == tokenize.STRING and previous in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
+                continue  # a docstring (or any bare string statement)
+            if t.type == tokenize.ERRORTOKEN and (t.string.isspace() or unicodedata.category(t.string[0])[0] == "M"):
+                joined = not t.string.isspace()  # m̃_ij: the tokenizer splits a name at its combining mark
+                continue
+            if t.type == tokenize.NAME and joined and out and out[-1] == "v":
+                joined = False
+                continue
+            previous, joined = t.type, False
+            if t.type == tokenize.NAME:
+                out.append(t.string if keyword.iskeyword(t.string) or (out and out[-1] == ".") else "v")
+            elif t.type == tokenize.NUMBER:
+                out.append("0")
+            elif t.type in _STRINGS:
+                out.append("s")
+            else:
+                out.append(t.string)
+    except (tokenize.TokenError, SyntaxError, IndentationError):
+        return out
+    return out
+
+
+def fingerprint(source: str, skeleton: frozenset[int] = frozenset()) -> frozenset[int]:
+    """The hashed K-token runs of `source`, less those of `skeleton` (the handout's own)."""
+    seq = tokens(source)
+    runs = {zlib.crc32(" ".join(seq[i : i + K]).encode()) for i in range(len(seq) - K + 1)}
+    return frozenset(runs - skeleton)
+
+
+def score(a: frozenset[int], b: frozenset[int]) -> float:
+    """The share of the smaller fingerprint found in the other (0 where either is too small to judge)."""
+    if min(len(a), len(b)) < MIN_RUNS:
+        return 0.0
+    return len(a & b) / min(len(a), len(b))
+
+
+def references(master: Path, grading: dict) -> dict[str, str]:
+    """What no submission should be close to: the instructor's master, and the library's listing of its algorithm."""
+    found = {f"the instructor's master {master.name}": master.read_text(encoding="utf-8")}
+    if grading.get("driver") == "chip":
+        name = grading["algorithm"] + ("_backward" if grading.get("pass") == "backward" else "")
+        listing = ALGORITHMS / f"{name}.py"
+        if listing.is_file():
+            found[f"the library's listing sim/algorithms/{listing.name}"] = listing.read_text(encoding="utf-8")
+    return found
+
+
+def report(master: Path, grading: dict, handout: str, submissions: list[Path]) -> list[Flag]:
+    """Every submission close to a reference, and every pair of submissions close to each other, best first."""
+    skeleton = fingerprint(handout)
+    prints = {p.name: fingerprint(_read(p), skeleton) for p in submissions}
+    refs = {name: fingerprint(text, skeleton) for name, text in references(master, grading).items()}
+    flags = [Flag(a, b, score(fa, fb)) for a, fa in prints.items() for b, fb in refs.items()]
+    flags += [Flag(a, b, score(prints[a], prints[b])) for a, b in combinations(prints, 2)]
+    return sorted((f for f in flags if f.score >= THRESHOLD), key=lambda f: -f.score)
+
+
+def annotate(assignment, submissions: list[Path], reports) -> None:
+    """Add each flag to the notes of the submissions it names (the grader's hook; scores are left alone)."""
+    from sim.grading.export import student_text
+
+    flags = report(assignment.path, assignment.grading, student_text(assignment.path.read_text()), submissions)
+    by_name = {r.submission: r for r in reports}
+    for f in flags:
+        by_name[f.a].notes.append(f.line())
+        if f.b in by_name:
+            by_name[f.b].notes.append(Flag(f.b, f.a, f.score).line())
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return ""

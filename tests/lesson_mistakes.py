@@ -1,0 +1,318 @@
+"""Two typical wrong answers to every exercise of lessons 01–09 and 13, and what the check must say to each.
+
+Each entry: the exercise's cell source in a wrong version, and phrases that a ✗ line of that lesson must
+contain: the named variable or tensor and the actionable part. Written by hand from the mistakes students make.
+"""
+
+MISTAKES = {
+    "01_memory_wall": [
+        {
+            "attainable": (
+                "def attainable(I, hw, dtype):\n    return max(hw.peak(dtype), I * hw.hbm_bandwidth)\n",
+                ["✗ attainable FLOP/s of five kernels: standard kernel 1: got"],
+            ),
+            "smallest_compute_bound_matmul": (
+                "def smallest_compute_bound_matmul(hw, dtype):\n"
+                "    return int(1.5 * itemsize(dtype) * hw.peak(dtype) / hw.hbm_bandwidth)\n",
+                ["A100-40GB fp16: got", "off by one"],
+            ),
+        },
+        {
+            "attainable": (
+                "def attainable(I, hw, dtype):\n    return I * hw.hbm_bandwidth\n",
+                ["five kernels: matmul n = 8192: got"],
+            ),
+            "smallest_compute_bound_matmul": (
+                "def smallest_compute_bound_matmul(hw, dtype):\n"
+                "    return int(1.5 * hw.peak(dtype) / hw.hbm_bandwidth) + 1\n",
+                ["A100-40GB fp16: got"],
+            ),
+        },
+    ],
+    "02_standard_attention": [
+        {
+            "standard_hbm_bytes": (
+                "def standard_hbm_bytes(N, Nk, d, s):\n"
+                "    read = s * (N * d + Nk * d) + s * (N * Nk + Nk * d)  # kernel 2's read of S forgotten\n"
+                "    return read, s * (2 * N * Nk + N * d)\n",
+                ["read: got", "too few — as many as S or P", "left out?"],
+            ),
+            "largest_n": (
+                "def largest_n(d, s, heads, capacity):\n"
+                "    return int(math.sqrt(capacity / (heads * s * 2)))  # S and P only\n",
+                ["A100-40GB: got"],
+            ),
+        },
+        {
+            "standard_hbm_bytes": (
+                "def standard_hbm_bytes(N, Nk, d, s):\n"
+                "    read = s * (N * d + Nk * d) + s * N * Nk + s * (N * Nk + Nk * d)\n"
+                "    return read, s * (N * Nk + N * d)  # P's write forgotten\n",
+                ["written: got", "too few — as many as S or P"],
+            ),
+            "largest_n": (
+                "def largest_n(d, s, heads, capacity):\n"
+                "    C = capacity // s  # every head forgotten\n"
+                "    return int((-4 * d + math.sqrt(16 * d * d + 8 * C)) / 4)\n",
+                ["A100-40GB: got"],
+            ),
+        },
+    ],
+    "03_online_softmax": [
+        {
+            "online_update": (
+                "def online_update(m, ℓ, x):\n    m_new = np.maximum(m, x)\n    return m_new, ℓ + np.exp(x - m_new)\n",
+                ["✗ one pass over 1,000 logits in the hundreds: ℓ_new: got"],
+            ),
+            "merge": (
+                "def merge(m1, ℓ1, m2, ℓ2):\n    m = max(m1, m2)\n    return m, ℓ1 * np.exp(m1 - m) + ℓ2 * np.exp(m2 - m)\n",
+                [
+                    "✗ merge of two states of five rows: your code raised ValueError in merge, line 2:",
+                    "m = max(m1, m2)",
+                ],
+            ),
+        },
+        {
+            "online_update": (
+                "def online_update(m, ℓ, x):\n    m_new = np.maximum(m, x)\n    return m_new, ℓ * np.exp(m - m_new) + np.exp(x)\n",
+                ["✗ one update from the empty state: ℓ_new: got 20.0855, expected 1"],
+            ),
+            "merge": (
+                "def merge(m1, ℓ1, m2, ℓ2):\n    m = np.maximum(m1, m2)\n    return m, ℓ1 + ℓ2 * np.exp(m2 - m)\n",
+                ["✗ merge of two states of five rows: ℓ: "],
+            ),
+        },
+    ],
+    "04_tiling_walkthrough": [
+        {
+            "partial_output": (
+                "def partial_output(Q_i, K_seen, V_seen, τ):\n"
+                "    P = np.exp(τ * Q_i @ K_seen.T)\n"
+                "    return P @ V_seen  # never divided by the row sums\n",
+                ["✗ O_0 after K/V block 0:", "a row's normalisation"],
+            ),
+            "update": (
+                "def update(O_i, ℓ_i, m_i, S_ij, V_j):\n"
+                "    m̃ = S_ij.max(axis=1)\n"
+                "    P̃ = np.exp(S_ij - m̃[:, None])\n"
+                "    m_new = np.maximum(m_i, m̃)\n"
+                "    α, β = np.exp(m_i - m_new), np.exp(m̃ - m_new)\n"
+                "    ℓ_new = α * ℓ_i + β * P̃.sum(axis=1)\n"
+                "    return m_new, ℓ_new, (α[:, None] * ℓ_i[:, None] * O_i + β[:, None] * (P̃ @ V_j)) / ℓ_new[:, None]\n",
+                [
+                    "✗ lines 10–12 for (i = 0, j = 1): O_i: shape (2,), expected (2, 4)",
+                    "return O_i, ℓ_i_new, m_i_new in that order",
+                ],
+            ),
+        },
+        {
+            "partial_output": (
+                "def partial_output(Q_i, K_seen, V_seen, τ):\n"
+                "    S = Q_i @ K_seen.T  # τ forgotten\n"
+                "    P = np.exp(S - S.max(axis=1, keepdims=True))\n"
+                "    return P / P.sum(axis=1, keepdims=True) @ V_seen\n",
+                ["✗ O_0 after K/V block 0:", "values differ"],
+            ),
+            "update": (
+                "def update(O_i, ℓ_i, m_i, S_ij, V_j):\n"
+                "    m̃ = S_ij.max(axis=1)\n"
+                "    P̃ = np.exp(S_ij - m̃[:, None])\n"
+                "    m_new = np.maximum(m_i, m̃)\n"
+                "    α, β = np.exp(m_i - m_new), np.exp(m̃ - m_new)\n"
+                "    ℓ_new = α * ℓ_i + β * P̃.sum(axis=1)\n"
+                "    O_new = (α[:, None] * O_i + β[:, None] * (P̃ @ V_j)) / ℓ_new[:, None]  # O_i taken as unnormalised\n"
+                "    return O_new, ℓ_new, m_new\n",
+                ["✗ lines 10–12 for (i = 0, j = 1): O_i: "],
+            ),
+        },
+    ],
+    "05_counting_bytes": [
+        {
+            "flash2_bytes": (
+                "def flash2_bytes(N, Nk, d, s, Br, Bc):\n"
+                "    Tr = N // Br  # the ragged last Q block forgotten\n"
+                "    return s * N * d + Tr * 2 * s * Nk * d, s * N * d + 4 * N\n",
+                ["✗ flash2 bytes, N=100 Nk=70 d=16 fp16 Br=32 Bc=16: read: got", "1/4 of K and V together"],
+            ),
+            "flash1_bytes": (
+                "def flash1_bytes(N, Nk, d, s, Br, Bc):\n"
+                "    Tc = -(-Nk // Bc)\n"
+                "    per_pass = s * N * d + 4 * 2 * N\n"
+                "    return 2 * s * Nk * d + Tc * (s * N * d + per_pass), Tc * per_pass  # line 2 forgotten\n",
+                ["flash1 bytes, N=100 Nk=70 d=16 fp16 Br=32 Bc=16: written: got", "too few"],
+            ),
+        },
+        {
+            "flash2_bytes": (
+                "def flash2_bytes(N, Nk, d, s, Br, Bc):\n"
+                "    Tr = -(-N // Br)\n"
+                "    return s * N * d + Tr * 2 * s * Nk * d, s * N * d  # L forgotten\n",
+                ["written: got", "too few — as many as L", "left out?"],
+            ),
+            "flash1_bytes": (
+                "def flash1_bytes(N, Nk, d, s, Br, Bc):\n"
+                "    Tc = -(-Nk // Bc)\n"
+                "    per_pass = s * N * d + s * 2 * N  # ℓ and m in s bytes, not float32\n"
+                "    return 2 * s * Nk * d + Tc * (s * N * d + per_pass), per_pass + Tc * per_pass\n",
+                ["flash1 bytes, N=100 Nk=70 d=16 fp16 Br=32 Bc=16: read: got", "as many as ℓ or m"],
+            ),
+        },
+    ],
+    "06_causal_and_flash2": [
+        {
+            "blocks_read": (
+                "def blocks_read(i, N, Nk, Br, Bc):\n"
+                "    last_key = min((i + 1) * Br, N) - 1  # aligned top-left: Nk − N forgotten\n"
+                "    return min(-(-Nk // Bc), last_key // Bc + 1)\n",
+                ["✗ blocks read for every Q block, N=40 Nk=100 Br=16 Bc=32: Q block 0: got 1, expected"],
+            ),
+            "causal_flash2_bytes": (
+                "def causal_flash2_bytes(N, Nk, d, s, Br, Bc):\n"
+                "    keys = sum(blocks_read(i, N, Nk, Br, Bc) * Bc for i in range(-(-N // Br)))  # ragged block as full\n"
+                "    return s * N * d + 2 * s * keys * d, s * N * d + 4 * N\n",
+                ["causal flash2 bytes, N=100 Nk=100 d=16 fp16 Br=16 Bc=16: read: got", "too many"],
+            ),
+        },
+        {
+            "blocks_read": (
+                "def blocks_read(i, N, Nk, Br, Bc):\n"
+                "    last_key = min((i + 1) * Br, N) - 1 + Nk - N\n"
+                "    return min(-(-Nk // Bc), last_key // Bc + 1)  # a block that sees no key forgotten\n",
+                ["N=100 Nk=40 Br=16 Bc=8: Q block 0: got -", "expected 0"],
+            ),
+            "causal_flash2_bytes": (
+                "def causal_flash2_bytes(N, Nk, d, s, Br, Bc):\n"
+                "    keys = sum(min(Nk, blocks_read(i, N, Nk, Br, Bc) * Bc) for i in range(-(-N // Br)))\n"
+                "    return s * N * d + 2 * s * keys * d, s * N * d  # L forgotten\n",
+                ["written: got", "as many as L", "left out?"],
+            ),
+        },
+    ],
+    "07_backward_recomputation": [
+        {
+            "recompute_P": (
+                "def recompute_P(S_ij, L_i):\n    P = np.exp(S_ij - S_ij.max(axis=1, keepdims=True))\n"
+                "    return P / P.sum(axis=1, keepdims=True)  # the tile's own softmax\n",
+                ["✗ P_ij from S_ij and L_i:", "a row's normalisation"],
+            ),
+            "backward_bytes": (
+                "def flash2_backward_bytes(N, d, s, Bc):\n"
+                "    Tc = -(-N // Bc)\n"
+                "    once = 4 * s * N * d\n"
+                "    return once + Tc * (3 * s * N * d + 8 * N + s * N * d)  # the pre-pass forgotten\n",
+                ["✗ FlashAttention-2 backward bytes: got", "too few"],
+            ),
+        },
+        {
+            "recompute_P": (
+                "def recompute_P(S_ij, L_i):\n    return np.exp(S_ij - L_i)  # L_i not a column\n",
+                ["✗ P_ij from S_ij and L_i:", "values differ"],
+            ),
+            "backward_bytes": (
+                "def flash2_backward_bytes(N, d, s, Bc):\n"
+                "    Tc = -(-N // Bc)\n"
+                "    prepass = 3 * s * N * d + 4 * N\n"
+                "    return prepass + 4 * s * N * d + Tc * (3 * s * N * d + 8 * N)  # dQ_i's write-back forgotten\n",
+                ["✗ FlashAttention-2 backward bytes: got", "too few"],
+            ),
+        },
+    ],
+    "08_real_gpu": [
+        {
+            "bench_flops": (
+                "def bench_flops(n, d, batch, heads, causal):\n    return 4 * n * n * d * batch * heads  # causal ignored\n",
+                ["causal): got", "2× the expected"],
+            ),
+            "roofline": (
+                "def kernel_roofline_ms(row):\n"
+                "    c = predicted(row)\n"
+                "    return max(c.hbm_bytes / hw.hbm_bandwidth, c.flops / hw.peak(STORAGE[row['dtype']]))  # seconds\n",
+                ["✗ the roofline time of every benchmark row: row 0", "1/1000 of the expected"],
+            ),
+            "dq_atomics": (
+                "def dq_atomic_bytes(n, nk, d, heads, Br, Bc, causal):\n"
+                "    return sum(b.rows * b.seen for b in iomodel.row_blocks(n, nk, Br, Bc, causal)) * d * F  # one head\n",
+                ["✗ dQ atomics of both recorded backward comparisons: compare-backward-h100: got", "the right count"],
+            ),
+        },
+        {
+            "bench_flops": (
+                "def bench_flops(n, d, batch, heads, causal):\n"
+                "    return 2 * n * n * d * batch * heads / (2 if causal else 1)  # one matmul\n",
+                ["✗ FLOPs of every benchmark row: row 0", "1/2 of the expected"],
+            ),
+            "roofline": (
+                "def kernel_roofline_ms(row):\n"
+                "    c = predicted(row)\n"
+                "    return 1e3 * (c.hbm_bytes / hw.hbm_bandwidth + c.flops / hw.peak(STORAGE[row['dtype']]))\n",
+                ["✗ the roofline time of every benchmark row: row 0"],
+            ),
+            "dq_atomics": (
+                "def dq_atomic_bytes(n, nk, d, heads, Br, Bc, causal):\n"
+                "    return sum(b.rows * b.seen for b in iomodel.row_blocks(n, nk, Br, Bc, causal)) * d * 2 * heads\n",
+                ["compare-backward-h100: got", "1/2 of the right count"],
+            ),
+        },
+    ],
+    "09_flash_decoding": [
+        {
+            "combine": (
+                "def combine(O_parts, lse_parts):\n"
+                "    LSE = np.log(np.exp(lse_parts).sum(axis=0))  # no max subtracted\n"
+                "    return (np.exp(lse_parts - LSE)[..., None] * O_parts).sum(axis=0), LSE\n",
+                ["✗ combine, logits in the hundreds: O: ", "every wrong value is 0"],
+            ),
+            "split_bytes": (
+                "def split_extra_bytes(Nq, d, s, P):\n    return P * s * Nq * d + 2 * 4 * P * Nq * (d + 1)  # q read P more times\n",
+                ["✗ extra bytes of 8 splits: got", "too many", "Q read"],
+            ),
+        },
+        {
+            "combine": (
+                "def combine(O_parts, lse_parts):\n"
+                "    m = lse_parts.max(axis=0)\n"
+                "    LSE = m + np.log(np.exp(lse_parts - m).sum(axis=0))\n"
+                "    return (np.exp(lse_parts - LSE) * O_parts).sum(axis=0), LSE  # weights not broadcast over d\n",
+                ["✗ combine: O and LSE: O: shape (4, 64), expected (1, 64) (summed over the wrong axis"],
+            ),
+            "split_bytes": (
+                "def split_extra_bytes(Nq, d, s, P):\n"
+                "    return (P - 1) * s * Nq * d + 4 * P * Nq * (d + 1)  # the combine's reads forgotten\n",
+                ["✗ extra bytes of 8 splits: got", "too few", "O_parts read and lse_parts read together"],
+            ),
+        },
+    ],
+    "13_inside_the_sm": [
+        {
+            "sectors_touched": (
+                "def sectors_touched(addresses, width):\n    return len(set((addresses // 32).tolist()))  # first bytes only\n",
+                [
+                    "✗ sectors of four warp accesses: 8 B lanes across sector edges: got 32, expected 33",
+                    "off by one",
+                ],
+            ),
+            "bank_wavefronts": (
+                "def bank_wavefronts(addresses):\n    return int(np.bincount((addresses // 4) % 32, minlength=32).max())  # lanes, not words\n",
+                ["✗ wavefronts of five shared-memory accesses: one word for all: got 32, expected 1"],
+            ),
+            "copy_ratio": (
+                "def copy_ratio(row_bytes, pad):\n    return 1 + pad / row_bytes  # the padding's share of the bytes\n",
+                ["✗ L2 → SM per byte asked, five paddings: 128 B rows + 16 B: got 1.125, expected 1.5"],
+            ),
+        },
+        {
+            "sectors_touched": (
+                "def sectors_touched(addresses, width):\n    return len(addresses) * width // 32  # the bytes asked, in sectors\n",
+                ["sectors of four warp accesses: shifted by 4 bytes: got 4, expected 5", "off by one"],
+            ),
+            "bank_wavefronts": (
+                "def bank_wavefronts(addresses):\n    return len(set(((addresses // 4) % 32).tolist()))  # banks used\n",
+                ["✗ wavefronts of five shared-memory accesses: consecutive words: got 32, expected 1"],
+            ),
+            "copy_ratio": (
+                "def copy_ratio(row_bytes, pad):\n    return 1.5 if pad else 1.0\n",
+                ["✗ L2 → SM per byte asked, five paddings: 128 B rows + 32 B: got 1.5, expected 1"],
+            ),
+        },
+    ],
+}

@@ -1,0 +1,101 @@
+"""The similarity report: renamed, recommented and reformatted copies are flagged with both names and the score;
+independent solutions and untouched handouts are not; nothing is taken off a score."""
+
+import io
+import keyword
+import tokenize
+from pathlib import Path
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sim.grading import grader, similarity, spec
+from sim.grading.export import student_text
+
+SUBMISSIONS = Path(__file__).parent / "grading_submissions" / "02"
+MASTER = spec.load(spec.locate("02"))
+LISTING = Path(similarity.__file__).resolve().parents[1] / "algorithms" / "flash1.py"
+
+
+def disguised(source: str) -> str:
+    """The same program with every local name renamed, comments and docstrings' words changed, lines spread out."""
+    names: dict[str, str] = {}
+    out = []
+    previous = None
+    for t in tokenize.generate_tokens(io.StringIO(source).readline):
+        text = t.string
+        if (
+            t.type == tokenize.NAME
+            and not keyword.iskeyword(text)
+            and previous != "."
+            and text not in dir(__builtins__)
+        ):
+            text = names.setdefault(text, f"renamed_{len(names)}")
+        elif t.type == tokenize.COMMENT:
+            text = "# reworded"
+        out.append((t.type, text))
+        previous = t.string
+    return tokenize.untokenize(out).replace("\n", "\n\n")
+
+
+def report(paths):
+    return similarity.report(MASTER.path, MASTER.grading, student_text(MASTER.path.read_text()), paths)
+
+
+def test_renaming_recommenting_and_reformatting_leave_the_tokens_alone():
+    source = (SUBMISSIONS / "algorithm1.py").read_text()
+    assert similarity.tokens(disguised(source)) == similarity.tokens(source)
+    assert similarity.tokens('def f(a):\n    """Doc."""\n    return a.load(1, "x")  # c\n') == [
+        "def", "v", "(", "v", ")", ":", "return", "v", ".", "load", "(", "0", ",", "s", ")",
+    ]  # fmt: skip
+
+
+def test_a_disguised_copy_of_another_submission_is_flagged_with_both_names(tmp_path):
+    alice, bob = tmp_path / "alice.py", tmp_path / "bob.py"
+    alice.write_text((SUBMISSIONS / "algorithm1.py").read_text())
+    bob.write_text(disguised(alice.read_text()))
+    flags = report([alice, bob])
+    assert [(f.a, f.b) for f in flags] == [("alice.py", "bob.py")] and flags[0].score == 1.0
+    assert flags[0].line() == "similar to bob.py: 1.00 of its code in common (for review; no points taken)"
+
+
+def test_independent_solutions_and_untouched_handouts_are_not_flagged(tmp_path):
+    a, b = tmp_path / "a.py", tmp_path / "b.py"
+    a.write_text((SUBMISSIONS / "algorithm1.py").read_text())  # Algorithm 1's loop order
+    b.write_text((SUBMISSIONS / "fa2_loop_order.py").read_text())  # FlashAttention-2's: a different program
+    assert report([a, b]) == []
+    handout = student_text(MASTER.path.read_text())
+    a.write_text(handout)
+    b.write_text(handout)
+    assert report([a, b]) == []  # the handout is every student's start: it is not counted
+
+
+def test_a_copy_of_the_listing_or_of_the_master_is_flagged_against_it(tmp_path):
+    listing, master = tmp_path / "listing.py", tmp_path / "master.py"
+    listing.write_text(disguised(LISTING.read_text()))
+    master.write_text(disguised(MASTER.path.read_text()))
+    flags = {(f.a, f.b): f.score for f in report([listing, master])}
+    assert flags[("listing.py", "the library's listing sim/algorithms/flash1.py")] == 1.0
+    assert flags[("master.py", "the instructor's master 02_flash1_forward.py")] == 1.0
+
+
+def test_scores_by_hand():
+    a, b = frozenset(range(100)), frozenset(range(50, 250))
+    assert similarity.score(a, b) == 0.5  # 50 of the smaller's 100 runs
+    assert similarity.score(frozenset(range(10)), frozenset(range(10))) == 0.0  # too little code to judge
+
+
+@given(st.text(max_size=300))
+def test_any_text_tokenizes_without_raising(text):
+    assert isinstance(similarity.fingerprint(text), frozenset)
+
+
+def test_a_graded_batch_carries_the_flags_and_keeps_its_scores(tmp_path):
+    alice, bob = tmp_path / "alice.py", tmp_path / "bob.py"
+    alice.write_text((SUBMISSIONS / "algorithm1.py").read_text())
+    bob.write_text(disguised(alice.read_text()))
+    reports = grader.grade(MASTER.public(), [alice, bob], seed=1, jobs=2)
+    alone = grader.grade(MASTER.public(), [alice], seed=1, jobs=1)[0]
+    assert reports[0].notes == ["similar to bob.py: 1.00 of its code in common (for review; no points taken)"]
+    assert reports[1].notes == ["similar to alice.py: 1.00 of its code in common (for review; no points taken)"]
+    assert reports[0].score == alone.score > 0 and not reports[0].flags and alone.notes == []
