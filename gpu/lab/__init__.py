@@ -1,0 +1,1 @@
+"""What measures the GPU library: benchmarks, comparisons with the simulator, counters, recordings."""
