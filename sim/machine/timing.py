@@ -31,7 +31,7 @@ class Time:
     compute: float  # the SMs: blocks of tensor + max(MUFU, FMA), in waves
     terms: dict[str, float]  # tensor, MUFU, FMA (each in waves), DRAM, L2
     launch: float
-    waves: float  # blocks / slots
+    waves: float  # blocks / slots (SMs × blocks resident on each)
     instruction: str
 
     @property
@@ -58,7 +58,8 @@ def makespan(costs: list[float], slots: int) -> float:
 
 def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: int, l2_bytes: float) -> Time:
     """Predicted time of one kernel whose blocks are `blocks` (launch order) and whose traffic is given."""
-    per_sm = blocks_per_sm(launch, hw)
+    # blocks spread over the SMs first: an SM shares its units among the blocks resident on it, no more than fit
+    per_sm = min(blocks_per_sm(launch, hw), max(1, -(-len(blocks) // hw.sm_count)))
     slots = per_sm * hw.sm_count
     # seconds per unit of work on one slot: an SM's rate shared by the blocks resident on it
     tensor = per_sm / hw.tensor_rate(launch.instruction)
