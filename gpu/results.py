@@ -2,7 +2,7 @@
 lesson loads on machines without a GPU.
 
 Every file is one JSON object:
-  "kind"     "bench-forward", "bench-backward", "compare-forward", "compare-backward", "ladder" or "train"
+  "kind"     "bench-forward", "bench-backward", "compare-forward", "compare-backward", "ladder", "train" or "model-check"
   "env"      where and how it was measured: "gpu" (name), "cc" (compute capability), "sm_count", "driver"
              (nvidia-smi's driver version, or null), "cuda_driver" (the CUDA version the driver supports, e.g.
              13000), "cupy", "torch" (null without PyTorch), "numpy", "date" (UTC, ISO 8601), "command" (the
@@ -13,7 +13,8 @@ Every file is one JSON object:
              "memory" (peak extra bytes against N at fixed batch and heads: "n", then per implementation);
              compare: "config", "errors", "bytes" (predicted and measured), "time"; ladder (`python -m gpu.ladder`):
              "rungs" (number → name, direction, file), "rows" (per configuration, "rungs": number → {"tflops",
-             "sdpa_tflops"} or {"status"}), "notes"; train: see gpu/train.py.
+             "sdpa_tflops"} or {"status"}), "notes"; train: see gpu/train.py; model-check (`python -m gpu.lab.check_model`):
+             "grid", "timed", "profiled" (ncu rows), "compared" (predicted beside measured), "summary".
 Byte counts are bytes, times milliseconds, rates TFLOP/s (1e12 FLOPs per second).
 """
 

@@ -56,7 +56,7 @@ def measure(path: str) -> None:
     """Time every shape, then profile them all in one ncu run; write the measurements to `path`."""
     from gpu import counters, results
 
-    record = {"kind": "model-check", "env": results.environment(), "grid": GRID, "timed": run_all(False)}
+    record = {"kind": "model-check", "env": results.environment(f"python -m gpu.lab.check_model measure {path}"), "grid": GRID, "timed": run_all(False)}
     ncu = counters.ncu_path()
     base = [ncu, "--clock-control", "none", "--csv", "--print-units", "base"]
     base += ["--kernel-name", "regex:^(" + "|".join(KERNELS) + ")$"]
