@@ -113,6 +113,10 @@ def test_which_resource_bounds():
     # L2: 5.5 TB/s
     t = timing.kernel_time(_blocks(132, flops=ONE_MS), BIG, H100, 0, 5.5e12 * 0.002)
     assert t.bound == timing.L2
+    # a kernel of 1 µs of matmuls waits for its 4 µs launch
+    t = timing.kernel_time(_blocks(132, flops=ONE_MS / 1000), BIG, H100, 0, 0)
+    assert t.seconds == pytest.approx(1e-6 + H100.launch_seconds)
+    assert t.bound == timing.LAUNCH
 
 
 def test_two_blocks_per_sm_share_its_rate():
@@ -120,3 +124,20 @@ def test_two_blocks_per_sm_share_its_rate():
     two = Launch(128, 1024, 64, "wgmma")  # many blocks fit one SM: 16 by threads
     t = timing.kernel_time(_blocks(2, flops=ONE_MS), two, half, 0, 0)
     assert t.compute == pytest.approx(2e-3)  # two blocks at once, each at half the SM's rate
+
+
+def test_run_json_and_table_say_where_the_time_goes():
+    import json
+
+    from click.testing import CliRunner
+
+    from sim.cli import app
+
+    args = ["run", "--algo", "flash2", "--n", "1024", "--d", "64", "--heads", "4", "--hardware", "H100-SXM"]
+    out = CliRunner().invoke(app, [*args, "--counts-only", "--json"])
+    m = json.loads(out.stdout)["machine"]
+    # 4 heads of Q, K, V, 1024 × 64 fp16, each read from DRAM once: everything fits the 50 MiB L2
+    assert m["dram_read_bytes"] == 4 * 3 * 1024 * 64 * 2
+    assert m["bound"] in m["terms"]
+    table = CliRunner().invoke(app, [*args, "--counts-only"], env={"COLUMNS": "160"}).output
+    assert "where the time goes on H100-SXM" in table and f"bound: {m['bound']}" in table

@@ -7,6 +7,7 @@ model always sees every block).
 """
 
 from dataclasses import dataclass
+from math import ceil
 
 from sim import iomodel
 from sim.errors import InputError
@@ -17,6 +18,7 @@ from sim.machine.launch import Launch, slots
 from sim.machine.timing import Time, kernel_time
 
 EXACT_HEADS = 16
+MOST_STEPS = 2_000_000  # block-steps the L2 is played for at most (a few seconds of Python)
 PADDED_TENSORS = ("Q", "KV", "QdO")  # the tiles the FlashAttention kernels copy into SRAM rows
 
 
@@ -62,6 +64,22 @@ class Prediction:
         """What bounds the slowest kernel."""
         return max(self.kernels, key=lambda k: k.time.seconds).time.bound
 
+    def summary(self) -> dict:
+        """JSON-ready: DRAM bytes, time, bound, each resource's time (seconds) and the launch assumed."""
+        return {
+            "hardware": self.hardware,
+            "launch": self.launch.describe(),
+            "dram_read_bytes": self.dram_read_bytes,
+            "dram_write_bytes": self.dram_write_bytes,
+            "left_dirty_bytes": self.left_dirty_bytes,
+            "l2_to_sm_bytes": self.l2_to_sm_bytes,
+            "seconds": self.seconds,
+            "compute_seconds": sum(k.time.compute for k in self.kernels),
+            "bound": self.bound,
+            "terms": self.terms(),
+            "waves": max(k.time.waves for k in self.kernels),
+        }
+
     def terms(self) -> dict[str, float]:
         """Each resource's time summed over the kernels, and the launch overheads."""
         out: dict[str, float] = {}
@@ -86,6 +104,11 @@ def kernels_of(algorithm: str, N, Nk, d, s, Br, Bc, causal, heads, backward=Fals
         c = iomodel.flash1(N, Nk, d, s, Bc, causal, Br=Br)
         return [grids.flash1_forward(*shape, work=(c.flops, c.exps, c.elementwise))]
     raise InputError(f"prediction: no grid for algorithm {algorithm!r}; the model covers flash2, flash1 and standard")
+
+
+def affordable(N: int, Nk: int, Br: int, Bc: int, heads: int) -> bool:
+    """Whether playing the L2 for this shape stays under MOST_STEPS block-steps (one per tile pair)."""
+    return ceil(N / Br) * ceil(Nk / Bc) * min(heads, EXACT_HEADS) <= MOST_STEPS
 
 
 def traffic(make, heads: int, n_slots: int, capacity: int) -> Traffic:

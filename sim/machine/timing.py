@@ -20,7 +20,7 @@ from sim.hardware import Hardware
 from sim.machine.grids import Block
 from sim.machine.launch import Launch, blocks_per_sm
 
-TENSOR, MUFU, FMA, DRAM, L2 = "tensor", "MUFU (exp)", "FMA", "DRAM", "L2"
+TENSOR, MUFU, FMA, DRAM, L2, LAUNCH = "tensor", "MUFU (exp)", "FMA", "DRAM", "L2", "launch"
 
 
 @dataclass(frozen=True)
@@ -36,8 +36,11 @@ class Time:
 
     @property
     def bound(self) -> str:
-        """The resource that sets the time: DRAM or L2 if one is slower than the SMs, else the SMs' largest part."""
+        """The resource that sets the time: the launch if it outlasts the rest, DRAM or L2 if one is slower than the
+        SMs, else the SMs' largest part."""
         memory = max((DRAM, L2), key=self.terms.__getitem__)
+        if self.launch > max(self.compute, self.terms[memory]):
+            return LAUNCH
         if self.terms[memory] >= self.compute:
             return memory
         return max((TENSOR, MUFU, FMA), key=self.terms.__getitem__)
