@@ -12,8 +12,8 @@ from notebook_runner import CHECK_LINE, UNLABELLED, execute, exercise_name, less
 LESSONS = lessons()
 
 
-def test_the_course_has_nine_lessons():
-    assert [p.name[:2] for p in LESSONS] == [f"{i:02d}" for i in range(1, 10)]
+def test_the_course_has_ten_lessons():
+    assert [p.name[:2] for p in LESSONS] == [f"{i:02d}" for i in range(1, 11)]
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
