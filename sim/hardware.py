@@ -159,3 +159,20 @@ def get(name: str) -> Hardware:
         if key.lower() == name.lower():
             return hw
     raise InputError(f"hardware: unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+
+
+def calibrated(hw: Hardware, rates: dict) -> Hardware:
+    """`hw` with the rates `python -m gpu.lab.calibrate` measured (a recording's "rates"): DRAM and L2 bandwidth,
+    MUFU and FMA rates per SM (as per-clock figures at hw's clock), every tensor instruction scaled by the measured
+    over the datasheet fp16 rate, and the launch overhead."""
+    tensor = rates["tensor_fp16"] / hw.peak("fp16")
+    return replace(
+        hw,
+        name=f"{hw.name} (calibrated)",
+        hbm_bandwidth=rates["dram_read"],
+        l2_bandwidth=rates["l2_read"],
+        mufu_per_clock=rates["exp2_per_sm"] / hw.clock_hz,
+        fma_per_clock=rates["fma_per_sm"] / hw.clock_hz,
+        tensor_per_clock={k: v * tensor for k, v in hw.tensor_per_clock.items()},
+        launch_seconds=rates["launch_seconds"],
+    )

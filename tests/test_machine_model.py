@@ -141,3 +141,14 @@ def test_run_json_and_table_say_where_the_time_goes():
     assert m["bound"] in m["terms"]
     table = CliRunner().invoke(app, [*args, "--counts-only"], env={"COLUMNS": "160"}).output
     assert "where the time goes on H100-SXM" in table and f"bound: {m['bound']}" in table
+
+
+def test_calibration_replaces_the_rates_it_measured():
+    rates = {"dram_read": 3e12, "l2_read": 8e12, "exp2_per_sm": 16 * 1.83e9 * 2, "fma_per_sm": 64 * 1.83e9,
+             "tensor_fp16": 989.4e12 / 2, "launch_seconds": 6e-6}  # fmt: skip
+    hw = hardware.calibrated(H100, rates)
+    assert (hw.hbm_bandwidth, hw.l2_bandwidth, hw.launch_seconds) == (3e12, 8e12, 6e-6)
+    assert hw.mufu_per_clock == pytest.approx(32) and hw.fma_per_clock == pytest.approx(64)
+    assert hw.tensor_rate("wgmma") == pytest.approx(4096 / 2 * 1.83e9)
+    assert hw.tensor_rate("mma.sync") == pytest.approx(2730 / 2 * 1.83e9)
+    assert hw.sm_count == H100.sm_count and hw.l2_bytes == H100.l2_bytes

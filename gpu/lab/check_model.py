@@ -2,8 +2,9 @@
 
 On the GPU: `python -m gpu.lab.check_model measure OUT.json` times (CUDA-event medians of the public calls) and
 profiles (one ncu run over every shape: DRAM and L2 bytes, kernel time, pipe utilization) the fastest forward rung
-and backward rung 5 on issue 22's grid. Anywhere: `python -m gpu.lab.check_model report OUT.json [RESULT.json]`
-puts the model's predictions beside those measurements and says how close each is.
+and backward rung 5 on issue 22's grid. Anywhere: `python -m gpu.lab.check_model report OUT.json [RESULT.json [CALIBRATION.json]]`
+puts the model's predictions beside those measurements and says how close each is (also with the rates
+`python -m gpu.lab.calibrate` measured, given its recording).
 """
 
 import csv
@@ -56,7 +57,12 @@ def measure(path: str) -> None:
     """Time every shape, then profile them all in one ncu run; write the measurements to `path`."""
     from gpu import counters, results
 
-    record = {"kind": "model-check", "env": results.environment(f"python -m gpu.lab.check_model measure {path}"), "grid": GRID, "timed": run_all(False)}
+    record = {
+        "kind": "model-check",
+        "env": results.environment(f"python -m gpu.lab.check_model measure {path}"),
+        "grid": GRID,
+        "timed": run_all(False),
+    }
     ncu = counters.ncu_path()
     base = [ncu, "--clock-control", "none", "--csv", "--print-units", "base"]
     base += ["--kernel-name", "regex:^(" + "|".join(KERNELS) + ")$"]

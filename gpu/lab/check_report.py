@@ -22,7 +22,7 @@ def busiest(row: dict) -> str:
     return max(PIPES, key=lambda name: row.get(PIPES[name], -1.0))
 
 
-def compare_one(g: dict, kernels: list[dict], timed: dict, hw) -> dict:
+def compare_one(g: dict, kernels: list[dict], timed: dict, hw, tuned=None) -> dict:
     """One shape: forward (rung 6) and backward (rung 5) predicted beside measured."""
     shape = {"n": g["n"], "nk": g["n"], "d": g["d"], "batch": g["batch"], "heads": g["heads"], "s": 2}
     out = {}
@@ -49,20 +49,25 @@ def compare_one(g: dict, kernels: list[dict], timed: dict, hw) -> dict:
             "bound": p.bound,
             "terms_ms": {k: v * 1e3 for k, v in p.terms().items()},
         }
+        if tuned is not None:  # the same model with the rates calibrated on the GPU (gpu/lab/calibrate.py)
+            c = rung_prediction(spec, tuned, causal=g["causal"], **shape)
+            predicted["calibrated"] = {"ms": c.seconds * 1e3, "bound": c.bound}
         out[direction] = {"rung": spec.rung, "predicted": predicted, "measured": measured}
     return out
 
 
-def report(measured_path: str, out_path: str | None = None) -> dict:
-    """Print one line per shape and direction, and the summary against issue 22's targets; write JSON if asked."""
+def report(measured_path: str, out_path: str | None = None, calibration: str | None = None) -> dict:
+    """Print one line per shape and direction, and the summary against issue 22's targets; write JSON if asked.
+    With a calibration recording, the time is also predicted with the calibrated rates."""
     data = json.loads(Path(measured_path).read_text())
     hw = hardware.get("H100-SXM")
+    tuned = hardware.calibrated(hw, json.loads(Path(calibration).read_text())["rates"]) if calibration else None
     rows = data["profiled"]
     results = []
     print(f"{'rung':>4} {'d':>3} {'N':>5} {'c':>1} {'B×H':>6} | {'DRAM read MiB pred/meas':>24} | "
           f"{'L2→SM':>6} | {'time ms pred/events ×ncu':>25} | {'bound / busiest pipe':>24}")  # fmt: skip
     for i, g in enumerate(data["grid"]):
-        one = compare_one(g, rows[4 * i : 4 * i + 4], data["timed"][str(i)], hw)
+        one = compare_one(g, rows[4 * i : 4 * i + 4], data["timed"][str(i)], hw, tuned)
         results.append({**g, **one})
         for r in one.values():
             p, m = r["predicted"], r["measured"]
@@ -70,7 +75,7 @@ def report(measured_path: str, out_path: str | None = None) -> dict:
                 f"{r['rung']:>4} {g['d']:>3} {g['n']:>5} {'c' if g['causal'] else '-'} {g['batch']}×{g['heads']:<3} | "
                 f"{p['dram_read_bytes'] / MIB:>9.1f} /{m['dram_read_bytes'] / MIB:>9.1f} ×{p['dram_read_bytes'] / m['dram_read_bytes']:.2f} | "
                 f"×{p['l2_read_bytes'] / m['l2_read_bytes']:.3f} | "
-                f"{p['ms']:>7.3f} /{m['ms']:>7.3f} ×{p['ms'] / m['ms']:.2f} ×{p['ms'] / m['kernel_ms']:.2f} | {p['bound']:>10} / {m['busiest_pipe']:<10}"
+                f"{p['ms']:>7.3f} /{m['ms']:>7.3f} ×{p['ms'] / m['ms']:.2f} ×{p['ms'] / m['kernel_ms']:.2f} | {p['bound']:>10} / {m['busiest_pipe']:<10}{calibrated_ms(r)}"
             )  # fmt: skip
     summary = summarize(results)
     for line in summary["lines"]:
@@ -91,6 +96,10 @@ def summarize(results: list[dict]) -> dict:
         l2 = [abs(r["predicted"]["l2_read_bytes"] / r["measured"]["l2_read_bytes"] - 1) <= 0.05 for r in rs]
         time = [abs(r["predicted"]["ms"] / r["measured"]["ms"] - 1) <= 0.25 for r in rs]
         kernel = [abs(r["predicted"]["ms"] / r["measured"]["kernel_ms"] - 1) <= 0.25 for r in rs]
+        if "calibrated" in rs[0]["predicted"]:
+            tuned = [abs(r["predicted"]["calibrated"]["ms"] / r["measured"]["ms"] - 1) <= 0.25 for r in rs]
+            counts.setdefault("calibrated", {})[direction] = [sum(tuned), len(tuned)]
+            lines.append(f"{direction}, calibrated rates: time within 25% on {sum(tuned)}/{len(tuned)} (CUDA events)")
         bound = [r["predicted"]["bound"] == r["measured"]["busiest_pipe"] for r in rs]
         counts[direction] = {"dram_within_20": [sum(dram), len(dram)], "l2_within_5": [sum(l2), len(l2)],
                              "time_within_25": [sum(time), len(time)],
@@ -101,3 +110,9 @@ def summarize(results: list[dict]) -> dict:
             f"{sum(kernel)}/{len(kernel)} (ncu kernel time); bound = busiest pipe on {sum(bound)}/{len(bound)}"
         )
     return {"lines": lines, "counts": counts}
+
+
+def calibrated_ms(r: dict) -> str:
+    """' (calibrated ×0.93)' for one direction's row, or ''."""
+    c = r["predicted"].get("calibrated")
+    return f" cal ×{c['ms'] / r['measured']['ms']:.2f}" if c else ""
