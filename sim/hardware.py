@@ -30,6 +30,7 @@ class Hardware:
     source: str
     # -- below HBM and inside an SM (sim.machine: the L2 model, occupancy, the time model) --
     l2_bandwidth: float = 0.0  # bytes/s between L2 and the SMs, all SMs together
+    l2_partitions: int = 1  # halves of L2 that each keep their own copy of a line SMs on both sides read
     clock_hz: float = 1e9  # the SM clock the per-clock rates below are quoted at
     smem_per_sm_bytes: int = 0  # shared memory the thread blocks on one SM may share
     smem_reserved_bytes: int = 1 * KiB  # shared memory the driver reserves per thread block (cc 8.0 and up)
@@ -40,6 +41,11 @@ class Hardware:
     mufu_per_clock: int = 16  # exponentials (ex2) per clock per SM: the special-function unit
     fma_per_clock: int = 128  # fp32 add/multiply/FMA results per clock per SM: one elementwise operation each
     launch_seconds: float = 4e-6  # a kernel launch's fixed cost, grid start to first block and last block to end
+
+    @property
+    def l2_shared_bytes(self) -> int:
+        """L2 capacity for data every SM reads: one partition's, since each partition keeps its own copy."""
+        return self.l2_bytes // self.l2_partitions
 
     def tensor_rate(self, instruction: str) -> float:
         """FLOP/s per SM of the matmul `instruction` ("wgmma", "mma.sync" or "fma": fp32 on the CUDA cores)."""
@@ -66,6 +72,7 @@ A100_40GB = Hardware(
     source="NVIDIA A100 datasheet (SXM4 40GB) and CUDA C++ Programming Guide, compute capability 8.0",
     # A100 whitepaper: L2 read bandwidth 5120 bytes per clock; boost clock 1410 MHz
     l2_bandwidth=5120 * 1.41e9,
+    l2_partitions=2,  # A100 whitepaper: "the L2 cache is divided into two partitions"
     clock_hz=1.41e9,
     smem_per_sm_bytes=164 * KiB,  # Programming Guide, cc 8.0: 164 KB per SM, 163 KB per block
     # 312 TFLOP/s = 108 SMs × 2048 FLOPs per clock × 1.41 GHz; no wgmma before Hopper
@@ -85,6 +92,9 @@ H100_SXM = Hardware(
     # not in NVIDIA's datasheet: Chips and Cheese measured ~5.5 TB/s from L2 on H100 PCIe
     # ("Nvidia's H100: Funny L2, and Tons of Bandwidth", 2023); calibrate it with gpu/lab/calibrate.py
     l2_bandwidth=5.5e12,
+    # two partitions, as on A100 (Chips and Cheese, ibid.: the far half answers like a separate cache); run 21's
+    # backward at d = 128, N = 16384 read from DRAM what a 25 MiB L2 predicts (gpu/NOTES.md)
+    l2_partitions=2,
     clock_hz=1.83e9,  # the clock the datasheet's 989.4 TFLOP/s holds at: 132 SMs × 4096 FLOPs per clock
     smem_per_sm_bytes=228 * KiB,  # Programming Guide, cc 9.0: 228 KB per SM, 227 KB per block
     # wgmma: the datasheet's dense rate; mma.sync reaches about 2/3 of it on H100 (FlashAttention-3 paper, §1)

@@ -25,9 +25,11 @@ def test_the_shipped_benchmark_loads_with_where_it_came_from():
 def test_every_shipped_recording_says_where_it_came_from():
     for name in recorded.names():
         rec = recorded.load(name)
-        command = {"ladder": "python -m gpu.ladder ", "model-check": "python -m gpu.lab.check_model "}.get(
-            rec.report["kind"], "flashsim "
-        )
+        command = {
+            "ladder": "python -m gpu.ladder ",
+            "model-check": "python -m gpu.lab.check_model ",
+            "calibration": "python -m gpu.lab.calibrate ",
+        }.get(rec.report["kind"], "flashsim ")
         assert rec.gpu == "NVIDIA H100 80GB HBM3" and rec.date.startswith("2026-") and rec.command.startswith(command)
 
 

@@ -10,7 +10,11 @@ Assumptions, each a simplification a student can check against `flashsim compare
 - **Lockstep**: every running block makes one step (one trip of its inner loop) per tick. Blocks of one head
   that start together ask for K_j at the same tick, so one miss serves them all.
 - **LRU, whole tiles**: L2 is one fully associative cache of `capacity` bytes holding whole tiles; the least
-  recently used tile leaves first. No prefetch, no sectors, no set conflicts, no split into partitions.
+  recently used tile leaves first. No prefetch, no sectors, no set conflicts.
+- **One partition's capacity**: A100's and H100's L2 are two partitions, and a line that SMs on both sides read
+  is kept in both; every tile here is read by SMs everywhere, so `capacity` is one partition's
+  (`Hardware.l2_shared_bytes`). This assumption came from a measurement: with the whole 50 MiB the model
+  under-predicted rung 5's DRAM reads at d = 128, N = 16384 by 27%; with 25 MiB it is within 1% (gpu/NOTES.md).
 - **Write-back, write-allocate**: a written tile is kept dirty and reaches DRAM only when it is evicted; writes
   of whole tiles read nothing. An atomic add ("rw") reads the tile on a miss and leaves it dirty.
 - **Cold start**: each kernel starts with an empty L2 and dirty tiles left at its end are written after it (as

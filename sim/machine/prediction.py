@@ -140,7 +140,7 @@ def predict(
         def make(h, n=n):
             return kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, h, backward)[n]
 
-        t = traffic(make, heads, n_slots, hw.l2_bytes)
+        t = traffic(make, heads, n_slots, hw.l2_shared_bytes)
         padded = PADDED_TENSORS if launch.padded_rows else ()
         to_sm = l2_to_sm(t, padded)
         time = kernel_time(kernel.blocks, launch, hw, t.dram_read + t.dram_write, to_sm + t.asked_write + t.reduced)
