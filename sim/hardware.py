@@ -40,6 +40,7 @@ class Hardware:
     tensor_per_clock: dict = field(default_factory=dict)  # matmul instruction -> fp16/bf16 FLOPs per clock per SM
     mufu_per_clock: int = 16  # exponentials (ex2) per clock per SM: the special-function unit
     fma_per_clock: int = 128  # fp32 add/multiply/FMA results per clock per SM: one elementwise operation each
+    smem_per_clock: int = 128  # shared-memory bytes to or from registers per clock per SM: 32 banks × 4 bytes
     launch_seconds: float = 4e-6  # a kernel launch's fixed cost, grid start to first block and last block to end
 
     @property

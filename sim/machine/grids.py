@@ -26,6 +26,7 @@ class Block:
     exps: int
     elementwise: int
     steps: Callable[[], Iterator[list[Access]]]
+    tiles: int = 0  # Br × Bc tile pairs it computes
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1) -> Kernel:
 
         # iomodel.flash2 per block: τ·, rowmax, S − m, rowsum per score; 4 per row and α·O_i per tile; the mask; ÷ℓ, log, +
         work = 4 * r * keys + b.seen * (4 * r + r * d) + r * (keys - b.keys_full) + r * d + 2 * r
-        return Block(4 * r * keys * d, r * keys + r * b.seen, work, steps)
+        return Block(4 * r * keys * d, r * keys + r * b.seen, work, steps, b.seen)
 
     return Kernel("FlashAttention-2 forward", [block(h, i, b) for h in range(heads) for i, b in order])
 
@@ -89,7 +90,7 @@ def flash2_backward(N, Nk, d, s, Br, Bc, causal=False, heads=1, acc=F) -> list[K
                 yield (first if n == 0 else []) + tiles
             yield ([] if seen_by else first) + [(("dKdV", h, j), 2 * s * c * d, "w")]
 
-        return Block(*work, steps)
+        return Block(*work, steps, len(seen_by))
 
     def main_work(j, c) -> tuple[int, int, int]:
         """(flops, exps, elementwise) of block j: iomodel's per tile, τ·, S − L, dP − D, P ∘ (4rc), τ·dQ (rd),
@@ -129,14 +130,14 @@ def standard_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1) -> list[Kernel]
                     (("S", h, i, j), s * r * c, "w"),
                 ]
 
-        return Block(2 * r * Nk * d, 0, r * Nk, steps)
+        return Block(2 * r * Nk * d, 0, r * Nk, steps, len(cols))
 
     def softmax(h, i, r) -> Block:
         def steps():
             for j, c in enumerate(cols):
                 yield [(("S", h, i, j), s * r * c, "r"), (("P", h, i, j), s * r * c, "w")]
 
-        return Block(0, r * Nk, e * r * Nk, steps)
+        return Block(0, r * Nk, e * r * Nk, steps, len(cols))
 
     def pv(h, i, r) -> Block:
         def steps():
@@ -144,7 +145,7 @@ def standard_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1) -> list[Kernel]
                 yield [(("P", h, i, j), s * r * c, "r"), (("V", h, j), s * c * d, "r")]
             yield [(("O", h, i), s * r * d, "w")]
 
-        return Block(2 * r * Nk * d, 0, 0, steps)
+        return Block(2 * r * Nk * d, 0, 0, steps, len(cols))
 
     return [
         Kernel(name, [make(h, i, r) for h in range(heads) for i, r in enumerate(rows)])
@@ -169,6 +170,6 @@ def flash1_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1, work=(0, 0, 0)) -
                     kv = [(("KV", h, j), 2 * s * c * d, "r")] * (i == 0)
                     yield [*kv, (("Q", h, i), s * r * d, "r"), *stats(i, "r"), *stats(i, "w")]
 
-        return Block(*work, steps)
+        return Block(*work, steps, len(rows) * len(cols))
 
     return Kernel("FlashAttention forward", [block(h) for h in range(heads)])

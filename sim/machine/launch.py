@@ -22,6 +22,8 @@ class Launch:
     registers: int  # 32-bit registers per thread
     instruction: str = "mma.sync"  # "wgmma", "mma.sync" or "fma" (fp32 on the CUDA cores)
     padded_rows: bool = False  # tiles copied into SRAM rows padded by 16 bytes (see l2_to_sm in sim.machine.l2)
+    smem_per_tile: int = 0  # shared-memory bytes its warps load into registers (ldmatrix) per Br × Bc tile pair;
+    # 0 where the tensor cores read SRAM themselves (wgmma) or the kernel is not known
 
     def describe(self) -> str:
         return f"{self.threads} threads, {self.smem_bytes} B shared, {self.registers} registers, {self.instruction}"

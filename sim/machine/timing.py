@@ -3,10 +3,13 @@
 Each thread block's work runs on its SM's units, shared with the other blocks resident on that SM:
   tensor   matmul FLOPs at the rate of the instruction the kernel uses (wgmma or mma.sync; fp32 on the FMA pipe);
   MUFU     exponentials on the special-function unit;
-  FMA      every other elementwise operation, one fp32 add/multiply/FMA each.
+  FMA      every other elementwise operation, one fp32 add/multiply/FMA each;
+  SRAM     the bytes an mma.sync kernel's warps load from shared memory into registers (ldmatrix) for its MMAs,
+           128 bytes per clock (`Launch.smem_per_tile`; wgmma reads its operands itself, inside the tensor rate).
 Assumption (from ncu on rung 6, gpu/NOTES.md run 17: tensor pipe 52% / 71% busy, MUFU 54% / 37% at d = 64 / 128,
-adding to ~1.05): a block's matmuls and its softmax follow one another, so a block takes tensor + max(MUFU, FMA)
-(the MUFU and FMA pipes do overlap each other). FlashAttention-3's ping-pong and intra-warpgroup pipelining aim
+adding to ~1.05): a block's matmuls, its operand loads and its softmax follow one another, so a block takes
+tensor + SRAM + max(MUFU, FMA) (the MUFU and FMA pipes do overlap each other). The SRAM term came from run 21:
+without it rung 5's time was predicted at 0.4–0.45 of the measured on every shape. FlashAttention-3's ping-pong and intra-warpgroup pipelining aim
 at max(tensor, MUFU) instead: `Time.overlapped` is that ideal.
 Blocks start in launch order on the slot that frees first: equal blocks run in ⌈blocks / slots⌉ waves, and a
 last partial wave costs a whole block's time. DRAM and L2 traffic overlap the compute (copies are asynchronous):
@@ -20,7 +23,8 @@ from sim.hardware import Hardware
 from sim.machine.grids import Block
 from sim.machine.launch import Launch, blocks_per_sm
 
-TENSOR, MUFU, FMA, DRAM, L2, LAUNCH = "tensor", "MUFU (exp)", "FMA", "DRAM", "L2", "launch"
+TENSOR, SMEM, MUFU, FMA = "tensor", "SRAM → registers", "MUFU (exp)", "FMA"
+DRAM, L2, LAUNCH = "DRAM", "L2", "launch"
 
 
 @dataclass(frozen=True)
@@ -28,8 +32,8 @@ class Time:
     """One kernel's predicted time and what each resource alone would take (seconds)."""
 
     seconds: float
-    compute: float  # the SMs: blocks of tensor + max(MUFU, FMA), in waves
-    terms: dict[str, float]  # tensor, MUFU, FMA (each in waves), DRAM, L2
+    compute: float  # the SMs: blocks of tensor + SRAM + max(MUFU, FMA), in waves
+    terms: dict[str, float]  # tensor, SRAM, MUFU, FMA (each in waves), DRAM, L2
     launch: float
     waves: float  # blocks / slots (SMs × blocks resident on each)
     instruction: str
@@ -43,7 +47,7 @@ class Time:
             return LAUNCH
         if self.terms[memory] >= self.compute:
             return memory
-        return max((TENSOR, MUFU, FMA), key=self.terms.__getitem__)
+        return max((TENSOR, SMEM, MUFU, FMA), key=self.terms.__getitem__)
 
     @property
     def overlapped(self) -> float:
@@ -68,13 +72,17 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
     tensor = per_sm / hw.tensor_rate(launch.instruction)
     mufu = per_sm / (hw.mufu_per_clock * hw.clock_hz)
     fma = per_sm / (hw.fma_per_clock * hw.clock_hz)
+    smem = per_sm * launch.smem_per_tile / (hw.smem_per_clock * hw.clock_hz)  # seconds per tile pair
     terms = {
         TENSOR: makespan([b.flops * tensor for b in blocks], slots),
+        SMEM: makespan([b.tiles * smem for b in blocks], slots),
         MUFU: makespan([b.exps * mufu for b in blocks], slots),
         FMA: makespan([b.elementwise * fma for b in blocks], slots),
         DRAM: dram_bytes / hw.hbm_bandwidth,
         L2: l2_bytes / hw.l2_bandwidth if hw.l2_bandwidth else 0.0,
     }
-    compute = makespan([b.flops * tensor + max(b.exps * mufu, b.elementwise * fma) for b in blocks], slots)
+    compute = makespan(
+        [b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma) for b in blocks], slots
+    )
     seconds = hw.launch_seconds + max(compute, terms[DRAM], terms[L2])
     return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction)
