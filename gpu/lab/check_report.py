@@ -6,7 +6,7 @@ from pathlib import Path
 from gpu import registry
 from gpu.lab.predict import rung_prediction
 from sim import hardware
-from sim.machine.timing import FMA, MUFU, TENSOR
+from sim.machine.timing import FMA, MUFU, SMEM, TENSOR
 
 PIPES = {  # ncu's pipe utilization (% of peak, active cycles) for each of the model's compute resources
     TENSOR: "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
@@ -100,7 +100,10 @@ def summarize(results: list[dict]) -> dict:
             tuned = [abs(r["predicted"]["calibrated"]["ms"] / r["measured"]["ms"] - 1) <= 0.25 for r in rs]
             counts.setdefault("calibrated", {})[direction] = [sum(tuned), len(tuned)]
             lines.append(f"{direction}, calibrated rates: time within 25% on {sum(tuned)}/{len(tuned)} (CUDA events)")
-        bound = [r["predicted"]["bound"] == r["measured"]["busiest_pipe"] for r in rs]
+        # run 21 recorded no shared-memory pipe: an SRAM-bound prediction is not judged here (run 24 probed it)
+        bound = [
+            r["predicted"]["bound"] == r["measured"]["busiest_pipe"] for r in rs if r["predicted"]["bound"] != SMEM
+        ]
         counts[direction] = {"dram_within_20": [sum(dram), len(dram)], "l2_within_5": [sum(l2), len(l2)],
                              "time_within_25": [sum(time), len(time)],
                              "kernel_time_within_25": [sum(kernel), len(kernel)], "bound_agrees": [sum(bound), len(bound)]}  # fmt: skip
