@@ -176,6 +176,10 @@ def calibrated(hw: Hardware, rates: dict) -> Hardware:
     """`hw` with the rates `python -m gpu.lab.calibrate` measured (a recording's "rates"): DRAM and L2 bandwidth,
     MUFU and FMA rates per SM (as per-clock figures at hw's clock), every tensor instruction scaled by the measured
     over the datasheet fp16 rate, and the launch overhead."""
+    for key in ("dram_read", "l2_read", "exp2_per_sm", "fma_per_sm", "tensor_fp16", "launch_seconds"):
+        value = rates.get(key) if isinstance(rates, dict) else None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+            raise InputError(f"calibration: {key!r} must be a positive number, got {value!r}")
     tensor = rates["tensor_fp16"] / hw.peak("fp16")
     return replace(
         hw,

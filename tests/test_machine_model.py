@@ -3,8 +3,11 @@
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sim import hardware, iomodel
+from sim.errors import InputError
 from sim.machine import grids, l2, timing
 from sim.machine.launch import Launch, blocks_per_sm, capped_registers
 
@@ -152,3 +155,16 @@ def test_calibration_replaces_the_rates_it_measured():
     assert hw.tensor_rate("wgmma") == pytest.approx(4096 / 2 * 1.83e9)
     assert hw.tensor_rate("mma.sync") == pytest.approx(2730 / 2 * 1.83e9)
     assert hw.sm_count == H100.sm_count and hw.l2_bytes == H100.l2_bytes
+
+
+@given(st.dictionaries(st.sampled_from(["dram_read", "l2_read", "exp2_per_sm", "fma_per_sm", "tensor_fp16",
+                                         "launch_seconds", "other"]),
+                       st.one_of(st.floats(allow_nan=True), st.integers(), st.text(max_size=3), st.none())))  # fmt: skip
+@settings(max_examples=60, deadline=None)
+def test_a_malformed_calibration_is_refused_in_one_line(rates):
+    try:
+        hw = hardware.calibrated(H100, rates)
+    except InputError as e:
+        assert str(e).startswith("calibration: ") and "\n" not in str(e)
+    else:
+        assert hw.hbm_bandwidth == rates["dram_read"] > 0

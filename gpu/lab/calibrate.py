@@ -89,7 +89,10 @@ def calibrate() -> dict:
 def main(argv=None) -> None:
     from gpu import results
 
-    path = (sys.argv[1:] if argv is None else argv)[0]
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        sys.exit("usage: python -m gpu.lab.calibrate OUT.json")
+    path = args[0]
     record = {
         "kind": "calibration",
         "env": results.environment(f"python -m gpu.lab.calibrate {path}"),

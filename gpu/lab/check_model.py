@@ -86,6 +86,10 @@ def measure(path: str) -> None:
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
+    if not argv or argv[0] not in ("profiled", "measure", "report") or len(argv) < (1 if argv[0] == "profiled" else 2):
+        sys.exit(
+            "usage: python -m gpu.lab.check_model measure OUT.json | report MEASURED.json [OUT.json [CALIBRATION.json]]"
+        )
     if argv[0] == "profiled":
         run_all(True)
     elif argv[0] == "measure":
