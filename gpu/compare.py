@@ -5,14 +5,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 import sim
-from gpu import counters, device, dtypes, flash, registry, results, timing
+from gpu.lab import counters, results, timing
+from gpu import device, dtypes, flash, registry
 from gpu.flash import flash_attention
-from gpu.harness import flops
+from gpu.lab.harness import flops
 from gpu.lab.predict import rung_prediction
 from gpu.reference import attention_ref
 from gpu.tiling import padded_dims
-from sim import blocks, hardware, iomodel
-from sim.dtypes import DTYPES
+from sim.algorithms import registry
+from sim.machine import blocks, hardware, iomodel
+from sim.core.dtypes import DTYPES
 from sim.machine.prediction import Prediction
 
 AGREE = 0.05  # predicted global traffic vs L2-level bytes: the tolerance the comparison claims
@@ -89,7 +91,7 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
     tiles = spec.default_tiles(d)
     smem = spec.smem(d, tiles)
     s = np.dtype(dtypes.BY_NAME[name]).itemsize
-    sram = max(smem, sum(blocks.footprint("flash2", tiles.block_rows, tiles.block_cols, d, s).values()))
+    sram = max(smem, sum(registry.footprint("flash2", tiles.block_rows, tiles.block_cols, d, s).values()))
     q, k, v = random_host(batch, heads, n, nk, d, name, seed)
 
     result = sim.run(
@@ -140,7 +142,7 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
 
 
 def report(c: Comparison, command: str | None = None) -> dict:
-    """The comparison as a recorded result (gpu/results.py), kind "compare-forward"."""
+    """The comparison as a recorded result (gpu/lab/results.py), kind "compare-forward"."""
     return {
         "kind": "compare-forward",
         "env": results.environment(command),

@@ -11,17 +11,19 @@ from dataclasses import dataclass
 import numpy as np
 
 import sim
-from gpu import device, dtypes, registry, results, timing
+from gpu import device, dtypes, registry
+from gpu.lab import results, timing
 from gpu.backward import flash_attention_backward
-from gpu.checks import max_error, random_like
-from gpu.compare import measure_counters, predicted_dram, predicted_time, preset_for, random_host, sim_dtype, to_device
+from gpu.lab.checks import max_error, random_like
+from gpu.lab.compare import measure_counters, predicted_dram, predicted_time, preset_for, random_host, sim_dtype, to_device
 from gpu.flash import flash_attention
-from gpu.harness import BACKWARD_FLOPS, flops
+from gpu.lab.harness import BACKWARD_FLOPS, flops
 from gpu.lab.predict import rung_prediction
 from gpu.reference import attention_backward_ref
 from gpu.standard import standard_attention, standard_attention_backward
-from sim import iomodel
-from sim.dtypes import F
+from sim.algorithms import registry
+from sim.machine import iomodel
+from sim.core.dtypes import F
 from sim.machine.prediction import Prediction
 
 GRADS = ("dq", "dk", "dv")
@@ -87,7 +89,7 @@ def compare_backward(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed
     measured_ms = timing.median_ms(
         lambda: flash_attention_backward(qg, kg, vg, o, lse, do, causal=causal, kernel=spec.name)
     )
-    per_head = iomodel.backward_kernels("flash2", n, nk, d, s, tiles.block_rows, tiles.block_cols, causal)
+    per_head = registry.backward_kernels("flash2", n, nk, d, s, tiles.block_rows, tiles.block_cols, causal)
     predicted = [(label, c.times(batch * heads)) for label, c in per_head]
     total = iomodel.sum_counts(c for _, c in predicted)
     hw = preset_for(device.properties()["name"])
@@ -114,7 +116,7 @@ def compare_backward(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed
 
 
 def report(c: BackwardComparison, command: str | None = None) -> dict:
-    """The comparison as a recorded result (gpu/results.py), kind "compare-backward"."""
+    """The comparison as a recorded result (gpu/lab/results.py), kind "compare-backward"."""
     return {
         "kind": "compare-backward",
         "env": results.environment(command),

@@ -4,8 +4,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from gpu.compare import asked_bytes
-from sim.format import abs_error, human_bytes, number, percent, tflops
+from gpu.lab.compare import asked_bytes
+from sim.core.format import abs_error, human_bytes, number, percent, tflops
 
 
 def _ratio(a: float, b: float) -> str:

@@ -1,4 +1,4 @@
-"""Recorded results: the JSON files `bench gpu`, `compare` and `demo train` write (gpu/results/*.json), which the GPU
+"""Recorded results: the JSON files `bench gpu`, `compare` and `demo train` write (gpu/lab/results/*.json), which the GPU
 lesson loads on machines without a GPU.
 
 Every file is one JSON object:
@@ -11,9 +11,9 @@ Every file is one JSON object:
              "causal", "dtype", "batch", "heads", "flops", then per implementation {"ms", "tflops",
              "peak_extra_bytes"} or {"status": "OOM" | "skipped", …}), "notes" (strings), and for the backward
              "memory" (peak extra bytes against N at fixed batch and heads: "n", then per implementation);
-             compare: "config", "errors", "bytes" (predicted and measured), "time"; ladder (`python -m gpu.ladder`):
+             compare: "config", "errors", "bytes" (predicted and measured), "time"; ladder (`python -m gpu.lab.ladder`):
              "rungs" (number → name, direction, file), "rows" (per configuration, "rungs": number → {"tflops",
-             "sdpa_tflops"} or {"status"}), "notes"; train: see gpu/train.py; model-check (`python -m gpu.lab.check_model`):
+             "sdpa_tflops"} or {"status"}), "notes"; train: see gpu/lab/train.py; model-check (`python -m gpu.lab.check_model`):
              "grid", "timed", "profiled" (ncu rows), "compared" (predicted beside measured), "summary"; calibration (`python -m gpu.lab.calibrate`): "rates".
 Byte counts are bytes, times milliseconds, rates TFLOP/s (1e12 FLOPs per second).
 """

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field, replace
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 KiB = 1024
 MiB = 1024 * KiB

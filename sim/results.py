@@ -4,10 +4,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.hardware import Hardware
-from sim.ledger import Ledger
-from sim.occupancy import Occupancy
-from sim.trace import Trace
+from sim.machine.hardware import Hardware
+from sim.machine.ledger import Ledger
+from sim.machine.occupancy import Occupancy
+from sim.machine.trace import Trace
 
 
 @dataclass(kw_only=True)

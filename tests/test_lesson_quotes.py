@@ -9,10 +9,12 @@ import nbformat
 import pytest
 from notebook_runner import LESSONS_DIR
 
-from gpu import bench as gpu_bench
-from sim import blocks, hardware, iomodel, walkthrough
-from sim.dtypes import F
-from sim.hardware import KiB
+from gpu.lab import bench as gpu_bench
+from sim.algorithms import registry
+from sim.machine import blocks, hardware, iomodel
+from sim.lab import walkthrough
+from sim.core.dtypes import F
+from sim.machine.hardware import KiB
 
 A100 = hardware.get("A100-40GB")
 
@@ -27,9 +29,9 @@ def _all_memory_bound() -> str:
     FlashAttentions with the blocks `blocks.fit` picks are all memory-bound."""
     N, d, s = 4096, 64, 2
     kernels = [c for _, c in iomodel.standard_kernels(N, N, d, s)]
-    Br, Bc = blocks.fit("flash1", N, N, d, s, A100.sram_bytes)
+    Br, Bc = registry.fit("flash1", N, N, d, s, A100.sram_bytes)
     kernels.append(iomodel.flash1(N, N, d, s, Bc, Br=Br))
-    kernels.append(iomodel.flash2(N, N, d, s, *blocks.fit("flash2", N, N, d, s, A100.sram_bytes)))
+    kernels.append(iomodel.flash2(N, N, d, s, *registry.fit("flash2", N, N, d, s, A100.sram_bytes)))
     bounds = {iomodel.roofline(c, A100, "fp16").bound for c in kernels}
     return "all of them are memory-bound" if bounds == {"memory"} else f"bounds: {bounds}"
 
@@ -37,7 +39,7 @@ def _all_memory_bound() -> str:
 def _taller_blocks_cross_the_ridge() -> str:
     """Lesson 1's "Try it": FlashAttention-2 with Br = 256 and the widest Bc that fits is compute-bound."""
     N, d, s = 4096, 64, 2
-    Br, Bc = blocks.fit("flash2", N, N, d, s, A100.sram_bytes, 256)
+    Br, Bc = registry.fit("flash2", N, N, d, s, A100.sram_bytes, 256)
     bound = iomodel.roofline(iomodel.flash2(N, N, d, s, Br, Bc), A100, "fp16").bound
     return "its point crosses the ridge" if bound == "compute" else "its point stays left of the ridge"
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim import hardware, iomodel
-from sim.errors import InputError
+from sim.machine import hardware, iomodel
+from sim.core.errors import InputError
 from sim.machine import grids, l2, timing
 from sim.machine.launch import Launch, blocks_per_sm, capped_registers
 

@@ -1,12 +1,13 @@
-"""gpu.recorded: the shipped GPU recordings load with their GPU, date and command, on a machine without a GPU."""
+"""gpu.lab.recorded: the shipped GPU recordings load with their GPU, date and command, on a machine without a GPU."""
 
 import json
 
 import pytest
 
-from gpu import recorded, registry
-from gpu.harness import flops
-from sim.errors import InputError
+from gpu.lab import recorded
+from gpu import registry
+from gpu.lab.harness import flops
+from sim.core.errors import InputError
 
 
 def test_the_shipped_benchmark_loads_with_where_it_came_from():
@@ -17,7 +18,7 @@ def test_the_shipped_benchmark_loads_with_where_it_came_from():
     assert (rec.date, rec.command) == (raw["env"]["date"], raw["env"]["command"])
     assert rec.command.startswith("flashsim bench gpu")
     assert rec.label() == (
-        f"recorded on NVIDIA H100 80GB HBM3, {rec.date}, with `{rec.command}` (gpu/results/bench-h100.json)"
+        f"recorded on NVIDIA H100 80GB HBM3, {rec.date}, with `{rec.command}` (gpu/lab/results/bench-h100.json)"
     )
     assert "bench-h100" in recorded.names("bench")
 
@@ -26,7 +27,7 @@ def test_every_shipped_recording_says_where_it_came_from():
     for name in recorded.names():
         rec = recorded.load(name)
         command = {
-            "ladder": "python -m gpu.ladder ",
+            "ladder": "python -m gpu.lab.ladder ",
             "model-check": "python -m gpu.lab.check_model ",
             "calibration": "python -m gpu.lab.calibrate ",
         }.get(rec.report["kind"], "flashsim ")
@@ -53,15 +54,15 @@ def test_the_ladder_recording_holds_every_rung_of_the_registry_checked_and_timed
 
 
 def test_a_report_measured_just_now_is_labelled_live():
-    report = {"env": {"gpu": "NVIDIA H200", "date": "2027-01-02T00:00:00+00:00", "command": "gpu.ladder.run_ladder()"}}
+    report = {"env": {"gpu": "NVIDIA H200", "date": "2027-01-02T00:00:00+00:00", "command": "gpu.lab.ladder.run_ladder()"}}
     rec = recorded.measured(report, "ladder-h200")
     assert (rec.gpu, rec.date, rec.command, rec.live) == (
         "NVIDIA H200",
         "2027-01-02T00:00:00+00:00",
-        "gpu.ladder.run_ladder()",
+        "gpu.lab.ladder.run_ladder()",
         True,
     )
-    assert rec.label() == "measured just now on NVIDIA H200, 2027-01-02T00:00:00+00:00, with `gpu.ladder.run_ladder()`"
+    assert rec.label() == "measured just now on NVIDIA H200, 2027-01-02T00:00:00+00:00, with `gpu.lab.ladder.run_ladder()`"
     assert not recorded.load("bench-h100").live
     with pytest.raises(InputError, match=r"^name: the report 'x' does not say its date, command"):
         recorded.measured({"env": {"gpu": "NVIDIA H200"}}, "x")
@@ -71,13 +72,13 @@ def test_every_name_the_lessons_live_path_calls_exists_here():
     """Lesson 8 runs these where a GPU is present; they cannot run here, but they must import and take its arguments."""
     import inspect
 
-    from gpu.bench import run_bench
-    from gpu.compare import compare, report
-    from gpu.compare_backward import compare_backward
-    from gpu.compare_backward import report as backward_report
-    from gpu.ladder import run_ladder
-    from gpu.render_compare import backward_comparison, comparison  # noqa: F401
-    from gpu.train import train
+    from gpu.lab.bench import run_bench
+    from gpu.lab.compare import compare, report
+    from gpu.lab.compare_backward import compare_backward
+    from gpu.lab.compare_backward import report as backward_report
+    from gpu.lab.ladder import run_ladder
+    from gpu.lab.render_compare import backward_comparison, comparison  # noqa: F401
+    from gpu.lab.train import train
 
     shape = {"n", "nk", "d", "batch", "heads", "dtype", "causal"}
     assert shape <= set(inspect.signature(compare).parameters) and shape <= set(

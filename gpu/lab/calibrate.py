@@ -7,7 +7,7 @@ Each rate is the median of CUDA-event timings of one small kernel that does noth
   fma         fp32 FMAs per second per SM (the FMA pipes), 8 independent chains per thread;
   tensor      fp16 FLOP/s of cuBLAS on 8192³ (wgmma on Hopper): the tensor rate a kernel can reach;
   launch      seconds per launch of an empty kernel, launched back to back.
-`sim.hardware.calibrated(preset, recording)` applies them to a preset.
+`sim.machine.hardware.calibrated(preset, recording)` applies them to a preset.
 """
 
 import json
@@ -49,7 +49,8 @@ extern "C" __global__ void empty() {}
 
 def calibrate() -> dict:
     """Every rate of the module docstring, measured on the current device."""
-    from gpu import device, timing
+    from gpu import device
+    from gpu.lab import timing
 
     cupy = device.require()
     sms = device.properties()["sm_count"]
@@ -87,7 +88,7 @@ def calibrate() -> dict:
 
 
 def main(argv=None) -> None:
-    from gpu import results
+    from gpu.lab import results
 
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:

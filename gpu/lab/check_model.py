@@ -35,9 +35,9 @@ FORWARD, BACKWARD = "v4", "v2"  # rung 6 and rung 5
 
 def run_all(profile: bool) -> dict:
     """Every shape once (profile: under ncu) or timed; returns {shape index: {"forward_ms", "backward_ms"}}."""
-    from gpu import timing
+    from gpu.lab import timing
     from gpu.backward import flash_attention_backward
-    from gpu.checks import random_like, random_qkv
+    from gpu.lab.checks import random_like, random_qkv
     from gpu.flash import flash_attention
 
     out = {}
@@ -55,7 +55,7 @@ def run_all(profile: bool) -> dict:
 
 def measure(path: str) -> None:
     """Time every shape, then profile them all in one ncu run; write the measurements to `path`."""
-    from gpu import counters, results
+    from gpu.lab import counters, results
 
     record = {
         "kind": "model-check",

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from gpu import registry
 from gpu.lab.predict import rung_prediction
-from sim import hardware
+from sim.machine import hardware
 from sim.machine.timing import FMA, MUFU, SMEM, TENSOR
 
 PIPES = {  # ncu's pipe utilization (% of peak, active cycles) for each of the model's compute resources

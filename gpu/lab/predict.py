@@ -2,7 +2,7 @@
 
 from gpu.registry import KernelSpec
 from gpu.tiling import Tiles, padded_dims
-from sim import hardware
+from sim.machine import hardware
 from sim.machine.launch import Launch, capped_registers
 from sim.machine.prediction import Prediction, predict
 

@@ -2,7 +2,7 @@
 
 A kernel's grid is (blocks along the sequence, batch × heads) and the hardware launches blockIdx.x fastest, so
 the blocks of one head come one after another. A block is its work (matmul FLOPs, exponentials, other
-elementwise operations: as `sim.iomodel` counts them, split per block) and its steps: one per trip of its inner
+elementwise operations: as `sim.machine.iomodel` counts them, split per block) and its steps: one per trip of its inner
 loop, each the tiles it reads ("r"), writes ("w") or adds into ("rw", an atomic reduction at L2). A tile is named
 (tensor, head, block index) and sized in bytes; tiles always fetched together are one
 ("KV": K_j and V_j; "QdO": Q_i and dO_i; "LD": L_i and D_i). `sim.machine.l2` plays these against an L2 cache.
@@ -12,8 +12,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from math import ceil
 
-from sim.dtypes import F
-from sim.iomodel import row_blocks
+from sim.core.dtypes import F
+from sim.machine.iomodel import row_blocks
 
 Access = tuple[tuple, int, str]  # ((tensor, head, index…), bytes, "r" | "w" | "rw")
 

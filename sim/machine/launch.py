@@ -6,8 +6,8 @@ An SM holds as many thread blocks as the scarcest of its threads, registers and 
 
 from dataclasses import dataclass
 
-from sim.errors import InputError
-from sim.hardware import Hardware
+from sim.core.errors import InputError
+from sim.machine.hardware import Hardware
 
 WARP = 32
 REGISTER_UNIT = 256  # registers are allocated per warp in units of 256 (Programming Guide, occupancy calculator)

@@ -9,9 +9,9 @@ model always sees every block).
 from dataclasses import dataclass
 from math import ceil
 
-from sim import iomodel
-from sim.errors import InputError
-from sim.hardware import Hardware
+from sim.machine import iomodel
+from sim.core.errors import InputError
+from sim.machine.hardware import Hardware
 from sim.machine import grids
 from sim.machine.l2 import Traffic, l2_to_sm, play
 from sim.machine.launch import Launch, slots

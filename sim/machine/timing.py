@@ -19,7 +19,7 @@ the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM ban
 import heapq
 from dataclasses import dataclass
 
-from sim.hardware import Hardware
+from sim.machine.hardware import Hardware
 from sim.machine.grids import Block
 from sim.machine.launch import Launch, blocks_per_sm
 

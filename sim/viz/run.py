@@ -1,10 +1,10 @@
-"""The table `flashsim run` prints, from `sim.report.run_report`'s dict."""
+"""The table `flashsim run` prints, from `sim.lab.report.run_report`'s dict."""
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import abs_error, count, human_bytes, more_or_fewer
+from sim.core.format import abs_error, count, human_bytes, more_or_fewer
 
 
 def traffic_table(report: dict, title: str, closed_form: bool = False) -> Table:
@@ -71,7 +71,7 @@ def run_table(report: dict) -> RenderableType:
         parts += [Text(""), time_table(r["machine"], r["hbm_read_bytes"])]
     if r.get("tolerance"):
         tol = r["tolerance"]
-        parts.append(Text(f"{r['dtype']} tolerance, per element: |O − ref| ≤ {tol['formula']} (sim.tolerance)", "dim"))
+        parts.append(Text(f"{r['dtype']} tolerance, per element: |O − ref| ≤ {tol['formula']} (sim.api.tolerance)", "dim"))
     return Group(*parts)
 
 
@@ -94,7 +94,7 @@ def time_table(m: dict, global_read: int) -> Table:
 
 
 def verdict(report: dict) -> Text:
-    """✓ within the tolerance stated for the dtype (`sim.tolerance`), ✗ outside it, or just "vs float64"."""
+    """✓ within the tolerance stated for the dtype (`sim.api.tolerance`), ✗ outside it, or just "vs float64"."""
     tol = report.get("tolerance")
     if not tol:
         return Text("vs float64", style="dim")
