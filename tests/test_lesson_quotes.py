@@ -63,6 +63,15 @@ QUOTES["07_backward_recomputation"] = [
     ),
 ]
 QUOTES["08_real_gpu"] = [lambda: f"batch = {gpu_bench.TOKENS}/N and heads = {gpu_bench.HIDDEN}/d"]
+QUOTES["10_below_hbm"] = [
+    lambda: f"so {hardware.get('H100-SXM').l2_shared_bytes // 2**20} MiB for K and V",
+    lambda: f"with the {hardware.get('H100-SXM').sm_count} thread blocks",
+    lambda: (
+        f"an H100 SM does {hardware.get('H100-SXM').tensor_per_clock['wgmma']} wgmma FLOPs but only "
+        f"{hardware.get('H100-SXM').mufu_per_clock} exponentials per clock"
+    ),
+    lambda: f"moves {hardware.get('H100-SXM').smem_per_clock} of those bytes per clock",
+]
 
 
 def _markdown(stem: str) -> str:

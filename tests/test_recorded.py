@@ -27,9 +27,11 @@ def test_every_shipped_recording_says_where_it_came_from():
     for name in recorded.names():
         rec = recorded.load(name)
         # the ladder's module was gpu.ladder until gpu/lab/ (issue 19): a recording keeps the command it ran
-        commands = (
-            ("python -m gpu.lab.ladder ", "python -m gpu.ladder ") if rec.report["kind"] == "ladder" else ("flashsim ",)
-        )
+        commands = {
+            "ladder": ("python -m gpu.lab.ladder ", "python -m gpu.ladder "),
+            "model-check": ("python -m gpu.lab.check_model ",),
+            "calibration": ("python -m gpu.lab.calibrate ",),
+        }.get(rec.report["kind"], ("flashsim ",))
         assert rec.gpu == "NVIDIA H100 80GB HBM3" and rec.date.startswith("2026-") and rec.command.startswith(commands)
 
 

@@ -9,11 +9,13 @@ from gpu import device, dtypes, flash, registry
 from gpu.flash import flash_attention
 from gpu.lab import counters, results, timing
 from gpu.lab.harness import flops
+from gpu.lab.predict import rung_prediction
 from gpu.reference import attention_ref
 from gpu.tiling import padded_dims
 from sim.algorithms import registry as listings
 from sim.core.dtypes import DTYPES
 from sim.machine import hardware, iomodel
+from sim.machine.prediction import Prediction
 
 AGREE = 0.05  # predicted global traffic vs L2-level bytes: the tolerance the comparison claims
 
@@ -39,6 +41,7 @@ class Comparison:
     )  # the kernel with XOR-swizzled rows: the same bytes asked for, whole 128-byte lines in SRAM
     counters_note: str
     gaps: list[str] = field(default_factory=list)
+    prediction: Prediction | None = None  # the machine model: DRAM bytes once L2 serves re-reads, time, bound
 
     @property
     def roofline_hw_bandwidth(self) -> float:
@@ -133,6 +136,8 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
         flops(n, nk, d, batch, heads, causal), measured_ms, roof, hw.name if hw else None, measured, swizzled, note,
     )  # fmt: skip
     c.gaps = explain_gaps(c, s)
+    if hw is not None:
+        c.prediction = rung_prediction(spec, hw, n=n, nk=nk, d=d, batch=batch, heads=heads, s=s, causal=causal)
     return c
 
 
@@ -144,7 +149,7 @@ def report(c: Comparison, command: str | None = None) -> dict:
         "config": c.config,
         "errors": {"sim": {"o": c.sim_err, "lse": c.sim_lse_err}, "gpu": {"o": c.gpu_err, "lse": c.gpu_lse_err}},
         "bytes": {
-            "predicted": {"read": c.predicted_read, "write": c.predicted_write},
+            "predicted": {"read": c.predicted_read, "write": c.predicted_write, **predicted_dram(c.prediction)},
             "measured": c.counters,
             "measured_swizzled": c.counters_swizzled,
             "note": c.counters_note,
@@ -154,8 +159,24 @@ def report(c: Comparison, command: str | None = None) -> dict:
             "measured_ms": c.measured_ms,
             "roofline_ms": c.roofline.seconds * 1e3 if c.roofline else None,
             "flops": c.flops,
+            **predicted_time(c.prediction),
         },
     }
+
+
+def predicted_dram(p: Prediction | None) -> dict:
+    """The JSON keys of the machine model's DRAM bytes (and L2 → SM bytes), None without a preset for this GPU."""
+    return {
+        "dram_read": p.dram_read_bytes if p else None,
+        "dram_write": p.dram_write_bytes if p else None,
+        "l2_read": p.l2_to_sm_bytes if p else None,
+    }
+
+
+def predicted_time(p: Prediction | None) -> dict:
+    """The JSON keys of the machine model's time and the resource that bounds it."""
+    terms = {name: t * 1e3 for name, t in p.terms().items()} if p else None
+    return {"predicted_ms": p.seconds * 1e3 if p else None, "bound": p.bound if p else None, "terms_ms": terms}
 
 
 def measure_counters(direction: str, spec: registry.KernelSpec, shape: dict, swizzle=False) -> tuple[dict | None, str]:

@@ -16,13 +16,23 @@ from gpu.backward import flash_attention_backward
 from gpu.flash import flash_attention
 from gpu.lab import results, timing
 from gpu.lab.checks import max_error, random_like
-from gpu.lab.compare import measure_counters, preset_for, random_host, sim_dtype, to_device
+from gpu.lab.compare import (
+    measure_counters,
+    predicted_dram,
+    predicted_time,
+    preset_for,
+    random_host,
+    sim_dtype,
+    to_device,
+)
 from gpu.lab.harness import BACKWARD_FLOPS, flops
+from gpu.lab.predict import rung_prediction
 from gpu.reference import attention_backward_ref
 from gpu.standard import standard_attention, standard_attention_backward
 from sim.algorithms import registry as listings
 from sim.core.dtypes import F
 from sim.machine import iomodel
+from sim.machine.prediction import Prediction
 
 GRADS = ("dq", "dk", "dv")
 SIM_SRAM = 1 << 30  # the simulator's SRAM need only hold the kernel's blocks: its size changes no count
@@ -41,6 +51,7 @@ class BackwardComparison:
     roofline: iomodel.Roofline | None
     hardware: str | None
     flops: float
+    prediction: Prediction | None = None  # the machine model (the kernel's float32 dQ, padded rows): DRAM, time
 
     @property
     def predicted_dq_bytes(self) -> int:
@@ -105,9 +116,10 @@ def compare_backward(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed
         "heads_total": batch * heads,
         "device": device.properties()["name"],
     }
+    model = rung_prediction(spec, hw, n=n, nk=nk, d=d, batch=batch, heads=heads, s=s, causal=causal) if hw else None
     return BackwardComparison(
         config, errors, predicted, measured, note, measured_ms, roof, hw.name if hw else None,
-        BACKWARD_FLOPS * flops(n, nk, d, batch, heads, causal),
+        BACKWARD_FLOPS * flops(n, nk, d, batch, heads, causal), model,
     )  # fmt: skip
 
 
@@ -119,8 +131,9 @@ def report(c: BackwardComparison, command: str | None = None) -> dict:
         "config": c.config,
         "errors": c.errors,
         "bytes": {
-            "predicted": {label: {"read": k.hbm_read_bytes, "write": k.hbm_write_bytes} for label, k in c.predicted},
-            "measured": c.measured,
+            "predicted": {label: {"read": k.hbm_read_bytes, "write": k.hbm_write_bytes} for label, k in c.predicted}
+            | predicted_dram(c.prediction),
+            "measured": c.measured and {**c.measured, **measured_totals(c.measured)},
             "note": c.note,
             "predicted_dq_bytes": c.predicted_dq_bytes,
             "expected_reduction_bytes": c.expected_reduction_bytes,
@@ -129,5 +142,11 @@ def report(c: BackwardComparison, command: str | None = None) -> dict:
             "measured_ms": c.measured_ms,
             "roofline_ms": c.roofline.seconds * 1e3 if c.roofline else None,
             "flops": c.flops,
+            **predicted_time(c.prediction),
         },
     }
+
+
+def measured_totals(measured: dict) -> dict:
+    """The three kernels' L2 → SM and DRAM read bytes, summed: the keys the forward's compare has."""
+    return {key: sum(k[key] for k in measured.values()) for key in ("l2_read_bytes", "dram_read_bytes")}

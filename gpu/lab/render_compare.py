@@ -38,7 +38,20 @@ def _time_table(c) -> Table:
     if c.roofline is not None:
         t.add_row(f"roofline: simulator's HBM bytes, {c.hardware} datasheet ({c.roofline.bound}-bound)",
                   number(c.roofline.seconds * 1e3, 3), tflops(c.flops / c.roofline.seconds / 1e12, 1))  # fmt: skip
+    p = c.prediction
+    if p is not None:
+        t.add_row(f"predicted: machine model (L2, waves, {p.launch.instruction}; bound: {p.bound})",
+                  number(p.seconds * 1e3, 3), tflops(c.flops / p.seconds / 1e12, 1))  # fmt: skip
     return t
+
+
+def _dram_note(p, dram_read: float | None, dram_write: float | None) -> Text:
+    """One line: the machine model's DRAM bytes beside the measured ones."""
+    measured = f" (measured {human_bytes(dram_read)} and {human_bytes(dram_write)})" if dram_read is not None else ""
+    return Text(
+        f"Machine model (sim.machine): DRAM read {human_bytes(p.dram_read_bytes)}, written "
+        f"{human_bytes(p.dram_write_bytes)} while the kernels ran{measured}; L2 → SM {human_bytes(p.l2_to_sm_bytes)}."
+    )
 
 
 def comparison(c) -> Group:
@@ -121,7 +134,8 @@ def comparison(c) -> Group:
             f"The kernel runs at {percent(achieved)} of the {c.hardware} datasheet's dense {cfg['dtype']} peak, the Hopper "
             f"wgmma rate. {cfg['kernel']} uses {uses} softmax's exponentials and rescaling share the SM with the matmuls."
         )
-    return Group(head, err, io, t, *(Text(n) for n in notes))
+    model = [_dram_note(c.prediction, *((m["dram_read_bytes"], m["dram_write_bytes"]) if m else (None, None)))]
+    return Group(head, err, io, t, *(Text(n) for n in notes), *(model if c.prediction else []))
 
 
 def backward_comparison(c) -> Group:
@@ -185,4 +199,6 @@ def backward_comparison(c) -> Group:
         )
     else:
         notes.append(c.note)
-    return Group(head, err, io, t, *(Text(n) for n in notes))
+    dram = [sum(k[key] for k in m.values()) for key in ("dram_read_bytes", "dram_write_bytes")] if m else [None, None]
+    model = [_dram_note(c.prediction, *dram)] if c.prediction else []
+    return Group(head, err, io, t, *(Text(n) for n in notes), *model)

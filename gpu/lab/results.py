@@ -2,7 +2,7 @@
 lesson loads on machines without a GPU.
 
 Every file is one JSON object:
-  "kind"     "bench-forward", "bench-backward", "compare-forward", "compare-backward", "ladder" or "train"
+  "kind"     "bench-forward", "bench-backward", "compare-forward", "compare-backward", "ladder", "train", "model-check" or "calibration"
   "env"      where and how it was measured: "gpu" (name), "cc" (compute capability), "sm_count", "driver"
              (nvidia-smi's driver version, or null), "cuda_driver" (the CUDA version the driver supports, e.g.
              13000), "cupy", "torch" (null without PyTorch), "numpy", "date" (UTC, ISO 8601), "command" (the
@@ -17,7 +17,9 @@ Every file is one JSON object:
              compare: "config", "errors", "bytes" (predicted and measured), "time"; ladder (`python -m gpu.lab.ladder`):
              "rungs" (number → name, direction, file), "rows" (per configuration, "rungs": number → {"tflops",
              "sdpa_tflops"} or {"status"}), "notes"; train: see gpu/lab/train.py ("losses" and "tokens_per_s" per run:
-             "flash", "standard" and, from issue 23 on, "sdpa").
+             "flash", "standard" and, from issue 23 on, "sdpa"); model-check (`python -m gpu.lab.check_model`):
+             "grid", "timed", "profiled" (ncu rows), "compared" (predicted beside measured), "summary"; calibration
+             (`python -m gpu.lab.calibrate`): "rates".
 Byte counts are bytes, times milliseconds, rates TFLOP/s (1e12 FLOPs per second).
 """
 

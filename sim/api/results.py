@@ -67,6 +67,20 @@ class Costs:
     def elementwise(self) -> int:
         return self.ledger.work["elementwise"]
 
+    def predict(self, launch=None):
+        """Below HBM: DRAM bytes read and written once L2 serves re-reads, and the time with what bounds it
+        (`sim.machine.prediction.Prediction`), for this run's blocks on its hardware; `launch` defaults to
+        FlashAttention-2's kernel shape with this run's SRAM peak (`sim.machine.launch.generic`)."""
+        from sim.machine import launch as launches
+        from sim.machine.prediction import predict
+
+        launch = launch or launches.generic(self.sram_peak_bytes, self.hardware, self.dtype)
+        s = {"fp16": 2, "bf16": 2, "fp32": 4}[self.dtype]
+        return predict(
+            self.algorithm, self.n, self.nk, self.d, s, self.block_rows, self.block_cols, self.causal, self.heads,
+            self.hardware, launch, backward=isinstance(self, Gradients),
+        )  # fmt: skip
+
 
 @dataclass(kw_only=True)
 class Result(Costs):

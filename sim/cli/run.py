@@ -14,6 +14,7 @@ from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
 from sim.core.format import count
 from sim.lab import report, training
+from sim.machine.prediction import affordable
 from sim.viz import backward as backward_viz
 from sim.viz import run as run_viz
 
@@ -111,6 +112,7 @@ def run_command(
                 grads, grad_err = run_backward(work, result, seed, back)
             summary["backward"] = training.backward_report(grads, grad_err)
             summary["forward_backward"] = training.split(result, grads)
+        summary["machine"] = machine(result)
     if as_json:
         print_json(summary)
     else:
@@ -118,6 +120,13 @@ def run_command(
         if backward:
             console.print(backward_viz.backward_table(summary))
     return 1 if summary["tolerance"] and not summary["tolerance"]["within"] else 0
+
+
+def machine(result) -> dict | None:
+    """Below HBM (sim.machine): DRAM bytes and where the time goes, for shapes the L2 model plays quickly."""
+    if not affordable(result.n, result.nk, result.block_rows, result.block_cols, result.heads):
+        return None
+    return result.predict().summary()
 
 
 def closed_bytes(config: dict, backward: bool = False) -> int:

@@ -1,6 +1,6 @@
 """GPU presets: the datasheet figures the memory model and the roofline estimates need."""
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from sim.core.errors import InputError
 
@@ -28,6 +28,33 @@ class Hardware:
     l2_bytes: int
     peak_flops: dict  # storage dtype -> dense FLOP/s of the matmul unit (fp32: plain CUDA cores)
     source: str
+    # -- below HBM and inside an SM (sim.machine: the L2 model, occupancy, the time model) --
+    l2_bandwidth: float = 0.0  # bytes/s between L2 and the SMs, all SMs together
+    l2_partitions: int = 1  # halves of L2 that each keep their own copy of a line SMs on both sides read
+    clock_hz: float = 1e9  # the SM clock the per-clock rates below are quoted at
+    smem_per_sm_bytes: int = 0  # shared memory the thread blocks on one SM may share
+    smem_reserved_bytes: int = 1 * KiB  # shared memory the driver reserves per thread block (cc 8.0 and up)
+    registers_per_sm: int = 65536  # 32-bit registers
+    threads_per_sm: int = 2048
+    blocks_per_sm: int = 32  # resident thread blocks at most
+    tensor_per_clock: dict = field(default_factory=dict)  # matmul instruction -> fp16/bf16 FLOPs per clock per SM
+    mufu_per_clock: int = 16  # exponentials (ex2) per clock per SM: the special-function unit
+    fma_per_clock: int = 128  # fp32 add/multiply/FMA results per clock per SM: one elementwise operation each
+    smem_per_clock: int = 128  # shared-memory bytes to or from registers per clock per SM: 32 banks × 4 bytes
+    launch_seconds: float = 4e-6  # a kernel launch's fixed cost, grid start to first block and last block to end
+
+    @property
+    def l2_shared_bytes(self) -> int:
+        """L2 capacity for data every SM reads: one partition's, since each partition keeps its own copy."""
+        return self.l2_bytes // self.l2_partitions
+
+    def tensor_rate(self, instruction: str) -> float:
+        """FLOP/s per SM of the matmul `instruction` ("wgmma", "mma.sync" or "fma": fp32 on the CUDA cores)."""
+        if instruction == "fma":
+            return 2 * self.fma_per_clock * self.clock_hz
+        if instruction not in self.tensor_per_clock:
+            raise InputError(f"hardware: {self.name} has no {instruction!r}; it has {', '.join(self.tensor_per_clock)}")
+        return self.tensor_per_clock[instruction] * self.clock_hz
 
     def peak(self, dtype: str) -> float:
         """Dense matmul FLOP/s for operands stored as `dtype` ("fp16", "bf16" or "fp32")."""
@@ -44,6 +71,14 @@ A100_40GB = Hardware(
     l2_bytes=40 * MiB,
     peak_flops={"fp16": 312 * TFLOPS, "bf16": 312 * TFLOPS, "fp32": 19.5 * TFLOPS},
     source="NVIDIA A100 datasheet (SXM4 40GB) and CUDA C++ Programming Guide, compute capability 8.0",
+    # A100 whitepaper: L2 read bandwidth 5120 bytes per clock; boost clock 1410 MHz
+    l2_bandwidth=5120 * 1.41e9,
+    l2_partitions=2,  # A100 whitepaper: "the L2 cache is divided into two partitions"
+    clock_hz=1.41e9,
+    smem_per_sm_bytes=164 * KiB,  # Programming Guide, cc 8.0: 164 KB per SM, 163 KB per block
+    # 312 TFLOP/s = 108 SMs × 2048 FLOPs per clock × 1.41 GHz; no wgmma before Hopper
+    tensor_per_clock={"mma.sync": 2048},
+    fma_per_clock=64,  # Programming Guide, arithmetic instruction throughput, cc 8.0: 64 fp32 add/mul/fma
 )
 H100_SXM = Hardware(
     name="H100-SXM",
@@ -55,6 +90,17 @@ H100_SXM = Hardware(
     l2_bytes=50 * MiB,
     peak_flops={"fp16": 989.4 * TFLOPS, "bf16": 989.4 * TFLOPS, "fp32": 66.9 * TFLOPS},
     source="NVIDIA H100 datasheet (SXM5) and CUDA C++ Programming Guide, compute capability 9.0",
+    # not in NVIDIA's datasheet: Chips and Cheese measured ~5.5 TB/s from L2 on H100 PCIe
+    # ("Nvidia's H100: Funny L2, and Tons of Bandwidth", 2023); calibrate it with gpu/lab/calibrate.py
+    l2_bandwidth=5.5e12,
+    # two partitions, as on A100 (Chips and Cheese, ibid.: the far half answers like a separate cache); run 21's
+    # backward at d = 128, N = 16384 read from DRAM what a 25 MiB L2 predicts (gpu/NOTES.md)
+    l2_partitions=2,
+    clock_hz=1.83e9,  # the clock the datasheet's 989.4 TFLOP/s holds at: 132 SMs × 4096 FLOPs per clock
+    smem_per_sm_bytes=228 * KiB,  # Programming Guide, cc 9.0: 228 KB per SM, 227 KB per block
+    # wgmma: the datasheet's dense rate; mma.sync reaches about 2/3 of it on H100 (FlashAttention-3 paper, §1)
+    tensor_per_clock={"wgmma": 4096, "mma.sync": 4096 * 2 // 3},
+    fma_per_clock=128,  # Programming Guide, arithmetic instruction throughput, cc 9.0: 128 fp32 add/mul/fma
 )
 PRESETS: dict[str, Hardware] = {
     h.name: h
@@ -87,6 +133,12 @@ PRESETS: dict[str, Hardware] = {
             peak_flops={"fp16": 165.2 * TFLOPS, "bf16": 165.2 * TFLOPS, "fp32": 82.6 * TFLOPS},
             source="NVIDIA Ada GPU architecture whitepaper (fp16/bf16 tensor with fp32 accumulate); "
             "CUDA C++ Programming Guide, compute capability 8.9",
+            l2_bandwidth=5e12,  # not published: assumed of the order of the other parts' (a guess)
+            clock_hz=2.52e9,  # boost clock (Ada whitepaper)
+            smem_per_sm_bytes=100 * KiB,  # Programming Guide, cc 8.9: 100 KB per SM, 99 KB per block
+            threads_per_sm=1536,
+            blocks_per_sm=24,
+            tensor_per_clock={"mma.sync": 512},  # 165.2 TFLOP/s = 128 SMs × 512 FLOPs per clock × 2.52 GHz
         ),
         Hardware(
             name="toy",
@@ -98,6 +150,13 @@ PRESETS: dict[str, Hardware] = {
             l2_bytes=0,
             peak_flops={"fp16": 10**9, "bf16": 10**9, "fp32": 10**9},
             source="a made-up part small enough to watch every byte (1 KiB of SRAM)",
+            l2_bandwidth=1 * GB,
+            smem_per_sm_bytes=2 * KiB,
+            smem_reserved_bytes=0,
+            tensor_per_clock={"mma.sync": 1},
+            mufu_per_clock=1,
+            fma_per_clock=1,
+            launch_seconds=0.0,
         ),
     ]
 }
@@ -111,3 +170,24 @@ def get(name: str) -> Hardware:
         if key.lower() == name.lower():
             return hw
     raise InputError(f"hardware: unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
+
+
+def calibrated(hw: Hardware, rates: dict) -> Hardware:
+    """`hw` with the rates `python -m gpu.lab.calibrate` measured (a recording's "rates"): DRAM and L2 bandwidth,
+    MUFU and FMA rates per SM (as per-clock figures at hw's clock), every tensor instruction scaled by the measured
+    over the datasheet fp16 rate, and the launch overhead."""
+    for key in ("dram_read", "l2_read", "exp2_per_sm", "fma_per_sm", "tensor_fp16", "launch_seconds"):
+        value = rates.get(key) if isinstance(rates, dict) else None
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
+            raise InputError(f"calibration: {key!r} must be a positive number, got {value!r}")
+    tensor = rates["tensor_fp16"] / hw.peak("fp16")
+    return replace(
+        hw,
+        name=f"{hw.name} (calibrated)",
+        hbm_bandwidth=rates["dram_read"],
+        l2_bandwidth=rates["l2_read"],
+        mufu_per_clock=rates["exp2_per_sm"] / hw.clock_hz,
+        fma_per_clock=rates["fma_per_sm"] / hw.clock_hz,
+        tensor_per_clock={k: v * tensor for k, v in hw.tensor_per_clock.items()},
+        launch_seconds=rates["launch_seconds"],
+    )

@@ -67,12 +67,32 @@ def run_table(report: dict) -> RenderableType:
     err = r["max_abs_err"]
     totals.add_row("max |O − ref|", "not computed (--counts-only)" if err is None else abs_error(err), verdict(r))
     parts = [Text(title, style="bold"), config, Text(""), traffic, Text(""), totals]
+    if r.get("machine"):
+        parts += [Text(""), time_table(r["machine"], r["hbm_read_bytes"])]
     if r.get("tolerance"):
         tol = r["tolerance"]
         parts.append(
             Text(f"{r['dtype']} tolerance, per element: |O − ref| ≤ {tol['formula']} (sim.api.tolerance)", "dim")
         )
     return Group(*parts)
+
+
+def time_table(m: dict, global_read: int) -> Table:
+    """Where the time goes (sim.machine): each resource's time alone, the bound, and DRAM beside global bytes."""
+    table = Table(title=f"where the time goes on {m['hardware']} (sim.machine: L2, waves; {m['launch']})",
+                  title_justify="left", show_edge=False)  # fmt: skip
+    for col in ("resource", "time alone", "of the predicted"):
+        table.add_column(col, justify="left" if col == "resource" else "right")
+    for name, seconds in m["terms"].items():
+        style = "bold" if name == m["bound"] else ""
+        table.add_row(Text(name, style=style), f"{seconds * 1e3:.4g} ms", f"{seconds / m['seconds']:.0%}")
+    sms = m["compute_seconds"]
+    table.add_row("SMs: tensor, SRAM, then max(MUFU, FMA)", f"{sms * 1e3:.4g} ms", f"{sms / m['seconds']:.0%}")
+    table.add_row(Text(f"predicted (bound: {m['bound']})", style="bold"), f"{m['seconds'] * 1e3:.4g} ms", "")
+    table.add_row(
+        "DRAM read", human_bytes(m["dram_read_bytes"]), f"{m['dram_read_bytes'] / global_read:.0%} of HBM reads"
+    )
+    return table
 
 
 def verdict(report: dict) -> Text:

@@ -1,0 +1,55 @@
+"""The machine model's prediction (DRAM bytes, time, bound) for a GPU rung, from its launch geometry."""
+
+from gpu.registry import KernelSpec
+from gpu.tiling import Tiles, padded_dims
+from sim.machine import hardware
+from sim.machine.launch import Launch, capped_registers
+from sim.machine.prediction import Prediction, predict
+
+
+def launch_of(spec: KernelSpec, d: int) -> Launch:
+    """Rung `spec`'s launch at head dim d: threads, shared memory, the register cap its __launch_bounds__ sets
+    (rung 6: the cap for its threads at one block per SM), its matmul instruction and its shared-memory rows."""
+    tiles = spec.default_tiles(d)
+    instruction = "wgmma" if spec.tma else ("mma.sync" if spec.tensor_cores else "fma")
+    return Launch(
+        threads=tiles.threads,
+        smem_bytes=spec.smem(d, tiles),
+        registers=capped_registers(tiles.threads, tiles.min_blocks),
+        instruction=instruction,
+        padded_rows=spec.tensor_cores and not spec.tma and not tiles.swizzle,
+        smem_per_tile=smem_per_tile(spec, d, tiles),
+    )
+
+
+LDMATRIX_X4 = 4 * 128  # bytes one warp's ldmatrix.x4 moves: four 8 × 8 matrices of 16-bit elements
+WAVEFRONT = 128  # bytes of one shared-memory access by a warp (a 32-bit load or store of 32 lanes)
+
+
+def smem_per_tile(spec: KernelSpec, d: int, t: Tiles) -> int:
+    """Shared-memory bytes an mma.sync rung's warps move to or from registers per Br × Bc tile pair, counted from
+    its loops (the kernels' comments name each operand); 0 for rung 6 (wgmma reads SRAM itself) and the
+    readable rungs (not counted)."""
+    if not spec.tensor_cores or spec.tma:
+        return 0
+    k = padded_dims(d)[1] // 16  # 16-wide k-steps over d (and 16-column pairs of O_i, dK_j, dV_j, dQ_i)
+    if spec.direction == "forward":  # rungs 2, 3: per warp, K_j for S = Q_i K_jᵀ (Q_i too when not in registers)
+        qk = k * (t.block_cols // 16 + (0 if t.q_in_regs else t.m_tiles))
+        pv = (t.block_cols // 16) * k  # V_j for O_i += P̃_ij V_j
+        return t.warps * (qk + pv) * LDMATRIX_X4
+    # rung 5, per warp: K_j (or V_j) once and Q_i (or dO_i) per query pair for Sᵀ = K_j Q_iᵀ and dPᵀ = V_j dO_iᵀ;
+    # dO_i, Q_i for dV_j, dK_j; dS_ij and K_j for dQ_i; L_i, D_i per score; dS_ijᵀ stored
+    br, bc, warps = t.block_rows, t.block_cols, t.warps
+    qm = br // 16
+    groups, mt = (warps // qm, 1) if warps >= qm else (1, qm // warps)
+    loads = 2 * k * (1 + br // 16) + 2 * (br // 16) * k + mt * (bc // 16) * (1 + -(-k // groups))
+    return warps * (loads * LDMATRIX_X4 + (2 * (br // 8) * 4 + 2 * (br // 8)) * WAVEFRONT)
+
+
+def rung_prediction(spec: KernelSpec, hw: hardware.Hardware, *, n, nk, d, batch, heads, s, causal) -> Prediction:
+    """The prediction for rung `spec` (forward or backward) on one shape, with the rung's own blocks."""
+    tiles = spec.default_tiles(d)
+    return predict(
+        "flash2", n, nk, d, s, tiles.block_rows, tiles.block_cols, causal, batch * heads, hw, launch_of(spec, d),
+        backward=spec.direction == "backward",
+    )  # fmt: skip

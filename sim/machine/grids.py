@@ -1,0 +1,175 @@
+"""The thread blocks of each kernel, in the order the GPU launches them, with the tiles each step touches.
+
+A kernel's grid is (blocks along the sequence, batch × heads) and the hardware launches blockIdx.x fastest, so
+the blocks of one head come one after another. A block is its work (matmul FLOPs, exponentials, other
+elementwise operations: as `sim.machine.iomodel` counts them, split per block) and its steps: one per trip of its inner
+loop, each the tiles it reads ("r"), writes ("w") or adds into ("rw", an atomic reduction at L2). A tile is named
+(tensor, head, block index) and sized in bytes; tiles always fetched together are one
+("KV": K_j and V_j; "QdO": Q_i and dO_i; "LD": L_i and D_i). `sim.machine.l2` plays these against an L2 cache.
+"""
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from math import ceil
+
+from sim.core.dtypes import F
+from sim.machine.iomodel import row_blocks
+
+Access = tuple[tuple, int, str]  # ((tensor, head, index…), bytes, "r" | "w" | "rw")
+
+
+@dataclass(frozen=True)
+class Block:
+    """One thread block: its work and, lazily, its steps."""
+
+    flops: int
+    exps: int
+    elementwise: int
+    steps: Callable[[], Iterator[list[Access]]]
+    tiles: int = 0  # Br × Bc tile pairs it computes
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    blocks: list[Block]  # in launch order
+
+
+def _sizes(n: int, b: int) -> list[int]:
+    """The sizes of the ceil(n / b) blocks of n rows (the last may be ragged)."""
+    return [min(b, n - i * b) for i in range(ceil(n / b))]
+
+
+def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1) -> Kernel:
+    """FlashAttention-2's forward (rungs 2, 3, 6): a block per Q block i; causal grids run the longest rows first."""
+    cols = _sizes(Nk, Bc)
+    rbs = list(enumerate(row_blocks(N, Nk, Br, Bc, causal)))
+    order = rbs[::-1] if causal else rbs
+
+    def block(h, i, b) -> Block:
+        r, keys = b.rows, b.keys_seen
+
+        def steps():
+            first = [(("Q", h, i), s * r * d, "r")]
+            for j in range(b.seen):
+                yield (first if j == 0 else []) + [(("KV", h, j), 2 * s * cols[j] * d, "r")]
+            yield ([] if b.seen else first) + [(("O", h, i), s * r * d, "w"), (("L", h, i), F * r, "w")]
+
+        # iomodel.flash2 per block: τ·, rowmax, S − m, rowsum per score; 4 per row and α·O_i per tile; the mask; ÷ℓ, log, +
+        work = 4 * r * keys + b.seen * (4 * r + r * d) + r * (keys - b.keys_full) + r * d + 2 * r
+        return Block(4 * r * keys * d, r * keys + r * b.seen, work, steps, b.seen)
+
+    return Kernel("FlashAttention-2 forward", [block(h, i, b) for h in range(heads) for i, b in order])
+
+
+def flash2_backward(N, Nk, d, s, Br, Bc, causal=False, heads=1, acc=F) -> list[Kernel]:
+    """FlashAttention-2's backward as rung 5 runs it: the pre-pass (dQ = 0 in an accumulator of `acc` bytes per
+    element, D = rowsum(dO ∘ O)), a block per K/V block j looping over the Q blocks that see it (dQ_i added into
+    the accumulator at L2), then dQ rounded to the storage dtype."""
+    rows, cols = _sizes(N, Br), _sizes(Nk, Bc)
+    rbs = row_blocks(N, Nk, Br, Bc, causal)
+    full = [ceil(b.keys_full / Bc) for b in rbs]  # blocks j < full[i] need no mask for Q block i
+
+    def prepass(h, i, r) -> Block:
+        def steps():
+            yield [(("OdO", h, i), 2 * s * r * d, "r"), (("dQacc", h, i), acc * r * d, "w"), (("D", h, i), F * r, "w")]
+
+        return Block(0, 0, 2 * r * d, steps)
+
+    seers = [[i for i, b in enumerate(rbs) if j < b.seen] for j in range(len(cols))]  # the Q blocks that see block j
+
+    def main(h, j, c, work) -> Block:
+        seen_by = seers[j]
+
+        def steps():
+            first = [(("KV", h, j), 2 * s * c * d, "r")]
+            for n, i in enumerate(seen_by):
+                r = rows[i]
+                tiles = [(("QdO", h, i), 2 * s * r * d, "r"), (("LD", h, i), 2 * F * r, "r"),
+                         (("dQacc", h, i), acc * r * d, "rw")]  # fmt: skip
+                yield (first if n == 0 else []) + tiles
+            yield ([] if seen_by else first) + [(("dKdV", h, j), 2 * s * c * d, "w")]
+
+        return Block(*work, steps, len(seen_by))
+
+    def main_work(j, c) -> tuple[int, int, int]:
+        """(flops, exps, elementwise) of block j: iomodel's per tile, τ·, S − L, dP − D, P ∘ (4rc), τ·dQ (rd),
+        τ·dK (cd), and the mask where some row of the tile may not see some key."""
+        pairs = sum(rows[i] for i in seers[j]) * c
+        work = sum(4 * rows[i] * c + rows[i] * d + c * d + rows[i] * c * (j >= full[i]) for i in seers[j])
+        return 10 * pairs * d, pairs, work
+
+    def rounding(h, i, r) -> Block:
+        def steps():
+            yield [(("dQacc", h, i), acc * r * d, "r"), (("dQ", h, i), s * r * d, "w")]
+
+        return Block(0, 0, r * d, steps)
+
+    works = [main_work(j, c) for j, c in enumerate(cols)]
+    return [
+        Kernel("dQ = 0, D = rowsum(dO ∘ O)", [prepass(h, i, r) for h in range(heads) for i, r in enumerate(rows)]),
+        Kernel(
+            "FlashAttention-2 backward",
+            [main(h, j, c, w) for h in range(heads) for (j, c), w in zip(enumerate(cols), works, strict=True)],
+        ),
+        Kernel("dQ rounded", [rounding(h, i, r) for h in range(heads) for i, r in enumerate(rows)]),
+    ]
+
+
+def standard_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1) -> list[Kernel]:
+    """Algorithm 0's three kernels, a block per Br rows of S: S_i = τQ_iKᵀ, P_i = softmax(S_i), O_i = P_iV.
+    Work is split evenly by rows (standard attention does the same work for every row)."""
+    rows, cols = _sizes(N, Br), _sizes(Nk, Bc)
+    e = 4 + causal  # mask, rowmax, S − m, rowsum, ÷ℓ per score (iomodel.standard_kernels)
+
+    def qk(h, i, r) -> Block:
+        def steps():
+            for j, c in enumerate(cols):
+                yield [(("Q", h, i), s * r * d, "r")] * (j == 0) + [
+                    (("K", h, j), s * c * d, "r"),
+                    (("S", h, i, j), s * r * c, "w"),
+                ]
+
+        return Block(2 * r * Nk * d, 0, r * Nk, steps, len(cols))
+
+    def softmax(h, i, r) -> Block:
+        def steps():
+            for j, c in enumerate(cols):
+                yield [(("S", h, i, j), s * r * c, "r"), (("P", h, i, j), s * r * c, "w")]
+
+        return Block(0, r * Nk, e * r * Nk, steps, len(cols))
+
+    def pv(h, i, r) -> Block:
+        def steps():
+            for j, c in enumerate(cols):
+                yield [(("P", h, i, j), s * r * c, "r"), (("V", h, j), s * c * d, "r")]
+            yield [(("O", h, i), s * r * d, "w")]
+
+        return Block(2 * r * Nk * d, 0, 0, steps, len(cols))
+
+    return [
+        Kernel(name, [make(h, i, r) for h in range(heads) for i, r in enumerate(rows)])
+        for name, make in (("S = τQKᵀ", qk), ("P = softmax(S)", softmax), ("O = PV", pv))
+    ]
+
+
+def flash1_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1, work=(0, 0, 0)) -> Kernel:
+    """Algorithm 1 as FlashAttention's first kernel ran it: one block per head, K/V blocks outside, Q blocks inside;
+    `work` is one head's (flops, exps, elementwise) from its closed form."""
+    rows, cols = _sizes(N, Br), _sizes(Nk, Bc)
+
+    def block(h) -> Block:
+        def stats(i, kind):
+            r = rows[i]
+            return [(("O", h, i), s * r * d, kind), (("l", h, i), F * r, kind), (("m", h, i), F * r, kind)]
+
+        def steps():
+            yield [a for i in range(len(rows)) for a in stats(i, "w")]  # line 2: O = 0, ℓ = 0, m = −∞ to HBM
+            for j, c in enumerate(cols):
+                for i, r in enumerate(rows):
+                    kv = [(("KV", h, j), 2 * s * c * d, "r")] * (i == 0)
+                    yield [*kv, (("Q", h, i), s * r * d, "r"), *stats(i, "r"), *stats(i, "w")]
+
+        return Block(*work, steps, len(rows) * len(cols))
+
+    return Kernel("FlashAttention forward", [block(h) for h in range(heads)])

@@ -1,0 +1,117 @@
+"""The L2 cache: which of a kernel's global-memory requests reach DRAM, and what L2 hands the SMs.
+
+"HBM accesses" as the paper's Theorem 2 counts them are every byte a thread block asks of global memory.
+On a GPU those requests go to the L2 cache first; only misses reach DRAM (the HBM chips). This model plays a
+kernel's thread blocks (`sim.machine.grids`) against one L2 and counts the misses.
+
+Assumptions, each a simplification a student can check against `flashsim compare`:
+- **Launch order**: blocks start in blockIdx order (x fastest: the Q blocks of one head, then the next head's),
+  `slots` at a time (SMs × blocks per SM, `sim.machine.launch`); when one ends, the next takes its slot.
+- **Lockstep**: every running block makes one step (one trip of its inner loop) per tick. Blocks of one head
+  that start together ask for K_j at the same tick, so one miss serves them all.
+- **LRU, whole tiles**: L2 is one fully associative cache of `capacity` bytes holding whole tiles; the least
+  recently used tile leaves first. No prefetch, no sectors, no set conflicts.
+- **One partition's capacity**: A100's and H100's L2 are two partitions, and a line that SMs on both sides read
+  is kept in both; every tile here is read by SMs everywhere, so `capacity` is one partition's
+  (`Hardware.l2_shared_bytes`). This assumption came from a measurement: with the whole 50 MiB the model
+  under-predicted rung 5's DRAM reads at d = 128, N = 16384 by 27%; with 25 MiB it is within 1% (gpu/NOTES.md).
+- **Write-back, write-allocate**: a written tile is kept dirty and reaches DRAM only when it is evicted; writes
+  of whole tiles read nothing. An atomic add ("rw") reads the tile on a miss and leaves it dirty.
+- **Cold start**: each kernel starts with an empty L2 and dirty tiles left at its end are written after it (as
+  Nsight Compute measures a kernel: it flushes L2 before each one). Those are reported apart.
+"""
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+from sim.machine.grids import Kernel
+
+PADDED = 1.5  # L2 → SM bytes per byte asked, for a tile copied into shared-memory rows padded by 16 bytes
+
+
+@dataclass
+class Traffic:
+    """One kernel's bytes below the SMs: asked of L2 (Theorem 2's count), read from and written to DRAM."""
+
+    asked_read: dict[str, int] = field(default_factory=dict)  # per tensor name, read or read-for-add
+    asked_write: int = 0
+    reduced: int = 0  # bytes added into by atomics ("rw"), at L2
+    dram_read: int = 0
+    dram_write: int = 0  # dirty tiles evicted while the kernel ran
+    left_dirty: int = 0  # dirty tiles still in L2 at the end: written to DRAM after the kernel
+
+    @property
+    def read(self) -> int:
+        return sum(self.asked_read.values())
+
+
+class L2:
+    """A fully associative LRU cache of whole tiles, write-back."""
+
+    def __init__(self, capacity: int, traffic: Traffic):
+        self.capacity, self.size, self.t = capacity, 0, traffic
+        self.tiles: OrderedDict[tuple, list] = OrderedDict()  # name → [bytes, dirty], least recent first
+
+    def touch(self, name: tuple, nbytes: int, kind: str) -> None:
+        """One request: a hit refreshes the tile; a miss reads it from DRAM (unless it is only written)."""
+        tile = self.tiles.get(name)
+        if tile is not None:
+            self.tiles.move_to_end(name)
+            tile[1] = tile[1] or kind != "r"
+            return
+        if kind != "w":
+            self.t.dram_read += nbytes
+        self.tiles[name] = [nbytes, kind != "r"]
+        self.size += nbytes
+        while self.size > self.capacity:
+            _, (size, dirty) = self.tiles.popitem(last=False)
+            self.size -= size
+            self.t.dram_write += size * dirty
+
+    def dirty(self) -> int:
+        return sum(size for size, dirty in self.tiles.values() if dirty)
+
+
+def play(kernel: Kernel, slots: int, capacity: int) -> Traffic:
+    """Run `kernel`'s blocks `slots` at a time in lockstep against a cold L2 of `capacity` bytes."""
+    t = Traffic()
+    cache = L2(capacity, t)
+    pending = iter(kernel.blocks)
+    running = [b.steps() for _, b in zip(range(slots), pending, strict=False)]
+    while running:
+        still, tick = [], {}  # this tick's requests, each tile once: the blocks in lockstep share them
+        for steps in running:
+            step = next(steps, None)
+            while step is None:  # this block is done: the next in launch order takes its slot
+                block = next(pending, None)
+                if block is None:
+                    break
+                steps = block.steps()
+                step = next(steps, None)
+            if step is None:
+                continue
+            still.append(steps)
+            for name, nbytes, kind in step:
+                if kind == "w":
+                    t.asked_write += nbytes
+                else:
+                    t.asked_read[name[0]] = t.asked_read.get(name[0], 0) + nbytes
+                    t.reduced += nbytes if kind == "rw" else 0
+                if name not in tick or kind != "r":
+                    tick[name] = (nbytes, kind)
+        for name, (nbytes, kind) in tick.items():
+            cache.touch(name, nbytes, kind)
+        running = still
+    t.left_dirty = cache.dirty()
+    return t
+
+
+def l2_to_sm(t: Traffic, padded: tuple[str, ...] = ()) -> float:
+    """Bytes L2 hands the SMs for the reads: what was asked, the tensors in `padded` × 1.5, atomics excluded.
+
+    Why 1.5 (our reading; measured ×1.500 on rung 2 and ×1.486 on rung 5 = 1.5 on Q, K, V, dO and 1.0 on L, D):
+    L1 fills shared memory 32-byte sector by sector of the destination. A row padded by 16 bytes starts every
+    other row 16 bytes into a sector, so each of its sectors spans two sectors of the source: even rows cost
+    n sectors, odd rows 2n, on average 1.5n. Swizzled rows and TMA copies (rung 6) start on sectors: ×1.0.
+    """
+    return sum(b * (PADDED if name in padded else 1.0) for name, b in t.asked_read.items()) - t.reduced

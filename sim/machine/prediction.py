@@ -1,0 +1,147 @@
+"""Below HBM for a whole pass: DRAM bytes (the L2 model), L2 → SM bytes and time (the time model), per kernel.
+
+The one entry point the API, the CLI, `flashsim compare` and the lessons use. Beyond `EXACT_HEADS` heads the L2
+is played for EXACT_HEADS / 2 and EXACT_HEADS heads and the bytes extended linearly: every head runs the same
+blocks, and only a few heads are ever resident at once, so each further head adds the same misses (the time
+model always sees every block).
+"""
+
+from dataclasses import dataclass
+from math import ceil
+
+from sim.core.errors import InputError
+from sim.machine import grids, iomodel
+from sim.machine.hardware import Hardware
+from sim.machine.l2 import Traffic, l2_to_sm, play
+from sim.machine.launch import Launch, slots
+from sim.machine.timing import Time, kernel_time
+
+EXACT_HEADS = 16
+MOST_STEPS = 2_000_000  # block-steps the L2 is played for at most (a few seconds of Python)
+PADDED_TENSORS = ("Q", "KV", "QdO")  # the tiles the FlashAttention kernels copy into SRAM rows
+
+
+@dataclass(frozen=True)
+class KernelPrediction:
+    name: str
+    traffic: Traffic
+    l2_to_sm: float  # bytes L2 hands the SMs for reads (padding included)
+    time: Time
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A pass's kernels, each with its DRAM traffic and time; the pass takes the sum of their times."""
+
+    kernels: list[KernelPrediction]
+    launch: Launch
+    hardware: str
+
+    @property
+    def dram_read_bytes(self) -> int:
+        return sum(k.traffic.dram_read for k in self.kernels)
+
+    @property
+    def dram_write_bytes(self) -> int:
+        """Written to DRAM while the kernels ran (dirty tiles evicted); `left_dirty_bytes` follow after."""
+        return sum(k.traffic.dram_write for k in self.kernels)
+
+    @property
+    def left_dirty_bytes(self) -> int:
+        return sum(k.traffic.left_dirty for k in self.kernels)
+
+    @property
+    def l2_to_sm_bytes(self) -> float:
+        return sum(k.l2_to_sm for k in self.kernels)
+
+    @property
+    def seconds(self) -> float:
+        return sum(k.time.seconds for k in self.kernels)
+
+    @property
+    def bound(self) -> str:
+        """What bounds the slowest kernel."""
+        return max(self.kernels, key=lambda k: k.time.seconds).time.bound
+
+    def summary(self) -> dict:
+        """JSON-ready: DRAM bytes, time, bound, each resource's time (seconds) and the launch assumed."""
+        return {
+            "hardware": self.hardware,
+            "launch": self.launch.describe(),
+            "dram_read_bytes": self.dram_read_bytes,
+            "dram_write_bytes": self.dram_write_bytes,
+            "left_dirty_bytes": self.left_dirty_bytes,
+            "l2_to_sm_bytes": self.l2_to_sm_bytes,
+            "seconds": self.seconds,
+            "compute_seconds": sum(k.time.compute for k in self.kernels),
+            "bound": self.bound,
+            "terms": self.terms(),
+            "waves": max(k.time.waves for k in self.kernels),
+        }
+
+    def terms(self) -> dict[str, float]:
+        """Each resource's time summed over the kernels, and the launch overheads."""
+        out: dict[str, float] = {}
+        for k in self.kernels:
+            for name, t in k.time.terms.items():
+                out[name] = out.get(name, 0.0) + t
+        return out | {"launch": sum(k.time.launch for k in self.kernels)}
+
+
+def kernels_of(algorithm: str, N, Nk, d, s, Br, Bc, causal, heads, backward=False) -> list[grids.Kernel]:
+    """The grids of `algorithm`'s forward (or backward) kernels for `heads` heads."""
+    shape = (N, Nk, d, s, Br, Bc, causal, heads)
+    if backward:
+        if algorithm != "flash2":
+            raise InputError(f"prediction: the L2 and time model covers flash2's backward only, not {algorithm!r}'s")
+        return grids.flash2_backward(*shape)
+    if algorithm == "flash2":
+        return [grids.flash2_forward(*shape)]
+    if algorithm == "standard":
+        return grids.standard_forward(*shape)
+    if algorithm == "flash1":
+        c = iomodel.flash1(N, Nk, d, s, Bc, causal, Br=Br)
+        return [grids.flash1_forward(*shape, work=(c.flops, c.exps, c.elementwise))]
+    raise InputError(f"prediction: no grid for algorithm {algorithm!r}; the model covers flash2, flash1 and standard")
+
+
+def affordable(N: int, Nk: int, Br: int, Bc: int, heads: int) -> bool:
+    """Whether playing the L2 for this shape stays under MOST_STEPS block-steps (one per tile pair)."""
+    return ceil(N / Br) * ceil(Nk / Bc) * min(heads, EXACT_HEADS) <= MOST_STEPS
+
+
+def traffic(make, heads: int, n_slots: int, capacity: int) -> Traffic:
+    """The kernel `make(h)` builds for h heads played against L2 (extended linearly past EXACT_HEADS heads)."""
+    if heads <= EXACT_HEADS:
+        return play(make(heads), n_slots, capacity)
+    half, full = (play(make(h), n_slots, capacity) for h in (EXACT_HEADS // 2, EXACT_HEADS))
+    k = (heads - EXACT_HEADS) / (EXACT_HEADS // 2)  # further heads, in units of the half
+
+    def extend(a: int, b: int) -> int:
+        return round(b + k * (b - a))
+
+    return Traffic(
+        {name: extend(half.asked_read.get(name, 0), b) for name, b in full.asked_read.items()},
+        extend(half.asked_write, full.asked_write), extend(half.reduced, full.reduced),
+        extend(half.dram_read, full.dram_read), extend(half.dram_write, full.dram_write), full.left_dirty,
+    )  # fmt: skip
+
+
+def predict(
+    algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool, heads: int, hw: Hardware,
+    launch: Launch, backward: bool = False,
+) -> Prediction:  # fmt: skip
+    """DRAM bytes and time of `algorithm`'s forward (or backward) for `heads` heads run as `launch` on `hw`."""
+    n_slots = slots(launch, hw)
+    out = []
+    for n, kernel in enumerate(kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, heads, backward)):
+
+        def make(h, n=n):
+            return kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, h, backward)[n]
+
+        t = traffic(make, heads, n_slots, hw.l2_shared_bytes)
+        padded = PADDED_TENSORS if launch.padded_rows else ()
+        to_sm = l2_to_sm(t, padded)
+        time = kernel_time(kernel.blocks, launch, hw, t.dram_read + t.dram_write, to_sm + t.asked_write + t.reduced)
+        out.append(KernelPrediction(kernel.name, t, to_sm, time))
+    return Prediction(out, launch, hw.name)

@@ -1,0 +1,88 @@
+"""A kernel's time: every resource it uses, the waves its thread blocks run in, and which resource bounds it.
+
+Each thread block's work runs on its SM's units, shared with the other blocks resident on that SM:
+  tensor   matmul FLOPs at the rate of the instruction the kernel uses (wgmma or mma.sync; fp32 on the FMA pipe);
+  MUFU     exponentials on the special-function unit;
+  FMA      every other elementwise operation, one fp32 add/multiply/FMA each;
+  SRAM     the bytes an mma.sync kernel's warps load from shared memory into registers (ldmatrix) for its MMAs,
+           128 bytes per clock (`Launch.smem_per_tile`; wgmma reads its operands itself, inside the tensor rate).
+Assumption (from ncu on rung 6, gpu/NOTES.md run 17: tensor pipe 52% / 71% busy, MUFU 54% / 37% at d = 64 / 128,
+adding to ~1.05): a block's matmuls, its operand loads and its softmax follow one another, so a block takes
+tensor + SRAM + max(MUFU, FMA) (the MUFU and FMA pipes do overlap each other). The SRAM term came from run 21:
+without it rung 5's time was predicted at 0.4–0.45 of the measured on every shape. FlashAttention-3's ping-pong and intra-warpgroup pipelining aim
+at max(tensor, MUFU) instead: `Time.overlapped` is that ideal.
+Blocks start in launch order on the slot that frees first: equal blocks run in ⌈blocks / slots⌉ waves, and a
+last partial wave costs a whole block's time. DRAM and L2 traffic overlap the compute (copies are asynchronous):
+the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM bandwidth, L2 bytes / L2 bandwidth.
+"""
+
+import heapq
+from dataclasses import dataclass
+
+from sim.machine.grids import Block
+from sim.machine.hardware import Hardware
+from sim.machine.launch import Launch, blocks_per_sm
+
+TENSOR, SMEM, MUFU, FMA = "tensor", "SRAM → registers", "MUFU (exp)", "FMA"
+DRAM, L2, LAUNCH = "DRAM", "L2", "launch"
+
+
+@dataclass(frozen=True)
+class Time:
+    """One kernel's predicted time and what each resource alone would take (seconds)."""
+
+    seconds: float
+    compute: float  # the SMs: blocks of tensor + SRAM + max(MUFU, FMA), in waves
+    terms: dict[str, float]  # tensor, SRAM, MUFU, FMA (each in waves), DRAM, L2
+    launch: float
+    waves: float  # blocks / slots (SMs × blocks resident on each)
+    instruction: str
+
+    @property
+    def bound(self) -> str:
+        """The resource that sets the time: the launch if it outlasts the rest, DRAM or L2 if one is slower than the
+        SMs, else the SMs' largest part."""
+        memory = max((DRAM, L2), key=self.terms.__getitem__)
+        if self.launch > max(self.compute, self.terms[memory]):
+            return LAUNCH
+        if self.terms[memory] >= self.compute:
+            return memory
+        return max((TENSOR, SMEM, MUFU, FMA), key=self.terms.__getitem__)
+
+    @property
+    def overlapped(self) -> float:
+        """The compute roof: the time if every unit overlapped every other (launch + the slowest term)."""
+        return self.launch + max(self.terms.values())
+
+
+def makespan(costs: list[float], slots: int) -> float:
+    """When the last block ends: blocks in order, each on the slot that frees first."""
+    free = [0.0] * min(slots, len(costs))
+    for c in costs:
+        heapq.heappush(free, heapq.heappop(free) + c)
+    return max(free, default=0.0)
+
+
+def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: int, l2_bytes: float) -> Time:
+    """Predicted time of one kernel whose blocks are `blocks` (launch order) and whose traffic is given."""
+    # blocks spread over the SMs first: an SM shares its units among the blocks resident on it, no more than fit
+    per_sm = min(blocks_per_sm(launch, hw), max(1, -(-len(blocks) // hw.sm_count)))
+    slots = per_sm * hw.sm_count
+    # seconds per unit of work on one slot: an SM's rate shared by the blocks resident on it
+    tensor = per_sm / hw.tensor_rate(launch.instruction)
+    mufu = per_sm / (hw.mufu_per_clock * hw.clock_hz)
+    fma = per_sm / (hw.fma_per_clock * hw.clock_hz)
+    smem = per_sm * launch.smem_per_tile / (hw.smem_per_clock * hw.clock_hz)  # seconds per tile pair
+    terms = {
+        TENSOR: makespan([b.flops * tensor for b in blocks], slots),
+        SMEM: makespan([b.tiles * smem for b in blocks], slots),
+        MUFU: makespan([b.exps * mufu for b in blocks], slots),
+        FMA: makespan([b.elementwise * fma for b in blocks], slots),
+        DRAM: dram_bytes / hw.hbm_bandwidth,
+        L2: l2_bytes / hw.l2_bandwidth if hw.l2_bandwidth else 0.0,
+    }
+    compute = makespan(
+        [b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma) for b in blocks], slots
+    )
+    seconds = hw.launch_seconds + max(compute, terms[DRAM], terms[L2])
+    return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction)

@@ -1,0 +1,169 @@
+"""The machine model below HBM (sim.machine: launch, grids, l2, timing) against hand-worked cases."""
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.core.errors import InputError
+from sim.machine import grids, hardware, iomodel, l2, timing
+from sim.machine.launch import Launch, blocks_per_sm, capped_registers
+
+H100 = hardware.get("H100-SXM")
+
+
+def test_blocks_per_sm_by_hand():
+    # 128 threads × 255 registers: 255·32 = 8160 per warp, rounded to 8192; 4 warps = 32768 of 65536: 2 blocks;
+    # shared memory (55296 + 1024 reserved) fits 4 times in 228 KiB; threads 16 times: registers decide, 2
+    assert blocks_per_sm(Launch(128, 55296, 255), H100) == 2
+    # rung 6 at d = 128: 230480 + 1024 bytes of 233472: one block
+    assert blocks_per_sm(Launch(384, 230480, 168, "wgmma"), H100) == 1
+    # tiny blocks: 2048 threads / 64 = 32, the 32-block limit too
+    assert blocks_per_sm(Launch(64, 0, 32), H100) == 32
+    assert capped_registers(384) == 168  # 65536 / 384 = 170.7, down to a multiple of 8
+    assert capped_registers(128, 2) == 255
+
+
+def _forward(N, d, Br, heads, slots, capacity):
+    kernel = grids.flash2_forward(N, N, d, 2, Br, Br, False, heads)
+    return l2.play(kernel, slots, capacity)
+
+
+def test_grid_that_fits_l2_reads_each_tile_once():
+    # N = 256, d = 64, fp16, Br = Bc = 64, 2 heads, every block at once, a big L2
+    t = _forward(256, 64, 64, heads=2, slots=8, capacity=50 << 20)
+    tensor = 256 * 64 * 2  # one head's Q (or K, or V) in bytes
+    assert t.dram_read == 2 * 3 * tensor  # Q, K, V once per head
+    assert t.read == 2 * (tensor + 4 * 2 * tensor)  # asked: Q once, K and V once per Q block (Tr = 4)
+    assert t.dram_write == 0
+    assert t.left_dirty == 2 * (tensor + 256 * 4)  # O and L stay in L2, dirty
+    assert t.read == iomodel.flash2(256, 256, 64, 2, 64, 64).hbm_read_bytes * 2  # asked = Theorem 2's count
+
+
+def test_grid_that_does_not_fit_l2_misses_every_re_read():
+    # one slot, an L2 of three K_j/V_j tiles (3 × 16384 B): a Q block cycles through 4 of them, so LRU keeps none
+    kv_tile, q_tile, l_tile = 2 * 64 * 64 * 2, 64 * 64 * 2, 64 * 4
+    t = _forward(256, 64, 64, heads=1, slots=1, capacity=3 * kv_tile)
+    assert t.dram_read == 4 * (q_tile + 4 * kv_tile)  # = every byte asked
+    assert t.dram_read == t.read
+    # each block's O_i, L_i are evicted while the next block streams; the last block's stay
+    assert t.left_dirty == q_tile + l_tile
+    assert t.dram_write == 3 * (q_tile + l_tile)
+
+
+def test_concurrent_blocks_of_one_head_share_k_and_v():
+    # the same tiny L2 (three K/V tiles), but all 4 Q blocks at once in lockstep: each K_j, V_j is missed once
+    kv_tile, q_tile = 2 * 64 * 64 * 2, 64 * 64 * 2
+    t = _forward(256, 64, 64, heads=1, slots=4, capacity=3 * kv_tile + 4 * q_tile)
+    assert t.dram_read == 4 * q_tile + 4 * kv_tile
+
+
+def test_padded_rows_cost_one_and_a_half_at_l2():
+    # backward, N = Nk = 128, d = 64, Br = 64, Bc = 128: one K/V block, two Q blocks
+    main = grids.flash2_backward(128, 128, 64, 2, 64, 128)[1]
+    t = l2.play(main, 132, 50 << 20)
+    kv, qdo, ld = 2 * 128 * 64 * 2, 2 * (2 * 64 * 64 * 2), 2 * (2 * 64 * 4)
+    assert t.reduced == 2 * 64 * 64 * 4  # dQ_i added in float32, twice 64 rows
+    assert l2.l2_to_sm(t, ("KV", "QdO")) == 1.5 * (kv + qdo) + ld
+    assert l2.l2_to_sm(t) == kv + qdo + ld
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_blocks_work_adds_up_to_the_closed_form(causal):
+    N, Nk, d, Br, Bc = 300, 200, 32, 64, 48  # ragged, N ≠ Nk
+    fwd = grids.flash2_forward(N, Nk, d, 2, Br, Bc, causal)
+    c = iomodel.flash2(N, Nk, d, 2, Br, Bc, causal)
+    assert [sum(getattr(b, k) for b in fwd.blocks) for k in ("flops", "exps", "elementwise")] == [
+        c.flops, c.exps, c.elementwise
+    ]  # fmt: skip
+    main = grids.flash2_backward(N, Nk, d, 2, Br, Bc, causal)[1]
+    cb = iomodel.flash2_backward_kernels(N, Nk, d, 2, Br, Bc, causal)[1][1]
+    assert [sum(getattr(b, k) for b in main.blocks) for k in ("flops", "exps", "elementwise")] == [
+        cb.flops, cb.exps, cb.elementwise
+    ]  # fmt: skip
+
+
+def _blocks(n, flops=0, exps=0, elementwise=0):
+    return [grids.Block(flops, exps, elementwise, lambda: iter(())) for _ in range(n)]
+
+
+ONE_MS = 4096 * 1.83e6  # wgmma FLOPs one H100 SM does in a millisecond (4096 per clock at 1.83 GHz)
+BIG = Launch(128, 200 * 1024, 64, "wgmma")  # one block per SM
+
+
+def test_a_last_partial_wave_costs_a_whole_one():
+    assert timing.makespan([1.0] * 133, 132) == 2.0
+    assert timing.makespan([1.0] * 132, 132) == 1.0
+    t = timing.kernel_time(_blocks(133, flops=ONE_MS), BIG, H100, 0, 0)
+    assert t.compute == pytest.approx(2e-3)
+    assert t.seconds == pytest.approx(2e-3 + H100.launch_seconds)
+    assert t.waves == pytest.approx(133 / 132)
+    assert t.bound == timing.TENSOR
+
+
+def test_which_resource_bounds():
+    # exponentials: 3 ms of MUFU per block (16 per clock), after 1 ms of matmul: 4 ms, bound by the MUFU
+    t = timing.kernel_time(_blocks(132, flops=ONE_MS, exps=3 * 16 * 1.83e6), BIG, H100, 0, 0)
+    assert t.compute == pytest.approx(4e-3)
+    assert t.bound == timing.MUFU
+    assert t.overlapped == pytest.approx(3e-3 + H100.launch_seconds)  # the roof: perfect overlap
+    # 10 ms of DRAM traffic (3.35 TB/s) outweighs 1 ms of matmuls
+    t = timing.kernel_time(_blocks(132, flops=ONE_MS), BIG, H100, int(3350e9 * 0.01), 0)
+    assert t.seconds == pytest.approx(0.01 + H100.launch_seconds)
+    assert t.bound == timing.DRAM
+    # L2: 5.5 TB/s
+    t = timing.kernel_time(_blocks(132, flops=ONE_MS), BIG, H100, 0, 5.5e12 * 0.002)
+    assert t.bound == timing.L2
+    # a kernel of 1 µs of matmuls waits for its 4 µs launch
+    t = timing.kernel_time(_blocks(132, flops=ONE_MS / 1000), BIG, H100, 0, 0)
+    assert t.seconds == pytest.approx(1e-6 + H100.launch_seconds)
+    assert t.bound == timing.LAUNCH
+
+
+def test_two_blocks_per_sm_share_its_rate():
+    half = replace(H100, sm_count=1)
+    two = Launch(128, 1024, 64, "wgmma")  # many blocks fit one SM: 16 by threads
+    t = timing.kernel_time(_blocks(2, flops=ONE_MS), two, half, 0, 0)
+    assert t.compute == pytest.approx(2e-3)  # two blocks at once, each at half the SM's rate
+
+
+def test_run_json_and_table_say_where_the_time_goes():
+    import json
+
+    from click.testing import CliRunner
+
+    from sim.cli import app
+
+    args = ["run", "--algo", "flash2", "--n", "1024", "--d", "64", "--heads", "4", "--hardware", "H100-SXM"]
+    out = CliRunner().invoke(app, [*args, "--counts-only", "--json"])
+    m = json.loads(out.stdout)["machine"]
+    # 4 heads of Q, K, V, 1024 × 64 fp16, each read from DRAM once: everything fits the 50 MiB L2
+    assert m["dram_read_bytes"] == 4 * 3 * 1024 * 64 * 2
+    assert m["bound"] in m["terms"]
+    table = CliRunner().invoke(app, [*args, "--counts-only"], env={"COLUMNS": "160"}).output
+    assert "where the time goes on H100-SXM" in table and f"bound: {m['bound']}" in table
+
+
+def test_calibration_replaces_the_rates_it_measured():
+    rates = {"dram_read": 3e12, "l2_read": 8e12, "exp2_per_sm": 16 * 1.83e9 * 2, "fma_per_sm": 64 * 1.83e9,
+             "tensor_fp16": 989.4e12 / 2, "launch_seconds": 6e-6}  # fmt: skip
+    hw = hardware.calibrated(H100, rates)
+    assert (hw.hbm_bandwidth, hw.l2_bandwidth, hw.launch_seconds) == (3e12, 8e12, 6e-6)
+    assert hw.mufu_per_clock == pytest.approx(32) and hw.fma_per_clock == pytest.approx(64)
+    assert hw.tensor_rate("wgmma") == pytest.approx(4096 / 2 * 1.83e9)
+    assert hw.tensor_rate("mma.sync") == pytest.approx(2730 / 2 * 1.83e9)
+    assert hw.sm_count == H100.sm_count and hw.l2_bytes == H100.l2_bytes
+
+
+@given(st.dictionaries(st.sampled_from(["dram_read", "l2_read", "exp2_per_sm", "fma_per_sm", "tensor_fp16",
+                                         "launch_seconds", "other"]),
+                       st.one_of(st.floats(allow_nan=True), st.integers(), st.text(max_size=3), st.none())))  # fmt: skip
+@settings(max_examples=60, deadline=None)
+def test_a_malformed_calibration_is_refused_in_one_line(rates):
+    try:
+        hw = hardware.calibrated(H100, rates)
+    except InputError as e:
+        assert str(e).startswith("calibration: ") and "\n" not in str(e)
+    else:
+        assert hw.hbm_bandwidth == rates["dram_read"] > 0
