@@ -23,6 +23,7 @@ def main(fd_in: int, fd_out: int) -> None:
     """Serve the grader until it says bye or the pipe closes."""
     link = Link(fd_in, fd_out)
     hello, _ = link.receive()
+    os.environ.update(hello.get("environment", {}))  # before the submission imports anything (TRITON_INTERPRET)
     guard.purge(hello["forbid"])
     own = [(os.path.dirname(os.path.realpath(hello["file"])) + os.sep, None)]
     rules = [tuple(r) for r in hello["denied"]] + [(p, None) for p in guard.readable()] + own
@@ -107,7 +108,14 @@ def gpu_driver(module, header: dict, arrays: list, link: Link) -> list:
     return gpu_kernel.run(entry(module, header["entry"])(), header, arrays)
 
 
-DRIVERS = {"chip": chip_driver, "update": update_driver, "merge": merge_driver, "gpu": gpu_driver}
+def triton_driver(module, header: dict, arrays: list, link: Link) -> list:
+    """Run the submission's Triton kernels under the interpreter, every load and store recorded."""
+    from sim.grading.triton import launch
+
+    return launch.run(module, header, arrays)
+
+
+DRIVERS = {"chip": chip_driver, "update": update_driver, "merge": merge_driver, "gpu": gpu_driver, "triton": triton_driver}
 
 
 def describe(e: BaseException, file: str) -> dict:
