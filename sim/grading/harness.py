@@ -115,7 +115,13 @@ def triton_driver(module, header: dict, arrays: list, link: Link) -> list:
     return launch.run(module, header, arrays)
 
 
-DRIVERS = {"chip": chip_driver, "update": update_driver, "merge": merge_driver, "gpu": gpu_driver, "triton": triton_driver}
+DRIVERS = {
+    "chip": chip_driver,
+    "update": update_driver,
+    "merge": merge_driver,
+    "gpu": gpu_driver,
+    "triton": triton_driver,
+}
 
 
 def describe(e: BaseException, file: str) -> dict:

@@ -15,7 +15,12 @@ from sim.dtypes import DTYPES
 from sim.errors import InputError
 
 ASSIGNMENTS_DIR = Path(sim.__file__).resolve().parent.parent / "lessons" / "assignments"
-DRIVERS = {"chip": ("output", "io", "memory"), "softmax": ("update", "merge"), "gpu": ("output",), "triton": ("output", "io")}
+DRIVERS = {
+    "chip": ("output", "io", "memory"),
+    "softmax": ("update", "merge"),
+    "gpu": ("output",),
+    "triton": ("output", "io"),
+}
 VISIBILITY = ("public", "hidden")
 
 

@@ -12,7 +12,8 @@ import ast
 from sim.errors import InputError
 
 MODULES = ("triton", "triton.language", "math")
-TL = frozenset("""
+TL = frozenset(
+    """
     arange zeros zeros_like full load store dot trans permute reshape view broadcast_to expand_dims ravel
     where maximum minimum max min sum argmax argmin exp exp2 log log2 sqrt rsqrt abs fma fdiv div_rn cdiv
     program_id num_programs make_block_ptr advance atomic_add atomic_max atomic_min static_range range
@@ -20,13 +21,16 @@ TL = frozenset("""
     float16 bfloat16 float32 float64 int1 int8 int16 int32 int64 uint8 uint16 uint32 uint64 cast join split
     interleave cat clamp sigmoid softmax cumsum cumprod floor ceil cos sin erf flip math reduce
     associative_scan debug_barrier assume xor_sum sort
-""".split())  # triton.language's public kernel API; not core, extra, inline_asm_elementwise, tensor, dtype
+""".split()
+)  # triton.language's public kernel API; not core, extra, inline_asm_elementwise, tensor, dtype
 TL_MATH = frozenset("exp exp2 log log2 sqrt rsqrt abs fma div_rn fdiv floor ceil cos sin erf max min".split())
-TENSOR = frozenset("""
+TENSOR = frozenset(
+    """
     T abs advance argmax argmin broadcast_to cast cdiv ceil cos cumprod cumsum erf exp exp2 expand_dims flip
     floor log log2 max min permute ravel reshape rsqrt sigmoid sin softmax split sqrt sum to trans view
     dtype shape element_ty numel
-""".split())  # a tensor's methods and what it says of itself; never .handle
+""".split()
+)  # a tensor's methods and what it says of itself; never .handle
 MATH = frozenset("pi e inf tau log log2 sqrt exp".split())
 TRITON = frozenset(("jit", "cdiv", "language"))
 BUILTINS = frozenset(("range", "float", "int", "bool", "min", "max", "abs", "len", "print", "True", "False", "None"))
@@ -138,7 +142,9 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
                 _refuse(node, where, "a kernel may raise only NotImplementedError('…') (the handout's stub)")
         elif isinstance(node, ast.Name):
             if _dunder(node.id) or node.id not in local | names | set(aliases) | BUILTINS:
-                _refuse(node, where, f"{node.id} is not a name a kernel may use (tl, its arguments, constants, builtins)")
+                _refuse(
+                    node, where, f"{node.id} is not a name a kernel may use (tl, its arguments, constants, builtins)"
+                )
         elif isinstance(node, ast.Attribute):
             _attribute(node, aliases, where)
         elif isinstance(node, ast.keyword) and node.arg is not None and _dunder(node.arg):
@@ -162,9 +168,13 @@ def _attribute(node: ast.Attribute, aliases: dict[str, str], where: str) -> None
     chain = _chain(node).split(".") if _chain(node) else []
     module = aliases.get(chain[0]) if chain else None
     if module == "triton.language":
-        allowed = len(chain) == 2 and chain[1] in TL or len(chain) == 3 and chain[1] == "math" and chain[2] in TL_MATH
+        allowed = (len(chain) == 2 and chain[1] in TL) or (
+            len(chain) == 3 and chain[1] == "math" and chain[2] in TL_MATH
+        )
     elif module == "triton":
-        allowed = len(chain) == 2 and chain[1] in TRITON or len(chain) == 3 and chain[1] == "language" and chain[2] in TL
+        allowed = (len(chain) == 2 and chain[1] in TRITON) or (
+            len(chain) == 3 and chain[1] == "language" and chain[2] in TL
+        )
     elif module == "math":
         allowed = len(chain) == 2 and chain[1] in MATH
     else:

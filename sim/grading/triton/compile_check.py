@@ -26,7 +26,7 @@ main(sys.argv[2], sys.argv[3])
 
 
 def error(path: Path, grading: dict) -> str:
-    """"" if every kernel of `path` compiles for sm_90, else the first compiler error in one line."""
+    """ "" if every kernel of `path` compiles for sm_90, else the first compiler error in one line."""
     root = str(Path(__file__).resolve().parents[3])
     for spec in launch.signatures(grading):
         with tempfile.TemporaryDirectory(prefix="flashsim-triton-") as home:

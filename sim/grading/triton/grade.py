@@ -26,7 +26,7 @@ def missing(name: str) -> str | None:
 
 
 def refusal(path: Path, grading: dict) -> str:
-    """"" for a kernel file the tests may run, else why not in one line."""
+    """ "" for a kernel file the tests may run, else why not in one line."""
     try:
         allowlist.check(Path(path).read_text(encoding="utf-8"), Path(path).name)
     except (OSError, UnicodeDecodeError) as e:

@@ -86,4 +86,3 @@ def run(module, header: dict, arrays: list) -> list[np.ndarray]:
         peak = max(peak, record.peak)
     rows.append([-1, peak[1], peak[2], peak[0]])
     return [*(buffers[r].values for r in header["results"]), np.array(rows, dtype=np.float64).reshape(-1, 4)]
-

@@ -72,7 +72,9 @@ def evaluate(grading: dict, problem: Problem, outcome: Outcome, settings: dict) 
                             test.get("io_zero", 1.5), grading.get("io_hint", ""))  # fmt: skip
     result.points = round(result.max_points * verdict.fraction, 2)
     result.status = "passed" if verdict.fraction == 1 else "partial" if verdict.fraction > 0 else "failed"
-    result.feedback = verdict.message if verdict.fraction == 1 else f"correct, but {verdict.message}{_lines(record, problem)}"
+    result.feedback = (
+        verdict.message if verdict.fraction == 1 else f"correct, but {verdict.message}{_lines(record, problem)}"
+    )
     result.hbm_bytes = sum(n for rw in record.booked.values() for n in rw.values())
     return result
 
@@ -97,4 +99,6 @@ def _lines(record: Ledger, problem: Problem) -> str:
         return ""
     busiest = sorted(record.lines[worst].items(), key=lambda x: -x[1])[:2]
     verb = "read" if worst[1] == "read" else "written"
-    return f"; {worst[0]} is {verb} at line{'s' if len(busiest) > 1 else ''} {', '.join(str(line) for line, _ in busiest)}"
+    return (
+        f"; {worst[0]} is {verb} at line{'s' if len(busiest) > 1 else ''} {', '.join(str(line) for line, _ in busiest)}"
+    )
