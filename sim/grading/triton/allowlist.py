@@ -33,7 +33,9 @@ TENSOR = frozenset(
 )  # a tensor's methods and what it says of itself; never .handle
 MATH = frozenset("pi e inf tau log log2 sqrt exp".split())
 TRITON = frozenset(("jit", "cdiv", "language"))
-BUILTINS = frozenset(("range", "float", "int", "bool", "min", "max", "abs", "len", "print", "True", "False", "None"))
+BUILTINS = frozenset(
+    ("range", "float", "int", "bool", "min", "max", "abs", "len", "print", "True", "False", "None", "NotImplementedError")
+)
 FORBIDDEN = (
     ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef,
     ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom, ast.With, ast.AsyncWith, ast.Try, ast.Delete, ast.JoinedStr,
@@ -41,8 +43,9 @@ FORBIDDEN = (
 )  # fmt: skip
 
 
-def check(source: str, where: str = "kernel file") -> None:
-    """Raise InputError naming the first line that a kernel file may not contain."""
+def check(source: str, where: str = "kernel file") -> bool:
+    """Raise InputError naming the first line that a kernel file may not contain; whether a kernel is still the
+    handout's stub (it raises before anything else)."""
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
@@ -50,6 +53,13 @@ def check(source: str, where: str = "kernel file") -> None:
     aliases, constants, kernels = _module(tree, where)
     for fn in kernels:
         _kernel(fn, aliases, constants | {k.name for k in kernels}, where)
+    return any(isinstance(_first(fn), ast.Raise) for fn in kernels)
+
+
+def _first(fn: ast.FunctionDef) -> ast.stmt:
+    """A function's first statement after its docstring (a stub's `raise NotImplementedError`)."""
+    body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else fn.body
+    return body[0] if body else fn.body[0]
 
 
 def _refuse(node: ast.AST, where: str, what: str):

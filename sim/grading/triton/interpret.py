@@ -54,11 +54,11 @@ class Record:
         storage = interpreter._get_np_dtype(element_type)
         chosen = np.broadcast_to(mask.data, ptrs.data.shape)
         addresses = ptrs.data[chosen]
-        which, element = self.shadow.locate(addresses, storage.itemsize, f"line {line}: a {verb}")
+        which, element = self.shadow.locate(addresses, storage.itemsize, f"a {verb}")
         for b in np.unique(which):
             buffer = self.shadow.buffers[b]
             if NAMES.get(buffer.dtype.name) != element_type.name:
-                raise MemoryFault(f"line {line}: a {verb} treats {buffer.name} ({NAMES.get(buffer.dtype.name)}) as "
+                raise MemoryFault(f"a {verb} treats {buffer.name} ({NAMES.get(buffer.dtype.name)}) as "
                                   f"{element_type.name}; load it as stored and convert with .to()")  # fmt: skip
         return line, storage, chosen, which, element
 
@@ -92,7 +92,7 @@ class Record:
     def atomic_rmw(self, op, ptrs, value, mask, sem, scope):
         """`tl.atomic_add` (the only atomic graded): read, add, write back; booked as a read and a write."""
         if op not in (interpreter._ir.ATOMIC_OP.ADD, interpreter._ir.ATOMIC_OP.FADD):
-            raise MemoryFault(f"line {self._where()}: only tl.atomic_add is graded among the atomics")
+            raise MemoryFault("only tl.atomic_add is graded among the atomics")
         line, storage, chosen, which, element = self._place(ptrs, mask, "tl.atomic_add")
         old = np.zeros(ptrs.data.shape, storage)
         added = np.broadcast_to(value.data, ptrs.data.shape)[chosen]
@@ -107,7 +107,7 @@ class Record:
         return interpreter.TensorHandle(old, value.dtype.scalar)
 
     def refuse(self, *args):
-        raise MemoryFault(f"line {self._where()}: atomic compare-and-swap is not graded; use tl.atomic_add")
+        raise MemoryFault("atomic compare-and-swap is not graded; use tl.atomic_add")
 
 
 @contextmanager

@@ -55,8 +55,13 @@ def evaluate(grading: dict, problem: Problem, outcome: Outcome, settings: dict) 
     except (ValueError, IndexError):
         return TestResult(test["name"], test["visibility"], 0.0, float(test["points"]), "failed",
                           "the submission's process sent a malformed record", problem.describe())  # fmt: skip
-    outputs = Outcome("done", results=outcome.results[:-1])
-    result = checks.evaluate(grading, _as_output(problem), outputs)
+    result = checks.evaluate(grading, _as_output(problem), Outcome("done", results=outcome.results[:-1]))
+    for name, array in zip(settings["results"], outcome.results[:-1], strict=False):
+        unwritten = int(np.isnan(array).reshape(len(array), -1).any(axis=1).sum()) if array.size else 0
+        if unwritten:
+            result.points, result.status = 0.0, "failed"
+            result.feedback = f"{name} has {unwritten} rows never written by tl.store (still NaN)"
+            return result
     if record.tiles > problem.sram_bytes:
         result.points, result.status = 0.0, "failed"
         result.feedback = (

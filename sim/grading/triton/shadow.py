@@ -4,6 +4,8 @@ An argument's `data_ptr()` is the address of its decoy, so the pointers a kernel
 addresses; the recording hooks (`interpret`) translate each one to an element of the private copy
 the decoy stands for, and refuse any address outside every argument before memory is touched.
 Code that reads an argument on the host through its raw pointer sees NaN; what it writes there is lost.
+Each decoy sits between two guard bands of NaN that belong to no argument, at least as large as the
+decoy itself, so a block that runs past the end of one tensor faults instead of reading the next.
 """
 
 import numpy as np
@@ -11,6 +13,9 @@ import numpy as np
 
 class MemoryFault(Exception):
     """A load or store the grader refused before touching memory: outside the arguments, or of the wrong type."""
+
+
+GUARD_BYTES = 1 << 16
 
 
 class Storage:
@@ -35,7 +40,10 @@ class Buffer:
     def __init__(self, name: str, values: np.ndarray):
         self.name = name
         self.values = np.ascontiguousarray(values)  # the grader's copy: HBM as the kernel sees it
-        self.decoy = np.full(self.values.shape, np.nan, self.values.dtype)  # what a raw host access reaches
+        guard = max(GUARD_BYTES, self.values.nbytes)
+        self._block = np.full(guard + self.values.nbytes + guard + 64, 0xFF, np.uint8)  # 0xFF…: NaN at every width
+        start = guard + (-(self._block.ctypes.data + guard) % 64)  # 64-byte aligned, as a GPU allocation is
+        self.decoy = self._block[start : start + self.values.nbytes].view(self.values.dtype).reshape(self.values.shape)
         self.dtype = self.values.dtype  # read by triton's mangle_type: *fp16, *bf16, *fp32
 
     def data_ptr(self) -> int:
@@ -84,6 +92,9 @@ class Shadow:
         inside &= offset % np.uint64(itemsize) == 0
         if not inside.all():
             raise MemoryFault(f"{what} {self._outside(int(addresses[np.argmin(inside)]), itemsize)}")
+        if len(which) and which.min() != which.max():
+            names = " and ".join(self.buffers[b].name for b in np.unique(which))
+            raise MemoryFault(f"{what} reaches both {names}: one pointer block must stay inside one tensor")
         return which, (offset // np.uint64(itemsize)).astype(np.int64)
 
     def _outside(self, address: int, itemsize: int) -> str:
@@ -92,13 +103,9 @@ class Shadow:
             start = b.data_ptr()
             if start <= address < start + b.nbytes:
                 return f"reaches {b.name} at a byte offset that is not a whole {itemsize}-byte element"
-        below = [b for b in self.buffers if b.data_ptr() <= address]
-        if below:
-            b = below[-1]
-            past = (address - b.data_ptr()) // b.values.itemsize - b.values.size
-            return f"reaches {past} elements past the end of {b.name} (mask the rows and columns out of range)"
-        b = self.buffers[0]
-        return f"reaches {(b.data_ptr() - address) // b.values.itemsize} elements before the start of {b.name}"
+        near = min(self.buffers, key=lambda b: min(abs(address - b.data_ptr()), abs(address - b.data_ptr() - b.nbytes)))
+        index = (address - near.data_ptr()) // near.values.itemsize
+        return f"reaches element {index:,} of {near.name}, which has {near.values.size:,} (mask what lies outside it)"
 
     def flat(self, index: int, dtype) -> np.ndarray:
         """Buffer `index`'s private values as a flat array of `dtype` (the interpreter's storage type)."""
