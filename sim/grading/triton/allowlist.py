@@ -33,9 +33,7 @@ TENSOR = frozenset(
 )  # a tensor's methods and what it says of itself; never .handle
 MATH = frozenset("pi e inf tau log log2 sqrt exp".split())
 TRITON = frozenset(("jit", "cdiv", "language"))
-BUILTINS = frozenset(
-    ("range", "float", "int", "bool", "min", "max", "abs", "len", "print", "True", "False", "None", "NotImplementedError")
-)
+BUILTINS = frozenset("range float int bool min max abs len print True False None NotImplementedError".split())
 FORBIDDEN = (
     ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef,
     ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom, ast.With, ast.AsyncWith, ast.Try, ast.Delete, ast.JoinedStr,

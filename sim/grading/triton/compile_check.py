@@ -57,6 +57,7 @@ def main(file: str, spec: str) -> None:
     from triton.backends.compiler import GPUTarget
 
     name, signature, constexprs = json.loads(spec)
+    kernel = None
     try:
         module_spec = importlib.util.spec_from_file_location("submission", file)
         module = importlib.util.module_from_spec(module_spec)
@@ -67,13 +68,21 @@ def main(file: str, spec: str) -> None:
         source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
         triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
         print(json.dumps({"error": ""}))
-    except Exception as e:  # the compiler's own errors carry the kernel's line in their text
-        print(json.dumps({"error": f"does not compile for a GPU (sm_90): {_one_line(e)}"}))
+    except Exception as e:  # the compiler's errors: any exception, with the node it stopped at
+        where = _line(e, kernel if isinstance(kernel, triton.runtime.JITFunction) else None)
+        message = f"{os.path.basename(file)} line {where}: does not compile for a GPU (sm_90): {_message(e)}"
+        print(json.dumps({"error": message}))
 
 
-def _one_line(e: Exception) -> str:
-    """The compiler's message without the source excerpt it quotes: its last non-empty line, and the kernel line."""
-    text = [t for t in str(e).splitlines() if t.strip()]
-    where = next((t.split(":")[0] for t in text if t[:1].isdigit() and ":" in t), "")
-    message = text[-1].strip() if text else type(e).__name__
-    return f"{message} (at {where} of the kernel)" if where else message
+def _line(e: Exception, kernel) -> str:
+    """The file's line the compiler stopped at (its node's line counts from the kernel's `def`), or "?"."""
+    node = getattr(e, "node", None)
+    if kernel is None or getattr(node, "lineno", None) is None:
+        return "?"
+    return str(kernel.def_file_line_number + node.lineno - 1)
+
+
+def _message(e: Exception) -> str:
+    """The compiler's message without the source excerpt it quotes: its last non-empty line."""
+    text = [t.strip() for t in str(e).splitlines() if t.strip()]
+    return text[-1][:300] if text else type(e).__name__

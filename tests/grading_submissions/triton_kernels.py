@@ -72,14 +72,18 @@ def unmasked_k(folder: Path) -> Path:
 
 def whole_rows(folder: Path) -> Path:
     """Four K/V blocks at a time: the same bytes, four times the tiles."""
-    path = edit(folder, "whole_rows", "keys = start + tl.arange(0, BLOCK_N)", "keys = start + tl.arange(0, 4 * BLOCK_N)")
+    path = edit(
+        folder, "whole_rows", "keys = start + tl.arange(0, BLOCK_N)", "keys = start + tl.arange(0, 4 * BLOCK_N)"
+    )
     path.write_text(path.read_text().replace("range(0, hi, BLOCK_N)", "range(0, hi, 4 * BLOCK_N)"))
     return path
 
 
 def calls(folder: Path, module: str) -> Path:
     """`module` (numpy, torch) imported and called for the exponential instead of Triton's."""
-    path = edit(folder, f"calls_{module}", "import triton.language as tl\n", f"import {module}\nimport triton.language as tl\n")
+    path = edit(
+        folder, f"calls_{module}", "import triton.language as tl\n", f"import {module}\nimport triton.language as tl\n"
+    )
     path.write_text(path.read_text().replace("tl.exp2(S_ij - shift[:, None])", f"{module}.exp2(S_ij - shift[:, None])"))
     return path
 
@@ -90,3 +94,8 @@ def host(folder: Path) -> Path:
     path = folder / "host.py"
     path.write_text(text[: text.index("\n@triton.jit\ndef") + 1] + HOST.lstrip())
     return path
+
+
+def host_int(folder: Path) -> Path:
+    """A Python int() of a loop index: the interpreter runs it, no GPU compiler does."""
+    return edit(folder, "host_int", "        m_i = m_new\n", "        m_i = m_new\n        start = int(start)\n")
