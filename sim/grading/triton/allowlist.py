@@ -20,7 +20,7 @@ TL = frozenset(
     static_assert static_print device_print device_assert constexpr multiple_of max_contiguous
     float16 bfloat16 float32 float64 int1 int8 int16 int32 int64 uint8 uint16 uint32 uint64 cast join split
     interleave cat clamp sigmoid softmax cumsum cumprod floor ceil cos sin erf flip math reduce
-    associative_scan debug_barrier assume xor_sum sort
+    associative_scan debug_barrier assume xor_sum sort make_tensor_descriptor
 """.split()
 )  # triton.language's public kernel API; not core, extra, inline_asm_elementwise, tensor, dtype
 TL_MATH = frozenset("exp exp2 log log2 sqrt rsqrt abs fma div_rn fdiv floor ceil cos sin erf max min".split())
@@ -28,9 +28,9 @@ TENSOR = frozenset(
     """
     T abs advance argmax argmin broadcast_to cast cdiv ceil cos cumprod cumsum erf exp exp2 expand_dims flip
     floor log log2 max min permute ravel reshape rsqrt sigmoid sin softmax split sqrt sum to trans view
-    dtype shape element_ty numel
+    dtype shape element_ty numel load store
 """.split()
-)  # a tensor's methods and what it says of itself; never .handle
+)  # a tensor's (or a tensor descriptor's) methods and what it says of itself; never .handle
 MATH = frozenset("pi e inf tau log log2 sqrt exp".split())
 TRITON = frozenset(("jit", "cdiv", "language"))
 BUILTINS = frozenset("range float int bool min max abs len print True False None NotImplementedError".split())

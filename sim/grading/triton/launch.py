@@ -24,6 +24,12 @@ def block_d(d: int) -> int:
     return max(16, 1 << (d - 1).bit_length())
 
 
+def padded(case: dict) -> dict:
+    """The case as a program's tiles see it: at least one whole block each way, d rounded up to BLOCK_D
+    (the SRAM budget is the simulator listing's peak there)."""
+    return {**case, "N": max(case["N"], case["Br"]), "Nk": max(case["Nk"], case["Bc"]), "d": block_d(case["d"])}
+
+
 def plan(c: dict, inputs: list[str], backward: bool) -> dict:
     """What the submission's process needs for one case: buffers to make, launches to run, results to send."""
     N, Nk, d, dtype = c["N"], c["Nk"], c["d"], c["dtype"]
@@ -50,10 +56,12 @@ def buffer_names(settings: dict) -> list[str]:
     return [*settings["inputs"], *(m[0] for m in settings["made"])]
 
 
-def signatures(grading: dict, dtype: str = "fp16", causal: bool = True) -> list[tuple[str, dict, dict]]:
-    """Each kernel's (name, signature, constexprs) at a representative case, for compiling to a GPU target."""
-    case = {"N": 256, "Nk": 256, "d": 64, "dtype": dtype, "Br": 64, "Bc": 64, "causal": causal, "scale": 0.125}
+def signatures(grading: dict, causal: bool = True) -> list[tuple[str, dict, dict]]:
+    """Each kernel's (name, signature, constexprs) at a representative case (fp16 forward, fp32 backward, as
+    graded), for compiling to a GPU target."""
     backward = grading.get("pass") == "backward"
+    dtype = "fp32" if backward else "fp16"
+    case = {"N": 256, "Nk": 256, "d": 64, "dtype": dtype, "Br": 64, "Bc": 64, "causal": causal, "scale": 0.125}
     settings = plan(case, ["Q", "K", "V", "O", "dO", "L"] if backward else ["Q", "K", "V"], backward)
     out = []
     for name, _, buffers, scalars, constexprs in settings["launches"]:
