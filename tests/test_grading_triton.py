@@ -241,3 +241,40 @@ def test_a_kernel_the_interpreter_runs_but_no_gpu_compiles_is_refused(tmp_path):
     results, report = grade(kernels.host_int(tmp_path), "one block")
     (result,) = results.values()
     assert report.score == 0 and re.match(r"refused: host_int.py line \d+: does not compile for a GPU", result.feedback)
+
+
+@needs_triton
+def test_rounding_p_to_fp16_fails_the_fp16_tests_with_the_reason(tmp_path):
+    results, _ = grade(kernels.rounds_p(tmp_path), "one block", "ragged, N ≠ Nk, fp16")
+    assert results["one block"].status == "passed"  # fp32: V's dtype is float32, nothing is rounded
+    fp16 = results["ragged, N ≠ Nk, fp16"]
+    assert fp16.points == 0 and fp16.feedback.endswith("keep P̃_ij in float32 for P̃_ij V_j")
+
+
+@needs_triton
+def test_a_tensor_descriptor_load_is_counted_like_pointer_loads(tmp_path):
+    results, _ = grade(kernels.descriptor_k(tmp_path), "IO against FlashAttention-2")
+    io = results["IO against FlashAttention-2"]
+    c = shape(io)
+    assert io.status == "passed" and io.hbm_bytes == flash2_bytes(c["N"], c["Nk"], c["d"], c["Br"], 2)
+
+
+@needs_triton
+def test_the_backward_master_scores_full_marks_and_moves_the_closed_form_bytes():
+    backward = spec.load(spec.locate("08"))
+    (report,) = grader.grade(backward, [backward.path], seed=5, jobs=1)
+    results = {t.name: t for t in report.tests}
+    assert all(t.status == "passed" for t in results.values()), [t.feedback for t in results.values()]
+    assert report.score == 100
+    io = results["IO, N ≠ Nk"]  # not causal: every Q block against every K/V block
+    N, Nk, d, Bc, s, f = *(shape(io)[k] for k in ("N", "Nk", "d", "Bc")), 4, 4
+    prepass = 2 * s * N * d + s * N * d + f * N  # read O, dO; write dQ = 0 and D
+    per_kv_block = 2 * s * N * d + 2 * f * N + 2 * s * N * d  # read Q, dO, L, D; dQ += by atomic add (read, write)
+    assert io.hbm_bytes == prepass + 4 * s * Nk * d + ceil(Nk / Bc) * per_kv_block  # + K, V read, dK, dV written
+
+
+@needs_triton
+def test_the_backward_stub_scores_zero(tmp_path):
+    stub = export.export(spec.locate("08"), student=tmp_path)
+    (report,) = grader.grade(spec.load(spec.locate("08")).public(), [stub], seed=5, jobs=1)
+    assert report.score == 0 and all(t.feedback.startswith("not implemented yet: ") for t in report.tests)

@@ -17,12 +17,16 @@ What to implement
     float32 scratch in HBM that FlashAttention never needs: every byte you move through it counts.
 
 The API you may use
-    triton, triton.language as tl, math, and literal constants: tl.program_id, tl.arange, tl.load
-    (mask=, other=), tl.store, tl.dot, tl.trans, tl.where, tl.maximum, tl.max, tl.sum, tl.exp2,
-    tl.exp, tl.log, tl.zeros, tl.full, tl.make_block_ptr / tl.advance, a tensor's .to() and
-    .dtype. The grader reads your file's syntax before anything runs and refuses every other
-    module, name, dunder or `.handle`: compute only through tl.load and tl.store. The Triton
-    tutorial "Fused Attention" is the model to learn from; write your own kernel.
+    triton, triton.language as tl, math, and constants written NAME = tl.constexpr(literal):
+    tl.program_id, tl.arange, tl.load (mask=, other=), tl.store, tl.dot, tl.trans, tl.where,
+    tl.maximum, tl.max, tl.sum, tl.exp2, tl.exp, tl.log, tl.zeros, tl.full, a tensor's .to() and
+    .dtype, and the rest of triton.language's kernel API. Tensor descriptors
+    (tl.make_tensor_descriptor, .load, .store) are counted like pointers, but need rows of a
+    multiple of 16 bytes, which the tests' d does not promise; block pointers (tl.make_block_ptr)
+    are gone from Triton 3.9. The grader reads your file's syntax before anything runs and refuses
+    every other module, name, dunder or `.handle`: compute only through tl.load and tl.store. The
+    Triton tutorial "Fused Attention" is the model to learn from; write your own kernel.
+    Part 2, the backward, is assignment 8.
 
 How it is graded
     On a CPU, under Triton's interpreter (TRITON_INTERPRET=1), in a separate process:
@@ -35,7 +39,8 @@ How it is graded
       fp16/fp32, large logits), within FlashAttention-2's bound (O rounded once: u·|ref| +
       1e-5·max|ref|); so keep P̃_ij in float32 for P̃_ij V_j (tl.dot(P, V.to(tl.float32)));
     - SRAM: at every load and store the floating-point tiles your program's variables hold must
-      fit in twice the simulator listing's SRAM peak at the same blocks (the test's SRAM);
+      fit in the test's SRAM: twice the simulator listing's peak at the same blocks (whole blocks,
+      d rounded up to D): room for one Br × D block of Q, one Bc × D block each of K and V;
     - IO: every element your masks let through, at its element size, per tensor, against the
       simulator's listing of FlashAttention-2 at the same blocks (sim.iomodel.flash2): full marks
       when they match, none at 1.5× the optimum in deviation; the feedback names the tensor and

@@ -99,3 +99,17 @@ def host(folder: Path) -> Path:
 def host_int(folder: Path) -> Path:
     """A Python int() of a loop index: the interpreter runs it, no GPU compiler does."""
     return edit(folder, "host_int", "        m_i = m_new\n", "        m_i = m_new\n        start = int(start)\n")
+
+
+def rounds_p(folder: Path) -> Path:
+    """P̃_ij rounded to V's dtype before P̃_ij V_j, as the Triton tutorial does: fp16 costs u·max|V| more."""
+    return edit(folder, "rounds_p", "tl.dot(S_ij, V_j.to(tl.float32))", "tl.dot(S_ij.to(V_j.dtype), V_j)")
+
+
+def descriptor_k(folder: Path) -> Path:
+    """K_j loaded through a tensor descriptor (TMA on a GPU), V_j through pointers."""
+    descriptor = (
+        "        K_desc = tl.make_tensor_descriptor(K, shape=[Nk, d], strides=[d, 1], block_shape=[BLOCK_N, BLOCK_D])\n"
+        "        K_j = K_desc.load([start, 0])\n"
+    )
+    return edit(folder, "descriptor_k", K_LOAD, descriptor)
