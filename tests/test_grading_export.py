@@ -55,7 +55,9 @@ def test_the_instructor_copy_is_the_master_and_an_autograder_folder(tmp_path):
 def test_the_autograder_installs_the_extra_its_driver_needs(tmp_path, name, extra):
     export.export(spec.locate(name), instructor=tmp_path)
     setup = (tmp_path / "autograder" / "setup.sh").read_text()
-    assert setup.splitlines()[-1] == f'/autograder/venv/bin/pip install "$(ls /autograder/source/flashsim-*.whl){extra}"'
+    assert (
+        setup.splitlines()[-1] == f'/autograder/venv/bin/pip install "$(ls /autograder/source/flashsim-*.whl){extra}"'
+    )
 
 
 @pytest.mark.parametrize(
