@@ -52,7 +52,7 @@ def grade(
     problems = [problem.make(assignment.grading, t, seed) for t in assignment.tests]
     unavailable = _gpu_missing(assignment)
     setup = _setup(assignment, submissions, self_check)
-    if assignment.grading["driver"] in ("gpu", "triton") and unavailable is None:  # CUDA, libtriton: large mappings
+    if assignment.grading["driver"] == "gpu" and unavailable is None:
         limits = sandbox.Limits(limits.wall_s, limits.cpu_s, 0, limits.output_bytes, limits.file_bytes)
 
     def one(path: Path) -> SubmissionReport:
