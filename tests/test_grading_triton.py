@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from sim.errors import InputError
 from sim.grading import export, grader, spec
-from sim.grading.triton import allowlist
+from sim.grading.triton import allowlist, launch, score
 from sim.grading.triton import grade as triton_grade
 from sim.grading.triton.shadow import Buffer, MemoryFault, Shadow
 
@@ -120,6 +120,30 @@ def test_the_shadow_maps_each_address_to_its_tensor_and_element_and_refuses_the_
         shadow.locate(np.array([q.data_ptr() + 2]), 4, "a load")
     with pytest.raises(MemoryFault, match="reaches both"):
         shadow.locate(np.array([q.data_ptr(), k.data_ptr()]), 2, "a store")
+
+
+def test_the_record_of_a_launch_is_read_back_and_checked():
+    rows = np.array([[0, 0, 12, 100], [0, 0, 15, 28], [3, 1, 20, 64], [-1, 2, 15, 4096]], dtype=np.float64)
+    got = score.ledger(rows, ["Q", "K", "V", "O"])
+    assert got.booked["Q"] == {"read": 128, "write": 0} and got.booked["O"] == {"read": 0, "write": 64}
+    assert got.lines[("Q", "read")] == {12: 100, 15: 28} and (got.tiles, got.program, got.line) == (4096, 2, 15)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.floats(-5, 1e6, allow_nan=False), min_size=4, max_size=4), max_size=6))
+def test_a_forged_record_is_read_or_refused_never_misread(rows):
+    array = np.array(rows, dtype=np.float64).reshape(-1, 4)
+    try:
+        got = score.ledger(array, ["Q", "K"])
+    except ValueError as e:
+        assert str(e) == "the record of loads and stores is malformed"
+    else:
+        assert all(n >= 0 for rw in got.booked.values() for n in rw.values())
+
+
+@pytest.mark.parametrize("d, D", [(1, 16), (10, 16), (16, 16), (17, 32), (40, 64), (64, 64), (65, 128)])
+def test_block_d_is_d_rounded_up_to_a_power_of_two_at_least_16(d, D):
+    assert launch.block_d(d) == D
 
 
 # -- whole submissions, graded under the interpreter ------------------------------------

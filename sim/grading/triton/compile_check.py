@@ -64,7 +64,12 @@ def main(file: str, spec: str) -> None:
         module_spec.loader.exec_module(module)
         kernel = getattr(module, name, None)
         if not isinstance(kernel, triton.runtime.JITFunction):
-            raise NameError(f"the kernel file defines no @triton.jit function {name}")
+            print(json.dumps({"error": f"{os.path.basename(file)} defines no @triton.jit function {name}"}))
+            return
+        if list(kernel.arg_names) != list(signature):
+            wanted = ", ".join(signature)
+            print(json.dumps({"error": f"{name} must take ({wanted}), as the grader launches it"}))
+            return
         source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
         triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
         print(json.dumps({"error": ""}))
