@@ -56,11 +56,18 @@ What the interpreter is not
     (docker run -it -v "$PWD":/work python:3.12 bash, then pip install inside; or WSL 2).
 
 On a GPU
-    The same kernel runs unchanged on an NVIDIA GPU with torch tensors: make q, k, v (N, d)
-    contiguous on "cuda", o = torch.empty_like(q), L and W float32, launch as above (W may be
-    torch.empty(1): FlashAttention never touches it), and time it with triton.testing.do_bench
-    against torch.nn.functional.scaled_dot_product_attention on the same q, k, v (shape them
-    (1, 1, N, d) for SDPA); expect SDPA to win until your blocks and num_warps are tuned.
+    The same kernel runs unchanged on an NVIDIA GPU with torch tensors (W is never touched, so one
+    element will do); time it against PyTorch's SDPA on the same inputs:
+
+        q, k, v = (torch.randn(N, d, device="cuda", dtype=torch.float16) for _ in range(3))
+        o, L, W = torch.empty_like(q), torch.empty(N, device="cuda"), torch.empty(1, device="cuda")
+        grid = (triton.cdiv(N, 64),)
+        ours = triton.testing.do_bench(lambda: flash2_forward[grid](q, k, v, o, L, W, N, N, d, d**-0.5,
+                                       BLOCK_M=64, BLOCK_N=64, BLOCK_D=d, CAUSAL=False))  # d a power of 2
+        sdpa = triton.testing.do_bench(lambda: torch.nn.functional.scaled_dot_product_attention(
+                                       q[None, None], k[None, None], v[None, None]))
+
+    Expect SDPA to win until you tune the blocks and num_warps (flash2_forward[grid](…, num_warps=4)).
 
 How to check yourself
     flashsim grade --self-check 07_triton_flash2.py

@@ -41,9 +41,9 @@ FORBIDDEN = (
 )  # fmt: skip
 
 
-def check(source: str, where: str = "kernel file") -> bool:
-    """Raise InputError naming the first line that a kernel file may not contain; whether a kernel is still the
-    handout's stub (it raises before anything else)."""
+def check(source: str, where: str = "kernel file") -> set[str]:
+    """Raise InputError naming the first line that a kernel file may not contain; the kernels that are still the
+    handout's stubs (they raise before anything else)."""
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
@@ -51,7 +51,7 @@ def check(source: str, where: str = "kernel file") -> bool:
     aliases, constants, kernels = _module(tree, where)
     for fn in kernels:
         _kernel(fn, aliases, constants | {k.name for k in kernels}, where)
-    return any(isinstance(_first(fn), ast.Raise) for fn in kernels)
+    return {fn.name for fn in kernels if isinstance(_first(fn), ast.Raise)}
 
 
 def _first(fn: ast.FunctionDef) -> ast.stmt:

@@ -25,10 +25,10 @@ main(sys.argv[2], sys.argv[3])
 """
 
 
-def error(path: Path, grading: dict) -> str:
-    """ "" if every kernel of `path` compiles for sm_90, else the first compiler error in one line."""
+def error(path: Path, grading: dict, skip=()) -> str:
+    """ "" if every kernel of `path` but those in `skip` compiles for sm_90, else the first compiler error in one line."""
     root = str(Path(__file__).resolve().parents[3])
-    for spec in launch.signatures(grading):
+    for spec in (s for s in launch.signatures(grading) if s[0] not in skip):
         with tempfile.TemporaryDirectory(prefix="flashsim-triton-") as home:
             env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
                    "TRITON_CACHE_DIR": os.path.join(home, "cache"), "TRITON_DEFAULT_FP_FUSION": "1"}  # fmt: skip
