@@ -94,6 +94,13 @@ def test_any_text_is_accepted_or_refused_in_one_line(text):
         assert str(e).startswith("kernel file line ") and "\n" not in str(e)
 
 
+def test_a_triton_assignment_without_its_algorithm_is_refused(tmp_path):
+    bad = tmp_path / "09_bad.py"
+    bad.write_text('GRADING = {"driver": "triton", "entry": "k"}\nTESTS = []\n')
+    with pytest.raises(InputError, match="GRADING needs 'algorithm' for the triton driver"):
+        spec.load(bad)
+
+
 # -- shadow memory ---------------------------------------------------------------------
 
 

@@ -3,7 +3,8 @@
 Started by `sim.grading.sandbox` as `python -I -B` with two pipe descriptors. The grader's first
 message says which modules and paths are off limits and which file to import; each later one is a
 test for a driver: "chip" (a function run on a proxy chip), "update"/"merge" (the online softmax's
-functions on arrays), "gpu" (a CUDA device function compiled into the readable kernel).
+functions on arrays), "gpu" (a CUDA device function compiled into the readable kernel), "triton" (a
+Triton kernel run by Triton's interpreter, `sim.grading.triton`).
 """
 
 import importlib.util
