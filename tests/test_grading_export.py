@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 from sim.grading import export, spec
 
 MASTERS = spec.masters()

@@ -16,7 +16,7 @@ from grading_submissions import triton_kernels as kernels
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 from sim.grading import export, grader, spec
 from sim.grading.triton import allowlist, launch, score
 from sim.grading.triton import grade as triton_grade

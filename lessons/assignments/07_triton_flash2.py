@@ -42,7 +42,7 @@ How it is graded
       fit in the test's SRAM: twice the simulator listing's peak at the same blocks (whole blocks,
       d rounded up to D): room for one Br × D block of Q, one Bc × D block each of K and V;
     - IO: every element your masks let through, at its element size, per tensor, against the
-      simulator's listing of FlashAttention-2 at the same blocks (sim.iomodel.flash2): full marks
+      simulator's listing of FlashAttention-2 at the same blocks (sim.machine.iomodel.flash2): full marks
       when they match, none at 1.5× the optimum in deviation; the feedback names the tensor and
       the line of your kernel that moved it.
     The tests below marked "public" ship with this file; the grader also runs hidden ones.

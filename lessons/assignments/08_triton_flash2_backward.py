@@ -29,7 +29,7 @@ How it is graded
     storage, fp32 tl.dot exact there), the tiles of each program within twice the simulator
     listing's SRAM peak, and the HBM bytes (an atomic add reads and writes its elements) against
     the simulator's listing of FlashAttention-2's backward at the same blocks
-    (sim.iomodel.flash2_backward_kernels), tensor by tensor.
+    (sim.machine.iomodel.flash2_backward_kernels), tensor by tensor.
     The tests below marked "public" ship with this file; the grader also runs hidden ones.
 
 What the interpreter is not

@@ -6,7 +6,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 from sim.grading import guard, problem, sandbox
 from sim.grading.checks import Outcome, evaluate
 from sim.grading.problem import Problem

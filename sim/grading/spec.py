@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sim
-from sim.dtypes import DTYPES
-from sim.errors import InputError
+from sim.core.dtypes import DTYPES
+from sim.core.errors import InputError
 
 ASSIGNMENTS_DIR = Path(sim.__file__).resolve().parent.parent / "lessons" / "assignments"
 DRIVERS = {

@@ -9,7 +9,7 @@ other module, no dunder, no `.handle` (the interpreter's raw arrays and pointers
 
 import ast
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 MODULES = ("triton", "triton.language", "math")
 TL = frozenset(

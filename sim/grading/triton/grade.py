@@ -9,7 +9,7 @@ with the reason. Each test then runs in the submission's process like every othe
 import importlib.util
 from pathlib import Path
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 from sim.grading.checks import Outcome
 from sim.grading.problem import Problem
 from sim.grading.report import TestResult

@@ -13,7 +13,7 @@ from math import ceil
 
 import numpy as np
 
-from sim.dtypes import DTYPES
+from sim.core.dtypes import DTYPES
 
 FORWARD = ("flash2_forward",)
 BACKWARD = ("flash2_backward_preprocess", "flash2_backward")

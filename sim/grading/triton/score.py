@@ -9,7 +9,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from sim.format import human_bytes
+from sim.core.format import human_bytes
 from sim.grading import checks, traffic
 from sim.grading.checks import Outcome
 from sim.grading.problem import Problem
