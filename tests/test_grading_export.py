@@ -11,8 +11,8 @@ from sim.grading import export, spec
 MASTERS = spec.masters()
 
 
-def test_there_are_six_assignments():
-    assert [m.name[:2] for m in MASTERS] == ["01", "02", "03", "04", "05", "06"]
+def test_there_are_eight_assignments():
+    assert [m.name[:2] for m in MASTERS] == ["01", "02", "03", "04", "05", "06", "07", "08"]
 
 
 @pytest.mark.parametrize("master", MASTERS, ids=lambda m: m.stem)
@@ -49,6 +49,15 @@ def test_the_instructor_copy_is_the_master_and_an_autograder_folder(tmp_path):
     assert "flashsim grade 02_flash1_forward.py /autograder/submission" in run
     assert "--gradescope /autograder/results/results.json" in run
     assert (folder / "run_autograder").stat().st_mode & 0o111
+
+
+@pytest.mark.parametrize("name, extra", [("02", ""), ("07", "[assignments-triton]"), ("08", "[assignments-triton]")])
+def test_the_autograder_installs_the_extra_its_driver_needs(tmp_path, name, extra):
+    export.export(spec.locate(name), instructor=tmp_path)
+    setup = (tmp_path / "autograder" / "setup.sh").read_text()
+    assert (
+        setup.splitlines()[-1] == f'/autograder/venv/bin/pip install "$(ls /autograder/source/flashsim-*.whl){extra}"'
+    )
 
 
 @pytest.mark.parametrize(

@@ -14,6 +14,7 @@ from sim.grading.proxy import tensor_specs
 from sim.grading.report import SubmissionReport, TestResult
 from sim.grading.server import ChipServer
 from sim.grading.spec import Assignment
+from sim.grading.triton import grade as triton
 
 MAX_DEATHS = 2  # a submission whose process dies this often has its remaining tests marked "not run"
 SOLUTIONS = "tried to read the instructor solutions"
@@ -79,6 +80,8 @@ def grade_one(
     """All tests of one submission; its process is started again after a death, at most MAX_DEATHS times."""
     report = SubmissionReport(path.name, assignment.name, seed)
     child, deaths, stop = None, 0, ""
+    if assignment.grading["driver"] == "triton":  # its file read and compiled before anything of it runs
+        stop = triton.refusal(path, assignment.grading)
     try:
         for p in problems:
             if stop:
@@ -99,7 +102,8 @@ def grade_one(
                     _flag(report, child)
                     continue
             outcome = run(child, assignment.grading, p, limits)
-            report.tests.append(evaluate(assignment.grading, p, outcome))
+            score = triton.evaluate if assignment.grading["driver"] == "triton" else evaluate
+            report.tests.append(score(assignment.grading, p, outcome))
             report.printed = child.printed_text()
             if _flag(report, child):
                 stop = f"not run: the submission {SOLUTIONS}"
@@ -126,6 +130,8 @@ def run(child: sandbox.Child, grading: dict, p: Problem, limits) -> Outcome:
         from sim.grading import gpu_kernel
 
         header |= {"driver": "gpu", **gpu_kernel.launch_settings(p)}
+    elif driver == "triton":
+        header |= triton.header(p, grading)
     else:
         header["driver"] = p.test["check"]
     try:
@@ -182,11 +188,14 @@ def _setup(assignment: Assignment, submissions: list[Path], self_check: bool) ->
     denied += [(str(Path(guard.__file__).with_name("samples.py")), SOLUTIONS)]
     if not self_check:
         denied += [(str(Path(s).resolve().parent) + os.sep, "tried to read other submissions") for s in submissions]
-    return {"op": "hello", "forbid": forbid, "denied": sorted(set(denied))}
+    environment = {"TRITON_INTERPRET": "1"} if assignment.grading["driver"] == "triton" else {}
+    return {"op": "hello", "forbid": forbid, "denied": sorted(set(denied)), "environment": environment}
 
 
 def _gpu_missing(assignment: Assignment) -> str | None:
     """For a GPU assignment on a machine without one, the line that says so; None otherwise."""
+    if assignment.grading["driver"] == "triton":
+        return triton.missing(assignment.name)
     if assignment.grading["driver"] != "gpu":
         return None
     import gpu

@@ -9,6 +9,7 @@ import json
 import shutil
 from pathlib import Path
 
+from sim.grading import spec
 from sim.grading.report import SubmissionReport
 
 VISIBILITY = ("visible", "hidden", "after_due_date", "after_published")
@@ -21,12 +22,13 @@ cd /autograder/source
     --gradescope /autograder/results/results.json --hidden-visibility {hidden}
 """
 
+EXTRAS = {"triton": "[assignments-triton]"}  # what a driver needs beyond flashsim itself
 SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, when it builds the autograder's image (Ubuntu 22.04 or newer).
 set -eu
 apt-get update && apt-get install -y python3 python3-venv python3-pip
 python3 -m venv /autograder/venv
-/autograder/venv/bin/pip install /autograder/source/flashsim-*.whl
+/autograder/venv/bin/pip install "$(ls /autograder/source/flashsim-*.whl){extra}"
 """
 
 
@@ -61,7 +63,7 @@ def write_autograder(folder: Path, master: Path, hidden: str = "hidden") -> None
     folder.mkdir(exist_ok=True)
     shutil.copyfile(master, folder / master.name)
     for name, text in (
-        ("setup.sh", SETUP_SH),
+        ("setup.sh", SETUP_SH.format(extra=EXTRAS.get(spec.load(master).grading["driver"], ""))),
         ("run_autograder", RUN_AUTOGRADER.format(master=master.name, hidden=hidden)),
     ):
         (folder / name).write_text(text)

@@ -3,7 +3,8 @@
 Started by `sim.grading.sandbox` as `python -I -B` with two pipe descriptors. The grader's first
 message says which modules and paths are off limits and which file to import; each later one is a
 test for a driver: "chip" (a function run on a proxy chip), "update"/"merge" (the online softmax's
-functions on arrays), "gpu" (a CUDA device function compiled into the readable kernel).
+functions on arrays), "gpu" (a CUDA device function compiled into the readable kernel), "triton" (a
+Triton kernel run by Triton's interpreter, `sim.grading.triton`).
 """
 
 import importlib.util
@@ -23,6 +24,7 @@ def main(fd_in: int, fd_out: int) -> None:
     """Serve the grader until it says bye or the pipe closes."""
     link = Link(fd_in, fd_out)
     hello, _ = link.receive()
+    os.environ.update(hello.get("environment", {}))  # before the submission imports anything (TRITON_INTERPRET)
     guard.purge(hello["forbid"])
     own = [(os.path.dirname(os.path.realpath(hello["file"])) + os.sep, None)]
     rules = [tuple(r) for r in hello["denied"]] + [(p, None) for p in guard.readable()] + own
@@ -107,7 +109,20 @@ def gpu_driver(module, header: dict, arrays: list, link: Link) -> list:
     return gpu_kernel.run(entry(module, header["entry"])(), header, arrays)
 
 
-DRIVERS = {"chip": chip_driver, "update": update_driver, "merge": merge_driver, "gpu": gpu_driver}
+def triton_driver(module, header: dict, arrays: list, link: Link) -> list:
+    """Run the submission's Triton kernels under the interpreter, every load and store recorded."""
+    from sim.grading.triton import launch
+
+    return launch.run(module, header, arrays)
+
+
+DRIVERS = {
+    "chip": chip_driver,
+    "update": update_driver,
+    "merge": merge_driver,
+    "gpu": gpu_driver,
+    "triton": triton_driver,
+}
 
 
 def describe(e: BaseException, file: str) -> dict:

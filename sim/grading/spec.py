@@ -14,7 +14,12 @@ from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
 from sim.lab import course
 
-DRIVERS = {"chip": ("output", "io", "memory"), "softmax": ("update", "merge"), "gpu": ("output",)}
+DRIVERS = {
+    "chip": ("output", "io", "memory"),
+    "softmax": ("update", "merge"),
+    "gpu": ("output",),
+    "triton": ("output", "io"),
+}
 VISIBILITY = ("public", "hidden")
 
 
@@ -105,10 +110,10 @@ def check_grading(grading, where: str) -> None:
     """GRADING: a driver flashsim knows, and what that driver needs."""
     if not isinstance(grading, dict) or grading.get("driver") not in DRIVERS:
         raise InputError(f"assignment: {where}: GRADING['driver'] must be one of {', '.join(DRIVERS)}")
-    if grading["driver"] == "chip":
-        for key in ("entry", "algorithm", "outputs"):
+    if grading["driver"] in ("chip", "triton"):
+        for key in ("entry", "algorithm") + (("outputs",) if grading["driver"] == "chip" else ()):
             if key not in grading:
-                raise InputError(f"assignment: {where}: GRADING needs {key!r} for the chip driver")
+                raise InputError(f"assignment: {where}: GRADING needs {key!r} for the {grading['driver']} driver")
         if grading["algorithm"] not in ("flash1", "flash2"):
             raise InputError(f"assignment: {where}: GRADING['algorithm'] must be flash1 or flash2")
         if grading.get("pass", "forward") not in ("forward", "backward"):

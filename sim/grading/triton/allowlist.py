@@ -1,0 +1,191 @@
+"""What a kernel file may contain, checked on its syntax tree before any of it runs.
+
+A kernel file holds imports of `triton`, `triton.language` and `math`, literal constants (the
+assignment's GRADING and TESTS among them), and `@triton.jit` functions written in Triton's
+language: names of `tl`, the tensors' own methods, a few builtins, literals. Nothing else — no
+other module, no dunder, no `.handle` (the interpreter's raw arrays and pointers), no
+`constexpr_function` — because Triton's interpreter runs a kernel as ordinary Python.
+"""
+
+import ast
+
+from sim.core.errors import InputError
+
+MODULES = ("triton", "triton.language", "math")
+TL = frozenset(
+    """
+    arange zeros zeros_like full load store dot trans permute reshape view broadcast_to expand_dims ravel
+    where maximum minimum max min sum argmax argmin exp exp2 log log2 sqrt rsqrt abs fma fdiv div_rn cdiv
+    program_id num_programs make_block_ptr advance atomic_add atomic_max atomic_min static_range range
+    static_assert static_print device_print device_assert constexpr multiple_of max_contiguous
+    float16 bfloat16 float32 float64 int1 int8 int16 int32 int64 uint8 uint16 uint32 uint64 cast join split
+    interleave cat clamp sigmoid softmax cumsum cumprod floor ceil cos sin erf flip math reduce
+    associative_scan debug_barrier assume xor_sum sort make_tensor_descriptor
+""".split()
+)  # triton.language's public kernel API; not core, extra, inline_asm_elementwise, tensor, dtype
+TL_MATH = frozenset("exp exp2 log log2 sqrt rsqrt abs fma div_rn fdiv floor ceil cos sin erf max min".split())
+TENSOR = frozenset(
+    """
+    T abs advance argmax argmin broadcast_to cast cdiv ceil cos cumprod cumsum erf exp exp2 expand_dims flip
+    floor log log2 max min permute ravel reshape rsqrt sigmoid sin softmax split sqrt sum to trans view
+    dtype shape element_ty numel load store
+""".split()
+)  # a tensor's (or a tensor descriptor's) methods and what it says of itself; never .handle
+MATH = frozenset("pi e inf tau log log2 sqrt exp".split())
+TRITON = frozenset(("jit", "cdiv", "language"))
+BUILTINS = frozenset("range float int bool min max abs len print True False None NotImplementedError".split())
+FORBIDDEN = (
+    ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef,
+    ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom, ast.With, ast.AsyncWith, ast.Try, ast.Delete, ast.JoinedStr,
+    ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp, ast.NamedExpr, ast.Starred, ast.Match,
+)  # fmt: skip
+
+
+def check(source: str, where: str = "kernel file") -> set[str]:
+    """Raise InputError naming the first line that a kernel file may not contain; the kernels that are still the
+    handout's stubs (they raise before anything else)."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as e:
+        raise InputError(f"{where} line {e.lineno}: {e.msg}") from None
+    aliases, constants, kernels = _module(tree, where)
+    for fn in kernels:
+        _kernel(fn, aliases, constants | {k.name for k in kernels}, where)
+    return {fn.name for fn in kernels if isinstance(_first(fn), ast.Raise)}
+
+
+def _first(fn: ast.FunctionDef) -> ast.stmt:
+    """A function's first statement after its docstring (a stub's `raise NotImplementedError`)."""
+    body = fn.body[1:] if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant) else fn.body
+    return body[0] if body else fn.body[0]
+
+
+def _refuse(node: ast.AST, where: str, what: str):
+    raise InputError(f"{where} line {getattr(node, 'lineno', '?')}: {what}")
+
+
+def _module(tree: ast.Module, where: str) -> tuple[dict[str, str], set[str], list[ast.FunctionDef]]:
+    """The module's imports (alias → module), constants and kernels; anything else is refused."""
+    aliases, constants, kernels = {}, set(), []
+    for i, node in enumerate(tree.body):
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and i == 0:
+            continue  # the docstring
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name not in MODULES:
+                    _refuse(node, where, f"imports {a.name}; a kernel file may import only {', '.join(MODULES)}")
+                if a.asname is None and "." in a.name:
+                    _refuse(node, where, f"write `import {a.name} as tl`")
+                aliases[a.asname or a.name] = a.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.module != "triton" or any(a.name != "language" for a in node.names):
+                _refuse(node, where, f"imports from {node.module}; a kernel file may import only {', '.join(MODULES)}")
+            aliases |= {(a.asname or a.name): "triton.language" for a in node.names}
+        elif isinstance(node, ast.AnnAssign):
+            _refuse(node, where, "write a constant as NAME = tl.constexpr(literal), without an annotation")
+        elif isinstance(node, ast.Assign):
+            targets = node.targets
+            if not all(isinstance(t, ast.Name) and not _dunder(t.id) for t in targets):
+                _refuse(node, where, "only a NAME = literal assignment may stand outside a kernel")
+            if not _literal(node.value, aliases):
+                _refuse(node, where, "a constant outside a kernel must be a literal (or tl.constexpr of one)")
+            constants |= {t.id for t in targets}
+        elif isinstance(node, ast.FunctionDef):
+            if not _is_jit(node, aliases):
+                _refuse(node, where, f"{node.name} must be a @triton.jit function (and nothing else may decorate it)")
+            kernels.append(node)
+        else:
+            _refuse(node, where, f"a kernel file may not hold a {type(node).__name__} statement here")
+    return aliases, constants, kernels
+
+
+def _literal(node, aliases: dict[str, str]) -> bool:
+    """A literal (numbers, strings, lists, tuples, dicts of them, signed), or tl.constexpr(literal)."""
+    if isinstance(node, ast.Call) and _chain(node.func) in _constexpr(aliases):
+        return len(node.args) == 1 and not node.keywords and _literal(node.args[0], aliases)
+    try:
+        ast.literal_eval(node)
+    except ValueError:
+        return False
+    return True
+
+
+def _constexpr(aliases: dict[str, str]) -> set[str]:
+    return {f"{a}.constexpr" for a, m in aliases.items() if m == "triton.language"}
+
+
+def _is_jit(fn: ast.FunctionDef, aliases: dict[str, str]) -> bool:
+    jit = {f"{a}.jit" for a, m in aliases.items() if m == "triton"}
+    return len(fn.decorator_list) == 1 and _chain(fn.decorator_list[0]) in jit
+
+
+def _chain(node) -> str:
+    """`a.b.c` for an attribute chain rooted at a name, else ""."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
+
+
+def _dunder(name: str) -> bool:
+    return "__" in name
+
+
+def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where: str) -> None:
+    """Every node of a kernel's body: Triton's language and nothing that reaches Python's machinery."""
+    local = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+    if fn.args.vararg or fn.args.kwarg:
+        _refuse(fn, where, f"{fn.name} may not take *args or **kwargs")
+    for node in ast.walk(fn):
+        if isinstance(node, ast.Name | ast.arg) and isinstance(getattr(node, "ctx", None), ast.Store):
+            local.add(node.id)
+    for node in ast.walk(fn):
+        if node is fn:
+            continue
+        if isinstance(node, FORBIDDEN):
+            _refuse(node, where, f"a kernel may not use {type(node).__name__} (Triton's language only)")
+        if isinstance(node, ast.Raise):
+            if not _stub(node):
+                _refuse(node, where, "a kernel may raise only NotImplementedError('…') (the handout's stub)")
+        elif isinstance(node, ast.Name):
+            if _dunder(node.id) or node.id not in local | names | set(aliases) | BUILTINS:
+                _refuse(
+                    node, where, f"{node.id} is not a name a kernel may use (tl, its arguments, constants, builtins)"
+                )
+        elif isinstance(node, ast.Attribute):
+            _attribute(node, aliases, where)
+        elif isinstance(node, ast.keyword) and node.arg is not None and _dunder(node.arg):
+            _refuse(node, where, f"{node.arg} is not a keyword a kernel may use")
+        elif isinstance(node, ast.Constant) and isinstance(node.value, bytes):
+            _refuse(node, where, "a kernel may not hold bytes literals")
+
+
+def _stub(node: ast.Raise) -> bool:
+    e = node.exc
+    return (
+        isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "NotImplementedError"
+        and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in e.args) and not e.keywords
+    )  # fmt: skip
+
+
+def _attribute(node: ast.Attribute, aliases: dict[str, str], where: str) -> None:
+    """`tl.x`, `tl.math.x`, `triton.x`, `math.x`, or a tensor's own method or property."""
+    if node.attr.startswith("_"):
+        _refuse(node, where, f".{node.attr}: a kernel may not reach private or dunder attributes")
+    chain = _chain(node).split(".") if _chain(node) else []
+    module = aliases.get(chain[0]) if chain else None
+    if module == "triton.language":
+        allowed = (len(chain) == 2 and chain[1] in TL) or (
+            len(chain) == 3 and chain[1] == "math" and chain[2] in TL_MATH
+        )
+    elif module == "triton":
+        allowed = (len(chain) == 2 and chain[1] in TRITON) or (
+            len(chain) == 3 and chain[1] == "language" and chain[2] in TL
+        )
+    elif module == "math":
+        allowed = len(chain) == 2 and chain[1] in MATH
+    else:
+        allowed = node.attr in TENSOR
+    if not allowed:
+        _refuse(node, where, f".{node.attr} is not part of Triton's language a kernel may use (never .handle)")

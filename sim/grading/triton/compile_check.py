@@ -1,0 +1,93 @@
+"""The second wall: every kernel of the file compiled for a real GPU (sm_90, to cubin) on the CPU, in a fresh process.
+
+Triton's compiler needs no GPU to reach cubin; it refuses what the interpreter lets through
+(Python on the host, calls to anything but Triton's language). Each check runs in a new process
+with an empty cache, because a second compile in the same process can pass silently.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from sim.grading.triton import launch
+
+TIMEOUT_S = 120
+BOOTSTRAP = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+resource.setrlimit(resource.RLIMIT_CPU, (60, 61))
+sys.path.insert(0, sys.argv[1])
+from sim.grading.triton.compile_check import main
+main(sys.argv[2], sys.argv[3])
+"""
+
+
+def error(path: Path, grading: dict, skip=()) -> str:
+    """ "" if every kernel of `path` but those in `skip` compiles for sm_90, else the first compiler error in one line."""
+    root = str(Path(__file__).resolve().parents[3])
+    for spec in (s for s in launch.signatures(grading) if s[0] not in skip):
+        with tempfile.TemporaryDirectory(prefix="flashsim-triton-") as home:
+            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
+                   "TRITON_CACHE_DIR": os.path.join(home, "cache"), "TRITON_DEFAULT_FP_FUSION": "1"}  # fmt: skip
+            try:
+                done = subprocess.run([sys.executable, "-I", "-B", "-c", BOOTSTRAP, root, str(path.resolve()), json.dumps(spec)],
+                                      cwd=home, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+                                      start_new_session=True)  # fmt: skip
+            except subprocess.TimeoutExpired:
+                return f"compiling {spec[0]} for sm_90 took more than {TIMEOUT_S} s"
+        lines = done.stdout.strip().splitlines()
+        try:
+            verdict = json.loads(lines[-1])
+        except (IndexError, ValueError):
+            last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+            return f"compiling {spec[0]} for sm_90 failed: {last}"
+        if verdict.get("error"):
+            return str(verdict["error"])[:400]
+    return ""
+
+
+def main(file: str, spec: str) -> None:
+    """In the fresh process: compile one kernel; print {"error": ""} or the compiler's message in one line."""
+    import importlib.util
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    name, signature, constexprs = json.loads(spec)
+    kernel = None
+    try:
+        module_spec = importlib.util.spec_from_file_location("submission", file)
+        module = importlib.util.module_from_spec(module_spec)
+        module_spec.loader.exec_module(module)
+        kernel = getattr(module, name, None)
+        if not isinstance(kernel, triton.runtime.JITFunction):
+            print(json.dumps({"error": f"{os.path.basename(file)} defines no @triton.jit function {name}"}))
+            return
+        if list(kernel.arg_names) != list(signature):
+            wanted = ", ".join(signature)
+            print(json.dumps({"error": f"{name} must take ({wanted}), as the grader launches it"}))
+            return
+        source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
+        triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+        print(json.dumps({"error": ""}))
+    except Exception as e:  # the compiler's errors: any exception, with the node it stopped at
+        where = _line(e, kernel if isinstance(kernel, triton.runtime.JITFunction) else None)
+        message = f"{os.path.basename(file)} line {where}: does not compile for a GPU (sm_90): {_message(e)}"
+        print(json.dumps({"error": message}))
+
+
+def _line(e: Exception, kernel) -> str:
+    """The file's line the compiler stopped at (its node's line counts from the kernel's `def`), or "?"."""
+    node = getattr(e, "node", None)
+    if kernel is None or getattr(node, "lineno", None) is None:
+        return "?"
+    return str(kernel.def_file_line_number + node.lineno - 1)
+
+
+def _message(e: Exception) -> str:
+    """The compiler's message without the source excerpt it quotes: its last non-empty line."""
+    text = [t.strip() for t in str(e).splitlines() if t.strip()]
+    return text[-1][:300] if text else type(e).__name__

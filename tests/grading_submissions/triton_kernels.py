@@ -1,0 +1,115 @@
+"""Triton submissions made from assignment 7's master, each with one thing wrong (an exact edit of its text)."""
+
+from pathlib import Path
+
+from sim.grading import spec
+
+MASTER = spec.locate("07")
+Q_LOAD = "    Q_i = tl.load(Q + rows[:, None] * d + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)\n"
+K_LOAD = "        K_j = tl.load(K + keys[:, None] * d + cols[None, :], mask=kv, other=0.0)  # line 6: (Bc, D)\n"
+MASKED = '        S_ij = tl.where(seen, S_ij, float("-inf"))\n'
+S_TO_HBM = (
+    "        S_ptrs = W + rows[:, None] * Nk + keys[None, :]\n"
+    "        S_ok = row_ok[:, None] & (keys < Nk)[None, :]\n"
+    "        tl.store(S_ptrs, S_ij, mask=S_ok)\n"
+    '        S_ij = tl.load(S_ptrs, mask=S_ok, other=float("-inf"))\n'
+)
+HOST = '''
+import ctypes
+
+import numpy as np
+
+
+def attention_on_the_host(addresses, n, nk, d, tau):
+    """Read Q, K, V and write O, L (float32) through their raw addresses."""
+    sizes = (n * d, nk * d, nk * d, n * d, n)
+    q, k, v, o, lse = (np.ctypeslib.as_array((ctypes.c_float * c).from_address(a)) for a, c in zip(addresses, sizes))
+    s = (q.reshape(n, d) @ k.reshape(nk, d).T) * tau
+    m = s.max(axis=1, keepdims=True)
+    p = np.exp(s - m)
+    o[:] = ((p @ v.reshape(nk, d)) / p.sum(axis=1, keepdims=True)).reshape(-1)
+    lse[:] = m[:, 0] + np.log(p.sum(axis=1))
+
+
+@triton.jit
+def flash2_forward(Q, K, V, O, L, W, N, Nk, d, scale, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   BLOCK_D: tl.constexpr, CAUSAL: tl.constexpr):
+    """Attention computed on the host, in program 0, through the arguments' raw addresses: no load, no store."""
+    if tl.program_id(0).handle.data[0] == 0:
+        addresses = [int(t.handle.data[0]) for t in (Q, K, V, O, L)]
+        attention_on_the_host(addresses, N.handle.data[0].item(), Nk.handle.data[0].item(), d.handle.data[0].item(), scale)
+'''
+
+
+def edit(folder: Path, name: str, old: str, new: str) -> Path:
+    """The master with `old` (which must occur once) replaced by `new`, written to folder/name.py."""
+    text = MASTER.read_text()
+    assert text.count(old) == 1, old
+    path = folder / f"{name}.py"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def reloads_q(folder: Path) -> Path:
+    """Q_i loaded again for every K/V block, inside the loop."""
+    return edit(folder, "reloads_q", K_LOAD, Q_LOAD.replace("    Q_i", "        Q_i") + K_LOAD)
+
+
+def writes_s(folder: Path) -> Path:
+    """Every masked S_ij stored to the scratch W in HBM and read back: S materialized, as standard attention does."""
+    return edit(folder, "writes_s", MASKED, MASKED + S_TO_HBM)
+
+
+def off_by_one(folder: Path) -> Path:
+    """The causal mask without its diagonal: c < r + Nk − N."""
+    return edit(folder, "off_by_one", "keys[None, :] <= rows[:, None]", "keys[None, :] < rows[:, None]")
+
+
+def unmasked_k(folder: Path) -> Path:
+    """K_j and V_j loaded without the row mask: the last block reads past the end of K."""
+    return edit(folder, "unmasked_k", "kv = (keys < Nk)[:, None] & col_ok[None, :]", "kv = col_ok[None, :]")
+
+
+def whole_rows(folder: Path) -> Path:
+    """Four K/V blocks at a time: the same bytes, four times the tiles."""
+    path = edit(
+        folder, "whole_rows", "keys = start + tl.arange(0, BLOCK_N)", "keys = start + tl.arange(0, 4 * BLOCK_N)"
+    )
+    path.write_text(path.read_text().replace("range(0, hi, BLOCK_N)", "range(0, hi, 4 * BLOCK_N)"))
+    return path
+
+
+def calls(folder: Path, module: str) -> Path:
+    """`module` (numpy, torch) imported and called for the exponential instead of Triton's."""
+    path = edit(
+        folder, f"calls_{module}", "import triton.language as tl\n", f"import {module}\nimport triton.language as tl\n"
+    )
+    path.write_text(path.read_text().replace("tl.exp2(S_ij - shift[:, None])", f"{module}.exp2(S_ij - shift[:, None])"))
+    return path
+
+
+def host(folder: Path) -> Path:
+    """The master's kernel replaced by one that computes on the host through raw pointers (float32 only)."""
+    text = MASTER.read_text()
+    path = folder / "host.py"
+    path.write_text(text[: text.index("\n@triton.jit\ndef") + 1] + HOST.lstrip())
+    return path
+
+
+def host_int(folder: Path) -> Path:
+    """A Python int() of a loop index: the interpreter runs it, no GPU compiler does."""
+    return edit(folder, "host_int", "        m_i = m_new\n", "        m_i = m_new\n        start = int(start)\n")
+
+
+def rounds_p(folder: Path) -> Path:
+    """P̃_ij rounded to V's dtype before P̃_ij V_j, as the Triton tutorial does: fp16 costs u·max|V| more."""
+    return edit(folder, "rounds_p", "tl.dot(S_ij, V_j.to(tl.float32))", "tl.dot(S_ij.to(V_j.dtype), V_j)")
+
+
+def descriptor_k(folder: Path) -> Path:
+    """K_j loaded through a tensor descriptor (TMA on a GPU), V_j through pointers."""
+    descriptor = (
+        "        K_desc = tl.make_tensor_descriptor(K, shape=[Nk, d], strides=[d, 1], block_shape=[BLOCK_N, BLOCK_D])\n"
+        "        K_j = K_desc.load([start, 0])\n"
+    )
+    return edit(folder, "descriptor_k", K_LOAD, descriptor)

@@ -1,0 +1,313 @@
+"""Assignment 7, a Triton kernel graded on a CPU: the allow-list, the shadow memory, and whole submissions graded.
+
+The allow-list and shadow memory need only NumPy; grading a submission needs Triton (the optional
+extra `assignments-triton`), and those tests skip with the reason where it is absent.
+"""
+
+import importlib.util
+import re
+from dataclasses import replace
+from math import ceil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from grading_submissions import triton_kernels as kernels
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.core.errors import InputError
+from sim.grading import export, grader, spec
+from sim.grading.triton import allowlist, launch, score
+from sim.grading.triton import grade as triton_grade
+from sim.grading.triton.shadow import Buffer, MemoryFault, Shadow
+
+ASSIGNMENT = spec.load(kernels.MASTER)
+needs_triton = pytest.mark.skipif(
+    importlib.util.find_spec("triton") is None,
+    reason="Triton is not installed (pip install 'flashsim[assignments-triton]'; Linux x86_64/aarch64 only)",
+)
+HEADER = "import triton\nimport triton.language as tl\n\n"
+KERNEL = "@triton.jit\ndef k(X, Y, n, B: tl.constexpr):\n    i = tl.program_id(0)\n{}\n"
+
+
+# -- the allow-list ------------------------------------------------------------------
+
+
+def test_the_masters_pass_the_allow_list_and_their_exports_are_stubs(tmp_path):
+    assert allowlist.check(kernels.MASTER.read_text()) == set()
+    student = export.export(kernels.MASTER, student=tmp_path)
+    assert allowlist.check(student.read_text()) == {"flash2_forward"}
+    backward = export.export(spec.locate("08"), student=tmp_path)
+    assert allowlist.check(backward.read_text()) == {"flash2_backward_preprocess", "flash2_backward"}
+
+
+@pytest.mark.parametrize(
+    "body, line, message",
+    [
+        ("    x = Y.handle", 7, ".handle is not part of Triton's language"),
+        ("    x = X.__class__", 7, "may not reach private or dunder attributes"),
+        ("    x = tl.core", 7, ".core is not part of Triton's language"),
+        ("    x = tl.inline_asm_elementwise", 7, ".inline_asm_elementwise is not part of"),
+        ("    x = getattr(X, 'handle')", 7, "getattr is not a name a kernel may use"),
+        ("    x = eval('1')", 7, "eval is not a name a kernel may use"),
+        ("    import os", 7, "a kernel may not use Import"),
+        ("    f = lambda: 0", 7, "a kernel may not use Lambda"),
+        ("    def g():\n        pass", 7, "a kernel may not use FunctionDef"),
+        ("    try:\n        pass\n    except Exception:\n        pass", 7, "a kernel may not use Try"),
+        ("    raise ValueError('no')", 7, "may raise only NotImplementedError"),
+        ("    x = f'{i}'", 7, "a kernel may not use JoinedStr"),
+    ],
+)
+def test_a_kernel_body_outside_the_language_is_refused_at_its_line(body, line, message):
+    with pytest.raises(InputError, match=re.escape(f"kernel file line {line}: ") + ".*" + re.escape(message)):
+        allowlist.check(HEADER + KERNEL.format(body))
+
+
+@pytest.mark.parametrize(
+    "module, line, message",
+    [
+        ("import numpy as np\n", 1, "imports numpy; a kernel file may import only triton, triton.language, math"),
+        ("import torch\n", 1, "imports torch"),
+        ("from os import path\n", 1, "imports from os"),
+        ("import triton.language\n", 1, "write `import triton.language as tl`"),
+        ("X: tl.constexpr = 1\n", 3, "NAME = tl.constexpr(literal)"),
+        ("X = len('ab')\n", 3, "must be a literal"),
+        ("print('hello')\n", 3, "may not hold a Expr statement"),
+        ("class C:\n    pass\n", 3, "may not hold a ClassDef statement"),
+        ("def helper():\n    return 1\n", 3, "helper must be a @triton.jit function"),
+        ("@triton.jit(debug=True)\ndef g():\n    pass\n", 4, "g must be a @triton.jit function"),
+    ],
+)
+def test_a_module_outside_imports_constants_and_kernels_is_refused(module, line, message):
+    source = module + HEADER if module.startswith(("import", "from")) else HEADER.rstrip("\n") + "\n" + module
+    with pytest.raises(InputError, match=re.escape(f"kernel file line {line}: ") + ".*" + re.escape(message)):
+        allowlist.check(source)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_any_text_is_accepted_or_refused_in_one_line(text):
+    try:
+        assert isinstance(allowlist.check(text), set)
+    except InputError as e:
+        assert str(e).startswith("kernel file line ") and "\n" not in str(e)
+
+
+def test_a_triton_assignment_without_its_algorithm_is_refused(tmp_path):
+    bad = tmp_path / "09_bad.py"
+    bad.write_text('GRADING = {"driver": "triton", "entry": "k"}\nTESTS = []\n')
+    with pytest.raises(InputError, match="GRADING needs 'algorithm' for the triton driver"):
+        spec.load(bad)
+
+
+# -- shadow memory ---------------------------------------------------------------------
+
+
+def test_a_buffer_hands_out_a_decoy_of_nan_and_keeps_its_values_private():
+    values = np.arange(12, dtype=np.float16).reshape(3, 4)
+    b = Buffer("Q", values)
+    assert b.data_ptr() == b.decoy.ctypes.data != b.values.ctypes.data
+    assert np.isnan(b.decoy.astype(np.float32)).all() and b.decoy.shape == (3, 4)
+    b.decoy[:] = 7  # what a host-side write through the raw pointer does
+    np.testing.assert_array_equal(b.values, values)
+    assert b.data_ptr() % 64 == 0 and b.dtype == np.float16 and b.stride() == (4, 1)
+
+
+def test_the_shadow_maps_each_address_to_its_tensor_and_element_and_refuses_the_rest():
+    q, k = Buffer("Q", np.zeros((4, 8), np.float32)), Buffer("K", np.zeros((6, 8), np.float16))
+    shadow = Shadow([q, k])
+    which, element = shadow.locate(np.array([k.data_ptr() + 2 * 5, k.data_ptr() + 2 * 47]), 2, "a load")
+    assert [shadow.buffers[w].name for w in which] == ["K", "K"] and element.tolist() == [5, 47]
+    which, element = shadow.locate(np.array([q.data_ptr() + 4 * 31]), 4, "a load")
+    assert shadow.buffers[which[0]].name == "Q" and element.tolist() == [31]
+    with pytest.raises(MemoryFault, match="a load reaches element 48 of K, which has 48"):
+        shadow.locate(np.array([k.data_ptr() + 2 * 48]), 2, "a load")
+    with pytest.raises(MemoryFault, match="reaches element -1 of Q, which has 32"):
+        shadow.locate(np.array([q.data_ptr() - 4]), 4, "a load")
+    with pytest.raises(MemoryFault, match="not a whole 4-byte element"):
+        shadow.locate(np.array([q.data_ptr() + 2]), 4, "a load")
+    with pytest.raises(MemoryFault, match="reaches both"):
+        shadow.locate(np.array([q.data_ptr(), k.data_ptr()]), 2, "a store")
+
+
+def test_the_record_of_a_launch_is_read_back_and_checked():
+    rows = np.array([[0, 0, 12, 100], [0, 0, 15, 28], [3, 1, 20, 64], [-1, 2, 15, 4096]], dtype=np.float64)
+    got = score.ledger(rows, ["Q", "K", "V", "O"])
+    assert got.booked["Q"] == {"read": 128, "write": 0} and got.booked["O"] == {"read": 0, "write": 64}
+    assert got.lines[("Q", "read")] == {12: 100, 15: 28} and (got.tiles, got.program, got.line) == (4096, 2, 15)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.floats(-5, 1e6, allow_nan=False), min_size=4, max_size=4), max_size=6))
+def test_a_forged_record_is_read_or_refused_never_misread(rows):
+    array = np.array(rows, dtype=np.float64).reshape(-1, 4)
+    try:
+        got = score.ledger(array, ["Q", "K"])
+    except ValueError as e:
+        assert str(e) == "the record of loads and stores is malformed"
+    else:
+        assert all(n >= 0 for rw in got.booked.values() for n in rw.values())
+
+
+@pytest.mark.parametrize("d, D", [(1, 16), (10, 16), (16, 16), (17, 32), (40, 64), (64, 64), (65, 128)])
+def test_block_d_is_d_rounded_up_to_a_power_of_two_at_least_16(d, D):
+    assert launch.block_d(d) == D
+
+
+# -- whole submissions, graded under the interpreter ------------------------------------
+
+
+def grade(path: Path, *names: str, seed: int = 5):
+    """One submission graded on the named tests of assignment 7 (all of them if none are named)."""
+    tests = tuple(t for t in ASSIGNMENT.tests if not names or t["name"] in names)
+    (report,) = grader.grade(replace(ASSIGNMENT, tests=tests), [path], seed=seed, jobs=1)
+    return {t.name: t for t in report.tests}, report
+
+
+def shape(result) -> dict[str, int]:
+    """N, Nk, d, Br, Bc of a graded test, read from the case it reports."""
+    return {k: int(v) for k, v in re.findall(r"\b(N|Nk|d|Br|Bc)=(\d+)", result.case)}
+
+
+def flash2_bytes(N: int, Nk: int, d: int, Br: int, s: int) -> int:
+    """FlashAttention-2 without a mask, by hand: Q once, K and V once per Q block, O and L (float32) written once."""
+    return s * N * d + s * 2 * ceil(N / Br) * Nk * d + s * N * d + 4 * N
+
+
+@needs_triton
+def test_the_master_scores_full_marks_and_moves_the_closed_form_bytes():
+    results, report = grade(kernels.MASTER)
+    assert all(t.status == "passed" for t in results.values()), [t.feedback for t in results.values()]
+    assert report.score == report.max_score == 100 and not report.flags
+    io = results["IO against FlashAttention-2"]
+    c = shape(io)
+    assert io.hbm_bytes == flash2_bytes(c["N"], c["Nk"], c["d"], c["Br"], 2)
+
+
+@needs_triton
+def test_the_exported_stub_scores_zero_and_says_what_is_missing(tmp_path):
+    stub = export.export(kernels.MASTER, student=tmp_path)
+    results, report = grade(stub, "one block", "IO against FlashAttention-2")
+    assert report.score == 0
+    assert all(t.feedback.startswith("not implemented yet: one program per Q block") for t in results.values())
+
+
+@needs_triton
+def test_reloading_q_inside_the_kv_loop_is_correct_but_loses_the_io_marks(tmp_path):
+    results, _ = grade(kernels.reloads_q(tmp_path), "one block", "IO against FlashAttention-2")
+    assert results["one block"].status == "passed"
+    io = results["IO against FlashAttention-2"]
+    c = shape(io)
+    Tc = ceil(c["Nk"] / c["Bc"])
+    assert io.points < io.max_points and io.feedback.startswith(f"correct, but Q was read {1 + Tc} times where")
+    line = 1 + kernels.MASTER.read_text()[: kernels.MASTER.read_text().index(kernels.K_LOAD)].count("\n")
+    assert f"Q is read at lines {line}, " in io.feedback  # the reload, inserted before K_j's load
+
+
+@needs_triton
+def test_materializing_s_in_hbm_is_correct_but_scores_no_io(tmp_path):
+    results, _ = grade(kernels.writes_s(tmp_path), "ragged, N ≠ Nk, fp16", "IO against FlashAttention-2")
+    assert results["ragged, N ≠ Nk, fp16"].status == "passed"
+    io = results["IO against FlashAttention-2"]
+    c = shape(io)
+    assert io.points == 0 and "W was read once where FlashAttention-2 never reads it" in io.feedback
+    assert "W was written once where FlashAttention-2 never writes it" in io.feedback
+    assert io.hbm_bytes == flash2_bytes(c["N"], c["Nk"], c["d"], c["Br"], 2) + 2 * 4 * c["N"] * c["Nk"]
+
+
+@needs_triton
+def test_a_causal_mask_without_its_diagonal_fails_the_causal_tests_only(tmp_path):
+    results, _ = grade(kernels.off_by_one(tmp_path), "one block", "causal, fp16")
+    assert results["one block"].status == "passed"
+    causal = results["causal, fp16"]
+    assert causal.points == 0 and re.match(r"O\[\d+, \d+\] is .* where the reference is .*allowed", causal.feedback)
+
+
+@needs_triton
+def test_a_load_past_the_end_of_k_fails_before_memory_is_touched(tmp_path):
+    results, _ = grade(kernels.unmasked_k(tmp_path), "ragged, N ≠ Nk, fp16")
+    (result,) = results.values()
+    c = shape(result)
+    assert result.points == 0 and result.feedback.startswith(
+        f"raised MemoryFault: a load reaches element {c['Nk'] * c['d']:,} of K, which has {c['Nk'] * c['d']:,}"
+    )
+
+
+@needs_triton
+def test_four_kv_blocks_at_a_time_exceed_the_sram_budget(tmp_path):
+    results, _ = grade(kernels.whole_rows(tmp_path), "one block")
+    (result,) = results.values()
+    assert result.points == 0 and re.match(
+        r"program 0 held [\d.]+ KiB of tiles at line \d+, over the SRAM", result.feedback
+    )
+
+
+@needs_triton
+@pytest.mark.parametrize("module", ["numpy", "torch"])
+def test_a_kernel_calling_numpy_or_torch_is_refused_unrun(tmp_path, module):
+    results, report = grade(kernels.calls(tmp_path, module), "one block", "causal, fp16")
+    assert report.score == 0 and {t.status for t in results.values()} == {"not run"}
+    line = 1 + kernels.MASTER.read_text().split("\n").index("import triton.language as tl")
+    expected = f"refused: calls_{module}.py line {line}: imports {module}; a kernel file may import only triton"
+    assert all(t.feedback.startswith(expected) for t in results.values())
+
+
+@needs_triton
+def test_a_kernel_computing_on_the_host_through_raw_pointers_scores_zero(tmp_path):
+    results, report = grade(kernels.host(tmp_path), "one block", "logits in the hundreds")
+    assert report.score == 0
+    assert all(re.match(r"refused: host.py line \d+: imports ctypes", t.feedback) for t in results.values())
+
+
+@needs_triton
+def test_past_the_allow_list_shadow_memory_still_leaves_a_host_computation_nothing(tmp_path, monkeypatch):
+    monkeypatch.setattr(triton_grade, "refusal", lambda path, grading: "")  # the first two walls down
+    results, report = grade(kernels.host(tmp_path), "one block", "logits in the hundreds")
+    assert report.score == 0
+    for t in results.values():
+        assert t.feedback == f"O has {shape(t)['N']} rows never written by tl.store (still NaN)"
+
+
+@needs_triton
+def test_a_kernel_the_interpreter_runs_but_no_gpu_compiles_is_refused(tmp_path):
+    results, report = grade(kernels.host_int(tmp_path), "one block")
+    (result,) = results.values()
+    assert report.score == 0 and re.match(r"refused: host_int.py line \d+: does not compile for a GPU", result.feedback)
+
+
+@needs_triton
+def test_rounding_p_to_fp16_fails_the_fp16_tests_with_the_reason(tmp_path):
+    results, _ = grade(kernels.rounds_p(tmp_path), "one block", "ragged, N ≠ Nk, fp16")
+    assert results["one block"].status == "passed"  # fp32: V's dtype is float32, nothing is rounded
+    fp16 = results["ragged, N ≠ Nk, fp16"]
+    assert fp16.points == 0 and fp16.feedback.endswith("keep P̃_ij in float32 for P̃_ij V_j")
+
+
+@needs_triton
+def test_a_tensor_descriptor_load_is_counted_like_pointer_loads(tmp_path):
+    results, _ = grade(kernels.descriptor_k(tmp_path), "IO against FlashAttention-2")
+    io = results["IO against FlashAttention-2"]
+    c = shape(io)
+    assert io.status == "passed" and io.hbm_bytes == flash2_bytes(c["N"], c["Nk"], c["d"], c["Br"], 2)
+
+
+@needs_triton
+def test_the_backward_master_scores_full_marks_and_moves_the_closed_form_bytes():
+    backward = spec.load(spec.locate("08"))
+    (report,) = grader.grade(backward, [backward.path], seed=5, jobs=1)
+    results = {t.name: t for t in report.tests}
+    assert all(t.status == "passed" for t in results.values()), [t.feedback for t in results.values()]
+    assert report.score == 100
+    io = results["IO, N ≠ Nk"]  # not causal: every Q block against every K/V block
+    N, Nk, d, Bc, s, f = *(shape(io)[k] for k in ("N", "Nk", "d", "Bc")), 4, 4
+    prepass = 2 * s * N * d + s * N * d + f * N  # read O, dO; write dQ = 0 and D
+    per_kv_block = 2 * s * N * d + 2 * f * N + 2 * s * N * d  # read Q, dO, L, D; dQ += by atomic add (read, write)
+    assert io.hbm_bytes == prepass + 4 * s * Nk * d + ceil(Nk / Bc) * per_kv_block  # + K, V read, dK, dV written
+
+
+@needs_triton
+def test_the_backward_stub_scores_zero(tmp_path):
+    stub = export.export(spec.locate("08"), student=tmp_path)
+    (report,) = grader.grade(spec.load(spec.locate("08")).public(), [stub], seed=5, jobs=1)
+    assert report.score == 0 and all(t.feedback.startswith("not implemented yet: ") for t in report.tests)
