@@ -41,6 +41,10 @@ def test_copy_writes_each_lesson_byte_for_byte_and_keeps_what_is_there(tmp_path)
     assert mine.read_text() == "my notes"
     for notebook in notebooks[1:]:
         assert (tmp_path / "course" / notebook.name).read_bytes() == notebook.read_bytes()
+    hints = sorted((LESSONS / "hints").glob("*.toml"))
+    assert hints, "the course's hint files"
+    for hint in hints:  # a notebook opened from the copy finds its hints beside it
+        assert (tmp_path / "course" / "hints" / hint.name).read_bytes() == hint.read_bytes()
 
 
 def test_copy_into_a_place_that_cannot_be_made_is_one_line_and_exit_2(tmp_path):

@@ -39,20 +39,26 @@ def list_command() -> None:
 @lessons.command("copy")
 @click.argument("folder", type=click.Path(file_okay=False))
 def copy_command(folder) -> None:
-    """Copy every lesson notebook into FOLDER (made if missing); a lesson already there is left as it is."""
+    """Copy every lesson notebook, and its hints, into FOLDER (made if missing); a file already there is left as it is."""
     target = Path(folder)
     try:
         target.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError(f"folder: cannot make {folder}: {e.strerror or e}") from None
     copied, kept = [], []
-    for notebook in course.lessons():
-        (kept if (target / notebook.name).exists() else copied).append(notebook.name)
-        if notebook.name in copied:
-            try:
-                shutil.copyfile(notebook, target / notebook.name)
-            except OSError as e:
-                raise InputError(f"folder: cannot write {target / notebook.name}: {e.strerror or e}") from None
+    hints = sorted((course.root() / "hints").glob("*.toml"))
+    for source, name in [(n, n.name) for n in course.lessons()] + [(h, f"hints/{h.name}") for h in hints]:
+        if (target / name).exists():
+            kept.append(name)
+            continue
+        try:
+            (target / name).parent.mkdir(exist_ok=True)
+            shutil.copyfile(source, target / name)
+        except OSError as e:
+            raise InputError(f"folder: cannot write {target / name}: {e.strerror or e}") from None
+        copied.append(name)
+    copied = [n for n in copied if not n.startswith("hints/")]
+    kept = [n for n in kept if not n.startswith("hints/")]
     console.print(f"copied {len(copied)} lessons to {target}" + (f"; kept {len(kept)} already there" if kept else ""))
 
 

@@ -8,14 +8,16 @@ import tomllib
 from functools import cache
 from pathlib import Path
 
+from sim.lab import course
+
 KINDS = ("a question", "the idea", "the shape of the code")
 
 
 def folders() -> list[Path]:
-    """Where hint files are looked for: beside a running notebook, below the current directory, in the repository."""
+    """Where hint files are looked for: beside a running notebook, below the current directory, in the course
+    (the checkout's lessons/ or the installed flashsim_lessons)."""
     here = Path.cwd()
-    repo = Path(__file__).resolve().parents[2]
-    return [p for p in (here / "hints", here / "lessons" / "hints", repo / "lessons" / "hints") if p.is_dir()]
+    return [p for p in (here / "hints", here / "lessons" / "hints", course.root() / "hints") if p.is_dir()]
 
 
 @cache
