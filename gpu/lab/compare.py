@@ -204,7 +204,7 @@ def explain_gaps(c: Comparison, s: int) -> list[str]:
     if not c.counters or (abs(c.read_ratio - 1) <= AGREE and abs(c.write_ratio - 1) <= AGREE):
         return []
     d, row = c.config["d"], padded_dims(c.config["d"])[0]
-    kernel = c.config["kernel"]
+    kernel = registry.recorded("forward", c.config["kernel"]).name
     reasons = []
     if row != d:
         reasons.append(

@@ -58,7 +58,10 @@ def comparison(c) -> Group:
     """The `flashsim compare` report: errors, bytes predicted vs measured, time predicted vs measured."""
     cfg = c.config
     head = _headline(
-        cfg["kernel"], "flash2", cfg, f" (the simulator was given {human_bytes(cfg['sim_sram_bytes'])} of SRAM)"
+        registry.recorded("forward", cfg["kernel"]).name,
+        "flash2",
+        cfg,
+        f" (the simulator was given {human_bytes(cfg['sim_sram_bytes'])} of SRAM)",
     )
     err = _table("max |x − float64 reference|", ("", "simulator", "GPU"))
     err.add_row("O", abs_error(c.sim_err, 2), abs_error(c.gpu_err, 2))
@@ -141,7 +144,7 @@ def comparison(c) -> Group:
 def backward_comparison(c) -> Group:
     """The `flashsim compare --backward` report: gradient errors, bytes per kernel predicted vs measured, time."""
     cfg = c.config
-    head = _headline(f"backward {cfg['kernel']}", "flash2 backward", cfg)
+    head = _headline(f"backward {registry.recorded('backward', cfg['kernel']).name}", "flash2 backward", cfg)
     err = _table(
         "max |g − float64 reference|",
         ("", "GPU", f"standard ({cfg['dtype']})", "bound: 2·standard + 1e-3", "simulator (head 0)"),

@@ -15,10 +15,10 @@ What to implement
 
 The API you may use
     The chip's API as in assignment 2 (chip.hbm.tensors, chip.hbm.alloc, chip.load, chip.put,
-    chip.store, chip.free, chip.matmul, chip.exp) and NumPy. `sim/algorithms/flash2.py` and
-    `sim/machine/mask.py` are the simulator's own; read them if you are stuck, write your own (copying is
-    plagiarism); the grader refuses imports of sim.algorithms, sim.api.entry and sim.api.reference while it
-    runs your code.
+    chip.store, chip.free, chip.matmul, chip.exp) and NumPy. If you are stuck: lesson 6 (which K/V
+    blocks a masked Q block reads) and lesson 11 (a window's skipped tiles). Do not read the library's
+    listing; the grader refuses imports of sim.algorithms, sim.api.entry and sim.api.reference while it
+    runs your code, and its similarity report flags submissions close to the listing or to each other.
 
 How it is graded
     In a separate process on a proxy chip, the grader keeping HBM, SRAM and the ledger:
