@@ -1,0 +1,93 @@
+"""What `sim.ring` returns: the output (and gradients), and per pass each device's ledger, link bytes and steps."""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from sim.hardware import Hardware
+from sim.iomodel import Counts
+from sim.ledger import Ledger
+from sim.machine.devices import Link
+from sim.machine.ring_model import Step
+from sim.trace import Trace
+
+
+@dataclass(kw_only=True)
+class Pass:
+    """One pass across the devices: device p's `ledgers[p]` and `sent[p]` link bytes, every head together; the
+    closed forms they must equal; and the pass as steps of the time model."""
+
+    ledgers: list[Ledger]
+    sent: list[int]
+    closed_form: list[Counts]
+    closed_link: list[int]
+    sram_peak_bytes: int
+    steps: list[Step]
+
+    @property
+    def overlapped_seconds(self) -> float:
+        """The pass with every exchange beside the attention it overlaps: Σ max(compute, transfer)."""
+        return sum(s.overlapped for s in self.steps)
+
+    @property
+    def serial_seconds(self) -> float:
+        """The pass with no overlap: Σ (compute + transfer)."""
+        return sum(s.serial for s in self.steps)
+
+    def to_dict(self) -> dict:
+        """JSON-ready: per device, bytes beside their closed forms; per step, compute and transfer seconds."""
+        devices = [
+            {"device": p, "hbm_read_bytes": led.hbm_read_bytes, "hbm_write_bytes": led.hbm_write_bytes,
+             "flops": led.flops, "link_bytes_sent": sent, "closed_form": {"hbm_read_bytes": c.hbm_read_bytes,
+             "hbm_write_bytes": c.hbm_write_bytes, "flops": c.flops, "link_bytes_sent": link}}
+            for p, (led, sent, c, link) in enumerate(zip(self.ledgers, self.sent, self.closed_form, self.closed_link,
+                                                          strict=True))
+        ]  # fmt: skip
+        steps = [
+            {"step": s.label, "compute_s": s.compute, "transfer_s": s.transfer, "overlapped_s": s.overlapped,
+             "bound": s.bound}
+            for s in self.steps
+        ]  # fmt: skip
+        return {"devices": devices, "sram_peak_bytes": self.sram_peak_bytes, "steps": steps,
+                "overlapped_s": self.overlapped_seconds, "serial_s": self.serial_seconds}  # fmt: skip
+
+
+@dataclass(kw_only=True)
+class Sharded:
+    """Attention across `devices` simulated devices (`scheme` "ring" or "ulysses")."""
+
+    scheme: str
+    devices: int
+    sharding: str
+    causal: bool
+    scale: float
+    dtype: str
+    n: int
+    d: int
+    heads: int  # batch × heads
+    hardware: Hardware
+    link: Link
+    block_rows: int
+    block_cols: int
+    backward_blocks: tuple[int, int]  # (Br, Bc) of the backward (the forward's where none ran)
+    output: np.ndarray  # like q, storage dtype
+    lse: np.ndarray  # (…, N) float32
+    forward: Pass
+    dq: np.ndarray | None = None
+    dk: np.ndarray | None = None
+    dv: np.ndarray | None = None
+    backward: Pass | None = None
+    trace: Trace | None = None  # record="steps": one device's forward, step by step
+
+    def to_dict(self) -> dict:
+        """JSON-ready summary (no arrays)."""
+        out = {
+            "scheme": self.scheme, "devices": self.devices, "sharding": self.sharding, "causal": self.causal,
+            "dtype": self.dtype, "n": self.n, "d": self.d, "heads": self.heads, "hardware": self.hardware.name,
+            "link": {"name": self.link.name, "bandwidth_bytes_per_s": self.link.bandwidth,
+                     "latency_s": self.link.latency},
+            "block_rows": self.block_rows, "block_cols": self.block_cols, "forward": self.forward.to_dict(),
+        }  # fmt: skip
+        if self.backward is not None:
+            out["backward"] = self.backward.to_dict()
+        return out
