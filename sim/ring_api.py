@@ -12,7 +12,7 @@ from sim.algorithms import ring as ring_
 from sim.algorithms import sharding as sharding_
 from sim.algorithms import ulysses
 from sim.blocks import choose
-from sim.dtypes import F, dtype_name
+from sim.dtypes import DTYPES, F, dtype_name
 from sim.errors import InputError
 from sim.inputs import check_choice, check_hardware, check_inputs, check_like_q, check_positive, check_scale
 from sim.ledger import Ledger
@@ -36,46 +36,72 @@ def ring(
     all-to-all to whole heads (H divisible by P; contiguous rows). `link_name` is a `sim.machine.devices` preset
     or a `Link`; `hardware` the GPU of every device. `record="steps"` traces device `traced`'s forward.
     """
-    P = check_positive("devices", devices)
-    check_choice("scheme", scheme, SCHEMES)
     check_choice("record", record, ("counts", "steps"))
     q, k, v = check_inputs(q, k, v)
     if k.shape != q.shape:
         raise InputError(f"k: shape {k.shape} must equal q's {q.shape}: the devices split one sequence (Nk = N)")
     *lead, N, d = q.shape
-    H = lead[1] if lead else 1
+    grads = None if do is None else check_like_q(q, do=do)[0]
+    heads = int(np.prod(lead, dtype=np.int64))
+    c = _configure(devices, scheme, sharding, N, d, lead[1] if lead else 1, heads, dtype_name(q.dtype), causal,
+                   scale, link_name, hardware, sram_bytes, grads is not None)  # fmt: skip
+    if not (isinstance(traced, int) and not isinstance(traced, bool) and 0 <= traced < c["P"]):
+        raise InputError(f"traced: device {traced!r} is not one of 0 … {c['P'] - 1}")
+    run = _ulysses if scheme == "ulysses" else _ring
+    o, lse, dqkv, tallies, trace = run(q, k, v, grads, c["P"], sharding, c["M"], c["tiles"], c["back"], record, traced)
+    if trace is not None:
+        trace.config["closed_form"] = asdict(c["passes"][0].closed_form[traced].times(1))
+        trace.config["sequence"] = N
+    for tally, one in zip(tallies, c["passes"], strict=False):
+        one.ledgers, one.sent, one.sram_peak_bytes = tally.ledgers, tally.sent, tally.peak
+    return _result(c, output=o, lse=lse, trace=trace, **dict(zip(("dq", "dk", "dv"), dqkv or (), strict=False)))
+
+
+def count_ring(
+    *, n: int, d: int, devices: int, heads: int = 1, batch: int = 1, dtype: str = "fp16", scheme: str = "ring",
+    sharding: str = "contiguous", causal: bool = False, backward: bool = False, link_name=DEFAULT_LINK,
+    hardware=DEFAULT_HARDWARE, sram_bytes: int | None = None,
+) -> Sharded:  # fmt: skip
+    """`ring`'s counts and time from the closed forms alone, nothing simulated (`output` and the ledgers are None)."""
+    for name, value in (("n", n), ("d", d), ("heads", heads), ("batch", batch)):
+        check_positive(name, value)
+    check_choice("dtype", dtype, DTYPES)
+    c = _configure(devices, scheme, sharding, n, d, heads, batch * heads, dtype, causal, None, link_name, hardware,
+                   sram_bytes, backward)  # fmt: skip
+    return _result(c, output=None, lse=None)
+
+
+def _configure(devices, scheme, sharding, N, d, H, heads, dtype, causal, scale, link_name, hardware, sram_bytes,
+               backward) -> dict:  # fmt: skip
+    """Everything checked, the blocks chosen, and each pass's closed forms and steps in time."""
+    P = check_positive("devices", devices)
+    check_choice("scheme", scheme, SCHEMES)
     if scheme == "ulysses":
         if sharding != "contiguous":
             raise InputError(f"sharding: Ulysses splits heads, not rows; {sharding!r} is for the ring")
         if H % P:
             raise InputError(f"devices: Ulysses gives each device H/P whole heads; H = {H} is not a multiple of {P}")
     sharding_.check(N, P, sharding)
-    if not (isinstance(traced, int) and 0 <= traced < P):
-        raise InputError(f"traced: device {traced!r} is not one of 0 … {P - 1}")
-    grads = None if do is None else check_like_q(q, do=do)[0]
-    tau, (hw, M), s = check_scale(scale, d), check_hardware(hardware, sram_bytes), q.dtype.itemsize
+    tau, (hw, M), s = check_scale(scale, d), check_hardware(hardware, sram_bytes), DTYPES[dtype].itemsize
     net = link(link_name)
     rows = N if scheme == "ulysses" else max(ring_model.sizes(N, P, sharding))
     Br, Bc = choose("flash2", "fit", rows, rows, d, s, M)
-    bBr, bBc = choose("flash2", "fit", rows, rows, d, s, M, backward=True) if grads is not None else (Br, Bc)
-    tiles = dict(Br=Br, Bc=Bc, Bm=_pass_rows(Br, d, s, M), scale=tau, causal=causal)
-    back = dict(tiles, Br=bBr, Bc=bBc, Bm=_pass_rows(bBr, d, s, M))
-    run = _ulysses if scheme == "ulysses" else _ring
-    heads = int(np.prod(lead, dtype=np.int64))
-    o, lse, dqkv, tallies, trace = run(q, k, v, grads, P, sharding, M, tiles, back, record, traced)
-    dtype = dtype_name(q.dtype)
+    bBr, bBc = choose("flash2", "fit", rows, rows, d, s, M, backward=True) if backward else (Br, Bc)
     common = dict(N=N, d=d, s=s, P=P, hw=hw, net=net, dtype=dtype, causal=causal, H=H, heads=heads)
-    passes = [_pass(scheme, sharding, tallies[0], backward=False, Br=Br, Bc=Bc, **common)]
-    if grads is not None:
-        passes.append(_pass(scheme, sharding, tallies[1], backward=True, Br=bBr, Bc=bBc, **common))
-    if trace is not None:
-        trace.config["closed_form"] = asdict(ring_model.ring_device(N, d, s, P, sharding, causal, Br, Bc)[traced])
-    return Sharded(
-        scheme=scheme, devices=P, sharding=sharding, causal=causal, scale=tau, dtype=dtype, n=N, d=d, heads=heads,
-        hardware=hw, link=net, block_rows=Br, block_cols=Bc, backward_blocks=(bBr, bBc), output=o, lse=lse, forward=passes[0],
-        backward=passes[1] if grads is not None else None, trace=trace,
-        **(dict(zip(("dq", "dk", "dv"), dqkv, strict=True)) if grads is not None else {}),
+    passes = [_pass(scheme, sharding, backward=False, Br=Br, Bc=Bc, **common)]
+    if backward:
+        passes.append(_pass(scheme, sharding, backward=True, Br=bBr, Bc=bBc, **common))
+    return dict(
+        P=P, M=M, passes=passes, tiles=dict(Br=Br, Bc=Bc, Bm=_pass_rows(Br, d, s, M), scale=tau, causal=causal),
+        back=dict(Br=bBr, Bc=bBc, Bm=_pass_rows(bBr, d, s, M), scale=tau, causal=causal),
+        result=dict(scheme=scheme, devices=P, sharding=sharding, causal=causal, scale=tau, dtype=dtype, n=N, d=d,
+                    heads=heads, hardware=hw, link=net, block_rows=Br, block_cols=Bc, backward_blocks=(bBr, bBc)),
     )  # fmt: skip
+
+
+def _result(c: dict, **arrays) -> Sharded:
+    passes = c["passes"]
+    return Sharded(**c["result"], forward=passes[0], backward=passes[1] if len(passes) > 1 else None, **arrays)
 
 
 def _pass_rows(Br: int, d: int, s: int, M: int) -> int:
@@ -188,8 +214,8 @@ class _Tally:
             self.peak = max(self.peak, chip.sram.peak)
 
 
-def _pass(scheme, sharding, tally: _Tally, *, backward, N, d, s, P, Br, Bc, hw, net, dtype, causal, H, heads) -> Pass:
-    """The pass's counts beside its closed forms (every head), and its steps in time."""
+def _pass(scheme, sharding, *, backward, N, d, s, P, Br, Bc, hw, net, dtype, causal, H, heads) -> Pass:
+    """A pass's closed forms (every head) and its steps in time; the simulation fills in what it counted."""
     if scheme == "ring":
         one = ring_model.ring_device(N, d, s, P, sharding, causal, Br, Bc, backward=backward)
         closed, link_bytes = (
@@ -204,8 +230,7 @@ def _pass(scheme, sharding, tally: _Tally, *, backward, N, d, s, P, Br, Bc, hw, 
         before, after = ring_model.ulysses_link(N, d, s, P, H, backward=backward)
         link_bytes = [batch * (x + y) for x, y in zip(before, after, strict=True)]
         steps = ring_model.ulysses_time(N, d, s, P, H, causal, Br, Bc, batch, hw, net, dtype, backward=backward)
-    return Pass(ledgers=tally.ledgers, sent=tally.sent, closed_form=closed, closed_link=link_bytes,
-                sram_peak_bytes=tally.peak, steps=steps)  # fmt: skip
+    return Pass(closed_form=closed, closed_link=link_bytes, steps=steps)
 
 
 def _new_trace(shape, chunks, M: int, tiles: dict, P: int, sharding: str, traced: int) -> Trace:

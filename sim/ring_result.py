@@ -14,15 +14,16 @@ from sim.trace import Trace
 
 @dataclass(kw_only=True)
 class Pass:
-    """One pass across the devices: device p's `ledgers[p]` and `sent[p]` link bytes, every head together; the
-    closed forms they must equal; and the pass as steps of the time model."""
+    """One pass across the devices: the closed forms of device p's HBM traffic and work and of the bytes it sends,
+    every head together; the pass as steps of the time model; and, where it was simulated, what device p's ledger
+    counted and what it sent (None for a count from the closed forms alone)."""
 
-    ledgers: list[Ledger]
-    sent: list[int]
     closed_form: list[Counts]
     closed_link: list[int]
-    sram_peak_bytes: int
     steps: list[Step]
+    ledgers: list[Ledger] | None = None
+    sent: list[int] | None = None
+    sram_peak_bytes: int | None = None
 
     @property
     def overlapped_seconds(self) -> float:
@@ -35,21 +36,26 @@ class Pass:
         return sum(s.serial for s in self.steps)
 
     def to_dict(self) -> dict:
-        """JSON-ready: per device, bytes beside their closed forms; per step, compute and transfer seconds."""
-        devices = [
-            {"device": p, "hbm_read_bytes": led.hbm_read_bytes, "hbm_write_bytes": led.hbm_write_bytes,
-             "flops": led.flops, "link_bytes_sent": sent, "closed_form": {"hbm_read_bytes": c.hbm_read_bytes,
-             "hbm_write_bytes": c.hbm_write_bytes, "flops": c.flops, "link_bytes_sent": link}}
-            for p, (led, sent, c, link) in enumerate(zip(self.ledgers, self.sent, self.closed_form, self.closed_link,
-                                                          strict=True))
-        ]  # fmt: skip
+        """JSON-ready: per device, what was counted beside the closed form; per step, compute and transfer seconds."""
+        devices = []
+        for p, (c, link) in enumerate(zip(self.closed_form, self.closed_link, strict=True)):
+            closed = {"hbm_read_bytes": c.hbm_read_bytes, "hbm_write_bytes": c.hbm_write_bytes, "flops": c.flops,
+                      "link_bytes_sent": link}  # fmt: skip
+            row = {"device": p, "closed_form": closed}
+            if self.ledgers is not None:
+                led = self.ledgers[p]
+                row |= {"hbm_read_bytes": led.hbm_read_bytes, "hbm_write_bytes": led.hbm_write_bytes,
+                        "flops": led.flops, "link_bytes_sent": self.sent[p]}  # fmt: skip
+                row["matches"] = all(row[key] == closed[key] for key in closed)
+            devices.append(row)
         steps = [
             {"step": s.label, "compute_s": s.compute, "transfer_s": s.transfer, "overlapped_s": s.overlapped,
              "bound": s.bound}
             for s in self.steps
         ]  # fmt: skip
-        return {"devices": devices, "sram_peak_bytes": self.sram_peak_bytes, "steps": steps,
-                "overlapped_s": self.overlapped_seconds, "serial_s": self.serial_seconds}  # fmt: skip
+        return {"source": "closed form" if self.ledgers is None else "simulated", "devices": devices,
+                "sram_peak_bytes": self.sram_peak_bytes, "steps": steps, "overlapped_s": self.overlapped_seconds,
+                "serial_s": self.serial_seconds}  # fmt: skip
 
 
 @dataclass(kw_only=True)
@@ -70,8 +76,8 @@ class Sharded:
     block_rows: int
     block_cols: int
     backward_blocks: tuple[int, int]  # (Br, Bc) of the backward (the forward's where none ran)
-    output: np.ndarray  # like q, storage dtype
-    lse: np.ndarray  # (…, N) float32
+    output: np.ndarray | None  # like q, storage dtype (None: counted from the closed forms)
+    lse: np.ndarray | None  # (…, N) float32
     forward: Pass
     dq: np.ndarray | None = None
     dk: np.ndarray | None = None

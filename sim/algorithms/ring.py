@@ -39,7 +39,7 @@ def forward(devices: Devices, shards, *, Br: int, Bc: int, Bm: int, scale: float
                 _rows(chip, piece.rows, Bm, "merge", "O_run, L_run ← (O_run, L_run) ⊕ (O_t, L_t)", _merge, piece.q[0])
                 _label(chip, mark, t, s)
         if t < P - 1:  # the next shard arrives while this one is worked on (the time model overlaps the two)
-            devices.ring(("K_in", "V_in"))
+            _pass_on(devices, ("K_in", "V_in"), t)
     for chip in devices.chips:
         n, d = chip.hbm.tensors["Q_p"].shape
         chip.hbm.alloc("O", (n, d), chip.hbm.tensors["Q_p"].dtype)
@@ -67,13 +67,25 @@ def backward(devices: Devices, shards, *, Br: int, Bc: int, Bm: int, scale: floa
                     _rows(chip, piece.keys, Bm, "add", f"{g}_in ← {g}_in + {g}_t", _add, g, f"{g}_in", piece.kv[0])
                 _label(chip, mark, t, s)
         if P > 1:  # K/V move on to the next step's device; dK, dV after the last step too, which brings them home
-            devices.ring(("K_in", "V_in", "dK_in", "dV_in") if t < P - 1 else ("dK_in", "dV_in"))
+            _pass_on(devices, ("K_in", "V_in", "dK_in", "dV_in") if t < P - 1 else ("dK_in", "dV_in"), t)
     for chip in devices.chips:
         n, d = chip.hbm.tensors["Q_p"].shape
         dtype = chip.hbm.tensors["Q_p"].dtype
         for run, out in (("dQ_run", "dQ"), ("dK_in", "dK"), ("dV_in", "dV")):
             chip.hbm.alloc(out, (n, d), dtype)
             _rows(chip, n, Bm, "final", f"{out} = {run} in the storage dtype", _cast, run, out)
+
+
+def _pass_on(devices: Devices, names: tuple[str, ...], t: int) -> None:
+    """Every device sends `names` to the next and receives the previous one's (a step in the traced device's trace)."""
+    devices.ring(names)
+    P = devices.P
+    for p, chip in enumerate(devices.chips):
+        s, came = (p - t) % P, (p - t - 1) % P
+        text = (f"Send {', '.join(names)} (shard {s}) to device {(p + 1) % P} and receive shard {came}'s from "
+                f"device {(p - 1) % P}, while step {t}'s attention runs")  # fmt: skip
+        with chip.step("exchange", None, text, phase=f"ring step {t}: K/V shard {s}"):
+            pass
 
 
 def _attend(chip: Chip, piece: Piece, *, Br: int, Bc: int, scale: float) -> None:

@@ -6,11 +6,11 @@ import click
 from rich.console import Console
 
 from sim.blocks import PAPER_RULE
-from sim.cli import bench, demo, figures, grading, run, trace, walkthrough
+from sim.cli import bench, demo, figures, grading, ring, run, trace, walkthrough
 from sim.errors import FlashsimError
 
 # a new command family: its module in sim/cli/ with a COMMANDS tuple, and its name here
-FAMILIES = (run, trace, bench, figures, walkthrough, grading, demo)
+FAMILIES = (run, trace, bench, figures, walkthrough, grading, demo, ring)
 
 ALIASES = {"trace": "load_path", "q": "n", "k": "nk"}  # library arguments whose option has another name
 SRAM_SUSPECTS = ("--d", "--sram-bytes", "--hardware", "--nk", "--n")  # what makes even the smallest blocks too big
