@@ -9,7 +9,6 @@ from dataclasses import asdict
 import numpy as np
 
 from sim.algorithms import ring as ring_
-from sim.algorithms import sharding as sharding_
 from sim.algorithms import ulysses
 from sim.blocks import choose
 from sim.dtypes import DTYPES, F, dtype_name
@@ -17,6 +16,7 @@ from sim.errors import InputError
 from sim.inputs import check_choice, check_hardware, check_inputs, check_like_q, check_positive, check_scale
 from sim.ledger import Ledger
 from sim.machine import ring_model
+from sim.machine import sharding as sharding_
 from sim.machine.devices import DEFAULT_LINK, Devices, link
 from sim.ring_result import Pass, Sharded
 from sim.trace import Trace

@@ -6,7 +6,6 @@ import click
 import numpy as np
 
 from sim import reference, tolerance
-from sim.algorithms.sharding import SHARDINGS
 from sim.cli import estimate, options
 from sim.cli.options import console, print_json
 from sim.cli.progress import Work
@@ -16,6 +15,7 @@ from sim.format import count
 from sim.inputs import random_inputs
 from sim.machine import ring_model
 from sim.machine.devices import DEFAULT_LINK, LINKS
+from sim.machine.sharding import SHARDINGS
 from sim.ring_api import DEFAULT_HARDWARE, SCHEMES, count_ring, ring
 
 

@@ -1,6 +1,6 @@
 """Ring attention for real, on torch.distributed: the simulator's ring (`sim.algorithms.ring`) with real exchanges.
 
-Every process holds one shard (`sim.algorithms.sharding`). At ring step t it posts the point-to-point exchange of
+Every process holds one shard (`sim.machine.sharding`). At ring step t it posts the point-to-point exchange of
 the K/V shard in hand (`batch_isend_irecv`: send to rank + 1, receive from rank − 1), attends to that shard while
 the bytes move, merges the partial output with ⊕ (`sim.softmax`), and only then waits for the next shard.
 Backward: the float32 dK, dV travel with K/V, their exchange overlapping the next step's attention.
@@ -19,7 +19,7 @@ import time
 import click
 import numpy as np
 
-from sim.algorithms.sharding import SHARDINGS, pieces, shards
+from sim.machine.sharding import SHARDINGS, pieces, shards
 from sim.softmax import SoftmaxState, normalize
 
 

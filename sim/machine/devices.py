@@ -83,7 +83,6 @@ class Devices:
             for p in range(P)
         ]
         self.sent = [0] * P
-        self.received = [0] * P
 
     def exchange(self, moves: list[tuple[int, int, dict[str, np.ndarray]]]) -> None:
         """Every (src, dst, {name: array}) at once: each array, read from src's HBM, lands in dst's HBM under
@@ -94,7 +93,6 @@ class Devices:
                 landed.append((dst, name, array.copy()))
                 if src != dst:
                     self.sent[src] += array.nbytes
-                    self.received[dst] += array.nbytes
         for dst, name, array in landed:
             self.chips[dst].hbm.place(name, array)
 

@@ -15,11 +15,11 @@ Time per step = max(compute, transfer) when the exchange overlaps the step's att
 from dataclasses import dataclass
 
 from sim import iomodel
-from sim.algorithms.sharding import pieces, shards
 from sim.dtypes import F
 from sim.hardware import Hardware
 from sim.iomodel import Counts, sum_counts
 from sim.machine.devices import Link
+from sim.machine.sharding import pieces, shards
 
 NOTHING = Counts(0, 0, 0, 0, 0)
 
