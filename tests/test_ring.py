@@ -63,6 +63,12 @@ def test_ulysses_equals_one_device(P, causal):
     r = ring(q, k, v, devices=P, scheme="ulysses", causal=causal, do=do)
     o, lse = reference.attention(q, k, v, causal=causal)
     assert within(r.output, o, 1e-5 * np.abs(o).max())
+    for run, tensors in ((r.forward, 4), (r.backward, 4)):  # q, k, v there and O back; dO there and dQ, dK, dV back
+        for ledger, c in zip(run.ledgers, run.closed_form, strict=True):
+            assert (ledger.hbm_read_bytes, ledger.hbm_write_bytes, ledger.flops) == (
+                c.hbm_read_bytes, c.hbm_write_bytes, c.flops)  # fmt: skip
+        # by hand: each of the 4 tensors, 2 batches × 4 heads × 24/P rows × d = 8 × 4 B, keeps 1/P at home
+        assert run.sent == run.closed_link == [tensors * 2 * 4 * (24 // P) * 8 * 4 * (P - 1) // P] * P
     assert within(r.lse, lse, tolerance.lse_bound(lse))
     for got, ref in zip((r.dq, r.dk, r.dv), reference.attention_backward(q, k, v, do, causal=causal), strict=True):
         assert within(got, ref, tolerance.gradient_bound(ref))

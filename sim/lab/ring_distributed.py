@@ -2,7 +2,7 @@
 
 Every process holds one shard (`sim.machine.sharding`). At ring step t it posts the point-to-point exchange of
 the K/V shard in hand (`batch_isend_irecv`: send to rank + 1, receive from rank − 1), attends to that shard while
-the bytes move, merges the partial output with ⊕ (`sim.softmax`), and only then waits for the next shard.
+the bytes move, merges the partial output with ⊕ (`merge`, by `sim.softmax`), and only then waits for the next shard.
 Backward: the float32 dK, dV travel with K/V, their exchange overlapping the next step's attention.
 The attention of a block runs on "numpy", the simulator's FlashAttention-2 listing (gloo, CPU processes), or
 "gpu", the project's CuPy kernels (NCCL, one GPU per process). torch is the optional extra `distributed`.
@@ -20,7 +20,7 @@ import click
 import numpy as np
 
 from sim.machine.sharding import SHARDINGS, pieces, shards
-from sim.softmax import SoftmaxState, normalize
+from sim.softmax import SoftmaxState
 
 
 class NumpyBlocks:
@@ -42,16 +42,8 @@ class NumpyBlocks:
         g = sim.backward("flash2", *(x.numpy() for x in (q, k, v, o, lse, do)), causal=causal, scale=scale)
         return tuple(torch.from_numpy(x) for x in (g.dq, g.dk, g.dv))
 
-    def merge(self, o_run, lse_run, o_t, lse_t):
-        """(o_run, lse_run) ⊕ (o_t, lse_t) in float32, as `sim.algorithms.ring` merges."""
-        import torch
 
-        new, α, β = SoftmaxState.from_lse(lse_run.numpy()).rescale(SoftmaxState.from_lse(lse_t.numpy()))
-        o = normalize(α[:, None] * o_run.numpy() + β[:, None] * o_t.numpy().astype(np.float32), new.ℓ)
-        return torch.from_numpy(o.astype(np.float32)), torch.from_numpy(new.lse.astype(np.float32))
-
-
-class GPUBlocks(NumpyBlocks):
+class GPUBlocks:
     """Attention of a block through the project's CuPy kernels (gpu.flash, gpu.backward) on CUDA tensors."""
 
     def forward(self, q, k, v, causal: bool, scale: float):
@@ -70,16 +62,16 @@ class GPUBlocks(NumpyBlocks):
                                          causal=causal, scale=scale)  # fmt: skip
         return tuple(as_torch(g)[0, 0] for g in grads)
 
-    def merge(self, o_run, lse_run, o_t, lse_t):
-        """The same ⊕ on the GPU: `sim.softmax`'s state works elementwise through NumPy's dispatch to CuPy."""
-        import cupy
 
-        from gpu.dlpack import as_cupy, as_torch
+def merge(o_run, lse_run, o_t, lse_t):
+    """(o_run, lse_run) ⊕ (o_t, lse_t) as `sim.algorithms.ring` merges: the statistics by `sim.softmax` (n floats,
+    on the host), then o = (α·o_run + β·o_t) / ℓ in float32 on the tensors' device."""
+    import torch
 
-        new, α, β = SoftmaxState.from_lse(as_cupy(lse_run)).rescale(SoftmaxState.from_lse(as_cupy(lse_t)), cupy.exp)
-        ℓ = new.ℓ[:, None]
-        o = (α[:, None] * as_cupy(o_run) + β[:, None] * as_cupy(o_t).astype(cupy.float32)) / cupy.where(ℓ > 0, ℓ, 1)
-        return as_torch(o), as_torch(new.lse.astype(cupy.float32))
+    new, α, β = SoftmaxState.from_lse(lse_run.cpu().numpy()).rescale(SoftmaxState.from_lse(lse_t.cpu().numpy()))
+    α, β, ℓ = (torch.from_numpy(x.astype(np.float32)).to(o_run.device)[:, None] for x in (α, β, new.ℓ))
+    o = (α * o_run + β * o_t.float()) / torch.where(ℓ > 0, ℓ, torch.ones_like(ℓ))  # 0 for a row that sees no key
+    return o, torch.from_numpy(new.lse.astype(np.float32)).to(o_run.device)
 
 
 def _exchange(sends, recvs, rank: int, P: int):
@@ -113,7 +105,7 @@ def forward(q, k, v, held, blocks, *, causal: bool, scale: float, steps: list):
         for piece in pieces(held[rank], held[s], causal):
             (q0, q1), (k0, k1) = piece.q, piece.kv
             o_t, lse_t = blocks.forward(q[q0:q1], k_in[k0:k1], v_in[k0:k1], piece.causal, scale)
-            o_run[q0:q1], lse_run[q0:q1] = blocks.merge(o_run[q0:q1], lse_run[q0:q1], o_t, lse_t)
+            o_run[q0:q1], lse_run[q0:q1] = merge(o_run[q0:q1], lse_run[q0:q1], o_t, lse_t)
         _sync(q)
         t1 = time.perf_counter()
         for req in reqs:
