@@ -91,11 +91,16 @@ def _configure(devices, scheme, sharding, N, d, H, heads, dtype, causal, scale, 
     passes = [_pass(scheme, sharding, backward=False, Br=Br, Bc=Bc, **common)]
     if backward:
         passes.append(_pass(scheme, sharding, backward=True, Br=bBr, Bc=bBc, **common))
+    if scheme == "ring":
+        footprint = ring_model.ring_footprint(rows, d, s) * heads
+    else:  # the largest shard has ⌈N/P⌉ rows
+        footprint = ring_model.ulysses_footprint(N, -(-N // P), d, s, H, P) * (heads // H)
     return dict(
         P=P, M=M, passes=passes, tiles=dict(Br=Br, Bc=Bc, Bm=_pass_rows(Br, d, s, M), scale=tau, causal=causal),
         back=dict(Br=bBr, Bc=bBc, Bm=_pass_rows(bBr, d, s, M), scale=tau, causal=causal),
         result=dict(scheme=scheme, devices=P, sharding=sharding, causal=causal, scale=tau, dtype=dtype, n=N, d=d,
-                    heads=heads, hardware=hw, link=net, block_rows=Br, block_cols=Bc, backward_blocks=(bBr, bBc)),
+                    heads=heads, hardware=hw, link=net, block_rows=Br, block_cols=Bc, backward_blocks=(bBr, bBc),
+                    hbm_per_device=footprint),
     )  # fmt: skip
 
 
@@ -126,7 +131,7 @@ def _ring(q, k, v, do, P, sharding, M, tiles, back, record, traced):
         first = first or fwd
         _place(fwd, held, {"Q_p": q[head], "K_p": k[head], "V_p": v[head]})
         ring_.forward(fwd, held, **tiles)
-        _gather(fwd, held, {"O": o[head], "L_run": lse[head]})
+        _gather(fwd, held, {"O_p": o[head], "L_run": lse[head]})
         tallies[0].add(fwd)
         if do is not None:
             bwd = Devices(P, M)

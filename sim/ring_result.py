@@ -76,6 +76,7 @@ class Sharded:
     block_rows: int
     block_cols: int
     backward_blocks: tuple[int, int]  # (Br, Bc) of the backward (the forward's where none ran)
+    hbm_per_device: int  # the most HBM a device holds in the forward (`sim.machine.ring_model`'s footprints)
     output: np.ndarray | None  # like q, storage dtype (None: counted from the closed forms)
     lse: np.ndarray | None  # (…, N) float32
     forward: Pass
@@ -92,7 +93,8 @@ class Sharded:
             "dtype": self.dtype, "n": self.n, "d": self.d, "heads": self.heads, "hardware": self.hardware.name,
             "link": {"name": self.link.name, "bandwidth_bytes_per_s": self.link.bandwidth,
                      "latency_s": self.link.latency},
-            "block_rows": self.block_rows, "block_cols": self.block_cols, "forward": self.forward.to_dict(),
+            "block_rows": self.block_rows, "block_cols": self.block_cols, "hbm_per_device": self.hbm_per_device,
+            "hbm_capacity": self.hardware.hbm_bytes, "forward": self.forward.to_dict(),
         }  # fmt: skip
         if self.backward is not None:
             out["backward"] = self.backward.to_dict()

@@ -200,3 +200,29 @@ def test_cross_attention_is_refused():
     q, k, v, _ = inputs((8, 4))
     with pytest.raises(InputError, match="one sequence"):
         ring(q, k[:4], v[:4], devices=2)
+
+
+def test_hbm_a_device_holds_counted_by_hand():
+    q, k, v, _ = inputs((1, 2, 64, 8))
+    r = ring(q, k, v, devices=4)
+    n, d, s, f = 16, 8, 4, F
+    # its Q, K, V; the K/V in hand and the K/V arriving; O_run, L_run; one partial O_t, L_t; O
+    per_head = 3 * s * n * d + 2 * 2 * s * n * d + f * n * (d + 1) + (s * n * d + f * n) + s * n * d
+    assert r.hbm_per_device == 2 * per_head
+    # what the simulated device still holds at the end is that, less the buffer a next shard would arrive in
+    resident = {name: x for name, x in _device_hbm(q, k, v).items() if x.base is None}
+    assert sum(x.nbytes for x in resident.values()) == per_head - 2 * s * n * d
+
+
+def _device_hbm(q, k, v) -> dict:
+    """Device 0's HBM after a ring forward of one head (its own arrays, not the views the kernels were handed)."""
+    from sim.algorithms import ring as ring_listing
+    from sim.machine.devices import Devices
+    from sim.machine.sharding import shards
+
+    held, devices = shards(64, 4, "contiguous"), Devices(4, 1 << 20)
+    for p, chip in enumerate(devices.chips):
+        for name, x in (("Q_p", q), ("K_p", k), ("V_p", v)):
+            chip.hbm.place(name, x[0, 0][held[p][0][0] : held[p][0][1]].copy())
+    ring_listing.forward(devices, held, Br=16, Bc=16, Bm=16, scale=1 / np.sqrt(8), causal=False)
+    return devices.chips[0].hbm.tensors

@@ -21,7 +21,7 @@ from sim.softmax import SoftmaxState, normalize
 
 
 def forward(devices: Devices, shards, *, Br: int, Bc: int, Bm: int, scale: float, causal: bool) -> None:
-    """Each device: Q_p, K_p, V_p in HBM → O (storage dtype) and L (float32); K/V shards travel as K_in, V_in."""
+    """Each device: Q_p, K_p, V_p in HBM → O_p (storage dtype) and L_run (float32); K/V shards travel as K_in, V_in."""
     P = devices.P
     for chip in devices.chips:
         n, d = chip.hbm.tensors["Q_p"].shape
@@ -42,8 +42,8 @@ def forward(devices: Devices, shards, *, Br: int, Bc: int, Bm: int, scale: float
             _pass_on(devices, ("K_in", "V_in"), t)
     for chip in devices.chips:
         n, d = chip.hbm.tensors["Q_p"].shape
-        chip.hbm.alloc("O", (n, d), chip.hbm.tensors["Q_p"].dtype)
-        _rows(chip, n, Bm, "final", "O = O_run in the storage dtype", _cast, "O_run", "O")
+        chip.hbm.alloc("O_p", (n, d), chip.hbm.tensors["Q_p"].dtype)
+        _rows(chip, n, Bm, "final", "O_p = O_run in the storage dtype", _cast, "O_run", "O_p")
 
 
 def backward(devices: Devices, shards, *, Br: int, Bc: int, Bm: int, scale: float, causal: bool) -> None:

@@ -95,6 +95,18 @@ def ring_link(N, d, s, P, sharding, *, backward=False) -> list[int]:
     return [sum(col) for col in zip(*ring_link_steps(N, d, s, P, sharding, backward=backward), strict=True)]
 
 
+def ring_footprint(n: int, d: int, s: int) -> int:
+    """HBM one device of the ring holds in the forward (one head, a shard of n rows): Q_p, K_p, V_p; the K/V shard
+    in hand and the one arriving; O_run, L_run (float32); a partial O_t, L_t; and O."""
+    return 3 * s * n * d + 4 * s * n * d + F * n * (d + 1) + (s * n * d + F * n) + s * n * d
+
+
+def ulysses_footprint(N: int, n: int, d: int, s: int, H: int, P: int) -> int:
+    """HBM one device holds in Ulysses' forward (H heads, n rows of its own): q, k, v and O in the sequence layout
+    (H heads × n rows), and q, k, v, O and L in the head layout (H/P heads × N rows)."""
+    return 4 * s * H * n * d + (H // P) * N * (4 * s * d + F)
+
+
 def ulysses_device(N, d, s, P, H, causal, Br, Bc, *, backward=False) -> list[Counts]:
     """Each device's work for H heads: FlashAttention-2 (or its backward) on H/P heads of all N rows."""
     kernel = iomodel.backward_counts if backward else iomodel.counts

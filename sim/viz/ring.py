@@ -51,6 +51,10 @@ def ring_table(report: dict) -> RenderableType:
     config.add_row("link", f"{link['name']}: {decimal_bytes(link['bandwidth_bytes_per_s'])}/s each way, "
                            f"{short_time(link['latency_s'])} per message")  # fmt: skip
     config.add_row("each device", f"{r['hardware']} · blocks Br={r['block_rows']}, Bc={r['block_cols']}")
+    held = Text(f"{human_bytes(r['hbm_per_device'])} of its {human_bytes(r['hbm_capacity'])} in the forward")
+    if r["hbm_per_device"] > r["hbm_capacity"]:
+        held.append(" — more than a device's HBM: use more devices", style="bold red")
+    config.add_row("HBM held", held)
     if r["scheme"] == "ring":
         config.add_row("overlap needs", f"≥ {count(r['min_shard'])} rows per shard (unmasked, latency aside): "
                                         f"these shards have {count(r['shard_rows'])}")  # fmt: skip
