@@ -139,7 +139,7 @@ def _ring(q, k, v, do, P, sharding, M, tiles, back, record, traced):
                       "L_p": lse[head]}  # fmt: skip
             _place(bwd, held, arrays)
             ring_.backward(bwd, held, **back)
-            _gather(bwd, held, {"dQ": dqkv[0][head], "dK": dqkv[1][head], "dV": dqkv[2][head]})
+            _gather(bwd, held, {"dQ_p": dqkv[0][head], "dK_p": dqkv[1][head], "dV_p": dqkv[2][head]})
             tallies[1].add(bwd)
     if trace is not None:
         trace.config["dtype"] = dtype_name(q.dtype)

@@ -47,7 +47,7 @@ def forward(devices: Devices, shards, *, Br: int, Bc: int, Bm: int, scale: float
 
 
 def backward(devices: Devices, shards, *, Br: int, Bc: int, Bm: int, scale: float, causal: bool) -> None:
-    """Each device: Q_p, K_p, V_p, O_p, dO_p, L_p in HBM → dQ, dK, dV (storage dtype); dK, dV ride with K/V."""
+    """Each device: Q_p, K_p, V_p, O_p, dO_p, L_p in HBM → dQ_p, dK_p, dV_p (storage dtype); dK, dV ride with K/V."""
     P = devices.P
     for chip in devices.chips:
         n, d = chip.hbm.tensors["Q_p"].shape
@@ -71,7 +71,7 @@ def backward(devices: Devices, shards, *, Br: int, Bc: int, Bm: int, scale: floa
     for chip in devices.chips:
         n, d = chip.hbm.tensors["Q_p"].shape
         dtype = chip.hbm.tensors["Q_p"].dtype
-        for run, out in (("dQ_run", "dQ"), ("dK_in", "dK"), ("dV_in", "dV")):
+        for run, out in (("dQ_run", "dQ_p"), ("dK_in", "dK_p"), ("dV_in", "dV_p")):
             chip.hbm.alloc(out, (n, d), dtype)
             _rows(chip, n, Bm, "final", f"{out} = {run} in the storage dtype", _cast, run, out)
 
