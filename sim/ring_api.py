@@ -10,16 +10,16 @@ import numpy as np
 
 from sim.algorithms import ring as ring_
 from sim.algorithms import ulysses
-from sim.blocks import choose
-from sim.dtypes import DTYPES, F, dtype_name
-from sim.errors import InputError
-from sim.inputs import check_choice, check_hardware, check_inputs, check_like_q, check_positive, check_scale
-from sim.ledger import Ledger
+from sim.algorithms.registry import choose
+from sim.core.dtypes import DTYPES, F, dtype_name
+from sim.core.errors import InputError
+from sim.api.inputs import check_choice, check_hardware, check_inputs, check_like_q, check_positive, check_scale
+from sim.machine.ledger import Ledger
 from sim.machine import ring_model
 from sim.machine import sharding as sharding_
 from sim.machine.devices import DEFAULT_LINK, Devices, link
-from sim.ring_result import Pass, Sharded
-from sim.trace import Trace
+from sim.api.ring_result import Pass, Sharded
+from sim.machine.trace import Trace
 
 SCHEMES = ("ring", "ulysses")
 DEFAULT_HARDWARE = "H100-SXM"  # the GPU of the NVLink 4 preset

@@ -4,12 +4,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.hardware import Hardware
-from sim.iomodel import Counts
-from sim.ledger import Ledger
+from sim.machine.hardware import Hardware
+from sim.machine.iomodel import Counts
+from sim.machine.ledger import Ledger
 from sim.machine.devices import Link
 from sim.machine.ring_model import Step
-from sim.trace import Trace
+from sim.machine.trace import Trace
 
 
 @dataclass(kw_only=True)

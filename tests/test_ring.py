@@ -1,7 +1,7 @@
 """`sim.ring`: attention across P simulated devices equals one device's, and moves the bytes the closed forms say.
 
-Every output and gradient is held to float64 attention from the definition (`sim.reference`), within the bounds of
-`sim.tolerance` (the ring's: each step's partial rounded once, the final O once). Link bytes are checked against
+Every output and gradient is held to float64 attention from the definition (`sim.api.reference`), within the bounds of
+`sim.api.tolerance` (the ring's: each step's partial rounded once, the final O once). Link bytes are checked against
 formulas derived here by hand; each device's ledger against `sim.machine.ring_model`, and one case by hand too.
 """
 
@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim import reference, tolerance
-from sim.dtypes import DTYPES, F
-from sim.errors import InputError
+from sim.api import reference, tolerance
+from sim.core.dtypes import DTYPES, F
+from sim.core.errors import InputError
 from sim.machine import ring_model
 from sim.machine.devices import LINKS
-from sim.ring_api import ring
+from sim.api.ring_api import ring
 
 SMALL_SRAM = 6 * 1024  # blocks of a few rows: ragged blocks and many tiles per piece
 
@@ -152,7 +152,7 @@ def test_time_model_overlaps_each_transfer_with_its_step():
 
 
 def test_minimum_shard_for_overlap():
-    from sim.hardware import get
+    from sim.machine.hardware import get
 
     hw, link = get("H100-SXM"), LINKS["NVLink4"]
     n = ring_model.min_shard(hw, link, "fp16", 2)

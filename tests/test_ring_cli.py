@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sim import iomodel
+from sim.machine import iomodel
 from sim.cli import app
 from sim.machine.devices import LINKS
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim import reference, tolerance
-from sim.inputs import random_inputs
+from sim.api import reference, tolerance
+from sim.api.inputs import random_inputs
 
 torch = pytest.importorskip(
     "torch", reason="torch is the optional extra `distributed`; pip install flashsim[distributed]"

@@ -3,7 +3,7 @@
 Device p keeps its Q shard and, at ring step t = 0 … P − 1, holds the K/V shard s = p − t (mod P): it runs
 FlashAttention-2 (`sim.algorithms.flash2`) of its queries against those keys, a piece at a time
 (`sim.machine.sharding.pieces`), and folds the partial output O_t and its log-sum-exp L_t into a running
-(O_run, L_run) with the merge ⊕ of `sim.softmax` — Flash-Decoding's combine, two partials at a time. Meanwhile
+(O_run, L_run) with the merge ⊕ of `sim.algorithms.softmax` — Flash-Decoding's combine, two partials at a time. Meanwhile
 it passes the shard on to p + 1. Backward: each device keeps Q, O, dO, L and its dQ; K/V travel with their
 float32 gradients dK, dV, which every device adds to, and which arrive home after P hops.
 """
@@ -13,11 +13,11 @@ from math import ceil
 import numpy as np
 
 from sim.algorithms import flash2, flash2_backward
-from sim.dtypes import ACCUMULATOR
+from sim.core.dtypes import ACCUMULATOR
 from sim.machine.devices import Devices
 from sim.machine.sharding import Piece, pieces
-from sim.memory import Chip
-from sim.softmax import SoftmaxState, normalize
+from sim.machine.memory import Chip
+from sim.algorithms.softmax import SoftmaxState, normalize
 
 
 def forward(devices: Devices, shards, *, Br: int, Bc: int, Bm: int, scale: float, causal: bool) -> None:

@@ -5,9 +5,9 @@ import sys
 import click
 from rich.console import Console
 
-from sim.blocks import PAPER_RULE
+from sim.machine.blocks import PAPER_RULE
 from sim.cli import bench, demo, figures, grading, ring, run, trace, walkthrough
-from sim.errors import FlashsimError
+from sim.core.errors import FlashsimError
 
 # a new command family: its module in sim/cli/ with a COMMANDS tuple, and its name here
 FAMILIES = (run, trace, bench, figures, walkthrough, grading, demo, ring)

@@ -5,18 +5,18 @@ import sys
 import click
 import numpy as np
 
-from sim import reference, tolerance
+from sim.api import reference, tolerance
 from sim.cli import estimate, options
 from sim.cli.options import console, print_json
 from sim.cli.progress import Work
-from sim.dtypes import DTYPES
-from sim.errors import InputError
-from sim.format import count
-from sim.inputs import random_inputs
+from sim.core.dtypes import DTYPES
+from sim.core.errors import InputError
+from sim.core.format import count
+from sim.api.inputs import random_inputs
 from sim.machine import ring_model
 from sim.machine.devices import DEFAULT_LINK, LINKS
 from sim.machine.sharding import SHARDINGS
-from sim.ring_api import DEFAULT_HARDWARE, SCHEMES, count_ring, ring
+from sim.api.ring_api import DEFAULT_HARDWARE, SCHEMES, count_ring, ring
 
 
 @click.command("ring")
@@ -51,7 +51,7 @@ def ring_command(
     """Split one attention over P devices and report each device's HBM bytes, each link's, and the time per step.
 
     A step takes max(compute, transfer): the next shard travels while this one is attended to. Exit code 1 when
-    the output is outside the ring's tolerance against float64 attention (`sim.tolerance`).
+    the output is outside the ring's tolerance against float64 attention (`sim.api.tolerance`).
     """
     if counts_only and (view or step is not None):
         raise InputError("--counts-only: nothing is simulated, so there is no trace; drop --trace or --counts-only")
@@ -94,7 +94,7 @@ def ring_command(
 
 
 def _check(result, q, k, v) -> dict:
-    """The output against float64 attention, within the ring's bound (`sim.tolerance`)."""
+    """The output against float64 attention, within the ring's bound (`sim.api.tolerance`)."""
     ref, _ = reference.attention(q, k, v, causal=result.causal, scale=result.scale)
     v_max = float(np.abs(v.astype(np.float64)).max())
     tol = tolerance.tolerance("ring", result.dtype, ref_max=float(np.abs(ref).max()), v_max=v_max)

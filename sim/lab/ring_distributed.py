@@ -2,14 +2,14 @@
 
 Every process holds one shard (`sim.machine.sharding`). At ring step t it posts the point-to-point exchange of
 the K/V shard in hand (`batch_isend_irecv`: send to rank + 1, receive from rank − 1), attends to that shard while
-the bytes move, merges the partial output with ⊕ (`merge`, by `sim.softmax`), and only then waits for the next shard.
+the bytes move, merges the partial output with ⊕ (`merge`, by `sim.algorithms.softmax`), and only then waits for the next shard.
 Backward: the float32 dK, dV travel with K/V, their exchange overlapping the next step's attention.
 The attention of a block runs on "numpy", the simulator's FlashAttention-2 listing (gloo, CPU processes), or
 "gpu", the project's CuPy kernels (NCCL, one GPU per process). torch is the optional extra `distributed`.
 
     torchrun --nproc-per-node 4 -m sim.lab.ring_distributed --seqlen 256 --headdim 32 --causal --sharding zigzag
 
-Rank 0 gathers the shards, holds them to the float64 reference within `sim.tolerance`'s ring bound, prints one
+Rank 0 gathers the shards, holds them to the float64 reference within `sim.api.tolerance`'s ring bound, prints one
 line per check and each step's attention and exchange-wait seconds, and exits 1 if a check fails.
 """
 
@@ -20,7 +20,7 @@ import click
 import numpy as np
 
 from sim.machine.sharding import SHARDINGS, pieces, shards
-from sim.softmax import SoftmaxState
+from sim.algorithms.softmax import SoftmaxState
 
 
 class NumpyBlocks:
@@ -64,7 +64,7 @@ class GPUBlocks:
 
 
 def merge(o_run, lse_run, o_t, lse_t):
-    """(o_run, lse_run) ⊕ (o_t, lse_t) as `sim.algorithms.ring` merges: the statistics by `sim.softmax` (n floats,
+    """(o_run, lse_run) ⊕ (o_t, lse_t) as `sim.algorithms.ring` merges: the statistics by `sim.algorithms.softmax` (n floats,
     on the host), then o = (α·o_run + β·o_t) / ℓ in float32 on the tensors' device."""
     import torch
 
@@ -192,8 +192,8 @@ def main(n, d, dtype, causal, sharding, backend, seed, out) -> None:
     import torch
     import torch.distributed as dist
 
-    from sim.errors import FlashsimError
-    from sim.inputs import random_inputs
+    from sim.core.errors import FlashsimError
+    from sim.api.inputs import random_inputs
 
     dist.init_process_group(backend)
     rank, P = dist.get_rank(), dist.get_world_size()
@@ -238,7 +238,7 @@ def main(n, d, dtype, causal, sharding, backend, seed, out) -> None:
 def check(parts: list[dict], held, whole, causal: bool, scale: float, dtype: str) -> dict:
     """The shards put back at their rows and held to the float64 reference: O and L within the ring's bound (the
     float32 floor for L), dQ, dK, dV within the float32 gradient bound (fp32 storage only: none is stated for fp16)."""
-    from sim import reference, tolerance
+    from sim.api import reference, tolerance
 
     q, k, v, do = whole
     full = {name: np.empty((q.shape[0], *parts[0][name].shape[1:]), np.float64) for name in parts[0]}

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from sim.errors import InputError
-from sim.memory import Chip
-from sim.trace import Trace
+from sim.core.errors import InputError
+from sim.machine.memory import Chip
+from sim.machine.trace import Trace
 
 GB = 10**9
 US = 1e-6

@@ -2,9 +2,9 @@
 
 Ring attention (`sim.algorithms.ring`), per device, with f = 4 (float32) and s the storage itemsize:
   forward   O_run, L_run zeroed: f·n·(d + 1) written; per piece (r query rows, c keys) FlashAttention-2's
-            closed form (`sim.iomodel.flash2`) plus the merge: (2f·r·d… see `merge`); then O_run cast: f·n·d
+            closed form (`sim.machine.iomodel.flash2`) plus the merge: (2f·r·d… see `merge`); then O_run cast: f·n·d
             read, s·n·d written. Link: the K/V shard in hand, 2·c·d·s, after each step but the last.
-  backward  dQ_run, dK_in, dV_in zeroed; per piece FlashAttention-2's backward (`sim.iomodel`) plus the three
+  backward  dQ_run, dK_in, dV_in zeroed; per piece FlashAttention-2's backward (`sim.machine.iomodel`) plus the three
             float32 accumulations; then the casts. Link: K/V after each step but the last, and the float32
             dK, dV after every step (the last hop brings them home): P hops of 2·c·d·f.
 Ulysses (`sim.algorithms.ulysses`): all-to-all of q, k, v (sequence → heads), FlashAttention-2 on H/P whole heads,
@@ -14,10 +14,11 @@ Time per step = max(compute, transfer) when the exchange overlaps the step's att
 
 from dataclasses import dataclass
 
-from sim import iomodel
-from sim.dtypes import F
-from sim.hardware import Hardware
-from sim.iomodel import Counts, sum_counts
+from sim.algorithms import registry
+from sim.machine import iomodel
+from sim.core.dtypes import F
+from sim.machine.hardware import Hardware
+from sim.machine.iomodel import Counts, sum_counts
 from sim.machine.devices import Link
 from sim.machine.sharding import pieces, shards
 
@@ -55,7 +56,7 @@ def ring_steps(N, d, s, P, sharding, causal, Br, Bc, *, backward=False) -> list[
             for piece in pieces(held[p], held[(p - t) % P], causal):
                 r, c = piece.rows, piece.keys
                 if backward:
-                    kernel = iomodel.backward_counts("flash2", r, c, d, s, Br, Bc, piece.causal)
+                    kernel = registry.backward_counts("flash2", r, c, d, s, Br, Bc, piece.causal)
                     total += kernel + add(r, d, s) + add(c, d, s).times(2)
                 else:
                     total += iomodel.flash2(r, c, d, s, Br, Bc, piece.causal) + merge(r, d, s)

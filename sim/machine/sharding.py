@@ -9,8 +9,8 @@ A device's chunks sit in its HBM one after another, in increasing global order.
 
 from dataclasses import dataclass
 
-from sim.blocks import chunks
-from sim.errors import InputError
+from sim.machine.blocks import chunks
+from sim.core.errors import InputError
 
 SHARDINGS = ("contiguous", "zigzag")
 

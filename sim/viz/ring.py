@@ -4,7 +4,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import abs_error, count, decimal_bytes, human_bytes, ratio, short_time
+from sim.core.format import abs_error, count, decimal_bytes, human_bytes, ratio, short_time
 
 
 def devices_table(one: dict, title: str) -> Table:

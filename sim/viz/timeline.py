@@ -6,11 +6,12 @@ from math import ceil
 
 import numpy as np
 
-from sim import iomodel
-from sim.algorithms import REGISTRY
-from sim.dtypes import DTYPES
-from sim.errors import InputError
-from sim.trace import KEY_TENSORS, Access, Step, Trace
+from sim.algorithms import registry
+from sim.machine import iomodel
+from sim.algorithms.registry import REGISTRY
+from sim.core.dtypes import DTYPES
+from sim.core.errors import InputError
+from sim.machine.trace import KEY_TENSORS, Access, Step, Trace
 
 SCORE_TENSORS = frozenset({"S", "P", "dS", "dP"})  # N × Nk: tiled by Br rows and Bc columns
 
@@ -106,7 +107,7 @@ class Timeline:
         one device of a ring, FlashAttention-2 of the whole sequence on one device."""
         if "sequence" in self.trace.config:
             N, c = self.trace.config["sequence"], self.trace.config
-            whole = iomodel.counts("flash2", N, N, self.d, self.itemsize, c["block_rows"], c["block_cols"],
+            whole = registry.counts("flash2", N, N, self.d, self.itemsize, c["block_rows"], c["block_cols"],
                                    bool(c.get("causal")))  # fmt: skip
             return "FlashAttention-2 on one device", whole
         other = "flash2" if self.base == "standard" else "standard"
