@@ -10,6 +10,7 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from sim.api.entry import ALGORITHMS, backward, count, count_backward, decode, run
 from sim.api.results import Costs, Decoded, Gradients, Packed, Result
+from sim.api.ring_api import count_ring, ring
 from sim.api.varlen import run_varlen
 from sim.core.errors import FlashsimError, InputError, SRAMOverflowError
 
@@ -26,7 +27,9 @@ __all__ = [
     "backward",
     "count",
     "count_backward",
+    "count_ring",
     "decode",
+    "ring",
     "run",
     "run_varlen",
 ]

@@ -7,6 +7,8 @@ With u the unit roundoff of the storage dtype (fp16 2⁻¹¹, bf16 2⁻⁸), per
 - FlashAttention-2 (flash2): O is rounded once when written: u·|ref| + 1e-5·max|ref|;
 - Algorithm 1 (flash1): O_i is rounded each of the Tc times it goes back to HBM, every rescale weight
   ≤ 1, so the errors add at most: Tc·u·max|V| + 1e-5·max|ref|;
+- ring attention across P devices (`sim.ring`): each step's partial O_t is rounded once (≤ u·max|V|), the
+  partials merge in float32 with weights summing to 1, and O is rounded once: u·|ref| + u·max|V| + 1e-5·max|ref|;
 - standard attention: S is rounded (each logit moves ≤ u·max|S|, each probability by a factor
   ≤ e^(2u·max|S|)), then P and O: ((e^(2u·max|S|) − 1)(1 + u) + u)·max|V| + u·|ref| + 1e-5·max|ref|.
 
@@ -27,6 +29,7 @@ FLOOR = 1e-5  # float32 arithmetic, relative to max|ref|
 FORMULAS = {
     "flash2": "u·|ref| + 1e-5·max|ref|",
     "flash1": "Tc·u·max|V| + 1e-5·max|ref|",
+    "ring": "u·|ref| + u·max|V| + 1e-5·max|ref|",
     "standard": "((e^(2u·max|S|) − 1)(1 + u) + u)·max|V| + u·|ref| + 1e-5·max|ref|",
 }
 
@@ -62,6 +65,8 @@ def tolerance(
     u = U[dtype]
     if algorithm == "flash2":
         return Tolerance(u, floor, FORMULAS[algorithm])
+    if algorithm == "ring":
+        return Tolerance(u, u * v_max + floor, FORMULAS[algorithm])
     if algorithm == "flash1":
         return Tolerance(0.0, ceil(nk / block_cols) * u * v_max + floor, FORMULAS[algorithm])
     return Tolerance(u, (expm1(2 * u * s_max) * (1 + u) + u) * v_max + floor, FORMULAS[algorithm])

@@ -5,12 +5,12 @@ import sys
 import click
 from rich.console import Console
 
-from sim.cli import bench, demo, figures, grading, lessons, run, trace, walkthrough
+from sim.cli import bench, demo, figures, grading, lessons, ring, run, trace, walkthrough
 from sim.core.errors import FlashsimError
 from sim.machine.blocks import PAPER_RULE
 
 # a new command family: its module in sim/cli/ with a COMMANDS tuple, and its name here
-FAMILIES = (run, trace, bench, figures, walkthrough, grading, demo, lessons)
+FAMILIES = (run, trace, bench, figures, walkthrough, grading, demo, lessons, ring)
 
 ALIASES = {"trace": "load_path", "q": "n", "k": "nk", "alibi_slopes": "alibi"}  # arguments whose option differs
 SRAM_SUSPECTS = ("--d", "--sram-bytes", "--hardware", "--nk", "--n")  # what makes even the smallest blocks too big

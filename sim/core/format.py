@@ -36,6 +36,11 @@ def seconds(t: float) -> str:
     return f"{t * 1e3:,.3g} ms" if t < 1 else f"{t:,.3g} s"
 
 
+def short_time(t: float) -> str:
+    """A duration that may be tiny: microseconds below a millisecond (3.15 µs), else as `seconds`."""
+    return f"{t * 1e6:,.3g} µs" if t < 1e-3 else seconds(t)
+
+
 def duration(t: float) -> str:
     """A rough duration, for an estimate: 40 s, 3 min, 2.5 h, 12 days, 618 years."""
     for unit, size in (("years", 365.25 * 86400), ("days", 86400), ("h", 3600), ("min", 60)):

@@ -63,6 +63,8 @@ class Timeline:
     @property
     def listing(self) -> str:
         """`Algorithm 1`: the paper's listing the steps' line numbers refer to."""
+        if "sequence" in self.trace.config:  # one device of a ring: the steps are FlashAttention-2's listing's
+            return "FlashAttention-2's Algorithm 1"
         entry = REGISTRY.get(self.base)
         paper = entry and (entry.backward_paper if self.is_backward else entry.paper)
         found = re.search(
@@ -92,13 +94,22 @@ class Timeline:
         return int(self._peak[k])
 
     def closed_form(self, algorithm: str | None = None) -> iomodel.Counts:
-        """The closed-form counts of the whole run (one head), or of another algorithm with the same blocks."""
+        """The closed-form counts of the whole run (one head), or of another algorithm with the same blocks; a trace
+        that carries its own (one device of a ring, `sim.machine.ring_model`) gives that."""
+        if algorithm is None and "closed_form" in self.trace.config:
+            return iomodel.Counts(**self.trace.config["closed_form"])
         count = registry.backward_counts if self.is_backward else registry.counts
         shape = (self.n, self.nk, self.d, self.itemsize, self.block_rows, self.block_cols)
         return count(algorithm or self.base, *shape, bool(self.trace.config.get("causal")))
 
     def contrast(self) -> tuple[str, iomodel.Counts]:
-        """The other side of the comparison, same shape: standard attention (for standard, FlashAttention-2)."""
+        """The other side of the comparison, same shape: standard attention (for standard, FlashAttention-2); for
+        one device of a ring, FlashAttention-2 of the whole sequence on one device."""
+        if "sequence" in self.trace.config:
+            N, c = self.trace.config["sequence"], self.trace.config
+            whole = registry.counts("flash2", N, N, self.d, self.itemsize, c["block_rows"], c["block_cols"],
+                                   bool(c.get("causal")))  # fmt: skip
+            return "FlashAttention-2 on one device", whole
         other = "flash2" if self.base == "standard" else "standard"
         name = title(other) + (" backward" if self.is_backward else "")
         return name, self.closed_form(other)

@@ -1,0 +1,107 @@
+"""`flashsim ring` as a user types it: the JSON against closed forms derived here, the viewer, one-line refusals."""
+
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sim.cli import app
+from sim.machine import iomodel
+from sim.machine.devices import LINKS
+
+
+def invoke(*args, code: int = 0):
+    result = CliRunner().invoke(app, ["ring", *args])
+    assert result.exit_code == code, result.output
+    return result
+
+
+def test_json_counts_every_device_and_link_as_derived_by_hand():
+    N, d, P, H = 256, 16, 4, 2
+    out = json.loads(invoke("--devices", str(P), "--n", str(N), "--d", str(d), "--heads", str(H), "--json").stdout)
+    n, s, f = N // P, 2, 4
+    Br = out["block_rows"]
+    one = iomodel.flash2(n, n, d, s, Br, out["block_cols"])  # one shard against one shard, unmasked
+    merge_read, merge_write = n * (f * d + f + s * d + f), f * n * (d + 1)
+    reads = H * (P * (one.hbm_read_bytes + merge_read) + f * n * d)
+    writes = H * (f * n * (d + 1) + P * (one.hbm_write_bytes + merge_write) + s * n * d)
+    for row in out["forward"]["devices"]:
+        assert row["matches"]
+        assert (row["hbm_read_bytes"], row["hbm_write_bytes"]) == (reads, writes)
+        assert row["link_bytes_sent"] == H * (P - 1) * 2 * n * d * s
+    assert out["check"]["within"] and out["check"]["error"] <= out["check"]["bound"]
+    link = LINKS["NVLink4"]
+    transfers = [step["transfer_s"] for step in out["forward"]["steps"] if step["step"].startswith("ring step")]
+    assert transfers == [link.latency + H * 2 * n * d * s / link.bandwidth] * (P - 1) + [0.0]
+    assert out["forward"]["overlapped_s"] == pytest.approx(sum(max(x["compute_s"], x["transfer_s"])
+                                                               for x in out["forward"]["steps"]))  # fmt: skip
+
+
+def test_counts_only_gives_the_simulated_numbers_without_simulating():
+    args = ["--devices", "4", "--n", "128", "--d", "8", "--causal", "--sharding", "zigzag", "--backward", "--json"]
+    full, counted = (json.loads(invoke(*args, *extra).stdout) for extra in ((), ("--counts-only",)))
+    assert counted["check"] is None and counted["forward"]["source"] == "closed form"
+    for name in ("forward", "backward"):
+        for row, closed in zip(full[name]["devices"], counted[name]["devices"], strict=True):
+            assert row["matches"] and row["closed_form"] == closed["closed_form"]
+        assert full[name]["steps"] == counted[name]["steps"]
+
+
+def test_ulysses_sends_two_over_p_of_what_the_ring_does():
+    args = ["--devices", "4", "--n", "128", "--d", "8", "--heads", "4", "--json", "--counts-only"]
+    ring_, ulysses = (json.loads(invoke(*args, "--scheme", scheme).stdout) for scheme in ("ring", "ulysses"))
+    sent = [[row["closed_form"]["link_bytes_sent"] for row in out["forward"]["devices"]] for out in (ring_, ulysses)]
+    assert sent[0] == [2 * x for x in sent[1]]  # P / 2 = 2
+
+
+def test_table_names_the_overlap_condition_and_the_verdict():
+    out = invoke("--devices", "2", "--n", "64", "--d", "8", "--link", "pcie5").stdout
+    assert "PCIe5" in out and "overlap needs" in out and "✓ within" in out
+
+
+def test_trace_steps_through_one_device_round_the_ring():
+    listing = invoke("--devices", "4", "--n", "32", "--d", "4", "--heads", "1", "--trace", "--device", "2").stdout
+    assert "ring attention, device 2 of 4" in listing
+    for t, shard in enumerate((2, 1, 0, 3)):  # device 2 holds shard 2 − t at step t
+        assert f"ring step {t}: K/V shard {shard}" in listing
+    assert "Send K_in, V_in (shard 2) to device 3 and receive shard 1's from device 1" in listing
+    screen = invoke("--devices", "2", "--n", "16", "--d", "4", "--heads", "1", "--trace", "--step", "3").stdout
+    assert "Memory hierarchy" in screen and "FlashAttention-2 on one device" in screen
+
+
+@pytest.mark.parametrize(
+    ("args", "start"),
+    [
+        (["--devices", "0"], "error: flashsim ring: Invalid value for '--devices'"),
+        (["--devices", "9", "--n", "8"], "error: --devices: 9 devices for N = 8"),
+        (["--devices", "3", "--sharding", "zigzag", "--n", "64"], "error: --sharding: zigzag cuts N = 64"),
+        (["--devices", "3", "--scheme", "ulysses"], "error: --devices: Ulysses gives each device H/P"),
+        (["--devices", "2", "--device", "2", "--trace"], "error: --device: 2 is not one of the 2 devices"),
+        (["--step", "3"], "error: --step: shows a step of --trace"),
+        (["--trace", "--counts-only"], "error: --counts-only: nothing is simulated"),
+        (["--trace", "--scheme", "ulysses", "--devices", "2"], "error: --trace: follows a device round the ring"),
+        (["--link", "smoke-signals"], "error: flashsim ring: Invalid value for '--link'"),
+        (["--n", "100000000"], "error: --n: simulating 4 devices at N = 100,000,000"),
+    ],
+)
+def test_bad_input_is_refused_in_one_line(args, start):
+    result = CliRunner().invoke(app, ["ring", *args])
+    assert result.exit_code == 2
+    assert result.output.startswith(start) and result.output.count("\n") == 1, result.output
+
+
+@settings(max_examples=20, deadline=None)
+@given(P=st.integers(1, 9), N=st.integers(1, 40), zigzag=st.booleans())
+def test_any_device_count_runs_or_is_refused_in_one_line(P, N, zigzag):
+    args = ["--devices", str(P), "--n", str(N), "--d", "4", "--heads", "1", "--json"]
+    result = CliRunner().invoke(app, ["ring", *args, *(["--sharding", "zigzag"] if zigzag else [])])
+    if P <= N and (not zigzag or N % (2 * P) == 0):
+        assert result.exit_code == 0, result.output
+        out = json.loads(result.stdout)
+        assert len(out["forward"]["devices"]) == P and out["check"]["within"]
+        assert np.isfinite(out["forward"]["overlapped_s"])
+    else:
+        assert result.exit_code == 2 and result.output.count("\n") == 1 and result.output.startswith("error: ")
