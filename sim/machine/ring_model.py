@@ -14,7 +14,6 @@ Time per step = max(compute, transfer) when the exchange overlaps the step's att
 
 from dataclasses import dataclass
 
-from sim.algorithms import registry
 from sim.core.dtypes import F
 from sim.machine import iomodel
 from sim.machine.devices import Link
@@ -56,7 +55,9 @@ def ring_steps(N, d, s, P, sharding, causal, Br, Bc, *, backward=False) -> list[
             for piece in pieces(held[p], held[(p - t) % P], causal):
                 r, c = piece.rows, piece.keys
                 if backward:
-                    kernel = registry.backward_counts("flash2", r, c, d, s, Br, Bc, piece.causal)
+                    kernel = iomodel.sum_counts(
+                        k for _, k in iomodel.flash2_backward_kernels(r, c, d, s, Br, Bc, piece.causal)
+                    )
                     total += kernel + add(r, d, s) + add(c, d, s).times(2)
                 else:
                     total += iomodel.flash2(r, c, d, s, Br, Bc, piece.causal) + merge(r, d, s)
@@ -110,8 +111,11 @@ def ulysses_footprint(N: int, n: int, d: int, s: int, H: int, P: int) -> int:
 
 def ulysses_device(N, d, s, P, H, causal, Br, Bc, *, backward=False) -> list[Counts]:
     """Each device's work for H heads: FlashAttention-2 (or its backward) on H/P heads of all N rows."""
-    kernel = iomodel.backward_counts if backward else iomodel.counts
-    return [kernel("flash2", N, N, d, s, Br, Bc, causal).times(H // P)] * P
+    if backward:
+        one = sum_counts(k for _, k in iomodel.flash2_backward_kernels(N, N, d, s, Br, Bc, causal))
+    else:
+        one = iomodel.flash2(N, N, d, s, Br, Bc, causal)
+    return [one.times(H // P)] * P
 
 
 def ulysses_link(N, d, s, P, H, *, backward=False) -> tuple[list[int], list[int]]:
