@@ -1,5 +1,11 @@
-"""flashsim's simulator: FlashAttention tile by tile through a model of HBM and SRAM, every byte counted."""
+"""flashsim's simulator: FlashAttention tile by tile through a model of HBM and SRAM, every byte counted.
 
+`import sim` loads nothing else: `sim.run` and the other names below are imported on first use
+(a module `__getattr__`), so a process that needs one small part of sim — the grader's harness,
+whose confinement lets it read only the files it imports — reads only that part.
+"""
+
+import importlib
 import os
 
 # The simulator multiplies tile-sized matrices (128 × 128 and smaller), where BLAS threads cost more
@@ -8,22 +14,34 @@ import os
 # imported after sim).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from sim.api import ALGORITHMS, backward, count, count_backward, decode, run
-from sim.errors import FlashsimError, InputError, SRAMOverflowError
-from sim.results import Costs, Decoded, Gradients, Result
+LAZY = {  # public name → the module that defines it
+    "ALGORITHMS": "sim.api",
+    "backward": "sim.api",
+    "count": "sim.api",
+    "count_backward": "sim.api",
+    "decode": "sim.api",
+    "run": "sim.api",
+    "FlashsimError": "sim.errors",
+    "InputError": "sim.errors",
+    "SRAMOverflowError": "sim.errors",
+    "Costs": "sim.results",
+    "Decoded": "sim.results",
+    "Gradients": "sim.results",
+    "Result": "sim.results",
+}
 
-__all__ = [
-    "ALGORITHMS",
-    "Costs",
-    "Decoded",
-    "FlashsimError",
-    "Gradients",
-    "InputError",
-    "Result",
-    "SRAMOverflowError",
-    "backward",
-    "count",
-    "count_backward",
-    "decode",
-    "run",
-]
+__all__ = sorted(LAZY)
+
+
+def __getattr__(name: str):
+    """A public name, imported from its module on first use (AttributeError otherwise, so that
+    `from sim import submodule` falls back to importing the submodule)."""
+    if name not in LAZY:
+        raise AttributeError(f"module 'sim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *LAZY})

@@ -10,7 +10,6 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from sim import source
 from sim.dtypes import ACCUMULATOR
 from sim.errors import InputError, SRAMOverflowError
 from sim.format import human_bytes
@@ -141,6 +140,8 @@ class Chip:
                 f"trace: the run has more than {MAX_TRACE_STEPS:,} steps, too many to record; "
                 "use bigger blocks or more SRAM (a bigger hardware preset)"
             )
+        from sim import source  # only a recorded trace needs it; the grader's harness never loads it
+
         caller = sys._getframe(1)
         code = (source.relative(caller.f_code.co_filename), caller.f_lineno)
         return _StepContext(self, Step(len(self.trace.steps), op, line, text, i, j, phase, code=code))
