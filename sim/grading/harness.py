@@ -1,6 +1,6 @@
 """The submission's process: guard it, import the submission, run each test the grader sends, report back.
 
-Started by `sim.grading.sandbox` as `python -I -B` with two pipe descriptors. The grader's first
+Started by `sim.grading.sandbox` as `python -I -B` with two pipe descriptors, already confined. The grader's first
 message says which modules and paths are off limits and which file to import; each later one is a
 test for a driver: "chip" (a function run on a proxy chip), "update"/"merge" (the online softmax's
 functions on arrays), "gpu" (a CUDA device function compiled into the readable kernel).
@@ -8,7 +8,6 @@ functions on arrays), "gpu" (a CUDA device function compiled into the readable k
 
 import importlib.util
 import os
-import sys
 import traceback
 import tracemalloc
 import warnings
@@ -19,9 +18,10 @@ from sim.grading import guard
 from sim.grading.proxy import Link, ProxyChip
 
 
-def main(fd_in: int, fd_out: int) -> None:
-    """Serve the grader until it says bye or the pipe closes."""
+def main(fd_in: int, fd_out: int, layers: list[str], ms: float) -> None:
+    """Say which walls are up (before any of the submission runs), then serve the grader until bye or EOF."""
     link = Link(fd_in, fd_out)
+    link.post({"op": "confined", "layers": layers, "ms": ms})
     hello, _ = link.receive()
     guard.purge(hello["forbid"])
     own = [(os.path.dirname(os.path.realpath(hello["file"])) + os.sep, None)]
@@ -123,5 +123,3 @@ def describe(e: BaseException, file: str) -> dict:
     return {"type": type(e).__name__, "message": text.splitlines()[0][:300] if text else "", "where": where}
 
 
-if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]))

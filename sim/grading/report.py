@@ -29,6 +29,7 @@ class SubmissionReport:
     notes: list[str] = field(default_factory=list)  # e.g. why a GPU assignment was not graded here
     printed: str = ""  # the start of what it printed
     seconds: float = 0.0
+    confine_ms: list[float] = field(default_factory=list)  # each of its processes' time to confine itself
 
     @property
     def score(self) -> float:
