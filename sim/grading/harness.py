@@ -121,5 +121,3 @@ def describe(e: BaseException, file: str) -> dict:
         return {"type": "SystemExit", "message": f"called sys.exit({e.code!r})", "where": where}
     text = str(e).strip()
     return {"type": type(e).__name__, "message": text.splitlines()[0][:300] if text else "", "where": where}
-
-
