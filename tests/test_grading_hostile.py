@@ -22,25 +22,25 @@ MASTER = spec.locate("02")
 SOLUTIONS = "tried to read the instructor solutions"
 EPERM = "raised PermissionError: [Errno 1] Operation not permitted (line "  # seccomp's refusal
 EACCES = "raised PermissionError: [Errno 13] Permission denied: "  # Landlock's refusal
+READ = "raised PermissionError: flashsim grade: a submission may not read "  # the audit hook's, naming it
+IMPORT = "could not import the submission: raised ImportError: flashsim grade: a submission may not import "
+SPAWN = "raised PermissionError: flashsim grade: a submission may not start processes "
+LISTING = "imported the library's solution"
 
 # submission → (what the first test's feedback starts with, the flag the guard raised or None)
 OUTCOMES = {
-    "reads_master": ("raised PermissionError: flashsim grade: a submission may not read ", SOLUTIONS),
+    "reads_master": (READ, SOLUTIONS),
     "replaces_realpath": (EACCES + f"'{MASTER}'", None),
     "empties_hook_rules": (EACCES + f"'{ROOT / 'sim' / 'algorithms' / 'flash1.py'}'", None),
-    "swaps_fspath": ("raised PermissionError: flashsim grade: a submission may not read ", SOLUTIONS),
+    "swaps_fspath": (READ, SOLUTIONS),
     "hard_links_master": ("raised OSError: [Errno 18] Invalid cross-device link: ", None),
     "symlinks_master": (EACCES, None),
-    "loads_listing_by_spec": ("raised PermissionError: flashsim grade: a submission may not read ",
-                              "imported the library's solution"),  # fmt: skip
+    "loads_listing_by_spec": (READ, LISTING),
     "finds_listing_in_memory": ("raised LookupError: no listing of Algorithm 1 in this process", None),
-    "imports_listing": ("could not import the submission: raised ImportError: flashsim grade: a submission may not "
-                        "import sim.algorithms", "imported the library's solution"),  # fmt: skip
-    "imports_api": ("could not import the submission: raised ImportError: flashsim grade: a submission may not "
-                    "import sim.api", "imported the library's solution"),  # fmt: skip
+    "imports_listing": (IMPORT + "sim.algorithms", LISTING),
+    "imports_api": (IMPORT + "sim.api", LISTING),
     "ctypes_open": ("raised PermissionError: [Errno 13] open(2) of sim/api.py refused", None),
-    "reads_other_submission": ("raised PermissionError: flashsim grade: a submission may not read ",
-                               "tried to read other submissions"),  # fmt: skip
+    "reads_other_submission": (READ, "tried to read other submissions"),
     "lists_root": (EACCES + "'/'", None),
     "reads_grader_environ": (EACCES + "'/proc/", None),
     "reads_grader_memory": (EACCES + "'/proc/", None),
@@ -50,12 +50,11 @@ OUTCOMES = {
     "writes_sim_package": (EACCES + f"'{ROOT / 'sim' / '__init__.py'}'", None),
     "fills_disk": ("raised OSError: [Errno 27] File too large", None),
     "opens_many_files": ("raised OSError: [Errno 24] Too many open files", None),
-    "forks": ("raised PermissionError: flashsim grade: a submission may not start processes (os.fork)", None),
+    "forks": (SPAWN + "(os.fork)", None),
     "clears_process_events": (EPERM, None),
     "fork_exec": (EPERM, None),
     "multiprocessing_spawn": (EPERM, None),
-    "new_session": ("raised PermissionError: flashsim grade: a submission may not start processes (os.posix_spawn)",
-                    None),  # fmt: skip
+    "new_session": (SPAWN + "(os.posix_spawn)", None),
     "kills_grader": (EPERM, None),
     "stops_grader": (EPERM, None),
     "kills_everyone": ("raised RuntimeError: 4998 of 4998 kills refused or missed, none landed", None),
@@ -110,7 +109,9 @@ def batch(tmp_path_factory):
     csvfile.write(reports, base / "grades.csv")
     return {
         "reports": {Path(r.submission).stem: r for r in reports},
-        "changed": sorted(k for k, v in fingerprint(ROOT / "sim", ROOT / "lessons", HOSTILE).items() if before.get(k) != v),
+        "changed": sorted(
+            k for k, v in fingerprint(ROOT / "sim", ROOT / "lessons", HOSTILE).items() if before.get(k) != v
+        ),
         "left": sorted(p.name for p in (base / "tmp").iterdir()),
         "csv": list(csv.DictReader(open(base / "grades.csv", encoding="utf-8"))),
         "points": assignment.points,

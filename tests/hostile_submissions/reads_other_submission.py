@@ -4,7 +4,9 @@ import os
 
 import sim
 
-CLASSMATE = os.path.join(os.path.dirname(os.path.dirname(sim.__file__)), "tests", "hostile_submissions", "reads_master.py")
+CLASSMATE = os.path.join(
+    os.path.dirname(os.path.dirname(sim.__file__)), "tests", "hostile_submissions", "reads_master.py"
+)
 
 
 def forward(chip, *, Br, Bc, scale):

@@ -1,7 +1,5 @@
 """Appends to the installed sim package's __init__.py, to change every later grading run."""
 
-import os
-
 import sim
 
 
