@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 
 from sim.errors import InputError
@@ -42,7 +43,8 @@ class Isolation:
 def prepare(driver: str, forbidden: list[str], limits, *, allow_weak: bool, self_check: bool) -> Isolation:
     """The run's isolation, probed; InputError if a kernel layer is missing and neither flag allows that."""
     reads = allowlist.read_set(driver, forbidden)
-    uid = NOBODY if os.geteuid() == 0 and allowlist.readable_by(NOBODY, reads.paths) else None
+    reachable = [*reads.paths, tempfile.gettempdir()]  # what it reads, and the folder its own folder is made in
+    uid = NOBODY if os.geteuid() == 0 and allowlist.readable_by(NOBODY, reachable) else None
     without = set(WITHOUT) | ({"landlock", "seccomp"} if driver == "gpu" else set())  # CUDA: see the guide
     settings = {"root": sandbox.SIM_ROOT, "modules": reads.modules, "read": list(reads.paths), "uid": uid,
                 "without": sorted(without)}  # fmt: skip
