@@ -88,6 +88,8 @@ def grade(
             if walls.weak and not self_check:
                 report.notes.append(isolation.WEAK)
         report.seconds = time.perf_counter() - start
+        if sandbox.STOPPING.is_set():  # interrupted under it: not graded, so not recorded
+            return report
         if record:
             journal.append(record, report)
         if progress is not None:
