@@ -81,7 +81,7 @@ def test_the_seccomp_filter_refuses_what_it_must_and_lets_a_thread_start(monkeyp
 def test_the_isolation_line_names_the_layers_that_held_here():
     walls = grader.isolate(ONE_TEST, [MASTER])
     line = walls.line()
-    assert line.startswith(f"isolation: landlock ABI {landlock.abi()} (files")
+    assert f" landlock ABI {landlock.abi()} (files" in line and line.startswith("isolation: ")
     assert " · seccomp · " in line and line.endswith(" · rlimits") and not walls.weak
     assert walls.settings["without"] == []
     if landlock.abi() >= 4:
@@ -94,6 +94,14 @@ def test_a_missing_kernel_layer_refuses_grading_unless_allowed(monkeypatch, laye
     with pytest.raises(InputError, match=f"cannot confine submissions \\(no {layer}.*--allow-weak-isolation"):
         grader.isolate(ONE_TEST, [MASTER])
     assert grader.isolate(ONE_TEST, [MASTER], self_check=True).missing == (layer,)  # a student's laptop: a warning
+
+
+def test_without_namespaces_the_grader_only_warns_and_the_child_still_has_the_kernel_walls(monkeypatch):
+    monkeypatch.setattr(isolation, "WITHOUT", frozenset({"namespaces"}))
+    walls = grader.isolate(ONE_TEST, [MASTER])
+    assert "namespaces" not in walls.line() and walls.missing == ()
+    (report,) = grader.grade(ONE_TEST, [MASTER], seed=1, walls=walls)
+    assert report.score == 10 and report.notes == []
 
 
 def test_weak_mode_says_so_in_every_report_and_the_csv(monkeypatch, tmp_path):

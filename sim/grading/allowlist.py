@@ -98,15 +98,15 @@ def _under(path: str, folder: str) -> bool:
     return path == folder or path.startswith(folder + os.sep)
 
 
-def readable_by(uid: int, paths) -> bool:
-    """Whether a process of another uid (not the owner, not in the group) can read every one of `paths`: each
-    folder on the way searchable by others, each path readable by others."""
+def unreadable_by(uid: int, paths) -> str | None:
+    """The first of `paths` a process of another uid (not the owner, not in the group) cannot read — each folder
+    on the way searchable by others, the path itself readable by others — or None."""
     for path in paths:
         parts = os.path.realpath(path).split(os.sep)
         for i in range(2, len(parts) + 1):
-            st = os.stat(os.sep.join(parts[:i]) or os.sep)
+            st = os.stat(os.sep.join(parts[:i]))
             last = i == len(parts)
             need = (0o004 | (0o001 if os.path.isdir(path) else 0)) if last else 0o001
             if st.st_uid != uid and st.st_mode & need != need:
-                return False
-    return True
+                return os.sep.join(parts[:i])
+    return None

@@ -28,6 +28,7 @@ class Isolation:
     layers: tuple[str, ...]
     missing: tuple[str, ...]  # kernel layers (landlock, seccomp) not in force
     settings: dict
+    stays_root: str = ""  # why a root grader's children stay uid 0 (without capabilities), if they do
 
     @property
     def weak(self) -> bool:
@@ -36,7 +37,8 @@ class Isolation:
     def line(self) -> str:
         """`isolation: landlock ABI 7 (files, tcp, …) · seccomp · uid 65534`, or what is missing."""
         shown = [layer for layer in self.layers if layer != "rlimits"]
-        text = "isolation: " + " · ".join([*shown[1:], shown[0], "rlimits"])
+        who = shown[0] + (f" ({self.stays_root})" if self.stays_root else "")
+        text = "isolation: " + " · ".join([*shown[1:], who, "rlimits"])
         return text + (f" — {WEAK} (no {' or '.join(self.missing)})" if self.missing else "")
 
 
@@ -44,7 +46,8 @@ def prepare(driver: str, forbidden: list[str], limits, *, allow_weak: bool, self
     """The run's isolation, probed; InputError if a kernel layer is missing and neither flag allows that."""
     reads = allowlist.read_set(driver, forbidden)
     reachable = [*reads.paths, tempfile.gettempdir()]  # what it reads, and the folder its own folder is made in
-    uid = NOBODY if os.geteuid() == 0 and allowlist.readable_by(NOBODY, reachable) else None
+    closed = allowlist.unreadable_by(NOBODY, reachable) if os.geteuid() == 0 else None
+    uid = NOBODY if os.geteuid() == 0 and closed is None else None
     without = set(WITHOUT) | ({"landlock", "seccomp"} if driver == "gpu" else set())  # CUDA: see the guide
     settings = {"root": sandbox.SIM_ROOT, "modules": reads.modules, "read": list(reads.paths), "uid": uid,
                 "without": sorted(without)}  # fmt: skip
@@ -55,16 +58,23 @@ def prepare(driver: str, forbidden: list[str], limits, *, allow_weak: bool, self
             f"grade: this machine cannot confine submissions (no {' or '.join(missing)}: Linux ≥ 5.13 with Landlock "
             "enabled, and seccomp); pass --allow-weak-isolation to grade anyway, every report saying so"
         )
-    return Isolation(tuple(layers), missing, settings)
+    why = f"{closed} is closed to uid {NOBODY}" if closed else ""
+    return Isolation(tuple(layers), missing, settings, why)
 
 
 def probe(settings: dict, limits, forbidden: list[str]) -> list[str]:
-    """Start one confined child that does nothing but test its walls; the layers that held."""
+    """Start one confined child, in a folder of its own as every child has, that does nothing but test its walls;
+    the layers that held."""
     denied = next((f for f in forbidden if os.path.isfile(f)), sys.executable)
-    args = {**settings, "probe": True, "probe_denied": denied, "cpu_s": limits.cpu_s, "write": [],
-            "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes, "open_files": limits.open_files}  # fmt: skip
-    out = subprocess.run([sys.executable, "-I", "-B", "-c", sandbox.BOOTSTRAP, json.dumps(args), "-1", "-1"],
-                         capture_output=True, text=True, timeout=60, cwd="/", env={"PATH": os.environ.get("PATH", "")})  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="flashsim-probe-") as folder:
+        if settings["uid"] is not None:
+            os.chown(folder, settings["uid"], settings["uid"])
+        args = {**settings, "probe": True, "probe_denied": denied, "cpu_s": limits.cpu_s, "write": [folder],
+                "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes, "open_files": limits.open_files,
+                "tmpfs_bytes": limits.tmpfs_bytes}  # fmt: skip
+        out = subprocess.run([sys.executable, "-I", "-B", "-c", sandbox.BOOTSTRAP, json.dumps(args), "-1", "-1"],
+                             capture_output=True, text=True, timeout=60, cwd=folder,
+                             env={"PATH": os.environ.get("PATH", "")})  # fmt: skip
     if out.returncode != 0:
         last = (out.stderr.strip().splitlines() or ["no message"])[-1]
         raise InputError(f"grade: a confined process could not start here ({last[:200]})")

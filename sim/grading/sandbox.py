@@ -28,12 +28,15 @@ SIM_ROOT = str(Path(__file__).resolve().parents[2])  # what the child puts first
 # The child's first lines: confine itself (nothing but the standard library and sim.grading.confine is loaded
 # yet), then import the harness from the allowed files only, and serve the grader.
 BOOTSTRAP = """
+import time
+start = time.perf_counter()
 import json, sys
 settings = json.loads(sys.argv[1])
 sys.path.insert(0, settings["root"])
 from sim.grading import confine
 from sim.grading.confine import modules
-layers, ms = confine.apply(settings)
+layers = confine.apply(settings)
+ms = (time.perf_counter() - start) * 1000  # confinement's cost: its imports (ctypes) and its system calls
 if settings.get("probe"):
     print(json.dumps(confine.verify(layers, settings)))
     sys.exit(0)
@@ -64,6 +67,7 @@ class Limits:
     output_bytes: int = 1 << 20  # stdout + stderr
     file_bytes: int = 1 << 20  # largest file it may write (RLIMIT_FSIZE)
     open_files: int = 64  # descriptors it may hold at once (RLIMIT_NOFILE)
+    tmpfs_bytes: int = 16 << 20  # all it may write, where its folder can be a tmpfs of its own
 
 
 DEFAULT_LIMITS = Limits()
@@ -90,7 +94,8 @@ class Child:
             for path in (self.dir, self.file):
                 os.chown(path, uid, uid)
         settings = {**confinement, "cpu_s": limits.cpu_s, "memory_bytes": limits.memory_bytes,
-                    "file_bytes": limits.file_bytes, "open_files": limits.open_files, "write": [self.dir]}  # fmt: skip
+                    "file_bytes": limits.file_bytes, "open_files": limits.open_files, "tmpfs_bytes": limits.tmpfs_bytes,
+                    "write": [self.dir]}  # fmt: skip
         to_child, self._out = os.pipe()
         self._in, from_child = os.pipe()
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.dir, "LANG": "C.UTF-8"}

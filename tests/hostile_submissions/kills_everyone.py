@@ -1,15 +1,16 @@
-"""SIGKILLs every pid it can name (siblings grading beside it included), counting the refusals."""
+"""SIGKILLs every pid it can name (siblings grading beside it included), and says which kills landed."""
 
 import os
 import signal
 
 
 def forward(chip, *, Br, Bc, scale):
-    refused = 0
+    landed = []
     for pid in range(2, 5000):
         if pid != os.getpid():
             try:
                 os.kill(pid, signal.SIGKILL)
+                landed.append(pid)
             except (PermissionError, ProcessLookupError):
-                refused += 1
-    raise RuntimeError(f"{refused} of 4998 kills refused or missed, none landed")
+                pass
+    raise RuntimeError(f"kills landed on {landed or 'no process'} (own pid {os.getpid()})")

@@ -5,6 +5,7 @@ import os
 
 from sim.grading.confine.syscall import MACHINE, call, prctl
 
+PR_SET_DUMPABLE = 4  # prctl: whether /proc/self belongs to the process (and it may be traced by its uid)
 PR_CAPBSET_DROP = 24  # prctl: remove one capability from the bounding set (no exec can regain it)
 PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4  # prctl: empty the ambient set
 PR_SET_SECUREBITS = 28  # prctl: root gains nothing by uid 0 (NOROOT, NO_SETUID_FIXUP, KEEP_CAPS_LOCKED…)
@@ -22,18 +23,18 @@ class CapData(ctypes.Structure):
     _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
 
 
-def apply(uid: int | None) -> str:
-    """As root: become `uid` (its gid the same, no supplementary groups) if given, else drop every capability.
-    Not root: nothing to drop. The layer's words for the isolation line."""
+def become(uid: int | None) -> str:
+    """As root with `uid` given: become it (its gid the same, no supplementary groups; the kernel then clears every
+    capability). The layer's words: the uid the child runs as (root's capabilities are dropped by the caller)."""
     if os.geteuid() != 0:
         return f"uid {os.geteuid()}"
-    if uid is not None:
-        os.setgroups([])
-        os.setresgid(uid, uid, uid)
-        os.setresuid(uid, uid, uid)  # from root to another uid: the kernel clears every capability
-        return f"uid {uid}"
-    drop_capabilities()
-    return "uid 0 without capabilities"
+    if uid is None:
+        return "uid 0 without capabilities"
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+    prctl(PR_SET_DUMPABLE, 1)  # a change of uid made /proc/self root's: the namespaces' maps must be written
+    return f"uid {uid}"
 
 
 def drop_capabilities() -> None:
@@ -47,3 +48,4 @@ def drop_capabilities() -> None:
     prctl(PR_SET_SECUREBITS, SECUREBITS)
     header, data = CapHeader(CAP_VERSION_3, 0), (CapData * 2)()  # all zero: no capability in any set
     call(CAPSET[MACHINE], ctypes.byref(header), data)
+    prctl(PR_SET_DUMPABLE, 0)  # no process of the same uid may trace it or read its /proc files
