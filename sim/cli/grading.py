@@ -96,7 +96,7 @@ def grade_command(
     walls = None
     if grader.gpu_missing(assignment) is None:
         walls = grader.isolate(assignment, found, limits, allow_weak=allow_weak_isolation, self_check=self_check)
-        console.print(walls.line(), style="yellow" if walls.weak else "dim", highlight=False)
+        console.print(walls.line(), style="yellow" if walls.weak else "dim", highlight=False, soft_wrap=True)
     with progress_bar(quiet, len(found), each=many) as progress:
         reports = grader.grade(assignment, found, seed=seed, jobs=jobs, limits=limits, self_check=self_check,
                                progress=progress, walls=walls, record=journal_path and Path(journal_path))  # fmt: skip
