@@ -14,9 +14,10 @@ def write(reports: list[SubmissionReport], path: Path) -> None:
     names = [t.name for t in reports[0].tests] if reports else []
     f = io.StringIO()
     out = csv.writer(f)
-    out.writerow(["submission", "score", "max_score", "hbm_bytes", *names, "flags", "notes", "seed"])
+    out.writerow(["submission", "score", "max_score", "hbm_bytes", *names, "flags", "review", "notes", "seed"])
     for r in reports:
         points = {t.name: f"{t.points:g}" for t in r.tests}
         out.writerow([r.submission, f"{r.score:g}", f"{r.max_score:g}", r.hbm_bytes if r.hbm_bytes is not None else "",
-                      *(points.get(n, "") for n in names), "; ".join(r.flags), "; ".join(r.notes), r.seed])  # fmt: skip
+                      *(points.get(n, "") for n in names), "; ".join(r.flags), "; ".join(r.reviews),
+                      "; ".join(r.notes), r.seed])  # fmt: skip
     atomic.write_text(path, f.getvalue())

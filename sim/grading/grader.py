@@ -17,6 +17,7 @@ from sim.grading.report import SubmissionReport, TestResult
 from sim.grading.server import ChipServer
 from sim.grading.spec import Assignment
 
+START_S = 5.0  # seconds beyond a test's wall clock that starting a child and importing the submission may take
 MAX_DEATHS = 2  # a submission whose process dies this often has its remaining tests marked "not run"
 SOLUTIONS = "tried to read the instructor solutions"
 
@@ -167,12 +168,13 @@ def grade_one(
 def _start(child: sandbox.Child, setup: dict, walls, report: SubmissionReport) -> dict:
     """Hello to a new child: its walls must be the run's (said before any of the submission ran); then its import."""
     try:
-        header, _ = child.exchange({**setup, "file": str(child.file)})
+        start_s = child.limits.wall_s + START_S  # a process to start and confine, NumPy to import, then the file
+        header, _ = child.exchange({**setup, "file": str(child.file)}, wall_s=start_s)
         if header["op"] != "confined" or header["layers"] != list(walls.layers):
             got = header.get("layers", header["op"])
             return {"op": "import_failed", "message": f"its process was not confined as the run's probe was ({got})"}
         report.confine_ms.append(header["ms"])
-        header, _ = child.exchange({})
+        header, _ = child.exchange({}, wall_s=start_s)
     except sandbox.ChildDied as e:
         header = {"op": "import_failed", "message": str(e)}
     return header

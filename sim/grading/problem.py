@@ -14,7 +14,7 @@ from sim import reference
 from sim.dtypes import DTYPES
 from sim.errors import InputError
 from sim.format import human_bytes, percent
-from sim.grading import traffic
+from sim.grading import bound, traffic
 from sim.tolerance import gradient_bound, lse_bound, output_bound
 
 MEMORY_SLACK = 256 << 10  # the memory test's allowance beyond 4 × SRAM: the harness's own buffers, NumPy temporaries
@@ -34,6 +34,7 @@ class Problem:
     sram_bytes: int = 0
     memory_bound: int | None = None
     kwargs: dict = field(default_factory=dict)
+    fewest: bound.Bound | None = None  # the fewest HBM bytes any tiling flashsim knows moves in this SRAM
 
     @property
     def name(self) -> str:
@@ -97,7 +98,7 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
                        {"O": output_bound("flash2", case["dtype"], o, v, Nk, case["Bc"]), "L": lse_bound(lse)},
                        kwargs=kwargs)  # fmt: skip
     expected = traffic.expected(grading, case)
-    sram = int(test["sram"]) if "sram" in test else int(expected.sram_peak * test.get("sram_slack", 1.25))
+    sram = int(test["sram"]) if "sram" in test else int(expected.sram_peak * test.get("sram_slack", 1.0))
     if grading.get("pass") == "backward":
         do = rng.standard_normal((N, d)).astype(dt)
         inputs = {"Q": q, "K": k, "V": v, "O": o.astype(dt), "dO": do, "L": lse.astype(np.float32)}
@@ -110,6 +111,7 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
         stat = "L" if grading["algorithm"] == "flash2" else "ℓ"
         answer[stat], bounds[stat] = lse, lse_bound(lse)
     problem = Problem(test, case, inputs, answer, bounds, expected, sram, kwargs=kwargs)
+    problem.fewest = bound.fewest(case, sram, grading.get("pass") == "backward")
     if test["check"] == "memory":
         problem.memory_bound = 4 * sram + MEMORY_SLACK
         whole = 4 * N * Nk

@@ -33,6 +33,7 @@ def submission(report: SubmissionReport, self_check: bool = False) -> Group:
         )  # fmt: skip
     parts = [head, table]
     parts += [Text(f"scored 0: the submission {flag}", "bold red") for flag in report.flags]
+    parts += [Text(f"for review: {line}", "yellow") for line in report.reviews]
     parts += [Text(note, "yellow") for note in report.notes]
     if self_check:
         parts.append(Text("self-check: the public tests only; the grader also runs hidden tests", "dim"))
