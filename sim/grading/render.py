@@ -69,4 +69,8 @@ def bench(report: dict) -> Table:
     table.add_section()
     table.add_row("all", str(report["submissions"]), f"{seconds(report['seconds'])} in all; per submission "
                   f"{seconds(per['median'])} median, {seconds(per['max'])} at most")  # fmt: skip
+    c, load = report["confinement_ms"], report["load_average"]
+    table.add_row("confinement", str(c["children"]), f"{c['median']:.1f} ms median a child, {c['max']:.1f} ms at most; "
+                  f"load average {load['start']:.1f} → {load['end']:.1f}")  # fmt: skip
+    table.caption = report["isolation"]
     return table
