@@ -1,14 +1,16 @@
-"""The review line: fewer HBM bytes than any tiling flashsim knows in the test's SRAM. The bound is checked
-against every block shape (a brute-force minimum over the closed forms), and a submission that keeps tiles in
-Python memory is flagged with the figures while the honest ones are not."""
+"""What the grader's numbers rest on: the review line (fewer HBM bytes than any tiling flashsim knows in the test's
+SRAM), checked against every block shape (a brute-force minimum over the closed forms), a submission that keeps
+tiles in Python memory flagged with the figures while the honest ones are not; and inputs no submission can write."""
 
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from sim import blocks, iomodel
 from sim.grading import bound, grader, problem, spec
+from sim.grading.server import ChipServer
 
 SUBMISSIONS = Path(__file__).parent / "grading_submissions" / "02"
 
@@ -63,3 +65,18 @@ def test_tiles_kept_in_python_memory_are_flagged_for_review_with_the_figures_and
     )
     assert len(cheat.reviews) == len(a.tests)
     assert honest.reviews == [] and other.reviews == [] and honest.score == a.points
+
+
+def test_every_input_is_read_only_to_a_submission_and_each_run_has_its_own_copy():
+    a = spec.load(spec.locate("04"))  # the backward: Q, K, V, O, dO and L are all inputs
+    p = problem.make(a.grading, a.tests[0], 3)
+    before = {name: x.copy() for name, x in p.inputs.items()}
+    one, two = ChipServer(p.sram_bytes, p.inputs), ChipServer(p.sram_bytes, p.inputs)
+    for name in p.inputs:
+        one.handle({"op": "put", "buf": "x", "nbytes": 4}, [])
+        one.handle({"op": "store", "tensor": name, "buf": "x", "rows": [0, 1], "cols": None}, [np.zeros((1, 1))])
+        assert one.error == f"store: {name} is an input, read-only to a submission; write your results to outputs"
+        one.error = None
+        held = one.chip.hbm.tensors[name]
+        assert held is not p.inputs[name] and held is not two.chip.hbm.tensors[name] and not held.flags.writeable
+        assert np.array_equal(held, before[name]) and np.array_equal(p.inputs[name], before[name])

@@ -6,7 +6,6 @@ signals nothing but itself, and opens no socket. Everything else is allowed; wha
 import ctypes
 import errno
 import os
-import struct
 
 from sim.grading.confine.syscall import MACHINE, prctl
 
@@ -90,8 +89,3 @@ def apply() -> str:
     prog = SockFprog(len(code), filters)
     prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
     return "seccomp"
-
-
-def describe(code) -> bytes:
-    """The program's bytes as the kernel reads them (8 per instruction), for a test to decode independently."""
-    return b"".join(struct.pack("<HBBI", *i) for i in code)
