@@ -29,14 +29,14 @@ SIM_ROOT = str(Path(__file__).resolve().parents[2])  # what the child puts first
 # yet), then import the harness from the allowed files only, and serve the grader.
 BOOTSTRAP = """
 import time
-start = time.perf_counter()
+start = time.process_time()
 import json, sys
 settings = json.loads(sys.argv[1])
 sys.path.insert(0, settings["root"])
 from sim.grading import confine
 from sim.grading.confine import modules
 layers = confine.apply(settings)
-ms = (time.perf_counter() - start) * 1000  # confinement's cost: its imports (ctypes) and its system calls
+ms = (time.process_time() - start) * 1000  # confinement's CPU time: its imports (ctypes), its system calls
 if settings.get("probe"):
     print(json.dumps(confine.verify(layers, settings)))
     sys.exit(0)
