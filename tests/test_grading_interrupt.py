@@ -3,6 +3,7 @@ whole; started again with the journal, it grades only the submissions it had not
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -10,6 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+
+from sim.errors import InputError
+from sim.grading import grader, spec
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "grading_submissions" / "tiny" / "01_tiny_softmax.py"
@@ -68,3 +72,18 @@ def test_an_interrupted_batch_leaves_nothing_behind_and_resumes_without_regradin
     rows = csv.read_text().splitlines()
     assert len(rows) == N + 1 and all(r.split(",")[1] == "2" for r in rows[1:])
     assert list(tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "text, seed, message",
+    [
+        ("not json\n", None, "is not a grading journal"),
+        ('{"assignment": "01_tiny_softmax", "seed": 5}\n{"tests": 3}\n', None, "is not a grading journal"),
+        ('{"assignment": "02_flash1_forward", "seed": 5}\n', None, "records assignment '02_flash1_forward'"),
+        ('{"assignment": "01_tiny_softmax", "seed": 5}\n', 6, "was graded with seed 5, not 6"),
+    ],
+)
+def test_a_journal_that_does_not_fit_is_refused_in_one_line(tmp_path, text, seed, message):
+    (tmp_path / "j.jsonl").write_text(text)
+    with pytest.raises(InputError, match=re.escape(message)):
+        grader.grade(spec.load(TINY), [TINY], seed=seed, record=tmp_path / "j.jsonl")
