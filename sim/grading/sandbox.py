@@ -83,33 +83,13 @@ class Child:
     def __init__(self, submission: Path, limits: Limits, confinement: dict):
         """Start the harness for `submission`; `confinement` holds what every child shares (read set, uid, root,
         modules, layers to leave out), to which this child's limits and own directory are added."""
-        if STOPPING.is_set():
-            raise ChildDied("grading was interrupted")
         self.limits = limits
         self.dir = tempfile.mkdtemp(prefix="flashsim-grade-")
-        self.file = Path(self.dir) / "submission.py"
-        shutil.copyfile(submission, self.file)
-        uid = confinement.get("uid")
-        if uid is not None:  # the child becomes `uid`: its directory and file are its own
-            for path in (self.dir, self.file):
-                os.chown(path, uid, uid)
-        settings = {**confinement, "cpu_s": limits.cpu_s, "memory_bytes": limits.memory_bytes,
-                    "file_bytes": limits.file_bytes, "open_files": limits.open_files, "tmpfs_bytes": limits.tmpfs_bytes,
-                    "write": [self.dir]}  # fmt: skip
-        to_child, self._out = os.pipe()
-        self._in, from_child = os.pipe()
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.dir, "LANG": "C.UTF-8"}
-        env |= {k: v for k, v in os.environ.items() if k.startswith(PASSED_ON)}  # where CUDA is, for the GPU path
-        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
-        with _LOCK:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-I", "-B", "-c", BOOTSTRAP, json.dumps(settings), str(to_child), str(from_child)],
-                cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                pass_fds=(to_child, from_child), start_new_session=True,
-            )  # fmt: skip
-            LIVE.add(self)
-        os.close(to_child)
-        os.close(from_child)
+        try:
+            self._start(submission, confinement)
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
         self.reader = wire.Reader(schema.MAX_PAYLOAD, schema.check)
         self.output = {"stdout": bytearray(), "stderr": bytearray()}
         self.printed = 0
@@ -119,6 +99,41 @@ class Child:
         self.selector.register(self._in, selectors.EVENT_READ, "pipe")
         self.selector.register(self.proc.stdout, selectors.EVENT_READ, "stdout")
         self.selector.register(self.proc.stderr, selectors.EVENT_READ, "stderr")
+
+    def _start(self, submission: Path, confinement: dict) -> None:
+        """Copy the submission into the child's folder (the child's own, if it runs as another uid) and start it."""
+        self.file = Path(self.dir) / "submission.py"
+        shutil.copyfile(submission, self.file)
+        uid = confinement.get("uid")
+        if uid is not None:  # the child becomes `uid`: its directory and file are its own
+            for path in (self.dir, self.file):
+                os.chown(path, uid, uid)
+        limits = self.limits
+        settings = {**confinement, "cpu_s": limits.cpu_s, "memory_bytes": limits.memory_bytes,
+                    "file_bytes": limits.file_bytes, "open_files": limits.open_files, "tmpfs_bytes": limits.tmpfs_bytes,
+                    "write": [self.dir]}  # fmt: skip
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.dir, "LANG": "C.UTF-8"}
+        env |= {k: v for k, v in os.environ.items() if k.startswith(PASSED_ON)}  # where CUDA is, for the GPU path
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
+        to_child, self._out = os.pipe()
+        self._in, from_child = os.pipe()
+        try:
+            with _LOCK:  # no child starts once `stop_all` has begun
+                if STOPPING.is_set():
+                    raise ChildDied("grading was interrupted")
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-I", "-B", "-c", BOOTSTRAP, json.dumps(settings), str(to_child), str(from_child)],
+                    cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    pass_fds=(to_child, from_child), start_new_session=True,
+                )  # fmt: skip
+                LIVE.add(self)
+        except BaseException:
+            os.close(self._in)
+            os.close(self._out)
+            raise
+        finally:
+            os.close(to_child)
+            os.close(from_child)
 
     def exchange(self, header: dict, arrays=(), serve=None, wall_s: float | None = None) -> tuple[dict, list]:
         """Send a message, answer the child's requests with `serve(header, arrays)` until it sends its
