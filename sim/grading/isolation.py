@@ -65,7 +65,11 @@ def prepare(driver: str, forbidden: list[str], limits, *, allow_weak: bool, self
 def probe(settings: dict, limits, forbidden: list[str]) -> list[str]:
     """Start one confined child, in a folder of its own as every child has, that does nothing but test its walls;
     the layers that held."""
-    denied = next((f for f in forbidden if os.path.isfile(f)), sys.executable)
+    outside = [f for f in forbidden if os.path.isfile(f)] + ["/etc/passwd", sys.executable]
+    # a file only Landlock keeps from it: outside the read set, readable by anyone (so no file mode stops it first)
+    denied = next(
+        (f for f in outside if os.path.isfile(f) and allowlist.unreadable_by(NOBODY, [f]) is None), outside[0]
+    )
     with tempfile.TemporaryDirectory(prefix="flashsim-probe-") as folder:
         if settings["uid"] is not None:
             os.chown(folder, settings["uid"], settings["uid"])
