@@ -142,3 +142,10 @@ def test_the_read_set_is_refused_where_it_reaches_a_forbidden_path():
     assert sorted(Path(p).name for p in reads.paths if Path(p).is_relative_to(ROOT)) == sorted(
         Path(f).name for f in reads.modules.values()
     )  # of the repository, only the harness's files
+
+
+def test_a_master_beside_the_library_is_refused_but_a_students_own_copy_there_is_not():
+    beside = replace(ONE_TEST, path=ROOT / "02_flash1_forward.py")  # the repository's root: sim/ is in its folder
+    with pytest.raises(InputError, match=r"reaches .*; refusing to grade"):
+        grader.isolate(beside, [beside.path])
+    assert not grader.isolate(beside, [beside.path], self_check=True).weak

@@ -38,7 +38,7 @@ def submissions_in(path: Path) -> list[Path]:
 def isolate(assignment: Assignment, submissions: list[Path], limits: sandbox.Limits = sandbox.DEFAULT_LIMITS, *,
             allow_weak: bool = False, self_check: bool = False) -> isolation.Isolation:  # fmt: skip
     """The walls this run's children get (probed); InputError if the kernel's are missing and that is not allowed."""
-    forbidden = [str(p) for p in _forbidden(assignment, submissions)]
+    forbidden = [str(p) for p in _forbidden(assignment, submissions, self_check)]
     return isolation.prepare(assignment.grading["driver"], forbidden, limits, allow_weak=allow_weak,
                              self_check=self_check)  # fmt: skip
 
@@ -256,11 +256,13 @@ def _private(assignment: Assignment) -> list[Path]:
     return private
 
 
-def _forbidden(assignment: Assignment, submissions: list[Path]) -> list[Path]:
-    """What no child's read set may reach: the library's solutions, the master and private folders, submissions."""
+def _forbidden(assignment: Assignment, submissions: list[Path], self_check: bool = False) -> list[Path]:
+    """What no child's read set may reach: the library's solutions, the master and private folders, submissions.
+    A self-check's "master" is the student's own copy: its folder (wherever they keep it) is nothing to hide."""
     forbid = [*guard.SOLUTION_MODULES, *assignment.grading.get("forbid", [])]
     solutions = [Path(p.rstrip(os.sep)) for p in guard.denied_paths(forbid) if not p.endswith(".")]
-    return [*solutions, assignment.path.resolve(), *_private(assignment), *(Path(s).resolve() for s in submissions)]
+    private = _private(assignment)[1:] if self_check else _private(assignment)
+    return [*solutions, assignment.path.resolve(), *private, *(Path(s).resolve() for s in submissions)]
 
 
 def gpu_missing(assignment: Assignment) -> str | None:
