@@ -15,19 +15,19 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 LAZY = {  # public name → the module that defines it
-    "ALGORITHMS": "sim.api",
-    "backward": "sim.api",
-    "count": "sim.api",
-    "count_backward": "sim.api",
-    "decode": "sim.api",
-    "run": "sim.api",
-    "FlashsimError": "sim.errors",
-    "InputError": "sim.errors",
-    "SRAMOverflowError": "sim.errors",
-    "Costs": "sim.results",
-    "Decoded": "sim.results",
-    "Gradients": "sim.results",
-    "Result": "sim.results",
+    "ALGORITHMS": "sim.api.entry",
+    "backward": "sim.api.entry",
+    "count": "sim.api.entry",
+    "count_backward": "sim.api.entry",
+    "decode": "sim.api.entry",
+    "run": "sim.api.entry",
+    "FlashsimError": "sim.core.errors",
+    "InputError": "sim.core.errors",
+    "SRAMOverflowError": "sim.core.errors",
+    "Costs": "sim.api.results",
+    "Decoded": "sim.api.results",
+    "Gradients": "sim.api.results",
+    "Result": "sim.api.results",
 }
 
 __all__ = sorted(LAZY)

@@ -10,11 +10,11 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from sim.dtypes import ACCUMULATOR
-from sim.errors import InputError, SRAMOverflowError
-from sim.format import human_bytes
-from sim.ledger import Ledger
-from sim.trace import KEY_TENSORS, Access, Resident, Step, Trace, row_values
+from sim.core.dtypes import ACCUMULATOR
+from sim.core.errors import InputError, SRAMOverflowError
+from sim.core.format import human_bytes
+from sim.machine.ledger import Ledger
+from sim.machine.trace import KEY_TENSORS, Access, Resident, Step, Trace, row_values
 
 MAX_TRACE_STEPS = 250_000  # a recorded trace holds at most this many steps (about 150 MB of Python objects)
 
@@ -112,7 +112,7 @@ class Chip:
 
     `record` is "counts" (ledger only), "steps" (plus a Trace of every step) or
     "values" (steps plus the values each step wrote to SRAM); with `row`, the values
-    of that query row only (`sim.trace.row_values`), so that big runs stay small.
+    of that query row only (`sim.machine.trace.row_values`), so that big runs stay small.
     """
 
     def __init__(self, sram_bytes: int, record: str = "counts", trace: Trace | None = None, row: int | None = None):
@@ -140,7 +140,7 @@ class Chip:
                 f"trace: the run has more than {MAX_TRACE_STEPS:,} steps, too many to record; "
                 "use bigger blocks or more SRAM (a bigger hardware preset)"
             )
-        from sim import source  # only a recorded trace needs it; the grader's harness never loads it
+        from sim.machine import source
 
         caller = sys._getframe(1)
         code = (source.relative(caller.f_code.co_filename), caller.f_lineno)
@@ -212,7 +212,7 @@ class Chip:
         return np.exp(x)
 
     def elementwise(self, n: int) -> None:
-        """Book `n` elementwise operations: non-matmul arithmetic other than exp (see `sim.iomodel`)."""
+        """Book `n` elementwise operations: non-matmul arithmetic other than exp (see `sim.machine.iomodel`)."""
         self.ledger.work["elementwise"] += n
 
 

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sim import blocks, iomodel
+from sim.algorithms import registry
+from sim.machine import blocks, iomodel
 from sim.grading import bound, grader, problem, spec
 from sim.grading.server import ChipServer
 
@@ -24,7 +25,7 @@ def brute_force(case: dict, sram: int, backward: bool) -> int:
         for a in ("flash1", "flash2")
         for Br in range(1, N + 1)
         for Bc in range(1, Nk + 1)
-        if blocks.need(a, Br, Bc, d, s, backward=backward) <= sram
+        if registry.need(a, Br, Bc, d, s, backward=backward) <= sram
     )
 
 
@@ -36,7 +37,7 @@ def test_the_bound_is_the_minimum_over_every_block_shape(N, Nk, d, dtype, sram, 
     found = bound.fewest(case, sram, backward)
     assert found.hbm_bytes == brute_force(case, sram, backward)
     s = 2 if dtype == "fp16" else 4
-    assert blocks.need(found.algorithm, found.Br, found.Bc, d, s, backward=backward) <= sram
+    assert registry.need(found.algorithm, found.Br, found.Bc, d, s, backward=backward) <= sram
     form = iomodel.backward_counts if backward else iomodel.counts
     assert form(found.algorithm, N, Nk, d, s, found.Br, found.Bc, causal).hbm_bytes == found.hbm_bytes
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 from sim.grading import grader, spec
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from sim.cli import app
-from sim.errors import InputError
+from sim.core.errors import InputError
 from sim.grading import allowlist, csvfile, grader, isolation, spec
 from sim.grading.confine import landlock, seccomp
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from sim import bench
+from sim.lab import bench
 from sim.cli import estimate, options
 from sim.cli.options import console
 from sim.cli.progress import Work
-from sim.errors import InputError
-from sim.format import count, seconds
+from sim.core.errors import InputError
+from sim.core.format import count, seconds
 from sim.grading import bench as grading_bench
 from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec
 

@@ -16,10 +16,10 @@ import sysconfig
 from dataclasses import dataclass
 from functools import cache
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 HARNESS_MODULES = (  # the student API and the harness: every module of sim a graded process loads
-    "sim", "sim.dtypes", "sim.errors", "sim.format", "sim.ledger", "sim.memory", "sim.trace",
+    "sim", "sim.core.dtypes", "sim.core.errors", "sim.core.format", "sim.machine.ledger", "sim.machine.memory", "sim.machine.trace",
     "sim.grading", "sim.grading.guard", "sim.grading.harness", "sim.grading.proxy", "sim.grading.wire",
 )  # fmt: skip
 GPU_MODULES = ("sim.grading.gpu_kernel",)  # what the GPU driver loads beyond them (with the gpu package)

@@ -10,8 +10,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from sim.bench import machine
-from sim.errors import InputError
+from sim.lab.bench import machine
+from sim.core.errors import InputError
 from sim.grading import export, grader, spec
 
 ASSIGNMENT = "02"

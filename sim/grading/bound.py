@@ -10,9 +10,10 @@ minimum is at Bc = 1 or at the largest Bc that fits, and Br runs over every valu
 
 from dataclasses import dataclass
 
-from sim import blocks, iomodel
-from sim.dtypes import itemsize
-from sim.format import count
+from sim.algorithms import registry
+from sim.machine import blocks, iomodel
+from sim.core.dtypes import itemsize
+from sim.core.format import count
 
 ORDERS = {"flash1": "Algorithm 1's K/V-outer order", "flash2": "FlashAttention-2's Q-outer order"}
 
@@ -55,7 +56,7 @@ def _largest_bc(algorithm: str, Br: int, Nk: int, d: int, s: int, sram_bytes: in
     footprint growing with Bc."""
 
     def fits(Bc: int) -> bool:
-        return blocks.need(algorithm, Br, Bc, d, s, backward=backward) <= sram_bytes
+        return registry.need(algorithm, Br, Bc, d, s, backward=backward) <= sram_bytes
 
     if not fits(1):
         return 0

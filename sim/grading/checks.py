@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim.dtypes import DTYPES
-from sim.format import abs_error, human_bytes
+from sim.core.dtypes import DTYPES
+from sim.core.format import abs_error, human_bytes
 from sim.grading import traffic
 from sim.grading.problem import Problem
 from sim.grading.report import TestResult

@@ -8,7 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 from sim.grading import guard, isolation, journal, problem, sandbox
 from sim.grading.checks import Outcome, evaluate
 from sim.grading.problem import Problem

@@ -13,7 +13,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 from sim.grading import allowlist, confine, sandbox
 
 NOBODY = 65534  # the uid (and gid) a root grader's children become, where they can read what they need

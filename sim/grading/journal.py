@@ -10,7 +10,7 @@ import os
 from dataclasses import asdict
 from pathlib import Path
 
-from sim.errors import InputError
+from sim.core.errors import InputError
 from sim.grading.report import SubmissionReport, TestResult
 
 

@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from sim import reference
-from sim.dtypes import DTYPES
-from sim.errors import InputError
-from sim.format import human_bytes, percent
+from sim.api import reference
+from sim.core.dtypes import DTYPES
+from sim.core.errors import InputError
+from sim.core.format import human_bytes, percent
 from sim.grading import bound, traffic
-from sim.tolerance import gradient_bound, lse_bound, output_bound
+from sim.api.tolerance import gradient_bound, lse_bound, output_bound
 
 MEMORY_SLACK = 256 << 10  # the memory test's allowance beyond 4 × SRAM: the harness's own buffers, NumPy temporaries
 SHAPE_KEYS = ("N", "Nk", "d", "Br", "Bc", "rows", "length")

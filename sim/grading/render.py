@@ -4,7 +4,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import count, seconds
+from sim.core.format import count, seconds
 from sim.grading.report import SubmissionReport
 
 STYLES = {"passed": "green", "partial": "yellow", "failed": "red", "not run": "red", "skipped": "dim"}

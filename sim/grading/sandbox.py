@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.format import human_bytes
+from sim.core.format import human_bytes
 from sim.grading import schema, wire
 
 SIM_ROOT = str(Path(__file__).resolve().parents[2])  # what the child puts first on its path to import sim

@@ -1,4 +1,4 @@
-"""The grader's side of a graded run: its own `sim.memory.Chip` answers the submission's requests.
+"""The grader's side of a graded run: its own `sim.machine.memory.Chip` answers the submission's requests.
 
 HBM, the SRAM accounting and the ledger live here, in the grader's process; the submission's
 process sees only tiles. Every request is checked (names, tile ranges, shapes, sizes) before
@@ -8,10 +8,10 @@ the run's error, and every later load is refused with it.
 
 import numpy as np
 
-from sim.dtypes import DTYPES
-from sim.errors import FlashsimError, InputError, SRAMOverflowError
-from sim.format import human_bytes
-from sim.memory import Chip
+from sim.core.dtypes import DTYPES
+from sim.core.errors import FlashsimError, InputError, SRAMOverflowError
+from sim.core.format import human_bytes
+from sim.machine.memory import Chip
 
 MAX_ALLOC_BYTES = 64 << 20  # HBM a submission may allocate for its outputs in one test
 _PLACEHOLDER = np.empty(0, np.float32)  # what the grader's SRAM holds for a buffer whose values live in the submission

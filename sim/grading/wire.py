@@ -15,7 +15,7 @@ from collections import deque
 
 import numpy as np
 
-from sim.dtypes import DTYPES
+from sim.core.dtypes import DTYPES
 
 PREFIX = struct.Struct(">II")
 MAX_HEADER = 1 << 16  # bytes of JSON: names, shapes, a message
