@@ -266,6 +266,8 @@ def test_bench_grade_grades_the_master_and_writes_its_report(tmp_path, monkeypat
     report = json.loads((tmp_path / "bench.json").read_text())
     assert report["submissions"] == 2 and report["jobs"] == 2 and report["assignment"] == "02_flash1_forward"
     assert report["kinds"] == {"right": {"count": 2, "scores": [100.0]}}  # the first two of every ten are the master
+    assert report["isolation"].startswith("isolation: ") and report["confinement_ms"]["children"] == 2
+    assert 0 < report["confinement_ms"]["median"] <= report["confinement_ms"]["max"]
     assert Bars.made == [{"description": "grading 2 submissions", "total": 2, "done": 2, "quiet": False}]
 
 

@@ -65,11 +65,16 @@ def export_command(assignment, student, instructor) -> None:
 @click.option("--hidden-visibility", type=click.Choice(gradescope.VISIBILITY), default="hidden", show_default=True,
               help="Gradescope visibility of the hidden tests.")  # fmt: skip
 @options.output_file("--csv", "csv_path", "Write one row per submission here.")
+@options.output_file("--journal", "journal_path",
+                     "Record each graded submission here; run again with it to resume an interrupted batch.")  # fmt: skip
+@click.option("--allow-weak-isolation", is_flag=True,
+              help="Grade even where the kernel cannot confine submissions (no Landlock or seccomp); reports say so.")  # fmt: skip
 @click.option("--details", is_flag=True, help="For a folder: every submission's table, not only the summary.")
 @options.QUIET
 def grade_command(
-    paths, self_check, seed, jobs, timeout, gradescope_path, hidden_visibility, csv_path, details, quiet
-) -> None:
+    paths, self_check, seed, jobs, timeout, gradescope_path, hidden_visibility, csv_path, journal_path,
+    allow_weak_isolation, details, quiet,
+) -> None:  # fmt: skip
     """Grade SUBMISSION (a .py file, or a folder of them) against ASSIGNMENT (a name such as 02, or a master's path).
 
     flashsim grade ASSIGNMENT SUBMISSION; flashsim grade --self-check FILE (a student's copy, public tests).
@@ -88,10 +93,13 @@ def grade_command(
     many = len(found) > 1
     jobs = at_once(len(found), jobs)
     limits = sandbox.Limits(wall_s=timeout)
+    walls = None
+    if grader.gpu_missing(assignment) is None:
+        walls = grader.isolate(assignment, found, limits, allow_weak=allow_weak_isolation, self_check=self_check)
+        console.print(walls.line(), style="yellow" if walls.weak else "dim", highlight=False, soft_wrap=True)
     with progress_bar(quiet, len(found), each=many) as progress:
-        reports = grader.grade(
-            assignment, found, seed=seed, jobs=jobs, limits=limits, self_check=self_check, progress=progress
-        )
+        reports = grader.grade(assignment, found, seed=seed, jobs=jobs, limits=limits, self_check=self_check,
+                               progress=progress, walls=walls, record=journal_path and Path(journal_path))  # fmt: skip
     for r in reports if (details or not many) else []:
         console.print(render.submission(r, self_check))
     if many:

@@ -5,6 +5,7 @@ K and V for every Q block (IO-wasteful), the solution without the rescale of O_i
 the student's stub. They are written to a temporary folder and graded as `flashsim grade` does.
 """
 
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -40,14 +41,18 @@ def submissions(folder: Path, n: int) -> dict[str, int]:
 
 
 def bench_grade(n: int = 100, jobs: int | None = None, seed: int = 0, progress=None) -> dict:
-    """Grade n generated submissions of assignment 2; the wall time, per submission and in all.
-    `progress(report)` is called as each submission is graded."""
+    """Grade n generated submissions of assignment 2, confined as `flashsim grade` confines them; the wall time, per
+    submission and in all, and what confining each child cost. `progress(report)` is called as each is graded."""
     assignment = spec.load(spec.locate(ASSIGNMENT))
+    load = os.getloadavg()[0]  # the machine may be shared: what else was running when the clock started
     with tempfile.TemporaryDirectory(prefix="flashsim-bench-grade-") as tmp:
         made = submissions(Path(tmp), n)
         start = time.perf_counter()
-        reports = grader.grade(assignment, grader.submissions_in(Path(tmp)), seed=seed, jobs=jobs, progress=progress)
+        found = grader.submissions_in(Path(tmp))
+        walls = grader.isolate(assignment, found)
+        reports = grader.grade(assignment, found, seed=seed, jobs=jobs, progress=progress, walls=walls)
         total = time.perf_counter() - start
+    confine = sorted(ms for r in reports for ms in r.confine_ms)
     per = sorted(r.seconds for r in reports)
     scores: dict[str, list[float]] = {}
     for i, r in enumerate(reports):
@@ -61,5 +66,8 @@ def bench_grade(n: int = 100, jobs: int | None = None, seed: int = 0, progress=N
         "tests_per_submission": len(assignment.tests),
         "seconds": total,
         "per_submission_seconds": {"median": per[len(per) // 2], "max": per[-1]},
+        "isolation": walls.line(),
+        "confinement_ms": {"children": len(confine), "median": confine[len(confine) // 2], "max": confine[-1]},
+        "load_average": {"start": load, "end": os.getloadavg()[0]},
         "kinds": {kind: {"count": made[kind], "scores": sorted(set(s))} for kind, s in scores.items()},
     }

@@ -45,6 +45,10 @@ def evaluate(grading: dict, problem: Problem, outcome: Outcome) -> TestResult:
         result.feedback = wrong
         return result
     result.points, result.status, result.feedback = result.max_points, "passed", "correct"
+    if server is not None and problem.fewest is not None:
+        booked = server.chip.ledger.hbm_read_bytes + server.chip.ledger.hbm_write_bytes
+        if booked < problem.fewest.hbm_bytes:
+            result.review = problem.fewest.review(booked, problem.sram_bytes)
     if test["check"] == "memory":
         bound, whole = problem.memory_bound, 4 * problem.case["N"] * problem.case["Nk"]
         if outcome.peak is None or outcome.peak > bound:

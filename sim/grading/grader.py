@@ -1,13 +1,15 @@
-"""`grade`: every test of an assignment against every submission, each submission in its own guarded process."""
+"""`grade`: every test of an assignment against every submission, each submission in its own confined process."""
 
 import os
 import secrets
+import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sim.core.errors import InputError
-from sim.grading import guard, problem, sandbox, similarity
+from sim.grading import guard, isolation, journal, problem, sandbox, similarity
 from sim.grading.checks import Outcome, evaluate
 from sim.grading.problem import Problem
 from sim.grading.proxy import tensor_specs
@@ -16,6 +18,7 @@ from sim.grading.server import ChipServer
 from sim.grading.spec import Assignment
 from sim.grading.triton import grade as triton
 
+START_S = 5.0  # seconds beyond a test's wall clock that starting a child and importing the submission may take
 MAX_DEATHS = 2  # a submission whose process dies this often has its remaining tests marked "not run"
 SOLUTIONS = "tried to read the instructor solutions"
 
@@ -33,6 +36,14 @@ def submissions_in(path: Path) -> list[Path]:
     raise InputError(f"submission: no file or folder {path}")
 
 
+def isolate(assignment: Assignment, submissions: list[Path], limits: sandbox.Limits = sandbox.DEFAULT_LIMITS, *,
+            allow_weak: bool = False, self_check: bool = False) -> isolation.Isolation:  # fmt: skip
+    """The walls this run's children get (probed); InputError if the kernel's are missing and that is not allowed."""
+    forbidden = [str(p) for p in _forbidden(assignment, submissions, self_check)]
+    return isolation.prepare(assignment.grading["driver"], forbidden, limits, allow_weak=allow_weak,
+                             self_check=self_check)  # fmt: skip
+
+
 def grade(
     assignment: Assignment,
     submissions: list[Path],
@@ -42,40 +53,86 @@ def grade(
     limits: sandbox.Limits = sandbox.DEFAULT_LIMITS,
     self_check: bool = False,
     progress=None,
+    walls: isolation.Isolation | None = None,
+    record: Path | None = None,
 ) -> list[SubmissionReport]:
-    """Grade each submission (in parallel, `jobs` at a time) on this run's cases; `self_check` runs public tests only."""
+    """Grade each submission (in parallel, `jobs` at a time) on this run's cases; `self_check` runs public tests only.
+    `walls`: the run's isolation (`isolate`'s, probed here if not given); `record`: a journal file that keeps each
+    graded submission, so that a run interrupted half-way and started again grades only the rest."""
     if seed is not None and (not isinstance(seed, int) or seed < 0):
         raise InputError(f"seed: must be a whole number, 0 or more; got {seed!r}")
     if self_check:
         assignment = assignment.public()
+    done, seed = journal.resume(record, assignment.name, seed) if record else ({}, seed)
     seed = secrets.randbelow(2**31) if seed is None else seed
     problems = [problem.make(assignment.grading, t, seed) for t in assignment.tests]
-    unavailable = _gpu_missing(assignment)
+    unavailable = gpu_missing(assignment)
     setup = _setup(assignment, submissions, self_check)
     if assignment.grading["driver"] == "gpu" and unavailable is None:
         limits = sandbox.Limits(limits.wall_s, limits.cpu_s, 0, limits.output_bytes, limits.file_bytes)
+    if unavailable is None and walls is None:
+        walls = isolate(assignment, submissions, limits, self_check=self_check)
 
     def one(path: Path) -> SubmissionReport:
+        if path.name in done:
+            return done[path.name]
         start = time.perf_counter()
         if unavailable is not None:
             report = SubmissionReport(path.name, assignment.name, seed, notes=[unavailable])
             report.tests = [_result(p, 0.0, "skipped", unavailable) for p in problems]
         else:
-            report = grade_one(assignment, problems, path, seed, limits, setup)
+            try:
+                report = grade_one(assignment, problems, path, seed, limits, setup, walls)
+            except Exception as e:  # a fault of the grader's own must cost one submission, never the batch
+                report = SubmissionReport(path.name, assignment.name, seed)
+                line = f"not graded: the grader failed on this submission ({type(e).__name__}: {str(e)[:200]})"
+                report.tests = [_result(p, 0.0, "not run", line) for p in problems]
+            if walls.weak and not self_check:
+                report.notes.append(isolation.WEAK)
         report.seconds = time.perf_counter() - start
+        if sandbox.STOPPING.is_set():  # interrupted under it: not graded, so not recorded
+            return report
+        if record:
+            journal.append(record, report)
         if progress is not None:
             progress(report)
         return report
 
-    with ThreadPoolExecutor(max_workers=jobs or os.cpu_count() or 1) as pool:
-        reports = list(pool.map(one, submissions))
+    if record:
+        journal.start(record, assignment.name, seed)
+    reports = _in_parallel(one, submissions, jobs or os.cpu_count() or 1)
     if len(submissions) > 1 and not self_check:  # a batch, graded by its instructor: never shown on Gradescope
         similarity.annotate(assignment, submissions, reports)  # flags for a person to review; no points taken
     return reports
 
 
+def _in_parallel(one, submissions: list[Path], jobs: int) -> list[SubmissionReport]:
+    """`one` on every submission, `jobs` at a time; on SIGINT or SIGTERM every child is killed (their folders
+    removed as their threads close them) before the interruption goes on."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.signal(signal.SIGTERM, _interrupt) if main else None
+    pool, futures = ThreadPoolExecutor(max_workers=jobs), []
+    try:
+        futures = [pool.submit(one, path) for path in submissions]
+        return [f.result() for f in futures]
+    except BaseException:
+        sandbox.stop_all()
+        for f in futures:
+            f.cancel()
+        raise
+    finally:
+        pool.shutdown(wait=True)
+        sandbox.STOPPING.clear()
+        if main:
+            signal.signal(signal.SIGTERM, before)
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"stopped by signal {signal.Signals(signum).name}")
+
+
 def grade_one(
-    assignment: Assignment, problems: list[Problem], path: Path, seed: int, limits, setup: dict
+    assignment: Assignment, problems: list[Problem], path: Path, seed: int, limits, setup: dict, walls
 ) -> SubmissionReport:
     """All tests of one submission; its process is started again after a death, at most MAX_DEATHS times."""
     report = SubmissionReport(path.name, assignment.name, seed)
@@ -88,11 +145,8 @@ def grade_one(
                 report.tests.append(_result(p, 0.0, "not run", stop))
                 continue
             if child is None:
-                child = sandbox.Child(path, limits)
-                try:
-                    header, _ = child.exchange({**setup, "file": str(child.file)})
-                except sandbox.ChildDied as e:
-                    header = {"op": "import_failed", "message": str(e)}
+                child = sandbox.Child(path, limits, walls.settings)
+                header = _start(child, setup, walls, report)
                 report.printed = child.printed_text()
                 if header["op"] != "ready":
                     stop = (
@@ -116,6 +170,21 @@ def grade_one(
         if child is not None:
             child.close()
     return report
+
+
+def _start(child: sandbox.Child, setup: dict, walls, report: SubmissionReport) -> dict:
+    """Hello to a new child: its walls must be the run's (said before any of the submission ran); then its import."""
+    try:
+        start_s = child.limits.wall_s + START_S  # a process to start and confine, NumPy to import, then the file
+        header, _ = child.exchange({**setup, "file": str(child.file)}, wall_s=start_s)
+        if header["op"] != "confined" or header["layers"] != list(walls.layers):
+            got = header.get("layers", header["op"])
+            return {"op": "import_failed", "message": f"its process was not confined as the run's probe was ({got})"}
+        report.confine_ms.append(header["ms"])
+        header, _ = child.exchange({}, wall_s=start_s)
+    except sandbox.ChildDied as e:
+        header = {"op": "import_failed", "message": str(e)}
+    return header
 
 
 def run(child: sandbox.Child, grading: dict, p: Problem, limits) -> Outcome:
@@ -177,14 +246,10 @@ def _flag(report: SubmissionReport, child: sandbox.Child) -> bool:
 
 
 def _setup(assignment: Assignment, submissions: list[Path], self_check: bool) -> dict:
-    """The hello message: modules the child may not import, paths it may not open."""
+    """The hello message: modules the child may not import, paths it may not open (the guard names what was tried)."""
     forbid = [*guard.SOLUTION_MODULES, *assignment.grading.get("forbid", [])]
     denied = [(p, "imported the library's solution") for p in guard.denied_paths(forbid)]
-    private = [assignment.path.resolve().parent]
-    root = Path(guard.__file__).resolve().parents[2]
-    if (root / "pyproject.toml").is_file():
-        private += [root / name for name in ("lessons", "tests", ".git") if (root / name).exists()]
-    denied += [(str(p) + os.sep, SOLUTIONS) for p in private]
+    denied += [(str(p) + os.sep, SOLUTIONS) for p in _private(assignment)]
     denied += [(str(Path(guard.__file__).with_name("samples.py")), SOLUTIONS)]
     if not self_check:
         denied += [(str(Path(s).resolve().parent) + os.sep, "tried to read other submissions") for s in submissions]
@@ -192,7 +257,25 @@ def _setup(assignment: Assignment, submissions: list[Path], self_check: bool) ->
     return {"op": "hello", "forbid": forbid, "denied": sorted(set(denied)), "environment": environment}
 
 
-def _gpu_missing(assignment: Assignment) -> str | None:
+def _private(assignment: Assignment) -> list[Path]:
+    """The master's folder, and in a source checkout lessons/, tests/ and .git."""
+    private = [assignment.path.resolve().parent]
+    root = Path(guard.__file__).resolve().parents[2]
+    if (root / "pyproject.toml").is_file():
+        private += [root / name for name in ("lessons", "tests", ".git") if (root / name).exists()]
+    return private
+
+
+def _forbidden(assignment: Assignment, submissions: list[Path], self_check: bool = False) -> list[Path]:
+    """What no child's read set may reach: the library's solutions, the master and private folders, submissions.
+    A self-check's "master" is the student's own copy: its folder (wherever they keep it) is nothing to hide."""
+    forbid = [*guard.SOLUTION_MODULES, *assignment.grading.get("forbid", [])]
+    solutions = [Path(p.rstrip(os.sep)) for p in guard.denied_paths(forbid) if not p.endswith(".")]
+    private = _private(assignment)[1:] if self_check else _private(assignment)
+    return [*solutions, assignment.path.resolve(), *private, *(Path(s).resolve() for s in submissions)]
+
+
+def gpu_missing(assignment: Assignment) -> str | None:
     """For a GPU assignment on a machine without one, the line that says so; None otherwise."""
     if assignment.grading["driver"] == "triton":
         return triton.missing(assignment.name)

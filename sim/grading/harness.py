@@ -1,6 +1,6 @@
 """The submission's process: guard it, import the submission, run each test the grader sends, report back.
 
-Started by `sim.grading.sandbox` as `python -I -B` with two pipe descriptors. The grader's first
+Started by `sim.grading.sandbox` as `python -I -B` with two pipe descriptors, already confined. The grader's first
 message says which modules and paths are off limits and which file to import; each later one is a
 test for a driver: "chip" (a function run on a proxy chip), "update"/"merge" (the online softmax's
 functions on arrays), "gpu" (a CUDA device function compiled into the readable kernel), "triton" (a
@@ -9,7 +9,6 @@ Triton kernel run by Triton's interpreter, `sim.grading.triton`).
 
 import importlib.util
 import os
-import sys
 import traceback
 import tracemalloc
 import warnings
@@ -20,9 +19,10 @@ from sim.grading import guard
 from sim.grading.proxy import Link, ProxyChip
 
 
-def main(fd_in: int, fd_out: int) -> None:
-    """Serve the grader until it says bye or the pipe closes."""
+def main(fd_in: int, fd_out: int, layers: list[str], ms: float) -> None:
+    """Say which walls are up (before any of the submission runs), then serve the grader until bye or EOF."""
     link = Link(fd_in, fd_out)
+    link.post({"op": "confined", "layers": layers, "ms": ms})
     hello, _ = link.receive()
     os.environ.update(hello.get("environment", {}))  # before the submission imports anything (TRITON_INTERPRET)
     guard.purge(hello["forbid"])
@@ -136,7 +136,3 @@ def describe(e: BaseException, file: str) -> dict:
         return {"type": "SystemExit", "message": f"called sys.exit({e.code!r})", "where": where}
     text = str(e).strip()
     return {"type": type(e).__name__, "message": text.splitlines()[0][:300] if text else "", "where": where}
-
-
-if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]))

@@ -15,7 +15,7 @@ from sim.api.tolerance import gradient_bound, lse_bound, output_bound
 from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
 from sim.core.format import human_bytes, percent
-from sim.grading import traffic
+from sim.grading import bound, traffic
 from sim.grading.triton import launch
 
 MEMORY_SLACK = 256 << 10  # the memory test's allowance beyond 4 × SRAM: the harness's own buffers, NumPy temporaries
@@ -35,6 +35,7 @@ class Problem:
     sram_bytes: int = 0
     memory_bound: int | None = None
     kwargs: dict = field(default_factory=dict)
+    fewest: bound.Bound | None = None  # the fewest HBM bytes any tiling flashsim knows moves in this SRAM
 
     @property
     def name(self) -> str:
@@ -109,7 +110,7 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
                        kwargs=kwargs)  # fmt: skip
     expected = traffic.expected(grading, case)
     peak = traffic.expected(grading, launch.padded(case)).sram_peak if grading["driver"] == "triton" else None
-    sram = int(test["sram"]) if "sram" in test else int((peak or expected.sram_peak) * test.get("sram_slack", 1.25))
+    sram = int(test["sram"]) if "sram" in test else int((peak or expected.sram_peak) * test.get("sram_slack", 1.0))
     if grading.get("pass") == "backward":
         do = rng.standard_normal((N, d)).astype(dt)
         inputs = {"Q": q, "K": k, "V": v, "O": o.astype(dt), "dO": do, "L": lse.astype(np.float32)}
@@ -122,6 +123,7 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
         stat = "L" if grading["algorithm"] == "flash2" else "ℓ"
         answer[stat], bounds[stat] = lse, lse_bound(lse)
     problem = Problem(test, case, inputs, answer, bounds, expected, sram, kwargs=kwargs)
+    problem.fewest = bound.fewest(case, sram, grading.get("pass") == "backward")
     if test["check"] == "memory":
         problem.memory_bound = 4 * sram + MEMORY_SLACK
         whole = 4 * N * Nk

@@ -33,6 +33,7 @@ def submission(report: SubmissionReport, self_check: bool = False) -> Group:
         )  # fmt: skip
     parts = [head, table]
     parts += [Text(f"scored 0: the submission {flag}", "bold red") for flag in report.flags]
+    parts += [Text(f"for review: {line}", "yellow") for line in report.reviews]
     parts += [Text(note, "yellow") for note in report.notes]
     if self_check:
         parts.append(Text("self-check: the public tests only; the grader also runs hidden tests", "dim"))
@@ -68,4 +69,8 @@ def bench(report: dict) -> Table:
     table.add_section()
     table.add_row("all", str(report["submissions"]), f"{seconds(report['seconds'])} in all; per submission "
                   f"{seconds(per['median'])} median, {seconds(per['max'])} at most")  # fmt: skip
+    c, load = report["confinement_ms"], report["load_average"]
+    table.add_row("confinement", str(c["children"]), f"{c['median']:.1f} ms median a child, {c['max']:.1f} ms at most; "
+                  f"load average {load['start']:.1f} → {load['end']:.1f}")  # fmt: skip
+    table.caption = report["isolation"]
     return table

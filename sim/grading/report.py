@@ -15,6 +15,7 @@ class TestResult:
     feedback: str
     case: str = ""  # the drawn shape, for reproducing
     hbm_bytes: int | None = None  # booked by the grader, for an IO test with a correct output
+    review: str = ""  # why an instructor should look (fewer bytes than any tiling flashsim knows), if so
 
 
 @dataclass
@@ -29,6 +30,7 @@ class SubmissionReport:
     notes: list[str] = field(default_factory=list)  # e.g. why a GPU assignment was not graded here
     printed: str = ""  # the start of what it printed
     seconds: float = 0.0
+    confine_ms: list[float] = field(default_factory=list)  # each of its processes' time to confine itself
 
     @property
     def score(self) -> float:
@@ -42,6 +44,11 @@ class SubmissionReport:
     def flagged(self) -> bool:
         """Whether the submission tried to reach the solutions (scored zero, whatever its tests say)."""
         return bool(self.flags)
+
+    @property
+    def reviews(self) -> list[str]:
+        """The tests an instructor should look at, each with its figures (the score stands)."""
+        return [f"{t.name}: {t.review}" for t in self.tests if t.review]
 
     @property
     def hbm_bytes(self) -> int | None:

@@ -1,10 +1,13 @@
-"""One submission's process: `python -I -B` in a new session, a temporary directory, resource limits, a watchdog.
+"""One submission's process: `python -I -B` in a new session, a temporary directory, confined by the kernel, a watchdog.
 
-The grader talks to it through two pipes of its own (frames of `sim.grading.wire`); its stdout
-and stderr are read with a cap. A run that outlives its wall-clock budget, prints too much or
-breaks the protocol is ended by killing the whole process group.
+The child confines itself (`sim.grading.confine`) before it imports anything else, then imports
+the harness from the allow-list's files only. The grader talks to it through two pipes of its own
+(frames of `sim.grading.wire`, each checked by `sim.grading.schema`); its stdout and stderr are
+read with a cap. A run that outlives its wall-clock budget, prints too much or breaks the protocol
+is ended by killing the whole process group; its temporary directory is removed however it ends.
 """
 
+import json
 import os
 import selectors
 import shutil
@@ -17,25 +20,33 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import sim
 from sim.core.format import human_bytes
-from sim.grading import wire
+from sim.grading import schema, wire
 
-SIM_ROOT = str(Path(sim.__file__).resolve().parent.parent)  # what the child puts first on its path to import sim
+SIM_ROOT = str(Path(__file__).resolve().parents[2])  # what the child puts first on its path to import sim
 
-# The child's first lines, before anything else is imported: its own limits, then the harness.
+# The child's first lines: confine itself (nothing but the standard library and sim.grading.confine is loaded
+# yet), then import the harness from the allowed files only, and serve the grader.
 BOOTSTRAP = """
-import resource, sys
-cpu, memory, fsize = (int(x) for x in sys.argv[1:4])
-resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
-if memory:
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
-sys.path.insert(0, sys.argv[4])
+import time
+start = time.process_time()
+import json, sys
+settings = json.loads(sys.argv[1])
+sys.path.insert(0, settings["root"])
+from sim.grading import confine
+from sim.grading.confine import modules
+layers = confine.apply(settings)
+ms = (time.process_time() - start) * 1000  # confinement's CPU time: its imports (ctypes), its system calls
+if settings.get("probe"):
+    print(json.dumps(confine.verify(layers, settings)))
+    sys.exit(0)
+modules.install(settings["modules"], settings["root"])
 from sim.grading.harness import main
-main(int(sys.argv[5]), int(sys.argv[6]))
+main(int(sys.argv[2]), int(sys.argv[3]), layers, ms)
 """
+LIVE: set = set()  # the children running now, for `stop_all` on SIGINT/SIGTERM
+STOPPING = threading.Event()  # set by `stop_all`: no new child starts
+_LOCK = threading.Lock()
 
 
 PASSED_ON = (
@@ -55,6 +66,8 @@ class Limits:
     memory_bytes: int = 1 << 30  # address space (RLIMIT_AS); 0 for none (CUDA maps far more than it uses)
     output_bytes: int = 1 << 20  # stdout + stderr
     file_bytes: int = 1 << 20  # largest file it may write (RLIMIT_FSIZE)
+    open_files: int = 64  # descriptors it may hold at once (RLIMIT_NOFILE)
+    tmpfs_bytes: int = 16 << 20  # all it may write, where its folder can be a tmpfs of its own
 
 
 DEFAULT_LIMITS = Limits()
@@ -67,25 +80,17 @@ class ChildDied(Exception):
 class Child:
     """A running harness process for one submission file."""
 
-    def __init__(self, submission: Path, limits: Limits):
+    def __init__(self, submission: Path, limits: Limits, confinement: dict):
+        """Start the harness for `submission`; `confinement` holds what every child shares (read set, uid, root,
+        modules, layers to leave out), to which this child's limits and own directory are added."""
         self.limits = limits
         self.dir = tempfile.mkdtemp(prefix="flashsim-grade-")
-        self.file = Path(self.dir) / submission.name
-        shutil.copyfile(submission, self.file)
-        to_child, self._out = os.pipe()
-        self._in, from_child = os.pipe()
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.dir, "LANG": "C.UTF-8"}
-        env |= {k: v for k, v in os.environ.items() if k.startswith(PASSED_ON)}  # where CUDA is, for the GPU path
-        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
-        argv = [str(limits.cpu_s), str(limits.memory_bytes), str(limits.file_bytes), SIM_ROOT]
-        self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-B", "-c", BOOTSTRAP, *argv, str(to_child), str(from_child)],
-            cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            pass_fds=(to_child, from_child), start_new_session=True,
-        )  # fmt: skip
-        os.close(to_child)
-        os.close(from_child)
-        self.reader = wire.Reader()
+        try:
+            self._start(submission, confinement)
+        except BaseException:
+            shutil.rmtree(self.dir, ignore_errors=True)
+            raise
+        self.reader = wire.Reader(schema.MAX_PAYLOAD, schema.check)
         self.output = {"stdout": bytearray(), "stderr": bytearray()}
         self.printed = 0
         self.killed_for: str | None = None
@@ -94,6 +99,41 @@ class Child:
         self.selector.register(self._in, selectors.EVENT_READ, "pipe")
         self.selector.register(self.proc.stdout, selectors.EVENT_READ, "stdout")
         self.selector.register(self.proc.stderr, selectors.EVENT_READ, "stderr")
+
+    def _start(self, submission: Path, confinement: dict) -> None:
+        """Copy the submission into the child's folder (the child's own, if it runs as another uid) and start it."""
+        self.file = Path(self.dir) / "submission.py"
+        shutil.copyfile(submission, self.file)
+        uid = confinement.get("uid")
+        if uid is not None:  # the child becomes `uid`: its directory and file are its own
+            for path in (self.dir, self.file):
+                os.chown(path, uid, uid)
+        limits = self.limits
+        settings = {**confinement, "cpu_s": limits.cpu_s, "memory_bytes": limits.memory_bytes,
+                    "file_bytes": limits.file_bytes, "open_files": limits.open_files, "tmpfs_bytes": limits.tmpfs_bytes,
+                    "write": [self.dir]}  # fmt: skip
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.dir, "LANG": "C.UTF-8"}
+        env |= {k: v for k, v in os.environ.items() if k.startswith(PASSED_ON)}  # where CUDA is, for the GPU path
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
+        to_child, self._out = os.pipe()
+        self._in, from_child = os.pipe()
+        try:
+            with _LOCK:  # no child starts once `stop_all` has begun
+                if STOPPING.is_set():
+                    raise ChildDied("grading was interrupted")
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-I", "-B", "-c", BOOTSTRAP, json.dumps(settings), str(to_child), str(from_child)],
+                    cwd=self.dir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                    pass_fds=(to_child, from_child), start_new_session=True,
+                )  # fmt: skip
+                LIVE.add(self)
+        except BaseException:
+            os.close(self._in)
+            os.close(self._out)
+            raise
+        finally:
+            os.close(to_child)
+            os.close(from_child)
 
     def exchange(self, header: dict, arrays=(), serve=None, wall_s: float | None = None) -> tuple[dict, list]:
         """Send a message, answer the child's requests with `serve(header, arrays)` until it sends its
@@ -143,7 +183,7 @@ class Child:
                     self.reader.feed(chunk)
                 except wire.WireError as e:
                     self.kill("protocol")
-                    raise ChildDied(f"broke the grader's protocol ({e})") from None
+                    raise ChildDied(f"malformed message: {e}") from None
             elif chunk:
                 self.printed += len(chunk)
                 kept = self.output[key.data]
@@ -197,7 +237,17 @@ class Child:
         os.close(self._in)
         os.close(self._out)
         shutil.rmtree(self.dir, ignore_errors=True)
+        with _LOCK:
+            LIVE.discard(self)
 
     def printed_text(self) -> str:
         """The start of what the submission printed (stdout, then stderr)."""
         return b"".join(bytes(v) for v in self.output.values()).decode(errors="replace")
+
+
+def stop_all() -> None:
+    """Start no new child and kill every running one (their threads then close them and remove their folders)."""
+    STOPPING.set()
+    with _LOCK:
+        for child in list(LIVE):
+            child.kill("interrupted")

@@ -22,8 +22,10 @@ class ChipServer:
 
     def __init__(self, sram_bytes: int, inputs: dict[str, np.ndarray]):
         self.chip = Chip(sram_bytes)
-        for name, array in inputs.items():
-            self.chip.hbm.place(name, array)
+        for name, array in inputs.items():  # this run's own copy, read-only: no submission can touch another's
+            own = array.copy()
+            own.flags.writeable = False
+            self.chip.hbm.place(name, own)
         self.inputs = set(inputs)
         self.allocated = 0
         self.error: str | None = None
@@ -65,6 +67,8 @@ class ChipServer:
 
     def _store(self, h: dict, arrays) -> None:
         name, buf = _name(h, "tensor"), _name(h, "buf")
+        if name in self.inputs:
+            raise InputError(f"store: {name} is an input, read-only to a submission; write your results to outputs")
         rows, cols = self._tile(name, h.get("rows"), h.get("cols"), "store")
         if buf not in self.chip.sram.buffers:
             raise InputError(f"store: {buf} is not resident in SRAM, so it cannot be written to {name}")

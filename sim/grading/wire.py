@@ -7,7 +7,9 @@ a message from the submission's process can carry numbers but never code.
 """
 
 import json
+import math
 import os
+import re
 import struct
 from collections import deque
 
@@ -17,8 +19,13 @@ from sim.core.dtypes import DTYPES
 
 PREFIX = struct.Struct(">II")
 MAX_HEADER = 1 << 16  # bytes of JSON: names, shapes, a message
-MAX_PAYLOAD = 1 << 28  # bytes of arrays in one frame (256 MiB)
+MAX_PAYLOAD = 1 << 28  # bytes of arrays in one frame (256 MiB): what the grader sends (a GPU test's inputs)
+MAX_DEPTH = 8  # nesting of the JSON header's lists and objects; deeper is refused before it is parsed
 ARRAY_DTYPES = {str(dt): dt for dt in (*DTYPES.values(), np.dtype(np.float64), np.dtype(np.int64))}
+
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')  # a JSON string, escapes included
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 class WireError(Exception):
@@ -38,10 +45,12 @@ def encode(header: dict, arrays=()) -> bytes:
 
 def decode(head: bytes, payload: bytes) -> tuple[dict, list[np.ndarray]]:
     """The header and arrays of one frame's parts, each array checked against the allowed dtypes and the payload."""
+    if depth(head) > MAX_DEPTH:
+        raise WireError(f"header nests lists or objects deeper than {MAX_DEPTH}")
     try:
-        header = json.loads(head.decode())
-    except (UnicodeDecodeError, ValueError) as e:
-        raise WireError(f"header is not JSON ({e})") from None
+        header = json.loads(head.decode(), parse_constant=_no_constant)
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise WireError(f"header is not JSON ({str(e)[:100]})") from None
     if not isinstance(header, dict) or not isinstance(header.get("op"), str):
         raise WireError("header is not an object with an 'op'")
     specs = header.pop("arrays", [])
@@ -49,12 +58,13 @@ def decode(head: bytes, payload: bytes) -> tuple[dict, list[np.ndarray]]:
     if not isinstance(specs, list):
         raise WireError("'arrays' is not a list")
     for spec in specs:
-        if not (isinstance(spec, list) and len(spec) == 2 and spec[0] in ARRAY_DTYPES and isinstance(spec[1], list)):
+        if not (isinstance(spec, list) and len(spec) == 2 and isinstance(spec[0], str) and spec[0] in ARRAY_DTYPES
+                and isinstance(spec[1], list)):  # fmt: skip
             raise WireError(f"array spec {str(spec)[:80]} is not [dtype, shape] with an allowed dtype")
         dtype, shape = ARRAY_DTYPES[spec[0]], spec[1]
-        if len(shape) > 4 or not all(isinstance(n, int) and 0 <= n < 1 << 31 for n in shape):
+        if len(shape) > 4 or not all(type(n) is int and 0 <= n < 1 << 31 for n in shape):
             raise WireError(f"array shape {str(shape)[:80]} is not up to 4 non-negative integers")
-        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        nbytes = math.prod(shape) * dtype.itemsize  # Python's integers: a product cannot overflow
         if offset + nbytes > len(payload):
             raise WireError("arrays are longer than the payload")
         arrays.append(
@@ -66,12 +76,23 @@ def decode(head: bytes, payload: bytes) -> tuple[dict, list[np.ndarray]]:
     return header, arrays
 
 
+def depth(head: bytes) -> int:
+    """How deep the JSON text's lists and objects nest (brackets inside strings not counted), read without parsing."""
+    brackets = np.frombuffer(_STRING.sub(b'""', head).translate(None, _NOT_BRACKET), np.uint8)
+    steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
 class Reader:
     """Cuts frames out of the bytes read from a pipe, in the order they arrive."""
 
-    def __init__(self, max_payload: int = MAX_PAYLOAD):
+    def __init__(self, max_payload: int = MAX_PAYLOAD, check=None):
         self.buffer = bytearray()
-        self.max_payload = max_payload
+        self.max_payload, self.check = max_payload, check  # check(header, arrays) raises WireError to refuse a frame
         self.ready: deque[tuple[dict, list[np.ndarray]]] = deque()
 
     def feed(self, data: bytes) -> None:
@@ -87,7 +108,10 @@ class Reader:
             head = bytes(self.buffer[PREFIX.size : PREFIX.size + n_head])
             payload = bytes(self.buffer[PREFIX.size + n_head : end])
             del self.buffer[:end]
-            self.ready.append(decode(head, payload))
+            header, arrays = decode(head, payload)
+            if self.check is not None:
+                self.check(header, arrays)
+            self.ready.append((header, arrays))
 
     def receive(self, fd: int) -> tuple[dict, list[np.ndarray]]:
         """The next frame, reading from `fd` until one is whole (EOFError if the pipe closes first)."""

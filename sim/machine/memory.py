@@ -141,6 +141,7 @@ class Chip:
                 f"trace: the run has more than {MAX_TRACE_STEPS:,} steps, too many to record; "
                 "use bigger blocks or more SRAM (a bigger hardware preset)"
             )
+
         caller = sys._getframe(1)
         code = (source.relative(caller.f_code.co_filename), caller.f_lineno)
         return _StepContext(self, Step(len(self.trace.steps), op, line, text, i, j, phase, code=code))

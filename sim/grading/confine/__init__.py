@@ -1,0 +1,70 @@
+"""The walls around a submission's process, put up by the process itself before it imports NumPy or the submission.
+
+In order: resource limits; as root, an unprivileged uid or no capabilities; where the kernel lets it,
+user + mount + network namespaces with a tmpfs for the child's folder; PR_SET_NO_NEW_PRIVS;
+Landlock (files it may read and write, no TCP, signals and abstract sockets scoped); a seccomp
+filter (no new process, no tracing, no signal or socket outside itself). Each layer is detected
+here, unprivileged; `apply` returns the layers in force, named for the grader's `isolation:` line.
+A layer that is available but fails to go up raises: the child must not run with less than the
+grader was told.
+"""
+
+import os
+
+from sim.grading.confine import landlock, namespaces, privileges, rlimits, seccomp
+from sim.grading.confine.syscall import prctl
+
+PR_SET_NO_NEW_PRIVS = 38  # prctl: no exec may grant privileges again (set-uid bits, file capabilities)
+KERNEL_LAYERS = ("landlock", "seccomp")  # without both, the grader refuses to grade (unless told to go on)
+
+
+def apply(settings: dict) -> list[str]:
+    """Put up every layer `settings` asks for and this kernel has; the layers in force.
+
+    settings: cpu_s, memory_bytes, file_bytes, open_files (rlimits); uid (the uid to become as root, or None to
+    stay uid 0 without capabilities); read, write (paths for Landlock; write[0] is the child's folder, which
+    becomes a tmpfs of tmpfs_bytes); without (layers to treat as missing: how the tests simulate a kernel
+    without them)."""
+    without = set(settings.get("without", ()))
+    layers = [rlimits.apply(settings["cpu_s"], settings["memory_bytes"], settings["file_bytes"],
+                            settings["open_files"])]  # fmt: skip
+    layers.append(privileges.become(settings.get("uid")))
+    if "namespaces" not in without and settings["write"]:
+        inside = namespaces.apply(settings["write"][0], settings["tmpfs_bytes"])
+        layers += [inside] if inside else []
+    if os.geteuid() == 0:  # root that stays root, or uid 0 of its own user namespace: every capability goes
+        privileges.drop_capabilities()
+    prctl(PR_SET_NO_NEW_PRIVS, 1)
+    version = 0 if "landlock" in without else landlock.abi()
+    if version:
+        layers.append(landlock.apply(version, settings["read"], settings["write"]))
+    if "seccomp" not in without and seccomp.available():
+        layers.append(seccomp.apply())
+    return layers
+
+
+def missing(layers: list[str]) -> list[str]:
+    """The kernel layers (Landlock, seccomp) that `layers` does not name."""
+    return [k for k in KERNEL_LAYERS if not any(layer.startswith(k) for layer in layers)]
+
+
+def verify(layers: list[str], settings: dict) -> list[str]:
+    """The layers that hold when tried (the grader's probe, before any submission): Landlock must refuse to open
+    `settings["probe_denied"]` (a file outside the read set), seccomp must refuse a fork. A layer that does not
+    hold is left out, so the grader counts it missing."""
+    held = []
+    for layer in layers:
+        try:
+            if layer.startswith("landlock"):
+                os.close(os.open(settings["probe_denied"], os.O_RDONLY))
+                continue
+            if layer.startswith("seccomp"):
+                pid = os.fork()
+                if pid == 0:
+                    os._exit(0)
+                os.waitpid(pid, 0)
+                continue
+        except PermissionError:
+            pass
+        held.append(layer)
+    return held

@@ -1,0 +1,91 @@
+"""A seccomp filter (classic BPF, built here byte by byte): the child starts no process, traces or reads no other,
+signals nothing but itself, and opens no socket. Everything else is allowed; what is refused fails with EPERM
+(clone3 with ENOSYS, so the C library falls back to clone for a thread). Constants: <linux/seccomp.h>,
+<linux/filter.h>, <linux/audit.h>, and the system call tables of x86_64 and aarch64 (asm-generic)."""
+
+import ctypes
+import errno
+import os
+
+from sim.grading.confine.syscall import MACHINE, prctl
+
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2  # prctl: install a filter (needs PR_SET_NO_NEW_PRIVS or CAP_SYS_ADMIN)
+PR_GET_SECCOMP = 21
+RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000  # SECCOMP_RET_* (ERRNO | errno)
+LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|JGE|JSET|K, BPF_RET|K
+NR, ARCH, ARG = 0, 4, lambda i: 16 + 8 * i  # struct seccomp_data offsets (an argument's low 32 bits, little-endian)
+CLONE_THREAD = 0x00010000
+X32_BIT = 0x40000000  # x86_64: numbers at or above it are the x32 ABI's, another table; refused whole
+
+ARCHES = {  # AUDIT_ARCH_* (EM_* | 64-bit | little-endian), then the numbers the filter names
+    "x86_64": (0xC000003E, dict(
+        fork=57, vfork=58, execve=59, execveat=322, clone=56, clone3=435, ptrace=101, process_vm_readv=310,
+        process_vm_writev=311, kill=62, tkill=200, tgkill=234, rt_sigqueueinfo=129, rt_tgsigqueueinfo=297,
+        prlimit64=302, setpriority=141, socket=41, socketpair=53, pidfd_open=434, pidfd_send_signal=424,
+        pidfd_getfd=438, unshare=272, setns=308, mount=165, bpf=321, perf_event_open=298, userfaultfd=323,
+        io_uring_setup=425, kcmp=312, keyctl=250, add_key=248, open_by_handle_at=304)),
+    "aarch64": (0xC00000B7, dict(
+        execve=221, execveat=281, clone=220, clone3=435, ptrace=117, process_vm_readv=270, process_vm_writev=271,
+        kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240, prlimit64=261,
+        setpriority=140, socket=198, socketpair=199, pidfd_open=434, pidfd_send_signal=424, pidfd_getfd=438,
+        unshare=97, setns=268, mount=40, bpf=280, perf_event_open=241, userfaultfd=282, io_uring_setup=425,
+        kcmp=272, keyctl=219, add_key=217, open_by_handle_at=265)),
+}  # fmt: skip
+DENIED = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "tkill",
+          "socket", "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "unshare", "setns", "mount", "bpf",
+          "perf_event_open", "userfaultfd", "io_uring_setup", "kcmp", "keyctl", "add_key", "open_by_handle_at")  # fmt: skip
+OWN_PID_FIRST = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")  # allowed when argument 0 is our pid
+SELF_OR_ZERO = {"prlimit64": 0, "setpriority": 1}  # allowed when this argument is 0 (this process) or our pid
+AF_UNIX = 1
+
+
+class SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+
+class SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+
+def available() -> bool:
+    """Whether this kernel has seccomp filters and the filter knows this machine's system call numbers."""
+    try:
+        return MACHINE in ARCHES and prctl(PR_GET_SECCOMP) >= 0
+    except OSError:
+        return False
+
+
+def program(pid: int) -> list[tuple[int, int, int, int]]:
+    """The filter for a process whose pid is `pid`, as (code, jt, jf, k) instructions."""
+    arch, numbers = ARCHES[MACHINE]
+    deny = RET_ERRNO | errno.EPERM
+    out = [(LD_W_ABS, 0, 0, ARCH), (JEQ_K, 1, 0, arch), (RET_K, 0, 0, RET_KILL_PROCESS), (LD_W_ABS, 0, 0, NR)]
+    if MACHINE == "x86_64":
+        out += [(JGE_K, 0, 1, X32_BIT), (RET_K, 0, 0, RET_KILL_PROCESS)]
+
+    def when(name: str, test: list, verdict_if_true: int, otherwise: int) -> None:
+        """If the call is `name`: run `test` (loads, then one jump whose true branch skips one), return a verdict."""
+        if name not in numbers:
+            return
+        body = [*test, (RET_K, 0, 0, otherwise), (RET_K, 0, 0, verdict_if_true)]
+        out.extend([(JEQ_K, 0, len(body), numbers[name]), *body, (LD_W_ABS, 0, 0, NR)])
+
+    for name in DENIED:
+        when(name, [(JEQ_K, 1, 1, 0)], deny, deny)  # an unconditional refusal (both branches deny)
+    when("clone3", [(JEQ_K, 1, 1, 0)], RET_ERRNO | errno.ENOSYS, RET_ERRNO | errno.ENOSYS)
+    when("clone", [(LD_W_ABS, 0, 0, ARG(0)), (JSET_K, 1, 0, CLONE_THREAD)], RET_ALLOW, deny)
+    for name in OWN_PID_FIRST:
+        when(name, [(LD_W_ABS, 0, 0, ARG(0)), (JEQ_K, 1, 0, pid)], RET_ALLOW, deny)
+    for name, i in SELF_OR_ZERO.items():
+        when(name, [(LD_W_ABS, 0, 0, ARG(i)), (JEQ_K, 2, 0, 0), (JEQ_K, 1, 0, pid)], RET_ALLOW, deny)
+    when("socketpair", [(LD_W_ABS, 0, 0, ARG(0)), (JEQ_K, 1, 0, AF_UNIX)], RET_ALLOW, deny)
+    return [*out, (RET_K, 0, 0, RET_ALLOW)]
+
+
+def apply() -> str:
+    """Install the filter on this process (PR_SET_NO_NEW_PRIVS must be set); the layer's words."""
+    code = program(os.getpid())
+    filters = (SockFilter * len(code))(*(SockFilter(*i) for i in code))
+    prog = SockFprog(len(code), filters)
+    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.addressof(prog))
+    return "seccomp"

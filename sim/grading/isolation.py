@@ -1,0 +1,85 @@
+"""Which walls this machine can put around a submission, found once per grading run by a probe child.
+
+The grader computes the read set (`allowlist`), picks the uid the children run as, then starts one
+confined child that tries what the walls must stop (opening a file outside the read set, forking)
+and reports the layers that held. Without Landlock or seccomp the grader refuses to grade unless the
+instructor passes --allow-weak-isolation (then every report and the CSV say so); a self-check warns.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+
+from sim.core.errors import InputError
+from sim.grading import allowlist, confine, sandbox
+
+NOBODY = 65534  # the uid (and gid) a root grader's children become, where they can read what they need
+WEAK = "graded without kernel isolation"
+WITHOUT: frozenset = frozenset()  # layers to treat as missing: how the tests simulate an older kernel
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """The layers every child of this run gets, and the settings they share."""
+
+    layers: tuple[str, ...]
+    missing: tuple[str, ...]  # kernel layers (landlock, seccomp) not in force
+    settings: dict
+    stays_root: str = ""  # why a root grader's children stay uid 0 (without capabilities), if they do
+
+    @property
+    def weak(self) -> bool:
+        return bool(self.missing)
+
+    def line(self) -> str:
+        """`isolation: landlock ABI 7 (files, tcp, …) · seccomp · uid 65534`, or what is missing."""
+        shown = [layer for layer in self.layers if layer != "rlimits"]
+        who = shown[0] + (f" ({self.stays_root})" if self.stays_root else "")
+        text = "isolation: " + " · ".join([*shown[1:], who, "rlimits"])
+        return text + (f" — {WEAK} (no {' or '.join(self.missing)})" if self.missing else "")
+
+
+def prepare(driver: str, forbidden: list[str], limits, *, allow_weak: bool, self_check: bool) -> Isolation:
+    """The run's isolation, probed; InputError if a kernel layer is missing and neither flag allows that."""
+    reads = allowlist.read_set(driver, forbidden)
+    reachable = [*reads.paths, tempfile.gettempdir()]  # what it reads, and the folder its own folder is made in
+    closed = allowlist.unreadable_by(NOBODY, reachable) if os.geteuid() == 0 else None
+    uid = NOBODY if os.geteuid() == 0 and closed is None else None
+    without = set(WITHOUT) | ({"landlock", "seccomp"} if driver == "gpu" else set())  # CUDA: see the guide
+    settings = {"root": sandbox.SIM_ROOT, "modules": reads.modules, "read": list(reads.paths), "uid": uid,
+                "without": sorted(without)}  # fmt: skip
+    layers = probe(settings, limits, forbidden)
+    missing = tuple(confine.missing(layers))
+    if missing and not (allow_weak or self_check):
+        raise InputError(
+            f"grade: this machine cannot confine submissions (no {' or '.join(missing)}: Linux ≥ 5.13 with Landlock "
+            "enabled, and seccomp); pass --allow-weak-isolation to grade anyway, every report saying so"
+        )
+    why = f"{closed} is closed to uid {NOBODY}" if closed else ""
+    return Isolation(tuple(layers), missing, settings, why)
+
+
+def probe(settings: dict, limits, forbidden: list[str]) -> list[str]:
+    """Start one confined child, in a folder of its own as every child has, that does nothing but test its walls;
+    the layers that held."""
+    outside = [f for f in forbidden if os.path.isfile(f)] + ["/etc/passwd", sys.executable]
+    # a file only Landlock keeps from it: outside the read set, readable by anyone (so no file mode stops it first)
+    denied = next(
+        (f for f in outside if os.path.isfile(f) and allowlist.unreadable_by(NOBODY, [f]) is None), outside[0]
+    )
+    with tempfile.TemporaryDirectory(prefix="flashsim-probe-") as folder:
+        if settings["uid"] is not None:
+            os.chown(folder, settings["uid"], settings["uid"])
+        args = {**settings, "probe": True, "probe_denied": denied, "cpu_s": limits.cpu_s, "write": [folder],
+                "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes, "open_files": limits.open_files,
+                "tmpfs_bytes": limits.tmpfs_bytes}  # fmt: skip
+        out = subprocess.run([sys.executable, "-I", "-B", "-c", sandbox.BOOTSTRAP, json.dumps(args), "-1", "-1"],
+                             capture_output=True, text=True, timeout=60, cwd=folder,
+                             env={"PATH": os.environ.get("PATH", "")})  # fmt: skip
+    if out.returncode != 0:
+        last = (out.stderr.strip().splitlines() or ["no message"])[-1]
+        raise InputError(f"grade: a confined process could not start here ({last[:200]})")
+    return json.loads(out.stdout)

@@ -1,0 +1,7 @@
+"""Lists / to look around the machine."""
+
+import os
+
+
+def forward(chip, *, Br, Bc, scale):
+    os.listdir("/")

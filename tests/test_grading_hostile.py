@@ -1,0 +1,161 @@
+"""A batch of hostile submissions (tests/hostile_submissions, one attack each) graded beside the master and an
+honest classmate: each attack gets its one-line outcome, the master and the classmate still score full marks,
+the CSV is whole, no temporary folder is left, and nothing outside the children's folders changed."""
+
+import csv
+import hashlib
+import shutil
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sim.grading import csvfile, grader, sandbox, spec
+
+HERE = Path(__file__).parent
+HOSTILE = HERE / "hostile_submissions"
+CLASSMATE = HERE / "grading_submissions" / "02" / "algorithm1.py"
+ROOT = HERE.parent
+FORGED = Path("/tmp/flashsim-hostile-results.json")  # where forges_results_json.py tries to write
+MASTER = spec.locate("02")
+SOLUTIONS = "tried to read the instructor solutions"
+EPERM = "raised PermissionError: [Errno 1] Operation not permitted (line "  # seccomp's refusal
+EACCES = "raised PermissionError: [Errno 13] Permission denied: "  # Landlock's refusal
+READ = "raised PermissionError: flashsim grade: a submission may not read "  # the audit hook's, naming it
+IMPORT = "could not import the submission: raised ImportError: flashsim grade: a submission may not import "
+SPAWN = "raised PermissionError: flashsim grade: a submission may not start processes "
+LISTING = "imported the library's solution"
+
+# submission → (what the first test's feedback starts with (or one of several), the flag the guard raised or None)
+OUTCOMES = {
+    "reads_master": (READ, SOLUTIONS),
+    "replaces_realpath": (EACCES + f"'{MASTER}'", None),
+    "empties_hook_rules": (EACCES + f"'{ROOT / 'sim' / 'algorithms' / 'flash1.py'}'", None),
+    "swaps_fspath": (READ, SOLUTIONS),
+    "hard_links_master": (  # Landlock refuses the link across folders; as an ordinary user, protected_hardlinks first
+        ("raised OSError: [Errno 18] Invalid cross-device link: ", "raised PermissionError: [Errno 1] Operation not"),
+        None,
+    ),
+    "symlinks_master": (EACCES, None),
+    "loads_listing_by_spec": (READ, LISTING),
+    "finds_listing_in_memory": ("raised LookupError: no listing of Algorithm 1 in this process", None),
+    "imports_listing": (IMPORT + "sim.algorithms", LISTING),
+    "imports_api": (IMPORT + "sim.api.entry", LISTING),
+    "ctypes_open": ("raised PermissionError: [Errno 13] open(2) of sim/api/entry.py refused", None),
+    "reads_other_submission": (READ, "tried to read other submissions"),
+    "lists_root": (EACCES + "'/'", None),
+    "reads_grader_environ": (EACCES + "'/proc/", None),
+    "reads_grader_memory": (EACCES + "'/proc/", None),
+    "reads_grader_cmdline": (EACCES + "'/proc/", None),
+    "writes_sibling_pipe": (EACCES + "'/proc/", None),
+    "forges_results_json": (EACCES + f"'{FORGED}'", None),
+    "writes_sim_package": (EACCES + f"'{ROOT / 'sim' / '__init__.py'}'", None),
+    "fills_disk": ("raised OSError: [Errno 27] File too large", None),
+    "fills_disk_with_files": (  # its tmpfs is full; where no namespace can be made, the clock stops it
+        ("raised OSError: [Errno 28] No space left on device", "did not finish within 2 s (wall clock)"),
+        None,
+    ),
+    "opens_many_files": ("raised OSError: [Errno 24] Too many open files", None),
+    "forks": (SPAWN + "(os.fork)", None),
+    "clears_process_events": (EPERM, None),
+    "fork_exec": (EPERM, None),
+    "multiprocessing_spawn": (EPERM, None),
+    "new_session": (SPAWN + "(os.posix_spawn)", None),
+    "kills_grader": (EPERM, None),
+    "stops_grader": (EPERM, None),
+    "kills_everyone": ("raised RuntimeError: kills landed on no process (own pid ", None),
+    "ptraces_grader": ("raised PermissionError: [Errno 1] ptrace(PTRACE_ATTACH) of the grader refused", None),
+    "reads_grader_vm": ("raised PermissionError: [Errno 1] process_vm_readv of the grader refused", None),
+    "raises_grader_limits": (EPERM, None),
+    "tcp_connect": (EPERM, None),
+    "udp_socket": (EPERM, None),
+    "netlink_socket": (EPERM, None),
+    "unix_socket": (EPERM, None),
+    "stores_into_input": ("refused: store: K is an input, read-only to a submission", None),
+    "edits_loaded_tile": ("O was never allocated in HBM", None),
+    "header_without_message": ("malformed message: raised's message is 'nothing'", None),
+    "deep_json": ("malformed message: header nests lists or objects deeper than 8", None),
+    "unhashable_dtype": ("malformed message: array spec [['float32'], [1]] is not [dtype, shape]", None),
+    "overflowing_shape": ("malformed message: arrays are longer than the payload", None),
+    "string_peak": ("malformed message: done's peak is '0 bytes'", None),
+    "huge_message": ("malformed message: a frame of 62 + 262,144,000 bytes is over the limit", None),
+    "unknown_op": ("malformed message: op 'write_csv' is not one a submission's process sends", None),
+    "stops_itself": ("did not finish within 2 s (wall clock)", None),
+    "exits_quietly": ("exited with code 0 in the middle of the test", None),
+}
+
+
+def fingerprint(*folders: Path) -> dict[str, str]:
+    """SHA-256 of every file under `folders` (the repository's sim/ and lessons/, the batch itself)."""
+    return {
+        str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+        for folder in folders
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+
+
+@pytest.fixture(scope="module")
+def batch(tmp_path_factory):
+    """Grade every hostile submission, the master (as master.py) and an honest classmate, two at a time, with the
+    children's temporary folders in a folder of the test's own; the reports by file stem, and what was around."""
+    base = tmp_path_factory.mktemp("hostile")
+    (base / "tmp").mkdir()
+    (base / "master").mkdir()
+    shutil.copyfile(MASTER, base / "master" / "master.py")
+    assignment = replace(spec.load(MASTER), tests=spec.load(MASTER).tests[:2])
+    paths = [*sorted(HOSTILE.glob("*.py")), base / "master" / "master.py", CLASSMATE]
+    before = fingerprint(ROOT / "sim", ROOT / "lessons", HOSTILE)
+    FORGED.unlink(missing_ok=True)
+    saved, tempfile.tempdir = tempfile.tempdir, str(base / "tmp")
+    try:
+        reports = grader.grade(assignment, paths, seed=3, jobs=2, limits=sandbox.Limits(wall_s=2.0))
+    finally:
+        tempfile.tempdir = saved
+    csvfile.write(reports, base / "grades.csv")
+    return {
+        "reports": {Path(r.submission).stem: r for r in reports},
+        "changed": sorted(
+            k for k, v in fingerprint(ROOT / "sim", ROOT / "lessons", HOSTILE).items() if before.get(k) != v
+        ),
+        "left": sorted(p.name for p in (base / "tmp").iterdir()),
+        "csv": list(csv.DictReader(open(base / "grades.csv", encoding="utf-8"))),
+        "points": assignment.points,
+    }
+
+
+def test_there_are_at_least_thirty_attacks_each_with_its_expected_outcome():
+    assert len(OUTCOMES) >= 30
+    assert sorted(OUTCOMES) == sorted(p.stem for p in HOSTILE.glob("*.py"))
+
+
+@pytest.mark.parametrize("name", sorted(OUTCOMES))
+def test_each_attack_gets_its_one_line_outcome_and_no_points(batch, name):
+    report = batch["reports"][name]
+    feedback, flag = OUTCOMES[name]
+    assert report.tests[0].feedback.startswith(feedback), report.tests[0].feedback
+    assert "\n" not in report.tests[0].feedback
+    assert {f.split(":")[0] for f in report.flags} == ({flag} if flag else set())
+    assert report.score == 0
+
+
+def test_the_master_and_the_classmate_in_the_same_batch_score_full_marks(batch):
+    for name in ("master", "algorithm1"):
+        report = batch["reports"][name]
+        assert [t.status for t in report.tests] == ["passed", "passed"] and report.flags == []
+        assert report.score == batch["points"] == 25
+
+
+def test_the_csv_has_one_whole_row_per_submission(batch):
+    rows = {r["submission"]: r for r in batch["csv"]}
+    assert len(rows) == len(OUTCOMES) + 2
+    assert rows["master.py"]["score"] == rows["algorithm1.py"]["score"] == "25"
+    assert all(rows[f"{name}.py"]["score"] == "0" for name in OUTCOMES)
+    assert all(r["seed"] == "3" for r in rows.values())
+
+
+def test_nothing_is_left_behind_and_nothing_outside_changed(batch):
+    assert batch["left"] == []  # every child's temporary folder removed
+    assert batch["changed"] == []  # sim/, lessons/ and the submissions, byte for byte
+    assert not FORGED.exists()

@@ -1,0 +1,151 @@
+"""The walls around a submission: found by a probe, named in one line, refused or said plainly when missing; the
+seccomp filter's verdicts read by an interpreter of classic BPF written here; the harness's allow-list."""
+
+import csv
+import json
+import struct
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sim.cli import app
+from sim.core.errors import InputError
+from sim.grading import allowlist, csvfile, grader, isolation, spec
+from sim.grading.confine import landlock, seccomp
+
+ROOT = Path(__file__).resolve().parent.parent
+MASTER = spec.locate("02")
+ONE_TEST = replace(spec.load(MASTER), tests=spec.load(MASTER).tests[:1])
+walls_here = pytest.mark.skipif(landlock.abi() == 0 or not seccomp.available(), reason="needs Landlock and seccomp")
+
+ALLOW, KILL = 0x7FFF0000, 0x80000000
+EPERM, ENOSYS = 0x00050000 | 1, 0x00050000 | 38
+# From the kernel's tables (arch/x86/entry/syscalls/syscall_64.tbl, include/uapi/asm-generic/unistd.h)
+X86_64 = dict(arch=0xC000003E, read=0, clone=56, fork=57, execve=59, kill=62, socket=41, socketpair=53,
+              tgkill=234, prlimit64=302, clone3=435, ptrace=101, process_vm_readv=310)  # fmt: skip
+AARCH64 = dict(arch=0xC00000B7, read=63, clone=220, fork=None, execve=221, kill=129, socket=198, socketpair=199,
+               tgkill=131, prlimit64=261, clone3=435, ptrace=117, process_vm_readv=270)  # fmt: skip
+
+
+def verdict(code, nr: int, arch: int, args=(0, 0, 0, 0, 0, 0)) -> int:
+    """Run a classic BPF program on struct seccomp_data {int nr; u32 arch; u64 ip; u64 args[6]} (little-endian)."""
+    data = struct.pack("<iIQ6Q", nr, arch, 0, *args)
+    pc, a = 0, 0
+    while True:
+        op, jt, jf, k = code[pc]
+        if op == 0x20:  # BPF_LD | BPF_W | BPF_ABS
+            a, pc = struct.unpack_from("<I", data, k)[0], pc + 1
+        elif op in (0x15, 0x35, 0x45):  # BPF_JMP | JEQ, JGE, JSET with a constant
+            taken = a == k if op == 0x15 else a >= k if op == 0x35 else bool(a & k)
+            pc += 1 + (jt if taken else jf)
+        elif op == 0x06:  # BPF_RET | BPF_K
+            return k
+        else:
+            raise AssertionError(f"unexpected BPF instruction {op:#x}")
+
+
+@pytest.mark.parametrize("machine, n", [("x86_64", X86_64), ("aarch64", AARCH64)])
+def test_the_seccomp_filter_refuses_what_it_must_and_lets_a_thread_start(monkeypatch, machine, n):
+    monkeypatch.setattr(seccomp, "MACHINE", machine)
+    me, code = 4242, seccomp.program(4242)
+    arch = n["arch"]
+    assert verdict(code, n["read"], arch) == ALLOW
+    assert verdict(code, n["read"], 0x40000003) == KILL  # i386's arch value: another table, killed
+    assert verdict(code, n["clone"], arch, (0x3D0F00, 0, 0, 0, 0, 0)) == ALLOW  # pthread_create's flags
+    assert verdict(code, n["clone"], arch, (0x1200011, 0, 0, 0, 0, 0)) == EPERM  # fork()'s flags
+    assert verdict(code, n["clone3"], arch) == ENOSYS  # so the C library falls back to clone
+    assert verdict(code, n["execve"], arch) == verdict(code, n["ptrace"], arch) == EPERM
+    assert verdict(code, n["process_vm_readv"], arch, (me, 0, 0, 0, 0, 0)) == EPERM
+    assert verdict(code, n["kill"], arch, (me, 9, 0, 0, 0, 0)) == ALLOW
+    assert verdict(code, n["kill"], arch, (1, 9, 0, 0, 0, 0)) == EPERM
+    assert verdict(code, n["kill"], arch, (0, 9, 0, 0, 0, 0)) == EPERM  # its process group
+    assert verdict(code, n["kill"], arch, ((-me) & 0xFFFFFFFF, 9, 0, 0, 0, 0)) == EPERM
+    assert verdict(code, n["tgkill"], arch, (me, me, 6, 0, 0, 0)) == ALLOW  # raise() and abort()
+    assert verdict(code, n["tgkill"], arch, (me + 1, me + 1, 6, 0, 0, 0)) == EPERM
+    assert verdict(code, n["prlimit64"], arch, (0, 7, 0, 0, 0, 0)) == ALLOW
+    assert verdict(code, n["prlimit64"], arch, (me + 1, 7, 0, 0, 0, 0)) == EPERM
+    assert verdict(code, n["socket"], arch, (1, 1, 0, 0, 0, 0)) == EPERM  # even AF_UNIX: pathname sockets
+    assert verdict(code, n["socketpair"], arch, (1, 1, 0, 0, 0, 0)) == ALLOW
+    assert verdict(code, n["socketpair"], arch, (2, 1, 0, 0, 0, 0)) == EPERM
+    if n["fork"] is not None:
+        assert verdict(code, n["fork"], arch) == EPERM
+    if machine == "x86_64":
+        assert verdict(code, 0x40000000 | n["read"], arch) == KILL  # the x32 table
+
+
+@walls_here
+def test_the_isolation_line_names_the_layers_that_held_here():
+    walls = grader.isolate(ONE_TEST, [MASTER])
+    line = walls.line()
+    assert f" landlock ABI {landlock.abi()} (files" in line and line.startswith("isolation: ")
+    assert " · seccomp · " in line and line.endswith(" · rlimits") and not walls.weak
+    assert walls.settings["without"] == []
+    if landlock.abi() >= 4:
+        assert "tcp" in line
+
+
+@pytest.mark.parametrize("layer", ["landlock", "seccomp"])
+def test_a_missing_kernel_layer_refuses_grading_unless_allowed(monkeypatch, layer):
+    monkeypatch.setattr(isolation, "WITHOUT", frozenset({layer}))
+    with pytest.raises(InputError, match=f"cannot confine submissions \\(no {layer}.*--allow-weak-isolation"):
+        grader.isolate(ONE_TEST, [MASTER])
+    assert grader.isolate(ONE_TEST, [MASTER], self_check=True).missing == (layer,)  # a student's laptop: a warning
+
+
+def test_without_namespaces_the_grader_only_warns_and_the_child_still_has_the_kernel_walls(monkeypatch):
+    monkeypatch.setattr(isolation, "WITHOUT", frozenset({"namespaces"}))
+    walls = grader.isolate(ONE_TEST, [MASTER])
+    assert "namespaces" not in walls.line() and walls.missing == ()
+    (report,) = grader.grade(ONE_TEST, [MASTER], seed=1, walls=walls)
+    assert report.score == 10 and report.notes == []
+
+
+def test_weak_mode_says_so_in_every_report_and_the_csv(monkeypatch, tmp_path):
+    monkeypatch.setattr(isolation, "WITHOUT", frozenset({"landlock", "seccomp"}))
+    walls = grader.isolate(ONE_TEST, [MASTER], allow_weak=True)
+    assert walls.line().endswith("— graded without kernel isolation (no landlock or seccomp)")
+    (report,) = grader.grade(ONE_TEST, [MASTER], seed=1, walls=walls)
+    assert report.score == 10 and report.notes == ["graded without kernel isolation"]
+    csvfile.write([report], tmp_path / "g.csv")
+    (row,) = csv.DictReader(open(tmp_path / "g.csv", encoding="utf-8"))
+    assert row["notes"] == "graded without kernel isolation" and row["score"] == "10"
+
+
+def test_the_cli_refuses_in_one_line_and_goes_on_with_allow_weak_isolation(monkeypatch, tmp_path):
+    monkeypatch.setattr(isolation, "WITHOUT", frozenset({"seccomp"}))
+    refused = CliRunner().invoke(app, ["grade", str(MASTER), str(MASTER), "--seed", "1"])
+    assert refused.exit_code == 2 and "cannot confine submissions (no seccomp" in refused.output
+    assert "Traceback" not in refused.output
+    out = CliRunner().invoke(app, ["grade", str(MASTER), str(MASTER), "--seed", "1", "--allow-weak-isolation"])
+    assert "graded without kernel isolation (no seccomp)" in out.output and "isolation: " in out.output
+
+
+def test_import_sim_loads_nothing_and_the_harness_only_its_allow_list():
+    probe = "import sys, json, sim; first = sorted(sys.modules); import sim.grading.harness; print(json.dumps([first, sorted(sys.modules)]))"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(ROOT)!r}); {probe}"],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    first, after = json.loads(out.stdout)
+    assert [m for m in first if m == "sim" or m.startswith("sim.")] == ["sim"] and "numpy" not in first
+    assert sorted(m for m in after if m == "sim" or m.startswith("sim.")) == sorted(allowlist.HARNESS_MODULES)
+
+
+def test_the_read_set_is_refused_where_it_reaches_a_forbidden_path():
+    listing = ROOT / "sim" / "memory.py"  # a file the harness needs, named forbidden: the grader must refuse
+    with pytest.raises(InputError, match=r"reaches .*memory\.py; refusing to grade"):
+        allowlist.read_set("chip", [str(listing)])
+    reads = allowlist.read_set("chip", [str(ROOT / "sim" / "algorithms"), str(ROOT / "sim" / "api.py")])
+    assert not any(Path(p).is_relative_to(ROOT / "sim" / "algorithms") for p in reads.paths)
+    assert sorted(Path(p).name for p in reads.paths if Path(p).is_relative_to(ROOT)) == sorted(
+        Path(f).name for f in reads.modules.values()
+    )  # of the repository, only the harness's files
+
+
+def test_a_master_beside_the_library_is_refused_but_a_students_own_copy_there_is_not():
+    beside = replace(ONE_TEST, path=ROOT / "02_flash1_forward.py")  # the repository's root: sim/ is in its folder
+    with pytest.raises(InputError, match=r"reaches .*; refusing to grade"):
+        grader.isolate(beside, [beside.path])
+    assert not grader.isolate(beside, [beside.path], self_check=True).weak
