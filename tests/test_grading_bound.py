@@ -11,7 +11,6 @@ import pytest
 from sim.algorithms import registry
 from sim.grading import bound, grader, problem, spec
 from sim.grading.server import ChipServer
-from sim.machine import iomodel
 
 SUBMISSIONS = Path(__file__).parent / "grading_submissions" / "02"
 
@@ -19,7 +18,7 @@ SUBMISSIONS = Path(__file__).parent / "grading_submissions" / "02"
 def brute_force(case: dict, sram: int, backward: bool) -> int:
     """The minimum over both loop orders and every Br ≤ N, Bc ≤ Nk that fit, each closed form evaluated."""
     N, Nk, d, s = case["N"], case["Nk"], case["d"], {"fp16": 2, "bf16": 2, "fp32": 4}[case["dtype"]]
-    form = iomodel.backward_counts if backward else iomodel.counts
+    form = registry.backward_counts if backward else registry.counts
     return min(
         form(a, N, Nk, d, s, Br, Bc, case["causal"]).hbm_bytes
         for a in ("flash1", "flash2")
@@ -38,7 +37,7 @@ def test_the_bound_is_the_minimum_over_every_block_shape(N, Nk, d, dtype, sram, 
     assert found.hbm_bytes == brute_force(case, sram, backward)
     s = 2 if dtype == "fp16" else 4
     assert registry.need(found.algorithm, found.Br, found.Bc, d, s, backward=backward) <= sram
-    form = iomodel.backward_counts if backward else iomodel.counts
+    form = registry.backward_counts if backward else registry.counts
     assert form(found.algorithm, N, Nk, d, s, found.Br, found.Bc, causal).hbm_bytes == found.hbm_bytes
 
 

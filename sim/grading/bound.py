@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from sim.algorithms import registry
 from sim.core.dtypes import itemsize
 from sim.core.format import count
-from sim.machine import iomodel
 
 ORDERS = {"flash1": "Algorithm 1's K/V-outer order", "flash2": "FlashAttention-2's Q-outer order"}
 
@@ -39,7 +38,7 @@ class Bound:
 def fewest(case: dict, sram_bytes: int, backward: bool) -> Bound | None:
     """The lower bound for a drawn case (N, Nk, d, dtype, causal) with `sram_bytes` of SRAM; None if no tiling fits."""
     N, Nk, d, s, causal = case["N"], case["Nk"], case["d"], itemsize(case["dtype"]), case["causal"]
-    form = iomodel.backward_counts if backward else iomodel.counts
+    form = registry.backward_counts if backward else registry.counts
     best = None
     for algorithm in ORDERS:
         for Br in range(1, N + 1):

@@ -5,7 +5,7 @@ import os
 
 import sim
 
-API = os.path.join(os.path.dirname(sim.__file__), "api.py").encode()
+API = os.path.join(os.path.dirname(sim.__file__), "api", "entry.py").encode()
 
 
 def forward(chip, *, Br, Bc, scale):
