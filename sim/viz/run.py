@@ -5,6 +5,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.format import abs_error, count, human_bytes, more_or_fewer
+from sim.tolerance import EXPLAIN
 
 
 def traffic_table(report: dict, title: str, closed_form: bool = False) -> Table:
@@ -69,7 +70,7 @@ def run_table(report: dict) -> RenderableType:
     parts = [Text(title, style="bold"), config, Text(""), traffic, Text(""), totals]
     if r.get("tolerance"):
         tol = r["tolerance"]
-        parts.append(Text(f"{r['dtype']} tolerance, per element: |O − ref| ≤ {tol['formula']} (sim.tolerance)", "dim"))
+        parts.append(Text(f"{r['dtype']} tolerance: max|O − ref| ≤ {tol['formula']}; {EXPLAIN}", "dim"))
     return Group(*parts)
 
 
