@@ -21,6 +21,7 @@ from sim import mask
 from sim.blocks import chunks
 from sim.dtypes import F
 from sim.hardware import Hardware
+from sim.machine.row_sums import row_sums
 
 
 @dataclass(frozen=True)
@@ -99,7 +100,7 @@ def flash1(N: int, Nk: int, d: int, s: int, Bc: int, causal: bool = False, dropo
     if causal:
         if Br is None:
             raise TypeError("flash1: the causal mask's work depends on the row block; pass Br")
-        elementwise += sum(b.rows * (Nk - b.keys_full) for b in row_blocks(N, Nk, Br, Bc, True))
+        elementwise += N * Nk - row_sums(N, Nk, Br, Bc, True).r_full  # Σ_i r_i·(Nk − full_i)
     return Counts(
         hbm_read_bytes=s * (2 * Nk * d + Tc * 2 * N * d) + F * Tc * 2 * N,
         hbm_write_bytes=s * N * d + F * 2 * N + Tc * (s * N * d + F * 2 * N),
@@ -120,14 +121,12 @@ def visible_blocks(i: int, N: int, Nk: int, Br: int, Bc: int, causal: bool) -> i
 
 def flash2(N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False) -> Counts:
     """FlashAttention-2: Q read once; K, V once per Q block (causal: only blocks some row sees); O, L written once."""
-    reads, flops, exps, elementwise = s * N * d, 0, 0, N * d + 2 * N  # ÷ℓ_i; log, + for L_i
-    for b in row_blocks(N, Nk, Br, Bc, causal):
-        r, keys = b.rows, b.keys_seen
-        reads += s * 2 * keys * d
-        flops += 4 * r * keys * d
-        exps += r * keys + r * b.seen
-        # per tile: τ·, rowmax, S − m, rowsum (4rc) and 4 per row; α·O_i (rd); the mask; dropout
-        elementwise += (4 + dropout) * r * keys + b.seen * (4 * r + r * d) + r * (keys - b.keys_full)
+    b = row_sums(N, Nk, Br, Bc, causal)  # Σ over the row blocks i of r_i, seen_i, keys_i, full_i (and products)
+    reads = s * N * d + s * 2 * b.keys * d
+    flops = 4 * b.r_keys * d
+    exps = b.r_keys + b.r_seen
+    # ÷ℓ_i; log, + for L_i; per tile: τ·, rowmax, S − m, rowsum (4rc) and 4 per row; α·O_i (rd); the mask; dropout
+    elementwise = N * d + 2 * N + (4 + dropout) * b.r_keys + (4 + d) * b.r_seen + b.r_keys - b.r_full
     return Counts(reads, s * N * d + F * N, flops, exps, elementwise)
 
 
@@ -176,7 +175,7 @@ def flash1_backward(
     # per tile: τ·, S − m, ÷ℓ, dP − D, P ∘ (5rc); dO ∘ O and rowsum for D_i, τ·dQ (3rd); τ·dK (cd)
     elementwise = (5 + 2 * dropout) * N * Nk + Tc * 3 * N * d + Tr * Nk * d
     if causal:
-        elementwise += sum(b.rows * (Nk - b.keys_full) for b in row_blocks(N, Nk, Br, Bc, True))
+        elementwise += N * Nk - row_sums(N, Nk, Br, Bc, True).r_full  # Σ_i r_i·(Nk − full_i)
     return Counts(
         hbm_read_bytes=s * 2 * Nk * d + Tc * (4 * s * N * d + 2 * F * N),
         hbm_write_bytes=s * (N * d + 2 * Nk * d) + Tc * s * N * d + 2 * s * Nk * d,
@@ -192,15 +191,12 @@ def flash2_backward_kernels(
     """FlashAttention-2's Algorithm 2 as two kernels: the pre-pass (dQ = 0, D = rowsum(dO ∘ O)), then
     per K/V block j, every Q block that sees it reads Q_i, dO_i, L_i, D_i and read-modify-writes dQ_i.
     """
-    reads, writes, flops, exps, elementwise = 2 * s * Nk * d, 2 * s * Nk * d, 0, 0, 0
-    for b in row_blocks(N, Nk, Br, Bc, causal):
-        r, keys = b.rows, b.keys_seen
-        reads += b.seen * (3 * s * r * d + 2 * F * r)
-        writes += b.seen * s * r * d
-        flops += 10 * r * keys * d
-        exps += r * keys
-        # per tile: τ·, S − L, dP − D, P ∘ (4rc); τ·dQ (rd), τ·dK (cd); the mask; dropout (P ∘ Z, dP ∘ Z)
-        elementwise += (4 + 2 * dropout) * r * keys + b.seen * r * d + keys * d + r * (keys - b.keys_full)
+    b = row_sums(N, Nk, Br, Bc, causal)  # Σ over the row blocks i of r_i, seen_i, keys_i, full_i (and products)
+    reads = 2 * s * Nk * d + (3 * s * d + 2 * F) * b.r_seen
+    writes = 2 * s * Nk * d + s * d * b.r_seen
+    flops, exps = 10 * b.r_keys * d, b.r_keys
+    # per tile: τ·, S − L, dP − D, P ∘ (4rc); τ·dQ (rd), τ·dK (cd); the mask; dropout (P ∘ Z, dP ∘ Z)
+    elementwise = (4 + 2 * dropout) * b.r_keys + d * b.r_seen + d * b.keys + b.r_keys - b.r_full
     return [
         ("dQ = 0, D = rowsum(dO ∘ O)", Counts(2 * s * N * d, s * N * d + F * N, 0, 0, 2 * N * d)),
         ("FlashAttention-2 backward", Counts(reads, writes, flops, exps, elementwise)),

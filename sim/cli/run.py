@@ -67,7 +67,7 @@ def run_command(
         forward = configure_shape(algo, False, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
                                   blocks, sram_bytes, hardware_name)  # fmt: skip
         if counts_only:
-            return estimate.counting(n, forward["block_rows"], backward)
+            return estimate.counting()
         est = estimate.process() + estimate.listing(forward) + estimate.check(n, nk, d, batch * heads)
         if backward:
             back = configure_shape(algo, True, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
