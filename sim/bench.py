@@ -170,7 +170,3 @@ def bench_cli(n: int = 32768, d: int = 64, counts_n: int = 1_000_000) -> dict:
     }
 
 
-def write_json(report: dict, path: str) -> None:
-    """Write a benchmark report as indented JSON."""
-    with open(path, "w") as f:
-        json.dump(report, f, indent=2)

@@ -4,11 +4,13 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from sim.core import strict_json
+from sim.core.atomic_file import write_text
 from sim.errors import InputError
 
 SCHEMA = "flashsim.trace"
-VERSION = 2  # 2: each step names the listing's code that ran it (`Step.code`)
-READS = (1, 2)  # the versions `from_dict` reads
+VERSION = 3  # 2: each step names the listing's code that ran it (`Step.code`); 3: strict JSON ("-Infinity")
+READS = (1, 2, 3)  # the versions `from_dict` reads
 KEY_TENSORS = frozenset({"K", "V", "dK", "dV"})  # HBM tensors indexed by key rows; the others by query rows
 
 
@@ -82,8 +84,8 @@ class Trace:
         return d
 
     def save(self, path: str | Path) -> None:
-        """Write the trace as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), allow_nan=True))
+        """Write the trace as strict JSON (`sim.core.strict_json`), atomically (`sim.core.atomic_file`)."""
+        write_text(path, strict_json.dumps(self.to_dict()))
 
     def only_row(self, row: int) -> "Trace":
         """This trace with each step's values cut down to query row `row` (see `row_values`)."""
@@ -112,8 +114,8 @@ class Trace:
                 config=_config(d["config"]),
                 hbm=_hbm(d["hbm"]),
                 steps=steps,
-                inputs=d.get("inputs"),
-                output=d.get("output"),
+                inputs=strict_json.revive(d.get("inputs")),
+                output=strict_json.revive(d.get("output")),
                 row=_typed(d.get("row"), int, "row", optional=True),
             )
         except KeyError as e:
@@ -217,6 +219,7 @@ def _step_from_dict(s: dict) -> Step:
     if s.get("values") is not None:
         for when in ("before", "after"):
             _typed(s["values"][when], dict, f"step values[{when!r}]")
+        s["values"] = {when: strict_json.revive(s["values"][when]) for when in ("before", "after")}
     if s.get("rows") is not None:
         r0, r1 = s["rows"]
         s["rows"] = (_typed(r0, int, "step rows"), _typed(r1, int, "step rows"))

@@ -1,5 +1,6 @@
 """The `flashsim` command: the group, its one-line errors, and the registration of every command family."""
 
+import os
 import sys
 
 import click
@@ -8,6 +9,7 @@ from rich.console import Console
 from sim.blocks import PAPER_RULE
 from sim.cli import bench, demo, figures, grading, run, trace, walkthrough
 from sim.errors import FlashsimError
+from sim.viewer import guard
 
 # a new command family: its module in sim/cli/ with a COMMANDS tuple, and its name here
 FAMILIES = (run, trace, bench, figures, walkthrough, grading, demo)
@@ -16,6 +18,10 @@ ALIASES = {"trace": "load_path", "q": "n", "k": "nk"}  # library arguments whose
 SRAM_SUSPECTS = ("--d", "--sram-bytes", "--hardware", "--nk", "--n")  # what makes even the smallest blocks too big
 BLOCK_SUSPECTS = ("--block-rows", "--block-cols", "--block", "--queries", "--d", "--sram-bytes", "--hardware")
 _NO_ARGS_IS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", ())  # click ≥ 8.2
+INTERRUPTED = 130  # the exit code after Ctrl-C, as shells give 128 + SIGINT
+EXIT_CODES = """Exit codes: 0 success; 1 a verdict or a grade that failed (a run outside its tolerance, a submission
+below full marks); 2 a usage or input error (one line on stderr); 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP.
+A closed pipe (`flashsim … | head`) ends quietly with 0."""
 
 
 class _Group(click.Group):
@@ -26,7 +32,9 @@ class _Group(click.Group):
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
         try:
-            rv = super().main(args, prog_name or "flashsim", complete_var, standalone_mode=False, **extra)
+            with guard.guarded():
+                rv = super().main(args, prog_name or "flashsim", complete_var, standalone_mode=False, **extra)
+                _flush_stdout()  # a full disk or a closed pipe shows here, not at exit
         except _NO_ARGS_IS_HELP as e:  # a bare `flashsim` or `flashsim bench`: show the help, not an error
             click.echo(e.ctx.get_help())
             sys.exit(0)
@@ -35,10 +43,20 @@ class _Group(click.Group):
             fail(f"{where}{e.format_message()}")
         except FlashsimError as e:
             fail(as_option(str(e), self._leaf(args)))
-        except click.exceptions.Abort:
-            sys.exit(1)
+        except (click.exceptions.Abort, KeyboardInterrupt):  # Ctrl-C (click turns it into Abort)
+            _quiet_stdout()
+            sys.exit(INTERRUPTED)
+        except guard.Terminated as e:  # SIGTERM, SIGHUP: everything unwound, the terminal put back
+            _quiet_stdout()
+            sys.exit(128 + e.signum)
+        except BrokenPipeError:  # `flashsim … | head`: the reader has what it wanted
+            _quiet_stdout()
+            sys.exit(0)
         except MemoryError:  # an estimate let through what this machine could not hold after all
             fail("out of memory: this machine could not hold the work; try smaller sizes, or --counts-only")
+        except OSError as e:  # a file that cannot be written or read (/dev/full, a read-only folder)
+            _quiet_stdout()  # its buffer may hold what could not be written
+            fail(f"{e.filename}: {e.strerror}" if e.filename else f"cannot write the output: {e.strerror or e}")
         sys.exit(rv if isinstance(rv, int) else 0)
 
 
@@ -71,13 +89,30 @@ def _leaf_command(group: click.Group, args: list[str]) -> tuple[click.Command, l
     return None if isinstance(command, click.Group) else (command, [a.split("=")[0] for a in rest])
 
 
+def _flush_stdout() -> None:
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as e:
+        raise OSError(e.errno, e.strerror, "stdout") from None
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at /dev/null: what is left in its buffer (a closed pipe's) must not fail again at exit."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no real stdout (a test's): nothing to flush at exit
+        pass
+
+
 def fail(message: str) -> None:
     """Print `error: message` on one line to stderr and exit with code 2."""
     Console(stderr=True, highlight=False, soft_wrap=True).print(f"error: {message}", markup=False)
     sys.exit(2)
 
 
-@click.group("flashsim", cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group("flashsim", cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
 @click.version_option(package_name="flashsim", prog_name="flashsim", message="%(prog)s %(version)s")
 def app() -> None:
     """flashsim: FlashAttention, made visible."""

@@ -7,7 +7,8 @@ from sim import bench
 from sim.algorithms import REGISTRY
 from sim.cli import estimate, options
 from sim.cli.grading import bench_grade_command
-from sim.cli.options import console
+from sim.cli.options import console, emit_json
+from sim.core.atomic_file import write_text
 from sim.format import count
 from sim.inputs import configure_shape
 from sim.viz import bench as bench_viz
@@ -52,9 +53,8 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path) -> None:
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, repeats=repeats,
                    memory_n=memory_n)  # fmt: skip
     result = bench.bench_sim(n=n, d=d, dtype=dtype, repeats=repeats, memory_n=memory_n or None)
-    console.print(bench_viz.sim_table(result))
-    if json_path:
-        bench.write_json(result, json_path)
+    if not emit_json(result, json_path):
+        console.print(bench_viz.sim_table(result))
 
 
 @bench_group.command("gpu")
@@ -70,7 +70,6 @@ def bench_gpu_command(quick, json_path, markdown_path, backward, kernel) -> None
     """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
     from gpu import bench as gpu_bench
     from gpu import render as gpu_render
-    from gpu import results
 
     progress = Console(stderr=True, highlight=False)
     report = gpu_bench.run_bench(
@@ -80,12 +79,10 @@ def bench_gpu_command(quick, json_path, markdown_path, backward, kernel) -> None
         progress=lambda row: progress.print(gpu_render.bench_progress(row), style="dim"),
         command=options.command_line(),
     )
-    console.print(gpu_render.bench_table(report))
-    if json_path:
-        results.write(report, json_path)
+    if not emit_json(report, json_path, indent=1):
+        console.print(gpu_render.bench_table(report))
     if markdown_path:
-        with open(markdown_path, "w") as f:
-            f.write(gpu_render.bench_markdown(report))
+        write_text(markdown_path, gpu_render.bench_markdown(report))
 
 
 @bench_group.command("trace")
@@ -112,9 +109,8 @@ def bench_trace_command(ctx, n, d, dtype, hardware_name, keys, json_path) -> Non
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, keys=keys)
 
     rows = viewer_timing.bench_open(n=n, d=d, dtype=dtype, hardware=hardware_name, keys=keys)
-    console.print(timing.open_times(rows))
-    if json_path:
-        bench.write_json({"trace_viewer": rows}, json_path)
+    if not emit_json({"trace_viewer": rows}, json_path):
+        console.print(timing.open_times(rows))
 
 
 @bench_group.command("cli")
@@ -136,9 +132,8 @@ def bench_cli_command(ctx, n, d, counts_n, json_path) -> None:
     what = f"a flash2 run at N = {count(n)}, d = {d}, and counts at N = {count(counts_n)}"
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, counts_n=counts_n)
     result = bench.bench_cli(n=n, d=d, counts_n=counts_n)
-    console.print(bench_viz.cli_table(result))
-    if json_path:
-        bench.write_json(result, json_path)
+    if not emit_json(result, json_path):
+        console.print(bench_viz.cli_table(result))
 
 
 def _configure(algorithm: str, n: int, d: int, dtype: str, hardware_name: str | None = None) -> dict:

@@ -37,7 +37,6 @@ PER_SCORE = 4e-9  # the float64 reference, per score, plus PER_SCORE_D per score
 PER_SCORE_D = 0.06e-9
 BACKWARD_PER_SCORE, BACKWARD_PER_SCORE_D = 6e-9, 0.3e-9
 PROCESS = 150 * 2**20  # Python, NumPy, rich and the command itself
-EXACT_ROW_BLOCKS = 4096  # closed forms are summed over at most this many row blocks, then scaled in N
 CLOSED_FORM_PER_ROW_BLOCK = 5e-6  # seconds to add one row block into a closed form (a sweep's, summed per block)
 CLOSED_FORM_SECONDS = 1e-3  # one closed form by `sim.machine.row_sums`: a few floor sums, whatever N
 SMALL_TILE = 64  # Br × Bc below this: the blocks, more than N, make the tile pairs many
@@ -87,12 +86,9 @@ def available_memory() -> int:
 
 
 def closed_form(algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool, backward: bool):
-    """One head's closed-form counts, summed over at most `EXACT_ROW_BLOCKS` row blocks (then scaled in N)."""
-    rows = min(N, EXACT_ROW_BLOCKS * Br)
+    """One head's closed-form counts (O(1) in N: `sim.machine.row_sums`)."""
     counts = iomodel.backward_counts if backward else iomodel.counts
-    c = counts(algorithm, rows, Nk, d, s, Br, Bc, causal)
-    return c if rows == N else iomodel.Counts(*(round(x * N / rows) for x in (c.hbm_read_bytes, c.hbm_write_bytes,
-                                                                            c.flops, c.exps, c.elementwise)))  # fmt: skip
+    return counts(algorithm, N, Nk, d, s, Br, Bc, causal)
 
 
 def simulate(

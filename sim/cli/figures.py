@@ -12,7 +12,8 @@ import sim
 from sim import blocks as blocks_
 from sim import hardware, occupancy, paper, reference, sweep
 from sim.cli import estimate, options
-from sim.cli.options import console, print_json
+from sim.cli.options import console, emit_json
+from sim.core import atomic_file
 from sim.cli.progress import Work
 from sim.dtypes import itemsize
 from sim.errors import InputError
@@ -51,7 +52,7 @@ def paper_group() -> None:
 
 @paper_group.command("fig2")
 @options.hardware("A100-40GB", "GPU of the time estimate.")  # the paper's GPU, not the simulator's default
-@options.json_flag("Print one JSON object instead of the tables.")
+@options.json_output("the figure's numbers")
 @click.pass_context
 def paper_fig2_command(ctx, hardware_name, as_json) -> None:
     """Figure 2: GPT-2 medium attention, forward + backward, standard vs FlashAttention, beside the paper's numbers."""
@@ -66,9 +67,7 @@ def paper_fig2_command(ctx, hardware_name, as_json) -> None:
 
     estimate.guard(ctx, cost, f"Figure 2 on the {hardware_name}", ["another --hardware"])
     fig = paper.figure2(hardware_name)
-    if as_json:
-        print_json(fig.to_dict())
-    else:
+    if not emit_json(fig.to_dict(), as_json):
         console.print(paper_viz.figure2(fig))
 
 
@@ -97,7 +96,7 @@ def paper_fig2_command(ctx, hardware_name, as_json) -> None:
 @options.causal("Causal mask (FlashAttention-2 skips the hidden blocks).")
 @options.algo(sweep.flash_variants(), "FlashAttention variant.")
 @options.backward("Forward + backward  [default: the forward pass]")
-@options.json_flag()
+@options.json_output("the sweep")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of the table.")
 @options.output_file("--plot", "plot_path", "Also write a figure (needs matplotlib).")
 def sweep_command(
@@ -120,12 +119,11 @@ def sweep_command(
         hardware=hardware_name, causal=causal, algorithm=algo, backward=backward,
     )  # fmt: skip
     if plot_path:
-        sweep_viz.plot(sw, plot_path)
-    if as_json:
-        print_json(sw.to_dict())
-    elif as_csv:
+        with atomic_file.target(plot_path) as where:
+            sweep_viz.plot(sw, where, fmt=os.path.splitext(plot_path)[1].lower().lstrip("."))
+    if as_csv:
         sys.stdout.write(sw.to_csv())
-    else:
+    elif not emit_json(sw.to_dict(), as_json):
         console.print(sweep_viz.table(sw))
 
 
@@ -154,7 +152,7 @@ def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward
 @click.option(
     "--splits", type=INTS, default=None, help="Numbers of splits to compare  [default: 1, 2, 4, … and the best]"
 )
-@options.json_flag()
+@options.json_output("the table")
 @options.QUIET
 @click.pass_context
 def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, splits, as_json, quiet) -> None:
@@ -185,8 +183,8 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
         config = dict(nk=nk, queries=queries, d=d, batch=batch, heads=heads, dtype=dtype, hardware=hw.name)
         table = [dict(splits=r.splits, blocks=r.blocks, busy_sms=r.busy, waves=r.waves, utilization=r.utilization,
                       hbm_bytes=r.hbm_bytes, seconds=r.seconds) for r in rows]  # fmt: skip
-        print_json({"config": config, "best_splits": best, "rows": table, "simulated_max_abs_err": err})
-        return
+        if emit_json({"config": config, "best_splits": best, "rows": table, "simulated_max_abs_err": err}, as_json):
+            return
     console.print(
         decode_viz.decode_table(rows, best, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw)
     )

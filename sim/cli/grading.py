@@ -8,9 +8,9 @@ from pathlib import Path
 import click
 from rich.table import Table
 
-from sim import bench
 from sim.cli import estimate, options
-from sim.cli.options import console
+from sim.cli.options import console, emit_json
+from sim.core import atomic_file
 from sim.cli.progress import Work
 from sim.errors import InputError
 from sim.format import count, seconds
@@ -97,11 +97,14 @@ def grade_command(
     if many:
         console.print(render.summary(reports))
     if gradescope_path:
-        gradescope.write(reports[0], Path(gradescope_path), hidden_visibility)
+        with atomic_file.target(gradescope_path) as where:
+            gradescope.write(reports[0], Path(where), hidden_visibility)
         console.print(f"wrote {gradescope_path}")
     if csv_path:
-        csvfile.write(reports, Path(csv_path))
+        with atomic_file.target(csv_path) as where:
+            csvfile.write(reports, Path(where))
         console.print(f"wrote {csv_path}")
+    return 0 if all(r.score >= r.max_score for r in reports) else 1  # exit 1: some submission below full marks
 
 
 @click.command("grade")
@@ -121,9 +124,8 @@ def bench_grade_command(ctx, n, jobs, json_path, quiet) -> None:
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n)
     with progress_bar(quiet, n) as progress:
         report = grading_bench.bench_grade(n, jobs, progress=progress)
-    console.print(render.bench(report))
-    if json_path:
-        bench.write_json(report, json_path)
+    if not emit_json(report, json_path):
+        console.print(render.bench(report))
 
 
 def at_once(submissions: int, jobs: int | None) -> int:

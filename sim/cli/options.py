@@ -4,7 +4,6 @@ A command composes them in the order its `--help` lists them. Where commands dif
 help text, the option takes it as an argument and each command keeps its own (said at the command).
 """
 
-import json
 import math
 import os
 import shlex
@@ -15,11 +14,22 @@ from rich.console import Console
 
 from sim import hardware as presets
 from sim.algorithms import REGISTRY
+from sim.core import strict_json
+from sim.core.atomic_file import special, write_text
 from sim.dtypes import DTYPES
 
 console = Console(highlight=False)
 
-POSITIVE = click.IntRange(1, 2**53)  # sizes and counts: beyond 2⁵³ NumPy's integers and floats part ways
+class Count(click.IntRange):
+    """An integer in a range that `--help` states in words ("1 or more"), not as `1<=x<=9007199254740992`."""
+
+    def _describe_range(self) -> str:
+        if self.max is None or self.max >= 2**53:
+            return f"{self.min} or more"
+        return f"{self.min} to {self.max}"
+
+
+POSITIVE = Count(1, 2**53)  # sizes and counts: beyond 2⁵³ NumPy's integers and floats part ways
 ALGORITHMS = tuple(REGISTRY)  # every forward the registry holds: a new entry there is a new --algo choice
 HARDWARE = click.Choice(list(presets.PRESETS), case_sensitive=False)
 STORAGE = "Storage dtype (on-chip math is fp32)."
@@ -56,13 +66,13 @@ def d(default: int, type=POSITIVE):
 
 
 def batch(default: int):
-    """--batch."""
-    return click.option("--batch", type=POSITIVE, default=default, show_default=True)
+    """--batch: independent sequences, each with its own heads."""
+    return click.option("--batch", type=POSITIVE, default=default, show_default=True, help="Batch size.")
 
 
 def heads(default: int):
-    """--heads."""
-    return click.option("--heads", type=POSITIVE, default=default, show_default=True)
+    """--heads: attention heads per sequence (batch × heads are simulated one after another)."""
+    return click.option("--heads", type=POSITIVE, default=default, show_default=True, help="Attention heads.")
 
 
 def dtype(default: str, choices=tuple(DTYPES)):
@@ -80,7 +90,8 @@ def blocks(help: str):
     return click.option("--blocks", type=click.Choice(["fit", "paper"]), default="fit", show_default=True, help=help)
 
 
-def hardware(default: str = presets.DEFAULT, help: str | None = None, show_default=True):
+def hardware(default: str = presets.DEFAULT, help: str = "GPU preset: its SRAM per SM, bandwidth and peak FLOP/s.",
+             show_default=True):  # fmt: skip
     """--hardware: a GPU preset, passed on as `hardware_name`."""
     return click.option(
         "--hardware", "hardware_name", type=HARDWARE, default=default, show_default=show_default, help=help
@@ -92,9 +103,13 @@ def backward(help: str):
     return click.option("--backward", is_flag=True, help=help)
 
 
-def json_flag(help="Print one JSON object instead of the table."):
-    """--json: print JSON instead of the table (passed on as `as_json`)."""
-    return click.option("--json", "as_json", is_flag=True, help=help)
+def json_output(what: str = "the report", name: str = "as_json"):
+    """--json [FILE], the same on every command: `--json` alone prints `what` as one strict JSON object on stdout
+    instead of the tables; `--json FILE` prints the tables and writes it to FILE (passed on as "-" or the path)."""
+    return click.option(
+        "--json", name, is_flag=False, flag_value="-", default=None, metavar="[FILE]", callback=writable,
+        help=f"Print {what} as JSON on stdout instead of the tables, or with FILE write it there.",
+    )  # fmt: skip
 
 
 SCALE = click.option("--scale", type=float, default=None, help="Softmax scale τ  [default: 1/√d]")
@@ -111,10 +126,12 @@ QUIET = click.option(
 
 def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
     """A click callback: refuse, before any work, a file path that cannot be written (no such folder, a folder)."""
-    if path is None:
-        return None
+    if path is None or path == "-":  # "-": stdout
+        return path
     if not path:
         raise click.BadParameter("an empty file name")
+    if special(path):  # a device or a pipe (/dev/stdout, /dev/null): written directly
+        return path
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise click.BadParameter(f"{path!r} is a folder, not a file")
@@ -159,7 +176,7 @@ def output_folder(flag: str, name: str, help: str):
     return click.option(flag, name, type=click.Path(file_okay=False), default=None, callback=makeable, help=help)
 
 
-JSON_REPORT = output_file("--json", "json_path", "Also write the report here.")
+JSON_REPORT = json_output("the report", name="json_path")
 
 
 def command_line() -> str:
@@ -168,5 +185,15 @@ def command_line() -> str:
 
 
 def print_json(obj) -> None:
-    """One JSON object on stdout (infinities as ±Infinity, as Python's json writes them)."""
-    sys.stdout.write(json.dumps(obj) + "\n")
+    """One strict JSON object on stdout (`sim.core.strict_json`: non-finite numbers as strings)."""
+    sys.stdout.write(strict_json.dumps(obj) + "\n")
+
+
+def emit_json(obj, where: str | None, indent: int | None = 2) -> bool:
+    """`--json [FILE]`'s output: on stdout for "-", else to the file, atomically; whether it went to stdout."""
+    if where == "-":
+        print_json(obj)
+        return True
+    if where:
+        write_text(where, strict_json.dumps(obj, indent=indent) + "\n")
+    return False

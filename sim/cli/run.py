@@ -6,7 +6,7 @@ import numpy as np
 import sim
 from sim import closed_form, iomodel, report, training
 from sim.cli import estimate, options
-from sim.cli.options import console, print_json
+from sim.cli.options import console, emit_json
 from sim.cli.progress import Work
 from sim.dtypes import DTYPES
 from sim.errors import InputError
@@ -46,7 +46,7 @@ def chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hard
     help="Count bytes and FLOPs from the closed form alone (any N, at once; no error check).",
 )
 @options.backward("Also run the backward pass (upstream gradient dO seeded at random).")
-@options.json_flag()
+@options.json_output()
 @options.QUIET
 @click.pass_context
 def run_command(
@@ -103,9 +103,7 @@ def run_command(
                 grads, grad_err = run_backward(work, result, seed, back)
             summary["backward"] = training.backward_report(grads, grad_err)
             summary["forward_backward"] = training.split(result, grads)
-    if as_json:
-        print_json(summary)
-    else:
+    if not emit_json(summary, as_json, indent=None):
         console.print(run_viz.run_table(summary))
         if backward:
             console.print(backward_viz.backward_table(summary))
@@ -157,7 +155,7 @@ def compare_command(
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
     from gpu import compare as gpu_compare
     from gpu import compare_backward as gpu_compare_backward
-    from gpu import flash, registry, render_compare, results
+    from gpu import flash, registry, render_compare
 
     tiles = (registry.backward(kernel) if backward else flash.resolve(kernel, d)).default_tiles(d)
     simulated = 1 if backward else batch * heads  # the backward simulates head 0's numerics, counts the rest
@@ -177,9 +175,8 @@ def compare_command(
             n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype, causal=causal, kernel=kernel,
             profile=not no_counters,
         )  # fmt: skip
-    console.print((render_compare.backward_comparison if backward else render_compare.comparison)(result))
-    if json_path:
-        results.write(module.report(result, options.command_line()), json_path)
+    if not emit_json(module.report(result, options.command_line()), json_path, indent=1):
+        console.print((render_compare.backward_comparison if backward else render_compare.comparison)(result))
 
 
 COMMANDS = (run_command, compare_command)

@@ -53,7 +53,7 @@ MAX_WIDTH = 1000  # columns to print or export in: wider is a typo, and rich wou
 @click.option(
     "--delay", type=options.FloatRange(0, 60), default=0.5, show_default=True, help="Seconds per frame of --play."
 )
-@options.output_file("--json", "json_path", "Write the trace (versioned JSON).")  # a file: unlike run's --json flag
+@options.json_output("the trace (versioned; --load FILE reopens it)", name="json_path")
 @options.output_file("--svg", "svg_path", "Write --step K's screen, or the listing, as SVG.")
 @options.output_file("--html", "html_path", "The same as HTML.")
 @click.option(
@@ -96,6 +96,9 @@ def trace_command(
                 trace = record(algo, q, k, v, row=row, **chip)
     view = timeline.Timeline(trace)
     traces.check_step(view, step)
+    if json_path == "-":
+        print_json(trace.to_dict())
+        return
     if json_path:
         trace.save(json_path)
         console.print(f"wrote {json_path}: the trace, {len(view)} steps (flashsim trace --load {json_path} opens it)")

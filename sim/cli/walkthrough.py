@@ -6,18 +6,17 @@ import click
 
 from sim import reference, walkthrough
 from sim.cli import options
-from sim.cli.options import console, print_json
+from sim.cli.options import console, emit_json
 from sim.viz import walkthrough as walkthrough_viz
 
 
 @click.command("walkthrough")
-@options.json_flag("Print the whole trace as JSON.")
+@options.json_output("the whole trace")
 def walkthrough_command(as_json) -> None:
     """FlashAttention step by step on N = 4 queries and keys with blocks of 2 (in a terminal, in the trace viewer,
     after a first screen with the inputs)."""
     flash = walkthrough.flash()
-    if as_json:
-        print_json(flash.trace.to_dict())
+    if emit_json(flash.trace.to_dict(), as_json):
         return
     ref, _ = reference.attention(walkthrough.Q, walkthrough.K, walkthrough.V)
     standard = walkthrough.standard()
