@@ -102,7 +102,7 @@ class Trace:
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
             raise InputError(f"trace: not a flashsim trace (expected schema {SCHEMA!r})")
         if d.get("version") not in READS:
-            versions = " and ".join(map(str, READS))
+            versions = ", ".join(map(str, READS[:-1])) + f" and {READS[-1]}"
             raise InputError(f"trace: version {d.get('version')!r} is not supported (this flashsim reads {versions})")
         try:
             steps = [_step_from_dict(s) for s in d["steps"]]
