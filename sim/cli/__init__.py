@@ -53,7 +53,11 @@ class _Group(click.Group):
             _quiet_stdout()
             sys.exit(0)
         except MemoryError:  # an estimate let through what this machine could not hold after all
-            fail("out of memory: this machine could not hold the work; try smaller sizes, or --counts-only")
+            counts = "--counts-only" in sys.argv or "run" not in sys.argv
+            fail(
+                "out of memory: this machine could not hold the work; try smaller sizes"
+                + ", or --counts-only" * (not counts)
+            )
         except OSError as e:  # a file that cannot be written or read (/dev/full, a read-only folder)
             _quiet_stdout()  # its buffer may hold what could not be written
             fail(f"{e.filename}: {e.strerror}" if e.filename else f"cannot write the output: {e.strerror or e}")
@@ -73,7 +77,9 @@ def as_option(message: str, command: tuple[click.Command, list[str]] | None = No
     elif name in ("blocks", "SRAM overflow"):  # blocks that do not fit: the options given that set their size
         smallest = "smallest" in rest or name == "SRAM overflow"
         suspects = SRAM_SUSPECTS if smallest else BLOCK_SUSPECTS
-        named = [o for o in suspects if o in given] or [o for o in suspects if o in options.values()][:2]
+        named = [o for o in suspects if o in given] or [
+            "--hardware" if "--hardware" in options.values() else suspects[0]
+        ]
         option = ", ".join(named)
         rest = message if name == "SRAM overflow" else rest
     else:

@@ -14,7 +14,9 @@ def demo_group() -> None:
 
 
 @demo_group.command("train")
-@click.option("--steps", type=options.POSITIVE, default=300, show_default=True, help="Optimizer steps per run (1 or more).")
+@click.option(
+    "--steps", type=options.POSITIVE, default=300, show_default=True, help="Optimizer steps per run (1 or more)."
+)
 @options.dtype("bf16", choices=("fp16", "bf16"))
 @options.output_file("--plot", "plot_path", "Where the two loss curves go (SVG).", default="train-loss.svg")
 @options.JSON_REPORT

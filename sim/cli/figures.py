@@ -13,8 +13,8 @@ from sim import blocks as blocks_
 from sim import hardware, occupancy, paper, reference, sweep
 from sim.cli import estimate, options
 from sim.cli.options import console, emit_json
-from sim.core import atomic_file
 from sim.cli.progress import Work
+from sim.core import atomic_file
 from sim.dtypes import itemsize
 from sim.errors import InputError
 from sim.format import abs_error, count

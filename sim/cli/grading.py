@@ -10,8 +10,8 @@ from rich.table import Table
 
 from sim.cli import estimate, options
 from sim.cli.options import console, emit_json
-from sim.core import atomic_file
 from sim.cli.progress import Work
+from sim.core import atomic_file
 from sim.errors import InputError
 from sim.format import count, seconds
 from sim.grading import bench as grading_bench
@@ -134,7 +134,7 @@ def at_once(submissions: int, jobs: int | None) -> int:
     jobs = min(jobs or os.cpu_count() or 1, submissions)
     fits = max(1, (estimate.available_memory() - estimate.PROCESS) // estimate.GRADING_CHILD)
     est = estimate.process() + replace(estimate.grading(submissions, jobs), seconds=0.0)  # a class takes its time
-    estimate.refuse(est, "--jobs", f"grading {count(jobs)} submissions at once", f"--jobs {count(fits)} or less")
+    estimate.refuse(est, "--jobs", f"grading {count(jobs)} submissions at once", f"--jobs {fits} or less")
     return jobs
 
 

@@ -20,6 +20,7 @@ from sim.dtypes import DTYPES
 
 console = Console(highlight=False)
 
+
 class Count(click.IntRange):
     """An integer in a range that `--help` states in words ("1 or more"), not as `1<=x<=9007199254740992`."""
 

@@ -88,7 +88,7 @@ def trace_command(
         if ctx.get_parameter_source("hardware_name") is ParameterSource.DEFAULT and toy_is_too_small:
             hardware_name = hardware.DEFAULT
         chip = chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name)
-        config = _refuse_too_much(ctx, algo, backward, n, nk or n, d, dtype, chip)
+        config = _refuse_too_much(ctx, algo, backward, n, nk, d, dtype, chip)
         with Work(quiet) as work:
             q, k, v = (x[0, 0] for x in random_inputs(1, 1, n, nk or n, d, dtype, seed))
             record = traces.record_backward if backward else traces.record
