@@ -16,6 +16,7 @@ from sim.errors import InputError
 from sim.format import count, seconds
 from sim.grading import bench as grading_bench
 from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec
+from sim.viz.unclipped import unclipped
 
 TIMEOUT = options.FloatRange(0.1, 3600)  # seconds per test: an hour is far beyond any test, NaN and ∞ are no limit
 JOBS = click.option("--jobs", type=options.POSITIVE, default=None, help="Submissions graded at once  [default: CPUs]")
@@ -30,13 +31,13 @@ def assignments() -> None:
 def list_command() -> None:
     """The assignments in lessons/assignments, with their tests and points."""
     table = Table(show_edge=False)
-    for name in ("assignment", "title", "public tests", "hidden tests", "points"):
+    for name in ("assignment", "title", "public", "hidden", "points"):  # public and hidden tests
         table.add_column(name)
     for path in spec.masters():
         a = spec.load(path)
         public = sum(t["visibility"] == "public" for t in a.tests)
         table.add_row(a.name, a.title, str(public), str(len(a.tests) - public), f"{a.points:g}")
-    console.print(table)
+    console.print(unclipped(table))
 
 
 @assignments.command("export")

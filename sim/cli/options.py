@@ -18,6 +18,24 @@ from sim.core import strict_json
 from sim.core.atomic_file import special, write_text
 from sim.dtypes import DTYPES
 
+MAX_COLUMNS = 1000  # a wider COLUMNS is a typo: rich would lay out every line that wide
+
+
+def sane_terminal() -> None:
+    """Make any terminal printable: COLUMNS and LINES that are not a size (0, -3, 10⁹, "x") are dropped (the
+    terminal's own size is used), and an output encoding without ✓, τ or box drawing (latin-1, ASCII) writes
+    "?" in their place instead of failing."""
+    for name, most in (("COLUMNS", MAX_COLUMNS), ("LINES", MAX_COLUMNS)):
+        value = os.environ.get(name)
+        if value is not None and not (value.isdigit() and 0 < int(value) <= most):
+            del os.environ[name]
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if encoding and not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
+sane_terminal()
 console = Console(highlight=False)
 
 

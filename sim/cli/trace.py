@@ -8,7 +8,7 @@ from rich.console import Console
 
 from sim import hardware
 from sim.cli import estimate, options
-from sim.cli.options import console
+from sim.cli.options import console, print_json
 from sim.cli.progress import Work
 from sim.cli.run import chip_options, closed_bytes
 from sim.errors import InputError
