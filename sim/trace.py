@@ -11,6 +11,7 @@ from sim.errors import InputError
 SCHEMA = "flashsim.trace"
 VERSION = 3  # 2: each step names the listing's code that ran it (`Step.code`); 3: strict JSON ("-Infinity")
 READS = (1, 2, 3)  # the versions `from_dict` reads
+MAX_SIZE = 2**53  # the largest size a trace may claim, as on the command line (`sim.cli.options.POSITIVE`)
 KEY_TENSORS = frozenset({"K", "V", "dK", "dV"})  # HBM tensors indexed by key rows; the others by query rows
 
 
@@ -109,10 +110,14 @@ class Trace:
             for k, step in enumerate(steps):
                 if step.index != k:
                     raise ValueError(f"step {k} is numbered {step.index}")
+            config, hbm = _config(d["config"]), _hbm(d["hbm"])
+            for tensor, rows in (("Q", config["n"]), ("K", config["nk"])):
+                if tensor in hbm and hbm[tensor]["shape"][:1] != [rows]:
+                    raise ValueError(f"hbm {tensor} has {hbm[tensor]['shape'][:1]} rows, the config {rows}")
             return cls(
                 algorithm=_typed(d["algorithm"], str, "algorithm"),
-                config=_config(d["config"]),
-                hbm=_hbm(d["hbm"]),
+                config=config,
+                hbm=hbm,
                 steps=steps,
                 inputs=strict_json.revive(d.get("inputs")),
                 output=strict_json.revive(d.get("output")),
@@ -178,8 +183,8 @@ def _typed(value, kind, where: str, optional: bool = False):
 
 def _config(c: dict) -> dict:
     for name in ("n", "nk", "d", "block_rows", "block_cols", "sram_bytes"):
-        if _typed(c[name], int, f"config {name}") < 1:
-            raise ValueError(f"config {name} is {c[name]}, expected a positive integer")
+        if not 1 <= _typed(c[name], int, f"config {name}") <= MAX_SIZE:
+            raise ValueError(f"config {name} is {c[name]}, expected an integer from 1 to 2**53 (as the command line)")
     _typed(c["dtype"], str, "config dtype")
     return c
 

@@ -17,6 +17,7 @@ from sim.algorithms import REGISTRY
 from sim.core import strict_json
 from sim.core.atomic_file import special, write_text
 from sim.dtypes import DTYPES
+from sim.trace import MAX_SIZE
 
 MAX_COLUMNS = 1000  # a wider COLUMNS is a typo: rich would lay out every line that wide
 
@@ -48,7 +49,7 @@ class Count(click.IntRange):
         return f"{self.min} to {self.max}"
 
 
-POSITIVE = Count(1, 2**53)  # sizes and counts: beyond 2⁵³ NumPy's integers and floats part ways
+POSITIVE = Count(1, MAX_SIZE)  # sizes and counts: beyond 2⁵³ NumPy's integers and floats part ways (as a --load trace)
 ALGORITHMS = tuple(REGISTRY)  # every forward the registry holds: a new entry there is a new --algo choice
 HARDWARE = click.Choice(list(presets.PRESETS), case_sensitive=False)
 STORAGE = "Storage dtype (on-chip math is fp32)."

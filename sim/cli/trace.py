@@ -12,6 +12,7 @@ from sim.cli.options import console, print_json
 from sim.cli.progress import Work
 from sim.cli.run import chip_options, closed_bytes
 from sim.errors import InputError
+from sim.format import count
 from sim.inputs import configure_shape, random_inputs
 
 TOY_MAX_N, TOY_MAX_D = 64, 16  # `trace` runs on the toy part up to this size unless --hardware says otherwise
@@ -83,6 +84,9 @@ def trace_command(
             option = given[0].removesuffix("_name").replace("_", "-")
             raise InputError(f"--load: the trace file fixes the run; drop --{option}")
         trace = traces.load(load_path, row)
+        viewing = estimate.process() + estimate.Estimate(len(trace.steps) * estimate.PER_STEP, 0, 0, len(trace.steps))
+        estimate.refuse(viewing, "--load", f"the trace in {load_path!r} ({count(len(trace.steps))} steps)",
+                        "a trace of a smaller run")  # fmt: skip
     else:
         toy_is_too_small = max(n, nk or n) > TOY_MAX_N or d > TOY_MAX_D  # blocks of a few rows: too many steps to watch
         if ctx.get_parameter_source("hardware_name") is ParameterSource.DEFAULT and toy_is_too_small:
