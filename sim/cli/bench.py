@@ -8,6 +8,7 @@ from sim.algorithms import REGISTRY
 from sim.cli import estimate, options
 from sim.cli.grading import bench_grade_command
 from sim.cli.options import console, emit_json
+from sim.cli.progress import Work
 from sim.core.atomic_file import write_text
 from sim.format import count
 from sim.inputs import configure_shape
@@ -36,8 +37,9 @@ def bench_group() -> None:
     help="N of the flash2 memory probe (0 skips it).",
 )
 @options.JSON_REPORT
+@options.QUIET
 @click.pass_context
-def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path) -> None:
+def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path, quiet) -> None:
     """Time the simulator's full numerics against plain NumPy attention, and probe flash2's memory."""
 
     def cost(n, d, repeats, memory_n) -> estimate.Estimate:
@@ -52,7 +54,8 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path) -> None:
     what = f"timing every algorithm at N = {count(n)}, d = {d}, {repeats + 2} times, and a flash2 run at N = {count(memory_n)}"
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, repeats=repeats,
                    memory_n=memory_n)  # fmt: skip
-    result = bench.bench_sim(n=n, d=d, dtype=dtype, repeats=repeats, memory_n=memory_n or None)
+    with Work(quiet) as work, work.steps("timing", bench.bench_sim_calls(repeats, memory_n)) as advance:
+        result = bench.bench_sim(n=n, d=d, dtype=dtype, repeats=repeats, memory_n=memory_n or None, advance=advance)
     if not emit_json(result, json_path):
         console.print(bench_viz.sim_table(result))
 
@@ -120,8 +123,9 @@ def bench_trace_command(ctx, n, d, dtype, hardware_name, keys, json_path) -> Non
     "--counts-n", type=options.POSITIVE, default=1_000_000, show_default=True, help="N of the --counts-only runs."
 )
 @options.JSON_REPORT
+@options.QUIET
 @click.pass_context
-def bench_cli_command(ctx, n, d, counts_n, json_path) -> None:
+def bench_cli_command(ctx, n, d, counts_n, json_path, quiet) -> None:
     """Time the commands the README quotes in fresh processes: flash2 at N (peak memory too), --counts-only at N."""
 
     def cost(n, d, counts_n) -> estimate.Estimate:
@@ -131,7 +135,8 @@ def bench_cli_command(ctx, n, d, counts_n, json_path) -> None:
 
     what = f"a flash2 run at N = {count(n)}, d = {d}, and counts at N = {count(counts_n)}"
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, counts_n=counts_n)
-    result = bench.bench_cli(n=n, d=d, counts_n=counts_n)
+    with Work(quiet) as work, work.steps("timing commands", 1 + len(REGISTRY)) as advance:
+        result = bench.bench_cli(n=n, d=d, counts_n=counts_n, advance=advance)
     if not emit_json(result, json_path):
         console.print(bench_viz.cli_table(result))
 

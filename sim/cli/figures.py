@@ -53,8 +53,9 @@ def paper_group() -> None:
 @paper_group.command("fig2")
 @options.hardware("A100-40GB", "GPU of the time estimate.")  # the paper's GPU, not the simulator's default
 @options.json_output("the figure's numbers")
+@options.QUIET
 @click.pass_context
-def paper_fig2_command(ctx, hardware_name, as_json) -> None:
+def paper_fig2_command(ctx, hardware_name, as_json, quiet) -> None:
     """Figure 2: GPT-2 medium attention, forward + backward, standard vs FlashAttention, beside the paper's numbers."""
 
     def cost() -> estimate.Estimate:  # one head of each algorithm simulated, forward and backward
@@ -66,7 +67,8 @@ def paper_fig2_command(ctx, hardware_name, as_json) -> None:
         return est + estimate.check(paper.N, paper.N, paper.D)
 
     estimate.guard(ctx, cost, f"Figure 2 on the {hardware_name}", ["another --hardware"])
-    fig = paper.figure2(hardware_name)
+    with Work(quiet) as work, work.running("simulating one head of each, forward and backward"):
+        fig = paper.figure2(hardware_name)
     if not emit_json(fig.to_dict(), as_json):
         console.print(paper_viz.figure2(fig))
 
@@ -99,9 +101,11 @@ def paper_fig2_command(ctx, hardware_name, as_json) -> None:
 @options.json_output("the sweep")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of the table.")
 @options.output_file("--plot", "plot_path", "Also write a figure (needs matplotlib).")
+@options.QUIET
 def sweep_command(
-    ns, ds, block_sizes, srams, batch, heads, dtype, hardware_name, causal, algo, backward, as_json, as_csv, plot_path
-) -> None:
+    ns, ds, block_sizes, srams, batch, heads, dtype, hardware_name, causal, algo, backward, as_json, as_csv, plot_path,
+    quiet,
+) -> None:  # fmt: skip
     """Standard attention vs FlashAttention as N grows: bytes, FLOPs, intensity, roofline time, and where S and P run out of memory."""
     if as_json and as_csv:
         raise InputError("--json, --csv: choose one of them")
@@ -114,10 +118,11 @@ def sweep_command(
         f"a sweep of {count(configurations)} configuration{'s' * (configurations > 1)}",
         ["fewer or smaller N, or larger --block"],
     )  # fmt: skip
-    sw = sweep.sweep(
-        ns, ds=ds, blocks=block_sizes or (None,), srams=srams or (None,), batch=batch, heads=heads, dtype=dtype,
-        hardware=hardware_name, causal=causal, algorithm=algo, backward=backward,
-    )  # fmt: skip
+    with Work(quiet) as work, work.running(f"sweeping {count(configurations)} configurations"):
+        sw = sweep.sweep(
+            ns, ds=ds, blocks=block_sizes or (None,), srams=srams or (None,), batch=batch, heads=heads, dtype=dtype,
+            hardware=hardware_name, causal=causal, algorithm=algo, backward=backward,
+        )  # fmt: skip
     if plot_path:
         with atomic_file.target(plot_path) as where:
             sweep_viz.plot(sw, where, fmt=os.path.splitext(plot_path)[1].lower().lstrip("."))
