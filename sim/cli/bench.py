@@ -65,15 +65,15 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path, quiet) -> 
 @options.JSON_REPORT
 @options.output_file("--markdown", "markdown_path", "Also write the table as Markdown.")
 @options.backward("Time forward + backward (FLOPs = 3.5 × forward), and the memory against N.")
-@click.option(
-    "--kernel", type=click.Choice(["v2", "v3", "v4"]), default=None,
-    help="Force this forward rung (2, 3 or 6; rung 1 has its own column)  [default: the public call's choice for each d on this GPU]",
-)  # fmt: skip
+@options.kernel(
+    ("2", "3", "6"), "Force this forward rung (rung 1 has its own column)  [default: the public call's choice per d]"
+)
 def bench_gpu_command(quick, json_path, markdown_path, backward, kernel) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
     from gpu import bench as gpu_bench
     from gpu import render as gpu_render
 
+    kernel = options.kernel_name(kernel)
     progress = Console(stderr=True, highlight=False)
     report = gpu_bench.run_bench(
         quick=quick,

@@ -7,6 +7,8 @@ from sim.cli.options import console, emit_json
 from sim.core.atomic_file import write_text
 from sim.format import count
 
+MIN_STEPS = 6  # gpu.train: more than its WARMUP_STEPS (5), the steps that compile the kernels and are not timed
+
 
 @click.group("demo")
 def demo_group() -> None:
@@ -15,8 +17,9 @@ def demo_group() -> None:
 
 @demo_group.command("train")
 @click.option(
-    "--steps", type=options.POSITIVE, default=300, show_default=True, help="Optimizer steps per run (1 or more)."
-)
+    "--steps", type=options.Count(MIN_STEPS, options.MAX_SIZE), default=300, show_default=True,
+    help=f"Optimizer steps per run (the first {MIN_STEPS - 1} are not timed).",
+)  # fmt: skip
 @options.dtype("bf16", choices=("fp16", "bf16"))
 @options.output_file("--plot", "plot_path", "Where the two loss curves go (SVG).", default="train-loss.svg")
 @options.JSON_REPORT

@@ -132,6 +132,29 @@ def json_output(what: str = "the report", name: str = "as_json"):
     )  # fmt: skip
 
 
+FORWARD_RUNGS, BACKWARD_RUNGS = ("1", "2", "3", "6"), ("4", "5")
+OLD_KERNEL_NAMES = ("v1", "v2", "v3", "v4")  # the kernels' former names, still accepted
+
+
+def kernel(rungs: tuple[str, ...], help: str):
+    """--kernel: a GPU kernel by its rung number (its file's prefix: 06_flash2_wgmma_tma.cu is rung 6)."""
+    return click.option("--kernel", type=click.Choice([*rungs, *OLD_KERNEL_NAMES]), default=None, help=help)
+
+
+def kernel_name(kernel: str | None, backward: bool = False) -> str | None:
+    """The library's name for `--kernel`'s rung (None: the library's default), refused where the pass has no such
+    rung (a forward rung with --backward)."""
+    if kernel is None or kernel in OLD_KERNEL_NAMES:
+        return kernel
+    from gpu import registry  # the GPU library, only for a command that runs it
+
+    rungs = BACKWARD_RUNGS if backward else FORWARD_RUNGS
+    if kernel not in rungs:
+        raise click.BadParameter(f"rung {kernel} is not a {'backward' if backward else 'forward'} kernel; choose "
+                                 f"{', '.join(rungs)}", param_hint="--kernel")  # fmt: skip
+    return registry.rung(int(kernel)).name
+
+
 SCALE = click.option("--scale", type=float, default=None, help="Softmax scale τ  [default: 1/√d]")
 BLOCK_ROWS = click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
 BLOCK_COLS = click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")

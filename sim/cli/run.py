@@ -138,13 +138,11 @@ def run_backward(work, result, seed: int, config: dict):
 @options.heads(16)
 @options.dtype("fp16", choices=("fp16", "bf16"))  # the kernels' dtypes
 @options.causal()
-@click.option(
-    "--kernel",
-    type=click.Choice(["v1", "v2", "v3", "v4"]),
-    default=None,
-    help="GPU kernel (forward v1–v4, backward v1–v2)  [default: the public call's choice for d on this GPU]",
+@options.kernel(
+    (*options.FORWARD_RUNGS, *options.BACKWARD_RUNGS),
+    "GPU kernel by rung: forward 1, 2, 3 or 6, backward 4 or 5  [default: the public call's choice for d here]",
 )
-@options.backward("Compare the backward pass (its kernels: v1 or v2).")
+@options.backward("Compare the backward pass (its kernels: rungs 4 and 5).")
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
 @options.JSON_REPORT
 @options.QUIET
@@ -157,6 +155,7 @@ def compare_command(
     from gpu import compare_backward as gpu_compare_backward
     from gpu import flash, registry, render_compare
 
+    kernel = options.kernel_name(kernel, backward)
     tiles = (registry.backward(kernel) if backward else flash.resolve(kernel, d)).default_tiles(d)
     simulated = 1 if backward else batch * heads  # the backward simulates head 0's numerics, counts the rest
 
