@@ -9,6 +9,7 @@ from sim.algorithms import REGISTRY, Algorithm
 from sim.blocks import choose
 from sim.dtypes import DTYPES, dtype_name
 from sim.errors import InputError
+from sim.format import at_most
 from sim.softmax import SoftmaxState
 
 RECORDS = ("counts", "steps", "values")
@@ -170,7 +171,7 @@ def check_logits(q: np.ndarray, k: np.ndarray, scale: float) -> None:
         most = LOGIT_LIMIT / (norms[0] * norms[1])
         raise InputError(
             f"scale: {scale:g} lets the scores τ q·k reach {bound:.3g}, beyond float32 (the chip's arithmetic); "
-            f"choose |scale| ≤ {most:.3g} for these inputs"
+            f"choose |scale| ≤ {at_most(most)} for these inputs"
         )
 
 
