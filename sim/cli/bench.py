@@ -31,7 +31,7 @@ def bench_group() -> None:
 )
 @click.option(
     "--memory-n",
-    type=click.IntRange(min=0),
+    type=options.Count(0, options.MAX_SIZE),
     default=32768,
     show_default=True,
     help="N of the flash2 memory probe (0 skips it).",

@@ -57,7 +57,7 @@ def export_command(assignment, student, instructor) -> None:
 @click.command("grade")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--self-check", is_flag=True, help="Public tests only (a student's own check); one PATH may be given.")
-@click.option("--seed", type=click.IntRange(min=0), default=None,
+@click.option("--seed", type=options.Count(0, 2**64 - 1), default=None,
               help="Seed of this run's cases (0 or more)  [default: a fresh one, printed]")  # fmt: skip
 @JOBS
 @click.option("--timeout", type=TIMEOUT, default=10.0, show_default=True,

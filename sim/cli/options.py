@@ -58,6 +58,9 @@ STORAGE = "Storage dtype (on-chip math is fp32)."
 class FloatRange(click.FloatRange):
     """click.FloatRange that refuses NaN too (every comparison with NaN is false, so click's range lets it in)."""
 
+    def _describe_range(self) -> str:
+        return f"{self.min:g} to {self.max:g}"
+
     def convert(self, value, param, ctx):
         number = super().convert(value, param, ctx)
         if math.isnan(number):
@@ -136,9 +139,16 @@ FORWARD_RUNGS, BACKWARD_RUNGS = ("1", "2", "3", "6"), ("4", "5")
 OLD_KERNEL_NAMES = ("v1", "v2", "v3", "v4")  # the kernels' former names, still accepted
 
 
+class Rung(click.Choice):
+    """A kernel's rung number among `choices`; the former names v1 … v4 are still accepted, and not shown."""
+
+    def convert(self, value, param, ctx):
+        return value if value in OLD_KERNEL_NAMES else super().convert(value, param, ctx)
+
+
 def kernel(rungs: tuple[str, ...], help: str):
     """--kernel: a GPU kernel by its rung number (its file's prefix: 06_flash2_wgmma_tma.cu is rung 6)."""
-    return click.option("--kernel", type=click.Choice([*rungs, *OLD_KERNEL_NAMES]), default=None, help=help)
+    return click.option("--kernel", type=Rung(list(rungs)), default=None, help=help)
 
 
 def kernel_name(kernel: str | None, backward: bool = False) -> str | None:
@@ -160,7 +170,7 @@ BLOCK_ROWS = click.option("--block-rows", type=POSITIVE, default=None, help="Br:
 BLOCK_COLS = click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
 SRAM_BYTES = click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
 SEED = click.option(
-    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs (0 or more)."
+    "--seed", type=Count(0, 2**64 - 1), default=0, show_default=True, help="Seed of the random inputs (0 or more)."
 )
 QUIET = click.option(
     "--quiet", "-q", is_flag=True, help="No progress bar (there is none when stdout is not a terminal)."

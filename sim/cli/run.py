@@ -133,7 +133,7 @@ def run_backward(work, result, seed: int, config: dict):
 @click.command("compare")
 @options.n(2048)
 @options.nk()
-@options.d(64, type=click.IntRange(1, 128))  # the kernels' d ≤ 128
+@options.d(64, type=options.Count(1, 128))  # the kernels' d ≤ 128
 @options.batch(1)
 @options.heads(16)
 @options.dtype("fp16", choices=("fp16", "bf16"))  # the kernels' dtypes

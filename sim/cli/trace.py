@@ -59,7 +59,7 @@ MAX_WIDTH = 1000  # columns to print or export in: wider is a typo, and rich wou
 @options.output_file("--html", "html_path", "The same as HTML.")
 @click.option(
     "--width",
-    type=click.IntRange(60, MAX_WIDTH),
+    type=options.Count(60, MAX_WIDTH),
     default=None,
     help="Columns to print and export in  [default: the terminal's; 120 for exports]",
 )
