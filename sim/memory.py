@@ -15,6 +15,7 @@ from sim.dtypes import ACCUMULATOR
 from sim.errors import InputError, SRAMOverflowError
 from sim.format import human_bytes
 from sim.ledger import Ledger
+from sim.machine.storage_cast import to_storage
 from sim.trace import KEY_TENSORS, Access, Resident, Step, Trace, row_values
 
 MAX_TRACE_STEPS = 250_000  # a recorded trace holds at most this many steps (about 150 MB of Python objects)
@@ -54,7 +55,7 @@ class HBM:
         """Round `value` to the tensor's storage dtype and write it to a tile; returns the transfer."""
         dst = self.tensors[name]
         index = _index(rows, cols, dst.ndim)
-        stored = value.astype(dst.dtype)
+        stored = to_storage(value, dst.dtype)
         dst[index] = stored
         mirror = self._f32.get(name)
         if mirror is not None and mirror is not dst:
