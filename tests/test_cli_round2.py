@@ -310,3 +310,15 @@ def test_atomic_target_removes_its_temporary_on_failure(tmp_path):
         where.write_text("half")
         raise ValueError
     assert os.listdir(tmp_path) == []
+
+
+def test_the_lazy_command_table_names_every_familys_commands():
+    """`flashsim` imports a family's module only when one of its commands runs: the table must say its names."""
+    import importlib
+
+    from sim.cli import FAMILIES
+
+    for module, names in FAMILIES.items():
+        assert tuple(c.name for c in importlib.import_module(f"sim.cli.{module}").COMMANDS) == names, module
+    assert sorted(app.commands) == sorted(n for names in FAMILIES.values() for n in names)
+    assert re.fullmatch(r"flashsim \d+\.\d+\.\d+\n", flashsim("--version").stdout)

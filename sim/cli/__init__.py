@@ -1,18 +1,27 @@
 """The `flashsim` command: the group, its one-line errors, and the registration of every command family."""
 
+import importlib
 import os
 import sys
+import tomllib
 
 import click
 from rich.console import Console
 
 from sim.blocks import PAPER_RULE
-from sim.cli import bench, demo, figures, grading, run, trace, walkthrough
 from sim.errors import FlashsimError
 from sim.viewer import guard
 
 # a new command family: its module in sim/cli/ with a COMMANDS tuple, and its name here
-FAMILIES = (run, trace, bench, figures, walkthrough, grading, demo)
+FAMILIES = {  # module in sim/cli/ → the names of its COMMANDS (imported on first use: `flashsim run` starts fast)
+    "run": ("run", "compare"),
+    "trace": ("trace",),
+    "bench": ("bench",),
+    "figures": ("paper", "sweep", "decode"),
+    "walkthrough": ("walkthrough",),
+    "grading": ("assignments", "grade"),
+    "demo": ("demo",),
+}
 
 ALIASES = {"trace": "load_path", "q": "n", "k": "nk"}  # library arguments whose option has another name
 SRAM_SUSPECTS = ("--d", "--sram-bytes", "--hardware", "--nk", "--n")  # what makes even the smallest blocks too big
@@ -22,6 +31,30 @@ INTERRUPTED = 130  # the exit code after Ctrl-C, as shells give 128 + SIGINT
 EXIT_CODES = """Exit codes: 0 success; 1 a verdict or a grade that failed (a run outside its tolerance, a submission
 below full marks); 2 a usage or input error (one line on stderr); 130 interrupted (Ctrl-C), 143 SIGTERM, 129 SIGHUP.
 A closed pipe (`flashsim … | head`) ends quietly with 0."""
+
+
+class _Commands(dict):
+    """A group's commands by name, each family's module imported when one of its commands is first looked up."""
+
+    def __init__(self, modules: dict[str, str]):
+        super().__init__(dict.fromkeys(modules))
+        self.modules = modules
+
+    def __getitem__(self, name: str) -> click.Command:
+        if dict.__getitem__(self, name) is None:
+            family = importlib.import_module(f"sim.cli.{self.modules[name]}")
+            for command in family.COMMANDS:
+                dict.__setitem__(self, command.name, command)
+        return dict.__getitem__(self, name)
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def values(self):
+        return [self[name] for name in self]
+
+    def items(self):
+        return [(name, self[name]) for name in self]
 
 
 class _Group(click.Group):
@@ -104,6 +137,24 @@ def _flush_stdout() -> None:
         raise OSError(e.errno, e.strerror, "stdout") from None
 
 
+def _print_version(ctx: click.Context, param, value: bool) -> None:
+    """--version: `flashsim 0.1.0` (looked up only when asked: importlib.metadata takes a tenth of a second)."""
+    if value:
+        click.echo(f"flashsim {_version()}")
+        ctx.exit()
+
+
+def _version() -> str:
+    """flashsim's version: the installed package's, or, run from a checkout (`python -m sim.cli`), pyproject's."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("flashsim")
+    except metadata.PackageNotFoundError:
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml"), "rb") as f:
+            return tomllib.load(f)["project"]["version"]
+
+
 def _quiet_stdout() -> None:
     """Point stdout at /dev/null: what is left in its buffer (a closed pipe's) must not fail again at exit."""
     try:
@@ -119,14 +170,13 @@ def fail(message: str) -> None:
 
 
 @click.group("flashsim", cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, epilog=EXIT_CODES)
-@click.version_option(package_name="flashsim", prog_name="flashsim", message="%(prog)s %(version)s")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show the version and exit.")  # fmt: skip
 def app() -> None:
     """flashsim: FlashAttention, made visible."""
 
 
-for family in FAMILIES:
-    for command in family.COMMANDS:
-        app.add_command(command)
+app.commands = _Commands({name: module for module, names in FAMILIES.items() for name in names})
 
 
 def main() -> None:
