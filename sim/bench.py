@@ -12,8 +12,8 @@ import time
 import numpy as np
 
 import sim
-from sim.algorithms import REGISTRY
-from sim.dtypes import DTYPES, F
+from sim.algorithms.registry import REGISTRY
+from sim.core.dtypes import DTYPES, F
 
 
 def machine() -> dict:
@@ -77,8 +77,8 @@ def peak_rss() -> int:
 
 _MEMORY_PROBE = """
 import sys, time, numpy as np, sim
-from sim.bench import peak_rss
-from sim.dtypes import DTYPES
+from sim.lab.bench import peak_rss
+from sim.core.dtypes import DTYPES
 n, d, dtype = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 rng = np.random.default_rng(0)
 q, k, v = (rng.standard_normal((n, d)).astype(DTYPES[dtype]) for _ in range(3))
@@ -90,7 +90,7 @@ print(before, peak_rss(), seconds, r.block_rows, r.block_cols)
 """
 _TIMED = """
 import atexit, sys
-from sim.bench import peak_rss
+from sim.lab.bench import peak_rss
 report, sys.argv = sys.argv[1], ["flashsim", *sys.argv[2:]]
 atexit.register(lambda: open(report, "w").write(str(peak_rss())))
 from sim.cli import main

@@ -2,15 +2,15 @@
 
 import numpy as np
 
-from sim import dropout as dropout_
-from sim import hardware as hardware_
-from sim import mask
-from sim.algorithms import REGISTRY, Algorithm
-from sim.blocks import choose
-from sim.dtypes import DTYPES, dtype_name
-from sim.errors import InputError
-from sim.format import at_most
-from sim.softmax import SoftmaxState
+from sim.algorithms import dropout as dropout_
+from sim.machine import hardware as hardware_
+from sim.machine import mask
+from sim.algorithms.registry import REGISTRY, Algorithm
+from sim.algorithms.registry import choose
+from sim.core.dtypes import DTYPES, dtype_name
+from sim.core.errors import InputError
+from sim.core.format import at_most
+from sim.algorithms.softmax import SoftmaxState
 
 RECORDS = ("counts", "steps", "values")
 LOGIT_LIMIT = 1e37  # the largest score |S_ij| the chip's float32 arithmetic is held to (its range ends at 3.4e38)
@@ -137,7 +137,7 @@ def check_saved(algorithm: str, saves: tuple[str, ...], lse_or_stats, q, k, scal
 
 
 def configure(algorithm, backward, q, k, scale, causal, block_rows, block_cols, rule, sram_bytes, hardware) -> dict:
-    """A pass's configuration, checked: shapes, scale, mask, dtype, hardware, SRAM and its blocks (`sim.blocks.choose`),
+    """A pass's configuration, checked: shapes, scale, mask, dtype, hardware, SRAM and its blocks (`sim.algorithms.registry.choose`),
     as the `Costs` fields so far."""
     *lead, N, d = q.shape
     heads = int(np.prod(lead, dtype=np.int64))

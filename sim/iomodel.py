@@ -17,10 +17,10 @@ Work comes in three kinds, counted apart:
 from dataclasses import astuple, dataclass
 from math import ceil
 
-from sim import mask
-from sim.blocks import chunks
-from sim.dtypes import F
-from sim.hardware import Hardware
+from sim.machine import mask
+from sim.machine.blocks import chunks
+from sim.core.dtypes import F
+from sim.machine.hardware import Hardware
 from sim.machine.row_sums import row_sums
 
 
@@ -285,7 +285,7 @@ def roofline(c: Counts, hw: Hardware, dtype: str) -> Roofline:
 
 
 def _entry(algorithm: str):
-    from sim.algorithms import get  # here, not above: the registry points back at this module's closed forms
+    from sim.algorithms.registry import get
 
     return get(algorithm)
 

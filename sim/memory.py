@@ -10,13 +10,13 @@ from contextlib import nullcontext
 
 import numpy as np
 
-from sim import source
-from sim.dtypes import ACCUMULATOR
-from sim.errors import InputError, SRAMOverflowError
-from sim.format import human_bytes
-from sim.ledger import Ledger
+from sim.machine import source
+from sim.core.dtypes import ACCUMULATOR
+from sim.core.errors import InputError, SRAMOverflowError
+from sim.core.format import human_bytes
+from sim.machine.ledger import Ledger
 from sim.machine.storage_cast import to_storage
-from sim.trace import KEY_TENSORS, Access, Resident, Step, Trace, row_values
+from sim.machine.trace import KEY_TENSORS, Access, Resident, Step, Trace, row_values
 
 MAX_TRACE_STEPS = 250_000  # a recorded trace holds at most this many steps (about 150 MB of Python objects)
 
@@ -114,7 +114,7 @@ class Chip:
 
     `record` is "counts" (ledger only), "steps" (plus a Trace of every step) or
     "values" (steps plus the values each step wrote to SRAM); with `row`, the values
-    of that query row only (`sim.trace.row_values`), so that big runs stay small.
+    of that query row only (`sim.machine.trace.row_values`), so that big runs stay small.
     """
 
     def __init__(self, sram_bytes: int, record: str = "counts", trace: Trace | None = None, row: int | None = None):
@@ -212,7 +212,7 @@ class Chip:
         return np.exp(x)
 
     def elementwise(self, n: int) -> None:
-        """Book `n` elementwise operations: non-matmul arithmetic other than exp (see `sim.iomodel`)."""
+        """Book `n` elementwise operations: non-matmul arithmetic other than exp (see `sim.machine.iomodel`)."""
         self.ledger.work["elementwise"] += n
 
 

@@ -5,15 +5,17 @@ from collections.abc import Callable
 
 import numpy as np
 
-from sim import iomodel, reference
-from sim.dtypes import itemsize
-from sim.results import Result
-from sim.tolerance import score_scale, stated, tolerance
+from sim.algorithms import registry
+from sim.machine import iomodel
+from sim.api import reference
+from sim.core.dtypes import itemsize
+from sim.api.results import Result
+from sim.api.tolerance import score_scale, stated, tolerance
 
 
 def output_check(result: Result, q, k, v, advance: Callable[[int], None] | None = None) -> dict:
     """max |output − float64 reference| over every head, the reference taken on the stored inputs a block of query
-    rows at a time (never N × Nk whole), and whether it lies within the bound `sim.tolerance` derives for the
+    rows at a time (never N × Nk whole), and whether it lies within the bound `sim.api.tolerance` derives for the
     algorithm and dtype (`tolerance` None where none is derived). `advance(rows)` is told of each block done."""
     err, ref_max, s_max = 0.0, 0.0, 0.0
     for b in reference.blocks(q, k, v, causal=result.causal, scale=result.scale):
@@ -39,11 +41,11 @@ def run_report(
     """The JSON-ready summary of a run (byte counts cover all batch × heads); `check` is `output_check`'s, if any
     (or only a `max_abs_err` computed elsewhere, with no verdict).
 
-    A run counted from the closed form alone (`sim.closed_form`, output None) says so in `source`, and its
+    A run counted from the closed form alone (`sim.api.closed_form`, output None) says so in `source`, and its
     `per_tensor` names kernels.
     """
     s = itemsize(result.dtype)
-    closed = iomodel.counts(
+    closed = registry.counts(
         result.algorithm, result.n, result.nk, result.d, s, result.block_rows, result.block_cols, result.causal
     ).times(result.heads)
     standard = iomodel.standard(result.n, result.nk, result.d, s).times(result.heads)

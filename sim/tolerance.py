@@ -40,7 +40,7 @@ FORMULAS = {
     "flash1": "A + Tc·u·(1 + ρ)·max|V|",
     "standard": "u·max|ref| + (1 + u)·A",
 }
-EXPLAIN = "A: float32 arithmetic at score scale σ = τ·max‖q‖·max‖k‖ (sim.tolerance)"
+EXPLAIN = "A: float32 arithmetic at score scale σ = τ·max‖q‖·max‖k‖ (sim.api.tolerance)"
 
 
 @dataclass(frozen=True)

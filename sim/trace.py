@@ -6,7 +6,7 @@ from pathlib import Path
 
 from sim.core import strict_json
 from sim.core.atomic_file import write_text
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 SCHEMA = "flashsim.trace"
 VERSION = 3  # 2: each step names the listing's code that ran it (`Step.code`); 3: strict JSON ("-Infinity")

@@ -9,10 +9,10 @@ import pytest
 from click.testing import CliRunner
 
 import sim
-from sim import iomodel
-from sim import tolerance as tolerance_
+from sim.machine import iomodel
+from sim.api import tolerance as tolerance_
 from sim.cli import app
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 
 def flashsim(*args, code=0):

@@ -14,8 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 import sim
-from sim import iomodel
-from sim.algorithms import REGISTRY
+from sim.machine import iomodel
+from sim.algorithms.registry import REGISTRY
 from sim.cli import app, estimate
 from sim.core import atomic_file, strict_json
 
@@ -222,7 +222,7 @@ def test_trace_json_is_strict_and_reads_back_its_infinities(tmp_path):
     strict(text)
     path = tmp_path / "t.json"
     flashsim("trace", "--n", 4, "--d", 4, "--json", path)
-    trace = sim.trace.Trace.load(path)
+    trace = sim.machine.trace.Trace.load(path)
     firsts = [s.values["after"]["m_i"] for s in trace.steps if s.values and "m_i" in s.values["after"]]
     assert firsts[0] == [float("-inf")] * len(firsts[0])
 

@@ -1,4 +1,4 @@
-"""`--counts-only` answers from the closed form (`sim.closed_form`): the same counts the simulator's ledger books,
+"""`--counts-only` answers from the closed form (`sim.api.closed_form`): the same counts the simulator's ledger books,
 wherever both run, for every algorithm, shape, block, mask, dtype and pass."""
 
 import json
@@ -8,10 +8,11 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import sim
-from sim import closed_form, iomodel
-from sim.algorithms import REGISTRY
+from sim.api import closed_form
+from sim.machine import iomodel
+from sim.algorithms.registry import REGISTRY
 from sim.cli import app
-from sim.dtypes import DTYPES
+from sim.core.dtypes import DTYPES
 from sim.machine.row_sums import row_sums
 
 

@@ -1,4 +1,4 @@
-"""sim.run against the float64 reference, held to the tolerances of `sim.tolerance` (one home: `flashsim run`'s
+"""sim.run against the float64 reference, held to the tolerances of `sim.api.tolerance` (one home: `flashsim run`'s
 verdict uses them too), each derived there from the storage dtype's rounding.
 
 The reference is computed in float64 on the inputs *as stored* (rounded to the storage
@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 import sim
-from sim import reference
-from sim.dtypes import dtype_name
-from sim.tolerance import score_scale, tolerance
+from sim.api import reference
+from sim.core.dtypes import dtype_name
+from sim.api.tolerance import score_scale, tolerance
 
 FP32_REL = 1e-5
 
@@ -119,7 +119,7 @@ def test_custom_scale_is_used():
 
 
 def test_walkthrough_output_is_attention_of_its_inputs():
-    from sim import walkthrough
+    from sim.lab import walkthrough
 
     flash = walkthrough.flash()
     ref, _ = reference.attention(walkthrough.Q, walkthrough.K, walkthrough.V)

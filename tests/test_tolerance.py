@@ -8,10 +8,11 @@ import pytest
 from click.testing import CliRunner
 
 import sim
-from sim import reference, report
-from sim.algorithms import REGISTRY
+from sim.api import reference
+from sim.lab import report
+from sim.algorithms.registry import REGISTRY
 from sim.cli import app
-from sim.inputs import random_inputs
+from sim.api.inputs import random_inputs
 
 
 @pytest.mark.parametrize("algo", list(REGISTRY))

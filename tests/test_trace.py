@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 import sim
-from sim.errors import InputError
-from sim.trace import VERSION, Trace
+from sim.core.errors import InputError
+from sim.machine.trace import VERSION, Trace
 
 
 def inputs(n=8, nk=None, d=4, seed=0):
@@ -128,7 +128,7 @@ def test_unreadable_files_are_refused(tmp_path):
 
 
 def test_a_trace_too_long_to_record_is_refused(monkeypatch):
-    from sim import memory
+    from sim.machine import memory
 
     monkeypatch.setattr(memory, "MAX_TRACE_STEPS", 30)
     q, k, v = inputs(8)

@@ -10,10 +10,10 @@ from click.testing import CliRunner
 from pty_terminal import Terminal
 from rich.console import Console
 
-from sim import walkthrough
-from sim.algorithms import REGISTRY
+from sim.lab import walkthrough
+from sim.algorithms.registry import REGISTRY
 from sim.cli import app
-from sim.trace import VERSION, Trace
+from sim.machine.trace import VERSION, Trace
 from sim.viewer import keys, terminal, traces
 from sim.viz import listing, screen
 from sim.viz.timeline import Timeline
@@ -145,7 +145,7 @@ def test_step_prints_that_screen():
 
 
 def _walk_inputs():
-    from sim.inputs import random_inputs
+    from sim.api.inputs import random_inputs
 
     return (x[0, 0] for x in random_inputs(1, 1, 4, 4, 4, "fp32", 0))
 

@@ -14,9 +14,10 @@ from pty_terminal import Terminal
 from rich.cells import cell_len
 from rich.console import Console
 
-from sim import iomodel, walkthrough
-from sim.dtypes import DTYPES
-from sim.source import PACKAGE as PACKAGE_DIR
+from sim.machine import iomodel
+from sim.lab import walkthrough
+from sim.core.dtypes import DTYPES
+from sim.machine.source import PACKAGE as PACKAGE_DIR
 from sim.viewer import traces
 from sim.viz import screen
 from sim.viz.timeline import Timeline

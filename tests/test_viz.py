@@ -9,7 +9,9 @@ from rich.cells import cell_len
 from rich.console import Console
 
 import sim
-from sim import iomodel, walkthrough
+from sim.algorithms import registry
+from sim.machine import iomodel
+from sim.lab import walkthrough
 from sim.viz import listing, panels, screen
 from sim.viz import values as values_view
 from sim.viz.timeline import Timeline
@@ -182,7 +184,7 @@ def test_traffic_so_far_per_tensor_and_the_closed_forms(algorithm):
     q, k, v = (rng.standard_normal((6, 4)).astype(np.float16) for _ in range(3))
     trace = sim.run(algorithm, q, k, v, block_rows=2, block_cols=4, causal=True, hardware="toy", record="steps").trace
     view = Timeline(trace)
-    closed, standard = iomodel.counts(algorithm, 6, 6, 4, 2, 2, 4, True), iomodel.standard(6, 6, 4, 2, True)
+    closed, standard = registry.counts(algorithm, 6, 6, 4, 2, 2, 4, True), iomodel.standard(6, 6, 4, 2, True)
     for n in (0, len(trace.steps) // 2, len(trace.steps) - 1):
         rows = traffic_rows(render(panels.traffic_panel(view, n, 80), 80))
         for tensor in trace.hbm:

@@ -8,8 +8,8 @@ import tomllib
 import click
 from rich.console import Console
 
-from sim.blocks import PAPER_RULE
-from sim.errors import FlashsimError
+from sim.machine.blocks import PAPER_RULE
+from sim.core.errors import FlashsimError
 from sim.viewer import guard
 
 # a new command family: its module in sim/cli/ with a COMMANDS tuple, and its name here

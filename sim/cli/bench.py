@@ -3,15 +3,15 @@
 import click
 from rich.console import Console
 
-from sim import bench
-from sim.algorithms import REGISTRY
+from sim.lab import bench
+from sim.algorithms.registry import REGISTRY
 from sim.cli import estimate, options
 from sim.cli.grading import bench_grade_command
 from sim.cli.options import console, emit_json
 from sim.cli.progress import Work
 from sim.core.atomic_file import write_text
-from sim.format import count
-from sim.inputs import configure_shape
+from sim.core.format import count
+from sim.api.inputs import configure_shape
 from sim.viz import bench as bench_viz
 
 SCREEN_SECONDS = 0.02  # the viewer drawing one 120 × 45 screen
@@ -70,8 +70,8 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path, quiet) -> 
 )
 def bench_gpu_command(quick, json_path, markdown_path, backward, kernel) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash) and standard attention, FlashAttention-2's benchmark."""
-    from gpu import bench as gpu_bench
-    from gpu import render as gpu_render
+    from gpu.lab import bench as gpu_bench
+    from gpu.lab import render as gpu_render
 
     kernel = options.kernel_name(kernel)
     progress = Console(stderr=True, highlight=False)

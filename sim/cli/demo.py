@@ -5,9 +5,9 @@ import click
 from sim.cli import estimate, options
 from sim.cli.options import console, emit_json
 from sim.core.atomic_file import write_text
-from sim.format import count
+from sim.core.format import count
 
-MIN_STEPS = 6  # gpu.train: more than its WARMUP_STEPS (5), the steps that compile the kernels and are not timed
+MIN_STEPS = 6  # gpu.lab.train: more than its WARMUP_STEPS (5), the steps that compile the kernels and are not timed
 
 
 @click.group("demo")
@@ -28,7 +28,7 @@ def train_command(ctx, steps, dtype, plot_path, json_path) -> None:
     """Train a tiny causal language model twice, flashsim FlashAttention and standard attention: loss curves, tokens/s."""
     what = f"training {count(steps)} steps with each attention, at the pace of the recorded H100 run,"
     estimate.guard(ctx, estimate.training, what, [], limit=estimate.BENCH_LIMIT_SECONDS, steps=steps)
-    from gpu import plot, render_train, train
+    from gpu.lab import plot, render_train, train
 
     config = train.TrainConfig(steps=steps, dtype={"fp16": "float16", "bf16": "bfloat16"}[dtype])
     report = train.train(

@@ -8,7 +8,7 @@ listings (N = 1,024 … 8,192, d = 16 … 128, fp16 and fp32, blocks 8 … 128),
 memory ≈ what is held to the end (the inputs and outputs of every head, the recorded steps) + the largest of
 the phases' temporaries (the float64 draw of the inputs; what the chip holds for one head, its HBM tensors and
 their float32 copies, N × Nk ones where the forward leaves P; the float64 reference's copies and one block of rows).
-Grading and `demo train` go at the pace of their recorded runs (the README's `bench grade`, gpu/results/train-h100.json).
+Grading and `demo train` go at the pace of their recorded runs (the README's `bench grade`, gpu/lab/results/train-h100.json).
 """
 
 import math
@@ -19,12 +19,13 @@ from math import ceil
 import click
 from click.core import ParameterSource
 
-from sim import iomodel, reference
-from sim.algorithms import get
-from sim.dtypes import DTYPES, F
-from sim.errors import InputError
-from sim.format import count, duration, human_bytes
-from sim.memory import MAX_TRACE_STEPS
+from sim.machine import iomodel
+from sim.api import reference
+from sim.algorithms.registry import get
+from sim.core.dtypes import DTYPES, F
+from sim.core.errors import InputError
+from sim.core.format import count, duration, human_bytes
+from sim.machine.memory import MAX_TRACE_STEPS
 
 LIMIT_SECONDS = 30.0  # what would take longer is refused up front (FLASHSIM_MAX_SECONDS raises the limit)
 PER_PAIR = 50e-6  # seconds of Python per tile pair: the chip's loads, puts, stores and bookkeeping
@@ -47,8 +48,8 @@ NUMPY_PER_FLOP = 30e-12  # a whole-matrix float32 matmul
 BENCH_LIMIT_SECONDS = 600.0  # a benchmark is asked to take its time: it may run for 10 minutes
 PER_SUBMISSION = 1.1  # seconds of one core to grade a submission of assignment 2 (README: 100 in 55 s, 2 at a time)
 GRADING_CHILD = 64 * 2**20  # a submission's process: 33 MB at its peak for the masters of 1-4, doubled for a student's
-TRAIN_TOKENS_PER_STEP = 32 * 256  # demo train: batch × seq (gpu.train.TrainConfig)
-TRAIN_TOKENS_PER_S = {"flash": 828_707, "standard": 474_335}  # its two runs on an H100 (gpu/results/train-h100.json)
+TRAIN_TOKENS_PER_STEP = 32 * 256  # demo train: batch × seq (gpu.lab.train.TrainConfig)
+TRAIN_TOKENS_PER_S = {"flash": 828_707, "standard": 474_335}  # its two runs on an H100 (gpu/lab/results/train-h100.json)
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def simulate(
 
 
 def listing(config: dict, *, backward: bool = False, record: bool = False) -> Estimate:
-    """`simulate` for a pass's configuration (`sim.inputs.configure_shape`'s)."""
+    """`simulate` for a pass's configuration (`sim.api.inputs.configure_shape`'s)."""
     return simulate(
         config["algorithm"], n=config["n"], nk=config["nk"], d=config["d"], dtype=config["dtype"],
         Br=config["block_rows"], Bc=config["block_cols"], causal=config["causal"], heads=config["heads"],

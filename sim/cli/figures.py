@@ -9,16 +9,19 @@ import click
 import numpy as np
 
 import sim
-from sim import blocks as blocks_
-from sim import hardware, occupancy, paper, reference, sweep
+from sim.algorithms import registry
+from sim.machine import blocks as blocks_
+from sim.machine import hardware, occupancy
+from sim.lab import paper, sweep
+from sim.api import reference
 from sim.cli import estimate, options
 from sim.cli.options import console, emit_json
 from sim.cli.progress import Work
 from sim.core import atomic_file
-from sim.dtypes import itemsize
-from sim.errors import InputError
-from sim.format import abs_error, count
-from sim.inputs import configure_shape, random_inputs
+from sim.core.dtypes import itemsize
+from sim.core.errors import InputError
+from sim.core.format import abs_error, count
+from sim.api.inputs import configure_shape, random_inputs
 from sim.viz import decode as decode_viz
 from sim.viz import paper as paper_viz
 from sim.viz import sweep as sweep_viz
@@ -138,7 +141,7 @@ def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward
     configurations, row_blocks = 0, 0
     for d, block, sram in product(ds, block_sizes or (None,), srams or (None,)):
         try:  # the blocks at the longest N are the smallest the sweep meets
-            Br = block or blocks_.fit(algo, max(ns), max(ns), d, s, sram or hw.sram_bytes)[0]
+            Br = block or registry.fit(algo, max(ns), max(ns), d, s, sram or hw.sram_bytes)[0]
         except InputError:  # the sweep says so itself, before any closed form
             continue
         configurations += len(ns)

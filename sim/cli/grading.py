@@ -12,8 +12,8 @@ from sim.cli import estimate, options
 from sim.cli.options import console, emit_json
 from sim.cli.progress import Work
 from sim.core import atomic_file
-from sim.errors import InputError
-from sim.format import count, seconds
+from sim.core.errors import InputError
+from sim.core.format import count, seconds
 from sim.grading import bench as grading_bench
 from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec
 from sim.viz.unclipped import unclipped

@@ -12,12 +12,12 @@ import sys
 import click
 from rich.console import Console
 
-from sim import hardware as presets
-from sim.algorithms import REGISTRY
+from sim.machine import hardware as presets
+from sim.algorithms.registry import REGISTRY
 from sim.core import strict_json
 from sim.core.atomic_file import special, write_text
-from sim.dtypes import DTYPES
-from sim.trace import MAX_SIZE
+from sim.core.dtypes import DTYPES
+from sim.machine.trace import MAX_SIZE
 
 MAX_COLUMNS = 1000  # a wider COLUMNS is a typo: rich would lay out every line that wide
 

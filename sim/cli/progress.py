@@ -2,7 +2,7 @@
 stdout is not a terminal.
 
 A simulated pass reports the HBM bytes its chips have booked so far against the closed form's total
-(`sim.heads.WATCHERS` tells of each new chip; a thread reads its ledger); other work advances by hand.
+(`sim.api.heads.WATCHERS` tells of each new chip; a thread reads its ledger); other work advances by hand.
 """
 
 import sys
@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from sim import heads
+from sim.api import heads
 
 DELAY = 2.0  # seconds before the bar appears: shorter work shows none
 TICK = 0.1

@@ -4,14 +4,16 @@ import click
 import numpy as np
 
 import sim
-from sim import closed_form, iomodel, report, training
+from sim.api import closed_form
+from sim.machine import iomodel
+from sim.lab import report, training
 from sim.cli import estimate, options
 from sim.cli.options import console, emit_json
 from sim.cli.progress import Work
-from sim.dtypes import DTYPES
-from sim.errors import InputError
-from sim.format import count
-from sim.inputs import configure_shape, random_inputs
+from sim.core.dtypes import DTYPES
+from sim.core.errors import InputError
+from sim.core.format import count
+from sim.api.inputs import configure_shape, random_inputs
 from sim.viz import backward as backward_viz
 from sim.viz import run as run_viz
 
@@ -55,7 +57,7 @@ def run_command(
 ) -> int:  # fmt: skip
     """Simulate one attention forward pass on seeded random inputs and report its traffic, its error and a verdict.
 
-    Exit code 1 when the output is outside the tolerance stated for its dtype (`sim.tolerance`).
+    Exit code 1 when the output is outside the tolerance stated for its dtype (`sim.api.tolerance`).
     """
     if blocks == "paper" and (block_rows or block_cols):
         raise InputError("--blocks paper: cannot be combined with --block-rows/--block-cols")
@@ -111,7 +113,7 @@ def run_command(
 
 
 def closed_bytes(config: dict, backward: bool = False) -> int:
-    """The HBM bytes a pass of `config` (`sim.inputs.configure_shape`'s) moves, every head, by the closed form."""
+    """The HBM bytes a pass of `config` (`sim.api.inputs.configure_shape`'s) moves, every head, by the closed form."""
     s = DTYPES[config["dtype"]].itemsize
     counts = iomodel.backward_counts if backward else iomodel.counts
     c = counts(config["algorithm"], config["n"], config["nk"], config["d"], s, config["block_rows"],
@@ -151,9 +153,10 @@ def compare_command(
     ctx, n, nk, d, batch, heads, dtype, causal, kernel, backward, no_counters, json_path, quiet
 ) -> None:
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
-    from gpu import compare as gpu_compare
-    from gpu import compare_backward as gpu_compare_backward
-    from gpu import flash, registry, render_compare
+    from gpu.lab import compare as gpu_compare
+    from gpu.lab import compare_backward as gpu_compare_backward
+    from gpu import flash, registry
+    from gpu.lab import render_compare
 
     kernel = options.kernel_name(kernel, backward)
     tiles = (registry.backward(kernel) if backward else flash.resolve(kernel, d)).default_tiles(d)

@@ -6,14 +6,14 @@ import click
 from click.core import ParameterSource
 from rich.console import Console
 
-from sim import hardware
+from sim.machine import hardware
 from sim.cli import estimate, options
 from sim.cli.options import console, print_json
 from sim.cli.progress import Work
 from sim.cli.run import chip_options, closed_bytes
-from sim.errors import InputError
-from sim.format import count
-from sim.inputs import configure_shape, random_inputs
+from sim.core.errors import InputError
+from sim.core.format import count
+from sim.api.inputs import configure_shape, random_inputs
 
 TOY_MAX_N, TOY_MAX_D = 64, 16  # `trace` runs on the toy part up to this size unless --hardware says otherwise
 RUN_OPTIONS = ("algo", "backward", "n", "nk", "d", "dtype", "causal", "scale", "block_rows", "block_cols", "blocks",

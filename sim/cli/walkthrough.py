@@ -4,7 +4,8 @@ import sys
 
 import click
 
-from sim import reference, walkthrough
+from sim.api import reference
+from sim.lab import walkthrough
 from sim.cli import options
 from sim.cli.options import console, emit_json
 from sim.cli.progress import Work

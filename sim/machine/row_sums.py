@@ -1,4 +1,4 @@
-"""The sums over the Tr row blocks of Q that the closed forms need, in O(log) time: what `sim.iomodel.row_blocks`
+"""The sums over the Tr row blocks of Q that the closed forms need, in O(log) time: what `sim.machine.iomodel.row_blocks`
 lists block by block, added up without listing them (so `--counts-only` answers N = 10⁹ at once).
 
 Q block i (rows r_i = Br, the last one ragged) sees a prefix of `seen_i` K/V blocks, `keys_i` keys in them, of
@@ -29,7 +29,7 @@ class RowSums:
 
 
 def row_sums(N: int, Nk: int, Br: int, Bc: int, causal: bool) -> RowSums:
-    """The sums of `sim.iomodel.row_blocks(N, Nk, Br, Bc, causal)`'s fields, in O(log(N + Nk)) steps."""
+    """The sums of `sim.machine.iomodel.row_blocks(N, Nk, Br, Bc, causal)`'s fields, in O(log(N + Nk)) steps."""
     Tr, Tc = ceil(N / Br), ceil(Nk / Bc)
     last = N - (Tr - 1) * Br  # rows of the last block
     if not causal:
@@ -44,7 +44,7 @@ def row_sums(N: int, Nk: int, Br: int, Bc: int, causal: bool) -> RowSums:
 
 
 def _last_block(N: int, Nk: int, Br: int, Bc: int, Tr: int, Tc: int) -> tuple[int, int, int]:
-    """(seen, keys, full) of the last row block, as `sim.iomodel.row_blocks` takes them (causal)."""
+    """(seen, keys, full) of the last row block, as `sim.machine.iomodel.row_blocks` takes them (causal)."""
     i = Tr - 1
     end = N - 1 + Nk - N  # the last key its last row sees
     seen = 0 if end < 0 else min(Tc, end // Bc + 1)

@@ -12,7 +12,7 @@ from rich.console import Console, RenderableType
 from rich.terminal_theme import SVG_EXPORT_THEME
 
 from sim.core.atomic_file import write_text
-from sim.errors import InputError
+from sim.core.errors import InputError
 
 HTML_PAGE = """<!DOCTYPE html>
 <html>

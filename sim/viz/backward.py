@@ -1,10 +1,10 @@
-"""The backward half of `flashsim run --backward`, from `sim.training.backward_report` and `split`."""
+"""The backward half of `flashsim run --backward`, from `sim.lab.training.backward_report` and `split`."""
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import abs_error, count, human_bytes
+from sim.core.format import abs_error, count, human_bytes
 from sim.viz.run import traffic_table
 from sim.viz.unclipped import unclipped
 

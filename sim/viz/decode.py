@@ -1,12 +1,12 @@
-"""What `flashsim decode` prints, from `sim.occupancy.Occupancy` rows."""
+"""What `flashsim decode` prints, from `sim.machine.occupancy.Occupancy` rows."""
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import count, fixed, human_bytes, percent, ratio
-from sim.hardware import Hardware
-from sim.occupancy import Occupancy
+from sim.core.format import count, fixed, human_bytes, percent, ratio
+from sim.machine.hardware import Hardware
+from sim.machine.occupancy import Occupancy
 from sim.viz.unclipped import unclipped
 
 

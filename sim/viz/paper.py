@@ -1,11 +1,11 @@
-"""What `flashsim paper fig2` prints, from `sim.paper.Figure2`."""
+"""What `flashsim paper fig2` prints, from `sim.lab.paper.Figure2`."""
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim import paper
-from sim.format import fixed, human_bytes, number, ratio
+from sim.lab import paper
+from sim.core.format import fixed, human_bytes, number, ratio
 from sim.viz.unclipped import unclipped
 
 

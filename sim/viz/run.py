@@ -1,11 +1,11 @@
-"""The table `flashsim run` prints, from `sim.report.run_report`'s dict."""
+"""The table `flashsim run` prints, from `sim.lab.report.run_report`'s dict."""
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import abs_error, count, human_bytes, more_or_fewer
-from sim.tolerance import EXPLAIN
+from sim.core.format import abs_error, count, human_bytes, more_or_fewer
+from sim.api.tolerance import EXPLAIN
 from sim.viz.unclipped import unclipped
 
 
@@ -76,7 +76,7 @@ def run_table(report: dict) -> RenderableType:
 
 
 def verdict(report: dict) -> Text:
-    """✓ within the tolerance stated for the dtype (`sim.tolerance`), ✗ outside it, or just "vs float64"."""
+    """✓ within the tolerance stated for the dtype (`sim.api.tolerance`), ✗ outside it, or just "vs float64"."""
     tol = report.get("tolerance")
     if not tol:
         return Text("vs float64", style="dim")

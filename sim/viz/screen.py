@@ -5,7 +5,7 @@ from rich.layout import Layout
 from rich.table import Table
 from rich.text import Text
 
-from sim.format import exact_bytes
+from sim.core.format import exact_bytes
 from sim.viz.panels import memory_panel, operation_panel, traffic_panel
 from sim.viz.timeline import Timeline
 from sim.viz.values import values_panel

@@ -4,9 +4,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.errors import InputError
-from sim.format import count, decimal_bytes, fixed, human_bytes, number, ratio, seconds, tflops
-from sim.sweep import Sweep
+from sim.core.errors import InputError
+from sim.core.format import count, decimal_bytes, fixed, human_bytes, number, ratio, seconds, tflops
+from sim.lab.sweep import Sweep
 
 
 def table(sw: Sweep) -> RenderableType:
