@@ -129,13 +129,12 @@ def test_run_gives_a_verdict_beside_the_error():
     out = json.loads(flashsim("run", "--n", 300, "--d", 32, "--json").stdout)
     assert out["tolerance"]["within"] is True and out["max_abs_err"] <= out["tolerance"]["bound"]
     text = flashsim("run", "--n", 300, "--d", 32).stdout
-    assert "✓ within" in text and "u·|ref| + 1e-5·max|ref|" in text
+    assert "✓ within" in text and "u·max|ref| + (1 + u)·A" in text
 
 
 def test_a_run_outside_its_tolerance_says_so_and_exits_1(monkeypatch):
-    monkeypatch.setitem(
-        tolerance_.U, "fp16", 0.0
-    )  # as if fp16 rounded nothing: its real rounding now exceeds the bound
+    monkeypatch.setitem(tolerance_.U, "fp16", 0.0)  # as if nothing rounded: the bound is 0, the real error is not
+    monkeypatch.setattr(tolerance_, "W", 0.0)
     result = flashsim("run", "--n", 300, "--d", 32, code=1)
     assert "✗ outside" in result.stdout
 

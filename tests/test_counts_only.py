@@ -12,6 +12,8 @@ from sim.algorithms.registry import REGISTRY
 from sim.api import closed_form
 from sim.cli import app
 from sim.core.dtypes import DTYPES
+from sim.machine import iomodel
+from sim.machine.row_sums import row_sums
 
 
 @settings(max_examples=60, deadline=None)
@@ -72,3 +74,47 @@ def test_a_million_rows_are_counted_without_arrays():
         r = closed_form.forward(algorithm, n=N, d=d)
         assert r.output is None and r.flops == 4 * N * N * d
         assert (r.hbm_read_bytes, r.hbm_write_bytes) == formula(r.block_rows, r.block_cols)
+
+
+def brute_sums(N, Nk, Br, Bc, causal):
+    """Σ over row blocks of (seen, keys, full) and of rows × each, from the mask's definition, key by key:
+    row r sees key c ≤ r + Nk − N (causal)."""
+    Tc = -(-Nk // Bc)
+    sums = [0] * 6
+    for r0 in range(0, N, Br):
+        rows = range(r0, min(r0 + Br, N))
+        sees = lambda r, c: not causal or c <= r + Nk - N  # noqa: E731
+        blocks = [range(j * Bc, min((j + 1) * Bc, Nk)) for j in range(Tc)]
+        seen = [b for b in blocks if any(sees(r, c) for r in rows for c in b)]
+        full = [b for b in blocks if all(sees(r, c) for r in rows for c in b)]
+        assert seen == blocks[: len(seen)]  # a prefix
+        x = (len(seen), sum(map(len, seen)), sum(map(len, full)))
+        for k in range(3):
+            sums[k] += x[k]
+            sums[3 + k] += len(rows) * x[k]
+    return sums
+
+
+@settings(max_examples=300, deadline=None)
+@given(N=st.integers(1, 90), Nk=st.integers(1, 90), Br=st.integers(1, 20), Bc=st.integers(1, 20), causal=st.booleans())
+def test_the_row_block_sums_are_the_masks(N, Nk, Br, Bc, causal):
+    r = row_sums(N, Nk, Br, Bc, causal)
+    assert [r.seen, r.keys, r.full, r.r_seen, r.r_keys, r.r_full] == brute_sums(N, Nk, Br, Bc, causal)
+
+
+def test_counting_never_walks_the_row_blocks(monkeypatch):
+    """Issue 21 item 2: `--counts-only` is O(1) in N; with the per-block walk gone, N = 7.7·10⁸ is counted: Q and O
+    once, K and V once per Q block (DESIGN.md); causal, with Br = Bc = B dividing N, Q block i sees i + 1 blocks."""
+    monkeypatch.setattr(iomodel, "row_blocks", None)  # any walk over the row blocks would now fail
+    N, d, s, f = 770_000_000, 64, 2, 4
+    for causal in (False, True):
+        args = ["run", "--n", str(N), "--counts-only", "--json", "--backward", *["--causal"] * causal]
+        out = CliRunner().invoke(app, args)
+        assert out.exit_code == 0, out.output
+        r = json.loads(out.stdout)
+        B, Tr = r["block_rows"], N // r["block_rows"]
+        assert r["block_cols"] == B and Tr * B == N
+        blocks_read = Tr * (Tr + 1) // 2 if causal else Tr * Tr  # K/V blocks read, over all Q blocks
+        assert r["hbm_read_bytes"] == s * N * d + 2 * s * blocks_read * B * d
+        assert r["hbm_write_bytes"] == s * N * d + f * N
+        assert r["flops"] == 4 * blocks_read * B * B * d

@@ -60,7 +60,7 @@ def test_instructor_exports_grades_a_folder_and_gets_a_csv_and_gradescope_json(t
     shutil.copy(SUBMISSIONS / "fa2_loop_order.py", folder / "bob.py")
     shutil.copy(student / "02_flash1_forward.py", folder / "carol.py")
     out = invoke("grade", instructor / "02_flash1_forward.py", folder, "--seed", 4, "--csv", tmp_path / "grades.csv")
-    assert out.exit_code == 0, out.output
+    assert out.exit_code == 1, out.output  # bob and carol below full marks
     assert "graded alice.py: 100 / 100" in out.output and "graded carol.py: 0 / 100" in out.output
     rows = list(csv.DictReader(open(tmp_path / "grades.csv")))
     assert [(r["submission"], r["score"]) for r in rows] == [("alice.py", "100"), ("bob.py", "70"), ("carol.py", "0")]
@@ -72,7 +72,7 @@ def test_instructor_exports_grades_a_folder_and_gets_a_csv_and_gradescope_json(t
     assert int(rows[0]["hbm_bytes"]) > 0 and rows[2]["hbm_bytes"] == ""
 
     out = invoke("grade", "02", folder / "bob.py", "--seed", 4, "--gradescope", tmp_path / "results.json")
-    assert out.exit_code == 0, out.output
+    assert out.exit_code == 1, out.output  # 70 / 100
     results = json.loads((tmp_path / "results.json").read_text())
     check_gradescope(results)
     assert results["score"] == 70
@@ -85,7 +85,7 @@ def test_instructor_exports_grades_a_folder_and_gets_a_csv_and_gradescope_json(t
 def test_self_check_runs_the_public_tests_and_never_names_a_hidden_one(tmp_path):
     invoke("assignments", "export", "02", "--student", tmp_path)
     out = invoke("grade", "--self-check", tmp_path / "02_flash1_forward.py", "--seed", 1)
-    assert out.exit_code == 0, out.output
+    assert out.exit_code == 1, out.output  # 0 / 40
     assert "0 / 40" in out.output and "not implemented yet" in out.output and "hidden tests" in out.output
     full = spec.load(spec.locate("02"))
     for t in full.tests:

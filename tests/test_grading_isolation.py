@@ -134,7 +134,9 @@ def test_import_sim_loads_nothing_and_the_harness_only_its_allow_list():
 
 
 def test_the_read_set_is_refused_where_it_reaches_a_forbidden_path():
-    listing = ROOT / "sim" / "machine" / "memory.py"  # a file the harness needs, named forbidden: the grader must refuse
+    listing = (
+        ROOT / "sim" / "machine" / "memory.py"
+    )  # a file the harness needs, named forbidden: the grader must refuse
     with pytest.raises(InputError, match=r"reaches .*memory\.py; refusing to grade"):
         allowlist.read_set("chip", [str(listing)])
     reads = allowlist.read_set("chip", [str(ROOT / "sim" / "algorithms"), str(ROOT / "sim" / "api")])

@@ -11,7 +11,7 @@ import pytest
 
 import sim
 from sim.api import reference
-from sim.api.tolerance import tolerance
+from sim.api.tolerance import score_scale, tolerance
 from sim.core.dtypes import dtype_name
 
 FP32_REL = 1e-5
@@ -26,13 +26,14 @@ def inputs(N, Nk, d, dtype, seed=0, logit_scale=1.0, batch=()):
 
 
 def bound(algorithm, result, q, k, v, ref):
-    """The elementwise error bound, with max|S| and max|V| taken here from the stored inputs."""
+    """The bound on max|O − ref|, with max|S|, max|V| and the score scale σ taken here from the stored inputs."""
     s_max = result.scale * np.abs(q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), -1, -2)).max()
     tol = tolerance(
-        algorithm, dtype_name(q.dtype), ref_max=np.abs(ref).max(), v_max=np.abs(v.astype(np.float64)).max(),
-        s_max=s_max, nk=k.shape[-2], block_cols=result.block_cols,
+        algorithm, dtype_name(q.dtype), d=q.shape[-1], nk=k.shape[-2], block_cols=result.block_cols,
+        sigma=score_scale(q, k, result.scale), v_max=np.abs(v.astype(np.float64)).max(), ref_max=np.abs(ref).max(),
+        s_max=s_max,
     )  # fmt: skip
-    return tol.bound(ref)
+    return tol.bound
 
 
 CASES = [

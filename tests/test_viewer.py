@@ -103,9 +103,9 @@ def test_play_shows_every_step_then_leaves_the_last(flash1):
     out = io.StringIO()
     terminal.play(flash1, Console(file=out, width=120, height=40), delay=0)
     text = out.getvalue()
-    assert [int(n) for n in re.findall(r"playing step (\d+) of 27", text)] == list(range(28))
-    last = text.rsplit("playing step 27 of 27", 1)[1]
-    assert "step 27 of 27" in last and "Algorithm 1, line 13" in last
+    assert [int(n) for n in re.findall(r"playing step (\d+) · 28 steps", text)] == list(range(28))
+    last = text.rsplit("playing step 27 · 28 steps", 1)[1]
+    assert "step 27 · 28 steps" in last and "Algorithm 1, line 13" in last
 
 
 def test_play_goes_tile_pair_by_tile_pair_on_big_runs():
@@ -138,7 +138,7 @@ def test_step_prints_that_screen():
     result = flashsim("trace", *WALK, "--step", "6")
     assert result.exit_code == 0
     out = result.output
-    assert "step 6 of 27" in out and "Algorithm 1, line 11" in out
+    assert "step 6 · 28 steps" in out and "Algorithm 1, line 11" in out
     trace = traces.record("flash1", *_walk_inputs(), block_rows=2, block_cols=2, hardware="toy")
     m_new = trace.steps[6].values["after"]["m_i_new"]
     assert f"{m_new[0]:.3f}" in out and f"{m_new[1]:.3f}" in out
@@ -176,7 +176,7 @@ def test_svg_and_html_exports(tmp_path):
     svg, html = tmp_path / "step.svg", tmp_path / "run.html"
     result = flashsim("trace", *WALK, "--step", "7", "--svg", str(svg))
     assert result.exit_code == 0 and svg.read_text().startswith("<svg")
-    assert "step 7 of 27" in svg.read_text().replace("&#160;", " ")
+    assert "step 7 · 28 steps" in svg.read_text().replace("&#160;", " ")
     result = flashsim("trace", *WALK, "--html", str(html))
     page = html.read_text()
     assert result.exit_code == 0 and "<html" in page and "step 27" in page and "closed form" in page
@@ -219,7 +219,7 @@ def test_row_outside_the_matrix(tmp_path):
         ("{not json", "is not valid JSON"),
         (
             json.dumps({"schema": "flashsim.trace", "version": 99}),
-            "--load: version 99 is not supported (this flashsim reads 1 and 2)",
+            "--load: version 99 is not supported (this flashsim reads 1, 2 and 3)",
         ),
         (json.dumps({"schema": "something.else"}), "not a flashsim trace"),
         (json.dumps({"schema": "flashsim.trace", "version": 1, "steps": []}), "a field is missing"),
@@ -315,9 +315,9 @@ def test_without_termios_the_viewer_reads_one_command_per_line(flash1, monkeypat
     monkeypatch.setattr("builtins.input", lambda prompt: next(commands))
     out = io.StringIO()
     terminal.interact(flash1, Console(file=out, width=120))
-    shown = [int(n) for n in re.findall(r"step (\d+) of 27", out.getvalue())]
+    shown = [int(n) for n in re.findall(r"step (\d+) · 28 steps", out.getvalue())]
     assert shown == [0, 1, 2, 12, 11, 11]  # enter, next tile, jump to 12, previous, no step 99 (stays), quit
-    assert "no step 99: this trace has steps 0 … 27" in out.getvalue().split("step 11 of 27")[-1]
+    assert "no step 99: this trace has steps 0 … 27" in out.getvalue().split("step 11 · 28 steps")[-1]
 
 
 @pytest.mark.skipif(os.name != "posix", reason="needs a POSIX pseudo-terminal")
@@ -325,10 +325,10 @@ def test_the_viewer_in_a_real_terminal():
     """`flashsim trace` on a pseudo-terminal: the first screen, → and t move, g jumps, q quits cleanly."""
     terminal = Terminal("trace", *WALK)
     try:
-        assert "Algorithm 1, line 2" in terminal.after(b"", b"step 0 of 27")
-        assert "Algorithm 1, line 6" in terminal.after(b"\x1b[C\x1b[C", b"step 2 of 27")  # → →
-        assert "i = 0 (query rows 0:2) · j = 0" in terminal.after(b"t", b"step 3 of 27")
-        assert "Algorithm 1, line 13" in terminal.after(b"g27\r", b"step 27 of 27")
+        assert "Algorithm 1, line 2" in terminal.after(b"", "step 0 · 28 steps".encode())
+        assert "Algorithm 1, line 6" in terminal.after(b"\x1b[C\x1b[C", "step 2 · 28 steps".encode())  # → →
+        assert "i = 0 (query rows 0:2) · j = 0" in terminal.after(b"t", "step 3 · 28 steps".encode())
+        assert "Algorithm 1, line 13" in terminal.after(b"g27\r", "step 27 · 28 steps".encode())
         assert terminal.quit() == 0
     finally:
         terminal.close()

@@ -84,7 +84,7 @@ def check_every_panel(view: Timeline, k: int, width: int, height: int) -> dict[s
     """Assert what every panel must show at step k; return the panels' lines for more checks."""
     lines = draw(view, k, width, height)
     assert len(lines) == height and all(cell_len(line) <= width for line in lines)
-    assert f"step {k} of {len(view) - 1}" in lines[0] and "q quit" in lines[-1]
+    assert f"step {k} · {len(view)} steps" in lines[0] and "q quit" in lines[-1]
     step = view.steps[k]
     shown = {t: panel(lines, t) for t in ("Memory hierarchy", "Operation", "Values", "Traffic")}
 
@@ -203,7 +203,7 @@ def test_the_walkthrough_opens_on_its_inputs_in_the_viewer():
     try:
         intro = terminal.after(b"", b"FlashAttention, Algorithm 1, on N = 4", end=b"any key")
         assert "V is the identity" in intro and "Q" in intro and "[1  0  1  0]" in intro
-        assert "Algorithm 1, line 2" in terminal.after(b" ", b"step 0 of 27")
+        assert "Algorithm 1, line 2" in terminal.after(b" ", "step 0 · 28 steps".encode())
         assert terminal.quit() == 0
     finally:
         terminal.close()

@@ -221,7 +221,7 @@ def test_screen_lays_out_all_four_panels(flash1):
         text = render(screen.screen(flash1, 5, screen.KEYS), width)
         lines = text.splitlines()
         assert all(cell_len(line) <= width for line in lines)
-        assert lines[0].rstrip().endswith("step 5 of 27")
+        assert lines[0].rstrip().endswith("step 5 · 28 steps")
         for title in ("Memory hierarchy", "Operation · FlashAttention", "Values", "Traffic"):
             assert title in text
         assert lines[-1].rstrip() == screen.KEYS
@@ -274,7 +274,7 @@ def test_every_step_of_ragged_causal_runs_renders(algorithm, backward):
     assert (last.hbm_read_bytes, last.hbm_write_bytes) == (closed.hbm_read_bytes, closed.hbm_write_bytes)
     for n in sorted({*range(0, len(view), max(1, len(view) // 12)), len(view) - 1}):  # a dozen, spread out
         text = render(screen.screen(view, n), 100)
-        assert f"step {n} of {len(view) - 1}" in text.splitlines()[0]
+        assert f"step {n} · {len(view)} steps" in text.splitlines()[0]
     assert "closed form" in render(listing.listing(view), 80)
 
 

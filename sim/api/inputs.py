@@ -7,6 +7,7 @@ from sim.algorithms.registry import REGISTRY, Algorithm, choose
 from sim.algorithms.softmax import SoftmaxState
 from sim.core.dtypes import DTYPES, dtype_name
 from sim.core.errors import InputError
+from sim.core.format import at_most
 from sim.machine import hardware as hardware_
 from sim.machine import mask
 
@@ -178,7 +179,7 @@ def check_logits(q: np.ndarray, k: np.ndarray, scale: float) -> None:
         most = LOGIT_LIMIT / (norms[0] * norms[1])
         raise InputError(
             f"scale: {scale:g} lets the scores τ q·k reach {bound:.3g}, beyond float32 (the chip's arithmetic); "
-            f"choose |scale| ≤ {most:.3g} for these inputs"
+            f"choose |scale| ≤ {at_most(most)} for these inputs"
         )
 
 

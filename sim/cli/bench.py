@@ -7,7 +7,9 @@ from sim.algorithms.registry import REGISTRY
 from sim.api.inputs import configure_shape
 from sim.cli import estimate, options
 from sim.cli.grading import bench_grade_command
-from sim.cli.options import console
+from sim.cli.options import console, emit_json
+from sim.cli.progress import Work
+from sim.core.atomic_file import write_text
 from sim.core.format import count
 from sim.lab import bench
 from sim.viz import bench as bench_viz
@@ -29,14 +31,15 @@ def bench_group() -> None:
 )
 @click.option(
     "--memory-n",
-    type=click.IntRange(min=0),
+    type=options.Count(0, options.MAX_SIZE),
     default=32768,
     show_default=True,
     help="N of the flash2 memory probe (0 skips it).",
 )
 @options.JSON_REPORT
+@options.QUIET
 @click.pass_context
-def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path) -> None:
+def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path, quiet) -> None:
     """Time the simulator's full numerics against plain NumPy attention, and probe flash2's memory."""
 
     def cost(n, d, repeats, memory_n) -> estimate.Estimate:
@@ -51,10 +54,10 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path) -> None:
     what = f"timing every algorithm at N = {count(n)}, d = {d}, {repeats + 2} times, and a flash2 run at N = {count(memory_n)}"
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, repeats=repeats,
                    memory_n=memory_n)  # fmt: skip
-    result = bench.bench_sim(n=n, d=d, dtype=dtype, repeats=repeats, memory_n=memory_n or None)
-    console.print(bench_viz.sim_table(result))
-    if json_path:
-        bench.write_json(result, json_path)
+    with Work(quiet) as work, work.steps("timing", bench.bench_sim_calls(repeats, memory_n)) as advance:
+        result = bench.bench_sim(n=n, d=d, dtype=dtype, repeats=repeats, memory_n=memory_n or None, advance=advance)
+    if not emit_json(result, json_path):
+        console.print(bench_viz.sim_table(result))
 
 
 @bench_group.command("gpu")
@@ -75,7 +78,6 @@ def bench_gpu_command(quick, json_path, markdown_path, backward, kernel) -> None
     kernel = options.rung(kernel)
     from gpu.lab import bench as gpu_bench
     from gpu.lab import render as gpu_render
-    from gpu.lab import results
 
     progress = Console(stderr=True, highlight=False)
     report = gpu_bench.run_bench(
@@ -85,12 +87,10 @@ def bench_gpu_command(quick, json_path, markdown_path, backward, kernel) -> None
         progress=lambda row: progress.print(gpu_render.bench_progress(row), style="dim"),
         command=options.command_line(),
     )
-    console.print(gpu_render.bench_table(report))
-    if json_path:
-        results.write(report, json_path)
+    if not emit_json(report, json_path, indent=1):
+        console.print(gpu_render.bench_table(report))
     if markdown_path:
-        with open(markdown_path, "w") as f:
-            f.write(gpu_render.bench_markdown(report))
+        write_text(markdown_path, gpu_render.bench_markdown(report))
 
 
 @bench_group.command("trace")
@@ -117,9 +117,8 @@ def bench_trace_command(ctx, n, d, dtype, hardware_name, keys, json_path) -> Non
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, keys=keys)
 
     rows = viewer_timing.bench_open(n=n, d=d, dtype=dtype, hardware=hardware_name, keys=keys)
-    console.print(timing.open_times(rows))
-    if json_path:
-        bench.write_json({"trace_viewer": rows}, json_path)
+    if not emit_json({"trace_viewer": rows}, json_path):
+        console.print(timing.open_times(rows))
 
 
 @bench_group.command("cli")
@@ -129,21 +128,22 @@ def bench_trace_command(ctx, n, d, dtype, hardware_name, keys, json_path) -> Non
     "--counts-n", type=options.POSITIVE, default=1_000_000, show_default=True, help="N of the --counts-only runs."
 )
 @options.JSON_REPORT
+@options.QUIET
 @click.pass_context
-def bench_cli_command(ctx, n, d, counts_n, json_path) -> None:
+def bench_cli_command(ctx, n, d, counts_n, json_path, quiet) -> None:
     """Time the commands the README quotes in fresh processes: flash2 at N (peak memory too), --counts-only at N."""
 
     def cost(n, d, counts_n) -> estimate.Estimate:
         run = estimate.listing(_configure("flash2", n, d, "fp16")) + estimate.check(n, n, d)
-        counts = [estimate.counting(counts_n, _configure(a, counts_n, d, "fp16")["block_rows"]) for a in REGISTRY]
+        counts = [estimate.counting() for _ in REGISTRY]
         return estimate.Estimate(run.seconds + sum(c.seconds for c in counts), 0, run.bytes)
 
     what = f"a flash2 run at N = {count(n)}, d = {d}, and counts at N = {count(counts_n)}"
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, counts_n=counts_n)
-    result = bench.bench_cli(n=n, d=d, counts_n=counts_n)
-    console.print(bench_viz.cli_table(result))
-    if json_path:
-        bench.write_json(result, json_path)
+    with Work(quiet) as work, work.steps("timing commands", 1 + len(REGISTRY)) as advance:
+        result = bench.bench_cli(n=n, d=d, counts_n=counts_n, advance=advance)
+    if not emit_json(result, json_path):
+        console.print(bench_viz.cli_table(result))
 
 
 def _configure(algorithm: str, n: int, d: int, dtype: str, hardware_name: str | None = None) -> dict:

@@ -11,6 +11,7 @@ their float32 copies, N × Nk ones where the forward leaves P; the float64 refer
 Grading and `demo train` go at the pace of their recorded runs (the README's `bench grade`, gpu/lab/results/train-h100.json).
 """
 
+import math
 import os
 from dataclasses import dataclass
 from math import ceil
@@ -24,7 +25,6 @@ from sim.api import reference
 from sim.core.dtypes import DTYPES, F
 from sim.core.errors import InputError
 from sim.core.format import count, duration, human_bytes
-from sim.machine import iomodel
 from sim.machine.memory import MAX_TRACE_STEPS
 
 LIMIT_SECONDS = 30.0  # what would take longer is refused up front (FLASHSIM_MAX_SECONDS raises the limit)
@@ -32,6 +32,7 @@ PER_PAIR = 50e-6  # seconds of Python per tile pair: the chip's loads, puts, sto
 PER_FLOP = 10e-12  # a tile-sized float32 matmul, per FLOP
 PER_EXP = 6e-9
 PER_WRITE = {2: 25e-9, 4: 3e-9}  # per element written to HBM, by itemsize (a cast to fp16/bf16 is slow)
+PER_INPUT = 40e-9  # per input element of every head: drawn in float64, cast to storage, mirrored in float32
 PER_STEP = 60e-6  # recording one step of a trace (its residents, accesses, code line)
 STEP_BYTES = 600  # one recorded step in memory
 STEPS_PER_PAIR = 6  # steps a listing records per tile pair (4 for flash2, 6 for flash1 and standard)
@@ -39,8 +40,8 @@ PER_SCORE = 4e-9  # the float64 reference, per score, plus PER_SCORE_D per score
 PER_SCORE_D = 0.06e-9
 BACKWARD_PER_SCORE, BACKWARD_PER_SCORE_D = 6e-9, 0.3e-9
 PROCESS = 150 * 2**20  # Python, NumPy, rich and the command itself
-EXACT_ROW_BLOCKS = 4096  # closed forms are summed over at most this many row blocks, then scaled in N
-CLOSED_FORM_PER_ROW_BLOCK = 5e-6  # seconds to add one row block into a closed form
+CLOSED_FORM_PER_ROW_BLOCK = 5e-6  # seconds to add one row block into a closed form (a sweep's, summed per block)
+CLOSED_FORM_SECONDS = 1e-3  # one closed form by `sim.machine.row_sums`: a few floor sums, whatever N
 SMALL_TILE = 64  # Br × Bc below this: the blocks, more than N, make the tile pairs many
 PER_CONFIGURATION = 200e-6  # a sweep's block search and kernel list for one configuration
 NUMPY_PER_FLOP = 30e-12  # a whole-matrix float32 matmul
@@ -92,12 +93,9 @@ def available_memory() -> int:
 
 
 def closed_form(algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool, backward: bool):
-    """One head's closed-form counts, summed over at most `EXACT_ROW_BLOCKS` row blocks (then scaled in N)."""
-    rows = min(N, EXACT_ROW_BLOCKS * Br)
+    """One head's closed-form counts (O(1) in N: `sim.machine.row_sums`)."""
     counts = registry.backward_counts if backward else registry.counts
-    c = counts(algorithm, rows, Nk, d, s, Br, Bc, causal)
-    return c if rows == N else iomodel.Counts(*(round(x * N / rows) for x in (c.hbm_read_bytes, c.hbm_write_bytes,
-                                                                            c.flops, c.exps, c.elementwise)))  # fmt: skip
+    return counts(algorithm, N, Nk, d, s, Br, Bc, causal)
 
 
 def simulate(
@@ -109,6 +107,7 @@ def simulate(
     c = closed_form(algorithm, n, nk, d, s, Br, Bc, causal, backward)
     pairs = ceil(n / Br) * ceil(nk / Bc)
     per_head = pairs * PER_PAIR + c.flops * PER_FLOP + c.exps * PER_EXP + c.hbm_write_bytes / s * PER_WRITE[s]
+    per_head += (n + 2 * nk) * d * (1 + backward) * PER_INPUT  # q, k, v (and dO, dQ, dK, dV): drawn, cast, mirrored
     rows = n * nk if "P" in entry.saves else 0  # the forward leaves P (N × Nk) in HBM: it holds S and P
     saved = sum(s * rows if name == "P" else F * n for name in entry.saves)
     held = heads * ((n + 2 * nk) * d * s + n * d * s + saved)  # q, k, v, O and what the forward saves, every head
@@ -142,7 +141,8 @@ def check(n: int, nk: int, d: int, heads: int = 1, backward: bool = False) -> Es
     """The float64 reference of `heads` heads (and its gradients), a block of rows at a time."""
     per_score = PER_SCORE + PER_SCORE_D * d + (BACKWARD_PER_SCORE + BACKWARD_PER_SCORE_D * d if backward else 0)
     copies = (n + 2 * nk) * d + (2 * n + 2 * nk) * d * backward  # q, k, v (do, dq, dk, dv) in float64
-    return Estimate(heads * n * nk * per_score, 0, 8 * heads * copies + 3 * 8 * reference.BLOCK_ELEMENTS)
+    seconds = heads * (n * nk * per_score + copies * PER_INPUT)  # the scores, and the inputs' float64 copies
+    return Estimate(seconds, 0, 8 * heads * copies + 3 * 8 * reference.BLOCK_ELEMENTS)
 
 
 def decoding(nq: int, nk: int, d: int, dtype: str, Bc: int, splits: int) -> Estimate:
@@ -183,13 +183,18 @@ def process() -> Estimate:
 
 
 def limit_seconds(default: float = LIMIT_SECONDS) -> float:
-    """The longest work a command starts: `default`, or FLASHSIM_MAX_SECONDS where it is set."""
+    """The longest work a command starts: `default`, or FLASHSIM_MAX_SECONDS where it is set (a positive number of
+    seconds; "inf" lifts the limit)."""
+    text = os.environ.get("FLASHSIM_MAX_SECONDS")
+    if text is None:
+        return default
     try:
-        return max(0.0, float(os.environ.get("FLASHSIM_MAX_SECONDS", default)))
+        seconds = float(text)
     except ValueError:
-        raise InputError(
-            f"FLASHSIM_MAX_SECONDS: {os.environ['FLASHSIM_MAX_SECONDS']!r} is not a number of seconds"
-        ) from None
+        seconds = math.nan
+    if not seconds > 0:  # refuses NaN too
+        raise InputError(f"FLASHSIM_MAX_SECONDS: {text!r} is not a positive number of seconds (e.g. 60, or inf)")
+    return seconds
 
 
 def refuse(est: Estimate, option: str, what: str, instead: str, limit: float = LIMIT_SECONDS) -> None:
@@ -207,10 +212,15 @@ def refuse(est: Estimate, option: str, what: str, instead: str, limit: float = L
 
 
 def largest(fits, hi: int) -> int:
-    """The largest x in 1 … hi with fits(x) (fits falls as x grows), or 0 if none."""
+    """A large x in 1 … hi with fits(x), or 0 if none: doubling from 1 while it fits, then halving the gap. fits
+    falls as x grows, but not strictly (blocks change with N), so the search starts from 1, not from hi: the answer
+    is the same whatever hi, and fits(answer) holds."""
     if not fits(1):
         return 0
     lo = 1
+    while 2 * lo <= hi and fits(2 * lo):
+        lo *= 2
+    hi = min(hi, 2 * lo - 1)
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
@@ -225,7 +235,8 @@ def within(est: Estimate, limit: float = LIMIT_SECONDS) -> bool:
 def tiles(config: dict) -> str:
     """`4,096 tile pairs of 128 × 128` (a configuration's blocks)."""
     n, nk, Br, Bc = config["n"], config["nk"], config["block_rows"], config["block_cols"]
-    return f"{count(ceil(n / Br) * ceil(nk / Bc))} tile pairs of {Br} × {Bc}"
+    pairs = ceil(n / Br) * ceil(nk / Bc)
+    return f"{count(pairs)} tile pair{'s' * (pairs != 1)} of {Br} × {Bc}"
 
 
 def shape_of(config: dict) -> str:
@@ -234,9 +245,9 @@ def shape_of(config: dict) -> str:
     return f"N = {count(config['n'])}, Nk = {count(config['nk'])}, d = {config['d']}{heads}"
 
 
-def counting(n: int, Br: int, backward: bool = False) -> Estimate:
-    """Evaluating a closed form (`--counts-only`): a few microseconds per row block, nothing held."""
-    return Estimate(CLOSED_FORM_PER_ROW_BLOCK * ceil(n / Br) * (1 + backward))
+def counting() -> Estimate:
+    """Evaluating a closed form (`--counts-only`): O(1) in N (`sim.machine.row_sums`), nothing held."""
+    return Estimate(CLOSED_FORM_SECONDS)
 
 
 def guard(
@@ -260,7 +271,7 @@ def guard(
 
         best = largest(fits, sizes[name] - 1)
         if best:
-            hints = [*hints, f"{option} {count(best)} or less"]
+            hints = [*hints, f"{option} {best} or less"]  # as typed back: no thousands separators
     refuse(est, option, what, " or ".join(hints) or "smaller sizes", limit)
 
 

@@ -13,8 +13,9 @@ from sim.algorithms import registry
 from sim.api import reference
 from sim.api.inputs import configure_shape, random_inputs
 from sim.cli import estimate, options, variants
-from sim.cli.options import console, print_json
+from sim.cli.options import console, emit_json
 from sim.cli.progress import Work
+from sim.core import atomic_file
 from sim.core.dtypes import itemsize
 from sim.core.errors import InputError
 from sim.core.format import abs_error, count
@@ -54,9 +55,10 @@ def paper_group() -> None:
 
 @paper_group.command("fig2")
 @options.hardware("A100-40GB", "GPU of the time estimate.")  # the paper's GPU, not the simulator's default
-@options.json_flag("Print one JSON object instead of the tables.")
+@options.json_output("the figure's numbers")
+@options.QUIET
 @click.pass_context
-def paper_fig2_command(ctx, hardware_name, as_json) -> None:
+def paper_fig2_command(ctx, hardware_name, as_json, quiet) -> None:
     """Figure 2: GPT-2 medium attention, forward + backward, standard vs FlashAttention, beside the paper's numbers."""
 
     def cost() -> estimate.Estimate:  # one head of each algorithm simulated, forward and backward
@@ -68,10 +70,9 @@ def paper_fig2_command(ctx, hardware_name, as_json) -> None:
         return est + estimate.check(paper.N, paper.N, paper.D)
 
     estimate.guard(ctx, cost, f"Figure 2 on the {hardware_name}", ["another --hardware"])
-    fig = paper.figure2(hardware_name)
-    if as_json:
-        print_json(fig.to_dict())
-    else:
+    with Work(quiet) as work, work.running("simulating one head of each, forward and backward"):
+        fig = paper.figure2(hardware_name)
+    if not emit_json(fig.to_dict(), as_json):
         console.print(paper_viz.figure2(fig))
 
 
@@ -100,12 +101,14 @@ def paper_fig2_command(ctx, hardware_name, as_json) -> None:
 @options.causal("Causal mask (FlashAttention-2 skips the hidden blocks).")
 @options.algo(sweep.flash_variants(), "FlashAttention variant.")
 @options.backward("Forward + backward  [default: the forward pass]")
-@options.json_flag()
+@options.json_output("the sweep")
 @click.option("--csv", "as_csv", is_flag=True, help="Print CSV instead of the table.")
 @options.output_file("--plot", "plot_path", "Also write a figure (needs matplotlib).")
+@options.QUIET
 def sweep_command(
-    ns, ds, block_sizes, srams, batch, heads, dtype, hardware_name, causal, algo, backward, as_json, as_csv, plot_path
-) -> None:
+    ns, ds, block_sizes, srams, batch, heads, dtype, hardware_name, causal, algo, backward, as_json, as_csv, plot_path,
+    quiet,
+) -> None:  # fmt: skip
     """Standard attention vs FlashAttention as N grows: bytes, FLOPs, intensity, roofline time, and where S and P run out of memory."""
     if as_json and as_csv:
         raise InputError("--json, --csv: choose one of them")
@@ -118,17 +121,17 @@ def sweep_command(
         f"a sweep of {count(configurations)} configuration{'s' * (configurations > 1)}",
         ["fewer or smaller N, or larger --block"],
     )  # fmt: skip
-    sw = sweep.sweep(
-        ns, ds=ds, blocks=block_sizes or (None,), srams=srams or (None,), batch=batch, heads=heads, dtype=dtype,
-        hardware=hardware_name, causal=causal, algorithm=algo, backward=backward,
-    )  # fmt: skip
+    with Work(quiet) as work, work.running(f"sweeping {count(configurations)} configurations"):
+        sw = sweep.sweep(
+            ns, ds=ds, blocks=block_sizes or (None,), srams=srams or (None,), batch=batch, heads=heads, dtype=dtype,
+            hardware=hardware_name, causal=causal, algorithm=algo, backward=backward,
+        )  # fmt: skip
     if plot_path:
-        sweep_viz.plot(sw, plot_path)
-    if as_json:
-        print_json(sw.to_dict())
-    elif as_csv:
+        with atomic_file.target(plot_path) as where:
+            sweep_viz.plot(sw, where, fmt=os.path.splitext(plot_path)[1].lower().lstrip("."))
+    if as_csv:
         sys.stdout.write(sw.to_csv())
-    else:
+    elif not emit_json(sw.to_dict(), as_json):
         console.print(sweep_viz.table(sw))
 
 
@@ -158,7 +161,7 @@ def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward
     "--splits", type=INTS, default=None, help="Numbers of splits to compare  [default: 1, 2, 4, … and the best]"
 )
 @variants.PAGE_SIZE
-@options.json_flag()
+@options.json_output("the table")
 @options.QUIET
 @click.pass_context
 def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, splits, page_size, as_json, quiet) -> None:
@@ -190,8 +193,11 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
         config = dict(nk=nk, queries=queries, d=d, batch=batch, heads=heads, dtype=dtype, hardware=hw.name)
         table = [dict(splits=r.splits, blocks=r.blocks, busy_sms=r.busy, waves=r.waves, utilization=r.utilization,
                       hbm_bytes=r.hbm_bytes, seconds=r.seconds) for r in rows]  # fmt: skip
-        print_json({"config": config, "best_splits": best, "rows": table, "simulated_max_abs_err": err, "paged": paged})
-        return
+        if emit_json(
+            {"config": config, "best_splits": best, "rows": table, "simulated_max_abs_err": err, "paged": paged},
+            as_json,
+        ):
+            return
     console.print(
         decode_viz.decode_table(rows, best, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw)
     )

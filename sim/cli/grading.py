@@ -9,13 +9,14 @@ import click
 from rich.table import Table
 
 from sim.cli import estimate, options
-from sim.cli.options import console
+from sim.cli.options import console, emit_json
 from sim.cli.progress import Work
+from sim.core import atomic_file
 from sim.core.errors import InputError
 from sim.core.format import count, seconds
 from sim.grading import bench as grading_bench
 from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec
-from sim.lab import bench
+from sim.viz.unclipped import unclipped
 
 TIMEOUT = options.FloatRange(0.1, 3600)  # seconds per test: an hour is far beyond any test, NaN and ∞ are no limit
 JOBS = click.option("--jobs", type=options.POSITIVE, default=None, help="Submissions graded at once  [default: CPUs]")
@@ -30,13 +31,13 @@ def assignments() -> None:
 def list_command() -> None:
     """The assignments in lessons/assignments, with their tests and points."""
     table = Table(show_edge=False)
-    for name in ("assignment", "title", "public tests", "hidden tests", "points"):
+    for name in ("assignment", "title", "public", "hidden", "points"):  # public and hidden tests
         table.add_column(name)
     for path in spec.masters():
         a = spec.load(path)
         public = sum(t["visibility"] == "public" for t in a.tests)
         table.add_row(a.name, a.title, str(public), str(len(a.tests) - public), f"{a.points:g}")
-    console.print(table)
+    console.print(unclipped(table))
 
 
 @assignments.command("export")
@@ -56,7 +57,7 @@ def export_command(assignment, student, instructor) -> None:
 @click.command("grade")
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--self-check", is_flag=True, help="Public tests only (a student's own check); one PATH may be given.")
-@click.option("--seed", type=click.IntRange(min=0), default=None,
+@click.option("--seed", type=options.Count(0, 2**64 - 1), default=None,
               help="Seed of this run's cases (0 or more)  [default: a fresh one, printed]")  # fmt: skip
 @JOBS
 @click.option("--timeout", type=TIMEOUT, default=10.0, show_default=True,
@@ -105,11 +106,14 @@ def grade_command(
     if many:
         console.print(render.summary(reports))
     if gradescope_path:
-        gradescope.write(reports[0], Path(gradescope_path), hidden_visibility)
+        with atomic_file.target(gradescope_path) as where:
+            gradescope.write(reports[0], Path(where), hidden_visibility)
         console.print(f"wrote {gradescope_path}")
     if csv_path:
-        csvfile.write(reports, Path(csv_path))
+        with atomic_file.target(csv_path) as where:
+            csvfile.write(reports, Path(where))
         console.print(f"wrote {csv_path}")
+    return 0 if all(r.score >= r.max_score for r in reports) else 1  # exit 1: some submission below full marks
 
 
 @click.command("grade")
@@ -129,9 +133,8 @@ def bench_grade_command(ctx, n, jobs, json_path, quiet) -> None:
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n)
     with progress_bar(quiet, n) as progress:
         report = grading_bench.bench_grade(n, jobs, progress=progress)
-    console.print(render.bench(report))
-    if json_path:
-        bench.write_json(report, json_path)
+    if not emit_json(report, json_path):
+        console.print(render.bench(report))
 
 
 def at_once(submissions: int, jobs: int | None) -> int:
@@ -140,7 +143,7 @@ def at_once(submissions: int, jobs: int | None) -> int:
     jobs = min(jobs or os.cpu_count() or 1, submissions)
     fits = max(1, (estimate.available_memory() - estimate.PROCESS) // estimate.GRADING_CHILD)
     est = estimate.process() + replace(estimate.grading(submissions, jobs), seconds=0.0)  # a class takes its time
-    estimate.refuse(est, "--jobs", f"grading {count(jobs)} submissions at once", f"--jobs {count(fits)} or less")
+    estimate.refuse(est, "--jobs", f"grading {count(jobs)} submissions at once", f"--jobs {fits} or less")
     return jobs
 
 

@@ -4,7 +4,6 @@ A command composes them in the order its `--help` lists them. Where commands dif
 help text, the option takes it as an argument and each command keeps its own (said at the command).
 """
 
-import json
 import math
 import os
 import shlex
@@ -14,12 +13,43 @@ import click
 from rich.console import Console
 
 from sim.algorithms.registry import REGISTRY
+from sim.core import strict_json
+from sim.core.atomic_file import special, write_text
 from sim.core.dtypes import DTYPES
 from sim.machine import hardware as presets
+from sim.machine.trace import MAX_SIZE
 
+MAX_COLUMNS = 1000  # a wider COLUMNS is a typo: rich would lay out every line that wide
+
+
+def sane_terminal() -> None:
+    """Make any terminal printable: COLUMNS and LINES that are not a size (0, -3, 10⁹, "x") are dropped (the
+    terminal's own size is used), and an output encoding without ✓, τ or box drawing (latin-1, ASCII) writes
+    "?" in their place instead of failing."""
+    for name, most in (("COLUMNS", MAX_COLUMNS), ("LINES", MAX_COLUMNS)):
+        value = os.environ.get(name)
+        if value is not None and not (value.isdigit() and 0 < int(value) <= most):
+            del os.environ[name]
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if encoding and not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="replace")
+
+
+sane_terminal()
 console = Console(highlight=False)
 
-POSITIVE = click.IntRange(1, 2**53)  # sizes and counts: beyond 2⁵³ NumPy's integers and floats part ways
+
+class Count(click.IntRange):
+    """An integer in a range that `--help` states in words ("1 or more"), not as `1<=x<=9007199254740992`."""
+
+    def _describe_range(self) -> str:
+        if self.max is None or self.max >= 2**53:
+            return f"{self.min} or more"
+        return f"{self.min} to {self.max}"
+
+
+POSITIVE = Count(1, MAX_SIZE)  # sizes and counts: beyond 2⁵³ NumPy's integers and floats part ways (as a --load trace)
 ALGORITHMS = tuple(REGISTRY)  # every forward the registry holds: a new entry there is a new --algo choice
 HARDWARE = click.Choice(list(presets.PRESETS), case_sensitive=False)
 STORAGE = "Storage dtype (on-chip math is fp32)."
@@ -27,6 +57,9 @@ STORAGE = "Storage dtype (on-chip math is fp32)."
 
 class FloatRange(click.FloatRange):
     """click.FloatRange that refuses NaN too (every comparison with NaN is false, so click's range lets it in)."""
+
+    def _describe_range(self) -> str:
+        return f"{self.min:g} to {self.max:g}"
 
     def convert(self, value, param, ctx):
         number = super().convert(value, param, ctx)
@@ -56,13 +89,13 @@ def d(default: int, type=POSITIVE):
 
 
 def batch(default: int):
-    """--batch."""
-    return click.option("--batch", type=POSITIVE, default=default, show_default=True)
+    """--batch: independent sequences, each with its own heads."""
+    return click.option("--batch", type=POSITIVE, default=default, show_default=True, help="Batch size.")
 
 
 def heads(default: int):
-    """--heads."""
-    return click.option("--heads", type=POSITIVE, default=default, show_default=True)
+    """--heads: attention heads per sequence (batch × heads are simulated one after another)."""
+    return click.option("--heads", type=POSITIVE, default=default, show_default=True, help="Attention heads.")
 
 
 def dtype(default: str, choices=tuple(DTYPES)):
@@ -80,7 +113,8 @@ def blocks(help: str):
     return click.option("--blocks", type=click.Choice(["fit", "paper"]), default="fit", show_default=True, help=help)
 
 
-def hardware(default: str = presets.DEFAULT, help: str | None = None, show_default=True):
+def hardware(default: str = presets.DEFAULT, help: str = "GPU preset: its SRAM per SM, bandwidth and peak FLOP/s.",
+             show_default=True):  # fmt: skip
     """--hardware: a GPU preset, passed on as `hardware_name`."""
     return click.option(
         "--hardware", "hardware_name", type=HARDWARE, default=default, show_default=show_default, help=help
@@ -92,17 +126,22 @@ def backward(help: str):
     return click.option("--backward", is_flag=True, help=help)
 
 
-def json_flag(help="Print one JSON object instead of the table."):
-    """--json: print JSON instead of the table (passed on as `as_json`)."""
-    return click.option("--json", "as_json", is_flag=True, help=help)
+def json_output(what: str = "the report", name: str = "as_json"):
+    """--json [FILE], the same on every command: `--json` alone prints `what` as one strict JSON object on stdout
+    instead of the tables; `--json FILE` prints the tables and writes it to FILE (passed on as "-" or the path)."""
+    return click.option(
+        "--json", name, is_flag=False, flag_value="-", default=None, metavar="[FILE]", callback=writable,
+        help=f"Print {what} as JSON on stdout instead of the tables, or with FILE write it there.",
+    )  # fmt: skip
 
 
+FORWARD_RUNGS, BACKWARD_RUNGS = (1, 2, 3, 6), (4, 5, 7)  # gpu/registry.py's (not imported: no GPU library here)
 SCALE = click.option("--scale", type=float, default=None, help="Softmax scale τ  [default: 1/√d]")
 BLOCK_ROWS = click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
 BLOCK_COLS = click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
 SRAM_BYTES = click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
 SEED = click.option(
-    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of the random inputs (0 or more)."
+    "--seed", type=Count(0, 2**64 - 1), default=0, show_default=True, help="Seed of the random inputs (0 or more)."
 )
 QUIET = click.option(
     "--quiet", "-q", is_flag=True, help="No progress bar (there is none when stdout is not a terminal)."
@@ -111,10 +150,12 @@ QUIET = click.option(
 
 def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
     """A click callback: refuse, before any work, a file path that cannot be written (no such folder, a folder)."""
-    if path is None:
-        return None
+    if path is None or path == "-":  # "-": stdout
+        return path
     if not path:
         raise click.BadParameter("an empty file name")
+    if special(path):  # a device or a pipe (/dev/stdout, /dev/null): written directly
+        return path
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise click.BadParameter(f"{path!r} is a folder, not a file")
@@ -159,7 +200,7 @@ def output_folder(flag: str, name: str, help: str):
     return click.option(flag, name, type=click.Path(file_okay=False), default=None, callback=makeable, help=help)
 
 
-JSON_REPORT = output_file("--json", "json_path", "Also write the report here.")
+JSON_REPORT = json_output("the report", name="json_path")
 
 
 def command_line() -> str:
@@ -168,8 +209,18 @@ def command_line() -> str:
 
 
 def print_json(obj) -> None:
-    """One JSON object on stdout (infinities as ±Infinity, as Python's json writes them)."""
-    sys.stdout.write(json.dumps(obj) + "\n")
+    """One strict JSON object on stdout (`sim.core.strict_json`: non-finite numbers as strings)."""
+    sys.stdout.write(strict_json.dumps(obj) + "\n")
+
+
+def emit_json(obj, where: str | None, indent: int | None = 2) -> bool:
+    """`--json [FILE]`'s output: on stdout for "-", else to the file, atomically; whether it went to stdout."""
+    if where == "-":
+        print_json(obj)
+        return True
+    if where:
+        write_text(where, strict_json.dumps(obj, indent=indent) + "\n")
+    return False
 
 
 OLD_KERNEL_NAMES = {
@@ -180,10 +231,17 @@ OLD_KERNEL_NAMES = {
 }  # the forward rungs' names before issue 19 (backward: v1 4, v2 5)
 
 
+class Rung(click.Choice):
+    """A kernel's rung number among `choices`; the former names v1 … v4 are still accepted, and not shown."""
+
+    def convert(self, value, param, ctx):
+        return value if value in OLD_KERNEL_NAMES else super().convert(value, param, ctx)
+
+
 def kernel(rungs: tuple[int, ...], help: str):
-    """--kernel N: a GPU kernel by its rung on the ladder (`rung` reads it, old names included)."""
-    choices = [*map(str, rungs), *OLD_KERNEL_NAMES]
-    return click.option("--kernel", type=click.Choice(choices), default=None, help=help)
+    """--kernel N: a GPU kernel by its rung on the ladder (its file's prefix: 06_flash2_wgmma_tma.cu is rung 6);
+    `rung` reads it, old names included."""
+    return click.option("--kernel", type=Rung([str(r) for r in rungs]), default=None, help=help)
 
 
 def rung(kernel: str | None, backward: bool = False) -> int | None:

@@ -88,6 +88,15 @@ class Work:
             self.bar.update(task, completed=max(1, total_bytes))
 
     @contextmanager
+    def running(self, description: str):
+        """Work with no units to count: a bar that pulses until it is done."""
+        task = self.bar.add_task(description, total=None)
+        try:
+            yield
+        finally:
+            self.bar.update(task, total=1, completed=1)
+
+    @contextmanager
     def steps(self, description: str, total: int):
         """Work done in `total` units: yields `advance(units)`."""
         task = self.bar.add_task(description, total=max(1, total))

@@ -96,11 +96,13 @@ def ring_command(
 def _check(result, q, k, v) -> dict:
     """The output against float64 attention, within the ring's bound (`sim.api.tolerance`)."""
     ref, _ = reference.attention(q, k, v, causal=result.causal, scale=result.scale)
-    v_max = float(np.abs(v.astype(np.float64)).max())
-    tol = tolerance.tolerance("ring", result.dtype, ref_max=float(np.abs(ref).max()), v_max=v_max)
-    error, bound = np.abs(result.output.astype(np.float64) - ref), tol.bound(ref)
-    return {"error": float(error.max()), "bound": float(bound.max()), "within": bool((error <= bound).all()),
-            "formula": tol.formula}  # fmt: skip
+    tol = tolerance.tolerance(
+        "ring", result.dtype, d=q.shape[-1], nk=k.shape[-2], block_cols=result.block_cols,
+        sigma=tolerance.score_scale(q, k, result.scale), v_max=float(np.abs(v.astype(np.float64)).max()),
+        ref_max=float(np.abs(ref).max()),
+    )  # fmt: skip
+    error = float(np.abs(result.output.astype(np.float64) - ref).max())
+    return {"error": error, "bound": tol.bound, "within": error <= tol.bound, "formula": tol.formula}
 
 
 def _report(result, check: dict | None, as_json: bool) -> int:

@@ -8,7 +8,7 @@ from sim.algorithms import registry
 from sim.api import closed_form
 from sim.api.inputs import configure_shape, random_inputs
 from sim.cli import estimate, options, variants
-from sim.cli.options import console, print_json
+from sim.cli.options import console, emit_json
 from sim.cli.progress import Work
 from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
@@ -50,7 +50,7 @@ def chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hard
 )
 @options.backward("Also run the backward pass (upstream gradient dO seeded at random).")
 @variants.run_options
-@options.json_flag()
+@options.json_output()
 @options.QUIET
 @click.pass_context
 def run_command(
@@ -72,7 +72,7 @@ def run_command(
         forward = configure_shape(algo, False, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
                                   blocks, sram_bytes, hardware_name)  # fmt: skip
         if counts_only:
-            return estimate.counting(n, forward["block_rows"], backward)
+            return estimate.counting()
         est = estimate.process() + estimate.listing(forward) + estimate.check(n, nk, d, batch * heads)
         if backward:
             back = configure_shape(algo, True, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
@@ -113,9 +113,7 @@ def run_command(
             summary["backward"] = training.backward_report(grads, grad_err)
             summary["forward_backward"] = training.split(result, grads)
         summary["machine"] = machine(result)
-    if as_json:
-        print_json(summary)
-    else:
+    if not emit_json(summary, as_json, indent=None):
         console.print(run_viz.run_table(summary))
         if backward:
             console.print(backward_viz.backward_table(summary))
@@ -156,15 +154,15 @@ def run_backward(work, result, seed: int, config: dict):
 @click.command("compare")
 @options.n(2048)
 @options.nk()
-@options.d(64, type=click.IntRange(1, 128))  # the kernels' d ≤ 128
+@options.d(64, type=options.Count(1, 128))  # the kernels' d ≤ 128
 @options.batch(1)
 @options.heads(16)
 @options.dtype("fp16", choices=("fp16", "bf16"))  # the kernels' dtypes
 @options.causal()
-@options.backward("Compare the backward pass (rung 4 or 5).")
+@options.backward("Compare the backward pass (rung 4, 5 or 7).")
 @options.kernel(
-    (1, 2, 3, 4, 5, 6),
-    "GPU kernel by its rung: forward 1, 2, 3, 6; backward 4, 5  [default: the public call's choice for d on this GPU]",
+    (*options.FORWARD_RUNGS, *options.BACKWARD_RUNGS),
+    "GPU kernel by rung: forward 1, 2, 3 or 6, backward 4, 5 or 7  [default: the public call's choice for d here]",
 )
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
 @options.JSON_REPORT
@@ -178,7 +176,7 @@ def compare_command(
     from gpu import flash, registry
     from gpu.lab import compare as gpu_compare
     from gpu.lab import compare_backward as gpu_compare_backward
-    from gpu.lab import render_compare, results
+    from gpu.lab import render_compare
 
     tiles = (registry.backward(kernel) if backward else flash.resolve(kernel, d)).default_tiles(d)
     simulated = 1 if backward else batch * heads  # the backward simulates head 0's numerics, counts the rest
@@ -198,9 +196,8 @@ def compare_command(
             n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype, causal=causal, kernel=kernel,
             profile=not no_counters,
         )  # fmt: skip
-    console.print((render_compare.backward_comparison if backward else render_compare.comparison)(result))
-    if json_path:
-        results.write(module.report(result, options.command_line()), json_path)
+    if not emit_json(module.report(result, options.command_line()), json_path, indent=1):
+        console.print((render_compare.backward_comparison if backward else render_compare.comparison)(result))
 
 
 COMMANDS = (run_command, compare_command)

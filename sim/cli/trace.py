@@ -8,10 +8,11 @@ from rich.console import Console
 
 from sim.api.inputs import configure_shape, random_inputs
 from sim.cli import estimate, options, variants
-from sim.cli.options import console
+from sim.cli.options import console, print_json
 from sim.cli.progress import Work
 from sim.cli.run import chip_options, closed_bytes
 from sim.core.errors import InputError
+from sim.core.format import count
 from sim.machine import hardware
 
 TOY_MAX_N, TOY_MAX_D = 64, 16  # `trace` runs on the toy part up to this size unless --hardware says otherwise
@@ -54,12 +55,12 @@ MAX_WIDTH = 1000  # columns to print or export in: wider is a typo, and rich wou
 @click.option(
     "--delay", type=options.FloatRange(0, 60), default=0.5, show_default=True, help="Seconds per frame of --play."
 )
-@options.output_file("--json", "json_path", "Write the trace (versioned JSON).")  # a file: unlike run's --json flag
+@options.json_output("the trace (versioned; --load FILE reopens it)", name="json_path")
 @options.output_file("--svg", "svg_path", "Write --step K's screen, or the listing, as SVG.")
 @options.output_file("--html", "html_path", "The same as HTML.")
 @click.option(
     "--width",
-    type=click.IntRange(60, MAX_WIDTH),
+    type=options.Count(60, MAX_WIDTH),
     default=None,
     help="Columns to print and export in  [default: the terminal's; 120 for exports]",
 )
@@ -84,12 +85,15 @@ def trace_command(
             option = given[0].removesuffix("_name").replace("_", "-")
             raise InputError(f"--load: the trace file fixes the run; drop --{option}")
         trace = traces.load(load_path, row)
+        viewing = estimate.process() + estimate.Estimate(len(trace.steps) * estimate.PER_STEP, 0, 0, len(trace.steps))
+        estimate.refuse(viewing, "--load", f"the trace in {load_path!r} ({count(len(trace.steps))} steps)",
+                        "a trace of a smaller run")  # fmt: skip
     else:
         toy_is_too_small = max(n, nk or n) > TOY_MAX_N or d > TOY_MAX_D  # blocks of a few rows: too many steps to watch
         if ctx.get_parameter_source("hardware_name") is ParameterSource.DEFAULT and toy_is_too_small:
             hardware_name = hardware.DEFAULT
         chip = chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name)
-        config = _refuse_too_much(ctx, algo, backward, n, nk or n, d, dtype, chip)
+        config = _refuse_too_much(ctx, algo, backward, n, nk, d, dtype, chip)
         with Work(quiet) as work:
             q, k, v = (x[0, 0] for x in random_inputs(1, 1, n, nk or n, d, dtype, seed))
             record = traces.record_backward if backward else traces.record
@@ -97,6 +101,9 @@ def trace_command(
                 trace = record(algo, q, k, v, row=row, **chip, **variants.scores(window, alibi, softcap))
     view = timeline.Timeline(trace)
     traces.check_step(view, step)
+    if json_path == "-":
+        print_json(trace.to_dict())
+        return
     if json_path:
         trace.save(json_path)
         console.print(f"wrote {json_path}: the trace, {len(view)} steps (flashsim trace --load {json_path} opens it)")

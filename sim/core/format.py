@@ -86,3 +86,15 @@ def tflops(x: float, decimals: int | None = None) -> str:
 def abs_error(x: float, digits: int = 3) -> str:
     """A max |x − reference| in scientific notation with `digits` decimals: 4.877e-04."""
     return f"{x:.{digits}e}"
+
+
+def at_most(x: float, digits: int = 3) -> str:
+    """x to `digits` significant digits, rounded toward zero: a limit that, typed back, is still within it
+    (9.8149e34 → 9.81e+34, never 9.82e+34)."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    exponent = math.floor(math.log10(abs(x))) - digits + 1
+    mantissa = math.trunc(x / 10.0**exponent)
+    while abs(mantissa * 10.0**exponent) > abs(x):  # the division rounded up
+        mantissa -= 1 if mantissa > 0 else -1
+    return f"{mantissa * 10.0**exponent:.{digits - 1}e}"

@@ -1,7 +1,6 @@
 """`flashsim bench sim` and `bench cli`: the simulator's own speed against plain NumPy, its memory at long sequences,
 and the time and memory of the commands the README quotes."""
 
-import json
 import os
 import platform
 import statistics
@@ -44,15 +43,23 @@ def numpy_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     return p @ v
 
 
-def median_seconds(fn, repeats: int) -> float:
-    """Median wall time of `repeats` calls, after one warm-up call."""
+def median_seconds(fn, repeats: int, advance=None) -> float:
+    """Median wall time of `repeats` calls, after one warm-up call; `advance(1)` is told of each call done."""
+    advance = advance or (lambda units: None)
     fn()
+    advance(1)
     times = []
     for _ in range(repeats):
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
+        advance(1)
     return statistics.median(times)
+
+
+def bench_sim_calls(repeats: int, memory_n: int | None) -> int:
+    """How many calls `bench_sim` makes (its progress's total): NumPy's and each algorithm's, and the probe."""
+    return (repeats + 1) + len(REGISTRY) * (repeats + 2) + bool(memory_n)
 
 
 def peak_rss() -> int:
@@ -109,15 +116,20 @@ def memory_probe(n: int, d: int, dtype: str) -> dict | None:
     }
 
 
-def bench_sim(n: int = 4096, d: int = 64, dtype: str = "fp16", repeats: int = 3, memory_n: int | None = 32768) -> dict:
-    """Time each registered algorithm's full-numerics run against plain NumPy attention; probe flash2's memory."""
+def bench_sim(
+    n: int = 4096, d: int = 64, dtype: str = "fp16", repeats: int = 3, memory_n: int | None = 32768, advance=None
+) -> dict:
+    """Time each registered algorithm's full-numerics run against plain NumPy attention; probe flash2's memory.
+    `advance(1)` is told of each of the `bench_sim_calls` calls done."""
+    advance = advance or (lambda units: None)
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((n, d)).astype(DTYPES[dtype]) for _ in range(3))
-    baseline = median_seconds(lambda: numpy_attention(q, k, v), repeats)
+    baseline = median_seconds(lambda: numpy_attention(q, k, v), repeats, advance)
     rows = []
     for algorithm in REGISTRY:
         result = sim.run(algorithm, q, k, v)
-        seconds = median_seconds(lambda a=algorithm: sim.run(a, q, k, v), repeats)
+        advance(1)
+        seconds = median_seconds(lambda a=algorithm: sim.run(a, q, k, v), repeats, advance)
         rows.append(
             {
                 "algorithm": algorithm,
@@ -136,8 +148,17 @@ def bench_sim(n: int = 4096, d: int = 64, dtype: str = "fp16", repeats: int = 3,
         "repeats": repeats,
         "numpy_seconds": baseline,
         "rows": rows,
-        "memory": memory_probe(memory_n, d, dtype) if memory_n else None,
+        "memory": _probed(memory_n, d, dtype, advance),
     }
+
+
+def _probed(memory_n: int | None, d: int, dtype: str, advance) -> dict | None:
+    """`memory_probe` at memory_n (None: none), then `advance(1)`."""
+    if not memory_n:
+        return None
+    probe = memory_probe(memory_n, d, dtype)
+    advance(1)
+    return probe
 
 
 def timed_command(args: list[str]) -> dict:
@@ -155,9 +176,10 @@ def timed_command(args: list[str]) -> dict:
             "exit_code": child.returncode, "stderr": child.stderr.strip()}  # fmt: skip
 
 
-def bench_cli(n: int = 32768, d: int = 64, counts_n: int = 1_000_000) -> dict:
+def bench_cli(n: int = 32768, d: int = 64, counts_n: int = 1_000_000, advance=None) -> dict:
     """The commands the README quotes, each in a fresh process: a full-numerics flash2 run at N = n (its time and
-    peak memory), and `--counts-only` at N = counts_n for every registered algorithm."""
+    peak memory), and `--counts-only` at N = counts_n for every registered algorithm (`advance(1)` after each)."""
+    advance = advance or (lambda units: None)
     runs = [["run", "--algo", "flash2", "--n", str(n), "--d", str(d), "--quiet"]]
     runs += [["run", "--algo", a, "--n", str(counts_n), "--d", str(d), "--counts-only", "--quiet"] for a in REGISTRY]
     return {
@@ -166,11 +188,10 @@ def bench_cli(n: int = 32768, d: int = 64, counts_n: int = 1_000_000) -> dict:
         "n": n,
         "d": d,
         "counts_n": counts_n,
-        "rows": [timed_command(args) for args in runs],
+        "rows": [_then(timed_command(args), advance) for args in runs],
     }
 
 
-def write_json(report: dict, path: str) -> None:
-    """Write a benchmark report as indented JSON."""
-    with open(path, "w") as f:
-        json.dump(report, f, indent=2)
+def _then(row: dict, advance) -> dict:
+    advance(1)
+    return row

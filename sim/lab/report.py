@@ -8,35 +8,30 @@ import numpy as np
 from sim.algorithms import registry
 from sim.api import reference
 from sim.api.results import Result
-from sim.api.tolerance import stated, tolerance
+from sim.api.tolerance import score_scale, stated, tolerance
 from sim.core.dtypes import itemsize
 from sim.machine import iomodel
 
 
 def output_check(result: Result, q, k, v, advance: Callable[[int], None] | None = None) -> dict:
     """max |output − float64 reference| over every head, the reference taken on the stored inputs a block of query
-    rows at a time (never N × Nk whole), and whether every element lies within the bound `sim.api.tolerance` states for
-    the algorithm and dtype (`within` None where none is stated). `advance(rows)` is told of each block done."""
-    known = result.dtype == "fp32" or stated(result.algorithm)
-    relative = tolerance(result.algorithm, result.dtype, ref_max=0.0, v_max=0.0).relative if known else 0.0
-    err, excess, ref_max, s_max = 0.0, -np.inf, 0.0, 0.0
+    rows at a time (never N × Nk whole), and whether it lies within the bound `sim.api.tolerance` derives for the
+    algorithm and dtype (`tolerance` None where none is derived). `advance(rows)` is told of each block done."""
+    err, ref_max, s_max = 0.0, 0.0, 0.0
     for b in reference.blocks(q, k, v, causal=result.causal, scale=result.scale):
         diff = np.abs(result.output[..., b.r0 : b.r1, :].astype(np.float64) - b.o)  # (..., rows, d)
-        size = np.abs(b.o)
-        err = max(err, float(diff.max()))
-        excess = max(excess, float((diff - relative * size).max()))  # what the bound's absolute part must cover
-        ref_max, s_max = max(ref_max, float(size.max())), max(s_max, b.s_max)
+        err = max(err, float(diff.max(initial=0.0)))
+        ref_max, s_max = max(ref_max, float(np.abs(b.o).max(initial=0.0))), max(s_max, b.s_max)
         if advance:
             advance(b.r1 - b.r0)
     check = {"max_abs_err": err, "tolerance": None}
-    if known:
-        v_max = float(np.abs(v).max())
+    if stated(result.algorithm):
         tol = tolerance(
-            result.algorithm, result.dtype, ref_max=ref_max, v_max=v_max, s_max=s_max, nk=result.nk,
-            block_cols=result.block_cols,
+            result.algorithm, result.dtype, d=result.d, nk=result.nk, block_cols=result.block_cols,
+            sigma=score_scale(q, k, result.scale), v_max=float(np.abs(v.astype(np.float64)).max(initial=0.0)),
+            ref_max=ref_max, s_max=s_max,
         )  # fmt: skip
-        bound = tol.relative * ref_max + tol.absolute
-        check["tolerance"] = {"formula": tol.formula, "bound": bound, "within": bool(excess <= tol.absolute)}
+        check["tolerance"] = {"formula": tol.formula, "bound": tol.bound, "within": bool(err <= tol.bound)}
     return check
 
 

@@ -21,6 +21,7 @@ from sim.core.dtypes import F
 from sim.machine import mask
 from sim.machine.blocks import chunks
 from sim.machine.hardware import Hardware
+from sim.machine.row_sums import RowSums, row_sums
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,19 @@ def _keys(blocks: range, Bc: int, Nk: int) -> int:
     return min(Nk, blocks.stop * Bc) - blocks.start * Bc if blocks else 0
 
 
+def sums(N: int, Nk: int, Br: int, Bc: int, causal: bool, rule: mask.Rule | None = None) -> RowSums:
+    """`row_blocks`' fields summed: in O(log N) where only the causal flag masks (`sim.machine.row_sums`), block by
+    block under a window or GQA's packed rows (`rule`)."""
+    if rule is None:
+        return row_sums(N, Nk, Br, Bc, causal)
+    blocks = row_blocks(N, Nk, Br, Bc, causal, rule)
+    return RowSums(
+        sum(b.seen for b in blocks), sum(b.keys_seen for b in blocks), sum(b.keys_full for b in blocks),
+        sum(b.rows * b.seen for b in blocks), sum(b.rows * b.keys_seen for b in blocks),
+        sum(b.rows * b.keys_full for b in blocks),
+    )  # fmt: skip
+
+
 def standard(N: int, Nk: int, d: int, s: int, causal: bool = False) -> Counts:
     """Algorithm 0: read Q, K; write S; read S; write P; read P, V; write O (each once)."""
     return sum_counts(k for _, k in standard_kernels(N, Nk, d, s, causal=causal))
@@ -102,7 +116,7 @@ def flash1(N: int, Nk: int, d: int, s: int, Bc: int, causal: bool = False, dropo
     if causal:
         if Br is None:
             raise TypeError("flash1: the causal mask's work depends on the row block; pass Br")
-        elementwise += sum(b.rows * (Nk - b.keys_full) for b in row_blocks(N, Nk, Br, Bc, True))
+        elementwise += N * Nk - row_sums(N, Nk, Br, Bc, True).r_full  # Σ_i r_i·(Nk − full_i)
     return Counts(
         hbm_read_bytes=s * (2 * Nk * d + Tc * 2 * N * d) + F * Tc * 2 * N,
         hbm_write_bytes=s * N * d + F * 2 * N + Tc * (s * N * d + F * 2 * N),
@@ -125,15 +139,14 @@ def flash2(
 
     `rule` (a window; GQA's packed rows, N then counting every head's), `softcap`, `alibi`: `sim.algorithms.scores`.
     """
-    reads, flops, exps, elementwise = s * N * d, 0, 0, N * d + 2 * N  # ÷ℓ_i; log, + for L_i
-    for b in row_blocks(N, Nk, Br, Bc, causal, rule):
-        r, keys = b.rows, b.keys_seen
-        reads += s * 2 * keys * d
-        flops += 4 * r * keys * d
-        exps += (1 + softcap) * r * keys + r * b.seen  # P̃_ij, a tanh per score; α_i
-        # per tile: τ·, rowmax, S − m, rowsum (4rc) and 4 per row; α·O_i (rd); the mask; dropout; softcap, ALiBi (2rc)
-        elementwise += (4 + dropout + 2 * softcap + 2 * alibi) * r * keys + b.seen * (4 * r + r * d)
-        elementwise += r * (keys - b.keys_full)
+    b = sums(N, Nk, Br, Bc, causal, rule)  # Σ over the row blocks i of r_i, seen_i, keys_i, full_i (and products)
+    reads = s * N * d + s * 2 * b.keys * d
+    flops = 4 * b.r_keys * d
+    exps = (1 + softcap) * b.r_keys + b.r_seen  # P̃_ij, a tanh per score; α_i
+    # ÷ℓ_i; log, + for L_i; per tile: τ·, rowmax, S − m, rowsum (4rc) and 4 per row; α·O_i (rd); the mask; dropout;
+    # softcap, ALiBi (2rc each)
+    elementwise = N * d + 2 * N + (4 + dropout + 2 * softcap + 2 * alibi) * b.r_keys + (4 + d) * b.r_seen
+    elementwise += b.r_keys - b.r_full
     return Counts(reads, s * N * d + F * N, flops, exps, elementwise)
 
 
@@ -175,7 +188,7 @@ def flash1_backward(
     # per tile: τ·, S − m, ÷ℓ, dP − D, P ∘ (5rc); dO ∘ O and rowsum for D_i, τ·dQ (3rd); τ·dK (cd)
     elementwise = (5 + 2 * dropout) * N * Nk + Tc * 3 * N * d + Tr * Nk * d
     if causal:
-        elementwise += sum(b.rows * (Nk - b.keys_full) for b in row_blocks(N, Nk, Br, Bc, True))
+        elementwise += N * Nk - row_sums(N, Nk, Br, Bc, True).r_full  # Σ_i r_i·(Nk − full_i)
     return Counts(
         hbm_read_bytes=s * 2 * Nk * d + Tc * (4 * s * N * d + 2 * F * N),
         hbm_write_bytes=s * (N * d + 2 * Nk * d) + Tc * s * N * d + 2 * s * Nk * d,
@@ -193,17 +206,14 @@ def flash2_backward_kernels(
     per K/V block j, every Q block that sees it reads Q_i, dO_i, L_i, D_i and read-modify-writes dQ_i.
     `rule`, `softcap`, `alibi` as for `flash2`; through the softcap dS_ij ∘ (1 − T_ij²) costs 3 an element.
     """
-    reads, writes, flops, exps, elementwise = 2 * s * Nk * d, 2 * s * Nk * d, 0, 0, 0
-    for b in row_blocks(N, Nk, Br, Bc, causal, rule):
-        r, keys = b.rows, b.keys_seen
-        reads += b.seen * (3 * s * r * d + 2 * F * r)
-        writes += b.seen * s * r * d
-        flops += 10 * r * keys * d
-        exps += (1 + softcap) * r * keys
-        # per tile: τ·, S − L, dP − D, P ∘ (4rc); τ·dQ (rd), τ·dK (cd); the mask; dropout (P ∘ Z, dP ∘ Z);
-        # softcap (÷c, ·c; T², 1 −, ∘), ALiBi (·slope, −)
-        elementwise += (4 + 2 * dropout + 5 * softcap + 2 * alibi) * r * keys + b.seen * r * d + keys * d
-        elementwise += r * (keys - b.keys_full)
+    b = sums(N, Nk, Br, Bc, causal, rule)  # Σ over the row blocks i of r_i, seen_i, keys_i, full_i (and products)
+    reads = 2 * s * Nk * d + (3 * s * d + 2 * F) * b.r_seen
+    writes = 2 * s * Nk * d + s * d * b.r_seen
+    flops, exps = 10 * b.r_keys * d, (1 + softcap) * b.r_keys
+    # per tile: τ·, S − L, dP − D, P ∘ (4rc); τ·dQ (rd), τ·dK (cd); the mask; dropout (P ∘ Z, dP ∘ Z);
+    # softcap (÷c, ·c; T², 1 −, ∘), ALiBi (·slope, −)
+    elementwise = (4 + 2 * dropout + 5 * softcap + 2 * alibi) * b.r_keys + d * b.r_seen + d * b.keys
+    elementwise += b.r_keys - b.r_full
     return [
         ("dQ = 0, D = rowsum(dO ∘ O)", Counts(2 * s * N * d, s * N * d + F * N, 0, 0, 2 * N * d)),
         ("FlashAttention-2 backward", Counts(reads, writes, flops, exps, elementwise)),

@@ -13,7 +13,9 @@ import numpy as np
 from sim.core.dtypes import ACCUMULATOR
 from sim.core.errors import InputError, SRAMOverflowError
 from sim.core.format import human_bytes
+from sim.machine import source
 from sim.machine.ledger import Ledger
+from sim.machine.storage_cast import to_storage
 from sim.machine.trace import KEY_TENSORS, Access, Resident, Step, Trace, row_values
 
 MAX_TRACE_STEPS = 250_000  # a recorded trace holds at most this many steps (about 150 MB of Python objects)
@@ -53,7 +55,7 @@ class HBM:
         """Round `value` to the tensor's storage dtype and write it to a tile; returns the transfer."""
         dst = self.tensors[name]
         index = _index(rows, cols, dst.ndim)
-        stored = value.astype(dst.dtype)
+        stored = to_storage(value, dst.dtype)
         dst[index] = stored
         mirror = self._f32.get(name)
         if mirror is not None and mirror is not dst:
@@ -140,8 +142,6 @@ class Chip:
                 f"trace: the run has more than {MAX_TRACE_STEPS:,} steps, too many to record; "
                 "use bigger blocks or more SRAM (a bigger hardware preset)"
             )
-
-        from sim.machine import source  # here: a graded child never records a trace, and never loads it
 
         caller = sys._getframe(1)
         code = (source.relative(caller.f_code.co_filename), caller.f_lineno)

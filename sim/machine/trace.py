@@ -4,11 +4,14 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from sim.core import strict_json
+from sim.core.atomic_file import write_text
 from sim.core.errors import InputError
 
 SCHEMA = "flashsim.trace"
-VERSION = 2  # 2: each step names the listing's code that ran it (`Step.code`)
-READS = (1, 2)  # the versions `from_dict` reads
+VERSION = 3  # 2: each step names the listing's code that ran it (`Step.code`); 3: strict JSON ("-Infinity")
+READS = (1, 2, 3)  # the versions `from_dict` reads
+MAX_SIZE = 2**53  # the largest size a trace may claim, as on the command line (`sim.cli.options.POSITIVE`)
 KEY_TENSORS = frozenset({"K", "V", "dK", "dV"})  # HBM tensors indexed by key rows; the others by query rows
 
 
@@ -82,8 +85,8 @@ class Trace:
         return d
 
     def save(self, path: str | Path) -> None:
-        """Write the trace as JSON."""
-        Path(path).write_text(json.dumps(self.to_dict(), allow_nan=True))
+        """Write the trace as strict JSON (`sim.core.strict_json`), atomically (`sim.core.atomic_file`)."""
+        write_text(path, strict_json.dumps(self.to_dict()))
 
     def only_row(self, row: int) -> "Trace":
         """This trace with each step's values cut down to query row `row` (see `row_values`)."""
@@ -100,20 +103,24 @@ class Trace:
         if not isinstance(d, dict) or d.get("schema") != SCHEMA:
             raise InputError(f"trace: not a flashsim trace (expected schema {SCHEMA!r})")
         if d.get("version") not in READS:
-            versions = " and ".join(map(str, READS))
+            versions = ", ".join(map(str, READS[:-1])) + f" and {READS[-1]}"
             raise InputError(f"trace: version {d.get('version')!r} is not supported (this flashsim reads {versions})")
         try:
             steps = [_step_from_dict(s) for s in d["steps"]]
             for k, step in enumerate(steps):
                 if step.index != k:
                     raise ValueError(f"step {k} is numbered {step.index}")
+            config, hbm = _config(d["config"]), _hbm(d["hbm"])
+            for tensor, rows in (("Q", config["n"]), ("K", config["nk"])):
+                if tensor in hbm and hbm[tensor]["shape"][:1] != [rows]:
+                    raise ValueError(f"hbm {tensor} has {hbm[tensor]['shape'][:1]} rows, the config {rows}")
             return cls(
                 algorithm=_typed(d["algorithm"], str, "algorithm"),
-                config=_config(d["config"]),
-                hbm=_hbm(d["hbm"]),
+                config=config,
+                hbm=hbm,
                 steps=steps,
-                inputs=d.get("inputs"),
-                output=d.get("output"),
+                inputs=strict_json.revive(d.get("inputs")),
+                output=strict_json.revive(d.get("output")),
                 row=_typed(d.get("row"), int, "row", optional=True),
             )
         except KeyError as e:
@@ -176,8 +183,8 @@ def _typed(value, kind, where: str, optional: bool = False):
 
 def _config(c: dict) -> dict:
     for name in ("n", "nk", "d", "block_rows", "block_cols", "sram_bytes"):
-        if _typed(c[name], int, f"config {name}") < 1:
-            raise ValueError(f"config {name} is {c[name]}, expected a positive integer")
+        if not 1 <= _typed(c[name], int, f"config {name}") <= MAX_SIZE:
+            raise ValueError(f"config {name} is {c[name]}, expected an integer from 1 to 2**53 (as the command line)")
     _typed(c["dtype"], str, "config dtype")
     return c
 
@@ -217,6 +224,7 @@ def _step_from_dict(s: dict) -> Step:
     if s.get("values") is not None:
         for when in ("before", "after"):
             _typed(s["values"][when], dict, f"step values[{when!r}]")
+        s["values"] = {when: strict_json.revive(s["values"][when]) for when in ("before", "after")}
     if s.get("rows") is not None:
         r0, r1 = s["rows"]
         s["rows"] = (_typed(r0, int, "step rows"), _typed(r1, int, "step rows"))

@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console, RenderableType
 from rich.terminal_theme import SVG_EXPORT_THEME
 
+from sim.core.atomic_file import write_text
 from sim.core.errors import InputError
 
 HTML_PAGE = """<!DOCTYPE html>
@@ -37,11 +38,11 @@ def write(renderable: RenderableType, path: str | Path, kind: str, width: int, t
     """Write a renderable as an SVG picture (kind "svg") or an HTML page ("html"), through rich's console export."""
     console = Console(record=True, width=width, file=io.StringIO(), force_terminal=True, color_system="truecolor")
     console.print(renderable)
+    if kind == "svg":
+        text = console.export_svg(title=title, theme=SVG_EXPORT_THEME)
+    else:
+        text = console.export_html(theme=SVG_EXPORT_THEME, code_format=HTML_PAGE.format(title=html.escape(title)))
     try:
-        if kind == "svg":
-            console.save_svg(str(path), title=title, theme=SVG_EXPORT_THEME)
-        else:
-            page = HTML_PAGE.format(title=html.escape(title))
-            console.save_html(str(path), theme=SVG_EXPORT_THEME, code_format=page)
+        write_text(path, text)
     except OSError as e:
         raise InputError(f"--{kind}: cannot write {str(path)!r}: {e.strerror}") from None

@@ -11,6 +11,7 @@ import time
 from rich.console import Console, Group, RenderableType
 from rich.text import Text
 
+from sim.viewer import guard
 from sim.viewer.keys import Viewer, read_key
 from sim.viz.listing import STEPS_LISTED
 from sim.viz.screen import screen
@@ -26,10 +27,14 @@ LINE_KEYS = "enter: next · p: previous · t/T: next/previous tile · a number: 
 
 
 INTRO_KEYS = "any key: the first step · q: quit"
+MIN_WIDTH, MIN_HEIGHT = 72, 20  # the smallest terminal whose screen shows every panel (side by side)
+RESIZE_POLL = 0.1  # seconds between looks at whether the terminal was resized, while waiting for a key
 
 
 def interact(timeline: Timeline, console: Console, intro: RenderableType | None = None) -> None:
-    """Step through the trace in the terminal until `q`; `intro`, if given, is the first screen (what the run is)."""
+    """Step through the trace in the terminal until `q`, redrawing when the terminal is resized; `intro`, if
+    given, is the first screen (what the run is). Ctrl-C, SIGTERM and SIGHUP put the terminal back and go on up
+    (`sim.viewer.guard`)."""
     viewer = Viewer(timeline)
     if termios is None:
         return _interact_by_lines(viewer, console, intro)
@@ -39,17 +44,40 @@ def interact(timeline: Timeline, console: Console, intro: RenderableType | None 
         tty.setcbreak(fd)
         with console.screen(hide_cursor=True) as live:
             if intro is not None:
-                live.update(Group(intro, Text(INTRO_KEYS, style="dim")))
-                if read_key(fd) in ("q", "Q"):
+                key = "resize"
+                while key == "resize":
+                    live.update(Group(intro, Text(INTRO_KEYS, style="dim")))
+                    key = next_key(fd)
+                if key in ("q", "Q"):
                     return
             while True:
-                live.update(screen(timeline, viewer.k, viewer.footer, height=console.height))
-                if not viewer.press(read_key(fd)):
+                live.update(_fitted(console, screen(timeline, viewer.k, viewer.footer, height=console.height)))
+                key = next_key(fd)
+                if key != "resize" and not viewer.press(key):
                     break
-    except KeyboardInterrupt:
-        pass
     finally:
         termios.tcsetattr(fd, termios.TCSADRAIN, saved)
+
+
+def next_key(fd: int) -> str:
+    """The next key pressed, or "resize" when the terminal changed size first (SIGWINCH, `sim.viewer.guard`)."""
+    while not select.select([fd], [], [], RESIZE_POLL)[0]:
+        if guard.RESIZED.is_set():
+            guard.RESIZED.clear()
+            return "resize"
+    return read_key(fd)
+
+
+def _fitted(console: Console, shown: RenderableType) -> RenderableType:
+    """`shown`, or where the terminal is smaller than the viewer needs, what to do about it."""
+    width, height = console.size
+    if width >= MIN_WIDTH and height >= MIN_HEIGHT:
+        return shown
+    return Text(
+        f"The viewer needs {MIN_WIDTH} × {MIN_HEIGHT}; this terminal is {width} × {height}.\n"
+        "Make it larger (the screen redraws), or press q and print the listing: flashsim trace … | less",
+        style="bold",
+    )
 
 
 def _interact_by_lines(viewer: Viewer, console: Console, intro: RenderableType | None = None) -> None:
@@ -81,16 +109,13 @@ def play(timeline: Timeline, console: Console, delay: float) -> None:
     """Animate the trace in the terminal, `delay` seconds a frame; `q` stops. The last frame stays on screen."""
     shown = 0
     keys = _Keys()
-    try:
-        with keys, console.screen(hide_cursor=True) as live:
-            for shown in frames(timeline):
-                live.update(
-                    screen(timeline, shown, f"playing step {shown} of {len(timeline) - 1} · q: stop", console.height)
-                )
-                if keys.pressed(delay) in ("q", "Q"):
-                    break
-    except KeyboardInterrupt:
-        pass
+    with keys, console.screen(hide_cursor=True) as live:
+        for shown in frames(timeline):
+            live.update(
+                screen(timeline, shown, f"playing step {shown} · {len(timeline)} steps · q: stop", console.height)
+            )
+            if keys.pressed(delay) in ("q", "Q"):
+                break
     console.print(screen(timeline, shown))
 
 

@@ -6,6 +6,7 @@ from rich.text import Text
 
 from sim.core.format import abs_error, count, human_bytes
 from sim.viz.run import traffic_table
+from sim.viz.unclipped import unclipped
 
 
 def backward_table(report: dict) -> RenderableType:
@@ -43,4 +44,4 @@ def backward_table(report: dict) -> RenderableType:
         else f"max |dQ − ref| {abs_error(err['dq'])}, |dK − ref| {abs_error(err['dk'])}, |dV − ref| {abs_error(err['dv'])} (vs float64)",
         style="dim",
     )
-    return Group(Text(""), title, traffic, check, Text(""), totals, error)
+    return Group(Text(""), title, unclipped(traffic), check, Text(""), unclipped(totals), error)

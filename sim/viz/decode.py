@@ -7,6 +7,7 @@ from rich.text import Text
 from sim.core.format import count, fixed, human_bytes, percent, ratio
 from sim.machine.hardware import Hardware
 from sim.machine.occupancy import Occupancy
+from sim.viz.unclipped import unclipped
 
 
 def decode_table(
@@ -42,4 +43,4 @@ def decode_table(
         "and the combine reads every partial O_p and lse_p once at full bandwidth",
         style="dim",
     )
-    return Group(title, t, model)
+    return Group(title, unclipped(t), model)

@@ -6,6 +6,7 @@ from rich.text import Text
 
 from sim.core.format import fixed, human_bytes, number, ratio
 from sim.lab import paper
+from sim.viz.unclipped import unclipped
 
 
 def figure2(fig: paper.Figure2) -> RenderableType:
@@ -71,6 +72,6 @@ def figure2(fig: paper.Figure2) -> RenderableType:
     for n, note in enumerate(fig.notes, 1):
         notes.add_row(f"{n}.", note)
     return Group(
-        title, left, Text(""), blocks, check, Text(""), middle, Text(f"The paper: {paper.PAPER_MIDDLE}.", style="dim"),
+        title, unclipped(left), Text(""), blocks, check, Text(""), unclipped(middle), Text(f"The paper: {paper.PAPER_MIDDLE}.", style="dim"),
         Text(""), Text("Where the model and the paper differ", style="bold"), notes,
     )  # fmt: skip

@@ -4,7 +4,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from sim.api.tolerance import EXPLAIN
 from sim.core.format import abs_error, count, human_bytes, more_or_fewer
+from sim.viz.unclipped import unclipped
 
 
 def traffic_table(report: dict, title: str, closed_form: bool = False) -> Table:
@@ -66,14 +68,12 @@ def run_table(report: dict) -> RenderableType:
         totals.add_row("standard attention", count(r["standard_hbm_bytes"]), f"HBM bytes for the same shape: {more}")
     err = r["max_abs_err"]
     totals.add_row("max |O − ref|", "not computed (--counts-only)" if err is None else abs_error(err), verdict(r))
-    parts = [Text(title, style="bold"), config, Text(""), traffic, Text(""), totals]
+    parts = [Text(title, style="bold"), config, Text(""), unclipped(traffic), Text(""), unclipped(totals)]
     if r.get("machine"):
-        parts += [Text(""), time_table(r["machine"], r["hbm_read_bytes"])]
+        parts += [Text(""), unclipped(time_table(r["machine"], r["hbm_read_bytes"]))]
     if r.get("tolerance"):
         tol = r["tolerance"]
-        parts.append(
-            Text(f"{r['dtype']} tolerance, per element: |O − ref| ≤ {tol['formula']} (sim.api.tolerance)", "dim")
-        )
+        parts.append(Text(f"{r['dtype']} tolerance: max|O − ref| ≤ {tol['formula']}; {EXPLAIN}", "dim"))
     return Group(*parts)
 
 

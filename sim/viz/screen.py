@@ -38,7 +38,7 @@ def variant_title(c: dict) -> str:
 
 def header(timeline: Timeline, k: int) -> Table:
     """The run (cropped to fit) and, always in full, which step this is."""
-    where = Text(f" step {k} of {len(timeline) - 1}", "bold cyan")
+    where = Text(f" step {k} · {len(timeline)} steps", "bold cyan")  # steps are numbered 0 … len − 1
     grid = Table.grid(expand=True)
     grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
     grid.add_column(justify="right", no_wrap=True, width=len(where))

@@ -74,7 +74,7 @@ def table(sw: Sweep) -> RenderableType:
     )  # fmt: skip
 
 
-def plot(sw: Sweep, path: str) -> None:
+def plot(sw: Sweep, path, fmt: str | None = None) -> None:
     """Write HBM traffic and estimated time against N, both algorithms, to an image file (needs matplotlib)."""
     try:
         import matplotlib
@@ -108,5 +108,5 @@ def plot(sw: Sweep, path: str) -> None:
     passes = "forward + backward" if sw.backward else "forward"
     fig.suptitle(f"{passes}, batch {sw.batch} × {sw.heads} heads, {sw.dtype}, {sw.hardware.name}")
     fig.tight_layout()
-    fig.savefig(path)
+    fig.savefig(path, format=fmt)
     plt.close(fig)
