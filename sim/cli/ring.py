@@ -9,7 +9,7 @@ from sim.api import reference, tolerance
 from sim.api.inputs import random_inputs
 from sim.api.ring_api import DEFAULT_HARDWARE, SCHEMES, count_ring, ring
 from sim.cli import estimate, options
-from sim.cli.options import console, print_json
+from sim.cli.options import console, emit_json
 from sim.cli.progress import Work
 from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
@@ -41,7 +41,7 @@ from sim.machine.sharding import SHARDINGS
 @click.option("--trace", "view", is_flag=True, help="Step through one device's forward in the trace viewer.")
 @click.option("--device", type=click.IntRange(0), default=0, show_default=True, help="The device --trace follows.")
 @click.option("--step", type=click.IntRange(0), default=None, help="With --trace: print step K's screen and exit.")
-@options.json_flag()
+@options.json_output()
 @options.QUIET
 @click.pass_context
 def ring_command(
@@ -105,7 +105,7 @@ def _check(result, q, k, v) -> dict:
     return {"error": error, "bound": tol.bound, "within": error <= tol.bound, "formula": tol.formula}
 
 
-def _report(result, check: dict | None, as_json: bool) -> int:
+def _report(result, check: dict | None, as_json: str | None) -> int:
     from sim.viz import ring as ring_viz
 
     report = result.to_dict()
@@ -114,9 +114,7 @@ def _report(result, check: dict | None, as_json: bool) -> int:
                "shard_rows": max(ring_model.sizes(result.n, result.devices, result.sharding)),
                "heads_per_device": result.heads // result.devices if result.scheme == "ulysses" else None,
                "check": check}  # fmt: skip
-    if as_json:
-        print_json(report)
-    else:
+    if not emit_json(report, as_json, indent=None):
         console.print(ring_viz.ring_table(report))
     return 1 if check is not None and not check["within"] else 0
 

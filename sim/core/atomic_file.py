@@ -59,6 +59,9 @@ def open_atomic(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
     """`open(path, mode)` through `target`: the file appears whole or not at all."""
     with target(path) as where, open(where, mode, encoding=None if "b" in mode else encoding) as f:
         yield f
+        if where != Path(path):  # a regular file: on the disk before the rename makes it the file (a crash
+            f.flush()  # leaves the old one or the new, never an empty one)
+            os.fsync(f.fileno())
 
 
 def write_text(path: str | Path, text: str) -> None:

@@ -4,7 +4,7 @@ import csv
 import io
 from pathlib import Path
 
-from sim.grading import atomic
+from sim.core import atomic_file
 from sim.grading.report import SubmissionReport
 
 
@@ -20,4 +20,4 @@ def write(reports: list[SubmissionReport], path: Path) -> None:
         out.writerow([r.submission, f"{r.score:g}", f"{r.max_score:g}", r.hbm_bytes if r.hbm_bytes is not None else "",
                       *(points.get(n, "") for n in names), "; ".join(r.flags), "; ".join(r.reviews),
                       "; ".join(r.notes), r.seed])  # fmt: skip
-    atomic.write_text(path, f.getvalue())
+    atomic_file.write_text(path, f.getvalue())

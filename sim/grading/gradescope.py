@@ -9,7 +9,8 @@ import json
 import shutil
 from pathlib import Path
 
-from sim.grading import atomic, spec
+from sim.core import atomic_file
+from sim.grading import spec
 from sim.grading.report import SubmissionReport
 
 VISIBILITY = ("visible", "hidden", "after_due_date", "after_published")
@@ -55,7 +56,7 @@ def results(report: SubmissionReport, hidden_visibility: str = "hidden") -> dict
 
 def write(report: SubmissionReport, path: Path, hidden_visibility: str = "hidden") -> None:
     """Write results.json whole (temporary file, then rename; its folder must exist: Gradescope makes it)."""
-    atomic.write_text(Path(path), json.dumps(results(report, hidden_visibility), indent=2, ensure_ascii=False))
+    atomic_file.write_text(Path(path), json.dumps(results(report, hidden_visibility), indent=2, ensure_ascii=False))
 
 
 def write_autograder(folder: Path, master: Path, hidden: str = "hidden") -> None:
