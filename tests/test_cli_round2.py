@@ -88,7 +88,7 @@ def test_every_writer_goes_through_the_atomic_file():
     writes = re.compile(r"open\([^)]*['\"]w|\.write_text\(|\.save_(svg|html)\(|savefig\(")
     for path in [
         *(ROOT / "sim" / "cli").glob("*.py"),
-        ROOT / "sim" / "trace.py",
+        ROOT / "sim" / "machine" / "trace.py",
         ROOT / "sim" / "viewer" / "export.py",
     ]:
         assert not writes.search(path.read_text()), path
