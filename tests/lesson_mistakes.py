@@ -305,7 +305,11 @@ MISTAKES = {
             ),
             "dram_fits": (
                 "def dram_read_when_it_fits(n, d, s, heads):\n    return 4 * n * d * s * heads  # O counted as read\n",
-                ["✗ DRAM read, N = 4096, d = 128, 32 heads: got", "too many"],
+                [
+                    "✗ DRAM read, N = 4096, d = 128, 32 heads: got",
+                    "too many — as many as one tensor of Q's shape",
+                    "counted too often?",
+                ],
             ),
             "exp_ratio": (
                 "def exp_over_matmul(d, tensor_per_clock=4096, mufu_per_clock=16):\n"
@@ -379,7 +383,7 @@ MISTAKES = {
         {
             "schedule": (
                 "def schedule(P):\n    return [[(p + t) % P for p in range(P)] for t in range(P)]  # the wrong way round\n",
-                ["✗ schedule of 7 devices: held[1]: 7 of 7 values differ; first at index (0,): got 1, expected 6"],
+                ["✗ schedule of 5 devices: held[1]: 5 of 5 values differ; first at index (0,): got 1, expected 4"],
             ),
             "ring_bytes": (
                 "def ring_bytes(N, d, s, P, H):\n    return P * 2 * (N // P) * d * s * H  # a send after the last step\n",
@@ -398,7 +402,7 @@ MISTAKES = {
         {
             "schedule": (
                 "def schedule(P):\n    return [[(p - t - 1) % P for p in range(P)] for t in range(P)]  # after the first send\n",
-                ["✗ schedule of 7 devices: held[0]: 7 of 7 values differ; first at index (0,): got 6, expected 0"],
+                ["✗ schedule of 5 devices: held[0]: 5 of 5 values differ; first at index (0,): got 4, expected 0"],
             ),
             "ring_bytes": (
                 "def ring_bytes(N, d, s, P, H):\n    return (P - 1) * (N // P) * d * s * H  # K only\n",
