@@ -1,4 +1,4 @@
-"""Two typical wrong answers to every exercise of lessons 01–09 and 13, and what the check must say to each.
+"""Two typical wrong answers to every exercise of every lesson, and what the check must say to each.
 
 Each entry: the exercise's cell source in a wrong version, and phrases that a ✗ line of that lesson must
 contain: the named variable or tensor and the actionable part. Written by hand from the mistakes students make.
@@ -279,6 +279,143 @@ MISTAKES = {
                 "def split_extra_bytes(Nq, d, s, P):\n"
                 "    return (P - 1) * s * Nq * d + 4 * P * Nq * (d + 1)  # the combine's reads forgotten\n",
                 ["✗ extra bytes of 8 splits: got", "too few", "O_parts read and lse_parts read together"],
+            ),
+        },
+    ],
+    "10_below_hbm": [
+        {
+            "waves": (
+                "def waves(blocks, sms, blocks_per_sm):\n    return blocks // (sms * blocks_per_sm)  # the last wave dropped\n",
+                ["✗ waves: 2000 blocks, 132 SMs, 2 per SM: got 7, expected 8", "off by one"],
+            ),
+            "dram_fits": (
+                "def dram_read_when_it_fits(n, d, s, heads):\n    return 3 * n * d * s  # one head\n",
+                ["✗ DRAM read, N = 4096, d = 128, 32 heads: got", "too few (1/32 of the right count)"],
+            ),
+            "exp_ratio": (
+                "def exp_over_matmul(d, tensor_per_clock=4096, mufu_per_clock=16):\n"
+                "    return (4 * d / tensor_per_clock) / (1 / mufu_per_clock)  # the matmuls over the exponentials\n",
+                ["✗ MUFU / tensor at d = 128: got 2, expected 0.503906", "the reciprocal of the expected"],
+            ),
+        },
+        {
+            "waves": (
+                "def waves(blocks, sms, blocks_per_sm):\n    return -(-blocks // sms)  # one block per SM\n",
+                ["✗ waves: 2000 blocks, 132 SMs, 2 per SM: got 16, expected 8", "2× the expected: a factor"],
+            ),
+            "dram_fits": (
+                "def dram_read_when_it_fits(n, d, s, heads):\n    return 4 * n * d * s * heads  # O counted as read\n",
+                [
+                    "✗ DRAM read, N = 4096, d = 128, 32 heads: got",
+                    "too many — as many as one tensor of Q's shape",
+                    "counted too often?",
+                ],
+            ),
+            "exp_ratio": (
+                "def exp_over_matmul(d, tensor_per_clock=4096, mufu_per_clock=16):\n"
+                "    return (1 / mufu_per_clock) / (2 * d / tensor_per_clock)  # one matmul of two\n",
+                ["✗ MUFU / tensor at d = 64: got 2, expected 1.00781", "2× the expected: a factor"],
+            ),
+        },
+    ],
+    "11_llm_attention": [
+        {
+            "kv_read_bytes": (
+                "def kv_read_bytes(B, Hq, Hkv, N, Nk, d, s, Br, packed):\n"
+                "    programs, rows = (B * Hkv, Hq // Hkv * N) if packed else (B * Hq, N)\n"
+                "    return programs * -(-rows // Br) * Nk * d * s  # K only\n",
+                ["✗ K/V bytes, per head", "too few — as many as K read or V read", "left out?"],
+            ),
+            "window_tiles": (
+                "def window_tiles(N, B, w):\n    return sum(i - max(0, i - w // B) for i in range(N // B))  # j < i\n",
+                ["✗ tiles at N = 256, B = 32, w = 64: got", "as many as the diagonal tiles (j = i)", "left out?"],
+            ),
+            "through_softcap": (
+                "def through_softcap(dS, S, c):\n    return dS * (1 - np.tanh(S / c) ** 2) / c  # the outer c dropped\n",
+                ["✗ dS through c·tanh(S/c), c = 5:", "1/5 of the expected: a factor missing or extra"],
+            ),
+            "padded_rows": (
+                "def padded_rows(lengths):\n    return len(lengths) * max(lengths)  # every row of the padded batch\n",
+                [
+                    "✗ padded rows of the small batch: got 300 rows, expected 158 rows",
+                    "the sequences' own rows",
+                    "counted too often?",
+                ],
+            ),
+            "paged_reads": (
+                "def paged_reads(n, P, d, s):\n    return n * d * s, 4 * -(-n // P)  # K only\n",
+                [
+                    "✗ paged reads, n = 250, pages of 16: K and V bytes: got",
+                    "as many as K_cache read or V_cache read",
+                    "left out?",
+                ],
+            ),
+        },
+        {
+            "kv_read_bytes": (
+                "def kv_read_bytes(B, Hq, Hkv, N, Nk, d, s, Br, packed):\n"
+                "    return B * Hkv * 2 * Nk * d * s  # each K/V head read once, whatever the schedule\n",
+                ["✗ K/V bytes, per head", "too few (1/4 of the right count)"],
+            ),
+            "window_tiles": (
+                "def window_tiles(N, B, w):\n    return sum(i - max(0, i - w) + 1 for i in range(N // B))  # w in rows\n",
+                [
+                    "✗ tiles at N = 256, B = 32, w = 64: got 36 tiles, expected 21 tiles",
+                    "as many as the causal tiles left of the window",
+                    "counted too often?",
+                ],
+            ),
+            "through_softcap": (
+                "def through_softcap(dS, S, c):\n    return dS * c * (1 - np.tanh(S / c) ** 2)  # the inner 1/c dropped\n",
+                ["✗ dS through c·tanh(S/c), c = 5:", "5× the expected: a factor missing or extra"],
+            ),
+            "padded_rows": (
+                "def padded_rows(lengths):\n    return 1 - sum(lengths) / (len(lengths) * max(lengths))  # a share\n",
+                ["✗ padded rows of the small batch: expected a whole number of rows, got float"],
+            ),
+            "paged_reads": (
+                "def paged_reads(n, P, d, s):\n    return 2 * n * d * s, 4 * (n // P)  # the last page dropped\n",
+                ["block-table bytes: got 60 B, expected 64 B", "as many as one int32 entry", "left out?"],
+            ),
+        },
+    ],
+    "12_beyond_one_gpu": [
+        {
+            "schedule": (
+                "def schedule(P):\n    return [[(p + t) % P for p in range(P)] for t in range(P)]  # the wrong way round\n",
+                ["✗ schedule of 5 devices: held[1]: 5 of 5 values differ; first at index (0,): got 1, expected 4"],
+            ),
+            "ring_bytes": (
+                "def ring_bytes(N, d, s, P, H):\n    return P * 2 * (N // P) * d * s * H  # a send after the last step\n",
+                ["✗ bytes one device sends, P = 4, fp16: got", "too many", "K sent and V sent together", "one pass"],
+            ),
+            "shortest_shard": (
+                "def shortest_shard(peak, bandwidth, s):\n    return int(s * peak / (2 * bandwidth))  # rounded down\n",
+                ["✗ shortest shard over NVLink4: got 2,198 rows, expected 2,199 rows", "off by one"],
+            ),
+            "zigzag": (
+                "def zigzag(N, P):\n    c = N // (2 * P)\n"
+                "    return [[(p * c, (p + 1) * c), ((P + p) * c, (P + p + 1) * c)] for p in range(P)]  # halves\n",
+                ["✗ zigzag, N = 64, P = 4: device 0: 2 of 4 values differ; first at index (1, 0): got 32, expected 56"],
+            ),
+        },
+        {
+            "schedule": (
+                "def schedule(P):\n    return [[(p - t - 1) % P for p in range(P)] for t in range(P)]  # after the first send\n",
+                ["✗ schedule of 5 devices: held[0]: 5 of 5 values differ; first at index (0,): got 4, expected 0"],
+            ),
+            "ring_bytes": (
+                "def ring_bytes(N, d, s, P, H):\n    return (P - 1) * (N // P) * d * s * H  # K only\n",
+                ["✗ bytes one device sends, P = 4, fp16: got", "too few — as many as K sent or V sent", "left out?"],
+            ),
+            "shortest_shard": (
+                "def shortest_shard(peak, bandwidth, s):\n    return int(-(-s * peak // bandwidth))  # the 2 dropped\n",
+                ["✗ shortest shard over NVLink4: got", "too many (2× the right count)"],
+            ),
+            "zigzag": (
+                "def zigzag(N, P):\n    c = N // P\n"
+                "    return [[(p * c, (p + 1) * c), ((2 * P - 1 - p) * c, (2 * P - p) * c)] for p in range(P)]\n",
+                ["✗ zigzag, N = 64, P = 4: device 0: 3 of 4 values differ"],
             ),
         },
     ],

@@ -92,6 +92,26 @@ def test_array_differences_say_what_they_look_like():
     assert "values differ" in verdict("O", np.array([1.0, 5.0]), np.array([2.0, 3.0])).line
 
 
+def test_a_number_held_to_a_models_loose_tolerance_names_a_factor_or_a_reciprocal():
+    model = 1 + 1 / 128  # 1 exponential per score, and the rows' rescaling the model counts beside it
+    assert (
+        verdict("r", 2.0, model, rtol=0.02).line
+        == "✗ r: got 2, expected 1.00781 — 2× the expected: a factor missing or extra"
+    )
+    assert verdict("r", 2.0, model / 2, rtol=0.02).line.endswith(
+        "— the reciprocal of the expected: a ratio upside down?"
+    )
+    assert verdict("r", 2.0, model).line == "✗ r: got 2, expected 1.00781"  # a tight tolerance: no factor claimed
+    assert verdict("r", 1.3, model, rtol=0.02).line == "✗ r: got 1.3, expected 1.00781"  # near no simple factor
+
+
+def test_a_count_off_by_one_says_so():
+    line = verdict("rows", 2_198, 2_199, unit="rows").line
+    assert (
+        line == "✗ rows: got 2,198 rows, expected 2,199 rows: 1 rows too few — off by one: rounding up or down, < or ≤?"
+    )
+
+
 def test_a_byte_difference_names_the_tensor_that_moves_as_many():
     expected = Counted(14_400, {"Q": 3_200, "K": 4_800, "V": 4_800, "L": 1_600})
     assert verdict("reads", 14_400, expected, unit="B").ok is True

@@ -1,5 +1,5 @@
 """The lessons' hints and feedback: hints in steps that never hold the solution's code, and a ✗ that names
-the variable or tensor and says what to look at, for two typical wrong answers to every exercise of 01–09."""
+the variable or tensor and says what to look at, for two typical wrong answers to every exercise of every lesson."""
 
 import re
 import tomllib
@@ -7,10 +7,10 @@ import tomllib
 import nbformat
 import pytest
 from lesson_mistakes import MISTAKES
-from notebook_runner import LESSONS_DIR, execute, exercise_name, outputs, solutions
+from notebook_runner import LESSONS_DIR, execute, exercise_name, lessons, outputs, solutions
 
 HINTS = LESSONS_DIR / "hints"
-COURSE = [LESSONS_DIR / f"{stem}.ipynb" for stem in sorted(MISTAKES)]
+COURSE = lessons()  # every lesson: a new one cannot skip its hints and mistakes
 
 
 def exercises(lesson):
@@ -41,7 +41,15 @@ def code_fragments(solution: str) -> list[str]:
     return [re.sub(r"\s+", "", f) for f in out if len(re.sub(r"\s+", "", f)) >= 8]
 
 
-def test_every_exercise_of_01_to_09_has_hints_in_steps():
+def test_every_lesson_has_two_typical_wrong_answers_to_each_exercise():
+    assert sorted(MISTAKES) == [p.stem for p in COURSE]
+    for lesson in COURSE:
+        for which, mistakes in enumerate(MISTAKES[lesson.stem]):
+            assert sorted(mistakes) == sorted(exercises(lesson)), f"{lesson.stem} mistake {which + 1}"
+        assert len(MISTAKES[lesson.stem]) == 2, lesson.stem
+
+
+def test_every_exercise_of_every_lesson_has_hints_in_steps():
     for lesson in COURSE:
         table = tomllib.loads((HINTS / f"{lesson.stem}.toml").read_text())
         assert sorted(table) == sorted(exercises(lesson)), lesson.name

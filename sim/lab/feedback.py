@@ -118,11 +118,12 @@ def _array_difference(answer, expected, rtol: float, atol: float) -> str:
     values = f"{(~same).sum()} of {same.size} values differ; first{at}: got {got:.6g}, expected {want:.6g}"
     if a.size == 1:
         values = f"got {got:.6g}, expected {want:.6g}"
-    return values + _pattern(a[~same], e[~same], a, e)
+    return values + _pattern(a[~same], e[~same], a, e, rtol)
 
 
-def _pattern(a: np.ndarray, e: np.ndarray, whole_a: np.ndarray, whole_e: np.ndarray) -> str:
-    """What the wrong values (a, e) have in common, if something simple: a NaN, an overflow, a factor, an offset."""
+def _pattern(a: np.ndarray, e: np.ndarray, whole_a: np.ndarray, whole_e: np.ndarray, rtol: float = 0.0) -> str:
+    """What the wrong values (a, e) have in common, if something simple: a NaN, an overflow, a factor, an offset
+    (for one number held to a loose `rtol`, a model's estimate, a factor or a reciprocal within that tolerance)."""
     if np.isnan(a).any():
         return " — a NaN: inf − inf or 0 · inf somewhere (a row with no finite logit yet, m = −∞?)"
     if np.isinf(a).any() and np.isfinite(e).all():
@@ -136,7 +137,12 @@ def _pattern(a: np.ndarray, e: np.ndarray, whole_a: np.ndarray, whole_e: np.ndar
     if whole and np.allclose(shift, shift.flat[0]) and abs(shift.flat[0]) == 1:
         return " — off by one: < or ≤, rounding up or down?"
     r = float(ratio.flat[0])
-    if np.allclose(ratio, r, rtol=1e-6) and (_nice(r) or (a.size > 1 and 1e-3 < abs(r) < 1e3)):
+    loose = rtol if a.size == 1 and rtol >= 1e-3 else 0.0
+    if loose and abs(float(e.flat[0])) != 1 and abs(float(a.flat[0] * e.flat[0]) - 1) <= loose:
+        return " — the reciprocal of the expected: a ratio upside down?"
+    near = bool(loose) and _nice(_nearest(r)) and abs(r / _nearest(r) - 1) <= loose
+    r = _nearest(r) if near else r
+    if near or (np.allclose(ratio, r, rtol=1e-6) and (_nice(r) or (a.size > 1 and 1e-3 < abs(r) < 1e3))):
         return f" — {_times(r)} the expected: a factor missing or extra"
     if whole_a.ndim == 2 and _per_row_factor(whole_a, whole_e):
         return " — each row is off by a factor of its own: a row's normalisation (÷ its sum) missing or extra?"
@@ -161,6 +167,11 @@ def _nice(r: float) -> bool:
     return r > 0 and any(abs(x - round(x)) < 1e-6 and 2 <= round(x) <= 4096 for x in (r, 1 / r))
 
 
+def _nearest(r: float) -> float:
+    """The whole number, or one over a whole number, nearest to the ratio `r` (> 0)."""
+    return float(max(1, round(r))) if r >= 1 else 1 / max(1, round(1 / r)) if r > 0 else r
+
+
 def _times(r: float) -> str:
     """A ratio as a student reads it: "2×", "1/1000 of", "1.37×"."""
     if r < 1 and abs(1 / r - round(1 / r)) < 1e-6:
@@ -180,6 +191,8 @@ def count_difference(answer, expected, unit: str) -> str:
     parts = {name: n for name, n in getattr(expected, "parts", {}).items() if n > 0}
     who = _which_parts(abs(gap), parts, unit)
     if not who:
+        if abs(gap) == 1:
+            return said + " — off by one: rounding up or down, < or ≤?"
         ratio = int(answer) / int(expected) if answer and expected and abs(int(answer)) < 2**900 else 0
         return said + (f" ({_times(ratio)} the right count)" if ratio > 0 else "")
     return f"{said} — {who}: {'counted too often' if gap > 0 else 'left out'}?"
