@@ -21,12 +21,13 @@ from sim.machine.ledger import Ledger
 def run_varlen(
     algorithm: str, q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = False, scale: float | None = None,
     block_rows: int | None = None, block_cols: int | None = None, blocks: str = "fit", sram_bytes: int | None = None,
-    hardware=None, record: str = "counts", window=None, alibi_slopes=None, softcap: float | None = None,
-    pack_gqa: bool = False,
+    hardware=None, record: str = "counts", row: int | None = None, window=None, alibi_slopes=None,
+    softcap: float | None = None, pack_gqa: bool = False,
 ) -> Packed:  # fmt: skip
     """`sim.run` on packed sequences; the Packed result's output is (total_q, Hq, d), its lse (total_q, Hq), and
     `padded` the closed form of the same batch padded to its longest sequences (B, Hq, max N, d). It keeps q, k, v
-    and the statistics its forward left (flash1's ℓ, m; flash2's L), so `sim.backward(packed, do)` works."""
+    and the statistics its forward left (flash1's ℓ, m; flash2's L), so `sim.backward(packed, do)` works. `record`
+    and `row` trace the first sequence, as `sim.run` traces its first head."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if np.ndim(x) != 3:
             raise InputError(f"{name}: shape {np.shape(x)}; packed tensors are (total, heads, d)")
@@ -52,7 +53,7 @@ def run_varlen(
         r = api.run(
             algorithm, q4[:, :, rows], k4[:, :, keys], v4[:, :, keys], causal=causal, scale=scale, block_rows=Br,
             block_cols=Bc, sram_bytes=config["sram_bytes"], hardware=config["hardware"],
-            record=record if b == 0 else "counts", window=window, softcap=softcap, pack_gqa=pack_gqa,
+            record=record if b == 0 else "counts", row=row if b == 0 else None, window=window, softcap=softcap, pack_gqa=pack_gqa,
             alibi_slopes=None if slopes is None else slopes[b],
         )  # fmt: skip
         ledger.add(r.ledger)
@@ -60,6 +61,8 @@ def run_varlen(
         for name, x in stats.items():  # L (flash2), or ℓ and m (flash1): (Hq, rows) each
             x[:, rows] = r.saved[name][0]
         trace = r.trace if b == 0 else trace
+    if trace is not None:  # the first sequence's first program, of a batch of these lengths
+        trace.config["seqlens"] = lens_q.tolist()
     s = q4.dtype.itemsize
     variant = dict(causal=causal, window=window, softcap=softcap is not None, alibi=alibi_slopes is not None)
     B, N, Nk = len(lens_q), int(lens_q.max()), int(lens_k.max())

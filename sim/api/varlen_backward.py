@@ -54,6 +54,8 @@ def backward(
         dq[rows], dk[keys], dv[keys] = (x[0].swapaxes(0, 1) for x in (r.dq, r.dk, r.dv))
         ledger.add(r.ledger)
         peak, trace = max(peak, r.sram_peak_bytes), r.trace if b == 0 else trace
+    if trace is not None:
+        trace.config["seqlens"] = lens_q.tolist()
     config |= dict(ledger=ledger, sram_peak_bytes=peak, trace=trace)
     return Gradients(
         **config, window=result.window, alibi_slopes=result.alibi_slopes, softcap=result.softcap,
