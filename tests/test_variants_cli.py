@@ -54,6 +54,16 @@ def test_softcap_backward_and_counts_only():
     assert "hbm_bytes" not in counted and counted["closed_form"]["per_head"]["hbm_bytes"] > 0
 
 
+def test_seqlens_backward_equals_the_sequences_closed_forms():
+    out = json.loads(flashsim("run", "--seqlens", "30,100,7", "--d", 16, "--heads", 4, "--kv-heads", 2, "--causal",
+                              "--window", "20,0", "--dtype", "fp32", "--backward", "--json").stdout)  # fmt: skip
+    b = out["backward"]
+    each = [iv.gqa("flash2", 1, 4, 2, n, n, 16, 4, b["block_rows"], b["block_cols"], causal=True, window=(20, 0),
+                   backward=True) for n in (30, 100, 7)]  # fmt: skip
+    assert b["hbm_bytes"] == sum(c.hbm_bytes for c in each)
+    assert max(b["max_abs_err"].values()) < 1e-5
+
+
 def test_decode_page_size_books_pages_and_the_block_table():
     out = json.loads(flashsim("decode", "--nk", 1000, "--d", 32, "--page-size", 64, "--json").stdout)["paged"]
     assert out["pages"] == 16
@@ -96,6 +106,7 @@ def test_readme_llm_python_example_runs_as_written():
     r, g, p, d = names["r"], names["g"], names["p"], names["d"]
     assert g.dk.shape == (2, 2, 256, 64) and r.skipped_tiles > 0
     assert p.output.shape == (137, 8, 64) and p.hbm_bytes < p.padded_hbm_bytes
+    assert names["gp"].dq.shape == (137, 8, 64) and names["gp"].dk.shape == names["gp"].dv.shape == (137, 2, 64)
     assert d.output.shape == (2, 8, 1, 64) and d.ledger.per_tensor()["block_table"]["read"] == 4 * (3 + 3) * 2
     assert np.isfinite(d.output.astype(np.float64)).all()
 

@@ -96,8 +96,6 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise InputError(f"kv_heads: {heads} query heads are not a multiple of {kv_heads} K/V heads")
-    if seqlens is not None and backward:
-        raise InputError("seqlens: a packed batch runs forward only here; drop --backward")
     variant = dict(window=window, softcap=softcap, pack_gqa=pack_gqa)
     variant["alibi_slopes"] = alibi_slopes(heads) if alibi else None
     g, s, nk = heads // kv_heads, itemsize(dtype), nk or n
@@ -144,9 +142,12 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
         if backward:
             do = rng.standard_normal(q.shape).astype(q.dtype)
             grads = sim.backward(result, do)
-            refs = reference_variants.attention_backward(q, k, v, do, **_definition(options))
+            if seqlens is not None:  # sim.backward of the packed result, against each sequence's definition
+                refs = reference_variants.varlen_backward(q, k, v, do, cu, cu, **_definition(options))
+            else:
+                refs = reference_variants.attention_backward(q, k, v, do, **_definition(options))
             summary["backward"] = dict(
-                hbm_bytes=grads.hbm_bytes, flops=grads.flops,
+                hbm_bytes=grads.hbm_bytes, flops=grads.flops, block_rows=grads.block_rows, block_cols=grads.block_cols,
                 max_abs_err={name: float(np.abs(got.astype(np.float64) - want).max())
                              for name, got, want in zip(("dq", "dk", "dv"), (grads.dq, grads.dk, grads.dv), refs, strict=True)},
             )  # fmt: skip
