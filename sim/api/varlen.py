@@ -53,8 +53,8 @@ def run_varlen(
         r = api.run(
             algorithm, q4[:, :, rows], k4[:, :, keys], v4[:, :, keys], causal=causal, scale=scale, block_rows=Br,
             block_cols=Bc, sram_bytes=config["sram_bytes"], hardware=config["hardware"],
-            record=record if b == 0 else "counts", row=row if b == 0 else None, window=window, softcap=softcap, pack_gqa=pack_gqa,
-            alibi_slopes=None if slopes is None else slopes[b],
+            record=record if b == 0 else "counts", row=row if b == 0 else None, window=window, softcap=softcap,
+            pack_gqa=pack_gqa, alibi_slopes=None if slopes is None else slopes[b],
         )  # fmt: skip
         ledger.add(r.ledger)
         output[:, rows], peak = r.output[0], max(peak, r.sram_peak_bytes)
