@@ -54,6 +54,16 @@ def test_softcap_backward_and_counts_only():
     assert "hbm_bytes" not in counted and counted["closed_form"]["per_head"]["hbm_bytes"] > 0
 
 
+def test_seqlens_backward_equals_the_sequences_closed_forms():
+    out = json.loads(flashsim("run", "--seqlens", "30,100,7", "--d", 16, "--heads", 4, "--kv-heads", 2, "--causal",
+                              "--window", "20,0", "--dtype", "fp32", "--backward", "--json").stdout)  # fmt: skip
+    b = out["backward"]
+    each = [iv.gqa("flash2", 1, 4, 2, n, n, 16, 4, b["block_rows"], b["block_cols"], causal=True, window=(20, 0),
+                   backward=True) for n in (30, 100, 7)]  # fmt: skip
+    assert b["hbm_bytes"] == sum(c.hbm_bytes for c in each)
+    assert max(b["max_abs_err"].values()) < 1e-5
+
+
 def test_decode_page_size_books_pages_and_the_block_table():
     out = json.loads(flashsim("decode", "--nk", 1000, "--d", 32, "--page-size", 64, "--json").stdout)["paged"]
     assert out["pages"] == 16
@@ -96,6 +106,7 @@ def test_readme_llm_python_example_runs_as_written():
     r, g, p, d = names["r"], names["g"], names["p"], names["d"]
     assert g.dk.shape == (2, 2, 256, 64) and r.skipped_tiles > 0
     assert p.output.shape == (137, 8, 64) and p.hbm_bytes < p.padded_hbm_bytes
+    assert names["gp"].dq.shape == (137, 8, 64) and names["gp"].dk.shape == names["gp"].dv.shape == (137, 2, 64)
     assert d.output.shape == (2, 8, 1, 64) and d.ledger.per_tensor()["block_table"]["read"] == 4 * (3 + 3) * 2
     assert np.isfinite(d.output.astype(np.float64)).all()
 
@@ -109,7 +120,74 @@ def test_a_trace_names_the_kv_head_its_query_heads_read():
     q, k = np.ones((1, 6, 8, 4), np.float32), np.ones((1, 2, 8, 4), np.float32)
     heads = sim.run("flash2", q, k, k, record="steps", softcap=3.0)
     packed = sim.run("flash2", q[:, 3:], k[:, 1:], k[:, 1:], record="steps", pack_gqa=True, window=(2, 0))
-    assert screen.run_title(timeline.Timeline(heads.trace)).endswith("· softcap=3 · query head 0 reads K/V head 0")
-    assert screen.run_title(timeline.Timeline(packed.trace)).endswith(
-        "· window=(2, 0) · query heads 0–2 (packed) read K/V head 0"
+    assert screen.run_title(timeline.Timeline(heads.trace)).endswith(
+        "· softcap=3 · query head 0 reads K/V head 0 (query head h reads K/V head ⌊h/3⌋)"
     )
+    assert screen.run_title(timeline.Timeline(packed.trace)).endswith(
+        "· window=(2, 0) · query heads 0–2 (packed) read K/V head 0 (query head h reads K/V head ⌊h/3⌋)"
+    )
+
+
+def traced(tmp_path, *args) -> dict:
+    """`flashsim trace ARGS --json FILE`'s saved trace, as JSON."""
+    path = tmp_path / "trace.json"
+    flashsim("trace", *args, "--json", path)
+    return json.loads(path.read_text())
+
+
+def booked(trace: dict) -> tuple[int, int]:
+    """The HBM bytes read and written by the traced program (each step carries the running totals)."""
+    return trace["steps"][-1]["hbm_read_bytes"], trace["steps"][-1]["hbm_write_bytes"]
+
+
+def test_trace_takes_kv_heads_and_names_each_query_heads_kv_head(tmp_path):
+    # Hq = 6 on Hkv = 2: the traced program is query head 0, which reads K/V head 0; head h reads ⌊h/3⌋
+    args = ("--n", 12, "--d", 4, "--heads", 6, "--kv-heads", 2, "--window", "3,0", "--block-rows", 4, "--block-cols", 4)
+    t = traced(tmp_path, *args)
+    assert (t["config"]["kv_head"], t["config"]["group"], t["config"]["head"]) == (0, 3, [0, 0])
+    one = iv.gqa("flash2", 1, 1, 1, 12, 12, 4, 4, 4, 4, window=(3, 0))  # fp32: s = 4; one query head's program
+    assert booked(t) == (one.hbm_read_bytes, one.hbm_write_bytes)
+    text = " ".join(flashsim("trace", *args, "--width", 400).stdout.split())
+    assert "· window=(3, 0) · query head 0 reads K/V head 0 (query head h reads K/V head ⌊h/3⌋)" in text
+    packed = traced(tmp_path, *args, "--pack-gqa")
+    assert packed["config"]["query_heads"] == [0, 2]
+    group = iv.gqa("flash2", 1, 3, 1, 12, 12, 4, 4, 4, 4, window=(3, 0), pack_gqa=True)  # one K/V head's program
+    assert booked(packed) == (group.hbm_read_bytes, group.hbm_write_bytes)
+
+
+def test_trace_takes_seqlens_and_records_the_first_sequence(tmp_path):
+    args = ("--seqlens", "5,9,3", "--d", 4, "--heads", 2, "--causal", "--block-rows", 4, "--block-cols", 2)
+    t = traced(tmp_path, *args)
+    assert (t["config"]["n"], t["config"]["nk"], t["config"]["seqlens"]) == (5, 5, [5, 9, 3])
+    one = iv.gqa("flash2", 1, 1, 1, 5, 5, 4, 4, 4, 2, causal=True)  # sequence 0's first head, no padding to 9
+    assert booked(t) == (one.hbm_read_bytes, one.hbm_write_bytes)
+    back = traced(tmp_path, *args, "--backward")
+    assert back["algorithm"] == "flash2 backward" and back["config"]["seqlens"] == [5, 9, 3]
+    Br, Bc = back["config"]["block_rows"], back["config"]["block_cols"]
+    closed = iomodel.sum_counts(c for _, c in iv.program("flash2", 5, 5, 4, 4, Br, Bc, causal=True, backward=True))
+    assert booked(back) == (closed.hbm_read_bytes, closed.hbm_write_bytes)
+    text = " ".join(flashsim("trace", *args, "--width", 400).stdout.split())
+    assert "· causal · sequence 0 of 3 packed (lengths 5, 9, 3)" in text
+
+
+def test_trace_refusals_name_the_option(tmp_path):
+    assert error_line(flashsim("trace", "--heads", 3, "--kv-heads", 2, code=2)).startswith("error: --kv-heads:")
+    assert error_line(flashsim("trace", "--seqlens", "4,0", code=2)).startswith(
+        "error: flashsim trace: Invalid value for '--seqlens'"
+    )
+    path = tmp_path / "t.json"
+    flashsim("trace", "--n", 4, "--json", path)
+    for option in (("--kv-heads", 1), ("--seqlens", "3,4")):
+        assert error_line(flashsim("trace", "--load", path, *option, code=2)) == (
+            f"error: --load: the trace file fixes the run; drop {option[0]}"
+        )
+
+
+@settings(max_examples=20, deadline=None)
+@given(value=st.text(min_size=1, max_size=12).filter(lambda s: not s.startswith("-")))
+def test_trace_refuses_hostile_kv_heads_and_seqlens(value):
+    for option in ("--kv-heads", "--seqlens"):
+        result = CliRunner().invoke(app, ["trace", "--n", "4", "--d", "2", option, value])
+        if result.exit_code != 0:
+            assert result.exit_code == 2
+            error_line(result)

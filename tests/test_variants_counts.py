@@ -160,10 +160,3 @@ def test_count_with_kv_heads_equals_the_closed_form(pack):
     g = sim.count_backward("flash2", n=100, nk=120, d=16, batch=3, heads=8, kv_heads=2, block_rows=16, block_cols=32,
                            **options)  # fmt: skip
     assert counts(g) == counts(iv.gqa("flash2", 3, 8, 2, 100, 120, 16, 2, 16, 32, backward=True, **variant))
-
-
-def test_a_packed_batch_refuses_a_backward():
-    q = np.ones((10, 1, 4), np.float16)
-    p = sim.run_varlen("flash2", q, q, q, [0, 4, 10], [0, 4, 10])
-    with pytest.raises(sim.InputError, match=r"^result: a packed batch"):
-        sim.backward(p, np.ones((10, 1, 4), np.float16))

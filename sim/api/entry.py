@@ -7,7 +7,7 @@ import numpy as np
 from sim.algorithms import flash_decoding
 from sim.algorithms.dropout import Dropout
 from sim.algorithms.registry import REGISTRY, get
-from sim.api import gqa, paged, reference_variants
+from sim.api import gqa, paged, reference_variants, varlen_backward
 from sim.api.heads import each_program
 from sim.api.inputs import (
     RECORDS,
@@ -105,8 +105,8 @@ def count(
 def backward(algorithm, *arrays, **options) -> Gradients:
     """dQ, dK, dV of a forward pass, for an upstream gradient do. Two forms:
 
-    `backward(result, do, **options)`: the Result of `sim.run`, which kept its inputs, its
-    output and what its forward left in HBM (with its scale, mask and dropout seed).
+    `backward(result, do, **options)`: the Result of `sim.run` (or `sim.run_varlen`: do (total_q, Hq, d)),
+    which kept its inputs, its output and what its forward left in HBM (its scale, mask and dropout seed).
     `backward(algorithm, q, k, v, o, lse_or_stats, do, **options)`: the arrays handed in.
     q, o, do are (N, d) and k, v (Nk, d) — or (B, H, ·, d) — in one storage dtype;
     `lse_or_stats` is what the forward left in HBM: the log-sum-exp L (…, N) (any
@@ -129,8 +129,6 @@ def backward(algorithm, *arrays, **options) -> Gradients:
 def _backward_of(result: Result, *do, hardware=None, sram_bytes: int | None = None, **options) -> Gradients:
     if len(do) != 1:
         raise InputError(f"backward: takes (result, do); got {1 + len(do)} arguments")
-    if isinstance(result, Packed):
-        raise InputError("result: a packed batch (sim.run_varlen) has no backward here; run sim.backward per sequence")
     if result.output is None:
         raise InputError(
             "result: a count result keeps no arrays to differentiate; "
@@ -145,6 +143,8 @@ def _backward_of(result: Result, *do, hardware=None, sram_bytes: int | None = No
             raise InputError(f"{name}: a Result carries the forward's {', '.join(CARRIED)}; drop {name}")
     if hardware is None:  # the forward's part, and its SRAM unless another size is given
         hardware, sram_bytes = result.hardware, result.sram_bytes if sram_bytes is None else sram_bytes
+    if isinstance(result, Packed):  # each sequence's backward on its own rows
+        return varlen_backward.backward(result, do[0], _backward, hardware=hardware, sram_bytes=sram_bytes, **options)
     return _backward(
         result.algorithm, result.q, result.k, result.v, result.output, result.saved, do[0], causal=result.causal,
         scale=result.scale, dropout_p=result.dropout_p, seed=result.seed, hardware=hardware, sram_bytes=sram_bytes,

@@ -43,7 +43,7 @@ def programs(q_like: dict, kv_like: dict, q_out: dict, kv_out: dict, *, group: i
     for b in range(B):
         for h in range(Hq):
             inputs = {n: x[b, h] for n, x in q_like.items()} | {n: x[b, h // group] for n, x in kv_like.items()}
-            about = {"kv_head": h // group} if group > 1 else {}
+            about = {"kv_head": h // group, "group": group} if group > 1 else {}
             out.append(Program((b, h), inputs, _store_head(q_out | kv_out, b, h), options(b, range(h, h + 1)), about))
     return out
 

@@ -57,6 +57,18 @@ def varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
     return o, lse
 
 
+def varlen_backward(q, k, v, do, cu_seqlens_q, cu_seqlens_k, **options):
+    """(dq, dk, dv) in float64 of packed sequences, as `varlen` packs them: dq like q, dk and dv like k, v."""
+    grads = [np.empty(np.shape(x)) for x in (q, k, v)]
+    for a0, a1, b0, b1 in zip(cu_seqlens_q[:-1], cu_seqlens_q[1:], cu_seqlens_k[:-1], cu_seqlens_k[1:], strict=True):
+        rows = ((x, a0, a1) for x in (q, do))
+        q_b, do_b = (np.swapaxes(np.asarray(x)[s0:s1], 0, 1) for x, s0, s1 in rows)
+        k_b, v_b = (np.swapaxes(np.asarray(x)[b0:b1], 0, 1) for x in (k, v))
+        dq, dk, dv = attention_backward(q_b, k_b, v_b, do_b, **options)
+        grads[0][a0:a1], grads[1][b0:b1], grads[2][b0:b1] = (np.swapaxes(g, 0, 1) for g in (dq, dk, dv))
+    return tuple(grads)
+
+
 def paged(q, k_cache, v_cache, block_table, cache_seqlens, **options):
     """(o, lse) of q (B, Hq, Nq, d) against a paged cache (num_pages, page_size, Hkv, d): sequence b's keys are
     the first cache_seqlens[b] rows of its pages block_table[b, 0], block_table[b, 1], … in that order."""

@@ -8,6 +8,7 @@ every one with the blocks chosen for the longest, as one varlen kernel launch wo
 import numpy as np
 
 from sim.algorithms import iomodel_variants
+from sim.algorithms.registry import get
 from sim.api import entry as api
 from sim.api.inputs import check_inputs, configure_shape
 from sim.api.results import Packed
@@ -20,11 +21,13 @@ from sim.machine.ledger import Ledger
 def run_varlen(
     algorithm: str, q, k, v, cu_seqlens_q, cu_seqlens_k, *, causal: bool = False, scale: float | None = None,
     block_rows: int | None = None, block_cols: int | None = None, blocks: str = "fit", sram_bytes: int | None = None,
-    hardware=None, record: str = "counts", window=None, alibi_slopes=None, softcap: float | None = None,
-    pack_gqa: bool = False,
+    hardware=None, record: str = "counts", row: int | None = None, window=None, alibi_slopes=None,
+    softcap: float | None = None, pack_gqa: bool = False,
 ) -> Packed:  # fmt: skip
     """`sim.run` on packed sequences; the Packed result's output is (total_q, Hq, d), its lse (total_q, Hq), and
-    `padded` the closed form of the same batch padded to its longest sequences (B, Hq, max N, d)."""
+    `padded` the closed form of the same batch padded to its longest sequences (B, Hq, max N, d). It keeps q, k, v
+    and the statistics its forward left (flash1's ℓ, m; flash2's L), so `sim.backward(packed, do)` works. `record`
+    and `row` trace the first sequence, as `sim.run` traces its first head."""
     for name, x in (("q", q), ("k", k), ("v", v)):
         if np.ndim(x) != 3:
             raise InputError(f"{name}: shape {np.shape(x)}; packed tensors are (total, heads, d)")
@@ -42,30 +45,34 @@ def run_varlen(
     )  # fmt: skip
     Br, Bc = config["block_rows"], config["block_cols"]
     slopes = check_alibi(alibi_slopes, len(lens_q), Hq)  # (B, Hq) or None
-    output, lse = np.empty(q4.shape[1:], q4.dtype), np.full((Hq, cq[-1]), np.nan)
+    output = np.empty(q4.shape[1:], q4.dtype)  # (Hq, total_q, d)
+    stats = {name: np.full((Hq, cq[-1]), np.nan, np.float32) for name in get(algorithm).saves if name != "P"}
     ledger, peak, trace = Ledger(), 0, None
     for b in range(len(lens_q)):
         rows, keys = slice(cq[b], cq[b + 1]), slice(ck[b], ck[b + 1])
         r = api.run(
             algorithm, q4[:, :, rows], k4[:, :, keys], v4[:, :, keys], causal=causal, scale=scale, block_rows=Br,
             block_cols=Bc, sram_bytes=config["sram_bytes"], hardware=config["hardware"],
-            record=record if b == 0 else "counts", window=window, softcap=softcap, pack_gqa=pack_gqa,
-            alibi_slopes=None if slopes is None else slopes[b],
+            record=record if b == 0 else "counts", row=row if b == 0 else None, window=window, softcap=softcap,
+            pack_gqa=pack_gqa, alibi_slopes=None if slopes is None else slopes[b],
         )  # fmt: skip
         ledger.add(r.ledger)
         output[:, rows], peak = r.output[0], max(peak, r.sram_peak_bytes)
-        if r.lse is not None:
-            lse[:, rows] = r.lse[0]
+        for name, x in stats.items():  # L (flash2), or ℓ and m (flash1): (Hq, rows) each
+            x[:, rows] = r.saved[name][0]
         trace = r.trace if b == 0 else trace
+    if trace is not None:  # the first sequence's first program, of a batch of these lengths
+        trace.config["seqlens"] = lens_q.tolist()
     s = q4.dtype.itemsize
     variant = dict(causal=causal, window=window, softcap=softcap is not None, alibi=alibi_slopes is not None)
     B, N, Nk = len(lens_q), int(lens_q.max()), int(lens_k.max())
     padded = iomodel_variants.gqa(algorithm, B, Hq, Hkv, N, Nk, d, s, Br, Bc, pack_gqa=pack_gqa, **variant)
-    saved = {} if algorithm != "flash2" else {"L": lse.T.astype(np.float32)}
+    saved = {name: x.T for name, x in stats.items()}  # (total_q, Hq): what the backward reads
     config |= dict(ledger=ledger, sram_peak_bytes=peak, trace=trace, heads=Hq * len(lens_q))
     return Packed(
         **config, window=r.window, alibi_slopes=slopes, softcap=r.softcap, pack_gqa=pack_gqa,
         output=output.swapaxes(0, 1), saved=saved, cu_seqlens_q=cq, cu_seqlens_k=ck, padded=padded,
+        q=q4[0].swapaxes(0, 1), k=k4[0].swapaxes(0, 1), v=v4[0].swapaxes(0, 1),
     )  # fmt: skip
 
 

@@ -6,7 +6,7 @@ import click
 from click.core import ParameterSource
 from rich.console import Console
 
-from sim.api.inputs import configure_shape, random_inputs
+from sim.api.inputs import configure_shape
 from sim.cli import estimate, options, variants
 from sim.cli.options import console, print_json
 from sim.cli.progress import Work
@@ -17,7 +17,8 @@ from sim.machine import hardware
 
 TOY_MAX_N, TOY_MAX_D = 64, 16  # `trace` runs on the toy part up to this size unless --hardware says otherwise
 RUN_OPTIONS = ("algo", "backward", "n", "nk", "d", "dtype", "causal", "scale", "block_rows", "block_cols", "blocks",
-               "sram_bytes", "hardware_name", "seed")  # fmt: skip
+               "sram_bytes", "hardware_name", "seed", "heads", "kv_heads", "pack_gqa", "window", "alibi", "softcap",
+               "seqlens")  # fmt: skip
 MAX_WIDTH = 1000  # columns to print or export in: wider is a typo, and rich would lay out a screen that wide
 
 
@@ -40,7 +41,8 @@ MAX_WIDTH = 1000  # columns to print or export in: wider is a typo, and rich wou
     show_default=False,
 )  # unlike every other command's: the toy part for small runs
 @options.SEED
-@variants.score_options
+@options.heads(1)
+@variants.run_options
 @click.option(
     "--load", "load_path", type=click.Path(dir_okay=False), default=None, help="Open a trace saved with --json."
 )
@@ -68,7 +70,8 @@ MAX_WIDTH = 1000  # columns to print or export in: wider is a typo, and rich wou
 @click.pass_context
 def trace_command(
     ctx, algo, backward, n, nk, d, dtype, causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name,
-    seed, window, alibi, softcap, load_path, row, step, play, delay, json_path, svg_path, html_path, width, quiet,
+    seed, heads, kv_heads, pack_gqa, window, alibi, softcap, seqlens, load_path, row, step, play, delay, json_path,
+    svg_path, html_path, width, quiet,
 ) -> None:  # fmt: skip
     """Step through a simulated run: the tiles in SRAM, the paper's line, the running statistics, the bytes moved.
 
@@ -89,16 +92,17 @@ def trace_command(
         estimate.refuse(viewing, "--load", f"the trace in {load_path!r} ({count(len(trace.steps))} steps)",
                         "a trace of a smaller run")  # fmt: skip
     else:
+        n, nk, batch = variants.shape(seqlens, n, nk, 1)
         toy_is_too_small = max(n, nk or n) > TOY_MAX_N or d > TOY_MAX_D  # blocks of a few rows: too many steps to watch
         if ctx.get_parameter_source("hardware_name") is ParameterSource.DEFAULT and toy_is_too_small:
             hardware_name = hardware.DEFAULT
         chip = chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name)
-        config = _refuse_too_much(ctx, algo, backward, n, nk, d, dtype, chip)
+        config = _refuse_too_much(ctx, algo, backward, n, nk or n, d, dtype, chip, batch * heads)
+        variant = dict(kv_heads=kv_heads, pack_gqa=pack_gqa, window=window, alibi=alibi, softcap=softcap)
         with Work(quiet) as work:
-            q, k, v = (x[0, 0] for x in random_inputs(1, 1, n, nk or n, d, dtype, seed))
-            record = traces.record_backward if backward else traces.record
             with work.simulating(f"recording {algo}" + " backward" * backward, closed_bytes(config, backward)):
-                trace = record(algo, q, k, v, row=row, **chip, **variants.scores(window, alibi, softcap))
+                trace = variants.trace(algo, backward, n, nk or n, d, heads, dtype, seed, row, chip, **variant,
+                                       seqlens=seqlens)  # fmt: skip
     view = timeline.Timeline(trace)
     traces.check_step(view, step)
     if json_path == "-":
@@ -126,17 +130,18 @@ def trace_command(
         out.print(listing.listing(view))
 
 
-def _refuse_too_much(ctx, algo, backward, n, nk, d, dtype, chip) -> dict:
-    """The run's configuration, once its recording is known to fit a trace, the memory and the time limit."""
+def _refuse_too_much(ctx, algo, backward, n, nk, d, dtype, chip, heads: int = 1) -> dict:
+    """The run's configuration, once its recording (of `heads` heads, the first traced) is known to fit a trace,
+    the memory and the time limit."""
 
     def configure(n, nk, d):
-        return configure_shape(algo, backward, 1, n, nk or n, d, dtype, chip["scale"], chip["causal"],
+        return configure_shape(algo, backward, heads, n, nk or n, d, dtype, chip["scale"], chip["causal"],
                                chip["block_rows"], chip["block_cols"], chip["blocks"], chip["sram_bytes"],
                                chip["hardware"])  # fmt: skip
 
     def cost(n, nk, d) -> estimate.Estimate:
         config = configure(n, nk, d)
-        reference = estimate.check(n, nk or n, d) if backward else estimate.Estimate()  # O and L for the backward
+        reference = estimate.check(n, nk or n, d, heads) if backward else estimate.Estimate()  # O, L for the backward
         return estimate.process() + estimate.listing(config, backward=backward, record=True) + reference
 
     config = configure(n, nk, d)

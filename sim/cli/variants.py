@@ -8,7 +8,7 @@ from rich.table import Table
 import sim
 from sim.algorithms import iomodel_variants
 from sim.api import reference_variants, tolerance
-from sim.api.inputs import configure_shape
+from sim.api.inputs import configure_shape, random_inputs
 from sim.cli.options import POSITIVE, FloatRange, console, emit_json
 from sim.core.dtypes import DTYPES, itemsize
 from sim.core.errors import InputError
@@ -35,7 +35,7 @@ class Ints(click.ParamType):
 
 WINDOW = Ints("LEFT,RIGHT: two integers ≥ −1 (−1: unbounded)", 2, -1)
 SEQLENS = Ints("a list of sequence lengths ≥ 1, e.g. 100,2000,37", None, 1)
-RUN = (  # flashsim run's (and, but --kv-heads, --pack-gqa and --seqlens, trace's): applied in this order
+RUN = (  # flashsim run's and trace's: applied in this order
     click.option("--kv-heads", type=POSITIVE, default=None, help="K/V heads Hkv (GQA/MQA: --heads a multiple of it)."),
     click.option("--pack-gqa", is_flag=True, help="GQA's packed schedule: one program per K/V head (flash2)."),
     click.option("--window", type=WINDOW, default=None, help="Sliding window LEFT,RIGHT, bottom-right (flash2)."),
@@ -43,7 +43,6 @@ RUN = (  # flashsim run's (and, but --kv-heads, --pack-gqa and --seqlens, trace'
     click.option("--softcap", type=FloatRange(min=0, min_open=True), default=None, help="S ← c·tanh(S/c) (flash2)."),
     click.option("--seqlens", type=SEQLENS, default=None, help="A packed batch of these lengths (sets N, batch)."),
 )
-SCORES = RUN[2:5]  # what `flashsim trace` takes: one head's score line
 PAGE_SIZE = click.option("--page-size", type=POSITIVE, default=None, help="Keys per page of a paged K/V cache.")
 
 
@@ -54,22 +53,30 @@ def run_options(command):
     return command
 
 
-def score_options(command):
-    """`flashsim trace`'s: the window, ALiBi and softcap of the head it records."""
-    for option in reversed(SCORES):
-        command = option(command)
-    return command
-
-
 def alibi_slopes(heads: int) -> np.ndarray:
     """The ALiBi paper's slopes for H heads: 2^(−8h/H), h = 1 … H."""
     return 2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)
 
 
-def scores(window, alibi: bool, softcap) -> dict:
-    """`sim.run`'s keyword arguments for one head's score line (what `flashsim trace` records), those given only."""
-    given = dict(window=window, alibi_slopes=alibi_slopes(1) if alibi else None, softcap=softcap)
-    return {name: value for name, value in given.items() if value is not None}
+def trace(algo, backward, n, nk, d, heads, dtype, seed, row, chip, *, kv_heads, pack_gqa, window, alibi, softcap,
+          seqlens):  # fmt: skip
+    """What `flashsim trace` records: the first program of `heads` query heads on `kv_heads` K/V heads (of the
+    first sequence, with `seqlens`: a packed batch of those lengths), on seeded random inputs."""
+    from sim.viewer import traces
+
+    kv_heads = kv_heads or heads
+    if heads % kv_heads:
+        raise InputError(f"kv_heads: {heads} query heads are not a multiple of {kv_heads} K/V heads")
+    given = dict(window=window, alibi_slopes=alibi_slopes(heads) if alibi else None, softcap=softcap)
+    options = chip | {name: value for name, value in given.items() if value is not None} | dict(pack_gqa=pack_gqa)
+    if seqlens is not None:
+        rng, cu = np.random.default_rng(seed), np.cumsum([0, *seqlens])
+        q, k, v = (rng.standard_normal((cu[-1], h, d)).astype(DTYPES[dtype]) for h in (heads, kv_heads, kv_heads))
+        return (traces.record_varlen_backward if backward else traces.record_varlen)(algo, q, k, v, cu, row=row,
+                                                                                     **options)  # fmt: skip
+    q, k, v = random_inputs(1, heads, n, nk, d, dtype, seed)  # (1, H, ·, d); one head's as (N, d)
+    q, k, v = (q[0, 0], k[0, 0], v[0, 0]) if heads == 1 else (q, k[:, :kv_heads], v[:, :kv_heads])
+    return (traces.record_backward if backward else traces.record)(algo, q, k, v, row=row, **options)
 
 
 def given(kv_heads, pack_gqa, window, alibi, softcap, seqlens) -> bool:
@@ -89,8 +96,6 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise InputError(f"kv_heads: {heads} query heads are not a multiple of {kv_heads} K/V heads")
-    if seqlens is not None and backward:
-        raise InputError("seqlens: a packed batch runs forward only here; drop --backward")
     variant = dict(window=window, softcap=softcap, pack_gqa=pack_gqa)
     variant["alibi_slopes"] = alibi_slopes(heads) if alibi else None
     g, s, nk = heads // kv_heads, itemsize(dtype), nk or n
@@ -140,9 +145,12 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
         if backward:
             do = rng.standard_normal(q.shape).astype(q.dtype)
             grads = sim.backward(result, do)
-            refs = reference_variants.attention_backward(q, k, v, do, **_definition(options))
+            if seqlens is not None:  # sim.backward of the packed result, against each sequence's definition
+                refs = reference_variants.varlen_backward(q, k, v, do, cu, cu, **_definition(options))
+            else:
+                refs = reference_variants.attention_backward(q, k, v, do, **_definition(options))
             summary["backward"] = dict(
-                hbm_bytes=grads.hbm_bytes, flops=grads.flops,
+                hbm_bytes=grads.hbm_bytes, flops=grads.flops, block_rows=grads.block_rows, block_cols=grads.block_cols,
                 max_abs_err={name: float(np.abs(got.astype(np.float64) - want).max())
                              for name, got, want in zip(("dq", "dk", "dv"), (grads.dq, grads.dk, grads.dv), refs, strict=True)},
             )  # fmt: skip

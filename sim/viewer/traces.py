@@ -7,6 +7,7 @@ import numpy as np
 from sim.api import reference_variants
 from sim.api.entry import backward, run
 from sim.api.inputs import check_logits, check_scale
+from sim.api.varlen import run_varlen
 from sim.core.errors import InputError
 from sim.machine.trace import Trace
 from sim.viz.timeline import Timeline
@@ -16,7 +17,7 @@ SMALL = 16  # runs with N, Nk and d all at most this record every value; bigger 
 
 def _row(q, k, row: int | None) -> int | None:
     """The query row whose values a trace keeps: `row`, or row 0 for a run too big to keep every value (None)."""
-    return 0 if row is None and max(q.shape[0], k.shape[0], q.shape[1]) > SMALL else row
+    return 0 if row is None and max(q.shape[-2], k.shape[-2], q.shape[-1]) > SMALL else row
 
 
 def record(algorithm: str, q, k, v, *, row: int | None = None, **options) -> Trace:
@@ -33,6 +34,25 @@ def record_backward(algorithm: str, q, k, v, *, row: int | None = None, **option
     do = np.random.default_rng(1).standard_normal(q.shape).astype(q.dtype)
     row = _row(q, k, row)
     return backward(algorithm, q, k, v, o.astype(q.dtype), lse, do, record="values", row=row, **options).trace
+
+
+def record_varlen(algorithm: str, q, k, v, cu_seqlens, *, row: int | None = None, **options) -> Trace:
+    """A packed batch's trace (`sim.run_varlen`, the same lengths for queries and keys): its first sequence's first
+    program, with values as `record` keeps them."""
+    row = _row_of_first(q, cu_seqlens, row)
+    return run_varlen(algorithm, q, k, v, cu_seqlens, cu_seqlens, record="values", row=row, **options).trace
+
+
+def record_varlen_backward(algorithm: str, q, k, v, cu_seqlens, *, row: int | None = None, **options) -> Trace:
+    """The backward of a packed batch (`sim.backward(packed, do)`, dO seeded random), traced as `record_varlen`."""
+    packed = run_varlen(algorithm, q, k, v, cu_seqlens, cu_seqlens, **options)
+    do = np.random.default_rng(1).standard_normal(q.shape).astype(q.dtype)
+    return backward(packed, do, record="values", row=_row_of_first(q, cu_seqlens, row)).trace
+
+
+def _row_of_first(q, cu_seqlens, row: int | None) -> int | None:
+    """`_row` for the first sequence of a packed q (total, H, d)."""
+    return 0 if row is None and max(int(cu_seqlens[1]), q.shape[-1]) > SMALL else row
 
 
 def load(path: str | Path, row: int | None = None) -> Trace:

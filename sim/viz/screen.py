@@ -25,14 +25,22 @@ def run_title(timeline: Timeline) -> str:
 
 
 def variant_title(c: dict) -> str:
-    """The LLM variants a trace's settings name: window, softcap, ALiBi, and the K/V head its query heads read."""
+    """The LLM variants a trace's settings name: window, softcap, ALiBi, the K/V head each query head reads (GQA's
+    group g: query head h reads K/V head ⌊h/g⌋), and which sequence of a packed batch it is."""
     parts = [f"window=({c['window'][0]}, {c['window'][1]})"] if isinstance(c.get("window"), list) else []
     parts += [f"softcap={c['softcap']:g}"] if isinstance(c.get("softcap"), float) else []
     parts += ["ALiBi"] if c.get("alibi") else []
-    if isinstance(c.get("query_heads"), list):
-        parts.append(f"query heads {c['query_heads'][0]}–{c['query_heads'][1]} (packed) read K/V head {c['kv_head']}")
+    heads = c.get("query_heads")
+    if isinstance(heads, list) and len(heads) == 2 and all(isinstance(h, int) for h in heads):
+        parts.append(f"query heads {heads[0]}–{heads[1]} (packed) read K/V head {c['kv_head']}"
+                     f" (query head h reads K/V head ⌊h/{heads[1] - heads[0] + 1}⌋)")  # fmt: skip
     elif "kv_head" in c:
-        parts.append(f"query head {c['head'][-1]} reads K/V head {c['kv_head']}")
+        rule = f" (query head h reads K/V head ⌊h/{c['group']}⌋)" if isinstance(c.get("group"), int) else ""
+        parts.append(f"query head {c['head'][-1]} reads K/V head {c['kv_head']}{rule}")
+    if isinstance(c.get("seqlens"), list):
+        lens = c["seqlens"]
+        shown = ", ".join(map(str, lens[:6])) + (", …" if len(lens) > 6 else "")
+        parts.append(f"sequence 0 of {len(lens)} packed (lengths {shown})")
     return "".join(f" · {p}" for p in parts)
 
 
