@@ -4,8 +4,10 @@ recomputed, and no handout sending students to the library's listings."""
 import re
 from pathlib import Path
 
-import nbformat
 import numpy as np
+import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="the lessons' tests need the dev extra (nbformat, nbclient)")
 
 import sim
 from sim.grading import spec

@@ -4,8 +4,9 @@ the variable or tensor and says what to look at, for two typical wrong answers t
 import re
 import tomllib
 
-import nbformat
 import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="the lessons' tests need the dev extra (nbformat, nbclient)")
 from lesson_mistakes import MISTAKES
 from notebook_runner import LESSONS_DIR, execute, exercise_name, lessons, outputs, solutions
 

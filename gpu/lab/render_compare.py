@@ -135,7 +135,7 @@ def comparison(c) -> Group:
         )
         notes.append(
             f"The kernel runs at {percent(achieved)} of the {c.hardware} datasheet's dense {cfg['dtype']} peak, the Hopper "
-            f"wgmma rate. {cfg['kernel']} uses {uses} softmax's exponentials and rescaling share the SM with the matmuls."
+            f"wgmma rate. {registry.recorded('forward', cfg['kernel']).name.capitalize()} uses {uses} softmax's exponentials and rescaling share the SM with the matmuls."
         )
     model = [_dram_note(c.prediction, *((m["dram_read_bytes"], m["dram_write_bytes"]) if m else (None, None)))]
     return Group(head, err, io, t, *(Text(n) for n in notes), *(model if c.prediction else []))
