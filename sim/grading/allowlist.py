@@ -19,8 +19,9 @@ from functools import cache
 from sim.core.errors import InputError
 
 HARNESS_MODULES = (  # the student API and the harness: every module of sim a graded process loads
-    "sim", "sim.core", "sim.core.dtypes", "sim.core.errors", "sim.core.format",
-    "sim.machine", "sim.machine.ledger", "sim.machine.memory", "sim.machine.trace",
+    "sim", "sim.core", "sim.core.dtypes", "sim.core.errors", "sim.core.format", "sim.core.strict_json",
+    "sim.core.atomic_file", "sim.machine", "sim.machine.ledger", "sim.machine.memory", "sim.machine.trace",
+    "sim.machine.storage_cast",
     "sim.grading", "sim.grading.guard", "sim.grading.harness", "sim.grading.proxy", "sim.grading.wire",
 )  # fmt: skip
 GPU_MODULES = ("sim.grading.gpu_kernel",)  # what the GPU driver loads beyond them (with the gpu package)
