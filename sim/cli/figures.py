@@ -169,6 +169,8 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
     hw, s = hardware.get(hardware_name), itemsize(dtype)
     if splits and max(splits) > nk:
         raise InputError(f"--splits: {max(splits)} chunks of the {nk} keys would leave some empty; choose 1 … {nk}")
+    if page_size is not None and page_size > nk:
+        raise InputError(f"--page-size: a page of {page_size} keys is larger than the cache's {nk}; choose 1 … {nk}")
 
     best = occupancy.best_splits(batch, heads, queries, nk, d, s, hw)  # the model alone: 128² terms at most
 

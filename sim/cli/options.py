@@ -59,7 +59,11 @@ class FloatRange(click.FloatRange):
     """click.FloatRange that refuses NaN too (every comparison with NaN is false, so click's range lets it in)."""
 
     def _describe_range(self) -> str:
-        return f"{self.min:g} to {self.max:g}"
+        low = "" if self.min is None else f"{'above' if self.min_open else 'at least'} {self.min:g}"
+        high = "" if self.max is None else f"{'below' if self.max_open else 'at most'} {self.max:g}"
+        if self.min is not None and self.max is not None and not (self.min_open or self.max_open):
+            return f"{self.min:g} to {self.max:g}"
+        return " and ".join(part for part in (low, high) if part) or "any number"
 
     def convert(self, value, param, ctx):
         number = super().convert(value, param, ctx)

@@ -97,7 +97,7 @@ def trace_command(
         if ctx.get_parameter_source("hardware_name") is ParameterSource.DEFAULT and toy_is_too_small:
             hardware_name = hardware.DEFAULT
         chip = chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name)
-        config = _refuse_too_much(ctx, algo, backward, n, nk or n, d, dtype, chip, batch * heads)
+        config = _refuse_too_much(ctx, algo, backward, n, nk, d, dtype, chip, batch * heads)
         variant = dict(kv_heads=kv_heads, pack_gqa=pack_gqa, window=window, alibi=alibi, softcap=softcap)
         with Work(quiet) as work:
             with work.simulating(f"recording {algo}" + " backward" * backward, closed_bytes(config, backward)):
