@@ -73,7 +73,7 @@ def test_bad_input_is_named(make, match):
 def test_bad_options_are_named():
     cupy = pytest.importorskip("cupy")
     q = cupy.ones((1, 1, 8, 64), cupy.float16)
-    with pytest.raises(InputError, match="kernel: expected one of v1, v2, v3"):
+    with pytest.raises(InputError, match="kernel: the forward rungs are 1, 2, 3, 6, got .v9."):
         gpu.flash_attention(q, q, q, kernel="v9")
     with pytest.raises(InputError, match="scale: expected a positive"):
         gpu.flash_attention(q, q, q, scale=-1.0)
@@ -117,7 +117,7 @@ def test_backward_bad_input_is_named():
         with pytest.raises(InputError, match=match) as e:
             gpu.flash_attention_backward(*args)
         assert "\n" not in str(e.value)
-    with pytest.raises(InputError, match=r"kernel: the backward rungs are 4, 5, got 3"):
+    with pytest.raises(InputError, match=r"kernel: the backward rungs are 4, 5, 7, got 3"):
         gpu.flash_attention_backward(q, k, v, o, lse, o, kernel=3)
     with pytest.raises(InputError, match="return_lse: expected True or False"):
         gpu.flash_attention(q, k, v, return_lse="yes")
