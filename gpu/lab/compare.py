@@ -187,7 +187,7 @@ def measure_counters(direction: str, spec: registry.KernelSpec, shape: dict, swi
             "Nsight Compute (ncu) is not installed here: bytes are predicted only; time is measured with CUDA events",
         )
     try:
-        return counters.measure(direction, spec.name, **shape, swizzle=swizzle, tma=spec.tma), ""
+        return counters.measure(direction, spec.rung, **shape, swizzle=swizzle, tma=spec.tma), ""
     except counters.CounterError as e:
         return None, str(e)
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gpu import registry
 from sim.core.errors import FlashsimError
 
 # name → (ncu metric, multiplier to bytes or nanoseconds)
@@ -29,7 +30,7 @@ METRICS = {
 }
 # rung 6 only (an sm_90 metric): what its TMA copies asked L2 for, the counterpart of cp_async_bytes
 TMA_METRICS = {"tma_bytes": ("l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld.sum", 1)}
-BACKWARD_KERNELS = ("flash2_bwd_prepass", "flash2_{name}_bwd", "flash2_bwd_dq")  # the backward's launches, in order
+BACKWARD_KERNELS = ("flash2_bwd_prepass", "{function}", "flash2_bwd_dq")  # the backward's launches, in order
 
 
 class CounterError(FlashsimError):
@@ -43,7 +44,7 @@ def ncu_path() -> str | None:
 
 
 def measure(
-    direction: str, kernel: str, *, n, nk, d, batch, heads, dtype, causal, swizzle=False, tma=False
+    direction: str, kernel: int, *, n, nk, d, batch, heads, dtype, causal, swizzle=False, tma=False
 ) -> dict | None:
     """{launched kernel's name: its counters} for one forward (or backward) call on that shape; None without ncu.
 
@@ -54,10 +55,12 @@ def measure(
     if ncu is None:
         return None
     names = (
-        (f"flash2_{kernel}_fwd",) if direction == "forward" else tuple(k.format(name=kernel) for k in BACKWARD_KERNELS)
+        (registry.rung(kernel).function,)
+        if direction == "forward"
+        else tuple(k.format(function=registry.rung(kernel).function) for k in BACKWARD_KERNELS)
     )
     sizes = {"n": n, "nk": nk, "d": d, "batch": batch, "heads": heads, "dtype": dtype}
-    target = [sys.executable, "-m", "gpu.lab.counters", "--direction", direction, "--kernel", kernel]
+    target = [sys.executable, "-m", "gpu.lab.counters", "--direction", direction, "--kernel", str(kernel)]
     target += [arg for name, value in sizes.items() for arg in (f"--{name}", str(value))]
     target += ["--causal"] * causal + ["--swizzle"] * swizzle
     cmd = [ncu, "--clock-control", "none", "--csv", "--print-units", "base"]
@@ -95,7 +98,7 @@ def main(argv=None) -> None:
     for name in ("n", "nk", "d", "batch", "heads"):
         parser.add_argument(f"--{name}", type=int, required=True)
     parser.add_argument("--direction", choices=("forward", "backward"), required=True)
-    parser.add_argument("--kernel", required=True)
+    parser.add_argument("--kernel", type=int, required=True, help="the rung")
     parser.add_argument("--dtype", required=True)
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--swizzle", action="store_true", help="forward: XOR-swizzled shared-memory rows")

@@ -19,6 +19,8 @@ class AllowedModules:
     def find_spec(self, name: str, path=None, target=None):
         file = self.files.get(name)
         if file is None:
+            if name == "sim" or name.startswith("sim."):  # never from the path, even where the path keeps the root
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
             return None
         package = os.path.basename(file) == "__init__.py"
         return importlib.util.spec_from_file_location(
@@ -26,8 +28,11 @@ class AllowedModules:
         )
 
 
-def install(files: dict[str, str], root: str) -> None:
-    """Import flashsim's modules from `files` only: the finder goes first, and `root` leaves the path."""
+def install(files: dict[str, str], root: str, packages: list[str] = ()) -> None:
+    """Import flashsim's modules from `files` only: the finder goes first, and `root` leaves the path, unless the
+    child needs whole `packages` from it (the GPU assignment: `gpu`, whose kernels load lazily)."""
     sys.meta_path.insert(0, AllowedModules(files))
+    if packages:
+        return
     while root in sys.path:
         sys.path.remove(root)
