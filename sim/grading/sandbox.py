@@ -40,7 +40,7 @@ ms = (time.process_time() - start) * 1000  # confinement's CPU time: its imports
 if settings.get("probe"):
     print(json.dumps(confine.verify(layers, settings)))
     sys.exit(0)
-modules.install(settings["modules"], settings["root"], settings.get("packages", []))
+modules.install(settings["modules"], settings.get("packages", []))
 from sim.grading.harness import main
 main(int(sys.argv[2]), int(sys.argv[3]), layers, ms)
 """

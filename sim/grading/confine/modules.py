@@ -2,24 +2,28 @@
 
 Landlock lets the child read those files and no folder of flashsim, so Python's own finder, which
 lists a package's folder, finds nothing there; this finder, first on `sys.meta_path`, maps each
-allowed module to its file. Any other module of `sim` is not found (ModuleNotFoundError).
+allowed module to its file. Any other module of flashsim is not found (ModuleNotFoundError).
 """
 
 import importlib.util
 import os
 import sys
 
+BLOCKED = ("sim", "gpu", "flashsim_lessons")  # flashsim's packages: the answers, the masters, the GPU library
+
 
 class AllowedModules:
-    """A meta-path finder for {module name: file}; a package's file is its __init__.py."""
+    """A meta-path finder for {module name: file}; a package's file is its __init__.py. Any other module of
+    flashsim's packages (but those in `packages`) is not found, wherever the path would find it."""
 
-    def __init__(self, files: dict[str, str]):
+    def __init__(self, files: dict[str, str], packages=()):
         self.files = dict(files)
+        self.blocked = tuple(p for p in BLOCKED if p not in packages)
 
     def find_spec(self, name: str, path=None, target=None):
         file = self.files.get(name)
         if file is None:
-            if name == "sim" or name.startswith("sim."):  # never from the path, even where the path keeps the root
+            if name.split(".")[0] in self.blocked:
                 raise ModuleNotFoundError(f"No module named {name!r}", name=name)
             return None
         package = os.path.basename(file) == "__init__.py"
@@ -28,11 +32,8 @@ class AllowedModules:
         )
 
 
-def install(files: dict[str, str], root: str, packages: list[str] = ()) -> None:
-    """Import flashsim's modules from `files` only: the finder goes first, and `root` leaves the path, unless the
-    child needs whole `packages` from it (the GPU assignment: `gpu`, whose kernels load lazily)."""
-    sys.meta_path.insert(0, AllowedModules(files))
-    if packages:
-        return
-    while root in sys.path:
-        sys.path.remove(root)
+def install(files: dict[str, str], packages: list[str] = ()) -> None:
+    """Import flashsim's modules from `files` only: the finder goes first and refuses the rest of flashsim's packages
+    (but whole `packages` the child needs: the GPU assignment's `gpu`). The path stays as it is: in an install
+    flashsim's folder is site-packages, where NumPy is too."""
+    sys.meta_path.insert(0, AllowedModules(files, packages))
