@@ -66,6 +66,10 @@ class _Group(click.Group):
         return _leaf_command(self, list(sys.argv[1:] if args is None else args))
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        # rich fixes a Console's width from COLUMNS when the console is made (the first command that imports
+        # sim.cli.options); a process that runs several commands (tests, notebooks) measures it again for each
+        if "sim.cli.options" in sys.modules:
+            sys.modules["sim.cli.options"].console._width = None
         try:
             with guard.guarded():
                 rv = super().main(args, prog_name or "flashsim", complete_var, standalone_mode=False, **extra)
