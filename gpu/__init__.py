@@ -1,4 +1,4 @@
-"""flashsim's GPU port: FlashAttention-2 forward and backward as CuPy RawKernels, beside a standard-attention baseline.
+"""flashsim's GPU port: FlashAttention-2 forward and backward and Flash-Decoding (`decode`) as CuPy RawKernels, beside a standard-attention baseline.
 
 Imports without CuPy, PyTorch or a GPU; `available()` says whether one is usable, and every entry point used
 without one raises `GPUUnavailableError` naming what is missing. The kernels form a numbered ladder
@@ -7,6 +7,7 @@ without one raises `GPUUnavailableError` naming what is missing. The kernels for
 
 from gpu import autograd
 from gpu.backward import flash_attention_backward
+from gpu.decoding import decode
 from gpu.device import GPUUnavailableError, available
 from gpu.flash import flash_attention
 from gpu.reference import attention_backward_ref, attention_ref
@@ -23,6 +24,7 @@ __all__ = [
     "attention_ref",
     "autograd",
     "available",
+    "decode",
     "flash_attention",
     "flash_attention_backward",
     "standard_attention",

@@ -3,6 +3,7 @@
 import functools
 
 from sim.core.errors import FlashsimError
+from sim.machine import hardware
 
 
 class GPUUnavailableError(FlashsimError):
@@ -64,3 +65,17 @@ def properties() -> dict:
         "smem_per_block_optin": p["sharedMemPerBlockOptin"],
         "total_bytes": p["totalGlobalMem"],
     }
+
+
+def preset_for(name: str) -> hardware.Hardware | None:
+    """The simulator's hardware preset for a device name ("NVIDIA H100 80GB HBM3" → H100-SXM), if any."""
+    for key, preset in (
+        ("H200", "H200"),
+        ("H100", "H100-SXM"),
+        ("A100-SXM4-40GB", "A100-40GB"),
+        ("A100", "A100-80GB"),
+        ("4090", "RTX-4090"),
+    ):
+        if key in name:
+            return hardware.get(preset)
+    return None

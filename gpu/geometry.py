@@ -163,3 +163,37 @@ def rows_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, in
 def probe_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
     """d = 64 runs wgmma n128 for S and n64 for O, d = 128 the other way round: the probe covers all four."""
     return {"HEAD_DIM": d, "BC": 192 - d, "STORAGE": STORAGE_CODE[dtype]}
+
+
+# -- rung 8, Flash-Decoding: R = g·Nq query rows in 16-row tiles, the 4 warps splitting keys (and rows past 16) ----
+
+DECODE_ROW_TILES = (1, 2, 4)  # 16-row MMA tiles of Q per thread block: R ≤ 16, ≤ 32, ≤ 64
+
+
+def decoding_tiles(d: int, rows: int = 16) -> Tiles:
+    """Rung 8's geometry for R = `rows` packed query rows: Bc = 64 keys per tile, 3 cp.async stages of K_j and V_j."""
+    m_tiles = next((m for m in DECODE_ROW_TILES if rows <= 16 * m), None)
+    if m_tiles is None:
+        raise InputError(
+            f"q: g·Nq = {rows} query rows per K/V head; Flash-Decoding packs at most 64 (e.g. g = 8, Nq = 8)"
+        )
+    return Tiles(16 * m_tiles, 64, 4, m_tiles, stages=3)
+
+
+def decoding_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    return {
+        "HEAD_DIM": d,
+        "STORAGE": STORAGE_CODE[dtype],
+        "M_TILES": tiles.m_tiles,
+        "NWARPS": tiles.warps,
+        "BC": tiles.block_cols,
+        "STAGES": tiles.stages,
+    }
+
+
+def decoding_smem(d: int, t: Tiles) -> int:
+    """Q (Br rows), then the STAGES stages of K_j, V_j (Bc rows each) or, after the loop, the warps' merge buffers:
+    16 rows of O (float32) and m, ℓ per warp, and the group's lse_p (rows padded by 16 bytes)."""
+    row = HALF_SIZE * (d + 8)
+    merge = F * (t.warps * 16 * (d + 2) + t.block_rows)
+    return t.block_rows * row + max(2 * t.stages * t.block_cols * row, merge)

@@ -1,8 +1,8 @@
 """The kernel ladder: one KernelSpec per kernel of gpu/kernels/ (source, #defines, tiling, dtypes, launch geometry).
 
 The launchers, the harness (`python -m gpu.lab.harness --kernel N`), the tests, compare and bench read this and
-nothing else about a kernel. Rungs are numbered as their files: 1–3 and 6 forward, 4, 5 and 7 backward; the helpers (the
-standard baseline's softmax kernels, the backward's two element-wise passes) have no number. Pure Python.
+nothing else about a kernel. Rungs are numbered as their files: 1–3 and 6 forward, 4, 5 and 7 backward, 8 decode; the helpers
+(the standard baseline's softmax kernels, the backward's two element-wise passes, decoding's combine) have no number. Pure Python.
 """
 
 import warnings
@@ -112,6 +112,13 @@ DEFAULT_BACKWARD = 5  # the default on every GPU, and for every head dim …
 HOPPER_BACKWARD = 7  # … except on sm_90 at the head dims where rung 7 measured faster than rung 5
 HOPPER_BACKWARD_DIMS = (128,)  # d = 128: +23 … +40% over rung 5; d = 64: slower at every N (gpu/NOTES.md runs 23, 24)
 
+# -- decode: Flash-Decoding over a contiguous or paged K/V cache (gpu/decoding.py) ----------------------------------
+
+DECODE = {
+    8: KernelSpec("rung 8", 8, "decode", "08_flash_decoding.cu", "flash_decoding_split", HALF, True, geometry.decoding_tiles,
+                  geometry.decoding_defines, geometry.decoding_smem, scale_log2=True, head_dims=(64, 128)),
+}  # fmt: skip
+
 # -- helpers: the standard baseline's row kernels, the backward's element-wise passes ---------------------------
 
 
@@ -127,10 +134,14 @@ HELPERS = {
     "softmax_backward": _helper("softmax_backward", "softmax_backward_rows.cu", "softmax_backward_rows", HALF, geometry.rows_defines),
     "bwd_prepass": _helper("bwd_prepass", "backward_passes.cu", "flash2_bwd_prepass", ALL, geometry.passes_defines),
     "bwd_dq": _helper("bwd_dq", "backward_passes.cu", "flash2_bwd_dq", ALL, geometry.passes_defines),
+    "decode_combine": KernelSpec("decode_combine", None, "helper", "08_flash_decoding.cu", "flash_decoding_combine", HALF,
+                                 True, geometry.decoding_tiles, geometry.decoding_defines, lambda d, t: 0, head_dims=(64, 128)),
 }  # fmt: skip
 
 LADDER = {spec.rung: spec for spec in (*FORWARD.values(), *BACKWARD.values())}
-ALL_SPECS = (*FORWARD.values(), *BACKWARD.values(), *HELPERS.values())
+ALL_SPECS = (*FORWARD.values(), *BACKWARD.values(), *DECODE.values(), *HELPERS.values())
+# LADDER holds the rungs that `gpu.lab.harness` and `ladder` check and time as attention forward/backward passes;
+# rung 8 decodes (a few rows against a cache): `flashsim bench decode` and `gpu.lab.compare_decode` measure it.
 
 
 # The rungs' names before issue 19 (kernel="v4" is rung 6): still taken, with a FutureWarning, for one release.

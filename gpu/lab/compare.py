@@ -6,6 +6,7 @@ import numpy as np
 
 import sim
 from gpu import device, dtypes, flash, registry
+from gpu.device import preset_for
 from gpu.flash import flash_attention
 from gpu.lab import counters, results, timing
 from gpu.lab.harness import flops
@@ -67,20 +68,6 @@ class Comparison:
 def asked_bytes(measured: dict) -> float:
     """The bytes a kernel's copies asked L2 for: cp.async instructions × 512 B (rungs 2, 3), or TMA loads (rung 6)."""
     return measured["cp_async_bytes"] + measured.get("tma_bytes", 0.0)
-
-
-def preset_for(name: str) -> hardware.Hardware | None:
-    """The simulator's hardware preset for a device name ("NVIDIA H100 80GB HBM3" → H100-SXM), if any."""
-    for key, preset in (
-        ("H200", "H200"),
-        ("H100", "H100-SXM"),
-        ("A100-SXM4-40GB", "A100-40GB"),
-        ("A100", "A100-80GB"),
-        ("4090", "RTX-4090"),
-    ):
-        if key in name:
-            return hardware.get(preset)
-    return None
 
 
 def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profile=True) -> Comparison:

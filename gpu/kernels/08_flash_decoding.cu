@@ -1,0 +1,340 @@
+// 08_flash_decoding.cu (rung 8): Flash-Decoding (Dao, Haziza, Massa and Sizov, 2023), a few query rows against a
+// long K/V cache, contiguous or paged; sim/algorithms/flash_decoding.py and flash_decoding_paged.py are its listings.
+//
+// Changed from the forward rungs (02, 03): the roles of rows and keys. A decode step has Nq = 1 … 8 query rows per
+// sequence and Nk = thousands of keys, so
+//  - GQA packed: one thread block takes the g query heads of one K/V head as one Q of R = g·Nq rows, row r = n·g + t
+//    is position n of head t (sim/api/gqa.py's interleave), so each K_j, V_j is read once for the whole group;
+//  - split-KV: the keys of one (sequence, K/V head) are cut into `splits` chunks, one thread block each (grid
+//    (splits, Hkv, B)); the number comes from sim.machine.occupancy.best_splits, as sim.decode picks it. A paged
+//    cache splits a sequence's pages, min(splits, its pages) runs of whole pages (sim.api.paged);
+//  - the warps split the keys, not the rows: R ≤ 16 rows are one 16-row MMA tile (zero rows past R), each of the
+//    4 warps takes a quarter of every K_j, V_j tile (m16n8k16 mma.sync, the fragments of rung 3); with R ≤ 32 or
+//    ≤ 64, 2 or 4 row tiles, the warps split rows and keys 2 × 2 or 4 × 1. Their (m, ℓ, O) merge in SRAM at the end;
+//  - K_j, V_j stream through STAGES cp.async stages (16-byte copies, zeros past the chunk's last key), so that about
+//    (STAGES − 1) tiles of K and V are in flight per thread block: decode is memory-bound, the goal DRAM bandwidth;
+//  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the combine
+//    (flash_decoding_combine, below) merges them: LSE = log Σ_p exp(lse_p), O = Σ_p exp(lse_p − LSE)·O_p.
+// Bottom-right causal alignment, as the simulator: query position n sees key c iff c ≤ n + seqlen − Nq.
+//
+// Measured: gpu/NOTES.md (the run section of rung 8): correctness against float64, memcheck and racecheck, bytes at
+// L2 against sim.decode's, and `flashsim bench decode` beside SDPA.
+//
+// Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
+// M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM).
+
+#define NTHREADS (32 * NWARPS)
+#define WARPS_N (NWARPS / M_TILES)  // warps that split each tile's keys
+#define KW (BC / WARPS_N)           // keys of a tile per warp
+#define SROW (HEAD_DIM + 8)         // SRAM row stride in elements: +16 bytes puts ldmatrix's 8 rows in 8 bank groups
+#define CHUNKS (HEAD_DIM / 8)       // 16-byte pieces in a row
+#define KT_D (HEAD_DIM / 16)        // k-steps of Q K_jᵀ
+#define NT_S (KW / 8)               // 8-key n-tiles of a warp's S
+#define KT_P (KW / 16)              // k-steps of a warp's P̃ V_j
+#define NT_O (HEAD_DIM / 8)         // 8-column n-tiles of O
+#define MAX_ROWS (16 * M_TILES)
+
+#include "common.cuh"  // NEG_INF, LN2, cp.async, ldmatrix, mma, pack2, exp2_approx
+
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
+
+// a key row's element offset in K (and V): contiguous (B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv, d) with
+// the sequence's block-table row; an entry outside 0 … num_pages − 1 (refused by the launcher) gives −1, never read
+struct Cache {
+    const int* table;  // block_table + b · max_pages, or nullptr for a contiguous cache
+    long long base;    // contiguous: ((b · Hkv + hk) · Nk) · d; paged: hk · d
+    int page_size, Hkv, num_pages;
+    __device__ __forceinline__ long long row(int c) const {
+        if (table == nullptr) return base + (long long)c * HEAD_DIM;
+        const int page = __ldg(table + c / page_size);
+        if (page < 0 || page >= num_pages) return -1;
+        return ((long long)page * page_size + c % page_size) * Hkv * HEAD_DIM + base;
+    }
+};
+
+// keys c0 … c0 + BC − 1 (those < c1) of K and V → one stage of (BC, SROW) tiles in SRAM; zeros past c1
+__device__ __forceinline__ void load_kv(elem_t* sK, elem_t* sV, const elem_t* K, const elem_t* V, const Cache& cache,
+                                        int c0, int c1, int tid) {
+#pragma unroll
+    for (int it = 0; it < BC * CHUNKS / NTHREADS; ++it) {
+        const int chunk = tid + it * NTHREADS, r = chunk / CHUNKS, k = (chunk % CHUNKS) * 8;
+        const long long at = c0 + r < c1 ? cache.row(c0 + r) : -1;
+        const int bytes = at < 0 ? 0 : 16;
+        cp_async_16(sK + r * SROW + k, at < 0 ? K : K + at + k, bytes);
+        cp_async_16(sV + r * SROW + k, at < 0 ? V : V + at + k, bytes);
+    }
+}
+
+// Q: (B, Hq, Nq, d); K, V: the cache; O: like Q; L: (B, Hq, Nq); O_parts: (splits, B·Hq·Nq, d) float32, lse_parts:
+// (splits, B·Hq·Nq). block_table (B, max_pages) and seqlens (B,) int32, both nullptr for a contiguous cache of Nk keys.
+// Grid (splits, Hkv, B); NTHREADS threads; (MAX_ROWS + 2·STAGES·BC)·SROW·2 bytes of dynamic shared memory.
+extern "C" __global__ void __launch_bounds__(NTHREADS)
+flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
+                     const int* __restrict__ block_table, const int* __restrict__ seqlens, elem_t* __restrict__ O,
+                     float* __restrict__ L, float* __restrict__ O_parts, float* __restrict__ lse_parts, int Nq, int g,
+                     int Nk, int page_size, int max_pages, int num_pages, int splits, float scale_log2, int causal)
+{
+    extern __shared__ __align__(16) elem_t smem[];
+    elem_t* sQ = smem;                         // SRAM: Q, (MAX_ROWS, SROW), rows ≥ R zero
+    elem_t* sKV = sQ + MAX_ROWS * SROW;        // SRAM: STAGES × (K_j (BC, SROW), V_j (BC, SROW))
+
+    const int p = blockIdx.x, hk = blockIdx.y, b = blockIdx.z, Hkv = gridDim.y, B = gridDim.z;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int gq = lane / 4, tq = lane % 4;  // fragment coordinates: rows gq, gq + 8; columns 2tq, 2tq + 1
+    const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // this warp's row tile and key quarter (or half)
+    const int R = g * Nq, Hq = Hkv * g;
+    const long long row0 = ((long long)b * Hq + (long long)hk * g) * Nq;  // the group's first row of O, L (head-major)
+
+    // this split's keys [k0, k1) of the sequence's seqlen: sim.machine.blocks.chunks of the keys, or of the pages
+    Cache cache{nullptr, 0, page_size, Hkv, num_pages};
+    int seqlen = Nk, parts = splits, k0, k1;
+    if (block_table != nullptr) {
+        seqlen = seqlens[b];
+        const int pages = (seqlen + page_size - 1) / page_size;
+        parts = min(splits, pages);
+        if (p >= parts) return;
+        k0 = (int)((long long)p * pages / parts) * page_size;
+        k1 = min((int)((long long)(p + 1) * pages / parts) * page_size, seqlen);
+        cache.table = block_table + (long long)b * max_pages;
+        cache.base = (long long)hk * HEAD_DIM;
+    } else {
+        k0 = (int)((long long)p * Nk / splits);
+        k1 = (int)((long long)(p + 1) * Nk / splits);
+        cache.base = ((long long)b * Hkv + hk) * Nk * HEAD_DIM;
+    }
+    const int shift = seqlen - Nq;  // causal: position n sees key c iff c ≤ n + shift
+    const int T = (k1 - k0 + BC - 1) / BC;
+
+    // load Q: row r = n·g + t is q[b, hk·g + t, n], rows ≥ R zero (read nothing); with K_0, V_0 one cp.async group
+    for (int chunk = tid; chunk < MAX_ROWS * CHUNKS; chunk += NTHREADS) {
+        const int r = chunk / CHUNKS, k = (chunk % CHUNKS) * 8;
+        const long long src = r < R ? (((long long)b * Hq + hk * g + r % g) * Nq + r / g) * HEAD_DIM + k : 0;
+        cp_async_16(sQ + r * SROW + k, Q + src, r < R ? 16 : 0);
+    }
+#pragma unroll
+    for (int s = 0; s < STAGES - 1; ++s) {
+        if (s < T) load_kv(sKV + 2 * s * BC * SROW, sKV + (2 * s + 1) * BC * SROW, K, V, cache, k0 + s * BC, k1, tid);
+        cp_async_commit();
+    }
+
+    // O = 0, ℓ = 0, m = −∞ in registers: this warp's 16 rows, rows gq and gq + 8 per lane; m in raw scores
+    float o[NT_O][4], m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
+#pragma unroll
+    for (int nt = 0; nt < NT_O; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[nt][e] = 0.f;
+    u32 q[KT_D][4];  // registers: this warp's 16 rows of Q as MMA A fragments
+    const u32 sQ_u32 = smem_u32(sQ) + ((wm * 16 + (lane & 15)) * SROW + (lane >> 4) * 8) * 2;
+    const u32 b_lane = (((lane & 7) + (lane >> 4) * 8) * SROW + ((lane >> 3) & 1) * 8) * 2;  // B: K_j, 2 n-tiles
+    const u32 t_lane = (((lane & 7) + ((lane >> 3) & 1) * 8) * SROW + (lane >> 4) * 8) * 2;  // B: V_j, transposed
+
+    for (int j = 0; j < T; ++j) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();  // tile j (and Q) in SRAM; every warp is done with tile j − 1's stage, refilled next
+        const int next = j + STAGES - 1, sn = next % STAGES;
+        if (next < T) load_kv(sKV + 2 * sn * BC * SROW, sKV + (2 * sn + 1) * BC * SROW, K, V, cache, k0 + next * BC, k1, tid);
+        cp_async_commit();
+        if (j == 0) {
+#pragma unroll
+            for (int kk = 0; kk < KT_D; ++kk) ldmatrix_x4(q[kk], sQ_u32 + kk * 32);
+        }
+        const u32 K_j = smem_u32(sKV + 2 * (j % STAGES) * BC * SROW) + wn * KW * SROW * 2;
+        const u32 V_j = K_j + BC * SROW * 2;
+
+        // S = Q K_jᵀ for this warp's KW keys: (16, KW) fp32 in registers
+        float s[NT_S][4];
+#pragma unroll
+        for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) s[nt][e] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < KT_D; ++kk)
+#pragma unroll
+            for (int np = 0; np < NT_S / 2; ++np) {
+                u32 bk[4];
+                ldmatrix_x4(bk, K_j + b_lane + (np * 16 * SROW + kk * 16) * 2);
+                mma_16816(s[2 * np], q[kk], bk[0], bk[1]);
+                mma_16816(s[2 * np + 1], q[kk], bk[2], bk[3]);
+            }
+
+        // −∞ past the chunk's last key and, causal, for keys c > n + shift (n = r / g); only the last tiles need it
+        const int c0 = k0 + j * BC;
+        if (c0 + BC > k1 || (causal && c0 + BC - 1 > shift)) {
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int c = c0 + wn * KW + nt * 8 + 2 * tq + (e & 1);
+                    const int r = wm * 16 + gq + (e >> 1) * 8;
+                    if (c >= k1 || (causal && c > r / g + shift)) s[nt][e] = NEG_INF;
+                }
+        }
+
+        // the online softmax (FlashAttention-2, Algorithm 1 lines 9–10) in base 2, the scale folded in
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            float m_new = m[h];
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt) m_new = fmaxf(m_new, fmaxf(s[nt][2 * h], s[nt][2 * h + 1]));
+            m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffff, m_new, 1));
+            m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffff, m_new, 2));
+            const float m_scaled = m_new == NEG_INF ? 0.f : m_new * scale_log2;  // no key seen yet: P̃ = 0, not NaN
+            const float alpha = exp2_approx(m[h] * scale_log2 - m_scaled);
+            m[h] = m_new;
+            float rowsum = 0.f;
+#pragma unroll
+            for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+                for (int e = 2 * h; e < 2 * h + 2; ++e) {
+                    s[nt][e] = exp2_approx(fmaf(s[nt][e], scale_log2, -m_scaled));
+                    rowsum += s[nt][e];
+                }
+            l[h] = alpha * l[h] + rowsum;  // this lane's share of ℓ; the quad's four are summed at the end
+#pragma unroll
+            for (int nt = 0; nt < NT_O; ++nt) {
+                o[nt][2 * h] *= alpha;
+                o[nt][2 * h + 1] *= alpha;
+            }
+        }
+
+        // O += P̃ V_j: P̃ (rounded to fp16/bf16) as the A operand, V_j through ldmatrix.trans
+#pragma unroll
+        for (int kk = 0; kk < KT_P; ++kk) {
+            u32 a[4];
+            accumulators_to_a(a, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+            for (int np = 0; np < NT_O / 2; ++np) {
+                u32 bv[4];
+                ldmatrix_x4_trans(bv, V_j + t_lane + (kk * 16 * SROW + np * 16) * 2);
+                mma_16816(o[2 * np], a, bv[0], bv[1]);
+                mma_16816(o[2 * np + 1], a, bv[2], bv[3]);
+            }
+        }
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // no copy in flight and no warp reading a stage: the stages become the merge buffers
+
+    // the warps of one row tile merge their (m, ℓ, O) over their keys: each writes its own to SRAM (float32)
+    float* sO = reinterpret_cast<float*>(sKV);  // (NWARPS, 16, HEAD_DIM)
+    float* sm = sO + NWARPS * 16 * HEAD_DIM;    // (NWARPS, 16): m
+    float* sl = sm + NWARPS * 16;               // (NWARPS, 16): ℓ
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        float l_row = l[h];
+        l_row += __shfl_xor_sync(0xffffffff, l_row, 1);
+        l_row += __shfl_xor_sync(0xffffffff, l_row, 2);
+        const int r = gq + 8 * h;
+        if (tq == 0) {
+            sm[warp * 16 + r] = m[h];
+            sl[warp * 16 + r] = l_row;
+        }
+#pragma unroll
+        for (int nt = 0; nt < NT_O; ++nt)
+            *reinterpret_cast<float2*>(sO + (warp * 16 + r) * HEAD_DIM + nt * 8 + 2 * tq) = make_float2(o[nt][2 * h], o[nt][2 * h + 1]);
+    }
+    __syncthreads();
+
+    // row r of the group (r < R), 4 columns per thread: m = max_w m_w, ℓ = Σ_w 2^((m_w − m)·τ·log2 e) ℓ_w, likewise O;
+    // O_p = diag(ℓ)⁻¹ O, lse_p = m·τ + ln ℓ (−∞ and zeros for a row that saw no key of this split)
+    float* sL = sl + NWARPS * 16;  // (MAX_ROWS,): each row's lse_p, written to HBM together below
+    const bool direct = parts == 1;
+    for (int idx = tid; idx < R * (HEAD_DIM / 4); idx += NTHREADS) {
+        const int r = idx / (HEAD_DIM / 4), col = (idx % (HEAD_DIM / 4)) * 4;
+        const int w0 = (r / 16) * WARPS_N, rr = r % 16;
+        float m_row = NEG_INF;
+        for (int w = w0; w < w0 + WARPS_N; ++w) m_row = fmaxf(m_row, sm[w * 16 + rr]);
+        const float m_scaled = m_row == NEG_INF ? 0.f : m_row * scale_log2;
+        float l_row = 0.f;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        for (int w = w0; w < w0 + WARPS_N; ++w) {
+            const float wgt = exp2_approx(sm[w * 16 + rr] * scale_log2 - m_scaled);
+            const float4 x = *reinterpret_cast<const float4*>(sO + (w * 16 + rr) * HEAD_DIM + col);
+            l_row += wgt * sl[w * 16 + rr];
+            acc.x += wgt * x.x, acc.y += wgt * x.y, acc.z += wgt * x.z, acc.w += wgt * x.w;
+        }
+        const float inv = l_row == 0.f ? 0.f : 1.f / l_row;
+        acc.x *= inv, acc.y *= inv, acc.z *= inv, acc.w *= inv;
+        const int t = r % g, n = r / g;
+        const long long out = row0 + (long long)t * Nq + n;  // (b, hk·g + t, n) in O and L's head-major rows
+        if (col == 0) sL[t * Nq + n] = l_row == 0.f ? NEG_INF : (m_scaled + log2f(l_row)) * LN2;
+        if (direct) {
+            uint2 packed = make_uint2(pack2(acc.x, acc.y), pack2(acc.z, acc.w));
+            *reinterpret_cast<uint2*>(O + out * HEAD_DIM + col) = packed;
+        } else {
+            const long long rows = (long long)B * Hq * Nq;
+            *reinterpret_cast<float4*>(O_parts + ((long long)p * rows + out) * HEAD_DIM + col) = acc;
+        }
+    }
+    __syncthreads();
+    if (tid < R) {  // the group's R statistics are contiguous in L (and in lse_parts[p]): one store of R floats
+        if (direct) L[row0 + tid] = sL[tid];
+        else lse_parts[(long long)p * B * Hq * Nq + row0 + tid] = sL[tid];
+    }
+}
+
+// The combine: rows of O (B·Hq·Nq of them, 8 per thread block, a warp each) whose sequence had parts > 1 splits.
+// LSE = log Σ_p exp(lse_p) (max-shifted), O = Σ_p exp(lse_p − LSE)·O_p; written as O (storage dtype) and L.
+// Grid (⌈rows / 8⌉); 256 threads; static shared memory. seqlens nullptr: every row has `splits` parts.
+#define COMBINE_ROWS 8
+#define MAX_SPLITS 128
+extern "C" __global__ void __launch_bounds__(32 * COMBINE_ROWS)
+flash_decoding_combine(const float* __restrict__ O_parts, const float* __restrict__ lse_parts,
+                       const int* __restrict__ seqlens, elem_t* __restrict__ O, float* __restrict__ L, int rows,
+                       int rows_per_sequence, int splits, int page_size)
+{
+    __shared__ float s_lse[MAX_SPLITS][COMBINE_ROWS];  // SRAM: lse_1 … lse_P of the block's rows
+    __shared__ float s_L[COMBINE_ROWS];
+    __shared__ int s_parts[COMBINE_ROWS];
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const long long first = (long long)blockIdx.x * COMBINE_ROWS;
+    if (tid < COMBINE_ROWS) {
+        int parts = 0;
+        if (first + tid < rows) {
+            parts = splits;
+            if (seqlens != nullptr) {
+                const int pages = (seqlens[(first + tid) / rows_per_sequence] + page_size - 1) / page_size;
+                parts = min(splits, pages);
+            }
+        }
+        s_parts[tid] = parts;
+    }
+    __syncthreads();
+    for (int idx = tid; idx < splits * COMBINE_ROWS; idx += 32 * COMBINE_ROWS) {  // lse_p of 8 adjacent rows at once
+        const int p = idx / COMBINE_ROWS, r = idx % COMBINE_ROWS;
+        if (p < s_parts[r] && s_parts[r] > 1) s_lse[p][r] = lse_parts[(long long)p * rows + first + r];
+    }
+    __syncthreads();
+    const int parts = s_parts[warp];
+    const long long row = first + warp;
+    float LSE = NEG_INF;
+    if (parts > 1) {
+        float mx = NEG_INF;
+        for (int p = lane; p < parts; p += 32) mx = fmaxf(mx, s_lse[p][warp]);
+        for (int k = 16; k > 0; k /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, k));
+        float sum = 0.f;
+        if (mx != NEG_INF)
+            for (int p = lane; p < parts; p += 32) sum += exp2_approx((s_lse[p][warp] - mx) * LOG2E);
+        for (int k = 16; k > 0; k /= 2) sum += __shfl_xor_sync(0xffffffff, sum, k);
+        LSE = mx == NEG_INF ? NEG_INF : mx + logf(sum);
+        constexpr int PER_LANE = HEAD_DIM / 32;  // 4 columns (d = 128) or 2 (d = 64) per lane
+        float acc[PER_LANE] = {};
+        for (int p = 0; p < parts; ++p) {
+            const float w = LSE == NEG_INF ? 0.f : exp2_approx((s_lse[p][warp] - LSE) * LOG2E);
+            const float* src = O_parts + ((long long)p * rows + row) * HEAD_DIM + lane * PER_LANE;
+            if constexpr (PER_LANE == 4) {
+                const float4 x = *reinterpret_cast<const float4*>(src);
+                acc[0] += w * x.x, acc[1] += w * x.y, acc[2] += w * x.z, acc[3] += w * x.w;
+            } else {
+                const float2 x = *reinterpret_cast<const float2*>(src);
+                acc[0] += w * x.x, acc[1] += w * x.y;
+            }
+        }
+        elem_t* dst = O + row * HEAD_DIM + lane * PER_LANE;
+        if constexpr (PER_LANE == 4) *reinterpret_cast<uint2*>(dst) = make_uint2(pack2(acc[0], acc[1]), pack2(acc[2], acc[3]));
+        else *reinterpret_cast<u32*>(dst) = pack2(acc[0], acc[1]);
+    }
+    if (lane == 0) s_L[warp] = LSE;
+    __syncthreads();
+    if (tid < COMBINE_ROWS && s_parts[tid] > 1) L[first + tid] = s_L[tid];  // the block's L in one store
+}

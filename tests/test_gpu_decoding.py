@@ -1,0 +1,281 @@
+"""Rung 8 (`gpu.decode`, Flash-Decoding) against a float64 NumPy reference built from the definition, on the
+FlashAttention project's criterion (gpu.lab.checks): max|o − ref| ≤ 2·max|o_standard − ref| + 1e-3 with o_standard
+standard attention in the storage dtype (S and P rounded to it), lse within LSE_ATOL + LSE_RTOL·|lse|, −∞ exactly
+where a row sees no key, and no output element left unwritten (the memory the outputs take is filled with NaN first).
+Contiguous and paged caches (ragged cache_seqlens, pages out of order), GQA ratios 1/4/8, 1…8 query rows, causal and
+not, fp16/bf16, d = 64 and 128, splits from the occupancy model and forced. The input checks and the conventions shared
+with sim.decode run without a GPU."""
+
+import math
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import gpu
+import sim
+from gpu import decoding, geometry, registry
+from gpu.lab.checks import LSE_ATOL, LSE_RTOL
+from sim.core.errors import InputError
+from sim.machine import hardware
+
+STORAGE = {"float16": np.float16, "bfloat16": ml_dtypes.bfloat16}
+
+
+def round_to(x, dtype: str) -> np.ndarray:
+    """x rounded to the storage dtype, back in float64."""
+    return np.asarray(x, np.float32).astype(STORAGE[dtype]).astype(np.float64)
+
+
+def sequence_keys(k, b: int, h: int, seqlen: int, table=None) -> np.ndarray:
+    """The keys (seqlen, d) K/V head h of sequence b reads: contiguous k[b, h], or row j of page table[b, j // P]."""
+    if table is None:
+        return k[b, h, :seqlen]
+    page_size = k.shape[1]
+    j = np.arange(seqlen)
+    return k[table[b, j // page_size], j % page_size, h]
+
+
+def reference(q, k, v, *, causal, scale, table=None, seqlens=None, dtype=None):
+    """(o, lse) in float64 from the definition; with `dtype`, standard attention in that dtype (S, P, O rounded)."""
+    B, Hq, Nq, d = q.shape
+    Hkv = k.shape[1] if table is None else k.shape[2]
+    o, lse = np.zeros(q.shape), np.full(q.shape[:3], -np.inf)
+    for b in range(B):
+        n_keys = k.shape[2] if table is None else int(seqlens[b])
+        for h in range(Hq):
+            K = sequence_keys(k, b, h // (Hq // Hkv), n_keys, table).astype(np.float64)
+            V = sequence_keys(v, b, h // (Hq // Hkv), n_keys, table).astype(np.float64)
+            S = q[b, h].astype(np.float64) @ K.T  # (Nq, seqlen)
+            S = scale * (round_to(S, dtype) if dtype else S)
+            hidden = np.arange(n_keys)[None, :] > np.arange(Nq)[:, None] + n_keys - Nq  # bottom-right
+            if causal:
+                S = np.where(hidden, -np.inf, S)
+            m = S.max(axis=1, keepdims=True)
+            seen = np.isfinite(m[:, 0])
+            P = np.exp(S - np.where(np.isfinite(m), m, 0.0))
+            ell = P.sum(axis=1, keepdims=True)
+            P = P / np.where(ell > 0, ell, 1.0)
+            O = (round_to(P, dtype) if dtype else P) @ V
+            o[b, h] = round_to(O, dtype) if dtype else O
+            lse[b, h] = np.where(seen, m[:, 0] + np.log(np.where(seen, ell[:, 0], 1.0)), -np.inf)
+    return o, lse
+
+
+def random_case(rng, B, Hq, Hkv, Nq, d, dtype, *, seqlens=None, page_size=None, nk=None):
+    """q and a contiguous (nk keys) or paged cache (seqlens, page_size; its pages shuffled, some left unused)."""
+    q = rng.standard_normal((B, Hq, Nq, d)).astype(STORAGE[dtype])
+    if seqlens is None:
+        k, v = (rng.standard_normal((B, Hkv, nk, d)).astype(STORAGE[dtype]) for _ in range(2))
+        return q, k, v, None
+    pages = [math.ceil(n / page_size) for n in seqlens]
+    num_pages = sum(pages) + 3
+    order = rng.permutation(num_pages)
+    table = np.full((B, max(pages) + 1), -7, np.int32)  # entries past a sequence's pages are never read
+    used = 0
+    for b, n in enumerate(pages):
+        table[b, :n] = order[used : used + n]
+        used += n
+    k, v = (rng.standard_normal((num_pages, page_size, Hkv, d)).astype(STORAGE[dtype]) for _ in range(2))
+    return q, k, v, table
+
+
+def run_and_judge(q, k, v, table, seqlens, *, causal, dtype, splits=None):
+    cupy = pytest.importorskip("cupy")
+    scale = 1 / math.sqrt(q.shape[-1])
+    device = [cupy.asarray(x.view(np.uint16)).view(STORAGE[dtype]) for x in (q, k, v)]
+    for shape, dt in ((q.shape, cupy.float16), (q.shape[:3], cupy.float32)):  # the pool hands this memory out next
+        cupy.full(shape, cupy.nan, dt)
+    kw = {} if table is None else {"block_table": cupy.asarray(table), "cache_seqlens": cupy.asarray(seqlens)}
+    o, lse = gpu.decode(*device, causal=causal, splits=splits, return_lse=True, **kw)
+    o = o.view(cupy.uint16).get().view(STORAGE[dtype]).astype(np.float64)
+    lse = lse.get().astype(np.float64)
+    o_ref, lse_ref = reference(q, k, v, causal=causal, scale=scale, table=table, seqlens=seqlens)
+    o_std, _ = reference(q, k, v, causal=causal, scale=scale, table=table, seqlens=seqlens, dtype=dtype)
+    assert not np.isnan(o).any() and not np.isnan(lse).any(), "unwritten output elements"
+    err, bound = np.abs(o - o_ref).max(), 2 * np.abs(o_std - o_ref).max() + 1e-3
+    assert err <= bound, f"max|o − ref| {err:.2e} > {bound:.2e}"
+    seen = np.isfinite(lse_ref)
+    assert np.array_equal(np.isneginf(lse), ~seen)
+    assert (np.abs(lse - lse_ref)[seen] <= LSE_ATOL + LSE_RTOL * np.abs(lse_ref[seen])).all()
+    assert (o[~seen] == 0).all()
+
+
+# (B, Hq, Hkv, Nq, d): GQA ratios 1, 4, 8 and query rows 1 … 8 (speculative decoding), up to 64 packed rows
+GROUPS = [(2, 4, 4, 1, 128), (1, 8, 2, 3, 64), (3, 16, 2, 1, 128), (2, 8, 1, 8, 128), (1, 4, 1, 5, 64)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", GROUPS, ids=lambda s: "x".join(map(str, s)))
+def test_paged_ragged_shuffled(shape, dtype, causal):
+    B, Hq, Hkv, Nq, d = shape
+    rng = np.random.default_rng(sum(shape))
+    seqlens = rng.integers(1, 1500, B).astype(np.int32)
+    seqlens[0] = max(Nq - 2, 1)  # causal: rows that see no key when Nq exceeds the sequence
+    q, k, v, table = random_case(rng, B, Hq, Hkv, Nq, d, dtype, seqlens=seqlens, page_size=64)
+    run_and_judge(q, k, v, table, seqlens, causal=causal, dtype=dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("shape", GROUPS, ids=lambda s: "x".join(map(str, s)))
+def test_contiguous(shape, dtype, causal):
+    B, Hq, Hkv, Nq, d = shape
+    rng = np.random.default_rng(sum(shape) + 1)
+    q, k, v, _ = random_case(rng, B, Hq, Hkv, Nq, d, dtype, nk=2000 + 17 * Nq)
+    run_and_judge(q, k, v, None, None, causal=causal, dtype=dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("splits", [1, 2, 7, 128])
+@pytest.mark.parametrize("page_size", [16, 100, 256, None])
+def test_forced_splits(splits, page_size):
+    rng = np.random.default_rng(splits + (page_size or 0))
+    B, Hq, Hkv, Nq, d = 3, 8, 2, 2, 128
+    if page_size is None:
+        q, k, v, table = random_case(rng, B, Hq, Hkv, Nq, d, "bfloat16", nk=1111)
+        seqlens = None
+    else:  # 128 splits exceed most sequences' pages: each takes min(splits, its pages), as in sim.api.paged
+        seqlens = np.array([3000, 1, 777], np.int32)
+        q, k, v, table = random_case(rng, B, Hq, Hkv, Nq, d, "bfloat16", seqlens=seqlens, page_size=page_size)
+    run_and_judge(q, k, v, table, seqlens, causal=True, dtype="bfloat16", splits=splits)
+
+
+@pytest.mark.gpu
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    batch=st.integers(1, 4),
+    hkv=st.integers(1, 3),
+    g=st.sampled_from([1, 2, 4, 8]),
+    nq=st.integers(1, 8),
+    page_size=st.sampled_from([1, 16, 64, 80, 256]),
+    causal=st.booleans(),
+    seed=st.integers(0, 2**16),
+)
+def test_any_paged_shape(batch, hkv, g, nq, page_size, causal, seed):
+    rng = np.random.default_rng(seed)
+    seqlens = rng.integers(1, 700, batch).astype(np.int32)
+    q, k, v, table = random_case(rng, batch, hkv * g, hkv, nq, 64, "float16", seqlens=seqlens, page_size=page_size)
+    run_and_judge(q, k, v, table, seqlens, causal=causal, dtype="float16")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda kw: kw | {"block_table": kw["block_table"] + 1000}, r"block_table: entry \[0, 0\]"),
+        (lambda kw: kw | {"cache_seqlens": -kw["cache_seqlens"]}, "cache_seqlens: sequence 0 has"),
+        (lambda kw: kw | {"block_table": kw["block_table"].astype(np.float32)}, "block_table: must be integers"),
+        (lambda kw: kw | {"cache_seqlens": None}, "cache_seqlens: a paged cache needs both"),
+        (lambda kw: kw | {"splits": 0}, "splits: expected an integer"),
+        (lambda kw: kw | {"scale": float("nan")}, "scale: expected a positive finite"),
+    ],
+)
+def test_hostile_paged_arguments_are_refused(change, match):
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(0)
+    seqlens = np.array([100, 30], np.int32)
+    q, k, v, table = random_case(rng, 2, 4, 2, 1, 64, "float16", seqlens=seqlens, page_size=16)
+    kw = change({"block_table": table, "cache_seqlens": seqlens})
+    with pytest.raises(InputError, match=match):
+        gpu.decode(*(cupy.asarray(x) for x in (q, k, v)), **kw)
+
+
+# -- without a GPU -----------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    table=st.lists(st.lists(st.integers(-(2**40), 2**40), min_size=1, max_size=6), min_size=2, max_size=2),
+    seqlens=st.lists(st.integers(-(2**40), 2**40), min_size=2, max_size=2),
+)
+def test_check_pages_refuses_every_table_that_would_read_past_the_cache(table, seqlens):
+    width = min(len(row) for row in table)
+    table = np.array([row[:width] for row in table], np.int64)
+    seqlens = np.array(seqlens, np.int64)
+    num_pages, page_size = 10, 16
+    try:
+        t, s = decoding.check_pages(table, seqlens, 2, num_pages, page_size)
+    except InputError as e:
+        assert "\n" not in str(e) and str(e).split(":")[0] in ("block_table", "cache_seqlens")
+        return
+    for b in range(2):  # accepted: every page a sequence reads (the kernel's table[b, j // P]) is inside the cache
+        assert 1 <= s[b] <= width * page_size
+        assert all(0 <= t[b, j // page_size] < num_pages for j in range(int(s[b])))
+
+
+@pytest.mark.parametrize(
+    ("table", "seqlens", "match"),
+    [
+        (np.zeros((2, 3), np.int32), np.array([1, 49]), "cache_seqlens: sequence 1 has 49 keys; choose 1 … 48"),
+        (np.zeros((2, 3), np.int32), np.array([0, 5]), "cache_seqlens: sequence 0 has 0 keys"),
+        (np.array([[0, 1, 2], [3, 10, 0]]), np.array([5, 17]), r"block_table: entry \[1, 1\] = 10 points past"),
+        (np.array([[0, -1, 2], [3, 4, 0]]), np.array([17, 5]), r"block_table: entry \[0, 1\] = -1"),
+        (np.zeros((3, 3), np.int32), np.array([1, 1]), r"block_table: must be integers shaped \(2, pages"),
+        (np.zeros((2, 3), np.float64), np.array([1, 1]), "block_table: must be integers"),
+        (np.zeros((2, 3), np.int32), np.array([1.0, 1.0]), "cache_seqlens: must be 2 integers"),
+        (None, np.array([1, 1]), "block_table: a paged cache needs both"),
+    ],
+)
+def test_check_pages_messages(table, seqlens, match):
+    with pytest.raises(InputError, match=match):
+        decoding.check_pages(table, seqlens, 2, 10, 16)
+
+
+def test_check_pages_ignores_entries_past_a_sequence():
+    table = np.array([[4, -1, 99], [2, 3, 1]])
+    t, s = decoding.check_pages(table, np.array([16, 48]), 2, 5, 16)  # sequence 0 reads page 4 only
+    assert t.dtype == np.int32 and s.tolist() == [16, 48] and t[1].tolist() == [2, 3, 1]
+
+
+def test_rows_past_64_are_refused_and_row_tiles_grow():
+    assert [geometry.decoding_tiles(128, r).m_tiles for r in (1, 16, 17, 32, 33, 64)] == [1, 1, 2, 2, 4, 4]
+    with pytest.raises(InputError, match="q: g·Nq = 72 query rows"):
+        geometry.decoding_tiles(128, 72)
+
+
+def test_shared_memory_holds_the_stages_and_the_merge():
+    # d = 128, 16 rows, Bc = 64, 3 stages: Q (16 × 136) and 3 × (K_j, V_j) of 64 × 136 halves; the merge is smaller
+    assert registry.DECODE[8].smem(128, geometry.decoding_tiles(128, 8)) == 2 * (16 * 136 + 3 * 2 * 64 * 136)
+    for d in (64, 128):
+        for rows in (16, 32, 64):
+            t = geometry.decoding_tiles(d, rows)
+            merge = 4 * (4 * 16 * (d + 2) + t.block_rows)
+            assert registry.DECODE[8].smem(d, t) >= 2 * t.block_rows * (d + 8) + merge
+            assert registry.DECODE[8].smem(d, t) <= 163 * 1024  # an A100's opt-in shared memory
+
+
+@pytest.mark.parametrize(
+    ("B", "Hq", "Hkv", "Nq", "seqlens"), [(1, 8, 1, 1, None), (2, 4, 2, 3, None), (2, 8, 1, 2, (300, 1200))]
+)
+def test_splits_are_sim_decodes(B, Hq, Hkv, Nq, seqlens):
+    """The default number of splits is the one sim.decode picks for the same problem on the same preset."""
+    hw = hardware.get("H100-SXM")
+    d, rng = 64, np.random.default_rng(1)
+    q = rng.standard_normal((B, Hq, Nq, d)).astype(np.float16)
+    if seqlens is None:
+        k = rng.standard_normal((B, Hkv, 5000, d)).astype(np.float16)
+        expected = sim.decode(q, k, k, hardware=hw).splits
+        nk = 5000
+    else:
+        k = rng.standard_normal((40, 64, Hkv, d)).astype(np.float16)
+        table = np.arange(40).reshape(2, 20)
+        expected = sim.decode(q, k, k, block_table=table, cache_seqlens=np.array(seqlens), hardware=hw).splits
+        nk = max(seqlens)
+    assert decoding._best_splits(B * Hkv, Hq // Hkv * Nq, nk, d, 2, hw.name) == expected
+
+
+def test_reference_is_softmax_of_the_definition():
+    """The test's reference on a case worked by hand: one query, two keys, scores 0 and ln 3: weights 1/4, 3/4."""
+    q = np.array([[[[1.0, 0.0]]]])
+    k = np.array([[[[0.0, 0.0], [math.log(3), 0.0]]]])
+    v = np.array([[[[1.0, 0.0], [0.0, 2.0]]]])
+    o, lse = reference(q, k, v, causal=False, scale=1.0)
+    assert np.allclose(o[0, 0, 0], [0.25, 1.5]) and np.isclose(lse[0, 0, 0], math.log(4))
+    o, lse = reference(np.concatenate([q, q], axis=2), k[:, :, :1], v[:, :, :1], causal=True, scale=1.0)
+    assert np.isneginf(lse[0, 0, 0]) and (o[0, 0, 0] == 0).all() and np.allclose(o[0, 0, 1], [1.0, 0.0])
