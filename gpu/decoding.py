@@ -107,14 +107,15 @@ def prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
                 _scale(scale, d), causal)  # fmt: skip
 
 
-def launch(cupy, p: Plan):
-    """The split kernel, then (more than one split) the combine: (o, lse) freshly allocated."""
+def launch(cupy, p: Plan, tiles=None):
+    """The split kernel, then (more than one split) the combine: (o, lse) freshly allocated. `tiles` overrides the
+    default geometry (gpu.lab.bench_decode's tuning)."""
     rows = p.batch * p.hkv * p.g * p.nq
     o = cupy.empty(p.q.shape, p.q.dtype)
     lse = cupy.empty(p.q.shape[:3], cupy.float32)
     parts = cupy.empty((p.splits, rows, p.d), cupy.float32) if p.splits > 1 else o
     lse_parts = cupy.empty((p.splits, rows), cupy.float32) if p.splits > 1 else lse
-    tiles = geometry.decoding_tiles(p.d, p.g * p.nq)
+    tiles = tiles or geometry.decoding_tiles(p.d, p.g * p.nq)
     defines = KERNEL.defines(p.d, dtypes.name(p.q.dtype), tiles)
     smem = KERNEL.smem(p.d, tiles)
     table = NULL if p.table is None else p.table

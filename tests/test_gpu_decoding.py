@@ -40,7 +40,7 @@ def sequence_keys(k, b: int, h: int, seqlen: int, table=None) -> np.ndarray:
 
 def reference(q, k, v, *, causal, scale, table=None, seqlens=None, dtype=None):
     """(o, lse) in float64 from the definition; with `dtype`, standard attention in that dtype (S, P, O rounded)."""
-    B, Hq, Nq, d = q.shape
+    B, Hq, Nq = q.shape[:3]
     Hkv = k.shape[1] if table is None else k.shape[2]
     o, lse = np.zeros(q.shape), np.full(q.shape[:3], -np.inf)
     for b in range(B):

@@ -51,8 +51,7 @@ def measure(
     `swizzle` runs a forward tensor-core kernel with XOR-swizzled shared-memory rows instead of padded rows;
     `tma` adds the TMA counters (rung 6, sm_90 only)."""
     metrics = METRICS | (TMA_METRICS if tma else {})
-    ncu = ncu_path()
-    if ncu is None:
+    if ncu_path() is None:
         return None
     names = (
         (registry.rung(kernel).function,)
@@ -60,12 +59,18 @@ def measure(
         else tuple(k.format(function=registry.rung(kernel).function) for k in BACKWARD_KERNELS)
     )
     sizes = {"n": n, "nk": nk, "d": d, "batch": batch, "heads": heads, "dtype": dtype}
-    target = [sys.executable, "-m", "gpu.lab.counters", "--direction", direction, "--kernel", str(kernel)]
+    target = ["-m", "gpu.lab.counters", "--direction", direction, "--kernel", str(kernel)]
     target += [arg for name, value in sizes.items() for arg in (f"--{name}", str(value))]
     target += ["--causal"] * causal + ["--swizzle"] * swizzle
+    return profile(names, target, metrics)
+
+
+def profile(names: tuple[str, ...], target: list[str], metrics: dict) -> dict:
+    """{kernel name: its counters} of one launch of each of `names` while `python <target…>` runs under ncu."""
+    ncu = ncu_path()
     cmd = [ncu, "--clock-control", "none", "--csv", "--print-units", "base"]
     cmd += ["--metrics", ",".join(m for m, _ in metrics.values()), "--launch-count", str(len(names))]
-    cmd += ["--kernel-name", "regex:^(" + "|".join(names) + ")$", *target]
+    cmd += ["--kernel-name", "regex:^(" + "|".join(names) + ")$", sys.executable, *target]
     env = dict(
         os.environ,
         PYTHONPATH=os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),

@@ -14,7 +14,7 @@ from sim.viewer import guard
 
 # a new command family: its module in sim/cli/ with a COMMANDS tuple, and its name here
 FAMILIES = {  # module in sim/cli/ → the names of its COMMANDS (imported on first use: `flashsim run` starts fast)
-    "run": ("run", "compare"),
+    "run": ("run", "compare", "compare-decode"),
     "trace": ("trace",),
     "bench": ("bench",),
     "figures": ("paper", "sweep", "decode"),

@@ -93,6 +93,24 @@ def bench_gpu_command(quick, json_path, markdown_path, backward, kernel) -> None
         write_text(markdown_path, gpu_render.bench_markdown(report))
 
 
+@bench_group.command("decode")
+@click.option("--quick", is_flag=True, help="Three of the eight (batch, Nk) points.")
+@options.JSON_REPORT
+def bench_decode_command(quick, json_path) -> None:
+    """Time rung 8 (gpu.decode, contiguous and paged) beside SDPA with enable_gqa at decode time, in DRAM GB/s."""
+    from gpu.lab import bench_decode
+
+    progress = Console(stderr=True, highlight=False)
+    report = bench_decode.run_bench(
+        quick=quick,
+        progress=lambda row: progress.print(bench_decode.progress_line(row)),
+        command=options.command_line(),
+    )
+    if not emit_json(report, json_path, indent=1):
+        for row in report["rows"]:
+            console.print(bench_decode.progress_line(row))
+
+
 @bench_group.command("trace")
 @options.n(4096, help="N = Nk of the traced runs.")
 @options.d(64)

@@ -200,4 +200,36 @@ def compare_command(
         console.print((render_compare.backward_comparison if backward else render_compare.comparison)(result))
 
 
-COMMANDS = (run_command, compare_command)
+@click.command("compare-decode")
+@options.batch(4)
+@options.heads(32)
+@click.option(
+    "--kv-heads", type=options.POSITIVE, default=4, show_default=True, help="K/V heads (GQA: heads = g · kv-heads)."
+)
+@click.option("--nq", type=click.IntRange(1, 8), default=1, show_default=True, help="Query rows per sequence.")
+@options.nk(8192, help="Keys per sequence (paged: the longest; the others ragged, down to half).")
+@click.option("--d", type=click.Choice(["64", "128"]), default="128", show_default=True, help="Head dimension d.")
+@options.dtype("fp16", choices=("fp16", "bf16"))
+@click.option(
+    "--page-size",
+    type=options.POSITIVE,
+    default=None,
+    help="A paged cache of pages this size, shuffled  [default: contiguous]",
+)
+@options.causal()
+@click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute.")
+@options.JSON_REPORT
+def compare_decode_command(batch, heads, kv_heads, nq, nk, d, dtype, page_size, causal, no_counters, json_path) -> None:
+    """sim.decode beside rung 8 (gpu.decode) on the same inputs: outputs, and predicted bytes against ncu's at L2."""
+    from gpu.dtypes import ALIASES
+    from gpu.lab import compare_decode
+
+    report = compare_decode.compare_decode(
+        batch=batch, heads=heads, kv_heads=kv_heads, nq=nq, nk=nk, d=int(d), dtype=ALIASES[dtype],
+        page_size=page_size, causal=causal, profile=not no_counters, command=options.command_line(),
+    )  # fmt: skip
+    if not emit_json(report, json_path, indent=1):
+        console.print(compare_decode.summary(report))
+
+
+COMMANDS = (run_command, compare_command, compare_decode_command)

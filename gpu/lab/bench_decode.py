@@ -1,0 +1,192 @@
+"""`flashsim bench decode`: rung 8 (gpu.decode) beside SDPA at decode time, in DRAM bandwidth.
+
+One new token per sequence (Nq = 1) of Hq = 64 query heads against a cache of Hkv = 8 K/V heads (g = 8), d = 128,
+fp16, batch 1 … 16, Nk 4K … 128K keys. Timed side by side (gpu/lab/timing.interleaved_ms): ours on the contiguous
+cache ("contiguous"), ours on the same keys in pages of 256 under a shuffled block_table ("paged": the public call,
+which copies block_table and cache_seqlens to the host to check them; "paged_kernels": the two launches alone, the
+checks done once), and PyTorch's scaled_dot_product_attention on the contiguous cache with enable_gqa=True through
+its flash backend ("sdpa") and its own choice ("default"). Bandwidth counts the bytes every implementation must move:
+K and V once, q and o; a cache smaller than COLD_BYTES is cycled over copies so that each call reads it from DRAM.
+"""
+
+import math
+
+from gpu import decoding, device, geometry
+from gpu.dlpack import as_torch
+from gpu.lab import results, sdpa, timing
+from gpu.lab.checks import max_error
+from gpu.tiling import Tiles
+
+HEADS, KV_HEADS, D, NQ, PAGE = 64, 8, 128, 1, 256
+GRID = [(1, 4096), (1, 32768), (1, 131072), (4, 16384), (4, 131072), (16, 4096), (16, 32768), (16, 131072)]
+QUICK = [(1, 4096), (4, 16384), (16, 32768)]
+H100_DRAM = 3.35e12  # bytes/s, the H100 SXM datasheet's HBM3 bandwidth
+COLD_BYTES = 4 * 50 * 2**20  # four times the H100's 50 MiB L2
+
+
+def run_bench(*, quick=False, dtype="float16", progress=None, command=None) -> dict:
+    """Time every configuration; the report: rows of {name: {ms, gbps, dram_pct}} and the speed-ups."""
+    cupy = device.require()
+    torch_ok, torch_note = sdpa.torch_available()
+    rows = []
+    for batch, nk in QUICK if quick else GRID:
+        row = _row(cupy, batch, nk, dtype, torch_ok)
+        rows.append(row)
+        cupy.get_default_memory_pool().free_all_blocks()
+        if progress:
+            progress(row)
+    return {
+        "kind": "bench-decode",
+        "env": results.environment(command),
+        "device": device.properties(),
+        "torch": torch_note,
+        "config": {"heads": HEADS, "kv_heads": KV_HEADS, "d": D, "nq": NQ, "page_size": PAGE, "dtype": dtype},
+        "rows": rows,
+        "notes": [
+            "bytes: K and V of every sequence once, q and o; GB/s = bytes / median time; % of 3.35 TB/s (H100 SXM)",
+            f"caches under {COLD_BYTES >> 20} MiB are cycled over copies, so no call finds its cache in L2",
+            "paged: gpu.decode as a user calls it (block_table, cache_seqlens as CuPy arrays, copied to the host and "
+            "checked on each call); paged_kernels: the split and combine launches alone",
+            "sdpa / default: torch.nn.functional.scaled_dot_product_attention(enable_gqa=True), flash backend / "
+            "PyTorch's choice, on the contiguous cache",
+        ],
+    }
+
+
+def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
+    itemsize = 2
+    kv_bytes = 2 * batch * KV_HEADS * nk * D * itemsize
+    moved = kv_bytes + 2 * batch * HEADS * NQ * D * itemsize
+    copies = max(1, math.ceil(COLD_BYTES / kv_bytes))
+    caches = [_cache(cupy, batch, nk, dtype, seed) for seed in range(copies)]
+    plans = [decoding.prepare(c["q"], c["kp"], c["vp"], c["table"], c["seqlens"], False, None, None) for c in caches]
+
+    def cycled(fn):
+        return _cycle(caches, plans, fn)
+
+    calls = {
+        "contiguous": cycled(lambda c, p: decoding.decode(c["q"], c["k"], c["v"])),
+        "paged": cycled(
+            lambda c, p: decoding.decode(c["q"], c["kp"], c["vp"], block_table=c["table"], cache_seqlens=c["seqlens"])
+        ),
+        "paged_kernels": cycled(lambda c, p: decoding.launch(cupy, p)),
+    }
+    if torch_ok:
+        for backend in ("sdpa", "default"):
+            calls[backend] = cycled(_sdpa(backend))
+    first = caches[0]
+    o = decoding.decode(first["q"], first["k"], first["v"])
+    o_paged = decoding.decode(
+        first["q"], first["kp"], first["vp"], block_table=first["table"], cache_seqlens=first["seqlens"]
+    )
+    row = {"batch": batch, "nk": nk, "copies": copies, "bytes": moved, "splits": plans[0].splits}
+    row["paged_vs_contiguous_max_diff"] = max_error(o_paged, o.astype(cupy.float64))
+    ok = {}
+    for name, call in calls.items():
+        try:
+            call()
+            ok[name] = call
+        except RuntimeError as e:  # PyTorch refusing a backend, or out of memory
+            row[name] = {"status": "error", "why": str(e).strip().splitlines()[0][:200]}
+    for name, ms in timing.interleaved_ms(ok).items():
+        gbps = moved / ms / 1e6
+        row[name] = {"ms": ms, "gbps": gbps, "dram_pct": 100 * gbps * 1e9 / H100_DRAM}
+    for base in ("sdpa", "default"):
+        if "ms" in row.get(base, {}):
+            row[f"speedup_vs_{base}"] = row[base]["ms"] / row["contiguous"]["ms"]
+    row["paged_over_contiguous"] = row["paged"]["ms"] / row["contiguous"]["ms"]
+    row["paged_kernels_over_contiguous"] = row["paged_kernels"]["ms"] / row["contiguous"]["ms"]
+    return row
+
+
+def tune(points=((1, 32768), (4, 131072), (16, 32768)), variants=((64, 2), (64, 3), (64, 4), (32, 4), (128, 2))):
+    """Rung 8's split + combine at Bc keys per tile and `stages` cp.async stages: rows of {batch, nk, "Bc×stages": ms}."""
+    cupy = device.require()
+    rows = []
+    for batch, nk in points:
+        copies = max(1, math.ceil(COLD_BYTES / (2 * batch * KV_HEADS * nk * D * 2)))
+        caches = [_cache(cupy, batch, nk, "float16", seed) for seed in range(copies)]
+        plans = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
+        m = geometry.decoding_tiles(D, HEADS // KV_HEADS * NQ).m_tiles
+        tilings = {f"{bc}x{st}": Tiles(16 * m, bc, 4, m, stages=st) for bc, st in variants}
+        row = {"batch": batch, "nk": nk, "splits": plans[0].splits}
+        row |= {
+            name: ms
+            for name, ms in timing.interleaved_ms(
+                {n: _cycle(caches, plans, lambda c, p, t=t: decoding.launch(cupy, p, t)) for n, t in tilings.items()}
+            ).items()
+        }
+        rows.append(row)
+        del caches, plans
+        cupy.get_default_memory_pool().free_all_blocks()
+    return rows
+
+
+def _cycle(caches: list, plans: list, fn):
+    """A call running fn(cache, plan) on the next of the copies in turn."""
+    turn = [0]
+
+    def call():
+        turn[0] = (turn[0] + 1) % len(caches)
+        return fn(caches[turn[0]], plans[turn[0]])
+
+    return call
+
+
+def _cache(cupy, batch: int, nk: int, dtype: str, seed: int) -> dict:
+    """q, the contiguous cache k, v (B, Hkv, Nk, d), and the same keys paged: (pages, PAGE, Hkv, d) under a shuffled
+    block_table; cache_seqlens = Nk for every sequence."""
+    rng = cupy.random.default_rng(seed)
+    store = {"float16": cupy.float16}[dtype]
+    q = rng.standard_normal((batch, HEADS, NQ, D), dtype=cupy.float32).astype(store)
+    k, v = (rng.standard_normal((batch, KV_HEADS, nk, D), dtype=cupy.float32).astype(store) for _ in range(2))
+    per = math.ceil(nk / PAGE)
+    table = rng.permutation(batch * per).astype(cupy.int32).reshape(batch, per)
+    pages = []
+    for x in (k, v):
+        paged = cupy.empty((batch * per, PAGE, KV_HEADS, D), store)
+        paged[table.ravel()] = x.transpose(0, 2, 1, 3).reshape(batch * per, PAGE, KV_HEADS, D)
+        pages.append(paged)
+    seqlens = cupy.full((batch,), nk, cupy.int32)
+    return {"q": q, "k": k, "v": v, "kp": pages[0], "vp": pages[1], "table": table, "seqlens": seqlens}
+
+
+def _sdpa(backend: str):
+    """SDPA with enable_gqa on a cache's q, k, v (torch views of the same memory), through `backend`."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    name = sdpa.BACKENDS[backend]
+    views = {}
+
+    def call(c, p):
+        key = id(c["k"])
+        if key not in views:
+            views[key] = tuple(as_torch(c[n]) for n in ("q", "k", "v"))
+        tq, tk, tv = views[key]
+        f = torch.nn.functional.scaled_dot_product_attention
+        if name is None:
+            return f(tq, tk, tv, enable_gqa=True)
+        with sdpa_kernel(getattr(SDPBackend, name)):
+            return f(tq, tk, tv, enable_gqa=True)
+
+    return call
+
+
+def progress_line(row: dict) -> str:
+    """'B=1 Nk=4096: contiguous 1234 GB/s (37%) · paged … · sdpa … · ×1.10 SDPA'."""
+    parts = [f"B={row['batch']} Nk={row['nk']} splits={row['splits']}:"]
+    for name in ("contiguous", "paged", "paged_kernels", "sdpa", "default"):
+        r = row.get(name)
+        if r is not None:
+            parts.append(
+                f"{name} {r['gbps']:.0f} GB/s ({r['dram_pct']:.0f}%)" if "ms" in r else f"{name} {r['status']}"
+            )
+    if "speedup_vs_sdpa" in row:
+        parts.append(f"×{row['speedup_vs_sdpa']:.2f} SDPA flash")
+    return " ".join(parts)
+
+
+if __name__ == "__main__":  # python -m gpu.lab.bench_decode: the tuning table of rung 8's tilings
+    for tuned in tune():
+        print(tuned)
