@@ -99,7 +99,7 @@ def run_and_judge(q, k, v, table, seqlens, *, causal, dtype, splits=None):
     assert err <= bound, f"max|o − ref| {err:.2e} > {bound:.2e}"
     seen = np.isfinite(lse_ref)
     assert np.array_equal(np.isneginf(lse), ~seen)
-    assert (np.abs(lse - lse_ref)[seen] <= LSE_ATOL + LSE_RTOL * np.abs(lse_ref[seen])).all()
+    assert (np.abs(lse[seen] - lse_ref[seen]) <= LSE_ATOL + LSE_RTOL * np.abs(lse_ref[seen])).all()
     assert (o[~seen] == 0).all()
 
 
@@ -240,13 +240,13 @@ def test_rows_past_64_are_refused_and_row_tiles_grow():
 
 
 def test_shared_memory_holds_the_stages_and_the_merge():
-    # d = 128, 16 rows, Bc = 64, 3 stages: Q (16 × 136) and 3 × (K_j, V_j) of 64 × 136 halves; the merge is smaller
-    assert registry.DECODE[8].smem(128, geometry.decoding_tiles(128, 8)) == 2 * (16 * 136 + 3 * 2 * 64 * 136)
+    # d = 128, 16 rows, Bc = 64, 3 stages: Q (16 × 128) and 3 × (K_j, V_j) of 64 × 128 halves; the merge is smaller
+    assert registry.DECODE[8].smem(128, geometry.decoding_tiles(128, 8)) == 2 * (16 * 128 + 3 * 2 * 64 * 128)
     for d in (64, 128):
         for rows in (16, 32, 64):
             t = geometry.decoding_tiles(d, rows)
             merge = 4 * (4 * 16 * (d + 2) + t.block_rows)
-            assert registry.DECODE[8].smem(d, t) >= 2 * t.block_rows * (d + 8) + merge
+            assert registry.DECODE[8].smem(d, t) >= 2 * t.block_rows * d + merge
             assert registry.DECODE[8].smem(d, t) <= 163 * 1024  # an A100's opt-in shared memory
 
 

@@ -26,7 +26,7 @@
 #define NTHREADS (32 * NWARPS)
 #define WARPS_N (NWARPS / M_TILES)  // warps that split each tile's keys
 #define KW (BC / WARPS_N)           // keys of a tile per warp
-#define SROW (HEAD_DIM + 8)         // SRAM row stride in elements: +16 bytes puts ldmatrix's 8 rows in 8 bank groups
+#define SROW HEAD_DIM                // SRAM row stride in elements: whole 128-byte lines, 16-byte pieces XOR-swizzled
 #define CHUNKS (HEAD_DIM / 8)       // 16-byte pieces in a row
 #define KT_D (HEAD_DIM / 16)        // k-steps of Q K_jᵀ
 #define NT_S (KW / 8)               // 8-key n-tiles of a warp's S
@@ -35,6 +35,17 @@
 #define MAX_ROWS (16 * M_TILES)
 
 #include "common.cuh"  // NEG_INF, LN2, cp.async, ldmatrix, mma, pack2, exp2_approx
+
+// Swizzled SRAM tiles: the 16-byte piece c/8 of row r sits at piece (c/8) XOR (r mod 8), so that ldmatrix's 8 rows
+// hit 8 bank groups without padding (padded rows cost 1.5× the bytes at L2: gpu/NOTES.md, rung 8's run).
+__device__ __forceinline__ int swz(int r, int c) { return r * SROW + ((((c >> 3) ^ r) & 7) | ((c >> 3) & ~7)) * 8; }
+// A lane's part of an ldmatrix address, (row r, piece c/8 with c = 0 or 8) folded once (rung 3's LaneOffset); the
+// tile's (R, C), R a multiple of 8 and C of 16, is added per ldmatrix: byte R·SROW·2 + ((C·2) XOR piece)
+struct Lane {
+    u32 row, piece;
+};
+__device__ __forceinline__ Lane lane_part(int r, int c) { return {(u32)(r * SROW * 2), (u32)((((c >> 3) ^ r) & 7) << 4)}; }
+__device__ __forceinline__ u32 ld_addr(u32 base, Lane lane, int R, int C) { return base + lane.row + R * SROW * 2 + ((C * 2) ^ lane.piece); }
 
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
@@ -61,8 +72,8 @@ __device__ __forceinline__ void load_kv(elem_t* sK, elem_t* sV, const elem_t* K,
         const int chunk = tid + it * NTHREADS, r = chunk / CHUNKS, k = (chunk % CHUNKS) * 8;
         const long long at = c0 + r < c1 ? cache.row(c0 + r) : -1;
         const int bytes = at < 0 ? 0 : 16;
-        cp_async_16(sK + r * SROW + k, at < 0 ? K : K + at + k, bytes);
-        cp_async_16(sV + r * SROW + k, at < 0 ? V : V + at + k, bytes);
+        cp_async_16(sK + swz(r, k), at < 0 ? K : K + at + k, bytes);
+        cp_async_16(sV + swz(r, k), at < 0 ? V : V + at + k, bytes);
     }
 }
 
@@ -110,7 +121,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     for (int chunk = tid; chunk < MAX_ROWS * CHUNKS; chunk += NTHREADS) {
         const int r = chunk / CHUNKS, k = (chunk % CHUNKS) * 8;
         const long long src = r < R ? (((long long)b * Hq + hk * g + r % g) * Nq + r / g) * HEAD_DIM + k : 0;
-        cp_async_16(sQ + r * SROW + k, Q + src, r < R ? 16 : 0);
+        cp_async_16(sQ + swz(r, k), Q + src, r < R ? 16 : 0);
     }
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
@@ -125,9 +136,9 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
 #pragma unroll
         for (int e = 0; e < 4; ++e) o[nt][e] = 0.f;
     u32 q[KT_D][4];  // registers: this warp's 16 rows of Q as MMA A fragments
-    const u32 sQ_u32 = smem_u32(sQ) + ((wm * 16 + (lane & 15)) * SROW + (lane >> 4) * 8) * 2;
-    const u32 b_lane = (((lane & 7) + (lane >> 4) * 8) * SROW + ((lane >> 3) & 1) * 8) * 2;  // B: K_j, 2 n-tiles
-    const u32 t_lane = (((lane & 7) + ((lane >> 3) & 1) * 8) * SROW + (lane >> 4) * 8) * 2;  // B: V_j, transposed
+    const Lane a_lane = lane_part(lane & 15, (lane >> 4) * 8);                    // A: Q's 16 rows
+    const Lane b_lane = lane_part((lane & 7) + (lane >> 4) * 8, ((lane >> 3) & 1) * 8);  // B: K_j, 2 n-tiles
+    const Lane t_lane = lane_part((lane & 7) + ((lane >> 3) & 1) * 8, (lane >> 4) * 8);  // B: V_j, transposed
 
     for (int j = 0; j < T; ++j) {
         cp_async_wait<STAGES - 2>();
@@ -137,9 +148,9 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         cp_async_commit();
         if (j == 0) {
 #pragma unroll
-            for (int kk = 0; kk < KT_D; ++kk) ldmatrix_x4(q[kk], sQ_u32 + kk * 32);
+            for (int kk = 0; kk < KT_D; ++kk) ldmatrix_x4(q[kk], ld_addr(smem_u32(sQ), a_lane, wm * 16, kk * 16));
         }
-        const u32 K_j = smem_u32(sKV + 2 * (j % STAGES) * BC * SROW) + wn * KW * SROW * 2;
+        const u32 K_j = smem_u32(sKV + 2 * (j % STAGES) * BC * SROW);  // this stage's tiles; the warp's keys from wn·KW
         const u32 V_j = K_j + BC * SROW * 2;
 
         // S = Q K_jᵀ for this warp's KW keys: (16, KW) fp32 in registers
@@ -153,7 +164,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
 #pragma unroll
             for (int np = 0; np < NT_S / 2; ++np) {
                 u32 bk[4];
-                ldmatrix_x4(bk, K_j + b_lane + (np * 16 * SROW + kk * 16) * 2);
+                ldmatrix_x4(bk, ld_addr(K_j, b_lane, wn * KW + np * 16, kk * 16));
                 mma_16816(s[2 * np], q[kk], bk[0], bk[1]);
                 mma_16816(s[2 * np + 1], q[kk], bk[2], bk[3]);
             }
@@ -206,7 +217,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
 #pragma unroll
             for (int np = 0; np < NT_O / 2; ++np) {
                 u32 bv[4];
-                ldmatrix_x4_trans(bv, V_j + t_lane + (kk * 16 * SROW + np * 16) * 2);
+                ldmatrix_x4_trans(bv, ld_addr(V_j, t_lane, wn * KW + kk * 16, np * 16));
                 mma_16816(o[2 * np], a, bv[0], bv[1]);
                 mma_16816(o[2 * np + 1], a, bv[2], bv[3]);
             }

@@ -11,6 +11,8 @@ K and V once, q and o; a cache smaller than COLD_BYTES is cycled over copies so 
 
 import math
 
+import numpy as np
+
 from gpu import decoding, device, geometry
 from gpu.dlpack import as_torch
 from gpu.lab import results, sdpa, timing
@@ -141,7 +143,7 @@ def _cache(cupy, batch: int, nk: int, dtype: str, seed: int) -> dict:
     q = rng.standard_normal((batch, HEADS, NQ, D), dtype=cupy.float32).astype(store)
     k, v = (rng.standard_normal((batch, KV_HEADS, nk, D), dtype=cupy.float32).astype(store) for _ in range(2))
     per = math.ceil(nk / PAGE)
-    table = rng.permutation(batch * per).astype(cupy.int32).reshape(batch, per)
+    table = cupy.asarray(np.random.default_rng(seed).permutation(batch * per).astype(np.int32).reshape(batch, per))
     pages = []
     for x in (k, v):
         paged = cupy.empty((batch * per, PAGE, KV_HEADS, D), store)
