@@ -115,19 +115,15 @@ def launch(cupy, p: Plan, tiles=None):
     lse = cupy.empty(p.q.shape[:3], cupy.float32)
     parts = cupy.empty((p.splits, rows, p.d), cupy.float32) if p.splits > 1 else o
     lse_parts = cupy.empty((p.splits, rows), cupy.float32) if p.splits > 1 else lse
-    tiles = tiles or geometry.decoding_tiles(p.d, p.g * p.nq)
-    defines = KERNEL.defines(p.d, dtypes.name(p.q.dtype), tiles)
-    smem = KERNEL.smem(p.d, tiles)
+    split, combine, tiles, smem = _kernels(p.d, dtypes.name(p.q.dtype), p.g * p.nq, tiles)
     table = NULL if p.table is None else p.table
     seqlens = NULL if p.seqlens is None else p.seqlens
     max_pages = 0 if p.table is None else p.table.shape[1]
     args = (p.q, p.k, p.v, table, seqlens, o, lse, parts, lse_parts, np.int32(p.nq), np.int32(p.g), np.int32(p.nk),
             np.int32(p.page_size), np.int32(max_pages), np.int32(p.num_pages), np.int32(p.splits),
             np.float32(p.scale * math.log2(math.e)), np.int32(p.causal))  # fmt: skip
-    split = source.function(KERNEL, defines, smem)
     split((p.splits, p.hkv, p.batch), (tiles.threads, 1, 1), args, shared_mem=smem)
     if p.splits > 1:
-        combine = source.function(COMBINE, defines)
         args = (parts, lse_parts, seqlens, o, lse, np.int32(rows), np.int32(p.hkv * p.g * p.nq), np.int32(p.splits),
                 np.int32(p.page_size))  # fmt: skip
         combine((-(-rows // COMBINE_ROWS),), (32 * COMBINE_ROWS, 1, 1), args)
@@ -192,6 +188,16 @@ def _scale(scale, d: int) -> float:
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise InputError(f"scale: expected a positive finite number (default 1/sqrt(d)), got {scale!r}")
     return float(scale)
+
+
+@functools.cache
+def _kernels(d: int, dtype: str, rows: int, tiles=None):
+    """(split kernel, combine kernel, tiles, shared memory) for head dim d and `rows` packed query rows, cached: a
+    decode step's host time is mostly Python (at Nk = 4K a step moves its bytes in a few microseconds)."""
+    tiles = tiles or geometry.decoding_tiles(d, rows)
+    defines = KERNEL.defines(d, dtype, tiles)
+    smem = KERNEL.smem(d, tiles)
+    return source.function(KERNEL, defines, smem), source.function(COMBINE, defines), tiles, smem
 
 
 @functools.cache

@@ -56,21 +56,26 @@ struct Cache {
     const int* table;  // block_table + b · max_pages, or nullptr for a contiguous cache
     long long base;    // contiguous: ((b · Hkv + hk) · Nk) · d; paged: hk · d
     int page_size, Hkv, num_pages;
-    __device__ __forceinline__ long long row(int c) const {
-        if (table == nullptr) return base + (long long)c * HEAD_DIM;
-        const int page = __ldg(table + c / page_size);
+    bool whole;        // paged with page_size a multiple of BC: a tile lies in one page, looked up once ahead
+    __device__ __forceinline__ long long in_page(int page, int c) const {
         if (page < 0 || page >= num_pages) return -1;
         return ((long long)page * page_size + c % page_size) * Hkv * HEAD_DIM + base;
     }
+    __device__ __forceinline__ long long row(int c, int page) const {
+        if (table == nullptr) return base + (long long)c * HEAD_DIM;
+        return in_page(whole ? page : __ldg(table + c / page_size), c);
+    }
+    __device__ __forceinline__ int page_of(int c) const { return whole ? __ldg(table + c / page_size) : 0; }
 };
 
-// keys c0 … c0 + BC − 1 (those < c1) of K and V → one stage of (BC, SROW) tiles in SRAM; zeros past c1
+// keys c0 … c0 + BC − 1 (those < c1) of K and V → one stage of (BC, SROW) tiles in SRAM; zeros past c1. `page`: the
+// tile's page where a tile lies in one (cache.whole), read from the block table one tile ahead
 __device__ __forceinline__ void load_kv(elem_t* sK, elem_t* sV, const elem_t* K, const elem_t* V, const Cache& cache,
-                                        int c0, int c1, int tid) {
+                                        int c0, int c1, int tid, int page) {
 #pragma unroll
     for (int it = 0; it < BC * CHUNKS / NTHREADS; ++it) {
         const int chunk = tid + it * NTHREADS, r = chunk / CHUNKS, k = (chunk % CHUNKS) * 8;
-        const long long at = c0 + r < c1 ? cache.row(c0 + r) : -1;
+        const long long at = c0 + r < c1 ? cache.row(c0 + r, page) : -1;
         const int bytes = at < 0 ? 0 : 16;
         cp_async_16(sK + swz(r, k), at < 0 ? K : K + at + k, bytes);
         cp_async_16(sV + swz(r, k), at < 0 ? V : V + at + k, bytes);
@@ -98,7 +103,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     const long long row0 = ((long long)b * Hq + (long long)hk * g) * Nq;  // the group's first row of O, L (head-major)
 
     // this split's keys [k0, k1) of the sequence's seqlen: sim.machine.blocks.chunks of the keys, or of the pages
-    Cache cache{nullptr, 0, page_size, Hkv, num_pages};
+    Cache cache{nullptr, 0, page_size, Hkv, num_pages, false};
     int seqlen = Nk, parts = splits, k0, k1;
     if (block_table != nullptr) {
         seqlen = seqlens[b];
@@ -109,6 +114,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         k1 = min((int)((long long)(p + 1) * pages / parts) * page_size, seqlen);
         cache.table = block_table + (long long)b * max_pages;
         cache.base = (long long)hk * HEAD_DIM;
+        cache.whole = page_size % BC == 0;  // k0 is page-aligned, so no tile straddles two pages
     } else {
         k0 = (int)((long long)p * Nk / splits);
         k1 = (int)((long long)(p + 1) * Nk / splits);
@@ -125,9 +131,11 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     }
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
-        if (s < T) load_kv(sKV + 2 * s * BC * SROW, sKV + (2 * s + 1) * BC * SROW, K, V, cache, k0 + s * BC, k1, tid);
+        if (s < T) load_kv(sKV + 2 * s * BC * SROW, sKV + (2 * s + 1) * BC * SROW, K, V, cache, k0 + s * BC, k1, tid,
+                           cache.page_of(k0 + s * BC));
         cp_async_commit();
     }
+    int page_next = STAGES - 1 < T ? cache.page_of(k0 + (STAGES - 1) * BC) : 0;  // the next tile's page, ahead
 
     // O = 0, ℓ = 0, m = −∞ in registers: this warp's 16 rows, rows gq and gq + 8 per lane; m in raw scores
     float o[NT_O][4], m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
@@ -144,8 +152,10 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         cp_async_wait<STAGES - 2>();
         __syncthreads();  // tile j (and Q) in SRAM; every warp is done with tile j − 1's stage, refilled next
         const int next = j + STAGES - 1, sn = next % STAGES;
-        if (next < T) load_kv(sKV + 2 * sn * BC * SROW, sKV + (2 * sn + 1) * BC * SROW, K, V, cache, k0 + next * BC, k1, tid);
+        if (next < T) load_kv(sKV + 2 * sn * BC * SROW, sKV + (2 * sn + 1) * BC * SROW, K, V, cache, k0 + next * BC, k1, tid,
+                              page_next);
         cp_async_commit();
+        if (next + 1 < T) page_next = cache.page_of(k0 + (next + 1) * BC);  // in flight while tile j is computed
         if (j == 0) {
 #pragma unroll
             for (int kk = 0; kk < KT_D; ++kk) ldmatrix_x4(q[kk], ld_addr(smem_u32(sQ), a_lane, wm * 16, kk * 16));
