@@ -93,7 +93,9 @@ def prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
     if paged:
         table_host, seqlens_host = check_pages(block_table, cache_seqlens, batch, num_pages, page_size)
         nk = int(seqlens_host.max())
-        table, seqlens = cupy.asarray(table_host), cupy.asarray(seqlens_host)
+        table, seqlens = (
+            _on_device(cupy, given, host) for given, host in ((block_table, table_host), (cache_seqlens, seqlens_host))
+        )
     hw = _hardware(q.device.id)
     if splits is None:
         splits = _best_splits(batch * hkv, g * nq, nk, d, q.dtype.itemsize, hw.name)
@@ -158,6 +160,14 @@ def check_pages(block_table, cache_seqlens, batch: int, num_pages: int, page_siz
         raise InputError(f"block_table: entry [{b}, {j}] = {int(table[b, j])} points past the cache's {num_pages} "
                          f"pages; choose 0 … {num_pages - 1}")  # fmt: skip
     return table.astype(np.int32), seqlens.astype(np.int32)
+
+
+def _on_device(cupy, given, host: np.ndarray):
+    """The checked int32 values on the GPU: `given` itself where it is already a C-contiguous int32 CuPy array (what the
+    host copy was read from; work queued after that copy cannot change it before the launch), else `host` uploaded."""
+    if isinstance(given, cupy.ndarray) and given.dtype == np.int32 and given.flags.c_contiguous:
+        return given
+    return cupy.asarray(host)
 
 
 def _host(x) -> np.ndarray:
