@@ -17,8 +17,13 @@
 //    (flash_decoding_combine, below) merges them: LSE = log Σ_p exp(lse_p), O = Σ_p exp(lse_p − LSE)·O_p.
 // Bottom-right causal alignment, as the simulator: query position n sees key c iff c ≤ n + seqlen − Nq.
 //
-// Measured: gpu/NOTES.md (the run section of rung 8): correctness against float64, memcheck and racecheck, bytes at
-// L2 against sim.decode's, and `flashsim bench decode` beside SDPA.
+// Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md run 30; Nq 1, Hq 64, Hkv 8, d 128, fp16):
+//  - bytes at L2 (ncu) ×1.000–1.001 of sim.decode's, contiguous and paged. Rows padded by 16 bytes, as in rung 3, took
+//    ×1.44–1.50 (pieces straddling 128-byte lines): the rows here are swizzled instead.
+//  - `flashsim bench decode`: 78–89% of 3.35 TB/s at B ≥ 4 or Nk = 128K, 0.95–1.09× SDPA flash (enable_gqa), below
+//    PyTorch's default choice (0.43–0.97×); B 1 at Nk ≤ 32K times the Python call, not the kernels. Paged kernels
+//    within 1–5% of contiguous at 33 splits, 1.6× slower at 1–4 splits (a head's rows 2 KiB apart; not understood).
+//  - tilings Bc × stages 64×2, 64×3, 32×4 within 2%; 64×4 and 128×2 slower. memcheck and racecheck clean.
 //
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM).

@@ -2,7 +2,8 @@
 lesson loads on machines without a GPU.
 
 Every file is one JSON object:
-  "kind"     "bench-forward", "bench-backward", "compare-forward", "compare-backward", "ladder", "train", "model-check" or "calibration"
+  "kind"     "bench-forward", "bench-backward", "compare-forward", "compare-backward", "ladder", "train", "model-check",
+             "calibration", "bench-decode" or "compare-decode" (rung 8: gpu/lab/bench_decode.py, compare_decode.py)
   "env"      where and how it was measured: "gpu" (name), "cc" (compute capability), "sm_count", "driver"
              (nvidia-smi's driver version, or null), "cuda_driver" (the CUDA version the driver supports, e.g.
              13000), "cupy", "torch" (null without PyTorch), "numpy", "date" (UTC, ISO 8601), "command" (the
