@@ -206,7 +206,7 @@ def compare_command(
 @click.option(
     "--kv-heads", type=options.POSITIVE, default=4, show_default=True, help="K/V heads (GQA: heads = g · kv-heads)."
 )
-@click.option("--nq", type=click.IntRange(1, 8), default=1, show_default=True, help="Query rows per sequence.")
+@click.option("--nq", type=options.Count(1, 8), default=1, show_default=True, help="Query rows per sequence.")
 @options.nk(8192, help="Keys per sequence (paged: the longest; the others ragged, down to half).")
 @click.option("--d", type=click.Choice(["64", "128"]), default="128", show_default=True, help="Head dimension d.")
 @options.dtype("fp16", choices=("fp16", "bf16"))
