@@ -28,7 +28,8 @@ def flash_attention(
     NaN/Inf inputs, for debugging, at the cost of a pass over q, k, v and a synchronization.
     The variants (rungs 3 and 6; gpu/variants.py, the simulator's conventions): k, v with fewer heads (GQA),
     `window` (left, right), `alibi_slopes` (Hq,) or (B, Hq), `softcap` c; a packed batch with `cu_seqlens_q`,
-    `cu_seqlens_k` (B + 1) and q (total_q, Hq, d), k, v (total_k, Hkv, d), o like q and lse (total_q, Hq).
+    `cu_seqlens_k` (B + 1) and q (total_q, Hq, d), k, v (total_k, Hkv, d), o like q and lse (total_q, Hq) as the
+    simulator's (a transposed view: stored (Hq, total_q), FlashAttention's layout).
     """
     cupy = device.require()
     inputs.check_flag("return_lse", return_lse)
@@ -56,11 +57,13 @@ def flash_attention(
     with q.device:
         q, k, v = (layout.rows_of(x, row) for x in (q, k, v))
         o = cupy.empty((*q.shape[:-1], row), dtype=q.dtype)
-        lse = cupy.empty(q.shape[:-1], dtype=cupy.float32)
+        lse = cupy.empty(
+            q.shape[-2::-1] if variant.packed else q.shape[:-1], dtype=cupy.float32
+        )  # packed: (Hq, total_q)
         if poison:
             layout.poison(o, lse)
         launch(spec, p, tiles, q, k, v, o, lse, variant)
-    o = layout.trimmed(o, p.d)
+    o, lse = layout.trimmed(o, p.d), lse.T if variant.packed else lse
     return (o, lse) if return_lse else o
 
 

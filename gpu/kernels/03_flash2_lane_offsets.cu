@@ -70,7 +70,7 @@ __device__ __forceinline__ u32 offset(LaneOffset lane, int R, int C) {
 // Q: (batch·heads, N, HEAD_DIM), K and V: (batch·heads, Nk, HEAD_DIM), O: like Q, L: (batch·heads, N).
 // Grid: (Tr, batch·heads), NTHREADS threads, (Br + 4·Bc)·SROW·2 bytes of dynamic shared memory. VARIANTS: K, V
 // have batch·heads / group planes; VARLEN: Q, O (total_q, Hq, HEAD_DIM), K, V (total_k, Hkv, HEAD_DIM), L
-// (total_q, Hq), grid (Tr of the longest sequence, Hq, B).
+// (Hq, total_q), grid (Tr of the longest sequence, Hq, B).
 extern "C" __global__ void __launch_bounds__(NTHREADS, MIN_BLOCKS)
 flash2_v3_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
               elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk, float scale_log2, int causal VARIANT_PARAMS)

@@ -155,7 +155,7 @@ __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 
 // (1, Br or Bc, 64); O: like Q, L: (batch·heads, N). Grid: (Tr, batch·heads), NTHREADS threads,
 // 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (1 + 3 · STAGES) bytes of dynamic shared memory. VARIANTS: K, V have
 // batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes, total rows, HEAD_DIM), O (total_q, Hq,
-// HEAD_DIM), L (total_q, Hq), grid (Tr of the longest sequence, Hq, B). A box never stops at a sequence's end:
+// HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box never stops at a sequence's end:
 // rows of the next sequence are loaded, computed and never stored (queries) or masked (keys past Nk).
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,

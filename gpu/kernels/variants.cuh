@@ -4,7 +4,9 @@
 //             nothing more: query head h reads K/V head h / group, and the window (causal folded in: right ≤ 0)
 //             bounds the K/V blocks read (j0 … Tc − 1) as causal did
 //   VARLEN    packed sequences: grid (Tr of the longest, Hq, B), Q and O (total_q, Hq, HEAD_DIM), K and V
-//             (total_k, Hkv, HEAD_DIM), L (total_q, Hq); sequence b is rows cu_q[b] … cu_q[b + 1] − 1
+//             (total_k, Hkv, HEAD_DIM), L (Hq, total_q) (FlashAttention's: a head's rows contiguous, so that L_i
+//             is written in whole 32-byte sectors; (total_q, Hq) put each 4-byte L in a sector of its own, writes
+//             ×1.3 of the prediction at L2); sequence b is rows cu_q[b] … cu_q[b + 1] − 1
 //   SOFTCAP   S ← c·tanh(S/c), on τ Q_i K_jᵀ, before ALiBi and the mask (the simulator's sim/algorithms/scores.py)
 //   ALIBI     S ← S − slope_h·|p + Nk − N − c| (bottom-right, FlashAttention's sign)
 // With SOFTCAP or ALIBI the scores are taken to base-2 units first (· τ log2 e) and the softmax runs at scale 1;
@@ -57,8 +59,9 @@ __device__ __forceinline__ Seq sequence(int N, int Nk, int D, const int* cu_q, c
 #if VARLEN
     const int b = blockIdx.z, h = blockIdx.y, hkv = h / group, q0 = cu_q[b], k0 = cu_k[b];
     const int kv_heads = heads / group;
+    const size_t total_q = cu_q[gridDim.z];
     return {cu_q[b + 1] - q0, cu_k[b + 1] - k0, q0, h, k0, hkv, ((size_t)q0 * heads + h) * D,
-            ((size_t)k0 * kv_heads + hkv) * D, heads * D, kv_heads * D, (size_t)q0 * heads + h, heads, b * heads + h};
+            ((size_t)k0 * kv_heads + hkv) * D, heads * D, kv_heads * D, h * total_q + q0, 1, b * heads + h};
 #else
     Seq s = plain_seq(N, Nk, blockIdx.y, D);
     s.kv_plane = blockIdx.y / group;  // (b·Hq + h) / g = b·Hkv + h / g

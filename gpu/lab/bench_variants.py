@@ -101,8 +101,8 @@ def rows_for(n: int, d: int, flex) -> list[dict]:
     row("alibi", lambda: flash_attention(q, k, v, causal=True, alibi_slopes=slopes),
         {"flex": lambda: flex_attention(tq, tk, tv, score_mod=alibi, block_mask=causal_mask)}, "FlexAttention", True,
         flops([(n, n)] * batch, heads, d, True), None)  # fmt: skip
-    cap = 30.0
-    softcap = lambda s, b, h, i, j: cap * torch.tanh(s / cap)  # noqa: E731
+    cap = 30.0  # a literal in the score function: a captured Python float reaches Inductor as a CPU tensor
+    softcap = lambda s, b, h, i, j: 30.0 * torch.tanh(s / 30.0)  # noqa: E731
     row("softcap", lambda: flash_attention(q, k, v, softcap=cap),
         {"flex": lambda: flex_attention(tq, tk, tv, score_mod=softcap)}, "FlexAttention", False,
         flops([(n, n)] * batch, heads, d, False), None)  # fmt: skip

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for the forward's variants (issue 25, part 1): tests, sanitizers, bytes against the simulator, speed.
 # Usage (on the device machine, from the repo root): bash gpu/lab/devrun_variants.sh [steps…]
-#   steps: env test plain sanitize compare compare64 bench
+#   steps: env test plain memcheck sanitize (memcheck and racecheck) compare compare64 bench
 # Logs and JSON land in $OUT; each step prints its last line to stdout.
 set -u
 OUT=${OUT:-/tmp/devrun/out}
@@ -14,8 +14,9 @@ step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
   echo "$name rc=$rc $((SECONDS - t0))s: $(grep -v '^\s*$' "$OUT/$name.log" | tail -n 1 | cut -c1-200)"; }
 for s in $steps; do case $s in
   env) step env 60 bash -c 'nvidia-smi --query-gpu=name,driver_version --format=csv; python3 -c "import cupy, torch; print(cupy.__version__, torch.__version__)"; which ncu compute-sanitizer' ;;
-  test) step test 240 python3 -m pytest -m gpu -q -rs -p no:cacheprovider tests/test_gpu_variants.py ;;
+  test) step test 240 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_variants.py ;;
   plain) step plain 120 python3 -m pytest -m gpu -q -x -p no:cacheprovider tests/test_gpu_hopper.py -k "test_rung_6 and not any_shape" ;;
+  memcheck) step memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.lab.variant_checks ;;
   sanitize) step memcheck 150 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -m gpu.lab.variant_checks
             step racecheck 200 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -m gpu.lab.variant_checks ;;
   compare) step compare 200 python3 -m gpu.lab.compare_variants --d 128 --json "$OUT/compare-variants-d128.json" ;;
