@@ -7,7 +7,7 @@ the same batch padded to its longest sequence. 16k tokens a batch, hidden 2048 (
 `python -m gpu.lab.bench_variants [--json PATH] [--ns 4096 8192]`: one line a row, and the report as JSON."""
 
 import argparse
-import json
+import shlex
 import sys
 from functools import partial
 
@@ -41,7 +41,7 @@ def _torch_flex():
     return torch.compile(flex_attention), create_block_mask
 
 
-def rows_for(n: int, d: int, flex) -> list[dict]:
+def rows_for(n: int, d: int, flex, progress) -> list[dict]:
     """Every variant row at N = n, head dim d."""
     import torch
 
@@ -55,8 +55,8 @@ def rows_for(n: int, d: int, flex) -> list[dict]:
         line = {"variant": name, "n": n, "d": d, "batch": batch, "heads": heads, "causal": causal, "ms": ms,
                 "tflops": {k: flop / t / 1e9 for k, t in ms.items()}, "best_torch": best, "baseline": label,
                 "speedup": speedup, "target": target}  # fmt: skip
-        print(f"{name:>14} N={n} d={d} causal={causal}: flashsim {ms['flashsim']:.3f} ms, "
-              f"{best} {ms.get(best, float('nan')):.3f} ms, ×{speedup or float('nan'):.2f}", flush=True)  # fmt: skip
+        progress(f"{name:>14} N={n} d={d} causal={causal}: flashsim {ms['flashsim']:.3f} ms, "
+                 f"{best} {ms.get(best, float('nan')):.3f} ms, ×{speedup or float('nan'):.2f}")  # fmt: skip
         out.append(line)
 
     for causal in (False, True):  # no variant: the plain build, beside SDPA flash (a check that it is unchanged)
@@ -138,20 +138,25 @@ def _sdpa(q, k, v, causal: bool, backend: str):
     return call
 
 
+def run_bench(ns=(4096,), ds=(64, 128), *, progress=None, command=None) -> dict:
+    """Every row at each N in `ns` and head dim in `ds`: the report (kind "bench-variants")."""
+    device.require()
+    flex = _torch_flex()
+    rows = [r for n in ns for d in ds for r in rows_for(n, d, flex, progress or (lambda line: None))]
+    return {"kind": "bench-variants", "env": results.environment(command), "device": device.properties(),
+            "rows": rows, "targets": TARGETS}  # fmt: skip
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m gpu.lab.bench_variants")
     parser.add_argument("--json", help="write the report here")
     parser.add_argument("--ns", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--ds", type=int, nargs="+", default=[64, 128])
     a = parser.parse_args(argv)
-    device.require()
-    flex = _torch_flex()
-    rows = [r for n in a.ns for d in a.ds for r in rows_for(n, d, flex)]
-    report = {"kind": "bench-variants", "env": results.environment(" ".join(sys.argv)),
-              "device": device.properties(), "rows": rows, "targets": TARGETS}  # fmt: skip
+    command = "python -m gpu.lab.bench_variants " + shlex.join(sys.argv[1:] if argv is None else argv)
+    report = run_bench(a.ns, a.ds, progress=lambda line: print(line, flush=True), command=command)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(report, f, indent=1)
+        results.write(report, a.json)
 
 
 if __name__ == "__main__":

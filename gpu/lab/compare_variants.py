@@ -6,10 +6,10 @@ batch summed sequence by sequence) beside the L2 → SM bytes Nsight Compute cou
 128 and prints one line a case; a ratio within 1 ± AGREE (5%) agrees."""
 
 import argparse
-import json
+import shlex
 import sys
 
-from gpu import flash, registry
+from gpu import device, flash, registry
 from gpu.lab import counters, results
 from gpu.lab.compare import AGREE
 from sim.algorithms.iomodel_variants import gqa
@@ -58,26 +58,38 @@ def compare_case(name: str, d: int, kernel=None) -> dict:
     return row
 
 
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m gpu.lab.compare_variants")
-    parser.add_argument("--json", help="write the rows here (gpu/lab/results.py's report)")
-    parser.add_argument("--d", type=int, nargs="+", default=[64, 128])
-    a = parser.parse_args(argv)
+def run_compare(ds=(64, 128), *, progress=None, command=None) -> dict:
+    """Every case at each head dim in `ds`: the report (kind "compare-variants"); `progress` gets each row's line."""
+    device.require()
     rows = []
-    for d in a.d:
+    for d in ds:
         for name in CASES:
             try:
                 row = compare_case(name, d)
             except counters.CounterError as e:
                 row = {"case": name, "d": d, "error": str(e)}
             rows.append(row)
-            ratio = row.get("ratio")
-            what = f"read ×{ratio['read']:.3f}, write ×{ratio['write']:.3f}" if ratio else row.get("error", "no ncu")
-            print(f"d={d} {name}: {what}{'' if row.get('agrees', True) else '  (beyond 5%)'}", flush=True)
-    report = {"kind": "compare-variants", "env": results.environment(" ".join(sys.argv)), "rows": rows}
+            if progress:
+                progress(describe(row))
+    return {"kind": "compare-variants", "env": results.environment(command), "agree": AGREE, "rows": rows}
+
+
+def describe(row: dict) -> str:
+    """'d=128 gqa 8: read ×1.000, write ×1.000', and '(beyond 5%)' where a ratio is."""
+    ratio = row.get("ratio")
+    what = f"read ×{ratio['read']:.3f}, write ×{ratio['write']:.3f}" if ratio else row.get("error", "no ncu here")
+    return f"d={row['d']} {row['case']}: {what}{'' if row.get('agrees', True) else '  (beyond 5%)'}"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m gpu.lab.compare_variants")
+    parser.add_argument("--json", help="write the report here (gpu/lab/results.py)")
+    parser.add_argument("--d", type=int, nargs="+", default=[64, 128])
+    a = parser.parse_args(argv)
+    command = "python -m gpu.lab.compare_variants " + shlex.join(sys.argv[1:] if argv is None else argv)
+    report = run_compare(a.d, progress=lambda line: print(line, flush=True), command=command)
     if a.json:
-        with open(a.json, "w") as f:
-            json.dump(report, f, indent=1)
+        results.write(report, a.json)
 
 
 if __name__ == "__main__":
