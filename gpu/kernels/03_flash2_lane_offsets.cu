@@ -23,6 +23,9 @@
 //    above it on 33; d = 64 median 1.10×, d = 128 median 1.00×, below 1.0 mostly at d = 128, N ≤ 2048 (0.88 to 0.97×).
 //  - compute-sanitizer memcheck and racecheck: clean at ragged sizes (gpu.lab.harness --smoke, both layouts; runs 9, 10).
 //
+// Variants (issue 25): as rung 6's (variants.cuh); rung 3 is their kernel off Hopper and at the head dims rung 6
+// does not take. Correct at d = 64 and 72 (run 30); not timed with them.
+//
 // Injected #defines: HEAD_DIM (row length of Q, K, V, O in HBM: d padded to 8), D_MMA (d padded to 16),
 // NWARPS, M_TILES (16-row MMA tiles per warp), BC (Bc, a multiple of 16), Q_IN_REGS, STORAGE (1 fp16, 2 bf16),
 // MIN_BLOCKS (thread blocks per SM the register allocation must allow), SWIZZLE (shared-memory layout).
