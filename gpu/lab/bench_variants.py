@@ -41,14 +41,16 @@ def _torch_flex():
     return torch.compile(flex_attention), create_block_mask
 
 
-def rows_for(n: int, d: int, flex, progress) -> list[dict]:
-    """Every variant row at N = n, head dim d."""
+def rows_for(n: int, d: int, flex, progress, only: str | None = None) -> list[dict]:
+    """Every variant row at N = n, head dim d (`only`: the rows whose name starts with it)."""
     import torch
 
     heads, batch = HIDDEN // d, max(1, TOKENS // n)
     out = []
 
     def row(name, ours, theirs, label, causal, flop, target):
+        if only and not name.startswith(only):
+            return
         ms = timing.interleaved_ms({"flashsim": ours} | {k: f for k, f in theirs.items() if f is not None})
         best = min((k for k in ms if k != "flashsim"), key=ms.get, default=None)
         speedup = ms[best] / ms["flashsim"] if best else None
@@ -138,11 +140,12 @@ def _sdpa(q, k, v, causal: bool, backend: str):
     return call
 
 
-def run_bench(ns=(4096,), ds=(64, 128), *, progress=None, command=None) -> dict:
-    """Every row at each N in `ns` and head dim in `ds`: the report (kind "bench-variants")."""
+def run_bench(ns=(4096,), ds=(64, 128), *, only=None, progress=None, command=None) -> dict:
+    """Every row (or those whose name starts with `only`) at each N in `ns` and head dim in `ds`: the report (kind
+    "bench-variants")."""
     device.require()
     flex = _torch_flex()
-    rows = [r for n in ns for d in ds for r in rows_for(n, d, flex, progress or (lambda line: None))]
+    rows = [r for n in ns for d in ds for r in rows_for(n, d, flex, progress or (lambda line: None), only)]
     return {"kind": "bench-variants", "env": results.environment(command), "device": device.properties(),
             "rows": rows, "targets": TARGETS}  # fmt: skip
 
@@ -152,9 +155,10 @@ def main(argv=None) -> None:
     parser.add_argument("--json", help="write the report here")
     parser.add_argument("--ns", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--ds", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--only", help="the rows whose variant name starts with this (plain, gqa, window, …)")
     a = parser.parse_args(argv)
     command = "python -m gpu.lab.bench_variants " + shlex.join(sys.argv[1:] if argv is None else argv)
-    report = run_bench(a.ns, a.ds, progress=lambda line: print(line, flush=True), command=command)
+    report = run_bench(a.ns, a.ds, only=a.only, progress=lambda line: print(line, flush=True), command=command)
     if a.json:
         results.write(report, a.json)
 
