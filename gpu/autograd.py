@@ -22,13 +22,40 @@ from sim.core.errors import InputError
 IMPLS = ("flash", "standard")
 
 
-def attention(q, k, v, *, causal=False, scale=None, impl="flash"):
+def attention(q, k, v, *, causal=False, scale=None, impl="flash", **variants):
     """softmax(scale · q kᵀ) v with gradients, through flashsim's kernels: "flash" (the default forward and backward
-    kernels, lse saved) or "standard" (the baseline: P saved, Algorithm 3's backward)."""
-    require_torch()
+    kernels, lse saved) or "standard" (the baseline: P saved, Algorithm 3's backward). `variants`: the forward's
+    (gpu.flash_attention's window, alibi_slopes, softcap, cu_seqlens_q/k, max_seqlen_q/k; k, v with fewer heads)."""
+    torch = require_torch()
     if impl not in IMPLS:
         raise InputError(f"impl: expected one of {', '.join(IMPLS)}, got {impl!r}")
+    if variants or _gqa(q, k):
+        return _variant_forward(torch, q, k, v, causal, scale, impl, variants)
     return _functions()[impl].apply(q, k, v, causal, scale)
+
+
+# issue 25, part 1 (gpuvar): the forward's variants pass through to gpu.flash_attention; BACKWARD_VARIANTS names the
+# ones the backward kernels take (none yet: bwd's part), so a variant needing gradients is refused in one line.
+BACKWARD_VARIANTS: tuple[str, ...] = ()
+
+
+def _variant_forward(torch, q, k, v, causal, scale, impl, variants):
+    """The flash forward with variants, on PyTorch's stream; refused where a gradient would need the backward."""
+    names = [*variants, *(["gqa (k, v with fewer heads)"] if _gqa(q, k) else [])]
+    missing = [name for name in names if name.split(" ")[0] not in BACKWARD_VARIANTS]
+    if impl != "flash" or (missing and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))):
+        why = f"impl {impl!r} takes none" if impl != "flash" else "the backward kernels do not take them yet"
+        raise InputError(f"{', '.join(missing or names)}: {why}; run the forward under torch.no_grad() or without them")
+    variants = {name: x.cpu().numpy() if hasattr(x, "cpu") else x for name, x in variants.items()}  # torch → host
+    with _stream():
+        o = flash.flash_attention(*(as_cupy(x.detach().contiguous()) for x in (q, k, v)), causal=causal, scale=scale,
+                                  **variants)  # fmt: skip
+    return as_torch(o)
+
+
+def _gqa(q, k) -> bool:
+    """Whether k has fewer heads than q (both 4-D tensors)."""
+    return getattr(q, "ndim", 0) == 4 and getattr(k, "ndim", 0) == 4 and k.shape[1] != q.shape[1]
 
 
 def require_torch():

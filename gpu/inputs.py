@@ -24,8 +24,9 @@ class Problem:
     scale: float
 
 
-def check(q, k, v, *, causal, scale, dtypes_allowed, finite=False) -> Problem:
-    """Validate q, k, v (CuPy, (batch, heads, N, d), C-contiguous, one dtype; and finite, if `finite`)."""
+def check(q, k, v, *, causal, scale, dtypes_allowed, finite=False, gqa=False) -> Problem:
+    """Validate q, k, v (CuPy, (batch, heads, N, d), C-contiguous, one dtype; and finite, if `finite`); with `gqa`,
+    k and v may have fewer heads than q (gpu.variants checks that they divide q's)."""
     for arg, x in (("q", q), ("k", k), ("v", v)):
         _check_array(arg, x, q, dtypes_allowed)
     if k.dtype != q.dtype or v.dtype != q.dtype:
@@ -33,23 +34,29 @@ def check(q, k, v, *, causal, scale, dtypes_allowed, finite=False) -> Problem:
     batch, heads, n, d = q.shape
     if k.shape != v.shape:
         raise InputError(f"k, v: shapes must be equal, got k {tuple(k.shape)}, v {tuple(v.shape)}")
-    if k.shape[:2] != (batch, heads) or k.shape[3] != d:
+    if k.shape[0] != batch or k.shape[3] != d or not (k.shape[1] == heads or (gqa and k.shape[1] <= heads)):
+        kv_heads = "Hkv ≤ " + str(heads) if gqa else heads
         raise InputError(
-            f"k: expected shape ({batch}, {heads}, Nk, {d}) to match q {tuple(q.shape)}, got {tuple(k.shape)}"
+            f"k: expected shape ({batch}, {kv_heads}, Nk, {d}) to match q {tuple(q.shape)}, got {tuple(k.shape)}"
         )
     if not 1 <= d <= tiling.MAX_HEAD_DIM:
         raise InputError(f"d (head dim, q.shape[3]): must be between 1 and {tiling.MAX_HEAD_DIM}, got {d}")
     if batch * heads > MAX_BATCH_HEADS:
         raise InputError(f"batch · heads: at most {MAX_BATCH_HEADS}, got {batch * heads}")
     check_flag("causal", causal)
-    if scale is None:
-        scale = 1.0 / math.sqrt(d)
-    elif isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
-        raise InputError(f"scale: expected a positive finite number (default 1/sqrt(d)), got {scale!r}")
-    problem = Problem(batch, heads, n, k.shape[2], d, dtypes.name(q.dtype), causal, float(scale))
+    problem = Problem(batch, heads, n, k.shape[2], d, dtypes.name(q.dtype), causal, check_scale(scale, d))
     if finite:
         check_finite(problem.dtype, q=q, k=k, v=v)
     return problem
+
+
+def check_scale(scale, d: int) -> float:
+    """τ: a positive finite number, 1/sqrt(d) by default."""
+    if scale is None:
+        return 1.0 / math.sqrt(d)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
+        raise InputError(f"scale: expected a positive finite number (default 1/sqrt(d)), got {scale!r}")
+    return float(scale)
 
 
 def check_backward(p: Problem, q, o, lse, do, *, finite=False) -> None:

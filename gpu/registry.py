@@ -36,6 +36,7 @@ class KernelSpec:
     arch: str | None = None  # the one target it compiles for ("sm_90a"), None: any the device has (sm_80 and up)
     head_dims: tuple[int, ...] | None = None  # the head dims it takes; None: every d up to 128
     tma: bool = False  # takes tensor maps of Q, K, V (gpu/tma.py) instead of their pointers
+    variants: bool = False  # forward: takes GQA, window, ALiBi, softcap and packed batches (gpu/variants.py)
 
     def row(self, d: int) -> int:
         """Elements per row of Q, K, V (and O, dO, dQ, dK, dV) in device memory for head dim d."""
@@ -82,10 +83,11 @@ FORWARD = {
     2: _forward(2, "02_flash2_tensorcore.cu", "v2", dtypes=HALF, tensor_cores=True, default_tiles=geometry.forward_tc_tiles,
                    defines_of=geometry.forward_tc_defines, smem_of=geometry.forward_tc_smem, scale_log2=True),
     3: _forward(3, "03_flash2_lane_offsets.cu", "v3", dtypes=HALF, tensor_cores=True,
-                   default_tiles=geometry.forward_rung3_tiles, defines_of=geometry.forward_tc_defines, smem_of=geometry.forward_tc_smem, scale_log2=True),
+                   default_tiles=geometry.forward_rung3_tiles, defines_of=geometry.forward_tc_defines, smem_of=geometry.forward_tc_smem, scale_log2=True,
+                   variants=True),
     6: _forward(6, "06_flash2_wgmma_tma.cu", "v4", dtypes=HALF, tensor_cores=True, default_tiles=geometry.forward_wg_tiles,
                    defines_of=geometry.forward_wg_defines, smem_of=geometry.forward_wg_smem, scale_log2=True, arch="sm_90a",
-                   head_dims=(64, 128), tma=True),
+                   head_dims=(64, 128), tma=True, variants=True),
 }  # fmt: skip
 DEFAULT_FORWARD = 3  # the default on every GPU, and for every head dim …
 HOPPER_FORWARD = 6  # … except on sm_90 (H100, H200) at the head dims rung 6 takes

@@ -44,13 +44,23 @@ def rows_map(x, box_rows: int) -> np.ndarray:
     return _rows_map(x.data.ptr, batch * heads, rows, d, box_rows)
 
 
+def packed_map(x, box_rows: int) -> np.ndarray:
+    """The tensor map of a packed x (total, heads, d) (variable-length batches), seen as (heads, total, d): the
+    same (column, row, plane) coordinates and SRAM layout as `rows_map`, rows 2·heads·d bytes apart. A box past
+    a sequence's last row reads the next sequence's rows (zeros only past the last of all)."""
+    total, heads, d = x.shape
+    assert x.dtype.itemsize == 2 and x.flags.c_contiguous and x.data.ptr % 16 == 0 and d % PIECE == 0
+    return _rows_map(x.data.ptr, heads, total, d, box_rows, packed=True)
+
+
 @functools.lru_cache(maxsize=512)
-def _rows_map(ptr: int, heads: int, rows: int, d: int, box_rows: int) -> np.ndarray:
+def _rows_map(ptr: int, heads: int, rows: int, d: int, box_rows: int, packed: bool = False) -> np.ndarray:
     raw = np.zeros(MAP_BYTES + MAP_ALIGN, dtype=np.uint8)
     at = -raw.ctypes.data % MAP_ALIGN
     out = raw[at : at + MAP_BYTES]
     dims = (ctypes.c_uint64 * 3)(d, rows, heads)  # innermost first
-    strides = (ctypes.c_uint64 * 2)(2 * d, 2 * d * rows)  # bytes, for every dimension but the innermost
+    # bytes, for every dimension but the innermost: (row, plane)
+    strides = (ctypes.c_uint64 * 2)(*((2 * d * heads, 2 * d) if packed else (2 * d, 2 * d * rows)))
     box = (ctypes.c_uint32 * 3)(PIECE, box_rows, 1)
     unit = (ctypes.c_uint32 * 3)(1, 1, 1)
     err = _encode()(

@@ -31,6 +31,8 @@ def test_every_shipped_recording_says_where_it_came_from():
             "ladder": ("python -m gpu.lab.ladder ", "python -m gpu.ladder "),
             "model-check": ("python -m gpu.lab.check_model ",),
             "calibration": ("python -m gpu.lab.calibrate ",),
+            "compare-variants": ("python -m gpu.lab.compare_variants ", "flashsim compare --variants"),
+            "bench-variants": ("python -m gpu.lab.bench_variants ", "flashsim bench gpu --variants"),
         }.get(rec.report["kind"], ("flashsim ",))
         assert rec.gpu == "NVIDIA H100 80GB HBM3" and rec.date.startswith("2026-") and rec.command.startswith(commands)
 

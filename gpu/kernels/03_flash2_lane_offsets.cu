@@ -23,6 +23,9 @@
 //    above it on 33; d = 64 median 1.10×, d = 128 median 1.00×, below 1.0 mostly at d = 128, N ≤ 2048 (0.88 to 0.97×).
 //  - compute-sanitizer memcheck and racecheck: clean at ragged sizes (gpu.lab.harness --smoke, both layouts; runs 9, 10).
 //
+// Variants (issue 25): as rung 6's (variants.cuh); rung 3 is their kernel off Hopper and at the head dims rung 6
+// does not take. Correct at d = 64 and 72 (run 31); not timed with them.
+//
 // Injected #defines: HEAD_DIM (row length of Q, K, V, O in HBM: d padded to 8), D_MMA (d padded to 16),
 // NWARPS, M_TILES (16-row MMA tiles per warp), BC (Bc, a multiple of 16), Q_IN_REGS, STORAGE (1 fp16, 2 bf16),
 // MIN_BLOCKS (thread blocks per SM the register allocation must allow), SWIZZLE (shared-memory layout).
@@ -41,6 +44,10 @@
 #define NT_O (D_MMA / 8)    // 8-column n-tiles of O_i
 
 #include "common.cuh"  // NEG_INF, LN2, cp.async, ldmatrix, mma, pack2, exp2_approx, at, load_tile
+#include "variants.cuh"  // GQA, window, ALiBi, softcap, packed sequences: only what the launcher's #defines ask for
+#ifndef VARIANT_PARAMS
+#define VARIANT_PARAMS
+#endif
 
 // The SRAM byte offset of element (R + r, C + c) of a tile: R a multiple of 8 and C of 16, known at compile time;
 // r, c (c = 0 or 8) this lane's, folded once into `lane` by lane_offset(r, c)
@@ -64,10 +71,12 @@ __device__ __forceinline__ u32 offset(LaneOffset lane, int R, int C) {
 }
 
 // Q: (batch·heads, N, HEAD_DIM), K and V: (batch·heads, Nk, HEAD_DIM), O: like Q, L: (batch·heads, N).
-// Grid: (Tr, batch·heads), NTHREADS threads, (Br + 4·Bc)·SROW·2 bytes of dynamic shared memory.
+// Grid: (Tr, batch·heads), NTHREADS threads, (Br + 4·Bc)·SROW·2 bytes of dynamic shared memory. VARIANTS: K, V
+// have batch·heads / group planes; VARLEN: Q, O (total_q, Hq, HEAD_DIM), K, V (total_k, Hkv, HEAD_DIM), L
+// (Hq, total_q), grid (Tr of the longest sequence, Hq, B).
 extern "C" __global__ void __launch_bounds__(NTHREADS, MIN_BLOCKS)
 flash2_v3_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
-              elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk, float scale_log2, int causal)
+              elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk, float scale_log2, int causal VARIANT_PARAMS)
 {
     extern __shared__ __align__(16) elem_t smem[];
     elem_t* sQ = smem;                // SRAM: Q_i, (Br, SROW); each warp's rows later stage its O_i rows
@@ -78,29 +87,42 @@ flash2_v3_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
     const int g = lane / 4, t = lane % 4;  // fragment coordinates: this lane holds rows g, g + 8 and columns 2t, 2t + 1
     const int i = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     const int r0 = i * BR;
+#if VARIANTS
+    const Seq sq = sequence(N, Nk, HEAD_DIM, cu_q, cu_k, group, heads);
+    N = sq.N, Nk = sq.Nk;
+    if (r0 >= N) return;  // VARLEN: this sequence is shorter than the longest
+#else
+    const Seq sq = plain_seq(N, Nk, blockIdx.y, HEAD_DIM);
+#endif
     const int wrow = warp * 16 * M_TILES;  // this warp's first row in Q_i
     const int shift = Nk - N;              // causal: query r sees key c iff c ≤ r + shift
-    const size_t bh = blockIdx.y;
     const u32 sQ_u32 = smem_u32(sQ), sK_u32 = smem_u32(sK), sV_u32 = smem_u32(sV);
     const LaneOffset a_lane = lane_offset(wrow + (lane & 15), (lane >> 4) * 8);            // A: Q_i's 16 rows
     const LaneOffset b_lane = lane_offset((lane & 7) + (lane >> 4) * 8, ((lane >> 3) & 1) * 8);  // B: K_j, 2 n-tiles
     const LaneOffset t_lane = lane_offset((lane & 7) + ((lane >> 3) & 1) * 8, (lane >> 4) * 8);  // B: V_j, transposed
-    const elem_t* Q_hbm = Q + bh * N * HEAD_DIM;
-    const elem_t* K_hbm = K + bh * Nk * HEAD_DIM;
-    const elem_t* V_hbm = V + bh * Nk * HEAD_DIM;
+    const elem_t* Q_hbm = Q + sq.q_at;
+    const elem_t* K_hbm = K + sq.kv_at;
+    const elem_t* V_hbm = V + sq.kv_at;
 
-    // K/V blocks read: all Tc of them, or (causal) up to the last one that row min(r0 + Br, N) − 1 sees
-    int Tc = (Nk + BC - 1) / BC;
+    // K/V blocks read: j0 … Tc − 1; all of them, or (causal) up to the last one that row min(r0 + Br, N) − 1 sees,
+    // or (VARIANTS) the window's band, causal folded in
+    int j0 = 0, Tc = (Nk + BC - 1) / BC;
+#if VARIANTS
+    seen_blocks(j0, Tc, r0, min(r0 + BR, N) - 1, Nk, shift, left, right);
+    const Band band = {Nk, shift, left, right, scale_log2, cap, 1.f / cap, ALIBI ? slopes[sq.slope] : 0.f};
+#else
     if (causal) {
         const int last_key = min(r0 + BR, N) - 1 + shift;
         Tc = last_key < 0 ? 0 : min(Tc, last_key / BC + 1);
     }
+#endif
+    const float softmax_scale = SCORED ? 1.f : scale_log2;  // SCORED: scores in base 2 already
 
-    // line 4: load Q_i from HBM to SRAM; line 7 for j = 0: K_0, V_0 (one cp.async group)
-    load_tile<BR>(sQ, Q_hbm, r0, N, tid);
-    if (Tc > 0) {
-        load_tile<BC>(sK, K_hbm, 0, Nk, tid);
-        load_tile<BC>(sV, V_hbm, 0, Nk, tid);
+    // line 4: load Q_i from HBM to SRAM; line 7 for j = j0: K_j0, V_j0 (one cp.async group)
+    load_tile<BR>(sQ, Q_hbm, r0, N, tid, sq.q_stride);
+    if (Tc > j0) {
+        load_tile<BC>(sK + (j0 & 1) * BC * SROW, K_hbm, j0 * BC, Nk, tid, sq.kv_stride);
+        load_tile<BC>(sV + (j0 & 1) * BC * SROW, V_hbm, j0 * BC, Nk, tid, sq.kv_stride);
     }
     cp_async_commit();
 
@@ -120,19 +142,19 @@ flash2_v3_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
     u32 q[M_TILES][KT_D][4];  // registers: this warp's rows of Q_i as MMA A fragments, loaded at j = 0
 #endif
 
-    for (int j = 0; j < Tc; ++j) {
+    for (int j = j0; j < Tc; ++j) {
         const u32 K_j = sK_u32 + (j & 1) * BC * SROW * 2;  // SRAM byte addresses of this block's stage
         const u32 V_j = sV_u32 + (j & 1) * BC * SROW * 2;
         cp_async_wait_all();
         __syncthreads();  // K_j, V_j (and Q_i) are in SRAM; every warp is done with block j − 1's stage
         // line 7 for j + 1: start loading K_j+1, V_j+1 into the other stage while block j is computed
         if (j + 1 < Tc) {
-            load_tile<BC>(sK + ((j + 1) & 1) * BC * SROW, K_hbm, (j + 1) * BC, Nk, tid);
-            load_tile<BC>(sV + ((j + 1) & 1) * BC * SROW, V_hbm, (j + 1) * BC, Nk, tid);
+            load_tile<BC>(sK + ((j + 1) & 1) * BC * SROW, K_hbm, (j + 1) * BC, Nk, tid, sq.kv_stride);
+            load_tile<BC>(sV + ((j + 1) & 1) * BC * SROW, V_hbm, (j + 1) * BC, Nk, tid, sq.kv_stride);
         }
         cp_async_commit();
 #if Q_IN_REGS
-        if (j == 0) {
+        if (j == j0) {
 #pragma unroll
             for (int mt = 0; mt < M_TILES; ++mt)
 #pragma unroll
@@ -175,6 +197,24 @@ flash2_v3_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
 
         // keys past Nk (ragged last block) and, causal, keys c > r + shift get −∞; only diagonal blocks need it
         const int c0 = j * BC;
+#if VARIANTS  // softcap and ALiBi (SCORED: to base 2 first), then −∞ for keys past Nk or outside the window
+        const bool full = fully_seen(c0, r0, r0 + BR - 1, band.Nk, band.shift, band.left, band.right);
+        if (SCORED || !full) {
+#pragma unroll
+            for (int mt = 0; mt < M_TILES; ++mt)
+#pragma unroll
+                for (int nt = 0; nt < NT_S; ++nt)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const int c = c0 + nt * 8 + 2 * t + (e & 1);
+                        const int r = r0 + wrow + mt * 16 + g + (e >> 1) * 8;
+#if SCORED
+                        s[mt][nt][e] = scored(s[mt][nt][e], r, c, shift, band.scale_log2, band.cap, band.inv_cap, band.slope);
+#endif
+                        if (!full && !sees(r, c, band.Nk, band.shift, band.left, band.right)) s[mt][nt][e] = NEG_INF;
+                    }
+        }
+#else
         if (c0 + BC > Nk || (causal && c0 + BC - 1 > r0 + shift)) {
 #pragma unroll
             for (int mt = 0; mt < M_TILES; ++mt)
@@ -187,6 +227,7 @@ flash2_v3_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
                         if (c >= Nk || (causal && c > r + shift)) s[mt][nt][e] = NEG_INF;
                     }
         }
+#endif
 
         // line 9: m_i^(j) = max(m_i^(j−1), rowmax(S_ij)), P̃_ij = exp(S_ij − m_i^(j)),
         //         ℓ_i^(j) = e^{m_i^(j−1) − m_i^(j)} ℓ_i^(j−1) + rowsum(P̃_ij), in base 2 with the scale folded in
@@ -201,15 +242,15 @@ flash2_v3_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
                 m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffff, m_new, 1));  // the 4 lanes of a row group
                 m_new = fmaxf(m_new, __shfl_xor_sync(0xffffffff, m_new, 2));
                 // a row that has seen no key yet keeps m = −∞; shifting by 0 keeps P̃ = 2^−∞ = 0 instead of NaN
-                const float m_scaled = m_new == NEG_INF ? 0.f : m_new * scale_log2;
-                const float alpha = exp2_approx(m[mt][h] * scale_log2 - m_scaled);
+                const float m_scaled = m_new == NEG_INF ? 0.f : m_new * softmax_scale;
+                const float alpha = exp2_approx(m[mt][h] * softmax_scale - m_scaled);
                 m[mt][h] = m_new;
                 float rowsum = 0.f;
 #pragma unroll
                 for (int nt = 0; nt < NT_S; ++nt)
 #pragma unroll
                     for (int e = 2 * h; e < 2 * h + 2; ++e) {
-                        s[mt][nt][e] = exp2_approx(fmaf(s[mt][nt][e], scale_log2, -m_scaled));
+                        s[mt][nt][e] = exp2_approx(fmaf(s[mt][nt][e], softmax_scale, -m_scaled));
                         rowsum += s[mt][nt][e];
                     }
                 l[mt][h] = alpha * l[mt][h] + rowsum;  // this lane's partial ℓ; the 4 partials are summed at line 12
@@ -257,12 +298,12 @@ flash2_v3_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
             for (int nt = 0; nt < NT_O; ++nt)
                 *reinterpret_cast<u32*>(sO + at(row, nt * 8 + 2 * t)) = pack2(o[mt][nt][2 * h] * inv, o[mt][nt][2 * h + 1] * inv);
             if (t == 0 && r0 + row < N)
-                L[bh * N + r0 + row] = l_row == 0.f ? NEG_INF : (m[mt][h] * scale_log2 + log2f(l_row)) * LN2;
+                L[sq.l_at + (size_t)(r0 + row) * sq.l_stride] = l_row == 0.f ? NEG_INF : (m[mt][h] * softmax_scale + log2f(l_row)) * LN2;
         }
     __syncwarp();
     for (int chunk = lane; chunk < 16 * M_TILES * (HEAD_DIM / 8); chunk += 32) {
         const int row = wrow + chunk / (HEAD_DIM / 8), k = (chunk % (HEAD_DIM / 8)) * 8;
         if (r0 + row < N)
-            *reinterpret_cast<uint4*>(O + (bh * N + r0 + row) * HEAD_DIM + k) = *reinterpret_cast<const uint4*>(sO + at(row, k));
+            *reinterpret_cast<uint4*>(O + sq.q_at + (size_t)(r0 + row) * sq.q_stride + k) = *reinterpret_cast<const uint4*>(sO + at(row, k));
     }
 }

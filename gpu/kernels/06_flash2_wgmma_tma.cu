@@ -34,6 +34,12 @@
 //  - failures: a branch around the loop's wgmma made ptxas serialize them all (warning C7514; fixed by peeling
 //    the last block); O_i by 4-byte stores wrote ×1.52 of its bytes, by TMA stores cost 8% (see "output").
 //
+// Variants (issue 25; variants.cuh, gpu/variants.py): GQA, window, ALiBi, softcap and packed batches, each behind a
+// #define the launcher adds only for a call that uses it (VARIANTS, SOFTCAP, ALIBI, VARLEN): the plain build is the
+// kernel above (its PTX differs by the order of 3 address instructions). Measured (run 31): 169 tests correct,
+// sanitizers clean, reads ×1.000–1.003 of the simulator's closed form (window block skipping included), GQA at the
+// plain kernel's speed (0.87–0.99× cuDNN's enable_gqa), window 1024 1.07–1.42× FlexAttention.
+//
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
 // warpgroups take turns at the tensor cores), STORAGE (1 fp16, 2 bf16).
@@ -50,6 +56,10 @@
 
 #include "common.cuh"  // NEG_INF, LN2, pack2, exp2_approx, accumulators_to_a
 #include "hopper.cuh"  // TMA, mbarrier, wgmma, setmaxnreg
+#include "variants.cuh"  // GQA, window, ALiBi, softcap, packed sequences: only what the launcher's #defines ask for
+#ifndef VARIANT_PARAMS
+#define VARIANT_PARAMS
+#endif
 
 // S = Q_i K_jᵀ for one warpgroup's 64 rows: HEAD_DIM / 16 wgmma k-steps, both operands read from SRAM, issued
 // and committed as one group. A k-step moves 32 bytes along a 128-byte row: the descriptor's start address.
@@ -84,6 +94,25 @@ __device__ __forceinline__ void mask(float (&s)[NS], int c0, int row, int r0, in
             if (c >= Nk || (causal && c > row + (e >> 1) * 8 + shift)) s[4 * n + e] = NEG_INF;
         }
 }
+
+#if VARIANTS
+// the variant build's mask: softcap and ALiBi (SCORED: the scores to base 2 first), then −∞ for keys past Nk or
+// outside the window; a block every row of the thread block sees in full skips the mask
+__device__ __forceinline__ void score_block(float (&s)[NS], int c0, int row, int r0, const Band& w, int t) {
+    const bool full = fully_seen(c0, r0, r0 + BR - 1, w.Nk, w.shift, w.left, w.right);
+    if (!SCORED && full) return;
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const int c = c0 + n * 8 + 2 * t + (e & 1), r = row + (e >> 1) * 8;
+#if SCORED
+            s[4 * n + e] = scored(s[4 * n + e], r, c, w.shift, w.scale_log2, w.cap, w.inv_cap, w.slope);
+#endif
+            if (!full && !sees(r, c, w.Nk, w.shift, w.left, w.right)) s[4 * n + e] = NEG_INF;
+        }
+}
+#endif
 
 // line 9: m_i^(j) = max(m_i^(j−1), rowmax(S_ij)), P̃_ij = exp(S_ij − m_i^(j)) in place of S_ij,
 // ℓ_i^(j) = e^{m_i^(j−1) − m_i^(j)} ℓ_i^(j−1) + rowsum(P̃_ij); base 2 with the scale folded in. `alpha` gets
@@ -130,11 +159,14 @@ __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 
 
 // Q_map, K_map, V_map: tensor maps of Q (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM), boxes of
 // (1, Br or Bc, 64); O: like Q, L: (batch·heads, N). Grid: (Tr, batch·heads), NTHREADS threads,
-// 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (1 + 3 · STAGES) bytes of dynamic shared memory.
+// 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (1 + 3 · STAGES) bytes of dynamic shared memory. VARIANTS: K, V have
+// batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes, total rows, HEAD_DIM), O (total_q, Hq,
+// HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box never stops at a sequence's end:
+// rows of the next sequence are loaded, computed and never stored (queries) or masked (keys past Nk).
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
               const __grid_constant__ TensorMap V_map, elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk,
-              float scale_log2, int causal)
+              float scale_log2, int causal VARIANT_PARAMS)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 sQ = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: Q_i, PIECES × (Br, 64); swizzling repeats every 1024 bytes
@@ -145,14 +177,26 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 
     const int i = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: the longest rows first
     const int r0 = i * BR;
-    const int bh = blockIdx.y;
+#if VARIANTS
+    const Seq sq = sequence(N, Nk, HEAD_DIM, cu_q, cu_k, group, heads);
+    N = sq.N, Nk = sq.Nk;
+    if (r0 >= N) return;  // VARLEN: this sequence is shorter than the longest (before any barrier)
+#else
+    const Seq sq = plain_seq(N, Nk, blockIdx.y, HEAD_DIM);
+#endif
     const int shift = Nk - N;  // causal: query r sees key c iff c ≤ r + shift
-    // K/V blocks read: all Tc of them, or (causal) up to the last one that row min(r0 + Br, N) − 1 sees
-    int Tc = (Nk + BC - 1) / BC;
+    // K/V blocks read: j0 … j0 + Tc − 1; all of them, or (causal) up to the last one that row min(r0 + Br, N) − 1
+    // sees, or (VARIANTS) the window's band, causal folded in
+    int j0 = 0, Tc = (Nk + BC - 1) / BC;
+#if VARIANTS
+    seen_blocks(j0, Tc, r0, min(r0 + BR, N) - 1, Nk, shift, left, right);
+    Tc = max(0, Tc - j0);
+#else
     if (causal) {
         const int last_key = min(r0 + BR, N) - 1 + shift;
         Tc = last_key < 0 ? 0 : min(Tc, last_key / BC + 1);
     }
+#endif
 
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
@@ -170,18 +214,18 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         if (threadIdx.x == 0 && Tc > 0) {
             mbar_expect_tx(q_full, TILE_Q);
 #pragma unroll
-            for (int p = 0; p < PIECES; ++p) tma_load_3d(sQ + p * BR * 128, &Q_map, q_full, p * 64, r0, bh);
+            for (int p = 0; p < PIECES; ++p) tma_load_3d(sQ + p * BR * 128, &Q_map, q_full, p * 64, sq.q_row + r0, sq.q_plane);
             for (int j = 0; j < Tc; ++j) {
                 const int s = j % STAGES;
                 if (j >= STAGES) mbar_wait(EMPTY(s), ((j / STAGES) & 1) ^ 1);  // K_j−STAGES, V_j−STAGES are used up
                 mbar_expect_tx(K_FULL(s), TILE_KV);
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p)
-                    tma_load_3d(sK + s * TILE_KV + p * BC * 128, &K_map, K_FULL(s), p * 64, j * BC, bh);
+                    tma_load_3d(sK + s * TILE_KV + p * BC * 128, &K_map, K_FULL(s), p * 64, sq.kv_row + (j0 + j) * BC, sq.kv_plane);
                 mbar_expect_tx(V_FULL(s), TILE_KV);
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p)
-                    tma_load_3d(sV + s * TILE_KV + p * BC * 128, &V_map, V_FULL(s), p * 64, j * BC, bh);
+                    tma_load_3d(sV + s * TILE_KV + p * BC * 128, &V_map, V_FULL(s), p * 64, sq.kv_row + (j0 + j) * BC, sq.kv_plane);
             }
         }
         return;
@@ -200,6 +244,13 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #pragma unroll
     for (int e = 0; e < NO; ++e) o[e] = 0.f;
     float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, alpha[2];
+#if VARIANTS  // the line between S_ij and the softmax (score_block); SCORED scores are base 2 already
+    const Band band = {Nk, shift, left, right, scale_log2, cap, 1.f / cap, ALIBI ? slopes[sq.slope] : 0.f};
+#define MASK(s, c0) score_block(s, c0, row, r0, band, t)
+#else
+#define MASK(s, c0) mask(s, c0, row, r0, Nk, causal, shift, t)
+#endif
+    const float softmax_scale = SCORED ? 1.f : scale_log2;
 
     if (Tc > 0) {
         float s[NS];        // registers: S_ij, then P̃_ij in place (fp32)
@@ -209,8 +260,8 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         issue_scores(s, q_rows, sK);  // line 8 for j = 0
         wgmma_wait<0>();
         keep(s);
-        mask(s, 0, row, r0, Nk, causal, shift, t);
-        online_softmax(s, m, l, alpha, scale_log2);  // line 9 for j = 0 (O_i is still 0: alpha is not needed)
+        MASK(s, j0 * BC);
+        online_softmax(s, m, l, alpha, softmax_scale);  // line 9 for j = 0 (O_i is still 0: alpha is not needed)
 
         // blocks 0 … Tc − 2: the tensor cores get S_i,j+1 = Q_i K_j+1ᵀ and O_i += P̃_ij V_j back to back; softmax of
         // S_i,j+1 runs while the second is in flight. (Written without a branch around the wgmma instructions:
@@ -227,8 +278,8 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             if (PINGPONG) turn_pass(c);
             wgmma_wait<1>();                             // S_i,j+1 is done (groups complete in order)
             keep(s);
-            mask(s, (j + 1) * BC, row, r0, Nk, causal, shift, t);
-            online_softmax(s, m, l, alpha, scale_log2);  // line 9 for j + 1
+            MASK(s, (j0 + j + 1) * BC);
+            online_softmax(s, m, l, alpha, softmax_scale);  // line 9 for j + 1
             wgmma_wait<0>();
             keep(o);
             keep(p);
@@ -256,7 +307,6 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     // no key); lines 14 and 15: write O_i and L_i to HBM straight from registers. A lane holds 4 bytes of each
     // 16-byte piece of its rows; the 4 lanes of a row swap them (a 4 × 4 transpose by shuffles) so that each
     // stores 16 bytes and the four together whole 32-byte sectors.
-    const size_t bh_rows = (size_t)bh * N;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         float l_row = l[h];
@@ -264,7 +314,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         l_row += __shfl_xor_sync(0xffffffff, l_row, 2);
         const float inv = l_row == 0.f ? 0.f : 1.f / l_row;  // a NaN ℓ (NaN in the inputs) stays NaN
         const int r = row + 8 * h;
-        elem_t* o_row = O + (bh_rows + r) * HEAD_DIM;
+        elem_t* o_row = O + sq.q_at + (size_t)r * sq.q_stride;
 #pragma unroll
         for (int q = 0; q < HEAD_DIM / 32; ++q) {  // columns 32q … 32q + 31: pieces n = 4q … 4q + 3
             u32 w[4], x[4] = {0u, 0u, 0u, 0u};      // w[j]: columns 8(4q + j) + 2t, 2t + 1; x[i]: 8(4q + t) + 2i, 2i + 1
@@ -280,6 +330,6 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             }
             if (r < N) *reinterpret_cast<uint4*>(o_row + 8 * (4 * q + t)) = make_uint4(x[0], x[1], x[2], x[3]);
         }
-        if (t == 0 && r < N) L[bh_rows + r] = l_row == 0.f ? NEG_INF : (m[h] * scale_log2 + log2f(l_row)) * LN2;
+        if (t == 0 && r < N) L[sq.l_at + (size_t)r * sq.l_stride] = l_row == 0.f ? NEG_INF : (m[h] * softmax_scale + log2f(l_row)) * LN2;
     }
 }

@@ -141,17 +141,18 @@ __device__ __forceinline__ int at(int row, int col) {
 #endif
 }
 
-// rows row0 … row0 + ROWS − 1 of an (nrows, HEAD_DIM) matrix in HBM → an (ROWS, SROW) tile in SRAM,
-// zeros for rows ≥ nrows and for the columns HEAD_DIM … D_MMA − 1 (they add nothing to any dot product)
+// rows row0 … row0 + ROWS − 1 of an (nrows, HEAD_DIM) matrix in HBM (rows `stride` elements apart) → an (ROWS,
+// SROW) tile in SRAM, zeros for rows ≥ nrows and for the columns HEAD_DIM … D_MMA − 1 (they add nothing to any dot
+// product)
 template <int ROWS>
-__device__ __forceinline__ void load_tile(elem_t* tile, const elem_t* hbm, int row0, int nrows, int tid) {
+__device__ __forceinline__ void load_tile(elem_t* tile, const elem_t* hbm, int row0, int nrows, int tid, int stride = HEAD_DIM) {
 #pragma unroll
     for (int it = 0; it < (ROWS * CHUNKS + NTHREADS - 1) / NTHREADS; ++it) {
         const int chunk = tid + it * NTHREADS;
         if (ROWS * CHUNKS % NTHREADS == 0 || chunk < ROWS * CHUNKS) {
             const int r = chunk / CHUNKS, k = (chunk % CHUNKS) * 8;
             const bool inside = row0 + r < nrows && k < HEAD_DIM;
-            const elem_t* src = inside ? hbm + (size_t)(row0 + r) * HEAD_DIM + k : hbm;
+            const elem_t* src = inside ? hbm + (size_t)(row0 + r) * stride + k : hbm;
             cp_async_16(tile + at(r, k), src, inside ? 16 : 0);
         }
     }

@@ -9,6 +9,7 @@ import argparse
 import csv
 import dataclasses
 import glob
+import json
 import os
 import shutil
 import subprocess
@@ -44,12 +45,12 @@ def ncu_path() -> str | None:
 
 
 def measure(
-    direction: str, kernel: int, *, n, nk, d, batch, heads, dtype, causal, swizzle=False, tma=False
+    direction: str, kernel: int, *, n, nk, d, batch, heads, dtype, causal, swizzle=False, tma=False, variant=None
 ) -> dict | None:
     """{launched kernel's name: its counters} for one forward (or backward) call on that shape; None without ncu.
 
     `swizzle` runs a forward tensor-core kernel with XOR-swizzled shared-memory rows instead of padded rows;
-    `tma` adds the TMA counters (rung 6, sm_90 only)."""
+    `tma` adds the TMA counters (rung 6, sm_90 only); `variant` (forward): a dict of gpu.lab.variant_checks.make_inputs."""
     metrics = METRICS | (TMA_METRICS if tma else {})
     if ncu_path() is None:
         return None
@@ -61,7 +62,7 @@ def measure(
     sizes = {"n": n, "nk": nk, "d": d, "batch": batch, "heads": heads, "dtype": dtype}
     target = ["-m", "gpu.lab.counters", "--direction", direction, "--kernel", str(kernel)]
     target += [arg for name, value in sizes.items() for arg in (f"--{name}", str(value))]
-    target += ["--causal"] * causal + ["--swizzle"] * swizzle
+    target += ["--causal"] * causal + ["--swizzle"] * swizzle + (["--variant", json.dumps(variant)] if variant else [])
     return profile(names, target, metrics)
 
 
@@ -107,7 +108,15 @@ def main(argv=None) -> None:
     parser.add_argument("--dtype", required=True)
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--swizzle", action="store_true", help="forward: XOR-swizzled shared-memory rows")
+    parser.add_argument("--variant", type=json.loads, help="forward: a variant as JSON (gpu.lab.variant_checks)")
     a = parser.parse_args(argv)
+    if a.variant:
+        from gpu.lab.variant_checks import make_inputs
+
+        q, k, v, kw = make_inputs(a.batch, a.heads, a.n, a.nk, a.d, a.dtype, a.variant)
+        flash_attention(q, k, v, causal=a.causal, kernel=a.kernel, **kw)
+        device.require().cuda.Device().synchronize()
+        return
     q, k, v = random_qkv(a.batch, a.heads, a.n, a.nk, a.d, a.dtype, seed=0)
     if a.direction == "forward":
         tiles = dataclasses.replace(registry.forward(a.kernel).default_tiles(a.d), swizzle=True) if a.swizzle else None

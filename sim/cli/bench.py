@@ -72,14 +72,27 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path, quiet) -> 
     (2, 3, 6),
     "Force this forward rung (rung 1 has its own column)  [default: the public call's choice for each d on this GPU]",
 )
-def bench_gpu_command(quick, json_path, markdown_path, backward, kernel) -> None:
+@click.option(
+    "--variants", is_flag=True,
+    help="Time the forward's variants instead (GQA, windows, ALiBi, softcap, packed) beside SDPA and FlexAttention.",
+)  # fmt: skip
+def bench_gpu_command(quick, json_path, markdown_path, backward, kernel, variants) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash, cuDNN, its default) and standard attention, FlashAttention-2's
     benchmark."""
     kernel = options.rung(kernel)
+    progress = Console(stderr=True, highlight=False)
+    if variants:  # gpu/lab/bench_variants.py: N = 4096 (and 8192 unless --quick), d = 64 and 128, fp16
+        from gpu.lab import bench_variants
+
+        lines = []
+        report = bench_variants.run_bench((4096,) if quick else (4096, 8192), progress=lines.append,
+                                          command=options.command_line())  # fmt: skip
+        if not emit_json(report, json_path, indent=1):
+            console.print("\n".join(lines), highlight=False)
+        return
     from gpu.lab import bench as gpu_bench
     from gpu.lab import render as gpu_render
 
-    progress = Console(stderr=True, highlight=False)
     report = gpu_bench.run_bench(
         quick=quick,
         backward=backward,

@@ -165,13 +165,25 @@ def run_backward(work, result, seed: int, config: dict):
     "GPU kernel by rung: forward 1, 2, 3 or 6, backward 4, 5 or 7  [default: the public call's choice for d here]",
 )
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
+@click.option(
+    "--variants", is_flag=True,
+    help="Each forward variant's closed-form bytes against ncu at N = 4096 (gpu/lab/compare_variants.py; takes --d).",
+)  # fmt: skip
 @options.JSON_REPORT
 @options.QUIET
 @click.pass_context
 def compare_command(
-    ctx, n, nk, d, batch, heads, dtype, causal, kernel, backward, no_counters, json_path, quiet
+    ctx, n, nk, d, batch, heads, dtype, causal, kernel, backward, no_counters, variants, json_path, quiet
 ) -> None:
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
+    if variants:
+        from gpu.lab import compare_variants
+
+        lines = []
+        report = compare_variants.run_compare((d,), progress=lines.append, command=options.command_line())
+        if not emit_json(report, json_path, indent=1):
+            console.print("\n".join(lines), highlight=False)
+        return
     kernel = options.rung(kernel, backward)
     from gpu import flash, registry
     from gpu.lab import compare as gpu_compare

@@ -1,0 +1,119 @@
+// variants.cuh: what the forward rungs 3 and 6 add to S_ij and to their loops for today's LLM variants, each
+// compiled in only when gpu/variants.py's launcher injects its #define (a build without them is the plain kernel):
+//   VARIANTS  the variant arguments (VARIANT_PARAMS) and the sequence geometry below; GQA and the window need
+//             nothing more: query head h reads K/V head h / group, and the window (causal folded in: right ≤ 0)
+//             bounds the K/V blocks read (j0 … Tc − 1) as causal did
+//   VARLEN    packed sequences: grid (Tr of the longest, Hq, B), Q and O (total_q, Hq, HEAD_DIM), K and V
+//             (total_k, Hkv, HEAD_DIM), L (Hq, total_q) (FlashAttention's: a head's rows contiguous, so that L_i
+//             is written in whole 32-byte sectors; (total_q, Hq) put each 4-byte L in a sector of its own, writes
+//             ×1.3 of the prediction at L2); sequence b is rows cu_q[b] … cu_q[b + 1] − 1
+//   SOFTCAP   S ← c·tanh(S/c), on τ Q_i K_jᵀ, before ALiBi and the mask (the simulator's sim/algorithms/scores.py)
+//   ALIBI     S ← S − slope_h·|p + Nk − N − c| (bottom-right, FlashAttention's sign)
+// With SOFTCAP or ALIBI the scores are taken to base-2 units first (· τ log2 e) and the softmax runs at scale 1;
+// the host passes c and the slopes already times log2 e.
+
+#ifndef VARIANTS
+#define VARIANTS 0
+#endif
+#ifndef VARLEN
+#define VARLEN 0
+#endif
+#ifndef SOFTCAP
+#define SOFTCAP 0
+#endif
+#ifndef ALIBI
+#define ALIBI 0
+#endif
+#define SCORED (SOFTCAP || ALIBI)  // the scores change before the softmax: it runs at scale 1 in base 2
+
+#if VARIANTS
+// slopes: (B, Hq) float32 · log2 e (ALIBI); cu_q, cu_k: (B + 1) int32 (VARLEN); left, right: the window's sides,
+// UNBOUNDED for none (causal: right = 0); cap: c · log2 e (SOFTCAP); group: Hq / Hkv; heads: Hq
+#define VARIANT_PARAMS , const float* __restrict__ slopes, const int* __restrict__ cu_q, \
+    const int* __restrict__ cu_k, int left, int right, float cap, int group, int heads
+#endif
+
+// Where one thread block's sequence and head sit: rows of Q (and O) and of K, V as element offsets and strides
+// (the pointer rungs), as (row, plane) coordinates of the tensor maps (rung 6), and its L and slope.
+struct Seq {
+    int N, Nk;              // this sequence's query rows and keys
+    int q_row, q_plane;     // row 0 of Q_b in Q's map: (row, plane)
+    int kv_row, kv_plane;   // row 0 of K_b, V_b in their maps
+    size_t q_at, kv_at;     // element offsets of row 0 of Q_b (and O_b), of K_b and V_b
+    int q_stride, kv_stride;  // elements from one row to the next
+    size_t l_at;            // L's offset of row 0; rows are l_stride apart
+    int l_stride;
+    int slope;              // this head's index in slopes (b · Hq + h)
+};
+
+// The plain kernel's geometry: plane bh of (batch·heads, N, D) tensors
+__device__ __forceinline__ Seq plain_seq(int N, int Nk, int bh, int D) {
+    return {N, Nk, 0, bh, 0, bh, (size_t)bh * N * D, (size_t)bh * Nk * D, D, D, (size_t)bh * N, 1, bh};
+}
+
+#if VARIANTS
+#define UNBOUNDED (1 << 30)  // a window side without a bound (positions stay below 2^21: no overflow)
+
+// blockIdx.y is b·Hq + h (packed: h, and b is blockIdx.z); K/V head h / group of the same batch entry
+__device__ __forceinline__ Seq sequence(int N, int Nk, int D, const int* cu_q, const int* cu_k, int group, int heads) {
+#if VARLEN
+    const int b = blockIdx.z, h = blockIdx.y, hkv = h / group, q0 = cu_q[b], k0 = cu_k[b];
+    const int kv_heads = heads / group;
+    const size_t total_q = cu_q[gridDim.z];
+    return {cu_q[b + 1] - q0, cu_k[b + 1] - k0, q0, h, k0, hkv, ((size_t)q0 * heads + h) * D,
+            ((size_t)k0 * kv_heads + hkv) * D, heads * D, kv_heads * D, h * total_q + q0, 1, b * heads + h};
+#else
+    Seq s = plain_seq(N, Nk, blockIdx.y, D);
+    s.kv_plane = blockIdx.y / group;  // (b·Hq + h) / g = b·Hkv + h / g
+    s.kv_at = (size_t)s.kv_plane * Nk * D;
+    return s;
+#endif
+}
+
+// The K/V blocks j0 … j1 − 1 that rows r0 … r1 of a sequence see through the window [p + shift − left, p + shift
+// + right] (sim/machine/mask.py's Rule.seen_blocks); empty (j1 ≤ j0) when none
+__device__ __forceinline__ void seen_blocks(int& j0, int& j1, int r0, int r1, int Nk, int shift, int left, int right) {
+    const int lo = r0 + shift - left, hi = r1 + shift + right;
+    const int Tc = (Nk + BC - 1) / BC;
+    j0 = lo <= 0 ? 0 : lo / BC;
+    j1 = hi < 0 ? 0 : min(Tc, hi / BC + 1);
+    if (lo > Nk - 1) j1 = 0;
+}
+
+// whether every row r0 … r1 sees every key c0 … c0 + BC − 1 (no mask needed on that block)
+__device__ __forceinline__ bool fully_seen(int c0, int r0, int r1, int Nk, int shift, int left, int right) {
+    return c0 + BC <= Nk && c0 + BC - 1 <= r0 + shift + right && c0 >= r1 + shift - left;
+}
+
+// whether query row r (of the sequence) sees key c
+__device__ __forceinline__ bool sees(int r, int c, int Nk, int shift, int left, int right) {
+    return c < Nk && c <= r + shift + right && c >= r + shift - left;
+}
+#endif
+
+// What a thread block's line between S_ij and the softmax needs: the window (variants.cuh's rule) and the scores'
+// constants. Causal is the window (UNBOUNDED, 0); the plain build has none of this.
+struct Band {
+    int Nk, shift, left, right;  // keys, Nk − N (the bottom-right diagonal), the window's sides
+    float scale_log2, cap, inv_cap, slope;  // τ log2 e; c log2 e and its inverse (SOFTCAP); slope log2 e (ALIBI)
+};
+
+// c·tanh(x/c) as base-2 scores take it: tanh(y) = 1 − 2 / (e^{2y} + 1), one ex2.approx and one rcp.approx, good
+// to ~2⁻²² absolute (tanh.approx.f32 is good to 2⁻¹¹ relative only); ±∞ in, ±c out
+__device__ __forceinline__ float softcap_log2(float x, float cap, float inv_cap) {
+    float r;
+    asm("rcp.approx.ftz.f32 %0, %1;\n" : "=f"(r) : "f"(exp2_approx(x * inv_cap * (2.f * LOG2E)) + 1.f));
+    return cap * (1.f - 2.f * r);
+}
+
+// a score of row r, key c, in base 2 (· τ log2 e) with the softcap and ALiBi applied
+__device__ __forceinline__ float scored(float s, int r, int c, int shift, float scale_log2, float cap, float inv_cap, float slope) {
+    s *= scale_log2;
+#if SOFTCAP
+    s = softcap_log2(s, cap, inv_cap);
+#endif
+#if ALIBI
+    s -= slope * fabsf((float)(r + shift - c));
+#endif
+    return s;
+}

@@ -1,0 +1,167 @@
+"""The forward's variants timed beside what a PyTorch user has for the same computation (issue 25's targets):
+GQA (Hq/Hkv = 8) against SDPA with enable_gqa (each backend that takes it; the best counts); a sliding window
+(1024 and 4096 keys to the left, causal), ALiBi and softcap against FlexAttention (torch.compile'd once per score or
+mask function, block mask built once, then timed); a packed batch (lengths spread 2×) against SDPA's flash backend on
+the same batch padded to its longest sequence. 16k tokens a batch, hidden 2048 (heads = 2048/d), fp16.
+
+`python -m gpu.lab.bench_variants [--json PATH] [--ns 4096 8192]`: one line a row, and the report as JSON."""
+
+import argparse
+import shlex
+import sys
+from functools import partial
+
+import numpy as np
+
+from gpu import device
+from gpu.dlpack import as_torch
+from gpu.flash import flash_attention
+from gpu.lab import results, timing
+from gpu.lab.variant_checks import make_inputs
+
+TOKENS, HIDDEN, GROUP = 16384, 2048, 8
+TARGETS = {"gqa": 1.0, "window": 1.0, "varlen": 1.2}  # speed-up over the best PyTorch path the issue asks for
+
+
+def flops(rows: list[tuple[int, int]], heads: int, d: int, causal: bool, window: int | None = None) -> float:
+    """4·d·(query, key) pairs seen, over (N, Nk) sequences: causal halves a square, a window keeps ≈ N·(w + 1)."""
+    pairs = 0.0
+    for n, nk in rows:
+        if window is not None:
+            pairs += sum(min(i + 1, window + 1) for i in range(n))
+        else:
+            pairs += n * nk / (2 if causal else 1)
+    return 4.0 * d * heads * pairs
+
+
+def _torch_flex():
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    return torch.compile(flex_attention), create_block_mask
+
+
+def rows_for(n: int, d: int, flex, progress, only: str | None = None) -> list[dict]:
+    """Every variant row at N = n, head dim d (`only`: the rows whose name starts with it)."""
+    import torch
+
+    heads, batch = HIDDEN // d, max(1, TOKENS // n)
+    out = []
+
+    def row(name, ours, theirs, label, causal, flop, target):
+        if only and not name.startswith(only):
+            return
+        ms = timing.interleaved_ms({"flashsim": ours} | {k: f for k, f in theirs.items() if f is not None})
+        best = min((k for k in ms if k != "flashsim"), key=ms.get, default=None)
+        speedup = ms[best] / ms["flashsim"] if best else None
+        line = {"variant": name, "n": n, "d": d, "batch": batch, "heads": heads, "causal": causal, "ms": ms,
+                "tflops": {k: flop / t / 1e9 for k, t in ms.items()}, "best_torch": best, "baseline": label,
+                "speedup": speedup, "target": target}  # fmt: skip
+        progress(f"{name:>14} N={n} d={d} causal={causal}: flashsim {ms['flashsim']:.3f} ms, "
+                 f"{best} {ms.get(best, float('nan')):.3f} ms, ×{speedup or float('nan'):.2f}")  # fmt: skip
+        out.append(line)
+
+    for causal in (False, True):  # no variant: the plain build, beside SDPA flash (a check that it is unchanged)
+        q, k, v, _ = make_inputs(batch, heads, n, n, d, "float16", {})
+        tq, tk, tv = (as_torch(x) for x in (q, k, v))
+        theirs = {"flash_attention": _sdpa(tq, tk, tv, causal, "FLASH_ATTENTION")}
+        row("plain", partial(flash_attention, q, k, v, causal=causal), theirs, "SDPA flash", causal,
+            flops([(n, n)] * batch, heads, d, causal), None)  # fmt: skip
+
+    for causal in (False, True):  # GQA: SDPA enable_gqa, each backend that runs it
+        q, k, v, kw = make_inputs(batch, heads, n, n, d, "float16", {"kv_heads": heads // GROUP})
+        tq, tk, tv = (as_torch(x) for x in (q, k, v))
+        theirs = {}
+        for backend in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION"):
+            theirs[backend.lower()] = _sdpa(tq, tk, tv, causal, backend)
+        flop = flops([(n, n)] * batch, heads, d, causal)
+        row("gqa 8", partial(flash_attention, q, k, v, causal=causal), theirs, "SDPA enable_gqa", causal, flop, 1.0)
+
+    flex_attention, create_block_mask = flex
+    q, k, v, _ = make_inputs(batch, heads, n, n, d, "float16", {})
+    tq, tk, tv = (as_torch(x) for x in (q, k, v))
+    for w in (1024, 4096):  # a causal sliding window of w keys to the left
+        if w >= n:
+            continue
+        width = torch.tensor(w, device="cuda")
+        mask = create_block_mask(lambda b, h, i, j, width=width: (j <= i) & (i - j <= width), None, None, n, n)
+        flex_call = partial(flex_attention, tq, tk, tv, block_mask=mask)
+        ours = partial(flash_attention, q, k, v, window=(w, 0))
+        row(
+            f"window {w}",
+            ours,
+            {"flex": flex_call},
+            "FlexAttention",
+            True,
+            flops([(n, n)] * batch, heads, d, True, w),
+            1.0,
+        )
+    slopes = 2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)
+    tslopes = torch.tensor(slopes, device="cuda", dtype=torch.float32)
+    alibi = lambda s, b, h, i, j: s - tslopes[h] * (i - j).abs()  # noqa: E731
+    causal_mask = create_block_mask(lambda b, h, i, j: j <= i, None, None, n, n)
+    row("alibi", lambda: flash_attention(q, k, v, causal=True, alibi_slopes=slopes),
+        {"flex": lambda: flex_attention(tq, tk, tv, score_mod=alibi, block_mask=causal_mask)}, "FlexAttention", True,
+        flops([(n, n)] * batch, heads, d, True), None)  # fmt: skip
+    cap = 30.0  # a literal in the score function: a captured Python float reaches Inductor as a CPU tensor
+    softcap = lambda s, b, h, i, j: 30.0 * torch.tanh(s / 30.0)  # noqa: E731
+    row("softcap", lambda: flash_attention(q, k, v, softcap=cap),
+        {"flex": lambda: flex_attention(tq, tk, tv, score_mod=softcap)}, "FlexAttention", False,
+        flops([(n, n)] * batch, heads, d, False), None)  # fmt: skip
+
+    rng = np.random.default_rng(n + d)  # packed: lengths uniform in [n/2, n], about 16k tokens
+    lengths = [n, *rng.integers(n // 2, n + 1, size=max(1, round(TOKENS / (0.75 * n))) - 1)]
+    for causal in (False, True):
+        q, k, v, kw = make_inputs(0, heads, 0, 0, d, "float16", {"seqlens_q": lengths, "seqlens_k": lengths})
+        pq, pk, pv = (as_torch(x) for x in make_inputs(len(lengths), heads, n, n, d, "float16", {})[:3])
+        ours = partial(flash_attention, q, k, v, causal=causal, **kw)
+        row("varlen 2x", ours, {"flash_attention": _sdpa(pq, pk, pv, causal, "FLASH_ATTENTION"),
+            "cudnn_attention": _sdpa(pq, pk, pv, causal, "CUDNN_ATTENTION")}, "SDPA on the padded batch", causal,
+            flops([(x, x) for x in lengths], heads, d, causal), 1.2)  # fmt: skip
+    return out
+
+
+def _sdpa(q, k, v, causal: bool, backend: str):
+    """SDPA with one backend on torch tensors (enable_gqa where k has fewer heads), or None where it refuses."""
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    gqa = k.shape[1] != q.shape[1]
+
+    def call():
+        with sdpa_kernel(getattr(SDPBackend, backend)):
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+
+    try:
+        call()
+        torch.cuda.synchronize()
+    except RuntimeError:
+        return None
+    return call
+
+
+def run_bench(ns=(4096,), ds=(64, 128), *, only=None, progress=None, command=None) -> dict:
+    """Every row (or those whose name starts with `only`) at each N in `ns` and head dim in `ds`: the report (kind
+    "bench-variants")."""
+    device.require()
+    flex = _torch_flex()
+    rows = [r for n in ns for d in ds for r in rows_for(n, d, flex, progress or (lambda line: None), only)]
+    return {"kind": "bench-variants", "env": results.environment(command), "device": device.properties(),
+            "rows": rows, "targets": TARGETS}  # fmt: skip
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m gpu.lab.bench_variants")
+    parser.add_argument("--json", help="write the report here")
+    parser.add_argument("--ns", type=int, nargs="+", default=[4096, 8192])
+    parser.add_argument("--ds", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--only", help="the rows whose variant name starts with this (plain, gqa, window, …)")
+    a = parser.parse_args(argv)
+    command = "python -m gpu.lab.bench_variants " + shlex.join(sys.argv[1:] if argv is None else argv)
+    report = run_bench(a.ns, a.ds, only=a.only, progress=lambda line: print(line, flush=True), command=command)
+    if a.json:
+        results.write(report, a.json)
+
+
+if __name__ == "__main__":
+    main()

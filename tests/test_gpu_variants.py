@@ -1,0 +1,237 @@
+"""The forward's variants on rungs 3 and 6 (GQA, window, ALiBi, softcap, packed batches, and their combinations) against
+float64 from the definition (sim.api.reference_variants) by FlashAttention's criterion (gpu.lab.variant_checks):
+ragged N, N ≠ Nk both ways, causal and not, fp16 and bf16, a padded head dim on rung 3. The argument checks run
+on the CPU (hypothesis); the rest needs a GPU (rung 6: an sm_90 one)."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpu import registry, source, variants
+from gpu.inputs import Problem
+from sim.core.errors import InputError
+
+# name → variant (gpu.lab.variant_checks.make_inputs); heads = 4
+CASES = {
+    "mqa": {"kv_heads": 1},
+    "gqa": {"kv_heads": 2},
+    "window": {"window": [37, 0]},
+    "window both sides": {"window": [100, 50]},
+    "window diagonal only": {"window": [0, 0]},
+    "window right only": {"window": [-1, 30]},
+    "alibi": {"alibi": True},
+    "softcap": {"softcap": 2.0},
+    "all": {"kv_heads": 2, "window": [90, 10], "alibi": True, "softcap": 5.0},
+}
+PACKED = {  # ragged lengths (one of 1), N ≠ Nk within a sequence
+    "varlen": {"seqlens_q": [1, 130, 77, 200], "seqlens_k": [50, 129, 300, 200]},
+    "varlen all": {"kv_heads": 2, "window": [60, -1], "alibi": True, "softcap": 4.0, "seqlens_q": [1, 130, 77, 200],
+                   "seqlens_k": [50, 129, 300, 200]},
+}  # fmt: skip
+# (rung, d, dtype): rung 6 at its head dims; rung 3 also at d = 72, rows padded to 80 for the MMA
+SETUPS = [(6, 128, "float16"), (6, 64, "bfloat16"), (3, 64, "float16"), (3, 72, "bfloat16")]
+SHAPES = [(2, 4, 200, 333), (1, 4, 333, 200)]  # (batch, heads, N, Nk): N < Nk, and N > Nk (causal rows see no key)
+
+
+def _gpu(rung):
+    pytest.importorskip("cupy")
+    from gpu import device
+
+    if not device.available()[0]:
+        pytest.skip("no GPU")
+    if rung == 6 and device.capability() != "9.0":
+        pytest.skip(f"rung 6 runs on compute capability 9.0 only; this GPU is {device.capability()}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("case", [*CASES, *PACKED])
+@pytest.mark.parametrize("setup", SETUPS, ids=lambda s: f"rung{s[0]}-d{s[1]}-{s[2]}")
+def test_variant(setup, case, shape, causal):
+    rung, d, dtype = setup
+    _gpu(rung)
+    from gpu.lab.variant_checks import check, make_inputs
+
+    if case in PACKED and shape != SHAPES[0]:
+        pytest.skip("a packed batch has its own lengths")
+    q, k, v, kw = make_inputs(*shape[:2], *shape[2:], d, dtype, CASES.get(case) or PACKED[case], seed=len(case))
+    c = check(q, k, v, causal=causal, kernel=rung, **kw)
+    assert c.ok, c.describe()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rung", [6, 3])
+@pytest.mark.parametrize("window", [(256, 0), (300, 700), (1000, -1)])
+def test_window_skips_blocks_over_many(rung, window):
+    """A band that starts past block 0 and ends before the last, over more K/V blocks than rung 6 has stages."""
+    _gpu(rung)
+    from gpu.lab.variant_checks import check, make_inputs
+
+    q, k, v, kw = make_inputs(1, 2, 2100, 2300, 128, "float16", {"window": list(window), "kv_heads": 1}, seed=3)
+    for causal in (False, True):
+        c = check(q, k, v, causal=causal, kernel=rung, **kw)
+        assert c.ok, (causal, c.describe())
+
+
+@pytest.mark.gpu
+def test_slopes_per_sequence_and_on_the_device():
+    """ALiBi slopes (B, Hq), given as a CuPy array, each batch entry its own."""
+    _gpu(3)
+    import cupy
+
+    from gpu.lab.variant_checks import check, make_inputs
+
+    q, k, v, _ = make_inputs(2, 4, 150, 150, 64, "float16", {}, seed=5)
+    slopes = cupy.asarray(np.array([[0.5, 0.25, 0.125, 0.0625], [1.0, 0.0, -0.1, 0.3]]))
+    assert check(q, k, v, causal=True, alibi_slopes=slopes).ok
+
+
+@pytest.mark.gpu
+def test_bad_variant_arguments_get_one_line():
+    _gpu(3)
+    import gpu
+    from gpu.lab.variant_checks import make_inputs
+
+    q, k, v, _ = make_inputs(1, 6, 64, 64, 64, "float16", {"kv_heads": 4})
+    with pytest.raises(InputError, match="4 heads must divide q's 6"):
+        gpu.flash_attention(q, k, v)
+    q, k, v, _ = make_inputs(1, 4, 64, 64, 64, "float16", {})
+    calls = {
+        "kernel: rung 2 takes no variant": dict(kernel=2, window=(8, 0)),
+        "window: must be a pair": dict(window=8),
+        "softcap: must be finite": dict(softcap=float("inf")),
+        "alibi_slopes: shape": dict(alibi_slopes=[1.0, 2.0]),
+        "max_seqlen_q, max_seqlen_k: only for a packed": dict(max_seqlen_q=64),
+        "a packed batch takes a CuPy array shaped": dict(cu_seqlens_q=[0, 64], cu_seqlens_k=[0, 64]),
+    }
+    for match, kw in calls.items():
+        with pytest.raises(InputError, match=match) as e:
+            gpu.flash_attention(q, k, v, **kw)
+        assert "\n" not in str(e.value)
+    q, k, v, kw = make_inputs(0, 4, 0, 0, 64, "float16", {"seqlens_q": [3, 5], "seqlens_k": [4, 4]})
+    for bad, match in (
+        ([0, 3, 7], "must start at 0, increase strictly and end"),
+        ([0, 8], "cu_seqlens_k: 2 sequences, but cu_seqlens_q has 1"),
+    ):
+        with pytest.raises(InputError, match=match):
+            gpu.flash_attention(q, k, v, cu_seqlens_q=bad, cu_seqlens_k=kw["cu_seqlens_k"])
+    with pytest.raises(InputError, match="max_seqlen_q: must be an integer from the longest sequence"):
+        gpu.flash_attention(q, k, v, **kw, max_seqlen_q=2)
+
+
+@pytest.mark.gpu
+def test_autograd_takes_the_variants_forward_only():
+    _gpu(3)
+    torch = pytest.importorskip("torch")
+    import gpu
+    from gpu.autograd import attention
+    from gpu.lab.variant_checks import make_inputs
+
+    q, k, v, _ = make_inputs(1, 4, 100, 100, 64, "float16", {"kv_heads": 2})
+    tq, tk, tv = (torch.from_dlpack(x) for x in (q, k, v))
+    with torch.no_grad():
+        o = attention(tq, tk, tv, causal=True, window=(20, 0), softcap=3.0)
+    direct = gpu.flash_attention(q, k, v, causal=True, window=(20, 0), softcap=3.0)  # judged by test_variant
+    assert torch.equal(o, torch.from_dlpack(direct))
+    tq.requires_grad_(True)
+    with pytest.raises(InputError, match=r"window, gqa .*: the backward kernels do not take them yet"):
+        attention(tq, tk, tv, window=(20, 0))
+
+
+# -- the checks alone, on the CPU ---------------------------------------------------------------------------------
+
+
+def test_a_plain_call_adds_no_define_and_no_argument():
+    plain = variants.Variant()
+    p = Problem(1, 4, 64, 64, 64, "float16", True, 0.125)
+    assert plain.plain and plain.defines() == {} and plain.args(p) == ()
+
+
+@pytest.mark.parametrize(
+    "window,causal,sides",
+    [(None, False, None), ((5, 0), False, (5, 0)), ((5, 9), True, (5, 0)), ((-1, -1), True, (None, 0)),
+     ((None, 3), False, (None, 3)), ((7, -1), False, (7, None))],
+)  # fmt: skip
+def test_causal_folds_into_the_window(window, causal, sides):
+    """The kernel's (left, right): causal is right ≤ 0, an unbounded side is 2^30 (variants.cuh's UNBOUNDED)."""
+    v = variants.Variant(group=2, window=variants.check_window(window))
+    p = Problem(1, 4, 64, 80, 64, "float16", causal, 0.125)
+    args = v.args(p)
+    assert v.defines() == {"VARIANTS": 1, "VARLEN": 0, "SOFTCAP": 0, "ALIBI": 0}
+    if sides is None:
+        sides = (None, 0 if causal else None)
+    assert (int(args[3]), int(args[4])) == tuple(variants.UNBOUNDED if s is None else s for s in sides)
+    assert int(args[6]) == 2 and int(args[7]) == 4
+
+
+@given(st.one_of(st.integers(-10, 10), st.text(max_size=3), st.lists(st.integers(-3, 3), max_size=3),
+                 st.tuples(st.floats(allow_nan=True), st.integers(-3, 3)), st.tuples(st.booleans(), st.integers())))  # fmt: skip
+def test_hostile_windows_get_one_line(window):
+    try:
+        got = variants.check_window(window)
+    except InputError as e:
+        assert str(e).startswith("window:") and "\n" not in str(e)
+    else:
+        assert len(got) == 2 and all(isinstance(s, int) and -1 <= s < variants.UNBOUNDED for s in got)
+
+
+@given(
+    st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-5, 5), st.text(max_size=2), st.booleans())
+)
+def test_hostile_softcaps_get_one_line(softcap):
+    try:
+        got = variants.check_softcap(softcap)
+    except InputError as e:
+        assert str(e).startswith("softcap:") and "\n" not in str(e)
+    else:
+        assert got > 0 and np.isfinite(got)
+
+
+@given(st.one_of(st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=5), st.text(max_size=3),
+                 st.lists(st.lists(st.floats(-2, 2), min_size=4, max_size=4), min_size=1, max_size=3)))  # fmt: skip
+def test_hostile_slopes_get_one_line(slopes):
+    try:
+        got = variants.check_alibi(slopes, 2, 4)
+    except InputError as e:
+        assert str(e).startswith("alibi_slopes:") and "\n" not in str(e)
+    else:
+        assert got.shape == (2, 4) and np.isfinite(got).all()
+
+
+@given(st.lists(st.integers(-3, 40), max_size=6), st.one_of(st.none(), st.integers(-2, 50), st.floats(0, 50)))
+def test_hostile_cu_seqlens_get_one_line(cu, max_seqlen):
+    try:
+        checked = variants._cu_seqlens("cu_seqlens_q", cu, 30)
+        longest = variants._max_seqlen("max_seqlen_q", max_seqlen, checked)
+    except InputError as e:
+        assert str(e).split(":")[0] in ("cu_seqlens_q", "max_seqlen_q") and "\n" not in str(e)
+    else:
+        assert checked[0] == 0 and checked[-1] == 30 and (np.diff(checked) > 0).all()
+        assert np.diff(checked).max() <= longest <= 30
+
+
+NVCC = shutil.which("nvcc") or next(
+    (p for p in ("/usr/local/cuda/bin/nvcc", "/usr/local/bin/nvcc") if Path(p).exists()), None
+)
+BUILDS = [{"SOFTCAP": 0, "ALIBI": 0, "VARLEN": 0}, {"SOFTCAP": 1, "ALIBI": 1, "VARLEN": 0},
+          {"SOFTCAP": 0, "ALIBI": 0, "VARLEN": 1}, {"SOFTCAP": 1, "ALIBI": 1, "VARLEN": 1}]  # fmt: skip
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUDA toolkit)")
+@pytest.mark.parametrize("build", BUILDS, ids=lambda b: "-".join(k for k, v in b.items() if v) or "gqa-window")
+@pytest.mark.parametrize("rung,d,arch", [(6, 128, "sm_90a"), (3, 72, "sm_80")])
+def test_variant_builds_compile(tmp_path, rung, d, arch, build):
+    """Each variant build of rungs 3 and 6 compiles (`nvcc -ptx`), with the defines gpu/variants.py injects."""
+    spec = registry.FORWARD[rung]
+    cu = tmp_path / spec.file
+    cu.write_text(source.render(spec.file, spec.defines(d, "bfloat16") | {"VARIANTS": 1} | build))
+    run = subprocess.run([NVCC, "-ptx", f"-arch={arch}", "-o", str(tmp_path / "out.ptx"), str(cu)],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert spec.function in (tmp_path / "out.ptx").read_text()
