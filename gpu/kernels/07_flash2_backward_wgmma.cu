@@ -60,18 +60,20 @@
 #define TILE_Q (BR * HEAD_DIM * 2)        // bytes of Q_i (and of dO_i) in one stage
 #define TILE_KV (BC * HEAD_DIM * 2)       // bytes of K_j (and of V_j)
 #define TILE_DS (BR * 64 * 2)             // bytes of one warpgroup's dS_ij: 64 queries × its 64 keys
+#define TILE_LD (2 * BR * 4)              // bytes of L_i·log2 e and D_i in one stage (the pre-pass's LD blocks)
 #define NACC (HEAD_DIM / 2)               // dK_j (and dV_j) accumulators per thread: 64 keys × d over 128 threads
-#define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // 64-column pieces of dQ_i a warpgroup computes
-#define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of its dQ products sums over
-#define PIPELINE_DQ (HEAD_DIM == 64)      // its atomics wait for the next block (see "dQ")
+#define DQ_COLS (SPLIT_DQ ? HEAD_DIM / CONSUMERS : 64)  // columns of one dQ product: 64, or 32 at d = 64 split
+#define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // dQ products per Q block and warpgroup
+#define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of them sums over
+#define TILE_DQ (BR * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (Br, 32)
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
 
 #include "common.cuh"  // NEG_INF, LOG2E, pack2, exp2_approx, accumulators_to_a, atomic_add_f32x2
-#include "hopper.cuh"  // TMA, mbarrier, wgmma, setmaxnreg
+#include "hopper.cuh"  // TMA, bulk copies and reductions, mbarrier, wgmma, setmaxnreg
 
 #define KV_FULL (bar)                             // mbarrier: K_j and V_j have arrived
-#define FULL(s) (bar + 8 * (1 + (s)))             // mbarrier: Q_i and dO_i are in stage s
+#define FULL(s) (bar + 8 * (1 + (s)))             // mbarrier: Q_i, dO_i, L_i and D_i are in stage s
 #define EMPTY(s) (bar + 8 * (1 + STAGES + (s)))   // mbarrier: both consumer warpgroups are done with stage s
 
 // acc (64 × 64) = A Bᵀ over HEAD_DIM, both K-major in SRAM, rows a_rows and b_rows of pieces a_piece and b_piece
@@ -98,28 +100,56 @@ __device__ __forceinline__ void issue_key_grads(float (&dv)[NACC], const u32 (&p
     wgmma_commit();
 }
 
-// line 15 for one 64-column piece: dq (64 queries × 64) = dS_ij (SRAM, K-major, 64 keys per tile) · K_j (the
-// piece's rows from k_rows on, N-major), over DQ_KEYS keys
-__device__ __forceinline__ void issue_dq(float (&dq)[32], u32 ds_tiles, u32 k_rows) {
+// line 15 for DQ_COLS columns: dq (64 queries × DQ_COLS) = dS_ij (SRAM, K-major, 64 keys per tile) · K_j (N-major,
+// the columns from k_cols on: a 64-column piece, or half of one, 64 bytes into its rows), over DQ_KEYS keys
+__device__ __forceinline__ void issue_dq(float (&dq)[DQ_COLS / 2], u32 ds_tiles, u32 k_cols) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < DQ_KEYS / 16; ++kk)
-        wgmma_ss_nmajor(dq, sw128_desc(ds_tiles + (kk / 4) * TILE_DS + (kk % 4) * 32, 16), sw128_desc(k_rows + kk * 2048, BC * 128), kk > 0);
+        wgmma_ss_nmajor(dq, sw128_desc(ds_tiles + (kk / 4) * TILE_DS + (kk % 4) * 32, 16), sw128_desc(k_cols + kk * 2048, BC * 128), kk > 0);
     wgmma_commit();
 }
 
-// dQ_i += τ dq for this lane's rows (queries r0 + 16·warp + g, + 8) of one 64-column piece: float32 atomics
-__device__ __forceinline__ void add_dq(float* dQ_rows, const float (&dq)[32], int r0, int piece, int N, float scale,
-                                       int warp, int g, int t) {
+// τ dq → this warpgroup's dQ tile in SRAM, float32, boxes of (Br, 32): element (q, col) of box col / 32 at byte
+// q·128 + (((col mod 32)/4 ⊕ q mod 8)·16) + (col mod 4)·4, the 128-byte swizzle TMA reads (8-byte stores, no bank
+// conflict: the 8 rows g of a warp land in 8 different 16-byte chunks)
+__device__ __forceinline__ void store_dq(u32 tile, const float (&dq)[DQ_COLS / 2], float scale, int warp, int g, int t) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int q = warp * 16 + g + 8 * h;  // q mod 8 = g
+#pragma unroll
+        for (int n = 0; n < DQ_COLS / 8; ++n) {  // columns 8n + 2t, + 1
+            const u32 at = tile + (n / 4) * BR * 128 + q * 128 + (((2 * (n % 4) + t / 2) ^ g) << 4) + (t % 2) * 8;
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(scale * dq[4 * n + 2 * h]),
+                         "f"(scale * dq[4 * n + 2 * h + 1]) : "memory");
+        }
+    }
+}
+
+// dQ_i += τ dq for this lane's rows (queries r0 + 16·warp + g, + 8), columns col0 …: float32 atomics (DQ_TMA = 0)
+__device__ __forceinline__ void add_dq(float* dQ_rows, const float (&dq)[DQ_COLS / 2], int r0, int col0, int N,
+                                       float scale, int warp, int g, int t) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int q = r0 + warp * 16 + g + 8 * h;
         if (q >= N) continue;
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
-            atomic_add_f32x2(dQ_rows + (size_t)q * HEAD_DIM + piece * 64 + n * 8 + 2 * t, scale * dq[4 * n + 2 * h],
+        for (int n = 0; n < DQ_COLS / 8; ++n)
+            atomic_add_f32x2(dQ_rows + (size_t)q * HEAD_DIM + col0 + n * 8 + 2 * t, scale * dq[4 * n + 2 * h],
                              scale * dq[4 * n + 2 * h + 1]);
     }
+}
+
+// deterministic dQ: Q block i's counter in HBM counts the warpgroups whose dQ_i has landed; a warpgroup adds its own
+// once the count reaches `turn` (its K/V block's place, in order of j), then counts itself
+__device__ __forceinline__ void wait_turn(const int* count, int turn) {
+    int seen;
+    do {
+        asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(seen) : "l"(count) : "memory");
+    } while (seen < turn);
+}
+__device__ __forceinline__ void pass_turn(int* count) {
+    asm volatile("fence.proxy.async.global;\nred.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(count) : "memory");
 }
 
 __device__ __forceinline__ void st_shared_u16(u32 addr, u32 bits) {
@@ -136,26 +166,29 @@ __device__ __forceinline__ void sync_readers(int c) {
 }
 
 // Q_map, dO_map: tensor maps of Q, dO (batch·heads, N, HEAD_DIM), boxes of (1, Br, 64); K_map, V_map: of K, V
-// (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); L, D: (batch·heads, N) float32; dQacc: (batch·heads, N,
-// HEAD_DIM) float32, zeroed; dK, dV like K. Grid: (Tc, batch·heads), NTHREADS threads,
-// 1024 + 2·TILE_KV + STAGES·2·TILE_Q + 2·TILE_DS + 2·2·Br·4 + 8·(1 + 2·STAGES) bytes of dynamic shared memory.
+// (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); dQ_map: of dQacc, float32, boxes of (1, Br, 32); LD: the
+// pre-pass's (batch·heads, Tr, 2, Br) float32 blocks of L_i·log2 e and D_i; dQacc: (batch·heads, N, HEAD_DIM)
+// float32, zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); dK, dV like K. Grid: (Tc,
+// batch·heads), NTHREADS threads, geometry.backward_wg_smem bytes of dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
                  const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap dO_map,
-                 const float* __restrict__ L, const float* __restrict__ D, float* __restrict__ dQacc,
-                 elem_t* __restrict__ dK, elem_t* __restrict__ dV, int N, int Nk, float scale, int causal)
+                 const __grid_constant__ TensorMap dQ_map, const float* __restrict__ LD, float* __restrict__ dQacc,
+                 int* __restrict__ count, elem_t* __restrict__ dK, elem_t* __restrict__ dV, int N, int Nk, float scale,
+                 int causal)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 sK = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: K_j, PIECES × (Bc, 64), swizzled
     const u32 sV = sK + TILE_KV;                       // SRAM: V_j, likewise
     const u32 sQ = sV + TILE_KV;                       // SRAM: Q_i, STAGES × PIECES × (Br, 64)
     const u32 sdO = sQ + STAGES * TILE_Q;              // SRAM: dO_i, likewise
-    const u32 sdS = sdO + STAGES * TILE_Q;             // SRAM: dS_ij, CONSUMERS × (Br, 64), swizzled
-    const u32 sLD = sdS + CONSUMERS * TILE_DS;         // SRAM: L_i then D_i, per consumer warpgroup: 2 × Br floats
-    const u32 bar = sLD + CONSUMERS * 2 * BR * 4;      // SRAM: the mbarriers, 8 bytes each
-    float* sLD_ptr = reinterpret_cast<float*>(smem + (sLD - smem_u32(smem)));
+    const u32 sdS = sdO + STAGES * TILE_Q;             // SRAM: dS_ij, 2 buffers × CONSUMERS × (Br, 64), swizzled
+    const u32 sdQ = sdS + 2 * CONSUMERS * TILE_DS;     // SRAM: dQ_i's products, CONSUMERS × (Br, DQ_COLS) float32
+    const u32 sLD = sdQ + CONSUMERS * TILE_DQ;         // SRAM: L_i·log2 e then D_i, STAGES × 2 × Br floats
+    const u32 bar = sLD + STAGES * TILE_LD;            // SRAM: the mbarriers, 8 bytes each
+    const float* sLD_ptr = reinterpret_cast<const float*>(smem + (sLD - smem_u32(smem)));
 
-    const int c0 = blockIdx.x * BC;
+    const int j = blockIdx.x, c0 = j * BC;
     const int bh = blockIdx.y;
     const int shift = Nk - N;  // causal: query r sees key c iff c ≤ r + shift
     // line 8's range: all Tr Q blocks, or (causal) from the one holding row c0 − shift, the first to see key c0
@@ -176,7 +209,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     if (threadIdx.x < 128) {  // the producer warpgroup
         setmaxnreg_dec<REG_PRODUCER>();
         if (blocks == 0) return;
-        if (threadIdx.x == 0) {  // line 6: K_j, V_j once; line 9: Q_i, dO_i per Q block, through the stages
+        if (threadIdx.x == 0) {  // line 6: K_j, V_j once; line 9: Q_i, dO_i, L_i, D_i per Q block, through the stages
             mbar_expect_tx(KV_FULL, 2 * TILE_KV);
 #pragma unroll
             for (int p = 0; p < PIECES; ++p) {
@@ -184,14 +217,15 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 tma_load_3d(sV + p * BC * 128, &V_map, KV_FULL, p * 64, c0, bh);
             }
             for (int it = 0; it < blocks; ++it) {
-                const int s = it % STAGES, r0 = (i_first + it) * BR;
+                const int s = it % STAGES, i = i_first + it;
                 if (it >= STAGES) mbar_wait(EMPTY(s), ((it / STAGES) & 1) ^ 1);
-                mbar_expect_tx(FULL(s), 2 * TILE_Q);
+                mbar_expect_tx(FULL(s), 2 * TILE_Q + TILE_LD);
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) {
-                    tma_load_3d(sQ + s * TILE_Q + p * BR * 128, &Q_map, FULL(s), p * 64, r0, bh);
-                    tma_load_3d(sdO + s * TILE_Q + p * BR * 128, &dO_map, FULL(s), p * 64, r0, bh);
+                    tma_load_3d(sQ + s * TILE_Q + p * BR * 128, &Q_map, FULL(s), p * 64, i * BR, bh);
+                    tma_load_3d(sdO + s * TILE_Q + p * BR * 128, &dO_map, FULL(s), p * 64, i * BR, bh);
                 }
+                bulk_load(sLD + s * TILE_LD, LD + ((size_t)bh * Tr + i) * 2 * BR, TILE_LD, FULL(s));
             }
         }
         return;
@@ -205,46 +239,32 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     const int g = lane / 4, t = lane % 4;
     const int key = c0 + c * 64 + warp * 16 + g;  // this lane's first key
     const u32 k_rows = sK + c * 64 * 128, v_rows = sV + c * 64 * 128;  // this warpgroup's rows of K_j, V_j
-    const u32 ds_tile = sdS + c * TILE_DS;
+#if DQ_TMA
+    const u32 dq_tile = sdQ + c * TILE_DQ;  // SRAM: this warpgroup's dQ product, float32
+#endif
     const float scale_log2 = scale * LOG2E;
-    float* L_i = sLD_ptr + c * 2 * BR;  // SRAM: this warpgroup's L_i and D_i
-    float* D_i = L_i + BR;
 
     // line 7: dK_j = 0, dV_j = 0 in registers
     float dk[NACC], dv[NACC];
 #pragma unroll
     for (int e = 0; e < NACC; ++e) dk[e] = dv[e] = 0.f;
 
+#if !DQ_TMA
     float* dQ_rows = dQacc + (size_t)bh * N * HEAD_DIM;
-    const int dq_piece = SPLIT_DQ ? c : 0;  // the (first) 64-column piece this warpgroup computes
-    float dq[32];  // registers: line 15's product; with PIPELINE_DQ, the previous block's, still in flight
-#pragma unroll
-    for (int e = 0; e < 32; ++e) dq[e] = 0.f;
+#endif
+    const int dq_col0 = SPLIT_DQ ? c * DQ_COLS : 0;  // the first column of dQ_i this warpgroup computes
 
     if (blocks > 0) mbar_wait(KV_FULL, 0);
     for (int it = 0; it < blocks; ++it) {
-        const int s = it % STAGES, r0 = (i_first + it) * BR;
+        const int s = it % STAGES, i = i_first + it, r0 = i * BR;
         const u32 q_tile = sQ + s * TILE_Q, do_tile = sdO + s * TILE_Q;
+        const float* Lb_i = sLD_ptr + s * 2 * BR;  // SRAM: L_i·log2 e (zeros past N), then D_i
+        const float* D_i = Lb_i + BR;
         mbar_wait(FULL(s), (it / STAGES) & 1);
 
         float st[32], dpt[32];  // registers: S_ijᵀ (then P_ijᵀ) and dP_ijᵀ (then dS_ijᵀ), 64 keys × 64 queries, fp32
         issue_transposed(st, k_rows, BC * 128, q_tile, BR * 128);    // line 10
         issue_transposed(dpt, v_rows, BC * 128, do_tile, BR * 128);  // line 13, in flight during line 11
-#if PIPELINE_DQ
-        // line 15 of the previous block: its product is done (groups complete in order; the two just issued may
-        // run on), its atomics go out while the tensor cores work on this block's two
-        wgmma_wait<2>();
-        keep(dq);
-        if (it > 0) add_dq(dQ_rows, dq, r0 - BR, dq_piece, N, scale, warp, g, t);
-#endif
-        // line 9's L_i and D_i (zeros past N), HBM → this warpgroup's SRAM while the two products run; the last
-        // block's readers are all past the two barriers below, so no one still reads them
-        if (tid < BR) {
-            const int r = r0 + tid;
-            L_i[tid] = r < N ? L[(size_t)bh * N + r] : 0.f;
-            D_i[tid] = r < N ? D[(size_t)bh * N + r] : 0.f;
-        }
-        warpgroup_sync(c);
         wgmma_wait<1>();
         keep(st);
 
@@ -256,7 +276,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int qi = n * 8 + 2 * t + (e & 1);  // the query's row in Q_i
-                float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -L_i[qi] * LOG2E));
+                float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -Lb_i[qi]));
                 if (edge) {
                     const int k_e = key + (e >> 1) * 8, q_e = r0 + qi;
                     if (k_e >= Nk || q_e >= N || (causal && k_e > q_e + shift)) p = 0.f;
@@ -280,10 +300,11 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         }
         issue_key_grads(dv, pf, dk, dsf, do_tile, q_tile);  // lines 12 and 16
 
-        // dS_ij into SRAM for line 15: element (query q, key κ) of this warpgroup's (64, 64) tile at byte
-        // q·128 + ((κ/8 ⊕ q mod 8)·16) + (κ mod 8)·2, the 128-byte swizzle wgmma reads. Every warp that reads the
-        // tile (SPLIT_DQ: both warpgroups' warps) must be past the last block's line 15 before any overwrites it.
-        sync_readers(c);
+        // dS_ij into SRAM for line 15, buffer it mod 2: element (query q, key κ) of this warpgroup's (64, 64) tile
+        // at byte q·128 + ((κ/8 ⊕ q mod 8)·16) + (κ mod 8)·2, the 128-byte swizzle wgmma reads. Two buffers: a
+        // warpgroup that writes buffer b in block it has passed block it − 1's barrier below, which its readers
+        // reach only after their line 15 of block it − 2 (the last that read b) has finished.
+        const u32 ds_tiles = sdS + (it % 2) * CONSUMERS * TILE_DS, ds_tile = ds_tiles + c * TILE_DS;
 #pragma unroll
         for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
@@ -295,22 +316,18 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                                   dsf[kk][r] >> (16 * e));
             }
         fence_proxy_async();
-        sync_readers(c);  // dS_ij is whole (SPLIT_DQ: both warpgroups' tiles, all Bc keys)
+#if DQ_TMA
+        if (tid == 0) bulk_wait_read<0>();  // the last block's reduction has read this warpgroup's dQ tile
+#endif
+        sync_readers(c);  // dS_ij is whole (SPLIT_DQ: both warpgroups' tiles, all Bc keys); the dQ tiles are free
 
-        // line 15: dQ_i += τ dS_ij K_j, 64 columns at a time, added into HBM with float32 atomics: SPLIT_DQ, this
-        // warpgroup's 64 columns over all Bc keys; else every piece over this warpgroup's 64 keys
-#if PIPELINE_DQ
-        issue_dq(dq, SPLIT_DQ ? sdS : ds_tile, (SPLIT_DQ ? sK : k_rows) + dq_piece * BC * 128);
-        wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free (line 15 runs on, finished next block)
-        keep(dv);
-        keep(dk);
-        keep(pf);
-        keep(dsf);
-        if (tid == 0) mbar_arrive(EMPTY(s));
-#else
+        // line 15: dQ_i += τ dS_ij K_j, DQ_COLS columns at a time (SPLIT_DQ: this warpgroup's share of the columns
+        // over all Bc keys; else every piece over its own 64 keys), into the float32 accumulator in HBM
 #pragma unroll
         for (int p = 0; p < DQ_PIECES; ++p) {
-            issue_dq(dq, SPLIT_DQ ? sdS : ds_tile, (SPLIT_DQ ? sK : k_rows) + (dq_piece + p) * BC * 128);
+            const int col0 = dq_col0 + p * 64;
+            float dq[DQ_COLS / 2];
+            issue_dq(dq, SPLIT_DQ ? ds_tiles : ds_tile, (SPLIT_DQ ? sK : k_rows) + (col0 / 64) * BC * 128 + (col0 % 64) * 2);
             if (p == 0) {
                 wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free
                 keep(dv);
@@ -321,14 +338,33 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             }
             wgmma_wait<0>();
             keep(dq);
-            add_dq(dQ_rows, dq, r0, dq_piece + p, N, scale, warp, g, t);
-        }
+#if DQ_TMA
+            // through SRAM: one TMA reduce-add per 32 columns, issued by one thread, adding in L2
+            if (p > 0) {
+                if (tid == 0) bulk_wait_read<0>();  // the previous piece's reduction has read the tile
+                warpgroup_sync(c);
+            }
+            store_dq(dq_tile, dq, scale, warp, g, t);
+            fence_proxy_async();
+            warpgroup_sync(c);
+            if (tid == 0) {
+                int* count_i = count + (size_t)bh * Tr + i;
+                if (DETERMINISTIC && p == 0) wait_turn(count_i, CONSUMERS * j + (SPLIT_DQ ? 0 : c));
+#pragma unroll
+                for (int b = 0; b < DQ_COLS / 32; ++b) tma_reduce_add_3d(&dQ_map, dq_tile + b * BR * 128, col0 + 32 * b, r0, bh);
+                bulk_commit();
+                if (DETERMINISTIC && p == DQ_PIECES - 1) {
+                    bulk_wait<0>();  // the additions have landed
+                    pass_turn(count_i);
+                }
+            }
+#else
+            add_dq(dQ_rows, dq, r0, col0, N, scale, warp, g, t);
 #endif
+        }
     }
-#if PIPELINE_DQ
-    wgmma_wait<0>();  // the last block's line 15
-    keep(dq);
-    if (blocks > 0) add_dq(dQ_rows, dq, (i_first + blocks - 1) * BR, dq_piece, N, scale, warp, g, t);
+#if DQ_TMA
+    if (tid == 0) bulk_wait<0>();  // every reduction done before the thread block's SRAM is released
 #endif
 
     // line 18: dK_j = τ dK_j and dV_j to HBM, straight from registers (zeros for keys no query sees)
