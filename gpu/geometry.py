@@ -12,6 +12,7 @@ from gpu.tiling import (
     warpgroup_tiles,
 )
 from sim.core.dtypes import F
+from sim.core.errors import InputError
 
 STORAGE_CODE = {"float32": 0, "float16": 1, "bfloat16": 2}
 HALF_SIZE = 2  # bytes of an fp16/bf16 element: the tensor-core kernels' storage
@@ -135,23 +136,29 @@ def backward_wg_tiles(d: int) -> Tiles:
 
 
 def backward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
+    if tiles.pipeline_dq and (d != 64 or not tiles.split_dq or tiles.dq_atomics):
+        raise InputError(
+            f"tiles: pipeline_dq needs d = 64, split_dq and TMA reduce-adds, got d={d}, {tiles.describe()}"
+        )
     return {
         "HEAD_DIM": d,
         "STAGES": tiles.stages,
         "SPLIT_DQ": int(tiles.split_dq),
         "DQ_TMA": int(not tiles.dq_atomics),
+        "PIPELINE_DQ": int(tiles.pipeline_dq),
         "STORAGE": STORAGE_CODE[dtype],
     }
 
 
 def backward_wg_smem(d: int, t: Tiles) -> int:
     """1024 bytes of alignment, K_j and V_j (Bc rows), the stages of Q_i and dO_i (Br rows), two buffers of dS_ij per
-    consumer warpgroup (Br × 64), its float32 dQ product (Br × d / 2 split, else Br × 64), L_i and D_i per stage (Br
-    floats each), the mbarriers."""
+    consumer warpgroup (Br × 64), its float32 dQ product (Br × d / 2 split, else Br × 64; two with pipeline_dq), L_i
+    and D_i per stage (Br floats each), the mbarriers."""
     br, bc, consumers = t.block_rows, t.block_cols, t.warps // 4 - 1
     dq_cols = d // consumers if t.split_dq else 64
     tiles = HALF_SIZE * (2 * bc * d + 2 * t.stages * br * d + 2 * consumers * br * 64)
-    return 1024 + tiles + F * (consumers * br * dq_cols + 2 * t.stages * br) + 8 * (1 + 2 * t.stages)
+    dq = (1 + t.pipeline_dq) * consumers * br * dq_cols
+    return 1024 + tiles + F * (dq + 2 * t.stages * br) + 8 * (1 + 2 * t.stages)
 
 
 def passes_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:

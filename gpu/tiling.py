@@ -32,6 +32,7 @@ class Tiles:
     pingpong: bool = False  # rung 6: consumer warpgroups take turns issuing their matmuls
     split_dq: bool = False  # backward rung 7: the warpgroups share dS_ij and split dQ_i's columns
     dq_atomics: bool = False  # backward rung 7: dQ by float32 atomics per element instead of TMA reduce-adds
+    pipeline_dq: bool = False  # backward rung 7: dQ_i's product finished in the next Q block, behind its S and dP
 
     @property
     def threads(self) -> int:
@@ -40,7 +41,7 @@ class Tiles:
     def describe(self) -> str:
         """The tiling in one short string: Br×Bc, warps × rows per warp, where Q_i's fragments live, layout."""
         if self.warps == 12 and (self.block_rows, self.block_cols) == (64, 128):  # backward rung 7: warpgroups
-            return f"64x128 wg2x64keys+1 st{self.stages}{' splitdq' if self.split_dq else ''}{' atomics' if self.dq_atomics else ''}"
+            return f"64x128 wg2x64keys+1 st{self.stages}{' splitdq' if self.split_dq else ''}{' atomics' if self.dq_atomics else ''}{' pipedq' if self.pipeline_dq else ''}"
         backward_mma = self.block_cols == 16 * self.warps  # rung 5's 16 keys per warp (not rung 6's warpgroups)
         if not backward_mma and self.warps % 4 == 0 and self.block_rows == 64 * (self.warps // 4 - 1):
             return f"{self.block_rows}x{self.block_cols} wg{self.warps // 4 - 1}x64+1 st{self.stages}{' pp' if self.pingpong else ''}"
@@ -60,11 +61,14 @@ def warpgroup_tiles(consumers: int, block_cols: int, stages: int, pingpong: bool
     return Tiles(64 * consumers, block_cols, 4 * (consumers + 1), stages=stages, pingpong=pingpong)
 
 
-def backward_warpgroup_tiles(stages: int, split_dq: bool = False, dq_atomics: bool = False) -> Tiles:
+def backward_warpgroup_tiles(
+    stages: int, split_dq: bool = False, dq_atomics: bool = False, pipeline_dq: bool = False
+) -> Tiles:
     """The backward rung 7 geometry: two consumer warpgroups of 64 keys (Bc = 128), a producer, Br = 64, `stages`;
     `split_dq`: the warpgroups share dS_ij and each computes half of dQ_i's columns; `dq_atomics`: dQ added with
-    float32 atomics per element instead of one TMA reduce-add per 32 columns."""
-    return Tiles(64, 128, 12, stages=stages, split_dq=split_dq, dq_atomics=dq_atomics)
+    float32 atomics per element instead of one TMA reduce-add per 32 columns; `pipeline_dq`: dQ_i's product left in
+    flight into the next Q block (split, TMA and d = 64 only: at d = 128 its registers do not fit)."""
+    return Tiles(64, 128, 12, stages=stages, split_dq=split_dq, dq_atomics=dq_atomics, pipeline_dq=pipeline_dq)
 
 
 def backward_tiles(warps: int, block_rows: int, min_blocks: int = 1) -> Tiles:

@@ -60,6 +60,7 @@ def test_rung_7_at_flashattention3_lengths(n, d, causal):
         (64, backward_warpgroup_tiles(stages=3, split_dq=True)),
         (64, backward_warpgroup_tiles(stages=2)),  # each warpgroup all 64 columns over its own keys
         (64, backward_warpgroup_tiles(stages=2, split_dq=True, dq_atomics=True)),
+        (64, backward_warpgroup_tiles(stages=2, split_dq=True, pipeline_dq=True)),
         (128, backward_warpgroup_tiles(stages=3)),
         (128, backward_warpgroup_tiles(stages=2)),  # two 64-column pieces, one after the other, through SRAM
         (128, backward_warpgroup_tiles(stages=3, split_dq=True)),
@@ -74,11 +75,20 @@ def test_rung_7_tilings(d, tiles):
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize(("d", "split"), [(64, True), (64, False), (128, True), (128, False)])
-def test_rung_7_deterministic_is_correct_and_the_same_bit_for_bit(d, split, causal):
+@pytest.mark.parametrize(
+    ("d", "tiles"),
+    [
+        (64, backward_warpgroup_tiles(stages=2, split_dq=True)),
+        (64, backward_warpgroup_tiles(stages=2)),
+        (64, backward_warpgroup_tiles(stages=2, split_dq=True, pipeline_dq=True)),
+        (128, backward_warpgroup_tiles(stages=2, split_dq=True)),
+        (128, backward_warpgroup_tiles(stages=2)),
+    ],
+    ids=lambda x: x.describe().replace(" ", "_") if hasattr(x, "describe") else str(x),
+)
+def test_rung_7_deterministic_is_correct_and_the_same_bit_for_bit(d, tiles, causal):
     # 2 × 3 heads, 1030 queries (17 Q blocks, the last ragged) against 2000 keys (16 K/V blocks adding into each dQ_i)
     q, k, v = random_qkv(2, 3, 1030, 2000, d, "bfloat16", seed=d + causal)
-    tiles = backward_warpgroup_tiles(stages=2, split_dq=split)
     _assert_ok(check_backward(q, k, v, causal=causal, kernel=7, tiles=tiles, deterministic=True))
     o, lse = gpu.flash_attention(q, k, v, causal=causal, return_lse=True)
     do = random_like(q, 3)

@@ -66,6 +66,7 @@
 #define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // dQ products per Q block and warpgroup
 #define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of them sums over
 #define TILE_DQ (BR * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (Br, 32)
+#define DQ_BUFFERS (PIPELINE_DQ ? 2 : 1)   // of those per warpgroup
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
 
@@ -140,6 +141,13 @@ __device__ __forceinline__ void add_dq(float* dQ_rows, const float (&dq)[DQ_COLS
     }
 }
 
+// τ dq → this warpgroup's SRAM tile → dQ_i's rows r0 … in HBM: one TMA reduce-add per 32 columns, issued by one
+// thread once every thread's stores are in (DETERMINISTIC: from the piece `first` on in its turn, waiting after the
+// piece `last` for the additions to land before passing the turn on)
+__device__ __forceinline__ void reduce_dq(const TensorMap* dQ_map, u32 tile, const float (&dq)[DQ_COLS / 2], int col0,
+                                          int r0, int bh, float scale, int c, int tid, int* count_i, int turn,
+                                          bool first, bool last);
+
 // deterministic dQ: Q block i's counter in HBM counts the warpgroups whose dQ_i has landed; a warpgroup adds its own
 // once the count reaches `turn` (its K/V block's place, in order of j), then counts itself
 __device__ __forceinline__ void wait_turn(const int* count, int turn) {
@@ -150,6 +158,24 @@ __device__ __forceinline__ void wait_turn(const int* count, int turn) {
 }
 __device__ __forceinline__ void pass_turn(int* count) {
     asm volatile("fence.proxy.async.global;\nred.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(count) : "memory");
+}
+
+__device__ __forceinline__ void reduce_dq(const TensorMap* dQ_map, u32 tile, const float (&dq)[DQ_COLS / 2], int col0,
+                                          int r0, int bh, float scale, int c, int tid, int* count_i, int turn,
+                                          bool first, bool last) {
+    store_dq(tile, dq, scale, tid / 32, (tid % 32) / 4, tid % 4);
+    fence_proxy_async();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");  // warpgroup_sync(c)
+    if (tid == 0) {
+        if (DETERMINISTIC && first) wait_turn(count_i, turn);
+#pragma unroll
+        for (int b = 0; b < DQ_COLS / 32; ++b) tma_reduce_add_3d(dQ_map, tile + b * BR * 128, col0 + 32 * b, r0, bh);
+        bulk_commit();
+        if (DETERMINISTIC && last) {
+            bulk_wait<0>();  // the additions have landed
+            pass_turn(count_i);
+        }
+    }
 }
 
 __device__ __forceinline__ void st_shared_u16(u32 addr, u32 bits) {
@@ -183,8 +209,8 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     const u32 sQ = sV + TILE_KV;                       // SRAM: Q_i, STAGES × PIECES × (Br, 64)
     const u32 sdO = sQ + STAGES * TILE_Q;              // SRAM: dO_i, likewise
     const u32 sdS = sdO + STAGES * TILE_Q;             // SRAM: dS_ij, 2 buffers × CONSUMERS × (Br, 64), swizzled
-    const u32 sdQ = sdS + 2 * CONSUMERS * TILE_DS;     // SRAM: dQ_i's products, CONSUMERS × (Br, DQ_COLS) float32
-    const u32 sLD = sdQ + CONSUMERS * TILE_DQ;         // SRAM: L_i·log2 e then D_i, STAGES × 2 × Br floats
+    const u32 sdQ = sdS + 2 * CONSUMERS * TILE_DS;     // SRAM: dQ_i's products, DQ_BUFFERS × CONSUMERS × (Br, DQ_COLS) float32
+    const u32 sLD = sdQ + DQ_BUFFERS * CONSUMERS * TILE_DQ;  // SRAM: L_i·log2 e then D_i, STAGES × 2 × Br floats
     const u32 bar = sLD + STAGES * TILE_LD;            // SRAM: the mbarriers, 8 bytes each
     const float* sLD_ptr = reinterpret_cast<const float*>(smem + (sLD - smem_u32(smem)));
 
@@ -239,9 +265,6 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     const int g = lane / 4, t = lane % 4;
     const int key = c0 + c * 64 + warp * 16 + g;  // this lane's first key
     const u32 k_rows = sK + c * 64 * 128, v_rows = sV + c * 64 * 128;  // this warpgroup's rows of K_j, V_j
-#if DQ_TMA
-    const u32 dq_tile = sdQ + c * TILE_DQ;  // SRAM: this warpgroup's dQ product, float32
-#endif
     const float scale_log2 = scale * LOG2E;
 
     // line 7: dK_j = 0, dV_j = 0 in registers
@@ -249,10 +272,12 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 #pragma unroll
     for (int e = 0; e < NACC; ++e) dk[e] = dv[e] = 0.f;
 
-#if !DQ_TMA
-    float* dQ_rows = dQacc + (size_t)bh * N * HEAD_DIM;
-#endif
     const int dq_col0 = SPLIT_DQ ? c * DQ_COLS : 0;  // the first column of dQ_i this warpgroup computes
+#if DQ_TMA
+    int* count_bh = count + (size_t)bh * Tr;  // DETERMINISTIC: the counters of this head's Q blocks, and its turn
+    const int turn = CONSUMERS * j + (SPLIT_DQ ? 0 : c);
+#endif
+    float dq[DQ_COLS / 2];  // registers: line 15's product (PIPELINE_DQ: the previous block's, still in flight)
 
     if (blocks > 0) mbar_wait(KV_FULL, 0);
     for (int it = 0; it < blocks; ++it) {
@@ -265,6 +290,14 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         float st[32], dpt[32];  // registers: S_ijᵀ (then P_ijᵀ) and dP_ijᵀ (then dS_ijᵀ), 64 keys × 64 queries, fp32
         issue_transposed(st, k_rows, BC * 128, q_tile, BR * 128);    // line 10
         issue_transposed(dpt, v_rows, BC * 128, do_tile, BR * 128);  // line 13, in flight during line 11
+#if PIPELINE_DQ
+        if (it > 0) {  // the previous block's line 15 is done (groups complete in order): its reduction goes out
+            wgmma_wait<2>();
+            keep(dq);
+            reduce_dq(&dQ_map, sdQ + ((it - 1) % 2 * CONSUMERS + c) * TILE_DQ, dq, dq_col0, r0 - BR, bh, scale, c, tid,
+                      count_bh + i - 1, turn, true, true);
+        }
+#endif
         wgmma_wait<1>();
         keep(st);
 
@@ -317,7 +350,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             }
         fence_proxy_async();
 #if DQ_TMA
-        if (tid == 0) bulk_wait_read<0>();  // the last block's reduction has read this warpgroup's dQ tile
+        if (tid == 0) bulk_wait_read<DQ_BUFFERS - 1>();  // reductions have read the dQ tile the next one writes
 #endif
         sync_readers(c);  // dS_ij is whole (SPLIT_DQ: both warpgroups' tiles, all Bc keys); the dQ tiles are free
 
@@ -326,7 +359,6 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 #pragma unroll
         for (int p = 0; p < DQ_PIECES; ++p) {
             const int col0 = dq_col0 + p * 64;
-            float dq[DQ_COLS / 2];
             issue_dq(dq, SPLIT_DQ ? ds_tiles : ds_tile, (SPLIT_DQ ? sK : k_rows) + (col0 / 64) * BC * 128 + (col0 % 64) * 2);
             if (p == 0) {
                 wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free
@@ -336,33 +368,30 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 keep(dsf);
                 if (tid == 0) mbar_arrive(EMPTY(s));
             }
+#if !PIPELINE_DQ  // (else finished in the next block, behind its S_ij and dP_ij)
             wgmma_wait<0>();
             keep(dq);
-#if DQ_TMA
-            // through SRAM: one TMA reduce-add per 32 columns, issued by one thread, adding in L2
+#if DQ_TMA  // through SRAM, TMA adding in L2
             if (p > 0) {
                 if (tid == 0) bulk_wait_read<0>();  // the previous piece's reduction has read the tile
                 warpgroup_sync(c);
             }
-            store_dq(dq_tile, dq, scale, warp, g, t);
-            fence_proxy_async();
-            warpgroup_sync(c);
-            if (tid == 0) {
-                int* count_i = count + (size_t)bh * Tr + i;
-                if (DETERMINISTIC && p == 0) wait_turn(count_i, CONSUMERS * j + (SPLIT_DQ ? 0 : c));
-#pragma unroll
-                for (int b = 0; b < DQ_COLS / 32; ++b) tma_reduce_add_3d(&dQ_map, dq_tile + b * BR * 128, col0 + 32 * b, r0, bh);
-                bulk_commit();
-                if (DETERMINISTIC && p == DQ_PIECES - 1) {
-                    bulk_wait<0>();  // the additions have landed
-                    pass_turn(count_i);
-                }
-            }
+            reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, r0, bh, scale, c, tid, count_bh + i, turn, p == 0,
+                      p == DQ_PIECES - 1);
 #else
-            add_dq(dQ_rows, dq, r0, col0, N, scale, warp, g, t);
+            add_dq(dQacc + (size_t)bh * N * HEAD_DIM, dq, r0, col0, N, scale, warp, g, t);
+#endif
 #endif
         }
     }
+#if PIPELINE_DQ
+    if (blocks > 0) {  // the last block's line 15
+        wgmma_wait<0>();
+        keep(dq);
+        reduce_dq(&dQ_map, sdQ + ((blocks - 1) % 2 * CONSUMERS + c) * TILE_DQ, dq, dq_col0, (Tr - 1) * BR, bh, scale,
+                  c, tid, count_bh + Tr - 1, turn, true, true);
+    }
+#endif
 #if DQ_TMA
     if (tid == 0) bulk_wait<0>();  // every reduction done before the thread block's SRAM is released
 #endif

@@ -17,12 +17,14 @@ from gpu.lab.harness import BACKWARD_FLOPS, HIDDEN, TOKENS, flops
 from gpu.tiling import backward_warpgroup_tiles
 
 H100_DENSE = 989.0  # TFLOP/s, fp16/bf16 dense, the H100 SXM datasheet
-VARIANTS = {  # name → (rung, tiles, deterministic)
-    "rung 5": (5, None, False),
-    "rung 7": (7, None, False),
-    "7 atomics": (7, backward_warpgroup_tiles(stages=2, split_dq=True, dq_atomics=True), False),
-    "7 unsplit": (7, backward_warpgroup_tiles(stages=2), False),
-    "7 determ.": (7, None, True),
+SPLIT, ATOMICS = backward_warpgroup_tiles(stages=2, split_dq=True), backward_warpgroup_tiles(2, True, dq_atomics=True)
+VARIANTS = {  # name → (rung, {d: tiles} (None: the default; a d left out is not timed), deterministic)
+    "rung 5": (5, {64: None, 128: None}, False),
+    "rung 7": (7, {64: None, 128: None}, False),
+    "7 atomics": (7, {64: ATOMICS, 128: ATOMICS}, False),
+    "7 unsplit": (7, {64: backward_warpgroup_tiles(stages=2), 128: backward_warpgroup_tiles(stages=2)}, False),
+    "7 pipedq": (7, {64: backward_warpgroup_tiles(2, True, pipeline_dq=True)}, False),
+    "7 determ.": (7, {64: None, 128: None}, True),
 }
 
 
@@ -47,10 +49,16 @@ def main(argv=None) -> None:
                 q, k, v = random_qkv(batch, heads, n, n, d, "float16", seed=n + d)
                 do = random_like(q, seed=1)
                 o, lse = flash_attention(q, k, v, causal=causal, return_lse=True)
-                calls = {name: _call((q, k, v, o, lse, do), causal, *rt) for name, rt in VARIANTS.items()}
+                calls = {
+                    name: _call((q, k, v, o, lse, do), causal, rung, tiles[d], det)
+                    for name, (rung, tiles, det) in VARIANTS.items()
+                    if d in tiles
+                }
                 f = BACKWARD_FLOPS * flops(n, n, d, batch, heads, causal)
                 rates = {name: f / ms / 1e9 for name, ms in timing.interleaved_ms(calls).items()}
-                cells = " ".join(f"{r:9.0f} ({r / H100_DENSE:4.0%})" for r in rates.values())
+                cells = " ".join(
+                    f"{rates[x]:9.0f} ({rates[x] / H100_DENSE:4.0%})" if x in rates else f"{'-':>16}" for x in VARIANTS
+                )
                 print(f"{d:>4} {causal!s:>6} {n:>6} {cells}", flush=True)
                 rows.append({"d": d, "causal": causal, "n": n, "tflops": rates})
     if args.json:
