@@ -106,7 +106,7 @@ def _backward(torch, p, q, k, v, o, lse, do, deterministic=False):
     dtypes = {"float32": torch.float32, "int32": torch.int32}
     work = tuple(
         cupy_view((torch.zeros if zeroed else torch.empty)(shape, dtype=dtypes[dtype], device=q.device))
-        for shape, dtype, zeroed in backward.workspace(spec, p, p.d, deterministic)
+        for shape, dtype, zeroed in backward.workspace(spec, p, p.d, spec.tiles(p.d), deterministic)
     )
     grads = tuple(torch.empty_like(x) for x in (q, k, v))
     backward.launch(spec, p, spec.tiles(p.d), p.d, (cq, ck, cv, co, clse, cdo), work, tuple(map(cupy_view, grads)))

@@ -42,7 +42,7 @@ def flash_attention_backward(
         lse = lse if lse.data.ptr % 16 == 0 else lse.copy()
         work = tuple(
             (cupy.zeros if zeroed else cupy.empty)(shape, dtype=dtype)
-            for shape, dtype, zeroed in workspace(spec, p, row, deterministic)
+            for shape, dtype, zeroed in workspace(spec, p, row, tiles, deterministic)
         )
         dq, dk, dv = cupy.empty_like(q), cupy.empty_like(k), cupy.empty_like(v)
         if poison:
@@ -74,14 +74,14 @@ def check_deterministic(spec: registry.KernelSpec, tiles, deterministic) -> None
         raise InputError("deterministic: needs rung 7's TMA reduce-adds, not tiles with dq_atomics")
 
 
-def workspace(spec: registry.KernelSpec, p, row: int, deterministic: bool = False) -> list[tuple]:
+def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool = False) -> list[tuple]:
     """(shape, dtype, zeroed) of each float32 / int32 work array the launches need, in `launch`'s order: D, the dQ
-    accumulator, then for rung 7 its L and D blocks and (deterministic) the per-Q-block counters."""
+    accumulator, then for rung 7 its L and D blocks of Br rows and (deterministic) the per-Q-block counters."""
     heads = (p.batch, p.heads)
     work = [((*heads, p.n), "float32", False), ((*heads, p.n, row), "float32", False)]
     if spec.tma:
-        blocks = -(-p.n // spec.tiles(p.d).block_rows)
-        work.append(((*heads, blocks, 2, spec.tiles(p.d).block_rows), "float32", False))
+        blocks = -(-p.n // tiles.block_rows)
+        work.append(((*heads, blocks, 2, tiles.block_rows), "float32", False))
         if deterministic:
             work.append(((*heads, blocks), "int32", True))
     return work
@@ -101,7 +101,7 @@ def launch(spec: registry.KernelSpec, p, tiles, row: int, ins: tuple, work: tupl
         br, bc = tiles.block_rows, tiles.block_cols
         maps = [tma.rows_map(x, rows) for x, rows in ((q, br), (k, bc), (v, bc), (do, br))]
         counts = blocks[1] if len(blocks) == 2 else NULL
-        args = (*maps, tma.accumulator_map(dq_acc, br), blocks[0], dq_acc, counts, dk, dv)
+        args = (*maps, tma.accumulator_map(dq_acc, 64), blocks[0], dq_acc, counts, dk, dv)  # dQ: 64-row boxes
     else:
         defines = spec.defines(p.d, p.dtype, tiles)
         args = (q, k, v, do, lse, D, dq_acc, dk, dv)
@@ -123,7 +123,9 @@ def prepass(p, row: int, o, do, lse, D, dq_acc, blocks=None) -> None:
     heads = p.batch * p.heads
     padded = p.n if blocks is None else blocks.shape[2] * blocks.shape[4]
     fn = source.function(spec, spec.defines(row, p.dtype, None))
+    block_rows = 1 if blocks is None else blocks.shape[4]
     args = (o, do, D, dq_acc, lse, NULL if blocks is None else blocks, np.int32(heads), np.int32(p.n), np.int32(padded))
+    args += (np.int32(block_rows),)
     fn((-(-heads * padded // PREPASS_WARPS), 1, 1), (32 * PREPASS_WARPS, 1, 1), args)
 
 

@@ -136,29 +136,26 @@ def backward_wg_tiles(d: int) -> Tiles:
 
 
 def backward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
-    if tiles.pipeline_dq and (d != 64 or not tiles.split_dq or tiles.dq_atomics):
-        raise InputError(
-            f"tiles: pipeline_dq needs d = 64, split_dq and TMA reduce-adds, got d={d}, {tiles.describe()}"
-        )
+    if tiles.block_rows not in (64, 128) or (tiles.block_rows == 128 and (d != 64 or not tiles.split_dq)):
+        raise InputError(f"tiles: rung 7 takes Br = 64, or 128 at d = 64 with split_dq, got d={d}, {tiles.describe()}")
     return {
         "HEAD_DIM": d,
+        "BR": tiles.block_rows,
         "STAGES": tiles.stages,
         "SPLIT_DQ": int(tiles.split_dq),
         "DQ_TMA": int(not tiles.dq_atomics),
-        "PIPELINE_DQ": int(tiles.pipeline_dq),
         "STORAGE": STORAGE_CODE[dtype],
     }
 
 
 def backward_wg_smem(d: int, t: Tiles) -> int:
     """1024 bytes of alignment, K_j and V_j (Bc rows), the stages of Q_i and dO_i (Br rows), two buffers of dS_ij per
-    consumer warpgroup (Br × 64), its float32 dQ product (Br × d / 2 split, else Br × 64; two with pipeline_dq), L_i
-    and D_i per stage (Br floats each), the mbarriers."""
+    consumer warpgroup (Br × 64), its float32 dQ product (64 × d / 2 split by columns, 64 × d by rows, else 64 × 64),
+    L_i and D_i per stage (Br floats each), the mbarriers."""
     br, bc, consumers = t.block_rows, t.block_cols, t.warps // 4 - 1
-    dq_cols = d // consumers if t.split_dq else 64
+    dq_cols = d if br == 128 else d // consumers if t.split_dq else 64
     tiles = HALF_SIZE * (2 * bc * d + 2 * t.stages * br * d + 2 * consumers * br * 64)
-    dq = (1 + t.pipeline_dq) * consumers * br * dq_cols
-    return 1024 + tiles + F * (dq + 2 * t.stages * br) + 8 * (1 + 2 * t.stages)
+    return 1024 + tiles + F * (consumers * 64 * dq_cols + 2 * t.stages * br) + 8 * (1 + 2 * t.stages)
 
 
 def passes_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:

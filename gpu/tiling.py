@@ -32,7 +32,6 @@ class Tiles:
     pingpong: bool = False  # rung 6: consumer warpgroups take turns issuing their matmuls
     split_dq: bool = False  # backward rung 7: the warpgroups share dS_ij and split dQ_i's columns
     dq_atomics: bool = False  # backward rung 7: dQ by float32 atomics per element instead of TMA reduce-adds
-    pipeline_dq: bool = False  # backward rung 7: dQ_i's product finished in the next Q block, behind its S and dP
 
     @property
     def threads(self) -> int:
@@ -40,8 +39,8 @@ class Tiles:
 
     def describe(self) -> str:
         """The tiling in one short string: Br×Bc, warps × rows per warp, where Q_i's fragments live, layout."""
-        if self.warps == 12 and (self.block_rows, self.block_cols) == (64, 128):  # backward rung 7: warpgroups
-            return f"64x128 wg2x64keys+1 st{self.stages}{' splitdq' if self.split_dq else ''}{' atomics' if self.dq_atomics else ''}{' pipedq' if self.pipeline_dq else ''}"
+        if self.warps == 12 and self.block_cols == 128 and self.block_rows in (64, 128):  # backward rung 7
+            return f"{self.block_rows}x128 wg2x64keys+1 st{self.stages}{' splitdq' if self.split_dq else ''}{' atomics' if self.dq_atomics else ''}"
         backward_mma = self.block_cols == 16 * self.warps  # rung 5's 16 keys per warp (not rung 6's warpgroups)
         if not backward_mma and self.warps % 4 == 0 and self.block_rows == 64 * (self.warps // 4 - 1):
             return f"{self.block_rows}x{self.block_cols} wg{self.warps // 4 - 1}x64+1 st{self.stages}{' pp' if self.pingpong else ''}"
@@ -62,13 +61,13 @@ def warpgroup_tiles(consumers: int, block_cols: int, stages: int, pingpong: bool
 
 
 def backward_warpgroup_tiles(
-    stages: int, split_dq: bool = False, dq_atomics: bool = False, pipeline_dq: bool = False
+    stages: int, split_dq: bool = False, dq_atomics: bool = False, block_rows: int = 64
 ) -> Tiles:
-    """The backward rung 7 geometry: two consumer warpgroups of 64 keys (Bc = 128), a producer, Br = 64, `stages`;
-    `split_dq`: the warpgroups share dS_ij and each computes half of dQ_i's columns; `dq_atomics`: dQ added with
-    float32 atomics per element instead of one TMA reduce-add per 32 columns; `pipeline_dq`: dQ_i's product left in
-    flight into the next Q block (split, TMA and d = 64 only: at d = 128 its registers do not fit)."""
-    return Tiles(64, 128, 12, stages=stages, split_dq=split_dq, dq_atomics=dq_atomics, pipeline_dq=pipeline_dq)
+    """The backward rung 7 geometry: two consumer warpgroups of 64 keys (Bc = 128), a producer, Br = `block_rows`
+    queries per step (64, or 128 at d = 64 with split_dq), `stages`; `split_dq`: the warpgroups share dS_ij and each
+    computes half of dQ_i (its columns; with Br = 128 its rows); `dq_atomics`: dQ added with float32 atomics per
+    element instead of one TMA reduce-add per 32 columns."""
+    return Tiles(block_rows, 128, 12, stages=stages, split_dq=split_dq, dq_atomics=dq_atomics)
 
 
 def backward_tiles(warps: int, block_rows: int, min_blocks: int = 1) -> Tiles:

@@ -119,15 +119,20 @@ def test_rung_7_splits_dq_and_reduces_it_through_tma_by_default():
         assert rung7.defines(d, "float16")["SPLIT_DQ"] == 1 and rung7.defines(d, "float16")["DQ_TMA"] == 1
     atomics = backward_warpgroup_tiles(stages=2, dq_atomics=True)
     assert rung7.defines(64, "bfloat16", atomics) == {
-        "HEAD_DIM": 64, "STAGES": 2, "SPLIT_DQ": 0, "DQ_TMA": 0, "PIPELINE_DQ": 0, "STORAGE": 2,
+        "HEAD_DIM": 64, "BR": 64, "STAGES": 2, "SPLIT_DQ": 0, "DQ_TMA": 0, "STORAGE": 2,
     }  # fmt: skip
     # three stages still fit the 227 KiB one thread block may opt into, at d = 128 and with either dQ layout
     for split in (False, True):
         assert rung7.smem(128, backward_warpgroup_tiles(stages=3, split_dq=split)) <= 227 * 1024
-    pipelined = backward_warpgroup_tiles(stages=2, split_dq=True, pipeline_dq=True)
-    assert rung7.defines(64, "float16", pipelined)["PIPELINE_DQ"] == 1
-    assert rung7.smem(64, pipelined) == rung7.smem(64, None) + 4 * 2 * 64 * 32  # a second dQ tile per warpgroup
-    with pytest.raises(InputError, match="tiles: pipeline_dq needs d = 64, split_dq and TMA reduce-adds, got d=128"):
-        rung7.defines(128, "float16", backward_warpgroup_tiles(stages=2, split_dq=True, pipeline_dq=True))
-    with pytest.raises(InputError, match=r"pipeline_dq needs .* got d=64, 64x128 wg2x64keys\+1 st2 pipedq"):
-        rung7.defines(64, "float16", backward_warpgroup_tiles(stages=2, pipeline_dq=True))
+    wide = backward_warpgroup_tiles(
+        stages=2, split_dq=True, block_rows=128
+    )  # Br = 128: each warpgroup 64 of dQ_i's rows
+    assert rung7.defines(64, "float16", wide)["BR"] == 128
+    assert (
+        rung7.smem(64, wide)
+        == 1024 + 2 * (2 * 128 * 64 + 4 * 128 * 64 + 4 * 128 * 64) + 4 * (2 * 64 * 64 + 4 * 128) + 40
+    )
+    with pytest.raises(InputError, match="tiles: rung 7 takes Br = 64, or 128 at d = 64 with split_dq, got d=128"):
+        rung7.defines(128, "float16", backward_warpgroup_tiles(stages=2, split_dq=True, block_rows=128))
+    with pytest.raises(InputError, match=r"got d=64, 128x128 wg2x64keys\+1 st2$"):
+        rung7.defines(64, "float16", backward_warpgroup_tiles(stages=2, block_rows=128))

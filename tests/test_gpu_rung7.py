@@ -60,7 +60,7 @@ def test_rung_7_at_flashattention3_lengths(n, d, causal):
         (64, backward_warpgroup_tiles(stages=3, split_dq=True)),
         (64, backward_warpgroup_tiles(stages=2)),  # each warpgroup all 64 columns over its own keys
         (64, backward_warpgroup_tiles(stages=2, split_dq=True, dq_atomics=True)),
-        (64, backward_warpgroup_tiles(stages=2, split_dq=True, pipeline_dq=True)),
+        (64, backward_warpgroup_tiles(stages=2, split_dq=True, block_rows=128)),
         (128, backward_warpgroup_tiles(stages=3)),
         (128, backward_warpgroup_tiles(stages=2)),  # two 64-column pieces, one after the other, through SRAM
         (128, backward_warpgroup_tiles(stages=3, split_dq=True)),
@@ -80,7 +80,7 @@ def test_rung_7_tilings(d, tiles):
     [
         (64, backward_warpgroup_tiles(stages=2, split_dq=True)),
         (64, backward_warpgroup_tiles(stages=2)),
-        (64, backward_warpgroup_tiles(stages=2, split_dq=True, pipeline_dq=True)),
+        (64, backward_warpgroup_tiles(stages=2, split_dq=True, block_rows=128)),
         (128, backward_warpgroup_tiles(stages=2, split_dq=True)),
         (128, backward_warpgroup_tiles(stages=2)),
     ],

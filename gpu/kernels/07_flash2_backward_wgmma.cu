@@ -52,21 +52,20 @@
 // Injected #defines: HEAD_DIM (64 or 128), STAGES (Q_i/dO_i stages in SRAM), SPLIT_DQ (see "dQ"; HEAD_DIM 128
 // only), STORAGE (1 fp16, 2 bf16).
 
-#define BR 64                             // Br: queries per step
 #define BC 128                            // Bc: keys per thread block, 64 per consumer warpgroup
 #define CONSUMERS 2
 #define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 and 2 compute
 #define PIECES (HEAD_DIM / 64)            // 64-column pieces of a row: one 128-byte swizzled TMA box each
 #define TILE_Q (BR * HEAD_DIM * 2)        // bytes of Q_i (and of dO_i) in one stage
 #define TILE_KV (BC * HEAD_DIM * 2)       // bytes of K_j (and of V_j)
-#define TILE_DS (BR * 64 * 2)             // bytes of one warpgroup's dS_ij: 64 queries × its 64 keys
+#define TILE_DS (BR * 64 * 2)             // bytes of one warpgroup's dS_ij: Br queries × its 64 keys
 #define TILE_LD (2 * BR * 4)              // bytes of L_i·log2 e and D_i in one stage (the pre-pass's LD blocks)
 #define NACC (HEAD_DIM / 2)               // dK_j (and dV_j) accumulators per thread: 64 keys × d over 128 threads
-#define DQ_COLS (SPLIT_DQ ? HEAD_DIM / CONSUMERS : 64)  // columns of one dQ product: 64, or 32 at d = 64 split
+#define SPLIT_ROWS (BR == 128)            // SPLIT_DQ by rows: warpgroup c computes dQ_i's queries 64c … 64c + 63
+#define DQ_COLS (SPLIT_ROWS ? HEAD_DIM : SPLIT_DQ ? HEAD_DIM / CONSUMERS : 64)  // columns of one dQ product
 #define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // dQ products per Q block and warpgroup
 #define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of them sums over
-#define TILE_DQ (BR * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (Br, 32)
-#define DQ_BUFFERS (PIPELINE_DQ ? 2 : 1)   // of those per warpgroup
+#define TILE_DQ (64 * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (64, 32)
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
 
@@ -77,9 +76,9 @@
 #define FULL(s) (bar + 8 * (1 + (s)))             // mbarrier: Q_i, dO_i, L_i and D_i are in stage s
 #define EMPTY(s) (bar + 8 * (1 + STAGES + (s)))   // mbarrier: both consumer warpgroups are done with stage s
 
-// acc (64 × 64) = A Bᵀ over HEAD_DIM, both K-major in SRAM, rows a_rows and b_rows of pieces a_piece and b_piece
+// acc (64 × Br) = A Bᵀ over HEAD_DIM, both K-major in SRAM, rows a_rows and b_rows of pieces a_piece and b_piece
 // bytes apart: S_ijᵀ = K_j Q_iᵀ (line 10) and dP_ijᵀ = V_j dO_iᵀ (line 13) for this warpgroup's 64 keys
-__device__ __forceinline__ void issue_transposed(float (&acc)[32], u32 a_rows, u32 a_piece, u32 b_rows, u32 b_piece) {
+__device__ __forceinline__ void issue_transposed(float (&acc)[BR / 2], u32 a_rows, u32 a_piece, u32 b_rows, u32 b_piece) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
@@ -91,8 +90,8 @@ __device__ __forceinline__ void issue_transposed(float (&acc)[32], u32 a_rows, u
 
 // lines 12 and 16: dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i; A fragments from registers, dO_i and Q_i N-major (a
 // k-step is 16 queries, 2048 bytes; 64-column pieces Br · 128 bytes apart); one commit group
-__device__ __forceinline__ void issue_key_grads(float (&dv)[NACC], const u32 (&pf)[4][4], float (&dk)[NACC],
-                                                const u32 (&dsf)[4][4], u32 do_tile, u32 q_tile) {
+__device__ __forceinline__ void issue_key_grads(float (&dv)[NACC], const u32 (&pf)[BR / 16][4], float (&dk)[NACC],
+                                                const u32 (&dsf)[BR / 16][4], u32 do_tile, u32 q_tile) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BR / 16; ++kk) wgmma_rs(dv, pf[kk], sw128_desc(do_tile + kk * 2048, BR * 128));
@@ -101,13 +100,14 @@ __device__ __forceinline__ void issue_key_grads(float (&dv)[NACC], const u32 (&p
     wgmma_commit();
 }
 
-// line 15 for DQ_COLS columns: dq (64 queries × DQ_COLS) = dS_ij (SRAM, K-major, 64 keys per tile) · K_j (N-major,
-// the columns from k_cols on: a 64-column piece, or half of one, 64 bytes into its rows), over DQ_KEYS keys
-__device__ __forceinline__ void issue_dq(float (&dq)[DQ_COLS / 2], u32 ds_tiles, u32 k_cols) {
+// line 15 for DQ_COLS columns: dq (64 queries × DQ_COLS) = dS_ij (SRAM, K-major, 64 keys per tile, the 64 rows from
+// ds_rows on) · K_j (N-major, the columns from k_cols on: a 64-column piece, or half of one, 64 bytes into its rows),
+// over DQ_KEYS keys
+__device__ __forceinline__ void issue_dq(float (&dq)[DQ_COLS / 2], u32 ds_rows, u32 k_cols) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < DQ_KEYS / 16; ++kk)
-        wgmma_ss_nmajor(dq, sw128_desc(ds_tiles + (kk / 4) * TILE_DS + (kk % 4) * 32, 16), sw128_desc(k_cols + kk * 2048, BC * 128), kk > 0);
+        wgmma_ss_nmajor(dq, sw128_desc(ds_rows + (kk / 4) * TILE_DS + (kk % 4) * 32, 16), sw128_desc(k_cols + kk * 2048, BC * 128), kk > 0);
     wgmma_commit();
 }
 
@@ -120,7 +120,7 @@ __device__ __forceinline__ void store_dq(u32 tile, const float (&dq)[DQ_COLS / 2
         const int q = warp * 16 + g + 8 * h;  // q mod 8 = g
 #pragma unroll
         for (int n = 0; n < DQ_COLS / 8; ++n) {  // columns 8n + 2t, + 1
-            const u32 at = tile + (n / 4) * BR * 128 + q * 128 + (((2 * (n % 4) + t / 2) ^ g) << 4) + (t % 2) * 8;
+            const u32 at = tile + (n / 4) * 64 * 128 + q * 128 + (((2 * (n % 4) + t / 2) ^ g) << 4) + (t % 2) * 8;
             asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(scale * dq[4 * n + 2 * h]),
                          "f"(scale * dq[4 * n + 2 * h + 1]) : "memory");
         }
@@ -169,7 +169,7 @@ __device__ __forceinline__ void reduce_dq(const TensorMap* dQ_map, u32 tile, con
     if (tid == 0) {
         if (DETERMINISTIC && first) wait_turn(count_i, turn);
 #pragma unroll
-        for (int b = 0; b < DQ_COLS / 32; ++b) tma_reduce_add_3d(dQ_map, tile + b * BR * 128, col0 + 32 * b, r0, bh);
+        for (int b = 0; b < DQ_COLS / 32; ++b) tma_reduce_add_3d(dQ_map, tile + b * 64 * 128, col0 + 32 * b, r0, bh);
         bulk_commit();
         if (DETERMINISTIC && last) {
             bulk_wait<0>();  // the additions have landed
@@ -209,8 +209,8 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     const u32 sQ = sV + TILE_KV;                       // SRAM: Q_i, STAGES × PIECES × (Br, 64)
     const u32 sdO = sQ + STAGES * TILE_Q;              // SRAM: dO_i, likewise
     const u32 sdS = sdO + STAGES * TILE_Q;             // SRAM: dS_ij, 2 buffers × CONSUMERS × (Br, 64), swizzled
-    const u32 sdQ = sdS + 2 * CONSUMERS * TILE_DS;     // SRAM: dQ_i's products, DQ_BUFFERS × CONSUMERS × (Br, DQ_COLS) float32
-    const u32 sLD = sdQ + DQ_BUFFERS * CONSUMERS * TILE_DQ;  // SRAM: L_i·log2 e then D_i, STAGES × 2 × Br floats
+    const u32 sdQ = sdS + 2 * CONSUMERS * TILE_DS;     // SRAM: dQ_i's products, CONSUMERS × (64, DQ_COLS) float32
+    const u32 sLD = sdQ + CONSUMERS * TILE_DQ;         // SRAM: L_i·log2 e then D_i, STAGES × 2 × Br floats
     const u32 bar = sLD + STAGES * TILE_LD;            // SRAM: the mbarriers, 8 bytes each
     const float* sLD_ptr = reinterpret_cast<const float*>(smem + (sLD - smem_u32(smem)));
 
@@ -272,12 +272,13 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 #pragma unroll
     for (int e = 0; e < NACC; ++e) dk[e] = dv[e] = 0.f;
 
-    const int dq_col0 = SPLIT_DQ ? c * DQ_COLS : 0;  // the first column of dQ_i this warpgroup computes
+    const int dq_col0 = SPLIT_DQ && !SPLIT_ROWS ? c * DQ_COLS : 0;  // the first column of dQ_i it computes …
+    const int dq_row0 = SPLIT_ROWS ? 64 * c : 0;                     // … and its first row
 #if DQ_TMA
     int* count_bh = count + (size_t)bh * Tr;  // DETERMINISTIC: the counters of this head's Q blocks, and its turn
     const int turn = CONSUMERS * j + (SPLIT_DQ ? 0 : c);
 #endif
-    float dq[DQ_COLS / 2];  // registers: line 15's product (PIPELINE_DQ: the previous block's, still in flight)
+    float dq[DQ_COLS / 2];  // registers: line 15's product
 
     if (blocks > 0) mbar_wait(KV_FULL, 0);
     for (int it = 0; it < blocks; ++it) {
@@ -287,17 +288,9 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         const float* D_i = Lb_i + BR;
         mbar_wait(FULL(s), (it / STAGES) & 1);
 
-        float st[32], dpt[32];  // registers: S_ijᵀ (then P_ijᵀ) and dP_ijᵀ (then dS_ijᵀ), 64 keys × 64 queries, fp32
+        float st[BR / 2], dpt[BR / 2];  // registers: S_ijᵀ (then P_ijᵀ), dP_ijᵀ (then dS_ijᵀ), 64 keys × Br queries
         issue_transposed(st, k_rows, BC * 128, q_tile, BR * 128);    // line 10
         issue_transposed(dpt, v_rows, BC * 128, do_tile, BR * 128);  // line 13, in flight during line 11
-#if PIPELINE_DQ
-        if (it > 0) {  // the previous block's line 15 is done (groups complete in order): its reduction goes out
-            wgmma_wait<2>();
-            keep(dq);
-            reduce_dq(&dQ_map, sdQ + ((it - 1) % 2 * CONSUMERS + c) * TILE_DQ, dq, dq_col0, r0 - BR, bh, scale, c, tid,
-                      count_bh + i - 1, turn, true, true);
-        }
-#endif
         wgmma_wait<1>();
         keep(st);
 
@@ -305,7 +298,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         // that sees no key has L = −∞: all its pairs are hidden, so its +∞ is replaced, never used)
         const bool edge = c0 + BC > Nk || r0 + BR > N || (causal && c0 + BC - 1 > r0 + shift);
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
+        for (int n = 0; n < BR / 8; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int qi = n * 8 + 2 * t + (e & 1);  // the query's row in Q_i
@@ -321,25 +314,25 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 
         // line 14: dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), in place of dP_ijᵀ
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
+        for (int n = 0; n < BR / 8; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) dpt[4 * n + e] = st[4 * n + e] * (dpt[4 * n + e] - D_i[n * 8 + 2 * t + (e & 1)]);
 
-        u32 pf[4][4], dsf[4][4];  // P_ijᵀ and dS_ijᵀ rounded to fp16/bf16, as wgmma A fragments (16 queries each)
+        u32 pf[BR / 16][4], dsf[BR / 16][4];  // P_ijᵀ and dS_ijᵀ in fp16/bf16, wgmma A fragments of 16 queries
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
+        for (int kk = 0; kk < BR / 16; ++kk) {
             accumulators_to_a(pf[kk], st + 8 * kk, st + 8 * kk + 4);
             accumulators_to_a(dsf[kk], dpt + 8 * kk, dpt + 8 * kk + 4);
         }
         issue_key_grads(dv, pf, dk, dsf, do_tile, q_tile);  // lines 12 and 16
 
-        // dS_ij into SRAM for line 15, buffer it mod 2: element (query q, key κ) of this warpgroup's (64, 64) tile
+        // dS_ij into SRAM for line 15, buffer it mod 2: element (query q, key κ) of this warpgroup's (Br, 64) tile
         // at byte q·128 + ((κ/8 ⊕ q mod 8)·16) + (κ mod 8)·2, the 128-byte swizzle wgmma reads. Two buffers: a
         // warpgroup that writes buffer b in block it has passed block it − 1's barrier below, which its readers
         // reach only after their line 15 of block it − 2 (the last that read b) has finished.
         const u32 ds_tiles = sdS + (it % 2) * CONSUMERS * TILE_DS, ds_tile = ds_tiles + c * TILE_DS;
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
+        for (int kk = 0; kk < BR / 16; ++kk)
 #pragma unroll
             for (int r = 0; r < 4; ++r) {  // dsf[kk][r]: queries 16kk + 8(r / 2) + 2t, +1; key g + 8(r mod 2)
                 const int q = 16 * kk + 8 * (r / 2) + 2 * t, kap = warp * 16 + g + 8 * (r % 2);
@@ -350,7 +343,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             }
         fence_proxy_async();
 #if DQ_TMA
-        if (tid == 0) bulk_wait_read<DQ_BUFFERS - 1>();  // reductions have read the dQ tile the next one writes
+        if (tid == 0) bulk_wait_read<0>();  // the last block's reduction has read this warpgroup's dQ tile
 #endif
         sync_readers(c);  // dS_ij is whole (SPLIT_DQ: both warpgroups' tiles, all Bc keys); the dQ tiles are free
 
@@ -359,7 +352,8 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 #pragma unroll
         for (int p = 0; p < DQ_PIECES; ++p) {
             const int col0 = dq_col0 + p * 64;
-            issue_dq(dq, SPLIT_DQ ? ds_tiles : ds_tile, (SPLIT_DQ ? sK : k_rows) + (col0 / 64) * BC * 128 + (col0 % 64) * 2);
+            issue_dq(dq, (SPLIT_DQ ? ds_tiles : ds_tile) + dq_row0 * 128,
+                     (SPLIT_DQ ? sK : k_rows) + (col0 / 64) * BC * 128 + (col0 % 64) * 2);
             if (p == 0) {
                 wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free
                 keep(dv);
@@ -368,7 +362,6 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 keep(dsf);
                 if (tid == 0) mbar_arrive(EMPTY(s));
             }
-#if !PIPELINE_DQ  // (else finished in the next block, behind its S_ij and dP_ij)
             wgmma_wait<0>();
             keep(dq);
 #if DQ_TMA  // through SRAM, TMA adding in L2
@@ -376,22 +369,13 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 if (tid == 0) bulk_wait_read<0>();  // the previous piece's reduction has read the tile
                 warpgroup_sync(c);
             }
-            reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, r0, bh, scale, c, tid, count_bh + i, turn, p == 0,
+            reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, r0 + dq_row0, bh, scale, c, tid, count_bh + i, turn, p == 0,
                       p == DQ_PIECES - 1);
 #else
-            add_dq(dQacc + (size_t)bh * N * HEAD_DIM, dq, r0, col0, N, scale, warp, g, t);
-#endif
+            add_dq(dQacc + (size_t)bh * N * HEAD_DIM, dq, r0 + dq_row0, col0, N, scale, warp, g, t);
 #endif
         }
     }
-#if PIPELINE_DQ
-    if (blocks > 0) {  // the last block's line 15
-        wgmma_wait<0>();
-        keep(dq);
-        reduce_dq(&dQ_map, sdQ + ((blocks - 1) % 2 * CONSUMERS + c) * TILE_DQ, dq, dq_col0, (Tr - 1) * BR, bh, scale,
-                  c, tid, count_bh + Tr - 1, turn, true, true);
-    }
-#endif
 #if DQ_TMA
     if (tid == 0) bulk_wait<0>();  // every reduction done before the thread block's SRAM is released
 #endif

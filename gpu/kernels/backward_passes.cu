@@ -29,22 +29,20 @@ __device__ __forceinline__ float dot16(uint4 a, uint4 b) {
     return s;
 }
 
-#define LD_ROWS 64  // rung 7's Br: the rows of one LD block
-
 // O, dO: (heads, N, HEAD_DIM); D: (heads, N); dQacc: (heads, N, HEAD_DIM) float32; L: the forward's log-sum-exp
-// (heads, N); LD: null, or rung 7's (heads, padded / LD_ROWS, 2, LD_ROWS) float32 blocks of L_i·log2 e then D_i, one
-// contiguous 512-byte copy per Q block, zeros past N. Rows: heads × padded (N, or N rounded up to LD_ROWS with LD).
+// (heads, N); LD: null, or rung 7's (heads, padded / br, 2, br) float32 blocks of L_i·log2 e then D_i (br: its Br),
+// one contiguous copy per Q block, zeros past N. Rows: heads × padded (N, or N rounded up to br with LD).
 // Grid: ceil(heads · padded / warps per block).
 extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_t* dO, float* D, float* dQacc,
-                                              const float* L, float* LD, int heads, int N, int padded)
+                                              const float* L, float* LD, int heads, int N, int padded, int br)
 {
     const long long at = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
     const int lane = threadIdx.x % 32;
     if (at >= (long long)heads * padded) return;
     const int b = at / padded, r = at % padded;
-    float* ld = LD ? LD + 2 * ((long long)b * padded + r - r % LD_ROWS) + r % LD_ROWS : nullptr;
+    float* ld = LD ? LD + 2 * ((long long)b * padded + r - r % br) + r % br : nullptr;
     if (r >= N) {  // a padding row of the last LD block
-        if (lane == 0) ld[0] = ld[LD_ROWS] = 0.f;
+        if (lane == 0) ld[0] = ld[br] = 0.f;
         return;
     }
     const long long row = (long long)b * N + r;
@@ -63,7 +61,7 @@ extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_
         D[row] = sum;
         if (ld) {
             ld[0] = L[row] * LOG2E;
-            ld[LD_ROWS] = sum;
+            ld[br] = sum;
         }
     }
     for (int c = lane; c < HEAD_DIM; c += 32) dQacc[row * HEAD_DIM + c] = 0.f;

@@ -23,7 +23,7 @@ VARIANTS = {  # name → (rung, {d: tiles} (None: the default; a d left out is n
     "rung 7": (7, {64: None, 128: None}, False),
     "7 atomics": (7, {64: ATOMICS, 128: ATOMICS}, False),
     "7 unsplit": (7, {64: backward_warpgroup_tiles(stages=2), 128: backward_warpgroup_tiles(stages=2)}, False),
-    "7 pipedq": (7, {64: backward_warpgroup_tiles(2, True, pipeline_dq=True)}, False),
+    "7 Br 128": (7, {64: backward_warpgroup_tiles(stages=2, split_dq=True, block_rows=128)}, False),
     "7 determ.": (7, {64: None, 128: None}, True),
 }
 

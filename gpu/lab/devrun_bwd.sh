@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Issue 23's backward runs (sixth session, helper bwd), one device call each: bash gpu/lab/devrun_bwd.sh STEP…
 #   check     rung 7's tests but the long ones, the rung 4/5 smoke (the changed pre-pass), autograd's tests
+#   (rungs and train are skipped once a step has failed)
 #   rungs     gpu.lab.backward_rungs at N = 1K, 4K, 16K (rung 5, rung 7 and its variants) → $OUT/bwd-rungs.json
 #   ncu       what bounds rung 7's default at d = 64 and 128 (N = 4096, 16k tokens, third launch)
 #   long      rung 7's long tests (FlashAttention-3's lengths, hypothesis shapes)
@@ -14,8 +15,10 @@ mkdir -p "$OUT" "$LOGS"
 export PATH=$PATH:/usr/local/cuda/bin:$(ls -d /opt/nvidia/nsight-compute/*/ 2>/dev/null | tail -n 1)
 export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 COLUMNS=${COLUMNS:-180}
 summary=()
+failed=0  # a failed step skips the timing steps after it
 step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
   timeout "$limit" "$@" >"$LOGS/$name.log" 2>&1; local rc=$?
+  [ $rc = 0 ] || failed=1
   summary+=("$name rc=$rc $((SECONDS - t0))s: $(grep -v '^\s*$' "$LOGS/$name.log" | tail -n 1 | cut -c1-200)")
   tar czf "$OUT/logs.tgz" -C "$LOGS" .; }
 SMALL="import gpu; from gpu.lab.checks import random_qkv, random_like; from gpu.tiling import backward_warpgroup_tiles as t
@@ -29,7 +32,8 @@ for s in "$@"; do case $s in
          step smoke45 120 python3 -m gpu.lab.harness --smoke --rungs 4,5,7
          step test7 300 python3 -m pytest -q -x -p no:cacheprovider -m gpu tests/test_gpu_rung7.py -k "not any_shape and not lengths"
          step autograd 120 python3 -m pytest -q -x -p no:cacheprovider -m gpu tests/test_gpu_autograd.py ;;
-  rungs) step bwd_rungs 200 python3 -m gpu.lab.backward_rungs --ns 1024,4096,16384 --json "$OUT/bwd-rungs.json" ;;
+  rungs) [ $failed = 0 ] || { summary+=("rungs skipped: a step failed"); continue; }
+         step bwd_rungs 200 python3 -m gpu.lab.backward_rungs --ns 1024,4096,16384 --json "$OUT/bwd-rungs.json" ;;
   ncu) for d in 64 128; do
          step "ncu_d$d" 120 ncu --clock-control none --kernel-name flash2_wgmma_bwd --launch-skip 2 --launch-count 1 \
            --section SpeedOfLight --section WarpStateStats --section ComputeWorkloadAnalysis --metrics "$NCU_METRICS" \
@@ -38,7 +42,8 @@ for s in "$@"; do case $s in
   long) step long7 400 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu_rung7.py -k "any_shape or lengths" ;;
   sanitize) step memcheck7 150 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -c "$SMALL"
             step racecheck7 200 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -c "$SMALL" ;;
-  train) step train16 300 python3 -m gpu.lab.training_speed --dtypes float16 --json "$OUT/training-fp16.json"
+  train) [ $failed = 0 ] || { summary+=("train skipped: a step failed"); continue; }
+         step train16 300 python3 -m gpu.lab.training_speed --dtypes float16 --json "$OUT/training-fp16.json"
          step train_bf16 150 python3 -m gpu.lab.training_speed --dtypes bfloat16 --ns 4096,16384 --json "$OUT/training-bf16.json" ;;
   *) echo "unknown step $s"; exit 2 ;;
 esac; done
