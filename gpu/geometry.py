@@ -129,10 +129,10 @@ def backward_readable_smem(d: int, t: Tiles) -> int:
 
 
 def backward_wg_tiles(d: int) -> Tiles:
-    """Rung 7: two consumer warpgroups of 64 keys (Bc = 128) and a producer, Br = 64 queries per step, two stages
-    (three measured within ±5%, gpu/NOTES.md run 22); the warpgroups split dQ_i's columns (run 24 at d = 128, run 30
-    at d = 64), added by TMA reduce-adds (run 30)."""
-    return backward_warpgroup_tiles(stages=2, split_dq=True)
+    """Rung 7: two consumer warpgroups of 64 keys (Bc = 128) and a producer, two stages (three measured within ±5%,
+    gpu/NOTES.md run 22), dQ_i split between the warpgroups and added by TMA reduce-adds (run 30); Br = 128 queries
+    per step at d = 64 (+11 … +18% over Br = 64, run 30), 64 at d = 128 (where 128 leaves too few registers)."""
+    return backward_warpgroup_tiles(stages=2, split_dq=True, block_rows=128 if d == 64 else 64)
 
 
 def backward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:

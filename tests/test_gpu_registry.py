@@ -106,9 +106,11 @@ def test_backward_by_rung_number():
 def test_rung_7_smem_counts_every_buffer():
     # Bc = 128, Br = 64, two stages: K, V; Q and dO per stage; two dS buffers (64 × 64) per consumer warpgroup; its
     # float32 dQ product (64 × d/2, split); L and D per stage; 5 mbarriers
-    for d in (64, 128):
-        halves = 2 * (2 * 128 * d + 4 * 64 * d + 4 * 64 * 64)
-        assert registry.backward(7).smem(d, None) == 1024 + halves + 4 * (2 * 64 * d // 2 + 4 * 64) + 8 * 5
+    halves = 2 * (2 * 128 * 128 + 4 * 64 * 128 + 4 * 64 * 64)
+    assert registry.backward(7).smem(128, None) == 1024 + halves + 4 * (2 * 64 * 64 + 4 * 64) + 8 * 5
+    # d = 64 by default: Br = 128, each warpgroup's dQ product 64 rows × all 64 columns
+    halves = 2 * (2 * 128 * 64 + 4 * 128 * 64 + 4 * 128 * 64)
+    assert registry.backward(7).smem(64, None) == 1024 + halves + 4 * (2 * 64 * 64 + 4 * 128) + 8 * 5
 
 
 def test_rung_7_splits_dq_and_reduces_it_through_tma_by_default():
