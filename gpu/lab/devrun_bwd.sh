@@ -7,7 +7,7 @@
 #   long      rung 7's long tests (FlashAttention-3's lengths, hypothesis shapes)
 #   sanitize  memcheck and racecheck on small rung 7 launches (default, unsplit, deterministic)
 #   autograd  autograd's tests and all of rung 7's (after a change of default)
-#   train64   gpu.lab.training_speed at d = 64 only (fp16 whole grid, bf16 at N = 4K, 16K)
+#   train64   gpu.lab.training_speed at d = 64 only, fp16
 #   train     gpu.lab.training_speed: fp16 over the whole grid, bf16 at N = 4K, 16K → $OUT/training-*.json
 # Logs in $OUT/logs.tgz (rewritten after each step); the last lines printed are one summary line per step.
 set -u
@@ -48,8 +48,7 @@ for s in "$@"; do case $s in
          step train16 300 python3 -m gpu.lab.training_speed --dtypes float16 --json "$OUT/training-fp16.json"
          step train_bf16 150 python3 -m gpu.lab.training_speed --dtypes bfloat16 --ns 4096,16384 --json "$OUT/training-bf16.json" ;;
   train64) [ $failed = 0 ] || { summary+=("train64 skipped: a step failed"); continue; }
-           step train64 150 python3 -m gpu.lab.training_speed --ds 64 --dtypes float16 --json "$OUT/training-fp16-d64.json"
-           step train64_bf16 100 python3 -m gpu.lab.training_speed --ds 64 --dtypes bfloat16 --ns 4096,16384 --json "$OUT/training-bf16-d64.json" ;;
+           step train64 150 python3 -m gpu.lab.training_speed --ds 64 --dtypes float16 --json "$OUT/training-fp16-d64.json" ;;
   autograd) step autograd7 200 python3 -m pytest -q -x -p no:cacheprovider -m gpu tests/test_gpu_autograd.py tests/test_gpu_rung7.py ;;
   *) echo "unknown step $s"; exit 2 ;;
 esac; done
