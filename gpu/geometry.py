@@ -130,8 +130,8 @@ def backward_readable_smem(d: int, t: Tiles) -> int:
 
 def backward_wg_tiles(d: int) -> Tiles:
     """Rung 7: two consumer warpgroups of 64 keys (Bc = 128) and a producer, two stages (three measured within ±5%,
-    gpu/NOTES.md run 22), dQ_i split between the warpgroups and added by TMA reduce-adds (run 30); Br = 128 queries
-    per step at d = 64 (+11 … +18% over Br = 64, run 30), 64 at d = 128 (where 128 leaves too few registers)."""
+    gpu/NOTES.md run 22), dQ_i split between the warpgroups and added by TMA reduce-adds (run 32); Br = 128 queries
+    per step at d = 64 (+9 … +18% over Br = 64, run 32), 64 at d = 128 (where 128 leaves too few registers)."""
     return backward_warpgroup_tiles(stages=2, split_dq=True, block_rows=128 if d == 64 else 64)
 
 

@@ -31,6 +31,8 @@ def test_every_shipped_recording_says_where_it_came_from():
             "ladder": ("python -m gpu.lab.ladder ", "python -m gpu.ladder "),
             "model-check": ("python -m gpu.lab.check_model ",),
             "calibration": ("python -m gpu.lab.calibrate ",),
+            "backward-rungs": ("python -m gpu.lab.backward_rungs ",),
+            "training-speed": ("python -m gpu.lab.training_speed ",),
         }.get(rec.report["kind"], ("flashsim ",))
         assert rec.gpu == "NVIDIA H100 80GB HBM3" and rec.date.startswith("2026-") and rec.command.startswith(commands)
 

@@ -4,53 +4,61 @@
 // Changed from rung 5 (05_flash2_backward_tensorcore.cu), the same algorithm (Algorithm 2 of FlashAttention-2,
 // one thread block per K/V block, dK_j and dV_j in registers for the whole loop over Q blocks):
 //  - loads. K_j and V_j arrive once by TMA; one thread of the producer warpgroup copies Q_i and dO_i for each
-//    Q block into STAGES stages (128-byte swizzled boxes, the layout wgmma reads); mbarriers count the bytes and
-//    the consumers' arrivals hand each stage back. Each consumer warpgroup copies L_i and D_i into its own SRAM
-//    while its first two products run (first tried: a producer warp copied them into the stages; correct, but
-//    racecheck flagged its ordinary stores, ordered only through the mbarriers, against the consumers' reads).
-//    Rung 5's 256 threads all issued cp.async and waited at __syncthreads, two stages.
+//    Q block into STAGES stages (128-byte swizzled boxes, the layout wgmma reads) and, by one plain bulk copy,
+//    L_i·log2 e and D_i, which the pre-pass packs per Q block (backward_passes.cu); mbarriers count the bytes and
+//    the consumers' arrivals hand each stage back. (First tried: each consumer warpgroup loading L_i and D_i
+//    from HBM behind a barrier, every Q block: the load's latency stood in the loop; before that a producer warp
+//    copying them with ordinary stores, which racecheck flagged.) Rung 5: 256 threads issuing cp.async.
 //  - matmuls. Two consumer warpgroups of 64 keys each (Bc = 128), keys as the wgmma rows as in rung 5:
 //    S_ijᵀ = K_j Q_iᵀ and dP_ijᵀ = V_j dO_iᵀ with both operands from SRAM; dV_j += P_ijᵀ dO_i and
 //    dK_j += dS_ijᵀ Q_i with P_ijᵀ and dS_ijᵀ as A fragments from registers and dO_i, Q_i N-major from SRAM;
-//    dQ_i = dS_ij K_j with dS_ij written to SRAM (transposed, swizzled: each warpgroup its own 64 × 64 tile)
-//    and K_j N-major. S_ijᵀ and dP_ijᵀ are issued back to back, so the exponentials of P_ijᵀ run while
-//    dP_ijᵀ is on the tensor cores.
-//  - dQ. Added into the float32 accumulator with red.global.add.v2.f32, 64 columns at a time (32 accumulator
-//    registers), τ applied. SPLIT_DQ = 0: each warpgroup adds its own 64 keys' share of all of dQ_i (64 × d):
-//    twice rung 5's atomics (rung 5 summed all 128 keys in one thread block first), no barrier between the
-//    warpgroups. SPLIT_DQ = 1 (d = 128 only: a warpgroup's half of the columns is one 64-column piece): both
-//    warpgroups' dS_ij tiles form dS_ij over all Bc keys and warpgroup c computes columns 64c … 64c + 63 of
-//    dQ_i from it: rung 5's atomics, two barriers across the warpgroups per Q block. Not a second pass over K/V
-//    blocks per Q block: that recomputes S_ij and dP_ij, 7 products per tile pair instead of 5. At d = 64
-//    (PIPELINE_DQ) the product stays in flight into the next Q block and its atomics go out while that block's
-//    S_ijᵀ and dP_ijᵀ run; at d = 128 holding it across blocks made ptxas spill 384 bytes (dK_j, dV_j already
-//    take 128 registers), so there it is finished within its block.
-//    The additions land in any order, so dQ differs from run to run by float32 rounding; no deterministic mode.
-//  - D = rowsum(dO ∘ O) and the zeroed accumulator come from backward_passes.cu's pre-pass, as for rung 5; the
-//    same file rounds dQ at the end.
+//    dQ_i = dS_ij K_j with dS_ij written to SRAM (transposed, swizzled, two buffers so that writing block i + 1's
+//    waits for no reader of block i's) and K_j N-major. S_ijᵀ and dP_ijᵀ are issued back to back, so the
+//    exponentials of P_ijᵀ run while dP_ijᵀ is on the tensor cores. Br = 64 queries per step, or 128 (d = 64):
+//    wgmma's n is then 128 for S_ijᵀ and dP_ijᵀ, which halves the SRAM bytes read per FLOP of their B operands
+//    and the barriers per FLOP.
+//  - dQ (SPLIT_DQ): both warpgroups' dS_ij tiles form dS_ij over all Bc keys, and warpgroup c computes half of
+//    dQ_i from it: columns 64c … (d = 128), 32c … (d = 64, Br = 64: B starts 64 bytes into K_j's swizzled rows)
+//    or, with Br = 128, rows 64c … and all 64 columns. Without SPLIT_DQ each warpgroup adds its own 64 keys'
+//    share of all of dQ_i (twice the additions). The product, times τ, goes to this warpgroup's SRAM tile (float32,
+//    128-byte swizzle, no bank conflict) and one thread adds it into the float32 accumulator in HBM with one TMA
+//    reduce-add per 32 columns (the additions happen in L2; rows past N are skipped by the tensor map);
+//    DQ_TMA = 0 instead adds it with red.global.add.v2.f32 per element, as rung 5. Not a second pass over K/V
+//    blocks per Q block: that recomputes S_ij and dP_ij, 7 products per tile pair instead of 5.
+//  - DETERMINISTIC: the additions into dQ_i land in any order, so dQ differs from run to run by float32
+//    rounding; with DETERMINISTIC a counter per Q block in HBM orders them by K/V block j (each warpgroup waits
+//    for its turn, adds, waits for its additions to land, passes the turn on), as FlashAttention-3 does.
+//  - D = rowsum(dO ∘ O), the zeroed accumulator and the L_i/D_i blocks come from backward_passes.cu's pre-pass,
+//    as for rung 5; the same file rounds dQ at the end.
 // Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 5.
 //
-// Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 21–24; backward alone, fp16, 16k tokens, hidden 2048,
-// TFLOP/s at 2.5 × the forward's FLOPs, rung 5 timed beside it in interleaved rounds, `python -m gpu.lab.backward_rungs`):
-//  - correct at its first run (run 21); 183 GPU tests on the final tree (run 24: ragged, causal, N ≠ Nk, rows
-//    with no key, N = 1K … 16K at d = 64 and 128, fp16 and bf16, both tilings); memcheck clean; racecheck found
-//    4 hazards in run 22 (see "loads"), none after the fix (runs 23, 24).
-//  - the first version (each warpgroup adding its own keys' dQ_i, all columns: twice rung 5's atomics) ran level
-//    with rung 5 (run 23: d = 64 2–9% slower at every N, d = 128 −4% … +7%). SPLIT_DQ at d = 128 (run 24): full
-//    260–339 against rung 5's 212–252, causal 196–349 against 163–250, +23% … +40%; N ≥ 4096: 289–349, 29–35%
-//    of the 989 dense TFLOP/s. The public call picks rung 7 at d = 128, rung 5 at d = 64 (gpu/registry.py).
-//  - failures: PIPELINE_DQ at d = 64 made it slower, 154–193 against run 23's 172–216 without it (rung 5: 186–225
-//    and 188–220); not investigated (a guess: the atomics issued right behind S_ijᵀ and dP_ijᵀ delay the
-//    exponentials). It is the version the GPU verified, so it stays until a device run measures it undone. Three stages against two: within
-//    ±5% at N = 4096 (run 22).
-//  - what bounds it (ncu, run 24, N = 4096, third launch, SM at 1.82 GHz): d = 128 4.01 ms, tensor pipe active
-//    35.8%, L2 56% busy (the float32 dQ atomics), DRAM 5%; stalls per issued instruction: long scoreboard 3.09,
-//    wait 1.19, barrier 1.09, LSU throttle (lg) 0.49. d = 64 7.30 ms, tensor pipe 19.3%, barrier 2.57, long
-//    scoreboard 2.60. It waits on memory and on its barriers, not on the tensor cores: the next steps are dQ
-//    through SRAM and one TMA reduce-add per block (FlashAttention-3's), and fewer barriers per Q block.
+// Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 21–24 and 32; backward alone, fp16, 16k tokens, hidden
+// 2048, TFLOP/s at 2.5 × the forward's FLOPs, rung 5 timed beside it in interleaved rounds, `python -m
+// gpu.lab.backward_rungs`):
+//  - run 32, the default (split dQ, TMA reduce-adds, L_i/D_i by bulk copy; Br = 128 at d = 64): d = 64 188–368
+//    against rung 5's 147–222 (+28 … +66%), d = 128 231–464 against 161–252 (+43 … +84%); N ≥ 4096: 303–368
+//    (31–37% of the 989 dense TFLOP/s) and 362–464 (37–47%). Run 24's version: 154–193 and 196–349.
+//  - what each step gave (run 32, same rounds): the bulk copy of L_i/D_i and the double-buffered dS_ij, with
+//    the atomics kept, took d = 128 from run 24's 196–349 to 213–387 and d = 64 (now split too) from 154–193 to
+//    167–306; the TMA reduce-adds then +8 … +26% at d = 128 (L2 was 56% busy with the atomics), +1 … +3% at
+//    d = 64; split against unsplit at d = 64 (Br = 64): within ±1%; Br = 128 at d = 64: +9 … +18% over 64.
+//  - failures: the product of dQ_i left in flight into the next Q block (its reduction behind that block's
+//    S_ijᵀ and dP_ijᵀ), d = 64: −7 … −10% with the TMA reduce-adds (run 32) as with atomics (run 24): not
+//    understood, removed. Three stages against two: within ±5% (run 22). Br = 128 at d = 128: not tried (the
+//    accumulators of S_ijᵀ, dP_ijᵀ, dK_j and dV_j alone would take 256 registers).
+//  - deterministic: 76–194 at d = 64 (Br = 64), 112–291 at d = 128, 0.36–0.71× the default (causal pays most:
+//    the K/V blocks of one Q block queue behind each other's turns).
+//  - what bounds it (ncu, run 32, Br = 64, N = 4096, third launch, SM at 1.81–1.83 GHz): d = 128 3.00 ms (run
+//    24: 4.01), tensor pipe active 48% (36%), L2 52% busy, stalls per issued instruction: wait 1.29, long
+//    scoreboard 1.10, short scoreboard 0.68; d = 64 4.46 ms (7.30), tensor pipe 32% (19%), wait 1.40, long
+//    scoreboard 1.17, barrier 0.40 (2.57). Issue slots 34–36% busy: latency between each warpgroup's dependent
+//    steps (wgmma → exp → wgmma → SRAM → barrier → wgmma), with two warpgroups to hide it, not a pipe's rate.
+//  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
+//    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
+//    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 (run 32).
 //
-// Injected #defines: HEAD_DIM (64 or 128), STAGES (Q_i/dO_i stages in SRAM), SPLIT_DQ (see "dQ"; HEAD_DIM 128
-// only), STORAGE (1 fp16, 2 bf16).
+// Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
+// SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16).
 
 #define BC 128                            // Bc: keys per thread block, 64 per consumer warpgroup
 #define CONSUMERS 2

@@ -7,11 +7,13 @@ public call picks on an sm_90 GPU (gpu/registry.py)."""
 
 import argparse
 import json
+import shlex
+import sys
 
 from gpu import device
 from gpu.backward import flash_attention_backward
 from gpu.flash import flash_attention
-from gpu.lab import timing
+from gpu.lab import results, timing
 from gpu.lab.checks import random_like, random_qkv
 from gpu.lab.harness import BACKWARD_FLOPS, HIDDEN, TOKENS, flops
 from gpu.tiling import backward_warpgroup_tiles
@@ -38,6 +40,7 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m gpu.lab.backward_rungs", description=__doc__.splitlines()[0])
     parser.add_argument("--ns", default="1024,2048,4096,8192,16384")
     parser.add_argument("--json", help="also write the rates here")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     print(f"device: {device.properties()['name']}, fp16, backward alone, TFLOP/s (fraction of {H100_DENSE:.0f})")
     print(f"{'d':>4} {'causal':>6} {'N':>6} " + " ".join(f"{name:>16}" for name in VARIANTS))
@@ -62,8 +65,10 @@ def main(argv=None) -> None:
                 print(f"{d:>4} {causal!s:>6} {n:>6} {cells}", flush=True)
                 rows.append({"d": d, "causal": causal, "n": n, "tflops": rates})
     if args.json:
+        env = results.environment(shlex.join(["python", "-m", "gpu.lab.backward_rungs", *argv]))
+        report = {"kind": "backward-rungs", "env": env, "device": device.properties(), "dtype": "float16", "rows": rows}
         with open(args.json, "w") as f:
-            json.dump({"device": device.properties()["name"], "dtype": "float16", "rows": rows}, f, indent=1)
+            json.dump(report, f, indent=1)
 
 
 if __name__ == "__main__":

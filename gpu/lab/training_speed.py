@@ -9,10 +9,12 @@ the rates. The lighter sibling of `flashsim bench gpu --backward` (no standard a
 import argparse
 import json
 import math
+import shlex
 import statistics
+import sys
 
 from gpu import device
-from gpu.lab import sdpa, timing
+from gpu.lab import results, sdpa, timing
 from gpu.lab.autograd_tax import calls as flash_calls
 from gpu.lab.harness import HIDDEN, TOKENS, TRAINING_FLOPS, flops
 
@@ -42,6 +44,7 @@ def main(argv=None) -> None:
     parser.add_argument("--dtypes", default="float16,bfloat16")
     parser.add_argument("--ds", default="64,128")
     parser.add_argument("--json", help="also write the rows here")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     print(f"device: {device.properties()['name']}; forward + backward, TFLOP/s (fraction of {H100_DENSE:.0f})")
     names = ("autograd", "direct", *BASELINES)
@@ -72,8 +75,10 @@ def main(argv=None) -> None:
                 f"{sum(q >= 1 for q in ratios)} of {len(ratios)} ≥ 1"
             )
     if args.json:
+        env = results.environment(shlex.join(["python", "-m", "gpu.lab.training_speed", *argv]))
+        report = {"kind": "training-speed", "env": env, "device": device.properties(), "peak_tflops": H100_DENSE}
         with open(args.json, "w") as f:
-            json.dump({"device": device.properties()["name"], "peak_tflops": H100_DENSE, "rows": rows}, f, indent=1)
+            json.dump(report | {"rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":
