@@ -4,7 +4,7 @@ launches.
 The pre-pass computes D = rowsum(dO ∘ O) and zeroes a float32 dQ accumulator; the main kernel (one thread block
 per K/V block) recomputes P from L tile by tile and adds τ dS K into dQ (atomics; rung 7: TMA reduce-adds, in a
 fixed order with `deterministic`); the last pass rounds dQ to the storage dtype. Extra device memory: D (N floats)
-and the accumulator (N·d floats) per head, rung 7's L and D blocks (2N floats), deterministic's counters (N / 64
+and the accumulator (N·d floats) per head, rung 7's L and D blocks (2N floats), deterministic's counters (N / Br
 ints): O(N).
 """
 
@@ -96,7 +96,7 @@ def launch(spec: registry.KernelSpec, p, tiles, row: int, ins: tuple, work: tupl
     dq, dk, dv = outs
     prepass(p, row, o, do, lse, D, dq_acc, blocks[0] if blocks else None)
     smem = spec.smem(p.d, tiles)
-    if spec.tma:  # rung 7: Q_i and dO_i in boxes of Br rows, K_j and V_j of Bc, dQ_i reduced in boxes of Br rows
+    if spec.tma:  # rung 7: Q_i and dO_i in boxes of Br rows, K_j and V_j of Bc, dQ_i reduced in boxes of 64 rows
         defines = spec.defines(p.d, p.dtype, tiles) | {"DETERMINISTIC": int(len(blocks) == 2)}
         br, bc = tiles.block_rows, tiles.block_cols
         maps = [tma.rows_map(x, rows) for x, rows in ((q, br), (k, bc), (v, bc), (do, br))]

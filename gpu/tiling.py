@@ -39,7 +39,8 @@ class Tiles:
 
     def describe(self) -> str:
         """The tiling in one short string: Br×Bc, warps × rows per warp, where Q_i's fragments live, layout."""
-        if self.warps == 12 and self.block_cols == 128 and self.block_rows in (64, 128):  # backward rung 7
+        # backward rung 7 (Br = 128 only split: rung 6's (128, 128, 12 warps) forward tiles never split dQ)
+        if self.warps == 12 and self.block_cols == 128 and (self.block_rows == 64 or self.split_dq):
             return f"{self.block_rows}x128 wg2x64keys+1 st{self.stages}{' splitdq' if self.split_dq else ''}{' atomics' if self.dq_atomics else ''}"
         backward_mma = self.block_cols == 16 * self.warps  # rung 5's 16 keys per warp (not rung 6's warpgroups)
         if not backward_mma and self.warps % 4 == 0 and self.block_rows == 64 * (self.warps // 4 - 1):

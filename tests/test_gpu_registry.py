@@ -136,5 +136,5 @@ def test_rung_7_splits_dq_and_reduces_it_through_tma_by_default():
     )
     with pytest.raises(InputError, match="tiles: rung 7 takes Br = 64, or 128 at d = 64 with split_dq, got d=128"):
         rung7.defines(128, "float16", backward_warpgroup_tiles(stages=2, split_dq=True, block_rows=128))
-    with pytest.raises(InputError, match=r"got d=64, 128x128 wg2x64keys\+1 st2$"):
+    with pytest.raises(InputError, match=r"got d=64, 128x128 wg2x64\+1 st2$"):
         rung7.defines(64, "float16", backward_warpgroup_tiles(stages=2, block_rows=128))
