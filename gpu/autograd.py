@@ -22,16 +22,24 @@ from sim.core.errors import InputError
 IMPLS = ("flash", "standard")
 
 
-def attention(q, k, v, *, causal=False, scale=None, impl="flash", **variants):
+def attention(q, k, v, *, causal=False, scale=None, impl="flash", deterministic=False, **variants):
     """softmax(scale · q kᵀ) v with gradients, through flashsim's kernels: "flash" (the default forward and backward
-    kernels, lse saved) or "standard" (the baseline: P saved, Algorithm 3's backward). `variants`: the forward's
-    (gpu.flash_attention's window, alibi_slopes, softcap, cu_seqlens_q/k, max_seqlen_q/k; k, v with fewer heads)."""
+    kernels, lse saved) or "standard" (the baseline: P saved, Algorithm 3's backward). `deterministic` (flash):
+    gradients bit for bit the same on every run (the backward's rung 7 adds dQ in a fixed order). `variants`: the
+    forward's (gpu.flash_attention's window, alibi_slopes, softcap, cu_seqlens_q/k, max_seqlen_q/k; k, v with fewer
+    heads)."""
     torch = require_torch()
     if impl not in IMPLS:
         raise InputError(f"impl: expected one of {', '.join(IMPLS)}, got {impl!r}")
+    if deterministic is not False and (impl != "flash" or deterministic is not True):
+        raise InputError(
+            f"deterministic: expected True or False (impl flash only), got {deterministic!r} with impl {impl!r}"
+        )
     if variants or _gqa(q, k):
         return _variant_forward(torch, q, k, v, causal, scale, impl, variants)
-    return _functions()[impl].apply(q, k, v, causal, scale)
+    if impl == "standard":
+        return _functions()[impl].apply(q, k, v, causal, scale)
+    return _functions()[impl].apply(q, k, v, causal, scale, deterministic)
 
 
 # issue 25, part 1 (gpuvar): the forward's variants pass through to gpu.flash_attention; BACKWARD_VARIANTS names the
@@ -112,18 +120,23 @@ def _forward(torch, q, k, v, causal, scale):
     return o, lse, p
 
 
-def _backward(torch, p, q, k, v, o, lse, do):
+def _backward(torch, p, q, k, v, o, lse, do, deterministic=False):
     """(dq, dk, dv) as torch tensors, written by the backward kernels into tensors PyTorch allocated; p is the
     forward's checked Problem (the same q, k, v: no second check)."""
     cq, ck, cv, co, clse, cdo = (cupy_view(t) for t in (q, k, v, o, lse, do))
     spec = backward.resolve(None, p.d)
     if spec.row(p.d) != p.d or clse.data.ptr % 16:
-        grads = backward.flash_attention_backward(cq, ck, cv, co, clse, cdo, causal=p.causal, scale=p.scale)
+        grads = backward.flash_attention_backward(
+            cq, ck, cv, co, clse, cdo, causal=p.causal, scale=p.scale, deterministic=deterministic
+        )
         return tuple(as_torch(g) for g in grads)
-    D = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-    dq_acc = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    backward.check_deterministic(spec, spec.tiles(p.d), deterministic)
+    dtypes = {"float32": torch.float32, "int32": torch.int32}
+    work = tuple(
+        cupy_view((torch.zeros if zeroed else torch.empty)(shape, dtype=dtypes[dtype], device=q.device))
+        for shape, dtype, zeroed in backward.workspace(spec, p, p.d, spec.tiles(p.d), deterministic)
+    )
     grads = tuple(torch.empty_like(x) for x in (q, k, v))
-    work = (cupy_view(D), cupy_view(dq_acc))
     backward.launch(spec, p, spec.tiles(p.d), p.d, (cq, ck, cv, co, clse, cdo), work, tuple(map(cupy_view, grads)))
     return grads
 
@@ -134,19 +147,20 @@ def _functions() -> dict:
 
     class FlashAttention(torch.autograd.Function):
         @staticmethod
-        def forward(ctx, q, k, v, causal, scale):
+        def forward(ctx, q, k, v, causal, scale, deterministic):
             q, k, v = (x.detach().contiguous() for x in (q, k, v))  # a copy only where not contiguous
             with _stream():
                 o, lse, ctx.problem = _forward(torch, q, k, v, causal, scale)
             ctx.save_for_backward(q, k, v, o, lse)
+            ctx.deterministic = deterministic
             return o
 
         @staticmethod
         def backward(ctx, do):
             q, k, v, o, lse = ctx.saved_tensors
             with _stream():
-                grads = _backward(torch, ctx.problem, q, k, v, o, lse, do.contiguous())
-            return (*grads, None, None)
+                grads = _backward(torch, ctx.problem, q, k, v, o, lse, do.contiguous(), ctx.deterministic)
+            return (*grads, None, None, None)
 
     class StandardAttention(torch.autograd.Function):
         @staticmethod

@@ -2,8 +2,10 @@
 launches.
 
 The pre-pass computes D = rowsum(dO ∘ O) and zeroes a float32 dQ accumulator; the main kernel (one thread block
-per K/V block) recomputes P from L tile by tile and adds τ dS K into dQ with atomics; the last pass rounds dQ to the
-storage dtype. Extra device memory: D (N floats) and the accumulator (N·d floats) per head, O(N).
+per K/V block) recomputes P from L tile by tile and adds τ dS K into dQ (atomics; rung 7: TMA reduce-adds, in a
+fixed order with `deterministic`); the last pass rounds dQ to the storage dtype. Extra device memory: D (N floats)
+and the accumulator (N·d floats) per head, rung 7's L and D blocks (2N floats), deterministic's counters (N / Br
+ints): O(N).
 """
 
 import numpy as np
@@ -13,16 +15,19 @@ from sim.core.errors import InputError
 
 PREPASS_WARPS = 8  # rows per thread block of the pre-pass (one warp each)
 DQ_THREADS = 256
+NULL = np.uint64(0)  # a null pointer argument
 
 
 def flash_attention_backward(
-    q, k, v, o, lse, do, *, causal=False, scale=None, kernel=None, tiles=None, poison=False, check_finite=False
-):
+    q, k, v, o, lse, do, *, causal=False, scale=None, kernel=None, tiles=None, poison=False, check_finite=False,
+    deterministic=False,
+):  # fmt: skip
     """(dq, dk, dv), shaped and typed like (q, k, v), for the forward output o, its lse and the upstream gradient do.
 
     o and lse are what `flash_attention(q, k, v, causal=…, scale=…, return_lse=True)` returned; pass the same
     causal and scale. `kernel`: the rung, 4 (readable, also float32), 5 (tensor cores, fp16/bf16) or 7 (wgmma and TMA: sm_90, d = 64 or 128); None: the default for d on this GPU.
     `tiles`, `poison` and `check_finite` are as for `flash_attention` (the check covers o and do too).
+    `deterministic`: dQ bit for bit the same on every run (rung 7 only: its K/V blocks add into each dQ_i in order).
     """
     cupy = device.require()
     spec = registry.backward(kernel)
@@ -30,16 +35,19 @@ def flash_attention_backward(
     inputs.check_backward(p, q, o, lse, do, finite=check_finite)
     spec = resolve(kernel, p.d)
     tiles = spec.tiles(p.d, tiles)
+    check_deterministic(spec, tiles, deterministic)
     row = spec.row(p.d)
     with q.device:
         q, k, v, o, do = (layout.rows_of(x, row) for x in (q, k, v, o, do))
         lse = lse if lse.data.ptr % 16 == 0 else lse.copy()
-        D = cupy.empty((p.batch, p.heads, p.n), dtype=cupy.float32)
-        dq_acc = cupy.empty((p.batch, p.heads, p.n, row), dtype=cupy.float32)
+        work = tuple(
+            (cupy.zeros if zeroed else cupy.empty)(shape, dtype=dtype)
+            for shape, dtype, zeroed in workspace(spec, p, row, tiles, deterministic)
+        )
         dq, dk, dv = cupy.empty_like(q), cupy.empty_like(k), cupy.empty_like(v)
         if poison:
             layout.poison(dq, dk, dv)
-        launch(spec, p, tiles, row, (q, k, v, o, lse, do), (D, dq_acc), (dq, dk, dv))
+        launch(spec, p, tiles, row, (q, k, v, o, lse, do), work, (dq, dk, dv))
     return tuple(layout.trimmed(x, p.d) for x in (dq, dk, dv))
 
 
@@ -54,30 +62,71 @@ def resolve(kernel, d: int) -> registry.KernelSpec:
     return spec
 
 
+def check_deterministic(spec: registry.KernelSpec, tiles, deterministic) -> None:
+    """InputError unless `deterministic` is a bool that this kernel and tiling can honour."""
+    if not isinstance(deterministic, bool):
+        raise InputError(f"deterministic: expected True or False, got {deterministic!r}")
+    if deterministic and not spec.tma:
+        raise InputError(
+            f"deterministic: only rung 7 (sm_90, d = 64 or 128) orders its dQ additions; {spec.name} adds them with atomics in any order"
+        )
+    if deterministic and tiles.dq_atomics:
+        raise InputError("deterministic: needs rung 7's TMA reduce-adds, not tiles with dq_atomics")
+
+
+def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool = False) -> list[tuple]:
+    """(shape, dtype, zeroed) of each float32 / int32 work array the launches need, in `launch`'s order: D, the dQ
+    accumulator, then for rung 7 its L and D blocks of Br rows and (deterministic) the per-Q-block counters."""
+    heads = (p.batch, p.heads)
+    work = [((*heads, p.n), "float32", False), ((*heads, p.n, row), "float32", False)]
+    if spec.tma:
+        blocks = -(-p.n // tiles.block_rows)
+        work.append(((*heads, blocks, 2, tiles.block_rows), "float32", False))
+        if deterministic:
+            work.append(((*heads, blocks), "int32", True))
+    return work
+
+
 def launch(spec: registry.KernelSpec, p, tiles, row: int, ins: tuple, work: tuple, outs: tuple) -> None:
-    """The three launches on prepared arrays: ins = (q, k, v, o, lse, do) with rows of `row` elements, work = (D,
-    dq_acc) float32, outs = (dq, dk, dv), all allocated by the caller (the autograd path allocates them in PyTorch)."""
+    """The three launches on prepared arrays: ins = (q, k, v, o, lse, do) with rows of `row` elements, work as
+    `workspace` lists it (deterministic when it holds the counters), outs = (dq, dk, dv), all allocated by the
+    caller (the autograd path allocates them in PyTorch)."""
     q, k, v, o, lse, do = ins
-    D, dq_acc = work
+    D, dq_acc, *blocks = work
     dq, dk, dv = outs
-    prepass(p, row, o, do, D, dq_acc)
+    prepass(p, row, o, do, lse, D, dq_acc, blocks[0] if blocks else None)
     smem = spec.smem(p.d, tiles)
-    fn = source.function(spec, spec.defines(p.d, p.dtype, tiles), smem)
-    grid = (-(-p.nk // tiles.block_cols), p.batch * p.heads, 1)
-    if spec.tma:  # rung 7: Q_i and dO_i in boxes of Br rows, K_j and V_j of Bc
+    if spec.tma:  # rung 7: Q_i and dO_i in boxes of Br rows, K_j and V_j of Bc, dQ_i reduced in boxes of 64 rows
+        defines = spec.defines(p.d, p.dtype, tiles) | {"DETERMINISTIC": int(len(blocks) == 2)}
         br, bc = tiles.block_rows, tiles.block_cols
-        q, do, k, v = (tma.rows_map(x, rows) for x, rows in ((q, br), (do, br), (k, bc), (v, bc)))
-    args = (q, k, v, do, lse, D, dq_acc, dk, dv, np.int32(p.n), np.int32(p.nk), np.float32(p.scale), np.int32(p.causal))
-    fn(grid, (tiles.threads, 1, 1), args, shared_mem=smem)
+        maps = [tma.rows_map(x, rows) for x, rows in ((q, br), (k, bc), (v, bc), (do, br))]
+        counts = blocks[1] if len(blocks) == 2 else NULL
+        args = (*maps, tma.accumulator_map(dq_acc, 64), blocks[0], dq_acc, counts, dk, dv)  # dQ: 64-row boxes
+    else:
+        defines = spec.defines(p.d, p.dtype, tiles)
+        args = (q, k, v, do, lse, D, dq_acc, dk, dv)
+    fn = source.function(spec, defines, smem)
+    grid = (-(-p.nk // tiles.block_cols), p.batch * p.heads, 1)
+    fn(
+        grid,
+        (tiles.threads, 1, 1),
+        (*args, np.int32(p.n), np.int32(p.nk), np.float32(p.scale), np.int32(p.causal)),
+        shared_mem=smem,
+    )
     round_dq(p, row, dq_acc, dq)
 
 
-def prepass(p, row: int, o, do, D, dq_acc) -> None:
-    """The FlashAttention-2 paper's Algorithm 2, lines 3–4: D = rowsum(dO ∘ O) and dQ = 0 (the float32 accumulator)."""
+def prepass(p, row: int, o, do, lse, D, dq_acc, blocks=None) -> None:
+    """The FlashAttention-2 paper's Algorithm 2, lines 3–4: D = rowsum(dO ∘ O) and dQ = 0 (the float32 accumulator);
+    with `blocks` (rung 7's, (batch, heads, Tr, 2, Br)) also L_i·log2 e and D_i per Q block, zeros past N."""
     spec = registry.HELPERS["bwd_prepass"]
-    rows = p.batch * p.heads * p.n
+    heads = p.batch * p.heads
+    padded = p.n if blocks is None else blocks.shape[2] * blocks.shape[4]
     fn = source.function(spec, spec.defines(row, p.dtype, None))
-    fn((-(-rows // PREPASS_WARPS), 1, 1), (32 * PREPASS_WARPS, 1, 1), (o, do, D, dq_acc, np.int32(rows)))
+    block_rows = 1 if blocks is None else blocks.shape[4]
+    args = (o, do, D, dq_acc, lse, NULL if blocks is None else blocks, np.int32(heads), np.int32(p.n), np.int32(padded))
+    args += (np.int32(block_rows),)
+    fn((-(-heads * padded // PREPASS_WARPS), 1, 1), (32 * PREPASS_WARPS, 1, 1), args)
 
 
 def round_dq(p, row: int, dq_acc, dq) -> None:

@@ -129,25 +129,33 @@ def backward_readable_smem(d: int, t: Tiles) -> int:
 
 
 def backward_wg_tiles(d: int) -> Tiles:
-    """Rung 7: two consumer warpgroups of 64 keys (Bc = 128) and a producer, Br = 64 queries per step, two stages
-    (three measured within ±5%, gpu/NOTES.md run 22); at d = 128 the warpgroups split dQ_i's columns (run 24)."""
-    return backward_warpgroup_tiles(stages=2, split_dq=d == 128)
+    """Rung 7: two consumer warpgroups of 64 keys (Bc = 128) and a producer, two stages (three measured within ±5%,
+    gpu/NOTES.md run 22), dQ_i split between the warpgroups and added by TMA reduce-adds (run 32); Br = 128 queries
+    per step at d = 64 (+9 … +18% over Br = 64, run 32), 64 at d = 128 (where 128 leaves too few registers)."""
+    return backward_warpgroup_tiles(stages=2, split_dq=True, block_rows=128 if d == 64 else 64)
 
 
 def backward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
-    if tiles.split_dq and d != 128:
-        raise InputError(
-            f"tiles: split_dq needs d = 128 (a warpgroup's half of dQ_i is one 64-column piece), got d={d}"
-        )
-    return {"HEAD_DIM": d, "STAGES": tiles.stages, "SPLIT_DQ": int(tiles.split_dq), "STORAGE": STORAGE_CODE[dtype]}
+    if tiles.block_rows not in (64, 128) or (tiles.block_rows == 128 and (d != 64 or not tiles.split_dq)):
+        raise InputError(f"tiles: rung 7 takes Br = 64, or 128 at d = 64 with split_dq, got d={d}, {tiles.describe()}")
+    return {
+        "HEAD_DIM": d,
+        "BR": tiles.block_rows,
+        "STAGES": tiles.stages,
+        "SPLIT_DQ": int(tiles.split_dq),
+        "DQ_TMA": int(not tiles.dq_atomics),
+        "STORAGE": STORAGE_CODE[dtype],
+    }
 
 
 def backward_wg_smem(d: int, t: Tiles) -> int:
-    """1024 bytes of alignment, K_j and V_j (Bc rows), the stages of Q_i and dO_i (Br rows), dS_ij per consumer
-    warpgroup (Br × 64), L_i and D_i per consumer warpgroup (Br floats each), the mbarriers."""
+    """1024 bytes of alignment, K_j and V_j (Bc rows), the stages of Q_i and dO_i (Br rows), two buffers of dS_ij per
+    consumer warpgroup (Br × 64), its float32 dQ product (64 × d / 2 split by columns, 64 × d by rows, else 64 × 64),
+    L_i and D_i per stage (Br floats each), the mbarriers."""
     br, bc, consumers = t.block_rows, t.block_cols, t.warps // 4 - 1
-    tiles = HALF_SIZE * (2 * bc * d + 2 * t.stages * br * d + consumers * br * 64)
-    return 1024 + tiles + F * 2 * consumers * br + 8 * (1 + 2 * t.stages)
+    dq_cols = d if br == 128 else d // consumers if t.split_dq else 64
+    tiles = HALF_SIZE * (2 * bc * d + 2 * t.stages * br * d + 2 * consumers * br * 64)
+    return 1024 + tiles + F * (consumers * 64 * dq_cols + 2 * t.stages * br) + 8 * (1 + 2 * t.stages)
 
 
 def passes_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:

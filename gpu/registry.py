@@ -112,7 +112,7 @@ BACKWARD = {
 }  # fmt: skip
 DEFAULT_BACKWARD = 5  # the default on every GPU, and for every head dim …
 HOPPER_BACKWARD = 7  # … except on sm_90 at the head dims where rung 7 measured faster than rung 5
-HOPPER_BACKWARD_DIMS = (128,)  # d = 128: +23 … +40% over rung 5; d = 64: slower at every N (gpu/NOTES.md runs 23, 24)
+HOPPER_BACKWARD_DIMS = (64, 128)  # run 32: +28 … +66% over rung 5 at d = 64, +43 … +84% at d = 128
 
 # -- decode: Flash-Decoding over a contiguous or paged K/V cache (gpu/decoding.py) ----------------------------------
 

@@ -30,7 +30,8 @@ class Tiles:
     swizzle: bool = False  # rungs 2 and 3: XOR-swizzled shared-memory rows instead of rows padded by 16 bytes
     stages: int = 2  # rung 6: K_j/V_j stages in SRAM; backward rung 7: Q_i/dO_i stages (the others: 2)
     pingpong: bool = False  # rung 6: consumer warpgroups take turns issuing their matmuls
-    split_dq: bool = False  # backward rung 7: the warpgroups share dS_ij and split dQ_i's columns (d = 128)
+    split_dq: bool = False  # backward rung 7: the warpgroups share dS_ij and split dQ_i's columns
+    dq_atomics: bool = False  # backward rung 7: dQ by float32 atomics per element instead of TMA reduce-adds
 
     @property
     def threads(self) -> int:
@@ -38,8 +39,9 @@ class Tiles:
 
     def describe(self) -> str:
         """The tiling in one short string: Br×Bc, warps × rows per warp, where Q_i's fragments live, layout."""
-        if self.warps == 12 and (self.block_rows, self.block_cols) == (64, 128):  # backward rung 7: warpgroups
-            return f"64x128 wg2x64keys+1 st{self.stages}{' splitdq' if self.split_dq else ''}"
+        # backward rung 7 (Br = 128 only split: rung 6's (128, 128, 12 warps) forward tiles never split dQ)
+        if self.warps == 12 and self.block_cols == 128 and (self.block_rows == 64 or self.split_dq):
+            return f"{self.block_rows}x128 wg2x64keys+1 st{self.stages}{' splitdq' if self.split_dq else ''}{' atomics' if self.dq_atomics else ''}"
         backward_mma = self.block_cols == 16 * self.warps  # rung 5's 16 keys per warp (not rung 6's warpgroups)
         if not backward_mma and self.warps % 4 == 0 and self.block_rows == 64 * (self.warps // 4 - 1):
             return f"{self.block_rows}x{self.block_cols} wg{self.warps // 4 - 1}x64+1 st{self.stages}{' pp' if self.pingpong else ''}"
@@ -59,10 +61,14 @@ def warpgroup_tiles(consumers: int, block_cols: int, stages: int, pingpong: bool
     return Tiles(64 * consumers, block_cols, 4 * (consumers + 1), stages=stages, pingpong=pingpong)
 
 
-def backward_warpgroup_tiles(stages: int, split_dq: bool = False) -> Tiles:
-    """The backward rung 7 geometry: two consumer warpgroups of 64 keys (Bc = 128), a producer, Br = 64, `stages`;
-    `split_dq`: the warpgroups share dS_ij and each computes half of dQ_i's columns (d = 128 only)."""
-    return Tiles(64, 128, 12, stages=stages, split_dq=split_dq)
+def backward_warpgroup_tiles(
+    stages: int, split_dq: bool = False, dq_atomics: bool = False, block_rows: int = 64
+) -> Tiles:
+    """The backward rung 7 geometry: two consumer warpgroups of 64 keys (Bc = 128), a producer, Br = `block_rows`
+    queries per step (64, or 128 at d = 64 with split_dq), `stages`; `split_dq`: the warpgroups share dS_ij and each
+    computes half of dQ_i (its columns; with Br = 128 its rows); `dq_atomics`: dQ added with float32 atomics per
+    element instead of one TMA reduce-add per 32 columns."""
+    return Tiles(block_rows, 128, 12, stages=stages, split_dq=split_dq, dq_atomics=dq_atomics)
 
 
 def backward_tiles(warps: int, block_rows: int, min_blocks: int = 1) -> Tiles:

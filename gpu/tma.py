@@ -14,7 +14,7 @@ from gpu import device
 
 PIECE = 64  # elements of a box's row: 128 bytes of fp16/bf16, the widest the 128-byte swizzle allows
 MAP_BYTES, MAP_ALIGN = 128, 64  # sizeof(CUtensorMap), its alignment (cuda.h)
-UINT16, INTERLEAVE_NONE, SWIZZLE_128B, L2_PROMOTION_256B, OOB_FILL_ZEROS = 1, 0, 3, 3, 0  # cuda.h's enum values
+UINT16, FLOAT32, INTERLEAVE_NONE, SWIZZLE_128B, L2_PROMOTION_256B, OOB_FILL_ZEROS = 1, 7, 0, 3, 3, 0  # cuda.h's enums
 
 
 class TensorMapError(device.GPUUnavailableError):
@@ -41,7 +41,15 @@ def rows_map(x, box_rows: int) -> np.ndarray:
     the next head's rows; it lands in SRAM in the 128-byte swizzled layout wgmma reads."""
     batch, heads, rows, d = x.shape
     assert x.dtype.itemsize == 2 and x.flags.c_contiguous and x.data.ptr % 16 == 0 and d % PIECE == 0
-    return _rows_map(x.data.ptr, batch * heads, rows, d, box_rows)
+    return _rows_map(x.data.ptr, batch * heads, rows, d, box_rows, 2)
+
+
+def accumulator_map(x, box_rows: int) -> np.ndarray:
+    """The tensor map of a float32 accumulator x (batch, heads, rows, d), written in boxes of (1, box_rows, 32): 128
+    bytes a row, swizzled as rows_map's; a box reduced past the last row of a head skips those rows (rung 7's dQ)."""
+    batch, heads, rows, d = x.shape
+    assert x.dtype.itemsize == 4 and x.flags.c_contiguous and x.data.ptr % 16 == 0 and d % 32 == 0
+    return _rows_map(x.data.ptr, batch * heads, rows, d, box_rows, 4)
 
 
 def packed_map(x, box_rows: int) -> np.ndarray:
@@ -50,21 +58,25 @@ def packed_map(x, box_rows: int) -> np.ndarray:
     a sequence's last row reads the next sequence's rows (zeros only past the last of all)."""
     total, heads, d = x.shape
     assert x.dtype.itemsize == 2 and x.flags.c_contiguous and x.data.ptr % 16 == 0 and d % PIECE == 0
-    return _rows_map(x.data.ptr, heads, total, d, box_rows, packed=True)
+    return _rows_map(x.data.ptr, heads, total, d, box_rows, 2, packed=True)
 
 
 @functools.lru_cache(maxsize=512)
-def _rows_map(ptr: int, heads: int, rows: int, d: int, box_rows: int, packed: bool = False) -> np.ndarray:
+def _rows_map(
+    ptr: int, heads: int, rows: int, d: int, box_rows: int, itemsize: int, packed: bool = False
+) -> np.ndarray:
     raw = np.zeros(MAP_BYTES + MAP_ALIGN, dtype=np.uint8)
     at = -raw.ctypes.data % MAP_ALIGN
     out = raw[at : at + MAP_BYTES]
     dims = (ctypes.c_uint64 * 3)(d, rows, heads)  # innermost first
     # bytes, for every dimension but the innermost: (row, plane)
-    strides = (ctypes.c_uint64 * 2)(*((2 * d * heads, 2 * d) if packed else (2 * d, 2 * d * rows)))
-    box = (ctypes.c_uint32 * 3)(PIECE, box_rows, 1)
+    strides = (ctypes.c_uint64 * 2)(
+        *((itemsize * d * heads, itemsize * d) if packed else (itemsize * d, itemsize * d * rows))
+    )
+    box = (ctypes.c_uint32 * 3)(128 // itemsize, box_rows, 1)  # rows of 128 bytes: the widest the swizzle allows
     unit = (ctypes.c_uint32 * 3)(1, 1, 1)
     err = _encode()(
-        out.ctypes.data, UINT16, 3, ptr, dims, strides, box, unit, INTERLEAVE_NONE, SWIZZLE_128B, L2_PROMOTION_256B,
+        out.ctypes.data, UINT16 if itemsize == 2 else FLOAT32, 3, ptr, dims, strides, box, unit, INTERLEAVE_NONE, SWIZZLE_128B, L2_PROMOTION_256B,
         OOB_FILL_ZEROS,
     )  # fmt: skip
     if err:

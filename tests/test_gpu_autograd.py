@@ -35,6 +35,30 @@ def test_gradients_through_autograd(dtype, causal):
         assert max_error(g_flash, ref) <= 2 * max_error(g_std, ref) + 1e-3
 
 
+@pytest.mark.parametrize("d", [64, 128])
+def test_deterministic_gradients_through_autograd(d):
+    from gpu.autograd import attention
+    from gpu.dlpack import as_cupy
+    from gpu.reference import attention_backward_ref
+    from sim.core.errors import InputError
+
+    g = torch.Generator(device="cuda").manual_seed(d)
+    q0, k0, v0, do = (torch.randn(1, 4, 1100, d, device="cuda", generator=g).to(torch.bfloat16) for _ in range(4))
+    runs = []
+    for _ in range(2):
+        q, k, v = (x.clone().requires_grad_() for x in (q0, k0, v0))
+        runs.append(torch.autograd.grad(attention(q, k, v, causal=True, deterministic=True), (q, k, v), do))
+    for a, b in zip(*runs, strict=True):
+        assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+    q, k, v = (x.clone().requires_grad_() for x in (q0, k0, v0))
+    std = torch.autograd.grad(attention(q, k, v, causal=True, impl="standard"), (q, k, v), do)
+    refs = attention_backward_ref(*(as_cupy(x) for x in (q0, k0, v0, do)), causal=True)
+    for got, baseline, ref in zip(runs[0], std, refs, strict=True):
+        assert max_error(as_cupy(got), ref) <= 2 * max_error(as_cupy(baseline), ref) + 1e-3
+    with pytest.raises(InputError, match="deterministic: expected True or False"):
+        attention(q, k, v, impl="standard", deterministic=True)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_cupy_view_shares_the_tensors_memory(dtype):
     from gpu.dlpack import cupy_view

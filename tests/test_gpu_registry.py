@@ -91,7 +91,7 @@ def test_the_old_names_are_their_rungs_with_a_warning(direction, old, rung):
 
 @pytest.mark.parametrize(
     ("d", "cc", "expected"),
-    [(64, "9.0", 5), (128, "9.0", 7), (96, "9.0", 5), (64, "8.0", 5), (128, "10.0", 5), (128, None, 5)],
+    [(64, "9.0", 7), (128, "9.0", 7), (96, "9.0", 5), (64, "8.0", 5), (128, "10.0", 5), (128, None, 5)],
 )
 def test_default_backward_is_rung_7_where_it_runs_faster(d, cc, expected):
     assert registry.backward(None, d, cc).rung == expected
@@ -104,17 +104,37 @@ def test_backward_by_rung_number():
 
 
 def test_rung_7_smem_counts_every_buffer():
-    # d = 128, Bc = 128, Br = 64, two stages: K, V; Q and dO per stage; dS (64 × 64) per consumer warpgroup; L, D
-    assert (
-        registry.backward(7).smem(128, None)
-        == 1024 + 2 * (2 * 128 * 128 + 4 * 64 * 128 + 2 * 64 * 64) + 4 * 4 * 64 + 8 * 5
-    )
+    # Bc = 128, Br = 64, two stages: K, V; Q and dO per stage; two dS buffers (64 × 64) per consumer warpgroup; its
+    # float32 dQ product (64 × d/2, split); L and D per stage; 5 mbarriers
+    halves = 2 * (2 * 128 * 128 + 4 * 64 * 128 + 4 * 64 * 64)
+    assert registry.backward(7).smem(128, None) == 1024 + halves + 4 * (2 * 64 * 64 + 4 * 64) + 8 * 5
+    # d = 64 by default: Br = 128, each warpgroup's dQ product 64 rows × all 64 columns
+    halves = 2 * (2 * 128 * 64 + 4 * 128 * 64 + 4 * 128 * 64)
+    assert registry.backward(7).smem(64, None) == 1024 + halves + 4 * (2 * 64 * 64 + 4 * 128) + 8 * 5
 
 
-def test_rung_7_splits_dq_at_d_128_only():
+def test_rung_7_splits_dq_and_reduces_it_through_tma_by_default():
     from gpu.tiling import backward_warpgroup_tiles
 
     rung7 = registry.backward(7)
-    assert rung7.defines(128, "float16")["SPLIT_DQ"] == 1 and rung7.defines(64, "float16")["SPLIT_DQ"] == 0
-    with pytest.raises(InputError, match="split_dq needs d = 128"):
-        rung7.defines(64, "float16", backward_warpgroup_tiles(stages=2, split_dq=True))
+    for d in (64, 128):
+        assert rung7.defines(d, "float16")["SPLIT_DQ"] == 1 and rung7.defines(d, "float16")["DQ_TMA"] == 1
+    atomics = backward_warpgroup_tiles(stages=2, dq_atomics=True)
+    assert rung7.defines(64, "bfloat16", atomics) == {
+        "HEAD_DIM": 64, "BR": 64, "STAGES": 2, "SPLIT_DQ": 0, "DQ_TMA": 0, "STORAGE": 2,
+    }  # fmt: skip
+    # three stages still fit the 227 KiB one thread block may opt into, at d = 128 and with either dQ layout
+    for split in (False, True):
+        assert rung7.smem(128, backward_warpgroup_tiles(stages=3, split_dq=split)) <= 227 * 1024
+    wide = backward_warpgroup_tiles(
+        stages=2, split_dq=True, block_rows=128
+    )  # Br = 128: each warpgroup 64 of dQ_i's rows
+    assert rung7.defines(64, "float16", wide)["BR"] == 128
+    assert (
+        rung7.smem(64, wide)
+        == 1024 + 2 * (2 * 128 * 64 + 4 * 128 * 64 + 4 * 128 * 64) + 4 * (2 * 64 * 64 + 4 * 128) + 40
+    )
+    with pytest.raises(InputError, match="tiles: rung 7 takes Br = 64, or 128 at d = 64 with split_dq, got d=128"):
+        rung7.defines(128, "float16", backward_warpgroup_tiles(stages=2, split_dq=True, block_rows=128))
+    with pytest.raises(InputError, match=r"got d=64, 128x128 wg2x64\+1 st2$"):
+        rung7.defines(64, "float16", backward_warpgroup_tiles(stages=2, block_rows=128))

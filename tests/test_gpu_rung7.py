@@ -11,6 +11,7 @@ import gpu
 from gpu import backward, device
 from gpu.lab.checks import check_backward, random_like, random_qkv
 from gpu.tiling import backward_warpgroup_tiles
+from sim.core.errors import InputError
 
 pytestmark = [pytest.mark.gpu]
 
@@ -56,10 +57,14 @@ def test_rung_7_at_flashattention3_lengths(n, d, causal):
 @pytest.mark.parametrize(
     ("d", "tiles"),
     [
-        (64, backward_warpgroup_tiles(stages=3)),
+        (64, backward_warpgroup_tiles(stages=3, split_dq=True)),
+        (64, backward_warpgroup_tiles(stages=2)),  # each warpgroup all 64 columns over its own keys
+        (64, backward_warpgroup_tiles(stages=2, split_dq=True, dq_atomics=True)),
+        (64, backward_warpgroup_tiles(stages=2, split_dq=True, block_rows=128)),
         (128, backward_warpgroup_tiles(stages=3)),
-        (128, backward_warpgroup_tiles(stages=2)),  # d = 128 without the split dQ of its default
+        (128, backward_warpgroup_tiles(stages=2)),  # two 64-column pieces, one after the other, through SRAM
         (128, backward_warpgroup_tiles(stages=3, split_dq=True)),
+        (128, backward_warpgroup_tiles(stages=2, split_dq=True, dq_atomics=True)),
     ],
     ids=lambda x: x.describe().replace(" ", "_") if hasattr(x, "describe") else str(x),
 )
@@ -67,6 +72,45 @@ def test_rung_7_tilings(d, tiles):
     for causal in (False, True):
         q, k, v = random_qkv(1, 2, 333, 300, d, "float16", seed=d)
         _assert_ok(check_backward(q, k, v, causal=causal, kernel=7, tiles=tiles))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize(
+    ("d", "tiles"),
+    [
+        (64, backward_warpgroup_tiles(stages=2, split_dq=True)),
+        (64, backward_warpgroup_tiles(stages=2)),
+        (64, backward_warpgroup_tiles(stages=2, split_dq=True, block_rows=128)),
+        (128, backward_warpgroup_tiles(stages=2, split_dq=True)),
+        (128, backward_warpgroup_tiles(stages=2)),
+    ],
+    ids=lambda x: x.describe().replace(" ", "_") if hasattr(x, "describe") else str(x),
+)
+def test_rung_7_deterministic_is_correct_and_the_same_bit_for_bit(d, tiles, causal):
+    # 2 × 3 heads, 1030 queries (17 Q blocks, the last ragged) against 2000 keys (16 K/V blocks adding into each dQ_i)
+    q, k, v = random_qkv(2, 3, 1030, 2000, d, "bfloat16", seed=d + causal)
+    _assert_ok(check_backward(q, k, v, causal=causal, kernel=7, tiles=tiles, deterministic=True))
+    o, lse = gpu.flash_attention(q, k, v, causal=causal, return_lse=True)
+    do = random_like(q, 3)
+    runs = [
+        gpu.flash_attention_backward(q, k, v, o, lse, do, causal=causal, kernel=7, tiles=tiles, deterministic=True)
+        for _ in range(3)
+    ]
+    for again in runs[1:]:
+        for g, h in zip(runs[0], again, strict=True):
+            assert bool((g.view("uint16") == h.view("uint16")).all())
+
+
+def test_deterministic_is_refused_where_dq_adds_in_any_order():
+    q, k, v = random_qkv(1, 1, 64, 64, 64, "float16", seed=1)
+    o, lse = gpu.flash_attention(q, k, v, return_lse=True)
+    with pytest.raises(InputError, match="deterministic: only rung 7"):
+        gpu.flash_attention_backward(q, k, v, o, lse, q, kernel=5, deterministic=True)
+    with pytest.raises(InputError, match="deterministic: needs rung 7's TMA reduce-adds"):
+        atomics = backward_warpgroup_tiles(stages=2, dq_atomics=True)
+        gpu.flash_attention_backward(q, k, v, o, lse, q, kernel=7, tiles=atomics, deterministic=True)
+    with pytest.raises(InputError, match="deterministic: expected True or False"):
+        gpu.flash_attention_backward(q, k, v, o, lse, q, kernel=7, deterministic="yes")
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -82,9 +126,9 @@ def test_rung_7_any_shape(n, nk, d, causal, dtype, seed):
     _assert_ok(check_backward(*random_qkv(1, 2, n, nk, d, dtype, seed=seed), causal=causal, kernel=7, seed=seed))
 
 
-def test_public_call_uses_rung_7_at_d_128_only():
-    assert backward.resolve(None, 128).rung == 7
-    assert backward.resolve(None, 64).rung == 5 and backward.resolve(None, 96).rung == 5
+def test_public_call_uses_rung_7_at_d_64_and_128():
+    assert backward.resolve(None, 128).rung == 7 and backward.resolve(None, 64).rung == 7
+    assert backward.resolve(None, 96).rung == 5
 
 
 def test_blind_rows_get_zero_gradients():

@@ -4,79 +4,89 @@
 // Changed from rung 5 (05_flash2_backward_tensorcore.cu), the same algorithm (Algorithm 2 of FlashAttention-2,
 // one thread block per K/V block, dK_j and dV_j in registers for the whole loop over Q blocks):
 //  - loads. K_j and V_j arrive once by TMA; one thread of the producer warpgroup copies Q_i and dO_i for each
-//    Q block into STAGES stages (128-byte swizzled boxes, the layout wgmma reads); mbarriers count the bytes and
-//    the consumers' arrivals hand each stage back. Each consumer warpgroup copies L_i and D_i into its own SRAM
-//    while its first two products run (first tried: a producer warp copied them into the stages; correct, but
-//    racecheck flagged its ordinary stores, ordered only through the mbarriers, against the consumers' reads).
-//    Rung 5's 256 threads all issued cp.async and waited at __syncthreads, two stages.
+//    Q block into STAGES stages (128-byte swizzled boxes, the layout wgmma reads) and, by one plain bulk copy,
+//    L_i·log2 e and D_i, which the pre-pass packs per Q block (backward_passes.cu); mbarriers count the bytes and
+//    the consumers' arrivals hand each stage back. (First tried: each consumer warpgroup loading L_i and D_i
+//    from HBM behind a barrier, every Q block: the load's latency stood in the loop; before that a producer warp
+//    copying them with ordinary stores, which racecheck flagged.) Rung 5: 256 threads issuing cp.async.
 //  - matmuls. Two consumer warpgroups of 64 keys each (Bc = 128), keys as the wgmma rows as in rung 5:
 //    S_ijᵀ = K_j Q_iᵀ and dP_ijᵀ = V_j dO_iᵀ with both operands from SRAM; dV_j += P_ijᵀ dO_i and
 //    dK_j += dS_ijᵀ Q_i with P_ijᵀ and dS_ijᵀ as A fragments from registers and dO_i, Q_i N-major from SRAM;
-//    dQ_i = dS_ij K_j with dS_ij written to SRAM (transposed, swizzled: each warpgroup its own 64 × 64 tile)
-//    and K_j N-major. S_ijᵀ and dP_ijᵀ are issued back to back, so the exponentials of P_ijᵀ run while
-//    dP_ijᵀ is on the tensor cores.
-//  - dQ. Added into the float32 accumulator with red.global.add.v2.f32, 64 columns at a time (32 accumulator
-//    registers), τ applied. SPLIT_DQ = 0: each warpgroup adds its own 64 keys' share of all of dQ_i (64 × d):
-//    twice rung 5's atomics (rung 5 summed all 128 keys in one thread block first), no barrier between the
-//    warpgroups. SPLIT_DQ = 1 (d = 128 only: a warpgroup's half of the columns is one 64-column piece): both
-//    warpgroups' dS_ij tiles form dS_ij over all Bc keys and warpgroup c computes columns 64c … 64c + 63 of
-//    dQ_i from it: rung 5's atomics, two barriers across the warpgroups per Q block. Not a second pass over K/V
-//    blocks per Q block: that recomputes S_ij and dP_ij, 7 products per tile pair instead of 5. At d = 64
-//    (PIPELINE_DQ) the product stays in flight into the next Q block and its atomics go out while that block's
-//    S_ijᵀ and dP_ijᵀ run; at d = 128 holding it across blocks made ptxas spill 384 bytes (dK_j, dV_j already
-//    take 128 registers), so there it is finished within its block.
-//    The additions land in any order, so dQ differs from run to run by float32 rounding; no deterministic mode.
-//  - D = rowsum(dO ∘ O) and the zeroed accumulator come from backward_passes.cu's pre-pass, as for rung 5; the
-//    same file rounds dQ at the end.
+//    dQ_i = dS_ij K_j with dS_ij written to SRAM (transposed, swizzled, two buffers so that writing block i + 1's
+//    waits for no reader of block i's) and K_j N-major. S_ijᵀ and dP_ijᵀ are issued back to back, so the
+//    exponentials of P_ijᵀ run while dP_ijᵀ is on the tensor cores. Br = 64 queries per step, or 128 (d = 64):
+//    wgmma's n is then 128 for S_ijᵀ and dP_ijᵀ, which halves the SRAM bytes read per FLOP of their B operands
+//    and the barriers per FLOP.
+//  - dQ (SPLIT_DQ): both warpgroups' dS_ij tiles form dS_ij over all Bc keys, and warpgroup c computes half of
+//    dQ_i from it: columns 64c … (d = 128), 32c … (d = 64, Br = 64: B starts 64 bytes into K_j's swizzled rows)
+//    or, with Br = 128, rows 64c … and all 64 columns. Without SPLIT_DQ each warpgroup adds its own 64 keys'
+//    share of all of dQ_i (twice the additions). The product, times τ, goes to this warpgroup's SRAM tile (float32,
+//    128-byte swizzle, no bank conflict) and one thread adds it into the float32 accumulator in HBM with one TMA
+//    reduce-add per 32 columns (the additions happen in L2; rows past N are skipped by the tensor map);
+//    DQ_TMA = 0 instead adds it with red.global.add.v2.f32 per element, as rung 5. Not a second pass over K/V
+//    blocks per Q block: that recomputes S_ij and dP_ij, 7 products per tile pair instead of 5.
+//  - DETERMINISTIC: the additions into dQ_i land in any order, so dQ differs from run to run by float32
+//    rounding; with DETERMINISTIC a counter per Q block in HBM orders them by K/V block j (each warpgroup waits
+//    for its turn, adds, waits for its additions to land, passes the turn on), as FlashAttention-3 does.
+//  - D = rowsum(dO ∘ O), the zeroed accumulator and the L_i/D_i blocks come from backward_passes.cu's pre-pass,
+//    as for rung 5; the same file rounds dQ at the end.
 // Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 5.
 //
-// Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 21–24; backward alone, fp16, 16k tokens, hidden 2048,
-// TFLOP/s at 2.5 × the forward's FLOPs, rung 5 timed beside it in interleaved rounds, `python -m gpu.lab.backward_rungs`):
-//  - correct at its first run (run 21); 183 GPU tests on the final tree (run 24: ragged, causal, N ≠ Nk, rows
-//    with no key, N = 1K … 16K at d = 64 and 128, fp16 and bf16, both tilings); memcheck clean; racecheck found
-//    4 hazards in run 22 (see "loads"), none after the fix (runs 23, 24).
-//  - the first version (each warpgroup adding its own keys' dQ_i, all columns: twice rung 5's atomics) ran level
-//    with rung 5 (run 23: d = 64 2–9% slower at every N, d = 128 −4% … +7%). SPLIT_DQ at d = 128 (run 24): full
-//    260–339 against rung 5's 212–252, causal 196–349 against 163–250, +23% … +40%; N ≥ 4096: 289–349, 29–35%
-//    of the 989 dense TFLOP/s. The public call picks rung 7 at d = 128, rung 5 at d = 64 (gpu/registry.py).
-//  - failures: PIPELINE_DQ at d = 64 made it slower, 154–193 against run 23's 172–216 without it (rung 5: 186–225
-//    and 188–220); not investigated (a guess: the atomics issued right behind S_ijᵀ and dP_ijᵀ delay the
-//    exponentials). It is the version the GPU verified, so it stays until a device run measures it undone. Three stages against two: within
-//    ±5% at N = 4096 (run 22).
-//  - what bounds it (ncu, run 24, N = 4096, third launch, SM at 1.82 GHz): d = 128 4.01 ms, tensor pipe active
-//    35.8%, L2 56% busy (the float32 dQ atomics), DRAM 5%; stalls per issued instruction: long scoreboard 3.09,
-//    wait 1.19, barrier 1.09, LSU throttle (lg) 0.49. d = 64 7.30 ms, tensor pipe 19.3%, barrier 2.57, long
-//    scoreboard 2.60. It waits on memory and on its barriers, not on the tensor cores: the next steps are dQ
-//    through SRAM and one TMA reduce-add per block (FlashAttention-3's), and fewer barriers per Q block.
+// Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 21–24 and 32; backward alone, fp16, 16k tokens, hidden
+// 2048, TFLOP/s at 2.5 × the forward's FLOPs, rung 5 timed beside it in interleaved rounds, `python -m
+// gpu.lab.backward_rungs`):
+//  - run 32, the default (split dQ, TMA reduce-adds, L_i/D_i by bulk copy; Br = 128 at d = 64): d = 64 188–368
+//    against rung 5's 147–222 (+28 … +66%), d = 128 231–464 against 161–252 (+43 … +84%); N ≥ 4096: 303–368
+//    (31–37% of the 989 dense TFLOP/s) and 362–464 (37–47%). Run 24's version: 154–193 and 196–349.
+//  - what each step gave (run 32, same rounds): the bulk copy of L_i/D_i and the double-buffered dS_ij, with
+//    the atomics kept, took d = 128 from run 24's 196–349 to 213–387 and d = 64 (now split too) from 154–193 to
+//    167–306; the TMA reduce-adds then +8 … +26% at d = 128 (L2 was 56% busy with the atomics), +1 … +3% at
+//    d = 64; split against unsplit at d = 64 (Br = 64): within ±1%; Br = 128 at d = 64: +9 … +18% over 64.
+//  - failures: the product of dQ_i left in flight into the next Q block (its reduction behind that block's
+//    S_ijᵀ and dP_ijᵀ), d = 64: −7 … −10% with the TMA reduce-adds (run 32) as with atomics (run 24): not
+//    understood, removed. Three stages against two: within ±5% (run 22). Br = 128 at d = 128: not tried (the
+//    accumulators of S_ijᵀ, dP_ijᵀ, dK_j and dV_j alone would take 256 registers).
+//  - deterministic: 76–194 at d = 64 (Br = 64), 112–291 at d = 128, 0.36–0.71× the default (causal pays most:
+//    the K/V blocks of one Q block queue behind each other's turns).
+//  - what bounds it (ncu, run 32, Br = 64, N = 4096, third launch, SM at 1.81–1.83 GHz): d = 128 3.00 ms (run
+//    24: 4.01), tensor pipe active 48% (36%), L2 52% busy, stalls per issued instruction: wait 1.29, long
+//    scoreboard 1.10, short scoreboard 0.68; d = 64 4.46 ms (7.30), tensor pipe 32% (19%), wait 1.40, long
+//    scoreboard 1.17, barrier 0.40 (2.57). Issue slots 34–36% busy: latency between each warpgroup's dependent
+//    steps (wgmma → exp → wgmma → SRAM → barrier → wgmma), with two warpgroups to hide it, not a pipe's rate.
+//  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
+//    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
+//    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 (run 32).
 //
-// Injected #defines: HEAD_DIM (64 or 128), STAGES (Q_i/dO_i stages in SRAM), SPLIT_DQ (see "dQ"; HEAD_DIM 128
-// only), STORAGE (1 fp16, 2 bf16).
+// Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
+// SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16).
 
-#define BR 64                             // Br: queries per step
 #define BC 128                            // Bc: keys per thread block, 64 per consumer warpgroup
 #define CONSUMERS 2
 #define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 and 2 compute
 #define PIECES (HEAD_DIM / 64)            // 64-column pieces of a row: one 128-byte swizzled TMA box each
 #define TILE_Q (BR * HEAD_DIM * 2)        // bytes of Q_i (and of dO_i) in one stage
 #define TILE_KV (BC * HEAD_DIM * 2)       // bytes of K_j (and of V_j)
-#define TILE_DS (BR * 64 * 2)             // bytes of one warpgroup's dS_ij: 64 queries × its 64 keys
+#define TILE_DS (BR * 64 * 2)             // bytes of one warpgroup's dS_ij: Br queries × its 64 keys
+#define TILE_LD (2 * BR * 4)              // bytes of L_i·log2 e and D_i in one stage (the pre-pass's LD blocks)
 #define NACC (HEAD_DIM / 2)               // dK_j (and dV_j) accumulators per thread: 64 keys × d over 128 threads
-#define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // 64-column pieces of dQ_i a warpgroup computes
-#define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of its dQ products sums over
-#define PIPELINE_DQ (HEAD_DIM == 64)      // its atomics wait for the next block (see "dQ")
+#define SPLIT_ROWS (BR == 128)            // SPLIT_DQ by rows: warpgroup c computes dQ_i's queries 64c … 64c + 63
+#define DQ_COLS (SPLIT_ROWS ? HEAD_DIM : SPLIT_DQ ? HEAD_DIM / CONSUMERS : 64)  // columns of one dQ product
+#define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // dQ products per Q block and warpgroup
+#define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of them sums over
+#define TILE_DQ (64 * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (64, 32)
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
 
 #include "common.cuh"  // NEG_INF, LOG2E, pack2, exp2_approx, accumulators_to_a, atomic_add_f32x2
-#include "hopper.cuh"  // TMA, mbarrier, wgmma, setmaxnreg
+#include "hopper.cuh"  // TMA, bulk copies and reductions, mbarrier, wgmma, setmaxnreg
 
 #define KV_FULL (bar)                             // mbarrier: K_j and V_j have arrived
-#define FULL(s) (bar + 8 * (1 + (s)))             // mbarrier: Q_i and dO_i are in stage s
+#define FULL(s) (bar + 8 * (1 + (s)))             // mbarrier: Q_i, dO_i, L_i and D_i are in stage s
 #define EMPTY(s) (bar + 8 * (1 + STAGES + (s)))   // mbarrier: both consumer warpgroups are done with stage s
 
-// acc (64 × 64) = A Bᵀ over HEAD_DIM, both K-major in SRAM, rows a_rows and b_rows of pieces a_piece and b_piece
+// acc (64 × Br) = A Bᵀ over HEAD_DIM, both K-major in SRAM, rows a_rows and b_rows of pieces a_piece and b_piece
 // bytes apart: S_ijᵀ = K_j Q_iᵀ (line 10) and dP_ijᵀ = V_j dO_iᵀ (line 13) for this warpgroup's 64 keys
-__device__ __forceinline__ void issue_transposed(float (&acc)[32], u32 a_rows, u32 a_piece, u32 b_rows, u32 b_piece) {
+__device__ __forceinline__ void issue_transposed(float (&acc)[BR / 2], u32 a_rows, u32 a_piece, u32 b_rows, u32 b_piece) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
@@ -88,8 +98,8 @@ __device__ __forceinline__ void issue_transposed(float (&acc)[32], u32 a_rows, u
 
 // lines 12 and 16: dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i; A fragments from registers, dO_i and Q_i N-major (a
 // k-step is 16 queries, 2048 bytes; 64-column pieces Br · 128 bytes apart); one commit group
-__device__ __forceinline__ void issue_key_grads(float (&dv)[NACC], const u32 (&pf)[4][4], float (&dk)[NACC],
-                                                const u32 (&dsf)[4][4], u32 do_tile, u32 q_tile) {
+__device__ __forceinline__ void issue_key_grads(float (&dv)[NACC], const u32 (&pf)[BR / 16][4], float (&dk)[NACC],
+                                                const u32 (&dsf)[BR / 16][4], u32 do_tile, u32 q_tile) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < BR / 16; ++kk) wgmma_rs(dv, pf[kk], sw128_desc(do_tile + kk * 2048, BR * 128));
@@ -98,27 +108,81 @@ __device__ __forceinline__ void issue_key_grads(float (&dv)[NACC], const u32 (&p
     wgmma_commit();
 }
 
-// line 15 for one 64-column piece: dq (64 queries × 64) = dS_ij (SRAM, K-major, 64 keys per tile) · K_j (the
-// piece's rows from k_rows on, N-major), over DQ_KEYS keys
-__device__ __forceinline__ void issue_dq(float (&dq)[32], u32 ds_tiles, u32 k_rows) {
+// line 15 for DQ_COLS columns: dq (64 queries × DQ_COLS) = dS_ij (SRAM, K-major, 64 keys per tile, the 64 rows from
+// ds_rows on) · K_j (N-major, the columns from k_cols on: a 64-column piece, or half of one, 64 bytes into its rows),
+// over DQ_KEYS keys
+__device__ __forceinline__ void issue_dq(float (&dq)[DQ_COLS / 2], u32 ds_rows, u32 k_cols) {
     wgmma_fence();
 #pragma unroll
     for (int kk = 0; kk < DQ_KEYS / 16; ++kk)
-        wgmma_ss_nmajor(dq, sw128_desc(ds_tiles + (kk / 4) * TILE_DS + (kk % 4) * 32, 16), sw128_desc(k_rows + kk * 2048, BC * 128), kk > 0);
+        wgmma_ss_nmajor(dq, sw128_desc(ds_rows + (kk / 4) * TILE_DS + (kk % 4) * 32, 16), sw128_desc(k_cols + kk * 2048, BC * 128), kk > 0);
     wgmma_commit();
 }
 
-// dQ_i += τ dq for this lane's rows (queries r0 + 16·warp + g, + 8) of one 64-column piece: float32 atomics
-__device__ __forceinline__ void add_dq(float* dQ_rows, const float (&dq)[32], int r0, int piece, int N, float scale,
-                                       int warp, int g, int t) {
+// τ dq → this warpgroup's dQ tile in SRAM, float32, boxes of (Br, 32): element (q, col) of box col / 32 at byte
+// q·128 + (((col mod 32)/4 ⊕ q mod 8)·16) + (col mod 4)·4, the 128-byte swizzle TMA reads (8-byte stores, no bank
+// conflict: the 8 rows g of a warp land in 8 different 16-byte chunks)
+__device__ __forceinline__ void store_dq(u32 tile, const float (&dq)[DQ_COLS / 2], float scale, int warp, int g, int t) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        const int q = warp * 16 + g + 8 * h;  // q mod 8 = g
+#pragma unroll
+        for (int n = 0; n < DQ_COLS / 8; ++n) {  // columns 8n + 2t, + 1
+            const u32 at = tile + (n / 4) * 64 * 128 + q * 128 + (((2 * (n % 4) + t / 2) ^ g) << 4) + (t % 2) * 8;
+            asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(scale * dq[4 * n + 2 * h]),
+                         "f"(scale * dq[4 * n + 2 * h + 1]) : "memory");
+        }
+    }
+}
+
+// dQ_i += τ dq for this lane's rows (queries r0 + 16·warp + g, + 8), columns col0 …: float32 atomics (DQ_TMA = 0)
+__device__ __forceinline__ void add_dq(float* dQ_rows, const float (&dq)[DQ_COLS / 2], int r0, int col0, int N,
+                                       float scale, int warp, int g, int t) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int q = r0 + warp * 16 + g + 8 * h;
         if (q >= N) continue;
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
-            atomic_add_f32x2(dQ_rows + (size_t)q * HEAD_DIM + piece * 64 + n * 8 + 2 * t, scale * dq[4 * n + 2 * h],
+        for (int n = 0; n < DQ_COLS / 8; ++n)
+            atomic_add_f32x2(dQ_rows + (size_t)q * HEAD_DIM + col0 + n * 8 + 2 * t, scale * dq[4 * n + 2 * h],
                              scale * dq[4 * n + 2 * h + 1]);
+    }
+}
+
+// τ dq → this warpgroup's SRAM tile → dQ_i's rows r0 … in HBM: one TMA reduce-add per 32 columns, issued by one
+// thread once every thread's stores are in (DETERMINISTIC: from the piece `first` on in its turn, waiting after the
+// piece `last` for the additions to land before passing the turn on)
+__device__ __forceinline__ void reduce_dq(const TensorMap* dQ_map, u32 tile, const float (&dq)[DQ_COLS / 2], int col0,
+                                          int r0, int bh, float scale, int c, int tid, int* count_i, int turn,
+                                          bool first, bool last);
+
+// deterministic dQ: Q block i's counter in HBM counts the warpgroups whose dQ_i has landed; a warpgroup adds its own
+// once the count reaches `turn` (its K/V block's place, in order of j), then counts itself
+__device__ __forceinline__ void wait_turn(const int* count, int turn) {
+    int seen;
+    do {
+        asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(seen) : "l"(count) : "memory");
+    } while (seen < turn);
+}
+__device__ __forceinline__ void pass_turn(int* count) {
+    asm volatile("fence.proxy.async.global;\nred.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(count) : "memory");
+}
+
+__device__ __forceinline__ void reduce_dq(const TensorMap* dQ_map, u32 tile, const float (&dq)[DQ_COLS / 2], int col0,
+                                          int r0, int bh, float scale, int c, int tid, int* count_i, int turn,
+                                          bool first, bool last) {
+    store_dq(tile, dq, scale, tid / 32, (tid % 32) / 4, tid % 4);
+    fence_proxy_async();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");  // warpgroup_sync(c)
+    if (tid == 0) {
+        if (DETERMINISTIC && first) wait_turn(count_i, turn);
+#pragma unroll
+        for (int b = 0; b < DQ_COLS / 32; ++b) tma_reduce_add_3d(dQ_map, tile + b * 64 * 128, col0 + 32 * b, r0, bh);
+        bulk_commit();
+        if (DETERMINISTIC && last) {
+            bulk_wait<0>();  // the additions have landed
+            pass_turn(count_i);
+        }
     }
 }
 
@@ -136,26 +200,29 @@ __device__ __forceinline__ void sync_readers(int c) {
 }
 
 // Q_map, dO_map: tensor maps of Q, dO (batch·heads, N, HEAD_DIM), boxes of (1, Br, 64); K_map, V_map: of K, V
-// (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); L, D: (batch·heads, N) float32; dQacc: (batch·heads, N,
-// HEAD_DIM) float32, zeroed; dK, dV like K. Grid: (Tc, batch·heads), NTHREADS threads,
-// 1024 + 2·TILE_KV + STAGES·2·TILE_Q + 2·TILE_DS + 2·2·Br·4 + 8·(1 + 2·STAGES) bytes of dynamic shared memory.
+// (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); dQ_map: of dQacc, float32, boxes of (1, Br, 32); LD: the
+// pre-pass's (batch·heads, Tr, 2, Br) float32 blocks of L_i·log2 e and D_i; dQacc: (batch·heads, N, HEAD_DIM)
+// float32, zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); dK, dV like K. Grid: (Tc,
+// batch·heads), NTHREADS threads, geometry.backward_wg_smem bytes of dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
                  const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap dO_map,
-                 const float* __restrict__ L, const float* __restrict__ D, float* __restrict__ dQacc,
-                 elem_t* __restrict__ dK, elem_t* __restrict__ dV, int N, int Nk, float scale, int causal)
+                 const __grid_constant__ TensorMap dQ_map, const float* __restrict__ LD, float* __restrict__ dQacc,
+                 int* __restrict__ count, elem_t* __restrict__ dK, elem_t* __restrict__ dV, int N, int Nk, float scale,
+                 int causal)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 sK = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: K_j, PIECES × (Bc, 64), swizzled
     const u32 sV = sK + TILE_KV;                       // SRAM: V_j, likewise
     const u32 sQ = sV + TILE_KV;                       // SRAM: Q_i, STAGES × PIECES × (Br, 64)
     const u32 sdO = sQ + STAGES * TILE_Q;              // SRAM: dO_i, likewise
-    const u32 sdS = sdO + STAGES * TILE_Q;             // SRAM: dS_ij, CONSUMERS × (Br, 64), swizzled
-    const u32 sLD = sdS + CONSUMERS * TILE_DS;         // SRAM: L_i then D_i, per consumer warpgroup: 2 × Br floats
-    const u32 bar = sLD + CONSUMERS * 2 * BR * 4;      // SRAM: the mbarriers, 8 bytes each
-    float* sLD_ptr = reinterpret_cast<float*>(smem + (sLD - smem_u32(smem)));
+    const u32 sdS = sdO + STAGES * TILE_Q;             // SRAM: dS_ij, 2 buffers × CONSUMERS × (Br, 64), swizzled
+    const u32 sdQ = sdS + 2 * CONSUMERS * TILE_DS;     // SRAM: dQ_i's products, CONSUMERS × (64, DQ_COLS) float32
+    const u32 sLD = sdQ + CONSUMERS * TILE_DQ;         // SRAM: L_i·log2 e then D_i, STAGES × 2 × Br floats
+    const u32 bar = sLD + STAGES * TILE_LD;            // SRAM: the mbarriers, 8 bytes each
+    const float* sLD_ptr = reinterpret_cast<const float*>(smem + (sLD - smem_u32(smem)));
 
-    const int c0 = blockIdx.x * BC;
+    const int j = blockIdx.x, c0 = j * BC;
     const int bh = blockIdx.y;
     const int shift = Nk - N;  // causal: query r sees key c iff c ≤ r + shift
     // line 8's range: all Tr Q blocks, or (causal) from the one holding row c0 − shift, the first to see key c0
@@ -176,7 +243,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     if (threadIdx.x < 128) {  // the producer warpgroup
         setmaxnreg_dec<REG_PRODUCER>();
         if (blocks == 0) return;
-        if (threadIdx.x == 0) {  // line 6: K_j, V_j once; line 9: Q_i, dO_i per Q block, through the stages
+        if (threadIdx.x == 0) {  // line 6: K_j, V_j once; line 9: Q_i, dO_i, L_i, D_i per Q block, through the stages
             mbar_expect_tx(KV_FULL, 2 * TILE_KV);
 #pragma unroll
             for (int p = 0; p < PIECES; ++p) {
@@ -184,14 +251,15 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 tma_load_3d(sV + p * BC * 128, &V_map, KV_FULL, p * 64, c0, bh);
             }
             for (int it = 0; it < blocks; ++it) {
-                const int s = it % STAGES, r0 = (i_first + it) * BR;
+                const int s = it % STAGES, i = i_first + it;
                 if (it >= STAGES) mbar_wait(EMPTY(s), ((it / STAGES) & 1) ^ 1);
-                mbar_expect_tx(FULL(s), 2 * TILE_Q);
+                mbar_expect_tx(FULL(s), 2 * TILE_Q + TILE_LD);
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) {
-                    tma_load_3d(sQ + s * TILE_Q + p * BR * 128, &Q_map, FULL(s), p * 64, r0, bh);
-                    tma_load_3d(sdO + s * TILE_Q + p * BR * 128, &dO_map, FULL(s), p * 64, r0, bh);
+                    tma_load_3d(sQ + s * TILE_Q + p * BR * 128, &Q_map, FULL(s), p * 64, i * BR, bh);
+                    tma_load_3d(sdO + s * TILE_Q + p * BR * 128, &dO_map, FULL(s), p * 64, i * BR, bh);
                 }
+                bulk_load(sLD + s * TILE_LD, LD + ((size_t)bh * Tr + i) * 2 * BR, TILE_LD, FULL(s));
             }
         }
         return;
@@ -205,46 +273,32 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     const int g = lane / 4, t = lane % 4;
     const int key = c0 + c * 64 + warp * 16 + g;  // this lane's first key
     const u32 k_rows = sK + c * 64 * 128, v_rows = sV + c * 64 * 128;  // this warpgroup's rows of K_j, V_j
-    const u32 ds_tile = sdS + c * TILE_DS;
     const float scale_log2 = scale * LOG2E;
-    float* L_i = sLD_ptr + c * 2 * BR;  // SRAM: this warpgroup's L_i and D_i
-    float* D_i = L_i + BR;
 
     // line 7: dK_j = 0, dV_j = 0 in registers
     float dk[NACC], dv[NACC];
 #pragma unroll
     for (int e = 0; e < NACC; ++e) dk[e] = dv[e] = 0.f;
 
-    float* dQ_rows = dQacc + (size_t)bh * N * HEAD_DIM;
-    const int dq_piece = SPLIT_DQ ? c : 0;  // the (first) 64-column piece this warpgroup computes
-    float dq[32];  // registers: line 15's product; with PIPELINE_DQ, the previous block's, still in flight
-#pragma unroll
-    for (int e = 0; e < 32; ++e) dq[e] = 0.f;
+    const int dq_col0 = SPLIT_DQ && !SPLIT_ROWS ? c * DQ_COLS : 0;  // the first column of dQ_i it computes …
+    const int dq_row0 = SPLIT_ROWS ? 64 * c : 0;                     // … and its first row
+#if DQ_TMA
+    int* count_bh = count + (size_t)bh * Tr;  // DETERMINISTIC: the counters of this head's Q blocks, and its turn
+    const int turn = CONSUMERS * j + (SPLIT_DQ ? 0 : c);
+#endif
+    float dq[DQ_COLS / 2];  // registers: line 15's product
 
     if (blocks > 0) mbar_wait(KV_FULL, 0);
     for (int it = 0; it < blocks; ++it) {
-        const int s = it % STAGES, r0 = (i_first + it) * BR;
+        const int s = it % STAGES, i = i_first + it, r0 = i * BR;
         const u32 q_tile = sQ + s * TILE_Q, do_tile = sdO + s * TILE_Q;
+        const float* Lb_i = sLD_ptr + s * 2 * BR;  // SRAM: L_i·log2 e (zeros past N), then D_i
+        const float* D_i = Lb_i + BR;
         mbar_wait(FULL(s), (it / STAGES) & 1);
 
-        float st[32], dpt[32];  // registers: S_ijᵀ (then P_ijᵀ) and dP_ijᵀ (then dS_ijᵀ), 64 keys × 64 queries, fp32
+        float st[BR / 2], dpt[BR / 2];  // registers: S_ijᵀ (then P_ijᵀ), dP_ijᵀ (then dS_ijᵀ), 64 keys × Br queries
         issue_transposed(st, k_rows, BC * 128, q_tile, BR * 128);    // line 10
         issue_transposed(dpt, v_rows, BC * 128, do_tile, BR * 128);  // line 13, in flight during line 11
-#if PIPELINE_DQ
-        // line 15 of the previous block: its product is done (groups complete in order; the two just issued may
-        // run on), its atomics go out while the tensor cores work on this block's two
-        wgmma_wait<2>();
-        keep(dq);
-        if (it > 0) add_dq(dQ_rows, dq, r0 - BR, dq_piece, N, scale, warp, g, t);
-#endif
-        // line 9's L_i and D_i (zeros past N), HBM → this warpgroup's SRAM while the two products run; the last
-        // block's readers are all past the two barriers below, so no one still reads them
-        if (tid < BR) {
-            const int r = r0 + tid;
-            L_i[tid] = r < N ? L[(size_t)bh * N + r] : 0.f;
-            D_i[tid] = r < N ? D[(size_t)bh * N + r] : 0.f;
-        }
-        warpgroup_sync(c);
         wgmma_wait<1>();
         keep(st);
 
@@ -252,11 +306,11 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         // that sees no key has L = −∞: all its pairs are hidden, so its +∞ is replaced, never used)
         const bool edge = c0 + BC > Nk || r0 + BR > N || (causal && c0 + BC - 1 > r0 + shift);
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
+        for (int n = 0; n < BR / 8; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
                 const int qi = n * 8 + 2 * t + (e & 1);  // the query's row in Q_i
-                float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -L_i[qi] * LOG2E));
+                float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -Lb_i[qi]));
                 if (edge) {
                     const int k_e = key + (e >> 1) * 8, q_e = r0 + qi;
                     if (k_e >= Nk || q_e >= N || (causal && k_e > q_e + shift)) p = 0.f;
@@ -268,24 +322,25 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 
         // line 14: dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), in place of dP_ijᵀ
 #pragma unroll
-        for (int n = 0; n < 8; ++n)
+        for (int n = 0; n < BR / 8; ++n)
 #pragma unroll
             for (int e = 0; e < 4; ++e) dpt[4 * n + e] = st[4 * n + e] * (dpt[4 * n + e] - D_i[n * 8 + 2 * t + (e & 1)]);
 
-        u32 pf[4][4], dsf[4][4];  // P_ijᵀ and dS_ijᵀ rounded to fp16/bf16, as wgmma A fragments (16 queries each)
+        u32 pf[BR / 16][4], dsf[BR / 16][4];  // P_ijᵀ and dS_ijᵀ in fp16/bf16, wgmma A fragments of 16 queries
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk) {
+        for (int kk = 0; kk < BR / 16; ++kk) {
             accumulators_to_a(pf[kk], st + 8 * kk, st + 8 * kk + 4);
             accumulators_to_a(dsf[kk], dpt + 8 * kk, dpt + 8 * kk + 4);
         }
         issue_key_grads(dv, pf, dk, dsf, do_tile, q_tile);  // lines 12 and 16
 
-        // dS_ij into SRAM for line 15: element (query q, key κ) of this warpgroup's (64, 64) tile at byte
-        // q·128 + ((κ/8 ⊕ q mod 8)·16) + (κ mod 8)·2, the 128-byte swizzle wgmma reads. Every warp that reads the
-        // tile (SPLIT_DQ: both warpgroups' warps) must be past the last block's line 15 before any overwrites it.
-        sync_readers(c);
+        // dS_ij into SRAM for line 15, buffer it mod 2: element (query q, key κ) of this warpgroup's (Br, 64) tile
+        // at byte q·128 + ((κ/8 ⊕ q mod 8)·16) + (κ mod 8)·2, the 128-byte swizzle wgmma reads. Two buffers: a
+        // warpgroup that writes buffer b in block it has passed block it − 1's barrier below, which its readers
+        // reach only after their line 15 of block it − 2 (the last that read b) has finished.
+        const u32 ds_tiles = sdS + (it % 2) * CONSUMERS * TILE_DS, ds_tile = ds_tiles + c * TILE_DS;
 #pragma unroll
-        for (int kk = 0; kk < 4; ++kk)
+        for (int kk = 0; kk < BR / 16; ++kk)
 #pragma unroll
             for (int r = 0; r < 4; ++r) {  // dsf[kk][r]: queries 16kk + 8(r / 2) + 2t, +1; key g + 8(r mod 2)
                 const int q = 16 * kk + 8 * (r / 2) + 2 * t, kap = warp * 16 + g + 8 * (r % 2);
@@ -295,22 +350,18 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                                   dsf[kk][r] >> (16 * e));
             }
         fence_proxy_async();
-        sync_readers(c);  // dS_ij is whole (SPLIT_DQ: both warpgroups' tiles, all Bc keys)
+#if DQ_TMA
+        if (tid == 0) bulk_wait_read<0>();  // the last block's reduction has read this warpgroup's dQ tile
+#endif
+        sync_readers(c);  // dS_ij is whole (SPLIT_DQ: both warpgroups' tiles, all Bc keys); the dQ tiles are free
 
-        // line 15: dQ_i += τ dS_ij K_j, 64 columns at a time, added into HBM with float32 atomics: SPLIT_DQ, this
-        // warpgroup's 64 columns over all Bc keys; else every piece over this warpgroup's 64 keys
-#if PIPELINE_DQ
-        issue_dq(dq, SPLIT_DQ ? sdS : ds_tile, (SPLIT_DQ ? sK : k_rows) + dq_piece * BC * 128);
-        wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free (line 15 runs on, finished next block)
-        keep(dv);
-        keep(dk);
-        keep(pf);
-        keep(dsf);
-        if (tid == 0) mbar_arrive(EMPTY(s));
-#else
+        // line 15: dQ_i += τ dS_ij K_j, DQ_COLS columns at a time (SPLIT_DQ: this warpgroup's share of the columns
+        // over all Bc keys; else every piece over its own 64 keys), into the float32 accumulator in HBM
 #pragma unroll
         for (int p = 0; p < DQ_PIECES; ++p) {
-            issue_dq(dq, SPLIT_DQ ? sdS : ds_tile, (SPLIT_DQ ? sK : k_rows) + (dq_piece + p) * BC * 128);
+            const int col0 = dq_col0 + p * 64;
+            issue_dq(dq, (SPLIT_DQ ? ds_tiles : ds_tile) + dq_row0 * 128,
+                     (SPLIT_DQ ? sK : k_rows) + (col0 / 64) * BC * 128 + (col0 % 64) * 2);
             if (p == 0) {
                 wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free
                 keep(dv);
@@ -321,14 +372,20 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             }
             wgmma_wait<0>();
             keep(dq);
-            add_dq(dQ_rows, dq, r0, dq_piece + p, N, scale, warp, g, t);
-        }
+#if DQ_TMA  // through SRAM, TMA adding in L2
+            if (p > 0) {
+                if (tid == 0) bulk_wait_read<0>();  // the previous piece's reduction has read the tile
+                warpgroup_sync(c);
+            }
+            reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, r0 + dq_row0, bh, scale, c, tid, count_bh + i, turn, p == 0,
+                      p == DQ_PIECES - 1);
+#else
+            add_dq(dQacc + (size_t)bh * N * HEAD_DIM, dq, r0 + dq_row0, col0, N, scale, warp, g, t);
 #endif
+        }
     }
-#if PIPELINE_DQ
-    wgmma_wait<0>();  // the last block's line 15
-    keep(dq);
-    if (blocks > 0) add_dq(dQ_rows, dq, (i_first + blocks - 1) * BR, dq_piece, N, scale, warp, g, t);
+#if DQ_TMA
+    if (tid == 0) bulk_wait<0>();  // every reduction done before the thread block's SRAM is released
 #endif
 
     // line 18: dK_j = τ dK_j and dV_j to HBM, straight from registers (zeros for keys no query sees)

@@ -1,8 +1,9 @@
-// backward_passes.cu: the two element-wise passes around every FlashAttention-2 backward kernel (rungs 4, 5).
+// backward_passes.cu: the two element-wise passes around every FlashAttention-2 backward kernel (rungs 4, 5, 7).
 //
 // flash2_bwd_prepass: the FlashAttention-2 paper's Algorithm 2, lines 3–4 (sim/algorithms/flash2_backward.py's
 // pre-pass): D_i = rowsum(dO_i ∘ O_i) in float32, and dQ = 0 — here the float32 accumulator the main kernel
-// adds into with atomics, since its thread blocks (one per K/V block) all update every dQ_i at once.
+// adds into (atomics, or TMA reductions), since its thread blocks (one per K/V block) all update every dQ_i at
+// once. For rung 7 it also packs L_i (times log2 e) and D_i per Q block, so that one bulk copy brings both.
 // flash2_bwd_dq: dQ = that accumulator, rounded once to the storage dtype.
 //
 // One warp per row in the pre-pass, 16-byte loads where rows are whole 16-byte pieces (WIDE). Their time is part
@@ -28,13 +29,25 @@ __device__ __forceinline__ float dot16(uint4 a, uint4 b) {
     return s;
 }
 
-// O, dO: (rows, HEAD_DIM); D: (rows); dQacc: (rows, HEAD_DIM) float32. Grid: ceil(rows / warps per block).
-extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_t* dO, float* D, float* dQacc, int rows)
+// O, dO: (heads, N, HEAD_DIM); D: (heads, N); dQacc: (heads, N, HEAD_DIM) float32; L: the forward's log-sum-exp
+// (heads, N); LD: null, or rung 7's (heads, padded / br, 2, br) float32 blocks of L_i·log2 e then D_i (br: its Br),
+// one contiguous copy per Q block, zeros past N. Rows: heads × padded (N, or N rounded up to br with LD).
+// Grid: ceil(heads · padded / warps per block).
+extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_t* dO, float* D, float* dQacc,
+                                              const float* L, float* LD, int heads, int N, int padded, int br)
 {
-    const int row = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (row >= rows) return;
-    const storage_t* o = O + (size_t)row * HEAD_DIM;
-    const storage_t* d_o = dO + (size_t)row * HEAD_DIM;
+    const long long at = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    if (at >= (long long)heads * padded) return;
+    const int b = at / padded, r = at % padded;
+    float* ld = LD ? LD + 2 * ((long long)b * padded + r - r % br) + r % br : nullptr;
+    if (r >= N) {  // a padding row of the last LD block
+        if (lane == 0) ld[0] = ld[br] = 0.f;
+        return;
+    }
+    const long long row = (long long)b * N + r;
+    const storage_t* o = O + row * HEAD_DIM;
+    const storage_t* d_o = dO + row * HEAD_DIM;
     float sum = 0.f;
 #if WIDE
     constexpr int per = 16 / sizeof(storage_t);  // elements in 16 bytes
@@ -44,8 +57,14 @@ extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_
     for (int c = lane; c < HEAD_DIM; c += 32) sum += to_float(o[c]) * to_float(d_o[c]);
 #endif
     for (int k = 16; k > 0; k /= 2) sum += __shfl_xor_sync(0xffffffff, sum, k);
-    if (lane == 0) D[row] = sum;
-    for (int c = lane; c < HEAD_DIM; c += 32) dQacc[(size_t)row * HEAD_DIM + c] = 0.f;
+    if (lane == 0) {
+        D[row] = sum;
+        if (ld) {
+            ld[0] = L[row] * LOG2E;
+            ld[br] = sum;
+        }
+    }
+    for (int c = lane; c < HEAD_DIM; c += 32) dQacc[row * HEAD_DIM + c] = 0.f;
 }
 
 // dQ[e] = dQacc[e] for e < n, rounded to the storage dtype. Grid-stride.

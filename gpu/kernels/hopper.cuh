@@ -9,7 +9,8 @@
 //  - wgmma.mma_async: a warpgroup (4 warps, 128 threads) multiplies a 64-row tile with operands read straight
 //    from SRAM (or A from registers), asynchronously: the warps run softmax while the tensor cores work.
 //  - setmaxnreg: the producer warpgroup gives registers back so the two consumer warpgroups can hold S, P and O.
-// Rung 7 (the backward) uses the same wrappers, plus wgmma_ss_nmajor (B N-major from SRAM) and fence_proxy_async.
+// Rung 7 (the backward) uses the same wrappers, plus wgmma_ss_nmajor (B N-major from SRAM), fence_proxy_async, a
+// plain bulk copy (bulk_load: L_i and D_i) and TMA's reduce-add from SRAM into HBM (tma_reduce_add_3d: dQ_i).
 
 typedef unsigned long long u64;
 
@@ -56,6 +57,25 @@ __device__ __forceinline__ void mbar_wait(u32 bar, u32 parity) {
 __device__ __forceinline__ void tma_load_3d(u32 dst, const TensorMap* map, u32 bar, int c0, int c1, int c2) {
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];\n"
                  ::"r"(dst), "l"((u64)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
+// `bytes` (a multiple of 16) from 16-byte-aligned HBM → SRAM, no tensor map, completing on `bar`
+__device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 ::"r"(dst), "l"(src), "r"(bytes), "r"(bar) : "memory");
+}
+// HBM box at (c0, c1, c2) += the box in SRAM at `src` (float32 maps), element by element in L2; rows past the
+// tensor's end are skipped. Completes as a bulk group: commit, then wait (.read: SRAM may be overwritten)
+__device__ __forceinline__ void tma_reduce_add_3d(const TensorMap* map, u32 src, int c0, int c1, int c2) {
+    asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.bulk_group [%0, {%2, %3, %4}], [%1];\n"
+                 ::"l"((u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int PENDING> __device__ __forceinline__ void bulk_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(PENDING) : "memory");
+}
+template <int PENDING> __device__ __forceinline__ void bulk_wait() {
+    asm volatile("cp.async.bulk.wait_group %0;\n" ::"n"(PENDING) : "memory");
 }
 
 // -- registers ------------------------------------------------------------------------------------------------
@@ -128,6 +148,16 @@ __device__ __forceinline__ void wgmma_ss_nmajor(float (&d)[32], u64 a, u64 b, in
                  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
                  "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
                  "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "l"(a), "l"(b), "r"(accumulate));
+}
+
+// the same with n = 32: half of a 64-column piece of B (its start 64 bytes into the 128-byte swizzled rows)
+__device__ __forceinline__ void wgmma_ss_nmajor(float (&d)[16], u64 a, u64 b, int accumulate) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n32k16.f32" WGMMA_AB " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, %16, %17, p, 1, 1, 0, 1;\n}\n"
+                 :
+                 "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+                 "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
                  : "l"(a), "l"(b), "r"(accumulate));
 }
 

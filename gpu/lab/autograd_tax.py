@@ -23,13 +23,14 @@ from gpu.lab.harness import HIDDEN, TOKENS
 HOST_CALLS = 20
 
 
-def calls(n: int, d: int, causal: bool):
-    """(direct, autograd): zero-argument callables running forward + backward on the same inputs."""
+def calls(n: int, d: int, causal: bool, dtype: str = "float16", arrays: bool = False):
+    """(direct, autograd): zero-argument callables running forward + backward on the same inputs (and, with
+    `arrays`, those inputs: (q, k, v, do))."""
     import torch
 
     from gpu.autograd import attention
 
-    q, k, v = random_qkv(TOKENS // n, HIDDEN // d, n, n, d, "float16", seed=n + d)
+    q, k, v = random_qkv(TOKENS // n, HIDDEN // d, n, n, d, dtype, seed=n + d)
     do = random_like(q, seed=1)
 
     def direct():
@@ -38,7 +39,8 @@ def calls(n: int, d: int, causal: bool):
 
     tq, tk, tv = (as_torch(x).requires_grad_() for x in (q, k, v))
     tdo = as_torch(do)
-    return direct, lambda: torch.autograd.grad(attention(tq, tk, tv, causal=causal), (tq, tk, tv), tdo)
+    through = lambda: torch.autograd.grad(attention(tq, tk, tv, causal=causal), (tq, tk, tv), tdo)  # noqa: E731
+    return (direct, through, (q, k, v, do)) if arrays else (direct, through)
 
 
 def host_us(fn) -> float:

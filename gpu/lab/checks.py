@@ -109,13 +109,15 @@ class BackwardCheck:
         return ", ".join(parts) + (f", {self.unwritten} unwritten" if self.unwritten else "")
 
 
-def check_backward(q, k, v, *, causal=False, kernel=None, tiles=None, seed=0) -> BackwardCheck:
+def check_backward(q, k, v, *, causal=False, kernel=None, tiles=None, seed=0, deterministic=False) -> BackwardCheck:
     """The forward (rung 1 for float32, else the default) then the backward kernel on poisoned outputs, against float64."""
     cupy = device.require()
     fp32 = dtypes.name(q.dtype) == "float32"
     o, lse = flash_attention(q, k, v, causal=causal, return_lse=True, kernel=1 if fp32 else None)
     do = random_like(q, seed)
-    grads = flash_attention_backward(q, k, v, o, lse, do, causal=causal, kernel=kernel, tiles=tiles, poison=True)
+    grads = flash_attention_backward(
+        q, k, v, o, lse, do, causal=causal, kernel=kernel, tiles=tiles, poison=True, deterministic=deterministic
+    )
     refs = attention_backward_ref(q, k, v, do, causal=causal)
     if fp32:
         bounds = tuple(FP32_RTOL * max(1.0, float(cupy.abs(r).max())) for r in refs)

@@ -1,0 +1,54 @@
+"""The backward's work arrays and its `deterministic` argument, without a GPU: what each rung allocates (O(N), the
+deterministic counters zeroed), and a one-line InputError for every value or kernel that cannot honour it."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gpu import backward, registry
+from gpu.inputs import Problem
+from gpu.tiling import backward_warpgroup_tiles
+from sim.core.errors import InputError
+
+
+def _problem(n=1000, d=64):
+    return Problem(batch=2, heads=3, n=n, nk=700, d=d, dtype="float16", causal=True, scale=0.125)
+
+
+def test_rung_5_needs_d_and_the_float32_accumulator_only():
+    p = _problem()
+    assert backward.workspace(registry.backward(5), p, 64, None) == [
+        ((2, 3, 1000), "float32", False),
+        ((2, 3, 1000, 64), "float32", False),
+    ]
+
+
+@pytest.mark.parametrize(("d", "br"), [(64, 128), (128, 64)])
+def test_rung_7_adds_l_and_d_blocks_of_its_br_and_zeroed_counters_when_deterministic(d, br):
+    p, spec = _problem(d=d), registry.backward(7)
+    tiles = spec.tiles(d)
+    assert tiles.block_rows == br
+    blocks = -(-1000 // br)  # the last Q block ragged: its rows past N are zeros in the blocks
+    common = [((2, 3, 1000), "float32", False), ((2, 3, 1000, d), "float32", False)]
+    ld = ((2, 3, blocks, 2, br), "float32", False)
+    assert backward.workspace(spec, p, d, tiles) == [*common, ld]
+    assert backward.workspace(spec, p, d, tiles, deterministic=True) == [*common, ld, ((2, 3, blocks), "int32", True)]
+
+
+def test_deterministic_is_refused_by_the_kernels_that_add_in_any_order():
+    for rung in (4, 5):
+        spec = registry.backward(rung)
+        with pytest.raises(InputError, match=f"deterministic: only rung 7 .* rung {rung} adds them with atomics"):
+            backward.check_deterministic(spec, spec.tiles(64), True)
+        backward.check_deterministic(spec, spec.tiles(64), False)  # the default: no error
+    seven = registry.backward(7)
+    with pytest.raises(InputError, match="deterministic: needs rung 7's TMA reduce-adds, not tiles with dq_atomics"):
+        backward.check_deterministic(seven, backward_warpgroup_tiles(stages=2, dq_atomics=True), True)
+    backward.check_deterministic(seven, seven.tiles(128), True)
+
+
+@given(st.one_of(st.integers(), st.floats(allow_nan=True), st.text(max_size=8), st.none(), st.lists(st.booleans())))
+def test_deterministic_takes_only_a_bool(value):
+    seven = registry.backward(7)
+    with pytest.raises(InputError, match=r"^deterministic: expected True or False, got "):
+        backward.check_deterministic(seven, seven.tiles(64), value)
