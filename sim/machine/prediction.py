@@ -88,13 +88,14 @@ class Prediction:
         return out | {"launch": sum(k.time.launch for k in self.kernels)}
 
 
-def kernels_of(algorithm: str, N, Nk, d, s, Br, Bc, causal, heads, backward=False) -> list[grids.Kernel]:
-    """The grids of `algorithm`'s forward (or backward) kernels for `heads` heads."""
+def kernels_of(algorithm: str, N, Nk, d, s, Br, Bc, causal, heads, backward=False, launch=None) -> list[grids.Kernel]:
+    """The grids of `algorithm`'s forward (or backward, as `launch` reads L_i, D_i and adds dQ_i) kernels."""
     shape = (N, Nk, d, s, Br, Bc, causal, heads)
     if backward:
         if algorithm != "flash2":
             raise InputError(f"prediction: the L2 and time model covers flash2's backward only, not {algorithm!r}'s")
-        return grids.flash2_backward(*shape)
+        readers, adders = (launch.lse_readers, launch.dq_adders) if launch else (1, 1)
+        return grids.flash2_backward(*shape, lse_readers=readers, dq_adders=adders)
     if algorithm == "flash2":
         return [grids.flash2_forward(*shape)]
     if algorithm == "standard":
@@ -134,10 +135,10 @@ def predict(
     """DRAM bytes and time of `algorithm`'s forward (or backward) for `heads` heads run as `launch` on `hw`."""
     n_slots = slots(launch, hw)
     out = []
-    for n, kernel in enumerate(kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, heads, backward)):
+    for n, kernel in enumerate(kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, heads, backward, launch)):
 
         def make(h, n=n):
-            return kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, h, backward)[n]
+            return kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, h, backward, launch)[n]
 
         t = traffic(make, heads, n_slots, hw.l2_shared_bytes)
         padded = PADDED_TENSORS if launch.padded_rows else ()

@@ -11,9 +11,20 @@ adding to ~1.05): a block's matmuls, its operand loads and its softmax follow on
 tensor + SRAM + max(MUFU, FMA) (the MUFU and FMA pipes do overlap each other). The SRAM term came from run 21:
 without it rung 5's time was predicted at 0.4–0.45 of the measured on every shape. FlashAttention-3's ping-pong and intra-warpgroup pipelining aim
 at max(tensor, MUFU) instead: `Time.overlapped` is that ideal.
+Exposed work: what no part of a block can overlap with its own matmuls, added to the block's time when it has its
+SM to itself (one resident block; with more, the others' matmuls run meanwhile and it is left out):
+  fill     its first step's tiles (`Block.prologue`: Q_i, K_0, V_0; the backward's K_j, V_j, Q_i, dO_i, L_i, D_i)
+           must arrive before its first matmul, at the SM's share of DRAM bandwidth (hbm_bandwidth / SMs: cold for
+           the first wave, and Q_i is read by no other block); its last stores (`Block.epilogue`: O_i, L_i; dK_j,
+           dV_j) follow its last matmul, at the SM's share of L2 bandwidth (write-back: they stop in L2). The
+           latency of a first request is not modelled.
+  atomics  dQ_i's float32 additions (`Block.atomics`), issued by the warps that computed it, between its matmuls,
+           at the SM's share of the rate L2 absorbs them (`Hardware.l2_atomic_bandwidth`, measured by
+           gpu/lab/calibrate.py; left out while it is 0).
 Blocks start in launch order on the slot that frees first: equal blocks run in ⌈blocks / slots⌉ waves, and a
 last partial wave costs a whole block's time. DRAM and L2 traffic overlap the compute (copies are asynchronous):
 the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM bandwidth, L2 bytes / L2 bandwidth.
+A call from the host costs at least its host work: `per_call` says how that overlaps the kernels.
 """
 
 import heapq
@@ -25,6 +36,7 @@ from sim.machine.launch import Launch, blocks_per_sm
 
 TENSOR, SMEM, MUFU, FMA = "tensor", "SRAM → registers", "MUFU (exp)", "FMA"
 DRAM, L2, LAUNCH = "DRAM", "L2", "launch"
+FILL, ATOMICS = "first loads, last stores", "dQ atomics"  # exposed: in series with the block's matmuls
 
 
 @dataclass(frozen=True)
@@ -32,8 +44,8 @@ class Time:
     """One kernel's predicted time and what each resource alone would take (seconds)."""
 
     seconds: float
-    compute: float  # the SMs: blocks of tensor + SRAM + max(MUFU, FMA), in waves
-    terms: dict[str, float]  # tensor, SRAM, MUFU, FMA (each in waves), DRAM, L2
+    compute: float  # the SMs: blocks of tensor + SRAM + max(MUFU, FMA) + exposed work, in waves
+    terms: dict[str, float]  # tensor, SRAM, MUFU, FMA, fill, atomics (each in waves), DRAM, L2
     launch: float
     waves: float  # blocks / slots (SMs × blocks resident on each)
     instruction: str
@@ -47,7 +59,7 @@ class Time:
             return LAUNCH
         if self.terms[memory] >= self.compute:
             return memory
-        return max((TENSOR, SMEM, MUFU, FMA), key=self.terms.__getitem__)
+        return max((TENSOR, SMEM, MUFU, FMA), key=self.terms.__getitem__)  # a pipe, as ncu names the busiest
 
     @property
     def overlapped(self) -> float:
@@ -73,16 +85,33 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
     mufu = per_sm / (hw.mufu_per_clock * hw.clock_hz)
     fma = per_sm / (hw.fma_per_clock * hw.clock_hz)
     smem = per_sm * launch.smem_per_tile / (hw.smem_per_clock * hw.clock_hz)  # seconds per tile pair
+    alone = per_sm == 1  # exposed work counts only where no other block shares the SM (module docstring)
+    first = alone * hw.sm_count / hw.hbm_bandwidth  # seconds per byte of a block's first loads
+    last = alone * hw.sm_count / hw.l2_bandwidth if hw.l2_bandwidth else 0.0
+    added = alone * hw.sm_count / hw.l2_atomic_bandwidth if hw.l2_atomic_bandwidth else 0.0
     terms = {
         TENSOR: makespan([b.flops * tensor for b in blocks], slots),
         SMEM: makespan([b.tiles * smem for b in blocks], slots),
         MUFU: makespan([b.exps * mufu for b in blocks], slots),
         FMA: makespan([b.elementwise * fma for b in blocks], slots),
+        FILL: makespan([b.prologue * first + b.epilogue * last for b in blocks], slots),
+        ATOMICS: makespan([b.atomics * added for b in blocks], slots),
         DRAM: dram_bytes / hw.hbm_bandwidth,
         L2: l2_bytes / hw.l2_bandwidth if hw.l2_bandwidth else 0.0,
     }
-    compute = makespan(
-        [b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma) for b in blocks], slots
-    )
+
+    def block(b: Block) -> float:
+        sm = b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma)
+        return sm + b.prologue * first + b.epilogue * last + b.atomics * added
+
+    compute = makespan([block(b) for b in blocks], slots)
     seconds = hw.launch_seconds + max(compute, terms[DRAM], terms[L2])
     return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction)
+
+
+def per_call(device_seconds: float, host_seconds: float) -> float:
+    """Seconds per call of a public function called back to back (as `gpu.lab.timing.median_ms` times it): its
+    host work (checks, allocations, launches: `host_seconds`, measured once per GPU by gpu/lab/calibrate.py on a
+    shape whose kernels take next to nothing) overlaps the previous call's kernels, so the slower of the two sets
+    the pace."""
+    return max(device_seconds, host_seconds)
