@@ -1,8 +1,9 @@
 """Does the machine model tell the truth? DRAM bytes, L2 → SM bytes, time and bound, predicted against the H100.
 
-On the GPU: `python -m gpu.lab.check_model measure OUT.json` times (CUDA-event medians of the public calls: forward
-rung 6, backward rungs 5 and 7) and profiles (one ncu run: DRAM and L2 bytes, kernel time, pipe utilization) every
-forward rung and backward rungs 5 and 7 on issue 22's grid; rung 1 (a thousand times slower) only where N ≤ 4096.
+On the GPU: `python -m gpu.lab.check_model measure OUT.json` times (CUDA-event medians of the public calls, forward
+rung 6 and backward rungs 5 and 7, in interleaved rounds after a second of warm-up) and profiles (one ncu run: DRAM
+and L2 bytes, kernel time, the utilization of each pipe, shared memory, L2 and DRAM) every forward rung and backward
+rungs 5 and 7 on issue 22's grid; rung 1 (a thousand times slower) only where N ≤ 4096.
 Anywhere: `python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]]` puts the model's
 predictions beside those measurements and says how close each is (also with the rates and host work
 `python -m gpu.lab.calibrate` measured, given its recording).
@@ -12,6 +13,7 @@ import csv
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from gpu.lab.check_report import report
@@ -24,9 +26,16 @@ BYTES = {
     "lts_bytes": "lts__t_bytes.sum",  # every byte through L2's tag stage
     "kernel_ns": "gpu__time_duration.sum",
 }
-PIPES = (
-    "regex:^(sm__pipe_.*cycles_active|sm__inst_executed_pipe_.*|l1tex__data_pipe_lsu_wavefronts_mem_shared)"
-    "\\.avg\\.pct_of_peak_sustained_active$"
+WARM_S = 1.0  # seconds of work before the first timing
+SM_PIPES = "(sm__pipe_.*cycles_active|sm__inst_executed_pipe_.*|l1tex__data_pipe_lsu_wavefronts_mem_shared)"
+PIPES = (  # each SM pipe's and shared memory's utilization; L2's and DRAM's, and L2's reduction sectors
+    f"regex:^({SM_PIPES}\\.avg\\.pct_of_peak_sustained_active"
+    "|(lts|dram)__throughput\\.avg\\.pct_of_peak_sustained_elapsed|lts__t_sectors_op_red\\.sum)$"
+)
+ATTEMPTS = (  # ncu's metrics, tried in turn until one set is accepted
+    ",".join(BYTES.values()) + "," + PIPES,
+    ",".join(BYTES.values()) + f",regex:^{SM_PIPES}\\.avg\\.pct_of_peak_sustained_active$",
+    ",".join(BYTES.values()),
 )
 
 
@@ -35,6 +44,7 @@ def run_all(profile: bool) -> dict:
     "backward 5": ms, …}} (empty when profiled)."""
     from functools import partial
 
+    from gpu import device
     from gpu.backward import flash_attention_backward
     from gpu.flash import flash_attention
     from gpu.lab import timing
@@ -58,7 +68,13 @@ def run_all(profile: bool) -> dict:
         }
         for r in TIMED["backward"]:
             fns[f"backward {r}"] = partial(flash_attention_backward, q, k, v, o, lse, do, causal=g["causal"], kernel=r)
-        out[i] = {name: timing.median_ms(fn) for name, fn in fns.items()}
+        if i == 0:  # an idle GPU clocks down: a second of work first, so that the first shapes see its working clock
+            warm = time.perf_counter() + WARM_S
+            while time.perf_counter() < warm:
+                for fn in fns.values():
+                    fn()
+                device.require().cuda.Device().synchronize()
+        out[i] = timing.interleaved_ms(fns)  # rounds of one sample each: a stretch of slow clocks touches all alike
     return out
 
 
@@ -102,7 +118,7 @@ def measure(path: str) -> None:
     base = [counters.ncu_path(), "--clock-control", "none", "--csv", "--print-units", "base"]
     base += ["--kernel-name", "regex:^(" + "|".join(sorted(names)) + ")$"]
     lines: list[str] = []
-    for metrics in (",".join(BYTES.values()) + "," + PIPES, ",".join(BYTES.values())):  # the pipes' regex may fail
+    for metrics in ATTEMPTS:
         run = subprocess.run(
             [*base, "--metrics", metrics, sys.executable, "-m", "gpu.lab.check_model", "profiled"],
             capture_output=True, text=True, check=False,

@@ -9,22 +9,26 @@ Each thread block's work runs on its SM's units, shared with the other blocks re
 Assumption (from ncu on rung 6, gpu/NOTES.md run 17: tensor pipe 52% / 71% busy, MUFU 54% / 37% at d = 64 / 128,
 adding to ~1.05): a block's matmuls, its operand loads and its softmax follow one another, so a block takes
 tensor + SRAM + max(MUFU, FMA) (the MUFU and FMA pipes do overlap each other). The SRAM term came from run 21:
-without it rung 5's time was predicted at 0.4–0.45 of the measured on every shape. FlashAttention-3's ping-pong and intra-warpgroup pipelining aim
-at max(tensor, MUFU) instead: `Time.overlapped` is that ideal.
-Exposed work: what no part of a block can overlap with its own matmuls, added to the block's time when it has its
-SM to itself (one resident block; with more, the others' matmuls run meanwhile and it is left out):
+without it rung 5's time was predicted at 0.4–0.45 of the measured on every shape. FlashAttention-3's ping-pong
+and intra-warpgroup pipelining aim at max(tensor, MUFU) instead: `Time.overlapped` is that ideal.
+
+Exposed work, in series with a block's matmuls:
   fill     its first step's tiles (`Block.prologue`: Q_i, K_0, V_0; the backward's K_j, V_j, Q_i, dO_i, L_i, D_i)
            must arrive before its first matmul, at the SM's share of DRAM bandwidth (hbm_bandwidth / SMs: cold for
            the first wave, and Q_i is read by no other block); its last stores (`Block.epilogue`: O_i, L_i; dK_j,
-           dV_j) follow its last matmul, at the SM's share of L2 bandwidth (write-back: they stop in L2). The
-           latency of a first request is not modelled.
-  atomics  dQ_i's float32 additions (`Block.atomics`), issued by the warps that computed it, between its matmuls,
-           at the SM's share of the rate L2 absorbs them (`Hardware.l2_atomic_bandwidth`, measured by
-           gpu/lab/calibrate.py; left out while it is 0).
+           dV_j) follow its last matmul, at the SM's share of L2 bandwidth (write-back: they stop in L2). Counted
+           only where the block has its SM alone: a second resident block computes meanwhile. The latency of a
+           first request is not modelled (gpu/NOTES.md run 30: with this term rung 6 is within 17% of ncu's time
+           at N = 1024, where a block makes 8 steps; without it 25–36% fast).
+  atomics  dQ_i's float32 additions (`Block.atomics`) at the rate L2 absorbs them (`Hardware.l2_atomic_bandwidth`,
+           measured by gpu/lab/calibrate.py; left out while it is 0). Like DRAM and L2 traffic they drain while
+           the SMs compute — unless every step of the kernel waits for an L2 round trip (`Launch.waits_on_l2`:
+           rung 7 reads L_i, D_i with plain loads inside each step), which then queues behind them: the block's
+           atomics at the SM's share of that rate join its time in series.
 Blocks start in launch order on the slot that frees first: equal blocks run in ⌈blocks / slots⌉ waves, and a
 last partial wave costs a whole block's time. DRAM and L2 traffic overlap the compute (copies are asynchronous):
-the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM bandwidth, L2 bytes / L2 bandwidth.
-A call from the host costs at least its host work: `per_call` says how that overlaps the kernels.
+the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM bandwidth, L2 bytes / L2 bandwidth
+(and the atomics, where they overlap). A call from the host costs at least its host work: see `per_call`.
 """
 
 import heapq
@@ -36,7 +40,8 @@ from sim.machine.launch import Launch, blocks_per_sm
 
 TENSOR, SMEM, MUFU, FMA = "tensor", "SRAM → registers", "MUFU (exp)", "FMA"
 DRAM, L2, LAUNCH = "DRAM", "L2", "launch"
-FILL, ATOMICS = "first loads, last stores", "dQ atomics"  # exposed: in series with the block's matmuls
+FILL, ATOMICS = "first loads, last stores", "dQ atomics"
+PIPES = (TENSOR, SMEM, MUFU, FMA)  # the SMs' units, as ncu names its busiest pipe
 
 
 @dataclass(frozen=True)
@@ -45,21 +50,27 @@ class Time:
 
     seconds: float
     compute: float  # the SMs: blocks of tensor + SRAM + max(MUFU, FMA) + exposed work, in waves
-    terms: dict[str, float]  # tensor, SRAM, MUFU, FMA, fill, atomics (each in waves), DRAM, L2
+    terms: dict[str, float]  # tensor, SRAM, MUFU, FMA, fill, atomics (in waves, or chip-wide), DRAM, L2
     launch: float
     waves: float  # blocks / slots (SMs × blocks resident on each)
     instruction: str
+    atomics_overlap: bool = True  # the atomics drain beside the compute (else they are part of it)
 
     @property
     def bound(self) -> str:
-        """The resource that sets the time: the launch if it outlasts the rest, DRAM or L2 if one is slower than the
-        SMs, else the SMs' largest part."""
-        memory = max((DRAM, L2), key=self.terms.__getitem__)
+        """The resource that sets the time: the launch if it outlasts the rest, DRAM, L2 or the atomics if one is
+        slower than the SMs, else the largest part of the SMs' work (a pipe, or the atomics where in series)."""
+        memory = max(self.memory, key=self.terms.__getitem__)
         if self.launch > max(self.compute, self.terms[memory]):
             return LAUNCH
         if self.terms[memory] >= self.compute:
             return memory
-        return max((TENSOR, SMEM, MUFU, FMA), key=self.terms.__getitem__)  # a pipe, as ncu names the busiest
+        return max(PIPES if self.atomics_overlap else (*PIPES, ATOMICS), key=self.terms.__getitem__)
+
+    @property
+    def memory(self) -> tuple[str, ...]:
+        """The terms that run beside the SMs' compute."""
+        return (DRAM, L2, ATOMICS) if self.atomics_overlap else (DRAM, L2)
 
     @property
     def overlapped(self) -> float:
@@ -85,28 +96,31 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
     mufu = per_sm / (hw.mufu_per_clock * hw.clock_hz)
     fma = per_sm / (hw.fma_per_clock * hw.clock_hz)
     smem = per_sm * launch.smem_per_tile / (hw.smem_per_clock * hw.clock_hz)  # seconds per tile pair
-    alone = per_sm == 1  # exposed work counts only where no other block shares the SM (module docstring)
-    first = alone * hw.sm_count / hw.hbm_bandwidth  # seconds per byte of a block's first loads
-    last = alone * hw.sm_count / hw.l2_bandwidth if hw.l2_bandwidth else 0.0
-    added = alone * hw.sm_count / hw.l2_atomic_bandwidth if hw.l2_atomic_bandwidth else 0.0
+    first = (per_sm == 1) * hw.sm_count / hw.hbm_bandwidth  # seconds per byte of a first load, on an SM alone
+    last = (per_sm == 1) * hw.sm_count / hw.l2_bandwidth if hw.l2_bandwidth else 0.0
+    rate = hw.l2_atomic_bandwidth
+    added = hw.sm_count / rate if rate and launch.waits_on_l2 else 0.0  # seconds per byte added, in series
+    atomics = sum(b.atomics for b in blocks)
+
+    def block(b: Block) -> float:
+        sm = b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma)
+        return sm + b.prologue * first + b.epilogue * last + b.atomics * added
+
     terms = {
         TENSOR: makespan([b.flops * tensor for b in blocks], slots),
         SMEM: makespan([b.tiles * smem for b in blocks], slots),
         MUFU: makespan([b.exps * mufu for b in blocks], slots),
         FMA: makespan([b.elementwise * fma for b in blocks], slots),
         FILL: makespan([b.prologue * first + b.epilogue * last for b in blocks], slots),
-        ATOMICS: makespan([b.atomics * added for b in blocks], slots),
+        ATOMICS: makespan([b.atomics * added for b in blocks], slots) if added else (atomics / rate if rate else 0.0),
         DRAM: dram_bytes / hw.hbm_bandwidth,
         L2: l2_bytes / hw.l2_bandwidth if hw.l2_bandwidth else 0.0,
     }
-
-    def block(b: Block) -> float:
-        sm = b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma)
-        return sm + b.prologue * first + b.epilogue * last + b.atomics * added
-
     compute = makespan([block(b) for b in blocks], slots)
-    seconds = hw.launch_seconds + max(compute, terms[DRAM], terms[L2])
-    return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction)
+    overlap = not added
+    beside = (DRAM, L2, ATOMICS) if overlap else (DRAM, L2)
+    seconds = hw.launch_seconds + max(compute, *(terms[k] for k in beside))
+    return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, overlap)
 
 
 def per_call(device_seconds: float, host_seconds: float) -> float:
