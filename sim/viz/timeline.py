@@ -102,6 +102,30 @@ class Timeline:
         shape = (self.n, self.nk, self.d, self.itemsize, self.block_rows, self.block_cols)
         return count(algorithm or self.base, *shape, bool(self.trace.config.get("causal")))
 
+    def prediction(self):
+        """Below HBM for the whole run (one head) on the trace's hardware, as `flashsim run` shows it: DRAM bytes
+        and the time with its bound (`sim.machine.prediction`); None where the model has no grid for the run (a
+        ring's device, an algorithm it does not cover) or the trace names no hardware."""
+        if not hasattr(self, "_prediction"):
+            self._prediction = self._predict()
+        return self._prediction
+
+    def _predict(self):
+        from sim.machine import hardware, launch, prediction  # only when a screen asks for it
+
+        c = self.trace.config
+        if "sequence" in c or c.get("hardware") not in hardware.PRESETS:
+            return None
+        if not prediction.affordable(self.n, self.nk, self.block_rows, self.block_cols, 1):
+            return None
+        hw = hardware.PRESETS[c["hardware"]]
+        try:
+            shape = (self.n, self.nk, self.d, self.itemsize, self.block_rows, self.block_cols, bool(c.get("causal")))
+            return prediction.predict(self.base, *shape, 1, hw, launch.generic(self.peak(len(self) - 1), hw, c["dtype"]),
+                                      backward=self.is_backward)  # fmt: skip
+        except InputError:  # no grid for this algorithm, or a block no SM holds
+            return None
+
     def contrast(self) -> tuple[str, iomodel.Counts]:
         """The other side of the comparison, same shape: standard attention (for standard, FlashAttention-2); for
         one device of a ring, FlashAttention-2 of the whole sequence on one device."""
