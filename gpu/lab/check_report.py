@@ -59,7 +59,7 @@ def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=Non
             "kernel_ms": sum(r["gpu__time_duration.sum"] for r in mine) / 1e6,
             "busiest_pipe": busiest(own, spec.tma),
             "pipes": {k: own.get(metric) for k, metric in PIPES.items()},
-            "reduced_bytes": 32 * sum(r.get("lts__t_sectors_op_red.sum", 0.0) for r in mine),
+            "reduction_sectors": sum(r.get("lts__t_sectors_op_red.sum", 0.0) for r in mine),  # L2's, as ncu counts
         }
         predicted = {
             "dram_read_bytes": p.dram_read_bytes,
@@ -178,7 +178,8 @@ def judge_time(rs: list[tuple[dict, dict]], rates: str) -> tuple[str, dict, list
             hits["bound_agrees"] = [hits["bound_agrees"][0] + ok, hits["bound_agrees"][1] + 1]
             if not ok:
                 missed.append((g, x, f"bound {p['bound']}, ncu's busiest {m['busiest_pipe']} ({pipes(m)})"))
-    text = ", ".join(f"{k.replace('_', ' ')} {a}/{b}" for k, (a, b) in hits.items())
+    (t, n), (k, _), (b, m) = hits.values()
+    text = f"time within 25% on {t}/{n} (CUDA events), {k}/{n} (ncu kernel time); bound = ncu's busiest unit on {b}/{m}"
     return text, hits, missed
 
 

@@ -14,7 +14,7 @@ from sim.machine import grids, iomodel
 from sim.machine.hardware import Hardware
 from sim.machine.l2 import Traffic, l2_to_sm, play
 from sim.machine.launch import Launch, slots
-from sim.machine.timing import Time, kernel_time
+from sim.machine.timing import ATOMICS, Time, kernel_time
 
 EXACT_HEADS = 16
 MOST_STEPS = 2_000_000  # block-steps the L2 is played for at most (a few seconds of Python)
@@ -80,11 +80,14 @@ class Prediction:
         }
 
     def terms(self) -> dict[str, float]:
-        """Each resource's time summed over the kernels, and the launch overheads."""
+        """Each resource's time summed over the kernels, and the launch overheads (the atomics only where there are
+        some and a rate to charge them at)."""
         out: dict[str, float] = {}
         for k in self.kernels:
             for name, t in k.time.terms.items():
                 out[name] = out.get(name, 0.0) + t
+        if not out.get(ATOMICS):
+            out.pop(ATOMICS, None)
         return out | {"launch": sum(k.time.launch for k in self.kernels)}
 
 

@@ -18,13 +18,14 @@ Exposed work, in series with a block's matmuls:
            the first wave, and Q_i is read by no other block); its last stores (`Block.epilogue`: O_i, L_i; dK_j,
            dV_j) follow its last matmul, at the SM's share of L2 bandwidth (write-back: they stop in L2). Counted
            only where the block has its SM alone: a second resident block computes meanwhile. The latency of a
-           first request is not modelled (gpu/NOTES.md run 30: with this term rung 6 is within 17% of ncu's time
-           at N = 1024, where a block makes 8 steps; without it 25–36% fast).
+           first request is not modelled (gpu/NOTES.md run 30: at N = 1024, where a block makes 8 steps, rung 6
+           is ×0.84–1.02 of ncu's time with this term, ×0.64–0.88 without).
   atomics  dQ_i's float32 additions (`Block.atomics`) at the rate L2 absorbs them (`Hardware.l2_atomic_bandwidth`,
            measured by gpu/lab/calibrate.py; left out while it is 0). Like DRAM and L2 traffic they drain while
            the SMs compute — unless every step of the kernel waits for an L2 round trip (`Launch.waits_on_l2`:
            rung 7 reads L_i, D_i with plain loads inside each step), which then queues behind them: the block's
-           atomics at the SM's share of that rate join its time in series.
+           atomics at the SM's share of that rate join its time in series (our reading of run 30: rung 7 is
+           ×1.04–1.28 of ncu's time so, ×0.56–0.82 with its atomics beside the compute; rung 5 the other way round).
 Blocks start in launch order on the slot that frees first: equal blocks run in ⌈blocks / slots⌉ waves, and a
 last partial wave costs a whole block's time. DRAM and L2 traffic overlap the compute (copies are asynchronous):
 the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM bandwidth, L2 bytes / L2 bandwidth
