@@ -10,12 +10,13 @@ from sim.algorithms import registry
 from sim.algorithms.registry import REGISTRY
 from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
-from sim.machine import iomodel
+from sim.machine import hardware, iomodel, launch, prediction
 from sim.machine.trace import KEY_TENSORS, Access, Step, Trace
 
 SCORE_TENSORS = frozenset({"S", "P", "dS", "dP"})  # N × Nk: tiled by Br rows and Bc columns
 
 
+UNSET = object()  # not worked out yet
 EMPTY, RESIDENT, READ, WRITTEN = range(4)  # a tile's state at a step; a higher state wins when cells merge
 
 
@@ -40,6 +41,7 @@ class Timeline:
         self._groups, self._group_of = _tile_groups(self.steps)
         self._history: dict[str, list[int]] | None = None
         self.has_values = any(s.values for s in self.steps)  # whether any step recorded values
+        self._prediction = UNSET  # sim.machine's, worked out when a screen first asks
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -106,13 +108,11 @@ class Timeline:
         """Below HBM for the whole run (one head) on the trace's hardware, as `flashsim run` shows it: DRAM bytes
         and the time with its bound (`sim.machine.prediction`); None where the model has no grid for the run (a
         ring's device, an algorithm it does not cover) or the trace names no hardware."""
-        if not hasattr(self, "_prediction"):
+        if self._prediction is UNSET:
             self._prediction = self._predict()
         return self._prediction
 
     def _predict(self):
-        from sim.machine import hardware, launch, prediction  # only when a screen asks for it
-
         c = self.trace.config
         if "sequence" in c or c.get("hardware") not in hardware.PRESETS:
             return None
