@@ -6,8 +6,14 @@ Each rate is the median of CUDA-event timings of one small kernel that does noth
   exp2        ex2.approx.f32 per second per SM (the MUFU), 8 independent chains per thread;
   fma         fp32 FMAs per second per SM (the FMA pipes), 8 independent chains per thread;
   tensor      fp16 FLOP/s of cuBLAS on 8192³ (wgmma on Hopper): the tensor rate a kernel can reach;
-  launch      seconds per launch of an empty kernel, launched back to back.
-`sim.machine.hardware.calibrated(preset, recording)` applies them to a preset.
+  launch      seconds per launch of an empty kernel, launched back to back;
+  l2_atomic   bytes/s of float32 additions L2 absorbs: red.global.add.v2.f32 into a 16 MiB buffer (it stays in
+              L2) 16 times, each warp's lanes on 8 rows × 32 bytes as the backward rungs add dQ_i;
+  host        seconds of host work per public call (`host_seconds`, "forward 6", "backward 7", …): the call timed
+              back to back on a shape whose kernels take a few µs (1 × 1 heads, N = 128, d = 64, fp16), so the
+              host's checks, allocations and launches set the pace.
+`sim.machine.hardware.calibrated(preset, recording)` applies the rates to a preset; `sim.machine.timing.per_call`
+the host work to a predicted call.
 """
 
 import json
@@ -44,7 +50,25 @@ extern "C" __global__ void fmas(float seed, int iters, float* out) {
     if (s == 12345.f) out[0] = s;
 }
 extern "C" __global__ void empty() {}
+extern "C" __global__ void adds(float* acc, int rows, int reps) {
+    // as add_dq does: lane (g, t) adds floats 2t, 2t + 1 of each 8-column piece of row g of its warp's 8 rows
+    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+    const int warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32, warps = gridDim.x * blockDim.x / 32;
+    for (int r = 0; r < reps; ++r)
+        for (int w = warp; w < rows / 8; w += warps) {
+            float* row = acc + (size_t)(8 * w + g) * 128 + 2 * t;
+            for (int n = 0; n < 16; ++n) {
+#if __CUDA_ARCH__ >= 900
+                asm volatile("red.global.add.v2.f32 [%0], {%1, %2};" ::"l"(row + 8 * n), "f"(1.f), "f"(1.f) : "memory");
+#else
+                atomicAdd(row + 8 * n, 1.f);
+                atomicAdd(row + 8 * n + 1, 1.f);
+#endif
+            }
+        }
+}
 """
+HOST_SHAPE = {"batch": 1, "heads": 1, "n": 128, "d": 64}  # kernels of a few µs: the host's work shows
 
 
 def calibrate() -> dict:
@@ -55,7 +79,7 @@ def calibrate() -> dict:
     cupy = device.require()
     sms = device.properties()["sm_count"]
     mod = cupy.RawModule(code=SOURCE)
-    stream, exps, fmas, empty = (mod.get_function(n) for n in ("stream", "exps", "fmas", "empty"))
+    stream, exps, fmas, empty, adds = (mod.get_function(n) for n in ("stream", "exps", "fmas", "empty", "adds"))
     out = cupy.zeros(1, cupy.int32)
     grid, block = (sms * 8,), (512,)
 
@@ -77,7 +101,12 @@ def calibrate() -> dict:
         for _ in range(launches):
             empty((1,), (32,), ())
 
+    acc, reps = cupy.zeros((16 << 20) // 4, cupy.float32), 16
+    rows = acc.size // 128
+    added_ms = timing.median_ms(lambda: adds(grid, block, (acc, cupy.int32(rows), cupy.int32(reps))))
+
     return {
+        "l2_atomic": acc.nbytes * reps / (added_ms / 1e3),
         "dram_read": read_rate(2 << 30, 1),
         "l2_read": read_rate(16 << 20, 64),
         "exp2_per_sm": per_sm(exps, 4096, 8),
@@ -85,6 +114,27 @@ def calibrate() -> dict:
         "tensor_fp16": 2 * 8192**3 / (tensor_ms / 1e3),
         "launch_seconds": timing.median_ms(many_empty) / 1e3 / launches,
     }
+
+
+def host_seconds() -> dict[str, float]:
+    """Seconds per public call on HOST_SHAPE, back to back, for each rung that runs on this GPU at d = 64."""
+    from functools import partial
+
+    from gpu import device, registry
+    from gpu.backward import flash_attention_backward
+    from gpu.flash import flash_attention
+    from gpu.lab import timing
+    from gpu.lab.checks import random_like, random_qkv
+
+    cc, g = device.capability(), HOST_SHAPE
+    q, k, v = random_qkv(g["batch"], g["heads"], g["n"], g["n"], g["d"], "float16", seed=0)
+    o, lse = flash_attention(q, k, v, return_lse=True)
+    do = random_like(q, 1)
+    calls = {f"forward {r}": partial(flash_attention, q, k, v, kernel=r) for r, spec in registry.FORWARD.items()
+             if spec.fits(g["d"], cc) is None}  # fmt: skip
+    calls |= {f"backward {r}": partial(flash_attention_backward, q, k, v, o, lse, do, kernel=r)
+              for r, spec in registry.BACKWARD.items() if spec.fits(g["d"], cc) is None}  # fmt: skip
+    return {name: timing.median_ms(fn) / 1e3 for name, fn in calls.items()}
 
 
 def main(argv=None) -> None:
@@ -98,9 +148,11 @@ def main(argv=None) -> None:
         "kind": "calibration",
         "env": results.environment(f"python -m gpu.lab.calibrate {path}"),
         "rates": calibrate(),
+        "host_shape": HOST_SHAPE,
+        "host_seconds": host_seconds(),
     }
     Path(path).write_text(json.dumps(record, indent=1))
-    print(json.dumps(record["rates"], indent=1))
+    print(json.dumps({"rates": record["rates"], "host_seconds": record["host_seconds"]}, indent=1))
 
 
 if __name__ == "__main__":

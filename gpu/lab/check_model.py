@@ -1,9 +1,11 @@
 """Does the machine model tell the truth? DRAM bytes, L2 → SM bytes, time and bound, predicted against the H100.
 
-On the GPU: `python -m gpu.lab.check_model measure OUT.json` times (CUDA-event medians of the public calls) and
-profiles (one ncu run over every shape: DRAM and L2 bytes, kernel time, pipe utilization) the fastest forward rung
-and backward rung 5 on issue 22's grid. Anywhere: `python -m gpu.lab.check_model report OUT.json [RESULT.json [CALIBRATION.json]]`
-puts the model's predictions beside those measurements and says how close each is (also with the rates
+On the GPU: `python -m gpu.lab.check_model measure OUT.json` times (CUDA-event medians of the public calls, forward
+rung 6 and backward rungs 5 and 7, in interleaved rounds after a second of warm-up) and profiles (one ncu run: DRAM
+and L2 bytes, kernel time, the utilization of each pipe, shared memory, L2 and DRAM) every forward rung and backward
+rungs 5 and 7 on issue 22's grid; rung 1 (a thousand times slower) only where N ≤ 4096.
+Anywhere: `python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]]` puts the model's
+predictions beside those measurements and says how close each is (also with the rates and host work
 `python -m gpu.lab.calibrate` measured, given its recording).
 """
 
@@ -11,16 +13,12 @@ import csv
 import json
 import subprocess
 import sys
-from functools import partial
+import time
 from pathlib import Path
 
-GRID = [
-    {"d": d, "n": n, "causal": causal, "batch": batch, "heads": 16}
-    for d in (64, 128)
-    for n in (1024, 4096, 16384)
-    for causal in (False, True)
-    for batch in (1, 8)
-]
+from gpu.lab.check_report import report
+from gpu.lab.model_grid import BACKWARD_RUNGS, FORWARD_RUNGS, GRID, TIMED, calls, launched
+
 BYTES = {
     "dram_read_bytes": "dram__bytes_read.sum",
     "dram_write_bytes": "dram__bytes_write.sum",
@@ -28,13 +26,25 @@ BYTES = {
     "lts_bytes": "lts__t_bytes.sum",  # every byte through L2's tag stage
     "kernel_ns": "gpu__time_duration.sum",
 }
-PIPES = "regex:^(sm__pipe_.*cycles_active|sm__inst_executed_pipe_.*)\\.avg\\.pct_of_peak_sustained_active$"
-KERNELS = ("flash2_v4_fwd", "flash2_bwd_prepass", "flash2_v2_bwd", "flash2_bwd_dq")  # per shape, in launch order
-FORWARD, BACKWARD = "v4", "v2"  # rung 6 and rung 5
+WARM_S = 1.0  # seconds of work before the first timing
+SM_PIPES = "(sm__pipe_.*cycles_active|sm__inst_executed_pipe_.*|l1tex__data_pipe_lsu_wavefronts_mem_shared)"
+PIPES = (  # each SM pipe's and shared memory's utilization; L2's and DRAM's, and L2's reduction sectors
+    f"regex:^({SM_PIPES}\\.avg\\.pct_of_peak_sustained_active"
+    "|(lts|dram)__throughput\\.avg\\.pct_of_peak_sustained_elapsed|lts__t_sectors_op_red\\.sum)$"
+)
+ATTEMPTS = (  # ncu's metrics, tried in turn until one set is accepted
+    ",".join(BYTES.values()) + "," + PIPES,
+    ",".join(BYTES.values()) + f",regex:^{SM_PIPES}\\.avg\\.pct_of_peak_sustained_active$",
+    ",".join(BYTES.values()),
+)
 
 
 def run_all(profile: bool) -> dict:
-    """Every shape once (profile: under ncu) or timed; returns {shape index: {"forward_ms", "backward_ms"}}."""
+    """Every shape once (profile: every rung of `calls`, under ncu) or timed; returns {shape index: {"forward 6": ms,
+    "backward 5": ms, …}} (empty when profiled)."""
+    from functools import partial
+
+    from gpu import device
     from gpu.backward import flash_attention_backward
     from gpu.flash import flash_attention
     from gpu.lab import timing
@@ -43,18 +53,57 @@ def run_all(profile: bool) -> dict:
     out = {}
     for i, g in enumerate(GRID):
         q, k, v = random_qkv(g["batch"], g["heads"], g["n"], g["n"], g["d"], "float16", seed=0)
-        o, lse = flash_attention(q, k, v, causal=g["causal"], kernel=FORWARD, return_lse=True)
         do = random_like(q, 1)
-        flash_attention_backward(q, k, v, o, lse, do, causal=g["causal"], kernel=BACKWARD)
-        if not profile:
-            forward = partial(flash_attention, q, k, v, causal=g["causal"], kernel=FORWARD)
-            backward = partial(flash_attention_backward, q, k, v, o, lse, do, causal=g["causal"], kernel=BACKWARD)
-            out[i] = {"forward_ms": timing.median_ms(forward), "backward_ms": timing.median_ms(backward)}
+        o = lse = None
+        if profile:
+            for direction, rung in calls(g):
+                if direction == "forward":
+                    o, lse = flash_attention(q, k, v, causal=g["causal"], kernel=rung, return_lse=True)
+                else:
+                    flash_attention_backward(q, k, v, o, lse, do, causal=g["causal"], kernel=rung)
+            continue
+        o, lse = flash_attention(q, k, v, causal=g["causal"], kernel=6, return_lse=True)
+        fns = {
+            f"forward {r}": partial(flash_attention, q, k, v, causal=g["causal"], kernel=r) for r in TIMED["forward"]
+        }
+        for r in TIMED["backward"]:
+            fns[f"backward {r}"] = partial(flash_attention_backward, q, k, v, o, lse, do, causal=g["causal"], kernel=r)
+        if i == 0:  # an idle GPU clocks down: a second of matmuls first (run 33 warmed up on shape 0's calls, which
+            # leave the GPU idle between launches, and its first shapes still ran slow)
+            cupy = device.require()
+            a, warm = cupy.ones((8192, 8192), cupy.float16), time.perf_counter() + WARM_S
+            while time.perf_counter() < warm:
+                a @ a
+                cupy.cuda.Device().synchronize()
+        out[i] = timing.interleaved_ms(fns)  # rounds of one sample each: a stretch of slow clocks touches all alike
     return out
+
+
+def profiled_rows(lines: list[str]) -> list[dict]:
+    """ncu's CSV (one row per kernel and metric) as one dict per kernel launch, in launch order."""
+    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
+    rows: dict[int, dict] = {}
+    for row in csv.DictReader(lines[start:] if start is not None else []):
+        entry = rows.setdefault(int(row["ID"]), {"kernel": row["Kernel Name"].split("(")[0]})
+        entry[row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
+    return [rows[i] for i in sorted(rows)]
+
+
+def label(rows: list[dict]) -> list[dict]:
+    """Each profiled launch tagged with its shape index, direction and rung (checked against the launch plan)."""
+    plan = [(i, direction, rung, name) for i, g in enumerate(GRID) for direction, rung in calls(g)
+            for name in launched(direction, rung)]  # fmt: skip
+    if [name for *_, name in plan] != [r["kernel"] for r in rows]:
+        sys.exit(f"check_model: ncu profiled {len(rows)} launches, not the {len(plan)} planned, or in another order")
+    return [
+        {**r, "shape": i, "direction": direction, "rung": rung}
+        for (i, direction, rung, _), r in zip(plan, rows, strict=True)
+    ]
 
 
 def measure(path: str) -> None:
     """Time every shape, then profile them all in one ncu run; write the measurements to `path`."""
+    from gpu import registry
     from gpu.lab import counters, results
 
     record = {
@@ -63,41 +112,43 @@ def measure(path: str) -> None:
         "grid": GRID,
         "timed": run_all(False),
     }
-    ncu = counters.ncu_path()
-    base = [ncu, "--clock-control", "none", "--csv", "--print-units", "base"]
-    base += ["--kernel-name", "regex:^(" + "|".join(KERNELS) + ")$"]
-    for metrics in (",".join(BYTES.values()) + "," + PIPES, ",".join(BYTES.values())):  # the pipes' regex may fail
+    names = {registry.FORWARD[r].function for r in FORWARD_RUNGS} | {
+        registry.BACKWARD[r].function for r in BACKWARD_RUNGS
+    }
+    names |= {registry.HELPERS[h].function for h in ("bwd_prepass", "bwd_dq")}
+    base = [counters.ncu_path(), "--clock-control", "none", "--csv", "--print-units", "base"]
+    base += ["--kernel-name", "regex:^(" + "|".join(sorted(names)) + ")$"]
+    lines: list[str] = []
+    for metrics in ATTEMPTS:
         run = subprocess.run(
             [*base, "--metrics", metrics, sys.executable, "-m", "gpu.lab.check_model", "profiled"],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         lines = run.stdout.splitlines()
-        start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), None)
-        if run.returncode == 0 and start is not None:
+        if run.returncode == 0 and any(line.startswith('"ID"') for line in lines):
             break
         print("ncu failed:", (run.stderr or run.stdout)[-2000:], file=sys.stderr)
-    rows: dict[int, dict] = {}
-    for row in csv.DictReader(lines[start:] if start is not None else []):
-        entry = rows.setdefault(int(row["ID"]), {"kernel": row["Kernel Name"].split("(")[0]})
-        entry[row["Metric Name"]] = float(row["Metric Value"].replace(",", ""))
-    record["profiled"] = [rows[i] for i in sorted(rows)]
+    record["profiled"] = label(profiled_rows(lines))
     Path(path).write_text(json.dumps(record, indent=1))
+
+
+USAGE = (
+    "usage: python -m gpu.lab.check_model measure OUT.json (on a GPU, with ncu)\n"
+    "       python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]] (anywhere)"
+)
 
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in ("profiled", "measure", "report") or len(argv) < (1 if argv[0] == "profiled" else 2):
-        sys.exit(
-            "usage: python -m gpu.lab.check_model measure OUT.json | report MEASURED.json [OUT.json [CALIBRATION.json]]"
-        )
-    if argv[0] == "profiled":
+    if argv[:1] == ["profiled"]:
         run_all(True)
-    elif argv[0] == "measure":
+    elif len(argv) == 2 and argv[0] == "measure":
         measure(argv[1])
-    else:
-        from gpu.lab.check_report import report
-
+    elif 2 <= len(argv) <= 4 and argv[0] == "report":
         report(*argv[1:])
+    else:
+        print(USAGE)
+        sys.exit(0 if argv[:1] in (["--help"], ["-h"]) else 2)
 
 
 if __name__ == "__main__":

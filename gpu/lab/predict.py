@@ -9,9 +9,13 @@ from sim.machine.prediction import Prediction, predict
 
 def launch_of(spec: KernelSpec, d: int) -> Launch:
     """Rung `spec`'s launch at head dim d: threads, shared memory, the register cap its __launch_bounds__ sets
-    (rung 6: the cap for its threads at one block per SM), its matmul instruction and its shared-memory rows."""
+    (rung 6: the cap for its threads at one block per SM), its matmul instruction and its shared-memory rows;
+    rung 7: each consumer warpgroup reads L_i and D_i itself, with plain loads inside each step (rung 5 copies
+    them a step ahead with cp.async), and without SPLIT_DQ (d = 64) each adds its own keys' share of all of dQ_i
+    (07_flash2_backward_wgmma.cu, "loads" and "dQ")."""
     tiles = spec.default_tiles(d)
     instruction = "wgmma" if spec.tma else ("mma.sync" if spec.tensor_cores else "fma")
+    consumers = tiles.warps // 4 - 1 if spec.tma and spec.direction == "backward" else 1
     return Launch(
         threads=tiles.threads,
         smem_bytes=spec.smem(d, tiles),
@@ -19,6 +23,9 @@ def launch_of(spec: KernelSpec, d: int) -> Launch:
         instruction=instruction,
         padded_rows=spec.tensor_cores and not spec.tma and not tiles.swizzle,
         smem_per_tile=smem_per_tile(spec, d, tiles),
+        lse_readers=consumers,
+        dq_adders=1 if tiles.split_dq else consumers,
+        waits_on_l2=consumers > 1,
     )
 
 

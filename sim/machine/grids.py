@@ -27,6 +27,9 @@ class Block:
     elementwise: int
     steps: Callable[[], Iterator[list[Access]]]
     tiles: int = 0  # Br × Bc tile pairs it computes
+    prologue: int = 0  # bytes its first step loads before its first matmul can start (nothing to overlap yet)
+    epilogue: int = 0  # bytes it stores after its last matmul (nothing left to overlap them)
+    atomics: int = 0  # bytes it adds into global memory with float32 atomics (dQ_i), issued by its own warps
 
 
 @dataclass(frozen=True)
@@ -57,15 +60,18 @@ def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1) -> Kernel:
 
         # iomodel.flash2 per block: τ·, rowmax, S − m, rowsum per score; 4 per row and α·O_i per tile; the mask; ÷ℓ, log, +
         work = 4 * r * keys + b.seen * (4 * r + r * d) + r * (keys - b.keys_full) + r * d + 2 * r
-        return Block(4 * r * keys * d, r * keys + r * b.seen, work, steps, b.seen)
+        loads = s * r * d + (2 * s * cols[0] * d if b.seen else 0)  # Q_i, K_0 and V_0
+        return Block(4 * r * keys * d, r * keys + r * b.seen, work, steps, b.seen, loads, s * r * d + F * r)
 
     return Kernel("FlashAttention-2 forward", [block(h, i, b) for h in range(heads) for i, b in order])
 
 
-def flash2_backward(N, Nk, d, s, Br, Bc, causal=False, heads=1, acc=F) -> list[Kernel]:
-    """FlashAttention-2's backward as rung 5 runs it: the pre-pass (dQ = 0 in an accumulator of `acc` bytes per
-    element, D = rowsum(dO ∘ O)), a block per K/V block j looping over the Q blocks that see it (dQ_i added into
-    the accumulator at L2), then dQ rounded to the storage dtype."""
+def flash2_backward(N, Nk, d, s, Br, Bc, causal=False, heads=1, acc=F, lse_readers=1, dq_adders=1) -> list[Kernel]:
+    """FlashAttention-2's backward as rungs 5 and 7 run it: the pre-pass (dQ = 0 in an accumulator of `acc` bytes
+    per element, D = rowsum(dO ∘ O)), a block per K/V block j looping over the Q blocks that see it (dQ_i added into
+    the accumulator at L2), then dQ rounded to the storage dtype. `lse_readers`: warpgroups that each read L_i and D_i
+    per step (rung 7: both consumers); `dq_adders`: times each element of dQ_i is added per step (rung 7 at d = 64:
+    each consumer adds its own 64 keys' share of all of dQ_i)."""
     rows, cols = _sizes(N, Br), _sizes(Nk, Bc)
     rbs = row_blocks(N, Nk, Br, Bc, causal)
     full = [ceil(b.keys_full / Bc) for b in rbs]  # blocks j < full[i] need no mask for Q block i
@@ -85,12 +91,14 @@ def flash2_backward(N, Nk, d, s, Br, Bc, causal=False, heads=1, acc=F) -> list[K
             first = [(("KV", h, j), 2 * s * c * d, "r")]
             for n, i in enumerate(seen_by):
                 r = rows[i]
-                tiles = [(("QdO", h, i), 2 * s * r * d, "r"), (("LD", h, i), 2 * F * r, "r"),
-                         (("dQacc", h, i), acc * r * d, "rw")]  # fmt: skip
-                yield (first if n == 0 else []) + tiles
+                tiles = [(("QdO", h, i), 2 * s * r * d, "r")] + [(("LD", h, i), 2 * F * r, "r")] * lse_readers
+                yield (first if n == 0 else []) + tiles + [(("dQacc", h, i), acc * r * d, "rw")] * dq_adders
             yield ([] if seen_by else first) + [(("dKdV", h, j), 2 * s * c * d, "w")]
 
-        return Block(*work, steps, len(seen_by))
+        r0 = rows[seen_by[0]] if seen_by else 0  # K_j, V_j, then Q_i, dO_i, L_i, D_i of the first Q block
+        loads = 2 * s * c * d + (2 * s * r0 * d + lse_readers * 2 * F * r0 if seen_by else 0)
+        added = dq_adders * acc * d * sum(rows[i] for i in seen_by)
+        return Block(*work, steps, len(seen_by), loads, 2 * s * c * d, added)
 
     def main_work(j, c) -> tuple[int, int, int]:
         """(flops, exps, elementwise) of block j: iomodel's per tile, τ·, S − L, dP − D, P ∘ (4rc), τ·dQ (rd),

@@ -42,6 +42,9 @@ class Hardware:
     fma_per_clock: int = 128  # fp32 add/multiply/FMA results per clock per SM: one elementwise operation each
     smem_per_clock: int = 128  # shared-memory bytes to or from registers per clock per SM: 32 banks × 4 bytes
     launch_seconds: float = 4e-6  # a kernel launch's fixed cost, grid start to first block and last block to end
+    # float32 atomic additions (red.global.add) L2 absorbs, bytes/s, all SMs together: no datasheet gives it, so
+    # 0 (the atomics' term left out) until `python -m gpu.lab.calibrate` measures it
+    l2_atomic_bandwidth: float = 0.0
 
     @property
     def l2_shared_bytes(self) -> int:
@@ -175,11 +178,14 @@ def get(name: str) -> Hardware:
 def calibrated(hw: Hardware, rates: dict) -> Hardware:
     """`hw` with the rates `python -m gpu.lab.calibrate` measured (a recording's "rates"): DRAM and L2 bandwidth,
     MUFU and FMA rates per SM (as per-clock figures at hw's clock), every tensor instruction scaled by the measured
-    over the datasheet fp16 rate, and the launch overhead."""
+    over the datasheet fp16 rate, the launch overhead, and (where the recording has it) L2's atomic rate."""
     for key in ("dram_read", "l2_read", "exp2_per_sm", "fma_per_sm", "tensor_fp16", "launch_seconds"):
         value = rates.get(key) if isinstance(rates, dict) else None
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
             raise InputError(f"calibration: {key!r} must be a positive number, got {value!r}")
+    atomic = rates.get("l2_atomic", 0.0)  # recordings before run 33 lack it: the atomics' term stays out
+    if isinstance(atomic, bool) or not isinstance(atomic, int | float) or not 0 <= atomic < float("inf"):
+        raise InputError(f"calibration: 'l2_atomic' must be a number ≥ 0, got {atomic!r}")
     tensor = rates["tensor_fp16"] / hw.peak("fp16")
     return replace(
         hw,
@@ -190,4 +196,5 @@ def calibrated(hw: Hardware, rates: dict) -> Hardware:
         fma_per_clock=rates["fma_per_sm"] / hw.clock_hz,
         tensor_per_clock={k: v * tensor for k, v in hw.tensor_per_clock.items()},
         launch_seconds=rates["launch_seconds"],
+        l2_atomic_bandwidth=atomic,
     )

@@ -14,7 +14,7 @@ from sim.machine import grids, iomodel
 from sim.machine.hardware import Hardware
 from sim.machine.l2 import Traffic, l2_to_sm, play
 from sim.machine.launch import Launch, slots
-from sim.machine.timing import Time, kernel_time
+from sim.machine.timing import ATOMICS, Time, kernel_time
 
 EXACT_HEADS = 16
 MOST_STEPS = 2_000_000  # block-steps the L2 is played for at most (a few seconds of Python)
@@ -80,21 +80,25 @@ class Prediction:
         }
 
     def terms(self) -> dict[str, float]:
-        """Each resource's time summed over the kernels, and the launch overheads."""
+        """Each resource's time summed over the kernels, and the launch overheads (the atomics only where there are
+        some and a rate to charge them at)."""
         out: dict[str, float] = {}
         for k in self.kernels:
             for name, t in k.time.terms.items():
                 out[name] = out.get(name, 0.0) + t
+        if not out.get(ATOMICS):
+            out.pop(ATOMICS, None)
         return out | {"launch": sum(k.time.launch for k in self.kernels)}
 
 
-def kernels_of(algorithm: str, N, Nk, d, s, Br, Bc, causal, heads, backward=False) -> list[grids.Kernel]:
-    """The grids of `algorithm`'s forward (or backward) kernels for `heads` heads."""
+def kernels_of(algorithm: str, N, Nk, d, s, Br, Bc, causal, heads, backward=False, launch=None) -> list[grids.Kernel]:
+    """The grids of `algorithm`'s forward (or backward, as `launch` reads L_i, D_i and adds dQ_i) kernels."""
     shape = (N, Nk, d, s, Br, Bc, causal, heads)
     if backward:
         if algorithm != "flash2":
             raise InputError(f"prediction: the L2 and time model covers flash2's backward only, not {algorithm!r}'s")
-        return grids.flash2_backward(*shape)
+        readers, adders = (launch.lse_readers, launch.dq_adders) if launch else (1, 1)
+        return grids.flash2_backward(*shape, lse_readers=readers, dq_adders=adders)
     if algorithm == "flash2":
         return [grids.flash2_forward(*shape)]
     if algorithm == "standard":
@@ -134,10 +138,10 @@ def predict(
     """DRAM bytes and time of `algorithm`'s forward (or backward) for `heads` heads run as `launch` on `hw`."""
     n_slots = slots(launch, hw)
     out = []
-    for n, kernel in enumerate(kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, heads, backward)):
+    for n, kernel in enumerate(kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, heads, backward, launch)):
 
         def make(h, n=n):
-            return kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, h, backward)[n]
+            return kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, h, backward, launch)[n]
 
         t = traffic(make, heads, n_slots, hw.l2_shared_bytes)
         padded = PADDED_TENSORS if launch.padded_rows else ()

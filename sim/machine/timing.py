@@ -9,11 +9,27 @@ Each thread block's work runs on its SM's units, shared with the other blocks re
 Assumption (from ncu on rung 6, gpu/NOTES.md run 17: tensor pipe 52% / 71% busy, MUFU 54% / 37% at d = 64 / 128,
 adding to ~1.05): a block's matmuls, its operand loads and its softmax follow one another, so a block takes
 tensor + SRAM + max(MUFU, FMA) (the MUFU and FMA pipes do overlap each other). The SRAM term came from run 21:
-without it rung 5's time was predicted at 0.4–0.45 of the measured on every shape. FlashAttention-3's ping-pong and intra-warpgroup pipelining aim
-at max(tensor, MUFU) instead: `Time.overlapped` is that ideal.
+without it rung 5's time was predicted at 0.4–0.45 of the measured on every shape. FlashAttention-3's ping-pong
+and intra-warpgroup pipelining aim at max(tensor, MUFU) instead: `Time.overlapped` is that ideal.
+
+Exposed work, in series with a block's matmuls:
+  fill     its first step's tiles (`Block.prologue`: Q_i, K_0, V_0; the backward's K_j, V_j, Q_i, dO_i, L_i, D_i)
+           must arrive before its first matmul, at the SM's share of DRAM bandwidth (hbm_bandwidth / SMs: cold for
+           the first wave, and Q_i is read by no other block); its last stores (`Block.epilogue`: O_i, L_i; dK_j,
+           dV_j) follow its last matmul, at the SM's share of L2 bandwidth (write-back: they stop in L2). Counted
+           only where the block has its SM alone: a second resident block computes meanwhile. The latency of a
+           first request is not modelled (gpu/NOTES.md run 33: at N = 1024, where a block makes 8 steps, rung 6
+           is ×0.84–1.02 of ncu's time with this term, ×0.64–0.88 without).
+  atomics  dQ_i's float32 additions (`Block.atomics`) at the rate L2 absorbs them (`Hardware.l2_atomic_bandwidth`,
+           measured by gpu/lab/calibrate.py; left out while it is 0). Like DRAM and L2 traffic they drain while
+           the SMs compute — unless every step of the kernel waits for an L2 round trip (`Launch.waits_on_l2`:
+           rung 7 reads L_i, D_i with plain loads inside each step), which then queues behind them: the block's
+           atomics at the SM's share of that rate join its time in series (our reading of run 33: rung 7 is
+           ×1.04–1.28 of ncu's time so, ×0.56–0.82 with its atomics beside the compute; rung 5 the other way round).
 Blocks start in launch order on the slot that frees first: equal blocks run in ⌈blocks / slots⌉ waves, and a
 last partial wave costs a whole block's time. DRAM and L2 traffic overlap the compute (copies are asynchronous):
-the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM bandwidth, L2 bytes / L2 bandwidth.
+the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM bandwidth, L2 bytes / L2 bandwidth
+(and the atomics, where they overlap). A call from the host costs at least its host work: see `per_call`.
 """
 
 import heapq
@@ -25,6 +41,8 @@ from sim.machine.launch import Launch, blocks_per_sm
 
 TENSOR, SMEM, MUFU, FMA = "tensor", "SRAM → registers", "MUFU (exp)", "FMA"
 DRAM, L2, LAUNCH = "DRAM", "L2", "launch"
+FILL, ATOMICS = "first loads, last stores", "dQ atomics"
+PIPES = (TENSOR, SMEM, MUFU, FMA)  # the SMs' units, as ncu names its busiest pipe
 
 
 @dataclass(frozen=True)
@@ -32,22 +50,28 @@ class Time:
     """One kernel's predicted time and what each resource alone would take (seconds)."""
 
     seconds: float
-    compute: float  # the SMs: blocks of tensor + SRAM + max(MUFU, FMA), in waves
-    terms: dict[str, float]  # tensor, SRAM, MUFU, FMA (each in waves), DRAM, L2
+    compute: float  # the SMs: blocks of tensor + SRAM + max(MUFU, FMA) + exposed work, in waves
+    terms: dict[str, float]  # tensor, SRAM, MUFU, FMA, fill, atomics (in waves, or chip-wide), DRAM, L2
     launch: float
     waves: float  # blocks / slots (SMs × blocks resident on each)
     instruction: str
+    atomics_overlap: bool = True  # the atomics drain beside the compute (else they are part of it)
 
     @property
     def bound(self) -> str:
-        """The resource that sets the time: the launch if it outlasts the rest, DRAM or L2 if one is slower than the
-        SMs, else the SMs' largest part."""
-        memory = max((DRAM, L2), key=self.terms.__getitem__)
+        """The resource that sets the time: the launch if it outlasts the rest, DRAM, L2 or the atomics if one is
+        slower than the SMs, else the largest part of the SMs' work (a pipe, or the atomics where in series)."""
+        memory = max(self.memory, key=self.terms.__getitem__)
         if self.launch > max(self.compute, self.terms[memory]):
             return LAUNCH
         if self.terms[memory] >= self.compute:
             return memory
-        return max((TENSOR, SMEM, MUFU, FMA), key=self.terms.__getitem__)
+        return max(PIPES if self.atomics_overlap else (*PIPES, ATOMICS), key=self.terms.__getitem__)
+
+    @property
+    def memory(self) -> tuple[str, ...]:
+        """The terms that run beside the SMs' compute."""
+        return (DRAM, L2, ATOMICS) if self.atomics_overlap else (DRAM, L2)
 
     @property
     def overlapped(self) -> float:
@@ -73,16 +97,36 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
     mufu = per_sm / (hw.mufu_per_clock * hw.clock_hz)
     fma = per_sm / (hw.fma_per_clock * hw.clock_hz)
     smem = per_sm * launch.smem_per_tile / (hw.smem_per_clock * hw.clock_hz)  # seconds per tile pair
+    first = (per_sm == 1) * hw.sm_count / hw.hbm_bandwidth  # seconds per byte of a first load, on an SM alone
+    last = (per_sm == 1) * hw.sm_count / hw.l2_bandwidth if hw.l2_bandwidth else 0.0
+    rate = hw.l2_atomic_bandwidth
+    added = hw.sm_count / rate if rate and launch.waits_on_l2 else 0.0  # seconds per byte added, in series
+    atomics = sum(b.atomics for b in blocks)
+
+    def block(b: Block) -> float:
+        sm = b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma)
+        return sm + b.prologue * first + b.epilogue * last + b.atomics * added
+
     terms = {
         TENSOR: makespan([b.flops * tensor for b in blocks], slots),
         SMEM: makespan([b.tiles * smem for b in blocks], slots),
         MUFU: makespan([b.exps * mufu for b in blocks], slots),
         FMA: makespan([b.elementwise * fma for b in blocks], slots),
+        FILL: makespan([b.prologue * first + b.epilogue * last for b in blocks], slots),
+        ATOMICS: makespan([b.atomics * added for b in blocks], slots) if added else (atomics / rate if rate else 0.0),
         DRAM: dram_bytes / hw.hbm_bandwidth,
         L2: l2_bytes / hw.l2_bandwidth if hw.l2_bandwidth else 0.0,
     }
-    compute = makespan(
-        [b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma) for b in blocks], slots
-    )
-    seconds = hw.launch_seconds + max(compute, terms[DRAM], terms[L2])
-    return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction)
+    compute = makespan([block(b) for b in blocks], slots)
+    overlap = not added
+    beside = (DRAM, L2, ATOMICS) if overlap else (DRAM, L2)
+    seconds = hw.launch_seconds + max(compute, *(terms[k] for k in beside))
+    return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, overlap)
+
+
+def per_call(device_seconds: float, host_seconds: float) -> float:
+    """Seconds per call of a public function called back to back (as `gpu.lab.timing.median_ms` times it): its
+    host work (checks, allocations, launches: `host_seconds`, measured once per GPU by gpu/lab/calibrate.py on a
+    shape whose kernels take next to nothing) overlaps the previous call's kernels, so the slower of the two sets
+    the pace."""
+    return max(device_seconds, host_seconds)

@@ -5,7 +5,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sim.core.format import count, exact_bytes, more_or_fewer, percent
+from sim.core.format import count, exact_bytes, more_or_fewer, percent, seconds
 from sim.machine.trace import Access
 from sim.viz.code import code
 from sim.viz.steps import moves, tile
@@ -175,9 +175,9 @@ def operation_panel(timeline: Timeline, k: int, width: int = 60, code_lines: int
 # -- traffic ------------------------------------------------------------------------------
 
 
-def traffic_panel(timeline: Timeline, k: int, width: int = 60, compact: bool = False) -> Panel:
-    """HBM bytes so far per tensor, against the closed-form total and the contrasting algorithm's; `compact` (a
-    short terminal): the totals alone."""
+def traffic_panel(timeline: Timeline, k: int, width: int = 60, compact: bool = False, machine: bool = True) -> Panel:
+    """HBM bytes so far per tensor, against the closed-form total and the contrasting algorithm's, and (`machine`)
+    below HBM as `flashsim run` shows it: DRAM bytes, time and bound; `compact` (a short terminal): the totals alone."""
     traffic = timeline.traffic(k)
     l2 = any(t[2] for t in timeline.traffic(len(timeline) - 1).values())
     table = Table(box=None, padding=(0, 1), show_edge=False, header_style="bold")
@@ -201,6 +201,10 @@ def traffic_panel(timeline: Timeline, k: int, width: int = 60, compact: bool = F
     table.add_row("closed form", exact_bytes(closed.hbm_read_bytes), exact_bytes(closed.hbm_write_bytes))
     shown = label.removesuffix(" backward").replace(" attention", "") if compact else label  # `standard`
     table.add_row(shown, exact_bytes(other.hbm_read_bytes), exact_bytes(other.hbm_write_bytes), style="dim")
+    predicted = timeline.prediction() if machine and not compact else None
+    if predicted is not None:  # the whole run below HBM, as `flashsim run` shows it (sim.machine)
+        written = predicted.dram_write_bytes + predicted.left_dirty_bytes
+        table.add_row("DRAM, predicted", exact_bytes(predicted.dram_read_bytes), exact_bytes(written), style="dim")
     done = step.hbm_read_bytes + step.hbm_write_bytes
     compared = more_or_fewer(other.hbm_bytes / closed.hbm_bytes, 2)
     if compact:
@@ -213,4 +217,7 @@ def traffic_panel(timeline: Timeline, k: int, width: int = 60, compact: bool = F
     )
     if l2:
         notes.append(" L2 re-reads are free in Theorem 2's count.", style="dim")
-    return Panel(Group(table, notes), title="Traffic", title_align="left", width=width)
+    title = "Traffic"
+    if predicted is not None:  # sim.machine's time for the whole run, with the unit that bounds it
+        title += f" · predicted {seconds(predicted.seconds)} on {predicted.hardware}, bound: {predicted.bound}"
+    return Panel(Group(table, notes), title=title, title_align="left", width=width)

@@ -87,7 +87,7 @@ def time_table(m: dict, global_read: int) -> Table:
         style = "bold" if name == m["bound"] else ""
         table.add_row(Text(name, style=style), f"{seconds * 1e3:.4g} ms", f"{seconds / m['seconds']:.0%}")
     sms = m["compute_seconds"]
-    table.add_row("SMs: tensor, SRAM, then max(MUFU, FMA)", f"{sms * 1e3:.4g} ms", f"{sms / m['seconds']:.0%}")
+    table.add_row("SMs: each block's parts in series, in waves", f"{sms * 1e3:.4g} ms", f"{sms / m['seconds']:.0%}")
     table.add_row(Text(f"predicted (bound: {m['bound']})", style="bold"), f"{m['seconds'] * 1e3:.4g} ms", "")
     table.add_row(
         "DRAM read", human_bytes(m["dram_read_bytes"]), f"{m['dram_read_bytes'] / global_read:.0%} of HBM reads"

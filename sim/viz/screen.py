@@ -118,6 +118,9 @@ class Screen:
         full = [operation_panel(t, k, width), values_panel(t, k, width), traffic_panel(t, k, width)]
         if room is None or sum(map(lines, full)) <= room:
             return full
+        full[2] = traffic_panel(t, k, width, machine=False)  # the prediction below HBM gives way first
+        if sum(map(lines, full)) <= room:
+            return full
         values = full[1]
         for traffic in (full[2], traffic_panel(t, k, width, compact=True)):
             spare = room - lines(operation_panel(t, k, width, 0)) - lines(values) - lines(traffic)

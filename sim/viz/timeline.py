@@ -10,12 +10,13 @@ from sim.algorithms import registry
 from sim.algorithms.registry import REGISTRY
 from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
-from sim.machine import iomodel
+from sim.machine import hardware, iomodel, launch, prediction
 from sim.machine.trace import KEY_TENSORS, Access, Step, Trace
 
 SCORE_TENSORS = frozenset({"S", "P", "dS", "dP"})  # N × Nk: tiled by Br rows and Bc columns
 
 
+UNSET = object()  # not worked out yet
 EMPTY, RESIDENT, READ, WRITTEN = range(4)  # a tile's state at a step; a higher state wins when cells merge
 
 
@@ -40,6 +41,7 @@ class Timeline:
         self._groups, self._group_of = _tile_groups(self.steps)
         self._history: dict[str, list[int]] | None = None
         self.has_values = any(s.values for s in self.steps)  # whether any step recorded values
+        self._prediction = UNSET  # sim.machine's, worked out when a screen first asks
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -101,6 +103,28 @@ class Timeline:
         count = registry.backward_counts if self.is_backward else registry.counts
         shape = (self.n, self.nk, self.d, self.itemsize, self.block_rows, self.block_cols)
         return count(algorithm or self.base, *shape, bool(self.trace.config.get("causal")))
+
+    def prediction(self):
+        """Below HBM for the whole run (one head) on the trace's hardware, as `flashsim run` shows it: DRAM bytes
+        and the time with its bound (`sim.machine.prediction`); None where the model has no grid for the run (a
+        ring's device, an algorithm it does not cover) or the trace names no hardware."""
+        if self._prediction is UNSET:
+            self._prediction = self._predict()
+        return self._prediction
+
+    def _predict(self):
+        c = self.trace.config
+        if "sequence" in c or c.get("hardware") not in hardware.PRESETS:
+            return None
+        if not prediction.affordable(self.n, self.nk, self.block_rows, self.block_cols, 1):
+            return None
+        hw = hardware.PRESETS[c["hardware"]]
+        try:
+            shape = (self.n, self.nk, self.d, self.itemsize, self.block_rows, self.block_cols, bool(c.get("causal")))
+            return prediction.predict(self.base, *shape, 1, hw, launch.generic(self.peak(len(self) - 1), hw, c["dtype"]),
+                                      backward=self.is_backward)  # fmt: skip
+        except InputError:  # no grid for this algorithm, or a block no SM holds
+            return None
 
     def contrast(self) -> tuple[str, iomodel.Counts]:
         """The other side of the comparison, same shape: standard attention (for standard, FlashAttention-2); for

@@ -1,0 +1,62 @@
+"""gpu.lab.check_report's judging, on hand-made measurements: which unit ncu found busiest, what counts as within."""
+
+from gpu.lab import check_report
+from gpu.lab.model_grid import GRID, calls, launched
+from sim.machine.timing import ATOMICS, L2, MUFU, SMEM, TENSOR
+
+MIB = 1 << 20
+
+
+def test_busiest_unit_leaves_shared_memory_out_for_wgmma_rungs():
+    row = {check_report.PIPES[TENSOR]: 36.2, check_report.PIPES[SMEM]: 36.5, check_report.PIPES[MUFU]: 7.0}
+    assert check_report.busiest(row, wgmma=False) == SMEM
+    assert check_report.busiest(row, wgmma=True) == TENSOR
+    assert check_report.busiest(row | {check_report.PIPES[L2]: 60.0}, wgmma=True) == L2
+    assert check_report.busiest({}, wgmma=False) is None
+
+
+def _entry(rung, pred_ms, meas_ms, bound, busiest, dram=(8 * MIB, 8 * MIB), l2=(100.0, 100.0)):
+    predicted = {
+        "ms": pred_ms,
+        "device_ms": pred_ms,
+        "bound": bound,
+        "dram_read_bytes": dram[0],
+        "l2_read_bytes": l2[0],
+    }
+    measured = {"ms": meas_ms, "kernel_ms": meas_ms, "busiest_pipe": busiest, "pipes": {},
+                "dram_read_bytes": dram[1], "l2_read_bytes": l2[1]}  # fmt: skip
+    return {"rung": rung, "predicted": predicted, "measured": measured}
+
+
+def test_time_and_bound_are_judged_by_hand():
+    g = {"d": 128, "n": 4096, "causal": False, "batch": 1, "heads": 16}
+    rows = [
+        (g, _entry(7, 1.25, 1.0, ATOMICS, L2)),  # ×1.25: within; the atomics run on L2, ncu's busiest: agrees
+        (g, _entry(7, 0.74, 1.0, TENSOR, L2)),  # ×0.74: outside; tensor against L2: disagrees
+    ]
+    text, hits, missed = check_report.judge_time(rows, "datasheet")
+    assert hits == {"time_within_25": [1, 2], "kernel_time_within_25": [1, 2], "bound_agrees": [1, 2]}
+    assert text.startswith("time within 25% on 1/2 (CUDA events), 1/2 (ncu kernel time)")
+    assert next(m for _, _, m in missed) == "time (CUDA events) 0.740 ms predicted, 1.000 measured (×0.74)"
+
+
+def test_bytes_below_4_mib_of_dram_are_reported_not_judged():
+    small = {"d": 64, "n": 1024, "causal": False, "batch": 1, "heads": 16}
+    big = small | {"batch": 8}
+    results = [
+        {**small, "rungs": {"forward 2": _entry(2, 1, 1, TENSOR, None, dram=(3 * MIB, 1 * MIB), l2=(104.0, 100.0))}},
+        {**big, "rungs": {"forward 2": _entry(2, 1, 1, TENSOR, None, dram=(23 * MIB, 20 * MIB), l2=(106.0, 100.0))}},
+    ]
+    results = [r | {"forward": r["rungs"]["forward 2"], "backward": r["rungs"]["forward 2"]} for r in results]
+    counts = check_report.summarize(results)["counts"]["forward 2"]
+    # DRAM ×1.15 within (the small shape's 1 MiB not judged); at L2 ×1.04 within, ×1.06 not
+    assert counts == {"dram_within_20": [1, 1], "l2_within_5": [1, 2]}
+
+
+def test_the_launch_plan_names_every_kernel_a_shape_runs():
+    # rung 1 stops at N = 4096; each backward call is the pre-pass, the rung's kernel and the rounding of dQ
+    assert calls(GRID[0])[:4] == [("forward", 1), ("forward", 2), ("forward", 3), ("forward", 6)]
+    assert ("forward", 1) not in calls({**GRID[0], "n": 16384})
+    assert launched("backward", 7) == ["flash2_bwd_prepass", "flash2_wgmma_bwd", "flash2_bwd_dq"]
+    planned = sum(len(launched(*c)) for g in GRID for c in calls(g))
+    assert planned == 16 * (4 + 6) + 8 * (3 + 6)  # the 232 launches run 33 profiled
