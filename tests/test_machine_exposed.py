@@ -1,5 +1,5 @@
-"""The time model's exposed work (first loads, last stores, dQ's atomics) and the host's share of a call, against
-hand-worked cases; rung 7's reads of L_i, D_i and its additions into dQ_i in the grids."""
+"""The time model's exposed work (first loads, last stores), dQ's additions (atomics or TMA reduce-adds) and the
+host's share of a call, against hand-worked cases; the backward rungs' reads of L_i, D_i and additions into dQ_i."""
 
 from dataclasses import replace
 
@@ -43,23 +43,29 @@ def test_a_second_resident_block_hides_the_fill():
     assert t.terms[timing.FILL] == 0
 
 
-def test_atomics_drain_beside_the_compute_or_in_series():
-    rate = 1.5e12
-    hw = replace(H100, l2_atomic_bandwidth=rate)
-    per_block = round(rate / SMS * 2e-3)  # 2 ms of one SM's share of the atomic rate
+def test_dq_additions_drain_beside_the_compute_at_their_own_rate():
+    atomic, bulk = 1.5e12, 3e12
+    hw = replace(H100, l2_atomic_bandwidth=atomic, l2_reduce_bandwidth=bulk)
+    per_block = round(atomic / SMS * 2e-3)  # 2 ms of one SM's share of the atomic rate, 1 ms of the bulk rate
     blocks = _blocks(SMS, flops=ONE_MS, atomics=per_block)
-    # rung 5: they drain while the SMs compute: max(1 ms of matmuls, 2 ms of atomics over the chip)
+    # rung 5, atomics: max(1 ms of matmuls, 2 ms of atomics over the chip)
     t = timing.kernel_time(blocks, ALONE, hw, 0, 0)
     assert t.terms[timing.ATOMICS] == pytest.approx(2e-3, rel=1e-6)
+    assert t.compute == pytest.approx(1e-3, rel=1e-6)
     assert t.seconds == pytest.approx(2e-3 + hw.launch_seconds, rel=1e-6)
     assert t.bound == timing.ATOMICS
-    # rung 7: every step waits on L2, behind them: 1 + 2 ms per block
-    t = timing.kernel_time(blocks, replace(ALONE, waits_on_l2=True), hw, 0, 0)
-    assert t.compute == pytest.approx(3e-3, rel=1e-6)
-    assert t.seconds == pytest.approx(3e-3 + hw.launch_seconds, rel=1e-6)
-    assert t.bound == timing.ATOMICS
-    # the datasheet gives no atomic rate: the term stays out
+    # rung 7, TMA reduce-adds: the same bytes at twice the rate, 1 ms, beside 1 ms of matmuls: a tie goes to them
+    t = timing.kernel_time(blocks, replace(ALONE, dq_bulk=True), hw, 0, 0)
+    assert t.terms[timing.REDUCES] == pytest.approx(1e-3, rel=1e-6) and timing.ATOMICS not in t.terms
+    assert t.seconds == pytest.approx(1e-3 + hw.launch_seconds, rel=1e-6)
+    assert t.bound == timing.REDUCES
+    # twice the matmuls: the SMs bound it, the additions hidden
+    t = timing.kernel_time(_blocks(SMS, flops=2 * ONE_MS, atomics=per_block), replace(ALONE, dq_bulk=True), hw, 0, 0)
+    assert t.seconds == pytest.approx(2e-3 + hw.launch_seconds, rel=1e-6)
+    assert t.bound == timing.TENSOR
+    # the datasheet gives neither rate: the terms stay out
     assert timing.kernel_time(blocks, ALONE, H100, 0, 0).terms[timing.ATOMICS] == 0
+    assert timing.kernel_time(blocks, replace(ALONE, dq_bulk=True), H100, 0, 0).terms[timing.REDUCES] == 0
 
 
 def test_the_host_sets_the_pace_of_short_calls():
@@ -75,42 +81,51 @@ def test_forward_blocks_first_loads_and_last_stores_by_hand():
     assert (b.prologue, b.epilogue, b.atomics) == (8192 + 16384, 8192 + 256, 0)
 
 
-def test_rung_7_reads_l_and_d_twice_and_at_d_64_adds_dq_twice():
-    # N = Nk = 128, d = 64, Br = 64, Bc = 128: one K/V block, two Q blocks; both consumers read L_i, D_i, and
-    # (d = 64) each adds its 64 keys' share of all of dQ_i
+def test_the_backward_reads_l_and_d_once_per_step_and_adds_dq_once_or_twice():
+    # N = Nk = 128, d = 64, Br = 64, Bc = 128: one K/V block, two Q blocks; L_i, D_i once per Q block (rung 7: one
+    # bulk copy into the stage); dQ_i added once (SPLIT_DQ) or twice (each consumer its 64 keys' share of all of it)
     one = grids.flash2_backward(128, 128, 64, 2, 64, 128)[1]
-    two = grids.flash2_backward(128, 128, 64, 2, 64, 128, lse_readers=2, dq_adders=2)[1]
+    two = grids.flash2_backward(128, 128, 64, 2, 64, 128, dq_adders=2)[1]
     a, b = (l2.play(k, 132, 50 << 20) for k in (one, two))
     kv, qdo, ld, dq = 2 * 128 * 64 * 2, 2 * (2 * 64 * 64 * 2), 2 * (2 * 64 * 4), 2 * 64 * 64 * 4
     assert a.reduced == dq and b.reduced == 2 * dq
-    assert l2.l2_to_sm(b) == kv + qdo + 2 * ld  # asked twice, the atomics excluded as before
-    assert l2.l2_to_sm(a) == kv + qdo + ld
-    assert b.dram_read == a.dram_read  # the second reads and additions hit in L2
+    assert l2.l2_to_sm(a) == l2.l2_to_sm(b) == kv + qdo + ld  # the additions are not reads to the SMs
+    assert b.dram_read == a.dram_read  # the second additions hit in L2
     assert two.blocks[0].atomics == 2 * dq and one.blocks[0].atomics == dq
-    # first loads: K_j, V_j, then Q_0, dO_0, and L_0, D_0 once per reader; last stores dK_j, dV_j
-    assert two.blocks[0].prologue == kv + 2 * 64 * 64 * 2 + 2 * (2 * 64 * 4)
-    assert two.blocks[0].epilogue == kv
+    # first loads: K_j, V_j, then Q_0, dO_0, L_0, D_0; last stores dK_j, dV_j
+    assert one.blocks[0].prologue == kv + 2 * 64 * 64 * 2 + 2 * 64 * 4
+    assert one.blocks[0].epilogue == kv
 
 
-def test_rung_launches_say_how_they_read_l_d_and_add_dq():
+def test_rung_launches_say_how_they_add_dq():
     from gpu import registry
     from gpu.lab.predict import launch_of
+    from gpu.tiling import backward_warpgroup_tiles
 
-    r5, r7_64, r7_128 = (
-        launch_of(registry.rung(5), 64),
-        launch_of(registry.rung(7), 64),
-        launch_of(registry.rung(7), 128),
-    )
-    assert (r5.lse_readers, r5.dq_adders, r5.waits_on_l2) == (1, 1, False)
-    assert (r7_64.lse_readers, r7_64.dq_adders, r7_64.waits_on_l2) == (2, 2, True)
-    assert (r7_128.lse_readers, r7_128.dq_adders, r7_128.waits_on_l2) == (2, 1, True)  # SPLIT_DQ
+    seven = registry.rung(7)
+    r5, r7_64, r7_128 = launch_of(registry.rung(5), 64), launch_of(seven, 64), launch_of(seven, 128)
+    assert (r5.dq_adders, r5.dq_bulk) == (1, False)  # float32 atomics per element
+    assert (r7_64.dq_adders, r7_64.dq_bulk) == (1, True) == (r7_128.dq_adders, r7_128.dq_bulk)  # SPLIT_DQ, TMA
+    unsplit = launch_of(seven, 64, backward_warpgroup_tiles(stages=2))
+    atomics = launch_of(seven, 128, backward_warpgroup_tiles(stages=2, split_dq=True, dq_atomics=True))
+    assert (unsplit.dq_adders, unsplit.dq_bulk) == (2, True)
+    assert (atomics.dq_adders, atomics.dq_bulk) == (1, False)
+    # rung 7's shared memory at d = 64, Br = 128 (its default), from the kernel's layout: 1024 of alignment, K_j
+    # and V_j (2 × 128 × 64 × 2), two stages of Q_i, dO_i (2 × 2 × 128 × 64 × 2), two dS_ij buffers per consumer
+    # (2 × 2 × 128 × 64 × 2), the float32 dQ products (2 × 64 × 64 × 4), L_i, D_i per stage (2 × 2 × 128 × 4), and
+    # 5 mbarriers: one block per SM
+    assert r7_64.smem_bytes == 1024 + 32768 + 65536 + 65536 + 32768 + 2048 + 40
+    assert r7_64.threads == 384
 
 
-def test_calibration_sets_the_atomic_rate_when_recorded():
+def test_calibration_sets_the_rates_of_dq_additions_when_recorded():
     rates = {"dram_read": 3e12, "l2_read": 8e12, "exp2_per_sm": 3e10, "fma_per_sm": 2e11, "tensor_fp16": 8e14,
              "launch_seconds": 5e-6}  # fmt: skip
-    assert hardware.calibrated(H100, rates).l2_atomic_bandwidth == 0  # an older recording: the term stays out
-    assert hardware.calibrated(H100, rates | {"l2_atomic": 1.5e12}).l2_atomic_bandwidth == 1.5e12
-    for bad in (-1.0, float("inf"), "fast", True):
-        with pytest.raises(InputError, match=r"^calibration: 'l2_atomic'"):
-            hardware.calibrated(H100, rates | {"l2_atomic": bad})
+    old = hardware.calibrated(H100, rates)  # an older recording: the terms stay out
+    assert (old.l2_atomic_bandwidth, old.l2_reduce_bandwidth) == (0, 0)
+    new = hardware.calibrated(H100, rates | {"l2_atomic": 1.5e12, "l2_bulk_reduce": 4e12})
+    assert (new.l2_atomic_bandwidth, new.l2_reduce_bandwidth) == (1.5e12, 4e12)
+    for key in ("l2_atomic", "l2_bulk_reduce"):
+        for bad in (-1.0, float("inf"), "fast", True):
+            with pytest.raises(InputError, match=rf"^calibration: '{key}'"):
+                hardware.calibrated(H100, rates | {key: bad})

@@ -1,7 +1,7 @@
 """`python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]]`: predictions beside measurements.
 
 Bytes are judged for every profiled rung; time and bound for the fastest rungs (the public call's defaults on the
-H100: forward rung 6; backward rung 7 at d = 128, rung 5 at d = 64, as `gpu.registry.backward` picks them).
+H100, as `gpu.registry` picks them: forward rung 6; backward rung 7 at d = 64 and 128).
 """
 
 import json
@@ -11,7 +11,7 @@ from gpu import registry
 from gpu.lab.model_grid import calls, launched
 from gpu.lab.predict import rung_prediction
 from sim.machine import hardware
-from sim.machine.timing import ATOMICS, DRAM, FMA, L2, LAUNCH, MUFU, SMEM, TENSOR, per_call
+from sim.machine.timing import ATOMICS, DRAM, FMA, L2, LAUNCH, MUFU, REDUCES, SMEM, TENSOR, per_call
 
 PIPES = {  # ncu's utilization (% of peak) of each unit the model names a bound
     TENSOR: "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
@@ -21,7 +21,7 @@ PIPES = {  # ncu's utilization (% of peak) of each unit the model names a bound
     L2: "lts__throughput.avg.pct_of_peak_sustained_elapsed",
     DRAM: "dram__throughput.avg.pct_of_peak_sustained_elapsed",
 }
-UNIT = {ATOMICS: L2}  # the unit a bound runs on: the atomics are L2's work
+UNIT = {ATOMICS: L2, REDUCES: L2}  # the unit a bound runs on: dQ's additions are L2's work
 MIB = 1 << 20
 SMALL = 4 * MIB  # below this much DRAM read the figures are reported, not judged (issue 22)
 HOPPER = "9.0"

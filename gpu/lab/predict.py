@@ -7,15 +7,16 @@ from sim.machine.launch import Launch, capped_registers
 from sim.machine.prediction import Prediction, predict
 
 
-def launch_of(spec: KernelSpec, d: int) -> Launch:
-    """Rung `spec`'s launch at head dim d: threads, shared memory, the register cap its __launch_bounds__ sets
-    (rung 6: the cap for its threads at one block per SM), its matmul instruction and its shared-memory rows;
-    rung 7: each consumer warpgroup reads L_i and D_i itself, with plain loads inside each step (rung 5 copies
-    them a step ahead with cp.async), and without SPLIT_DQ (d = 64) each adds its own keys' share of all of dQ_i
-    (07_flash2_backward_wgmma.cu, "loads" and "dQ")."""
-    tiles = spec.default_tiles(d)
+def launch_of(spec: KernelSpec, d: int, tiles: Tiles | None = None) -> Launch:
+    """Rung `spec`'s launch at head dim d (its default tiles unless `tiles`): threads, shared memory, the register
+    cap its __launch_bounds__ sets (rung 6: the cap for its threads at one block per SM), its matmul instruction and
+    its shared-memory rows. Rung 7 (07_flash2_backward_wgmma.cu, "loads" and "dQ"), read from the kernel: L_i and
+    D_i come once per Q block, by the producer's bulk copy into the stage with Q_i and dO_i (as the grid books
+    them for rung 5); dQ_i goes by TMA reduce-adds of each warpgroup's SRAM tile (by float32 atomics with
+    `dq_atomics`), each element once per step with SPLIT_DQ (the default, both d), twice without it."""
+    tiles = tiles or spec.default_tiles(d)
     instruction = "wgmma" if spec.tma else ("mma.sync" if spec.tensor_cores else "fma")
-    consumers = tiles.warps // 4 - 1 if spec.tma and spec.direction == "backward" else 1
+    unsplit = spec.tma and spec.direction == "backward" and not tiles.split_dq
     return Launch(
         threads=tiles.threads,
         smem_bytes=spec.smem(d, tiles),
@@ -23,9 +24,8 @@ def launch_of(spec: KernelSpec, d: int) -> Launch:
         instruction=instruction,
         padded_rows=spec.tensor_cores and not spec.tma and not tiles.swizzle,
         smem_per_tile=smem_per_tile(spec, d, tiles),
-        lse_readers=consumers,
-        dq_adders=1 if tiles.split_dq else consumers,
-        waits_on_l2=consumers > 1,
+        dq_adders=tiles.warps // 4 - 1 if unsplit else 1,
+        dq_bulk=spec.tma and spec.direction == "backward" and not tiles.dq_atomics,
     )
 
 
@@ -53,10 +53,12 @@ def smem_per_tile(spec: KernelSpec, d: int, t: Tiles) -> int:
     return warps * (loads * LDMATRIX_X4 + (2 * (br // 8) * 4 + 2 * (br // 8)) * WAVEFRONT)
 
 
-def rung_prediction(spec: KernelSpec, hw: hardware.Hardware, *, n, nk, d, batch, heads, s, causal) -> Prediction:
-    """The prediction for rung `spec` (forward or backward) on one shape, with the rung's own blocks."""
-    tiles = spec.default_tiles(d)
+def rung_prediction(
+    spec: KernelSpec, hw: hardware.Hardware, *, n, nk, d, batch, heads, s, causal, tiles: Tiles | None = None
+) -> Prediction:
+    """The prediction for rung `spec` (forward or backward) on one shape, with the rung's own blocks (or `tiles`)."""
+    tiles = tiles or spec.default_tiles(d)
     return predict(
-        "flash2", n, nk, d, s, tiles.block_rows, tiles.block_cols, causal, batch * heads, hw, launch_of(spec, d),
+        "flash2", n, nk, d, s, tiles.block_rows, tiles.block_cols, causal, batch * heads, hw, launch_of(spec, d, tiles),
         backward=spec.direction == "backward",
     )  # fmt: skip

@@ -29,7 +29,7 @@ class Block:
     tiles: int = 0  # Br × Bc tile pairs it computes
     prologue: int = 0  # bytes its first step loads before its first matmul can start (nothing to overlap yet)
     epilogue: int = 0  # bytes it stores after its last matmul (nothing left to overlap them)
-    atomics: int = 0  # bytes it adds into global memory with float32 atomics (dQ_i), issued by its own warps
+    atomics: int = 0  # bytes it adds into global memory at L2 (dQ_i: float32 atomics, or TMA reduce-adds)
 
 
 @dataclass(frozen=True)
@@ -66,12 +66,12 @@ def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1) -> Kernel:
     return Kernel("FlashAttention-2 forward", [block(h, i, b) for h in range(heads) for i, b in order])
 
 
-def flash2_backward(N, Nk, d, s, Br, Bc, causal=False, heads=1, acc=F, lse_readers=1, dq_adders=1) -> list[Kernel]:
+def flash2_backward(N, Nk, d, s, Br, Bc, causal=False, heads=1, acc=F, dq_adders=1) -> list[Kernel]:
     """FlashAttention-2's backward as rungs 5 and 7 run it: the pre-pass (dQ = 0 in an accumulator of `acc` bytes
-    per element, D = rowsum(dO ∘ O)), a block per K/V block j looping over the Q blocks that see it (dQ_i added into
-    the accumulator at L2), then dQ rounded to the storage dtype. `lse_readers`: warpgroups that each read L_i and D_i
-    per step (rung 7: both consumers); `dq_adders`: times each element of dQ_i is added per step (rung 7 at d = 64:
-    each consumer adds its own 64 keys' share of all of dQ_i)."""
+    per element, D = rowsum(dO ∘ O)), a block per K/V block j looping over the Q blocks that see it (Q_i, dO_i,
+    L_i and D_i read once per step; dQ_i added into the accumulator at L2), then dQ rounded to the storage dtype.
+    `dq_adders`: times each element of dQ_i is added per step (1; 2 for rung 7 without SPLIT_DQ, where each
+    consumer warpgroup adds its own 64 keys' share of all of dQ_i)."""
     rows, cols = _sizes(N, Br), _sizes(Nk, Bc)
     rbs = row_blocks(N, Nk, Br, Bc, causal)
     full = [ceil(b.keys_full / Bc) for b in rbs]  # blocks j < full[i] need no mask for Q block i
@@ -91,12 +91,12 @@ def flash2_backward(N, Nk, d, s, Br, Bc, causal=False, heads=1, acc=F, lse_reade
             first = [(("KV", h, j), 2 * s * c * d, "r")]
             for n, i in enumerate(seen_by):
                 r = rows[i]
-                tiles = [(("QdO", h, i), 2 * s * r * d, "r")] + [(("LD", h, i), 2 * F * r, "r")] * lse_readers
+                tiles = [(("QdO", h, i), 2 * s * r * d, "r"), (("LD", h, i), 2 * F * r, "r")]
                 yield (first if n == 0 else []) + tiles + [(("dQacc", h, i), acc * r * d, "rw")] * dq_adders
             yield ([] if seen_by else first) + [(("dKdV", h, j), 2 * s * c * d, "w")]
 
         r0 = rows[seen_by[0]] if seen_by else 0  # K_j, V_j, then Q_i, dO_i, L_i, D_i of the first Q block
-        loads = 2 * s * c * d + (2 * s * r0 * d + lse_readers * 2 * F * r0 if seen_by else 0)
+        loads = 2 * s * c * d + (2 * s * r0 * d + 2 * F * r0 if seen_by else 0)
         added = dq_adders * acc * d * sum(rows[i] for i in seen_by)
         return Block(*work, steps, len(seen_by), loads, 2 * s * c * d, added)
 

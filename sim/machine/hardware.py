@@ -42,9 +42,11 @@ class Hardware:
     fma_per_clock: int = 128  # fp32 add/multiply/FMA results per clock per SM: one elementwise operation each
     smem_per_clock: int = 128  # shared-memory bytes to or from registers per clock per SM: 32 banks × 4 bytes
     launch_seconds: float = 4e-6  # a kernel launch's fixed cost, grid start to first block and last block to end
-    # float32 atomic additions (red.global.add) L2 absorbs, bytes/s, all SMs together: no datasheet gives it, so
-    # 0 (the atomics' term left out) until `python -m gpu.lab.calibrate` measures it
+    # float32 additions L2 absorbs, bytes/s, all SMs together: per element by atomics (red.global.add, rung 5), and
+    # by TMA reduce-adds of whole SRAM tiles (cp.reduce.async.bulk.tensor, rung 7). No datasheet gives either, so
+    # 0 (the term left out) until `python -m gpu.lab.calibrate` measures them
     l2_atomic_bandwidth: float = 0.0
+    l2_reduce_bandwidth: float = 0.0
 
     @property
     def l2_shared_bytes(self) -> int:
@@ -178,14 +180,18 @@ def get(name: str) -> Hardware:
 def calibrated(hw: Hardware, rates: dict) -> Hardware:
     """`hw` with the rates `python -m gpu.lab.calibrate` measured (a recording's "rates"): DRAM and L2 bandwidth,
     MUFU and FMA rates per SM (as per-clock figures at hw's clock), every tensor instruction scaled by the measured
-    over the datasheet fp16 rate, the launch overhead, and (where the recording has it) L2's atomic rate."""
+    over the datasheet fp16 rate, the launch overhead, and (where the recording has them) L2's rates of atomic and
+    of bulk (TMA) reduce-adds."""
     for key in ("dram_read", "l2_read", "exp2_per_sm", "fma_per_sm", "tensor_fp16", "launch_seconds"):
         value = rates.get(key) if isinstance(rates, dict) else None
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
             raise InputError(f"calibration: {key!r} must be a positive number, got {value!r}")
-    atomic = rates.get("l2_atomic", 0.0)  # recordings before run 33 lack it: the atomics' term stays out
-    if isinstance(atomic, bool) or not isinstance(atomic, int | float) or not 0 <= atomic < float("inf"):
-        raise InputError(f"calibration: 'l2_atomic' must be a number ≥ 0, got {atomic!r}")
+    adds = {}
+    for key in ("l2_atomic", "l2_bulk_reduce"):  # older recordings lack them (l2_atomic: before run 33): terms left out
+        value = rates.get(key, 0.0)
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < float("inf"):
+            raise InputError(f"calibration: {key!r} must be a number ≥ 0, got {value!r}")
+        adds[key] = value
     tensor = rates["tensor_fp16"] / hw.peak("fp16")
     return replace(
         hw,
@@ -196,5 +202,6 @@ def calibrated(hw: Hardware, rates: dict) -> Hardware:
         fma_per_clock=rates["fma_per_sm"] / hw.clock_hz,
         tensor_per_clock={k: v * tensor for k, v in hw.tensor_per_clock.items()},
         launch_seconds=rates["launch_seconds"],
-        l2_atomic_bandwidth=atomic,
+        l2_atomic_bandwidth=adds["l2_atomic"],
+        l2_reduce_bandwidth=adds["l2_bulk_reduce"],
     )

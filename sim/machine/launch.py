@@ -24,9 +24,8 @@ class Launch:
     padded_rows: bool = False  # tiles copied into SRAM rows padded by 16 bytes (see l2_to_sm in sim.machine.l2)
     smem_per_tile: int = 0  # shared-memory bytes its warps load into registers (ldmatrix) per Br × Bc tile pair;
     # 0 where the tensor cores read SRAM themselves (wgmma) or the kernel is not known
-    lse_readers: int = 1  # backward: warpgroups that each read L_i and D_i per step (sim.machine.grids)
     dq_adders: int = 1  # backward: times each element of dQ_i is added into the accumulator per step
-    waits_on_l2: bool = False  # each step waits for a load from L2 (not prefetched): atomics then add in series
+    dq_bulk: bool = False  # backward: dQ_i added by TMA reduce-adds of whole SRAM tiles (rung 7), not per-element atomics
 
     def describe(self) -> str:
         return f"{self.threads} threads, {self.smem_bytes} B shared, {self.registers} registers, {self.instruction}"

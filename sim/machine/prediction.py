@@ -14,7 +14,7 @@ from sim.machine import grids, iomodel
 from sim.machine.hardware import Hardware
 from sim.machine.l2 import Traffic, l2_to_sm, play
 from sim.machine.launch import Launch, slots
-from sim.machine.timing import ATOMICS, Time, kernel_time
+from sim.machine.timing import ATOMICS, REDUCES, Time, kernel_time
 
 EXACT_HEADS = 16
 MOST_STEPS = 2_000_000  # block-steps the L2 is played for at most (a few seconds of Python)
@@ -80,25 +80,25 @@ class Prediction:
         }
 
     def terms(self) -> dict[str, float]:
-        """Each resource's time summed over the kernels, and the launch overheads (the atomics only where there are
-        some and a rate to charge them at)."""
+        """Each resource's time summed over the kernels, and the launch overheads (dQ's additions only where there
+        are some and a rate to charge them at)."""
         out: dict[str, float] = {}
         for k in self.kernels:
             for name, t in k.time.terms.items():
                 out[name] = out.get(name, 0.0) + t
-        if not out.get(ATOMICS):
-            out.pop(ATOMICS, None)
+        for adds in (ATOMICS, REDUCES):
+            if not out.get(adds):
+                out.pop(adds, None)
         return out | {"launch": sum(k.time.launch for k in self.kernels)}
 
 
 def kernels_of(algorithm: str, N, Nk, d, s, Br, Bc, causal, heads, backward=False, launch=None) -> list[grids.Kernel]:
-    """The grids of `algorithm`'s forward (or backward, as `launch` reads L_i, D_i and adds dQ_i) kernels."""
+    """The grids of `algorithm`'s forward (or backward, as `launch` adds dQ_i) kernels."""
     shape = (N, Nk, d, s, Br, Bc, causal, heads)
     if backward:
         if algorithm != "flash2":
             raise InputError(f"prediction: the L2 and time model covers flash2's backward only, not {algorithm!r}'s")
-        readers, adders = (launch.lse_readers, launch.dq_adders) if launch else (1, 1)
-        return grids.flash2_backward(*shape, lse_readers=readers, dq_adders=adders)
+        return grids.flash2_backward(*shape, dq_adders=launch.dq_adders if launch else 1)
     if algorithm == "flash2":
         return [grids.flash2_forward(*shape)]
     if algorithm == "standard":

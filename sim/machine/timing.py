@@ -20,16 +20,19 @@ Exposed work, in series with a block's matmuls:
            only where the block has its SM alone: a second resident block computes meanwhile. The latency of a
            first request is not modelled (gpu/NOTES.md run 33: at N = 1024, where a block makes 8 steps, rung 6
            is ×0.84–1.02 of ncu's time with this term, ×0.64–0.88 without).
-  atomics  dQ_i's float32 additions (`Block.atomics`) at the rate L2 absorbs them (`Hardware.l2_atomic_bandwidth`,
-           measured by gpu/lab/calibrate.py; left out while it is 0). Like DRAM and L2 traffic they drain while
-           the SMs compute — unless every step of the kernel waits for an L2 round trip (`Launch.waits_on_l2`:
-           rung 7 reads L_i, D_i with plain loads inside each step), which then queues behind them: the block's
-           atomics at the SM's share of that rate join its time in series (our reading of run 33: rung 7 is
-           ×1.04–1.28 of ncu's time so, ×0.56–0.82 with its atomics beside the compute; rung 5 the other way round).
+Beside the compute (asynchronous):
+  dQ adds  dQ_i's float32 additions into its accumulator (`Block.atomics`), done by L2: rung 5 adds each element
+           with red.global.add ("dQ atomics", at `Hardware.l2_atomic_bandwidth`), rung 7 adds whole SRAM tiles with
+           TMA reduce-adds ("dQ reduce-adds", at `Hardware.l2_reduce_bandwidth`); gpu/lab/calibrate.py measures
+           both in the kernels' own patterns, and each term is left out while its rate is 0 (no datasheet gives
+           either). Like DRAM and L2 traffic they drain while the SMs compute: neither kernel waits inside its loop
+           for an addition to land (rung 5's `red` returns nothing; rung 7's issuing thread waits only, a step
+           later, for the TMA unit to have read its SRAM tile; L_i, D_i arrive by bulk copy with Q_i, dO_i, stages
+           ahead: 07_flash2_backward_wgmma.cu, "loads" and "dQ").
 Blocks start in launch order on the slot that frees first: equal blocks run in ⌈blocks / slots⌉ waves, and a
 last partial wave costs a whole block's time. DRAM and L2 traffic overlap the compute (copies are asynchronous):
 the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM bandwidth, L2 bytes / L2 bandwidth
-(and the atomics, where they overlap). A call from the host costs at least its host work: see `per_call`.
+and dQ's additions / their rate. A call from the host costs at least its host work: see `per_call`.
 """
 
 import heapq
@@ -41,7 +44,7 @@ from sim.machine.launch import Launch, blocks_per_sm
 
 TENSOR, SMEM, MUFU, FMA = "tensor", "SRAM → registers", "MUFU (exp)", "FMA"
 DRAM, L2, LAUNCH = "DRAM", "L2", "launch"
-FILL, ATOMICS = "first loads, last stores", "dQ atomics"
+FILL, ATOMICS, REDUCES = "first loads, last stores", "dQ atomics", "dQ reduce-adds"
 PIPES = (TENSOR, SMEM, MUFU, FMA)  # the SMs' units, as ncu names its busiest pipe
 
 
@@ -51,27 +54,27 @@ class Time:
 
     seconds: float
     compute: float  # the SMs: blocks of tensor + SRAM + max(MUFU, FMA) + exposed work, in waves
-    terms: dict[str, float]  # tensor, SRAM, MUFU, FMA, fill, atomics (in waves, or chip-wide), DRAM, L2
+    terms: dict[str, float]  # tensor, SRAM, MUFU, FMA, fill (in waves); dQ's additions, DRAM, L2 (chip-wide)
     launch: float
     waves: float  # blocks / slots (SMs × blocks resident on each)
     instruction: str
-    atomics_overlap: bool = True  # the atomics drain beside the compute (else they are part of it)
+    adds: str = ATOMICS  # how dQ is added (ATOMICS or REDUCES): the name of that term
 
     @property
     def bound(self) -> str:
-        """The resource that sets the time: the launch if it outlasts the rest, DRAM, L2 or the atomics if one is
-        slower than the SMs, else the largest part of the SMs' work (a pipe, or the atomics where in series)."""
+        """The resource that sets the time: the launch if it outlasts the rest, DRAM, L2 or dQ's additions if one is
+        slower than the SMs, else the largest part of the SMs' work (a pipe)."""
         memory = max(self.memory, key=self.terms.__getitem__)
         if self.launch > max(self.compute, self.terms[memory]):
             return LAUNCH
         if self.terms[memory] >= self.compute:
             return memory
-        return max(PIPES if self.atomics_overlap else (*PIPES, ATOMICS), key=self.terms.__getitem__)
+        return max(PIPES, key=self.terms.__getitem__)
 
     @property
     def memory(self) -> tuple[str, ...]:
         """The terms that run beside the SMs' compute."""
-        return (DRAM, L2, ATOMICS) if self.atomics_overlap else (DRAM, L2)
+        return (DRAM, L2, self.adds)
 
     @property
     def overlapped(self) -> float:
@@ -99,13 +102,12 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
     smem = per_sm * launch.smem_per_tile / (hw.smem_per_clock * hw.clock_hz)  # seconds per tile pair
     first = (per_sm == 1) * hw.sm_count / hw.hbm_bandwidth  # seconds per byte of a first load, on an SM alone
     last = (per_sm == 1) * hw.sm_count / hw.l2_bandwidth if hw.l2_bandwidth else 0.0
-    rate = hw.l2_atomic_bandwidth
-    added = hw.sm_count / rate if rate and launch.waits_on_l2 else 0.0  # seconds per byte added, in series
-    atomics = sum(b.atomics for b in blocks)
+    adds, rate = (REDUCES, hw.l2_reduce_bandwidth) if launch.dq_bulk else (ATOMICS, hw.l2_atomic_bandwidth)
+    added = sum(b.atomics for b in blocks)
 
     def block(b: Block) -> float:
         sm = b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma)
-        return sm + b.prologue * first + b.epilogue * last + b.atomics * added
+        return sm + b.prologue * first + b.epilogue * last
 
     terms = {
         TENSOR: makespan([b.flops * tensor for b in blocks], slots),
@@ -113,15 +115,13 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
         MUFU: makespan([b.exps * mufu for b in blocks], slots),
         FMA: makespan([b.elementwise * fma for b in blocks], slots),
         FILL: makespan([b.prologue * first + b.epilogue * last for b in blocks], slots),
-        ATOMICS: makespan([b.atomics * added for b in blocks], slots) if added else (atomics / rate if rate else 0.0),
+        adds: added / rate if rate else 0.0,
         DRAM: dram_bytes / hw.hbm_bandwidth,
         L2: l2_bytes / hw.l2_bandwidth if hw.l2_bandwidth else 0.0,
     }
     compute = makespan([block(b) for b in blocks], slots)
-    overlap = not added
-    beside = (DRAM, L2, ATOMICS) if overlap else (DRAM, L2)
-    seconds = hw.launch_seconds + max(compute, *(terms[k] for k in beside))
-    return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, overlap)
+    seconds = hw.launch_seconds + max(compute, terms[DRAM], terms[L2], terms[adds])
+    return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, adds)
 
 
 def per_call(device_seconds: float, host_seconds: float) -> float:
