@@ -8,7 +8,11 @@ Each rate is the median of CUDA-event timings of one small kernel that does noth
   tensor      fp16 FLOP/s of cuBLAS on 8192³ (wgmma on Hopper): the tensor rate a kernel can reach;
   launch      seconds per launch of an empty kernel, launched back to back;
   l2_atomic   bytes/s of float32 additions L2 absorbs: red.global.add.v2.f32 into a 16 MiB buffer (it stays in
-              L2) 16 times, each warp's lanes on 8 rows × 32 bytes as the backward rungs add dQ_i;
+              L2) 16 times, each warp's lanes on 8 rows × 32 bytes as rung 5 adds dQ_i;
+  l2_bulk_reduce  bytes/s of float32 additions by TMA reduce-adds (cp.reduce.async.bulk.tensor, sm_90a only: 0
+              elsewhere) into the same 16 MiB, 16 times, as rung 7 adds dQ_i: one thread per warpgroup adds its
+              (64, 64) float32 SRAM tile in two (64, 32) boxes of 128-byte swizzled rows, through rung 7's own
+              tensor map (gpu.tma.accumulator_map), every SM's two warpgroups at once;
   host        seconds of host work per public call (`host_seconds`, "forward 6", "backward 7", …): the call timed
               back to back on a shape whose kernels take a few µs (1 × 1 heads, N = 128, d = 64, fp16), so the
               host's checks, allocations and launches set the pace.
@@ -68,6 +72,35 @@ extern "C" __global__ void adds(float* acc, int rows, int reps) {
         }
 }
 """
+REDUCE_SOURCE = r"""
+typedef unsigned int u32;
+struct __align__(64) TensorMap { unsigned long long opaque[16]; };  // CUtensorMap, as in hopper.cuh
+// as reduce_dq in 07_flash2_backward_wgmma.cu: each warpgroup's thread 0 adds its (64, 64) float32 tile from SRAM
+// into the accumulator (planes, rows, 128), two (64, 32) boxes per tile, tiles taken in turn by every warpgroup
+extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int planes, int rows, int reps) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const u32 base = ((u32)__cvta_generic_to_shared(smem) + 1023) & ~1023u, wg = threadIdx.x / 128;
+    const u32 tile = base + wg * 64 * 64 * 4;
+    for (int e = threadIdx.x % 128; e < 64 * 64; e += 128)
+        asm volatile("st.shared.f32 [%0], %1;" ::"r"(tile + 4 * e), "f"(1.f) : "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    __syncthreads();
+    if (threadIdx.x % 128 != 0) return;
+    const int tiles = planes * (rows / 64) * 2, wgs = gridDim.x * (blockDim.x / 128);
+    for (int r = 0; r < reps; ++r)
+        for (int w = blockIdx.x * (blockDim.x / 128) + wg; w < tiles; w += wgs) {
+            const int half = w % 2, row = (w / 2) % (rows / 64) * 64, plane = w / 2 / (rows / 64);
+            for (int b = 0; b < 2; ++b)
+                asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.bulk_group [%0, {%2, %3, %4}], [%1];"
+                             ::"l"((unsigned long long)&map), "r"(tile + b * 64 * 128), "r"(64 * half + 32 * b),
+                             "r"(row), "r"(plane) : "memory");
+            asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+            asm volatile("cp.async.bulk.wait_group.read 4;" ::: "memory");  // a few tiles in flight, as SRAM allows
+        }
+    asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // every addition done before SRAM is released
+}
+"""
+REDUCE_SMEM = 1024 + 2 * 64 * 64 * 4  # alignment for the swizzle, two warpgroups' (64, 64) float32 tiles
 HOST_SHAPE = {"batch": 1, "heads": 1, "n": 128, "d": 64}  # kernels of a few µs: the host's work shows
 
 
@@ -107,6 +140,7 @@ def calibrate() -> dict:
 
     return {
         "l2_atomic": acc.nbytes * reps / (added_ms / 1e3),
+        "l2_bulk_reduce": bulk_reduce_rate(acc.reshape(1, 32, -1, 128), reps) if device.capability() == "9.0" else 0.0,
         "dram_read": read_rate(2 << 30, 1),
         "l2_read": read_rate(16 << 20, 64),
         "exp2_per_sm": per_sm(exps, 4096, 8),
@@ -114,6 +148,21 @@ def calibrate() -> dict:
         "tensor_fp16": 2 * 8192**3 / (tensor_ms / 1e3),
         "launch_seconds": timing.median_ms(many_empty) / 1e3 / launches,
     }
+
+
+def bulk_reduce_rate(acc, reps: int) -> float:
+    """Bytes/s TMA reduce-adds add into `acc` (1, planes, rows, 128) float32, resident in L2, `reps` times over."""
+    from gpu import device, tma
+    from gpu.lab import timing
+
+    cupy = device.require()
+    fn = cupy.RawModule(code=REDUCE_SOURCE, options=("--std=c++17", "-arch=sm_90a")).get_function("reduces")
+    fn.max_dynamic_shared_size_bytes = REDUCE_SMEM
+    _, planes, rows, _ = acc.shape
+    args = (tma.accumulator_map(acc, 64), cupy.int32(planes), cupy.int32(rows), cupy.int32(reps))
+    sms = device.properties()["sm_count"]
+    ms = timing.median_ms(lambda: fn((sms,), (256,), args, shared_mem=REDUCE_SMEM))
+    return acc.nbytes * reps / (ms / 1e3)
 
 
 def host_seconds() -> dict[str, float]:
@@ -137,20 +186,31 @@ def host_seconds() -> dict[str, float]:
     return {name: timing.median_ms(fn) / 1e3 for name, fn in calls.items()}
 
 
+USAGE = "usage: python -m gpu.lab.calibrate OUT.json (on a GPU)"
+
+
 def main(argv=None) -> None:
+    from gpu import device
     from gpu.lab import results
 
     args = sys.argv[1:] if argv is None else argv
-    if len(args) != 1:
-        sys.exit("usage: python -m gpu.lab.calibrate OUT.json")
+    if args[:1] in (["--help"], ["-h"]):
+        print(USAGE)
+        return
+    if len(args) != 1 or args[0].startswith("-"):
+        print(USAGE, file=sys.stderr)
+        sys.exit(2)
     path = args[0]
-    record = {
-        "kind": "calibration",
-        "env": results.environment(f"python -m gpu.lab.calibrate {path}"),
-        "rates": calibrate(),
-        "host_shape": HOST_SHAPE,
-        "host_seconds": host_seconds(),
-    }
+    try:
+        record = {
+            "kind": "calibration",
+            "env": results.environment(f"python -m gpu.lab.calibrate {path}"),
+            "rates": calibrate(),
+            "host_shape": HOST_SHAPE,
+            "host_seconds": host_seconds(),
+        }
+    except device.GPUUnavailableError as e:
+        sys.exit(f"calibrate: {e}")
     Path(path).write_text(json.dumps(record, indent=1))
     print(json.dumps({"rates": record["rates"], "host_seconds": record["host_seconds"]}, indent=1))
 

@@ -25,7 +25,7 @@ class Launch:
     smem_per_tile: int = 0  # shared-memory bytes its warps load into registers (ldmatrix) per Br × Bc tile pair;
     # 0 where the tensor cores read SRAM themselves (wgmma) or the kernel is not known
     dq_adders: int = 1  # backward: times each element of dQ_i is added into the accumulator per step
-    dq_bulk: bool = False  # backward: dQ_i added by TMA reduce-adds of whole SRAM tiles (rung 7), not per-element atomics
+    dq_bulk: bool = False  # backward: dQ_i added by TMA reduce-adds of SRAM tiles (rung 7), not atomics
 
     def describe(self) -> str:
         return f"{self.threads} threads, {self.smem_bytes} B shared, {self.registers} registers, {self.instruction}"

@@ -1,0 +1,56 @@
+"""gpu.lab.calibrate without a GPU: its command line, and its microbenchmarks compile for the targets they run on
+(`nvcc -ptx`: sm_80 and sm_90 for the portable ones, sm_90a for the TMA reduce-adds, which must issue them)."""
+
+import subprocess
+import sys
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpu.lab import calibrate
+from tests.test_kernels_compile import NVCC
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, "-m", "gpu.lab.calibrate", *args], capture_output=True, text=True)
+
+
+def test_help_and_usage():
+    assert _run("--help").returncode == 0 and _run("--help").stdout.strip() == calibrate.USAGE
+    bad = _run()
+    assert bad.returncode == 2 and bad.stderr.strip() == calibrate.USAGE
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.lists(st.text(min_size=1), min_size=2, max_size=3)
+    | st.just([])
+    | st.text(min_size=1).filter(lambda s: s not in ("h", "-help")).map(lambda s: ["-" + s])
+)
+def test_wrong_arguments_get_the_usage_line_and_exit_2(args):
+    with pytest.raises(SystemExit) as e:
+        calibrate.main(args)
+    assert e.value.code == 2
+
+
+@pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine")
+@pytest.mark.parametrize(
+    ("code", "arch", "instruction"),
+    [
+        (calibrate.SOURCE, "sm_80", "atom.global.add.f32"),  # atomicAdd below sm_90
+        (calibrate.SOURCE, "sm_90", "red.global.add.v2.f32"),
+        (calibrate.REDUCE_SOURCE, "sm_90a", "cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.bulk_group"),
+    ],
+)
+def test_microbenchmarks_compile(tmp_path, code, arch, instruction):
+    cu = tmp_path / "bench.cu"
+    cu.write_text(code)
+    out = subprocess.run(
+        [NVCC, "-ptx", f"-arch={arch}", "-std=c++17", str(cu), "-o", str(tmp_path / "bench.ptx")],
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    ptx = (tmp_path / "bench.ptx").read_text()
+    assert instruction in ptx
