@@ -34,9 +34,11 @@ WAVEFRONT = 128  # bytes of one shared-memory access by a warp (a 32-bit load or
 
 
 def smem_per_tile(spec: KernelSpec, d: int, t: Tiles) -> int:
-    """Shared-memory bytes an mma.sync rung's warps move to or from registers per Br × Bc tile pair, counted from
-    its loops (the kernels' comments name each operand); 0 for rung 6 (wgmma reads SRAM itself) and the
-    readable rungs (not counted)."""
+    """Shared-memory bytes a rung's warps move to or from registers per Br × Bc tile pair, counted from its loops
+    (the kernels' comments name each operand): the mma.sync rungs' operand loads; rung 7's loads and stores beside
+    wgmma (which reads its operands itself); 0 for rung 6 and the readable rungs (not counted)."""
+    if spec.tma and spec.direction == "backward":
+        return backward_wgmma_smem(d, t)
     if not spec.tensor_cores or spec.tma:
         return 0
     k = padded_dims(d)[1] // 16  # 16-wide k-steps over d (and 16-column pairs of O_i, dK_j, dV_j, dQ_i)
@@ -51,6 +53,19 @@ def smem_per_tile(spec: KernelSpec, d: int, t: Tiles) -> int:
     groups, mt = (warps // qm, 1) if warps >= qm else (1, qm // warps)
     loads = 2 * k * (1 + br // 16) + 2 * (br // 16) * k + mt * (bc // 16) * (1 + -(-k // groups))
     return warps * (loads * LDMATRIX_X4 + (2 * (br // 8) * 4 + 2 * (br // 8)) * WAVEFRONT)
+
+
+def backward_wgmma_smem(d: int, t: Tiles) -> int:
+    """Rung 7, per Q block step, each consumer warp (07_flash2_backward_wgmma.cu; the instruction counts are its
+    PTX's, `nvcc -ptx -arch=sm_90a`, one wavefront of 128 bytes each unless said): L_i·log2 e and D_i for line 11
+    and 14, Br / 4 scalar loads and Br / 8 two-float loads (a warp's lanes read 4 or 8 neighbouring floats: one
+    wavefront); dS_ij into SRAM, Br / 2 16-bit stores (8 keys × 4 queries a warp, in 4 rows' distinct swizzled
+    16-byte chunks: one wavefront); its dQ products, 2 · DQ_COLS / 8 two-float stores each (256 bytes: two)."""
+    br, warps = t.block_rows, t.warps - 4  # the consumer warps (warpgroup 0 only issues copies)
+    dq_cols = d if br == 128 else d // 2 if t.split_dq else 64  # as DQ_COLS, DQ_PIECES in the kernel
+    pieces = 1 if t.split_dq else d // 64
+    wavefronts = br // 4 + br // 8 + br // 2 + pieces * (dq_cols // 4) * 2
+    return warps * wavefronts * WAVEFRONT
 
 
 def rung_prediction(

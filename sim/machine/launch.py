@@ -22,8 +22,8 @@ class Launch:
     registers: int  # 32-bit registers per thread
     instruction: str = "mma.sync"  # "wgmma", "mma.sync" or "fma" (fp32 on the CUDA cores)
     padded_rows: bool = False  # tiles copied into SRAM rows padded by 16 bytes (see l2_to_sm in sim.machine.l2)
-    smem_per_tile: int = 0  # shared-memory bytes its warps load into registers (ldmatrix) per Br × Bc tile pair;
-    # 0 where the tensor cores read SRAM themselves (wgmma) or the kernel is not known
+    smem_per_tile: int = 0  # shared-memory bytes its warps move to or from registers per Br × Bc tile pair (ldmatrix;
+    # rung 7: L_i, D_i, dS_ij, dQ_i beside wgmma); 0 where the kernel is not counted
     dq_adders: int = 1  # backward: times each element of dQ_i is added into the accumulator per step
     dq_bulk: bool = False  # backward: dQ_i added by TMA reduce-adds of SRAM tiles (rung 7), not atomics
 

@@ -4,8 +4,10 @@ Each thread block's work runs on its SM's units, shared with the other blocks re
   tensor   matmul FLOPs at the rate of the instruction the kernel uses (wgmma or mma.sync; fp32 on the FMA pipe);
   MUFU     exponentials on the special-function unit;
   FMA      every other elementwise operation, one fp32 add/multiply/FMA each;
-  SRAM     the bytes an mma.sync kernel's warps load from shared memory into registers (ldmatrix) for its MMAs,
-           128 bytes per clock (`Launch.smem_per_tile`; wgmma reads its operands itself, inside the tensor rate).
+  SRAM     the bytes a kernel's warps move between shared memory and registers, 128 bytes per clock
+           (`Launch.smem_per_tile`): an mma.sync kernel's operand loads (ldmatrix); rung 7's loads of L_i, D_i and
+           stores of dS_ij and dQ_i's products beside its matmuls (wgmma reads its operands itself, inside the
+           tensor rate; the TMA unit's copies are not counted).
 Assumption (from ncu on rung 6, gpu/NOTES.md run 17: tensor pipe 52% / 71% busy, MUFU 54% / 37% at d = 64 / 128,
 adding to ~1.05): a block's matmuls, its operand loads and its softmax follow one another, so a block takes
 tensor + SRAM + max(MUFU, FMA) (the MUFU and FMA pipes do overlap each other). The SRAM term came from run 21:
