@@ -63,3 +63,14 @@ def test_reduce_adds_bound_only_when_slower_than_the_sms():
     fast = predict("flash2", 4096, 4096, 128, 2, 64, 128, False, 16, H100, launch, backward=True)
     assert "dQ reduce-adds" not in fast.terms()  # no rate in the datasheet preset: left out
     assert fast.kernels[1].time.bound == "tensor"
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_dq_bytes_added_are_what_ncu_counted_in_run_32(d):
+    # 16k tokens at N = 4096: 4 × (2048 / d) heads; every one of the 32 K/V blocks adds τ dS_ij K_j into all of dQ
+    # once (SPLIT_DQ at both d): 32 × 4096 × d × 4 bytes a head = 2³² bytes in all, at both d. ncu counted
+    # 201,326,592 L2 reduction sectors at both d (gpu/NOTES.md run 32): 1.5 × 2³² / 32, the counter's 1.5 of run 33
+    heads = 4 * 2048 // d
+    tiles = SEVEN.default_tiles(d)
+    p = predict("flash2", 4096, 4096, d, 2, tiles.block_rows, 128, False, heads, H100, launch_of(SEVEN, d), True)
+    assert sum(k.traffic.reduced for k in p.kernels) == 32 * 4096 * d * 4 * heads == 2**32
