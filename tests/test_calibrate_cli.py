@@ -1,5 +1,5 @@
-"""gpu.lab.calibrate without a GPU: its command line, and its microbenchmarks compile for the targets they run on
-(`nvcc -ptx`: sm_80 and sm_90 for the portable ones, sm_90a for the TMA reduce-adds, which must issue them)."""
+"""gpu.lab.calibrate (and check_model measure) without a GPU: the command lines, and the microbenchmarks compile for
+the targets they run on (`nvcc -ptx`: sm_80 and sm_90 for the portable ones, sm_90a for the TMA reduce-adds)."""
 
 import subprocess
 import sys
@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import gpu
 from gpu.lab import calibrate
 from tests.test_kernels_compile import NVCC
 
@@ -54,3 +55,12 @@ def test_microbenchmarks_compile(tmp_path, code, arch, instruction):
     assert out.returncode == 0, out.stderr[-2000:]
     ptx = (tmp_path / "bench.ptx").read_text()
     assert instruction in ptx
+
+
+@pytest.mark.skipif(gpu.available()[0], reason="a GPU is here: the commands would measure")
+@pytest.mark.parametrize("module", ["gpu.lab.calibrate", "gpu.lab.check_model measure"])
+def test_without_a_gpu_the_measuring_commands_say_so_in_one_line(tmp_path, module):
+    out = subprocess.run([sys.executable, "-m", *module.split(), str(tmp_path / "out.json")], capture_output=True,
+                         text=True)  # fmt: skip
+    assert out.returncode == 1 and len(out.stderr.strip().splitlines()) == 1
+    assert "needs CuPy and an NVIDIA GPU" in out.stderr and not (tmp_path / "out.json").exists()

@@ -143,7 +143,12 @@ def main(argv=None) -> None:
     if argv[:1] == ["profiled"]:
         run_all(True)
     elif len(argv) == 2 and argv[0] == "measure":
-        measure(argv[1])
+        from gpu import device
+
+        try:
+            measure(argv[1])
+        except device.GPUUnavailableError as e:
+            sys.exit(f"check_model: {e}")
     elif 2 <= len(argv) <= 4 and argv[0] == "report":
         report(*argv[1:])
     else:
