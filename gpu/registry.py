@@ -36,7 +36,7 @@ class KernelSpec:
     arch: str | None = None  # the one target it compiles for ("sm_90a"), None: any the device has (sm_80 and up)
     head_dims: tuple[int, ...] | None = None  # the head dims it takes; None: every d up to 128
     tma: bool = False  # takes tensor maps of Q, K, V (gpu/tma.py) instead of their pointers
-    variants: bool = False  # forward: takes GQA, window, ALiBi, softcap and packed batches (gpu/variants.py)
+    variants: bool = False  # takes GQA, window, ALiBi, softcap and packed batches (gpu/variants.py)
 
     def row(self, d: int) -> int:
         """Elements per row of Q, K, V (and O, dO, dQ, dK, dV) in device memory for head dim d."""
@@ -105,7 +105,8 @@ BACKWARD = {
                     default_tiles=geometry.readable_tiles, defines_of=geometry.readable_defines,
                     smem_of=geometry.backward_readable_smem),
     5: _backward(5, "05_flash2_backward_tensorcore.cu", "v2", dtypes=HALF, tensor_cores=True,
-                    default_tiles=geometry.backward_tc_tiles, defines_of=geometry.backward_tc_defines, smem_of=geometry.backward_tc_smem),
+                    default_tiles=geometry.backward_tc_tiles, defines_of=geometry.backward_tc_defines, smem_of=geometry.backward_tc_smem,
+                    variants=True),
     7: _backward(7, "07_flash2_backward_wgmma.cu", "wgmma", dtypes=HALF, tensor_cores=True,
                        default_tiles=geometry.backward_wg_tiles, defines_of=geometry.backward_wg_defines, smem_of=geometry.backward_wg_smem,
                        arch="sm_90a", head_dims=(64, 128), tma=True),
@@ -113,6 +114,7 @@ BACKWARD = {
 DEFAULT_BACKWARD = 5  # the default on every GPU, and for every head dim …
 HOPPER_BACKWARD = 7  # … except on sm_90 at the head dims where rung 7 measured faster than rung 5
 HOPPER_BACKWARD_DIMS = (64, 128)  # run 32: +28 … +66% over rung 5 at d = 64, +43 … +84% at d = 128
+# A call with a variant (GQA, window, ALiBi, softcap, packed) runs the default rung 5 everywhere: rung 7 takes none
 
 # -- decode: Flash-Decoding over a contiguous or paged K/V cache (gpu/decoding.py) ----------------------------------
 
@@ -159,10 +161,12 @@ def forward(kernel: int | str | None, d: int | None = None, cc: str | None = Non
     return _pick("forward", FORWARD, kernel)
 
 
-def backward(kernel: int | str | None, d: int | None = None, cc: str | None = None) -> KernelSpec:
+def backward(kernel: int | str | None, d: int | None = None, cc: str | None = None, *, variant=False) -> KernelSpec:
     """The backward rung `kernel` (4, 5 or 7), or InputError naming them. None: the default for head dim d on a
     device of compute capability cc (rung 7 on sm_90 at the head dims in HOPPER_BACKWARD_DIMS, else rung 5);
-    without d and cc, rung 5."""
+    without d and cc, or for a call with a `variant`, rung 5 (the one that takes them)."""
+    if kernel is None and variant:
+        kernel = DEFAULT_BACKWARD
     if kernel is None:
         fast = BACKWARD[HOPPER_BACKWARD]
         picked = d in HOPPER_BACKWARD_DIMS and cc is not None and fast.fits(d, cc) is None
