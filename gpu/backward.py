@@ -87,7 +87,9 @@ def check_packed_backward(q, o, lse, do) -> None:
         if not x.flags.c_contiguous or x.device != q.device:
             raise InputError(f"{arg}: must be C-contiguous and on q's device")
     if not isinstance(lse, cupy.ndarray) or lse.dtype != cupy.float32 or lse.shape != q.shape[:2]:
-        raise InputError(f"lse: expected float32 shaped {tuple(q.shape[:2])} (total_q, Hq), as flash_attention returned it")
+        raise InputError(
+            f"lse: expected float32 shaped {tuple(q.shape[:2])} (total_q, Hq), as flash_attention returned it"
+        )
     if lse.device != q.device:
         raise InputError("lse: must be on q's device")
 
@@ -142,8 +144,8 @@ def launch(
     q, k, v, o, lse, do = ins
     D, dq_acc, *blocks = work
     dq, dk, dv = outs
-    rows_p = dataclasses.replace(p, batch=1, heads=1, n=D.size)  # the pre-pass sees D's rows, in o's order
-    prepass(rows_p if variant.packed else p, row, o, do, lse, D, dq_acc, blocks[0] if blocks else None)
+    rows = dataclasses.replace(p, batch=1, heads=1, n=D.size) if variant.packed else p  # packed: D's rows, o's order
+    prepass(rows, row, o, do, lse, D, dq_acc, blocks[0] if blocks else None)
     smem = spec.smem(p.d, tiles)
     if spec.tma:  # rung 7: Q_i and dO_i in boxes of Br rows, K_j and V_j of Bc, dQ_i reduced in boxes of 64 rows
         defines = spec.defines(p.d, p.dtype, tiles) | {"DETERMINISTIC": int(len(blocks) == 2)}
