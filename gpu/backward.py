@@ -99,11 +99,11 @@ def resolve(kernel, d: int, variant: variants.Variant = PLAIN) -> registry.Kerne
     InputError saying why), or the default (without a GPU: the default anywhere, rung 5; with a variant, rung 5)."""
     cc = device.capability() if device.available()[0] else None
     spec = registry.backward(kernel, d, cc, variant=not variant.plain)
+    if not variant.plain and not spec.variants:
+        raise InputError(f"kernel: {spec.name} takes no variant (GQA, window, ALiBi, softcap, packed); rung 5 does")
     why = cc and spec.fits(d, cc)
     if why:
         raise InputError(f"kernel: {why}")
-    if not variant.plain and not spec.variants:
-        raise InputError(f"kernel: {spec.name} takes no variant (GQA, window, ALiBi, softcap, packed); rung 5 does")
     return spec
 
 
