@@ -59,7 +59,7 @@ def flash_attention_backward(
     variant = variants.check(p, kv_heads, window=window, alibi_slopes=alibi_slopes, softcap=softcap, packed=cu)
     spec = resolve(kernel, p.d, variant)
     tiles = spec.tiles(p.d, tiles)
-    check_deterministic(spec, tiles, deterministic)
+    check_deterministic(spec, tiles, deterministic, variant)
     row = spec.row(p.d)
     rows = q.shape[:2] if packed else None  # the pre-pass's rows: (total_q, Hq) packed
     with q.device:
@@ -96,19 +96,20 @@ def check_packed_backward(q, o, lse, do) -> None:
 
 def resolve(kernel, d: int, variant: variants.Variant = PLAIN) -> registry.KernelSpec:
     """The backward kernel for head dim d on this GPU: `kernel` if it runs here and takes the call's variant (else
-    InputError saying why), or the default (without a GPU: the default anywhere, rung 5; with a variant, rung 5)."""
+    InputError saying why), or the default for d and the variant on this GPU (registry.backward; without a GPU, rung 5)."""
     cc = device.capability() if device.available()[0] else None
-    spec = registry.backward(kernel, d, cc, variant=not variant.plain)
-    if not variant.plain and not spec.variants:
-        raise InputError(f"kernel: {spec.name} takes no variant (GQA, window, ALiBi, softcap, packed); rung 5 does")
+    spec = registry.backward(kernel, d, cc, variant.kinds)
+    missing = [kind for kind in variant.kinds if kind not in spec.variants]
+    if missing:
+        raise InputError(f"kernel: {spec.name} does not take {', '.join(missing)} (rung 5 takes every variant)")
     why = cc and spec.fits(d, cc)
     if why:
         raise InputError(f"kernel: {why}")
     return spec
 
 
-def check_deterministic(spec: registry.KernelSpec, tiles, deterministic) -> None:
-    """InputError unless `deterministic` is a bool that this kernel and tiling can honour."""
+def check_deterministic(spec: registry.KernelSpec, tiles, deterministic, variant: variants.Variant = PLAIN) -> None:
+    """InputError unless `deterministic` is a bool that this kernel, tiling and variant can honour."""
     if not isinstance(deterministic, bool):
         raise InputError(f"deterministic: expected True or False, got {deterministic!r}")
     if deterministic and not spec.tma:
@@ -117,6 +118,8 @@ def check_deterministic(spec: registry.KernelSpec, tiles, deterministic) -> None
         )
     if deterministic and tiles.dq_atomics:
         raise InputError("deterministic: needs rung 7's TMA reduce-adds, not tiles with dq_atomics")
+    if deterministic and variant.window is not None:
+        raise InputError("deterministic: not with a window (rung 7's turns assume every K/V block before j sees Q_i)")
 
 
 def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool = False, rows=None) -> list[tuple]:
@@ -139,16 +142,16 @@ def launch(
 ) -> None:  # fmt: skip
     """The three launches on prepared arrays: ins = (q, k, v, o, lse, do) with rows of `row` elements, work as
     `workspace` lists it (deterministic when it holds the counters), outs = (dq, dk, dv), all allocated by the
-    caller (the autograd path allocates them in PyTorch). A variant (rung 5) adds its #defines and arguments, and
-    one thread block per K/V block of each K/V head: grid (Tc, B·Hkv), packed (Tc of the longest, Hkv, B)."""
+    caller (the autograd path allocates them in PyTorch). A variant adds its #defines and arguments, and one thread
+    block per K/V block of each K/V head: grid (Tc, B·Hkv), packed (Tc of the longest, Hkv, B)."""
     q, k, v, o, lse, do = ins
     D, dq_acc, *blocks = work
     dq, dk, dv = outs
-    rows = dataclasses.replace(p, batch=1, heads=1, n=D.size) if variant.packed else p  # packed: D's rows, o's order
-    prepass(rows, row, o, do, lse, D, dq_acc, blocks[0] if blocks else None)
+    pre = dataclasses.replace(p, batch=1, heads=1, n=D.size) if variant.packed else p  # packed: D's rows, o's order
+    prepass(pre, row, o, do, lse, D, dq_acc, blocks[0] if blocks else None)
     smem = spec.smem(p.d, tiles)
     if spec.tma:  # rung 7: Q_i and dO_i in boxes of Br rows, K_j and V_j of Bc, dQ_i reduced in boxes of 64 rows
-        defines = spec.defines(p.d, p.dtype, tiles) | {"DETERMINISTIC": int(len(blocks) == 2)}
+        defines = spec.defines(p.d, p.dtype, tiles) | variant.defines() | {"DETERMINISTIC": int(len(blocks) == 2)}
         br, bc = tiles.block_rows, tiles.block_cols
         maps = [tma.rows_map(x, rows) for x, rows in ((q, br), (k, bc), (v, bc), (do, br))]
         counts = blocks[1] if len(blocks) == 2 else NULL

@@ -1,10 +1,11 @@
-"""The backward's variants on rung 5 (GQA, window, ALiBi, softcap, packed batches, and their combinations): dQ, dK, dV
+"""The backward's variants on rung 5 (GQA, window, ALiBi, softcap, packed batches, and their combinations) and on rung 7
+(GQA and the window; sm_90): dQ, dK, dV
 against float64 from the definition (sim.api.reference_variants, NumPy on the host: it shares no code with the
 kernels or gpu/variants.py) by the FlashAttention project's criterion as tests/test_gpu_backward.py states it,
 max|g − g_ref| ≤ 2·max|g_standard − g_ref| + 1e-3, g_standard from standard attention's backward in the storage dtype
 with the same variant (built here: S, P, dP, dS rounded to fp16/bf16); no gradient element left unwritten. Ragged N,
 N ≠ Nk both ways, causal and not, fp16 and bf16, d = 64 and 128, and through gpu.autograd. The argument checks and
-the rule that picks rung 5 run on the CPU (hypothesis), and every build the launcher makes is compiled with nvcc."""
+the rule that picks the rung run on the CPU (hypothesis), and every build the launcher makes is compiled with nvcc."""
 
 import itertools
 import shutil
@@ -39,15 +40,18 @@ PACKED = {  # ragged lengths (one of 1), N ≠ Nk within a sequence
                    "seqlens_k": [50, 129, 300, 200]},
 }  # fmt: skip
 SETUPS = [(64, "float16"), (128, "bfloat16")]  # (d, dtype)
+RUNG7 = {"gqa", "window"}  # what rung 7 takes
 SHAPES = [(2, 4, 200, 333), (1, 4, 333, 200)]  # (batch, heads, N, Nk): N < Nk, and N > Nk (causal rows see no key)
 
 
-def _gpu():
+def _gpu(rung=5):
     pytest.importorskip("cupy")
     from gpu import device
 
     if not device.available()[0]:
         pytest.skip("no GPU")
+    if rung == 7 and device.capability() != "9.0":
+        pytest.skip(f"rung 7 runs on compute capability 9.0 only; this GPU is {device.capability()}")
 
 
 def _inputs(batch, heads, n, nk, d, dtype, case, variant, seed):
@@ -148,14 +152,17 @@ def _host(x) -> np.ndarray:
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("setup", SETUPS, ids=lambda s: f"d{s[0]}-{s[1]}")
-def test_variant_backward(setup, case, shape, causal):
-    _gpu()
+@pytest.mark.parametrize("rung", [5, 7])
+def test_variant_backward(rung, setup, case, shape, causal):
+    if rung == 7 and not {"kv_heads", "window"} >= set(CASES[case]):
+        pytest.skip("rung 7 takes GQA and the window only")
+    _gpu(rung)
     import gpu
 
     d, dtype = setup
     q, k, v, kw, do = _inputs(*shape, d, dtype, case, CASES[case], seed=d + shape[2])
     o, lse = gpu.flash_attention(q, k, v, causal=causal, return_lse=True, **kw)
-    grads = gpu.flash_attention_backward(q, k, v, o, lse, do, causal=causal, poison=True, **kw)
+    grads = gpu.flash_attention_backward(q, k, v, o, lse, do, causal=causal, poison=True, kernel=rung, **kw)
     refs = reference_variants.attention_backward(*(_host(x) for x in (q, k, v, do)), causal=causal, **kw)
     _judge(grads, refs, standard_backward(q, k, v, do, causal=causal, **kw))
 
@@ -181,15 +188,30 @@ def test_packed_backward(setup, case, causal):
 
 
 @pytest.mark.gpu
+def test_rung7_gqa_deterministic_is_bit_for_bit():
+    _gpu(7)
+    import cupy
+
+    import gpu
+
+    q, k, v, _, do = _inputs(2, 4, 300, 333, 128, "bfloat16", "mqa", CASES["mqa"], seed=5)
+    o, lse = gpu.flash_attention(q, k, v, causal=True, return_lse=True)
+    runs = [gpu.flash_attention_backward(q, k, v, o, lse, do, causal=True, kernel=7, deterministic=True) for _ in "ab"]
+    assert all(bool(cupy.array_equal(a, b)) for a, b in zip(*runs, strict=True))
+    refs = reference_variants.attention_backward(*(_host(x) for x in (q, k, v, do)), causal=True)
+    _judge(runs[0], refs, standard_backward(q, k, v, do, causal=True))
+
+
+@pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_autograd_gqa_window_softcap(causal):
+@pytest.mark.parametrize("kw", [{"window": (50, 20)}, {"window": (50, 20), "softcap": 3.0}], ids=["window", "softcap"])
+def test_autograd_gqa_window(kw, causal):
     _gpu()
     torch = pytest.importorskip("torch")
     from gpu.autograd import attention
     from gpu.dlpack import as_cupy
 
-    q, k, v, kw, do = _inputs(2, 4, 150, 260, 64, "bfloat16", "gqa", CASES["gqa"], seed=11)
-    kw = {"window": (50, 20), "softcap": 3.0}
+    q, k, v, _, do = _inputs(2, 4, 150, 260, 64, "bfloat16", "gqa", CASES["gqa"], seed=11)
     tq, tk, tv = (torch.from_dlpack(x).requires_grad_(True) for x in (q, k, v))
     o = attention(tq, tk, tv, causal=causal, **kw)
     o.backward(torch.from_dlpack(do))
@@ -219,14 +241,18 @@ def test_hostile_arguments_on_the_device():
     o, lse = gpu.flash_attention(q, k, v, return_lse=True)
     with pytest.raises(InputError, match=r"^max_seqlen_q, max_seqlen_k: only for a packed batch"):
         gpu.flash_attention_backward(q, k, v, o, lse, random_like(q, 2), max_seqlen_q=100)
+    with pytest.raises(InputError, match=r"^kernel: rung 4 does not take gqa \(rung 5 takes every variant\)$"):
+        gpu.flash_attention_backward(q, k, v, o, lse, random_like(q, 2), kernel=4)
     if device.capability() == "9.0":
-        with pytest.raises(InputError, match=r"^kernel: rung 7 takes no variant"):
-            gpu.flash_attention_backward(q, k, v, o, lse, random_like(q, 2), kernel=7)
+        with pytest.raises(InputError, match=r"^kernel: rung 7 does not take softcap \(rung 5 takes every variant\)$"):
+            gpu.flash_attention_backward(q, k, v, o, lse, random_like(q, 2), kernel=7, softcap=2.0)
+        with pytest.raises(InputError, match=r"^deterministic: not with a window"):
+            gpu.flash_attention_backward(q, k, v, o, lse, random_like(q, 2), window=(9, 0), deterministic=True)
 
 
-# -- on the CPU: the rule that picks rung 5, the refusals, the builds ----------------------------------------------
+# -- on the CPU: the rule that picks the rung, the refusals, the builds ----------------------------------------------
 
-VARIANTS = st.builds(
+CALLS = st.builds(
     variants.Variant,
     group=st.integers(1, 8),
     window=st.none() | st.tuples(st.integers(-1, 5000), st.integers(-1, 5000)),
@@ -235,25 +261,36 @@ VARIANTS = st.builds(
 ).filter(lambda x: not x.plain)
 
 
-@given(VARIANTS, st.sampled_from([32, 64, 96, 128]), st.sampled_from([None, "8.0", "8.9", "9.0"]))
-def test_a_call_with_a_variant_runs_rung_5_by_default(variant, d, cc):
-    assert registry.backward(None, d, cc, variant=True).rung == 5
-    assert registry.backward(None, d, cc).rung == (7 if cc == "9.0" and d in (64, 128) else 5)  # unchanged
-    assert backward.resolve(None, d, variant).rung == 5
+@given(CALLS, st.sampled_from([32, 64, 96, 128]), st.sampled_from([None, "8.0", "8.9", "9.0"]))
+def test_the_default_is_rung_7_where_it_runs_and_takes_the_call(variant, d, cc):
+    hopper = cc == "9.0" and d in (64, 128)
+    assert registry.backward(None, d, cc, variant.kinds).rung == (7 if hopper and RUNG7 >= set(variant.kinds) else 5)
+    assert registry.backward(None, d, cc).rung == (7 if hopper else 5)  # a plain call: unchanged
     assert backward.resolve(5, d, variant).rung == 5
 
 
-@given(VARIANTS, st.sampled_from([4, 7, "7"]))
-def test_a_rung_without_variants_refuses_them_in_one_line(variant, kernel):
-    with pytest.raises(
-        InputError, match=r"^kernel: rung [47] takes no variant \(GQA, window, ALiBi, softcap, packed\); rung 5 does$"
-    ):
+@given(CALLS, st.sampled_from([4, 7, "7"]))
+def test_a_rung_refuses_the_variants_it_does_not_take_in_one_line(variant, kernel):
+    missing = [x for x in variant.kinds if x not in (RUNG7 if int(kernel) == 7 else ())]
+    if not missing:
+        assert backward.resolve(kernel, 64, variant).rung == 7
+        return
+    with pytest.raises(InputError) as e:
         backward.resolve(kernel, 64, variant)
+    assert str(e.value) == f"kernel: rung {kernel} does not take {', '.join(missing)} (rung 5 takes every variant)"
 
 
-def test_the_plain_call_is_unchanged():
-    assert backward.resolve(None, 64).rung == registry.backward(None, 64).rung
-    assert registry.backward(5).variants and not registry.backward(7).variants and not registry.backward(4).variants
+def test_deterministic_refuses_a_window():
+    seven = registry.backward(7)
+    backward.check_deterministic(seven, seven.tiles(64), True, variants.Variant(group=4))  # GQA: still in order
+    with pytest.raises(InputError, match=r"^deterministic: not with a window"):
+        backward.check_deterministic(seven, seven.tiles(64), True, variants.Variant(window=(100, 0)))
+
+
+def test_the_kernels_name_what_they_take():
+    assert registry.backward(5).variants == registry.VARIANTS == ("gqa", "window", "alibi", "softcap", "packed")
+    assert set(registry.backward(7).variants) == RUNG7 and registry.backward(4).variants == ()
+    assert variants.Variant(group=2, window=(3, 0), softcap=1.0).kinds == ("gqa", "window", "softcap")
 
 
 NVCC = shutil.which("nvcc") or next(
@@ -270,6 +307,19 @@ BUILDS = [
 ]
 
 
+def _compile(tmp_path, spec, arch, defines):
+    cu = tmp_path / spec.file
+    cu.write_text(source.render(spec.file, defines))
+    run = subprocess.run(
+        [NVCC, "-ptx", f"-arch={arch}", "-o", str(tmp_path / "out.ptx"), str(cu)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    assert spec.function in (tmp_path / "out.ptx").read_text()
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUDA toolkit)")
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 @pytest.mark.parametrize("case", BUILDS, ids=lambda c: "varlen{}-softcap{}-alibi{}-d{}".format(*c[0], c[1]))
@@ -281,13 +331,13 @@ def test_every_variant_build_compiles(tmp_path, arch, case):
         group=2, softcap=1.0 if softcap else None, slopes=object() if alibi else None,
         cu_seqlens_q=object() if varlen else None, cu_seqlens_k=object() if varlen else None,
     ).defines()  # fmt: skip
-    cu = tmp_path / spec.file
-    cu.write_text(source.render(spec.file, defines))
-    run = subprocess.run(
-        [NVCC, "-ptx", f"-arch={arch}", "-o", str(tmp_path / "out.ptx"), str(cu)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr
-    assert spec.function in (tmp_path / "out.ptx").read_text()
+    _compile(tmp_path, spec, arch, defines)
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUDA toolkit)")
+@pytest.mark.parametrize("deterministic", [0, 1])
+@pytest.mark.parametrize("d", [64, 128])
+def test_every_rung7_variant_build_compiles(tmp_path, d, deterministic):
+    spec = registry.backward(7)
+    build = variants.Variant(group=2, window=(5, 0)).defines() | {"DETERMINISTIC": deterministic}
+    _compile(tmp_path, spec, "sm_90a", spec.defines(d, "float16" if d == 64 else "bfloat16", None) | build)

@@ -143,10 +143,10 @@ flash2_v2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
     const int blocks = max(0, i_end - i_first), items = G * blocks;
     // line 9 for item n: query head u = n / blocks of the group, Q block i_first + n % blocks
     auto load_item = [&](int n, int stage) {
-        const int u = n / blocks;
+        const int u = ITEM_HEAD(n, blocks);
         load_q_block(sQ + stage * BR * SROW, sdO + stage * BR * SROW, sL + stage * BR, sD + stage * BR,
                      Q + sq.q_at + u * sq.q_step, dO + sq.q_at + u * sq.q_step, L + sq.l_at + u * sq.l_step,
-                     D + sq.d_at + u * sq.d_step, i_first + n % blocks, N, tid, sq.q_stride, sq.d_stride);
+                     D + sq.d_at + u * sq.d_step, i_first + ITEM_BLOCK(n, blocks), N, tid, sq.q_stride, sq.d_stride);
     };
 
     // line 6: load K_j, V_j from HBM to SRAM, with the first Q block (one cp.async group)
@@ -164,7 +164,7 @@ flash2_v2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
 
     for (int n = 0; n < items; ++n) {
         const int stage = n & 1;
-        const int u = n / blocks, i = i_first + n % blocks;  // query head u of the group, Q block i
+        const int u = ITEM_HEAD(n, blocks), i = i_first + ITEM_BLOCK(n, blocks);  // query head u of the group, Q block i
         const int r0 = i * BR;
         float* dQ_hbm = dQacc + sq.q_at + u * sq.q_step;  // HBM: this head's float32 dQ rows, q_stride apart
         cp_async_wait_all();

@@ -72,6 +72,16 @@ __device__ __forceinline__ KVSeq plain_kv_seq(int N, int Nk, int bh, int D) {
             (size_t)bh * N, (size_t)N, 1, bh};
 }
 
+// The backward's walk: item `it` of a thread block's G query heads × `blocks` Q blocks, head-major: its head (0 …
+// G − 1) and its Q block (from the first); without VARIANTS one head, and no division
+#if VARIANTS
+#define ITEM_HEAD(it, blocks) ((it) / (blocks))
+#define ITEM_BLOCK(it, blocks) ((it) % (blocks))
+#else
+#define ITEM_HEAD(it, blocks) 0
+#define ITEM_BLOCK(it, blocks) (it)
+#endif
+
 #if VARIANTS
 #define UNBOUNDED (1 << 30)  // a window side without a bound (positions stay below 2^21: no overflow)
 
