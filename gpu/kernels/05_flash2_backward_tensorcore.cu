@@ -36,7 +36,9 @@
 //    predicted (×1.000); L2 → SM reads are ×1.49 of the reads asked for, the padded shared-memory rows again.
 //
 // Variants (gpu/variants.py's #defines, variants.cuh; not yet run on a GPU): GQA, the window, ALiBi, softcap and
-// packed sequences, each compiled in only when asked for (the plain build is unchanged).
+// packed sequences, each compiled in only when asked for. The plain build computes as before; its code differs only
+// in reading offsets and strides from KVSeq (ptxas, sm_90a: 255 registers, spills 16 → 8 bytes at d = 64, 8 → 0 at
+// d = 128).
 //  - GQA: the thread block of K/V block j of K/V head hkv loops over the g query heads that read it, one after the
 //    other in the same Q-block pipeline, so that dK_j, dV_j sum the g heads' terms in registers (no atomics, the
 //    same order on every run); dQ per query head as before. Grid (Tc, B·Hkv); packed: (Tc of the longest, Hkv, B).

@@ -62,7 +62,7 @@
 // after the other through the same stages, so dK_j, dV_j sum the g heads in registers; grid (Tc, B·Hkv). The
 // window: only the Q blocks some row of which sees a key of K_j (seen_q_blocks), the mask where a tile is not fully
 // seen. DETERMINISTIC is refused with a window (gpu/backward.py): its turns assume every K/V block before j visits
-// Q block i, which a window's left side breaks.
+// Q block i, which a window's left side breaks. The plain build's PTX is byte for byte what it was.
 //
 // Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
 // SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16).
