@@ -27,7 +27,7 @@ def attention(q, k, v, *, causal=False, scale=None, impl="flash", deterministic=
     kernels, lse saved) or "standard" (the baseline: P saved, Algorithm 3's backward). `deterministic` (flash):
     gradients bit for bit the same on every run (the backward's rung 7 adds dQ in a fixed order). `variants`: the
     forward's (gpu.flash_attention's window, alibi_slopes, softcap, cu_seqlens_q/k, max_seqlen_q/k; k, v with fewer
-    heads)."""
+    heads), with gradients through the backward's rung 5 (the general path, through DLPack)."""
     torch = require_torch()
     if impl not in IMPLS:
         raise InputError(f"impl: expected one of {', '.join(IMPLS)}, got {impl!r}")
@@ -42,23 +42,24 @@ def attention(q, k, v, *, causal=False, scale=None, impl="flash", deterministic=
     return _functions()[impl].apply(q, k, v, causal, scale, deterministic)
 
 
-# issue 25, part 1 (gpuvar): the forward's variants pass through to gpu.flash_attention; BACKWARD_VARIANTS names the
-# ones the backward kernels take (none yet: bwd's part), so a variant needing gradients is refused in one line.
-BACKWARD_VARIANTS: tuple[str, ...] = ()
+# issue 25, part 1: the forward's variants pass through to gpu.flash_attention and the backward's rung 5
+# (gpu.flash_attention_backward); BACKWARD_VARIANTS names those the backward takes: a variant outside it that needs
+# gradients is refused in one line.
+BACKWARD_VARIANTS = (
+    "gqa", "window", "alibi_slopes", "softcap", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"
+)  # fmt: skip
 
 
 def _variant_forward(torch, q, k, v, causal, scale, impl, variants):
-    """The flash forward with variants, on PyTorch's stream; refused where a gradient would need the backward."""
+    """The flash forward with variants, on PyTorch's stream, with the backward's gradients; refused where a gradient
+    would need a variant the backward does not take."""
     names = [*variants, *(["gqa (k, v with fewer heads)"] if _gqa(q, k) else [])]
     missing = [name for name in names if name.split(" ")[0] not in BACKWARD_VARIANTS]
     if impl != "flash" or (missing and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))):
-        why = f"impl {impl!r} takes none" if impl != "flash" else "the backward kernels do not take them yet"
+        why = f"impl {impl!r} takes none" if impl != "flash" else "the backward kernels do not take them"
         raise InputError(f"{', '.join(missing or names)}: {why}; run the forward under torch.no_grad() or without them")
     variants = {name: x.cpu().numpy() if hasattr(x, "cpu") else x for name, x in variants.items()}  # torch → host
-    with _stream():
-        o = flash.flash_attention(*(as_cupy(x.detach().contiguous()) for x in (q, k, v)), causal=causal, scale=scale,
-                                  **variants)  # fmt: skip
-    return as_torch(o)
+    return _functions()["variants"].apply(q, k, v, causal, scale, variants)
 
 
 def _gqa(q, k) -> bool:
@@ -183,4 +184,27 @@ def _functions() -> dict:
                 )
             return (*(as_torch(g) for g in grads), None, None)
 
-    return {"flash": FlashAttention, "standard": StandardAttention}
+    class VariantAttention(torch.autograd.Function):  # the general path: DLPack views, lse saved
+        @staticmethod
+        def forward(ctx, q, k, v, causal, scale, variants):
+            ins = tuple(x.detach().contiguous() for x in (q, k, v))
+            with _stream():
+                o, lse = flash.flash_attention(
+                    *map(as_cupy, ins), causal=causal, scale=scale, return_lse=True, **variants
+                )  # fmt: skip
+            o, lse = as_torch(o), as_torch(lse)
+            ctx.save_for_backward(*ins, o, lse)
+            ctx.args = causal, scale, variants
+            return o
+
+        @staticmethod
+        def backward(ctx, do):
+            causal, scale, variants = ctx.args
+            with _stream():
+                grads = backward.flash_attention_backward(
+                    *(as_cupy(x) for x in (*ctx.saved_tensors, do.contiguous())), causal=causal, scale=scale,
+                    **variants,
+                )  # fmt: skip
+            return (*(as_torch(g) for g in grads), None, None, None)
+
+    return {"flash": FlashAttention, "standard": StandardAttention, "variants": VariantAttention}

@@ -1,5 +1,5 @@
 """`flash_attention_backward`: dQ, dK, dV from the saved log-sum-exp (rungs 4, 5 and 7 of gpu/registry.py), in three
-launches.
+launches; rung 5 also takes the forward's variants (gpu/variants.py: GQA, window, ALiBi, softcap, packed batches).
 
 The pre-pass computes D = rowsum(dO ∘ O) and zeroes a float32 dQ accumulator; the main kernel (one thread block
 per K/V block) recomputes P from L tile by tile and adds τ dS K into dQ (atomics; rung 7: TMA reduce-adds, in a
@@ -8,19 +8,23 @@ and the accumulator (N·d floats) per head, rung 7's L and D blocks (2N floats),
 ints): O(N).
 """
 
+import dataclasses
+
 import numpy as np
 
-from gpu import device, inputs, layout, registry, source, tma
+from gpu import device, inputs, layout, registry, source, tma, variants
 from sim.core.errors import InputError
 
 PREPASS_WARPS = 8  # rows per thread block of the pre-pass (one warp each)
 DQ_THREADS = 256
 NULL = np.uint64(0)  # a null pointer argument
+PLAIN = variants.Variant()
 
 
 def flash_attention_backward(
-    q, k, v, o, lse, do, *, causal=False, scale=None, kernel=None, tiles=None, poison=False, check_finite=False,
-    deterministic=False,
+    q, k, v, o, lse, do, *, causal=False, scale=None, window=None, alibi_slopes=None, softcap=None,
+    cu_seqlens_q=None, cu_seqlens_k=None, max_seqlen_q=None, max_seqlen_k=None, kernel=None, tiles=None,
+    poison=False, check_finite=False, deterministic=False,
 ):  # fmt: skip
     """(dq, dk, dv), shaped and typed like (q, k, v), for the forward output o, its lse and the upstream gradient do.
 
@@ -28,42 +32,84 @@ def flash_attention_backward(
     causal and scale. `kernel`: the rung, 4 (readable, also float32), 5 (tensor cores, fp16/bf16) or 7 (wgmma and TMA: sm_90, d = 64 or 128); None: the default for d on this GPU.
     `tiles`, `poison` and `check_finite` are as for `flash_attention` (the check covers o and do too).
     `deterministic`: dQ bit for bit the same on every run (rung 7 only: its K/V blocks add into each dQ_i in order).
+    The variants are the forward's (`flash_attention`), passed again with the same values: k, v with fewer heads
+    (dk, dv come back with those heads, each the sum over its g query heads), `window`, `alibi_slopes`, `softcap`,
+    and a packed batch (q, o, do (total_q, Hq, d), lse (total_q, Hq) as the forward returned it). Rung 5 takes them,
+    and is what a call with a variant runs by default (registry.backward).
     """
     cupy = device.require()
     spec = registry.backward(kernel)
-    p = inputs.check(q, k, v, causal=causal, scale=scale, dtypes_allowed=spec.dtypes, finite=check_finite)
-    inputs.check_backward(p, q, o, lse, do, finite=check_finite)
-    spec = resolve(kernel, p.d)
+    packed = cu_seqlens_q is not None or cu_seqlens_k is not None
+    if packed:
+        p, kv_heads, cu = variants.check_packed(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal, scale=scale,
+            dtypes_allowed=spec.dtypes,
+        )  # fmt: skip
+        check_packed_backward(q, o, lse, do)
+        if check_finite:
+            inputs.check_finite(p.dtype, q=q, k=k, v=v, o=o, do=do)
+    else:
+        if max_seqlen_q is not None or max_seqlen_k is not None:
+            raise InputError("max_seqlen_q, max_seqlen_k: only for a packed batch (with cu_seqlens_q and cu_seqlens_k)")
+        p = inputs.check(
+            q, k, v, causal=causal, scale=scale, dtypes_allowed=spec.dtypes, finite=check_finite, gqa=True
+        )  # fmt: skip
+        inputs.check_backward(p, q, o, lse, do, finite=check_finite)
+        kv_heads, cu = k.shape[1], None
+    variant = variants.check(p, kv_heads, window=window, alibi_slopes=alibi_slopes, softcap=softcap, packed=cu)
+    spec = resolve(kernel, p.d, variant)
     tiles = spec.tiles(p.d, tiles)
-    check_deterministic(spec, tiles, deterministic)
+    check_deterministic(spec, tiles, deterministic, variant)
     row = spec.row(p.d)
+    rows = q.shape[:2] if packed else None  # the pre-pass's rows: (total_q, Hq) packed
     with q.device:
         q, k, v, o, do = (layout.rows_of(x, row) for x in (q, k, v, o, do))
+        lse = cupy.ascontiguousarray(lse.T) if packed else lse  # packed: L stored (Hq, total_q), as the forward's
         lse = lse if lse.data.ptr % 16 == 0 else lse.copy()
         work = tuple(
             (cupy.zeros if zeroed else cupy.empty)(shape, dtype=dtype)
-            for shape, dtype, zeroed in workspace(spec, p, row, tiles, deterministic)
+            for shape, dtype, zeroed in workspace(spec, p, row, tiles, deterministic, rows)
         )
         dq, dk, dv = cupy.empty_like(q), cupy.empty_like(k), cupy.empty_like(v)
         if poison:
             layout.poison(dq, dk, dv)
-        launch(spec, p, tiles, row, (q, k, v, o, lse, do), work, (dq, dk, dv))
+        launch(spec, p, tiles, row, (q, k, v, o, lse, do), work, (dq, dk, dv), variant)
     return tuple(layout.trimmed(x, p.d) for x in (dq, dk, dv))
 
 
-def resolve(kernel, d: int) -> registry.KernelSpec:
-    """The backward kernel for head dim d on this GPU: `kernel` if it runs here (else InputError saying why), or the
-    default (without a GPU: the default anywhere, rung 5)."""
+def check_packed_backward(q, o, lse, do) -> None:
+    """A packed batch's o and do (shaped and typed like q, C-contiguous, on q's device) and lse (float32,
+    (total_q, Hq): what flash_attention returned)."""
+    cupy = device.require()
+    for arg, x in (("o", o), ("do", do)):
+        if not isinstance(x, cupy.ndarray) or x.shape != q.shape or x.dtype != q.dtype:
+            raise InputError(f"{arg}: expected a CuPy array shaped {tuple(q.shape)}, {q.dtype}, like q")
+        if not x.flags.c_contiguous or x.device != q.device:
+            raise InputError(f"{arg}: must be C-contiguous and on q's device")
+    if not isinstance(lse, cupy.ndarray) or lse.dtype != cupy.float32 or lse.shape != q.shape[:2]:
+        raise InputError(
+            f"lse: expected float32 shaped {tuple(q.shape[:2])} (total_q, Hq), as flash_attention returned it"
+        )
+    if lse.device != q.device:
+        raise InputError("lse: must be on q's device")
+
+
+def resolve(kernel, d: int, variant: variants.Variant = PLAIN) -> registry.KernelSpec:
+    """The backward kernel for head dim d on this GPU: `kernel` if it runs here and takes the call's variant (else
+    InputError saying why), or the default for d and the variant on this GPU (registry.backward; without a GPU, rung 5)."""
     cc = device.capability() if device.available()[0] else None
-    spec = registry.backward(kernel, d, cc)
+    spec = registry.backward(kernel, d, cc, variant.kinds)
+    missing = [kind for kind in variant.kinds if kind not in spec.variants]
+    if missing:
+        raise InputError(f"kernel: {spec.name} does not take {', '.join(missing)} (rung 5 takes every variant)")
     why = cc and spec.fits(d, cc)
     if why:
         raise InputError(f"kernel: {why}")
     return spec
 
 
-def check_deterministic(spec: registry.KernelSpec, tiles, deterministic) -> None:
-    """InputError unless `deterministic` is a bool that this kernel and tiling can honour."""
+def check_deterministic(spec: registry.KernelSpec, tiles, deterministic, variant: variants.Variant = PLAIN) -> None:
+    """InputError unless `deterministic` is a bool that this kernel, tiling and variant can honour."""
     if not isinstance(deterministic, bool):
         raise InputError(f"deterministic: expected True or False, got {deterministic!r}")
     if deterministic and not spec.tma:
@@ -72,13 +118,17 @@ def check_deterministic(spec: registry.KernelSpec, tiles, deterministic) -> None
         )
     if deterministic and tiles.dq_atomics:
         raise InputError("deterministic: needs rung 7's TMA reduce-adds, not tiles with dq_atomics")
+    if deterministic and variant.window is not None:
+        raise InputError("deterministic: not with a window (rung 7's turns assume every K/V block before j sees Q_i)")
 
 
-def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool = False) -> list[tuple]:
+def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool = False, rows=None) -> list[tuple]:
     """(shape, dtype, zeroed) of each float32 / int32 work array the launches need, in `launch`'s order: D, the dQ
-    accumulator, then for rung 7 its L and D blocks of Br rows and (deterministic) the per-Q-block counters."""
+    accumulator, then for rung 7 its L and D blocks of Br rows and (deterministic) the per-Q-block counters.
+    `rows`: the shape of D, one float per row of o ((batch, heads, N); a packed batch's (total_q, Hq))."""
     heads = (p.batch, p.heads)
-    work = [((*heads, p.n), "float32", False), ((*heads, p.n, row), "float32", False)]
+    rows = tuple(rows) if rows is not None else (*heads, p.n)
+    work = [(rows, "float32", False), ((*rows, row), "float32", False)]
     if spec.tma:
         blocks = -(-p.n // tiles.block_rows)
         work.append(((*heads, blocks, 2, tiles.block_rows), "float32", False))
@@ -87,30 +137,35 @@ def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool
     return work
 
 
-def launch(spec: registry.KernelSpec, p, tiles, row: int, ins: tuple, work: tuple, outs: tuple) -> None:
+def launch(
+    spec: registry.KernelSpec, p, tiles, row: int, ins: tuple, work: tuple, outs: tuple, variant=PLAIN
+) -> None:  # fmt: skip
     """The three launches on prepared arrays: ins = (q, k, v, o, lse, do) with rows of `row` elements, work as
     `workspace` lists it (deterministic when it holds the counters), outs = (dq, dk, dv), all allocated by the
-    caller (the autograd path allocates them in PyTorch)."""
+    caller (the autograd path allocates them in PyTorch). A variant adds its #defines and arguments, and one thread
+    block per K/V block of each K/V head: grid (Tc, B·Hkv), packed (Tc of the longest, Hkv, B)."""
     q, k, v, o, lse, do = ins
     D, dq_acc, *blocks = work
     dq, dk, dv = outs
-    prepass(p, row, o, do, lse, D, dq_acc, blocks[0] if blocks else None)
+    pre = dataclasses.replace(p, batch=1, heads=1, n=D.size) if variant.packed else p  # packed: D's rows, o's order
+    prepass(pre, row, o, do, lse, D, dq_acc, blocks[0] if blocks else None)
     smem = spec.smem(p.d, tiles)
     if spec.tma:  # rung 7: Q_i and dO_i in boxes of Br rows, K_j and V_j of Bc, dQ_i reduced in boxes of 64 rows
-        defines = spec.defines(p.d, p.dtype, tiles) | {"DETERMINISTIC": int(len(blocks) == 2)}
+        defines = spec.defines(p.d, p.dtype, tiles) | variant.defines() | {"DETERMINISTIC": int(len(blocks) == 2)}
         br, bc = tiles.block_rows, tiles.block_cols
         maps = [tma.rows_map(x, rows) for x, rows in ((q, br), (k, bc), (v, bc), (do, br))]
         counts = blocks[1] if len(blocks) == 2 else NULL
         args = (*maps, tma.accumulator_map(dq_acc, 64), blocks[0], dq_acc, counts, dk, dv)  # dQ: 64-row boxes
     else:
-        defines = spec.defines(p.d, p.dtype, tiles)
+        defines = spec.defines(p.d, p.dtype, tiles) | variant.defines()
         args = (q, k, v, do, lse, D, dq_acc, dk, dv)
     fn = source.function(spec, defines, smem)
-    grid = (-(-p.nk // tiles.block_cols), p.batch * p.heads, 1)
+    tc, kv_heads = -(-p.nk // tiles.block_cols), p.heads // variant.group
+    grid = (tc, kv_heads, p.batch) if variant.packed else (tc, p.batch * kv_heads, 1)
     fn(
         grid,
         (tiles.threads, 1, 1),
-        (*args, np.int32(p.n), np.int32(p.nk), np.float32(p.scale), np.int32(p.causal)),
+        (*args, np.int32(p.n), np.int32(p.nk), np.float32(p.scale), np.int32(p.causal), *variant.args(p)),
         shared_mem=smem,
     )
     round_dq(p, row, dq_acc, dq)

@@ -16,6 +16,7 @@ from sim.core.errors import InputError
 
 HALF = ("float16", "bfloat16")
 ALL = ("float32", "float16", "bfloat16")
+VARIANTS = ("gqa", "window", "alibi", "softcap", "packed")  # gpu/variants.py's Variant.kinds
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class KernelSpec:
     arch: str | None = None  # the one target it compiles for ("sm_90a"), None: any the device has (sm_80 and up)
     head_dims: tuple[int, ...] | None = None  # the head dims it takes; None: every d up to 128
     tma: bool = False  # takes tensor maps of Q, K, V (gpu/tma.py) instead of their pointers
-    variants: bool = False  # forward: takes GQA, window, ALiBi, softcap and packed batches (gpu/variants.py)
+    variants: tuple[str, ...] = ()  # the variants it takes, of VARIANTS (gpu/variants.py)
 
     def row(self, d: int) -> int:
         """Elements per row of Q, K, V (and O, dO, dQ, dK, dV) in device memory for head dim d."""
@@ -84,10 +85,10 @@ FORWARD = {
                    defines_of=geometry.forward_tc_defines, smem_of=geometry.forward_tc_smem, scale_log2=True),
     3: _forward(3, "03_flash2_lane_offsets.cu", "v3", dtypes=HALF, tensor_cores=True,
                    default_tiles=geometry.forward_rung3_tiles, defines_of=geometry.forward_tc_defines, smem_of=geometry.forward_tc_smem, scale_log2=True,
-                   variants=True),
+                   variants=VARIANTS),
     6: _forward(6, "06_flash2_wgmma_tma.cu", "v4", dtypes=HALF, tensor_cores=True, default_tiles=geometry.forward_wg_tiles,
                    defines_of=geometry.forward_wg_defines, smem_of=geometry.forward_wg_smem, scale_log2=True, arch="sm_90a",
-                   head_dims=(64, 128), tma=True, variants=True),
+                   head_dims=(64, 128), tma=True, variants=VARIANTS),
 }  # fmt: skip
 DEFAULT_FORWARD = 3  # the default on every GPU, and for every head dim …
 HOPPER_FORWARD = 6  # … except on sm_90 (H100, H200) at the head dims rung 6 takes
@@ -105,14 +106,16 @@ BACKWARD = {
                     default_tiles=geometry.readable_tiles, defines_of=geometry.readable_defines,
                     smem_of=geometry.backward_readable_smem),
     5: _backward(5, "05_flash2_backward_tensorcore.cu", "v2", dtypes=HALF, tensor_cores=True,
-                    default_tiles=geometry.backward_tc_tiles, defines_of=geometry.backward_tc_defines, smem_of=geometry.backward_tc_smem),
+                    default_tiles=geometry.backward_tc_tiles, defines_of=geometry.backward_tc_defines, smem_of=geometry.backward_tc_smem,
+                    variants=VARIANTS),
     7: _backward(7, "07_flash2_backward_wgmma.cu", "wgmma", dtypes=HALF, tensor_cores=True,
                        default_tiles=geometry.backward_wg_tiles, defines_of=geometry.backward_wg_defines, smem_of=geometry.backward_wg_smem,
-                       arch="sm_90a", head_dims=(64, 128), tma=True),
+                       arch="sm_90a", head_dims=(64, 128), tma=True, variants=("gqa", "window")),
 }  # fmt: skip
 DEFAULT_BACKWARD = 5  # the default on every GPU, and for every head dim …
 HOPPER_BACKWARD = 7  # … except on sm_90 at the head dims where rung 7 measured faster than rung 5
 HOPPER_BACKWARD_DIMS = (64, 128)  # run 32: +28 … +66% over rung 5 at d = 64, +43 … +84% at d = 128
+# … and where rung 7 takes every variant of the call (GQA and the window; rung 5 takes them all)
 
 # -- decode: Flash-Decoding over a contiguous or paged K/V cache (gpu/decoding.py) ----------------------------------
 
@@ -159,13 +162,14 @@ def forward(kernel: int | str | None, d: int | None = None, cc: str | None = Non
     return _pick("forward", FORWARD, kernel)
 
 
-def backward(kernel: int | str | None, d: int | None = None, cc: str | None = None) -> KernelSpec:
+def backward(kernel: int | str | None, d: int | None = None, cc: str | None = None, variants=()) -> KernelSpec:
     """The backward rung `kernel` (4, 5 or 7), or InputError naming them. None: the default for head dim d on a
-    device of compute capability cc (rung 7 on sm_90 at the head dims in HOPPER_BACKWARD_DIMS, else rung 5);
-    without d and cc, rung 5."""
+    device of compute capability cc and a call using `variants` (of VARIANTS): rung 7 on sm_90 at the head dims in
+    HOPPER_BACKWARD_DIMS where it takes each of them, else rung 5; without d and cc, rung 5."""
     if kernel is None:
         fast = BACKWARD[HOPPER_BACKWARD]
-        picked = d in HOPPER_BACKWARD_DIMS and cc is not None and fast.fits(d, cc) is None
+        takes = set(variants) <= set(fast.variants)
+        picked = d in HOPPER_BACKWARD_DIMS and cc is not None and fast.fits(d, cc) is None and takes
         kernel = HOPPER_BACKWARD if picked else DEFAULT_BACKWARD
     return _pick("backward", BACKWARD, kernel)
 

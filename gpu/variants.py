@@ -40,6 +40,13 @@ class Variant:
         )
 
     @property
+    def kinds(self) -> tuple[str, ...]:
+        """The variants this call uses, by gpu.registry.VARIANTS' names (what a kernel must take to run it)."""
+        used = {"gqa": self.group > 1, "window": self.window is not None, "alibi": self.slopes is not None,
+                "softcap": self.softcap is not None, "packed": self.packed}  # fmt: skip
+        return tuple(name for name, on in used.items() if on)
+
+    @property
     def packed(self) -> bool:
         return self.cu_seqlens_q is not None
 

@@ -126,7 +126,7 @@ def test_bad_variant_arguments_get_one_line():
 
 
 @pytest.mark.gpu
-def test_autograd_takes_the_variants_forward_only():
+def test_autograd_takes_the_variants():
     _gpu(3)
     torch = pytest.importorskip("torch")
     import gpu
@@ -139,9 +139,8 @@ def test_autograd_takes_the_variants_forward_only():
         o = attention(tq, tk, tv, causal=True, window=(20, 0), softcap=3.0)
     direct = gpu.flash_attention(q, k, v, causal=True, window=(20, 0), softcap=3.0)  # judged by test_variant
     assert torch.equal(o, torch.from_dlpack(direct))
-    tq.requires_grad_(True)
-    with pytest.raises(InputError, match=r"window, gqa .*: the backward kernels do not take them yet"):
-        attention(tq, tk, tv, window=(20, 0))
+    with pytest.raises(InputError, match=r"window, gqa .*: impl 'standard' takes none"):
+        attention(tq, tk, tv, window=(20, 0), impl="standard")  # gradients: tests/test_gpu_backward_variants.py
 
 
 # -- the checks alone, on the CPU ---------------------------------------------------------------------------------

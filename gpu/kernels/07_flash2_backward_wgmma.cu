@@ -57,6 +57,13 @@
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
 //    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 (run 32).
 //
+// Variants (not yet run on a GPU): GQA and the window only (variants.cuh, gpu/variants.py's VARIANTS define; rung 5
+// takes the rest). GQA: the thread block of K/V block j of K/V head hkv walks the Q blocks of its g query heads one
+// after the other through the same stages, so dK_j, dV_j sum the g heads in registers; grid (Tc, B·Hkv). The
+// window: only the Q blocks some row of which sees a key of K_j (seen_q_blocks), the mask where a tile is not fully
+// seen. DETERMINISTIC is refused with a window (gpu/backward.py): its turns assume every K/V block before j visits
+// Q block i, which a window's left side breaks. The plain build's PTX is byte for byte what it was.
+//
 // Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
 // SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16).
 
@@ -79,6 +86,13 @@
 
 #include "common.cuh"  // NEG_INF, LOG2E, pack2, exp2_approx, accumulators_to_a, atomic_add_f32x2
 #include "hopper.cuh"  // TMA, bulk copies and reductions, mbarrier, wgmma, setmaxnreg
+#include "variants.cuh"  // GQA and the window: only what the launcher's #defines ask for
+#ifndef VARIANT_PARAMS
+#define VARIANT_PARAMS
+#endif
+#if VARLEN || SCORED
+#error "rung 7 takes GQA and the window only (packed, softcap, ALiBi: rung 5)"
+#endif
 
 #define KV_FULL (bar)                             // mbarrier: K_j and V_j have arrived
 #define FULL(s) (bar + 8 * (1 + (s)))             // mbarrier: Q_i, dO_i, L_i and D_i are in stage s
@@ -203,13 +217,14 @@ __device__ __forceinline__ void sync_readers(int c) {
 // (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); dQ_map: of dQacc, float32, boxes of (1, Br, 32); LD: the
 // pre-pass's (batch·heads, Tr, 2, Br) float32 blocks of L_i·log2 e and D_i; dQacc: (batch·heads, N, HEAD_DIM)
 // float32, zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); dK, dV like K. Grid: (Tc,
-// batch·heads), NTHREADS threads, geometry.backward_wg_smem bytes of dynamic shared memory.
+// batch·heads), NTHREADS threads, geometry.backward_wg_smem bytes of dynamic shared memory. VARIANTS: K, V, dK, dV
+// have batch·heads / group planes, grid (Tc, batch·heads / group).
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
                  const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap dO_map,
                  const __grid_constant__ TensorMap dQ_map, const float* __restrict__ LD, float* __restrict__ dQacc,
                  int* __restrict__ count, elem_t* __restrict__ dK, elem_t* __restrict__ dV, int N, int Nk, float scale,
-                 int causal)
+                 int causal VARIANT_PARAMS)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 sK = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: K_j, PIECES × (Bc, 64), swizzled
@@ -223,12 +238,22 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     const float* sLD_ptr = reinterpret_cast<const float*>(smem + (sLD - smem_u32(smem)));
 
     const int j = blockIdx.x, c0 = j * BC;
-    const int bh = blockIdx.y;
+    const int bh = blockIdx.y;  // the K/V plane; VARIANTS: b·Hkv + hkv, whose query planes are bh·g … bh·g + g − 1
     const int shift = Nk - N;  // causal: query r sees key c iff c ≤ r + shift
-    // line 8's range: all Tr Q blocks, or (causal) from the one holding row c0 − shift, the first to see key c0
+    // line 8's range: all Tr Q blocks, or (causal) from the one holding row c0 − shift, the first to see key c0, or
+    // (VARIANTS) the window's, causal folded in; for each of the G query heads in turn: items it = u·blocks + i
     const int Tr = (N + BR - 1) / BR;
+#if VARIANTS
+    const int G = group;
+    int i_first, i_end;
+    seen_q_blocks(i_first, i_end, c0, N, Nk, shift, left, right);
+    const int blocks = max(0, i_end - i_first);
+#else
+    constexpr int G = 1;
     const int i_first = causal ? min(Tr, max(0, c0 - shift) / BR) : 0;
     const int blocks = Tr - i_first;
+#endif
+    const int items = G * blocks;
 
     if (threadIdx.x == 0) {
         mbar_init(KV_FULL, 1);
@@ -242,7 +267,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 
     if (threadIdx.x < 128) {  // the producer warpgroup
         setmaxnreg_dec<REG_PRODUCER>();
-        if (blocks == 0) return;
+        if (items == 0) return;
         if (threadIdx.x == 0) {  // line 6: K_j, V_j once; line 9: Q_i, dO_i, L_i, D_i per Q block, through the stages
             mbar_expect_tx(KV_FULL, 2 * TILE_KV);
 #pragma unroll
@@ -250,16 +275,16 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 tma_load_3d(sK + p * BC * 128, &K_map, KV_FULL, p * 64, c0, bh);
                 tma_load_3d(sV + p * BC * 128, &V_map, KV_FULL, p * 64, c0, bh);
             }
-            for (int it = 0; it < blocks; ++it) {
-                const int s = it % STAGES, i = i_first + it;
+            for (int it = 0; it < items; ++it) {
+                const int s = it % STAGES, i = i_first + ITEM_BLOCK(it, blocks), qh = bh * G + ITEM_HEAD(it, blocks);
                 if (it >= STAGES) mbar_wait(EMPTY(s), ((it / STAGES) & 1) ^ 1);
                 mbar_expect_tx(FULL(s), 2 * TILE_Q + TILE_LD);
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) {
-                    tma_load_3d(sQ + s * TILE_Q + p * BR * 128, &Q_map, FULL(s), p * 64, i * BR, bh);
-                    tma_load_3d(sdO + s * TILE_Q + p * BR * 128, &dO_map, FULL(s), p * 64, i * BR, bh);
+                    tma_load_3d(sQ + s * TILE_Q + p * BR * 128, &Q_map, FULL(s), p * 64, i * BR, qh);
+                    tma_load_3d(sdO + s * TILE_Q + p * BR * 128, &dO_map, FULL(s), p * 64, i * BR, qh);
                 }
-                bulk_load(sLD + s * TILE_LD, LD + ((size_t)bh * Tr + i) * 2 * BR, TILE_LD, FULL(s));
+                bulk_load(sLD + s * TILE_LD, LD + ((size_t)qh * Tr + i) * 2 * BR, TILE_LD, FULL(s));
             }
         }
         return;
@@ -283,14 +308,14 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     const int dq_col0 = SPLIT_DQ && !SPLIT_ROWS ? c * DQ_COLS : 0;  // the first column of dQ_i it computes …
     const int dq_row0 = SPLIT_ROWS ? 64 * c : 0;                     // … and its first row
 #if DQ_TMA
-    int* count_bh = count + (size_t)bh * Tr;  // DETERMINISTIC: the counters of this head's Q blocks, and its turn
-    const int turn = CONSUMERS * j + (SPLIT_DQ ? 0 : c);
+    const int turn = CONSUMERS * j + (SPLIT_DQ ? 0 : c);  // DETERMINISTIC: this warpgroup's turn at each Q block
 #endif
     float dq[DQ_COLS / 2];  // registers: line 15's product
 
-    if (blocks > 0) mbar_wait(KV_FULL, 0);
-    for (int it = 0; it < blocks; ++it) {
-        const int s = it % STAGES, i = i_first + it, r0 = i * BR;
+    if (items > 0) mbar_wait(KV_FULL, 0);
+    for (int it = 0; it < items; ++it) {
+        const int s = it % STAGES, i = i_first + ITEM_BLOCK(it, blocks), r0 = i * BR;
+        const int qh = bh * G + ITEM_HEAD(it, blocks);  // the query plane: Q_i, dO_i, L_i, D_i, dQ_i's (and its counters)
         const u32 q_tile = sQ + s * TILE_Q, do_tile = sdO + s * TILE_Q;
         const float* Lb_i = sLD_ptr + s * 2 * BR;  // SRAM: L_i·log2 e (zeros past N), then D_i
         const float* D_i = Lb_i + BR;
@@ -304,7 +329,11 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 
         // line 11: P_ijᵀ = exp(τ S_ijᵀ − L_i), base 2; 0 for keys past Nk, queries past N and hidden pairs (a query
         // that sees no key has L = −∞: all its pairs are hidden, so its +∞ is replaced, never used)
+#if VARIANTS
+        const bool edge = r0 + BR > N || !fully_seen(c0, r0, r0 + BR - 1, Nk, shift, left, right);
+#else
         const bool edge = c0 + BC > Nk || r0 + BR > N || (causal && c0 + BC - 1 > r0 + shift);
+#endif
 #pragma unroll
         for (int n = 0; n < BR / 8; ++n)
 #pragma unroll
@@ -313,7 +342,11 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -Lb_i[qi]));
                 if (edge) {
                     const int k_e = key + (e >> 1) * 8, q_e = r0 + qi;
+#if VARIANTS
+                    if (q_e >= N || !sees(q_e, k_e, Nk, shift, left, right)) p = 0.f;
+#else
                     if (k_e >= Nk || q_e >= N || (causal && k_e > q_e + shift)) p = 0.f;
+#endif
                 }
                 st[4 * n + e] = p;
             }
@@ -377,10 +410,10 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 if (tid == 0) bulk_wait_read<0>();  // the previous piece's reduction has read the tile
                 warpgroup_sync(c);
             }
-            reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, r0 + dq_row0, bh, scale, c, tid, count_bh + i, turn, p == 0,
-                      p == DQ_PIECES - 1);
+            reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, r0 + dq_row0, qh, scale, c, tid, count + (size_t)qh * Tr + i,
+                      turn, p == 0, p == DQ_PIECES - 1);
 #else
-            add_dq(dQacc + (size_t)bh * N * HEAD_DIM, dq, r0 + dq_row0, col0, N, scale, warp, g, t);
+            add_dq(dQacc + (size_t)qh * N * HEAD_DIM, dq, r0 + dq_row0, col0, N, scale, warp, g, t);
 #endif
         }
     }

@@ -1,5 +1,7 @@
-// variants.cuh: what the forward rungs 3 and 6 add to S_ij and to their loops for today's LLM variants, each
-// compiled in only when gpu/variants.py's launcher injects its #define (a build without them is the plain kernel):
+// variants.cuh: what the forward rungs 3 and 6 and the backward rung 5 add to S_ij and to their loops for today's
+// LLM variants, each compiled in only when gpu/variants.py's launcher injects its #define (a build without them is
+// the plain kernel). The backward's thread block owns a K/V block of K/V head hkv and visits the Q blocks of its g
+// query heads (KVSeq, seen_q_blocks); VARLEN's grid is (Tc of the longest, Hkv, B) there:
 //   VARIANTS  the variant arguments (VARIANT_PARAMS) and the sequence geometry below; GQA and the window need
 //             nothing more: query head h reads K/V head h / group, and the window (causal folded in: right ≤ 0)
 //             bounds the K/V blocks read (j0 … Tc − 1) as causal did
@@ -51,6 +53,35 @@ __device__ __forceinline__ Seq plain_seq(int N, int Nk, int bh, int D) {
     return {N, Nk, 0, bh, 0, bh, (size_t)bh * N * D, (size_t)bh * Nk * D, D, D, (size_t)bh * N, 1, bh};
 }
 
+// The backward's view (rung 5): one thread block per K/V block of K/V head hkv, which visits the g query heads
+// hkv·g … hkv·g + g − 1 that read it, one after the other: where the first one's Q (dO, dQ), L, D and slope sit,
+// and how far the next one is (q_step, l_step, d_step; slopes + 1). D is the pre-pass's, one float per row of O in
+// O's order: (B·Hq, N), or packed (total_q, Hq).
+struct KVSeq {
+    int N, Nk;                          // this sequence's query rows and keys
+    size_t q_at, q_step; int q_stride;  // element offset of row 0 of the first head's Q_b (dO_b, dQ_b); rows apart
+    size_t kv_at; int kv_stride;        // element offset of row 0 of K_b, V_b (dK_b, dV_b); rows apart
+    size_t l_at, l_step;                // L's offset of row 0 (rows 1 apart)
+    size_t d_at, d_step; int d_stride;  // D's offset of row 0; rows d_stride apart
+    int slope;                          // the first head's index in slopes (b · Hq + h)
+};
+
+// The plain backward's geometry: plane bh of (batch·heads, N, D) tensors, one head per K/V head
+__device__ __forceinline__ KVSeq plain_kv_seq(int N, int Nk, int bh, int D) {
+    return {N, Nk, (size_t)bh * N * D, (size_t)N * D, D, (size_t)bh * Nk * D, D, (size_t)bh * N, (size_t)N,
+            (size_t)bh * N, (size_t)N, 1, bh};
+}
+
+// The backward's walk: item `it` of a thread block's G query heads × `blocks` Q blocks, head-major: its head (0 …
+// G − 1) and its Q block (from the first); without VARIANTS one head, and no division
+#if VARIANTS
+#define ITEM_HEAD(it, blocks) ((it) / (blocks))
+#define ITEM_BLOCK(it, blocks) ((it) % (blocks))
+#else
+#define ITEM_HEAD(it, blocks) 0
+#define ITEM_BLOCK(it, blocks) (it)
+#endif
+
 #if VARIANTS
 #define UNBOUNDED (1 << 30)  // a window side without a bound (positions stay below 2^21: no overflow)
 
@@ -68,6 +99,33 @@ __device__ __forceinline__ Seq sequence(int N, int Nk, int D, const int* cu_q, c
     s.kv_at = (size_t)s.kv_plane * Nk * D;
     return s;
 #endif
+}
+
+// blockIdx.y is b·Hkv + hkv (packed: hkv, and b is blockIdx.z): the backward's K/V head and its g query heads
+__device__ __forceinline__ KVSeq kv_sequence(int N, int Nk, int D, const int* cu_q, const int* cu_k, int group, int heads) {
+#if VARLEN
+    const int b = blockIdx.z, hkv = blockIdx.y, h0 = hkv * group, q0 = cu_q[b], k0 = cu_k[b];
+    const int kv_heads = heads / group;
+    const size_t total_q = cu_q[gridDim.z];
+    return {cu_q[b + 1] - q0, cu_k[b + 1] - k0, ((size_t)q0 * heads + h0) * D, (size_t)D, heads * D,
+            ((size_t)k0 * kv_heads + hkv) * D, kv_heads * D, h0 * total_q + q0, total_q,
+            (size_t)q0 * heads + h0, 1, heads, b * heads + h0};
+#else
+    const int h0 = blockIdx.y * group;  // (b·Hkv + hkv)·g = b·Hq + hkv·g
+    return {N, Nk, (size_t)h0 * N * D, (size_t)N * D, D, (size_t)blockIdx.y * Nk * D, D, (size_t)h0 * N, (size_t)N,
+            (size_t)h0 * N, (size_t)N, 1, h0};
+#endif
+}
+
+// The Q blocks i0 … i1 − 1 (of BR rows) some row of which sees a key c0 … c0 + BC − 1 of a sequence through the
+// window: row r sees key c iff r + shift − left ≤ c ≤ r + shift + right, so r runs from c0 − shift − right to
+// min(c0 + BC, Nk) − 1 − shift + left; empty (i1 ≤ i0) when none (the transpose of seen_blocks)
+__device__ __forceinline__ void seen_q_blocks(int& i0, int& i1, int c0, int N, int Nk, int shift, int left, int right) {
+    const int lo = c0 - shift - right, hi = min(c0 + BC, Nk) - 1 - shift + left;
+    const int Tr = (N + BR - 1) / BR;
+    i0 = lo <= 0 ? 0 : lo / BR;
+    i1 = hi < 0 ? 0 : min(Tr, hi / BR + 1);
+    if (lo > N - 1) i1 = 0;
 }
 
 // The K/V blocks j0 … j1 − 1 that rows r0 … r1 of a sequence see through the window [p + shift − left, p + shift
