@@ -3,7 +3,6 @@
 import importlib
 import os
 import sys
-import tomllib
 
 import click
 from rich.console import Console
@@ -157,6 +156,8 @@ def _version() -> str:
     try:
         return metadata.version("flashsim")
     except metadata.PackageNotFoundError:
+        import tomllib
+
         with open(os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml"), "rb") as f:
             return tomllib.load(f)["project"]["version"]
 

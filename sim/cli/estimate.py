@@ -40,6 +40,7 @@ PER_SCORE = 4e-9  # the float64 reference, per score, plus PER_SCORE_D per score
 PER_SCORE_D = 0.06e-9
 BACKWARD_PER_SCORE, BACKWARD_PER_SCORE_D = 6e-9, 0.3e-9
 PROCESS = 150 * 2**20  # Python, NumPy, rich and the command itself
+PROCESS_SECONDS = 1.0  # starting a fresh flashsim process (`bench cli` measures 0.3–0.7 s)
 CLOSED_FORM_PER_ROW_BLOCK = 5e-6  # seconds to add one row block into a closed form (a sweep's, summed per block)
 CLOSED_FORM_SECONDS = 1e-3  # one closed form by `sim.machine.row_sums`: a few floor sums, whatever N
 SMALL_TILE = 64  # Br × Bc below this: the blocks, more than N, make the tile pairs many
