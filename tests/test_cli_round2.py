@@ -322,3 +322,101 @@ def test_the_lazy_command_table_names_every_familys_commands():
         assert tuple(c.name for c in importlib.import_module(f"sim.cli.{module}").COMMANDS) == names, module
     assert sorted(app.commands) == sorted(n for names in FAMILIES.values() for n in names)
     assert re.fullmatch(r"flashsim \d+\.\d+\.\d+\n", flashsim("--version").stdout)
+
+
+# -- what the audit of round 3 found without a test ------------------------------------------------------------
+
+
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes into a read-only folder")
+def test_a_read_only_folder_is_one_line_and_exit_2(tmp_path):  # item 3
+    folder = tmp_path / "read-only"
+    folder.mkdir(mode=0o555)
+    result = process("run", "--n", 64, "--json", folder / "out.json")
+    assert result.returncode == 2 and b"Traceback" not in result.stderr
+    assert result.stderr.decode() == f"error: {folder / 'out.json'}: Permission denied\n" and os.listdir(folder) == []
+
+
+def test_a_read_only_folder_keeps_the_old_file_and_leaves_no_temporary(tmp_path, monkeypatch):  # item 3, as root too
+    path = tmp_path / "out.json"
+    path.write_text("the old report")
+
+    def mkstemp(*args, **kwargs):
+        raise PermissionError(13, "Permission denied", str(tmp_path))
+
+    monkeypatch.setattr(atomic_file.tempfile, "mkstemp", mkstemp)
+    line = error_line(flashsim("run", "--n", 64, "--json", path, code=2))
+    assert "Permission denied" in line and path.read_text() == "the old report" and os.listdir(tmp_path) == ["out.json"]
+
+
+def test_out_of_memory_suggests_counts_only_only_to_a_run_that_is_not(monkeypatch):  # item 13
+    from sim.api import closed_form
+
+    def exhausted(*args, **kwargs):
+        raise MemoryError
+
+    monkeypatch.setattr(closed_form, "forward", exhausted)
+    monkeypatch.setattr(sim, "run", exhausted)
+    counting = error_line(flashsim("run", "--n", 64, "--counts-only", code=2))
+    simulating = error_line(flashsim("run", "--n", 64, code=2))
+    assert counting.startswith("error: out of memory") and "--counts-only" not in counting
+    assert simulating.startswith("error: out of memory") and simulating.endswith("or --counts-only")
+
+
+def test_a_memory_refusal_counts_in_binary_units(monkeypatch):  # item 12: memory in KiB, MiB, GiB; traffic in GB
+    monkeypatch.setattr(estimate, "available_memory", lambda: 2**30)
+    line = error_line(flashsim("run", "--algo", "standard", "--n", 20000, "--d", 64, code=2))
+    assert re.search(r"about [\d.]+ GiB of memory \(1\.0 GiB is free\)", line) and " GB" not in line
+
+
+@pytest.mark.parametrize("path", [("bench", "sim"), ("sweep",), ("walkthrough",)])
+def test_the_long_commands_take_quiet(path):  # item 13: bench sim, sweep and walkthrough had no --quiet
+    command = dict(commands())[path]
+    assert "--quiet" in [opt for p in command.params for opt in p.opts]
+
+
+def test_walkthrough_quiet_prints_the_listing_and_nothing_on_stderr():
+    result = process("walkthrough", "--quiet")
+    assert result.returncode == 0 and result.stderr == b"" and b"step 20" in result.stdout
+
+
+BARS: list[dict] = []  # what Bars drew
+
+
+class Bars:
+    """Stands in for sim.cli.progress.Work: each bar's description, total and how far it got (in BARS)."""
+
+    def __init__(self, quiet=False, console=None):
+        self.quiet = quiet
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+    def steps(self, description, total):
+        bar = {"description": description, "total": total, "done": 0}
+        BARS.append(bar)
+
+        def advance(units=1):
+            bar["done"] += units
+
+        from contextlib import nullcontext
+
+        return nullcontext(advance)
+
+
+@pytest.mark.parametrize(
+    "args, total",
+    [
+        (("sim", "--n", 64, "--d", 16, "--repeats", 1, "--memory-n", 0), 2 + len(REGISTRY) * 3),
+        (("cli", "--n", 0, "--d", 16, "--counts-n", 64, "--repeats", 1), 2 * len(REGISTRY)),
+    ],
+)
+def test_bench_sim_and_cli_advance_a_progress_bar_to_its_end(args, total, monkeypatch):  # item 11
+    from sim.cli import bench
+
+    BARS.clear()
+    monkeypatch.setattr(bench, "Work", Bars)
+    flashsim("bench", *args, "--json")
+    assert [(b["total"], b["done"]) for b in BARS] == [(total, total)]
