@@ -409,7 +409,7 @@ class Bars:
 @pytest.mark.parametrize(
     "args, total",
     [
-        (("sim", "--n", 64, "--d", 16, "--repeats", 1, "--memory-n", 0), 2 + len(REGISTRY) * 3),
+        (("sim", "--n", 64, "--d", 16, "--repeats", 1, "--memory-n", 0), len(REGISTRY) + 2 * (1 + len(REGISTRY))),
         (("cli", "--n", 0, "--d", 16, "--counts-n", 64, "--repeats", 1), 2 * len(REGISTRY)),
     ],
 )

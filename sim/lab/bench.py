@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from functools import partial
 
 import numpy as np
 
@@ -45,23 +46,26 @@ def numpy_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray) -> np.ndarray:
     return p @ v
 
 
-def median_seconds(fn, repeats: int, advance=None) -> float:
-    """Median wall time of `repeats` calls, after one warm-up call; `advance(1)` is told of each call done."""
+def interleaved_medians(calls: dict, repeats: int, advance=None) -> dict[str, float]:
+    """The median wall time of each of `calls` (name → function) over `repeats` rounds, each round calling every
+    one once in turn (after one warm-up round), so that a change in the machine's load falls on all of them alike;
+    `advance(1)` is told of each call done."""
     advance = advance or (lambda units: None)
-    fn()
-    advance(1)
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-        advance(1)
-    return statistics.median(times)
+    times: dict[str, list[float]] = {name: [] for name in calls}
+    for round_ in range(repeats + 1):
+        for name, fn in calls.items():
+            t = time.perf_counter()
+            fn()
+            if round_:
+                times[name].append(time.perf_counter() - t)
+            advance(1)
+    return {name: statistics.median(ts) for name, ts in times.items()}
 
 
 def bench_sim_calls(repeats: int, memory_n: int | None) -> int:
-    """How many calls `bench_sim` makes (its progress's total): NumPy's and each algorithm's, and the probe."""
-    return (repeats + 1) + len(REGISTRY) * (repeats + 2) + bool(memory_n)
+    """How many calls `bench_sim` makes (its progress's total): a run of each algorithm to read its blocks, the
+    rounds of NumPy's and each algorithm's calls, and the probe."""
+    return len(REGISTRY) + (repeats + 1) * (1 + len(REGISTRY)) + bool(memory_n)
 
 
 def peak_rss() -> int:
@@ -121,26 +125,25 @@ def memory_probe(n: int, d: int, dtype: str) -> dict | None:
 def bench_sim(
     n: int = 4096, d: int = 64, dtype: str = "fp16", repeats: int = 3, memory_n: int | None = 32768, advance=None
 ) -> dict:
-    """Time each registered algorithm's full-numerics run against plain NumPy attention; probe flash2's memory.
+    """Time each registered algorithm's full-numerics run against plain NumPy attention, in interleaved rounds;
+    probe flash2's memory.
     `advance(1)` is told of each of the `bench_sim_calls` calls done."""
     advance = advance or (lambda units: None)
     rng = np.random.default_rng(0)
     q, k, v = (rng.standard_normal((n, d)).astype(DTYPES[dtype]) for _ in range(3))
-    baseline = median_seconds(lambda: numpy_attention(q, k, v), repeats, advance)
-    rows = []
+    blocks = {}
     for algorithm in REGISTRY:
         result = sim.run(algorithm, q, k, v)
+        blocks[algorithm] = (result.block_rows, result.block_cols)
         advance(1)
-        seconds = median_seconds(lambda a=algorithm: sim.run(a, q, k, v), repeats, advance)
-        rows.append(
-            {
-                "algorithm": algorithm,
-                "seconds": seconds,
-                "ratio_to_numpy": seconds / baseline,
-                "block_rows": result.block_rows,
-                "block_cols": result.block_cols,
-            }
-        )
+    calls = {"numpy": lambda: numpy_attention(q, k, v)} | {a: partial(sim.run, a, q, k, v) for a in REGISTRY}
+    medians = interleaved_medians(calls, repeats, advance)
+    baseline = medians["numpy"]
+    rows = [
+        {"algorithm": a, "seconds": medians[a], "ratio_to_numpy": medians[a] / baseline, "block_rows": blocks[a][0],
+         "block_cols": blocks[a][1]}
+        for a in REGISTRY
+    ]  # fmt: skip
     return {
         "benchmark": "sim",
         "machine": machine(),
