@@ -31,6 +31,7 @@ class HBM:
     def __init__(self):
         self.tensors: dict[str, np.ndarray] = {}
         self._f32: dict[str, np.ndarray] = {}
+        self.destinations: dict[str, np.ndarray] = {}  # arrays an output tensor may be allocated in (no copy after)
 
     def place(self, name: str, array: np.ndarray) -> None:
         """Put a tensor in HBM without booking traffic (inputs are there before the kernel starts)."""
@@ -38,8 +39,13 @@ class HBM:
         self._f32.pop(name, None)
 
     def alloc(self, name: str, shape: tuple, dtype) -> None:
-        """Reserve an uninitialized output tensor (NaN-filled, so a missed write shows), and its float32 copy."""
-        self.place(name, np.full(shape, np.nan, dtype=dtype))
+        """Reserve an uninitialized output tensor (NaN-filled, so a missed write shows), and its float32 copy; in its
+        destination where one of its shape and dtype is given."""
+        out = self.destinations.get(name)
+        if out is None or out.shape != tuple(shape) or out.dtype != np.dtype(dtype):
+            out = np.empty(shape, dtype=dtype)
+        out.fill(np.nan)
+        self.place(name, out)
         if np.dtype(dtype) != ACCUMULATOR:  # kept up to date by every write, so that no read converts it whole
             self._f32[name] = np.full(shape, np.nan, dtype=ACCUMULATOR)
 
