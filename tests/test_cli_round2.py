@@ -379,33 +379,6 @@ def test_walkthrough_quiet_prints_the_listing_and_nothing_on_stderr():
     assert result.returncode == 0 and result.stderr == b"" and b"step 20" in result.stdout
 
 
-BARS: list[dict] = []  # what Bars drew
-
-
-class Bars:
-    """Stands in for sim.cli.progress.Work: each bar's description, total and how far it got (in BARS)."""
-
-    def __init__(self, quiet=False, console=None):
-        self.quiet = quiet
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def steps(self, description, total):
-        bar = {"description": description, "total": total, "done": 0}
-        BARS.append(bar)
-
-        def advance(units=1):
-            bar["done"] += units
-
-        from contextlib import nullcontext
-
-        return nullcontext(advance)
-
-
 @pytest.mark.parametrize(
     "args, total",
     [
@@ -415,8 +388,9 @@ class Bars:
 )
 def test_bench_sim_and_cli_advance_a_progress_bar_to_its_end(args, total, monkeypatch):  # item 11
     from sim.cli import bench
+    from tests.test_grading_cli import Bars  # records each bar drawn
 
-    BARS.clear()
     monkeypatch.setattr(bench, "Work", Bars)
+    monkeypatch.setattr(Bars, "made", [])
     flashsim("bench", *args, "--json")
-    assert [(b["total"], b["done"]) for b in BARS] == [(total, total)]
+    assert [(b["total"], b["done"]) for b in Bars.made] == [(total, total)]

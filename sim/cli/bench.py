@@ -29,13 +29,7 @@ def bench_group() -> None:
 @click.option(
     "--repeats", type=options.POSITIVE, default=3, show_default=True, help="Timed repeats (the median is reported)."
 )
-@click.option(
-    "--memory-n",
-    type=options.Count(0, options.MAX_SIZE),
-    default=32768,
-    show_default=True,
-    help="N of the flash2 memory probe (0 skips it).",
-)
+@options.skippable_n("--memory-n", 32768, "N of the flash2 memory probe (0 skips it).")
 @options.JSON_REPORT
 @options.QUIET
 @click.pass_context
@@ -122,13 +116,7 @@ def bench_trace_command(ctx, n, d, dtype, hardware_name, keys, json_path) -> Non
 
 
 @bench_group.command("cli")
-@click.option(
-    "--n",
-    type=options.Count(0, options.MAX_SIZE),
-    default=32768,
-    show_default=True,
-    help="N of the full-numerics flash2 run (0 skips it).",
-)
+@options.skippable_n("--n", 32768, "N of the full-numerics flash2 run (0 skips it).")
 @options.d(64)
 @click.option(
     "--counts-n",
