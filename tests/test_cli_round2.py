@@ -394,3 +394,10 @@ def test_bench_sim_and_cli_advance_a_progress_bar_to_its_end(args, total, monkey
     monkeypatch.setattr(Bars, "made", [])
     flashsim("bench", *args, "--json")
     assert [(b["total"], b["done"]) for b in Bars.made] == [(total, total)]
+
+
+@pytest.mark.parametrize("args", [("--dtype", "fp32", "--n", 256, "--scale", 5), ("--n", 256, "--scale", 30)])
+def test_the_issues_false_verdicts_are_true(args):  # item 1, as reproduced (d = 64, the default)
+    out = json.loads(flashsim("run", *args, "--json").stdout)
+    assert out["tolerance"]["within"] is True and out["max_abs_err"] <= out["tolerance"]["bound"]
+    assert "✓ within" in flashsim("run", *args).stdout
