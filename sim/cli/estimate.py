@@ -113,9 +113,8 @@ def simulate(
     saved = sum(s * rows if name == "P" else F * n for name in entry.saves)
     held = heads * ((n + 2 * nk) * d * s + n * d * s + saved)  # q, k, v, O and what the forward saves, every head
     draw = heads * max(n, nk) * d * 8  # random inputs are drawn in float64, a tensor at a time
-    chip = (
-        (n + 2 * nk) * d * (s + F) + n * d * F + 2 * rows * (s + F)
-    )  # one head's HBM tensors, float32 copies (O's too)
+    # one head's HBM tensors and their float32 copies (O's copy too; O itself is held with the outputs)
+    chip = (n + 2 * nk) * d * (s + F) + n * d * F + 2 * rows * (s + F)
     if backward:
         held += heads * (2 * n + 2 * nk) * d * s  # dO, dQ, dK, dV
         chip += (2 * n + 2 * nk) * d * (s + F) + rows * (s + F)  # and dP, dS beside P
