@@ -37,3 +37,21 @@ def test_memory_probe_runs_flash2_in_a_fresh_process():
     assert (probe["block_rows"], probe["block_cols"]) == registry.fit("flash2", 256, 256, 16, 2, A100_40GB.sram_bytes)
     assert probe["n_by_n_float32_bytes"] == 4 * 256 * 256
     assert probe["peak_rss_bytes"] >= probe["rss_before_run_bytes"] > 0
+
+
+def test_the_calls_are_timed_in_interleaved_rounds_after_a_warm_up():
+    """Each round calls every function once, in turn, so that a change in load falls on all of them alike."""
+    log, advanced = [], []
+    calls = {name: (lambda name=name: log.append(name)) for name in ("numpy", "standard", "flash2")}
+    medians = bench.interleaved_medians(calls, 3, advanced.append)
+    assert log == ["numpy", "standard", "flash2"] * 4 and len(advanced) == 12 and list(medians) == list(calls)
+    assert bench.bench_sim_calls(3, None) == len(REGISTRY) + 4 * (1 + len(REGISTRY))
+
+
+def test_bench_cli_times_counts_only_at_both_sizes_every_algorithm_both_passes():
+    commands = bench.cli_commands(32768, 64)
+    assert commands[0] == ["run", "--algo", "flash2", "--n", "32768", "--d", "64", "--quiet"]
+    counted = {(c[2], c[4], "--backward" in c) for c in commands[1:]}
+    assert all("--counts-only" in c for c in commands[1:]) and len(commands) == 1 + len(counted)
+    assert counted == {(a, str(n), b) for a in REGISTRY for n in (10**8, 770_000_000) for b in (False, True)}
+    assert bench.cli_commands(None, 64, (64,))[0][:5] == ["run", "--algo", "standard", "--n", "64"]

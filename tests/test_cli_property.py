@@ -33,7 +33,7 @@ QUICK = {
     ("decode",): ["--nk", "256", "--d", "16"],
     ("bench", "sim"): ["--n", "64", "--d", "16", "--repeats", "1", "--memory-n", "0"],
     ("bench", "trace"): ["--n", "32", "--d", "4", "--hardware", "toy", "--keys", "1"],
-    ("bench", "cli"): ["--n", "64", "--d", "16", "--counts-n", "64"],
+    ("bench", "cli"): ["--n", "0", "--d", "16", "--counts-n", "64", "--repeats", "1"],
     ("compare",): ["--n", "64"],
     ("sweep",): ["--n", "512"],
     ("grade",): [TINY, TINY],

@@ -24,6 +24,8 @@ def shift(m):
 
 def normalize(x: np.ndarray, ℓ: np.ndarray) -> np.ndarray:
     """diag(ℓ)⁻¹ x: each row of x divided by its ℓ, and 0 in a row with ℓ = 0 (a query that sees no key)."""
+    if np.all(ℓ > 0):  # the same quotients without the masked division, which NumPy runs several times slower
+        return np.divide(x, ℓ[:, None], out=np.empty_like(x))
     return np.divide(x, ℓ[:, None], out=np.zeros_like(x), where=ℓ[:, None] > 0)
 
 

@@ -44,14 +44,17 @@ def programs(q_like: dict, kv_like: dict, q_out: dict, kv_out: dict, *, group: i
         for h in range(Hq):
             inputs = {n: x[b, h] for n, x in q_like.items()} | {n: x[b, h // group] for n, x in kv_like.items()}
             about = {"kv_head": h // group, "group": group} if group > 1 else {}
-            out.append(Program((b, h), inputs, _store_head(q_out | kv_out, b, h), options(b, range(h, h + 1)), about))
+            outputs = {n: x[b, h] for n, x in (q_out | kv_out).items()}
+            store = _store_head(q_out | kv_out, b, h)
+            out.append(Program((b, h), inputs, store, options(b, range(h, h + 1)), about, destinations=outputs))
     return out
 
 
 def _store_head(outputs: dict, b: int, h: int):
     def store(tensors: dict) -> None:
         for name, x in outputs.items():
-            x[b, h] = tensors[name]
+            if not np.may_share_memory(x[b, h], tensors[name]):  # else HBM allocated it there (`Program.destinations`)
+                x[b, h] = tensors[name]
 
     return store
 

@@ -22,6 +22,7 @@ class Program:
     outputs: Callable[[dict[str, np.ndarray]], None]  # takes the chip's HBM tensors and stores its outputs
     options: dict = field(default_factory=dict)  # keyword arguments for the listing (e.g. its `scores`)
     about: dict = field(default_factory=dict)  # what a trace of it says beside the run's settings (its K/V head)
+    destinations: dict[str, np.ndarray] = field(default_factory=dict)  # where an output goes: HBM allocates it there
 
 
 def heads_of(inputs: dict, outputs: dict) -> list[Program]:
@@ -31,11 +32,17 @@ def heads_of(inputs: dict, outputs: dict) -> list[Program]:
     def put_back(head):
         def store(tensors):
             for name, x in outputs.items():
-                x[head] = tensors[name]
+                if not np.may_share_memory(x[head], tensors[name]):  # else HBM allocated it there (`destinations`)
+                    x[head] = tensors[name]
 
         return store
 
-    return [Program(h, {n: x[h] for n, x in inputs.items()}, put_back(h)) for h in np.ndindex(*lead)]
+    return [
+        Program(
+            h, {n: x[h] for n, x in inputs.items()}, put_back(h), destinations={n: x[h] for n, x in outputs.items()}
+        )
+        for h in np.ndindex(*lead)
+    ]
 
 
 def each_program(costs: dict, name: str, record: str, row, programs: list[Program], kernel, **config) -> dict:
@@ -53,6 +60,7 @@ def each_program(costs: dict, name: str, record: str, row, programs: list[Progra
             watch(chip)
         for tensor, x in program.inputs.items():
             chip.hbm.place(tensor, x)
+        chip.hbm.destinations = program.destinations
         kernel(chip, n, **program.options)
         program.outputs(chip.hbm.tensors)
         ledger.add(chip.ledger)

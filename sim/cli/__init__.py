@@ -3,7 +3,6 @@
 import importlib
 import os
 import sys
-import tomllib
 
 import click
 from rich.console import Console
@@ -92,7 +91,8 @@ class _Group(click.Group):
             _quiet_stdout()
             sys.exit(0)
         except MemoryError:  # an estimate let through what this machine could not hold after all
-            counts = "--counts-only" in sys.argv or "run" not in sys.argv
+            given = list(sys.argv[1:] if args is None else args)
+            counts = "--counts-only" in given or "run" not in given
             fail(
                 "out of memory: this machine could not hold the work; try smaller sizes"
                 + ", or --counts-only" * (not counts)
@@ -157,6 +157,8 @@ def _version() -> str:
     try:
         return metadata.version("flashsim")
     except metadata.PackageNotFoundError:
+        import tomllib
+
         with open(os.path.join(os.path.dirname(__file__), "..", "..", "pyproject.toml"), "rb") as f:
             return tomllib.load(f)["project"]["version"]
 

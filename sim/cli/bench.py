@@ -29,13 +29,7 @@ def bench_group() -> None:
 @click.option(
     "--repeats", type=options.POSITIVE, default=3, show_default=True, help="Timed repeats (the median is reported)."
 )
-@click.option(
-    "--memory-n",
-    type=options.Count(0, options.MAX_SIZE),
-    default=32768,
-    show_default=True,
-    help="N of the flash2 memory probe (0 skips it).",
-)
+@options.skippable_n("--memory-n", 32768, "N of the flash2 memory probe (0 skips it).")
 @options.JSON_REPORT
 @options.QUIET
 @click.pass_context
@@ -153,26 +147,43 @@ def bench_trace_command(ctx, n, d, dtype, hardware_name, keys, json_path) -> Non
 
 
 @bench_group.command("cli")
-@options.n(32768, help="N of the full-numerics flash2 run.")
+@options.skippable_n("--n", 32768, "N of the full-numerics flash2 run (0 skips it).")
 @options.d(64)
 @click.option(
-    "--counts-n", type=options.POSITIVE, default=1_000_000, show_default=True, help="N of the --counts-only runs."
+    "--counts-n",
+    "counts_ns",
+    type=options.POSITIVE,
+    multiple=True,
+    default=bench.COUNTS_NS,
+    show_default=True,
+    help="N of the --counts-only runs (repeat the option for several).",
+)
+@click.option(
+    "--repeats",
+    type=options.POSITIVE,
+    default=5,
+    show_default=True,
+    help="Runs of each --counts-only command after a warm-up (the median is reported).",
 )
 @options.JSON_REPORT
 @options.QUIET
 @click.pass_context
-def bench_cli_command(ctx, n, d, counts_n, json_path, quiet) -> None:
-    """Time the commands the README quotes in fresh processes: flash2 at N (peak memory too), --counts-only at N."""
+def bench_cli_command(ctx, n, d, counts_ns, repeats, json_path, quiet) -> None:
+    """Time the commands the README quotes in fresh processes: flash2 at N (peak memory too), --counts-only at each
+    --counts-n, every algorithm, forward and --backward."""
 
-    def cost(n, d, counts_n) -> estimate.Estimate:
-        run = estimate.listing(_configure("flash2", n, d, "fp16")) + estimate.check(n, n, d)
-        counts = [estimate.counting() for _ in REGISTRY]
-        return estimate.Estimate(run.seconds + sum(c.seconds for c in counts), 0, run.bytes)
+    def cost(n, d, repeats) -> estimate.Estimate:
+        run = (
+            estimate.listing(_configure("flash2", n, d, "fp16")) + estimate.check(n, n, d) if n else estimate.Estimate()
+        )
+        counting = estimate.PROCESS_SECONDS * (repeats + 1) * len(bench.cli_commands(None, d, counts_ns))
+        return estimate.Estimate(run.seconds + counting, 0, run.bytes)
 
-    what = f"a flash2 run at N = {count(n)}, d = {d}, and counts at N = {count(counts_n)}"
-    estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, counts_n=counts_n)
-    with Work(quiet) as work, work.steps("timing commands", 1 + len(REGISTRY)) as advance:
-        result = bench.bench_cli(n=n, d=d, counts_n=counts_n, advance=advance)
+    what = f"a flash2 run at N = {count(n)}, d = {d}, and counts at N = {', '.join(count(c) for c in counts_ns)}"
+    estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, repeats=repeats)
+    commands = len(bench.cli_commands(n or None, d, counts_ns))
+    with Work(quiet) as work, work.steps("timing commands", commands) as advance:
+        result = bench.bench_cli(n=n or None, d=d, counts_ns=counts_ns, repeats=repeats, advance=advance)
     if not emit_json(result, json_path):
         console.print(bench_viz.cli_table(result))
 

@@ -40,6 +40,7 @@ PER_SCORE = 4e-9  # the float64 reference, per score, plus PER_SCORE_D per score
 PER_SCORE_D = 0.06e-9
 BACKWARD_PER_SCORE, BACKWARD_PER_SCORE_D = 6e-9, 0.3e-9
 PROCESS = 150 * 2**20  # Python, NumPy, rich and the command itself
+PROCESS_SECONDS = 1.0  # starting a fresh flashsim process (`bench cli` measures 0.3–0.7 s)
 CLOSED_FORM_PER_ROW_BLOCK = 5e-6  # seconds to add one row block into a closed form (a sweep's, summed per block)
 CLOSED_FORM_SECONDS = 1e-3  # one closed form by `sim.machine.row_sums`: a few floor sums, whatever N
 SMALL_TILE = 64  # Br × Bc below this: the blocks, more than N, make the tile pairs many
@@ -112,7 +113,8 @@ def simulate(
     saved = sum(s * rows if name == "P" else F * n for name in entry.saves)
     held = heads * ((n + 2 * nk) * d * s + n * d * s + saved)  # q, k, v, O and what the forward saves, every head
     draw = heads * max(n, nk) * d * 8  # random inputs are drawn in float64, a tensor at a time
-    chip = (n + 2 * nk) * d * (s + F) + 2 * rows * (s + F)  # one head's HBM tensors and their float32 copies
+    # one head's HBM tensors and their float32 copies (O's copy too; O itself is held with the outputs)
+    chip = (n + 2 * nk) * d * (s + F) + n * d * F + 2 * rows * (s + F)
     if backward:
         held += heads * (2 * n + 2 * nk) * d * s  # dO, dQ, dK, dV
         chip += (2 * n + 2 * nk) * d * (s + F) + rows * (s + F)  # and dP, dS beside P

@@ -82,6 +82,11 @@ def n(default: int, help="Query rows N."):
     return click.option("--n", type=POSITIVE, default=default, show_default=True, help=help)
 
 
+def skippable_n(flag: str, default: int, help: str):
+    """A benchmark's N that 0 skips (bench sim's --memory-n, bench cli's --n)."""
+    return click.option(flag, type=Count(0, MAX_SIZE), default=default, show_default=True, help=help)
+
+
 def nk(default: int | None = None, help="Key/value rows Nk  [default: N]"):
     """--nk: key/value rows; N unless given (a decode's cache has a default of its own)."""
     return click.option("--nk", type=POSITIVE, default=default, show_default=default is not None, help=help)

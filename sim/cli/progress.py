@@ -9,9 +9,9 @@ import sys
 import threading
 import time
 from contextlib import contextmanager
+from types import SimpleNamespace
 
 from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from sim.api import heads
 
@@ -24,10 +24,7 @@ class Work:
 
     def __init__(self, quiet: bool = False, console: Console | None = None):
         self.shown = not quiet and sys.stdout.isatty()
-        self.bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
-            TimeRemainingColumn(), console=console or Console(stderr=True), transient=True, auto_refresh=False,
-        )  # fmt: skip
+        self.bar = _bar(console or Console(stderr=True)) if self.shown else _Hidden()
         self._probes: dict = {}  # task → a function returning its completed amount now
         self._stop = threading.Event()
         self._thread = None
@@ -115,3 +112,36 @@ class Work:
 
 def _moved(chip) -> int:
     return chip.ledger.hbm_read_bytes + chip.ledger.hbm_write_bytes
+
+
+def _bar(console: Console):
+    """The rich.progress bar (imported here: a command whose bar cannot show never loads it)."""
+    from rich.progress import (
+        BarColumn,
+        Progress,
+        TaskProgressColumn,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    return Progress(
+        TextColumn("{task.description}"), BarColumn(), TaskProgressColumn(), TimeElapsedColumn(),
+        TimeRemainingColumn(), console=console, transient=True, auto_refresh=False,
+    )  # fmt: skip
+
+
+class _Hidden:
+    """The bar of work that shows none (--quiet, or stdout not a terminal): tasks are numbered, nothing is drawn."""
+
+    live = SimpleNamespace(is_started=False)
+
+    def __init__(self):
+        self.tasks = 0
+
+    def add_task(self, description: str, total) -> int:
+        self.tasks += 1
+        return self.tasks
+
+    def update(self, task: int, **fields) -> None:
+        pass

@@ -14,7 +14,7 @@ from sim.core.dtypes import ACCUMULATOR
 from sim.core.errors import InputError, SRAMOverflowError
 from sim.core.format import human_bytes
 from sim.machine.ledger import Ledger
-from sim.machine.storage_cast import to_storage
+from sim.machine.storage_cast import write_rounded
 from sim.machine.trace import KEY_TENSORS, Access, Resident, Step, Trace, row_values
 
 MAX_TRACE_STEPS = 250_000  # a recorded trace holds at most this many steps (about 150 MB of Python objects)
@@ -31,6 +31,7 @@ class HBM:
     def __init__(self):
         self.tensors: dict[str, np.ndarray] = {}
         self._f32: dict[str, np.ndarray] = {}
+        self.destinations: dict[str, np.ndarray] = {}  # arrays an output tensor may be allocated in (no copy after)
 
     def place(self, name: str, array: np.ndarray) -> None:
         """Put a tensor in HBM without booking traffic (inputs are there before the kernel starts)."""
@@ -38,8 +39,15 @@ class HBM:
         self._f32.pop(name, None)
 
     def alloc(self, name: str, shape: tuple, dtype) -> None:
-        """Reserve an uninitialized output tensor (NaN-filled, so a missed write shows)."""
-        self.place(name, np.full(shape, np.nan, dtype=dtype))
+        """Reserve an uninitialized output tensor (NaN-filled, so a missed write shows), and its float32 copy; in its
+        destination where one of its shape and dtype is given."""
+        out = self.destinations.get(name)
+        if out is None or out.shape != tuple(shape) or out.dtype != np.dtype(dtype):
+            out = np.empty(shape, dtype=dtype)
+        out.fill(np.nan)
+        self.place(name, out)
+        if np.dtype(dtype) != ACCUMULATOR:  # kept up to date by every write, so that no read converts it whole
+            self._f32[name] = np.full(shape, np.nan, dtype=ACCUMULATOR)
 
     def read(self, name: str, rows, cols, level: str) -> tuple[np.ndarray, Access]:
         """A float32 copy of a tile, and the transfer that brought it on chip."""
@@ -54,12 +62,9 @@ class HBM:
         """Round `value` to the tensor's storage dtype and write it to a tile; returns the transfer."""
         dst = self.tensors[name]
         index = _index(rows, cols, dst.ndim)
-        stored = to_storage(value, dst.dtype)
-        dst[index] = stored
         mirror = self._f32.get(name)
-        if mirror is not None and mirror is not dst:
-            mirror[index] = stored
-        return _access(dst, name, rows, cols, stored.size, "hbm")
+        write_rounded(value, dst[index], None if mirror is None or mirror is dst else mirror[index])
+        return _access(dst, name, rows, cols, value.size, "hbm")
 
 
 class SRAM:

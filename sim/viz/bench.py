@@ -26,7 +26,10 @@ def sim_table(report: dict) -> RenderableType:
             number(row["seconds"], 3),
             number(row["ratio_to_numpy"], 2),
         )
-    machine = f"{m['cpu']} · {m['cores']} cores · Python {m['python']} · NumPy {m['numpy']}"
+    load = m.get("load_average")
+    machine = f"{m['cpu']} · {m['cores']} cores · Python {m['python']} · NumPy {m['numpy']}" + (
+        f" · load average {load[0]:.2f}" if load else ""
+    )
     parts = [Text(f"{machine} · OPENBLAS_NUM_THREADS={m['blas_threads']}", style="dim"), table]
     mem = report["memory"]
     if mem:
@@ -42,16 +45,31 @@ def sim_table(report: dict) -> RenderableType:
 
 
 def cli_table(report: dict) -> RenderableType:
-    """One row per command: wall time in a fresh process, peak resident memory, exit code."""
+    """One row per command: wall time in fresh processes (the median of its runs), peak resident memory, exit code."""
     m = report["machine"]
-    table = Table(title="flashsim commands, each in a fresh process (Python's start-up included)", title_justify="left")
+    repeats = report.get("repeats", 1)
+    table = Table(
+        title=f"flashsim commands, each in fresh processes (Python's start-up included; --counts-only: median of "
+        f"{repeats} after a warm-up)",
+        title_justify="left",
+    )
     table.add_column("command")
     table.add_column("seconds", justify="right")
+    table.add_column("slowest", justify="right")
     table.add_column("peak RSS", justify="right")
     table.add_column("exit", justify="right")
     for row in report["rows"]:
         rss = "—" if row["peak_rss_bytes"] is None else human_bytes(row["peak_rss_bytes"])
-        table.add_row(row["command"], seconds(row["seconds"]), rss, str(row["exit_code"]))
-    machine = f"{m['cpu']} · {m['cores']} cores · Python {m['python']} · NumPy {m['numpy']}"
+        slowest = seconds(max(row.get("seconds_each", [row["seconds"]])))
+        table.add_row(row["command"], seconds(row["seconds"]), slowest, rss, str(row["exit_code"]))
+    load = m.get("load_average")
+    machine = f"{m['cpu']} · {m['cores']} cores · Python {m['python']} · NumPy {m['numpy']}" + (
+        f" · load average {load[0]:.2f}" if load else ""
+    )
+    cached = report.get("bytecode_cached")
+    notes = [Text(machine, style="dim")]
+    if cached is not None:
+        notes.append(Text("flashsim's bytecode " + ("cached" if cached else "not cached: each start compiles it"),
+                          style="dim"))  # fmt: skip
     errors = [Text(f"{r['command']}: {r['stderr']}", style="red") for r in report["rows"] if r["exit_code"] != 0]
-    return Group(Text(machine, style="dim"), table, *errors)
+    return Group(*notes, table, *errors)
