@@ -35,7 +35,8 @@
 //    warps per SM. `flashsim compare --backward` (N = 2048, d = 64): the atomics add exactly the float32 dQ bytes
 //    predicted (×1.000); L2 → SM reads are ×1.49 of the reads asked for, the padded shared-memory rows again.
 //
-// Variants (gpu/variants.py's #defines, variants.cuh; not yet run on a GPU): GQA, the window, ALiBi, softcap and
+// Variants (gpu/variants.py's #defines, variants.cuh; run 34: every test of tests/test_gpu_backward_variants.py
+// passed, memcheck 0 errors, racecheck 0 hazards on two cases; not timed): GQA, the window, ALiBi, softcap and
 // packed sequences, each compiled in only when asked for. The plain build computes as before; its code differs only
 // in reading offsets and strides from KVSeq (ptxas, sm_90a: 255 registers, spills 16 → 8 bytes at d = 64, 8 → 0 at
 // d = 128).

@@ -57,7 +57,8 @@
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
 //    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 (run 32).
 //
-// Variants (not yet run on a GPU): GQA and the window only (variants.cuh, gpu/variants.py's VARIANTS define; rung 5
+// Variants (run 34: their tests passed, memcheck 0 errors; racecheck reported 1 hazard at d = 64 with GQA, see
+// gpu/NOTES.md run 34; not timed): GQA and the window only (variants.cuh, gpu/variants.py's VARIANTS define; rung 5
 // takes the rest). GQA: the thread block of K/V block j of K/V head hkv walks the Q blocks of its g query heads one
 // after the other through the same stages, so dK_j, dV_j sum the g heads in registers; grid (Tc, B·Hkv). The
 // window: only the Q blocks some row of which sees a key of K_j (seen_q_blocks), the mask where a tile is not fully
