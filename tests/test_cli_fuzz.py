@@ -53,7 +53,8 @@ def invocations(draw, folder: Path):
             continue
         if is_path(param):
             name = draw(st.sampled_from(["out.json", "out.svg", "out.png", "sub/none.json", ".", "/dev/full", "-"]))
-            target = folder / name if not name.startswith(("/", "-")) and name != "." else Path(name)
+            # "." is the folder itself, never the working directory (the run must not write into the checkout)
+            target = Path(name) if name.startswith(("/", "-")) else folder / name
             if name == "-" and param.metavar == "[FILE]":
                 args.append(flag)  # --json alone: JSON on stdout
                 continue
