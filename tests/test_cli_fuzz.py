@@ -5,6 +5,7 @@ and output encoding too.
 In-process through click's runner (fast); FLASHSIM_MAX_SECONDS = 2 keeps whatever is let through small.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -83,7 +84,8 @@ def test_no_traceback_and_an_honest_exit_code(tmp_path_factory, data):
         if f.parent == folder:
             f.write_text(SENTINEL)
     env = {"FLASHSIM_MAX_SECONDS": data.draw(st.sampled_from(["2", "2", "2", "-5", "nan", "0.5", "x"]))}
-    result = CliRunner(env=env).invoke(app, args)
+    with contextlib.chdir(folder):  # a file named "-" or a relative path lands in the test's folder, not the checkout
+        result = CliRunner(env=env).invoke(app, args)
     assert result.exception is None or isinstance(result.exception, SystemExit), (args, result.exception)
     assert result.exit_code in (0, 1, 2), (args, result.exit_code, result.output)
     if result.exit_code == 2:
