@@ -18,27 +18,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpu import backward, registry, source, variants
+from gpu.lab import variant_checks
 from sim.api import reference_variants
 from sim.core.errors import InputError
 
-# name → variant (gpu.lab.variant_checks.make_inputs; "alibi per batch": (B, Hq) slopes); heads = 4
-CASES = {
-    "mqa": {"kv_heads": 1},
-    "gqa": {"kv_heads": 2},
-    "window": {"window": [37, 0]},
-    "window both sides": {"window": [100, 50]},
-    "window diagonal only": {"window": [0, 0]},
-    "window right only": {"window": [-1, 30]},
-    "alibi": {"alibi": True},
-    "alibi per batch": {"alibi": True},
-    "softcap": {"softcap": 2.0},
-    "all": {"kv_heads": 2, "window": [90, 10], "alibi": True, "softcap": 5.0},
-}
-PACKED = {  # ragged lengths (one of 1), N ≠ Nk within a sequence
-    "varlen": {"seqlens_q": [1, 130, 77, 200], "seqlens_k": [50, 129, 300, 200]},
-    "varlen all": {"kv_heads": 2, "window": [60, -1], "alibi": True, "softcap": 4.0, "seqlens_q": [1, 130, 77, 200],
-                   "seqlens_k": [50, 129, 300, 200]},
-}  # fmt: skip
+# the forward's cases and one more ("alibi per batch": (B, Hq) slopes); heads = 4
+CASES = {**variant_checks.CASES, "alibi per batch": {"alibi": True}}
+PACKED = variant_checks.PACKED
 SETUPS = [(64, "float16"), (128, "bfloat16")]  # (d, dtype)
 RUNG7 = {"gqa", "window"}  # what rung 7 takes
 SHAPES = [(2, 4, 200, 333), (1, 4, 333, 200)]  # (batch, heads, N, Nk): N < Nk, and N > Nk (causal rows see no key)

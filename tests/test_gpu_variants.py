@@ -14,25 +14,9 @@ from hypothesis import strategies as st
 
 from gpu import registry, source, variants
 from gpu.inputs import Problem
+from gpu.lab.variant_checks import CASES, PACKED
 from sim.core.errors import InputError
 
-# name → variant (gpu.lab.variant_checks.make_inputs); heads = 4
-CASES = {
-    "mqa": {"kv_heads": 1},
-    "gqa": {"kv_heads": 2},
-    "window": {"window": [37, 0]},
-    "window both sides": {"window": [100, 50]},
-    "window diagonal only": {"window": [0, 0]},
-    "window right only": {"window": [-1, 30]},
-    "alibi": {"alibi": True},
-    "softcap": {"softcap": 2.0},
-    "all": {"kv_heads": 2, "window": [90, 10], "alibi": True, "softcap": 5.0},
-}
-PACKED = {  # ragged lengths (one of 1), N ≠ Nk within a sequence
-    "varlen": {"seqlens_q": [1, 130, 77, 200], "seqlens_k": [50, 129, 300, 200]},
-    "varlen all": {"kv_heads": 2, "window": [60, -1], "alibi": True, "softcap": 4.0, "seqlens_q": [1, 130, 77, 200],
-                   "seqlens_k": [50, 129, 300, 200]},
-}  # fmt: skip
 # (rung, d, dtype): rung 6 at its head dims; rung 3 also at d = 72, rows padded to 80 for the MMA
 SETUPS = [(6, 128, "float16"), (6, 64, "bfloat16"), (3, 64, "float16"), (3, 72, "bfloat16")]
 SHAPES = [(2, 4, 200, 333), (1, 4, 333, 200)]  # (batch, heads, N, Nk): N < Nk, and N > Nk (causal rows see no key)

@@ -130,6 +130,24 @@ def make_inputs(batch, heads, n, nk, d, dtype: str, variant: dict, seed: int = 0
     return draw(batch, heads, n, d), draw(batch, kv_heads, nk, d), draw(batch, kv_heads, nk, d), kw
 
 
+# the tests' cases (tests/test_gpu_variants.py, test_gpu_backward_variants.py): name → variant for make_inputs, heads = 4
+CASES = {
+    "mqa": {"kv_heads": 1},
+    "gqa": {"kv_heads": 2},
+    "window": {"window": [37, 0]},
+    "window both sides": {"window": [100, 50]},
+    "window diagonal only": {"window": [0, 0]},
+    "window right only": {"window": [-1, 30]},
+    "alibi": {"alibi": True},
+    "softcap": {"softcap": 2.0},
+    "all": {"kv_heads": 2, "window": [90, 10], "alibi": True, "softcap": 5.0},
+}
+PACKED = {  # ragged lengths (one of 1), N ≠ Nk within a sequence
+    "varlen": {"seqlens_q": [1, 130, 77, 200], "seqlens_k": [50, 129, 300, 200]},
+    "varlen all": {"kv_heads": 2, "window": [60, -1], "alibi": True, "softcap": 4.0, "seqlens_q": [1, 130, 77, 200],
+                   "seqlens_k": [50, 129, 300, 200]},
+}  # fmt: skip
+
 SMOKE = {  # one small ragged case per variant, for compute-sanitizer (memcheck, racecheck)
     "gqa": {"kv_heads": 1},
     "window": {"window": [70, 20]},
