@@ -172,3 +172,9 @@ def test_paged_tiles_are_pages():
     refused(
         "block_cols", lambda: sim.decode(q, kc, vc, block_table=[[0, 1], [2, 3]], cache_seqlens=[8, 8], block_cols=2)
     )
+
+
+@pytest.mark.parametrize("record", ["counts", "values"])
+def test_pack_gqa_needs_heads_to_pack(record):
+    q, k, v = (x[0, 0] for x in qkv())  # (N, d): one head, nothing to pack (found by the CLI's property test)
+    assert "one head" in refused("pack_gqa", lambda: sim.run("flash2", q, k, v, pack_gqa=True, record=record))

@@ -64,6 +64,11 @@ def check_variant(
             )
     batch, Hq = (q.shape[0], q.shape[1]) if q.ndim == 4 else (1, 1)
     group = Hq // (k.shape[1] if k.ndim == 4 else 1)
+    if pack_gqa and q.ndim != 4:
+        raise InputError(
+            f"pack_gqa: packs the query heads that share a K/V head, and q {tuple(q.shape)} has one head: give "
+            "q (B, Hq, N, d), k and v (B, Hkv, Nk, d) (the CLI: --heads, --kv-heads)"
+        )
     if pack_gqa and dropout_p > 0:
         raise InputError("pack_gqa: the packed schedule draws no dropout mask here; use pack_gqa=False with dropout_p")
     return Variant(
