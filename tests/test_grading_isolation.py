@@ -148,6 +148,15 @@ def test_the_read_set_is_refused_where_it_reaches_a_forbidden_path():
     )  # of the repository, only the harness's files
 
 
+def test_the_gpu_drivers_read_set_is_within_its_allow_list():
+    # the gpu package's launchers read the machine model (decode's occupancy, the variants' masks): run 34 found a
+    # GPU grade refused for them; the read set is worked out on the CPU too (no CuPy needed to import the launchers)
+    forbidden = [ROOT / "sim" / "algorithms", ROOT / "sim" / "api" / "entry.py", ROOT / "sim" / "api" / "reference.py"]
+    reads = allowlist.read_set("gpu", [str(f) for f in forbidden])
+    assert not any(Path(p).is_relative_to(f) for p in reads.paths for f in forbidden)
+    assert {"sim.machine.occupancy", "sim.machine.mask", "sim.grading.gpu_kernel"} <= set(reads.modules)
+
+
 def test_a_master_beside_the_library_is_refused_but_a_students_own_copy_there_is_not():
     beside = replace(ONE_TEST, path=ROOT / "02_flash1_forward.py")  # the repository's root: sim/ is in its folder
     with pytest.raises(InputError, match=r"reaches .*; refusing to grade"):
