@@ -24,6 +24,8 @@ COMBINE = registry.HELPERS["decode_combine"]
 MAX_SPLITS = 128  # the combine kernel's MAX_SPLITS (and best_splits' default cap)
 COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
 NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block table
+LAYOUTS = {"q": "(B, Hq, Nq, d)", "k": "(B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv, d)"}
+LAYOUTS["v"] = LAYOUTS["k"]
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,9 @@ def prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
     cupy = device.require()
     inputs.check_flag("causal", causal)
     for name, x in (("q", q), ("k", k), ("v", v)):
-        _check_array(cupy, name, x, q)
+        inputs.check_array(name, x, q, HALF, shape=LAYOUTS[name])
+    if k.dtype != q.dtype or v.dtype != q.dtype:
+        raise InputError(f"k, v: dtypes must equal q's ({q.dtype}), got k {k.dtype}, v {v.dtype}")
     batch, hq, nq, d = q.shape
     if d not in KERNEL.head_dims:
         raise InputError(f"q: head dim d = {d}; rung 8 takes d = 64 or 128")
@@ -173,23 +177,6 @@ def _on_device(cupy, given, host: np.ndarray):
 def _host(x) -> np.ndarray:
     """A NumPy copy of an integer argument given as NumPy, CuPy (one device-to-host copy) or a list."""
     return x.get() if type(x).__module__.startswith("cupy") else np.asarray(x)
-
-
-def _check_array(cupy, name: str, x, q) -> None:
-    if not isinstance(x, cupy.ndarray):
-        raise InputError(f"{name}: expected a CuPy array, got {type(x).__module__}.{type(x).__name__}")
-    if x.ndim != 4:
-        raise InputError(f"{name}: expected 4 dimensions, got shape {tuple(x.shape)}")
-    if dtypes.name(x.dtype) not in HALF:
-        raise InputError(f"{name}: dtype {x.dtype} is not supported here; allowed: {', '.join(HALF)}")
-    if x.dtype != q.dtype:
-        raise InputError(f"{name}: dtype {x.dtype} differs from q's {q.dtype}")
-    if not x.flags.c_contiguous:
-        raise InputError(f"{name}: must be C-contiguous (call cupy.ascontiguousarray first)")
-    if 0 in x.shape:
-        raise InputError(f"{name}: every dimension must be at least 1, got shape {tuple(x.shape)}")
-    if x.device != q.device:
-        raise InputError(f"{name}: is on device {x.device.id}, q on device {q.device.id}; all must be on one GPU")
 
 
 def _scale(scale, d: int) -> float:

@@ -28,7 +28,7 @@ def check(q, k, v, *, causal, scale, dtypes_allowed, finite=False, gqa=False) ->
     """Validate q, k, v (CuPy, (batch, heads, N, d), C-contiguous, one dtype; and finite, if `finite`); with `gqa`,
     k and v may have fewer heads than q (gpu.variants checks that they divide q's)."""
     for arg, x in (("q", q), ("k", k), ("v", v)):
-        _check_array(arg, x, q, dtypes_allowed)
+        check_array(arg, x, q, dtypes_allowed)
     if k.dtype != q.dtype or v.dtype != q.dtype:
         raise InputError(f"k, v: dtypes must equal q's ({q.dtype}), got k {k.dtype}, v {v.dtype}")
     batch, heads, n, d = q.shape
@@ -62,7 +62,7 @@ def check_scale(scale, d: int) -> float:
 def check_backward(p: Problem, q, o, lse, do, *, finite=False) -> None:
     """Validate the backward pass's o and do (shaped and typed like q) and lse (float32, (batch, heads, N))."""
     check_like_q(p, q, finite=finite, o=o, do=do)
-    _check_array("lse", lse, q, ("float32",), ndim=3)
+    check_array("lse", lse, q, ("float32",), ndim=3)
     if lse.shape != q.shape[:3]:
         raise InputError(f"lse: expected shape {tuple(q.shape[:3])} (batch, heads, N), got {tuple(lse.shape)}")
 
@@ -70,16 +70,18 @@ def check_backward(p: Problem, q, o, lse, do, *, finite=False) -> None:
 def check_like_q(p: Problem, q, *, finite=False, **arrays) -> None:
     """Validate arrays that share q's shape and dtype (o, do); finite too, if `finite`."""
     for arg, x in arrays.items():
-        _check_array(arg, x, q, (p.dtype,))
+        check_array(arg, x, q, (p.dtype,))
         if x.shape != q.shape:
             raise InputError(f"{arg}: expected q's shape {tuple(q.shape)}, got {tuple(x.shape)}")
     if finite:
         check_finite(p.dtype, **arrays)
 
 
-def _check_array(arg: str, x, q, dtypes_allowed, ndim: int = 4) -> None:
+def check_array(arg: str, x, q, dtypes_allowed, ndim: int = 4, shape: str | None = None) -> None:
+    """x a C-contiguous CuPy array of `ndim` dimensions (laid out as `shape` says), none empty, of an allowed dtype,
+    on q's GPU; else InputError naming `arg`."""
     cupy = device.require()
-    shape = "(batch, heads, N, d)" if ndim == 4 else "(batch, heads, N)"
+    shape = shape or ("(batch, heads, N, d)" if ndim == 4 else "(batch, heads, N)")
     if not isinstance(x, cupy.ndarray):
         raise InputError(f"{arg}: expected a CuPy array shaped {shape}, got {type(x).__module__}.{type(x).__name__}")
     if x.ndim != ndim:
