@@ -83,6 +83,17 @@ def _exchange(sends, recvs, rank: int, P: int):
     return dist.batch_isend_irecv(ops)
 
 
+def _pass_kv(k_in, v_in, held, rank: int, t: int, P: int):
+    """Step t's K, V hop: send (k_in, v_in) on, receive the next holder's into new tensors; none at the last step."""
+    import torch
+
+    if t == P - 1:
+        return None, None, []
+    rows = _rows(held[(rank - t - 1) % P])
+    k_next, v_next = (torch.empty((rows, k_in.shape[1]), dtype=k_in.dtype, device=k_in.device) for _ in range(2))
+    return k_next, v_next, _exchange([k_in, v_in], [k_next, v_next], rank, P)
+
+
 def forward(q, k, v, held, blocks, *, causal: bool, scale: float, steps: list):
     """This rank's O (storage dtype) and L (float32); `steps` gets (attention s, wait s) per ring step."""
     import torch
@@ -96,11 +107,8 @@ def forward(q, k, v, held, blocks, *, causal: bool, scale: float, steps: list):
     )
     k_in, v_in = k, v
     for t in range(P):
-        s, reqs = (rank - t) % P, []
-        if t < P - 1:
-            rows = _rows(held[(rank - t - 1) % P])
-            k_next, v_next = (torch.empty((rows, d), dtype=q.dtype, device=q.device) for _ in range(2))
-            reqs = _exchange([k_in, v_in], [k_next, v_next], rank, P)
+        s = (rank - t) % P
+        k_next, v_next, reqs = _pass_kv(k_in, v_in, held, rank, t, P)
         t0 = time.perf_counter()
         for piece in pieces(held[rank], held[s], causal):
             (q0, q1), (k0, k1) = piece.q, piece.kv
@@ -127,11 +135,8 @@ def backward(q, k, v, o, lse, do, held, blocks, *, causal: bool, scale: float, s
     dq, dk_in, dv_in = torch.zeros(q.shape, **f32), torch.zeros(k.shape, **f32), torch.zeros(k.shape, **f32)
     k_in, v_in, pending, arriving = k, v, [], None
     for t in range(P):
-        s, reqs = (rank - t) % P, []
-        if t < P - 1:
-            rows = _rows(held[(rank - t - 1) % P])
-            k_next, v_next = (torch.empty((rows, d), dtype=q.dtype, device=q.device) for _ in range(2))
-            reqs = _exchange([k_in, v_in], [k_next, v_next], rank, P)
+        s = (rank - t) % P
+        k_next, v_next, reqs = _pass_kv(k_in, v_in, held, rank, t, P)
         t0 = time.perf_counter()
         parts = []
         for piece in pieces(held[rank], held[s], causal):
