@@ -44,7 +44,7 @@ def test_two_gloo_processes_give_one_process_attention(tmp_path, causal, shardin
     # O is held to the one stated bound (sim.api.tolerance, the ring's: Bc = 1, the most rescales) on this
     # test's inputs; on these inputs the error is also within the float32 floor 1e-5·max|O|
     expected = tolerance.tolerance("ring", "fp32", d=d, nk=n, block_cols=1, v_max=float(np.abs(v).max()),
-                                   sigma=tolerance.score_scale(q, k, 1 / np.sqrt(d)), ref_max=float(np.abs(o).max()))
+                                   sigma=tolerance.score_scale(q, k, 1 / np.sqrt(d)), ref_max=float(np.abs(o).max()))  # fmt: skip
     assert report["checks"]["O"]["bound"] == pytest.approx(expected.bound)
     assert report["checks"]["O"]["error"] <= 1e-5 * np.abs(o).max()
     for name, ref in (("dQ", dq), ("dK", dk), ("dV", dv)):
