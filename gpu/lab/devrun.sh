@@ -85,7 +85,7 @@ print('bridge torch.empty', round((time.perf_counter() - t0) * 1e3, 1), 'us per 
   train) step train 240 python3 -c '
 import sys
 from rich.console import Console
-from gpu import plot, results, render_train, train
+from gpu.lab import plot, results, render_train, train
 report = train.train(command="flashsim demo train")
 Console(width=180).print(render_train.training_table(report))
 results.write(report, sys.argv[1] + "/train-h100.json")
