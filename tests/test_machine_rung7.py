@@ -93,12 +93,15 @@ def test_step_phases_by_hand():
     #   TMA beside them: Q_i, dO_i 2 × 16384, L_i, D_i 2 × 64 × 4 = 512, the dQ tiles read out 2 × 64 × 64 × 4
     launch = launch_of(SEVEN, 128)
     assert [p.smem for p in launch.phases] == [65536, 81920, 8192, 163840, 32768]
+    # wgmma's operand reads (4 × 65536) plus the warps' loads and stores, the count checked against the PTX above
+    assert sum(p.smem for p in launch.phases) == 4 * 65536 + launch.smem_per_tile
     assert launch.smem_async == 32768 + 512 + 32768
     # d = 64, Br = 128, dQ split by rows: S_ijᵀ 128 × 64 × 2 + 2 × 128 × 64 × 2 = 49152; dP_ijᵀ 49152 + L_i
     # 8 × 32 × 128 = 32768; D_i 8 × 16 × 128; B of dV_j, dK_j 4 × 16384, dQ 2 × (64 × 128 × 2 + 128 × 64 × 2),
     # dS_ij 8 × 64 × 128; τ dQ_i 8 × 32 × 128
     launch = launch_of(SEVEN, 64)
     assert [p.smem for p in launch.phases] == [49152, 81920, 16384, 65536 + 65536 + 65536, 32768]
+    assert sum(p.smem for p in launch.phases) == 2 * 49152 + 2 * 65536 + launch.smem_per_tile
     assert [p.tensor for p in launch.phases] == [0.2, 0.2, 0.0, 0.6, 0.0]  # five equal matmuls: S, dP | dV, dK, dQ
     assert [p.exps for p in launch.phases] == [0.0, 1.0, 0.0, 0.0, 0.0]
 

@@ -36,7 +36,7 @@ class Launch:
     instruction: str = "mma.sync"  # "wgmma", "mma.sync" or "fma" (fp32 on the CUDA cores)
     padded_rows: bool = False  # tiles copied into SRAM rows padded by 16 bytes (see l2_to_sm in sim.machine.l2)
     smem_per_tile: int = 0  # shared-memory bytes its warps move to or from registers per Br × Bc tile pair (ldmatrix;
-    # rung 7: L_i, D_i, dS_ij, dQ_i beside wgmma); 0 where the kernel is not counted
+    # rung 7: L_i, D_i, dS_ij, dQ_i beside wgmma, which its `phases` split by phase); 0 where not counted
     dq_adders: int = 1  # backward: times each element of dQ_i is added into the accumulator per step
     dq_bulk: bool = False  # backward: dQ_i added by TMA reduce-adds of SRAM tiles (rung 7), not atomics
     phases: tuple[Phase, ...] = ()  # a step's phases in series (rung 7); () for tensor + SRAM + max(MUFU, FMA)

@@ -21,7 +21,7 @@ memory, whose bytes then include wgmma's operand reads (they share the SRAM's 12
 loads and stores). Only what the code leaves in flight overlaps: the TMA unit's copies into SRAM and its
 reduce-adds out of it (`Launch.smem_async`), which bound the step only if the SRAM's whole traffic outlasts it.
 Such a time counts no latency: it is what the units' rates allow with the phases serial (gpu/NOTES.md run
-35-model4: rung 7 measures ×1.7–1.9 of it, its warps waiting on dependent steps). Its bound is the busiest unit
+35-model4: rung 7 measures ×1.5–1.9 of it, its warps waiting on dependent steps). Its bound is the busiest unit
 (`Time.in_series`), as ncu names one, not a unit the time is proportional to.
 
 Exposed work, in series with a block's matmuls:
