@@ -16,9 +16,26 @@
 // it is the algorithm, not the machine. Correct from the first run that compiled (after NVRTC refused
 // INFINITY, see rung 2's header); clean under compute-sanitizer memcheck and racecheck at ragged sizes.
 //
+// Loads of Q, K, V bypass L1 (load_cg: ld.global.cg, cached at L2 only). With plain loads, thread blocks of one
+// head resident on the same SM shared K_j, V_j in L1, and what reached the SMs from L2 was ×0.87–0.93 of the
+// requests on full (not causal) shapes (gpu/NOTES.md runs 33, 34: the machine model, which counts every request
+// at L2 as the simulator does, predicted up to ×1.16 of ncu's L2 → SM bytes). Every request now reaches L2, so
+// the simulator's global bytes are what L2 hands the SMs (gpu/NOTES.md run 35-model4).
+//
 // Injected #defines: HEAD_DIM (d), BR (Br), BC (Bc), NTHREADS, STORAGE.
 
 #include "common.cuh"  // NEG_INF, storage_t, to_float, from_float
+
+// one element from HBM through L2 only (ld.global.cg): no L1 line another thread block on this SM could hit
+__device__ __forceinline__ storage_t load_cg(const storage_t* p) {
+    storage_t x;
+#if STORAGE == 0
+    asm volatile("ld.global.cg.f32 %0, [%1];\n" : "=f"(x) : "l"(p));
+#else
+    asm volatile("ld.global.cg.u16 %0, [%1];\n" : "=h"(x) : "l"(p));
+#endif
+    return x;
+}
 
 // Q: (batch·heads, N, d), K and V: (batch·heads, Nk, d), O: like Q, L: (batch·heads, N), all in HBM.
 // Grid: (Tr, batch·heads). Query r sees key c iff c ≤ r + Nk − N when causal (bottom-right aligned).
@@ -45,8 +62,8 @@ flash2_v1_fwd(const storage_t* Q, const storage_t* K, const storage_t* V, storag
     const storage_t* K_hbm = K + bh * Nk * HEAD_DIM;
     const storage_t* V_hbm = V + bh * Nk * HEAD_DIM;
 
-    // line 4: load Q_i from HBM to SRAM
-    for (int e = tid; e < rows * HEAD_DIM; e += NTHREADS) Q_i[e] = to_float(Q_hbm[e]);
+    // line 4: load Q_i from HBM to SRAM (through L2, not L1: see the header)
+    for (int e = tid; e < rows * HEAD_DIM; e += NTHREADS) Q_i[e] = to_float(load_cg(Q_hbm + e));
     // line 5: on chip, O_i = 0, ℓ_i = 0, m_i = −∞
     for (int e = tid; e < BR * HEAD_DIM; e += NTHREADS) O_i[e] = 0.f;
     for (int r = tid; r < BR; r += NTHREADS) { l_i[r] = 0.f; m_i[r] = NEG_INF; }
@@ -61,10 +78,10 @@ flash2_v1_fwd(const storage_t* Q, const storage_t* K, const storage_t* V, storag
         const int c0 = j * BC;
         const int cols = min(BC, Nk - c0);  // the last K/V block may be ragged
         __syncthreads();  // every thread is done with K_j−1, V_j−1
-        // line 7: load K_j, V_j from HBM to SRAM
+        // line 7: load K_j, V_j from HBM to SRAM (through L2, not L1)
         for (int e = tid; e < cols * HEAD_DIM; e += NTHREADS) {
-            K_j[e] = to_float(K_hbm[(size_t)c0 * HEAD_DIM + e]);
-            V_j[e] = to_float(V_hbm[(size_t)c0 * HEAD_DIM + e]);
+            K_j[e] = to_float(load_cg(K_hbm + (size_t)c0 * HEAD_DIM + e));
+            V_j[e] = to_float(load_cg(V_hbm + (size_t)c0 * HEAD_DIM + e));
         }
         __syncthreads();
         // line 8: S_ij = scale · Q_i K_jᵀ, (Br, Bc); keys past Nk or hidden by the mask get −∞

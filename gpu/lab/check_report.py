@@ -9,7 +9,7 @@ from pathlib import Path
 
 from gpu import registry
 from gpu.lab.model_grid import calls, launched
-from gpu.lab.predict import rung_prediction
+from gpu.lab.predict import launch_of, rung_prediction
 from sim.machine import hardware
 from sim.machine.timing import ATOMICS, DRAM, FMA, L2, LAUNCH, MUFU, REDUCES, SMEM, TENSOR, per_call
 
@@ -27,12 +27,20 @@ SMALL = 4 * MIB  # below this much DRAM read the figures are reported, not judge
 HOPPER = "9.0"
 
 
-def busiest(row: dict, wgmma: bool) -> str | None:
-    """The unit ncu found busiest in this profiled kernel (None: no utilizations recorded). For a wgmma rung
-    shared memory is left out: its wavefronts include wgmma's own operand reads, which the model books in the
-    tensor rate (rung 6: 35–46% beside the tensor pipe's 52–71%, run 33)."""
-    known = {name: row[metric] for name, metric in PIPES.items() if metric in row and not (wgmma and name == SMEM)}
+def busiest(row: dict, wgmma_in_tensor: bool) -> str | None:
+    """The unit ncu found busiest in this profiled kernel (None: no utilizations recorded). Shared memory is left
+    out where the model books wgmma's own operand reads, which ncu counts among its wavefronts, in the tensor
+    rate (rung 6: 35–46% beside the tensor pipe's 52–71%, run 33); rung 7's model books them in SRAM
+    (`Launch.phases`), so there shared memory is judged like every other unit."""
+    known = {name: row[metric] for name, metric in PIPES.items()
+             if metric in row and not (wgmma_in_tensor and name == SMEM)}  # fmt: skip
     return max(known, key=known.__getitem__) if known else None
+
+
+def wgmma_in_tensor(spec: registry.KernelSpec, d: int) -> bool:
+    """Whether the model books rung `spec`'s wgmma operand reads in the tensor rate (rung 6), not in SRAM (rung 7's
+    phases; the mma.sync rungs' ldmatrix loads are SRAM's too)."""
+    return spec.tma and not launch_of(spec, d).phases
 
 
 def fastest(direction: str, d: int) -> int:
@@ -57,7 +65,7 @@ def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=Non
             "dram_write_bytes": sum(r["dram__bytes_write.sum"] for r in mine),
             "l2_read_bytes": sum(r["l1tex__m_xbar2l1tex_read_bytes.sum"] for r in mine),
             "kernel_ms": sum(r["gpu__time_duration.sum"] for r in mine) / 1e6,
-            "busiest_pipe": busiest(own, spec.tma),
+            "busiest_pipe": busiest(own, wgmma_in_tensor(spec, g["d"])),
             "pipes": {k: own.get(metric) for k, metric in PIPES.items()},
             "reduction_sectors": sum(r.get("lts__t_sectors_op_red.sum", 0.0) for r in mine),  # L2's, as ncu counts
         }
@@ -68,6 +76,7 @@ def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=Non
             "reduced_bytes": sum(k.traffic.reduced for k in p.kernels),
             "device_ms": p.seconds * 1e3,
             "bound": p.bound,
+            "in_series": p.in_series,
             "terms_ms": {k: v * 1e3 for k, v in p.terms().items()},
         }
         if name in timed:

@@ -3,7 +3,7 @@
 from gpu.registry import KernelSpec
 from gpu.tiling import Tiles, padded_dims
 from sim.machine import hardware
-from sim.machine.launch import Launch, capped_registers
+from sim.machine.launch import Launch, Phase, capped_registers
 from sim.machine.prediction import Prediction, predict
 
 
@@ -17,6 +17,7 @@ def launch_of(spec: KernelSpec, d: int, tiles: Tiles | None = None) -> Launch:
     tiles = tiles or spec.default_tiles(d)
     instruction = "wgmma" if spec.tma else ("mma.sync" if spec.tensor_cores else "fma")
     unsplit = spec.tma and spec.direction == "backward" and not tiles.split_dq
+    phases, tma = backward_wgmma_phases(d, tiles) if spec.tma and spec.direction == "backward" else ((), 0)
     return Launch(
         threads=tiles.threads,
         smem_bytes=spec.smem(d, tiles),
@@ -26,6 +27,8 @@ def launch_of(spec: KernelSpec, d: int, tiles: Tiles | None = None) -> Launch:
         smem_per_tile=smem_per_tile(spec, d, tiles),
         dq_adders=tiles.warps // 4 - 1 if unsplit else 1,
         dq_bulk=spec.tma and spec.direction == "backward" and not tiles.dq_atomics,
+        phases=phases,
+        smem_async=tma,
     )
 
 
@@ -66,6 +69,42 @@ def backward_wgmma_smem(d: int, t: Tiles) -> int:
     pieces = 1 if t.split_dq else d // 64
     wavefronts = br // 4 + br // 8 + br // 2 + pieces * (dq_cols // 4) * 2
     return warps * wavefronts * WAVEFRONT
+
+
+def backward_wgmma_phases(d: int, t: Tiles) -> tuple[tuple[Phase, ...], int]:
+    """Rung 7's step (one Q block, both consumer warpgroups in lockstep: they meet at the barrier before line 15
+    every step), as 07_flash2_backward_wgmma.cu orders it, and the SRAM bytes the TMA unit moves beside it:
+      1. S_ijᵀ = K_j Q_iᵀ: the exponentials need it whole (wgmma_wait<1>);
+      2. dP_ijᵀ = V_j dO_iᵀ on the tensor pipe while the exponentials of P_ijᵀ (and τS − L, the mask) run;
+      3. dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), after dP_ijᵀ (wgmma_wait<0>);
+      4. dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i, issued together, the dS_ij stores into SRAM meanwhile, then the
+         barrier and dQ_i = dS_ij K_j behind them on the tensor pipe (wgmma_wait<0>);
+      5. τ dQ_i into SRAM (the TMA reduce-add follows, in flight into the next step).
+    Each matmul is 2·Br·Bc·d FLOPs (a fifth of the step's); its SRAM bytes are the operands wgmma reads from SRAM
+    (A and B of S_ijᵀ, dP_ijᵀ: each warpgroup its 64 rows of K_j or V_j and all of Q_i or dO_i; B of dV_j, dK_j;
+    A and B of each dQ product), with the warps' loads and stores (`backward_wgmma_smem`) in the phase that makes
+    them. Elementwise work is `iomodel`'s per tile pair, 4·Br·Bc + Br·d + Bc·d: τS − L and S's mask with the
+    exponentials, dP − D and P ∘ with dS, τ·dQ and τ·dK last. The TMA unit writes Q_i, dO_i, L_i, D_i into a stage
+    and reads the dQ products out of SRAM beside the phases. Not counted: the conversions to fp16 (their pipe is
+    not documented) and every latency (wgmma's, the barriers', a dependent instruction's)."""
+    br, bc, s, warps = t.block_rows, t.block_cols, 2, t.warps - 4  # fp16/bf16; the consumer warps
+    dq_cols = d if br == 128 else d // 2 if t.split_dq else 64  # as DQ_COLS, DQ_PIECES, DQ_KEYS in the kernel
+    pieces, keys = (1, bc) if t.split_dq else (d // 64, 64)
+    consumers = bc // 64
+    qk = s * d * (bc + consumers * br)  # A: K_j's (V_j's) Bc rows; B: Q_i (dO_i), once per warpgroup
+    grads = consumers * 2 * s * br * d  # B of dV_j and dK_j: dO_i, Q_i, once per warpgroup
+    dq = consumers * pieces * s * keys * (64 + dq_cols)  # A: dS_ij (64 rows × keys), B: K_j (keys × DQ_COLS)
+    work = 4 * br * bc + br * d + bc * d
+    half = 2 * br * bc / work  # τS − L (with the mask) or dP − D and P ∘: half of the per-score work
+    phases = (
+        Phase("S_ijᵀ", tensor=0.2, smem=qk),
+        Phase("dP_ijᵀ ∥ exp", tensor=0.2, exps=1.0, elementwise=half, smem=qk + warps * br // 4 * WAVEFRONT),
+        Phase("dS_ijᵀ", elementwise=half, smem=warps * br // 8 * WAVEFRONT),
+        Phase("dV_j, dK_j, dQ_i", tensor=0.6, smem=grads + dq + warps * br // 2 * WAVEFRONT),
+        Phase("τ dQ_i → SRAM", elementwise=(br + bc) * d / work, smem=warps * pieces * dq_cols // 2 * WAVEFRONT),
+    )
+    tma = 2 * s * br * d + 2 * 4 * br + consumers * pieces * 4 * 64 * dq_cols
+    return phases, tma
 
 
 def rung_prediction(

@@ -14,6 +14,19 @@ REGISTER_UNIT = 256  # registers are allocated per warp in units of 256 (Program
 
 
 @dataclass(frozen=True)
+class Phase:
+    """One phase of a step that a kernel's warps run one after another (rung 7's warpgroups, in lockstep): the
+    shares of a block's matmul FLOPs, exponentials and other elementwise operations done in it, and the
+    shared-memory bytes its warps and wgmma move per Br × Bc tile pair. The units overlap within a phase, not across."""
+
+    name: str
+    tensor: float = 0.0
+    exps: float = 0.0
+    elementwise: float = 0.0
+    smem: int = 0
+
+
+@dataclass(frozen=True)
 class Launch:
     """What one thread block of a kernel asks of an SM, and what its matmuls run on."""
 
@@ -23,9 +36,11 @@ class Launch:
     instruction: str = "mma.sync"  # "wgmma", "mma.sync" or "fma" (fp32 on the CUDA cores)
     padded_rows: bool = False  # tiles copied into SRAM rows padded by 16 bytes (see l2_to_sm in sim.machine.l2)
     smem_per_tile: int = 0  # shared-memory bytes its warps move to or from registers per Br × Bc tile pair (ldmatrix;
-    # rung 7: L_i, D_i, dS_ij, dQ_i beside wgmma); 0 where the kernel is not counted
+    # rung 7: L_i, D_i, dS_ij, dQ_i beside wgmma, which its `phases` split by phase); 0 where not counted
     dq_adders: int = 1  # backward: times each element of dQ_i is added into the accumulator per step
     dq_bulk: bool = False  # backward: dQ_i added by TMA reduce-adds of SRAM tiles (rung 7), not atomics
+    phases: tuple[Phase, ...] = ()  # a step's phases in series (rung 7); () for tensor + SRAM + max(MUFU, FMA)
+    smem_async: int = 0  # with phases: SRAM bytes per tile pair the TMA unit moves beside them (copies, reduce-adds)
 
     def describe(self) -> str:
         return f"{self.threads} threads, {self.smem_bytes} B shared, {self.registers} registers, {self.instruction}"

@@ -63,6 +63,11 @@ class Prediction:
         """What bounds the slowest kernel."""
         return max(self.kernels, key=lambda k: k.time.seconds).time.bound
 
+    @property
+    def in_series(self) -> bool:
+        """Whether the slowest kernel's time is phases in series (its bound then the busiest unit)."""
+        return max(self.kernels, key=lambda k: k.time.seconds).time.in_series
+
     def summary(self) -> dict:
         """JSON-ready: DRAM bytes, time, bound, each resource's time (seconds) and the launch assumed."""
         return {
@@ -75,6 +80,7 @@ class Prediction:
             "seconds": self.seconds,
             "compute_seconds": sum(k.time.compute for k in self.kernels),
             "bound": self.bound,
+            "in_series": self.in_series,
             "terms": self.terms(),
             "waves": max(k.time.waves for k in self.kernels),
         }

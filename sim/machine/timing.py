@@ -14,6 +14,16 @@ tensor + SRAM + max(MUFU, FMA) (the MUFU and FMA pipes do overlap each other). T
 without it rung 5's time was predicted at 0.4–0.45 of the measured on every shape. FlashAttention-3's ping-pong
 and intra-warpgroup pipelining aim at max(tensor, MUFU) instead: `Time.overlapped` is that ideal.
 
+Phases in series (`Launch.phases`, rung 7): where a kernel's compute warps wait for each other every step (rung 7's
+two consumer warpgroups meet at a barrier per Q block, so they run the same phase at the same time), a step is
+its phases one after another, each as long as its busiest unit: the SM's tensor pipe, MUFU, FMA pipe and shared
+memory, whose bytes then include wgmma's operand reads (they share the SRAM's 128 bytes per clock with the warps'
+loads and stores). Only what the code leaves in flight overlaps: the TMA unit's copies into SRAM and its
+reduce-adds out of it (`Launch.smem_async`), which bound the step only if the SRAM's whole traffic outlasts it.
+Such a time counts no latency: it is what the units' rates allow with the phases serial (gpu/NOTES.md run
+35-model4: rung 7 measures ×1.5–1.9 of it, its warps waiting on dependent steps). Its bound is the busiest unit
+(`Time.in_series`), as ncu names one, not a unit the time is proportional to.
+
 Exposed work, in series with a block's matmuls:
   fill     its first step's tiles (`Block.prologue`: Q_i, K_0, V_0; the backward's K_j, V_j, Q_i, dO_i, L_i, D_i)
            must arrive before its first matmul, at the SM's share of DRAM bandwidth (hbm_bandwidth / SMs: cold for
@@ -61,17 +71,28 @@ class Time:
     waves: float  # blocks / slots (SMs × blocks resident on each)
     instruction: str
     adds: str = ATOMICS  # how dQ is added (ATOMICS or REDUCES): the name of that term
+    in_series: bool = False  # the SMs' time is phases in series (Launch.phases): the bound is the busiest unit
 
     @property
     def bound(self) -> str:
         """The resource that sets the time: the launch if it outlasts the rest, DRAM, L2 or dQ's additions if one is
-        slower than the SMs, else the largest part of the SMs' work (a pipe)."""
+        slower than the SMs, else the largest part of the SMs' work (a pipe); where the SMs' time is phases in
+        series (`in_series`), the busiest unit instead, L2's work the longer of its reads and writes and dQ's
+        additions (each at its own rate)."""
         memory = max(self.memory, key=self.terms.__getitem__)
         if self.launch > max(self.compute, self.terms[memory]):
             return LAUNCH
         if self.terms[memory] >= self.compute:
             return memory
+        if self.in_series:
+            return max(self.units, key=self.units.__getitem__)
         return max(PIPES, key=self.terms.__getitem__)
+
+    @property
+    def units(self) -> dict[str, float]:
+        """Seconds each unit is busy: the SMs' pipes, L2 (reads and writes, or dQ's additions: the longer) and DRAM."""
+        busy = {p: self.terms[p] for p in PIPES}
+        return busy | {L2: max(self.terms[L2], self.terms[self.adds]), DRAM: self.terms[DRAM]}
 
     @property
     def memory(self) -> tuple[str, ...]:
@@ -101,14 +122,22 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
     tensor = per_sm / hw.tensor_rate(launch.instruction)
     mufu = per_sm / (hw.mufu_per_clock * hw.clock_hz)
     fma = per_sm / (hw.fma_per_clock * hw.clock_hz)
-    smem = per_sm * launch.smem_per_tile / (hw.smem_per_clock * hw.clock_hz)  # seconds per tile pair
+    per_byte = per_sm / (hw.smem_per_clock * hw.clock_hz)  # seconds per SRAM byte
+    phases = launch.phases
+    per_tile = sum(p.smem for p in phases) + launch.smem_async if phases else launch.smem_per_tile
+    smem = per_byte * per_tile  # seconds per tile pair
     first = (per_sm == 1) * hw.sm_count / hw.hbm_bandwidth  # seconds per byte of a first load, on an SM alone
     last = (per_sm == 1) * hw.sm_count / hw.l2_bandwidth if hw.l2_bandwidth else 0.0
     adds, rate = (REDUCES, hw.l2_reduce_bandwidth) if launch.dq_bulk else (ATOMICS, hw.l2_atomic_bandwidth)
     added = sum(b.atomics for b in blocks)
 
     def block(b: Block) -> float:
-        sm = b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma)
+        if phases:  # each phase as long as its busiest unit, the phases in series; the TMA's SRAM bytes beside them
+            steps = sum(max(p.tensor * b.flops * tensor, p.exps * b.exps * mufu, p.elementwise * b.elementwise * fma,
+                            b.tiles * p.smem * per_byte) for p in phases)  # fmt: skip
+            sm = max(steps, b.tiles * smem)
+        else:
+            sm = b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma)
         return sm + b.prologue * first + b.epilogue * last
 
     terms = {
@@ -123,7 +152,7 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
     }
     compute = makespan([block(b) for b in blocks], slots)
     seconds = hw.launch_seconds + max(compute, terms[DRAM], terms[L2], terms[adds])
-    return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, adds)
+    return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, adds, bool(phases))
 
 
 def per_call(device_seconds: float, host_seconds: float) -> float:
