@@ -201,8 +201,11 @@ __device__ __forceinline__ void reduce_dq(const TensorMap* dQ_map, u32 tile, con
     }
 }
 
-__device__ __forceinline__ void st_shared_u16(u32 addr, u32 bits) {
-    asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"((unsigned short)bits) : "memory");
+// four 8×8 b16 matrices from fragments into SRAM, each transposed on the way; lane L gives the address of row L % 8
+// of matrix L / 8 (16 contiguous bytes)
+__device__ __forceinline__ void stmatrix_x4_trans(u32 addr, const u32 (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
 
 // a warpgroup's own barrier (named barrier 1 + c, its 128 threads)
@@ -373,16 +376,12 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         // warpgroup that writes buffer b in block it has passed block it − 1's barrier below, which its readers
         // reach only after their line 15 of block it − 2 (the last that read b) has finished.
         const u32 ds_tiles = sdS + (it % 2) * CONSUMERS * TILE_DS, ds_tile = ds_tiles + c * TILE_DS;
+        // one stmatrix.trans per 16 queries: dsf[kk][r] is the 8 × 8 block of keys 16·warp + 8(r mod 2) … and queries
+        // 16kk + 8(r / 2) …; transposed on the way, its row e (query 16kk + 8(r / 2) + e: 8 keys, 16 bytes) goes to
+        // the address lane 8r + e gives (q mod 8 = e, so the 8 rows of a block land in 8 different 16-byte chunks)
+        const u32 ds_lane = ds_tile + (8 * (lane / 16) + lane % 8) * 128 + (((2 * warp + (lane / 8) % 2) ^ (lane % 8)) << 4);
 #pragma unroll
-        for (int kk = 0; kk < BR / 16; ++kk)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {  // dsf[kk][r]: queries 16kk + 8(r / 2) + 2t, +1; key g + 8(r mod 2)
-                const int q = 16 * kk + 8 * (r / 2) + 2 * t, kap = warp * 16 + g + 8 * (r % 2);
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                    st_shared_u16(ds_tile + (q + e) * 128 + ((((kap >> 3) ^ ((q + e) & 7))) << 4) + (kap & 7) * 2,
-                                  dsf[kk][r] >> (16 * e));
-            }
+        for (int kk = 0; kk < BR / 16; ++kk) stmatrix_x4_trans(ds_lane + kk * 16 * 128, dsf[kk]);
         fence_proxy_async();
 #if DQ_TMA
         if (tid == 0) bulk_wait_read<0>();  // the last block's reduction has read this warpgroup's dQ tile
