@@ -14,7 +14,12 @@
 //    dK_j += dS_ijᵀ Q_i with P_ijᵀ and dS_ijᵀ as A fragments from registers and dO_i, Q_i N-major from SRAM;
 //    dQ_i = dS_ij K_j with dS_ij written to SRAM (by stmatrix.trans, swizzled, two buffers so that writing block
 //    i + 1's waits for no reader of block i's) and K_j N-major. S_ijᵀ and dP_ijᵀ are issued back to back, so the
-//    exponentials of P_ijᵀ run while dP_ijᵀ is on the tensor cores. Br = 64 queries per step, or 128 (d = 64):
+//    exponentials of P_ijᵀ run while dP_ijᵀ is on the tensor cores. The two warpgroups take turns to issue their
+//    products (named barriers 4 and 5): turn A, S_ijᵀ and dP_ijᵀ of Q block i; turn B, dV_j and dK_j of block i
+//    (waited for inside the turn, so that P_ijᵀ's and dS_ijᵀ's registers are free) and dQ of the block before,
+//    whose dS both warpgroups have written by then; order A0 A1 B0 B1 A0 …, so that one warpgroup's exponentials
+//    and dS_ij run while the other's products are on the tensor cores (FlashAttention-3's ping-pong, here across
+//    a Q block's two halves of the work). Br = 64 queries per step, or 128 (d = 64):
 //    wgmma's n is then 128 for S_ijᵀ and dP_ijᵀ, which halves the SRAM bytes read per FLOP of their B operands
 //    and the barriers per FLOP.
 //  - dQ (SPLIT_DQ): both warpgroups' dS_ij tiles form dS_ij over all Bc keys, and warpgroup c computes half of
@@ -53,10 +58,16 @@
 //    scoreboard 1.10, short scoreboard 0.68; d = 64 4.46 ms (7.30), tensor pipe 32% (19%), wait 1.40, long
 //    scoreboard 1.17, barrier 0.40 (2.57). Issue slots 34–36% busy: latency between each warpgroup's dependent
 //    steps (wgmma → exp → wgmma → SRAM → barrier → wgmma), with two warpgroups to hide it, not a pipe's rate.
-//  - run 35 (seventh session, helper bwd; backward alone, fp16, N = 4K and 16K, d 64/128, causal and not): dS_ij
-//    stored by one stmatrix.trans per 16 queries instead of Br / 2 16-bit stores per lane: +3 … +8% (16-bit stores
-//    0.93–0.97× of it; dQ, dK, dV bit for bit the same); three stages at d = 128 (fits in 227 KiB only there):
-//    0.98–1.01×, not kept.
+//  - run 35 (seventh session, helper bwd; backward alone, fp16, N = 4K and 16K, d 64/128, causal and not, each
+//    step against the one before in the same rounds): dS_ij stored by one stmatrix.trans per 16 queries instead
+//    of Br / 2 16-bit stores per lane: +3 … +8% (16-bit stores 0.93–0.97× of it; dQ, dK, dV bit for bit the same).
+//    Three stages at d = 128 (fit in 227 KiB only there): 0.98–1.01×, not kept. Unsplit dQ at Br = 128 (d = 64;
+//    each warpgroup its 64 keys' share of all 128 rows, two 64-row products), which frees the warpgroups of each
+//    other: 0.85–0.88×; the same with turns taken (dQ in the same block's B turn): 0.92–0.94× of split, +7 …
+//    +11% over unsplit without turns. The turns with split dQ one block late (the kernel now): 1.00–1.03×
+//    (geometric mean 1.012 at d = 64, 1.022 at d = 128); unsplit with it 0.86–0.98×. d = 64 363–392 TFLOP/s at
+//    N ≥ 4K without mask (37–40%), d = 128 375–455 (38–46%). Forward + backward through autograd: 0.73–0.87×
+//    cuDNN, median 0.79 (run 32: 0.75).
 //  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
 //    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 on launches with
@@ -68,14 +79,15 @@
 // limitation, not a race: racecheck does not follow mbarrier ordering. A build whose producer warp wrote L_i, D_i
 // with st.shared (then __syncwarp, arrive) drew RAW hazards on the FULL handoff instead, and a 64-thread kernel
 // that hands a 32-int buffer back and forth through two mbarriers (values checked: correct) drew 4 racecheck
-// errors. Run 34's hazard is this one; memcheck and synccheck are clean.
+// errors. Run 34's hazard is this one; memcheck and synccheck (the named barriers of the turns) are clean.
 //
-// Variants (run 34: their tests passed, memcheck 0 errors; racecheck: the mbarrier false positive above; not timed): GQA and the window only (variants.cuh, gpu/variants.py's VARIANTS define; rung 5
-// takes the rest). GQA: the thread block of K/V block j of K/V head hkv walks the Q blocks of its g query heads one
-// after the other through the same stages, so dK_j, dV_j sum the g heads in registers; grid (Tc, B·Hkv). The
-// window: only the Q blocks some row of which sees a key of K_j (seen_q_blocks), the mask where a tile is not fully
-// seen. DETERMINISTIC is refused with a window (gpu/backward.py): its turns assume every K/V block before j visits
-// Q block i, which a window's left side breaks. The plain build's PTX is byte for byte what it was.
+// Variants (run 34: their tests passed, memcheck 0 errors; racecheck: the mbarrier false positive above; not
+// timed): GQA and the window only (variants.cuh, gpu/variants.py's VARIANTS define; rung 5 takes the rest). GQA:
+// the thread block of K/V block j of K/V head hkv walks the Q blocks of its g query heads one after the other
+// through the same stages, so dK_j, dV_j sum the g heads in registers; grid (Tc, B·Hkv). The window: only the Q
+// blocks some row of which sees a key of K_j (seen_q_blocks), the mask where a tile is not fully seen.
+// DETERMINISTIC is refused with a window (gpu/backward.py): its turns assume every K/V block before j visits Q
+// block i, which a window's left side breaks. (Adding the variants, run 31, left the plain build's PTX as it was.)
 //
 // Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
 // SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16).
