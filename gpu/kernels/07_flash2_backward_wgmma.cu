@@ -63,11 +63,12 @@
 //    of Br / 2 16-bit stores per lane: +3 … +8% (16-bit stores 0.93–0.97× of it; dQ, dK, dV bit for bit the same).
 //    Three stages at d = 128 (fit in 227 KiB only there): 0.98–1.01×, not kept. Unsplit dQ at Br = 128 (d = 64;
 //    each warpgroup its 64 keys' share of all 128 rows, two 64-row products), which frees the warpgroups of each
-//    other: 0.85–0.88×; the same with turns taken (dQ in the same block's B turn): 0.92–0.94× of split, +7 …
-//    +11% over unsplit without turns. The turns with split dQ one block late (the kernel now): 1.00–1.03×
-//    (geometric mean 1.012 at d = 64, 1.022 at d = 128); unsplit with it 0.86–0.98×. d = 64 363–392 TFLOP/s at
-//    N ≥ 4K without mask (37–40%), d = 128 375–455 (38–46%). Forward + backward through autograd: 0.73–0.87×
-//    cuDNN, median 0.79 (run 32: 0.75).
+//    other: 0.85–0.88×; the same with turns taken (dQ in the same block's B turn): 0.92–0.94× of split (d = 128,
+//    Br = 64: 0.88–0.93×), +4 … +10% over unsplit without turns. The turns with split dQ one block late (the
+//    kernel now): 1.00–1.03× (geometric mean 1.012 at d = 64, 1.022 at d = 128), unsplit with them 0.86–0.98×:
+//    d = 64 317–392 TFLOP/s (32–40% of 989), d = 128 375–455 (38–46%). The same cell moved by up to 12% between
+//    calls (d = 64, causal, N = 4K: 277 and 314 for the same kernel). Forward + backward through autograd:
+//    0.73–0.87× cuDNN, median 0.79 (run 32: 0.75).
 //  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
 //    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 on launches with
