@@ -24,13 +24,14 @@ H100 = hardware.get("H100-SXM")
 
 def test_shared_memory_per_tile_pair_by_hand():
     # per consumer warp (8 of them) and Q block step, wavefronts of 128 bytes:
-    # d = 128, Br = 64, dQ split by columns (64 each): L/D 16 + 8, dS 32, dQ 2 · 64 / 8 stores × 2 = 32  → 88
-    assert launch_of(SEVEN, 128).smem_per_tile == 8 * 88 * 128
-    # d = 64, Br = 128, dQ split by rows (64 columns each): L/D 32 + 16, dS 64, dQ 32 → 144
-    assert launch_of(SEVEN, 64).smem_per_tile == 8 * 144 * 128
+    # dS_ij by stmatrix.x4.trans (512 bytes: 4 wavefronts), one per 16 queries: Br / 4 wavefronts
+    # d = 128, Br = 64, dQ split by columns (64 each): L/D 16 + 8, dS 16, dQ 2 · 64 / 8 stores × 2 = 32  → 72
+    assert launch_of(SEVEN, 128).smem_per_tile == 8 * 72 * 128
+    # d = 64, Br = 128, dQ split by rows (64 columns each): L/D 32 + 16, dS 32, dQ 32 → 112
+    assert launch_of(SEVEN, 64).smem_per_tile == 8 * 112 * 128
     # d = 128, Br = 64, not split: each warpgroup's two 64-column products over its own keys: dQ 2 × 32
     unsplit = launch_of(SEVEN, 128, backward_warpgroup_tiles(stages=2))
-    assert unsplit.smem_per_tile == 8 * (16 + 8 + 32 + 64) * 128
+    assert unsplit.smem_per_tile == 8 * (16 + 8 + 16 + 64) * 128
 
 
 @pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine")
@@ -47,9 +48,10 @@ def test_the_counts_are_the_kernels_ptx(tmp_path, d, split):
     ptx = Counter(re.findall(r"\b((?:ld|st)\.shared\.[\w.]+)", (tmp_path / "r7.ptx").read_text()))
     br = tiles.block_rows
     dq_stores = 2 * 64 // 8 * (1 if split else 2)  # st.shared.v2.f32: 2 · DQ_COLS / 8 per product, 64 columns each
-    assert ptx == {"ld.shared.f32": br // 4, "ld.shared.v2.f32": br // 8, "st.shared.u16": br // 2,
-                   "st.shared.v2.f32": dq_stores}  # fmt: skip
-    per_warp = br // 4 + br // 8 + br // 2 + 2 * dq_stores  # the two-float stores: two wavefronts each
+    ptx |= Counter(re.findall(r"\b(stmatrix\.[\w.]+)", (tmp_path / "r7.ptx").read_text()))
+    assert ptx == {"ld.shared.f32": br // 4, "ld.shared.v2.f32": br // 8, "st.shared.v2.f32": dq_stores,
+                   "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16": br // 16}  # fmt: skip
+    per_warp = br // 4 + br // 8 + br // 16 * 4 + 2 * dq_stores  # stmatrix.x4: 4 wavefronts; two-float stores: 2
     assert launch_of(SEVEN, d, tiles).smem_per_tile == 8 * per_warp * WAVEFRONT
 
 
@@ -65,7 +67,7 @@ def test_reduce_adds_bound_only_when_slower_than_the_sms():
     assert main.bound == "dQ reduce-adds" and main.seconds == pytest.approx(1.0 + H100.launch_seconds)
     fast = predict("flash2", 4096, 4096, 128, 2, 64, 128, False, 16, H100, launch, backward=True)
     assert "dQ reduce-adds" not in fast.terms()  # no rate in the datasheet preset: left out
-    # the SMs set the time, as phases in series: the bound is the busiest unit, shared memory (3268 wavefronts of
+    # the SMs set the time, as phases in series: the bound is the busiest unit, shared memory (3140 wavefronts of
     # 128 bytes per tile pair, test_step_phases_by_hand, against the tensor pipe's 2560 clocks)
     assert fast.kernels[1].time.in_series and fast.kernels[1].time.bound == "SRAM → registers"
 
@@ -88,19 +90,19 @@ def test_step_phases_by_hand():
     #   dS_ijᵀ: D_i, 8 × 8 × 128 = 8192
     #   dV_j, dK_j, dQ_i: B of dV_j and dK_j (dO_i, Q_i: 16384 each per warpgroup) 4 × 16384 = 65536; dQ per
     #     warpgroup A = dS_ij 64 × 128 keys × 2 = 16384, B = K_j 128 keys × 64 columns × 2 = 16384 → 65536;
-    #     dS_ij stores 8 × 32 × 128 = 32768 → 163840
+    #     dS_ij stores (stmatrix.x4.trans: Br / 4 wavefronts a warp) 8 × 16 × 128 = 16384 → 147456
     #   τ dQ_i → SRAM: 8 warps × 32 wavefronts × 128 = 32768
     #   TMA beside them: Q_i, dO_i 2 × 16384, L_i, D_i 2 × 64 × 4 = 512, the dQ tiles read out 2 × 64 × 64 × 4
     launch = launch_of(SEVEN, 128)
-    assert [p.smem for p in launch.phases] == [65536, 81920, 8192, 163840, 32768]
+    assert [p.smem for p in launch.phases] == [65536, 81920, 8192, 147456, 32768]
     # wgmma's operand reads (4 × 65536) plus the warps' loads and stores, the count checked against the PTX above
     assert sum(p.smem for p in launch.phases) == 4 * 65536 + launch.smem_per_tile
     assert launch.smem_async == 32768 + 512 + 32768
     # d = 64, Br = 128, dQ split by rows: S_ijᵀ 128 × 64 × 2 + 2 × 128 × 64 × 2 = 49152; dP_ijᵀ 49152 + L_i
     # 8 × 32 × 128 = 32768; D_i 8 × 16 × 128; B of dV_j, dK_j 4 × 16384, dQ 2 × (64 × 128 × 2 + 128 × 64 × 2),
-    # dS_ij 8 × 64 × 128; τ dQ_i 8 × 32 × 128
+    # dS_ij 8 × 32 × 128; τ dQ_i 8 × 32 × 128
     launch = launch_of(SEVEN, 64)
-    assert [p.smem for p in launch.phases] == [49152, 81920, 16384, 65536 + 65536 + 65536, 32768]
+    assert [p.smem for p in launch.phases] == [49152, 81920, 16384, 65536 + 65536 + 32768, 32768]
     assert sum(p.smem for p in launch.phases) == 2 * 49152 + 2 * 65536 + launch.smem_per_tile
     assert [p.tensor for p in launch.phases] == [0.2, 0.2, 0.0, 0.6, 0.0]  # five equal matmuls: S, dP | dV, dK, dQ
     assert [p.exps for p in launch.phases] == [0.0, 1.0, 0.0, 0.0, 0.0]
@@ -113,18 +115,18 @@ def test_step_time_phases_in_series_by_hand():
     #   S_ijᵀ            max(512 tensor, 49152 / 128 = 384 SRAM)                                   =  512
     #   dP_ijᵀ ∥ exp     max(512 tensor, 1024 MUFU, 2·128·128 / 128 = 256 FMA, 81920 / 128 = 640)   = 1024
     #   dS_ijᵀ           max(256 FMA, 16384 / 128 = 128)                                           =  256
-    #   dV_j, dK_j, dQ_i max(1536 tensor, 196608 / 128 = 1536)                                     = 1536
+    #   dV_j, dK_j, dQ_i max(1536 tensor, 163840 / 128 = 1280)                                     = 1536
     #   τ dQ_i → SRAM    max((128 + 128) · 64 / 128 = 128 FMA, 32768 / 128 = 256)                  =  256
-    # in series 3584 clocks; SRAM's whole traffic (phases + TMA: 3464 wavefronts) fits inside them
+    # in series 3584 clocks; SRAM's whole traffic (phases + TMA: 3208 wavefronts) fits inside them
     launch = launch_of(SEVEN, 64)
     block = Block(10 * 128 * 128 * 64, 128 * 128, 81920, lambda: iter(()), tiles=1)
     hw = replace(H100, launch_seconds=0.0)  # the launch's 4 µs would outlast one tile pair
     t = kernel_time([block], launch, hw, dram_bytes=0, l2_bytes=0)
     clock = hw.clock_hz
     assert t.compute == pytest.approx(3584 / clock) and t.seconds == pytest.approx(3584 / clock)
-    assert t.terms["SRAM → registers"] == pytest.approx((49152 + 81920 + 16384 + 196608 + 32768 + 66560) / 128 / clock)
+    assert t.terms["SRAM → registers"] == pytest.approx((49152 + 81920 + 16384 + 163840 + 32768 + 66560) / 128 / clock)
     assert t.terms["tensor"] == pytest.approx(2560 / clock) and t.terms["MUFU (exp)"] == pytest.approx(1024 / clock)
-    assert t.in_series and t.bound == "SRAM → registers"  # 3464 clocks busy against the tensor pipe's 2560
+    assert t.in_series and t.bound == "SRAM → registers"  # 3208 clocks busy against the tensor pipe's 2560
 
 
 def test_tma_traffic_bounds_the_step_only_when_sram_is_slower_than_the_phases():

@@ -12,9 +12,14 @@
 //  - matmuls. Two consumer warpgroups of 64 keys each (Bc = 128), keys as the wgmma rows as in rung 5:
 //    S_ijᵀ = K_j Q_iᵀ and dP_ijᵀ = V_j dO_iᵀ with both operands from SRAM; dV_j += P_ijᵀ dO_i and
 //    dK_j += dS_ijᵀ Q_i with P_ijᵀ and dS_ijᵀ as A fragments from registers and dO_i, Q_i N-major from SRAM;
-//    dQ_i = dS_ij K_j with dS_ij written to SRAM (transposed, swizzled, two buffers so that writing block i + 1's
-//    waits for no reader of block i's) and K_j N-major. S_ijᵀ and dP_ijᵀ are issued back to back, so the
-//    exponentials of P_ijᵀ run while dP_ijᵀ is on the tensor cores. Br = 64 queries per step, or 128 (d = 64):
+//    dQ_i = dS_ij K_j with dS_ij written to SRAM (by stmatrix.trans, swizzled, two buffers so that writing block
+//    i + 1's waits for no reader of block i's) and K_j N-major. S_ijᵀ and dP_ijᵀ are issued back to back, so the
+//    exponentials of P_ijᵀ run while dP_ijᵀ is on the tensor cores. The two warpgroups take turns to issue their
+//    products (named barriers 4 and 5): turn A, S_ijᵀ and dP_ijᵀ of Q block i; turn B, dV_j and dK_j of block i
+//    (waited for inside the turn, so that P_ijᵀ's and dS_ijᵀ's registers are free) and dQ of the block before,
+//    whose dS both warpgroups have written by then; order A0 A1 B0 B1 A0 …, so that one warpgroup's exponentials
+//    and dS_ij run while the other's products are on the tensor cores (FlashAttention-3's ping-pong, here across
+//    a Q block's two halves of the work). Br = 64 queries per step, or 128 (d = 64):
 //    wgmma's n is then 128 for S_ijᵀ and dP_ijᵀ, which halves the SRAM bytes read per FLOP of their B operands
 //    and the barriers per FLOP.
 //  - dQ (SPLIT_DQ): both warpgroups' dS_ij tiles form dS_ij over all Bc keys, and warpgroup c computes half of
@@ -53,17 +58,37 @@
 //    scoreboard 1.10, short scoreboard 0.68; d = 64 4.46 ms (7.30), tensor pipe 32% (19%), wait 1.40, long
 //    scoreboard 1.17, barrier 0.40 (2.57). Issue slots 34–36% busy: latency between each warpgroup's dependent
 //    steps (wgmma → exp → wgmma → SRAM → barrier → wgmma), with two warpgroups to hide it, not a pipe's rate.
+//  - run 35 (seventh session, helper bwd; backward alone, fp16, N = 4K and 16K, d 64/128, causal and not, each
+//    step against the one before in the same rounds): dS_ij stored by one stmatrix.trans per 16 queries instead
+//    of Br / 2 16-bit stores per lane: +3 … +8% (16-bit stores 0.93–0.97× of it; dQ, dK, dV bit for bit the same).
+//    Three stages at d = 128 (fit in 227 KiB only there): 0.98–1.01×, not kept. Unsplit dQ at Br = 128 (d = 64;
+//    each warpgroup its 64 keys' share of all 128 rows, two 64-row products), which frees the warpgroups of each
+//    other: 0.85–0.88×; the same with turns taken (dQ in the same block's B turn): 0.92–0.94× of split (d = 128,
+//    Br = 64: 0.88–0.93×), +4 … +10% over unsplit without turns. The turns with split dQ one block late (the
+//    kernel now): 1.00–1.03× (geometric mean 1.012 at d = 64, 1.022 at d = 128), unsplit with them 0.86–0.98×:
+//    d = 64 317–392 TFLOP/s (32–40% of 989), d = 128 375–455 (38–46%). The same cell moved by up to 12% between
+//    calls (d = 64, causal, N = 4K: 277 and 314 for the same kernel). Forward + backward through autograd:
+//    0.73–0.87× cuDNN, median 0.79 (run 32: 0.75).
 //  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
-//    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 (run 32).
+//    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 on launches with
+//    items ≤ STAGES (run 32; with more items it reports the mbarrier false positive below).
 //
-// Variants (run 34: their tests passed, memcheck 0 errors; racecheck reported 1 hazard at d = 64 with GQA, see
-// gpu/NOTES.md run 34; not timed): GQA and the window only (variants.cuh, gpu/variants.py's VARIANTS define; rung 5
-// takes the rest). GQA: the thread block of K/V block j of K/V head hkv walks the Q blocks of its g query heads one
-// after the other through the same stages, so dK_j, dV_j sum the g heads in registers; grid (Tc, B·Hkv). The
-// window: only the Q blocks some row of which sees a key of K_j (seen_q_blocks), the mask where a tile is not fully
-// seen. DETERMINISTIC is refused with a window (gpu/backward.py): its turns assume every K/V block before j visits
-// Q block i, which a window's left side breaks. The plain build's PTX is byte for byte what it was.
+// Racecheck (run 35): it reports WAR hazards between the consumers' ld.shared of L_i, D_i and the producer's bulk
+// copy into the same stage (plain and GQA builds, d = 64 and 128, whenever items > STAGES), ordered by the stage's
+// EMPTY mbarrier (reads → named barrier → one arrive per warpgroup → the producer's wait → the copy). A tool
+// limitation, not a race: racecheck does not follow mbarrier ordering. A build whose producer warp wrote L_i, D_i
+// with st.shared (then __syncwarp, arrive) drew RAW hazards on the FULL handoff instead, and a 64-thread kernel
+// that hands a 32-int buffer back and forth through two mbarriers (values checked: correct) drew 4 racecheck
+// errors. Run 34's hazard is this one; memcheck and synccheck (the named barriers of the turns) are clean.
+//
+// Variants (run 34: their tests passed, memcheck 0 errors; racecheck: the mbarrier false positive above; not
+// timed): GQA and the window only (variants.cuh, gpu/variants.py's VARIANTS define; rung 5 takes the rest). GQA:
+// the thread block of K/V block j of K/V head hkv walks the Q blocks of its g query heads one after the other
+// through the same stages, so dK_j, dV_j sum the g heads in registers; grid (Tc, B·Hkv). The window: only the Q
+// blocks some row of which sees a key of K_j (seen_q_blocks), the mask where a tile is not fully seen.
+// DETERMINISTIC is refused with a window (gpu/backward.py): its turns assume every K/V block before j visits Q
+// block i, which a window's left side breaks. (Adding the variants, run 31, left the plain build's PTX as it was.)
 //
 // Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
 // SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16).
@@ -201,18 +226,19 @@ __device__ __forceinline__ void reduce_dq(const TensorMap* dQ_map, u32 tile, con
     }
 }
 
-__device__ __forceinline__ void st_shared_u16(u32 addr, u32 bits) {
-    asm volatile("st.shared.u16 [%0], %1;\n" ::"r"(addr), "h"((unsigned short)bits) : "memory");
+// four 8×8 b16 matrices from fragments into SRAM, each transposed on the way; lane L gives the address of row L % 8
+// of matrix L / 8 (16 contiguous bytes)
+__device__ __forceinline__ void stmatrix_x4_trans(u32 addr, const u32 (&r)[4]) {
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]),
+                 "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
 
 // a warpgroup's own barrier (named barrier 1 + c, its 128 threads)
 __device__ __forceinline__ void warpgroup_sync(int c) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory"); }
-// the barrier of every thread that reads warpgroup c's dS_ij tile: both consumer warpgroups (named barrier 3) with
-// SPLIT_DQ, else warpgroup c's own
-__device__ __forceinline__ void sync_readers(int c) {
-    if (SPLIT_DQ) asm volatile("bar.sync 3, 256;\n" ::: "memory");
-    else warpgroup_sync(c);
-}
+// the warpgroups' turns to issue products: warpgroup c waits on named barrier 4 + c (its 128 threads and the other
+// warpgroup's arrival), then passes the turn by arriving on the other's
+__device__ __forceinline__ void turn_wait(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(4 + c) : "memory"); }
+__device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - c) : "memory"); }
 
 // Q_map, dO_map: tensor maps of Q, dO (batch·heads, N, HEAD_DIM), boxes of (1, Br, 64); K_map, V_map: of K, V
 // (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); dQ_map: of dQacc, float32, boxes of (1, Br, 32); LD: the
@@ -313,111 +339,136 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 #endif
     float dq[DQ_COLS / 2];  // registers: line 15's product
 
+    // The warpgroups take turns (turn_wait, turn_pass) to issue their products: turn A, lines 10 and 13 of item it;
+    // turn B, lines 12 and 16 of item it and line 15 of item it − 1, whose dS_ij both warpgroups have written by
+    // then. Order A0 A1 B0 B1 A0 …: one warpgroup's exponentials and dS_ij run while the other's products are on the
+    // tensor cores. A last B turn (it = items) computes the last item's line 15.
+    if (c == 1) turn_pass(c);  // warpgroup 0 issues first
     if (items > 0) mbar_wait(KV_FULL, 0);
-    for (int it = 0; it < items; ++it) {
-        const int s = it % STAGES, i = i_first + ITEM_BLOCK(it, blocks), r0 = i * BR;
-        const int qh = bh * G + ITEM_HEAD(it, blocks);  // the query plane: Q_i, dO_i, L_i, D_i, dQ_i's (and its counters)
-        const u32 q_tile = sQ + s * TILE_Q, do_tile = sdO + s * TILE_Q;
-        const float* Lb_i = sLD_ptr + s * 2 * BR;  // SRAM: L_i·log2 e (zeros past N), then D_i
-        const float* D_i = Lb_i + BR;
-        mbar_wait(FULL(s), (it / STAGES) & 1);
-
-        float st[BR / 2], dpt[BR / 2];  // registers: S_ijᵀ (then P_ijᵀ), dP_ijᵀ (then dS_ijᵀ), 64 keys × Br queries
-        issue_transposed(st, k_rows, BC * 128, q_tile, BR * 128);    // line 10
-        issue_transposed(dpt, v_rows, BC * 128, do_tile, BR * 128);  // line 13, in flight during line 11
-        wgmma_wait<1>();
-        keep(st);
-
-        // line 11: P_ijᵀ = exp(τ S_ijᵀ − L_i), base 2; 0 for keys past Nk, queries past N and hidden pairs (a query
-        // that sees no key has L = −∞: all its pairs are hidden, so its +∞ is replaced, never used)
-#if VARIANTS
-        const bool edge = r0 + BR > N || !fully_seen(c0, r0, r0 + BR - 1, Nk, shift, left, right);
-#else
-        const bool edge = c0 + BC > Nk || r0 + BR > N || (causal && c0 + BC - 1 > r0 + shift);
-#endif
-#pragma unroll
-        for (int n = 0; n < BR / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) {
-                const int qi = n * 8 + 2 * t + (e & 1);  // the query's row in Q_i
-                float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -Lb_i[qi]));
-                if (edge) {
-                    const int k_e = key + (e >> 1) * 8, q_e = r0 + qi;
-#if VARIANTS
-                    if (q_e >= N || !sees(q_e, k_e, Nk, shift, left, right)) p = 0.f;
-#else
-                    if (k_e >= Nk || q_e >= N || (causal && k_e > q_e + shift)) p = 0.f;
-#endif
-                }
-                st[4 * n + e] = p;
-            }
-        wgmma_wait<0>();
-        keep(dpt);
-
-        // line 14: dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), in place of dP_ijᵀ
-#pragma unroll
-        for (int n = 0; n < BR / 8; ++n)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) dpt[4 * n + e] = st[4 * n + e] * (dpt[4 * n + e] - D_i[n * 8 + 2 * t + (e & 1)]);
-
-        u32 pf[BR / 16][4], dsf[BR / 16][4];  // P_ijᵀ and dS_ijᵀ in fp16/bf16, wgmma A fragments of 16 queries
-#pragma unroll
-        for (int kk = 0; kk < BR / 16; ++kk) {
-            accumulators_to_a(pf[kk], st + 8 * kk, st + 8 * kk + 4);
-            accumulators_to_a(dsf[kk], dpt + 8 * kk, dpt + 8 * kk + 4);
-        }
-        issue_key_grads(dv, pf, dk, dsf, do_tile, q_tile);  // lines 12 and 16
-
-        // dS_ij into SRAM for line 15, buffer it mod 2: element (query q, key κ) of this warpgroup's (Br, 64) tile
-        // at byte q·128 + ((κ/8 ⊕ q mod 8)·16) + (κ mod 8)·2, the 128-byte swizzle wgmma reads. Two buffers: a
-        // warpgroup that writes buffer b in block it has passed block it − 1's barrier below, which its readers
-        // reach only after their line 15 of block it − 2 (the last that read b) has finished.
-        const u32 ds_tiles = sdS + (it % 2) * CONSUMERS * TILE_DS, ds_tile = ds_tiles + c * TILE_DS;
-#pragma unroll
-        for (int kk = 0; kk < BR / 16; ++kk)
-#pragma unroll
-            for (int r = 0; r < 4; ++r) {  // dsf[kk][r]: queries 16kk + 8(r / 2) + 2t, +1; key g + 8(r mod 2)
-                const int q = 16 * kk + 8 * (r / 2) + 2 * t, kap = warp * 16 + g + 8 * (r % 2);
-#pragma unroll
-                for (int e = 0; e < 2; ++e)
-                    st_shared_u16(ds_tile + (q + e) * 128 + ((((kap >> 3) ^ ((q + e) & 7))) << 4) + (kap & 7) * 2,
-                                  dsf[kk][r] >> (16 * e));
-            }
-        fence_proxy_async();
+    int prev_r0 = 0, prev_qh = 0;  // item it − 1's first row and query plane: its dQ is due
 #if DQ_TMA
-        if (tid == 0) bulk_wait_read<0>();  // the last block's reduction has read this warpgroup's dQ tile
+    int* prev_count = count;  // DETERMINISTIC: its Q block's counter
 #endif
-        sync_readers(c);  // dS_ij is whole (SPLIT_DQ: both warpgroups' tiles, all Bc keys); the dQ tiles are free
+    for (int it = 0; it <= items; ++it) {
+        const bool live = it < items;
+        u32 pf[BR / 16][4], dsf[BR / 16][4];  // P_ijᵀ and dS_ijᵀ in fp16/bf16, wgmma A fragments of 16 queries
+        int s = 0, i = 0, r0 = 0, qh = 0;
+        u32 q_tile = 0, do_tile = 0;
+        if (live) {
+            s = it % STAGES;
+            i = i_first + ITEM_BLOCK(it, blocks);
+            r0 = i * BR;
+            qh = bh * G + ITEM_HEAD(it, blocks);  // the query plane: Q_i, dO_i, L_i, D_i, dQ_i's (and its counters)
+            q_tile = sQ + s * TILE_Q;
+            do_tile = sdO + s * TILE_Q;
+            const float* Lb_i = sLD_ptr + s * 2 * BR;  // SRAM: L_i·log2 e (zeros past N), then D_i
+            const float* D_i = Lb_i + BR;
+            mbar_wait(FULL(s), (it / STAGES) & 1);
 
-        // line 15: dQ_i += τ dS_ij K_j, DQ_COLS columns at a time (SPLIT_DQ: this warpgroup's share of the columns
-        // over all Bc keys; else every piece over its own 64 keys), into the float32 accumulator in HBM
-#pragma unroll
-        for (int p = 0; p < DQ_PIECES; ++p) {
-            const int col0 = dq_col0 + p * 64;
-            issue_dq(dq, (SPLIT_DQ ? ds_tiles : ds_tile) + dq_row0 * 128,
-                     (SPLIT_DQ ? sK : k_rows) + (col0 / 64) * BC * 128 + (col0 % 64) * 2);
-            if (p == 0) {
-                wgmma_wait<1>();  // lines 12 and 16 are done: stage s is free
-                keep(dv);
-                keep(dk);
-                keep(pf);
-                keep(dsf);
-                if (tid == 0) mbar_arrive(EMPTY(s));
-            }
-            wgmma_wait<0>();
-            keep(dq);
-#if DQ_TMA  // through SRAM, TMA adding in L2
-            if (p > 0) {
-                if (tid == 0) bulk_wait_read<0>();  // the previous piece's reduction has read the tile
-                warpgroup_sync(c);
-            }
-            reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, r0 + dq_row0, qh, scale, c, tid, count + (size_t)qh * Tr + i,
-                      turn, p == 0, p == DQ_PIECES - 1);
+            float st[BR / 2], dpt[BR / 2];  // registers: S_ijᵀ (then P_ijᵀ), dP_ijᵀ (then dS_ijᵀ), 64 keys × Br queries
+            turn_wait(c);                                                // turn A
+            issue_transposed(st, k_rows, BC * 128, q_tile, BR * 128);    // line 10
+            issue_transposed(dpt, v_rows, BC * 128, do_tile, BR * 128);  // line 13, in flight during line 11
+            turn_pass(c);
+            wgmma_wait<1>();
+            keep(st);
+
+            // line 11: P_ijᵀ = exp(τ S_ijᵀ − L_i), base 2; 0 for keys past Nk, queries past N and hidden pairs (a
+            // query that sees no key has L = −∞: all its pairs are hidden, so its +∞ is replaced, never used)
+#if VARIANTS
+            const bool edge = r0 + BR > N || !fully_seen(c0, r0, r0 + BR - 1, Nk, shift, left, right);
 #else
-            add_dq(dQacc + (size_t)qh * N * HEAD_DIM, dq, r0 + dq_row0, col0, N, scale, warp, g, t);
+            const bool edge = c0 + BC > Nk || r0 + BR > N || (causal && c0 + BC - 1 > r0 + shift);
 #endif
+#pragma unroll
+            for (int n = 0; n < BR / 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int qi = n * 8 + 2 * t + (e & 1);  // the query's row in Q_i
+                    float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -Lb_i[qi]));
+                    if (edge) {
+                        const int k_e = key + (e >> 1) * 8, q_e = r0 + qi;
+#if VARIANTS
+                        if (q_e >= N || !sees(q_e, k_e, Nk, shift, left, right)) p = 0.f;
+#else
+                        if (k_e >= Nk || q_e >= N || (causal && k_e > q_e + shift)) p = 0.f;
+#endif
+                    }
+                    st[4 * n + e] = p;
+                }
+            wgmma_wait<0>();
+            keep(dpt);
+
+            // line 14: dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), in place of dP_ijᵀ
+#pragma unroll
+            for (int n = 0; n < BR / 8; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e)
+                    dpt[4 * n + e] = st[4 * n + e] * (dpt[4 * n + e] - D_i[n * 8 + 2 * t + (e & 1)]);
+
+#pragma unroll
+            for (int kk = 0; kk < BR / 16; ++kk) {
+                accumulators_to_a(pf[kk], st + 8 * kk, st + 8 * kk + 4);
+                accumulators_to_a(dsf[kk], dpt + 8 * kk, dpt + 8 * kk + 4);
+            }
         }
+#if DQ_TMA
+        if (tid == 0) bulk_wait_read<0>();  // the last reduction has read this warpgroup's dQ tile
+#endif
+        // turn B. The other warpgroup has written its dS_ij of item it − 1 (before passing its last B turn) and
+        // finished its line 15 of item it − 2 (before passing its last A turn), the last reader of buffer it mod 2.
+        turn_wait(c);
+        const u32 ds_tiles = sdS + ((it + 1) % 2) * CONSUMERS * TILE_DS;  // item it − 1's dS_ij, both warpgroups'
+        if (live) {
+            // dS_ij into SRAM for line 15, buffer it mod 2: element (query q, key κ) of this warpgroup's (Br, 64)
+            // tile at byte q·128 + ((κ/8 ⊕ q mod 8)·16) + (κ mod 8)·2, the 128-byte swizzle wgmma reads; one
+            // stmatrix.trans per 16 queries: dsf[kk][r] is the 8 × 8 block of keys 16·warp + 8(r mod 2) … and queries
+            // 16kk + 8(r / 2) …; transposed on the way, its row e (query 16kk + 8(r / 2) + e: 8 keys, 16 bytes) goes
+            // to the address lane 8r + e gives (q mod 8 = e: the 8 rows of a block land in 8 different 16-byte chunks)
+            const u32 ds_lane = sdS + (it % 2) * CONSUMERS * TILE_DS + c * TILE_DS +
+                                (8 * (lane / 16) + lane % 8) * 128 + (((2 * warp + (lane / 8) % 2) ^ (lane % 8)) << 4);
+#pragma unroll
+            for (int kk = 0; kk < BR / 16; ++kk) stmatrix_x4_trans(ds_lane + kk * 16 * 128, dsf[kk]);
+            fence_proxy_async();
+            issue_key_grads(dv, pf, dk, dsf, do_tile, q_tile);  // lines 12 and 16
+            wgmma_wait<0>();  // the turn held: P_ijᵀ's and dS_ijᵀ's registers are free before dq's are taken
+            keep(dv);
+            keep(dk);
+            keep(pf);
+            keep(dsf);
+            if (tid == 0) mbar_arrive(EMPTY(s));  // stage s is free
+        }
+        if (it == 0) turn_pass(c);
+        if (it > 0) {
+            // line 15 for item it − 1: dQ_i += τ dS_ij K_j, DQ_COLS columns at a time (SPLIT_DQ: this warpgroup's share
+            // of dQ_i over all Bc keys; else every piece over its own 64 keys), into the float32 accumulator in HBM
+#pragma unroll
+            for (int p = 0; p < DQ_PIECES; ++p) {
+                const int col0 = dq_col0 + p * 64;
+                issue_dq(dq, (SPLIT_DQ ? ds_tiles : ds_tiles + c * TILE_DS) + dq_row0 * 128,
+                         (SPLIT_DQ ? sK : k_rows) + (col0 / 64) * BC * 128 + (col0 % 64) * 2);
+                if (p == 0) turn_pass(c);
+                wgmma_wait<0>();
+                keep(dq);
+#if DQ_TMA  // through SRAM, TMA adding in L2
+                if (p > 0) {
+                    if (tid == 0) bulk_wait_read<0>();  // the previous piece's reduction has read the tile
+                    warpgroup_sync(c);
+                }
+                reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, prev_r0 + dq_row0, prev_qh, scale, c, tid,
+                          prev_count, turn, p == 0, p == DQ_PIECES - 1);
+#else
+                add_dq(dQacc + (size_t)prev_qh * N * HEAD_DIM, dq, prev_r0 + dq_row0, col0, N, scale, warp, g, t);
+#endif
+            }
+        }
+        prev_r0 = r0;
+        prev_qh = qh;
+#if DQ_TMA
+        prev_count = count + (size_t)qh * Tr + i;
+#endif
     }
+    if (c == 0) turn_wait(c);  // warpgroup 1's last pass: every arrival has its wait
 #if DQ_TMA
     if (tid == 0) bulk_wait<0>();  // every reduction done before the thread block's SRAM is released
 #endif

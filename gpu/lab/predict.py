@@ -62,18 +62,21 @@ def backward_wgmma_smem(d: int, t: Tiles) -> int:
     """Rung 7, per Q block step, each consumer warp (07_flash2_backward_wgmma.cu; the instruction counts are its
     PTX's, `nvcc -ptx -arch=sm_90a`, one wavefront of 128 bytes each unless said): L_i·log2 e and D_i for line 11
     and 14, Br / 4 scalar loads and Br / 8 two-float loads (a warp's lanes read 4 or 8 neighbouring floats: one
-    wavefront); dS_ij into SRAM, Br / 2 16-bit stores (8 keys × 4 queries a warp, in 4 rows' distinct swizzled
-    16-byte chunks: one wavefront); its dQ products, 2 · DQ_COLS / 8 two-float stores each (256 bytes: two)."""
+    wavefront); dS_ij into SRAM, Br / 16 stmatrix.x4.trans (four 8 × 8 matrices of 16-bit elements, 512 bytes:
+    four wavefronts; run 35-bwd, before it Br / 2 16-bit stores); its dQ products, 2 · DQ_COLS / 8 two-float stores
+    each (256 bytes: two)."""
     br, warps = t.block_rows, t.warps - 4  # the consumer warps (warpgroup 0 only issues copies)
     dq_cols = d if br == 128 else d // 2 if t.split_dq else 64  # as DQ_COLS, DQ_PIECES in the kernel
     pieces = 1 if t.split_dq else d // 64
-    wavefronts = br // 4 + br // 8 + br // 2 + pieces * (dq_cols // 4) * 2
+    wavefronts = br // 4 + br // 8 + br // 16 * 4 + pieces * (dq_cols // 4) * 2
     return warps * wavefronts * WAVEFRONT
 
 
 def backward_wgmma_phases(d: int, t: Tiles) -> tuple[tuple[Phase, ...], int]:
-    """Rung 7's step (one Q block, both consumer warpgroups in lockstep: they meet at the barrier before line 15
-    every step), as 07_flash2_backward_wgmma.cu orders it, and the SRAM bytes the TMA unit moves beside it:
+    """Rung 7's step (one Q block) as 07_flash2_backward_wgmma.cu orders it, the phases in series, and the SRAM
+    bytes the TMA unit moves beside it. Since run 35-bwd the two consumer warpgroups take turns to issue their
+    products (turn A: 1–2 of Q block i; turn B: 4 of block i, dQ of block i − 1), so one's exponentials may overlap
+    the other's products; that gained 0–3% (run 35-bwd), and the model still puts the phases in series:
       1. S_ijᵀ = K_j Q_iᵀ: the exponentials need it whole (wgmma_wait<1>);
       2. dP_ijᵀ = V_j dO_iᵀ on the tensor pipe while the exponentials of P_ijᵀ (and τS − L, the mask) run;
       3. dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), after dP_ijᵀ (wgmma_wait<0>);
@@ -100,7 +103,7 @@ def backward_wgmma_phases(d: int, t: Tiles) -> tuple[tuple[Phase, ...], int]:
         Phase("S_ijᵀ", tensor=0.2, smem=qk),
         Phase("dP_ijᵀ ∥ exp", tensor=0.2, exps=1.0, elementwise=half, smem=qk + warps * br // 4 * WAVEFRONT),
         Phase("dS_ijᵀ", elementwise=half, smem=warps * br // 8 * WAVEFRONT),
-        Phase("dV_j, dK_j, dQ_i", tensor=0.6, smem=grads + dq + warps * br // 2 * WAVEFRONT),
+        Phase("dV_j, dK_j, dQ_i", tensor=0.6, smem=grads + dq + warps * br // 16 * 4 * WAVEFRONT),
         Phase("τ dQ_i → SRAM", elementwise=(br + bc) * d / work, smem=warps * pieces * dq_cols // 2 * WAVEFRONT),
     )
     tma = 2 * s * br * d + 2 * 4 * br + consumers * pieces * 4 * 64 * dq_cols
