@@ -97,13 +97,14 @@ def forward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
         "CONSUMERS": consumers,
         "STAGES": tiles.stages,
         "PINGPONG": int(tiles.pingpong),
+        "PERSISTENT": int(tiles.persistent),
         "STORAGE": STORAGE_CODE[dtype],
     }
 
 
 def forward_wg_smem(d: int, tiles: Tiles) -> int:
     """1024 bytes to align the tiles to the swizzle pattern, Q_i, the stages of K_j and V_j, the mbarriers."""
-    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + 8 * (1 + 3 * tiles.stages)
+    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + 8 * (2 + 3 * tiles.stages)
 
 
 def backward_tc_tiles(d: int) -> Tiles:
