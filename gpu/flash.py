@@ -54,7 +54,7 @@ def flash_attention(
         raise InputError(
             f"kernel: {spec.name} takes no variant (GQA, window, ALiBi, softcap, packed); rungs 3 and 6 do"
         )
-    tiles = spec.tiles(p.d, tiles)
+    tiles = spec.tiles_for(p.d, p.n, p.causal, tiles)
     row = spec.row(p.d)
     with q.device:
         q, k, v = (layout.rows_of(x, row) for x in (q, k, v))

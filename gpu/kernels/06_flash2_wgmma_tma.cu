@@ -19,6 +19,7 @@
 //    sectors; `flashsim compare`, run 15); then SRAM and TMA stores, ×1.000 but d = 128 8% slower (ncu 948 against
 //    879 µs, run 16): with one thread block per SM, its tail of barrier, fence, store and wait held the SM.
 //  - registers. setmaxnreg: the producer drops to REG_PRODUCER, the consumers rise to REG_CONSUMER.
+//  - tiles. PERSISTENT: one thread block per SM walks a share of the tiles (below).
 // Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 3.
 //
 // Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 13–18; N = 4096, 16k tokens, TFLOP/s full / causal):
@@ -33,6 +34,23 @@
 //    tensor pipe (71% busy) and the waits between softmax and the next matmul (ncu, run 17).
 //  - failures: a branch around the loop's wgmma made ptxas serialize them all (warning C7514; fixed by peeling
 //    the last block); O_i by 4-byte stores wrote ×1.52 of its bytes, by TMA stores cost 8% (see "output").
+//
+// Persistent (issue 23 item 3, run 35; PERSISTENT, the default for plain calls): at most one thread block per SM,
+// each walking tiles gridDim.x apart (plane-major, so that the blocks at work share K, V in L2); causal in pairs of
+// Q blocks (Tr − 1 − q, q) of about equal work, a static split without atomics. The ring's stage and phase counts run
+// on across tiles, and a q_empty barrier lets the producer load the next Q_i once every S of the tile is issued and
+// done, so that the next tile's Q_i and first K_j, V_j arrive during this tile's last O_i += P̃ V and stores.
+// Measured (H100, fp16, 16k tokens, ×cuDNN, two runs): d = 64 0.96–1.19 full, 0.75–1.10 causal (non-persistent
+// 0.76–1.12, 0.63–1.07); d = 128 0.87–1.03 full, 0.93–1.15 causal (0.75–1.02, 0.73–1.11): +13 … +28% at N = 1024,
+// +2 … +11% at N = 16384. Br = 128 with turns at N ≤ 2048 (geometry.forward_wg_shape_tiles) adds 0 … +11% there.
+// Failures, measured and dropped (run 35):
+//  - part of exp2 by polynomial on the FMA units (FlashAttention-4's; Cody–Waite + degree 3, relative error 7.5e-5):
+//    a quarter of the exponentials −11 … −18%, half −19 … −29% at d = 64, a quarter −9 … −23% at d = 128. On the
+//    H100 a polynomial costs ~8 issue slots against MUFU's one; our reading: the issue slots, not MUFU alone, bound.
+//  - one stream of K/V blocks through the tiles (the next tile's first S issued beside this tile's last O_i += P̃ V,
+//    its softmax overlapping it, the stores after): correct, but −9 … −16% against the persistent kernel above even
+//    at N = 16384, where tile ends are rare: the loop body itself got slower (ptxas gave no warning and no spill at
+//    d = 128; the SASS was not read). The 192-row build spilled 56 bytes.
 //
 // Variants (issue 25; variants.cuh, gpu/variants.py): GQA, window, ALiBi, softcap and packed batches, each behind a
 // #define the launcher adds only for a call that uses it (VARIANTS, SOFTCAP, ALIBI, VARLEN): the plain build is the
