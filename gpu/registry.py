@@ -38,7 +38,7 @@ class KernelSpec:
     head_dims: tuple[int, ...] | None = None  # the head dims it takes; None: every d up to 128
     tma: bool = False  # takes tensor maps of Q, K, V (gpu/tma.py) instead of their pointers
     variants: tuple[str, ...] = ()  # the variants it takes, of VARIANTS (gpu/variants.py)
-    shape_tiles: Callable[[int, int, bool], Tiles] | None = None  # (d, N, causal) → the tiling a call of that shape gets
+    shape_tiles: Callable[[int, int, bool], Tiles] | None = None  # (d, N, causal) → a call's tiling
 
     def row(self, d: int) -> int:
         """Elements per row of Q, K, V (and O, dO, dQ, dK, dV) in device memory for head dim d."""

@@ -62,7 +62,9 @@ def warpgroup_tiles(
 ) -> Tiles:
     """A rung 6 geometry: `consumers` warpgroups of 64 query rows (Br = 64 · consumers) and one producer;
     `persistent`: at most one thread block per SM, each walking a share of the tiles."""
-    return Tiles(64 * consumers, block_cols, 4 * (consumers + 1), stages=stages, pingpong=pingpong, persistent=persistent)
+    return Tiles(
+        64 * consumers, block_cols, 4 * (consumers + 1), stages=stages, pingpong=pingpong, persistent=persistent
+    )
 
 
 def backward_warpgroup_tiles(
