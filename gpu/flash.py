@@ -83,8 +83,9 @@ def resolve(kernel: str | None, d: int) -> registry.KernelSpec:
 def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) -> None:
     """One launch of a forward kernel on prepared arrays (rows padded to the kernel's row length, outputs allocated);
     a variant adds its #defines and arguments (a packed batch: grid (Tr of the longest, Hq, B)). A persistent tiling
-    (rung 6, the plain build only: a variant runs one thread block per tile) launches at most one block per SM."""
-    if tiles.persistent and not variant.plain:
+    (rung 6) launches at most one thread block per SM, for a plain call or GQA; the other variants (timed only so
+    far one thread block per tile, run 31; a packed batch finds its sequence from blockIdx) get one per tile."""
+    if tiles.persistent and variant.kinds not in ((), ("gqa",)):
         tiles = dataclasses.replace(tiles, persistent=False)
     smem = spec.smem(p.d, tiles)
     fn = source.function(spec, spec.defines(p.d, p.dtype, tiles) | variant.defines(), smem)

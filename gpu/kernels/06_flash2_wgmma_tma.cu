@@ -35,8 +35,8 @@
 //  - failures: a branch around the loop's wgmma made ptxas serialize them all (warning C7514; fixed by peeling
 //    the last block); O_i by 4-byte stores wrote ×1.52 of its bytes, by TMA stores cost 8% (see "output").
 //
-// Persistent (issue 23 item 3, run 35; PERSISTENT, the default for plain calls): at most one thread block per SM,
-// each walking tiles gridDim.x apart (plane-major, so that the blocks at work share K, V in L2); causal in pairs of
+// Persistent (issue 23 item 3, run 35; PERSISTENT, the default for plain and GQA calls): at most one thread block
+// per SM, each walking tiles gridDim.x apart (plane-major, so that the blocks at work share K, V in L2); causal in pairs of
 // Q blocks (Tr − 1 − q, q) of about equal work, a static split without atomics. The ring's stage and phase counts run
 // on across tiles, and a q_empty barrier lets the producer load the next Q_i once every S of the tile is issued and
 // done, so that the next tile's Q_i and first K_j, V_j arrive during this tile's last O_i += P̃ V and stores.
@@ -60,8 +60,8 @@
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
-// warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles: the plain build
-// only), STORAGE (1 fp16, 2 bf16).
+// warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles; not with VARLEN),
+// STORAGE (1 fp16, 2 bf16).
 
 #define BR (64 * CONSUMERS)               // Br: query rows per thread block
 #define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 … CONSUMERS compute
@@ -225,8 +225,8 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, Bod
 // total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
 // never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
 // masked (keys past Nk).
-#if PERSISTENT && VARIANTS
-#error "PERSISTENT is the plain build's: the variants find their tile from blockIdx (variants.cuh's sequence)"
+#if PERSISTENT && VARLEN
+#error "PERSISTENT walks planes of one length: a packed batch's thread block finds its sequence from blockIdx"
 #endif
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
@@ -256,6 +256,21 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     }
     __syncthreads();  // the last block-wide barrier: the warpgroups go their own ways from here
 
+    // where plane's rows sit (plain: plane b·heads + h of Q, K, V); VARIANTS, one launch per tile: variants.cuh's
+    // sequence() from blockIdx; PERSISTENT (no packed batch), its rule for the plane walked to: K/V plane / group
+    auto seq_of = [&](int plane) -> Seq {
+#if VARIANTS && !PERSISTENT
+        return sequence(N, Nk, HEAD_DIM, cu_q, cu_k, group, heads);
+#else
+        Seq sq = plain_seq(N, Nk, plane, HEAD_DIM);
+#if VARIANTS
+        sq.kv_plane = plane / group;
+        sq.kv_at = (size_t)sq.kv_plane * Nk * HEAD_DIM;
+#endif
+        return sq;
+#endif
+    };
+
     // Both sides count what went through the ring since the launch: `loaded` / `used` K/V blocks (block n sits in
     // stage n % STAGES, its barriers in phase n / STAGES) and `tiles` Q tiles (q_full, q_empty in phase tiles)
     if (threadIdx.x < 128) {  // the producer warpgroup: one thread issues every copy (line 4 and line 7)
@@ -264,12 +279,8 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         int loaded = 0, tiles = 0;
         for_each_tile(N, causal, planes, [&](int i, int plane) {
             const int r0 = i * BR;
-#if VARIANTS
-            const Seq sq = sequence(N, Nk, HEAD_DIM, cu_q, cu_k, group, heads);
-            if (r0 >= sq.N) return;  // VARLEN: this sequence is shorter than the longest
-#else
-            const Seq sq = plain_seq(N, Nk, plane, HEAD_DIM);
-#endif
+            const Seq sq = seq_of(plane);
+            if (VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest
             int j0, Tc;
             kv_blocks(j0, Tc, r0, sq.N, sq.Nk, causal, left, right);
             if (Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
@@ -306,12 +317,8 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 
     for_each_tile(N, causal, planes, [&](int i, int plane) {
         const int r0 = i * BR;
-#if VARIANTS
-        const Seq sq = sequence(N, Nk, HEAD_DIM, cu_q, cu_k, group, heads);
-        if (r0 >= sq.N) return;  // VARLEN: this sequence is shorter than the longest (before any barrier)
-#else
-        const Seq sq = plain_seq(N, Nk, plane, HEAD_DIM);
-#endif
+        const Seq sq = seq_of(plane);
+        if (VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest (before any barrier)
         const int n_rows = sq.N, n_keys = sq.Nk, shift = n_keys - n_rows;  // causal: query r sees key c iff c ≤ r + shift
         int j0, Tc;
         kv_blocks(j0, Tc, r0, n_rows, n_keys, causal, left, right);
