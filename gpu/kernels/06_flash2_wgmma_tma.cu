@@ -43,6 +43,8 @@
 // Measured (H100, fp16, 16k tokens, ×cuDNN, two runs): d = 64 0.96–1.19 full, 0.75–1.10 causal (non-persistent
 // 0.76–1.12, 0.63–1.07); d = 128 0.87–1.03 full, 0.93–1.15 causal (0.75–1.02, 0.73–1.11): +13 … +28% at N = 1024,
 // +2 … +11% at N = 16384. Br = 128 with turns at N ≤ 2048 (geometry.forward_wg_shape_tiles) adds 0 … +11% there.
+// `flashsim bench gpu` (run 35, 40 shapes): 0.81–1.15× cuDNN (median 1.00; below 0.9 at d = 64 causal N ≤ 2048 and
+// d = 128 full N = 1024), 1.32–2.23× SDPA flash; GQA 0.82–1.13× cuDNN; memcheck and racecheck clean.
 // Failures, measured and dropped (run 35):
 //  - part of exp2 by polynomial on the FMA units (FlashAttention-4's; Cody–Waite + degree 3, relative error 7.5e-5):
 //    a quarter of the exponentials −11 … −18%, half −19 … −29% at d = 64, a quarter −9 … −23% at d = 128. On the
