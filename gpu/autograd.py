@@ -117,7 +117,7 @@ def _forward(torch, q, k, v, causal, scale):
         return as_torch(o), as_torch(lse), p
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-    flash.launch(spec, p, spec.tiles(p.d), cq, ck, cv, cupy_view(o), cupy_view(lse))
+    flash.launch(spec, p, spec.tiles_for(p.d, p.n, p.causal), cq, ck, cv, cupy_view(o), cupy_view(lse))
     return o, lse, p
 
 

@@ -1,6 +1,8 @@
 """`flash_attention`: the FlashAttention-2 forward kernels (rungs 1–3 and 6 of gpu/registry.py) behind one call, and
 the variants rungs 3 and 6 take (gpu/variants.py)."""
 
+import dataclasses
+import functools
 import math
 
 import numpy as np
@@ -52,7 +54,7 @@ def flash_attention(
         raise InputError(
             f"kernel: {spec.name} takes no variant (GQA, window, ALiBi, softcap, packed); rungs 3 and 6 do"
         )
-    tiles = spec.tiles(p.d, tiles)
+    tiles = spec.tiles_for(p.d, p.n, p.causal, tiles)
     row = spec.row(p.d)
     with q.device:
         q, k, v = (layout.rows_of(x, row) for x in (q, k, v))
@@ -80,11 +82,19 @@ def resolve(kernel: str | None, d: int) -> registry.KernelSpec:
 
 def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) -> None:
     """One launch of a forward kernel on prepared arrays (rows padded to the kernel's row length, outputs allocated);
-    a variant adds its #defines and arguments (a packed batch: grid (Tr of the longest, Hq, B))."""
+    a variant adds its #defines and arguments (a packed batch: grid (Tr of the longest, Hq, B)). A persistent tiling
+    (rung 6) launches at most one thread block per SM, for a plain call or GQA; the other variants (timed only so
+    far one thread block per tile, run 31; a packed batch finds its sequence from blockIdx) get one per tile."""
+    if tiles.persistent and variant.kinds not in ((), ("gqa",)):
+        tiles = dataclasses.replace(tiles, persistent=False)
     smem = spec.smem(p.d, tiles)
     fn = source.function(spec, spec.defines(p.d, p.dtype, tiles) | variant.defines(), smem)
     tr = -(-p.n // tiles.block_rows)
-    grid = (tr, p.heads, p.batch) if variant.packed else (tr, p.batch * p.heads, 1)
+    planes = p.batch * p.heads
+    if tiles.persistent:  # the kernel's units: a tile, or causal a pair of tiles of one plane
+        grid = (min(planes * (-(-tr // 2) if p.causal else tr), _sm_count(q.device.id)), 1, 1)
+    else:
+        grid = (tr, p.heads, p.batch) if variant.packed else (tr, planes, 1)
     scale = p.scale * math.log2(math.e) if spec.scale_log2 else p.scale
     if spec.tma:  # rung 6 reads Q, K, V through tensor maps: Q_i in boxes of Br rows, K_j and V_j of Bc
         tensor_map = tma.packed_map if variant.packed else tma.rows_map
@@ -92,4 +102,11 @@ def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) 
             tensor_map(x, rows) for x, rows in ((q, tiles.block_rows), (k, tiles.block_cols), (v, tiles.block_cols))
         )
     args = (q, k, v, o, lse, np.int32(p.n), np.int32(p.nk), np.float32(scale), np.int32(p.causal))
+    if spec.tma:
+        args += (np.int32(planes),)
     fn(grid, (tiles.threads, 1, 1), args + variant.args(p), shared_mem=smem)
+
+
+@functools.cache
+def _sm_count(device_id: int) -> int:
+    return device.require().cuda.runtime.getDeviceProperties(device_id)["multiProcessorCount"]

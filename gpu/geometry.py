@@ -81,12 +81,27 @@ def forward_readable_smem(d: int, tiles: Tiles) -> int:
 
 
 def forward_wg_tiles(d: int) -> Tiles:
-    """Rung 6 by default, Bc = 128 and three stages of K_j/V_j (gpu/NOTES.md, runs 13 and 14, fp16, N = 4096, TFLOP/s
-    full / causal): d = 64, three consumer warpgroups taking turns (Br = 192, ping-pong) 456 / 365 against two
-    warpgroups' 349 / 191; d = 128, two warpgroups without turns 583 / 483 (with turns 575 / 468; two stages 456 / 390)."""
+    """Rung 6 by default, Bc = 128, three stages of K_j/V_j and persistent thread blocks (gpu/NOTES.md, runs 13, 14
+    and 35, fp16, N = 4096, TFLOP/s full / causal): d = 64, three consumer warpgroups taking turns (Br = 192,
+    ping-pong) 456 / 365 against two warpgroups' 349 / 191; d = 128, two warpgroups without turns 583 / 483 (with
+    turns 575 / 468; two stages 456 / 390). One thread block per SM walking the tiles (run 35): +2 … +28% at
+    N ≥ 1024, the most where the rows are short."""
     if d == 64:
-        return warpgroup_tiles(consumers=3, block_cols=128, stages=3, pingpong=True)
-    return warpgroup_tiles(consumers=2, block_cols=128, stages=3)
+        return warpgroup_tiles(consumers=3, block_cols=128, stages=3, pingpong=True, persistent=True)
+    return warpgroup_tiles(consumers=2, block_cols=128, stages=3, persistent=True)
+
+
+SHORT_ROWS = 2048  # N up to which rung 6 picks a tiling of its own (forward_wg_shape_tiles)
+
+
+def forward_wg_shape_tiles(d: int, n: int, causal: bool) -> Tiles:
+    """Rung 6's tiling for a call with N query rows: forward_wg_tiles(d), but for N ≤ SHORT_ROWS two warpgroups
+    taking turns (Br = 128) at d = 128, and at d = 64 causal (run 35, fp16, ×cuDNN at N = 1024 / 2048: d = 64 causal
+    0.84 / 0.89 against Br = 192's 0.75 / 0.87; d = 128 0.90 / 0.93 full and 0.95 / 1.04 causal against 0.89 / 0.91
+    and 0.93 / 1.04 without turns), where a tile holds few K/V blocks and the turns hide more of each tile's start."""
+    if n <= SHORT_ROWS and (d == 128 or causal):
+        return warpgroup_tiles(consumers=2, block_cols=128, stages=3, pingpong=True, persistent=True)
+    return forward_wg_tiles(d)
 
 
 def forward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
@@ -97,13 +112,14 @@ def forward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
         "CONSUMERS": consumers,
         "STAGES": tiles.stages,
         "PINGPONG": int(tiles.pingpong),
+        "PERSISTENT": int(tiles.persistent),
         "STORAGE": STORAGE_CODE[dtype],
     }
 
 
 def forward_wg_smem(d: int, tiles: Tiles) -> int:
     """1024 bytes to align the tiles to the swizzle pattern, Q_i, the stages of K_j and V_j, the mbarriers."""
-    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + 8 * (1 + 3 * tiles.stages)
+    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + 8 * (2 + 3 * tiles.stages)
 
 
 def backward_tc_tiles(d: int) -> Tiles:

@@ -38,6 +38,7 @@ class KernelSpec:
     head_dims: tuple[int, ...] | None = None  # the head dims it takes; None: every d up to 128
     tma: bool = False  # takes tensor maps of Q, K, V (gpu/tma.py) instead of their pointers
     variants: tuple[str, ...] = ()  # the variants it takes, of VARIANTS (gpu/variants.py)
+    shape_tiles: Callable[[int, int, bool], Tiles] | None = None  # (d, N, causal) → a call's tiling
 
     def row(self, d: int) -> int:
         """Elements per row of Q, K, V (and O, dO, dQ, dK, dV) in device memory for head dim d."""
@@ -46,6 +47,10 @@ class KernelSpec:
     def tiles(self, d: int, tiles: Tiles | None = None) -> Tiles | None:
         """`tiles` if given, else the default for head dim d (None for the helpers, which have no tiling)."""
         return tiles or (self.default_tiles(d) if self.default_tiles else None)
+
+    def tiles_for(self, d: int, n: int, causal: bool, tiles: Tiles | None = None) -> Tiles | None:
+        """`tiles` if given, else the tiling a call with head dim d, N query rows and `causal` gets."""
+        return tiles or (self.shape_tiles(d, n, causal) if self.shape_tiles else self.tiles(d))
 
     def defines(self, d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
         """The #defines its launcher injects for head dim d (or, for the helpers, row length d) and `dtype`."""
@@ -88,7 +93,7 @@ FORWARD = {
                    variants=VARIANTS),
     6: _forward(6, "06_flash2_wgmma_tma.cu", "v4", dtypes=HALF, tensor_cores=True, default_tiles=geometry.forward_wg_tiles,
                    defines_of=geometry.forward_wg_defines, smem_of=geometry.forward_wg_smem, scale_log2=True, arch="sm_90a",
-                   head_dims=(64, 128), tma=True, variants=VARIANTS),
+                   head_dims=(64, 128), tma=True, variants=VARIANTS, shape_tiles=geometry.forward_wg_shape_tiles),
 }  # fmt: skip
 DEFAULT_FORWARD = 3  # the default on every GPU, and for every head dim …
 HOPPER_FORWARD = 6  # … except on sm_90 (H100, H200) at the head dims rung 6 takes

@@ -30,6 +30,7 @@ class Tiles:
     swizzle: bool = False  # rungs 2 and 3: XOR-swizzled shared-memory rows instead of rows padded by 16 bytes
     stages: int = 2  # rung 6: K_j/V_j stages in SRAM; backward rung 7: Q_i/dO_i stages (the others: 2)
     pingpong: bool = False  # rung 6: consumer warpgroups take turns issuing their matmuls
+    persistent: bool = False  # rung 6: one thread block per SM walks the tiles (plain calls and GQA)
     split_dq: bool = False  # backward rung 7: the warpgroups share dS_ij and split dQ_i's columns
     dq_atomics: bool = False  # backward rung 7: dQ by float32 atomics per element instead of TMA reduce-adds
 
@@ -44,7 +45,7 @@ class Tiles:
             return f"{self.block_rows}x128 wg2x64keys+1 st{self.stages}{' splitdq' if self.split_dq else ''}{' atomics' if self.dq_atomics else ''}"
         backward_mma = self.block_cols == 16 * self.warps  # rung 5's 16 keys per warp (not rung 6's warpgroups)
         if not backward_mma and self.warps % 4 == 0 and self.block_rows == 64 * (self.warps // 4 - 1):
-            return f"{self.block_rows}x{self.block_cols} wg{self.warps // 4 - 1}x64+1 st{self.stages}{' pp' if self.pingpong else ''}"
+            return f"{self.block_rows}x{self.block_cols} wg{self.warps // 4 - 1}x64+1 st{self.stages}{' pp' if self.pingpong else ''}{' ps' if self.persistent else ''}"
         rows = f"w{self.warps}x{self.block_rows // self.warps}"
         return f"{self.block_rows}x{self.block_cols} {rows} {'qreg' if self.q_in_regs else 'qsmem'} mb{self.min_blocks} {'swz' if self.swizzle else 'pad'}"
 
@@ -56,9 +57,14 @@ def forward_tiles(
     return Tiles(16 * m_tiles * warps, block_cols, warps, m_tiles, q_in_regs, min_blocks, swizzle)
 
 
-def warpgroup_tiles(consumers: int, block_cols: int, stages: int, pingpong: bool = False) -> Tiles:
-    """A rung 6 geometry: `consumers` warpgroups of 64 query rows (Br = 64 · consumers) and one producer."""
-    return Tiles(64 * consumers, block_cols, 4 * (consumers + 1), stages=stages, pingpong=pingpong)
+def warpgroup_tiles(
+    consumers: int, block_cols: int, stages: int, pingpong: bool = False, persistent: bool = False
+) -> Tiles:
+    """A rung 6 geometry: `consumers` warpgroups of 64 query rows (Br = 64 · consumers) and one producer;
+    `persistent`: at most one thread block per SM, each walking a share of the tiles."""
+    return Tiles(
+        64 * consumers, block_cols, 4 * (consumers + 1), stages=stages, pingpong=pingpong, persistent=persistent
+    )
 
 
 def backward_warpgroup_tiles(

@@ -33,6 +33,12 @@ SHAPES = [
     (1, 1, 1023, 1023, 128),
     (1, 2, 4224, 4224, 128),
     (1, 2, 4100, 3000, 64),
+    # more tiles than an H100 has SMs, so that each persistent thread block walks several: Tr odd (a causal pair's
+    # lone middle block), N > Nk (causal tiles with no key on the walk), Br = 128 and 192 at d = 64
+    (8, 16, 777, 900, 64),
+    (4, 16, 2100, 2100, 128),
+    (2, 40, 1100, 600, 128),
+    (2, 40, 3000, 3000, 64),
 ]
 
 

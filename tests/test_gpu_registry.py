@@ -138,3 +138,21 @@ def test_rung_7_splits_dq_and_reduces_it_through_tma_by_default():
         rung7.defines(128, "float16", backward_warpgroup_tiles(stages=2, split_dq=True, block_rows=128))
     with pytest.raises(InputError, match=r"got d=64, 128x128 wg2x64\+1 st2$"):
         rung7.defines(64, "float16", backward_warpgroup_tiles(stages=2, block_rows=128))
+
+
+def test_rung_6_smem_counts_every_buffer():
+    # d = 128, Br = Bc = 128, 3 stages: alignment, Q_i, K_j and V_j per stage, q_full, q_empty and 3 barriers a stage
+    assert registry.forward(6).smem(128, None) == 1024 + 2 * 128 * (128 + 2 * 3 * 128) + 8 * (2 + 3 * 3)
+
+
+@pytest.mark.parametrize(("d", "n", "causal", "rows", "pingpong"), [
+    (64, 1024, True, 128, True), (64, 2048, True, 128, True), (64, 4096, True, 192, True), (64, 1024, False, 192, True),
+    (128, 1024, False, 128, True), (128, 2048, True, 128, True), (128, 4096, False, 128, False),
+])  # fmt: skip
+def test_rung_6_tiles_by_shape_persistent(d, n, causal, rows, pingpong):
+    # run 35: Br = 128 with turns where the rows are short (d = 64 causal, d = 128), one thread block per SM always
+    tiles = registry.forward(6).tiles_for(d, n, causal)
+    assert (tiles.block_rows, tiles.pingpong, tiles.persistent) == (rows, pingpong, True)
+    given = registry.forward(6).tiles(d)
+    assert registry.forward(6).tiles_for(d, n, causal, given) is given  # a tiling asked for is the one used
+    assert registry.forward(3).tiles_for(d, n, causal) == registry.forward(3).tiles(d)  # no shape rule: the default

@@ -19,6 +19,7 @@
 //    sectors; `flashsim compare`, run 15); then SRAM and TMA stores, ×1.000 but d = 128 8% slower (ncu 948 against
 //    879 µs, run 16): with one thread block per SM, its tail of barrier, fence, store and wait held the SM.
 //  - registers. setmaxnreg: the producer drops to REG_PRODUCER, the consumers rise to REG_CONSUMER.
+//  - tiles. PERSISTENT: one thread block per SM walks a share of the tiles (below).
 // Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 3.
 //
 // Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 13–18; N = 4096, 16k tokens, TFLOP/s full / causal):
@@ -34,6 +35,25 @@
 //  - failures: a branch around the loop's wgmma made ptxas serialize them all (warning C7514; fixed by peeling
 //    the last block); O_i by 4-byte stores wrote ×1.52 of its bytes, by TMA stores cost 8% (see "output").
 //
+// Persistent (issue 23 item 3, run 35; PERSISTENT, the default for plain and GQA calls): at most one thread block
+// per SM, each walking tiles gridDim.x apart (plane-major, so that the blocks at work share K, V in L2); causal in pairs of
+// Q blocks (Tr − 1 − q, q) of about equal work, a static split without atomics. The ring's stage and phase counts run
+// on across tiles, and a q_empty barrier lets the producer load the next Q_i once every S of the tile is issued and
+// done, so that the next tile's Q_i and first K_j, V_j arrive during this tile's last O_i += P̃ V and stores.
+// Measured (H100, fp16, 16k tokens, ×cuDNN, two runs): d = 64 0.96–1.19 full, 0.75–1.10 causal (non-persistent
+// 0.76–1.12, 0.63–1.07); d = 128 0.87–1.03 full, 0.93–1.15 causal (0.75–1.02, 0.73–1.11): +13 … +28% at N = 1024,
+// +2 … +11% at N = 16384. Br = 128 with turns at N ≤ 2048 (geometry.forward_wg_shape_tiles) adds 0 … +11% there.
+// `flashsim bench gpu` (run 35, 40 shapes): 0.81–1.15× cuDNN (median 1.00; below 0.9 at d = 64 causal N ≤ 2048 and
+// d = 128 full N = 1024), 1.32–2.23× SDPA flash; GQA 0.82–1.13× cuDNN; memcheck and racecheck clean.
+// Failures, measured and dropped (run 35):
+//  - part of exp2 by polynomial on the FMA units (FlashAttention-4's; Cody–Waite + degree 3, relative error 7.5e-5):
+//    a quarter of the exponentials −11 … −18%, half −19 … −29% at d = 64, a quarter −9 … −23% at d = 128. On the
+//    H100 a polynomial costs ~8 issue slots against MUFU's one; our reading: the issue slots, not MUFU alone, bound.
+//  - one stream of K/V blocks through the tiles (the next tile's first S issued beside this tile's last O_i += P̃ V,
+//    its softmax overlapping it, the stores after): correct, but −9 … −16% against the persistent kernel above even
+//    at N = 16384, where tile ends are rare: the loop body itself got slower (ptxas gave no warning and no spill at
+//    d = 128; the SASS was not read). The 192-row build spilled 56 bytes.
+//
 // Variants (issue 25; variants.cuh, gpu/variants.py): GQA, window, ALiBi, softcap and packed batches, each behind a
 // #define the launcher adds only for a call that uses it (VARIANTS, SOFTCAP, ALIBI, VARLEN): the plain build is the
 // kernel above (its PTX differs by the order of 3 address instructions). Measured (run 31): 169 tests correct,
@@ -42,7 +62,8 @@
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
-// warpgroups take turns at the tensor cores), STORAGE (1 fp16, 2 bf16).
+// warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles; not with VARLEN),
+// STORAGE (1 fp16, 2 bf16).
 
 #define BR (64 * CONSUMERS)               // Br: query rows per thread block
 #define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 … CONSUMERS compute
@@ -51,6 +72,9 @@
 #define TILE_KV (BC * HEAD_DIM * 2)       // bytes of one stage of K_j (or of V_j) in SRAM
 #define NS (BC / 2)                       // S_ij accumulators per thread: 64 × Bc over a warpgroup's 128 threads
 #define NO (HEAD_DIM / 2)                 // O_i accumulators per thread
+#ifndef PERSISTENT
+#define PERSISTENT 0
+#endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536
 
@@ -153,41 +177,15 @@ __device__ __forceinline__ void to_fragments(u32 (&p)[BC / 16][4], const float (
 __device__ __forceinline__ void turn_wait(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); }
 __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (c + 1) % CONSUMERS) : "memory"); }
 
-#define K_FULL(s) (bar + 8 * (1 + (s)))               // mbarrier: K_j has arrived in stage s
-#define V_FULL(s) (bar + 8 * (1 + STAGES + (s)))      // mbarrier: V_j has arrived in stage s
-#define EMPTY(s) (bar + 8 * (1 + 2 * STAGES + (s)))   // mbarrier: every consumer is done with stage s
+#define K_FULL(s) (bar + 8 * (2 + (s)))               // mbarrier: K_j has arrived in stage s
+#define V_FULL(s) (bar + 8 * (2 + STAGES + (s)))      // mbarrier: V_j has arrived in stage s
+#define EMPTY(s) (bar + 8 * (2 + 2 * STAGES + (s)))   // mbarrier: every consumer is done with stage s
 
-// Q_map, K_map, V_map: tensor maps of Q (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM), boxes of
-// (1, Br or Bc, 64); O: like Q, L: (batch·heads, N). Grid: (Tr, batch·heads), NTHREADS threads,
-// 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (1 + 3 · STAGES) bytes of dynamic shared memory. VARIANTS: K, V have
-// batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes, total rows, HEAD_DIM), O (total_q, Hq,
-// HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box never stops at a sequence's end:
-// rows of the next sequence are loaded, computed and never stored (queries) or masked (keys past Nk).
-extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
-flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
-              const __grid_constant__ TensorMap V_map, elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk,
-              float scale_log2, int causal VARIANT_PARAMS)
-{
-    extern __shared__ __align__(1024) unsigned char smem[];
-    const u32 sQ = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: Q_i, PIECES × (Br, 64); swizzling repeats every 1024 bytes
-    const u32 sK = sQ + TILE_Q;                        // SRAM: K_j, STAGES × PIECES × (Bc, 64)
-    const u32 sV = sK + STAGES * TILE_KV;              // SRAM: V_j, likewise
-    const u32 bar = sV + STAGES * TILE_KV;             // SRAM: the mbarriers, 8 bytes each
-    const u32 q_full = bar;                            // mbarrier: Q_i has arrived
-
-    const int i = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: the longest rows first
-    const int r0 = i * BR;
-#if VARIANTS
-    const Seq sq = sequence(N, Nk, HEAD_DIM, cu_q, cu_k, group, heads);
-    N = sq.N, Nk = sq.Nk;
-    if (r0 >= N) return;  // VARLEN: this sequence is shorter than the longest (before any barrier)
-#else
-    const Seq sq = plain_seq(N, Nk, blockIdx.y, HEAD_DIM);
-#endif
-    const int shift = Nk - N;  // causal: query r sees key c iff c ≤ r + shift
-    // K/V blocks read: j0 … j0 + Tc − 1; all of them, or (causal) up to the last one that row min(r0 + Br, N) − 1
-    // sees, or (VARIANTS) the window's band, causal folded in
-    int j0 = 0, Tc = (Nk + BC - 1) / BC;
+// The K/V blocks the rows r0 … r0 + Br − 1 of a thread block's tile read: j0 … j0 + Tc − 1; all of them, or
+// (causal) up to the last one that row min(r0 + Br, N) − 1 sees, or (VARIANTS) the window's band, causal folded in
+__device__ __forceinline__ void kv_blocks(int& j0, int& Tc, int r0, int N, int Nk, int causal, int left, int right) {
+    const int shift = Nk - N;
+    j0 = 0, Tc = (Nk + BC - 1) / BC;
 #if VARIANTS
     seen_blocks(j0, Tc, r0, min(r0 + BR, N) - 1, Nk, shift, left, right);
     Tc = max(0, Tc - j0);
@@ -197,9 +195,60 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         Tc = last_key < 0 ? 0 : min(Tc, last_key / BC + 1);
     }
 #endif
+}
+
+// The tiles (i, plane) a thread block computes, in order: body(i, plane) for each. One launch per tile: the tile
+// of (blockIdx.x, blockIdx.y), causal the longest rows first. PERSISTENT: one thread block per SM walks the tiles
+// gridDim.x apart in plane-major order (the blocks at work at once share K and V in L2); causal, a unit is the pair
+// of Q blocks Tr − 1 − q and q of one plane, the longer first, whose K/V blocks add up to about the same number
+// for every q, so that a static split is even (a lone middle block when Tr is odd).
+template <class Body>
+__device__ __forceinline__ void for_each_tile(int N, int causal, int planes, Body&& body) {
+#if PERSISTENT
+    const int Tr = (N + BR - 1) / BR, per_plane = causal ? (Tr + 1) / 2 : Tr;
+    for (int u = blockIdx.x; u < planes * per_plane; u += gridDim.x) {
+        const int plane = u / per_plane, q = u % per_plane;
+        if (!causal) {
+            body(q, plane);
+            continue;
+        }
+        body(Tr - 1 - q, plane);
+        if (q != Tr - 1 - q) body(q, plane);
+    }
+#else
+    body(causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, blockIdx.y);
+#endif
+}
+
+// Q_map, K_map, V_map: tensor maps of Q (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM), boxes of
+// (1, Br or Bc, 64); O: like Q, L: (batch·heads, N); planes: batch·heads. Grid: (Tr, batch·heads), or PERSISTENT
+// (at most one per SM), NTHREADS threads, 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (2 + 3 · STAGES) bytes of
+// dynamic shared memory. VARIANTS: K, V have batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes,
+// total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
+// never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
+// masked (keys past Nk).
+#if PERSISTENT && VARLEN
+#error "PERSISTENT walks planes of one length: a packed batch's thread block finds its sequence from blockIdx"
+#endif
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
+              const __grid_constant__ TensorMap V_map, elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk,
+              float scale_log2, int causal, int planes VARIANT_PARAMS)
+{
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const u32 sQ = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: Q_i, PIECES × (Br, 64); swizzling repeats every 1024 bytes
+    const u32 sK = sQ + TILE_Q;                        // SRAM: K_j, STAGES × PIECES × (Bc, 64)
+    const u32 sV = sK + STAGES * TILE_KV;              // SRAM: V_j, likewise
+    const u32 bar = sV + STAGES * TILE_KV;             // SRAM: the mbarriers, 8 bytes each
+    const u32 q_full = bar;                            // mbarrier: Q_i has arrived
+    const u32 q_empty = bar + 8;                       // mbarrier: every consumer is done with Q_i (the next may load)
+#if !VARIANTS
+    const int left = 0, right = 0;                     // (the window's sides: the variant build's)
+#endif
 
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
+        mbar_init(q_empty, CONSUMERS);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(K_FULL(s), 1);
             mbar_init(V_FULL(s), 1);
@@ -209,15 +258,42 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     }
     __syncthreads();  // the last block-wide barrier: the warpgroups go their own ways from here
 
+    // where plane's rows sit (plain: plane b·heads + h of Q, K, V); VARIANTS, one launch per tile: variants.cuh's
+    // sequence() from blockIdx; PERSISTENT (no packed batch), its rule for the plane walked to: K/V plane / group
+    auto seq_of = [&](int plane) -> Seq {
+#if VARIANTS && !PERSISTENT
+        return sequence(N, Nk, HEAD_DIM, cu_q, cu_k, group, heads);
+#else
+        Seq sq = plain_seq(N, Nk, plane, HEAD_DIM);
+#if VARIANTS
+        sq.kv_plane = plane / group;
+        sq.kv_at = (size_t)sq.kv_plane * Nk * HEAD_DIM;
+#endif
+        return sq;
+#endif
+    };
+
+    // Both sides count what went through the ring since the launch: `loaded` / `used` K/V blocks (block n sits in
+    // stage n % STAGES, its barriers in phase n / STAGES) and `tiles` Q tiles (q_full, q_empty in phase tiles)
     if (threadIdx.x < 128) {  // the producer warpgroup: one thread issues every copy (line 4 and line 7)
         setmaxnreg_dec<REG_PRODUCER>();
-        if (threadIdx.x == 0 && Tc > 0) {
+        if (threadIdx.x != 0) return;
+        int loaded = 0, tiles = 0;
+        for_each_tile(N, causal, planes, [&](int i, int plane) {
+            const int r0 = i * BR;
+            const Seq sq = seq_of(plane);
+            if (VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest
+            int j0, Tc;
+            kv_blocks(j0, Tc, r0, sq.N, sq.Nk, causal, left, right);
+            if (Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
+            if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the previous tile's Q_i is used up
+            ++tiles;
             mbar_expect_tx(q_full, TILE_Q);
 #pragma unroll
             for (int p = 0; p < PIECES; ++p) tma_load_3d(sQ + p * BR * 128, &Q_map, q_full, p * 64, sq.q_row + r0, sq.q_plane);
-            for (int j = 0; j < Tc; ++j) {
-                const int s = j % STAGES;
-                if (j >= STAGES) mbar_wait(EMPTY(s), ((j / STAGES) & 1) ^ 1);  // K_j−STAGES, V_j−STAGES are used up
+            for (int j = 0; j < Tc; ++j, ++loaded) {
+                const int s = loaded % STAGES;
+                if (loaded >= STAGES) mbar_wait(EMPTY(s), ((loaded / STAGES) & 1) ^ 1);  // block loaded − STAGES is used up
                 mbar_expect_tx(K_FULL(s), TILE_KV);
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p)
@@ -227,7 +303,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                 for (int p = 0; p < PIECES; ++p)
                     tma_load_3d(sV + s * TILE_KV + p * BC * 128, &V_map, V_FULL(s), p * 64, sq.kv_row + (j0 + j) * BC, sq.kv_plane);
             }
-        }
+        });
         return;
     }
 
@@ -236,100 +312,116 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     const int c = threadIdx.x / 128 - 1;
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;
-    const int row = r0 + c * 64 + warp * 16 + g;  // this lane's first row in Q
-    const u32 q_rows = sQ + c * 64 * 128;           // this warpgroup's rows of Q_i, in each piece
+    const u32 q_rows = sQ + c * 64 * 128;  // this warpgroup's rows of Q_i, in each piece
+    const float softmax_scale = SCORED ? 1.f : scale_log2;
+    int used = 0, tiles = 0;
+    if (PINGPONG && c == CONSUMERS - 1) turn_pass(c);  // the first turn is warpgroup 0's
 
-    // line 5: O_i = 0, ℓ_i = 0, m_i = −∞, in registers
-    float o[NO];
+    for_each_tile(N, causal, planes, [&](int i, int plane) {
+        const int r0 = i * BR;
+        const Seq sq = seq_of(plane);
+        if (VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest (before any barrier)
+        const int n_rows = sq.N, n_keys = sq.Nk, shift = n_keys - n_rows;  // causal: query r sees key c iff c ≤ r + shift
+        int j0, Tc;
+        kv_blocks(j0, Tc, r0, n_rows, n_keys, causal, left, right);
+        const int row = r0 + c * 64 + warp * 16 + g;  // this lane's first row in Q
+
+        // line 5: O_i = 0, ℓ_i = 0, m_i = −∞, in registers
+        float o[NO];
 #pragma unroll
-    for (int e = 0; e < NO; ++e) o[e] = 0.f;
-    float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, alpha[2];
+        for (int e = 0; e < NO; ++e) o[e] = 0.f;
+        float m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f}, alpha[2];
 #if VARIANTS  // the line between S_ij and the softmax (score_block); SCORED scores are base 2 already
-    const Band band = {Nk, shift, left, right, scale_log2, cap, 1.f / cap, ALIBI ? slopes[sq.slope] : 0.f};
+        const Band band = {n_keys, shift, left, right, scale_log2, cap, 1.f / cap, ALIBI ? slopes[sq.slope] : 0.f};
 #define MASK(s, c0) score_block(s, c0, row, r0, band, t)
 #else
-#define MASK(s, c0) mask(s, c0, row, r0, Nk, causal, shift, t)
+#define MASK(s, c0) mask(s, c0, row, r0, n_keys, causal, shift, t)
 #endif
-    const float softmax_scale = SCORED ? 1.f : scale_log2;
 
-    if (Tc > 0) {
-        float s[NS];        // registers: S_ij, then P̃_ij in place (fp32)
-        u32 p[BC / 16][4];  // registers: P̃_ij rounded to fp16/bf16, as wgmma A fragments
-        mbar_wait(q_full, 0);
-        mbar_wait(K_FULL(0), 0);
-        issue_scores(s, q_rows, sK);  // line 8 for j = 0
-        wgmma_wait<0>();
-        keep(s);
-        MASK(s, j0 * BC);
-        online_softmax(s, m, l, alpha, softmax_scale);  // line 9 for j = 0 (O_i is still 0: alpha is not needed)
-
-        // blocks 0 … Tc − 2: the tensor cores get S_i,j+1 = Q_i K_j+1ᵀ and O_i += P̃_ij V_j back to back; softmax of
-        // S_i,j+1 runs while the second is in flight. (Written without a branch around the wgmma instructions:
-        // with one, ptxas cannot tell which group a wait completes and serializes every wgmma, warning C7514.)
-        if (PINGPONG && c == CONSUMERS - 1) turn_pass(c);  // the first turn is warpgroup 0's
-        for (int j = 0; j + 1 < Tc; ++j) {
-            const int st = j % STAGES, sn = (j + 1) % STAGES;
-            to_fragments(p, s);
-            mbar_wait(K_FULL(sn), ((j + 1) / STAGES) & 1);
-            if (PINGPONG) turn_wait(c);
-            issue_scores(s, q_rows, sK + sn * TILE_KV);  // line 8 for j + 1
-            mbar_wait(V_FULL(st), (j / STAGES) & 1);
-            issue_values(o, p, sV + st * TILE_KV);       // line 10, second half: O_i += P̃_ij V_j
-            if (PINGPONG) turn_pass(c);
-            wgmma_wait<1>();                             // S_i,j+1 is done (groups complete in order)
+        if (Tc > 0) {
+            float s[NS];        // registers: S_ij, then P̃_ij in place (fp32)
+            u32 p[BC / 16][4];  // registers: P̃_ij rounded to fp16/bf16, as wgmma A fragments
+            mbar_wait(q_full, tiles & 1);
+            mbar_wait(K_FULL(used % STAGES), (used / STAGES) & 1);
+            issue_scores(s, q_rows, sK + (used % STAGES) * TILE_KV);  // line 8 for j = 0
+            wgmma_wait<0>();
             keep(s);
-            MASK(s, (j0 + j + 1) * BC);
-            online_softmax(s, m, l, alpha, softmax_scale);  // line 9 for j + 1
+            MASK(s, j0 * BC);
+            online_softmax(s, m, l, alpha, softmax_scale);  // line 9 for j = 0 (O_i is still 0: alpha is not needed)
+
+            // blocks 0 … Tc − 2: the tensor cores get S_i,j+1 = Q_i K_j+1ᵀ and O_i += P̃_ij V_j back to back; softmax
+            // of S_i,j+1 runs while the second is in flight. (Written without a branch around the wgmma instructions:
+            // with one, ptxas cannot tell which group a wait completes and serializes every wgmma, warning C7514.)
+            for (int j = 0; j + 1 < Tc; ++j, ++used) {
+                const int st = used % STAGES, sn = (used + 1) % STAGES;
+                to_fragments(p, s);
+                mbar_wait(K_FULL(sn), ((used + 1) / STAGES) & 1);
+                if (PINGPONG) turn_wait(c);
+                issue_scores(s, q_rows, sK + sn * TILE_KV);  // line 8 for j + 1
+                mbar_wait(V_FULL(st), (used / STAGES) & 1);
+                issue_values(o, p, sV + st * TILE_KV);       // line 10, second half: O_i += P̃_ij V_j
+                if (PINGPONG) turn_pass(c);
+                wgmma_wait<1>();                             // S_i,j+1 is done (groups complete in order)
+                keep(s);
+                MASK(s, (j0 + j + 1) * BC);
+                online_softmax(s, m, l, alpha, softmax_scale);  // line 9 for j + 1
+                wgmma_wait<0>();
+                keep(o);
+                keep(p);
+                if (tid == 0) mbar_arrive(EMPTY(st));  // this warpgroup is done with K_j and V_j
+#pragma unroll
+                for (int n = 0; n < HEAD_DIM / 8; ++n) {  // line 10, first half, for j + 1: O_i ← diag(e^{m^(j) − m^(j+1)}) O_i
+                    o[4 * n] *= alpha[0];
+                    o[4 * n + 1] *= alpha[0];
+                    o[4 * n + 2] *= alpha[1];
+                    o[4 * n + 3] *= alpha[1];
+                }
+            }
+            if (tid == 0) mbar_arrive(q_empty);  // every S_ij of the tile is done: the producer may load the next Q_i
+            ++tiles;
+            // block Tc − 1: line 10 alone
+            const int last = used % STAGES;
+            to_fragments(p, s);
+            mbar_wait(V_FULL(last), (used / STAGES) & 1);
+            issue_values(o, p, sV + last * TILE_KV);
             wgmma_wait<0>();
             keep(o);
             keep(p);
-            if (tid == 0) mbar_arrive(EMPTY(st));  // this warpgroup is done with K_j and V_j
-#pragma unroll
-            for (int n = 0; n < HEAD_DIM / 8; ++n) {  // line 10, first half, for j + 1: O_i ← diag(e^{m^(j) − m^(j+1)}) O_i
-                o[4 * n] *= alpha[0];
-                o[4 * n + 1] *= alpha[0];
-                o[4 * n + 2] *= alpha[1];
-                o[4 * n + 3] *= alpha[1];
-            }
+            if (tid == 0) mbar_arrive(EMPTY(last));
+            ++used;
         }
-        if (PINGPONG && c == 0) turn_wait(c);  // the last warpgroup's last pass: every arrival is matched
-        // block Tc − 1: line 10 alone (nothing waits for its stage: no arrival on EMPTY)
-        const int last = (Tc - 1) % STAGES;
-        to_fragments(p, s);
-        mbar_wait(V_FULL(last), ((Tc - 1) / STAGES) & 1);
-        issue_values(o, p, sV + last * TILE_KV);
-        wgmma_wait<0>();
-        keep(o);
-        keep(p);
-    }
+#undef MASK
 
-    // line 12: O_i = diag(ℓ_i)^−1 O_i; line 13: L_i = m_i + log ℓ_i (natural log; −∞ and zeros for a row that saw
-    // no key); lines 14 and 15: write O_i and L_i to HBM straight from registers. A lane holds 4 bytes of each
-    // 16-byte piece of its rows; the 4 lanes of a row swap them (a 4 × 4 transpose by shuffles) so that each
-    // stores 16 bytes and the four together whole 32-byte sectors.
+        // line 12: O_i = diag(ℓ_i)^−1 O_i; line 13: L_i = m_i + log ℓ_i (natural log; −∞ and zeros for a row that saw
+        // no key); lines 14 and 15: write O_i and L_i to HBM straight from registers, while the producer already
+        // loads the next tile's Q_i and K_j, V_j. A lane holds 4 bytes of each 16-byte piece of its rows; the 4
+        // lanes of a row swap them (a 4 × 4 transpose by shuffles) so that each stores 16 bytes and the four
+        // together whole 32-byte sectors.
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-        float l_row = l[h];
-        l_row += __shfl_xor_sync(0xffffffff, l_row, 1);
-        l_row += __shfl_xor_sync(0xffffffff, l_row, 2);
-        const float inv = l_row == 0.f ? 0.f : 1.f / l_row;  // a NaN ℓ (NaN in the inputs) stays NaN
-        const int r = row + 8 * h;
-        elem_t* o_row = O + sq.q_at + (size_t)r * sq.q_stride;
+        for (int h = 0; h < 2; ++h) {
+            float l_row = l[h];
+            l_row += __shfl_xor_sync(0xffffffff, l_row, 1);
+            l_row += __shfl_xor_sync(0xffffffff, l_row, 2);
+            const float inv = l_row == 0.f ? 0.f : 1.f / l_row;  // a NaN ℓ (NaN in the inputs) stays NaN
+            const int r = row + 8 * h;
+            elem_t* o_row = O + sq.q_at + (size_t)r * sq.q_stride;
 #pragma unroll
-        for (int q = 0; q < HEAD_DIM / 32; ++q) {  // columns 32q … 32q + 31: pieces n = 4q … 4q + 3
-            u32 w[4], x[4] = {0u, 0u, 0u, 0u};      // w[j]: columns 8(4q + j) + 2t, 2t + 1; x[i]: 8(4q + t) + 2i, 2i + 1
+            for (int q = 0; q < HEAD_DIM / 32; ++q) {  // columns 32q … 32q + 31: pieces n = 4q … 4q + 3
+                u32 w[4], x[4] = {0u, 0u, 0u, 0u};      // w[j]: columns 8(4q + j) + 2t, 2t + 1; x[i]: 8(4q + t) + 2i, 2i + 1
 #pragma unroll
-            for (int j = 0; j < 4; ++j) w[j] = pack2(o[4 * (4 * q + j) + 2 * h] * inv, o[4 * (4 * q + j) + 2 * h + 1] * inv);
+                for (int j = 0; j < 4; ++j) w[j] = pack2(o[4 * (4 * q + j) + 2 * h] * inv, o[4 * (4 * q + j) + 2 * h + 1] * inv);
 #pragma unroll
-            for (int k = 0; k < 4; ++k) {  // round k: read lane t + k's word for piece t, send lane t − k its piece
-                const int from = (t + k) & 3, wanted = (t - k) & 3;
-                const u32 send = wanted == 0 ? w[0] : wanted == 1 ? w[1] : wanted == 2 ? w[2] : w[3];
-                const u32 got = __shfl_sync(0xffffffff, send, (lane & ~3) | from);
+                for (int k = 0; k < 4; ++k) {  // round k: read lane t + k's word for piece t, send lane t − k its piece
+                    const int from = (t + k) & 3, wanted = (t - k) & 3;
+                    const u32 send = wanted == 0 ? w[0] : wanted == 1 ? w[1] : wanted == 2 ? w[2] : w[3];
+                    const u32 got = __shfl_sync(0xffffffff, send, (lane & ~3) | from);
 #pragma unroll
-                for (int i = 0; i < 4; ++i) x[i] = from == i ? got : x[i];
+                    for (int e = 0; e < 4; ++e) x[e] = from == e ? got : x[e];
+                }
+                if (r < n_rows) *reinterpret_cast<uint4*>(o_row + 8 * (4 * q + t)) = make_uint4(x[0], x[1], x[2], x[3]);
             }
-            if (r < N) *reinterpret_cast<uint4*>(o_row + 8 * (4 * q + t)) = make_uint4(x[0], x[1], x[2], x[3]);
+            if (t == 0 && r < n_rows) L[sq.l_at + (size_t)r * sq.l_stride] = l_row == 0.f ? NEG_INF : (m[h] * softmax_scale + log2f(l_row)) * LN2;
         }
-        if (t == 0 && r < N) L[sq.l_at + (size_t)r * sq.l_stride] = l_row == 0.f ? NEG_INF : (m[h] * softmax_scale + log2f(l_row)) * LN2;
-    }
+    });
+    if (PINGPONG && c == 0) turn_wait(c);  // the last warpgroup's last pass: every arrival is matched
 }
