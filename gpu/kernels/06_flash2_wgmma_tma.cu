@@ -97,20 +97,39 @@ __device__ __forceinline__ void mask(float (&s)[NS], int c0, int row, int r0, in
 
 #if VARIANTS
 // the variant build's mask: softcap and ALiBi (SCORED: the scores to base 2 first), then −∞ for keys past Nk or
-// outside the window; a block every row of the thread block sees in full skips the mask
+// outside the window; a block every row of the thread block sees in full skips the mask. Written from this lane's
+// offsets: its key 8n + (e & 1) + c0 + 2t and row r = row + 8h have r + shift − c = x_h − k with k = 8n + (e & 1) a
+// constant, so each score costs compares and one subtraction against constants (run 35: per-score integer
+// arithmetic and int → float conversions spilled a register at d = 64 with ALiBi, 4 bytes a thread written to L2)
 __device__ __forceinline__ void score_block(float (&s)[NS], int c0, int row, int r0, const Band& w, int t) {
     const bool full = fully_seen(c0, r0, r0 + BR - 1, w.Nk, w.shift, w.left, w.right);
     if (!SCORED && full) return;
+    const int keys = w.Nk - c0 - 2 * t;  // k < keys: the key exists
 #pragma unroll
-    for (int n = 0; n < BC / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int c = c0 + n * 8 + 2 * t + (e & 1), r = row + (e >> 1) * 8;
-#if SCORED
-            s[4 * n + e] = scored(s[4 * n + e], r, c, w.shift, w.scale_log2, w.cap, w.inv_cap, w.slope);
+    for (int h = 0; h < 2; ++h) {
+        const int x = row + 8 * h + w.shift - c0 - 2 * t;  // r + shift − c at k = 0; visible iff −right ≤ x − k ≤ left
+        const int lo = x - w.left, hi = x + w.right;      // visible iff lo ≤ k ≤ hi (|x| < 2^22, sides ≤ 2^30)
+#if ALIBI
+        const float bias_x = (float)x;  // exact: |x| < 2^24
 #endif
-            if (!full && !sees(r, c, w.Nk, w.shift, w.left, w.right)) s[4 * n + e] = NEG_INF;
-        }
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int k = 8 * n + e;
+                float& v = s[4 * n + 2 * h + e];
+#if SCORED
+                v *= w.scale_log2;
+#if SOFTCAP
+                v = softcap_log2(v, w.cap, w.inv_cap);
+#endif
+#if ALIBI
+                v -= w.slope * fabsf(bias_x - (float)k);
+#endif
+#endif
+                if (!full && (k >= keys || k < lo || k > hi)) v = NEG_INF;
+            }
+    }
 }
 #endif
 
@@ -161,7 +180,7 @@ __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 
 // (1, Br or Bc, 64); O: like Q, L: (batch·heads, N). Grid: (Tr, batch·heads), NTHREADS threads,
 // 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (1 + 3 · STAGES) bytes of dynamic shared memory. VARIANTS: K, V have
 // batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes, total rows, HEAD_DIM), O (total_q, Hq,
-// HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box never stops at a sequence's end:
+// HEAD_DIM), L (Hq, total_q), grid (Hq, B, Tr of the longest sequence): Q blocks outermost. A box never stops at a sequence's end:
 // rows of the next sequence are loaded, computed and never stored (queries) or masked (keys past Nk).
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
@@ -175,7 +194,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     const u32 bar = sV + STAGES * TILE_KV;             // SRAM: the mbarriers, 8 bytes each
     const u32 q_full = bar;                            // mbarrier: Q_i has arrived
 
-    const int i = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: the longest rows first
+    const int i = causal ? Q_BLOCKS - 1 - Q_BLOCK : Q_BLOCK;  // causal: the longest rows first
     const int r0 = i * BR;
 #if VARIANTS
     const Seq sq = sequence(N, Nk, HEAD_DIM, cu_q, cu_k, group, heads);
