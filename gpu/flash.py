@@ -9,7 +9,6 @@ from gpu import device, inputs, layout, registry, source, tma, variants
 from sim.core.errors import InputError
 
 PLAIN = variants.Variant()
-MAX_Q_BLOCKS = 65535  # a packed batch's Q blocks run along gridDim.z
 
 
 def flash_attention(
@@ -54,10 +53,6 @@ def flash_attention(
             f"kernel: {spec.name} takes no variant (GQA, window, ALiBi, softcap, packed); rungs 3 and 6 do"
         )
     tiles = spec.tiles(p.d, tiles)
-    if variant.packed and -(-p.n // tiles.block_rows) > MAX_Q_BLOCKS:
-        raise InputError(
-            f"max_seqlen_q: {p.n} rows are more than {MAX_Q_BLOCKS} query blocks of {tiles.block_rows} (gridDim.z)"
-        )
     row = spec.row(p.d)
     with q.device:
         q, k, v = (layout.rows_of(x, row) for x in (q, k, v))
@@ -85,12 +80,11 @@ def resolve(kernel: str | None, d: int) -> registry.KernelSpec:
 
 def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) -> None:
     """One launch of a forward kernel on prepared arrays (rows padded to the kernel's row length, outputs allocated);
-    a variant adds its #defines and arguments (a packed batch: grid (Hq, B, Tr of the longest), the Q blocks
-    outermost, so that a causal batch's heaviest blocks of every sequence start first: variants.cuh, Q_BLOCK)."""
+    a variant adds its #defines and arguments (a packed batch: grid (Tr of the longest, Hq, B))."""
     smem = spec.smem(p.d, tiles)
     fn = source.function(spec, spec.defines(p.d, p.dtype, tiles) | variant.defines(), smem)
     tr = -(-p.n // tiles.block_rows)
-    grid = (p.heads, p.batch, tr) if variant.packed else (tr, p.batch * p.heads, 1)
+    grid = (tr, p.heads, p.batch) if variant.packed else (tr, p.batch * p.heads, 1)
     scale = p.scale * math.log2(math.e) if spec.scale_log2 else p.scale
     if spec.tma:  # rung 6 reads Q, K, V through tensor maps: Q_i in boxes of Br rows, K_j and V_j of Bc
         tensor_map = tma.packed_map if variant.packed else tma.rows_map

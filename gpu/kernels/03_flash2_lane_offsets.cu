@@ -73,7 +73,7 @@ __device__ __forceinline__ u32 offset(LaneOffset lane, int R, int C) {
 // Q: (batch·heads, N, HEAD_DIM), K and V: (batch·heads, Nk, HEAD_DIM), O: like Q, L: (batch·heads, N).
 // Grid: (Tr, batch·heads), NTHREADS threads, (Br + 4·Bc)·SROW·2 bytes of dynamic shared memory. VARIANTS: K, V
 // have batch·heads / group planes; VARLEN: Q, O (total_q, Hq, HEAD_DIM), K, V (total_k, Hkv, HEAD_DIM), L
-// (Hq, total_q), grid (Hq, B, Tr of the longest sequence): Q blocks outermost (variants.cuh, Q_BLOCK).
+// (Hq, total_q), grid (Tr of the longest sequence, Hq, B).
 extern "C" __global__ void __launch_bounds__(NTHREADS, MIN_BLOCKS)
 flash2_v3_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
               elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk, float scale_log2, int causal VARIANT_PARAMS)
@@ -85,7 +85,7 @@ flash2_v3_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
 
     const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;  // fragment coordinates: this lane holds rows g, g + 8 and columns 2t, 2t + 1
-    const int i = causal ? Q_BLOCKS - 1 - Q_BLOCK : Q_BLOCK;
+    const int i = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
     const int r0 = i * BR;
 #if VARIANTS
     const Seq sq = sequence(N, Nk, HEAD_DIM, cu_q, cu_k, group, heads);

@@ -39,6 +39,12 @@
 // kernel above (its PTX differs by the order of 3 address instructions). Measured (run 31): 169 tests correct,
 // sanitizers clean, reads ×1.000–1.003 of the simulator's closed form (window block skipping included), GQA at the
 // plain kernel's speed (0.87–0.99× cuDNN's enable_gqa), window 1024 1.07–1.42× FlexAttention.
+// Run 35: the variant mask (score_block) is written from per-lane offsets: with per-score integer arithmetic and
+// int → float conversions ptxas spilled at d = 64 (ALiBi 4 bytes a thread, softcap + ALiBi 104), and the 4-byte
+// spill store reached L2 (writes ×1.062 of the prediction); now no variant build spills and ALiBi writes ×1.000. The
+// packed build stores O through store_16 (NVVM had split one 16-byte store in four; writes ×1.17–1.24). Tried and
+// reverted: a packed grid (Hq, B, Tr) with the Q blocks outermost (heaviest causal blocks of every sequence first):
+// concurrent blocks then read different heads' K/V, DRAM reads ×3.3 (d = 64) and ×5.5 (d = 128), 2–35% slower.
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
@@ -180,7 +186,7 @@ __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 
 // (1, Br or Bc, 64); O: like Q, L: (batch·heads, N). Grid: (Tr, batch·heads), NTHREADS threads,
 // 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (1 + 3 · STAGES) bytes of dynamic shared memory. VARIANTS: K, V have
 // batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes, total rows, HEAD_DIM), O (total_q, Hq,
-// HEAD_DIM), L (Hq, total_q), grid (Hq, B, Tr of the longest sequence): Q blocks outermost. A box never stops at a sequence's end:
+// HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box never stops at a sequence's end:
 // rows of the next sequence are loaded, computed and never stored (queries) or masked (keys past Nk).
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
@@ -194,7 +200,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     const u32 bar = sV + STAGES * TILE_KV;             // SRAM: the mbarriers, 8 bytes each
     const u32 q_full = bar;                            // mbarrier: Q_i has arrived
 
-    const int i = causal ? Q_BLOCKS - 1 - Q_BLOCK : Q_BLOCK;  // causal: the longest rows first
+    const int i = causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;  // causal: the longest rows first
     const int r0 = i * BR;
 #if VARIANTS
     const Seq sq = sequence(N, Nk, HEAD_DIM, cu_q, cu_k, group, heads);
@@ -347,7 +353,11 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #pragma unroll
                 for (int i = 0; i < 4; ++i) x[i] = from == i ? got : x[i];
             }
+#if VARLEN  // one st.global.v4 (variants.cuh's store_16: NVVM split this store in the packed build)
+            if (r < N) store_16(o_row + 8 * (4 * q + t), make_uint4(x[0], x[1], x[2], x[3]));
+#else
             if (r < N) *reinterpret_cast<uint4*>(o_row + 8 * (4 * q + t)) = make_uint4(x[0], x[1], x[2], x[3]);
+#endif
         }
         if (t == 0 && r < N) L[sq.l_at + (size_t)r * sq.l_stride] = l_row == 0.f ? NEG_INF : (m[h] * softmax_scale + log2f(l_row)) * LN2;
     }

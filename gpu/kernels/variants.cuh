@@ -5,7 +5,7 @@
 //   VARIANTS  the variant arguments (VARIANT_PARAMS) and the sequence geometry below; GQA and the window need
 //             nothing more: query head h reads K/V head h / group, and the window (causal folded in: right ≤ 0)
 //             bounds the K/V blocks read (j0 … Tc − 1) as causal did
-//   VARLEN    packed sequences: grid (Hq, B, Tr of the longest), Q and O (total_q, Hq, HEAD_DIM), K and V
+//   VARLEN    packed sequences: grid (Tr of the longest, Hq, B), Q and O (total_q, Hq, HEAD_DIM), K and V
 //             (total_k, Hkv, HEAD_DIM), L (Hq, total_q) (FlashAttention's: a head's rows contiguous, so that L_i
 //             is written in whole 32-byte sectors; (total_q, Hq) put each 4-byte L in a sector of its own, writes
 //             ×1.3 of the prediction at L2); sequence b is rows cu_q[b] … cu_q[b + 1] − 1
@@ -82,27 +82,15 @@ __device__ __forceinline__ KVSeq plain_kv_seq(int N, int Nk, int bh, int D) {
 #define ITEM_BLOCK(it, blocks) (it)
 #endif
 
-// The forward's Q block in the grid: blockIdx.x of (Tr, B·Hq), or (VARLEN) blockIdx.z of (Hq, B, Tr of the
-// longest): a packed batch's grid runs the Q blocks outermost, so that (causal, the longest rows first) the blocks of
-// every sequence and head with the most K/V blocks start first and the last wave is of short ones. In the order
-// (Tr, Hq, B) the longest rows of the last sequences started last, a tail of heavy blocks (run 35).
-#if VARLEN
-#define Q_BLOCK blockIdx.z
-#define Q_BLOCKS gridDim.z
-#else
-#define Q_BLOCK blockIdx.x
-#define Q_BLOCKS gridDim.x
-#endif
-
 #if VARIANTS
 #define UNBOUNDED (1 << 30)  // a window side without a bound (positions stay below 2^21: no overflow)
 
-// blockIdx.y is b·Hq + h (packed: h is blockIdx.x, b blockIdx.y); K/V head h / group of the same batch entry
+// blockIdx.y is b·Hq + h (packed: h, and b is blockIdx.z); K/V head h / group of the same batch entry
 __device__ __forceinline__ Seq sequence(int N, int Nk, int D, const int* cu_q, const int* cu_k, int group, int heads) {
 #if VARLEN
-    const int b = blockIdx.y, h = blockIdx.x, hkv = h / group, q0 = cu_q[b], k0 = cu_k[b];
+    const int b = blockIdx.z, h = blockIdx.y, hkv = h / group, q0 = cu_q[b], k0 = cu_k[b];
     const int kv_heads = heads / group;
-    const size_t total_q = cu_q[gridDim.y];
+    const size_t total_q = cu_q[gridDim.z];
     return {cu_q[b + 1] - q0, cu_k[b + 1] - k0, q0, h, k0, hkv, ((size_t)q0 * heads + h) * D,
             ((size_t)k0 * kv_heads + hkv) * D, heads * D, kv_heads * D, h * total_q + q0, 1, b * heads + h};
 #else
@@ -138,6 +126,14 @@ __device__ __forceinline__ void seen_q_blocks(int& i0, int& i1, int c0, int N, i
     i0 = lo <= 0 ? 0 : lo / BR;
     i1 = hi < 0 ? 0 : min(Tr, hi / BR + 1);
     if (lo > N - 1) i1 = 0;
+}
+
+// One 16-byte store, one instruction, whatever the front end can prove of the address: in the packed build (VARLEN)
+// NVVM turned rung 6's `*(uint4*)p = x` for columns 0 … 31 into four st.global.u32, so that L1 took ×2.45 (d = 64)
+// and ×1.74 (d = 128) of the predicted sectors and L2 ×1.17–1.24 of the predicted writes (run 35, ncu: 12 and 16 store
+// instructions a warp where the plain build issues 6 and 10)
+__device__ __forceinline__ void store_16(void* p, uint4 x) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w) : "memory");
 }
 
 // The K/V blocks j0 … j1 − 1 that rows r0 … r1 of a sequence see through the window [p + shift − left, p + shift
