@@ -3,6 +3,7 @@ float64 from the definition (sim.api.reference_variants) by FlashAttention's cri
 ragged N, N ≠ Nk both ways, causal and not, fp16 and bf16, a padded head dim on rung 3. The argument checks run
 on the CPU (hypothesis); the rest needs a GPU (rung 6: an sm_90 one)."""
 
+import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
@@ -206,6 +207,11 @@ BUILDS = [{"SOFTCAP": 0, "ALIBI": 0, "VARLEN": 0}, {"SOFTCAP": 1, "ALIBI": 1, "V
           {"SOFTCAP": 0, "ALIBI": 0, "VARLEN": 1}, {"SOFTCAP": 1, "ALIBI": 1, "VARLEN": 1}]  # fmt: skip
 
 
+def one_block_per_tile(spec, d):
+    """The default tiling as gpu.flash.launch runs these builds: persistent only for plain calls and GQA alone."""
+    return dataclasses.replace(spec.default_tiles(d), persistent=False)
+
+
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUDA toolkit)")
 @pytest.mark.parametrize("build", BUILDS, ids=lambda b: "-".join(k for k, v in b.items() if v) or "gqa-window")
 @pytest.mark.parametrize("rung,d,arch", [(6, 128, "sm_90a"), (3, 72, "sm_80")])
@@ -213,8 +219,34 @@ def test_variant_builds_compile(tmp_path, rung, d, arch, build):
     """Each variant build of rungs 3 and 6 compiles (`nvcc -ptx`), with the defines gpu/variants.py injects."""
     spec = registry.FORWARD[rung]
     cu = tmp_path / spec.file
-    cu.write_text(source.render(spec.file, spec.defines(d, "bfloat16") | {"VARIANTS": 1} | build))
+    cu.write_text(
+        source.render(spec.file, spec.defines(d, "bfloat16", one_block_per_tile(spec, d)) | {"VARIANTS": 1} | build)
+    )
     run = subprocess.run([NVCC, "-ptx", f"-arch={arch}", "-o", str(tmp_path / "out.ptx"), str(cu)],
                          capture_output=True, text=True, check=False)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert spec.function in (tmp_path / "out.ptx").read_text()
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUDA toolkit)")
+@pytest.mark.parametrize("build", BUILDS[1:], ids=lambda b: "-".join(k for k, v in b.items() if v))
+@pytest.mark.parametrize("d", [64, 128])
+def test_rung_6_variant_builds_neither_spill_nor_split_stores(tmp_path, d, build):
+    """ptxas reports no spill for rung 6's variant builds (run 35: ALiBi and softcap at d = 64 spilled, and the spill
+    store reached L2 as writes), and O_i leaves in st.global.v4 stores only (the packed build's front end had made
+    one of them four st.global.u32, writes ×1.17–1.24 at L2): HEAD_DIM / 32 of them a row pair, two L_i stores."""
+    spec = registry.FORWARD[6]
+    cu = tmp_path / spec.file
+    cu.write_text(
+        source.render(spec.file, spec.defines(d, "float16", one_block_per_tile(spec, d)) | {"VARIANTS": 1} | build)
+    )
+    run = subprocess.run([NVCC, "-cubin", "-arch=sm_90a", "--resource-usage", "-o", str(tmp_path / "out.cubin"),
+                          str(cu)], capture_output=True, text=True, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert "0 bytes spill stores, 0 bytes spill loads" in run.stdout + run.stderr
+    run = subprocess.run([NVCC, "-ptx", "-arch=sm_90a", "-o", str(tmp_path / "out.ptx"), str(cu)],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    stores = [line.split()[0] for line in (tmp_path / "out.ptx").read_text().splitlines() if "st.global" in line]
+    assert stores.count("st.global.f32") == 2  # L_i of a lane's rows g and g + 8
+    assert all(s == "st.global.f32" or s.startswith("st.global.v4.") for s in stores), stores
+    assert sum(s.startswith("st.global.v4.") for s in stores) == 2 * d // 32  # O_i: two rows, d / 32 pieces of 16 B

@@ -59,6 +59,12 @@
 // kernel above (its PTX differs by the order of 3 address instructions). Measured (run 31): 169 tests correct,
 // sanitizers clean, reads ×1.000–1.003 of the simulator's closed form (window block skipping included), GQA at the
 // plain kernel's speed (0.87–0.99× cuDNN's enable_gqa), window 1024 1.07–1.42× FlexAttention.
+// Run 35: the variant mask (score_block) is written from per-lane offsets: with per-score integer arithmetic and
+// int → float conversions ptxas spilled at d = 64 (ALiBi 4 bytes a thread, softcap + ALiBi 104), and the 4-byte
+// spill store reached L2 (writes ×1.062 of the prediction); now no variant build spills and ALiBi writes ×1.000. The
+// packed build stores O through store_16 (NVVM had split one 16-byte store in four; writes ×1.17–1.24). Tried and
+// reverted: a packed grid (Hq, B, Tr) with the Q blocks outermost (heaviest causal blocks of every sequence first):
+// concurrent blocks then read different heads' K/V, DRAM reads ×3.3 (d = 64) and ×5.5 (d = 128), 2–35% slower.
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
@@ -121,20 +127,39 @@ __device__ __forceinline__ void mask(float (&s)[NS], int c0, int row, int r0, in
 
 #if VARIANTS
 // the variant build's mask: softcap and ALiBi (SCORED: the scores to base 2 first), then −∞ for keys past Nk or
-// outside the window; a block every row of the thread block sees in full skips the mask
+// outside the window; a block every row of the thread block sees in full skips the mask. Written from this lane's
+// offsets: its key 8n + (e & 1) + c0 + 2t and row r = row + 8h have r + shift − c = x_h − k with k = 8n + (e & 1) a
+// constant, so each score costs compares and one subtraction against constants (run 35: per-score integer
+// arithmetic and int → float conversions spilled a register at d = 64 with ALiBi, 4 bytes a thread written to L2)
 __device__ __forceinline__ void score_block(float (&s)[NS], int c0, int row, int r0, const Band& w, int t) {
     const bool full = fully_seen(c0, r0, r0 + BR - 1, w.Nk, w.shift, w.left, w.right);
     if (!SCORED && full) return;
+    const int keys = w.Nk - c0 - 2 * t;  // k < keys: the key exists
 #pragma unroll
-    for (int n = 0; n < BC / 8; ++n)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const int c = c0 + n * 8 + 2 * t + (e & 1), r = row + (e >> 1) * 8;
-#if SCORED
-            s[4 * n + e] = scored(s[4 * n + e], r, c, w.shift, w.scale_log2, w.cap, w.inv_cap, w.slope);
+    for (int h = 0; h < 2; ++h) {
+        const int x = row + 8 * h + w.shift - c0 - 2 * t;  // r + shift − c at k = 0; visible iff −right ≤ x − k ≤ left
+        const int lo = x - w.left, hi = x + w.right;      // visible iff lo ≤ k ≤ hi (|x| < 2^22, sides ≤ 2^30)
+#if ALIBI
+        const float bias_x = (float)x;  // exact: |x| < 2^24
 #endif
-            if (!full && !sees(r, c, w.Nk, w.shift, w.left, w.right)) s[4 * n + e] = NEG_INF;
-        }
+#pragma unroll
+        for (int n = 0; n < BC / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+                const int k = 8 * n + e;
+                float& v = s[4 * n + 2 * h + e];
+#if SCORED
+                v *= w.scale_log2;
+#if SOFTCAP
+                v = softcap_log2(v, w.cap, w.inv_cap);
+#endif
+#if ALIBI
+                v -= w.slope * fabsf(bias_x - (float)k);
+#endif
+#endif
+                if (!full && (k >= keys || k < lo || k > hi)) v = NEG_INF;
+            }
+    }
 }
 #endif
 
@@ -418,7 +443,11 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #pragma unroll
                     for (int e = 0; e < 4; ++e) x[e] = from == e ? got : x[e];
                 }
+#if VARLEN  // one st.global.v4 (variants.cuh's store_16: NVVM split this store in the packed build)
+                if (r < n_rows) store_16(o_row + 8 * (4 * q + t), make_uint4(x[0], x[1], x[2], x[3]));
+#else
                 if (r < n_rows) *reinterpret_cast<uint4*>(o_row + 8 * (4 * q + t)) = make_uint4(x[0], x[1], x[2], x[3]);
+#endif
             }
             if (t == 0 && r < n_rows) L[sq.l_at + (size_t)r * sq.l_stride] = l_row == 0.f ? NEG_INF : (m[h] * softmax_scale + log2f(l_row)) * LN2;
         }

@@ -2,9 +2,13 @@
 GQA (Hq/Hkv = 8) against SDPA with enable_gqa (each backend that takes it; the best counts); a sliding window
 (1024 and 4096 keys to the left, causal), ALiBi and softcap against FlexAttention (torch.compile'd once per score or
 mask function, block mask built once, then timed); a packed batch (lengths spread 2×) against SDPA's flash backend on
-the same batch padded to its longest sequence. 16k tokens a batch, hidden 2048 (heads = 2048/d), fp16.
+the same batch padded to its longest sequence. 16k tokens a batch, hidden 2048 (heads = 2048/d), fp16 or bf16.
+With --backward, the training step instead: forward and backward through autograd (gpu.autograd.attention: the
+backward's rung 7 for GQA and windows, rung 5 for ALiBi, softcap and packed batches) against the same step through
+SDPA's backends and FlexAttention (its backward compiled with its forward).
 
-`python -m gpu.lab.bench_variants [--json PATH] [--ns 4096 8192]`: one line a row, and the report as JSON."""
+`python -m gpu.lab.bench_variants [--json PATH] [--ns 4096 8192] [--dtype bfloat16] [--backward]`: one line a row,
+and the report as JSON."""
 
 import argparse
 import shlex
@@ -41,35 +45,38 @@ def _torch_flex():
     return torch.compile(flex_attention), create_block_mask
 
 
-def rows_for(n: int, d: int, flex, progress, only: str | None = None) -> list[dict]:
+def _timed_row(out, progress, only, key, name, ours, theirs, label, causal, flop, target):
+    """Time `ours` beside each of `theirs` (None: that path refused the call) and append the row to `out`."""
+    if only and not name.startswith(only):
+        return
+    ms = timing.interleaved_ms({"flashsim": ours} | {k: f for k, f in theirs.items() if f is not None})
+    best = min((k for k in ms if k != "flashsim"), key=ms.get, default=None)
+    speedup = ms[best] / ms["flashsim"] if best else None
+    line = key | {"variant": name, "causal": causal, "ms": ms, "tflops": {k: flop / t / 1e9 for k, t in ms.items()},
+                  "best_torch": best, "baseline": label, "speedup": speedup, "target": target}  # fmt: skip
+    progress(f"{name:>14} N={key['n']} d={key['d']} {key['dtype']} {key['pass']} causal={causal}: flashsim "
+             f"{ms['flashsim']:.3f} ms, {best} {ms.get(best, float('nan')):.3f} ms, ×{speedup or float('nan'):.2f}")  # fmt: skip
+    out.append(line)
+
+
+def rows_for(n: int, d: int, flex, progress, only: str | None = None, dtype: str = "float16") -> list[dict]:
     """Every variant row at N = n, head dim d (`only`: the rows whose name starts with it)."""
     import torch
 
     heads, batch = HIDDEN // d, max(1, TOKENS // n)
     out = []
-
-    def row(name, ours, theirs, label, causal, flop, target):
-        if only and not name.startswith(only):
-            return
-        ms = timing.interleaved_ms({"flashsim": ours} | {k: f for k, f in theirs.items() if f is not None})
-        best = min((k for k in ms if k != "flashsim"), key=ms.get, default=None)
-        speedup = ms[best] / ms["flashsim"] if best else None
-        line = {"variant": name, "n": n, "d": d, "batch": batch, "heads": heads, "causal": causal, "ms": ms,
-                "tflops": {k: flop / t / 1e9 for k, t in ms.items()}, "best_torch": best, "baseline": label,
-                "speedup": speedup, "target": target}  # fmt: skip
-        progress(f"{name:>14} N={n} d={d} causal={causal}: flashsim {ms['flashsim']:.3f} ms, "
-                 f"{best} {ms.get(best, float('nan')):.3f} ms, ×{speedup or float('nan'):.2f}")  # fmt: skip
-        out.append(line)
+    key = {"n": n, "d": d, "batch": batch, "heads": heads, "dtype": dtype, "pass": "forward"}
+    row = partial(_timed_row, out, progress, only, key)
 
     for causal in (False, True):  # no variant: the plain build, beside SDPA flash (a check that it is unchanged)
-        q, k, v, _ = make_inputs(batch, heads, n, n, d, "float16", {})
+        q, k, v, _ = make_inputs(batch, heads, n, n, d, dtype, {})
         tq, tk, tv = (as_torch(x) for x in (q, k, v))
         theirs = {"flash_attention": _sdpa(tq, tk, tv, causal, "FLASH_ATTENTION")}
         row("plain", partial(flash_attention, q, k, v, causal=causal), theirs, "SDPA flash", causal,
             flops([(n, n)] * batch, heads, d, causal), None)  # fmt: skip
 
     for causal in (False, True):  # GQA: SDPA enable_gqa, each backend that runs it
-        q, k, v, kw = make_inputs(batch, heads, n, n, d, "float16", {"kv_heads": heads // GROUP})
+        q, k, v, kw = make_inputs(batch, heads, n, n, d, dtype, {"kv_heads": heads // GROUP})
         tq, tk, tv = (as_torch(x) for x in (q, k, v))
         theirs = {}
         for backend in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION"):
@@ -78,7 +85,7 @@ def rows_for(n: int, d: int, flex, progress, only: str | None = None) -> list[di
         row("gqa 8", partial(flash_attention, q, k, v, causal=causal), theirs, "SDPA enable_gqa", causal, flop, 1.0)
 
     flex_attention, create_block_mask = flex
-    q, k, v, _ = make_inputs(batch, heads, n, n, d, "float16", {})
+    q, k, v, _ = make_inputs(batch, heads, n, n, d, dtype, {})
     tq, tk, tv = (as_torch(x) for x in (q, k, v))
     for w in (1024, 4096):  # a causal sliding window of w keys to the left
         if w >= n:
@@ -109,15 +116,94 @@ def rows_for(n: int, d: int, flex, progress, only: str | None = None) -> list[di
         {"flex": lambda: flex_attention(tq, tk, tv, score_mod=softcap)}, "FlexAttention", False,
         flops([(n, n)] * batch, heads, d, False), None)  # fmt: skip
 
-    rng = np.random.default_rng(n + d)  # packed: lengths uniform in [n/2, n], about 16k tokens
-    lengths = [n, *rng.integers(n // 2, n + 1, size=max(1, round(TOKENS / (0.75 * n))) - 1)]
+    lengths = spread_lengths(n, d)
     for causal in (False, True):
-        q, k, v, kw = make_inputs(0, heads, 0, 0, d, "float16", {"seqlens_q": lengths, "seqlens_k": lengths})
-        pq, pk, pv = (as_torch(x) for x in make_inputs(len(lengths), heads, n, n, d, "float16", {})[:3])
+        q, k, v, kw = make_inputs(0, heads, 0, 0, d, dtype, {"seqlens_q": lengths, "seqlens_k": lengths})
+        pq, pk, pv = (as_torch(x) for x in make_inputs(len(lengths), heads, n, n, d, dtype, {})[:3])
         ours = partial(flash_attention, q, k, v, causal=causal, **kw)
         row("varlen 2x", ours, {"flash_attention": _sdpa(pq, pk, pv, causal, "FLASH_ATTENTION"),
             "cudnn_attention": _sdpa(pq, pk, pv, causal, "CUDNN_ATTENTION")}, "SDPA on the padded batch", causal,
             flops([(x, x) for x in lengths], heads, d, causal), 1.2)  # fmt: skip
+    return out
+
+
+def spread_lengths(n: int, d: int) -> list[int]:
+    """A packed batch's lengths: n, then uniform in [n/2, n] (a 2× spread), about TOKENS in all."""
+    rng = np.random.default_rng(n + d)
+    return [n, *(int(x) for x in rng.integers(n // 2, n + 1, size=max(1, round(TOKENS / (0.75 * n))) - 1))]
+
+
+def backward_rows(n: int, d: int, flex, progress, only: str | None = None, dtype: str = "float16") -> list[dict]:
+    """The training step (the forward, then torch.autograd.grad of o against a fixed dO: nothing accumulates into
+    .grad) for each variant the backward takes, at N = n, head dim d, causal."""
+    import torch
+
+    from gpu.autograd import attention
+
+    heads, batch = HIDDEN // d, max(1, TOKENS // n)
+    out = []
+    key = {"n": n, "d": d, "batch": batch, "heads": heads, "dtype": dtype, "pass": "forward+backward"}
+    row = partial(_timed_row, out, progress, only, key)
+    flex_attention, create_block_mask = flex
+
+    def leaves(*xs):
+        return [as_torch(x).requires_grad_() for x in xs]
+
+    def step(fn, ins, do):
+        return lambda: torch.autograd.grad(fn(*ins), ins, do)
+
+    def sdpa_step(ins, do, backend):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        def fn(q, k, v):
+            with sdpa_kernel(getattr(SDPBackend, backend)):
+                gqa = k.shape[1] != q.shape[1]
+                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+
+        try:
+            step(fn, ins, do)()
+            torch.cuda.synchronize()
+        except RuntimeError:
+            return None
+        return step(fn, ins, do)
+
+    flop = 3.5 * flops([(n, n)] * batch, heads, d, True)  # the backward's matmuls are 2.5 × the forward's
+    backends = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION")
+    q, k, v, _ = make_inputs(batch, heads, n, n, d, dtype, {"kv_heads": heads // GROUP})
+    ins, do = leaves(q, k, v), torch.randn_like(as_torch(q))
+    theirs = {b.lower(): sdpa_step(ins, do, b) for b in backends}
+    row("gqa 8", step(partial(attention, causal=True), ins, do), theirs, "SDPA enable_gqa", True, flop, 1.0)
+
+    q, k, v, _ = make_inputs(batch, heads, n, n, d, dtype, {})
+    ins, do = leaves(q, k, v), torch.randn_like(as_torch(q))
+    for w in (1024, 4096):
+        if w >= n:
+            continue
+        width = torch.tensor(w, device="cuda")
+        mask = create_block_mask(lambda b, h, i, j, width=width: (j <= i) & (i - j <= width), None, None, n, n)
+        row(f"window {w}", step(partial(attention, window=(w, 0)), ins, do),
+            {"flex": step(partial(flex_attention, block_mask=mask), ins, do)}, "FlexAttention", True,
+            3.5 * flops([(n, n)] * batch, heads, d, True, w), 1.0)  # fmt: skip
+    slopes = 2.0 ** (-8.0 * np.arange(1, heads + 1) / heads)
+    tslopes = torch.tensor(slopes, device="cuda", dtype=torch.float32)
+    alibi = lambda s, b, h, i, j: s - tslopes[h] * (i - j).abs()  # noqa: E731
+    causal_mask = create_block_mask(lambda b, h, i, j: j <= i, None, None, n, n)
+    row("alibi", step(partial(attention, causal=True, alibi_slopes=slopes), ins, do),
+        {"flex": step(partial(flex_attention, score_mod=alibi, block_mask=causal_mask), ins, do)}, "FlexAttention",
+        True, flop, None)  # fmt: skip
+    softcap = lambda s, b, h, i, j: 30.0 * torch.tanh(s / 30.0)  # noqa: E731
+    row("softcap", step(partial(attention, causal=True, softcap=30.0), ins, do),
+        {"flex": step(partial(flex_attention, score_mod=softcap, block_mask=causal_mask), ins, do)}, "FlexAttention",
+        True, flop, None)  # fmt: skip
+
+    lengths = spread_lengths(n, d)
+    q, k, v, kw = make_inputs(0, heads, 0, 0, d, dtype, {"seqlens_q": lengths, "seqlens_k": lengths})
+    ins, do = leaves(q, k, v), torch.randn_like(as_torch(q))
+    padded = leaves(*make_inputs(len(lengths), heads, n, n, d, dtype, {})[:3])
+    pdo = torch.randn_like(padded[0])
+    theirs = {b.lower(): sdpa_step(padded, pdo, b) for b in backends[:2]}
+    row("varlen 2x", step(partial(attention, causal=True, **kw), ins, do), theirs, "SDPA on the padded batch", True,
+        3.5 * flops([(x, x) for x in lengths], heads, d, True), 1.2)  # fmt: skip
     return out
 
 
@@ -140,12 +226,15 @@ def _sdpa(q, k, v, causal: bool, backend: str):
     return call
 
 
-def run_bench(ns=(4096,), ds=(64, 128), *, only=None, progress=None, command=None) -> dict:
-    """Every row (or those whose name starts with `only`) at each N in `ns` and head dim in `ds`: the report (kind
-    "bench-variants")."""
+def run_bench(
+    ns=(4096,), ds=(64, 128), *, only=None, progress=None, command=None, dtype="float16", backward=False
+) -> dict:
+    """Every row (or those whose name starts with `only`) at each N in `ns` and head dim in `ds`, forward (or with
+    `backward`, the training step): the report (kind "bench-variants")."""
     device.require()
     flex = _torch_flex()
-    rows = [r for n in ns for d in ds for r in rows_for(n, d, flex, progress or (lambda line: None), only)]
+    rows_of = backward_rows if backward else rows_for
+    rows = [r for n in ns for d in ds for r in rows_of(n, d, flex, progress or (lambda line: None), only, dtype)]
     return {"kind": "bench-variants", "env": results.environment(command), "device": device.properties(),
             "rows": rows, "targets": TARGETS}  # fmt: skip
 
@@ -156,9 +245,12 @@ def main(argv=None) -> None:
     parser.add_argument("--ns", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--ds", type=int, nargs="+", default=[64, 128])
     parser.add_argument("--only", help="the rows whose variant name starts with this (plain, gqa, window, …)")
+    parser.add_argument("--dtype", choices=("float16", "bfloat16"), default="float16")
+    parser.add_argument("--backward", action="store_true", help="time forward + backward through autograd")
     a = parser.parse_args(argv)
     command = "python -m gpu.lab.bench_variants " + shlex.join(sys.argv[1:] if argv is None else argv)
-    report = run_bench(a.ns, a.ds, only=a.only, progress=lambda line: print(line, flush=True), command=command)
+    report = run_bench(a.ns, a.ds, only=a.only, progress=lambda line: print(line, flush=True), command=command,
+                       dtype=a.dtype, backward=a.backward)  # fmt: skip
     if a.json:
         results.write(report, a.json)
 
