@@ -133,7 +133,7 @@ def prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
         table, seqlens = cupy.asarray(table_host), cupy.asarray(seqlens_host)
     hw = _hardware(q.device.id)
     if splits is None:
-        splits = _best_splits(batch * hkv, g * nq, nk, d, q.dtype.itemsize, hw.name)
+        splits = _best_splits(batch * hkv, g * nq, nk, d, q.dtype.itemsize, hw.name, paged)
     elif isinstance(splits, bool) or not isinstance(splits, (int, np.integer)) or not 1 <= splits <= MAX_SPLITS:
         raise InputError(
             f"splits: expected an integer in 1 … {MAX_SPLITS} (None: the occupancy model's), got {splits!r}"
@@ -159,8 +159,9 @@ def launch(cupy, p: Plan, tiles=None, fused=True):
     table = NULL if p.table is None else p.table
     seqlens = NULL if p.seqlens is None else p.seqlens
     max_pages = 0 if p.table is None else p.table.shape[1]
-    errors = pages.errors(p.q.device.id)[1]
-    args = (p.q, p.k, p.v, table, seqlens, o, lse, parts, lse_parts, tickets if fused else NULL, errors, np.int32(p.nq), np.int32(p.g), np.int32(p.nk), np.int32(p.page_size), np.int32(max_pages),
+    _, errors, claim = pages.errors(p.q.device.id)
+    args = (p.q, p.k, p.v, table, seqlens, o, lse, parts, lse_parts, tickets if fused else NULL, errors, claim,
+            np.int32(p.nq), np.int32(p.g), np.int32(p.nk), np.int32(p.page_size), np.int32(max_pages),
             np.int32(p.num_pages), np.int32(p.splits), np.float32(p.scale * math.log2(math.e)), np.int32(p.causal))  # fmt: skip
     split((p.splits, p.hkv, p.batch), (tiles.threads, 1, 1), args, shared_mem=smem)
     if p.splits > 1 and not fused:
@@ -214,6 +215,7 @@ def _hardware(device_id: int) -> hardware.Hardware:
 
 
 @functools.lru_cache(maxsize=256)
-def _best_splits(groups: int, rows: int, nk: int, d: int, s: int, preset: str) -> int:
-    """sim.decode's choice: best_splits for `groups` (sequence, K/V head) programs of `rows` packed query rows."""
-    return best_splits(groups, 1, rows, nk, d, s, hardware.get(preset))
+def _best_splits(groups: int, rows: int, nk: int, d: int, s: int, preset: str, paged: bool) -> int:
+    """sim.decode's choice: best_splits for `groups` (sequence, K/V head) programs of `rows` packed query rows (a
+    paged cache: sim.machine.occupancy's paged rule)."""
+    return best_splits(groups, 1, rows, nk, d, s, hardware.get(preset), paged=paged)

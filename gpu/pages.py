@@ -66,13 +66,16 @@ def raise_reported(cupy, device_id: int, *, sync: bool) -> None:
     """Raise the entry a kernel on this device refused (gpu.decoding's docstring), and clear the report. Without
     `sync`, a report already written is raised (reading pinned memory costs no synchronization); with it, every
     kernel queued on the device finishes first."""
-    flags, _ = errors(device_id)
+    flags, _, claim = errors(device_id)
     if sync:
         cupy.cuda.Device(device_id).synchronize()
     if flags[0] == 0:
         return
-    cupy.cuda.Device(device_id).synchronize()  # a report being written (−1) is complete once its kernel is
-    code, b, j, value, num_pages, capacity = (int(x) for x in flags)
+    code, b, j, value, num_pages, capacity = (int(x) for x in flags)  # the kernel writes the code last
+    with cupy.cuda.Device(device_id):
+        cupy.cuda.Device(device_id).synchronize()  # no kernel still reporting (it could claim after the reset)
+        claim.fill(0)
+        cupy.cuda.Device(device_id).synchronize()
     flags[:] = 0
     if code == 1:
         raise InputError(f"block_table: entry [{b}, {j}] = {value} points past the cache's {num_pages} pages; choose "
@@ -83,14 +86,17 @@ def raise_reported(cupy, device_id: int, *, sync: bool) -> None:
 
 @functools.cache
 def errors(device_id: int):
-    """(flags, pointer): ERRORS int32 of pinned host memory that the kernels of this device report into, zeroed; with
-    unified addressing a kernel writes them through the host pointer itself."""
+    """(flags, pointer, claim): ERRORS int32 of pinned host memory that the kernels of this device report into, zeroed
+    (with unified addressing a kernel writes them through the host pointer itself), and the int32 on the device that
+    the first reporter takes with an atomic."""
     cupy = device.require()
     memory = cupy.cuda.alloc_pinned_memory(4 * ERRORS)
     flags = np.frombuffer(memory, np.int32, ERRORS)
     flags[:] = 0
     _errors_memory.append(memory)  # kept for the life of the process
-    return flags, np.uintp(memory.ptr)
+    with cupy.cuda.Device(device_id):
+        claim = cupy.zeros((1,), cupy.int32)
+    return flags, np.uintp(memory.ptr), claim
 
 
 _errors_memory = []

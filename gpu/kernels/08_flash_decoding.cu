@@ -58,43 +58,47 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // a key row's element offset in K (and V): contiguous (B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv, d) with
-// the sequence's block-table row; an entry outside 0 … num_pages − 1 gives −1 (zeros loaded, the entry reported)
+// the sequence's block-table row; an entry outside 0 … num_pages − 1 (found and reported before the loop) gives −1,
+// never read
 struct Cache {
     const int* table;  // block_table + b · max_pages, or nullptr for a contiguous cache
     long long base;    // contiguous: ((b · Hkv + hk) · Nk) · d; paged: hk · d
     int page_size, Hkv, num_pages;
     bool whole;        // paged with page_size a multiple of BC: a tile lies in one page, looked up once ahead
-    __device__ __forceinline__ long long row(int c, int page) const {
-        if (table == nullptr) return base + (long long)c * HEAD_DIM;
-        if (!whole) page = __ldg(table + c / page_size);
+    __device__ __forceinline__ long long in_page(int page, int c) const {
         if (page < 0 || page >= num_pages) return -1;
         return ((long long)page * page_size + c % page_size) * Hkv * HEAD_DIM + base;
+    }
+    __device__ __forceinline__ long long row(int c, int page) const {
+        if (table == nullptr) return base + (long long)c * HEAD_DIM;
+        return in_page(whole ? page : __ldg(table + c / page_size), c);
     }
     __device__ __forceinline__ int page_of(int c) const { return whole ? __ldg(table + c / page_size) : 0; }
 };
 
-// The first refused argument a kernel meets, in ERRORS ints of pinned host memory (gpu.decoding reads them without
-// a synchronization): code (1 block_table entry, 2 cache_seqlens), sequence b, entry j, its value, num_pages, the
-// table's keys per sequence. Only the first report of all lands; the host clears the code after raising.
+// The first refused argument a kernel meets, in ERRORS ints of pinned host memory (gpu.pages reads them without a
+// synchronization): code (1 block_table entry, 2 cache_seqlens), sequence b, entry j, its value, num_pages, the
+// table's keys per sequence; the code last. Only the first report lands: the reporter claims errors[ERRORS] (device
+// memory: a PCIe host has no atomics on host memory, compute-sanitizer's memcheck refuses them), which the host
+// sets back to zero after raising.
 #define ERRORS 6
-__device__ __noinline__ void report(int* errors, int code, int b, int j, int value, int num_pages, int capacity) {
-    if (atomicCAS_system(errors, 0, -1) == 0) {  // claimed: −1 until the details are written
+__device__ __forceinline__ void report(volatile int* errors, int* claim, int code, int b, int j, int value, int num_pages,
+                                    int capacity) {
+    if (atomicCAS(claim, 0, 1) == 0) {
         errors[1] = b, errors[2] = j, errors[3] = value, errors[4] = num_pages, errors[5] = capacity;
         __threadfence_system();
-        atomicExch_system(errors, code);
+        errors[0] = code;
     }
 }
 
 // keys c0 … c0 + BC − 1 (those < c1) of K and V → one stage of (BC, SROW) tiles in SRAM; zeros past c1. `page`: the
-// tile's page where a tile lies in one (cache.whole), read from the block table one tile ahead. `bad`: the block-table
-// index of a key whose page is outside the cache (zeros loaded for it), else left as it was
+// tile's page where a tile lies in one (cache.whole), read from the block table one tile ahead
 __device__ __forceinline__ void load_kv(elem_t* sK, elem_t* sV, const elem_t* K, const elem_t* V, const Cache& cache,
-                                        int c0, int c1, int tid, int page, int& bad) {
+                                        int c0, int c1, int tid, int page) {
 #pragma unroll
     for (int it = 0; it < BC * CHUNKS / NTHREADS; ++it) {
         const int chunk = tid + it * NTHREADS, r = chunk / CHUNKS, k = (chunk % CHUNKS) * 8;
         const long long at = c0 + r < c1 ? cache.row(c0 + r, page) : -1;
-        if (at < 0 && c0 + r < c1) bad = (c0 + r) / cache.page_size;
         const int bytes = at < 0 ? 0 : 16;
         cp_async_16(sK + swz(r, k), at < 0 ? K : K + at + k, bytes);
         cp_async_16(sV + swz(r, k), at < 0 ? V : V + at + k, bytes);
@@ -108,8 +112,8 @@ __device__ __forceinline__ void nan_rows(elem_t* O, float* L, long long row0, in
     if (tid < R) L[row0 + tid] = nan;
 }
 
-__device__ void combine_group(const float* O_parts, const float* lse_parts, elem_t* O, float* L, float* sW, long long row0,
-                              long long rows, int R, int parts, int tid);
+__device__ void combine_group(const float* O_parts, const float* lse_parts, elem_t* O, float* L, float* sW, float* s_LSE,
+                              long long row0, long long rows, int R, int parts, int tid);
 
 // Q: (B, Hq, Nq, d); K, V: the cache; O: like Q; L: (B, Hq, Nq); O_parts: (splits, B·Hq·Nq, d) float32, lse_parts:
 // (splits, B·Hq·Nq). block_table (B, max_pages) and seqlens (B,) int32, both nullptr for a contiguous cache of Nk keys.
@@ -120,7 +124,7 @@ extern "C" __global__ void __launch_bounds__(NTHREADS)
 flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
                      const int* __restrict__ block_table, const int* __restrict__ seqlens, elem_t* __restrict__ O,
                      float* __restrict__ L, float* __restrict__ O_parts, float* __restrict__ lse_parts,
-                     int* __restrict__ tickets, int* errors, int Nq, int g, int Nk, int page_size, int max_pages,
+                     int* __restrict__ tickets, volatile int* errors, int* claim, int Nq, int g, int Nk, int page_size, int max_pages,
                      int num_pages, int splits, float scale_log2, int causal)
 {
     extern __shared__ __align__(16) elem_t smem[];
@@ -141,7 +145,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         seqlen = seqlens[b];
         if (seqlen < 1 || seqlen > max_pages * page_size) {  // refused: NaN rows, reported, nothing read
             if (p == 0) nan_rows(O, L, row0, R, tid);
-            if (p == 0 && hk == 0 && tid == 0) report(errors, 2, b, 0, seqlen, num_pages, max_pages * page_size);
+            if (p == 0 && hk == 0 && tid == 0) report(errors, claim, 2, b, 0, seqlen, num_pages, max_pages * page_size);
             return;
         }
         const int pages = (seqlen + page_size - 1) / page_size;
@@ -159,7 +163,12 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     }
     const int shift = seqlen - Nq;  // causal: position n sees key c iff c ≤ n + shift
     const int T = (k1 - k0 + BC - 1) / BC;
-    int bad = -1;  // a block-table index this thread found pointing outside the cache
+    int bad = -1;  // a block-table entry of this split's pages that points outside the cache (this thread's share)
+    if (cache.table != nullptr)
+        for (int j = k0 / page_size + tid; j < (k1 + page_size - 1) / page_size; j += NTHREADS) {
+            const int page = __ldg(cache.table + j);
+            if (page < 0 || page >= num_pages) bad = j;
+        }
 
     // load Q: row r = n·g + t is q[b, hk·g + t, n], rows ≥ R zero (read nothing); with K_0, V_0 one cp.async group
     for (int chunk = tid; chunk < MAX_ROWS * CHUNKS; chunk += NTHREADS) {
@@ -170,7 +179,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < T) load_kv(sKV + 2 * s * BC * SROW, sKV + (2 * s + 1) * BC * SROW, K, V, cache, k0 + s * BC, k1, tid,
-                           cache.page_of(k0 + s * BC), bad);
+                           cache.page_of(k0 + s * BC));
         cp_async_commit();
     }
     int page_next = STAGES - 1 < T ? cache.page_of(k0 + (STAGES - 1) * BC) : 0;  // the next tile's page, ahead
@@ -191,7 +200,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         __syncthreads();  // tile j (and Q) in SRAM; every warp is done with tile j − 1's stage, refilled next
         const int next = j + STAGES - 1, sn = next % STAGES;
         if (next < T) load_kv(sKV + 2 * sn * BC * SROW, sKV + (2 * sn + 1) * BC * SROW, K, V, cache, k0 + next * BC, k1, tid,
-                              page_next, bad);
+                              page_next);
         cp_async_commit();
         if (next + 1 < T) page_next = cache.page_of(k0 + (next + 1) * BC);  // in flight while tile j is computed
         if (j == 0) {
@@ -275,7 +284,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     // no copy in flight and no warp reading a stage: the stages become the merge buffers. A refused page makes the
     // split's rows NaN (O_p or O, and lse_p or L), so that the combine's answer is NaN too
     const bool refused = __syncthreads_or(bad >= 0);
-    if (bad >= 0) report(errors, 1, b, bad, __ldg(cache.table + bad), num_pages, max_pages * page_size);
+    if (bad >= 0) report(errors, claim, 1, b, bad, __ldg(cache.table + bad), num_pages, max_pages * page_size);
 
     // the warps of one row tile merge their (m, ℓ, O) over their keys: each writes its own to SRAM (float32)
     float* sO = reinterpret_cast<float*>(sKV);  // (NWARPS, 16, HEAD_DIM)
@@ -337,28 +346,32 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
 
     // the fused combine: this block's O_p, lse_p visible device-wide, then its ticket; the last of the group's
     // `parts` blocks to take one merges them all (their writes are visible to it: fence, atomic, fence)
-    __shared__ int s_last;
+    // (no static shared memory in this kernel: it would shift the dynamic tiles off their 128-byte alignment, and
+    // then L2 hands the SMs twice the bytes cp.async asks for: gpu/NOTES.md, run 35-dec2. Q's SRAM is free now.)
+    int* s_last = reinterpret_cast<int*>(sQ);
     __threadfence();
     __syncthreads();
     if (tid == 0) {
         const int ticket = atomicAdd(tickets + (long long)b * Hkv + hk, 1);
-        s_last = ticket == parts - 1;
-        if (s_last) tickets[(long long)b * Hkv + hk] = 0;  // ready for the next launch on this stream
+        *s_last = ticket == parts - 1;
+        if (*s_last) tickets[(long long)b * Hkv + hk] = 0;  // ready for the next launch on this stream
     }
     __syncthreads();
-    if (!s_last) return;
+    if (!*s_last) return;
     __threadfence();
-    combine_group(O_parts, lse_parts, O, L, reinterpret_cast<float*>(sKV), row0, rows, R, parts, tid);
+    combine_group(O_parts, lse_parts, O, L, reinterpret_cast<float*>(sKV), reinterpret_cast<float*>(sQ) + 4, row0, rows,
+                  R, parts, tid);
 }
 
-// One group's R rows of O and L from its `parts` splits, by the block that finished last (sW: parts·R floats of SRAM):
+// One group's R rows of O and L from its `parts` splits, by the block that finished last (SRAM: sW, parts·R floats;
+// s_LSE, R floats):
 // LSE = log Σ_p exp(lse_p) (max-shifted; NaN if any lse_p is), O = Σ_p exp(lse_p − LSE)·O_p. O_p, lse_p are read
 // through L2 (ld.global.cg): other blocks wrote them during this kernel.
-__device__ void combine_group(const float* O_parts, const float* lse_parts, elem_t* O, float* L, float* sW, long long row0,
-                              long long rows, int R, int parts, int tid)
+__device__ void combine_group(const float* O_parts, const float* lse_parts, elem_t* O, float* L, float* sW, float* s_LSE,
+                              long long row0, long long rows, int R, int parts, int tid)
 {
     static_assert(MAX_SPLITS * MAX_ROWS * 4 <= 2 * STAGES * BC * SROW * 2, "the weights fit in the stages' SRAM");
-    __shared__ float s_LSE[MAX_ROWS];
+    static_assert(4 + MAX_ROWS <= MAX_ROWS * SROW / 2, "the flag and the LSEs fit in Q's SRAM");
     for (int idx = tid; idx < parts * R; idx += NTHREADS) sW[idx] = __ldcg(lse_parts + (idx / R) * rows + row0 + idx % R);
     __syncthreads();
     const int warp = tid / 32, lane = tid % 32;

@@ -128,9 +128,9 @@ def _profile(call) -> dict[str, float]:
     return {e.key[:120]: e.self_device_time_total for e in prof.key_averages() if e.self_device_time_total > 0}
 
 
-def tune_paged(points=((4, 16384), (16, 4096)), factors=(1, 2, 4, 8), tilings=((64, 4), (128, 2), (32, 4))):
-    """Paged at few splits (gpu/NOTES.md run 30): the launch alone at `factors` × the model's splits (and 33), and at
-    the model's splits with other Bc × stages, beside contiguous at the model's: rows of {batch, nk, name: ms}."""
+def tune_paged(points=((4, 16384), (16, 4096)), splits=(1, 2, 4, 8, 16, 33), tilings=((64, 4), (128, 2), (32, 4))):
+    """Paged at few splits (gpu/NOTES.md run 30): the launch alone at each of `splits`, and at the model's splits
+    with other Bc × stages, beside contiguous at the model's: rows of {batch, nk, name: ms}."""
     cupy = device.require()
     rows = []
     for batch, nk in points:
@@ -142,8 +142,8 @@ def tune_paged(points=((4, 16384), (16, 4096)), factors=(1, 2, 4, 8), tilings=((
         flat = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
         model = plans[0].splits
         m = geometry.decoding_tiles(D, HEADS // KV_HEADS * NQ).m_tiles
-        calls = {f"contiguous P{model}": _cycle(caches, flat, lambda c, p: decoding.launch(cupy, p))}
-        for P in sorted({model * f for f in factors} | {33}):
+        calls = {f"contiguous P{flat[0].splits}": _cycle(caches, flat, lambda c, p: decoding.launch(cupy, p))}
+        for P in splits:
             forced = [dataclasses.replace(p, splits=P) for p in plans]
             calls[f"paged P{P}"] = _cycle(caches, forced, lambda c, p: decoding.launch(cupy, p))
         for bc, st in tilings:
