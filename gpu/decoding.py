@@ -38,11 +38,12 @@ MAX_SPLITS = 128  # the combine's MAX_SPLITS (and best_splits' default cap)
 COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
 NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block table
 WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool
+CHECKED = 64  # prepare's checked signatures kept
 LAYOUTS = {"q": "(B, Hq, Nq, d)", "k": "(B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv, d)"}
 LAYOUTS["v"] = LAYOUTS["k"]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Plan:
     """One checked decode call: the arrays the kernels take and their launch geometry."""
 
@@ -92,8 +93,42 @@ def decode_errors() -> None:
 
 
 def prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
-    """Every argument checked (one-line InputError naming it) and the number of splits chosen."""
+    """Every argument checked (one-line InputError naming it) and the number of splits chosen. What the checks read
+    (types, shapes, dtypes, layouts and devices of CuPy arrays, and the scalars) keys a cache of their outcome, so
+    that a decode step with the arguments of the step before costs a lookup, not the checks (a NumPy block table's
+    values are checked on every call)."""
     cupy = device.require()
+    key = _signature(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits)
+    static = _checked.get(key) if key is not None else None
+    if static is None:
+        plan = _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits)
+        if key is not None:
+            if len(_checked) >= CHECKED:
+                del _checked[next(iter(_checked))]
+            _checked[key] = (plan.batch, plan.hkv, plan.g, plan.nq, plan.d, plan.nk, plan.page_size, plan.num_pages,
+                             plan.splits, plan.scale, plan.causal)  # fmt: skip
+        return plan
+    if block_table is None:
+        return Plan(q, k, v, None, None, *static)
+    return Plan(q, k, v, pages.as_int32(cupy, block_table), pages.as_int32(cupy, cache_seqlens), *static)
+
+
+def _signature(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits):
+    """What prepare's checks read, hashable; None where they read more (a block table on the host: its values) or
+    something a key cannot hold."""
+    arrays = (q, k, v) if block_table is None and cache_seqlens is None else (q, k, v, block_table, cache_seqlens)
+    if any(type(x) is not cupy.ndarray for x in arrays):
+        return None
+    key = (len(arrays), *((x.shape, x.dtype, x.flags.c_contiguous, x.data.device_id) for x in arrays),
+           type(causal), causal, type(scale), scale, type(splits), splits)  # fmt: skip
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
     inputs.check_flag("causal", causal)
     for name, x in (("q", q), ("k", k), ("v", v)):
         inputs.check_array(name, x, q, HALF, shape=LAYOUTS[name])
@@ -172,6 +207,7 @@ def launch(cupy, p: Plan, tiles=None, fused=True):
 
 
 _workspaces = collections.OrderedDict()
+_checked = {}
 
 
 def _workspace(cupy, splits: int, rows: int, d: int, groups: int):

@@ -163,6 +163,31 @@ def test_workspace_reused_across_calls():
         run_and_judge(q, k, v, table, seqlens, causal=False, dtype="float16", splits=9)
 
 
+@pytest.mark.gpu
+def test_cached_checks_still_refuse_what_differs():
+    """prepare caches its checks by what they read: a repeated call takes the cache (the same answer), and a call that
+    differs in any checked property is checked again and refused."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(9)
+    q, k, v, _ = random_case(rng, 2, 8, 2, 1, 64, "float16", nk=700)
+    q, k, v = (cupy.asarray(x) for x in (q, k, v))
+    first, again = gpu.decode(q, k, v, splits=3), gpu.decode(q, k, v, splits=3)
+    assert cupy.array_equal(first, again)
+    for kw, match in (
+        ({"k": k[:, :, ::2]}, "k: must be C-contiguous"),
+        ({"k": k.astype(cupy.float32)}, "k: dtype float32 is not supported"),
+        ({"v": v[:, :, :-1].copy()}, "k, v: shapes must be equal"),
+        ({"scale": float("nan")}, "scale: expected a positive finite"),
+        ({"scale": [1.0]}, "scale: expected a positive finite"),
+        ({"splits": 0}, "splits: expected an integer"),
+        ({"splits": 701}, "splits: expected an integer"),
+        ({"causal": 1}, "causal: expected True or False"),
+    ):
+        args = {"q": q, "k": k, "v": v, "splits": 3} | kw
+        with pytest.raises(InputError, match=match):
+            gpu.decode(args.pop("q"), args.pop("k"), args.pop("v"), **args)
+
+
 def changed(x, where, value, dtype=np.int32):
     """A copy of x as `dtype` with x[where] = value."""
     y = x.astype(dtype)

@@ -344,21 +344,22 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     }
     if (direct || tickets == nullptr) return;
 
-    // the fused combine: this block's O_p, lse_p visible device-wide, then its ticket; the last of the group's
-    // `parts` blocks to take one merges them all (their writes are visible to it: fence, atomic, fence)
+    // the fused combine: the barrier orders every thread's O_p, lse_p stores before thread 0's fence, which makes them
+    // visible device-wide before its ticket (cooperative groups' grid sync does the same); the last of the group's
+    // `parts` blocks to take one merges them all (thread 0 fences again after the atomic, the barrier passes it on)
     // (no static shared memory in this kernel: it would shift the dynamic tiles off their 128-byte alignment, and
     // then L2 hands the SMs twice the bytes cp.async asks for: gpu/NOTES.md, run 35-dec2. Q's SRAM is free now.)
     int* s_last = reinterpret_cast<int*>(sQ);
-    __threadfence();
     __syncthreads();
     if (tid == 0) {
+        __threadfence();
         const int ticket = atomicAdd(tickets + (long long)b * Hkv + hk, 1);
         *s_last = ticket == parts - 1;
         if (*s_last) tickets[(long long)b * Hkv + hk] = 0;  // ready for the next launch on this stream
+        __threadfence();
     }
     __syncthreads();
     if (!*s_last) return;
-    __threadfence();
     combine_group(O_parts, lse_parts, O, L, reinterpret_cast<float*>(sKV), reinterpret_cast<float*>(sQ) + 4, row0, rows,
                   R, parts, tid);
 }

@@ -2,12 +2,12 @@
 
 One new token per sequence (Nq = 1) of Hq = 64 query heads against a cache of Hkv = 8 K/V heads (g = 8), d = 128,
 fp16, batch 1 … 16, Nk 4K … 128K keys. Timed side by side (gpu/lab/timing.interleaved_ms): ours on the contiguous
-cache ("contiguous": the public call, the combine fused; "separate": the launches alone with the combine as its own
-kernel), ours on the same keys in pages of 256 under a shuffled block_table ("paged": the public call, whose
+cache ("contiguous": the public call, the combine fused; "contiguous_kernels": its launch alone; "separate": the
+launches alone with the combine as its own kernel), ours on the same keys in pages of 256 under a shuffled block_table ("paged": the public call, whose
 block_table and cache_seqlens, CuPy arrays, the kernel checks; "paged_kernels": the launch alone, the arguments
 checked once), and PyTorch's scaled_dot_product_attention on the contiguous cache with enable_gqa=True through its
-flash backend ("sdpa"), its cuDNN backend ("cudnn"), its memory-efficient backend ("efficient") and its own choice
-("default", whose GPU kernels one profiled call names, beside ours: "kernels"). Bandwidth counts the bytes every
+flash backend ("sdpa"), its cuDNN backend ("cudnn") and its own choice ("default", whose GPU kernels one profiled
+call names, beside ours: "profile"; its memory-efficient backend refuses enable_gqa with fewer K/V heads). Bandwidth counts the bytes every
 implementation must move: K and V once, q and o; a cache smaller than COLD_BYTES is cycled over copies so that each
 call reads it from DRAM.
 """
@@ -28,8 +28,7 @@ GRID = [(1, 4096), (1, 32768), (1, 131072), (4, 16384), (4, 131072), (16, 4096),
 QUICK = [(1, 4096), (4, 16384), (16, 32768)]
 H100_DRAM = 3.35e12  # bytes/s, the H100 SXM datasheet's HBM3 bandwidth
 COLD_BYTES = 4 * 50 * 2**20  # four times the H100's 50 MiB L2
-BACKENDS = sdpa.BACKENDS | {"efficient": "EFFICIENT_ATTENTION"}  # key → SDPBackend name
-BASELINES = ("sdpa", "cudnn", "efficient", "default")
+BASELINES = tuple(sdpa.BACKENDS)  # sdpa (flash), cudnn, default
 
 
 def run_bench(*, quick=False, dtype="float16", progress=None, command=None) -> dict:
@@ -53,13 +52,14 @@ def run_bench(*, quick=False, dtype="float16", progress=None, command=None) -> d
         "notes": [
             "bytes: K and V of every sequence once, q and o; GB/s = bytes / median time; % of 3.35 TB/s (H100 SXM)",
             f"caches under {COLD_BYTES >> 20} MiB are cycled over copies, so no call finds its cache in L2",
-            "contiguous: gpu.decode as a user calls it (one launch, the combine fused); separate: the split and "
-            "combine kernels launched alone (the workspace reused), the combine its own kernel",
+            "contiguous: gpu.decode as a user calls it (one launch, the combine fused); contiguous_kernels: that launch "
+            "alone (the checks done once); separate: the split and combine kernels launched alone, the combine its "
+            "own kernel",
             "paged: gpu.decode as a user calls it (block_table, cache_seqlens as CuPy arrays, checked by the kernel, "
             "no synchronization); paged_kernels: the launch alone",
-            "sdpa / cudnn / efficient / default: torch.nn.functional.scaled_dot_product_attention(enable_gqa=True), "
-            "flash / cuDNN / memory-efficient backend / PyTorch's choice, on the contiguous cache",
-            "kernels: GPU kernels and their µs in one profiled call (torch.profiler) of ours (contiguous) and of "
+            "sdpa / cudnn / default: torch.nn.functional.scaled_dot_product_attention(enable_gqa=True), flash / cuDNN "
+            "backend / PyTorch's choice, on the contiguous cache",
+            "profile: GPU kernels and their µs in one profiled call (torch.profiler) of ours (contiguous) and of "
             "SDPA's default",
         ],
     }
@@ -79,6 +79,7 @@ def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
     contiguous = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
     calls = {
         "contiguous": cycled(lambda c, p: decoding.decode(c["q"], c["k"], c["v"])),
+        "contiguous_kernels": _cycle(caches, contiguous, lambda c, p: decoding.launch(cupy, p)),
         "separate": _cycle(caches, contiguous, lambda c, p: decoding.launch(cupy, p, fused=False)),
         "paged": cycled(
             lambda c, p: decoding.decode(c["q"], c["kp"], c["vp"], block_table=c["table"], cache_seqlens=c["seqlens"])
@@ -93,7 +94,8 @@ def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
     o_paged = decoding.decode(
         first["q"], first["kp"], first["vp"], block_table=first["table"], cache_seqlens=first["seqlens"]
     )
-    row = {"batch": batch, "nk": nk, "copies": copies, "bytes": moved, "splits": plans[0].splits}
+    row = {"batch": batch, "nk": nk, "copies": copies, "bytes": moved, "splits": contiguous[0].splits}
+    row["paged_splits"] = plans[0].splits
     row["paged_vs_contiguous_max_diff"] = max_error(o_paged, o.astype(cupy.float64))
     ok = {}
     for name, call in calls.items():
@@ -109,8 +111,9 @@ def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
         if "ms" in row.get(base, {}):
             row[f"speedup_vs_{base}"] = row[base]["ms"] / row["contiguous"]["ms"]
     if "default" in ok:
-        row["kernels"] = {"ours": _profile(calls["contiguous"]), "default": _profile(calls["default"])}
+        row["profile"] = {"ours": _profile(calls["contiguous"]), "default": _profile(calls["default"])}
     row["paged_over_contiguous"] = row["paged"]["ms"] / row["contiguous"]["ms"]
+    row["fused_over_separate"] = row["contiguous_kernels"]["ms"] / row["separate"]["ms"]
     row["paged_kernels_over_contiguous"] = row["paged_kernels"]["ms"] / row["contiguous"]["ms"]
     return row
 
@@ -212,7 +215,7 @@ def _sdpa(backend: str):
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
-    name = BACKENDS[backend]
+    name = sdpa.BACKENDS[backend]
     views = {}
 
     def call(c, p):
@@ -231,8 +234,8 @@ def _sdpa(backend: str):
 
 def progress_line(row: dict) -> str:
     """'B=1 Nk=4096: contiguous 1234 GB/s (37%) · paged … · sdpa … · ×1.10 SDPA'."""
-    parts = [f"B={row['batch']} Nk={row['nk']} splits={row['splits']}:"]
-    for name in ("contiguous", "separate", "paged", "paged_kernels", *BASELINES):
+    parts = [f"B={row['batch']} Nk={row['nk']} splits={row['splits']} (paged {row['paged_splits']}):"]
+    for name in ("contiguous", "contiguous_kernels", "separate", "paged", "paged_kernels", *BASELINES):
         r = row.get(name)
         if r is not None:
             parts.append(
