@@ -131,27 +131,30 @@ def _profile(call) -> dict[str, float]:
     return {e.key[:120]: e.self_device_time_total for e in prof.key_averages() if e.self_device_time_total > 0}
 
 
-def tune_paged(points=((4, 16384), (16, 4096)), splits=(1, 2, 4, 8, 16, 33), tilings=((64, 4), (128, 2), (32, 4))):
+def tune_paged(
+    points=((4, 16384), (16, 4096)), splits=(1, 2, 4, 8, 16, 33), tilings=((64, 4), (128, 2), (32, 4)), cache="paged"
+):  # fmt: skip
     """Paged at few splits (gpu/NOTES.md run 30): the launch alone at each of `splits`, and at the model's splits
-    with other Bc × stages, beside contiguous at the model's: rows of {batch, nk, name: ms}."""
+    with other Bc × stages, beside contiguous at the model's: rows of {batch, nk, name: ms}. cache="contiguous": the
+    same on the contiguous cache."""
     cupy = device.require()
     rows = []
     for batch, nk in points:
         copies = max(1, math.ceil(COLD_BYTES / (2 * batch * KV_HEADS * nk * D * 2)))
         caches = [_cache(cupy, batch, nk, "float16", seed) for seed in range(copies)]
+        flat = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
         plans = [
             decoding.prepare(c["q"], c["kp"], c["vp"], c["table"], c["seqlens"], False, None, None) for c in caches
-        ]
-        flat = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
+        ] if cache == "paged" else flat  # fmt: skip
         model = plans[0].splits
         m = geometry.decoding_tiles(D, HEADS // KV_HEADS * NQ).m_tiles
         calls = {f"contiguous P{flat[0].splits}": _cycle(caches, flat, lambda c, p: decoding.launch(cupy, p))}
         for P in splits:
             forced = [dataclasses.replace(p, splits=P) for p in plans]
-            calls[f"paged P{P}"] = _cycle(caches, forced, lambda c, p: decoding.launch(cupy, p))
+            calls[f"{cache} P{P}"] = _cycle(caches, forced, lambda c, p: decoding.launch(cupy, p))
         for bc, st in tilings:
             t = Tiles(16 * m, bc, 4, m, stages=st)
-            calls[f"paged P{model} {bc}x{st}"] = _cycle(caches, plans, lambda c, p, t=t: decoding.launch(cupy, p, t))
+            calls[f"{cache} P{model} {bc}x{st}"] = _cycle(caches, plans, lambda c, p, t=t: decoding.launch(cupy, p, t))
         rows.append({"batch": batch, "nk": nk, "model_splits": model} | timing.interleaved_ms(calls))
         del caches, plans, flat
         cupy.get_default_memory_pool().free_all_blocks()
@@ -247,8 +250,12 @@ def progress_line(row: dict) -> str:
     return " ".join(parts)
 
 
-if __name__ == "__main__":  # python -m gpu.lab.bench_decode [paged]: the tuning table of rung 8's tilings (or splits)
+if __name__ == "__main__":  # python -m gpu.lab.bench_decode [paged | batch1]: rung 8's tilings (or splits) tuned
     import sys
 
-    for tuned in tune_paged() if sys.argv[1:] == ["paged"] else tune():
+    runs = {
+        "paged": tune_paged,
+        "batch1": lambda: tune_paged(((1, 4096), (1, 32768)), (8, 16, 33, 64, 128), (), cache="contiguous"),
+    }
+    for tuned in runs[sys.argv[1]]() if sys.argv[1:] else tune():
         print(tuned)

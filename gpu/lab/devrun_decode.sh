@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for rung 8 (Flash-Decoding, issue 25 part 2): tests, sanitizers, bytes against the simulator, speed.
 # Usage (on the device machine, from the repo root): bash gpu/lab/devrun_decode.sh [steps…]
-#   steps: env test sanitize compare bench tune
+#   steps: env test sanitize compare bench tune batch1
 # Logs and JSON land in $OUT; each step prints its last line to stdout.
 set -u
 OUT=${OUT:-/tmp/devrun/out}
@@ -52,4 +52,5 @@ for s in $steps; do case $s in
            step compare-paged16 90 python3 -m sim.cli compare-decode --page-size 16 --nq 4 --causal --dtype bf16 --batch 3 --nk 3000 --json "$OUT/compare-decode-paged16-nq4-h100.json" ;;
   bench) step bench 240 python3 -m sim.cli bench decode --json "$OUT/bench-decode-h100.json" ;;
   tune) step tune 120 python3 -m gpu.lab.bench_decode paged ;;
+  batch1) step batch1 60 python3 -m gpu.lab.bench_decode batch1 ;;
 esac; done
