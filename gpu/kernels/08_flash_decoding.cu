@@ -13,17 +13,25 @@
 //    ≤ 64, 2 or 4 row tiles, the warps split rows and keys 2 × 2 or 4 × 1. Their (m, ℓ, O) merge in SRAM at the end;
 //  - K_j, V_j stream through STAGES cp.async stages (16-byte copies, zeros past the chunk's last key), so that about
 //    (STAGES − 1) tiles of K and V are in flight per thread block: decode is memory-bound, the goal DRAM bandwidth;
-//  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the combine
-//    (flash_decoding_combine, below) merges them: LSE = log Σ_p exp(lse_p), O = Σ_p exp(lse_p − LSE)·O_p.
+//  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the last split
+//    block of a group to finish (an atomic ticket) merges them (combine_group): LSE = log Σ_p exp(lse_p),
+//    O = Σ_p exp(lse_p − LSE)·O_p. flash_decoding_combine (below) is the same merge as its own kernel (launch
+//    with tickets = nullptr), kept to measure the fused one against;
+//  - paged: a sequence whose length is outside 1 … max_pages·page_size, or whose split meets a block-table entry
+//    outside 0 … num_pages − 1, gets NaN rows, and the first such entry is reported to pinned host memory (report).
 // Bottom-right causal alignment, as the simulator: query position n sees key c iff c ≤ n + seqlen − Nq.
 //
-// Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md run 30; Nq 1, Hq 64, Hkv 8, d 128, fp16):
+// Measured (NVIDIA H100 80GB HBM3; Nq 1, Hq 64, Hkv 8, d 128, fp16; gpu/NOTES.md runs 30 and 35-dec2):
 //  - bytes at L2 (ncu) ×1.000–1.001 of sim.decode's, contiguous and paged. Rows padded by 16 bytes, as in rung 3, took
-//    ×1.44–1.50 (pieces straddling 128-byte lines): the rows here are swizzled instead.
-//  - `flashsim bench decode`: 78–89% of 3.35 TB/s at B ≥ 4 or Nk = 128K, 0.95–1.09× SDPA flash (enable_gqa), below
-//    PyTorch's default choice (0.43–0.97×); B 1 at Nk ≤ 32K times the Python call, not the kernels. Paged kernels
-//    within 1–5% of contiguous at 33 splits, 1.6× slower at 1–4 splits (a head's rows 2 KiB apart; not understood).
-//  - tilings Bc × stages 64×2, 64×3, 32×4 within 2%; 64×4 and 128×2 slower. memcheck and racecheck clean.
+//    ×1.44–1.50 (pieces straddling 128-byte lines): the rows here are swizzled instead. Static __shared__ variables
+//    beside the dynamic tiles took ×1.99 (the tiles off 128-byte alignment), 10% slower: this kernel has none.
+//  - `flashsim bench decode` (run 35-dec2): 81–89% of 3.35 TB/s at B ≥ 4 or Nk = 128K, 66% at B 1 Nk 32K, 17% at
+//    B 1 Nk 4K (the host's 30 µs a call); 0.95–1.80× SDPA flash (enable_gqa), 0.78–0.99× PyTorch's default
+//    (cuDNN). Fused combine against separate: 0.705× at B 1 Nk 4K (one launch fewer), 0.985–1.006× elsewhere. Paged
+//    within 0.99–1.06× of contiguous but 1.12× at B 4 Nk 128K (not understood); at one block per SM (run 30's
+//    1–4 splits) it took 1.5–1.6×, two per SM close the gap (the occupancy model's paged rule).
+//  - tilings Bc × stages 64×2, 64×3, 32×4 within 2%; 64×4 and 128×2 slower (contiguous, run 30; paged, run
+//    35-dec2). memcheck and racecheck clean.
 //
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM).
