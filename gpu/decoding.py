@@ -3,8 +3,9 @@
 The names and conventions are `sim.decode`'s: q (B, Hq, Nq, d) against a contiguous k, v (B, Hkv, Nk, d), or a
 paged k_cache, v_cache (num_pages, page_size, Hkv, d) with `block_table` (B, pages per sequence) and
 `cache_seqlens` (B,); GQA packed (Hq = g·Hkv, the g query heads of a K/V head in one thread block); the keys split
-into `splits` chunks (None: the number sim.machine.occupancy finds fastest for this GPU's preset); causal masks
-aligned bottom-right.
+into `splits` chunks (None: the number sim.machine.occupancy finds fastest for this GPU's preset; with a CuPy block
+table it is asked about the table's capacity, pages per sequence × page_size, as the lengths stay on the GPU);
+causal masks aligned bottom-right.
 
 Paged arguments are never copied to the host to be checked (that would synchronize every step): block_table and
 cache_seqlens given as CuPy arrays have their shapes and dtypes checked here and their values on the GPU, where a
@@ -14,9 +15,9 @@ the next `decode` call, `decode_errors()`, or this call with `check=True` (one s
 one-line InputError. Given as NumPy arrays (or lists), they are on the host already and are checked before any
 launch, as sim.decode checks them.
 
-Host cost per call: the split partials and the combine's tickets are workspaces kept per (stream, shape) and reused
-(the combine is fused into the split kernel: the last split block of a group merges it), so a call allocates only o
-and lse and makes one launch.
+Host cost per call: the argument checks are cached by what they read (`prepare`); the split partials and the
+combine's tickets are workspaces kept per (stream, shape) and reused (the combine is fused into the split kernel: the
+last split block of a group merges it), so a call allocates only o and lse and makes one launch.
 """
 
 import collections
@@ -57,7 +58,7 @@ class Plan:
     g: int
     nq: int
     d: int
-    nk: int  # contiguous: the keys; paged: the longest sequence
+    nk: int  # contiguous: the keys; paged: the longest sequence (NumPy lengths) or the table's capacity (CuPy)
     page_size: int
     num_pages: int
     splits: int
