@@ -7,7 +7,7 @@ without one raises `GPUUnavailableError` naming what is missing. The kernels for
 
 from gpu import autograd
 from gpu.backward import flash_attention_backward
-from gpu.decoding import decode
+from gpu.decoding import decode, decode_errors
 from gpu.device import GPUUnavailableError, available
 from gpu.flash import flash_attention
 from gpu.reference import attention_backward_ref, attention_ref
@@ -25,6 +25,7 @@ __all__ = [
     "autograd",
     "available",
     "decode",
+    "decode_errors",
     "flash_attention",
     "flash_attention_backward",
     "standard_attention",

@@ -3,17 +3,31 @@
 The names and conventions are `sim.decode`'s: q (B, Hq, Nq, d) against a contiguous k, v (B, Hkv, Nk, d), or a
 paged k_cache, v_cache (num_pages, page_size, Hkv, d) with `block_table` (B, pages per sequence) and
 `cache_seqlens` (B,); GQA packed (Hq = g·Hkv, the g query heads of a K/V head in one thread block); the keys split
-into `splits` chunks (None: the number sim.machine.occupancy finds fastest for this GPU's preset); causal masks
-aligned bottom-right.
+into `splits` chunks (None: the number sim.machine.occupancy finds fastest for this GPU's preset; with a CuPy block
+table it is asked about the table's capacity, pages per sequence × page_size, as the lengths stay on the GPU);
+causal masks aligned bottom-right.
+
+Paged arguments are never copied to the host to be checked (that would synchronize every step): block_table and
+cache_seqlens given as CuPy arrays have their shapes and dtypes checked here and their values on the GPU, where a
+sequence whose length is outside 1 … pages per sequence × page_size, or that reads a block-table entry outside
+0 … num_pages − 1, gets NaN rows (o and lse) and the first such entry is written to a flag in pinned host memory;
+the next `decode` call, `decode_errors()`, or this call with `check=True` (one synchronization) raises it as a
+one-line InputError. Given as NumPy arrays (or lists), they are on the host already and are checked before any
+launch, as sim.decode checks them.
+
+Host cost per call: the argument checks are cached by what they read (`prepare`); the split partials and the
+combine's tickets are workspaces kept per (stream, shape) and reused (the combine is fused into the split kernel: the
+last split block of a group merges it), so a call allocates only o and lse and makes one launch.
 """
 
+import collections
 import functools
 import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from gpu import device, dtypes, geometry, inputs, registry, source
+from gpu import device, dtypes, geometry, inputs, pages, registry, source
 from gpu.registry import HALF
 from sim.core.errors import InputError
 from sim.machine import hardware
@@ -21,14 +35,16 @@ from sim.machine.occupancy import best_splits
 
 KERNEL = registry.DECODE[8]
 COMBINE = registry.HELPERS["decode_combine"]
-MAX_SPLITS = 128  # the combine kernel's MAX_SPLITS (and best_splits' default cap)
+MAX_SPLITS = 128  # the combine's MAX_SPLITS (and best_splits' default cap)
 COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
 NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block table
+WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool
+CHECKED = 64  # prepare's checked signatures kept
 LAYOUTS = {"q": "(B, Hq, Nq, d)", "k": "(B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv, d)"}
 LAYOUTS["v"] = LAYOUTS["k"]
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Plan:
     """One checked decode call: the arrays the kernels take and their launch geometry."""
 
@@ -36,13 +52,13 @@ class Plan:
     k: object
     v: object
     table: object  # int32 (B, pages per sequence) on the device, or None (contiguous)
-    seqlens: object  # int32 (B,) on the device, or None
+    seqlens: object  # int32 (B,) on the device, or None; values checked on the host already, or by the kernel
     batch: int
     hkv: int
     g: int
     nq: int
     d: int
-    nk: int  # contiguous: the keys; paged: the longest sequence
+    nk: int  # contiguous: the keys; paged: the longest sequence (NumPy lengths) or the table's capacity (CuPy)
     page_size: int
     num_pages: int
     splits: int
@@ -50,21 +66,70 @@ class Plan:
     causal: bool
 
 
-def decode(q, k, v, *, block_table=None, cache_seqlens=None, causal=False, scale=None, splits=None, return_lse=False):
+def decode(
+    q, k, v, *, block_table=None, cache_seqlens=None, causal=False, scale=None, splits=None, return_lse=False,
+    check=False,
+):  # fmt: skip
     """o (like q), or (o, lse) with return_lse: lse (float32, (B, Hq, Nq)) is each row's natural log-sum-exp of
     scaled logits (−∞ for a row that sees no key, whose o is zeros). Paged: `block_table`, `cache_seqlens` are
-    integer arrays (NumPy or CuPy); their values are checked on the host (a CuPy one costs a copy and a sync)."""
+    integer arrays: NumPy (checked here, before any launch) or CuPy (checked by the kernel without a synchronization:
+    a refused sequence's rows are NaN and the next call, `decode_errors()`, or `check=True` raises it)."""
     cupy = device.require()
-    plan = prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits)
     inputs.check_flag("return_lse", return_lse)
+    inputs.check_flag("check", check)
+    plan = prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits)
     with q.device:
+        pages.raise_reported(cupy, q.device.id, sync=False)
         o, lse = launch(cupy, plan)
+        if check:
+            pages.raise_reported(cupy, q.device.id, sync=True)
     return (o, lse) if return_lse else o
 
 
-def prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
-    """Every argument checked (one-line InputError naming it) and the number of splits chosen."""
+def decode_errors() -> None:
+    """Wait for the current GPU and raise (one-line InputError) the first block_table or cache_seqlens entry a decode
+    kernel refused since the last report; nothing if none did."""
     cupy = device.require()
+    pages.raise_reported(cupy, cupy.cuda.Device().id, sync=True)
+
+
+def prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
+    """Every argument checked (one-line InputError naming it) and the number of splits chosen. What the checks read
+    (types, shapes, dtypes, layouts and devices of CuPy arrays, and the scalars) keys a cache of their outcome, so
+    that a decode step with the arguments of the step before costs a lookup, not the checks (a NumPy block table's
+    values are checked on every call)."""
+    cupy = device.require()
+    key = _signature(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits)
+    static = _checked.get(key) if key is not None else None
+    if static is None:
+        plan = _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits)
+        if key is not None:
+            if len(_checked) >= CHECKED:
+                del _checked[next(iter(_checked))]
+            _checked[key] = (plan.batch, plan.hkv, plan.g, plan.nq, plan.d, plan.nk, plan.page_size, plan.num_pages,
+                             plan.splits, plan.scale, plan.causal)  # fmt: skip
+        return plan
+    if block_table is None:
+        return Plan(q, k, v, None, None, *static)
+    return Plan(q, k, v, pages.as_int32(cupy, block_table), pages.as_int32(cupy, cache_seqlens), *static)
+
+
+def _signature(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits):
+    """What prepare's checks read, hashable; None where they read more (a block table on the host: its values) or
+    something a key cannot hold."""
+    arrays = (q, k, v) if block_table is None and cache_seqlens is None else (q, k, v, block_table, cache_seqlens)
+    if any(type(x) is not cupy.ndarray for x in arrays):
+        return None
+    key = (len(arrays), *((x.shape, x.dtype, x.flags.c_contiguous, x.data.device_id) for x in arrays),
+           type(causal), causal, type(scale), scale, type(splits), splits)  # fmt: skip
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
+def _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
     inputs.check_flag("causal", causal)
     for name, x in (("q", q), ("k", k), ("v", v)):
         inputs.check_array(name, x, q, HALF, shape=LAYOUTS[name])
@@ -94,15 +159,17 @@ def prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
     if batch * hkv > inputs.MAX_BATCH_HEADS:
         raise InputError(f"batch · Hkv: at most {inputs.MAX_BATCH_HEADS}, got {batch * hkv}")
     table = seqlens = None
-    if paged:
-        table_host, seqlens_host = check_pages(block_table, cache_seqlens, batch, num_pages, page_size)
+    if paged and pages.on_gpu(block_table) and pages.on_gpu(cache_seqlens):
+        pages.check_page_shapes(block_table, cache_seqlens, batch)
+        table, seqlens = (pages.as_int32(cupy, x) for x in (block_table, cache_seqlens))
+        nk = table.shape[1] * page_size  # the lengths stay on the GPU: the model is asked about the table's capacity
+    elif paged:
+        table_host, seqlens_host = pages.check_pages(block_table, cache_seqlens, batch, num_pages, page_size)
         nk = int(seqlens_host.max())
-        table, seqlens = (
-            _on_device(cupy, given, host) for given, host in ((block_table, table_host), (cache_seqlens, seqlens_host))
-        )
+        table, seqlens = cupy.asarray(table_host), cupy.asarray(seqlens_host)
     hw = _hardware(q.device.id)
     if splits is None:
-        splits = _best_splits(batch * hkv, g * nq, nk, d, q.dtype.itemsize, hw.name)
+        splits = _best_splits(batch * hkv, g * nq, nk, d, q.dtype.itemsize, hw.name, paged)
     elif isinstance(splits, bool) or not isinstance(splits, (int, np.integer)) or not 1 <= splits <= MAX_SPLITS:
         raise InputError(
             f"splits: expected an integer in 1 … {MAX_SPLITS} (None: the occupancy model's), got {splits!r}"
@@ -113,70 +180,51 @@ def prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
                 _scale(scale, d), causal)  # fmt: skip
 
 
-def launch(cupy, p: Plan, tiles=None):
-    """The split kernel, then (more than one split) the combine: (o, lse) freshly allocated. `tiles` overrides the
-    default geometry (gpu.lab.bench_decode's tuning)."""
+def launch(cupy, p: Plan, tiles=None, fused=True):
+    """The split kernel with the combine fused (the last split block of a group merges it), or (fused=False, more
+    than one split) followed by the combine kernel: (o, lse) freshly allocated, the partials in a reused workspace.
+    `tiles` overrides the default geometry, `fused` the combine (gpu.lab.bench_decode's tuning)."""
     rows = p.batch * p.hkv * p.g * p.nq
     o = cupy.empty(p.q.shape, p.q.dtype)
     lse = cupy.empty(p.q.shape[:3], cupy.float32)
-    parts = cupy.empty((p.splits, rows, p.d), cupy.float32) if p.splits > 1 else o
-    lse_parts = cupy.empty((p.splits, rows), cupy.float32) if p.splits > 1 else lse
+    if p.splits > 1:
+        parts, lse_parts, tickets = _workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
+    else:
+        parts, lse_parts, tickets = o, lse, NULL
     split, combine, tiles, smem = _kernels(p.d, dtypes.name(p.q.dtype), p.g * p.nq, tiles)
     table = NULL if p.table is None else p.table
     seqlens = NULL if p.seqlens is None else p.seqlens
     max_pages = 0 if p.table is None else p.table.shape[1]
-    args = (p.q, p.k, p.v, table, seqlens, o, lse, parts, lse_parts, np.int32(p.nq), np.int32(p.g), np.int32(p.nk),
-            np.int32(p.page_size), np.int32(max_pages), np.int32(p.num_pages), np.int32(p.splits),
-            np.float32(p.scale * math.log2(math.e)), np.int32(p.causal))  # fmt: skip
+    _, errors, claim = pages.errors(p.q.device.id)
+    args = (p.q, p.k, p.v, table, seqlens, o, lse, parts, lse_parts, tickets if fused else NULL, errors, claim,
+            np.int32(p.nq), np.int32(p.g), np.int32(p.nk), np.int32(p.page_size), np.int32(max_pages),
+            np.int32(p.num_pages), np.int32(p.splits), np.float32(p.scale * math.log2(math.e)), np.int32(p.causal))  # fmt: skip
     split((p.splits, p.hkv, p.batch), (tiles.threads, 1, 1), args, shared_mem=smem)
-    if p.splits > 1:
+    if p.splits > 1 and not fused:
         args = (parts, lse_parts, seqlens, o, lse, np.int32(rows), np.int32(p.hkv * p.g * p.nq), np.int32(p.splits),
-                np.int32(p.page_size))  # fmt: skip
+                np.int32(p.page_size), np.int32(max_pages))  # fmt: skip
         combine((-(-rows // COMBINE_ROWS),), (32 * COMBINE_ROWS, 1, 1), args)
     return o, lse
 
 
-def check_pages(block_table, cache_seqlens, batch: int, num_pages: int, page_size: int):
-    """(block_table, cache_seqlens) as int32 host arrays: cache_seqlens (B,) in 1 … pages per sequence × page_size,
-    block_table (B, pages per sequence), every entry a sequence uses in 0 … num_pages − 1 (sim.api.paged's rules)."""
-    if block_table is None or cache_seqlens is None:
-        missing = "block_table" if block_table is None else "cache_seqlens"
-        raise InputError(f"{missing}: a paged cache needs both block_table and cache_seqlens")
-    table, seqlens = _host(block_table), _host(cache_seqlens)
-    if table.ndim != 2 or table.shape[0] != batch or not np.issubdtype(table.dtype, np.integer) or table.shape[1] < 1:
-        raise InputError(
-            f"block_table: must be integers shaped ({batch}, pages per sequence), got {table.dtype} {table.shape}"
-        )
-    if seqlens.shape != (batch,) or not np.issubdtype(seqlens.dtype, np.integer):
-        raise InputError(
-            f"cache_seqlens: must be {batch} integers (one per sequence), got {seqlens.dtype} {seqlens.shape}"
-        )
-    longest = table.shape[1] * page_size
-    bad = (seqlens < 1) | (seqlens > longest)
-    if bad.any():
-        b = int(np.argmax(bad))
-        raise InputError(f"cache_seqlens: sequence {b} has {int(seqlens[b])} keys; choose 1 … {longest} "
-                         f"({table.shape[1]} pages of {page_size} in block_table)")  # fmt: skip
-    used = np.arange(table.shape[1])[None, :] < -(-seqlens[:, None] // page_size)  # (B, pages): entries read
-    bad = used & ((table < 0) | (table >= num_pages))
-    if bad.any():
-        b, j = (int(x) for x in np.argwhere(bad)[0])
-        raise InputError(f"block_table: entry [{b}, {j}] = {int(table[b, j])} points past the cache's {num_pages} "
-                         f"pages; choose 0 … {num_pages - 1}")  # fmt: skip
-    return table.astype(np.int32), seqlens.astype(np.int32)
+_workspaces = collections.OrderedDict()
+_checked = {}
 
 
-def _on_device(cupy, given, host: np.ndarray):
-    """The checked int32 values on the GPU: `given` itself where it is already a C-contiguous int32 CuPy array (what the
-    host copy was read from; work queued after that copy cannot change it before the launch), else `host` uploaded."""
-    if isinstance(given, cupy.ndarray) and given.dtype == np.int32 and given.flags.c_contiguous:
-        return given
-    return cupy.asarray(host)
-
-
-def _host(x) -> np.ndarray:
-    """A NumPy copy of an integer argument given as NumPy, CuPy (one device-to-host copy) or a list."""
-    return x.get() if type(x).__module__.startswith("cupy") else np.asarray(x)
+def _workspace(cupy, splits: int, rows: int, d: int, groups: int):
+    """(O_parts (splits, rows, d) float32, lse_parts (splits, rows) float32, tickets (groups,) int32 zero) for the
+    current stream: kernels on one stream run in order, so one call's partials are consumed before the next call's
+    are written, and the fused combine sets each ticket back to zero."""
+    stream = cupy.cuda.get_current_stream()
+    key = (cupy.cuda.Device().id, stream.ptr, splits, rows, d, groups)
+    found = _workspaces.pop(key, None)
+    if found is None:
+        found = (cupy.empty((splits, rows, d), cupy.float32), cupy.empty((splits, rows), cupy.float32),
+                 cupy.zeros((groups,), cupy.int32))  # fmt: skip
+        if len(_workspaces) >= WORKSPACES:
+            _workspaces.popitem(last=False)
+    _workspaces[key] = found
+    return found
 
 
 def _scale(scale, d: int) -> float:
@@ -204,6 +252,7 @@ def _hardware(device_id: int) -> hardware.Hardware:
 
 
 @functools.lru_cache(maxsize=256)
-def _best_splits(groups: int, rows: int, nk: int, d: int, s: int, preset: str) -> int:
-    """sim.decode's choice: best_splits for `groups` (sequence, K/V head) programs of `rows` packed query rows."""
-    return best_splits(groups, 1, rows, nk, d, s, hardware.get(preset))
+def _best_splits(groups: int, rows: int, nk: int, d: int, s: int, preset: str, paged: bool) -> int:
+    """sim.decode's choice: best_splits for `groups` (sequence, K/V head) programs of `rows` packed query rows (a
+    paged cache: sim.machine.occupancy's paged rule)."""
+    return best_splits(groups, 1, rows, nk, d, s, hardware.get(preset), paged=paged)

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 import gpu
 import sim
-from gpu import decoding, geometry, registry
+from gpu import decoding, geometry, pages, registry
 from gpu.lab.checks import LSE_ATOL, LSE_RTOL
 from sim.core.errors import InputError
 from sim.machine import hardware
@@ -82,14 +82,18 @@ def random_case(rng, B, Hq, Hkv, Nq, d, dtype, *, seqlens=None, page_size=None, 
     return q, k, v, table
 
 
-def run_and_judge(q, k, v, table, seqlens, *, causal, dtype, splits=None):
+def run_and_judge(q, k, v, table, seqlens, *, causal, dtype, splits=None, fused=True):
     cupy = pytest.importorskip("cupy")
     scale = 1 / math.sqrt(q.shape[-1])
     device = [cupy.asarray(x.view(np.uint16)).view(STORAGE[dtype]) for x in (q, k, v)]
     for shape, dt in ((q.shape, cupy.float16), (q.shape[:3], cupy.float32)):  # the pool hands this memory out next
         cupy.full(shape, cupy.nan, dt)
     kw = {} if table is None else {"block_table": cupy.asarray(table), "cache_seqlens": cupy.asarray(seqlens)}
-    o, lse = gpu.decode(*device, causal=causal, splits=splits, return_lse=True, **kw)
+    if fused:
+        o, lse = gpu.decode(*device, causal=causal, splits=splits, return_lse=True, check=True, **kw)
+    else:  # the combine as its own kernel (gpu.lab.bench_decode times it against the fused one)
+        plan = decoding.prepare(*device, kw.get("block_table"), kw.get("cache_seqlens"), causal, None, splits)
+        o, lse = decoding.launch(cupy, plan, fused=False)
     o = o.view(cupy.uint16).get().view(STORAGE[dtype]).astype(np.float64)
     lse = lse.get().astype(np.float64)
     o_ref, lse_ref = reference(q, k, v, causal=causal, scale=scale, table=table, seqlens=seqlens)
@@ -132,9 +136,10 @@ def test_contiguous(shape, dtype, causal):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "separate"])
 @pytest.mark.parametrize("splits", [1, 2, 7, 128])
 @pytest.mark.parametrize("page_size", [16, 100, 256, None])
-def test_forced_splits(splits, page_size):
+def test_forced_splits(splits, page_size, fused):
     rng = np.random.default_rng(splits + (page_size or 0))
     B, Hq, Hkv, Nq, d = 3, 8, 2, 2, 128
     if page_size is None:
@@ -143,7 +148,99 @@ def test_forced_splits(splits, page_size):
     else:  # 128 splits exceed most sequences' pages: each takes min(splits, its pages), as in sim.api.paged
         seqlens = np.array([3000, 1, 777], np.int32)
         q, k, v, table = random_case(rng, B, Hq, Hkv, Nq, d, "bfloat16", seqlens=seqlens, page_size=page_size)
-    run_and_judge(q, k, v, table, seqlens, causal=True, dtype="bfloat16", splits=splits)
+    run_and_judge(q, k, v, table, seqlens, causal=True, dtype="bfloat16", splits=splits, fused=fused)
+
+
+@pytest.mark.gpu
+def test_workspace_reused_across_calls():
+    """Calls of one shape share the partials and tickets (the fused combine sets them back): each answer is its own."""
+    rng = np.random.default_rng(5)
+    for _ in range(3):
+        q, k, v, _ = random_case(rng, 2, 8, 2, 1, 128, "float16", nk=3000)
+        run_and_judge(q, k, v, None, None, causal=False, dtype="float16", splits=9)
+        seqlens = rng.integers(1, 900, 2).astype(np.int32)
+        q, k, v, table = random_case(rng, 2, 8, 2, 1, 128, "float16", seqlens=seqlens, page_size=16)
+        run_and_judge(q, k, v, table, seqlens, causal=False, dtype="float16", splits=9)
+
+
+@pytest.mark.gpu
+def test_cached_checks_still_refuse_what_differs():
+    """prepare caches its checks by what they read: a repeated call takes the cache (the same answer), and a call that
+    differs in any checked property is checked again and refused."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(9)
+    q, k, v, _ = random_case(rng, 2, 8, 2, 1, 64, "float16", nk=700)
+    q, k, v = (cupy.asarray(x) for x in (q, k, v))
+    first, again = gpu.decode(q, k, v, splits=3), gpu.decode(q, k, v, splits=3)
+    assert cupy.array_equal(first, again)
+    for kw, match in (
+        ({"k": k[:, :, ::2]}, "k: must be C-contiguous"),
+        ({"k": k.astype(cupy.float32)}, "k: dtype float32 is not supported"),
+        ({"v": v[:, :, :-1].copy()}, "k, v: shapes must be equal"),
+        ({"scale": float("nan")}, "scale: expected a positive finite"),
+        ({"scale": [1.0]}, "scale: expected a positive finite"),
+        ({"splits": 0}, "splits: expected an integer"),
+        ({"splits": 701}, "splits: expected an integer"),
+        ({"causal": 1}, "causal: expected True or False"),
+    ):
+        args = {"q": q, "k": k, "v": v, "splits": 3} | kw
+        with pytest.raises(InputError, match=match):
+            gpu.decode(args.pop("q"), args.pop("k"), args.pop("v"), **args)
+
+
+def changed(x, where, value, dtype=np.int32):
+    """A copy of x as `dtype` with x[where] = value."""
+    y = x.astype(dtype)
+    y[where] = value
+    return y
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "separate"])
+@pytest.mark.parametrize("splits", [1, 3])
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        (lambda t, s: (changed(t, (1, 2), 1003), s), r"block_table: entry \[1, 2\] = 1003 points past the cache's 12 "),
+        (lambda t, s: (changed(t, (1, 0), -1), s), r"block_table: entry \[1, 0\] = -1 points past"),
+        (lambda t, s: (t, changed(s, 1, 0)), r"cache_seqlens: sequence 1 has 0 keys; choose 1 … 96"),
+        (lambda t, s: (t, changed(s, 1, 97)), r"cache_seqlens: sequence 1 has 97 keys; choose 1 … 96"),
+        (lambda t, s: (changed(t, (1, 1), 2**33 + 1, np.int64), s), r"block_table: entry \[1, 1\] = 2147483647 "),
+    ],
+)
+def test_refused_on_the_gpu(change, match, splits, fused):
+    """CuPy block_table / cache_seqlens: the kernel refuses a bad entry (NaN rows for that sequence, the others right)
+    and check=True, decode_errors() or the next call once the GPU has run it raises it in one line. The case: 2
+    sequences of 50 and 70 keys in pages of 16, 6 pages a row (96 keys), 12 pages in the cache."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(3)
+    seqlens = np.array([50, 70], np.int32)
+    q, k, v, table = random_case(rng, 2, 4, 2, 1, 64, "float16", seqlens=seqlens, page_size=16)  # 5 pages a row
+    bad_table, bad_seqlens = change(table, seqlens)
+    args = [cupy.asarray(x) for x in (q, k, v)]
+    paged = {"block_table": cupy.asarray(bad_table), "cache_seqlens": cupy.asarray(bad_seqlens)}
+    if fused:
+        o, lse = gpu.decode(*args, splits=splits, return_lse=True, **paged)
+    else:
+        plan = decoding.prepare(*args, paged["block_table"], paged["cache_seqlens"], False, None, splits)
+        o, lse = decoding.launch(cupy, plan, fused=False)
+    with pytest.raises(InputError, match=match) as e:
+        gpu.decode_errors()
+    assert "\n" not in str(e.value)
+    gpu.decode_errors()  # reported once
+    o, lse = o.get().astype(np.float64), lse.get()
+    assert np.isnan(o[1]).all() and np.isnan(lse[1]).all()
+    o_ref, lse_ref = reference(q, k, v, causal=False, scale=1 / 8, table=table, seqlens=seqlens)
+    o_std, _ = reference(q, k, v, causal=False, scale=1 / 8, table=table, seqlens=seqlens, dtype="float16")
+    assert np.abs(o[0] - o_ref[0]).max() <= 2 * np.abs(o_std[0] - o_ref[0]).max() + 1e-3
+    assert np.abs(lse[0] - lse_ref[0]).max() <= LSE_ATOL + LSE_RTOL * np.abs(lse_ref[0]).max()
+    with pytest.raises(InputError, match=match):  # check=True: raised by the call itself
+        gpu.decode(*args, splits=splits, check=True, **paged)
+    gpu.decode(*args, splits=splits, **paged)
+    cupy.cuda.Device().synchronize()
+    with pytest.raises(InputError, match=match):  # else by the next call, before it launches
+        gpu.decode(*args, block_table=cupy.asarray(table), cache_seqlens=cupy.asarray(seqlens))
+    gpu.decode(*args, block_table=cupy.asarray(table), cache_seqlens=cupy.asarray(seqlens), check=True)
 
 
 @pytest.mark.gpu
@@ -200,7 +297,7 @@ def test_check_pages_refuses_every_table_that_would_read_past_the_cache(table, s
     seqlens = np.array(seqlens, np.int64)
     num_pages, page_size = 10, 16
     try:
-        t, s = decoding.check_pages(table, seqlens, 2, num_pages, page_size)
+        t, s = pages.check_pages(table, seqlens, 2, num_pages, page_size)
     except InputError as e:
         assert "\n" not in str(e) and str(e).split(":")[0] in ("block_table", "cache_seqlens")
         return
@@ -224,12 +321,31 @@ def test_check_pages_refuses_every_table_that_would_read_past_the_cache(table, s
 )
 def test_check_pages_messages(table, seqlens, match):
     with pytest.raises(InputError, match=match):
-        decoding.check_pages(table, seqlens, 2, 10, 16)
+        pages.check_pages(table, seqlens, 2, 10, 16)
+
+
+@pytest.mark.parametrize(
+    ("table", "seqlens", "match"),
+    [
+        (np.zeros((3, 3), np.int32), np.array([1, 1]), r"block_table: must be integers shaped \(2, pages"),
+        (np.zeros((2, 0), np.int32), np.array([1, 1]), r"block_table: must be integers shaped \(2, pages"),
+        (np.zeros(2, np.int32), np.array([1, 1]), r"block_table: must be integers shaped \(2, pages"),
+        (np.zeros((2, 3), np.float32), np.array([1, 1]), "block_table: must be integers"),
+        (np.zeros((2, 3), np.int32), np.array([1.0, 1.0]), "cache_seqlens: must be 2 integers"),
+        (np.zeros((2, 3), np.int32), np.array([[1, 1]]), r"cache_seqlens: must be 2 integers .* \(1, 2\)"),
+    ],
+)
+def test_page_shapes_checked_without_reading_values(table, seqlens, match):
+    """CuPy block_table / cache_seqlens: what the host checks (their values are the kernel's to check); NumPy arrays
+    stand in, as the check reads only ndim, shape and dtype."""
+    with pytest.raises(InputError, match=match):
+        pages.check_page_shapes(table, seqlens, 2)
+    pages.check_page_shapes(np.zeros((2, 3), np.int64), np.array([1, 1], np.uint8), 2)
 
 
 def test_check_pages_ignores_entries_past_a_sequence():
     table = np.array([[4, -1, 99], [2, 3, 1]])
-    t, s = decoding.check_pages(table, np.array([16, 48]), 2, 5, 16)  # sequence 0 reads page 4 only
+    t, s = pages.check_pages(table, np.array([16, 48]), 2, 5, 16)  # sequence 0 reads page 4 only
     assert t.dtype == np.int32 and s.tolist() == [16, 48] and t[1].tolist() == [2, 3, 1]
 
 
@@ -267,7 +383,7 @@ def test_splits_are_sim_decodes(B, Hq, Hkv, Nq, seqlens):
         table = np.arange(40).reshape(2, 20)
         expected = sim.decode(q, k, k, block_table=table, cache_seqlens=np.array(seqlens), hardware=hw).splits
         nk = max(seqlens)
-    assert decoding._best_splits(B * Hkv, Hq // Hkv * Nq, nk, d, 2, hw.name) == expected
+    assert decoding._best_splits(B * Hkv, Hq // Hkv * Nq, nk, d, 2, hw.name, seqlens is not None) == expected
 
 
 def test_reference_is_softmax_of_the_definition():

@@ -13,17 +13,25 @@
 //    ≤ 64, 2 or 4 row tiles, the warps split rows and keys 2 × 2 or 4 × 1. Their (m, ℓ, O) merge in SRAM at the end;
 //  - K_j, V_j stream through STAGES cp.async stages (16-byte copies, zeros past the chunk's last key), so that about
 //    (STAGES − 1) tiles of K and V are in flight per thread block: decode is memory-bound, the goal DRAM bandwidth;
-//  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the combine
-//    (flash_decoding_combine, below) merges them: LSE = log Σ_p exp(lse_p), O = Σ_p exp(lse_p − LSE)·O_p.
+//  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the last split
+//    block of a group to finish (an atomic ticket) merges them (combine_group): LSE = log Σ_p exp(lse_p),
+//    O = Σ_p exp(lse_p − LSE)·O_p. flash_decoding_combine (below) is the same merge as its own kernel (launch
+//    with tickets = nullptr), kept to measure the fused one against;
+//  - paged: a sequence whose length is outside 1 … max_pages·page_size, or whose split meets a block-table entry
+//    outside 0 … num_pages − 1, gets NaN rows, and the first such entry is reported to pinned host memory (report).
 // Bottom-right causal alignment, as the simulator: query position n sees key c iff c ≤ n + seqlen − Nq.
 //
-// Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md run 30; Nq 1, Hq 64, Hkv 8, d 128, fp16):
+// Measured (NVIDIA H100 80GB HBM3; Nq 1, Hq 64, Hkv 8, d 128, fp16; gpu/NOTES.md runs 30 and 35-dec2):
 //  - bytes at L2 (ncu) ×1.000–1.001 of sim.decode's, contiguous and paged. Rows padded by 16 bytes, as in rung 3, took
-//    ×1.44–1.50 (pieces straddling 128-byte lines): the rows here are swizzled instead.
-//  - `flashsim bench decode`: 78–89% of 3.35 TB/s at B ≥ 4 or Nk = 128K, 0.95–1.09× SDPA flash (enable_gqa), below
-//    PyTorch's default choice (0.43–0.97×); B 1 at Nk ≤ 32K times the Python call, not the kernels. Paged kernels
-//    within 1–5% of contiguous at 33 splits, 1.6× slower at 1–4 splits (a head's rows 2 KiB apart; not understood).
-//  - tilings Bc × stages 64×2, 64×3, 32×4 within 2%; 64×4 and 128×2 slower. memcheck and racecheck clean.
+//    ×1.44–1.50 (pieces straddling 128-byte lines): the rows here are swizzled instead. Static __shared__ variables
+//    beside the dynamic tiles took ×1.99 (the tiles off 128-byte alignment), 10% slower: this kernel has none.
+//  - `flashsim bench decode` (run 35-dec2): 81–89% of 3.35 TB/s at B ≥ 4 or Nk = 128K, 66% at B 1 Nk 32K, 17% at
+//    B 1 Nk 4K (the host's 30 µs a call); 0.95–1.80× SDPA flash (enable_gqa), 0.78–0.99× PyTorch's default
+//    (cuDNN). Fused combine against separate: 0.705× at B 1 Nk 4K (one launch fewer), 0.985–1.006× elsewhere. Paged
+//    within 0.99–1.06× of contiguous but 1.12× at B 4 Nk 128K (not understood); at one block per SM (run 30's
+//    1–4 splits) it took 1.5–1.6×, two per SM close the gap (the occupancy model's paged rule).
+//  - tilings Bc × stages 64×2, 64×3, 32×4 within 2%; 64×4 and 128×2 slower (contiguous, run 30; paged, run
+//    35-dec2). memcheck and racecheck clean.
 //
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM).
@@ -38,6 +46,8 @@
 #define KT_P (KW / 16)              // k-steps of a warp's P̃ V_j
 #define NT_O (HEAD_DIM / 8)         // 8-column n-tiles of O
 #define MAX_ROWS (16 * M_TILES)
+#define MAX_SPLITS 128              // gpu.decoding.MAX_SPLITS
+#define COMBINE_ROWS 8              // rows of O per flash_decoding_combine block
 
 #include "common.cuh"  // NEG_INF, LN2, cp.async, ldmatrix, mma, pack2, exp2_approx
 
@@ -56,7 +66,8 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
 // a key row's element offset in K (and V): contiguous (B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv, d) with
-// the sequence's block-table row; an entry outside 0 … num_pages − 1 (refused by the launcher) gives −1, never read
+// the sequence's block-table row; an entry outside 0 … num_pages − 1 (found and reported before the loop) gives −1,
+// never read
 struct Cache {
     const int* table;  // block_table + b · max_pages, or nullptr for a contiguous cache
     long long base;    // contiguous: ((b · Hkv + hk) · Nk) · d; paged: hk · d
@@ -73,6 +84,21 @@ struct Cache {
     __device__ __forceinline__ int page_of(int c) const { return whole ? __ldg(table + c / page_size) : 0; }
 };
 
+// The first refused argument a kernel meets, in ERRORS ints of pinned host memory (gpu.pages reads them without a
+// synchronization): code (1 block_table entry, 2 cache_seqlens), sequence b, entry j, its value, num_pages, the
+// table's keys per sequence; the code last. Only the first report lands: the reporter claims errors[ERRORS] (device
+// memory: a PCIe host has no atomics on host memory, compute-sanitizer's memcheck refuses them), which the host
+// sets back to zero after raising.
+#define ERRORS 6
+__device__ __forceinline__ void report(volatile int* errors, int* claim, int code, int b, int j, int value, int num_pages,
+                                    int capacity) {
+    if (atomicCAS(claim, 0, 1) == 0) {
+        errors[1] = b, errors[2] = j, errors[3] = value, errors[4] = num_pages, errors[5] = capacity;
+        __threadfence_system();
+        errors[0] = code;
+    }
+}
+
 // keys c0 … c0 + BC − 1 (those < c1) of K and V → one stage of (BC, SROW) tiles in SRAM; zeros past c1. `page`: the
 // tile's page where a tile lies in one (cache.whole), read from the block table one tile ahead
 __device__ __forceinline__ void load_kv(elem_t* sK, elem_t* sV, const elem_t* K, const elem_t* V, const Cache& cache,
@@ -87,14 +113,27 @@ __device__ __forceinline__ void load_kv(elem_t* sK, elem_t* sV, const elem_t* K,
     }
 }
 
+// NaN in O's and L's R rows of a group (row0 …), the answer for a sequence whose arguments the kernel refused
+__device__ __forceinline__ void nan_rows(elem_t* O, float* L, long long row0, int R, int tid) {
+    const float nan = __int_as_float(0x7fc00000);
+    for (int i = tid; i < R * HEAD_DIM / 2; i += NTHREADS) reinterpret_cast<u32*>(O + row0 * HEAD_DIM)[i] = pack2(nan, nan);
+    if (tid < R) L[row0 + tid] = nan;
+}
+
+__device__ void combine_group(const float* O_parts, const float* lse_parts, elem_t* O, float* L, float* sW, float* s_LSE,
+                              long long row0, long long rows, int R, int parts, int tid);
+
 // Q: (B, Hq, Nq, d); K, V: the cache; O: like Q; L: (B, Hq, Nq); O_parts: (splits, B·Hq·Nq, d) float32, lse_parts:
 // (splits, B·Hq·Nq). block_table (B, max_pages) and seqlens (B,) int32, both nullptr for a contiguous cache of Nk keys.
+// tickets (B·Hkv,) int32, zero: the fused combine (the last split block of a group to finish merges the group, then
+// sets its ticket back to zero); nullptr: flash_decoding_combine runs after. errors: ERRORS ints of pinned host memory.
 // Grid (splits, Hkv, B); NTHREADS threads; (MAX_ROWS + 2·STAGES·BC)·SROW·2 bytes of dynamic shared memory.
 extern "C" __global__ void __launch_bounds__(NTHREADS)
 flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
                      const int* __restrict__ block_table, const int* __restrict__ seqlens, elem_t* __restrict__ O,
-                     float* __restrict__ L, float* __restrict__ O_parts, float* __restrict__ lse_parts, int Nq, int g,
-                     int Nk, int page_size, int max_pages, int num_pages, int splits, float scale_log2, int causal)
+                     float* __restrict__ L, float* __restrict__ O_parts, float* __restrict__ lse_parts,
+                     int* __restrict__ tickets, volatile int* errors, int* claim, int Nq, int g, int Nk, int page_size, int max_pages,
+                     int num_pages, int splits, float scale_log2, int causal)
 {
     extern __shared__ __align__(16) elem_t smem[];
     elem_t* sQ = smem;                         // SRAM: Q, (MAX_ROWS, SROW), rows ≥ R zero
@@ -112,6 +151,11 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     int seqlen = Nk, parts = splits, k0, k1;
     if (block_table != nullptr) {
         seqlen = seqlens[b];
+        if (seqlen < 1 || seqlen > max_pages * page_size) {  // refused: NaN rows, reported, nothing read
+            if (p == 0) nan_rows(O, L, row0, R, tid);
+            if (p == 0 && hk == 0 && tid == 0) report(errors, claim, 2, b, 0, seqlen, num_pages, max_pages * page_size);
+            return;
+        }
         const int pages = (seqlen + page_size - 1) / page_size;
         parts = min(splits, pages);
         if (p >= parts) return;
@@ -127,6 +171,12 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     }
     const int shift = seqlen - Nq;  // causal: position n sees key c iff c ≤ n + shift
     const int T = (k1 - k0 + BC - 1) / BC;
+    int bad = -1;  // a block-table entry of this split's pages that points outside the cache (this thread's share)
+    if (cache.table != nullptr)
+        for (int j = k0 / page_size + tid; j < (k1 + page_size - 1) / page_size; j += NTHREADS) {
+            const int page = __ldg(cache.table + j);
+            if (page < 0 || page >= num_pages) bad = j;
+        }
 
     // load Q: row r = n·g + t is q[b, hk·g + t, n], rows ≥ R zero (read nothing); with K_0, V_0 one cp.async group
     for (int chunk = tid; chunk < MAX_ROWS * CHUNKS; chunk += NTHREADS) {
@@ -239,7 +289,10 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         }
     }
     cp_async_wait<0>();
-    __syncthreads();  // no copy in flight and no warp reading a stage: the stages become the merge buffers
+    // no copy in flight and no warp reading a stage: the stages become the merge buffers. A refused page makes the
+    // split's rows NaN (O_p or O, and lse_p or L), so that the combine's answer is NaN too
+    const bool refused = __syncthreads_or(bad >= 0);
+    if (bad >= 0) report(errors, claim, 1, b, bad, __ldg(cache.table + bad), num_pages, max_pages * page_size);
 
     // the warps of one row tile merge their (m, ℓ, O) over their keys: each writes its own to SRAM (float32)
     float* sO = reinterpret_cast<float*>(sKV);  // (NWARPS, 16, HEAD_DIM)
@@ -265,6 +318,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     // O_p = diag(ℓ)⁻¹ O, lse_p = m·τ + ln ℓ (−∞ and zeros for a row that saw no key of this split)
     float* sL = sl + NWARPS * 16;  // (MAX_ROWS,): each row's lse_p, written to HBM together below
     const bool direct = parts == 1;
+    const long long rows = (long long)B * Hq * Nq;  // of O, L and each split's O_p, lse_p
     for (int idx = tid; idx < R * (HEAD_DIM / 4); idx += NTHREADS) {
         const int r = idx / (HEAD_DIM / 4), col = (idx % (HEAD_DIM / 4)) * 4;
         const int w0 = (r / 16) * WARPS_N, rr = r % 16;
@@ -279,35 +333,97 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
             l_row += wgt * sl[w * 16 + rr];
             acc.x += wgt * x.x, acc.y += wgt * x.y, acc.z += wgt * x.z, acc.w += wgt * x.w;
         }
-        const float inv = l_row == 0.f ? 0.f : 1.f / l_row;
+        const float inv = refused ? __int_as_float(0x7fc00000) : l_row == 0.f ? 0.f : 1.f / l_row;
         acc.x *= inv, acc.y *= inv, acc.z *= inv, acc.w *= inv;
         const int t = r % g, n = r / g;
         const long long out = row0 + (long long)t * Nq + n;  // (b, hk·g + t, n) in O and L's head-major rows
-        if (col == 0) sL[t * Nq + n] = l_row == 0.f ? NEG_INF : (m_scaled + log2f(l_row)) * LN2;
+        if (col == 0) sL[t * Nq + n] = refused ? inv : l_row == 0.f ? NEG_INF : (m_scaled + log2f(l_row)) * LN2;
         if (direct) {
             uint2 packed = make_uint2(pack2(acc.x, acc.y), pack2(acc.z, acc.w));
             *reinterpret_cast<uint2*>(O + out * HEAD_DIM + col) = packed;
         } else {
-            const long long rows = (long long)B * Hq * Nq;
             *reinterpret_cast<float4*>(O_parts + ((long long)p * rows + out) * HEAD_DIM + col) = acc;
         }
     }
     __syncthreads();
     if (tid < R) {  // the group's R statistics are contiguous in L (and in lse_parts[p]): one store of R floats
         if (direct) L[row0 + tid] = sL[tid];
-        else lse_parts[(long long)p * B * Hq * Nq + row0 + tid] = sL[tid];
+        else lse_parts[p * rows + row0 + tid] = sL[tid];
     }
+    if (direct || tickets == nullptr) return;
+
+    // the fused combine: the barrier orders every thread's O_p, lse_p stores before thread 0's fence, which makes them
+    // visible device-wide before its ticket (cooperative groups' grid sync does the same); the last of the group's
+    // `parts` blocks to take one merges them all (thread 0 fences again after the atomic, the barrier passes it on)
+    // (no static shared memory in this kernel: it would shift the dynamic tiles off their 128-byte alignment, and
+    // then L2 hands the SMs twice the bytes cp.async asks for: gpu/NOTES.md, run 35-dec2. Q's SRAM is free now.)
+    int* s_last = reinterpret_cast<int*>(sQ);
+    __syncthreads();
+    if (tid == 0) {
+        __threadfence();
+        const int ticket = atomicAdd(tickets + (long long)b * Hkv + hk, 1);
+        *s_last = ticket == parts - 1;
+        if (*s_last) tickets[(long long)b * Hkv + hk] = 0;  // ready for the next launch on this stream
+        __threadfence();
+    }
+    __syncthreads();
+    if (!*s_last) return;
+    combine_group(O_parts, lse_parts, O, L, reinterpret_cast<float*>(sKV), reinterpret_cast<float*>(sQ) + 4, row0, rows,
+                  R, parts, tid);
+}
+
+// One group's R rows of O and L from its `parts` splits, by the block that finished last (SRAM: sW, parts·R floats;
+// s_LSE, R floats):
+// LSE = log Σ_p exp(lse_p) (max-shifted; NaN if any lse_p is), O = Σ_p exp(lse_p − LSE)·O_p. O_p, lse_p are read
+// through L2 (ld.global.cg): other blocks wrote them during this kernel.
+__device__ void combine_group(const float* O_parts, const float* lse_parts, elem_t* O, float* L, float* sW, float* s_LSE,
+                              long long row0, long long rows, int R, int parts, int tid)
+{
+    static_assert(MAX_SPLITS * MAX_ROWS * 4 <= 2 * STAGES * BC * SROW * 2, "the weights fit in the stages' SRAM");
+    static_assert(4 + MAX_ROWS <= MAX_ROWS * SROW / 2, "the flag and the LSEs fit in Q's SRAM");
+    for (int idx = tid; idx < parts * R; idx += NTHREADS) sW[idx] = __ldcg(lse_parts + (idx / R) * rows + row0 + idx % R);
+    __syncthreads();
+    const int warp = tid / 32, lane = tid % 32;
+    for (int r = warp; r < R; r += NWARPS) {  // a warp per row, its lanes over the splits
+        float mx = NEG_INF;
+        bool nan = false;
+        for (int p = lane; p < parts; p += 32) mx = fmaxf(mx, sW[p * R + r]), nan |= isnan(sW[p * R + r]);
+        for (int k = 16; k > 0; k /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, k));
+        nan = __any_sync(0xffffffff, nan);
+        float sum = 0.f;
+        if (mx != NEG_INF)
+            for (int p = lane; p < parts; p += 32) sum += exp2_approx((sW[p * R + r] - mx) * LOG2E);
+        for (int k = 16; k > 0; k /= 2) sum += __shfl_xor_sync(0xffffffff, sum, k);
+        const float LSE = nan ? __int_as_float(0x7fc00000) : mx == NEG_INF ? NEG_INF : mx + logf(sum);
+        __syncwarp();  // every lane has read row r's lse_p before they become its weights
+        for (int p = lane; p < parts; p += 32) sW[p * R + r] = LSE == NEG_INF ? 0.f : exp2_approx((sW[p * R + r] - LSE) * LOG2E);
+        if (lane == 0) s_LSE[r] = LSE;
+    }
+    __syncthreads();
+    for (int idx = tid; idx < R * (HEAD_DIM / 4); idx += NTHREADS) {
+        const int r = idx / (HEAD_DIM / 4), col = (idx % (HEAD_DIM / 4)) * 4;
+        const float* src = O_parts + (row0 + r) * HEAD_DIM + col;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 4
+        for (int p = 0; p < parts; ++p) {
+            const float w = sW[p * R + r];
+            const float4 x = __ldcg(reinterpret_cast<const float4*>(src + p * rows * HEAD_DIM));
+            acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
+        }
+        *reinterpret_cast<uint2*>(O + (row0 + r) * HEAD_DIM + col) = make_uint2(pack2(acc.x, acc.y), pack2(acc.z, acc.w));
+    }
+    if (tid < R) L[row0 + tid] = s_LSE[tid];
 }
 
 // The combine: rows of O (B·Hq·Nq of them, 8 per thread block, a warp each) whose sequence had parts > 1 splits.
 // LSE = log Σ_p exp(lse_p) (max-shifted), O = Σ_p exp(lse_p − LSE)·O_p; written as O (storage dtype) and L.
-// Grid (⌈rows / 8⌉); 256 threads; static shared memory. seqlens nullptr: every row has `splits` parts.
-#define COMBINE_ROWS 8
-#define MAX_SPLITS 128
+// Grid (⌈rows / 8⌉); 256 threads; static shared memory. seqlens nullptr: every row has `splits` parts; a sequence
+// whose length the split kernel refused has none (its rows are NaN already); a NaN lse_p (a refused page) makes the
+// row NaN.
 extern "C" __global__ void __launch_bounds__(32 * COMBINE_ROWS)
 flash_decoding_combine(const float* __restrict__ O_parts, const float* __restrict__ lse_parts,
                        const int* __restrict__ seqlens, elem_t* __restrict__ O, float* __restrict__ L, int rows,
-                       int rows_per_sequence, int splits, int page_size)
+                       int rows_per_sequence, int splits, int page_size, int max_pages)
 {
     __shared__ float s_lse[MAX_SPLITS][COMBINE_ROWS];  // SRAM: lse_1 … lse_P of the block's rows
     __shared__ float s_L[COMBINE_ROWS];
@@ -319,8 +435,9 @@ flash_decoding_combine(const float* __restrict__ O_parts, const float* __restric
         if (first + tid < rows) {
             parts = splits;
             if (seqlens != nullptr) {
-                const int pages = (seqlens[(first + tid) / rows_per_sequence] + page_size - 1) / page_size;
-                parts = min(splits, pages);
+                const int seqlen = seqlens[(first + tid) / rows_per_sequence];
+                const int pages = (seqlen + page_size - 1) / page_size;
+                parts = seqlen < 1 || seqlen > max_pages * page_size ? 0 : min(splits, pages);
             }
         }
         s_parts[tid] = parts;
@@ -336,13 +453,15 @@ flash_decoding_combine(const float* __restrict__ O_parts, const float* __restric
     float LSE = NEG_INF;
     if (parts > 1) {
         float mx = NEG_INF;
-        for (int p = lane; p < parts; p += 32) mx = fmaxf(mx, s_lse[p][warp]);
+        bool nan = false;
+        for (int p = lane; p < parts; p += 32) mx = fmaxf(mx, s_lse[p][warp]), nan |= isnan(s_lse[p][warp]);
         for (int k = 16; k > 0; k /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffff, mx, k));
+        nan = __any_sync(0xffffffff, nan);
         float sum = 0.f;
         if (mx != NEG_INF)
             for (int p = lane; p < parts; p += 32) sum += exp2_approx((s_lse[p][warp] - mx) * LOG2E);
         for (int k = 16; k > 0; k /= 2) sum += __shfl_xor_sync(0xffffffff, sum, k);
-        LSE = mx == NEG_INF ? NEG_INF : mx + logf(sum);
+        LSE = nan ? __int_as_float(0x7fc00000) : mx == NEG_INF ? NEG_INF : mx + logf(sum);
         constexpr int PER_LANE = HEAD_DIM / 32;  // 4 columns (d = 128) or 2 (d = 64) per lane
         float acc[PER_LANE] = {};
         for (int p = 0; p < parts; ++p) {

@@ -2,13 +2,17 @@
 
 One new token per sequence (Nq = 1) of Hq = 64 query heads against a cache of Hkv = 8 K/V heads (g = 8), d = 128,
 fp16, batch 1 … 16, Nk 4K … 128K keys. Timed side by side (gpu/lab/timing.interleaved_ms): ours on the contiguous
-cache ("contiguous"), ours on the same keys in pages of 256 under a shuffled block_table ("paged": the public call,
-which copies block_table and cache_seqlens to the host to check them; "paged_kernels": the two launches alone, the
-checks done once), and PyTorch's scaled_dot_product_attention on the contiguous cache with enable_gqa=True through
-its flash backend ("sdpa") and its own choice ("default"). Bandwidth counts the bytes every implementation must move:
-K and V once, q and o; a cache smaller than COLD_BYTES is cycled over copies so that each call reads it from DRAM.
+cache ("contiguous": the public call, the combine fused; "contiguous_kernels": its launch alone; "separate": the
+launches alone with the combine as its own kernel), ours on the same keys in pages of 256 under a shuffled block_table ("paged": the public call, whose
+block_table and cache_seqlens, CuPy arrays, the kernel checks; "paged_kernels": the launch alone, the arguments
+checked once), and PyTorch's scaled_dot_product_attention on the contiguous cache with enable_gqa=True through its
+flash backend ("sdpa"), its cuDNN backend ("cudnn") and its own choice ("default", whose GPU kernels one profiled
+call names, beside ours: "profile"; its memory-efficient backend refuses enable_gqa with fewer K/V heads). Bandwidth counts the bytes every
+implementation must move: K and V once, q and o; a cache smaller than COLD_BYTES is cycled over copies so that each
+call reads it from DRAM.
 """
 
+import dataclasses
 import math
 
 import numpy as np
@@ -24,6 +28,7 @@ GRID = [(1, 4096), (1, 32768), (1, 131072), (4, 16384), (4, 131072), (16, 4096),
 QUICK = [(1, 4096), (4, 16384), (16, 32768)]
 H100_DRAM = 3.35e12  # bytes/s, the H100 SXM datasheet's HBM3 bandwidth
 COLD_BYTES = 4 * 50 * 2**20  # four times the H100's 50 MiB L2
+BASELINES = tuple(sdpa.BACKENDS)  # sdpa (flash), cudnn, default
 
 
 def run_bench(*, quick=False, dtype="float16", progress=None, command=None) -> dict:
@@ -47,10 +52,15 @@ def run_bench(*, quick=False, dtype="float16", progress=None, command=None) -> d
         "notes": [
             "bytes: K and V of every sequence once, q and o; GB/s = bytes / median time; % of 3.35 TB/s (H100 SXM)",
             f"caches under {COLD_BYTES >> 20} MiB are cycled over copies, so no call finds its cache in L2",
-            "paged: gpu.decode as a user calls it (block_table, cache_seqlens as CuPy arrays, copied to the host and "
-            "checked on each call); paged_kernels: the split and combine launches alone",
-            "sdpa / default: torch.nn.functional.scaled_dot_product_attention(enable_gqa=True), flash backend / "
-            "PyTorch's choice, on the contiguous cache",
+            "contiguous: gpu.decode as a user calls it (one launch, the combine fused); contiguous_kernels: that launch "
+            "alone (the checks done once); separate: the split and combine kernels launched alone, the combine its "
+            "own kernel",
+            "paged: gpu.decode as a user calls it (block_table, cache_seqlens as CuPy arrays, checked by the kernel, "
+            "no synchronization); paged_kernels: the launch alone",
+            "sdpa / cudnn / default: torch.nn.functional.scaled_dot_product_attention(enable_gqa=True), flash / cuDNN "
+            "backend / PyTorch's choice, on the contiguous cache",
+            "profile: GPU kernels and their µs in one profiled call (torch.profiler) of ours (contiguous) and of "
+            "SDPA's default",
         ],
     }
 
@@ -66,22 +76,26 @@ def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
     def cycled(fn):
         return _cycle(caches, plans, fn)
 
+    contiguous = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
     calls = {
         "contiguous": cycled(lambda c, p: decoding.decode(c["q"], c["k"], c["v"])),
+        "contiguous_kernels": _cycle(caches, contiguous, lambda c, p: decoding.launch(cupy, p)),
+        "separate": _cycle(caches, contiguous, lambda c, p: decoding.launch(cupy, p, fused=False)),
         "paged": cycled(
             lambda c, p: decoding.decode(c["q"], c["kp"], c["vp"], block_table=c["table"], cache_seqlens=c["seqlens"])
         ),
         "paged_kernels": cycled(lambda c, p: decoding.launch(cupy, p)),
     }
     if torch_ok:
-        for backend in ("sdpa", "default"):
+        for backend in BASELINES:
             calls[backend] = cycled(_sdpa(backend))
     first = caches[0]
     o = decoding.decode(first["q"], first["k"], first["v"])
     o_paged = decoding.decode(
         first["q"], first["kp"], first["vp"], block_table=first["table"], cache_seqlens=first["seqlens"]
     )
-    row = {"batch": batch, "nk": nk, "copies": copies, "bytes": moved, "splits": plans[0].splits}
+    row = {"batch": batch, "nk": nk, "copies": copies, "bytes": moved, "splits": contiguous[0].splits}
+    row["paged_splits"] = plans[0].splits
     row["paged_vs_contiguous_max_diff"] = max_error(o_paged, o.astype(cupy.float64))
     ok = {}
     for name, call in calls.items():
@@ -93,12 +107,58 @@ def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
     for name, ms in timing.interleaved_ms(ok).items():
         gbps = moved / ms / 1e6
         row[name] = {"ms": ms, "gbps": gbps, "dram_pct": 100 * gbps * 1e9 / H100_DRAM}
-    for base in ("sdpa", "default"):
+    for base in BASELINES:
         if "ms" in row.get(base, {}):
             row[f"speedup_vs_{base}"] = row[base]["ms"] / row["contiguous"]["ms"]
+    if "default" in ok:
+        row["profile"] = {"ours": _profile(calls["contiguous"]), "default": _profile(calls["default"])}
     row["paged_over_contiguous"] = row["paged"]["ms"] / row["contiguous"]["ms"]
+    row["fused_over_separate"] = row["contiguous_kernels"]["ms"] / row["separate"]["ms"]
     row["paged_kernels_over_contiguous"] = row["paged_kernels"]["ms"] / row["contiguous"]["ms"]
     return row
+
+
+def _profile(call) -> dict[str, float]:
+    """{GPU kernel name: µs} of one call of `call` (torch.profiler's CUDA activity; CuPy's kernels included)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        call()
+        torch.cuda.synchronize()
+    return {e.key[:120]: e.self_device_time_total for e in prof.key_averages() if e.self_device_time_total > 0}
+
+
+def tune_paged(
+    points=((4, 16384), (16, 4096)), splits=(1, 2, 4, 8, 16, 33), tilings=((64, 4), (128, 2), (32, 4)), cache="paged"
+):  # fmt: skip
+    """Paged at few splits (gpu/NOTES.md run 30): the launch alone at each of `splits`, and at the model's splits
+    with other Bc × stages, beside contiguous at the model's: rows of {batch, nk, name: ms}. cache="contiguous": the
+    same on the contiguous cache."""
+    cupy = device.require()
+    rows = []
+    for batch, nk in points:
+        copies = max(1, math.ceil(COLD_BYTES / (2 * batch * KV_HEADS * nk * D * 2)))
+        caches = [_cache(cupy, batch, nk, "float16", seed) for seed in range(copies)]
+        flat = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
+        plans = [
+            decoding.prepare(c["q"], c["kp"], c["vp"], c["table"], c["seqlens"], False, None, None) for c in caches
+        ] if cache == "paged" else flat  # fmt: skip
+        model = plans[0].splits
+        m = geometry.decoding_tiles(D, HEADS // KV_HEADS * NQ).m_tiles
+        calls = {f"contiguous P{flat[0].splits}": _cycle(caches, flat, lambda c, p: decoding.launch(cupy, p))}
+        for P in splits:
+            forced = [dataclasses.replace(p, splits=P) for p in plans]
+            calls[f"{cache} P{P}"] = _cycle(caches, forced, lambda c, p: decoding.launch(cupy, p))
+        for bc, st in tilings:
+            t = Tiles(16 * m, bc, 4, m, stages=st)
+            calls[f"{cache} P{model} {bc}x{st}"] = _cycle(caches, plans, lambda c, p, t=t: decoding.launch(cupy, p, t))
+        rows.append({"batch": batch, "nk": nk, "model_splits": model} | timing.interleaved_ms(calls))
+        del caches, plans, flat
+        cupy.get_default_memory_pool().free_all_blocks()
+    return rows
 
 
 def tune(points=((1, 32768), (4, 131072), (16, 32768)), variants=((64, 2), (64, 3), (64, 4), (32, 4), (128, 2))):
@@ -177,18 +237,25 @@ def _sdpa(backend: str):
 
 def progress_line(row: dict) -> str:
     """'B=1 Nk=4096: contiguous 1234 GB/s (37%) · paged … · sdpa … · ×1.10 SDPA'."""
-    parts = [f"B={row['batch']} Nk={row['nk']} splits={row['splits']}:"]
-    for name in ("contiguous", "paged", "paged_kernels", "sdpa", "default"):
+    parts = [f"B={row['batch']} Nk={row['nk']} splits={row['splits']} (paged {row['paged_splits']}):"]
+    for name in ("contiguous", "contiguous_kernels", "separate", "paged", "paged_kernels", *BASELINES):
         r = row.get(name)
         if r is not None:
             parts.append(
                 f"{name} {r['gbps']:.0f} GB/s ({r['dram_pct']:.0f}%)" if "ms" in r else f"{name} {r['status']}"
             )
-    if "speedup_vs_sdpa" in row:
-        parts.append(f"×{row['speedup_vs_sdpa']:.2f} SDPA flash")
+    for base in ("sdpa", "default"):
+        if f"speedup_vs_{base}" in row:
+            parts.append(f"×{row[f'speedup_vs_{base}']:.2f} SDPA {base}")
     return " ".join(parts)
 
 
-if __name__ == "__main__":  # python -m gpu.lab.bench_decode: the tuning table of rung 8's tilings
-    for tuned in tune():
+if __name__ == "__main__":  # python -m gpu.lab.bench_decode [paged | batch1]: rung 8's tilings (or splits) tuned
+    import sys
+
+    runs = {
+        "paged": tune_paged,
+        "batch1": lambda: tune_paged(((1, 4096), (1, 32768)), (8, 16, 33, 64, 128), (), cache="contiguous"),
+    }
+    for tuned in runs[sys.argv[1]]() if sys.argv[1:] else tune():
         print(tuned)

@@ -1,5 +1,6 @@
 """`flashsim compare --decode`: sim.decode beside rung 8 (gpu.decode) on one problem: the outputs, and the bytes the
-simulator counts between HBM and SRAM against what Nsight Compute measures at L2 (both kernels, every head).
+simulator counts between HBM and SRAM against what Nsight Compute measures at L2 (the split kernel with the combine
+fused into it, every head).
 
 `python -m gpu.lab.compare_decode --target '<problem as JSON>'` is the program ncu profiles: one gpu.decode call.
 """
@@ -17,7 +18,7 @@ from gpu.lab.compare import AGREE, to_device
 from sim.core.dtypes import DTYPES
 from sim.machine import hardware
 
-KERNELS = ("flash_decoding_split", "flash_decoding_combine")
+KERNELS = ("flash_decoding_split",)  # the combine is fused into it (gpu.decoding.launch)
 SIM_DTYPE = {"float16": "fp16", "bfloat16": "bf16"}
 
 
@@ -61,7 +62,7 @@ def compare_decode(*, causal=False, profile=True, command=None, **shape) -> dict
     elif counters.ncu_path() is None:
         note = "Nsight Compute (ncu) is not installed here: bytes are predicted only"
     else:
-        names = KERNELS if result.splits > 1 else KERNELS[:1]
+        names = KERNELS
         target = ["-m", "gpu.lab.compare_decode", "--target", json.dumps(shape | {"causal": causal})]
         try:
             per_kernel = counters.profile(names, target, counters.METRICS)

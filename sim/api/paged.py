@@ -20,7 +20,7 @@ from sim.core.dtypes import dtype_name
 from sim.core.errors import InputError
 from sim.machine.blocks import chunks, decoding_footprint
 from sim.machine.mask import rule
-from sim.machine.occupancy import best_splits, occupancy
+from sim.machine.occupancy import PAGED_PER_SM, best_splits, occupancy
 
 
 def decode(
@@ -45,7 +45,7 @@ def decode(
     hw, M = check_hardware(hardware, sram_bytes)
     pages = [ceil(n / page_size) for n in seqlens]
     if splits is None:
-        splits = best_splits(B * Hkv, 1, g * Nq, int(seqlens.max()), d, s, hw)
+        splits = best_splits(B * Hkv, 1, g * Nq, int(seqlens.max()), d, s, hw, paged=True)
     check_positive("splits", splits)
     most = max(max(j1 - j0 for j0, j1 in chunks(n, min(splits, n))) for n in pages)
     need = sum(decoding_footprint(g * Nq, page_size, d, s, min(splits, max(pages))).values()) + 4 * most
@@ -72,7 +72,7 @@ def decode(
         lambda chip, n, **o: flash_decoding_paged.forward(chip, page_size=page_size, scale=scale, **o),
         splits=splits, page_size=page_size,
     )  # fmt: skip
-    occ = occupancy(B * Hkv, 1, splits, g * Nq, int(seqlens.max()), d, s, hw, page_size)
+    occ = occupancy(B * Hkv, 1, splits, g * Nq, int(seqlens.max()), d, s, hw, page_size, PAGED_PER_SM)
     return Decoded(
         **costs, **variant.options(), output=O, lse=L, splits=splits, occupancy=occ, page_size=page_size,
         cache_seqlens=seqlens,

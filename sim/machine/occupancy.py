@@ -6,6 +6,15 @@ from math import ceil
 from sim.machine.hardware import Hardware
 from sim.machine.iomodel import decoding
 
+# Thread blocks an SM needs beside each other to draw its share of the HBM bandwidth: one where a block streams
+# contiguous rows, two where it reads a paged cache (num_pages, page_size, Hkv, d): one head's d·s bytes of every
+# Hkv·d·s. And for a paged cache best_splits takes the fewest splits within PAGED_SLACK of the fastest: past two
+# blocks per SM each more block costs its fill and drain, which the model does not count. Measured on an H100
+# (gpu/NOTES.md run 35-dec2; B 4, Nk 16K and B 16, Nk 4K, Hkv 8, pages of 256): paged at one block per SM took
+# 1.56× and 1.58× contiguous's time, at two per SM (8 and 2 splits) 1.03× and 1.08×, at 33 splits 1.34× and 1.49×.
+PAGED_PER_SM = 2
+PAGED_SLACK = 0.02
+
 
 @dataclass(frozen=True)
 class Occupancy:
@@ -15,35 +24,45 @@ class Occupancy:
     blocks: int  # batch × heads × splits thread blocks
     sm_count: int
     busy: int  # SMs with a block in the first wave
-    waves: int  # ⌈blocks / SMs⌉
+    waves: int  # ⌈blocks / (per_sm × SMs)⌉
     hbm_bytes: int  # both kernels, every head
     seconds: float
+    per_sm: int = 1  # blocks per SM that share its bandwidth (PAGED_PER_SM for a paged cache)
 
     @property
     def utilization(self) -> float:
-        """Fraction of SM-time that does work: blocks / (waves × SMs)."""
-        return self.blocks / (self.waves * self.sm_count)
+        """Fraction of SM-time that does work: blocks / (waves × per_sm × SMs)."""
+        return self.blocks / (self.waves * self.per_sm * self.sm_count)
 
 
 def occupancy(
-    batch: int, heads: int, splits: int, Nq: int, Nk: int, d: int, s: int, hw: Hardware, Bc: int | None = None
-) -> Occupancy:
-    """The model: each thread block streams its chunk at one SM's share of the HBM bandwidth
-    (bandwidth / SM count: all SMs busy together saturate HBM); blocks run in waves of one per
-    SM; the combine kernel is memory-bound at full bandwidth.
+    batch: int, heads: int, splits: int, Nq: int, Nk: int, d: int, s: int, hw: Hardware, Bc: int | None = None,
+    per_sm: int = 1,
+) -> Occupancy:  # fmt: skip
+    """The model: blocks run in waves of `per_sm` per SM (1; PAGED_PER_SM for a paged cache), each streaming its
+    chunk at a 1/per_sm part of its SM's share of the HBM bandwidth (bandwidth / SM count: all SMs busy together
+    saturate HBM); the combine kernel is memory-bound at full bandwidth.
     """
     (_, split), *merge = decoding(Nq, Nk, d, s, Bc or Nk, splits)
     blocks = batch * heads * splits
-    waves = ceil(blocks / hw.sm_count)
+    slots = per_sm * hw.sm_count
+    waves = ceil(blocks / slots)
     per_block = split.hbm_bytes / splits  # what one thread block moves (chunks differ by at most one key)
-    seconds = waves * per_block / (hw.hbm_bandwidth / hw.sm_count)
+    seconds = waves * per_block / (hw.hbm_bandwidth / slots)
     merged = batch * heads * sum(c.hbm_bytes for _, c in merge)
     seconds += merged / hw.hbm_bandwidth
     total = batch * heads * split.hbm_bytes + merged
-    return Occupancy(splits, blocks, hw.sm_count, min(blocks, hw.sm_count), waves, total, seconds)
+    return Occupancy(splits, blocks, hw.sm_count, min(blocks, hw.sm_count), waves, total, seconds, per_sm)
 
 
-def best_splits(batch: int, heads: int, Nq: int, Nk: int, d: int, s: int, hw: Hardware, most: int = 128) -> int:
-    """The number of splits (1 … min(most, Nk)) the model finds fastest; the fewest among equals."""
-    options = range(1, min(most, Nk) + 1)
-    return min(options, key=lambda P: (occupancy(batch, heads, P, Nq, Nk, d, s, hw).seconds, P))
+def best_splits(
+    batch: int, heads: int, Nq: int, Nk: int, d: int, s: int, hw: Hardware, most: int = 128, paged: bool = False
+) -> int:
+    """The number of splits (1 … min(most, Nk)) the model finds fastest, the fewest among equals; for a paged cache
+    (PAGED_PER_SM blocks per SM), the fewest within PAGED_SLACK of the fastest."""
+    per_sm, slack = (PAGED_PER_SM, PAGED_SLACK) if paged else (1, 0.0)
+    seconds = {
+        P: occupancy(batch, heads, P, Nq, Nk, d, s, hw, per_sm=per_sm).seconds for P in range(1, min(most, Nk) + 1)
+    }
+    fastest = min(seconds.values())
+    return min(P for P, t in seconds.items() if t <= fastest * (1 + slack))

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# One device call for rung 8 (Flash-Decoding, issue 25 part 2): tests, sanitizers, bytes against the simulator, speed.
+# Usage (on the device machine, from the repo root): bash gpu/lab/devrun_decode.sh [steps…]
+#   steps: env test sanitize compare bench tune batch1
+# Logs and JSON land in $OUT; each step prints its last line to stdout.
+set -u
+OUT=${OUT:-/tmp/devrun/out}
+mkdir -p "$OUT"
+export PATH=$PATH:/usr/local/cuda/bin:$(ls -d /opt/nvidia/nsight-compute/*/ 2>/dev/null | tail -n 1)
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+steps=${*:-env test sanitize compare bench tune}
+step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
+  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
+  echo "$name rc=$rc $((SECONDS - t0))s: $(grep -v '^\s*$' "$OUT/$name.log" | tail -n 1 | cut -c1-200)"; }
+# the sanitizers' program: paged (pages of 16, causal; splits from the model, 1, 3, 128; the combine fused and
+# separate), contiguous (Nq 5), and a refused block_table entry and length (NaN rows, the report)
+cat >/tmp/decode_sanitize.py <<'PY'
+import numpy as np, cupy
+import gpu
+from gpu import decoding
+rng = np.random.default_rng(0)
+q = cupy.asarray(rng.standard_normal((3, 8, 2, 128)).astype(np.float16))
+kc = cupy.asarray(rng.standard_normal((200, 16, 2, 128)).astype(np.float16))
+table = cupy.asarray(rng.permutation(200)[:3 * 60].reshape(3, 60).astype(np.int32))
+seqlens = cupy.asarray(np.array([900, 1, 333], np.int32))
+for splits in (None, 1, 3, 128):
+    gpu.decode(q, kc, kc, block_table=table, cache_seqlens=seqlens, causal=True, splits=splits, check=True)
+    p = decoding.prepare(q, kc, kc, table, seqlens, True, None, splits)
+    decoding.launch(cupy, p, fused=False)
+k = cupy.asarray(rng.standard_normal((3, 2, 1500, 128)).astype(np.float16))
+q5 = cupy.asarray(rng.standard_normal((3, 8, 5, 128)).astype(np.float16))
+for splits in (None, 1, 4):
+    gpu.decode(q5, k, k, causal=True, splits=splits, check=True)
+bad = table.copy(); bad[1, 0] = 999
+for t, s in ((bad, cupy.asarray(np.array([900, 5, 333], np.int32))), (table, cupy.asarray(np.array([900, 0, 2000], np.int32)))):
+    for splits in (1, 3):
+        o = gpu.decode(q, kc, kc, block_table=t, cache_seqlens=s, splits=splits)
+        try:
+            gpu.decode_errors()
+        except Exception as e:
+            print("refused:", e)
+cupy.cuda.Device().synchronize()
+print("sanitize program done")
+PY
+for s in $steps; do case $s in
+  env) step env 60 bash -c 'nvidia-smi --query-gpu=name,driver_version --format=csv; python3 -c "import cupy, torch; print(cupy.__version__, torch.__version__)"; which ncu compute-sanitizer; date -u' ;;
+  test) step test 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_decoding.py ;;
+  sanitize) step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 /tmp/decode_sanitize.py
+            step racecheck 150 compute-sanitizer --tool racecheck --error-exitcode 9 python3 /tmp/decode_sanitize.py ;;
+  compare) step compare-contiguous 90 python3 -m sim.cli compare-decode --json "$OUT/compare-decode-contiguous-h100.json"
+           step compare-paged 90 python3 -m sim.cli compare-decode --page-size 256 --json "$OUT/compare-decode-paged-h100.json"
+           step compare-paged16 90 python3 -m sim.cli compare-decode --page-size 16 --nq 4 --causal --dtype bf16 --batch 3 --nk 3000 --json "$OUT/compare-decode-paged16-nq4-h100.json" ;;
+  bench) step bench 240 python3 -m sim.cli bench decode --json "$OUT/bench-decode-h100.json" ;;
+  tune) step tune 120 python3 -m gpu.lab.bench_decode paged ;;
+  batch1) step batch1 60 python3 -m gpu.lab.bench_decode batch1 ;;
+esac; done
