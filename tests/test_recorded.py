@@ -39,11 +39,6 @@ def test_every_shipped_recording_says_where_it_came_from():
         assert rec.gpu == "NVIDIA H100 80GB HBM3" and rec.date.startswith("2026-") and rec.command.startswith(commands)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="gpu/lab/results/ladder-h100.json predates rung 7 (issue 23); re-record it on an H100 with "
-    "`python -m gpu.lab.ladder --json gpu/lab/results/ladder-h100.json` (about a minute) and this passes",
-)
 def test_the_ladder_recording_holds_every_rung_of_the_registry_checked_and_timed():
     rec = recorded.load("ladder-h100")
     assert rec.report["kind"] == "ladder"

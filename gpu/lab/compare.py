@@ -75,7 +75,7 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
     device.require()
     spec = flash.resolve(kernel, d)
     name = dtypes.ALIASES[dtype]
-    tiles = spec.default_tiles(d)
+    tiles = spec.tiles_for(d, n, causal)  # as gpu.flash runs this shape (rung 6 picks its own at short rows)
     smem = spec.smem(d, tiles)
     s = np.dtype(dtypes.BY_NAME[name]).itemsize
     sram = max(smem, sum(listings.footprint("flash2", tiles.block_rows, tiles.block_cols, d, s).values()))
@@ -124,7 +124,9 @@ def compare(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed=0, profi
     )  # fmt: skip
     c.gaps = explain_gaps(c, s)
     if hw is not None:
-        c.prediction = rung_prediction(spec, hw, n=n, nk=nk, d=d, batch=batch, heads=heads, s=s, causal=causal)
+        c.prediction = rung_prediction(
+            spec, hw, n=n, nk=nk, d=d, batch=batch, heads=heads, s=s, causal=causal, tiles=tiles
+        )
     return c
 
 

@@ -113,8 +113,9 @@ def backward_wgmma_phases(d: int, t: Tiles) -> tuple[tuple[Phase, ...], int]:
 def rung_prediction(
     spec: KernelSpec, hw: hardware.Hardware, *, n, nk, d, batch, heads, s, causal, tiles: Tiles | None = None
 ) -> Prediction:
-    """The prediction for rung `spec` (forward or backward) on one shape, with the rung's own blocks (or `tiles`)."""
-    tiles = tiles or spec.default_tiles(d)
+    """The prediction for rung `spec` (forward or backward) on one shape, with the blocks its launcher picks for the
+    shape (or `tiles`)."""
+    tiles = spec.tiles_for(d, n, causal, tiles)
     return predict(
         "flash2", n, nk, d, s, tiles.block_rows, tiles.block_cols, causal, batch * heads, hw, launch_of(spec, d, tiles),
         backward=spec.direction == "backward",
