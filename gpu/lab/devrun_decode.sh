@@ -3,15 +3,8 @@
 # Usage (on the device machine, from the repo root): bash gpu/lab/devrun_decode.sh [steps…]
 #   steps: env test sanitize compare bench tune batch1
 # Logs and JSON land in $OUT; each step prints its last line to stdout.
-set -u
-OUT=${OUT:-/tmp/devrun/out}
-mkdir -p "$OUT"
-export PATH=$PATH:/usr/local/cuda/bin:$(ls -d /opt/nvidia/nsight-compute/*/ 2>/dev/null | tail -n 1)
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+source "$(dirname "$0")/devrun_lib.sh"  # set -u, $OUT, PATH, PYTHONPATH, step
 steps=${*:-env test sanitize compare bench tune}
-step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
-  echo "$name rc=$rc $((SECONDS - t0))s: $(grep -v '^\s*$' "$OUT/$name.log" | tail -n 1 | cut -c1-200)"; }
 # the sanitizers' program: paged (pages of 16, causal; splits from the model, 1, 3, 128; the combine fused and
 # separate), contiguous (Nq 5), and a refused block_table entry and length (NaN rows, the report)
 cat >/tmp/decode_sanitize.py <<'PY'

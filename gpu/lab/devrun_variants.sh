@@ -3,15 +3,8 @@
 # Usage (on the device machine, from the repo root): bash gpu/lab/devrun_variants.sh [steps…]
 #   steps: env test plain memcheck sanitize (memcheck and racecheck) compare compare64 bench
 # Logs and JSON land in $OUT; each step prints its last line to stdout.
-set -u
-OUT=${OUT:-/tmp/devrun/out}
-mkdir -p "$OUT"
-export PATH=$PATH:/usr/local/cuda/bin:$(ls -d /opt/nvidia/nsight-compute/*/ 2>/dev/null | tail -n 1)
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+source "$(dirname "$0")/devrun_lib.sh"  # set -u, $OUT, PATH, PYTHONPATH, step
 steps=${*:-env test plain sanitize compare bench}
-step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS
-  timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
-  echo "$name rc=$rc $((SECONDS - t0))s: $(grep -v '^\s*$' "$OUT/$name.log" | tail -n 1 | cut -c1-200)"; }
 for s in $steps; do case $s in
   env) step env 60 bash -c 'nvidia-smi --query-gpu=name,driver_version --format=csv; python3 -c "import cupy, torch; print(cupy.__version__, torch.__version__)"; which ncu compute-sanitizer' ;;
   test) step test 240 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_variants.py ;;
