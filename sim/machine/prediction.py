@@ -153,10 +153,11 @@ def predict(
     if launch.persistent and not backward:  # as many heads as MOST_STEPS allows: one step per tile pair a head sees
         exact = max(EXACT_HEADS, MOST_STEPS // max(1, iomodel.sums(N, Nk, Br, Bc, causal).seen))
     out = []
-    for n, kernel in enumerate(kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, heads, backward, launch, hw.sm_count)):
+    shape = (algorithm, N, Nk, d, s, Br, Bc, causal)
+    for n, kernel in enumerate(kernels_of(*shape, heads, backward, launch, hw.sm_count)):
 
         def make(h, n=n):
-            return kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, h, backward, launch, hw.sm_count)[n]
+            return kernels_of(*shape, h, backward, launch, hw.sm_count)[n]
 
         t = traffic(make, heads, n_slots, hw.l2_shared_bytes, exact)
         padded = PADDED_TENSORS if launch.padded_rows else ()
