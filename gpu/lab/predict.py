@@ -29,6 +29,7 @@ def launch_of(spec: KernelSpec, d: int, tiles: Tiles | None = None) -> Launch:
         dq_bulk=spec.tma and spec.direction == "backward" and not tiles.dq_atomics,
         phases=phases,
         smem_async=tma,
+        persistent=tiles.persistent and spec.direction == "forward",
     )
 
 

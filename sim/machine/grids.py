@@ -6,6 +6,8 @@ elementwise operations: as `sim.machine.iomodel` counts them, split per block) a
 loop, each the tiles it reads ("r"), writes ("w") or adds into ("rw", an atomic reduction at L2). A tile is named
 (tensor, head, block index) and sized in bytes; tiles always fetched together are one
 ("KV": K_j and V_j; "QdO": Q_i and dO_i; "LD": L_i and D_i). `sim.machine.l2` plays these against an L2 cache.
+A persistent kernel (rung 6) launches one block per SM instead, each computing a list of tiles in turn
+(`persistent_walk`): its blocks are those lists, each tile's steps one after another.
 """
 
 from collections.abc import Callable, Iterator
@@ -30,6 +32,7 @@ class Block:
     prologue: int = 0  # bytes its first step loads before its first matmul can start (nothing to overlap yet)
     epilogue: int = 0  # bytes it stores after its last matmul (nothing left to overlap them)
     atomics: int = 0  # bytes it adds into global memory at L2 (dQ_i: float32 atomics, or TMA reduce-adds)
+    parts: tuple["Block", ...] = ()  # a persistent block: the tiles it computes in turn (`chained`); () for one tile
 
 
 @dataclass(frozen=True)
@@ -43,8 +46,9 @@ def _sizes(n: int, b: int) -> list[int]:
     return [min(b, n - i * b) for i in range(ceil(n / b))]
 
 
-def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1) -> Kernel:
-    """FlashAttention-2's forward (rungs 2, 3, 6): a block per Q block i; causal grids run the longest rows first."""
+def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1, sms=0) -> Kernel:
+    """FlashAttention-2's forward (rungs 2, 3, 6): a block per Q block i; causal grids run the longest rows first.
+    `sms` > 0: rung 6's persistent launch, one block per SM walking the tiles in the order `persistent_walk` gives."""
     cols = _sizes(Nk, Bc)
     rbs = list(enumerate(row_blocks(N, Nk, Br, Bc, causal)))
     order = rbs[::-1] if causal else rbs
@@ -63,7 +67,49 @@ def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1) -> Kernel:
         loads = s * r * d + (2 * s * cols[0] * d if b.seen else 0)  # Q_i, K_0 and V_0
         return Block(4 * r * keys * d, r * keys + r * b.seen, work, steps, b.seen, loads, s * r * d + F * r)
 
-    return Kernel("FlashAttention-2 forward", [block(h, i, b) for h in range(heads) for i, b in order])
+    if not sms:
+        return Kernel("FlashAttention-2 forward", [block(h, i, b) for h in range(heads) for i, b in order])
+    tiles = {(h, i): block(h, i, b) for h in range(heads) for i, b in rbs}
+    walks = persistent_walk(len(rbs), heads, causal, sms)
+    return Kernel("FlashAttention-2 forward, persistent", [chained([tiles[t] for t in walk]) for walk in walks])
+
+
+def persistent_walk(Tr: int, planes: int, causal: bool, sms: int) -> list[list[tuple[int, int]]]:
+    """The tiles (plane, i) each thread block of rung 6's persistent launch computes, in order, one list per block
+    (06_flash2_wgmma_tma.cu, `for_each_tile`; gpu/flash.py's grid). A *unit* is a Q block i of a plane, or, causal,
+    the pair (Tr − 1 − q, q) of one plane, the longer first (a lone middle block when Tr is odd): their K/V blocks
+    add up to about Tr + 1 for every q. Units are numbered plane-major (plane · units per plane + q); the grid is
+    min(units, SMs) blocks, and block b takes units b, b + grid, b + 2·grid, …
+
+    How the model runs this (`sim.machine.l2.play`, lockstep: every block makes one step per tick): the blocks at
+    work at once hold units grid apart in that numbering, so they span two or three planes; in a causal unit the
+    long half reads K_0 … K_{Tr−1−q} and the short half starts again at K_0, so blocks of one plane read K/V blocks
+    from all over the plane at the same tick, where a one-block-per-tile grid reads them together. Blocks drift apart
+    only by the steps their units differ in (a lone middle block, ragged last blocks); the time a step takes is
+    taken the same for every step (no clocks, no contention: the drift that measured ones cause is not modelled)."""
+    per_plane = (Tr + 1) // 2 if causal else Tr
+    units = []
+    for u in range(planes * per_plane):
+        plane, q = divmod(u, per_plane)
+        rows = (q,) if not causal or q == Tr - 1 - q else (Tr - 1 - q, q)
+        units.append([(plane, i) for i in rows])
+    grid = min(len(units), sms)
+    return [[t for unit in units[b::grid] for t in unit] for b in range(grid)]
+
+
+def chained(tiles: list[Block]) -> Block:
+    """One thread block that computes `tiles` one after another (rung 6's persistent block): their work and steps in
+    order, the first tile's loads (`prologue`) and every tile's stores (`epilogue`: the consumers issue them between
+    tiles); a later tile's first loads overlap the end of the tile before (`sim.machine.timing`, "refill")."""
+
+    def steps():
+        for t in tiles:
+            yield from t.steps()
+
+    return Block(
+        sum(t.flops for t in tiles), sum(t.exps for t in tiles), sum(t.elementwise for t in tiles), steps,
+        sum(t.tiles for t in tiles), tiles[0].prologue, sum(t.epilogue for t in tiles), parts=tuple(tiles),
+    )  # fmt: skip
 
 
 def flash2_backward(N, Nk, d, s, Br, Bc, causal=False, heads=1, acc=F, dq_adders=1) -> list[Kernel]:

@@ -7,8 +7,12 @@ kernel's thread blocks (`sim.machine.grids`) against one L2 and counts the misse
 Assumptions, each a simplification a student can check against `flashsim compare`:
 - **Launch order**: blocks start in blockIdx order (x fastest: the Q blocks of one head, then the next head's),
   `slots` at a time (SMs × blocks per SM, `sim.machine.launch`); when one ends, the next takes its slot.
+  A persistent kernel (rung 6) has one block per SM, each the list of tiles it walks
+  (`sim.machine.grids.persistent_walk`): nothing waits for a slot, and the blocks at work hold tiles of the walk
+  a grid apart, not neighbours in launch order.
 - **Lockstep**: every running block makes one step (one trip of its inner loop) per tick. Blocks of one head
-  that start together ask for K_j at the same tick, so one miss serves them all.
+  that start together ask for K_j at the same tick, so one miss serves them all. Blocks drift apart only by the
+  steps their work differs in, never by clocks or contention.
 - **LRU, whole tiles**: L2 is one fully associative cache of `capacity` bytes holding whole tiles; the least
   recently used tile leaves first. No prefetch, no sectors, no set conflicts.
 - **One partition's capacity**: A100's and H100's L2 are two partitions, and a line that SMs on both sides read

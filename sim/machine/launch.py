@@ -41,6 +41,7 @@ class Launch:
     dq_bulk: bool = False  # backward: dQ_i added by TMA reduce-adds of SRAM tiles (rung 7), not atomics
     phases: tuple[Phase, ...] = ()  # a step's phases in series (rung 7); () for tensor + SRAM + max(MUFU, FMA)
     smem_async: int = 0  # with phases: SRAM bytes per tile pair the TMA unit moves beside them (copies, reduce-adds)
+    persistent: bool = False  # one thread block per SM walks the tiles (rung 6: `sim.machine.grids.persistent_walk`)
 
     def describe(self) -> str:
         return f"{self.threads} threads, {self.smem_bytes} B shared, {self.registers} registers, {self.instruction}"

@@ -3,7 +3,10 @@
 The one entry point the API, the CLI, `flashsim compare` and the lessons use. Beyond `EXACT_HEADS` heads the L2
 is played for EXACT_HEADS / 2 and EXACT_HEADS heads and the bytes extended linearly: every head runs the same
 blocks, and only a few heads are ever resident at once, so each further head adds the same misses (the time
-model always sees every block).
+model always sees every block). A persistent launch (rung 6) is played for as many heads as `MOST_STEPS` allows
+before it is extended: its blocks at work hold units a grid apart, the walk falls across the planes differently
+for every count of heads, and 8 and 16 heads' ends are no sample of 128's middle (d = 128, N = 16384, causal,
+128 heads: 2071 MiB extended from 8 and 16, 1960 MiB played whole, 1993 measured; gpu/NOTES.md run 36-model5).
 """
 
 from dataclasses import dataclass
@@ -98,15 +101,18 @@ class Prediction:
         return out | {"launch": sum(k.time.launch for k in self.kernels)}
 
 
-def kernels_of(algorithm: str, N, Nk, d, s, Br, Bc, causal, heads, backward=False, launch=None) -> list[grids.Kernel]:
-    """The grids of `algorithm`'s forward (or backward, as `launch` adds dQ_i) kernels."""
+def kernels_of(
+    algorithm: str, N, Nk, d, s, Br, Bc, causal, heads, backward=False, launch=None, sms=0
+) -> list[grids.Kernel]:  # fmt: skip
+    """The grids of `algorithm`'s forward (or backward, as `launch` adds dQ_i) kernels; a persistent `launch` runs
+    its forward as one block per SM of `sms`."""
     shape = (N, Nk, d, s, Br, Bc, causal, heads)
     if backward:
         if algorithm != "flash2":
             raise InputError(f"prediction: the L2 and time model covers flash2's backward only, not {algorithm!r}'s")
         return grids.flash2_backward(*shape, dq_adders=launch.dq_adders if launch else 1)
     if algorithm == "flash2":
-        return [grids.flash2_forward(*shape)]
+        return [grids.flash2_forward(*shape, sms=sms if launch and launch.persistent else 0)]
     if algorithm == "standard":
         return grids.standard_forward(*shape)
     if algorithm == "flash1":
@@ -120,12 +126,12 @@ def affordable(N: int, Nk: int, Br: int, Bc: int, heads: int) -> bool:
     return ceil(N / Br) * ceil(Nk / Bc) * min(heads, EXACT_HEADS) <= MOST_STEPS
 
 
-def traffic(make, heads: int, n_slots: int, capacity: int) -> Traffic:
-    """The kernel `make(h)` builds for h heads played against L2 (extended linearly past EXACT_HEADS heads)."""
-    if heads <= EXACT_HEADS:
+def traffic(make, heads: int, n_slots: int, capacity: int, exact: int = EXACT_HEADS) -> Traffic:
+    """The kernel `make(h)` builds for h heads played against L2 (extended linearly past `exact` heads)."""
+    if heads <= exact:
         return play(make(heads), n_slots, capacity)
-    half, full = (play(make(h), n_slots, capacity) for h in (EXACT_HEADS // 2, EXACT_HEADS))
-    k = (heads - EXACT_HEADS) / (EXACT_HEADS // 2)  # further heads, in units of the half
+    half, full = (play(make(h), n_slots, capacity) for h in (exact // 2, exact))
+    k = (heads - exact) / (exact // 2)  # further heads, in units of the half
 
     def extend(a: int, b: int) -> int:
         return round(b + k * (b - a))
@@ -143,13 +149,17 @@ def predict(
 ) -> Prediction:  # fmt: skip
     """DRAM bytes and time of `algorithm`'s forward (or backward) for `heads` heads run as `launch` on `hw`."""
     n_slots = slots(launch, hw)
+    exact = EXACT_HEADS
+    if launch.persistent and not backward:  # as many heads as MOST_STEPS allows: one step per tile pair a head sees
+        exact = max(EXACT_HEADS, MOST_STEPS // max(1, iomodel.sums(N, Nk, Br, Bc, causal).seen))
     out = []
-    for n, kernel in enumerate(kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, heads, backward, launch)):
+    shape = (algorithm, N, Nk, d, s, Br, Bc, causal)
+    for n, kernel in enumerate(kernels_of(*shape, heads, backward, launch, hw.sm_count)):
 
         def make(h, n=n):
-            return kernels_of(algorithm, N, Nk, d, s, Br, Bc, causal, h, backward, launch)[n]
+            return kernels_of(*shape, h, backward, launch, hw.sm_count)[n]
 
-        t = traffic(make, heads, n_slots, hw.l2_shared_bytes)
+        t = traffic(make, heads, n_slots, hw.l2_shared_bytes, exact)
         padded = PADDED_TENSORS if launch.padded_rows else ()
         to_sm = l2_to_sm(t, padded)
         time = kernel_time(kernel.blocks, launch, hw, t.dram_read + t.dram_write, to_sm + t.asked_write + t.reduced)

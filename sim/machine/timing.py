@@ -32,6 +32,10 @@ Exposed work, in series with a block's matmuls:
            only where the block has its SM alone: a second resident block computes meanwhile. The latency of a
            first request is not modelled (gpu/NOTES.md run 33: at N = 1024, where a block makes 8 steps, rung 6
            is ×0.84–1.02 of ncu's time with this term, ×0.64–0.88 without).
+  refill   a persistent block (rung 6, `Block.parts`: the tiles it walks) loads a later tile's Q_i, K_0, V_0 once the
+           tile before has issued its last S_ij (06_flash2_wgmma_tma.cu's q_empty barrier): only what outlasts that
+           tile's last step after its S_ij (P̃_ij V_j and the softmax: half the step's matmul FLOPs gone) and its
+           stores is exposed; every tile's stores are (the consumers issue them between tiles).
 Beside the compute (asynchronous):
   dQ adds  dQ_i's float32 additions into its accumulator (`Block.atomics`), done by L2: rung 5 adds each element
            with red.global.add ("dQ atomics", at `Hardware.l2_atomic_bandwidth`), rung 7 adds whole SRAM tiles with
@@ -131,21 +135,34 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
     adds, rate = (REDUCES, hw.l2_reduce_bandwidth) if launch.dq_bulk else (ATOMICS, hw.l2_atomic_bandwidth)
     added = sum(b.atomics for b in blocks)
 
-    def block(b: Block) -> float:
+    def sm(b: Block) -> float:
+        """A block's (or a persistent block's tile's) work on its SM, without its exposed loads and stores."""
+        if b.parts:
+            return sum(sm(t) for t in b.parts)
         if phases:  # each phase as long as its busiest unit, the phases in series; the TMA's SRAM bytes beside them
             steps = sum(max(p.tensor * b.flops * tensor, p.exps * b.exps * mufu, p.elementwise * b.elementwise * fma,
                             b.tiles * p.smem * per_byte) for p in phases)  # fmt: skip
-            sm = max(steps, b.tiles * smem)
-        else:
-            sm = b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma)
-        return sm + b.prologue * first + b.epilogue * last
+            return max(steps, b.tiles * smem)
+        return b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma)
+
+    def fill(b: Block) -> float:
+        """A block's exposed loads and stores; a persistent block's later tiles' first loads (refill) beyond the
+        step of the tile before them that follows its last S_ij (its P̃_ij V_j and softmax) and its stores."""
+        refill = 0.0
+        for before, t in zip(b.parts, b.parts[1:], strict=False):
+            after_s = (sm(before) - before.flops / 2 * tensor) / max(1, before.tiles)
+            refill += max(0.0, t.prologue * first - after_s - before.epilogue * last)
+        return b.prologue * first + b.epilogue * last + refill
+
+    def block(b: Block) -> float:
+        return sm(b) + fill(b)
 
     terms = {
         TENSOR: makespan([b.flops * tensor for b in blocks], slots),
         SMEM: makespan([b.tiles * smem for b in blocks], slots),
         MUFU: makespan([b.exps * mufu for b in blocks], slots),
         FMA: makespan([b.elementwise * fma for b in blocks], slots),
-        FILL: makespan([b.prologue * first + b.epilogue * last for b in blocks], slots),
+        FILL: makespan([fill(b) for b in blocks], slots),
         adds: added / rate if rate else 0.0,
         DRAM: dram_bytes / hw.hbm_bandwidth,
         L2: l2_bytes / hw.l2_bandwidth if hw.l2_bandwidth else 0.0,
