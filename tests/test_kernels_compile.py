@@ -2,6 +2,7 @@
 sm_90a), its headers inlined, with the #defines its launcher injects: each registry entry at its default tiling
 for head dims that exercise padding (or the head dims it takes), and every tiling the harness tunes over."""
 
+import dataclasses
 import shutil
 import subprocess
 from pathlib import Path
@@ -78,3 +79,26 @@ def test_kernel_compiles(tmp_path, arch, case):
         )
         assert run.returncode == 0, run.stderr
         assert spec.function in (tmp_path / "out.ptx").read_text()
+
+
+@pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUDA toolkit)")
+@pytest.mark.parametrize("persistent", [True, False], ids=["persistent", "one-block-per-tile"])
+@pytest.mark.parametrize(
+    ("d", "n", "causal"), [(64, 1024, True), (64, 4096, False), (128, 1024, False), (128, 4096, True)]
+)
+def test_rung_6_stores_o_in_whole_16_byte_pieces(tmp_path, d, n, causal, persistent):
+    """Rung 6's plain builds, at each tiling a call picks (short rows too), store O_i only with st.global.v4 and
+    L_i with st.global.f32: NVVM had split one 16-byte store of O into four st.global.u32 in two of the persistent
+    build's four copies of the store (half-filled 32-byte sectors; common.cuh's store_16 since run 36)."""
+    spec = registry.FORWARD[6]
+    tiles = dataclasses.replace(spec.tiles_for(d, n, causal), persistent=persistent)
+    cu = tmp_path / spec.file
+    cu.write_text(source.render(spec.file, spec.defines(d, "float16", tiles)))
+    run = subprocess.run([NVCC, "-ptx", "-arch=sm_90a", "-o", str(tmp_path / "out.ptx"), str(cu)],
+                         capture_output=True, text=True, check=False)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    stores = [line.split()[0] for line in (tmp_path / "out.ptx").read_text().splitlines() if "st.global" in line]
+    o_stores = [s for s in stores if s != "st.global.f32"]
+    assert o_stores and all(s.startswith("st.global.v4.") for s in o_stores), stores
+    # each copy of the store: HEAD_DIM / 32 pieces of 16 bytes a row, and one L_i
+    assert len(o_stores) == d // 32 * stores.count("st.global.f32")

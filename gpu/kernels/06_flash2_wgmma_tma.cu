@@ -65,6 +65,10 @@
 // packed build stores O through store_16 (NVVM had split one 16-byte store in four; writes ×1.17–1.24). Tried and
 // reverted: a packed grid (Hq, B, Tr) with the Q blocks outermost (heaviest causal blocks of every sequence first):
 // concurrent blocks then read different heads' K/V, DRAM reads ×3.3 (d = 64) and ×5.5 (d = 128), 2–35% slower.
+// Run 36: the persistent build had the same split store in two of its four copies of O's store (PTX: 16
+// st.global.u32), and `flashsim compare --n 1024 --d 64 --causal` wrote ×1.776 of the predicted bytes; every build
+// now stores O through store_16 (common.cuh; a CPU test reads the PTX). Compiled and checked on the CPU only: not yet
+// run on a GPU (the session's device time was spent), so its effect on writes and time is not measured.
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
@@ -443,11 +447,8 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #pragma unroll
                     for (int e = 0; e < 4; ++e) x[e] = from == e ? got : x[e];
                 }
-#if VARLEN  // one st.global.v4 (variants.cuh's store_16: NVVM split this store in the packed build)
+                // one st.global.v4 (common.cuh's store_16: NVVM split this store in the packed and persistent builds)
                 if (r < n_rows) store_16(o_row + 8 * (4 * q + t), make_uint4(x[0], x[1], x[2], x[3]));
-#else
-                if (r < n_rows) *reinterpret_cast<uint4*>(o_row + 8 * (4 * q + t)) = make_uint4(x[0], x[1], x[2], x[3]);
-#endif
             }
             if (t == 0 && r < n_rows) L[sq.l_at + (size_t)r * sq.l_stride] = l_row == 0.f ? NEG_INF : (m[h] * softmax_scale + log2f(l_row)) * LN2;
         }

@@ -106,6 +106,14 @@ __device__ __forceinline__ void mma_16816(float c[4], const u32 a[4], u32 b0, u3
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
+// One 16-byte store, one instruction, whatever the front end can prove of the address: NVVM turned rung 6's
+// `*(uint4*)p = x` for columns 0 … 31 into four st.global.u32 in the packed build (run 35-var2: L2 took ×1.17–1.24 of
+// the predicted writes) and in two of the four copies of the store in the persistent builds (PTX; run 36's compare
+// wrote ×1.776 of the predicted bytes at d = 64, N = 1024, causal, which we attribute to it: not split by source)
+__device__ __forceinline__ void store_16(void* p, uint4 x) {
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w) : "memory");
+}
+
 // two fp32 → one register of two fp16/bf16, `lo` in the low half (the lower column)
 __device__ __forceinline__ u32 pack2(float lo, float hi) {
     u32 r;

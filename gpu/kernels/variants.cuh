@@ -128,14 +128,6 @@ __device__ __forceinline__ void seen_q_blocks(int& i0, int& i1, int c0, int N, i
     if (lo > N - 1) i1 = 0;
 }
 
-// One 16-byte store, one instruction, whatever the front end can prove of the address: in the packed build (VARLEN)
-// NVVM turned rung 6's `*(uint4*)p = x` for columns 0 … 31 into four st.global.u32, so that L1 took ×2.45 (d = 64)
-// and ×1.74 (d = 128) of the predicted sectors and L2 ×1.17–1.24 of the predicted writes (run 35, ncu: 12 and 16 store
-// instructions a warp where the plain build issues 6 and 10)
-__device__ __forceinline__ void store_16(void* p, uint4 x) {
-    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "r"(x.x), "r"(x.y), "r"(x.z), "r"(x.w) : "memory");
-}
-
 // The K/V blocks j0 … j1 − 1 that rows r0 … r1 of a sequence see through the window [p + shift − left, p + shift
 // + right] (sim/machine/mask.py's Rule.seen_blocks); empty (j1 ≤ j0) when none
 __device__ __forceinline__ void seen_blocks(int& j0, int& j1, int r0, int r1, int Nk, int shift, int left, int right) {
