@@ -69,8 +69,7 @@ def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
     itemsize = 2
     kv_bytes = 2 * batch * KV_HEADS * nk * D * itemsize
     moved = kv_bytes + 2 * batch * HEADS * NQ * D * itemsize
-    copies = max(1, math.ceil(COLD_BYTES / kv_bytes))
-    caches = [_cache(cupy, batch, nk, dtype, seed) for seed in range(copies)]
+    caches = _cold_caches(cupy, batch, nk, dtype)
     plans = [decoding.prepare(c["q"], c["kp"], c["vp"], c["table"], c["seqlens"], False, None, None) for c in caches]
 
     def cycled(fn):
@@ -94,7 +93,7 @@ def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
     o_paged = decoding.decode(
         first["q"], first["kp"], first["vp"], block_table=first["table"], cache_seqlens=first["seqlens"]
     )
-    row = {"batch": batch, "nk": nk, "copies": copies, "bytes": moved, "splits": contiguous[0].splits}
+    row = {"batch": batch, "nk": nk, "copies": len(caches), "bytes": moved, "splits": contiguous[0].splits}
     row["paged_splits"] = plans[0].splits
     row["paged_vs_contiguous_max_diff"] = max_error(o_paged, o.astype(cupy.float64))
     ok = {}
@@ -140,8 +139,7 @@ def tune_paged(
     cupy = device.require()
     rows = []
     for batch, nk in points:
-        copies = max(1, math.ceil(COLD_BYTES / (2 * batch * KV_HEADS * nk * D * 2)))
-        caches = [_cache(cupy, batch, nk, "float16", seed) for seed in range(copies)]
+        caches = _cold_caches(cupy, batch, nk, "float16")
         flat = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
         plans = [
             decoding.prepare(c["q"], c["kp"], c["vp"], c["table"], c["seqlens"], False, None, None) for c in caches
@@ -166,8 +164,7 @@ def tune(points=((1, 32768), (4, 131072), (16, 32768)), variants=((64, 2), (64, 
     cupy = device.require()
     rows = []
     for batch, nk in points:
-        copies = max(1, math.ceil(COLD_BYTES / (2 * batch * KV_HEADS * nk * D * 2)))
-        caches = [_cache(cupy, batch, nk, "float16", seed) for seed in range(copies)]
+        caches = _cold_caches(cupy, batch, nk, "float16")
         plans = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
         m = geometry.decoding_tiles(D, HEADS // KV_HEADS * NQ).m_tiles
         tilings = {f"{bc}x{st}": Tiles(16 * m, bc, 4, m, stages=st) for bc, st in variants}
@@ -193,6 +190,13 @@ def _cycle(caches: list, plans: list, fn):
         return fn(caches[turn[0]], plans[turn[0]])
 
     return call
+
+
+def _cold_caches(cupy, batch: int, nk: int, dtype: str) -> list[dict]:
+    """Enough copies of the cache (`_cache`, seeds 0, 1, …) that cycling through them moves COLD_BYTES: each call
+    reads its K/V from DRAM, not from L2."""
+    copies = max(1, math.ceil(COLD_BYTES / (2 * batch * KV_HEADS * nk * D * 2)))  # K and V, 2 bytes an element
+    return [_cache(cupy, batch, nk, dtype, seed) for seed in range(copies)]
 
 
 def _cache(cupy, batch: int, nk: int, dtype: str, seed: int) -> dict:
