@@ -39,9 +39,14 @@ def flops(rows: list[tuple[int, int]], heads: int, d: int, causal: bool, window:
 
 
 def _torch_flex():
+    """FlexAttention compiled, its compile caches emptied: each (N, d) of the sweep makes new score and mask
+    functions, and past dynamo's recompile limit (8) flex_attention would run eager (×30–250 slower, run 37), so
+    the caches start empty for each (N, d) and hitting the limit raises instead of timing the eager path."""
     import torch
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
 
+    torch._dynamo.reset()
+    torch._dynamo.config.fail_on_recompile_limit_hit = True
     return torch.compile(flex_attention), create_block_mask
 
 
@@ -232,9 +237,10 @@ def run_bench(
     """Every row (or those whose name starts with `only`) at each N in `ns` and head dim in `ds`, forward (or with
     `backward`, the training step): the report (kind "bench-variants")."""
     device.require()
-    flex = _torch_flex()
     rows_of = backward_rows if backward else rows_for
-    rows = [r for n in ns for d in ds for r in rows_of(n, d, flex, progress or (lambda line: None), only, dtype)]
+    rows = [
+        r for n in ns for d in ds for r in rows_of(n, d, _torch_flex(), progress or (lambda line: None), only, dtype)
+    ]
     return {"kind": "bench-variants", "env": results.environment(command), "device": device.properties(),
             "rows": rows, "targets": TARGETS}  # fmt: skip
 
