@@ -109,6 +109,12 @@
 #define TILE_DQ (64 * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (64, 32)
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
+#ifndef B_ONE_WAIT
+#define B_ONE_WAIT 0
+#endif
+#if B_ONE_WAIT && !(SPLIT_DQ && DQ_TMA)
+#error "B_ONE_WAIT: split dQ with TMA reduce-adds only"
+#endif
 
 #include "common.cuh"  // NEG_INF, LOG2E, pack2, exp2_approx, accumulators_to_a, atomic_add_f32x2
 #include "hopper.cuh"  // TMA, bulk copies and reductions, mbarrier, wgmma, setmaxnreg
@@ -431,13 +437,29 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             for (int kk = 0; kk < BR / 16; ++kk) stmatrix_x4_trans(ds_lane + kk * 16 * 128, dsf[kk]);
             fence_proxy_async();
             issue_key_grads(dv, pf, dk, dsf, do_tile, q_tile);  // lines 12 and 16
+#if !B_ONE_WAIT
             wgmma_wait<0>();  // the turn held: P_ijᵀ's and dS_ijᵀ's registers are free before dq's are taken
             keep(dv);
             keep(dk);
             keep(pf);
             keep(dsf);
             if (tid == 0) mbar_arrive(EMPTY(s));  // stage s is free
+#endif
         }
+#if B_ONE_WAIT
+        issue_dq(dq, ds_tiles + dq_row0 * 128, sK + (dq_col0 / 64) * BC * 128 + (dq_col0 % 64) * 2);
+        turn_pass(c);
+        wgmma_wait<0>();
+        keep(dv);
+        keep(dk);
+        keep(pf);
+        keep(dsf);
+        keep(dq);
+        if (live && tid == 0) mbar_arrive(EMPTY(s));  // stage s is free
+        if (it > 0)
+            reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, dq_col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
+                      turn, true, true);
+#else
         if (it == 0) turn_pass(c);
         if (it > 0) {
             // line 15 for item it − 1: dQ_i += τ dS_ij K_j, DQ_COLS columns at a time (SPLIT_DQ: this warpgroup's share
@@ -462,6 +484,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 #endif
             }
         }
+#endif
         prev_r0 = r0;
         prev_qh = qh;
 #if DQ_TMA

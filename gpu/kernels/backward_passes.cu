@@ -29,6 +29,55 @@ __device__ __forceinline__ float dot16(uint4 a, uint4 b) {
     return s;
 }
 
+#if PASSES_V2
+// ROW_LANES lanes per row (a power of two ≤ 32: one 16-byte piece of O and dO each per lane and step), 32 / ROW_LANES
+// rows per warp; dQacc zeroed by 16-byte stores. Grid: ceil(heads · padded · ROW_LANES / blockDim.x).
+extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_t* dO, float* D, float* dQacc,
+                                              const float* L, float* LD, int heads, int N, int padded, int br)
+{
+    const long long at = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / ROW_LANES;
+    const int lane = threadIdx.x % ROW_LANES;
+    const u32 mask = ROW_LANES == 32 ? 0xffffffffu : ((1u << ROW_LANES) - 1) << (threadIdx.x % 32 / ROW_LANES * ROW_LANES);
+    if (at >= (long long)heads * padded) return;
+    const int b = at / padded, r = at % padded;
+    float* ld = LD ? LD + 2 * ((long long)b * padded + r - r % br) + r % br : nullptr;
+    if (r >= N) {  // a padding row of the last LD block
+        if (lane == 0) ld[0] = ld[br] = 0.f;
+        return;
+    }
+    const long long row = (long long)b * N + r;
+    const storage_t* o = O + row * HEAD_DIM;
+    const storage_t* d_o = dO + row * HEAD_DIM;
+    float sum = 0.f;
+    constexpr int per = 16 / sizeof(storage_t);  // elements in 16 bytes
+    for (int c = lane * per; c < HEAD_DIM; c += ROW_LANES * per)
+        sum += dot16(*reinterpret_cast<const uint4*>(o + c), *reinterpret_cast<const uint4*>(d_o + c));
+    for (int k = ROW_LANES / 2; k > 0; k /= 2) sum += __shfl_xor_sync(mask, sum, k);
+    if (lane == 0) {
+        D[row] = sum;
+        if (ld) {
+            ld[0] = L[row] * LOG2E;
+            ld[br] = sum;
+        }
+    }
+    for (int c = 4 * lane; c < HEAD_DIM; c += 4 * ROW_LANES)
+        *reinterpret_cast<float4*>(dQacc + row * HEAD_DIM + c) = make_float4(0.f, 0.f, 0.f, 0.f);
+}
+
+// dQ[e] = dQacc[e] for e < n (a multiple of 4), rounded to the storage dtype, 4 elements per thread and step.
+extern "C" __global__ void flash2_bwd_dq(const float* dQacc, storage_t* dQ, long long n)
+{
+    for (long long e = 4 * (blockIdx.x * (long long)blockDim.x + threadIdx.x); e < n; e += 4ll * gridDim.x * blockDim.x) {
+        const float4 x = *reinterpret_cast<const float4*>(dQacc + e);
+#if STORAGE == 0
+        *reinterpret_cast<float4*>(dQ + e) = x;
+#else
+        *reinterpret_cast<uint2*>(dQ + e) = make_uint2((u32)from_float(x.x) | (u32)from_float(x.y) << 16,
+                                                       (u32)from_float(x.z) | (u32)from_float(x.w) << 16);
+#endif
+    }
+}
+#else
 // O, dO: (heads, N, HEAD_DIM); D: (heads, N); dQacc: (heads, N, HEAD_DIM) float32; L: the forward's log-sum-exp
 // (heads, N); LD: null, or rung 7's (heads, padded / br, 2, br) float32 blocks of L_i·log2 e then D_i (br: its Br),
 // one contiguous copy per Q block, zeros past N. Rows: heads × padded (N, or N rounded up to br with LD).
@@ -73,3 +122,4 @@ extern "C" __global__ void flash2_bwd_dq(const float* dQacc, storage_t* dQ, long
     for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x)
         dQ[e] = from_float(dQacc[e]);
 }
+#endif
