@@ -109,12 +109,6 @@
 #define TILE_DQ (64 * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (64, 32)
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
-#ifndef B_ONE_WAIT
-#define B_ONE_WAIT 0
-#endif
-#if B_ONE_WAIT && !(SPLIT_DQ && DQ_TMA)
-#error "B_ONE_WAIT: split dQ with TMA reduce-adds only"
-#endif
 
 #include "common.cuh"  // NEG_INF, LOG2E, pack2, exp2_approx, accumulators_to_a, atomic_add_f32x2
 #include "hopper.cuh"  // TMA, bulk copies and reductions, mbarrier, wgmma, setmaxnreg
@@ -437,17 +431,16 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             for (int kk = 0; kk < BR / 16; ++kk) stmatrix_x4_trans(ds_lane + kk * 16 * 128, dsf[kk]);
             fence_proxy_async();
             issue_key_grads(dv, pf, dk, dsf, do_tile, q_tile);  // lines 12 and 16
-#if !B_ONE_WAIT
-            wgmma_wait<0>();  // the turn held: P_ijᵀ's and dS_ijᵀ's registers are free before dq's are taken
-            keep(dv);
-            keep(dk);
-            keep(pf);
-            keep(dsf);
-            if (tid == 0) mbar_arrive(EMPTY(s));  // stage s is free
-#endif
         }
-#if B_ONE_WAIT
-        issue_dq(dq, ds_tiles + dq_row0 * 128, sK + (dq_col0 / 64) * BC * 128 + (dq_col0 % 64) * 2);
+        // line 15 for item it − 1: dQ_i += τ dS_ij K_j, DQ_COLS columns at a time (SPLIT_DQ: this warpgroup's share of
+        // dQ_i over all Bc keys; else every piece over its own 64 keys), into the float32 accumulator in HBM
+#if DQ_PIECES == 1
+        // one product, issued in the same turn behind lines 12 and 16, one wait for all three after the turn is
+        // passed: the other warpgroup queues its products while these run. At it = 0 the product reads buffer 1,
+        // which no item has written yet, and is never added (an `if (it > 0)` around the issue made ptxas spill
+        // 332–372 bytes)
+        issue_dq(dq, (SPLIT_DQ ? ds_tiles : ds_tiles + c * TILE_DS) + dq_row0 * 128,
+                 (SPLIT_DQ ? sK : k_rows) + (dq_col0 / 64) * BC * 128 + (dq_col0 % 64) * 2);
         turn_pass(c);
         wgmma_wait<0>();
         keep(dv);
@@ -456,29 +449,39 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         keep(dsf);
         keep(dq);
         if (live && tid == 0) mbar_arrive(EMPTY(s));  // stage s is free
-        if (it > 0)
+        if (it > 0) {
+#if DQ_TMA  // through SRAM, TMA adding in L2
             reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, dq_col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
                       turn, true, true);
 #else
+            add_dq(dQacc + (size_t)prev_qh * N * HEAD_DIM, dq, prev_r0 + dq_row0, dq_col0, N, scale, warp, g, t);
+#endif
+        }
+#else  // two 64-column pieces through one register tile: lines 12 and 16 waited for in the turn, first
+        if (live) {
+            wgmma_wait<0>();  // P_ijᵀ's and dS_ijᵀ's registers are free before dq's are taken
+            keep(dv);
+            keep(dk);
+            keep(pf);
+            keep(dsf);
+            if (tid == 0) mbar_arrive(EMPTY(s));  // stage s is free
+        }
         if (it == 0) turn_pass(c);
         if (it > 0) {
-            // line 15 for item it − 1: dQ_i += τ dS_ij K_j, DQ_COLS columns at a time (SPLIT_DQ: this warpgroup's share
-            // of dQ_i over all Bc keys; else every piece over its own 64 keys), into the float32 accumulator in HBM
 #pragma unroll
             for (int p = 0; p < DQ_PIECES; ++p) {
                 const int col0 = dq_col0 + p * 64;
-                issue_dq(dq, (SPLIT_DQ ? ds_tiles : ds_tiles + c * TILE_DS) + dq_row0 * 128,
-                         (SPLIT_DQ ? sK : k_rows) + (col0 / 64) * BC * 128 + (col0 % 64) * 2);
+                issue_dq(dq, ds_tiles + c * TILE_DS + dq_row0 * 128, k_rows + (col0 / 64) * BC * 128);
                 if (p == 0) turn_pass(c);
                 wgmma_wait<0>();
                 keep(dq);
-#if DQ_TMA  // through SRAM, TMA adding in L2
+#if DQ_TMA
                 if (p > 0) {
                     if (tid == 0) bulk_wait_read<0>();  // the previous piece's reduction has read the tile
                     warpgroup_sync(c);
                 }
-                reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, prev_r0 + dq_row0, prev_qh, scale, c, tid,
-                          prev_count, turn, p == 0, p == DQ_PIECES - 1);
+                reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
+                          turn, p == 0, p == DQ_PIECES - 1);
 #else
                 add_dq(dQacc + (size_t)prev_qh * N * HEAD_DIM, dq, prev_r0 + dq_row0, col0, N, scale, warp, g, t);
 #endif

@@ -54,7 +54,6 @@ def use(defines: dict[str, int]) -> None:
     """Inject `defines` into every later build of rung 7 and the passes."""
     _injected.clear()
     _injected.update(defines)
-    backward._PASSES_V2 = defines.get("PASSES_V2", 1)  # experiment switch (bwd3)
 
 
 def check_build(name: str, defines: dict[str, int]) -> list[str]:
