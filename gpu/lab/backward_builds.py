@@ -7,11 +7,13 @@ FlashAttention's criterion against float64 (gpu.lab.checks.check_backward) on ra
 its deterministic dQ is the same bit for bit on two runs; a build that fails is not timed. TFLOP/s at 2.5 × the
 forward's FLOPs, "×cudnn" each build's rate over cuDNN's, "pre" and "dq" the passes' microseconds.
 
-  --build NAME:DEF=V,DEF=V   a build (repeatable); its #defines are added to rung 7's kernel and to the passes'
-                             (gpu.source.function), e.g. --build base: --build late:SOME_SWITCH=1
+  --build NAME:DEF=V,key=V   a build (repeatable): upper-case names are #defines added to rung 7's kernel and to the
+                             passes' (gpu.source.function), lower-case ones fields of rung 7's default Tiles
+                             (gpu.tiling.Tiles), e.g. --build base: --build st3:stages=3 --build late:SOME_SWITCH=1
 """
 
 import argparse
+import dataclasses
 import json
 import math
 import shlex
@@ -36,13 +38,22 @@ CHECK_SHAPES = [  # (batch, heads, N, Nk, d): one row, ragged, N < Nk, N > Nk, s
     (1, 2, 4100, 3000, 64),
 ]
 
-_injected: dict[str, int] = {}
-_function = source.function
+_injected: dict[str, int] = {}  # #defines
+_tiled: dict[str, int] = {}  # Tiles fields
+_function, _resolve = source.function, backward.resolve
 
 
 def _with_injected(spec, defines, smem=0):
     extra = _injected if spec.file in INJECTED_FILES else {}
     return _function(spec, defines | extra, smem)
+
+
+def _resolve_tiled(kernel, d, variant=backward.PLAIN):
+    spec = _resolve(kernel, d, variant)
+    if not _tiled or not spec.tma:
+        return spec
+    default = spec.default_tiles
+    return dataclasses.replace(spec, default_tiles=lambda d: dataclasses.replace(default(d), **_tiled))
 
 
 def parse_build(text: str) -> tuple[str, dict[str, int]]:
@@ -51,9 +62,11 @@ def parse_build(text: str) -> tuple[str, dict[str, int]]:
 
 
 def use(defines: dict[str, int]) -> None:
-    """Inject `defines` into every later build of rung 7 and the passes."""
+    """Inject `defines` (upper case) into every later build of rung 7 and the passes, the rest into its Tiles."""
     _injected.clear()
-    _injected.update(defines)
+    _injected.update({k: v for k, v in defines.items() if k.isupper()})
+    _tiled.clear()
+    _tiled.update({k: v for k, v in defines.items() if not k.isupper()})
 
 
 def check_build(name: str, defines: dict[str, int]) -> list[str]:
@@ -119,7 +132,7 @@ def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     builds = dict(parse_build(b) for b in args.build or ["default:"])
-    source.function = _with_injected
+    source.function, backward.resolve = _with_injected, _resolve_tiled
     print(
         f"device: {device.properties()['name']}, {args.dtype}, backward alone, TFLOP/s (fraction of {H100_DENSE:.0f})"
     )
