@@ -15,7 +15,7 @@ import numpy as np
 from gpu import device, inputs, layout, registry, source, tma, variants
 from sim.core.errors import InputError
 
-PREPASS_WARPS = 8  # rows per thread block of the pre-pass (one warp each)
+PREPASS_WARPS = 8  # warps per thread block of the pre-pass (32 / ROW_LANES rows each)
 DQ_THREADS = 256
 NULL = np.uint64(0)  # a null pointer argument
 PLAIN = variants.Variant()
@@ -177,17 +177,21 @@ def prepass(p, row: int, o, do, lse, D, dq_acc, blocks=None) -> None:
     spec = registry.HELPERS["bwd_prepass"]
     heads = p.batch * p.heads
     padded = p.n if blocks is None else blocks.shape[2] * blocks.shape[4]
-    fn = source.function(spec, spec.defines(row, p.dtype, None))
+    defines = spec.defines(row, p.dtype, None)
+    fn = source.function(spec, defines)
     block_rows = 1 if blocks is None else blocks.shape[4]
     args = (o, do, D, dq_acc, lse, NULL if blocks is None else blocks, np.int32(heads), np.int32(p.n), np.int32(padded))
     args += (np.int32(block_rows),)
-    fn((-(-heads * padded // PREPASS_WARPS), 1, 1), (32 * PREPASS_WARPS, 1, 1), args)
+    threads = 32 * PREPASS_WARPS
+    fn((-(-heads * padded * defines["ROW_LANES"] // threads), 1, 1), (threads, 1, 1), args)
 
 
 def round_dq(p, row: int, dq_acc, dq) -> None:
     """dQ = the float32 accumulator, rounded once to the storage dtype."""
     spec = registry.HELPERS["bwd_dq"]
     n = dq.size
-    fn = source.function(spec, spec.defines(row, p.dtype, None))
-    blocks = min(-(-n // DQ_THREADS), 65535)
+    defines = spec.defines(row, p.dtype, None)
+    fn = source.function(spec, defines)
+    per_thread = 4 if defines["WIDE"] else 1  # elements per thread and step
+    blocks = min(-(-n // (per_thread * DQ_THREADS)), 65535)
     fn((blocks, 1, 1), (DQ_THREADS, 1, 1), (dq_acc, dq, np.int64(n)))

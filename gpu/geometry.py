@@ -175,9 +175,13 @@ def backward_wg_smem(d: int, t: Tiles) -> int:
 
 
 def passes_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
-    """`d` here is the row length in device memory; 16-byte loads when a row is whole 16-byte pieces."""
+    """`d` here is the row length in device memory; 16-byte loads when a row is whole 16-byte pieces, one row per
+    ROW_LANES lanes in the pre-pass (a lane per 16-byte piece, up to a warp)."""
     size = {"float32": F, "float16": 2, "bfloat16": 2}[dtype]
-    return {"HEAD_DIM": d, "STORAGE": STORAGE_CODE[dtype], "WIDE": int(d * size % 16 == 0)}
+    wide = d * size % 16 == 0
+    pieces = d * size // 16  # WIDE: 16-byte pieces per row, one per lane and step; ROW_LANES: a power of two ≤ 32
+    lanes = min(32, 1 << (pieces.bit_length() - 1)) if wide else 32
+    return {"HEAD_DIM": d, "STORAGE": STORAGE_CODE[dtype], "WIDE": int(wide), "ROW_LANES": lanes}
 
 
 def rows_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:

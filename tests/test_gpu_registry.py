@@ -156,3 +156,17 @@ def test_rung_6_tiles_by_shape_persistent(d, n, causal, rows, pingpong):
     given = registry.forward(6).tiles(d)
     assert registry.forward(6).tiles_for(d, n, causal, given) is given  # a tiling asked for is the one used
     assert registry.forward(3).tiles_for(d, n, causal) == registry.forward(3).tiles(d)  # no shape rule: the default
+
+
+def test_the_backward_prepass_takes_one_lane_per_16_byte_piece_of_a_row_up_to_a_warp():
+    from gpu.geometry import passes_defines
+
+    # (row length, dtype) → ROW_LANES: 16-byte pieces of a row, rounded down to a power of two, at most 32
+    for (row, dtype), lanes in {
+        (64, "float16"): 8, (128, "bfloat16"): 16, (72, "float16"): 8, (8, "float16"): 1,
+        (64, "float32"): 16, (128, "float32"): 32, (256, "float32"): 32,
+    }.items():  # fmt: skip
+        assert passes_defines(row, dtype) == {
+            "HEAD_DIM": row, "STORAGE": {"float32": 0, "float16": 1, "bfloat16": 2}[dtype], "WIDE": 1, "ROW_LANES": lanes
+        }  # fmt: skip
+    assert passes_defines(50, "float16")["WIDE"] == 0 and passes_defines(50, "float16")["ROW_LANES"] == 32

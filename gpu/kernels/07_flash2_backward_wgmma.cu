@@ -16,10 +16,11 @@
 //    i + 1's waits for no reader of block i's) and K_j N-major. S_ijᵀ and dP_ijᵀ are issued back to back, so the
 //    exponentials of P_ijᵀ run while dP_ijᵀ is on the tensor cores. The two warpgroups take turns to issue their
 //    products (named barriers 4 and 5): turn A, S_ijᵀ and dP_ijᵀ of Q block i; turn B, dV_j and dK_j of block i
-//    (waited for inside the turn, so that P_ijᵀ's and dS_ijᵀ's registers are free) and dQ of the block before,
-//    whose dS both warpgroups have written by then; order A0 A1 B0 B1 A0 …, so that one warpgroup's exponentials
-//    and dS_ij run while the other's products are on the tensor cores (FlashAttention-3's ping-pong, here across
-//    a Q block's two halves of the work). Br = 64 queries per step, or 128 (d = 64):
+//    and dQ of the block before, whose dS both warpgroups have written by then, issued back to back and waited for
+//    once the turn is passed (one dQ product: SPLIT_DQ or d = 64; unsplit at d = 128, two 64-column pieces through
+//    one register tile, dV_j and dK_j are waited for inside the turn first); order A0 A1 B0 B1 A0 …, so that one
+//    warpgroup's exponentials and dS_ij run while the other's products are on the tensor cores (FlashAttention-3's
+//    ping-pong, here across a Q block's two halves of the work). Br = 64 queries per step, or 128 (d = 64):
 //    wgmma's n is then 128 for S_ijᵀ and dP_ijᵀ, which halves the SRAM bytes read per FLOP of their B operands
 //    and the barriers per FLOP.
 //  - dQ (SPLIT_DQ): both warpgroups' dS_ij tiles form dS_ij over all Bc keys, and warpgroup c computes half of
@@ -69,6 +70,19 @@
 //    d = 64 317–392 TFLOP/s (32–40% of 989), d = 128 375–455 (38–46%). The same cell moved by up to 12% between
 //    calls (d = 64, causal, N = 4K: 277 and 314 for the same kernel). Forward + backward through autograd:
 //    0.73–0.87× cuDNN, median 0.79 (run 32: 0.75).
+//  - run 37-bwd3 (eighth session, helper bwd3; backward alone, fp16, 16k tokens, N = 1K … 16K, d 64/128, causal and
+//    not, against cuDNN's backward in the same interleaved rounds, `python -m gpu.lab.backward_builds`): dQ_i's
+//    product issued in the B turn right behind dV_j and dK_j, the turn passed, then one wait for the three (before:
+//    dV_j, dK_j waited for inside the turn, then dQ issued and the turn passed), so that the other warpgroup queues
+//    its products while these run: ×1.016–1.118 per shape over the same passes (geometric mean 1.055), with the
+//    faster passes (backward_passes.cu) ×1.055–1.178 (1.083); ×cuDNN median 0.839 → 0.893 (0.864–0.940). Its one
+//    cost: at it = 0 the dQ product runs on the unwritten dS buffer and is thrown away (one in items + 1 of the
+//    block's dQ products); guarding the issue with `if (it > 0)` made ptxas spill 332–372 bytes. ncu (N = 4096,
+//    16k tokens, third launch): d = 64 3.39 ms, tensor pipe 43% active; d = 128 2.71 ms (run 32: 3.00), 55% (48%);
+//    issue slots 36%, stalls per issued instruction: wait 1.2–1.3, long scoreboard 1.1–1.2, barrier 0.7–0.9.
+//    Three stages at d = 128 against two, on this kernel: ×0.963–1.023 (0.985), not kept. Forward + backward
+//    through autograd: ×cuDNN median 0.85 (0.67–0.92; run 37: 0.79).
+//    Correct: 342 GPU tests (rung 7, backward, autograd, variants), memcheck and synccheck 0 errors (run 37-bwd3).
 //  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
 //    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 on launches with
@@ -431,7 +445,35 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             for (int kk = 0; kk < BR / 16; ++kk) stmatrix_x4_trans(ds_lane + kk * 16 * 128, dsf[kk]);
             fence_proxy_async();
             issue_key_grads(dv, pf, dk, dsf, do_tile, q_tile);  // lines 12 and 16
-            wgmma_wait<0>();  // the turn held: P_ijᵀ's and dS_ijᵀ's registers are free before dq's are taken
+        }
+        // line 15 for item it − 1: dQ_i += τ dS_ij K_j, DQ_COLS columns at a time (SPLIT_DQ: this warpgroup's share of
+        // dQ_i over all Bc keys; else every piece over its own 64 keys), into the float32 accumulator in HBM
+#if DQ_PIECES == 1
+        // one product, issued in the same turn behind lines 12 and 16, one wait for all three after the turn is
+        // passed: the other warpgroup queues its products while these run. At it = 0 the product reads buffer 1,
+        // which no item has written yet, and is never added (an `if (it > 0)` around the issue made ptxas spill
+        // 332–372 bytes)
+        issue_dq(dq, (SPLIT_DQ ? ds_tiles : ds_tiles + c * TILE_DS) + dq_row0 * 128,
+                 (SPLIT_DQ ? sK : k_rows) + (dq_col0 / 64) * BC * 128 + (dq_col0 % 64) * 2);
+        turn_pass(c);
+        wgmma_wait<0>();
+        keep(dv);
+        keep(dk);
+        keep(pf);
+        keep(dsf);
+        keep(dq);
+        if (live && tid == 0) mbar_arrive(EMPTY(s));  // stage s is free
+        if (it > 0) {
+#if DQ_TMA  // through SRAM, TMA adding in L2
+            reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, dq_col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
+                      turn, true, true);
+#else
+            add_dq(dQacc + (size_t)prev_qh * N * HEAD_DIM, dq, prev_r0 + dq_row0, dq_col0, N, scale, warp, g, t);
+#endif
+        }
+#else  // two 64-column pieces through one register tile: lines 12 and 16 waited for in the turn, first
+        if (live) {
+            wgmma_wait<0>();  // P_ijᵀ's and dS_ijᵀ's registers are free before dq's are taken
             keep(dv);
             keep(dk);
             keep(pf);
@@ -440,28 +482,26 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         }
         if (it == 0) turn_pass(c);
         if (it > 0) {
-            // line 15 for item it − 1: dQ_i += τ dS_ij K_j, DQ_COLS columns at a time (SPLIT_DQ: this warpgroup's share
-            // of dQ_i over all Bc keys; else every piece over its own 64 keys), into the float32 accumulator in HBM
 #pragma unroll
             for (int p = 0; p < DQ_PIECES; ++p) {
                 const int col0 = dq_col0 + p * 64;
-                issue_dq(dq, (SPLIT_DQ ? ds_tiles : ds_tiles + c * TILE_DS) + dq_row0 * 128,
-                         (SPLIT_DQ ? sK : k_rows) + (col0 / 64) * BC * 128 + (col0 % 64) * 2);
+                issue_dq(dq, ds_tiles + c * TILE_DS + dq_row0 * 128, k_rows + (col0 / 64) * BC * 128);
                 if (p == 0) turn_pass(c);
                 wgmma_wait<0>();
                 keep(dq);
-#if DQ_TMA  // through SRAM, TMA adding in L2
+#if DQ_TMA
                 if (p > 0) {
                     if (tid == 0) bulk_wait_read<0>();  // the previous piece's reduction has read the tile
                     warpgroup_sync(c);
                 }
-                reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, prev_r0 + dq_row0, prev_qh, scale, c, tid,
-                          prev_count, turn, p == 0, p == DQ_PIECES - 1);
+                reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
+                          turn, p == 0, p == DQ_PIECES - 1);
 #else
                 add_dq(dQacc + (size_t)prev_qh * N * HEAD_DIM, dq, prev_r0 + dq_row0, col0, N, scale, warp, g, t);
 #endif
             }
         }
+#endif
         prev_r0 = r0;
         prev_qh = qh;
 #if DQ_TMA

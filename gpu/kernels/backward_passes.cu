@@ -6,11 +6,15 @@
 // once. For rung 7 it also packs L_i (times log2 e) and D_i per Q block, so that one bulk copy brings both.
 // flash2_bwd_dq: dQ = that accumulator, rounded once to the storage dtype.
 //
-// One warp per row in the pre-pass, 16-byte loads where rows are whole 16-byte pieces (WIDE). Their time is part
-// of every backward timing: at N = 2048, d = 64, 16 heads, fp16 (ncu, run 10) 8 µs each, against 209 µs for the
-// main kernel.
+// Both are bound by HBM: the pre-pass reads O and dO and writes the accumulator (N·d·(2·2 + 4) bytes per head at
+// fp16), the rounding reads it and writes dQ (N·d·(4 + 2)). Their time is part of every backward timing: at FlashAttention-3's
+// shapes (16k tokens, hidden 2048, fp16; gpu/NOTES.md run 37-bwd3, `python -m gpu.lab.backward_builds`) 97–98 µs
+// and 68–70 µs, 2.7–2.9 TB/s, 14% of rung 7's backward at N = 1024, d = 64, 1% at N = 16384. Before run 37-bwd3: one
+// warp per row, 8 of its lanes loading at d = 64, 4-byte zeros, and one element per thread in the rounding: 136–147 µs
+// (d = 64; 98–101 at d = 128) and 91–95 µs.
 //
-// Injected #defines: HEAD_DIM (row length in HBM), STORAGE (0 fp32, 1 fp16, 2 bf16), WIDE (16-byte loads).
+// Injected #defines: HEAD_DIM (row length in HBM), STORAGE (0 fp32, 1 fp16, 2 bf16), WIDE (rows of whole 16-byte
+// pieces: 16-byte loads and stores), ROW_LANES (the pre-pass's lanes per row: geometry.passes_defines).
 
 #include "common.cuh"  // storage_t, to_float, from_float
 
@@ -31,14 +35,16 @@ __device__ __forceinline__ float dot16(uint4 a, uint4 b) {
 
 // O, dO: (heads, N, HEAD_DIM); D: (heads, N); dQacc: (heads, N, HEAD_DIM) float32; L: the forward's log-sum-exp
 // (heads, N); LD: null, or rung 7's (heads, padded / br, 2, br) float32 blocks of L_i·log2 e then D_i (br: its Br),
-// one contiguous copy per Q block, zeros past N. Rows: heads × padded (N, or N rounded up to br with LD).
-// Grid: ceil(heads · padded / warps per block).
+// one contiguous copy per Q block, zeros past N. Rows: heads × padded (N, or N rounded up to br with LD), one per
+// ROW_LANES lanes (WIDE: a power of two ≤ 32, one 16-byte piece of O and of dO per lane and step, 16-byte zeros into
+// dQacc; else 32, one element per lane and step). Grid: ceil(heads · padded · ROW_LANES / blockDim.x).
 extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_t* dO, float* D, float* dQacc,
                                               const float* L, float* LD, int heads, int N, int padded, int br)
 {
-    const long long at = (long long)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32;
-    const int lane = threadIdx.x % 32;
-    if (at >= (long long)heads * padded) return;
+    const long long at = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / ROW_LANES;
+    const int lane = threadIdx.x % ROW_LANES;
+    const u32 mask = ROW_LANES == 32 ? 0xffffffffu : ((1u << ROW_LANES) - 1) << (threadIdx.x % 32 / ROW_LANES * ROW_LANES);
+    if (at >= (long long)heads * padded) return;  // whole rows return: the lanes of `mask` stay together
     const int b = at / padded, r = at % padded;
     float* ld = LD ? LD + 2 * ((long long)b * padded + r - r % br) + r % br : nullptr;
     if (r >= N) {  // a padding row of the last LD block
@@ -48,15 +54,20 @@ extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_
     const long long row = (long long)b * N + r;
     const storage_t* o = O + row * HEAD_DIM;
     const storage_t* d_o = dO + row * HEAD_DIM;
+    float* dq = dQacc + row * HEAD_DIM;
     float sum = 0.f;
 #if WIDE
     constexpr int per = 16 / sizeof(storage_t);  // elements in 16 bytes
-    for (int c = lane * per; c < HEAD_DIM; c += 32 * per)
+    for (int c = lane * per; c < HEAD_DIM; c += ROW_LANES * per)
         sum += dot16(*reinterpret_cast<const uint4*>(o + c), *reinterpret_cast<const uint4*>(d_o + c));
+    for (int c = 4 * lane; c < HEAD_DIM; c += 4 * ROW_LANES) *reinterpret_cast<float4*>(dq + c) = make_float4(0.f, 0.f, 0.f, 0.f);
 #else
-    for (int c = lane; c < HEAD_DIM; c += 32) sum += to_float(o[c]) * to_float(d_o[c]);
+    for (int c = lane; c < HEAD_DIM; c += ROW_LANES) {
+        sum += to_float(o[c]) * to_float(d_o[c]);
+        dq[c] = 0.f;
+    }
 #endif
-    for (int k = 16; k > 0; k /= 2) sum += __shfl_xor_sync(0xffffffff, sum, k);
+    for (int k = ROW_LANES / 2; k > 0; k /= 2) sum += __shfl_xor_sync(mask, sum, k);
     if (lane == 0) {
         D[row] = sum;
         if (ld) {
@@ -64,12 +75,24 @@ extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_
             ld[br] = sum;
         }
     }
-    for (int c = lane; c < HEAD_DIM; c += 32) dQacc[row * HEAD_DIM + c] = 0.f;
 }
 
-// dQ[e] = dQacc[e] for e < n, rounded to the storage dtype. Grid-stride.
+// dQ[e] = dQacc[e] for e < n, rounded to the storage dtype; WIDE (n a multiple of 4): 4 elements per thread and
+// step, one 16-byte load. Grid-stride.
 extern "C" __global__ void flash2_bwd_dq(const float* dQacc, storage_t* dQ, long long n)
 {
-    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += (long long)gridDim.x * blockDim.x)
-        dQ[e] = from_float(dQacc[e]);
+    const long long stride = (long long)gridDim.x * blockDim.x;
+#if WIDE
+    for (long long e = 4 * (blockIdx.x * (long long)blockDim.x + threadIdx.x); e < n; e += 4 * stride) {
+        const float4 x = *reinterpret_cast<const float4*>(dQacc + e);
+#if STORAGE == 0
+        *reinterpret_cast<float4*>(dQ + e) = x;
+#else
+        *reinterpret_cast<uint2*>(dQ + e) = make_uint2((u32)from_float(x.x) | (u32)from_float(x.y) << 16,
+                                                       (u32)from_float(x.z) | (u32)from_float(x.w) << 16);
+#endif
+    }
+#else
+    for (long long e = blockIdx.x * (long long)blockDim.x + threadIdx.x; e < n; e += stride) dQ[e] = from_float(dQacc[e]);
+#endif
 }
