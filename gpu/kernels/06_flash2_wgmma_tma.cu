@@ -85,6 +85,12 @@
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
+#ifndef Q_STAGES
+#define Q_STAGES 1                        // Q_i buffers in SRAM: 2 lets the producer load the next tile's Q_i early
+#endif
+#ifndef EDGE_TURNS
+#define EDGE_TURNS 0                      // PINGPONG: a tile's first S and last O += P̃V take turns too
+#endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536
 
@@ -206,9 +212,11 @@ __device__ __forceinline__ void to_fragments(u32 (&p)[BC / 16][4], const float (
 __device__ __forceinline__ void turn_wait(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); }
 __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (c + 1) % CONSUMERS) : "memory"); }
 
-#define K_FULL(s) (bar + 8 * (2 + (s)))               // mbarrier: K_j has arrived in stage s
-#define V_FULL(s) (bar + 8 * (2 + STAGES + (s)))      // mbarrier: V_j has arrived in stage s
-#define EMPTY(s) (bar + 8 * (2 + 2 * STAGES + (s)))   // mbarrier: every consumer is done with stage s
+#define Q_FULL(s) (bar + 8 * (s))                               // mbarrier: Q_i has arrived in Q stage s
+#define Q_EMPTY(s) (bar + 8 * (Q_STAGES + (s)))                 // mbarrier: every consumer is done with Q stage s
+#define K_FULL(s) (bar + 8 * (2 * Q_STAGES + (s)))              // mbarrier: K_j has arrived in stage s
+#define V_FULL(s) (bar + 8 * (2 * Q_STAGES + STAGES + (s)))     // mbarrier: V_j has arrived in stage s
+#define EMPTY(s) (bar + 8 * (2 * Q_STAGES + 2 * STAGES + (s)))  // mbarrier: every consumer is done with stage s
 
 // The K/V blocks the rows r0 … r0 + Br − 1 of a thread block's tile read: j0 … j0 + Tc − 1; all of them, or
 // (causal) up to the last one that row min(r0 + Br, N) − 1 sees, or (VARIANTS) the window's band, causal folded in
@@ -256,6 +264,9 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, Bod
 // total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
 // never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
 // masked (keys past Nk).
+#if EDGE_TURNS && !PINGPONG
+#error "EDGE_TURNS: the turns are PINGPONG's"
+#endif
 #if PERSISTENT && VARLEN
 #error "PERSISTENT walks planes of one length: a packed batch's thread block finds its sequence from blockIdx"
 #endif
@@ -266,18 +277,18 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 sQ = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: Q_i, PIECES × (Br, 64); swizzling repeats every 1024 bytes
-    const u32 sK = sQ + TILE_Q;                        // SRAM: K_j, STAGES × PIECES × (Bc, 64)
+    const u32 sK = sQ + Q_STAGES * TILE_Q;             // SRAM: K_j, STAGES × PIECES × (Bc, 64)
     const u32 sV = sK + STAGES * TILE_KV;              // SRAM: V_j, likewise
     const u32 bar = sV + STAGES * TILE_KV;             // SRAM: the mbarriers, 8 bytes each
-    const u32 q_full = bar;                            // mbarrier: Q_i has arrived
-    const u32 q_empty = bar + 8;                       // mbarrier: every consumer is done with Q_i (the next may load)
 #if !VARIANTS
     const int left = 0, right = 0;                     // (the window's sides: the variant build's)
 #endif
 
     if (threadIdx.x == 0) {
-        mbar_init(q_full, 1);
-        mbar_init(q_empty, CONSUMERS);
+        for (int s = 0; s < Q_STAGES; ++s) {
+            mbar_init(Q_FULL(s), 1);
+            mbar_init(Q_EMPTY(s), CONSUMERS);
+        }
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(K_FULL(s), 1);
             mbar_init(V_FULL(s), 1);
@@ -315,11 +326,13 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             int j0, Tc;
             kv_blocks(j0, Tc, r0, sq.N, sq.Nk, causal, left, right);
             if (Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
-            if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the previous tile's Q_i is used up
+            const int qs = tiles % Q_STAGES;
+            if (tiles >= Q_STAGES) mbar_wait(Q_EMPTY(qs), ((tiles / Q_STAGES) & 1) ^ 1);  // tile tiles − Q_STAGES's Q_i is used up
             ++tiles;
-            mbar_expect_tx(q_full, TILE_Q);
+            mbar_expect_tx(Q_FULL(qs), TILE_Q);
 #pragma unroll
-            for (int p = 0; p < PIECES; ++p) tma_load_3d(sQ + p * BR * 128, &Q_map, q_full, p * 64, sq.q_row + r0, sq.q_plane);
+            for (int p = 0; p < PIECES; ++p)
+                tma_load_3d(sQ + qs * TILE_Q + p * BR * 128, &Q_map, Q_FULL(qs), p * 64, sq.q_row + r0, sq.q_plane);
             for (int j = 0; j < Tc; ++j, ++loaded) {
                 const int s = loaded % STAGES;
                 if (loaded >= STAGES) mbar_wait(EMPTY(s), ((loaded / STAGES) & 1) ^ 1);  // block loaded − STAGES is used up
@@ -341,7 +354,6 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     const int c = threadIdx.x / 128 - 1;
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;
-    const u32 q_rows = sQ + c * 64 * 128;  // this warpgroup's rows of Q_i, in each piece
     const float softmax_scale = SCORED ? 1.f : scale_log2;
     int used = 0, tiles = 0;
     if (PINGPONG && c == CONSUMERS - 1) turn_pass(c);  // the first turn is warpgroup 0's
@@ -370,9 +382,13 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         if (Tc > 0) {
             float s[NS];        // registers: S_ij, then P̃_ij in place (fp32)
             u32 p[BC / 16][4];  // registers: P̃_ij rounded to fp16/bf16, as wgmma A fragments
-            mbar_wait(q_full, tiles & 1);
+            const int qs = tiles % Q_STAGES;
+            const u32 q_rows = sQ + qs * TILE_Q + c * 64 * 128;  // this warpgroup's rows of Q_i, in each piece
+            mbar_wait(Q_FULL(qs), (tiles / Q_STAGES) & 1);
             mbar_wait(K_FULL(used % STAGES), (used / STAGES) & 1);
+            if (EDGE_TURNS) turn_wait(c);
             issue_scores(s, q_rows, sK + (used % STAGES) * TILE_KV);  // line 8 for j = 0
+            if (EDGE_TURNS) turn_pass(c);
             wgmma_wait<0>();
             keep(s);
             MASK(s, j0 * BC);
@@ -406,13 +422,15 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                     o[4 * n + 3] *= alpha[1];
                 }
             }
-            if (tid == 0) mbar_arrive(q_empty);  // every S_ij of the tile is done: the producer may load the next Q_i
+            if (tid == 0) mbar_arrive(Q_EMPTY(qs));  // every S_ij of the tile is done: the producer may load Q_i again
             ++tiles;
             // block Tc − 1: line 10 alone
             const int last = used % STAGES;
             to_fragments(p, s);
             mbar_wait(V_FULL(last), (used / STAGES) & 1);
+            if (EDGE_TURNS) turn_wait(c);
             issue_values(o, p, sV + last * TILE_KV);
+            if (EDGE_TURNS) turn_pass(c);
             wgmma_wait<0>();
             keep(o);
             keep(p);
