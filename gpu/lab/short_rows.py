@@ -65,28 +65,26 @@ CANDIDATES = {
 CHECK_SHAPES = ((2, 40, 1024, 1024), (1, 140, 1000, 1000), (1, 140, 700, 1000))  # (batch, heads, N, Nk)
 
 
-@contextlib.contextmanager
-def extra_defines(extra: dict[str, int]):
-    """Rung 6's launches inside the block get `extra` #defines (and shared memory for Q_STAGES Q_i buffers)."""
-    if not extra:
-        yield
-        return
-    resolve = flash.resolve
+def with_extra(spec, extra: dict[str, int]):
+    """Rung 6's spec with `extra` #defines added (and shared memory for Q_STAGES Q_i buffers); others unchanged."""
+    if not extra or spec.rung != 6:
+        return spec
 
-    def patched(kernel, d):
-        spec = resolve(kernel, d)
-        if spec.rung != 6:
-            return spec
-
-        def smem(d, tiles):
-            q_extra = (extra.get("Q_STAGES", 1) - 1) * (geometry.HALF_SIZE * d * tiles.block_rows + 16)
-            return geometry.forward_wg_smem(d, tiles) + q_extra
-
-        return dataclasses.replace(
-            spec, defines_of=lambda d, dtype, tiles: geometry.forward_wg_defines(d, dtype, tiles) | extra, smem_of=smem
+    def smem(d, tiles):
+        return geometry.forward_wg_smem(d, tiles) + (extra.get("Q_STAGES", 1) - 1) * (
+            geometry.HALF_SIZE * d * tiles.block_rows + 16
         )
 
-    flash.resolve = patched
+    return dataclasses.replace(
+        spec, defines_of=lambda d, dtype, tiles: geometry.forward_wg_defines(d, dtype, tiles) | extra, smem_of=smem
+    )
+
+
+@contextlib.contextmanager
+def extra_defines(extra: dict[str, int]):
+    """Rung 6's launches inside the block get `extra` #defines (not thread-safe: it swaps gpu.flash.resolve)."""
+    resolve = flash.resolve
+    flash.resolve = lambda kernel, d: with_extra(resolve(kernel, d), extra)
     try:
         yield
     finally:
@@ -108,8 +106,7 @@ def precompile(dtype: str) -> None:
     from gpu import source
 
     def build(d, n, causal, tiles, extra):
-        with extra_defines(extra):
-            spec = flash.resolve(None, d)
+        spec = with_extra(flash.resolve(None, d), extra)
         tiles = spec.tiles_for(d, n, causal, tiles)
         source.function(spec, spec.defines(d, dtype, tiles), spec.smem(d, tiles))
 
