@@ -88,11 +88,17 @@
 #ifndef Q_STAGES
 #define Q_STAGES 1                        // Q_i buffers in SRAM: 2 lets the producer load the next tile's Q_i early
 #endif
+#ifndef Q_PREFETCH
+#define Q_PREFETCH 0                      // the producer asks L2 for the next Q_i before it waits for its buffer
+#endif
+#ifndef MIN_CTAS
+#define MIN_CTAS 1                        // thread blocks an SM holds at once (2: one consumer warpgroup each)
+#endif
 #ifndef EDGE_TURNS
 #define EDGE_TURNS 0                      // PINGPONG: a tile's first S and last O += P̃V take turns too
 #endif
 #define REG_PRODUCER 24
-#define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536
+#define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536 / MIN_CTAS
 
 #include "common.cuh"  // NEG_INF, LN2, pack2, exp2_approx, accumulators_to_a
 #include "hopper.cuh"  // TMA, mbarrier, wgmma, setmaxnreg
@@ -270,7 +276,7 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, Bod
 #if PERSISTENT && VARLEN
 #error "PERSISTENT walks planes of one length: a packed batch's thread block finds its sequence from blockIdx"
 #endif
-extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
+extern "C" __global__ void __launch_bounds__(NTHREADS, MIN_CTAS)
 flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
               const __grid_constant__ TensorMap V_map, elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk,
               float scale_log2, int causal, int planes VARIANT_PARAMS)
@@ -327,6 +333,9 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             kv_blocks(j0, Tc, r0, sq.N, sq.Nk, causal, left, right);
             if (Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
             const int qs = tiles % Q_STAGES;
+            if (Q_PREFETCH)
+#pragma unroll
+                for (int p = 0; p < PIECES; ++p) tma_prefetch_3d(&Q_map, p * 64, sq.q_row + r0, sq.q_plane);
             if (tiles >= Q_STAGES) mbar_wait(Q_EMPTY(qs), ((tiles / Q_STAGES) & 1) ^ 1);  // tile tiles − Q_STAGES's Q_i is used up
             ++tiles;
             mbar_expect_tx(Q_FULL(qs), TILE_Q);

@@ -59,6 +59,12 @@ __device__ __forceinline__ void tma_load_3d(u32 dst, const TensorMap* map, u32 b
                  ::"r"(dst), "l"((u64)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2) : "memory");
 }
 
+// the box at (c0, c1, c2) HBM → L2 only, no SRAM and no barrier: a later tma_load_3d of it then hits in L2
+__device__ __forceinline__ void tma_prefetch_3d(const TensorMap* map, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n"
+                 ::"l"((u64)map), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
 // `bytes` (a multiple of 16) from 16-byte-aligned HBM → SRAM, no tensor map, completing on `bar`
 __device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"

@@ -2,7 +2,8 @@
 beside SDPA's cuDNN and flash backends in interleaved rounds (16k tokens, hidden 2048: batch 16384/N, heads 2048/d).
 
 A candidate is a tiling (gpu.tiling.Tiles) and the extra #defines of 06_flash2_wgmma_tma.cu it sets (Q_STAGES: Q_i
-buffers; EDGE_TURNS: a tile's first S and last O += P̃V take the ping-pong turns too), which this script adds to the
+buffers; EDGE_TURNS: a tile's first S and last O += P̃V take the ping-pong turns too; Q_PREFETCH: the next Q_i
+asked of L2 early; MIN_CTAS: thread blocks an SM holds, the persistent grid that many per SM), which this script adds to the
 launcher's own for the candidate's calls only.
 
 `python -m gpu.lab.short_rows [--json PATH] [--dtype float16] [--profile]`: one line a candidate; --profile adds the
@@ -29,37 +30,53 @@ def _pp(cols=128, stages=3, consumers=2):
     return warpgroup_tiles(consumers, cols, stages, pingpong=True, persistent=True)
 
 
+def _one(stages=3, cols=128):
+    """One consumer warpgroup (Br = 64), two thread blocks an SM (MIN_CTAS = 2, twice the persistent grid)."""
+    return warpgroup_tiles(1, cols, stages, persistent=True)
+
+
+TWO = {"MIN_CTAS": 2}
+PF = {"Q_PREFETCH": 1}
+EDGE = {"EDGE_TURNS": 1}
+Q2 = {"Q_STAGES": 2}
 # (d, N, causal) → name → (tiles, extra #defines)
 CANDIDATES = {
     (128, 1024, False): {
         "default": (None, {}),
-        "edge": (_pp(), {"EDGE_TURNS": 1}),
-        "no turns": (warpgroup_tiles(2, 128, 3, persistent=True), {}),
-        "q2 st2 edge": (_pp(stages=2), {"Q_STAGES": 2, "EDGE_TURNS": 1}),
-        "bc64 st4": (_pp(64, 4), {}),
-        "bc64 st4 edge": (_pp(64, 4), {"EDGE_TURNS": 1}),
-        "bc64 st5 q2 edge": (_pp(64, 5), {"Q_STAGES": 2, "EDGE_TURNS": 1}),
+        "edge": (_pp(), EDGE),
+        "pf": (_pp(), PF),
+        "pf edge": (_pp(), PF | EDGE),
     },
     (64, 1024, True): {
         "default": (None, {}),
-        "edge": (_pp(), {"EDGE_TURNS": 1}),
-        "q2": (_pp(), {"Q_STAGES": 2}),
-        "q2 edge": (_pp(), {"Q_STAGES": 2, "EDGE_TURNS": 1}),
-        "q2 st4 edge": (_pp(stages=4), {"Q_STAGES": 2, "EDGE_TURNS": 1}),
-        "bc64 st4 q2 edge": (_pp(64, 4), {"Q_STAGES": 2, "EDGE_TURNS": 1}),
-        "192 pp": (_pp(consumers=3), {}),
-        "192 pp q2 edge": (_pp(consumers=3), {"Q_STAGES": 2, "EDGE_TURNS": 1}),
+        "q2": (_pp(), Q2),
+        "pf": (_pp(), PF),
+        "q2 pf edge": (_pp(), Q2 | PF | EDGE),
+        "1wg x2": (_one(), TWO),
+        "1wg x2 pf": (_one(), TWO | PF),
+        "1wg x2 st2 pf": (_one(2), TWO | PF),
+        "1wg x2 st4 bc64 pf": (_one(4, 64), TWO | PF),
     },
     (128, 1024, True): {
         "default": (None, {}),
-        "edge": (_pp(), {"EDGE_TURNS": 1}),
-        "q2 st2 edge": (_pp(stages=2), {"Q_STAGES": 2, "EDGE_TURNS": 1}),
-        "bc64 st5 q2 edge": (_pp(64, 5), {"Q_STAGES": 2, "EDGE_TURNS": 1}),
+        "pf": (_pp(), PF),
+        "pf edge": (_pp(), PF | EDGE),
     },
     (64, 1024, False): {
         "default": (None, {}),
-        "pp edge": (_pp(), {"EDGE_TURNS": 1}),
-        "192 pp q2 edge": (_pp(consumers=3), {"Q_STAGES": 2, "EDGE_TURNS": 1}),
+        "pf": (None, PF),
+        "1wg x2 pf": (_one(), TWO | PF),
+    },
+    (64, 2048, True): {
+        "default": (None, {}),
+        "q2": (_pp(), Q2),
+        "q2 pf": (_pp(), Q2 | PF),
+        "1wg x2 pf": (_one(), TWO | PF),
+    },
+    (128, 2048, False): {
+        "default": (None, {}),
+        "pf": (_pp(), PF),
+        "pf edge": (_pp(), PF | EDGE),
     },
 }
 CHECK_SHAPES = ((2, 40, 1024, 1024), (1, 140, 1000, 1000), (1, 140, 700, 1000))  # (batch, heads, N, Nk)
@@ -82,13 +99,15 @@ def with_extra(spec, extra: dict[str, int]):
 
 @contextlib.contextmanager
 def extra_defines(extra: dict[str, int]):
-    """Rung 6's launches inside the block get `extra` #defines (not thread-safe: it swaps gpu.flash.resolve)."""
-    resolve = flash.resolve
+    """Rung 6's launches inside the block get `extra` #defines, MIN_CTAS thread blocks an SM (not thread-safe: it
+    swaps gpu.flash.resolve and _sm_count)."""
+    resolve, sm_count = flash.resolve, flash._sm_count
     flash.resolve = lambda kernel, d: with_extra(resolve(kernel, d), extra)
+    flash._sm_count = lambda device_id: extra.get("MIN_CTAS", 1) * sm_count(device_id)
     try:
         yield
     finally:
-        flash.resolve = resolve
+        flash.resolve, flash._sm_count = resolve, sm_count
 
 
 def candidate_call(q, k, v, causal, tiles, extra):
