@@ -270,6 +270,12 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, Bod
 // total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
 // never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
 // masked (keys past Nk).
+#if TIMELINE  // lab only (gpu/lab/short_rows.py --timeline): SM clocks at the steps of thread block 0's first 32 tiles
+extern "C" __device__ unsigned long long timeline[1 + CONSUMERS][32][8];
+#define MARK(role, n, e) if (blockIdx.x == 0 && (n) < 32) timeline[role][n][e] = clock64()
+#else
+#define MARK(role, n, e)
+#endif
 #if EDGE_TURNS && !PINGPONG
 #error "EDGE_TURNS: the turns are PINGPONG's"
 #endif
@@ -332,11 +338,13 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             int j0, Tc;
             kv_blocks(j0, Tc, r0, sq.N, sq.Nk, causal, left, right);
             if (Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
+            MARK(0, tiles, 0);
             const int qs = tiles % Q_STAGES;
             if (Q_PREFETCH)
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) tma_prefetch_3d(&Q_map, p * 64, sq.q_row + r0, sq.q_plane);
             if (tiles >= Q_STAGES) mbar_wait(Q_EMPTY(qs), ((tiles / Q_STAGES) & 1) ^ 1);  // tile tiles − Q_STAGES's Q_i is used up
+            MARK(0, tiles, 1);
             ++tiles;
             mbar_expect_tx(Q_FULL(qs), TILE_Q);
 #pragma unroll
@@ -353,7 +361,9 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p)
                     tma_load_3d(sV + s * TILE_KV + p * BC * 128, &V_map, V_FULL(s), p * 64, sq.kv_row + (j0 + j) * BC, sq.kv_plane);
+                if (j == 0) MARK(0, tiles - 1, 2);
             }
+            MARK(0, tiles - 1, 3);
         });
         return;
     }
@@ -393,8 +403,11 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             u32 p[BC / 16][4];  // registers: P̃_ij rounded to fp16/bf16, as wgmma A fragments
             const int qs = tiles % Q_STAGES;
             const u32 q_rows = sQ + qs * TILE_Q + c * 64 * 128;  // this warpgroup's rows of Q_i, in each piece
+            if (tid == 0) MARK(1 + c, tiles, 0);
             mbar_wait(Q_FULL(qs), (tiles / Q_STAGES) & 1);
+            if (tid == 0) MARK(1 + c, tiles, 1);
             mbar_wait(K_FULL(used % STAGES), (used / STAGES) & 1);
+            if (tid == 0) MARK(1 + c, tiles, 2);
             if (EDGE_TURNS) turn_wait(c);
             issue_scores(s, q_rows, sK + (used % STAGES) * TILE_KV);  // line 8 for j = 0
             if (EDGE_TURNS) turn_pass(c);
@@ -402,6 +415,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             keep(s);
             MASK(s, j0 * BC);
             online_softmax(s, m, l, alpha, softmax_scale);  // line 9 for j = 0 (O_i is still 0: alpha is not needed)
+            if (tid == 0) MARK(1 + c, tiles, 3);
 
             // blocks 0 … Tc − 2: the tensor cores get S_i,j+1 = Q_i K_j+1ᵀ and O_i += P̃_ij V_j back to back; softmax
             // of S_i,j+1 runs while the second is in flight. (Written without a branch around the wgmma instructions:
@@ -431,6 +445,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                     o[4 * n + 3] *= alpha[1];
                 }
             }
+            if (tid == 0) MARK(1 + c, tiles, 4);
             if (tid == 0) mbar_arrive(Q_EMPTY(qs));  // every S_ij of the tile is done: the producer may load Q_i again
             ++tiles;
             // block Tc − 1: line 10 alone
@@ -444,6 +459,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             keep(o);
             keep(p);
             if (tid == 0) mbar_arrive(EMPTY(last));
+            if (tid == 0) MARK(1 + c, tiles - 1, 5);
             ++used;
         }
 #undef MASK
@@ -479,6 +495,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             }
             if (t == 0 && r < n_rows) L[sq.l_at + (size_t)r * sq.l_stride] = l_row == 0.f ? NEG_INF : (m[h] * softmax_scale + log2f(l_row)) * LN2;
         }
+        if (tid == 0 && Tc > 0) MARK(1 + c, tiles - 1, 6);
     });
     if (PINGPONG && c == 0) turn_wait(c);  // the last warpgroup's last pass: every arrival is matched
 }

@@ -19,6 +19,8 @@ import math
 import pstats
 import time
 
+import numpy as np
+
 from gpu import flash, geometry
 from gpu.lab import checks, sdpa, timing
 from gpu.tiling import warpgroup_tiles
@@ -187,12 +189,61 @@ def host_profile(dtype: str, calls: int = 300) -> str:
     return f"host per call (under cProfile) {per_call:.1f} µs\n" + text.getvalue()
 
 
+PHASES = ("wait Q", "wait K0", "S0 + softmax", "loop", "last PV", "epilogue")
+
+
+def timeline(dtype: str, progress=print) -> None:
+    """SM clocks at the steps of thread block 0's tiles (a TIMELINE build, the default tiling with each extra)."""
+    import cupy
+
+    from gpu import source
+
+    for (d, n, causal), extra in (((128, 1024, False), {}), ((64, 1024, True), {}), ((128, 1024, False), PF),
+                                  ((128, 4096, False), {})):  # fmt: skip
+        extra = extra | {"TIMELINE": 1}
+        batch, heads = TOKENS // n, HIDDEN // d
+        q, k, v = checks.random_qkv(batch, heads, n, n, d, dtype, seed=n + d)
+        spec = with_extra(flash.resolve(None, d), extra)
+        tiles = spec.tiles_for(d, n, causal, None)
+        mod = source._module(spec.file, tuple(sorted(spec.defines(d, dtype, tiles).items())), spec.arch)
+        candidate_call(q, k, v, causal, None, extra)()  # compiles the build
+        roles = tiles.warps // 4
+        marks = cupy.ndarray((roles, 32, 8), cupy.uint64, mod.get_global("timeline"))
+        marks.fill(0)
+        candidate_call(q, k, v, causal, None, extra)()
+        cupy.cuda.Device().synchronize()
+        t = marks.get().astype(float)
+        walked = int((t[1, :, 6] > 0).sum())
+        t0 = t[1, 0, 0]
+        progress(f"d={d} N={n} causal={int(causal)} {tiles.describe()} {extra}: {walked} tiles on block 0 (clocks)")
+        for c in range(1, roles):
+            for name, (a, b) in zip(PHASES, zip(range(6), range(1, 7), strict=True), strict=True):
+                per = t[c, 1 : walked - 1, b] - t[c, 1 : walked - 1, a]
+                progress(
+                    f"  wg{c - 1} {name:>13}: median {np.median(per):8.0f}  tiles {' '.join(f'{x:.0f}' for x in per[:8])}"
+                )
+            gap = t[c, 1:walked, 0] - t[c, : walked - 1, 6]
+            progress(f"  wg{c - 1} {'to next tile':>13}: median {np.median(gap):8.0f}")
+        q_issue = t[0, 1:walked, 1] - t[1:, : walked - 1, 4].max(axis=0)
+        k0 = t[0, 1:walked, 2] - t[0, 1:walked, 1]
+        progress(
+            f"  producer: Q_i issued {np.median(q_issue):.0f} after the last consumer's q_empty, K_0 {np.median(k0):.0f} later"
+        )
+        for n_ in range(min(walked, 4)):
+            row = " | ".join(" ".join(f"{(x - t0):.0f}" for x in t[r, n_, : 7 if r else 4]) for r in range(roles))
+            progress(f"  tile {n_}: {row}")
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--timeline", action="store_true", help="only the clocks of thread block 0's tiles")
     a = ap.parse_args(argv)
+    if a.timeline:
+        timeline(a.dtype)
+        return
     rows = run(a.dtype)
     if a.json:
         with open(a.json, "w") as fh:
