@@ -270,7 +270,10 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, Bod
 // total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
 // never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
 // masked (keys past Nk).
-#if TIMELINE  // lab only (gpu/lab/short_rows.py --timeline): SM clocks at the steps of thread block 0's first 32 tiles
+#ifndef TIMELINE
+#define TIMELINE 0
+#endif
+#if TIMELINE  // lab only (gpu/lab/short_rows.py --timeline): SM clocks at the steps of thread block 0's first 32 tiles; 2: O not stored
 extern "C" __device__ unsigned long long timeline[1 + CONSUMERS][32][8];
 #define MARK(role, n, e) if (blockIdx.x == 0 && (n) < 32) timeline[role][n][e] = clock64()
 #else
@@ -491,7 +494,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                     for (int e = 0; e < 4; ++e) x[e] = from == e ? got : x[e];
                 }
                 // one st.global.v4 (common.cuh's store_16: NVVM split this store in the packed and persistent builds)
-                if (r < n_rows) store_16(o_row + 8 * (4 * q + t), make_uint4(x[0], x[1], x[2], x[3]));
+                if (r < n_rows && TIMELINE != 2) store_16(o_row + 8 * (4 * q + t), make_uint4(x[0], x[1], x[2], x[3]));
             }
             if (t == 0 && r < n_rows) L[sq.l_at + (size_t)r * sq.l_stride] = l_row == 0.f ? NEG_INF : (m[h] * softmax_scale + log2f(l_row)) * LN2;
         }
