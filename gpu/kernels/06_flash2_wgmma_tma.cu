@@ -94,6 +94,9 @@
 #ifndef MIN_CTAS
 #define MIN_CTAS 1                        // thread blocks an SM holds at once (2: one consumer warpgroup each)
 #endif
+#ifndef O_TMA
+#define O_TMA 0                           // O_i leaves through SRAM (the tile's last K_j buffer) and a TMA store
+#endif
 #ifndef EDGE_TURNS
 #define EDGE_TURNS 0                      // PINGPONG: a tile's first S and last O += P̃V take turns too
 #endif
@@ -279,6 +282,14 @@ extern "C" __device__ unsigned long long timeline[1 + CONSUMERS][32][8];
 #else
 #define MARK(role, n, e)
 #endif
+#if O_TMA
+#if 64 * CONSUMERS > BC
+#error "O_TMA: O_i (Br rows) goes into one K_j buffer (Bc rows)"
+#endif
+#define O_MAP_PARAM , const __grid_constant__ TensorMap O_map
+#else
+#define O_MAP_PARAM
+#endif
 #if EDGE_TURNS && !PINGPONG
 #error "EDGE_TURNS: the turns are PINGPONG's"
 #endif
@@ -288,7 +299,7 @@ extern "C" __device__ unsigned long long timeline[1 + CONSUMERS][32][8];
 extern "C" __global__ void __launch_bounds__(NTHREADS, MIN_CTAS)
 flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
               const __grid_constant__ TensorMap V_map, elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk,
-              float scale_log2, int causal, int planes VARIANT_PARAMS)
+              float scale_log2, int causal, int planes VARIANT_PARAMS O_MAP_PARAM)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 sQ = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: Q_i, PIECES × (Br, 64); swizzling repeats every 1024 bytes
@@ -401,6 +412,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #define MASK(s, c0) mask(s, c0, row, r0, n_keys, causal, shift, t)
 #endif
 
+        int o_stage = 0, o_qs = 0, o_parity = 0;  // O_TMA: the tile's last stage, its Q buffer and q_empty phase
         if (Tc > 0) {
             float s[NS];        // registers: S_ij, then P̃_ij in place (fp32)
             u32 p[BC / 16][4];  // registers: P̃_ij rounded to fp16/bf16, as wgmma A fragments
@@ -461,7 +473,8 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             wgmma_wait<0>();
             keep(o);
             keep(p);
-            if (tid == 0) mbar_arrive(EMPTY(last));
+            if (tid == 0 && !O_TMA) mbar_arrive(EMPTY(last));
+            o_stage = last, o_qs = qs, o_parity = ((tiles - 1) / Q_STAGES) & 1;
             if (tid == 0) MARK(1 + c, tiles - 1, 5);
             ++used;
         }
@@ -472,6 +485,9 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         // loads the next tile's Q_i and K_j, V_j. A lane holds 4 bytes of each 16-byte piece of its rows; the 4
         // lanes of a row swap them (a 4 × 4 transpose by shuffles) so that each stores 16 bytes and the four
         // together whole 32-byte sectors.
+        const bool via_sram = O_TMA && Tc > 0;
+        const u32 o_tile = sK + o_stage * TILE_KV + c * 64 * 128;  // O_TMA: this warpgroup's 64 rows in each piece
+        if (via_sram) mbar_wait(Q_EMPTY(o_qs), o_parity);  // every warpgroup's last S is done: K_Tc−1 is read
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float l_row = l[h];
@@ -480,6 +496,13 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             const float inv = l_row == 0.f ? 0.f : 1.f / l_row;  // a NaN ℓ (NaN in the inputs) stays NaN
             const int r = row + 8 * h;
             elem_t* o_row = O + sq.q_at + (size_t)r * sq.q_stride;
+            if (via_sram) {  // 4 bytes a lane into the swizzled box: row rr's 16-byte chunk n % 8 sits at (n % 8) ^ (rr % 8)
+                const u32 rr = warp * 16 + g + 8 * h;
+#pragma unroll
+                for (int n = 0; n < HEAD_DIM / 8; ++n)
+                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o_tile + (n / 8) * BC * 128 + rr * 128 + (((n % 8) ^ g) << 4) + 4 * t),
+                                 "r"(pack2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv)) : "memory");
+            } else {
 #pragma unroll
             for (int q = 0; q < HEAD_DIM / 32; ++q) {  // columns 32q … 32q + 31: pieces n = 4q … 4q + 3
                 u32 w[4], x[4] = {0u, 0u, 0u, 0u};      // w[j]: columns 8(4q + j) + 2t, 2t + 1; x[i]: 8(4q + t) + 2i, 2i + 1
@@ -496,9 +519,26 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                 // one st.global.v4 (common.cuh's store_16: NVVM split this store in the packed and persistent builds)
                 if (r < n_rows && TIMELINE != 2) store_16(o_row + 8 * (4 * q + t), make_uint4(x[0], x[1], x[2], x[3]));
             }
+            }
             if (t == 0 && r < n_rows) L[sq.l_at + (size_t)r * sq.l_stride] = l_row == 0.f ? NEG_INF : (m[h] * softmax_scale + log2f(l_row)) * LN2;
         }
+#if O_TMA
+        if (via_sram) {  // the warpgroup's writes reach the async proxy; one thread stores the box and, once it is read, frees the stage
+            fence_proxy_async();
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");
+            if (tid == 0) {
+#pragma unroll
+                for (int p = 0; p < PIECES; ++p) tma_store_3d(&O_map, o_tile + p * BC * 128, p * 64, sq.q_row + r0 + c * 64, sq.q_plane);
+                bulk_commit();
+                bulk_wait_read<0>();
+                mbar_arrive(EMPTY(o_stage));
+            }
+        }
+#endif
         if (tid == 0 && Tc > 0) MARK(1 + c, tiles - 1, 6);
     });
+#if O_TMA
+    if (tid == 0) bulk_wait<0>();  // the last boxes are in HBM before the thread block ends
+#endif
     if (PINGPONG && c == 0) turn_wait(c);  // the last warpgroup's last pass: every arrival is matched
 }

@@ -76,6 +76,12 @@ __device__ __forceinline__ void tma_reduce_add_3d(const TensorMap* map, u32 src,
     asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.bulk_group [%0, {%2, %3, %4}], [%1];\n"
                  ::"l"((u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
 }
+// SRAM at `src` (a box in the 128-byte swizzled layout) → the HBM box at (c0, c1, c2); rows past the tensor's end
+// are skipped. Completes as a bulk group, like tma_reduce_add_3d
+__device__ __forceinline__ void tma_store_3d(const TensorMap* map, u32 src, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n"
+                 ::"l"((u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
 template <int PENDING> __device__ __forceinline__ void bulk_wait_read() {
     asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(PENDING) : "memory");

@@ -37,49 +37,17 @@ def _one(stages=3, cols=128):
     return warpgroup_tiles(1, cols, stages, persistent=True)
 
 
-TWO = {"MIN_CTAS": 2}
+OT = {"O_TMA": 1}
 PF = {"Q_PREFETCH": 1}
-EDGE = {"EDGE_TURNS": 1}
-Q2 = {"Q_STAGES": 2}
 # (d, N, causal) → name → (tiles, extra #defines)
 CANDIDATES = {
-    (128, 1024, False): {
-        "default": (None, {}),
-        "edge": (_pp(), EDGE),
-        "pf": (_pp(), PF),
-        "pf edge": (_pp(), PF | EDGE),
-    },
-    (64, 1024, True): {
-        "default": (None, {}),
-        "q2": (_pp(), Q2),
-        "pf": (_pp(), PF),
-        "q2 pf edge": (_pp(), Q2 | PF | EDGE),
-        "1wg x2": (_one(), TWO),
-        "1wg x2 pf": (_one(), TWO | PF),
-        "1wg x2 st2 pf": (_one(2), TWO | PF),
-        "1wg x2 st4 bc64 pf": (_one(4, 64), TWO | PF),
-    },
-    (128, 1024, True): {
-        "default": (None, {}),
-        "pf": (_pp(), PF),
-        "pf edge": (_pp(), PF | EDGE),
-    },
-    (64, 1024, False): {
-        "default": (None, {}),
-        "pf": (None, PF),
-        "1wg x2 pf": (_one(), TWO | PF),
-    },
-    (64, 2048, True): {
-        "default": (None, {}),
-        "q2": (_pp(), Q2),
-        "q2 pf": (_pp(), Q2 | PF),
-        "1wg x2 pf": (_one(), TWO | PF),
-    },
-    (128, 2048, False): {
-        "default": (None, {}),
-        "pf": (_pp(), PF),
-        "pf edge": (_pp(), PF | EDGE),
-    },
+    (128, 1024, False): {"default": (None, {}), "o tma": (None, OT), "o tma pf": (None, OT | PF)},
+    (64, 1024, True): {"default": (None, {}), "o tma": (None, OT), "o tma pf": (None, OT | PF)},
+    (128, 1024, True): {"default": (None, {}), "o tma": (None, OT), "o tma pf": (None, OT | PF)},
+    (64, 1024, False): {"default": (None, {}), "128 pp o tma": (_pp(), OT), "128 pp o tma pf": (_pp(), OT | PF)},
+    (128, 4096, False): {"default": (None, {}), "o tma": (None, OT)},
+    (64, 4096, True): {"default": (None, {}), "128 pp o tma": (_pp(), OT)},
+    (128, 16384, True): {"default": (None, {}), "o tma": (None, OT)},
 }
 CHECK_SHAPES = ((2, 40, 1024, 1024), (1, 140, 1000, 1000), (1, 140, 700, 1000))  # (batch, heads, N, Nk)
 
