@@ -85,23 +85,11 @@
 #ifndef PERSISTENT
 #define PERSISTENT 0
 #endif
-#ifndef Q_STAGES
-#define Q_STAGES 1                        // Q_i buffers in SRAM: 2 lets the producer load the next tile's Q_i early
-#endif
-#ifndef Q_PREFETCH
-#define Q_PREFETCH 0                      // the producer asks L2 for the next Q_i before it waits for its buffer
-#endif
-#ifndef MIN_CTAS
-#define MIN_CTAS 1                        // thread blocks an SM holds at once (2: one consumer warpgroup each)
-#endif
 #ifndef O_TMA
-#define O_TMA 0                           // O_i leaves through SRAM (the tile's last K_j buffer) and a TMA store
-#endif
-#ifndef EDGE_TURNS
-#define EDGE_TURNS 0                      // PINGPONG: a tile's first S and last O += P̃V take turns too
+#define O_TMA 0  // O_i leaves through SRAM (the tile's last K_j buffer) by TMA stores (persistent, Br ≤ Bc)
 #endif
 #define REG_PRODUCER 24
-#define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536 / MIN_CTAS
+#define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536
 
 #include "common.cuh"  // NEG_INF, LN2, pack2, exp2_approx, accumulators_to_a
 #include "hopper.cuh"  // TMA, mbarrier, wgmma, setmaxnreg
@@ -221,11 +209,9 @@ __device__ __forceinline__ void to_fragments(u32 (&p)[BC / 16][4], const float (
 __device__ __forceinline__ void turn_wait(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); }
 __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (c + 1) % CONSUMERS) : "memory"); }
 
-#define Q_FULL(s) (bar + 8 * (s))                               // mbarrier: Q_i has arrived in Q stage s
-#define Q_EMPTY(s) (bar + 8 * (Q_STAGES + (s)))                 // mbarrier: every consumer is done with Q stage s
-#define K_FULL(s) (bar + 8 * (2 * Q_STAGES + (s)))              // mbarrier: K_j has arrived in stage s
-#define V_FULL(s) (bar + 8 * (2 * Q_STAGES + STAGES + (s)))     // mbarrier: V_j has arrived in stage s
-#define EMPTY(s) (bar + 8 * (2 * Q_STAGES + 2 * STAGES + (s)))  // mbarrier: every consumer is done with stage s
+#define K_FULL(s) (bar + 8 * (2 + (s)))               // mbarrier: K_j has arrived in stage s
+#define V_FULL(s) (bar + 8 * (2 + STAGES + (s)))      // mbarrier: V_j has arrived in stage s
+#define EMPTY(s) (bar + 8 * (2 + 2 * STAGES + (s)))   // mbarrier: every consumer is done with stage s
 
 // The K/V blocks the rows r0 … r0 + Br − 1 of a thread block's tile read: j0 … j0 + Tc − 1; all of them, or
 // (causal) up to the last one that row min(r0 + Br, N) − 1 sees, or (VARIANTS) the window's band, causal folded in
@@ -273,48 +259,36 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, Bod
 // total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
 // never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
 // masked (keys past Nk).
-#ifndef TIMELINE
-#define TIMELINE 0
-#endif
-#if TIMELINE  // lab only (gpu/lab/short_rows.py --timeline): SM clocks at the steps of thread block 0's first 32 tiles; 2: O not stored
-extern "C" __device__ unsigned long long timeline[1 + CONSUMERS][32][8];
-#define MARK(role, n, e) if (blockIdx.x == 0 && (n) < 32) timeline[role][n][e] = clock64()
-#else
-#define MARK(role, n, e)
-#endif
 #if O_TMA
-#if 64 * CONSUMERS > BC
-#error "O_TMA: O_i (Br rows) goes into one K_j buffer (Bc rows)"
+#if 64 * CONSUMERS > BC || !PERSISTENT
+#error "O_TMA: O_i (Br rows) goes into one K_j buffer (Bc rows), in the persistent walk"
 #endif
 #define O_MAP_PARAM , const __grid_constant__ TensorMap O_map
 #else
 #define O_MAP_PARAM
 #endif
-#if EDGE_TURNS && !PINGPONG
-#error "EDGE_TURNS: the turns are PINGPONG's"
-#endif
 #if PERSISTENT && VARLEN
 #error "PERSISTENT walks planes of one length: a packed batch's thread block finds its sequence from blockIdx"
 #endif
-extern "C" __global__ void __launch_bounds__(NTHREADS, MIN_CTAS)
+extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
               const __grid_constant__ TensorMap V_map, elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk,
               float scale_log2, int causal, int planes VARIANT_PARAMS O_MAP_PARAM)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 sQ = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: Q_i, PIECES × (Br, 64); swizzling repeats every 1024 bytes
-    const u32 sK = sQ + Q_STAGES * TILE_Q;             // SRAM: K_j, STAGES × PIECES × (Bc, 64)
+    const u32 sK = sQ + TILE_Q;                        // SRAM: K_j, STAGES × PIECES × (Bc, 64)
     const u32 sV = sK + STAGES * TILE_KV;              // SRAM: V_j, likewise
     const u32 bar = sV + STAGES * TILE_KV;             // SRAM: the mbarriers, 8 bytes each
+    const u32 q_full = bar;                            // mbarrier: Q_i has arrived
+    const u32 q_empty = bar + 8;                       // mbarrier: every consumer is done with Q_i (the next may load)
 #if !VARIANTS
     const int left = 0, right = 0;                     // (the window's sides: the variant build's)
 #endif
 
     if (threadIdx.x == 0) {
-        for (int s = 0; s < Q_STAGES; ++s) {
-            mbar_init(Q_FULL(s), 1);
-            mbar_init(Q_EMPTY(s), CONSUMERS);
-        }
+        mbar_init(q_full, 1);
+        mbar_init(q_empty, CONSUMERS);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(K_FULL(s), 1);
             mbar_init(V_FULL(s), 1);
@@ -352,18 +326,14 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             int j0, Tc;
             kv_blocks(j0, Tc, r0, sq.N, sq.Nk, causal, left, right);
             if (Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
-            MARK(0, tiles, 0);
-            const int qs = tiles % Q_STAGES;
-            if (Q_PREFETCH)
+            if (PERSISTENT)  // Q_i into L2 now, a tile ahead: its load below, once the previous Q_i is used up, hits there
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) tma_prefetch_3d(&Q_map, p * 64, sq.q_row + r0, sq.q_plane);
-            if (tiles >= Q_STAGES) mbar_wait(Q_EMPTY(qs), ((tiles / Q_STAGES) & 1) ^ 1);  // tile tiles − Q_STAGES's Q_i is used up
-            MARK(0, tiles, 1);
+            if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the previous tile's Q_i is used up
             ++tiles;
-            mbar_expect_tx(Q_FULL(qs), TILE_Q);
+            mbar_expect_tx(q_full, TILE_Q);
 #pragma unroll
-            for (int p = 0; p < PIECES; ++p)
-                tma_load_3d(sQ + qs * TILE_Q + p * BR * 128, &Q_map, Q_FULL(qs), p * 64, sq.q_row + r0, sq.q_plane);
+            for (int p = 0; p < PIECES; ++p) tma_load_3d(sQ + p * BR * 128, &Q_map, q_full, p * 64, sq.q_row + r0, sq.q_plane);
             for (int j = 0; j < Tc; ++j, ++loaded) {
                 const int s = loaded % STAGES;
                 if (loaded >= STAGES) mbar_wait(EMPTY(s), ((loaded / STAGES) & 1) ^ 1);  // block loaded − STAGES is used up
@@ -375,9 +345,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p)
                     tma_load_3d(sV + s * TILE_KV + p * BC * 128, &V_map, V_FULL(s), p * 64, sq.kv_row + (j0 + j) * BC, sq.kv_plane);
-                if (j == 0) MARK(0, tiles - 1, 2);
             }
-            MARK(0, tiles - 1, 3);
         });
         return;
     }
@@ -387,6 +355,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     const int c = threadIdx.x / 128 - 1;
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     const int g = lane / 4, t = lane % 4;
+    const u32 q_rows = sQ + c * 64 * 128;  // this warpgroup's rows of Q_i, in each piece
     const float softmax_scale = SCORED ? 1.f : scale_log2;
     int used = 0, tiles = 0;
     if (PINGPONG && c == CONSUMERS - 1) turn_pass(c);  // the first turn is warpgroup 0's
@@ -412,25 +381,17 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #define MASK(s, c0) mask(s, c0, row, r0, n_keys, causal, shift, t)
 #endif
 
-        int o_stage = 0, o_qs = 0, o_parity = 0;  // O_TMA: the tile's last stage, its Q buffer and q_empty phase
+        int o_stage = 0;  // O_TMA: the stage of the tile's last K_j, V_j (its K_j buffer takes O_i on the way out)
         if (Tc > 0) {
             float s[NS];        // registers: S_ij, then P̃_ij in place (fp32)
             u32 p[BC / 16][4];  // registers: P̃_ij rounded to fp16/bf16, as wgmma A fragments
-            const int qs = tiles % Q_STAGES;
-            const u32 q_rows = sQ + qs * TILE_Q + c * 64 * 128;  // this warpgroup's rows of Q_i, in each piece
-            if (tid == 0) MARK(1 + c, tiles, 0);
-            mbar_wait(Q_FULL(qs), (tiles / Q_STAGES) & 1);
-            if (tid == 0) MARK(1 + c, tiles, 1);
+            mbar_wait(q_full, tiles & 1);
             mbar_wait(K_FULL(used % STAGES), (used / STAGES) & 1);
-            if (tid == 0) MARK(1 + c, tiles, 2);
-            if (EDGE_TURNS) turn_wait(c);
             issue_scores(s, q_rows, sK + (used % STAGES) * TILE_KV);  // line 8 for j = 0
-            if (EDGE_TURNS) turn_pass(c);
             wgmma_wait<0>();
             keep(s);
             MASK(s, j0 * BC);
             online_softmax(s, m, l, alpha, softmax_scale);  // line 9 for j = 0 (O_i is still 0: alpha is not needed)
-            if (tid == 0) MARK(1 + c, tiles, 3);
 
             // blocks 0 … Tc − 2: the tensor cores get S_i,j+1 = Q_i K_j+1ᵀ and O_i += P̃_ij V_j back to back; softmax
             // of S_i,j+1 runs while the second is in flight. (Written without a branch around the wgmma instructions:
@@ -460,34 +421,33 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                     o[4 * n + 3] *= alpha[1];
                 }
             }
-            if (tid == 0) MARK(1 + c, tiles, 4);
-            if (tid == 0) mbar_arrive(Q_EMPTY(qs));  // every S_ij of the tile is done: the producer may load Q_i again
+            if (tid == 0) mbar_arrive(q_empty);  // every S_ij of the tile is done: the producer may load the next Q_i
             ++tiles;
             // block Tc − 1: line 10 alone
             const int last = used % STAGES;
             to_fragments(p, s);
             mbar_wait(V_FULL(last), (used / STAGES) & 1);
-            if (EDGE_TURNS) turn_wait(c);
             issue_values(o, p, sV + last * TILE_KV);
-            if (EDGE_TURNS) turn_pass(c);
             wgmma_wait<0>();
             keep(o);
             keep(p);
             if (tid == 0 && !O_TMA) mbar_arrive(EMPTY(last));
-            o_stage = last, o_qs = qs, o_parity = ((tiles - 1) / Q_STAGES) & 1;
-            if (tid == 0) MARK(1 + c, tiles - 1, 5);
+            o_stage = last;
             ++used;
         }
 #undef MASK
 
         // line 12: O_i = diag(ℓ_i)^−1 O_i; line 13: L_i = m_i + log ℓ_i (natural log; −∞ and zeros for a row that saw
-        // no key); lines 14 and 15: write O_i and L_i to HBM straight from registers, while the producer already
-        // loads the next tile's Q_i and K_j, V_j. A lane holds 4 bytes of each 16-byte piece of its rows; the 4
-        // lanes of a row swap them (a 4 × 4 transpose by shuffles) so that each stores 16 bytes and the four
-        // together whole 32-byte sectors.
+        // no key); lines 14 and 15: write O_i and L_i to HBM, while the producer already loads the next tile's Q_i
+        // and K_j, V_j. O_TMA (a tile with keys): each lane writes its 4-byte pairs into the tile's last K_j buffer,
+        // once every warpgroup's last S has read it (q_empty's phase), in TMA's 128-byte swizzled layout (row rr's
+        // 16-byte chunk k at chunk k ^ (rr mod 8)); one thread then stores the warpgroup's 64 rows by TMA and frees
+        // the stage when the copy has read it. Else, from registers: a lane holds 4 bytes of each 16-byte piece of
+        // its rows; the 4 lanes of a row swap them (a 4 × 4 transpose by shuffles) so that each stores 16 bytes and
+        // the four together whole 32-byte sectors.
         const bool via_sram = O_TMA && Tc > 0;
-        const u32 o_tile = sK + o_stage * TILE_KV + c * 64 * 128;  // O_TMA: this warpgroup's 64 rows in each piece
-        if (via_sram) mbar_wait(Q_EMPTY(o_qs), o_parity);  // every warpgroup's last S is done: K_Tc−1 is read
+        const u32 o_tile = sK + o_stage * TILE_KV + c * 64 * 128;  // O_TMA: this warpgroup's 64 rows, in each piece
+        if (via_sram) mbar_wait(q_empty, (tiles - 1) & 1);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float l_row = l[h];
@@ -495,50 +455,49 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             l_row += __shfl_xor_sync(0xffffffff, l_row, 2);
             const float inv = l_row == 0.f ? 0.f : 1.f / l_row;  // a NaN ℓ (NaN in the inputs) stays NaN
             const int r = row + 8 * h;
-            elem_t* o_row = O + sq.q_at + (size_t)r * sq.q_stride;
-            if (via_sram) {  // 4 bytes a lane into the swizzled box: row rr's 16-byte chunk n % 8 sits at (n % 8) ^ (rr % 8)
-                const u32 rr = warp * 16 + g + 8 * h;
+            if (via_sram) {
+                const u32 rr = warp * 16 + g + 8 * h;  // the row in the warpgroup's 64
 #pragma unroll
-                for (int n = 0; n < HEAD_DIM / 8; ++n)
-                    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(o_tile + (n / 8) * BC * 128 + rr * 128 + (((n % 8) ^ g) << 4) + 4 * t),
-                                 "r"(pack2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv)) : "memory");
+                for (int n = 0; n < HEAD_DIM / 8; ++n)  // columns 8n + 2t, 2t + 1: piece n / 8, chunk n % 8
+                    st_shared_32(o_tile + (n / 8) * BC * 128 + rr * 128 + (((n % 8) ^ g) << 4) + 4 * t,
+                                 pack2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv));
             } else {
+                elem_t* o_row = O + sq.q_at + (size_t)r * sq.q_stride;
 #pragma unroll
-            for (int q = 0; q < HEAD_DIM / 32; ++q) {  // columns 32q … 32q + 31: pieces n = 4q … 4q + 3
-                u32 w[4], x[4] = {0u, 0u, 0u, 0u};      // w[j]: columns 8(4q + j) + 2t, 2t + 1; x[i]: 8(4q + t) + 2i, 2i + 1
+                for (int q = 0; q < HEAD_DIM / 32; ++q) {  // columns 32q … 32q + 31: pieces n = 4q … 4q + 3
+                    u32 w[4], x[4] = {0u, 0u, 0u, 0u};      // w[j]: columns 8(4q + j) + 2t, 2t + 1; x[i]: 8(4q + t) + 2i, 2i + 1
 #pragma unroll
-                for (int j = 0; j < 4; ++j) w[j] = pack2(o[4 * (4 * q + j) + 2 * h] * inv, o[4 * (4 * q + j) + 2 * h + 1] * inv);
+                    for (int j = 0; j < 4; ++j) w[j] = pack2(o[4 * (4 * q + j) + 2 * h] * inv, o[4 * (4 * q + j) + 2 * h + 1] * inv);
 #pragma unroll
-                for (int k = 0; k < 4; ++k) {  // round k: read lane t + k's word for piece t, send lane t − k its piece
-                    const int from = (t + k) & 3, wanted = (t - k) & 3;
-                    const u32 send = wanted == 0 ? w[0] : wanted == 1 ? w[1] : wanted == 2 ? w[2] : w[3];
-                    const u32 got = __shfl_sync(0xffffffff, send, (lane & ~3) | from);
+                    for (int k = 0; k < 4; ++k) {  // round k: read lane t + k's word for piece t, send lane t − k its piece
+                        const int from = (t + k) & 3, wanted = (t - k) & 3;
+                        const u32 send = wanted == 0 ? w[0] : wanted == 1 ? w[1] : wanted == 2 ? w[2] : w[3];
+                        const u32 got = __shfl_sync(0xffffffff, send, (lane & ~3) | from);
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) x[e] = from == e ? got : x[e];
+                        for (int e = 0; e < 4; ++e) x[e] = from == e ? got : x[e];
+                    }
+                    // one st.global.v4 (common.cuh's store_16: NVVM split this store in the packed and persistent builds)
+                    if (r < n_rows) store_16(o_row + 8 * (4 * q + t), make_uint4(x[0], x[1], x[2], x[3]));
                 }
-                // one st.global.v4 (common.cuh's store_16: NVVM split this store in the packed and persistent builds)
-                if (r < n_rows && TIMELINE != 2) store_16(o_row + 8 * (4 * q + t), make_uint4(x[0], x[1], x[2], x[3]));
-            }
             }
             if (t == 0 && r < n_rows) L[sq.l_at + (size_t)r * sq.l_stride] = l_row == 0.f ? NEG_INF : (m[h] * softmax_scale + log2f(l_row)) * LN2;
         }
 #if O_TMA
-        if (via_sram) {  // the warpgroup's writes reach the async proxy; one thread stores the box and, once it is read, frees the stage
+        if (via_sram) {  // the writes reach the async proxy, the warpgroup meets, one thread stores its 64 rows
             fence_proxy_async();
-            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");  // ids 1 … CONSUMERS: PINGPONG's
             if (tid == 0) {
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) tma_store_3d(&O_map, o_tile + p * BC * 128, p * 64, sq.q_row + r0 + c * 64, sq.q_plane);
                 bulk_commit();
-                bulk_wait_read<0>();
+                bulk_wait_read<0>();  // the copy has read the buffer: the producer may load K_j, V_j into the stage
                 mbar_arrive(EMPTY(o_stage));
             }
         }
 #endif
-        if (tid == 0 && Tc > 0) MARK(1 + c, tiles - 1, 6);
     });
 #if O_TMA
-    if (tid == 0) bulk_wait<0>();  // the last boxes are in HBM before the thread block ends
+    if (tid == 0) bulk_wait<0>();  // the last stores are done before the thread block ends
 #endif
     if (PINGPONG && c == 0) turn_wait(c);  // the last warpgroup's last pass: every arrival is matched
 }

@@ -9,6 +9,7 @@
 //  - wgmma.mma_async: a warpgroup (4 warps, 128 threads) multiplies a 64-row tile with operands read straight
 //    from SRAM (or A from registers), asynchronously: the warps run softmax while the tensor cores work.
 //  - setmaxnreg: the producer warpgroup gives registers back so the two consumer warpgroups can hold S, P and O.
+// Rung 6 also prefetches Q_i into L2 (tma_prefetch_3d) and stores O_i by TMA (tma_store_3d) in its persistent walk.
 // Rung 7 (the backward) uses the same wrappers, plus wgmma_ss_nmajor (B N-major from SRAM), fence_proxy_async, a
 // plain bulk copy (bulk_load: L_i and D_i) and TMA's reduce-add from SRAM into HBM (tma_reduce_add_3d: dQ_i).
 
@@ -171,6 +172,10 @@ __device__ __forceinline__ void wgmma_ss_nmajor(float (&d)[16], u64 a, u64 b, in
                  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
                  : "l"(a), "l"(b), "r"(accumulate));
+}
+
+__device__ __forceinline__ void st_shared_32(u32 addr, u32 x) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(x) : "memory");
 }
 
 // ordinary stores to SRAM become visible to the async proxy (wgmma's operand reads) once the writer has fenced

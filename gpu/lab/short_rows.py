@@ -1,10 +1,8 @@
 """Rung 6 at short rows (issue 23, N = 1024): candidate builds of the forward, each checked against float64 and timed
 beside SDPA's cuDNN and flash backends in interleaved rounds (16k tokens, hidden 2048: batch 16384/N, heads 2048/d).
 
-A candidate is a tiling (gpu.tiling.Tiles) and the extra #defines of 06_flash2_wgmma_tma.cu it sets (Q_STAGES: Q_i
-buffers; EDGE_TURNS: a tile's first S and last O += P̃V take the ping-pong turns too; Q_PREFETCH: the next Q_i
-asked of L2 early; MIN_CTAS: thread blocks an SM holds, the persistent grid that many per SM), which this script adds to the
-launcher's own for the candidate's calls only.
+A candidate is a tiling (gpu.tiling.Tiles) and #defines of 06_flash2_wgmma_tma.cu that override the launcher's for
+the candidate's calls only (O_TMA 0: O_i stored from registers, as before run 37-fwd3).
 
 `python -m gpu.lab.short_rows [--json PATH] [--dtype float16] [--profile]`: one line a candidate; --profile adds the
 host's own work per public call (cProfile of the default call, the GPU left to queue)."""
@@ -19,8 +17,6 @@ import math
 import pstats
 import time
 
-import numpy as np
-
 from gpu import flash, geometry
 from gpu.lab import checks, sdpa, timing
 from gpu.tiling import warpgroup_tiles
@@ -28,56 +24,40 @@ from gpu.tiling import warpgroup_tiles
 TOKENS, HIDDEN = 16384, 2048
 
 
-def _pp(cols=128, stages=3, consumers=2):
-    return warpgroup_tiles(consumers, cols, stages, pingpong=True, persistent=True)
-
-
-def _one(stages=3, cols=128):
-    """One consumer warpgroup (Br = 64), two thread blocks an SM (MIN_CTAS = 2, twice the persistent grid)."""
-    return warpgroup_tiles(1, cols, stages, persistent=True)
-
-
-OT = {"O_TMA": 1}
-PF = {"Q_PREFETCH": 1}
-# (d, N, causal) → name → (tiles, extra #defines)
+REGISTERS = {"O_TMA": 0}
+# (d, N, causal) → name → (tiles, #defines over the launcher's)
 CANDIDATES = {
-    (128, 1024, False): {"default": (None, {}), "o tma": (None, OT), "o tma pf": (None, OT | PF)},
-    (64, 1024, True): {"default": (None, {}), "o tma": (None, OT), "o tma pf": (None, OT | PF)},
-    (128, 1024, True): {"default": (None, {}), "o tma": (None, OT), "o tma pf": (None, OT | PF)},
-    (64, 1024, False): {"default": (None, {}), "128 pp o tma": (_pp(), OT), "128 pp o tma pf": (_pp(), OT | PF)},
-    (128, 4096, False): {"default": (None, {}), "o tma": (None, OT)},
-    (64, 4096, True): {"default": (None, {}), "128 pp o tma": (_pp(), OT)},
-    (128, 16384, True): {"default": (None, {}), "o tma": (None, OT)},
+    (128, 1024, False): {"default": (None, {}), "O from registers": (None, REGISTERS)},
+    (64, 1024, True): {
+        "default": (None, {}),
+        "O from registers": (None, REGISTERS),
+        "128 no turns": (warpgroup_tiles(2, 128, 3, persistent=True), {}),
+    },
+    (128, 1024, True): {"default": (None, {}), "O from registers": (None, REGISTERS)},
+    (64, 2048, True): {"default": (None, {}), "O from registers": (None, REGISTERS)},
+    (128, 2048, False): {"default": (None, {}), "O from registers": (None, REGISTERS)},
 }
 CHECK_SHAPES = ((2, 40, 1024, 1024), (1, 140, 1000, 1000), (1, 140, 700, 1000))  # (batch, heads, N, Nk)
 
 
 def with_extra(spec, extra: dict[str, int]):
-    """Rung 6's spec with `extra` #defines added (and shared memory for Q_STAGES Q_i buffers); others unchanged."""
+    """Rung 6's spec with `extra` #defines over its own; other specs unchanged."""
     if not extra or spec.rung != 6:
         return spec
-
-    def smem(d, tiles):
-        return geometry.forward_wg_smem(d, tiles) + (extra.get("Q_STAGES", 1) - 1) * (
-            geometry.HALF_SIZE * d * tiles.block_rows + 16
-        )
-
     return dataclasses.replace(
-        spec, defines_of=lambda d, dtype, tiles: geometry.forward_wg_defines(d, dtype, tiles) | extra, smem_of=smem
+        spec, defines_of=lambda d, dtype, tiles: geometry.forward_wg_defines(d, dtype, tiles) | extra
     )
 
 
 @contextlib.contextmanager
 def extra_defines(extra: dict[str, int]):
-    """Rung 6's launches inside the block get `extra` #defines, MIN_CTAS thread blocks an SM (not thread-safe: it
-    swaps gpu.flash.resolve and _sm_count)."""
-    resolve, sm_count = flash.resolve, flash._sm_count
+    """Rung 6's launches inside the block get `extra` #defines (not thread-safe: it swaps gpu.flash.resolve)."""
+    resolve = flash.resolve
     flash.resolve = lambda kernel, d: with_extra(resolve(kernel, d), extra)
-    flash._sm_count = lambda device_id: extra.get("MIN_CTAS", 1) * sm_count(device_id)
     try:
         yield
     finally:
-        flash.resolve, flash._sm_count = resolve, sm_count
+        flash.resolve = resolve
 
 
 def candidate_call(q, k, v, causal, tiles, extra):
@@ -157,64 +137,12 @@ def host_profile(dtype: str, calls: int = 300) -> str:
     return f"host per call (under cProfile) {per_call:.1f} µs\n" + text.getvalue()
 
 
-PHASES = ("wait Q", "wait K0", "S0 + softmax", "loop", "last PV", "epilogue")
-
-
-def timeline(dtype: str, progress=print) -> None:
-    """SM clocks at the steps of thread block 0's tiles (a TIMELINE build, the default tiling with each extra;
-    TIMELINE 2 leaves O unstored), and each build timed beside the default (its output unchecked)."""
-    import cupy
-
-    from gpu import source
-
-    for (d, n, causal), extra in (((128, 1024, False), {"TIMELINE": 1}), ((128, 1024, False), {"TIMELINE": 2}),
-                                  ((64, 1024, True), {"TIMELINE": 1}), ((64, 1024, True), {"TIMELINE": 2})):  # fmt: skip
-        batch, heads = TOKENS // n, HIDDEN // d
-        q, k, v = checks.random_qkv(batch, heads, n, n, d, dtype, seed=n + d)
-        spec = with_extra(flash.resolve(None, d), extra)
-        tiles = spec.tiles_for(d, n, causal, None)
-        mod = source._module(spec.file, tuple(sorted(spec.defines(d, dtype, tiles).items())), spec.arch)
-        candidate_call(q, k, v, causal, None, extra)()  # compiles the build
-        roles = tiles.warps // 4
-        marks = cupy.ndarray((roles, 32, 8), cupy.uint64, mod.get_global("timeline"))
-        marks.fill(0)
-        candidate_call(q, k, v, causal, None, extra)()
-        cupy.cuda.Device().synchronize()
-        t = marks.get().astype(float)
-        walked = int((t[1, :, 6] > 0).sum())
-        t0 = t[1, 0, 0]
-        progress(f"d={d} N={n} causal={int(causal)} {tiles.describe()} {extra}: {walked} tiles on block 0 (clocks)")
-        for c in range(1, roles):
-            for name, (a, b) in zip(PHASES, zip(range(6), range(1, 7), strict=True), strict=True):
-                per = t[c, 1 : walked - 1, b] - t[c, 1 : walked - 1, a]
-                progress(
-                    f"  wg{c - 1} {name:>13}: median {np.median(per):8.0f}  tiles {' '.join(f'{x:.0f}' for x in per[:8])}"
-                )
-            gap = t[c, 1:walked, 0] - t[c, : walked - 1, 6]
-            progress(f"  wg{c - 1} {'to next tile':>13}: median {np.median(gap):8.0f}")
-        q_issue = t[0, 1:walked, 1] - t[1:, : walked - 1, 4].max(axis=0)
-        k0 = t[0, 1:walked, 2] - t[0, 1:walked, 1]
-        progress(
-            f"  producer: Q_i issued {np.median(q_issue):.0f} after the last consumer's q_empty, K_0 {np.median(k0):.0f} later"
-        )
-        for n_ in range(min(walked, 4)):
-            row = " | ".join(" ".join(f"{(x - t0):.0f}" for x in t[r, n_, : 7 if r else 4]) for r in range(roles))
-            progress(f"  tile {n_}: {row}")
-        ms = timing.interleaved_ms({"default": candidate_call(q, k, v, causal, None, {}),
-                                    "build": candidate_call(q, k, v, causal, None, extra)})  # fmt: skip
-        progress(f"  time: default {ms['default'] * 1e3:.1f} µs, this build {ms['build'] * 1e3:.1f} µs")
-
-
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--json", help="write the rows here")
     ap.add_argument("--dtype", default="float16")
     ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--timeline", action="store_true", help="only the clocks of thread block 0's tiles")
     a = ap.parse_args(argv)
-    if a.timeline:
-        timeline(a.dtype)
-        return
     rows = run(a.dtype)
     if a.json:
         with open(a.json, "w") as fh:
