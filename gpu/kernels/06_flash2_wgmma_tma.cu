@@ -69,11 +69,21 @@
 // st.global.u32), and `flashsim compare --n 1024 --d 64 --causal` wrote ×1.776 of the predicted bytes; every build
 // now stores O through store_16 (common.cuh; a CPU test reads the PTX). Compiled and checked on the CPU only: not yet
 // run on a GPU (the session's device time was spent), so its effect on writes and time is not measured.
+// Run 37-fwd3 (issue 23, N = 1024): O_TMA, in the persistent walk at Br ≤ Bc (d = 128; d = 64 causal at N ≤ 2048): O_i
+// leaves through SRAM, each warpgroup's 64 rows written into the tile's last K_j buffer (once every warpgroup's last S
+// has read it: q_empty's phase) in TMA's swizzled layout, one TMA store a 64-column piece, the stage freed for the
+// producer once the copy has read it; and each tile's Q_i is prefetched into L2 before the producer waits for its
+// buffer. Why: SM clocks at each step of thread block 0's tiles (d = 128, N = 1024, 8 K/V blocks a tile) had the
+// epilogue at 4650 clocks a tile, the loop 18200, and a build that left O unstored ran 25% faster (255 → 193 µs),
+// its loop too (13760). Measured (H100, fp16, ×cuDNN in the same rounds): d = 128 N = 1024 full 0.86 → 0.96, causal
+// 0.92 → 1.05; N = 4096 full 0.97 → 1.00; N = 16384 causal 1.05 → 1.12; d = 64 causal N = 1024 0.85 → 0.88. Tried and
+// dropped (±2%): the first S and last O += P̃V under the turns too; two Q_i buffers; one consumer warpgroup and two
+// thread blocks an SM; Bc = 64 (−15%); two stages with two Q_i buffers at d = 128 (−22%).
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
 // warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles; not with VARLEN),
-// STORAGE (1 fp16, 2 bf16).
+// O_TMA (O_i stored by TMA: persistent, Br ≤ Bc; the kernel then takes O's tensor map last), STORAGE (1 fp16, 2 bf16).
 
 #define BR (64 * CONSUMERS)               // Br: query rows per thread block
 #define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 … CONSUMERS compute
@@ -253,7 +263,7 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, Bod
 }
 
 // Q_map, K_map, V_map: tensor maps of Q (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM), boxes of
-// (1, Br or Bc, 64); O: like Q, L: (batch·heads, N); planes: batch·heads. Grid: (Tr, batch·heads), or PERSISTENT
+// (1, Br or Bc, 64); O: like Q, L: (batch·heads, N); planes: batch·heads; O_map (O_TMA): O's, boxes of (1, 64, 64). Grid: (Tr, batch·heads), or PERSISTENT
 // (at most one per SM), NTHREADS threads, 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (2 + 3 · STAGES) bytes of
 // dynamic shared memory. VARIANTS: K, V have batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes,
 // total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
