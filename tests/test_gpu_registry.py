@@ -1,5 +1,6 @@
 """The kernel registry (no GPU needed): every tiling it uses or tunes fits in shared memory, and bad tilings are refused."""
 
+import dataclasses
 import warnings
 
 import pytest
@@ -156,3 +157,16 @@ def test_rung_6_tiles_by_shape_persistent(d, n, causal, rows, pingpong):
     given = registry.forward(6).tiles(d)
     assert registry.forward(6).tiles_for(d, n, causal, given) is given  # a tiling asked for is the one used
     assert registry.forward(3).tiles_for(d, n, causal) == registry.forward(3).tiles(d)  # no shape rule: the default
+
+
+@pytest.mark.parametrize(("d", "n", "causal", "o_tma"), [
+    (64, 1024, True, 1), (64, 2048, True, 1), (64, 4096, True, 0), (64, 1024, False, 0),
+    (128, 1024, False, 1), (128, 2048, True, 1), (128, 16384, False, 1),
+])  # fmt: skip
+def test_rung_6_stores_o_by_tma_where_the_walk_is_persistent_and_o_fits_a_k_buffer(d, n, causal, o_tma):
+    # run 37-fwd3: O_i leaves through the tile's last K_j buffer (Bc rows), so Br ≤ Bc; persistent walk only
+    spec = registry.forward(6)
+    tiles = spec.tiles_for(d, n, causal)
+    assert spec.defines(d, "float16", tiles)["O_TMA"] == o_tma
+    one_per_tile = dataclasses.replace(tiles, persistent=False)  # what the launcher runs for variants but GQA
+    assert spec.defines(d, "float16", one_per_tile)["O_TMA"] == 0
