@@ -76,7 +76,8 @@
 // buffer. Why: SM clocks at each step of thread block 0's tiles (d = 128, N = 1024, 8 K/V blocks a tile) had the
 // epilogue at 4650 clocks a tile, the loop 18200, and a build that left O unstored ran 25% faster (255 → 193 µs),
 // its loop too (13760). Measured (H100, fp16, ×cuDNN in the same rounds): d = 128 N = 1024 full 0.86 → 0.96, causal
-// 0.92 → 1.05; N = 4096 full 0.97 → 1.00; N = 16384 causal 1.05 → 1.12; d = 64 causal N = 1024 0.85 → 0.88. Tried and
+// 0.92 → 1.05; N = 4096 full 0.97 → 1.00; N = 16384 causal 1.05 → 1.12; d = 64 causal N = 1024 0.85 → 0.88 (one
+// sweep; the final one, fp16 / bf16, d = 128 N = 1024 full 0.90 → 0.94 / 0.91 → 0.95, d = 64 causal 0.83–0.88). Tried and
 // dropped (±2%): the first S and last O += P̃V under the turns too; two Q_i buffers; one consumer warpgroup and two
 // thread blocks an SM; Bc = 64 (−15%); two stages with two Q_i buffers at d = 128 (−22%).
 //
