@@ -88,7 +88,8 @@ def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) 
     if tiles.persistent and variant.kinds not in ((), ("gqa",)):
         tiles = dataclasses.replace(tiles, persistent=False)
     smem = spec.smem(p.d, tiles)
-    fn = source.function(spec, spec.defines(p.d, p.dtype, tiles) | variant.defines(), smem)
+    defines = spec.defines(p.d, p.dtype, tiles) | variant.defines()
+    fn = source.function(spec, defines, smem)
     tr = -(-p.n // tiles.block_rows)
     planes = p.batch * p.heads
     if tiles.persistent:  # the kernel's units: a tile, or causal a pair of tiles of one plane
@@ -104,7 +105,10 @@ def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) 
     args = (q, k, v, o, lse, np.int32(p.n), np.int32(p.nk), np.float32(scale), np.int32(p.causal))
     if spec.tma:
         args += (np.int32(planes),)
-    fn(grid, (tiles.threads, 1, 1), args + variant.args(p), shared_mem=smem)
+    args += variant.args(p)
+    if defines.get("O_TMA"):  # O_i leaves by TMA stores, a box of one warpgroup's 64 rows each
+        args += (tma.rows_map(o, 64),)
+    fn(grid, (tiles.threads, 1, 1), args, shared_mem=smem)
 
 
 @functools.cache

@@ -1,5 +1,6 @@
 """The kernel registry (no GPU needed): every tiling it uses or tunes fits in shared memory, and bad tilings are refused."""
 
+import dataclasses
 import warnings
 
 import pytest
@@ -170,3 +171,16 @@ def test_the_backward_prepass_takes_one_lane_per_16_byte_piece_of_a_row_up_to_a_
             "HEAD_DIM": row, "STORAGE": {"float32": 0, "float16": 1, "bfloat16": 2}[dtype], "WIDE": 1, "ROW_LANES": lanes
         }  # fmt: skip
     assert passes_defines(50, "float16")["WIDE"] == 0 and passes_defines(50, "float16")["ROW_LANES"] == 32
+
+
+@pytest.mark.parametrize(("d", "n", "causal", "o_tma"), [
+    (64, 1024, True, 1), (64, 2048, True, 1), (64, 4096, True, 0), (64, 1024, False, 0),
+    (128, 1024, False, 1), (128, 2048, True, 1), (128, 16384, False, 1),
+])  # fmt: skip
+def test_rung_6_stores_o_by_tma_where_the_walk_is_persistent_and_o_fits_a_k_buffer(d, n, causal, o_tma):
+    # run 37-fwd3: O_i leaves through the tile's last K_j buffer (Bc rows), so Br ≤ Bc; persistent walk only
+    spec = registry.forward(6)
+    tiles = spec.tiles_for(d, n, causal)
+    assert spec.defines(d, "float16", tiles)["O_TMA"] == o_tma
+    one_per_tile = dataclasses.replace(tiles, persistent=False)  # what the launcher runs for variants but GQA
+    assert spec.defines(d, "float16", one_per_tile)["O_TMA"] == 0

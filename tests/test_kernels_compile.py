@@ -87,9 +87,9 @@ def test_kernel_compiles(tmp_path, arch, case):
     ("d", "n", "causal"), [(64, 1024, True), (64, 4096, False), (128, 1024, False), (128, 4096, True)]
 )
 def test_rung_6_stores_o_in_whole_16_byte_pieces(tmp_path, d, n, causal, persistent):
-    """Rung 6's plain builds, at each tiling a call picks (short rows too), store O_i only with st.global.v4 and
-    L_i with st.global.f32: NVVM had split one 16-byte store of O into four st.global.u32 in two of the persistent
-    build's four copies of the store (half-filled 32-byte sectors; common.cuh's store_16 since run 36)."""
+    """Rung 6's plain builds, at each tiling a call picks (short rows too), store O_i only with st.global.v4 (or TMA
+    stores) and L_i with st.global.f32: NVVM had split one 16-byte store of O into four st.global.u32 in two of the
+    persistent build's four copies of the store (half-filled 32-byte sectors; common.cuh's store_16 since run 36)."""
     spec = registry.FORWARD[6]
     tiles = dataclasses.replace(spec.tiles_for(d, n, causal), persistent=persistent)
     cu = tmp_path / spec.file
@@ -102,3 +102,7 @@ def test_rung_6_stores_o_in_whole_16_byte_pieces(tmp_path, d, n, causal, persist
     assert o_stores and all(s.startswith("st.global.v4.") for s in o_stores), stores
     # each copy of the store: HEAD_DIM / 32 pieces of 16 bytes a row, and one L_i
     assert len(o_stores) == d // 32 * stores.count("st.global.f32")
+    # the persistent walk at Br ≤ Bc stores O_i of a tile with keys by TMA, whole boxes (run 37-fwd3); the stores
+    # above are then those of a tile without keys (zeros)
+    tma_store = "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group" in (tmp_path / "out.ptx").read_text()
+    assert tma_store == (persistent and tiles.block_rows <= tiles.block_cols)

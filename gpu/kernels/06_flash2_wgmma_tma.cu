@@ -69,11 +69,22 @@
 // st.global.u32), and `flashsim compare --n 1024 --d 64 --causal` wrote ×1.776 of the predicted bytes; every build
 // now stores O through store_16 (common.cuh; a CPU test reads the PTX). Compiled and checked on the CPU only: not yet
 // run on a GPU (the session's device time was spent), so its effect on writes and time is not measured.
+// Run 37-fwd3 (issue 23, N = 1024): O_TMA, in the persistent walk at Br ≤ Bc (d = 128; d = 64 causal at N ≤ 2048): O_i
+// leaves through SRAM, each warpgroup's 64 rows written into the tile's last K_j buffer (once every warpgroup's last S
+// has read it: q_empty's phase) in TMA's swizzled layout, one TMA store a 64-column piece, the stage freed for the
+// producer once the copy has read it; and each tile's Q_i is prefetched into L2 before the producer waits for its
+// buffer. Why: SM clocks at each step of thread block 0's tiles (d = 128, N = 1024, 8 K/V blocks a tile) had the
+// epilogue at 4650 clocks a tile, the loop 18200, and a build that left O unstored ran 25% faster (255 → 193 µs),
+// its loop too (13760). Measured (H100, fp16, ×cuDNN in the same rounds): d = 128 N = 1024 full 0.86 → 0.96, causal
+// 0.92 → 1.05; N = 4096 full 0.97 → 1.00; N = 16384 causal 1.05 → 1.12; d = 64 causal N = 1024 0.85 → 0.88 (one
+// sweep; the final one, fp16 / bf16, d = 128 N = 1024 full 0.90 → 0.94 / 0.91 → 0.95, d = 64 causal 0.83–0.88). Tried and
+// dropped (±2%): the first S and last O += P̃V under the turns too; two Q_i buffers; one consumer warpgroup and two
+// thread blocks an SM; Bc = 64 (−15%); two stages with two Q_i buffers at d = 128 (−22%).
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
 // warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles; not with VARLEN),
-// STORAGE (1 fp16, 2 bf16).
+// O_TMA (O_i stored by TMA: persistent, Br ≤ Bc; the kernel then takes O's tensor map last), STORAGE (1 fp16, 2 bf16).
 
 #define BR (64 * CONSUMERS)               // Br: query rows per thread block
 #define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 … CONSUMERS compute
@@ -84,6 +95,9 @@
 #define NO (HEAD_DIM / 2)                 // O_i accumulators per thread
 #ifndef PERSISTENT
 #define PERSISTENT 0
+#endif
+#ifndef O_TMA
+#define O_TMA 0  // O_i leaves through SRAM (the tile's last K_j buffer) by TMA stores (persistent, Br ≤ Bc)
 #endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536
@@ -250,19 +264,27 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, Bod
 }
 
 // Q_map, K_map, V_map: tensor maps of Q (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM), boxes of
-// (1, Br or Bc, 64); O: like Q, L: (batch·heads, N); planes: batch·heads. Grid: (Tr, batch·heads), or PERSISTENT
+// (1, Br or Bc, 64); O: like Q, L: (batch·heads, N); planes: batch·heads; O_map (O_TMA): O's, boxes of (1, 64, 64). Grid: (Tr, batch·heads), or PERSISTENT
 // (at most one per SM), NTHREADS threads, 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (2 + 3 · STAGES) bytes of
 // dynamic shared memory. VARIANTS: K, V have batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes,
 // total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
 // never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
 // masked (keys past Nk).
+#if O_TMA
+#if 64 * CONSUMERS > BC || !PERSISTENT
+#error "O_TMA: O_i (Br rows) goes into one K_j buffer (Bc rows), in the persistent walk"
+#endif
+#define O_MAP_PARAM , const __grid_constant__ TensorMap O_map
+#else
+#define O_MAP_PARAM
+#endif
 #if PERSISTENT && VARLEN
 #error "PERSISTENT walks planes of one length: a packed batch's thread block finds its sequence from blockIdx"
 #endif
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
               const __grid_constant__ TensorMap V_map, elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk,
-              float scale_log2, int causal, int planes VARIANT_PARAMS)
+              float scale_log2, int causal, int planes VARIANT_PARAMS O_MAP_PARAM)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 sQ = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: Q_i, PIECES × (Br, 64); swizzling repeats every 1024 bytes
@@ -315,6 +337,9 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             int j0, Tc;
             kv_blocks(j0, Tc, r0, sq.N, sq.Nk, causal, left, right);
             if (Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
+            if (PERSISTENT)  // Q_i into L2 now, a tile ahead: its load below, once the previous Q_i is used up, hits there
+#pragma unroll
+                for (int p = 0; p < PIECES; ++p) tma_prefetch_3d(&Q_map, p * 64, sq.q_row + r0, sq.q_plane);
             if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the previous tile's Q_i is used up
             ++tiles;
             mbar_expect_tx(q_full, TILE_Q);
@@ -367,6 +392,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #define MASK(s, c0) mask(s, c0, row, r0, n_keys, causal, shift, t)
 #endif
 
+        int o_stage = 0;  // O_TMA: the stage of the tile's last K_j, V_j (its K_j buffer takes O_i on the way out)
         if (Tc > 0) {
             float s[NS];        // registers: S_ij, then P̃_ij in place (fp32)
             u32 p[BC / 16][4];  // registers: P̃_ij rounded to fp16/bf16, as wgmma A fragments
@@ -416,16 +442,23 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             wgmma_wait<0>();
             keep(o);
             keep(p);
-            if (tid == 0) mbar_arrive(EMPTY(last));
+            if (tid == 0 && !O_TMA) mbar_arrive(EMPTY(last));
+            o_stage = last;
             ++used;
         }
 #undef MASK
 
         // line 12: O_i = diag(ℓ_i)^−1 O_i; line 13: L_i = m_i + log ℓ_i (natural log; −∞ and zeros for a row that saw
-        // no key); lines 14 and 15: write O_i and L_i to HBM straight from registers, while the producer already
-        // loads the next tile's Q_i and K_j, V_j. A lane holds 4 bytes of each 16-byte piece of its rows; the 4
-        // lanes of a row swap them (a 4 × 4 transpose by shuffles) so that each stores 16 bytes and the four
-        // together whole 32-byte sectors.
+        // no key); lines 14 and 15: write O_i and L_i to HBM, while the producer already loads the next tile's Q_i
+        // and K_j, V_j. O_TMA (a tile with keys): each lane writes its 4-byte pairs into the tile's last K_j buffer,
+        // once every warpgroup's last S has read it (q_empty's phase), in TMA's 128-byte swizzled layout (row rr's
+        // 16-byte chunk k at chunk k ^ (rr mod 8)); one thread then stores the warpgroup's 64 rows by TMA and frees
+        // the stage when the copy has read it. Else, from registers: a lane holds 4 bytes of each 16-byte piece of
+        // its rows; the 4 lanes of a row swap them (a 4 × 4 transpose by shuffles) so that each stores 16 bytes and
+        // the four together whole 32-byte sectors.
+        const bool via_sram = O_TMA && Tc > 0;
+        const u32 o_tile = sK + o_stage * TILE_KV + c * 64 * 128;  // O_TMA: this warpgroup's 64 rows, in each piece
+        if (via_sram) mbar_wait(q_empty, (tiles - 1) & 1);
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float l_row = l[h];
@@ -433,25 +466,49 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             l_row += __shfl_xor_sync(0xffffffff, l_row, 2);
             const float inv = l_row == 0.f ? 0.f : 1.f / l_row;  // a NaN ℓ (NaN in the inputs) stays NaN
             const int r = row + 8 * h;
-            elem_t* o_row = O + sq.q_at + (size_t)r * sq.q_stride;
+            if (via_sram) {
+                const u32 rr = warp * 16 + g + 8 * h;  // the row in the warpgroup's 64
 #pragma unroll
-            for (int q = 0; q < HEAD_DIM / 32; ++q) {  // columns 32q … 32q + 31: pieces n = 4q … 4q + 3
-                u32 w[4], x[4] = {0u, 0u, 0u, 0u};      // w[j]: columns 8(4q + j) + 2t, 2t + 1; x[i]: 8(4q + t) + 2i, 2i + 1
+                for (int n = 0; n < HEAD_DIM / 8; ++n)  // columns 8n + 2t, 2t + 1: piece n / 8, chunk n % 8
+                    st_shared_32(o_tile + (n / 8) * BC * 128 + rr * 128 + (((n % 8) ^ g) << 4) + 4 * t,
+                                 pack2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv));
+            } else {
+                elem_t* o_row = O + sq.q_at + (size_t)r * sq.q_stride;
 #pragma unroll
-                for (int j = 0; j < 4; ++j) w[j] = pack2(o[4 * (4 * q + j) + 2 * h] * inv, o[4 * (4 * q + j) + 2 * h + 1] * inv);
+                for (int q = 0; q < HEAD_DIM / 32; ++q) {  // columns 32q … 32q + 31: pieces n = 4q … 4q + 3
+                    u32 w[4], x[4] = {0u, 0u, 0u, 0u};      // w[j]: columns 8(4q + j) + 2t, 2t + 1; x[i]: 8(4q + t) + 2i, 2i + 1
 #pragma unroll
-                for (int k = 0; k < 4; ++k) {  // round k: read lane t + k's word for piece t, send lane t − k its piece
-                    const int from = (t + k) & 3, wanted = (t - k) & 3;
-                    const u32 send = wanted == 0 ? w[0] : wanted == 1 ? w[1] : wanted == 2 ? w[2] : w[3];
-                    const u32 got = __shfl_sync(0xffffffff, send, (lane & ~3) | from);
+                    for (int j = 0; j < 4; ++j) w[j] = pack2(o[4 * (4 * q + j) + 2 * h] * inv, o[4 * (4 * q + j) + 2 * h + 1] * inv);
 #pragma unroll
-                    for (int e = 0; e < 4; ++e) x[e] = from == e ? got : x[e];
+                    for (int k = 0; k < 4; ++k) {  // round k: read lane t + k's word for piece t, send lane t − k its piece
+                        const int from = (t + k) & 3, wanted = (t - k) & 3;
+                        const u32 send = wanted == 0 ? w[0] : wanted == 1 ? w[1] : wanted == 2 ? w[2] : w[3];
+                        const u32 got = __shfl_sync(0xffffffff, send, (lane & ~3) | from);
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) x[e] = from == e ? got : x[e];
+                    }
+                    // one st.global.v4 (common.cuh's store_16: NVVM split this store in the packed and persistent builds)
+                    if (r < n_rows) store_16(o_row + 8 * (4 * q + t), make_uint4(x[0], x[1], x[2], x[3]));
                 }
-                // one st.global.v4 (common.cuh's store_16: NVVM split this store in the packed and persistent builds)
-                if (r < n_rows) store_16(o_row + 8 * (4 * q + t), make_uint4(x[0], x[1], x[2], x[3]));
             }
             if (t == 0 && r < n_rows) L[sq.l_at + (size_t)r * sq.l_stride] = l_row == 0.f ? NEG_INF : (m[h] * softmax_scale + log2f(l_row)) * LN2;
         }
+#if O_TMA
+        if (via_sram) {  // the writes reach the async proxy, the warpgroup meets, one thread stores its 64 rows
+            fence_proxy_async();
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");  // ids 1 … CONSUMERS: PINGPONG's
+            if (tid == 0) {
+#pragma unroll
+                for (int p = 0; p < PIECES; ++p) tma_store_3d(&O_map, o_tile + p * BC * 128, p * 64, sq.q_row + r0 + c * 64, sq.q_plane);
+                bulk_commit();
+                bulk_wait_read<0>();  // the copy has read the buffer: the producer may load K_j, V_j into the stage
+                mbar_arrive(EMPTY(o_stage));
+            }
+        }
+#endif
     });
+#if O_TMA
+    if (tid == 0) bulk_wait<0>();  // the last stores are done before the thread block ends
+#endif
     if (PINGPONG && c == 0) turn_wait(c);  // the last warpgroup's last pass: every arrival is matched
 }

@@ -9,6 +9,7 @@
 //  - wgmma.mma_async: a warpgroup (4 warps, 128 threads) multiplies a 64-row tile with operands read straight
 //    from SRAM (or A from registers), asynchronously: the warps run softmax while the tensor cores work.
 //  - setmaxnreg: the producer warpgroup gives registers back so the two consumer warpgroups can hold S, P and O.
+// Rung 6 also prefetches Q_i into L2 (tma_prefetch_3d) and stores O_i by TMA (tma_store_3d) in its persistent walk.
 // Rung 7 (the backward) uses the same wrappers, plus wgmma_ss_nmajor (B N-major from SRAM), fence_proxy_async, a
 // plain bulk copy (bulk_load: L_i and D_i) and TMA's reduce-add from SRAM into HBM (tma_reduce_add_3d: dQ_i).
 
@@ -59,6 +60,12 @@ __device__ __forceinline__ void tma_load_3d(u32 dst, const TensorMap* map, u32 b
                  ::"r"(dst), "l"((u64)map), "r"(bar), "r"(c0), "r"(c1), "r"(c2) : "memory");
 }
 
+// the box at (c0, c1, c2) HBM → L2 only, no SRAM and no barrier: a later tma_load_3d of it then hits in L2
+__device__ __forceinline__ void tma_prefetch_3d(const TensorMap* map, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.prefetch.tensor.3d.L2.global.tile [%0, {%1, %2, %3}];\n"
+                 ::"l"((u64)map), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+
 // `bytes` (a multiple of 16) from 16-byte-aligned HBM → SRAM, no tensor map, completing on `bar`
 __device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u32 bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
@@ -68,6 +75,12 @@ __device__ __forceinline__ void bulk_load(u32 dst, const void* src, u32 bytes, u
 // tensor's end are skipped. Completes as a bulk group: commit, then wait (.read: SRAM may be overwritten)
 __device__ __forceinline__ void tma_reduce_add_3d(const TensorMap* map, u32 src, int c0, int c1, int c2) {
     asm volatile("cp.reduce.async.bulk.tensor.3d.global.shared::cta.add.bulk_group [%0, {%2, %3, %4}], [%1];\n"
+                 ::"l"((u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
+}
+// SRAM at `src` (a box in the 128-byte swizzled layout) → the HBM box at (c0, c1, c2); rows past the tensor's end
+// are skipped. Completes as a bulk group, like tma_reduce_add_3d
+__device__ __forceinline__ void tma_store_3d(const TensorMap* map, u32 src, int c0, int c1, int c2) {
+    asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n"
                  ::"l"((u64)map), "r"(src), "r"(c0), "r"(c1), "r"(c2) : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
@@ -159,6 +172,10 @@ __device__ __forceinline__ void wgmma_ss_nmajor(float (&d)[16], u64 a, u64 b, in
                  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
                  "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
                  : "l"(a), "l"(b), "r"(accumulate));
+}
+
+__device__ __forceinline__ void st_shared_32(u32 addr, u32 x) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(x) : "memory");
 }
 
 // ordinary stores to SRAM become visible to the async proxy (wgmma's operand reads) once the writer has fenced
