@@ -13,6 +13,13 @@ Each rate is the median of CUDA-event timings of one small kernel that does noth
               elsewhere) into the same 16 MiB, 16 times, as rung 7 adds dQ_i: one thread per warpgroup adds its
               (64, 64) float32 SRAM tile in two (64, 32) boxes of 128-byte swizzled rows, through rung 7's own
               tensor map (gpu.tma.accumulator_map), every SM's two warpgroups at once;
+  wgmma_clocks  SM clocks of each kind of commit group backward rung 7 issues (07_flash2_backward_wgmma.cu's
+              issue_transposed, issue_key_grads, issue_dq, with its descriptors; sm_90a only), one thread block per
+              SM: "latency", one warpgroup issuing a group and waiting for it (wgmma.wait_group 0), again and again,
+              cycles per group from the first issue to the wait's return; "occupancy", two warpgroups keeping their
+              groups in flight, cycles per group the SM's tensor pipe spends on it (the rate those shapes reach);
+  turn_clocks SM clocks of one hand-off of rung 7's turns (its turn_pass, turn_wait: bar.arrive on the other
+              warpgroup's named barrier, bar.sync on its own), two warpgroups passing the turn back and forth;
   host        seconds of host work per public call (`host_seconds`, "forward 6", "backward 7", …): the call timed
               back to back on a shape whose kernels take a few µs (1 × 1 heads, N = 128, d = 64, fp16), so the
               host's checks, allocations and launches set the pace.
@@ -100,6 +107,112 @@ extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int pl
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // every addition done before SRAM is released
 }
 """
+GROUPS_SOURCE = r"""
+// the three kinds of wgmma commit group 07_flash2_backward_wgmma.cu issues, with its descriptors (its
+// issue_transposed, issue_key_grads and issue_dq), timed by clock64 on each SM; and the warpgroups' turns
+#define BC 128
+#define TILE_Q (BR * HEAD_DIM * 2)
+#define TILE_KV (BC * HEAD_DIM * 2)
+#define TILE_DS (BR * 64 * 2)
+#define NACC (HEAD_DIM / 2)
+#define DQ_COLS (BR == 128 ? HEAD_DIM : HEAD_DIM / 2)  // SPLIT_DQ, the default at both d
+#include "common.cuh"
+#include "hopper.cuh"
+
+// kind 0: S_ijᵀ = K_j Q_iᵀ (and dP_ijᵀ, the same shape): d / 16 of m64n{BR}k16, both operands from SRAM
+__device__ __forceinline__ void group_s(float (&acc)[BR / 2], u32 a_rows, u32 b_rows, int more) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < HEAD_DIM / 16; ++kk) {
+        const u32 at = (kk % 4) * 32;
+        wgmma_ss(acc, sw128_desc(a_rows + (kk / 4) * BC * 128 + at, 16), sw128_desc(b_rows + (kk / 4) * BR * 128 + at, 16), kk > 0 || more);
+    }
+    wgmma_commit();
+}
+// kind 1: dV_j += P_ijᵀ dO_i and dK_j += dS_ijᵀ Q_i, one group: 2 · BR / 16 of m64n{d}k16, A from registers
+__device__ __forceinline__ void group_grads(float (&dv)[NACC], const u32 (&pf)[BR / 16][4], float (&dk)[NACC],
+                                            const u32 (&dsf)[BR / 16][4], u32 do_tile, u32 q_tile) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BR / 16; ++kk) wgmma_rs(dv, pf[kk], sw128_desc(do_tile + kk * 2048, BR * 128));
+#pragma unroll
+    for (int kk = 0; kk < BR / 16; ++kk) wgmma_rs(dk, dsf[kk], sw128_desc(q_tile + kk * 2048, BR * 128));
+    wgmma_commit();
+}
+// kind 2: dQ_i's product, dS_ij (SRAM) · K_j (SRAM, N-major): Bc / 16 of m64n{DQ_COLS}k16
+__device__ __forceinline__ void group_dq(float (&dq)[DQ_COLS / 2], u32 ds_rows, u32 k_cols, int more) {
+    wgmma_fence();
+#pragma unroll
+    for (int kk = 0; kk < BC / 16; ++kk)
+        wgmma_ss_nmajor(dq, sw128_desc(ds_rows + (kk / 4) * TILE_DS + (kk % 4) * 32, 16), sw128_desc(k_cols + kk * 2048, BC * 128), kk > 0 || more);
+    wgmma_commit();
+}
+
+// `warpgroups` (1 or 2) warpgroups of each thread block issue `reps` groups of one kind one after another; with
+// `wait_each` each waits for its group before issuing the next (the latency of one group, issue to wait), else
+// all are in flight (the tensor pipe's time per group). clocks[2 · block + warpgroup]: its clock64 cycles.
+#define GROUPS_KERNEL(NAME, DECLARE, ISSUE, KEEP)                                                                      \
+    extern "C" __global__ void __launch_bounds__(256, 1) NAME(int reps, int warpgroups, int wait_each, long long* clocks) { \
+        extern __shared__ __align__(1024) unsigned char smem[];                                                       \
+        const u32 base = (smem_u32(smem) + 1023) & ~1023u;                                                            \
+        for (u32 at = 4 * threadIdx.x; at < 2 * TILE_KV + 2 * TILE_Q + 2 * TILE_DS; at += 4 * blockDim.x)             \
+            asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(base + at), "r"(0x2C002C00u) : "memory"); /* fp16 1/16 */    \
+        fence_proxy_async();                                                                                          \
+        __syncthreads();                                                                                              \
+        const int c = threadIdx.x / 128;                                                                              \
+        if (c >= warpgroups) return;                                                                                  \
+        const u32 sK = base, sQ = sK + 2 * TILE_KV, sdO = sQ + TILE_Q, sdS = sdO + TILE_Q;                           \
+        DECLARE;                                                                                                      \
+        const long long start = clock64();                                                                            \
+        for (int r = 0; r < reps; ++r) {                                                                              \
+            ISSUE;                                                                                                    \
+            if (wait_each) wgmma_wait<0>();                                                                           \
+        }                                                                                                             \
+        wgmma_wait<0>();                                                                                              \
+        const long long stop = clock64();                                                                             \
+        float sum = 0.f; /* every accumulator stays live: ptxas drops a wgmma whose results are unused */             \
+        KEEP;                                                                                                         \
+        if (threadIdx.x % 128 == 0) clocks[2 * blockIdx.x + c] = sum == 12345.f ? 0 : stop - start;                  \
+    }
+
+GROUPS_KERNEL(groups_s, float st[BR / 2], group_s(st, sK + c * 64 * 128, sQ, r > 0 && warpgroups > 0),
+              for (int e = 0; e < BR / 2; ++e) sum += st[e])
+GROUPS_KERNEL(groups_grads,
+              float dv[NACC]; float dk[NACC]; u32 pf[BR / 16][4]; u32 dsf[BR / 16][4];
+              for (int e = 0; e < NACC; ++e) dv[e] = dk[e] = 0.f;
+              for (int kk = 0; kk < BR / 16; ++kk) for (int e = 0; e < 4; ++e) { /* distinct registers, as P_ijᵀ's and dS_ijᵀ's */ \
+                  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(pf[kk][e]) : "r"(base + 16 * kk + 4 * e));     \
+                  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(dsf[kk][e]) : "r"(base + 512 + 16 * kk + 4 * e)); },
+              group_grads(dv, pf, dk, dsf, sdO, sQ),
+              for (int e = 0; e < NACC; ++e) sum += dv[e] + dk[e])
+GROUPS_KERNEL(groups_dq, float dq[DQ_COLS / 2], group_dq(dq, sdS + c * 64 * 128, sK, r > 0 && warpgroups > 0),
+              for (int e = 0; e < DQ_COLS / 2; ++e) sum += dq[e])
+
+// the warpgroups' turns as rung 7 takes them (its turn_wait, turn_pass: named barriers 4 and 5 of 256 threads):
+// `reps` rounds of wait, pass in each warpgroup; clocks[block]: warpgroup 0's cycles, 2 · reps + 1 hand-offs
+extern "C" __global__ void __launch_bounds__(256, 1) turns(int reps, long long* clocks) {
+    const int c = threadIdx.x / 128;
+    __syncthreads();
+    const long long start = clock64();
+    if (c == 1) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+    for (int r = 0; r < reps; ++r) {
+        asm volatile("bar.sync %0, 256;\n" ::"r"(4 + c) : "memory");
+        asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - c) : "memory");
+    }
+    if (c == 0) asm volatile("bar.sync 4, 256;\n" ::: "memory");
+    const long long stop = clock64();
+    if (threadIdx.x == 0) clocks[blockIdx.x] = stop - start;
+}
+"""
+GROUP_SHAPES = {  # (d, Br) of the build -> the kind of commit group each kernel of GROUPS_SOURCE issues there
+    (64, 128): {
+        "groups_s": "ss m64n128k16 x4",
+        "groups_grads": "rs m64n64k16 x16",
+        "groups_dq": "ss-nmajor m64n64k16 x8",
+    },
+    (128, 64): {"groups_s": "ss m64n64k16 x8", "groups_grads": "rs m64n128k16 x8"},  # dQ's group: as at d = 64
+}
+GROUPS_SMEM = 1024 + 200 * 1024  # more than half an SM's: one thread block per SM
 REDUCE_SMEM = 1024 + 2 * 64 * 64 * 4  # alignment for the swizzle, two warpgroups' (64, 64) float32 tiles
 HOST_SHAPE = {"batch": 1, "heads": 1, "n": 128, "d": 64}  # kernels of a few µs: the host's work shows
 
@@ -165,6 +278,46 @@ def bulk_reduce_rate(acc, reps: int) -> float:
     return acc.nbytes * reps / (ms / 1e3)
 
 
+def groups_source(d: int, br: int) -> str:
+    """GROUPS_SOURCE for head dim d and Br queries per step, fp16, with common.cuh and hopper.cuh inlined."""
+    from gpu.source import INCLUDE, KERNEL_DIR
+
+    return f"#define HEAD_DIM {d}\n#define BR {br}\n#define STORAGE 1\n" + INCLUDE.sub(
+        lambda line: (KERNEL_DIR / line[1]).read_text(), GROUPS_SOURCE
+    )
+
+
+def latencies() -> dict:
+    """Rung 7's wgmma groups and turns in SM clocks (module docstring), medians over the SMs; {} below sm_90a."""
+    from gpu import device
+
+    cupy = device.require()
+    if device.capability() != "9.0":
+        return {}
+    sms, reps = device.properties()["sm_count"], 512
+    clocks = cupy.zeros(2 * sms, cupy.int64)
+
+    def cycles(fn, warpgroups: int, wait_each: int) -> float:
+        clocks.fill(0)
+        args = (cupy.int32(reps), cupy.int32(warpgroups), cupy.int32(wait_each), clocks)
+        for _ in range(2):  # the first launch warms up; the second is read
+            fn((sms,), (256,), args, shared_mem=GROUPS_SMEM)
+        return float(cupy.median(clocks.reshape(sms, 2).max(axis=1)))
+
+    groups = {}
+    for (d, br), kernels in GROUP_SHAPES.items():
+        mod = cupy.RawModule(code=groups_source(d, br), options=("--std=c++17", "-arch=sm_90a"))
+        for name, shape in kernels.items():
+            fn = mod.get_function(name)
+            fn.max_dynamic_shared_size_bytes = GROUPS_SMEM
+            groups[shape] = {"latency": cycles(fn, 1, 1) / reps, "occupancy": cycles(fn, 2, 0) / (2 * reps)}
+    turns, rounds = mod.get_function("turns"), 4096
+    clocks.fill(0)
+    for _ in range(2):
+        turns((sms,), (256,), (cupy.int32(rounds), clocks))
+    return {"wgmma_clocks": groups, "turn_clocks": float(cupy.median(clocks[:sms])) / (2 * rounds + 1)}
+
+
 def host_seconds() -> dict[str, float]:
     """Seconds per public call on HOST_SHAPE, back to back, for each rung that runs on this GPU at d = 64."""
     from functools import partial
@@ -206,13 +359,14 @@ def main(argv=None) -> None:
             "kind": "calibration",
             "env": results.environment(f"python -m gpu.lab.calibrate {path}"),
             "rates": calibrate(),
+            "latencies": latencies(),
             "host_shape": HOST_SHAPE,
             "host_seconds": host_seconds(),
         }
     except device.GPUUnavailableError as e:
         sys.exit(f"calibrate: {e}")
     Path(path).write_text(json.dumps(record, indent=1))
-    print(json.dumps({"rates": record["rates"], "host_seconds": record["host_seconds"]}, indent=1))
+    print(json.dumps({k: record[k] for k in ("rates", "latencies", "host_seconds")}, indent=1))
 
 
 if __name__ == "__main__":
