@@ -20,6 +20,10 @@ Each rate is the median of CUDA-event timings of one small kernel that does noth
               groups in flight, cycles per group the SM's tensor pipe spends on it (the rate those shapes reach);
   turn_clocks SM clocks of one hand-off of rung 7's turns (its turn_pass, turn_wait: bar.arrive on the other
               warpgroup's named barrier, bar.sync on its own), two warpgroups passing the turn back and forth;
+  stage_clocks  SM clocks of one stage of rung 7's producer (Q_i and dO_i by TMA, L_i and D_i by a bulk copy, on
+              one mbarrier) from issue to the mbarrier's phase, every SM copying one stage at a time out of L2;
+  reduce_clocks  SM clocks of one warpgroup's TMA reduce-add of its (64, 64) float32 dQ tile from issue to the wait
+              for its reads (as rung 7's thread waits before writing the tile again), every SM's two at once;
   host        seconds of host work per public call (`host_seconds`, "forward 6", "backward 7", …): the call timed
               back to back on a shape whose kernels take a few µs (1 × 1 heads, N = 128, d = 64, fp16), so the
               host's checks, allocations and launches set the pace.
@@ -84,7 +88,8 @@ typedef unsigned int u32;
 struct __align__(64) TensorMap { unsigned long long opaque[16]; };  // CUtensorMap, as in hopper.cuh
 // as reduce_dq in 07_flash2_backward_wgmma.cu: each warpgroup's thread 0 adds its (64, 64) float32 tile from SRAM
 // into the accumulator (planes, rows, 128), two (64, 32) boxes per tile, tiles taken in turn by every warpgroup
-extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int planes, int rows, int reps) {
+extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int planes, int rows, int reps, int in_flight,
+                                   long long* clocks) {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 base = ((u32)__cvta_generic_to_shared(smem) + 1023) & ~1023u, wg = threadIdx.x / 128;
     const u32 tile = base + wg * 64 * 64 * 4;
@@ -94,6 +99,8 @@ extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int pl
     __syncthreads();
     if (threadIdx.x % 128 != 0) return;
     const int tiles = planes * (rows / 64) * 2, wgs = gridDim.x * (blockDim.x / 128);
+    const long long start = clock64();
+    int count = 0;
     for (int r = 0; r < reps; ++r)
         for (int w = blockIdx.x * (blockDim.x / 128) + wg; w < tiles; w += wgs) {
             const int half = w % 2, row = (w / 2) % (rows / 64) * 64, plane = w / 2 / (rows / 64);
@@ -102,8 +109,13 @@ extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int pl
                              ::"l"((unsigned long long)&map), "r"(tile + b * 64 * 128), "r"(64 * half + 32 * b),
                              "r"(row), "r"(plane) : "memory");
             asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-            asm volatile("cp.async.bulk.wait_group.read 4;" ::: "memory");  // a few tiles in flight, as SRAM allows
+            if (in_flight)
+                asm volatile("cp.async.bulk.wait_group.read 4;" ::: "memory");  // a few tiles in flight, as SRAM allows
+            else  // rung 7's thread waits for its tile to have been read before writing it again
+                asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+            ++count;
         }
+    if (!in_flight) clocks[blockIdx.x * 2 + wg] = (clock64() - start) / max(count, 1);
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // every addition done before SRAM is released
 }
 """
@@ -203,6 +215,31 @@ extern "C" __global__ void __launch_bounds__(256, 1) turns(int reps, long long* 
     const long long stop = clock64();
     if (threadIdx.x == 0) clocks[blockIdx.x] = stop - start;
 }
+
+// one stage of rung 7's producer (Q_i and dO_i by TMA, PIECES boxes of (Br, 64) each, L_i·log2 e and D_i by one bulk
+// copy, all on one mbarrier), copied again and again by one thread per SM, each copy waited for before the next, the
+// Q blocks taken in turn over `planes` planes of `tr` blocks (resident in L2 after the first launch); every SM at
+// once, as every K/V block's producer reads them. clocks[block]: cycles over `reps` copies
+extern "C" __global__ void stage_loads(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap dO_map,
+                                       const float* __restrict__ LD, int tr, int planes, int reps, long long* clocks) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const u32 sQ = (smem_u32(smem) + 1023) & ~1023u, sdO = sQ + TILE_Q, sLD = sdO + TILE_Q, full = sLD + 2 * BR * 4;
+    if (threadIdx.x != 0) return;
+    mbar_init(full, 1);
+    mbar_init_fence();
+    const long long start = clock64();
+    for (int r = 0; r < reps; ++r) {
+        const int item = blockIdx.x + r * gridDim.x, i = item % tr, plane = item / tr % planes;
+        mbar_expect_tx(full, 2 * TILE_Q + 2 * BR * 4);
+        for (int p = 0; p < HEAD_DIM / 64; ++p) {
+            tma_load_3d(sQ + p * BR * 128, &Q_map, full, p * 64, i * BR, plane);
+            tma_load_3d(sdO + p * BR * 128, &dO_map, full, p * 64, i * BR, plane);
+        }
+        bulk_load(sLD, LD + ((size_t)plane * tr + i) * 2 * BR, 2 * BR * 4, full);
+        mbar_wait(full, r & 1);
+    }
+    clocks[blockIdx.x] = clock64() - start;
+}
 """
 GROUP_SHAPES = {  # (d, Br) of the build -> the kind of commit group each kernel of GROUPS_SOURCE issues there
     (64, 128): {
@@ -272,10 +309,57 @@ def bulk_reduce_rate(acc, reps: int) -> float:
     fn = cupy.RawModule(code=REDUCE_SOURCE, options=("--std=c++17", "-arch=sm_90a")).get_function("reduces")
     fn.max_dynamic_shared_size_bytes = REDUCE_SMEM
     _, planes, rows, _ = acc.shape
-    args = (tma.accumulator_map(acc, 64), cupy.int32(planes), cupy.int32(rows), cupy.int32(reps))
     sms = device.properties()["sm_count"]
+    clocks = cupy.zeros(2 * sms, cupy.int64)
+    args = (tma.accumulator_map(acc, 64), cupy.int32(planes), cupy.int32(rows), cupy.int32(reps), cupy.int32(1), clocks)
     ms = timing.median_ms(lambda: fn((sms,), (256,), args, shared_mem=REDUCE_SMEM))
     return acc.nbytes * reps / (ms / 1e3)
+
+
+def reduce_clocks(acc, reps: int) -> float:
+    """SM clocks from one warpgroup's TMA reduce-add of its (64, 64) float32 tile to the wait for its reads
+    (`cp.async.bulk.wait_group.read 0`, as rung 7's thread waits before writing its tile again), every SM's two
+    warpgroups adding at once into `acc`; the median over the warpgroups."""
+    from gpu import device, tma
+
+    cupy = device.require()
+    fn = cupy.RawModule(code=REDUCE_SOURCE, options=("--std=c++17", "-arch=sm_90a")).get_function("reduces")
+    fn.max_dynamic_shared_size_bytes = REDUCE_SMEM
+    _, planes, rows, _ = acc.shape
+    sms = device.properties()["sm_count"]
+    clocks = cupy.zeros(2 * sms, cupy.int64)
+    args = (tma.accumulator_map(acc, 64), cupy.int32(planes), cupy.int32(rows), cupy.int32(reps), cupy.int32(0), clocks)
+    for _ in range(2):  # the first launch warms up; the second is read
+        fn((sms,), (256,), args, shared_mem=REDUCE_SMEM)
+    return float(cupy.median(clocks))
+
+
+def stage_clocks(mod, d: int, br: int) -> float:
+    """SM clocks per copy of one stage of rung 7 (Q_i, dO_i, L_i, D_i: GROUPS_SOURCE's stage_loads), every SM
+    copying one stage at a time from 16 planes of N = 2048 resident in L2; the median over the SMs."""
+    from gpu import device, tma
+
+    cupy = device.require()
+    sms, n, planes, reps = device.properties()["sm_count"], 2048, 16, 64
+    q = cupy.ones((1, planes, n, d), cupy.float16)
+    do = cupy.ones((1, planes, n, d), cupy.float16)
+    ld = cupy.zeros((planes, n // br, 2, br), cupy.float32)
+    clocks = cupy.zeros(sms, cupy.int64)
+    fn = mod.get_function("stage_loads")
+    smem = 1024 + 2 * br * d * 2 + 2 * br * 4 + 8
+    fn.max_dynamic_shared_size_bytes = smem
+    args = (
+        tma.rows_map(q, br),
+        tma.rows_map(do, br),
+        ld,
+        cupy.int32(n // br),
+        cupy.int32(planes),
+        cupy.int32(reps),
+        clocks,
+    )
+    for _ in range(2):
+        fn((sms,), (32,), args, shared_mem=smem)
+    return float(cupy.median(clocks)) / reps
 
 
 def groups_source(d: int, br: int) -> str:
@@ -304,9 +388,10 @@ def latencies() -> dict:
             fn((sms,), (256,), args, shared_mem=GROUPS_SMEM)
         return float(cupy.median(clocks.reshape(sms, 2).max(axis=1)))
 
-    groups = {}
+    groups, stages = {}, {}
     for (d, br), kernels in GROUP_SHAPES.items():
         mod = cupy.RawModule(code=groups_source(d, br), options=("--std=c++17", "-arch=sm_90a"))
+        stages[f"d{d} br{br}"] = stage_clocks(mod, d, br)
         for name, shape in kernels.items():
             fn = mod.get_function(name)
             fn.max_dynamic_shared_size_bytes = GROUPS_SMEM
@@ -315,7 +400,13 @@ def latencies() -> dict:
     clocks.fill(0)
     for _ in range(2):
         turns((sms,), (256,), (cupy.int32(rounds), clocks))
-    return {"wgmma_clocks": groups, "turn_clocks": float(cupy.median(clocks[:sms])) / (2 * rounds + 1)}
+    acc = cupy.zeros((1, 32, (16 << 20) // 4 // 32 // 128, 128), cupy.float32)
+    return {
+        "wgmma_clocks": groups,
+        "turn_clocks": float(cupy.median(clocks[:sms])) / (2 * rounds + 1),
+        "stage_clocks": stages,
+        "reduce_clocks": reduce_clocks(acc, 16),
+    }
 
 
 def host_seconds() -> dict[str, float]:
