@@ -24,6 +24,9 @@ Each rate is the median of CUDA-event timings of one small kernel that does noth
               one mbarrier) from issue to the mbarrier's phase, every SM copying one stage at a time out of L2;
   reduce_clocks  SM clocks of one warpgroup's TMA reduce-add of its (64, 64) float32 dQ tile from issue to the wait
               for its reads (as rung 7's thread waits before writing the tile again), every SM's two at once;
+  skeleton_clocks  SM clocks per step of rung 7's two consumer warpgroups stripped to their turns, wgmma groups and
+              waits (no producer, no elementwise work: "bare"; with spins of the cycles the model gives that work:
+              "spun"): a check of `sim.machine.warpgroups`, not a figure the model uses;
   host        seconds of host work per public call (`host_seconds`, "forward 6", "backward 7", …): the call timed
               back to back on a shape whose kernels take a few µs (1 × 1 heads, N = 128, d = 64, fp16), so the
               host's checks, allocations and launches set the pace.
@@ -240,6 +243,72 @@ extern "C" __global__ void stage_loads(const __grid_constant__ TensorMap Q_map, 
     }
     clocks[blockIdx.x] = clock64() - start;
 }
+
+__device__ __forceinline__ void spin(int cycles) {  // a stand-in for `cycles` of a warpgroup's own work
+    const long long until = clock64() + cycles;
+    while (clock64() < until) {
+    }
+}
+
+// rung 7's two consumer warpgroups without their producer, loads and elementwise work: each step the turns, the four
+// kinds of group and the waits of 07_flash2_backward_wgmma.cu (turn A: S_ijᵀ, dP_ijᵀ; turn B: dV_j and dK_j, then
+// dQ), with `spins` cycles of waiting where its exponentials, dS_ij, dS_ij's stores and τ dQ's stores stand. A check
+// of sim.machine.warpgroups' step, not a rate the model uses. clocks[2 · block + warpgroup]: cycles over `steps`
+extern "C" __global__ void __launch_bounds__(256, 1) skeleton(int steps, int exps, int ds, int stores, int dq_stores,
+                                                              long long* clocks) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const u32 base = (smem_u32(smem) + 1023) & ~1023u;
+    for (u32 at = 4 * threadIdx.x; at < 2 * TILE_KV + 2 * TILE_Q + 2 * TILE_DS; at += 4 * blockDim.x)
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(base + at), "r"(0x2C002C00u) : "memory");
+    fence_proxy_async();
+    __syncthreads();
+    const int c = threadIdx.x / 128;
+    const u32 sK = base, sV = sK + TILE_KV, sQ = sV + TILE_KV, sdO = sQ + TILE_Q, sdS = sdO + TILE_Q;
+    float dk[NACC], dv[NACC], dq[DQ_COLS / 2];
+#pragma unroll
+    for (int e = 0; e < NACC; ++e) dk[e] = dv[e] = 0.f;
+    float sum = 0.f;
+    const long long start = clock64();
+    if (c == 1) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+    for (int it = 0; it < steps; ++it) {
+        float st[BR / 2], dpt[BR / 2];
+        u32 pf[BR / 16][4], dsf[BR / 16][4];
+        asm volatile("bar.sync %0, 256;\n" ::"r"(4 + c) : "memory");
+        group_s(st, sK + c * 64 * 128, sQ, 0);
+        group_s(dpt, sV + c * 64 * 128, sdO, 0);
+        asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - c) : "memory");
+        wgmma_wait<1>();
+        keep(st);
+        spin(exps);
+        wgmma_wait<0>();
+        keep(dpt);
+        spin(ds);
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; ++kk) {
+            accumulators_to_a(pf[kk], st + 8 * kk, st + 8 * kk + 4);
+            accumulators_to_a(dsf[kk], dpt + 8 * kk, dpt + 8 * kk + 4);
+        }
+        asm volatile("bar.sync %0, 256;\n" ::"r"(4 + c) : "memory");
+        spin(stores);
+        group_grads(dv, pf, dk, dsf, sdO, sQ);
+        wgmma_wait<0>();
+        keep(dv);
+        keep(dk);
+        keep(pf);
+        keep(dsf);
+        group_dq(dq, sdS + c * 64 * 128, sK, 0);
+        asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - c) : "memory");
+        wgmma_wait<0>();
+        keep(dq);
+        spin(dq_stores);
+        sum += dq[0];
+    }
+    if (c == 0) asm volatile("bar.sync 4, 256;\n" ::: "memory");
+    const long long stop = clock64();
+#pragma unroll
+    for (int e = 0; e < NACC; ++e) sum += dv[e] + dk[e];
+    if (threadIdx.x % 128 == 0) clocks[2 * blockIdx.x + c] = sum == 12345.f ? 0 : stop - start;
+}
 """
 GROUP_SHAPES = {  # (d, Br) of the build -> the kind of commit group each kernel of GROUPS_SOURCE issues there
     (64, 128): {
@@ -402,11 +471,34 @@ def latencies() -> dict:
         turns((sms,), (256,), (cupy.int32(rounds), clocks))
     acc = cupy.zeros((1, 32, (16 << 20) // 4 // 32 // 128, 128), cupy.float32)
     return {
+        "skeleton_clocks": skeleton_clocks(),
         "wgmma_clocks": groups,
         "turn_clocks": float(cupy.median(clocks[:sms])) / (2 * rounds + 1),
         "stage_clocks": stages,
         "reduce_clocks": reduce_clocks(acc, 16),
     }
+
+
+SKELETON_SPINS = {(64, 128): (512, 128, 128, 128), (128, 64): (256, 64, 64, 128)}  # exps, dS, its stores, τ dQ's
+
+
+def skeleton_clocks() -> dict:
+    """SM clocks per step of GROUPS_SOURCE's skeleton at each (d, Br): "bare" (no spins) and "spun" (SKELETON_SPINS:
+    the cycles the model gives those operations at the H100 preset's rates); the median over the SMs."""
+    from gpu import device
+
+    cupy = device.require()
+    sms, steps = device.properties()["sm_count"], 256
+    clocks = cupy.zeros(2 * sms, cupy.int64)
+    out = {}
+    for (d, br), spins in SKELETON_SPINS.items():
+        fn = cupy.RawModule(code=groups_source(d, br), options=("--std=c++17", "-arch=sm_90a")).get_function("skeleton")
+        fn.max_dynamic_shared_size_bytes = GROUPS_SMEM
+        for name, spun in (("bare", (0, 0, 0, 0)), ("spun", spins)):
+            for _ in range(2):
+                fn((sms,), (256,), (cupy.int32(steps), *map(cupy.int32, spun), clocks), shared_mem=GROUPS_SMEM)
+            out[f"d{d} br{br} {name}"] = float(cupy.median(clocks.reshape(sms, 2).max(axis=1))) / steps
+    return out
 
 
 def host_seconds() -> dict[str, float]:
