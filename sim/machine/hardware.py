@@ -74,7 +74,7 @@ class Hardware:
         return self.peak_flops[dtype]
 
 
-H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calibrate`, 2026-11-26)
+H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calibrate`, 2026-11-27)
     "wgmma_clocks": {
         "ss m64n128k16 x4": (317, 256),
         "ss m64n64k16 x8": (349, 256),
@@ -83,8 +83,8 @@ H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calib
         "ss-nmajor m64n64k16 x8": (344, 256),
     },
     "turn_clocks": 32,
-    "stage_clocks": {"d64 br128": 1245, "d128 br64": 1181},
-    "reduce_clocks": 2473,
+    "stage_clocks": {"d64 br128": 1241, "d128 br64": 1163},
+    "reduce_clocks": 2479,
 }
 A100_40GB = Hardware(
     name="A100-40GB",
