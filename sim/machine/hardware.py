@@ -83,8 +83,8 @@ H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calib
         "ss-nmajor m64n64k16 x8": (344, 256),
     },
     "turn_clocks": 32,
-    "stage_clocks": {"d64 br128": 1241, "d128 br64": 1163},
-    "reduce_clocks": 2479,
+    "stage_clocks": {"d64 br128": 1263, "d128 br64": 1171},
+    "reduce_clocks": 2474,
 }
 A100_40GB = Hardware(
     name="A100-40GB",
