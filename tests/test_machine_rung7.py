@@ -68,8 +68,8 @@ def test_reduce_adds_bound_only_when_slower_than_the_sms():
     assert main.bound == "dQ reduce-adds" and main.seconds == pytest.approx(1.0 + H100.launch_seconds)
     fast = predict("flash2", 4096, 4096, 128, 2, 64, 128, False, 16, H100, launch, backward=True)
     assert "dQ reduce-adds" not in fast.terms()  # no rate in the datasheet preset: left out
-    # the SMs set the time, as phases in series: the bound is the busiest unit, shared memory (3140 wavefronts of
-    # 128 bytes per tile pair, test_step_phases_by_hand, against the tensor pipe's 2560 clocks)
+    # the SMs set the time, its warpgroups' step: the bound is the busiest unit, shared memory (3140 wavefronts of
+    # 128 bytes per tile pair, test_step_operations_by_hand, against the tensor pipe's 2560 clocks)
     assert fast.kernels[1].time.in_series and fast.kernels[1].time.bound == "SRAM → registers"
 
 

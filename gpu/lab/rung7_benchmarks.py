@@ -189,4 +189,99 @@ extern "C" __global__ void __launch_bounds__(256, 1) skeleton(int steps, int exp
     for (int e = 0; e < NACC; ++e) sum += dv[e] + dk[e];
     if (threadIdx.x % 128 == 0) clocks[2 * blockIdx.x + c] = sum == 12345.f ? 0 : stop - start;
 }
+
+// the skeleton with the consumers' own work of 07_flash2_backward_wgmma.cu in place of the spins (lines 11 and 14 with
+// L_i, D_i read from SRAM and the mask's branches, dS_ij stored by stmatrix, τ dQ stored to SRAM and the warpgroup's
+// barrier), still without producer, copies and reduce-adds: which part of the step the kernel's work lengthens
+extern "C" __global__ void __launch_bounds__(256, 1) skeleton_work(int steps, int edge_flag, long long* clocks) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    const u32 base = (smem_u32(smem) + 1023) & ~1023u;
+    for (u32 at = 4 * threadIdx.x; at < 2 * TILE_KV + 2 * TILE_Q + 4 * TILE_DS + 2 * 64 * DQ_COLS * 4 + 2 * BR * 4; at += 4 * blockDim.x)
+        asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(base + at), "r"(0x2C002C00u) : "memory");
+    fence_proxy_async();
+    __syncthreads();
+    const int c = threadIdx.x / 128, tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, g = lane / 4, t = lane % 4;
+    const u32 sK = base, sV = sK + TILE_KV, sQ = sV + TILE_KV, sdO = sQ + TILE_Q, sdS = sdO + TILE_Q;
+    const u32 sdQ = sdS + 2 * 2 * TILE_DS, sLD = sdQ + 2 * 64 * DQ_COLS * 4;
+    const float* Lb_i = reinterpret_cast<const float*>(smem + (sLD - smem_u32(smem)));
+    const float* D_i = Lb_i + BR;
+    const bool edge = edge_flag != 0;
+    const float scale_log2 = 0.125f * LOG2E;
+    float dk[NACC], dv[NACC], dq[DQ_COLS / 2];
+#pragma unroll
+    for (int e = 0; e < NACC; ++e) dk[e] = dv[e] = 0.f;
+    float sum = 0.f;
+    const long long start = clock64();
+    if (c == 1) asm volatile("bar.arrive 4, 256;\n" ::: "memory");
+    for (int it = 0; it < steps; ++it) {
+        float st[BR / 2], dpt[BR / 2];
+        u32 pf[BR / 16][4], dsf[BR / 16][4];
+        asm volatile("bar.sync %0, 256;\n" ::"r"(4 + c) : "memory");
+        group_s(st, sK + c * 64 * 128, sQ, 0);
+        group_s(dpt, sV + c * 64 * 128, sdO, 0);
+        asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - c) : "memory");
+        wgmma_wait<1>();
+        keep(st);
+#pragma unroll
+        for (int n = 0; n < BR / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int qi = n * 8 + 2 * t + (e & 1);
+                float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -Lb_i[qi]));
+                if (edge) {
+                    const int k_e = c * 64 + warp * 16 + g + (e >> 1) * 8;
+                    if (k_e >= steps + 4096 || qi >= BR || k_e > qi + it) p = 0.f;
+                }
+                st[4 * n + e] = p;
+            }
+        wgmma_wait<0>();
+        keep(dpt);
+#pragma unroll
+        for (int n = 0; n < BR / 8; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) dpt[4 * n + e] = st[4 * n + e] * (dpt[4 * n + e] - D_i[n * 8 + 2 * t + (e & 1)]);
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; ++kk) {
+            accumulators_to_a(pf[kk], st + 8 * kk, st + 8 * kk + 4);
+            accumulators_to_a(dsf[kk], dpt + 8 * kk, dpt + 8 * kk + 4);
+        }
+        asm volatile("bar.sync %0, 256;\n" ::"r"(4 + c) : "memory");
+        const u32 ds_lane = sdS + (it % 2) * 2 * TILE_DS + c * TILE_DS + (8 * (lane / 16) + lane % 8) * 128 +
+                            (((2 * warp + (lane / 8) % 2) ^ (lane % 8)) << 4);
+#pragma unroll
+        for (int kk = 0; kk < BR / 16; ++kk)
+            asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(ds_lane + kk * 16 * 128),
+                         "r"(dsf[kk][0]), "r"(dsf[kk][1]), "r"(dsf[kk][2]), "r"(dsf[kk][3]) : "memory");
+        fence_proxy_async();
+        group_grads(dv, pf, dk, dsf, sdO, sQ);
+        wgmma_wait<0>();
+        keep(dv);
+        keep(dk);
+        keep(pf);
+        keep(dsf);
+        group_dq(dq, sdS + ((it + 1) % 2) * 2 * TILE_DS + c * 64 * 128, sK, 0);
+        asm volatile("bar.arrive %0, 256;\n" ::"r"(5 - c) : "memory");
+        wgmma_wait<0>();
+        keep(dq);
+        const u32 tile = sdQ + c * 64 * DQ_COLS * 4;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const int q = warp * 16 + g + 8 * h;
+#pragma unroll
+            for (int n = 0; n < DQ_COLS / 8; ++n) {
+                const u32 at = tile + (n / 4) * 64 * 128 + q * 128 + (((2 * (n % 4) + t / 2) ^ g) << 4) + (t % 2) * 8;
+                asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(at), "f"(0.125f * dq[4 * n + 2 * h]),
+                             "f"(0.125f * dq[4 * n + 2 * h + 1]) : "memory");
+            }
+        }
+        fence_proxy_async();
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+        sum += dq[0];
+    }
+    if (c == 0) asm volatile("bar.sync 4, 256;\n" ::: "memory");
+    const long long stop = clock64();
+#pragma unroll
+    for (int e = 0; e < NACC; ++e) sum += dv[e] + dk[e];
+    if (threadIdx.x % 128 == 0) clocks[2 * blockIdx.x + c] = sum == 12345.f ? 0 : stop - start;
+}
 """

@@ -15,7 +15,8 @@ Each is the median over the SMs of clock64 cycles, every SM running the same mic
               writing the tile again), every SM's two at once;
   skeleton_clocks  SM clocks per step of rung 7's two consumer warpgroups stripped to their turns, wgmma groups and
               waits (no producer, no elementwise work: "bare"; with spins of the cycles the model gives that work:
-              "spun"): a check of `sim.machine.warpgroups`, not a figure the model uses;
+              "spun"; with the kernel's own work: "work", "work, edge"): a check of `sim.machine.warpgroups`, not a
+              figure the model uses;
 """
 
 from gpu.lab.rung7_benchmarks import GROUPS_SOURCE
@@ -82,7 +83,9 @@ SKELETON_SPINS = {(64, 128): (512, 128, 128, 128), (128, 64): (256, 64, 64, 128)
 
 def skeleton_clocks() -> dict:
     """SM clocks per step of GROUPS_SOURCE's skeleton at each (d, Br): "bare" (no spins) and "spun" (SKELETON_SPINS:
-    the cycles the model gives those operations at the H100 preset's rates); the median over the SMs."""
+    the cycles the model gives those operations at the H100 preset's rates); with the kernel's own work in their
+    place (skeleton_work): "work" (an inner tile) and "work, edge" (the mask's branches taken); the median over
+    the SMs."""
     from gpu import device
 
     cupy = device.require()
@@ -90,11 +93,14 @@ def skeleton_clocks() -> dict:
     clocks = cupy.zeros(2 * sms, cupy.int64)
     out = {}
     for (d, br), spins in SKELETON_SPINS.items():
-        fn = cupy.RawModule(code=groups_source(d, br), options=("--std=c++17", "-arch=sm_90a")).get_function("skeleton")
-        fn.max_dynamic_shared_size_bytes = GROUPS_SMEM
-        for name, spun in (("bare", (0, 0, 0, 0)), ("spun", spins)):
+        mod = cupy.RawModule(code=groups_source(d, br), options=("--std=c++17", "-arch=sm_90a"))
+        fn, work = mod.get_function("skeleton"), mod.get_function("skeleton_work")
+        fn.max_dynamic_shared_size_bytes = work.max_dynamic_shared_size_bytes = GROUPS_SMEM
+        runs = [(f"{name}", fn, (*map(cupy.int32, spun),)) for name, spun in (("bare", (0, 0, 0, 0)), ("spun", spins))]
+        runs += [("work", work, (cupy.int32(0),)), ("work, edge", work, (cupy.int32(1),))]
+        for name, kernel, args in runs:
             for _ in range(2):
-                fn((sms,), (256,), (cupy.int32(steps), *map(cupy.int32, spun), clocks), shared_mem=GROUPS_SMEM)
+                kernel((sms,), (256,), (cupy.int32(steps), *args, clocks), shared_mem=GROUPS_SMEM)
             out[f"d{d} br{br} {name}"] = float(cupy.median(clocks.reshape(sms, 2).max(axis=1))) / steps
     return out
 
