@@ -1,6 +1,7 @@
 """gpu.lab.calibrate (and check_model measure) without a GPU: the command lines, and the microbenchmarks compile for
 the targets they run on (`nvcc -ptx`: sm_80 and sm_90 for the portable ones, sm_90a for the TMA reduce-adds)."""
 
+import re
 import subprocess
 import sys
 
@@ -9,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpu
-from gpu.lab import calibrate
+from gpu.lab import calibrate, rung7_latencies
 from tests.test_kernels_compile import NVCC
 
 
@@ -45,6 +46,27 @@ def test_wrong_arguments_get_the_usage_line_and_exit_2(args):
     ],
 )
 def test_microbenchmarks_compile(tmp_path, code, arch, instruction):
+    _compiles(tmp_path, code, arch, instruction)
+
+
+@pytest.mark.skipif(NVCC is None, reason="no nvcc on this machine")
+@pytest.mark.parametrize(("d", "br"), list(rung7_latencies.GROUP_SHAPES))
+def test_rung7_group_microbenchmarks_compile_with_every_wgmma_kept(tmp_path, d, br):
+    """ptxas drops a wgmma whose results are never used (the kernels sum every accumulator for that reason) and
+    serializes them when their registers run short (C7511): neither may happen, or the clocks time nothing."""
+    cu = tmp_path / "groups.cu"
+    cu.write_text(rung7_latencies.groups_source(d, br))
+    out = subprocess.run([NVCC, "-cubin", "-arch=sm_90a", "-std=c++17", "-Xptxas", "-v", str(cu), "-o",
+                          str(tmp_path / "groups.cubin")], capture_output=True, text=True)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "C7511" not in out.stderr and "serialized" not in out.stderr
+    used = dict(re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", out.stderr, re.S))
+    # each kernel holds its accumulators (64 · N / 128 floats per thread): far more than the 12 of a dropped wgmma
+    assert all(int(used[k]) >= 32 for k in rung7_latencies.GROUP_SHAPES[(d, br)]), used
+    _compiles(tmp_path, rung7_latencies.groups_source(d, br), "sm_90a", "bar.arrive")
+
+
+def _compiles(tmp_path, code, arch, instruction):
     cu = tmp_path / "bench.cu"
     cu.write_text(code)
     out = subprocess.run(

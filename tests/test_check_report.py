@@ -18,7 +18,7 @@ def test_busiest_unit_leaves_shared_memory_out_where_the_model_books_wgmma_reads
 
 def test_rung_7_is_judged_with_shared_memory_rung_6_without():
     # run 34's figures for rung 7 at d = 64, N = 16384, 1 × 16: shared-memory wavefronts 51.9%, L2 39.4%, tensor
-    # 39.2%. Rung 7's model books wgmma's operand reads in SRAM (Launch.phases): ncu's busiest is shared memory.
+    # 39.2%. Rung 7's model books wgmma's operand reads in SRAM (Launch.program): ncu's busiest is shared memory.
     # Rung 6's books them in the tensor rate: for it the same row would say L2. mma.sync rungs: always counted
     row = {check_report.PIPES[SMEM]: 51.9, check_report.PIPES[L2]: 39.4, check_report.PIPES[TENSOR]: 39.2}
     judged = {(r, d): check_report.wgmma_in_tensor(registry.rung(r), d) for r in (3, 5, 6, 7) for d in (64, 128)}

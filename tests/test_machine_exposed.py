@@ -129,3 +129,19 @@ def test_calibration_sets_the_rates_of_dq_additions_when_recorded():
         for bad in (-1.0, float("inf"), "fast", True):
             with pytest.raises(InputError, match=rf"^calibration: '{key}'"):
                 hardware.calibrated(H100, rates | {key: bad})
+
+
+def test_the_h100_presets_latencies_are_the_recorded_calibrations():
+    # sim.machine.hardware.H100_LATENCIES are gpu/lab/results/calibration-h100.json's "latencies", rounded to a clock
+    import json
+    from pathlib import Path
+
+    recorded = json.loads((Path(__file__).parents[1] / "gpu/lab/results/calibration-h100.json").read_text())
+    lat = hardware.latencies_of(recorded["latencies"])
+    assert {k: (round(a), round(b)) for k, (a, b) in lat["wgmma_clocks"].items()} == H100.wgmma_clocks
+    assert round(lat["turn_clocks"]) == H100.turn_clocks and round(lat["reduce_clocks"]) == H100.reduce_clocks
+    assert {k: round(v) for k, v in lat["stage_clocks"].items()} == H100.stage_clocks
+    # and a calibration with latencies sets them (without, the preset's stay)
+    tuned = hardware.calibrated(H100, recorded["rates"], recorded["latencies"])
+    assert tuned.wgmma_clocks == lat["wgmma_clocks"] and tuned.reduce_clocks == lat["reduce_clocks"]
+    assert hardware.calibrated(H100, recorded["rates"]).wgmma_clocks == H100.wgmma_clocks

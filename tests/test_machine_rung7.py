@@ -16,6 +16,7 @@ from sim.machine.grids import Block
 from sim.machine.launch import Launch, Phase
 from sim.machine.prediction import predict
 from sim.machine.timing import kernel_time
+from sim.machine.warpgroups import Latencies, Op, Program, step_seconds
 from tests.test_kernels_compile import NVCC
 
 SEVEN = registry.rung(7)
@@ -67,8 +68,8 @@ def test_reduce_adds_bound_only_when_slower_than_the_sms():
     assert main.bound == "dQ reduce-adds" and main.seconds == pytest.approx(1.0 + H100.launch_seconds)
     fast = predict("flash2", 4096, 4096, 128, 2, 64, 128, False, 16, H100, launch, backward=True)
     assert "dQ reduce-adds" not in fast.terms()  # no rate in the datasheet preset: left out
-    # the SMs set the time, as phases in series: the bound is the busiest unit, shared memory (3140 wavefronts of
-    # 128 bytes per tile pair, test_step_phases_by_hand, against the tensor pipe's 2560 clocks)
+    # the SMs set the time, its warpgroups' step: the bound is the busiest unit, shared memory (3140 wavefronts of
+    # 128 bytes per tile pair, test_step_operations_by_hand, against the tensor pipe's 2560 clocks)
     assert fast.kernels[1].time.in_series and fast.kernels[1].time.bound == "SRAM → registers"
 
 
@@ -83,77 +84,112 @@ def test_dq_bytes_added_are_what_ncu_counted_in_run_32(d):
     assert sum(k.traffic.reduced for k in p.kernels) == 32 * 4096 * d * 4 * heads == 2**32
 
 
-def test_step_phases_by_hand():
-    # SRAM bytes per tile pair (both consumer warpgroups, fp16), d = 128, Br = 64, Bc = 128, dQ split by columns:
-    #   S_ijᵀ: A = K_j, 128 keys × 128 × 2 B = 32768; B = Q_i, 64 × 128 × 2 = 16384 per warpgroup, twice → 65536
-    #   dP_ijᵀ: as S_ijᵀ, 65536, + L_i: 8 warps × 16 wavefronts × 128 B = 16384 → 81920
-    #   dS_ijᵀ: D_i, 8 × 8 × 128 = 8192
-    #   dV_j, dK_j, dQ_i: B of dV_j and dK_j (dO_i, Q_i: 16384 each per warpgroup) 4 × 16384 = 65536; dQ per
-    #     warpgroup A = dS_ij 64 × 128 keys × 2 = 16384, B = K_j 128 keys × 64 columns × 2 = 16384 → 65536;
-    #     dS_ij stores (stmatrix.x4.trans: Br / 4 wavefronts a warp) 8 × 16 × 128 = 16384 → 147456
-    #   τ dQ_i → SRAM: 8 warps × 32 wavefronts × 128 = 32768
-    #   TMA beside them: Q_i, dO_i 2 × 16384, L_i, D_i 2 × 64 × 4 = 512, the dQ tiles read out 2 × 64 × 64 × 4
+KINDS = ["full", "turn_wait", "issue", "issue", "turn_pass", "wait", "work", "wait", "work", "reduce_wait", "turn_wait",
+         "work", "issue", "wait", "empty", "issue", "turn_pass", "wait", "work", "reduce"]  # fmt: skip
+
+
+def test_step_operations_by_hand():
+    # one consumer warpgroup's step, as 07_flash2_backward_wgmma.cu orders it: stage, turn A (S_ijᵀ, dP_ijᵀ), the
+    # exponentials after S_ijᵀ, dS_ijᵀ after dP_ijᵀ, the last reduce-add's read, turn B (dS_ij stored, dV_j and dK_j,
+    # the stage handed back, dQ of the block before, τ dQ stored, reduce-added); warpgroup 1 passes the turn first
     launch = launch_of(SEVEN, 128)
-    assert [p.smem for p in launch.phases] == [65536, 81920, 8192, 147456, 32768]
-    # wgmma's operand reads (4 × 65536) plus the warps' loads and stores, the count checked against the PTX above
-    assert sum(p.smem for p in launch.phases) == 4 * 65536 + launch.smem_per_tile
-    assert launch.smem_async == 32768 + 512 + 32768
-    # d = 64, Br = 128, dQ split by rows: S_ijᵀ 128 × 64 × 2 + 2 × 128 × 64 × 2 = 49152; dP_ijᵀ 49152 + L_i
-    # 8 × 32 × 128 = 32768; D_i 8 × 16 × 128; B of dV_j, dK_j 4 × 16384, dQ 2 × (64 × 128 × 2 + 128 × 64 × 2),
-    # dS_ij 8 × 32 × 128; τ dQ_i 8 × 32 × 128
+    program = launch.program
+    assert program.first == ((), (Op("turn_pass"),)) and program.step[0] == program.step[1]
+    ops = program.step[0]
+    assert [op.kind for op in ops] == KINDS and program.stage == "d128 br64"
+    # the groups as calibrate names them: d / 16 of m64n{Br}k16 from SRAM; 2 · Br / 16 of m64n{d}k16 with A from
+    # registers; Bc / 16 of m64n64k16 with B N-major
+    assert [op.group for op in ops if op.kind == "issue"] == ["ss m64n64k16 x8"] * 2 + ["rs m64n128k16 x8",
+                                                                                     "ss-nmajor m64n64k16 x8"]  # fmt: skip
+    # SRAM bytes per tile pair, one warpgroup (fp16), d = 128, Br = 64, dQ split by columns:
+    #   S_ijᵀ, dP_ijᵀ: A = its 64 rows of K_j (V_j), 64 × 128 × 2 = 16384; B = Q_i (dO_i) 64 × 128 × 2 = 16384
+    #   exponentials: L_i, 4 warps × 16 wavefronts × 128 B = 8192; dS_ijᵀ: D_i 4 × 8 × 128 = 4096
+    #   dS_ij stored: stmatrix.x4.trans, Br / 4 wavefronts a warp: 4 × 16 × 128 = 8192
+    #   dV_j, dK_j: B = dO_i, Q_i, 2 × 64 × 128 × 2 = 32768; dQ: A = dS_ij 64 × 128 keys × 2 + B = K_j 128 × 64 × 2
+    #   τ dQ_i stored: 4 warps × 32 wavefronts × 128 = 16384
+    assert [op.phase.smem for op in ops if op.phase.smem] == [32768, 32768, 8192, 4096, 8192, 32768, 32768, 16384]
+    # both warpgroups: wgmma's operand reads (4 matmuls' 65536) plus the warps' loads and stores (the PTX's count)
+    assert sum(p.smem for p in program.phases()) == 4 * 65536 + launch.smem_per_tile
+    assert launch.smem_async == 2 * 16384 + 512 + 2 * 64 * 64 * 4  # TMA: Q_i, dO_i, L_i, D_i in; dQ's tiles out
+    # d = 64, Br = 128, dQ split by rows: S_ijᵀ 64 × 64 × 2 + 128 × 64 × 2 = 24576; L_i 4 × 32 × 128; D_i
+    # 4 × 16 × 128; dS_ij 4 × 32 × 128; B of dV_j, dK_j 2 × 128 × 64 × 2; dQ 64 × 128 × 2 + 128 × 64 × 2; τ dQ_i
+    # 4 × 32 × 128
     launch = launch_of(SEVEN, 64)
-    assert [p.smem for p in launch.phases] == [49152, 81920, 16384, 65536 + 65536 + 32768, 32768]
-    assert sum(p.smem for p in launch.phases) == 2 * 49152 + 2 * 65536 + launch.smem_per_tile
-    assert [p.tensor for p in launch.phases] == [0.2, 0.2, 0.0, 0.6, 0.0]  # five equal matmuls: S, dP | dV, dK, dQ
-    assert [p.exps for p in launch.phases] == [0.0, 1.0, 0.0, 0.0, 0.0]
+    ops = launch.program.step[0]
+    assert [op.phase.smem for op in ops if op.phase.smem] == [24576, 24576, 16384, 8192, 16384, 32768, 32768, 16384]
+    assert sum(p.smem for p in launch.program.phases()) == 4 * 24576 + 2 * 32768 + 2 * 32768 + launch.smem_per_tile
+    # five equal matmuls, each warpgroup half of each: S, dP, dV + dK, dQ; all the exponentials in its one Work
+    assert [op.phase.tensor for op in ops if op.kind == "issue"] == [0.1, 0.1, 0.2, 0.1]
+    assert [op.phase.exps for op in ops if op.phase.exps] == [0.5]
+    assert [op.group for op in ops if op.kind == "issue"] == ["ss m64n128k16 x4"] * 2 + ["rs m64n64k16 x16",
+                                                                                     "ss-nmajor m64n64k16 x8"]  # fmt: skip
 
 
-def test_step_time_phases_in_series_by_hand():
+def test_without_latencies_the_step_is_the_busiest_unit():
     # one tile pair of rung 7 at d = 64 (Br = Bc = 128) on the H100 preset, per clock: tensor 4096 FLOPs, MUFU 16,
     # FMA 128, SRAM 128 bytes. Work: 10 · 128 · 128 · 64 FLOPs = 2560 clocks, 128 · 128 exponentials = 1024 clocks,
-    # 4 · 128 · 128 + 128 · 64 + 128 · 64 = 81920 other operations = 640 clocks. Phases, each its busiest unit:
-    #   S_ijᵀ            max(512 tensor, 49152 / 128 = 384 SRAM)                                   =  512
-    #   dP_ijᵀ ∥ exp     max(512 tensor, 1024 MUFU, 2·128·128 / 128 = 256 FMA, 81920 / 128 = 640)   = 1024
-    #   dS_ijᵀ           max(256 FMA, 16384 / 128 = 128)                                           =  256
-    #   dV_j, dK_j, dQ_i max(1536 tensor, 163840 / 128 = 1280)                                     = 1536
-    #   τ dQ_i → SRAM    max((128 + 128) · 64 / 128 = 128 FMA, 32768 / 128 = 256)                  =  256
-    # in series 3584 clocks; SRAM's whole traffic (phases + TMA: 3208 wavefronts) fits inside them
+    # 4 · 128 · 128 + 128 · 64 + 128 · 64 = 81920 other operations = 640 clocks; SRAM (wgmma's reads, the warps',
+    # the TMA's: test_step_operations_by_hand) 2 · (2 · 24576 + 16384 + 8192 + 16384 + 2 · 32768 + 16384)
+    # + 32768 + 1024 + 32768 = 410624 bytes = 3208 clocks. With no latency measured, each group's latency is its
+    # time at the rates and the turns, copies and reduce-adds cost nothing: the warpgroups' critical path is
+    # shorter than the SRAM's 3208 clocks (the tensor pipe alone is busy 2560), so SRAM sets the step
     launch = launch_of(SEVEN, 64)
     block = Block(10 * 128 * 128 * 64, 128 * 128, 81920, lambda: iter(()), tiles=1)
-    hw = replace(H100, launch_seconds=0.0)  # the launch's 4 µs would outlast one tile pair
+    hw = replace(H100, launch_seconds=0.0, wgmma_clocks={}, turn_clocks=0.0, stage_clocks={}, reduce_clocks=0.0)
     t = kernel_time([block], launch, hw, dram_bytes=0, l2_bytes=0)
     clock = hw.clock_hz
-    assert t.compute == pytest.approx(3584 / clock) and t.seconds == pytest.approx(3584 / clock)
-    assert t.terms["SRAM → registers"] == pytest.approx((49152 + 81920 + 16384 + 163840 + 32768 + 66560) / 128 / clock)
+    assert t.terms["SRAM → registers"] == pytest.approx(410624 / 128 / clock)
+    assert t.compute == pytest.approx(3208 / clock) and t.seconds == pytest.approx(3208 / clock)
     assert t.terms["tensor"] == pytest.approx(2560 / clock) and t.terms["MUFU (exp)"] == pytest.approx(1024 / clock)
-    assert t.in_series and t.bound == "SRAM → registers"  # 3208 clocks busy against the tensor pipe's 2560
+    assert t.in_series and t.bound == "SRAM → registers"
 
 
-def test_tma_traffic_bounds_the_step_only_when_sram_is_slower_than_the_phases():
-    # two phases of 1000 clocks each (a matmul share, then exponentials) and SRAM bytes: 64000 B in phase 1
-    # (500 clocks), 0 in phase 2. TMA bytes beside them: 128000 B (1000 clocks): SRAM's whole 1500 < 2000, so the
-    # step is 2000; with 320000 B (2500 clocks) SRAM's 3000 clocks outlast the phases and set the step
-    phases = (Phase("matmul", tensor=1.0, smem=64000), Phase("exp", exps=1.0))
-    block = Block(1000 * 4096, 1000 * 16, 0, lambda: iter(()), tiles=1)
-    clock = H100.clock_hz
-    for tma, clocks in ((128000, 2000), (320000, 3000)):
-        launch = Launch(384, 1000, 168, "wgmma", phases=phases, smem_async=tma)
-        assert kernel_time([block], launch, H100, 0, 0).compute == pytest.approx(clocks / clock)
+def test_with_the_h100_latencies_the_step_is_the_critical_path():
+    # the same tile pair with the preset's latencies (the calibration's): the warpgroups' step outlasts every unit,
+    # and it is the critical path sim.machine.warpgroups plays (its own tests work that by hand); the bound stays
+    # the busiest unit
+    launch = launch_of(SEVEN, 64)
+    block = Block(10 * 128 * 128 * 64, 128 * 128, 81920, lambda: iter(()), tiles=1)
+    hw = replace(H100, launch_seconds=0.0)
+    t = kernel_time([block], launch, hw, dram_bytes=0, l2_bytes=0)
+    clock = hw.clock_hz
+    groups = {g: ((o / clock, lat / clock)) for g, (lat, o) in H100.wgmma_clocks.items()}
+    lat = Latencies(tuple((g, o, la) for g, (o, la) in groups.items()), turn=H100.turn_clocks / clock,
+                    copy=H100.stage_clocks["d64 br128"] / clock, reduce=H100.reduce_clocks / clock)  # fmt: skip
+    # each Work at its busiest unit, one warpgroup's half of the tile pair (test_step_operations_by_hand's bytes):
+    work = {
+        "exp": max(128 * 128 / 2 / 16, 2 * 128 * 128 / 2 / 128, 16384 / 128),  # exponentials 512, τS − L 128, L_i 128
+        "dS_ijᵀ": max(2 * 128 * 128 / 2 / 128, 8192 / 128),  # dP − D and P ∘: 128; D_i: 64
+        "dS_ij → SRAM": 16384 / 128,
+        "τ dQ_i → SRAM": max((128 + 128) * 64 / 2 / 128, 16384 / 128),  # τ · dQ_i, τ · dK_j: 64; stores 128
+    }
+
+    def timed(ops):
+        return tuple(replace(op, work=work[op.phase.name] / clock) if op.kind == "work" else op for op in ops)
+
+    step = step_seconds(tuple(map(timed, launch.program.first)), tuple(map(timed, launch.program.step)), lat)
+    assert t.compute == pytest.approx(step) and step > 3208 / clock
+    assert t.bound == "SRAM → registers"
 
 
 def test_bound_in_series_is_the_busiest_unit_with_l2_reads_or_adds():
-    # phases of 1000 clocks (a matmul) and 900 (exponentials): 1900 in series. L2's reads at 1500 clocks' worth of
-    # bytes, dQ's additions at 1800: L2 is busy for the longer, 1800 clocks, busier than the tensor pipe (1000) but
-    # not slower than the SMs: the time is the SMs' 1900 clocks, the bound L2 (no launch cost, to see the clocks)
+    # one warpgroup: a matmul (1000 clocks at the tensor rate, no latency measured: it completes as it ends), then
+    # exponentials (900): 1900 a step. L2's reads at 1500 clocks' worth of bytes, dQ's additions at 1800: L2 is
+    # busy for the longer, 1800 clocks, busier than the tensor pipe (1000) but not slower than the SMs: the time is
+    # the SMs' 1900 clocks, the bound L2 (no launch cost, to see the clocks)
     hw = replace(H100, l2_reduce_bandwidth=1e12, launch_seconds=0.0)
     clock = hw.clock_hz
-    phases = (Phase("matmul", tensor=1.0), Phase("exp", exps=1.0))
-    launch = Launch(384, 1000, 168, "wgmma", dq_bulk=True, phases=phases)
+    step = (
+        Op("issue", "matmul", phase=Phase("matmul", tensor=1.0)),
+        Op("wait"),
+        Op("work", phase=Phase("exp", exps=1.0)),
+    )
+    launch = Launch(384, 1000, 168, "wgmma", dq_bulk=True, program=Program(first=((),), step=(step,)))
     block = Block(1000 * 4096, 900 * 16, 0, lambda: iter(()), tiles=1, atomics=round(1800 / clock * 1e12))
     reads = 1500 / clock * hw.l2_bandwidth
     t = kernel_time([block], launch, hw, 0, reads)
     assert t.units["L2"] == pytest.approx(1800 / clock) and t.bound == "L2"
     assert t.seconds == pytest.approx(1900 / clock)
-    # without phases the same work is tensor + max(MUFU, FMA), also 1900 clocks, and the bound the larger pipe
-    plain = kernel_time([block], replace(launch, phases=()), hw, 0, reads)
+    # without a program the same work is tensor + max(MUFU, FMA), also 1900 clocks, and the bound the larger pipe
+    plain = kernel_time([block], replace(launch, program=None), hw, 0, reads)
     assert not plain.in_series and plain.bound == "tensor" and plain.seconds == pytest.approx(1900 / clock)

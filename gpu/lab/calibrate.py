@@ -13,6 +13,8 @@ Each rate is the median of CUDA-event timings of one small kernel that does noth
               elsewhere) into the same 16 MiB, 16 times, as rung 7 adds dQ_i: one thread per warpgroup adds its
               (64, 64) float32 SRAM tile in two (64, 32) boxes of 128-byte swizzled rows, through rung 7's own
               tensor map (gpu.tma.accumulator_map), every SM's two warpgroups at once;
+  latencies   backward rung 7's latencies in SM clocks (wgmma groups, turns, stages: gpu.lab.rung7_latencies;
+              the reduce-adds' with the microbenchmark above), sm_90a only;
   host        seconds of host work per public call (`host_seconds`, "forward 6", "backward 7", …): the call timed
               back to back on a shape whose kernels take a few µs (1 × 1 heads, N = 128, d = 64, fp16), so the
               host's checks, allocations and launches set the pace.
@@ -77,7 +79,8 @@ typedef unsigned int u32;
 struct __align__(64) TensorMap { unsigned long long opaque[16]; };  // CUtensorMap, as in hopper.cuh
 // as reduce_dq in 07_flash2_backward_wgmma.cu: each warpgroup's thread 0 adds its (64, 64) float32 tile from SRAM
 // into the accumulator (planes, rows, 128), two (64, 32) boxes per tile, tiles taken in turn by every warpgroup
-extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int planes, int rows, int reps) {
+extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int planes, int rows, int reps, int in_flight,
+                                   long long* clocks) {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 base = ((u32)__cvta_generic_to_shared(smem) + 1023) & ~1023u, wg = threadIdx.x / 128;
     const u32 tile = base + wg * 64 * 64 * 4;
@@ -87,6 +90,8 @@ extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int pl
     __syncthreads();
     if (threadIdx.x % 128 != 0) return;
     const int tiles = planes * (rows / 64) * 2, wgs = gridDim.x * (blockDim.x / 128);
+    const long long start = clock64();
+    int count = 0;
     for (int r = 0; r < reps; ++r)
         for (int w = blockIdx.x * (blockDim.x / 128) + wg; w < tiles; w += wgs) {
             const int half = w % 2, row = (w / 2) % (rows / 64) * 64, plane = w / 2 / (rows / 64);
@@ -95,8 +100,13 @@ extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int pl
                              ::"l"((unsigned long long)&map), "r"(tile + b * 64 * 128), "r"(64 * half + 32 * b),
                              "r"(row), "r"(plane) : "memory");
             asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-            asm volatile("cp.async.bulk.wait_group.read 4;" ::: "memory");  // a few tiles in flight, as SRAM allows
+            if (in_flight)
+                asm volatile("cp.async.bulk.wait_group.read 4;" ::: "memory");  // a few tiles in flight, as SRAM allows
+            else  // rung 7's thread waits for its tile to have been read before writing it again
+                asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+            ++count;
         }
+    if (!in_flight) clocks[blockIdx.x * 2 + wg] = (clock64() - start) / max(count, 1);
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // every addition done before SRAM is released
 }
 """
@@ -159,10 +169,39 @@ def bulk_reduce_rate(acc, reps: int) -> float:
     fn = cupy.RawModule(code=REDUCE_SOURCE, options=("--std=c++17", "-arch=sm_90a")).get_function("reduces")
     fn.max_dynamic_shared_size_bytes = REDUCE_SMEM
     _, planes, rows, _ = acc.shape
-    args = (tma.accumulator_map(acc, 64), cupy.int32(planes), cupy.int32(rows), cupy.int32(reps))
     sms = device.properties()["sm_count"]
+    clocks = cupy.zeros(2 * sms, cupy.int64)
+    args = (tma.accumulator_map(acc, 64), cupy.int32(planes), cupy.int32(rows), cupy.int32(reps), cupy.int32(1), clocks)
     ms = timing.median_ms(lambda: fn((sms,), (256,), args, shared_mem=REDUCE_SMEM))
     return acc.nbytes * reps / (ms / 1e3)
+
+
+def reduce_clocks(acc, reps: int) -> float:
+    """SM clocks from one warpgroup's TMA reduce-add of its (64, 64) float32 tile to the wait for its reads
+    (`cp.async.bulk.wait_group.read 0`, as rung 7's thread waits before writing its tile again), every SM's two
+    warpgroups adding at once into `acc`; the median over the warpgroups."""
+    from gpu import device, tma
+
+    cupy = device.require()
+    fn = cupy.RawModule(code=REDUCE_SOURCE, options=("--std=c++17", "-arch=sm_90a")).get_function("reduces")
+    fn.max_dynamic_shared_size_bytes = REDUCE_SMEM
+    _, planes, rows, _ = acc.shape
+    sms = device.properties()["sm_count"]
+    clocks = cupy.zeros(2 * sms, cupy.int64)
+    args = (tma.accumulator_map(acc, 64), cupy.int32(planes), cupy.int32(rows), cupy.int32(reps), cupy.int32(0), clocks)
+    for _ in range(2):  # the first launch warms up; the second is read
+        fn((sms,), (256,), args, shared_mem=REDUCE_SMEM)
+    return float(cupy.median(clocks))
+
+
+def rung7_reduce_clocks() -> dict:
+    """{"reduce_clocks": …} on sm_90a (gpu.lab.rung7_latencies' module docstring), {} elsewhere."""
+    from gpu import device
+
+    cupy = device.require()
+    if device.capability() != "9.0":
+        return {}
+    return {"reduce_clocks": reduce_clocks(cupy.zeros((1, 32, (16 << 20) // 4 // 32 // 128, 128), cupy.float32), 16)}
 
 
 def host_seconds() -> dict[str, float]:
@@ -191,7 +230,7 @@ USAGE = "usage: python -m gpu.lab.calibrate OUT.json (on a GPU)"
 
 def main(argv=None) -> None:
     from gpu import device
-    from gpu.lab import results
+    from gpu.lab import results, rung7_latencies
 
     args = sys.argv[1:] if argv is None else argv
     if args[:1] in (["--help"], ["-h"]):
@@ -206,13 +245,14 @@ def main(argv=None) -> None:
             "kind": "calibration",
             "env": results.environment(f"python -m gpu.lab.calibrate {path}"),
             "rates": calibrate(),
+            "latencies": rung7_latencies.latencies() | rung7_reduce_clocks(),
             "host_shape": HOST_SHAPE,
             "host_seconds": host_seconds(),
         }
     except device.GPUUnavailableError as e:
         sys.exit(f"calibrate: {e}")
     Path(path).write_text(json.dumps(record, indent=1))
-    print(json.dumps({"rates": record["rates"], "host_seconds": record["host_seconds"]}, indent=1))
+    print(json.dumps({k: record[k] for k in ("rates", "latencies", "host_seconds")}, indent=1))
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ def busiest(row: dict, wgmma_in_tensor: bool) -> str | None:
     """The unit ncu found busiest in this profiled kernel (None: no utilizations recorded). Shared memory is left
     out where the model books wgmma's own operand reads, which ncu counts among its wavefronts, in the tensor
     rate (rung 6: 35–46% beside the tensor pipe's 52–71%, run 33); rung 7's model books them in SRAM
-    (`Launch.phases`), so there shared memory is judged like every other unit."""
+    (`Launch.program`), so there shared memory is judged like every other unit."""
     known = {name: row[metric] for name, metric in PIPES.items()
              if metric in row and not (wgmma_in_tensor and name == SMEM)}  # fmt: skip
     return max(known, key=known.__getitem__) if known else None
@@ -39,8 +39,8 @@ def busiest(row: dict, wgmma_in_tensor: bool) -> str | None:
 
 def wgmma_in_tensor(spec: registry.KernelSpec, d: int) -> bool:
     """Whether the model books rung `spec`'s wgmma operand reads in the tensor rate (rung 6), not in SRAM (rung 7's
-    phases; the mma.sync rungs' ldmatrix loads are SRAM's too)."""
-    return spec.tma and not launch_of(spec, d).phases
+    program; the mma.sync rungs' ldmatrix loads are SRAM's too)."""
+    return spec.tma and launch_of(spec, d).program is None
 
 
 def fastest(direction: str, d: int) -> int:
@@ -102,7 +102,7 @@ def report(measured_path: str, out_path: str | None = None, calibration: str | N
     tuned = host = None
     if calibration:
         cal = json.loads(Path(calibration).read_text())
-        tuned, host = hardware.calibrated(hw, cal["rates"]), cal.get("host_seconds")
+        tuned, host = hardware.calibrated(hw, cal["rates"], cal.get("latencies")), cal.get("host_seconds")
     results = []
     print(f"{'rung':>10} {'d':>3} {'N':>5} {'c':>1} {'B×H':>6} | {'DRAM read MiB pred/meas':>24} | {'L2→SM':>6} | "
           f"{'time ms pred/events ×ncu':>25} | {'bound / busiest pipe':>24}")  # fmt: skip

@@ -1,10 +1,13 @@
 """The machine model's prediction (DRAM bytes, time, bound) for a GPU rung, from its launch geometry."""
 
+from dataclasses import replace
+
 from gpu.registry import KernelSpec
 from gpu.tiling import Tiles, padded_dims
 from sim.machine import hardware
 from sim.machine.launch import Launch, Phase, capped_registers
 from sim.machine.prediction import Prediction, predict
+from sim.machine.warpgroups import Op, Program
 
 
 def launch_of(spec: KernelSpec, d: int, tiles: Tiles | None = None) -> Launch:
@@ -17,7 +20,7 @@ def launch_of(spec: KernelSpec, d: int, tiles: Tiles | None = None) -> Launch:
     tiles = tiles or spec.default_tiles(d)
     instruction = "wgmma" if spec.tma else ("mma.sync" if spec.tensor_cores else "fma")
     unsplit = spec.tma and spec.direction == "backward" and not tiles.split_dq
-    phases, tma = backward_wgmma_phases(d, tiles) if spec.tma and spec.direction == "backward" else ((), 0)
+    program, tma = backward_wgmma_program(d, tiles) if spec.tma and spec.direction == "backward" else (None, 0)
     return Launch(
         threads=tiles.threads,
         smem_bytes=spec.smem(d, tiles),
@@ -27,7 +30,7 @@ def launch_of(spec: KernelSpec, d: int, tiles: Tiles | None = None) -> Launch:
         smem_per_tile=smem_per_tile(spec, d, tiles),
         dq_adders=tiles.warps // 4 - 1 if unsplit else 1,
         dq_bulk=spec.tma and spec.direction == "backward" and not tiles.dq_atomics,
-        phases=phases,
+        program=program,
         smem_async=tma,
         persistent=tiles.persistent and spec.direction == "forward",
     )
@@ -73,42 +76,56 @@ def backward_wgmma_smem(d: int, t: Tiles) -> int:
     return warps * wavefronts * WAVEFRONT
 
 
-def backward_wgmma_phases(d: int, t: Tiles) -> tuple[tuple[Phase, ...], int]:
-    """Rung 7's step (one Q block) as 07_flash2_backward_wgmma.cu orders it, the phases in series, and the SRAM
-    bytes the TMA unit moves beside it. Since run 35-bwd the two consumer warpgroups take turns to issue their
-    products (turn A: 1–2 of Q block i; turn B: 4 of block i, dQ of block i − 1), so one's exponentials may overlap
-    the other's products; that gained 0–3% (run 35-bwd), and the model still puts the phases in series:
-      1. S_ijᵀ = K_j Q_iᵀ: the exponentials need it whole (wgmma_wait<1>);
-      2. dP_ijᵀ = V_j dO_iᵀ on the tensor pipe while the exponentials of P_ijᵀ (and τS − L, the mask) run;
-      3. dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), after dP_ijᵀ (wgmma_wait<0>);
-      4. dV_j += P_ijᵀ dO_i, dK_j += dS_ijᵀ Q_i, issued together, the dS_ij stores into SRAM meanwhile, then the
-         barrier and dQ_i = dS_ij K_j behind them on the tensor pipe (wgmma_wait<0>);
-      5. τ dQ_i into SRAM (the TMA reduce-add follows, in flight into the next step).
-    Each matmul is 2·Br·Bc·d FLOPs (a fifth of the step's); its SRAM bytes are the operands wgmma reads from SRAM
-    (A and B of S_ijᵀ, dP_ijᵀ: each warpgroup its 64 rows of K_j or V_j and all of Q_i or dO_i; B of dV_j, dK_j;
-    A and B of each dQ product), with the warps' loads and stores (`backward_wgmma_smem`) in the phase that makes
-    them. Elementwise work is `iomodel`'s per tile pair, 4·Br·Bc + Br·d + Bc·d: τS − L and S's mask with the
-    exponentials, dP − D and P ∘ with dS, τ·dQ and τ·dK last. The TMA unit writes Q_i, dO_i, L_i, D_i into a stage
-    and reads the dQ products out of SRAM beside the phases. Not counted: the conversions to fp16 (their pipe is
-    not documented) and every latency (wgmma's, the barriers', a dependent instruction's)."""
-    br, bc, s, warps = t.block_rows, t.block_cols, 2, t.warps - 4  # fp16/bf16; the consumer warps
+def backward_wgmma_program(d: int, t: Tiles) -> tuple[Program, int]:
+    """Rung 7's step (one Q block) as each consumer warpgroup of 07_flash2_backward_wgmma.cu runs it, and the SRAM
+    bytes the TMA unit moves beside it per tile pair. The warpgroups take turns to issue their products (named
+    barriers 4 and 5; warpgroup 1 passes first), order A0 A1 B0 B1:
+      wait for the stage (FULL); turn A: issue S_ijᵀ = K_j Q_iᵀ and dP_ijᵀ = V_j dO_iᵀ (two groups), pass;
+      wgmma_wait<1> (S_ijᵀ); the exponentials of P_ijᵀ (τS − L, L_i from SRAM); wgmma_wait<0> (dP_ijᵀ);
+      dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i); the last reduce-add has read its dQ tile (bulk_wait_read);
+      turn B: dS_ij into SRAM (stmatrix), issue dV_j, dK_j (one group), wait for it, hand the stage back (EMPTY);
+      issue dQ of the Q block before (dS_ij of both warpgroups), pass, wait, τ dQ into SRAM, reduce-add it.
+    Each warpgroup computes its 64 keys: half of S_ijᵀ, dP_ijᵀ, dV_j, dK_j and of the exponentials and elementwise
+    work; with SPLIT_DQ half of dQ_i (DQ_PIECES = 1), else its own keys' share of all of it (d / 64 products, the
+    turn passed after the first). A matmul is 2·Br·Bc·d FLOPs (a fifth of the step's); its SRAM bytes are the
+    operands wgmma reads from SRAM (A and B of S_ijᵀ, dP_ijᵀ: its 64 rows of K_j or V_j and all of Q_i or dO_i; B of
+    dV_j, dK_j; A and B of each dQ product), the warps' loads and stores (`backward_wgmma_smem`) in the operation
+    that makes them. Elementwise work is `iomodel`'s per tile pair, 4·Br·Bc + Br·d + Bc·d: τS − L and S's mask
+    with the exponentials, dP − D and P ∘ with dS, τ·dQ and τ·dK last. The groups are named as `python -m
+    gpu.lab.calibrate` times them. Not counted: the conversions to fp16 (their pipe is not documented), the mask's
+    extra work on edge tiles, DETERMINISTIC's turns per Q block (not on issue 22's grid)."""
+    br, bc, s = t.block_rows, t.block_cols, 2  # fp16/bf16
     dq_cols = d if br == 128 else d // 2 if t.split_dq else 64  # as DQ_COLS, DQ_PIECES, DQ_KEYS in the kernel
     pieces, keys = (1, bc) if t.split_dq else (d // 64, 64)
-    consumers = bc // 64
-    qk = s * d * (bc + consumers * br)  # A: K_j's (V_j's) Bc rows; B: Q_i (dO_i), once per warpgroup
-    grads = consumers * 2 * s * br * d  # B of dV_j and dK_j: dO_i, Q_i, once per warpgroup
-    dq = consumers * pieces * s * keys * (64 + dq_cols)  # A: dS_ij (64 rows × keys), B: K_j (keys × DQ_COLS)
+    consumers, warps = bc // 64, 4  # consumer warpgroups, warps in each
     work = 4 * br * bc + br * d + bc * d
-    half = 2 * br * bc / work  # τS − L (with the mask) or dP − D and P ∘: half of the per-score work
-    phases = (
-        Phase("S_ijᵀ", tensor=0.2, smem=qk),
-        Phase("dP_ijᵀ ∥ exp", tensor=0.2, exps=1.0, elementwise=half, smem=qk + warps * br // 4 * WAVEFRONT),
-        Phase("dS_ijᵀ", elementwise=half, smem=warps * br // 8 * WAVEFRONT),
-        Phase("dV_j, dK_j, dQ_i", tensor=0.6, smem=grads + dq + warps * br // 16 * 4 * WAVEFRONT),
-        Phase("τ dQ_i → SRAM", elementwise=(br + bc) * d / work, smem=warps * pieces * dq_cols // 2 * WAVEFRONT),
-    )
+    half = 2 * br * bc / work / consumers  # one warpgroup's τS − L (with the mask), or its dP − D and P ∘
+    qk = s * d * (64 + br)  # A: its 64 rows of K_j (V_j); B: Q_i (dO_i)
+    lds, wave = br // 4, WAVEFRONT  # L_i: Br / 4 wavefronts a warp (then D_i: Br / 8)
+    matmul = 1 / 5 / consumers  # a warpgroup's share of one of the step's five matmuls
+    scores = Op("issue", f"ss m64n{br}k16 x{d // 16}", phase=Phase("S_ijᵀ", tensor=matmul, smem=qk))
+    dq = Op("issue", f"ss-nmajor m64n{dq_cols}k16 x{keys // 16}",
+            phase=Phase("dQ_i", tensor=matmul / pieces, smem=s * keys * (64 + dq_cols)))  # fmt: skip
+    store = Op("work", phase=Phase("τ dQ_i → SRAM", elementwise=(br + bc) * d / work / consumers / pieces,
+                                   smem=warps * dq_cols // 2 * wave))  # fmt: skip
+    reduce = () if t.dq_atomics else (Op("reduce"),)
+    dqs = (dq, Op("turn_pass"), Op("wait"), store, *reduce)
+    for _ in range(pieces - 1):
+        dqs += (*((Op("reduce_wait"),) if reduce else ()), dq, Op("wait"), store, *reduce)
+    step = (
+        Op("full"), Op("turn_wait"), scores, replace(scores, phase=replace(scores.phase, name="dP_ijᵀ")),
+        Op("turn_pass"), Op("wait", pending=1),
+        Op("work", phase=Phase("exp", exps=1 / consumers, elementwise=half, smem=warps * lds * wave)),
+        Op("wait"),
+        Op("work", phase=Phase("dS_ijᵀ", elementwise=half, smem=warps * br // 8 * wave)),
+        *((Op("reduce_wait"),) if reduce else ()), Op("turn_wait"),
+        Op("work", phase=Phase("dS_ij → SRAM", smem=warps * br // 16 * 4 * wave)),
+        Op("issue", f"rs m64n{d}k16 x{2 * br // 16}", phase=Phase("dV_j, dK_j", tensor=2 * matmul, smem=2 * s * br * d)),
+        Op("wait"), Op("empty"), *dqs,
+    )  # fmt: skip
+    program = Program(first=((), (Op("turn_pass"),)), step=(step, step), stage=f"d{d} br{br}")
     tma = 2 * s * br * d + 2 * 4 * br + consumers * pieces * 4 * 64 * dq_cols
-    return phases, tma
+    return program, tma
 
 
 def rung_prediction(

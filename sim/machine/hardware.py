@@ -47,6 +47,14 @@ class Hardware:
     # 0 (the term left out) until `python -m gpu.lab.calibrate` measures them
     l2_atomic_bandwidth: float = 0.0
     l2_reduce_bandwidth: float = 0.0
+    # latencies in SM clocks (`python -m gpu.lab.calibrate`'s "latencies", one microbenchmark each; {} / 0: not
+    # measured, and `sim.machine.warpgroups` then takes a wgmma group's latency as its time at the tensor rate):
+    # backward rung 7's wgmma commit groups, {"ss m64n128k16 x4": (latency, occupancy), …}; a hand-off of its turns;
+    # one stage of its producer's copies, {"d64 br128": clocks, …}; one warpgroup's dQ reduce-add to its read wait
+    wgmma_clocks: dict = field(default_factory=dict)
+    turn_clocks: float = 0.0
+    stage_clocks: dict = field(default_factory=dict)
+    reduce_clocks: float = 0.0
 
     @property
     def l2_shared_bytes(self) -> int:
@@ -66,6 +74,18 @@ class Hardware:
         return self.peak_flops[dtype]
 
 
+H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calibrate`, 2026-11-27)
+    "wgmma_clocks": {
+        "ss m64n128k16 x4": (317, 256),
+        "ss m64n64k16 x8": (349, 256),
+        "rs m64n64k16 x16": (571, 513),
+        "rs m64n128k16 x8": (558, 513),
+        "ss-nmajor m64n64k16 x8": (344, 256),
+    },
+    "turn_clocks": 32,
+    "stage_clocks": {"d64 br128": 1263, "d128 br64": 1171},
+    "reduce_clocks": 2474,
+}
 A100_40GB = Hardware(
     name="A100-40GB",
     hbm_bytes=40 * GB,
@@ -106,6 +126,11 @@ H100_SXM = Hardware(
     # wgmma: the datasheet's dense rate; mma.sync reaches about 2/3 of it on H100 (FlashAttention-3 paper, §1)
     tensor_per_clock={"wgmma": 4096, "mma.sync": 4096 * 2 // 3},
     fma_per_clock=128,  # Programming Guide, arithmetic instruction throughput, cc 9.0: 128 fp32 add/mul/fma
+    # no datasheet gives latencies: gpu/lab/results/calibration-h100.json's (gpu/NOTES.md run 37-model6), rounded
+    wgmma_clocks=H100_LATENCIES["wgmma_clocks"],
+    turn_clocks=H100_LATENCIES["turn_clocks"],
+    stage_clocks=H100_LATENCIES["stage_clocks"],
+    reduce_clocks=H100_LATENCIES["reduce_clocks"],
 )
 PRESETS: dict[str, Hardware] = {
     h.name: h
@@ -177,11 +202,22 @@ def get(name: str) -> Hardware:
     raise InputError(f"hardware: unknown preset {name!r}; choose one of {', '.join(PRESETS)}")
 
 
-def calibrated(hw: Hardware, rates: dict) -> Hardware:
+def latencies_of(recorded: dict) -> dict:
+    """A calibration's "latencies" as `Hardware`'s fields (wgmma groups as (latency, occupancy) pairs)."""
+    groups = recorded.get("wgmma_clocks", {})
+    return {
+        "wgmma_clocks": {k: (v["latency"], v["occupancy"]) for k, v in groups.items()},
+        "turn_clocks": recorded.get("turn_clocks", 0.0),
+        "stage_clocks": dict(recorded.get("stage_clocks", {})),
+        "reduce_clocks": recorded.get("reduce_clocks", 0.0),
+    }
+
+
+def calibrated(hw: Hardware, rates: dict, latencies: dict | None = None) -> Hardware:
     """`hw` with the rates `python -m gpu.lab.calibrate` measured (a recording's "rates"): DRAM and L2 bandwidth,
     MUFU and FMA rates per SM (as per-clock figures at hw's clock), every tensor instruction scaled by the measured
     over the datasheet fp16 rate, the launch overhead, and (where the recording has them) L2's rates of atomic and
-    of bulk (TMA) reduce-adds."""
+    of bulk (TMA) reduce-adds; with the recording's "latencies" (`latencies`), those too (else hw's stay)."""
     for key in ("dram_read", "l2_read", "exp2_per_sm", "fma_per_sm", "tensor_fp16", "launch_seconds"):
         value = rates.get(key) if isinstance(rates, dict) else None
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
@@ -204,4 +240,5 @@ def calibrated(hw: Hardware, rates: dict) -> Hardware:
         launch_seconds=rates["launch_seconds"],
         l2_atomic_bandwidth=adds["l2_atomic"],
         l2_reduce_bandwidth=adds["l2_bulk_reduce"],
+        **(latencies_of(latencies) if latencies else {}),
     )

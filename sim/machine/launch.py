@@ -15,9 +15,9 @@ REGISTER_UNIT = 256  # registers are allocated per warp in units of 256 (Program
 
 @dataclass(frozen=True)
 class Phase:
-    """One phase of a step that a kernel's warps run one after another (rung 7's warpgroups, in lockstep): the
-    shares of a block's matmul FLOPs, exponentials and other elementwise operations done in it, and the
-    shared-memory bytes its warps and wgmma move per Br × Bc tile pair. The units overlap within a phase, not across."""
+    """A share of a step's work (one operation of rung 7's warpgroups, `sim.machine.warpgroups.Op`): the shares of a
+    block's matmul FLOPs, exponentials and other elementwise operations done in it, and the shared-memory bytes its
+    warps and wgmma move per Br × Bc tile pair. The units overlap within it."""
 
     name: str
     tensor: float = 0.0
@@ -36,11 +36,12 @@ class Launch:
     instruction: str = "mma.sync"  # "wgmma", "mma.sync" or "fma" (fp32 on the CUDA cores)
     padded_rows: bool = False  # tiles copied into SRAM rows padded by 16 bytes (see l2_to_sm in sim.machine.l2)
     smem_per_tile: int = 0  # shared-memory bytes its warps move to or from registers per Br × Bc tile pair (ldmatrix;
-    # rung 7: L_i, D_i, dS_ij, dQ_i beside wgmma, which its `phases` split by phase); 0 where not counted
+    # rung 7: L_i, D_i, dS_ij, dQ_i beside wgmma, which its `program` splits by operation); 0 where not counted
     dq_adders: int = 1  # backward: times each element of dQ_i is added into the accumulator per step
     dq_bulk: bool = False  # backward: dQ_i added by TMA reduce-adds of SRAM tiles (rung 7), not atomics
-    phases: tuple[Phase, ...] = ()  # a step's phases in series (rung 7); () for tensor + SRAM + max(MUFU, FMA)
-    smem_async: int = 0  # with phases: SRAM bytes per tile pair the TMA unit moves beside them (copies, reduce-adds)
+    program: object = None  # its warpgroups' step (sim.machine.warpgroups.Program: rung 7); None: tensor + SRAM +
+    # max(MUFU, FMA)
+    smem_async: int = 0  # with a program: SRAM bytes per tile pair the TMA unit moves beside them (copies, reduce-adds)
     persistent: bool = False  # one thread block per SM walks the tiles (rung 6: `sim.machine.grids.persistent_walk`)
 
     def describe(self) -> str:

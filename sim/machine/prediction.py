@@ -68,7 +68,7 @@ class Prediction:
 
     @property
     def in_series(self) -> bool:
-        """Whether the slowest kernel's time is phases in series (its bound then the busiest unit)."""
+        """Whether the slowest kernel's time is its warpgroups' step (Launch.program; its bound then the busiest unit)."""
         return max(self.kernels, key=lambda k: k.time.seconds).time.in_series
 
     def summary(self) -> dict:

@@ -14,15 +14,14 @@ tensor + SRAM + max(MUFU, FMA) (the MUFU and FMA pipes do overlap each other). T
 without it rung 5's time was predicted at 0.4–0.45 of the measured on every shape. FlashAttention-3's ping-pong
 and intra-warpgroup pipelining aim at max(tensor, MUFU) instead: `Time.overlapped` is that ideal.
 
-Phases in series (`Launch.phases`, rung 7): where a kernel's compute warps wait for each other every step (rung 7's
-two consumer warpgroups meet at a barrier per Q block, so they run the same phase at the same time), a step is
-its phases one after another, each as long as its busiest unit: the SM's tensor pipe, MUFU, FMA pipe and shared
-memory, whose bytes then include wgmma's operand reads (they share the SRAM's 128 bytes per clock with the warps'
-loads and stores). Only what the code leaves in flight overlaps: the TMA unit's copies into SRAM and its
-reduce-adds out of it (`Launch.smem_async`), which bound the step only if the SRAM's whole traffic outlasts it.
-Such a time counts no latency: it is what the units' rates allow with the phases serial (gpu/NOTES.md run
-35-model4: rung 7 measures ×1.5–1.9 of it, its warps waiting on dependent steps). Its bound is the busiest unit
-(`Time.in_series`), as ncu names one, not a unit the time is proportional to.
+Warpgroups taking turns (`Launch.program`, rung 7): where a kernel's compute warpgroups hand each other the tensor
+pipe and wait on their own matmuls, loads and reduce-adds, a step is the longer of (a) its busiest unit, the SM's
+tensor pipe, MUFU, FMA pipe or shared memory, whose bytes then include wgmma's operand reads and the TMA unit's
+copies into and out of SRAM (`Launch.smem_async`; all share the SRAM's 128 bytes per clock), and (b) the warpgroups'
+critical path (`sim.machine.warpgroups`): each operation of the program at the units' rates, wgmma groups, turns,
+the producer's copies and the reduce-adds with the latencies `python -m gpu.lab.calibrate` measured
+(`Hardware.wgmma_clocks`, …; without them a group's latency is its time at the tensor rate and the rest 0). The
+bound is then the busiest unit (`Time.in_series`), as ncu names one, not a unit the time is proportional to.
 
 Exposed work, in series with a block's matmuls:
   fill     its first step's tiles (`Block.prologue`: Q_i, K_0, V_0; the backward's K_j, V_j, Q_i, dO_i, L_i, D_i)
@@ -52,11 +51,12 @@ and dQ's additions / their rate. A call from the host costs at least its host wo
 """
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from sim.machine import warpgroups
 from sim.machine.grids import Block
 from sim.machine.hardware import Hardware
-from sim.machine.launch import Launch, blocks_per_sm
+from sim.machine.launch import Launch, Phase, blocks_per_sm
 
 TENSOR, SMEM, MUFU, FMA = "tensor", "SRAM → registers", "MUFU (exp)", "FMA"
 DRAM, L2, LAUNCH = "DRAM", "L2", "launch"
@@ -75,13 +75,13 @@ class Time:
     waves: float  # blocks / slots (SMs × blocks resident on each)
     instruction: str
     adds: str = ATOMICS  # how dQ is added (ATOMICS or REDUCES): the name of that term
-    in_series: bool = False  # the SMs' time is phases in series (Launch.phases): the bound is the busiest unit
+    in_series: bool = False  # the SMs' time is warpgroups' (Launch.program): the bound is the busiest unit
 
     @property
     def bound(self) -> str:
         """The resource that sets the time: the launch if it outlasts the rest, DRAM, L2 or dQ's additions if one is
-        slower than the SMs, else the largest part of the SMs' work (a pipe); where the SMs' time is phases in
-        series (`in_series`), the busiest unit instead, L2's work the longer of its reads and writes and dQ's
+        slower than the SMs, else the largest part of the SMs' work (a pipe); where the SMs' time is warpgroups'
+        (`in_series`), the busiest unit instead, L2's work the longer of its reads and writes and dQ's
         additions (each at its own rate)."""
         memory = max(self.memory, key=self.terms.__getitem__)
         if self.launch > max(self.compute, self.terms[memory]):
@@ -127,8 +127,8 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
     mufu = per_sm / (hw.mufu_per_clock * hw.clock_hz)
     fma = per_sm / (hw.fma_per_clock * hw.clock_hz)
     per_byte = per_sm / (hw.smem_per_clock * hw.clock_hz)  # seconds per SRAM byte
-    phases = launch.phases
-    per_tile = sum(p.smem for p in phases) + launch.smem_async if phases else launch.smem_per_tile
+    program = launch.program
+    per_tile = sum(p.smem for p in program.phases()) + launch.smem_async if program else launch.smem_per_tile
     smem = per_byte * per_tile  # seconds per tile pair
     first = (per_sm == 1) * hw.sm_count / hw.hbm_bandwidth  # seconds per byte of a first load, on an SM alone
     last = (per_sm == 1) * hw.sm_count / hw.l2_bandwidth if hw.l2_bandwidth else 0.0
@@ -139,11 +139,20 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
         """A block's (or a persistent block's tile's) work on its SM, without its exposed loads and stores."""
         if b.parts:
             return sum(sm(t) for t in b.parts)
-        if phases:  # each phase as long as its busiest unit, the phases in series; the TMA's SRAM bytes beside them
-            steps = sum(max(p.tensor * b.flops * tensor, p.exps * b.exps * mufu, p.elementwise * b.elementwise * fma,
-                            b.tiles * p.smem * per_byte) for p in phases)  # fmt: skip
-            return max(steps, b.tiles * smem)
+        if program:  # the busiest unit, or the warpgroups' critical path where it is longer
+            return max(b.flops * tensor, b.exps * mufu, b.elementwise * fma, b.tiles * smem, b.tiles * step)
         return b.flops * tensor + b.tiles * smem + max(b.exps * mufu, b.elementwise * fma)
+
+    step = 0.0
+    typical = max(blocks, key=lambda b: b.tiles, default=None)  # a whole row of tile pairs
+    if program and typical and typical.tiles:
+
+        def seconds(p: Phase) -> float:
+            """One operation's share of a tile pair, as long as its busiest unit."""
+            return max(p.tensor * typical.flops * tensor, p.exps * typical.exps * mufu,
+                       p.elementwise * typical.elementwise * fma, typical.tiles * p.smem * per_byte) / typical.tiles  # fmt: skip
+
+        step = critical_step(program, seconds, hw)
 
     def fill(b: Block) -> float:
         """A block's exposed loads and stores; a persistent block's later tiles' first loads (refill) beyond the
@@ -169,7 +178,32 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
     }
     compute = makespan([block(b) for b in blocks], slots)
     seconds = hw.launch_seconds + max(compute, terms[DRAM], terms[L2], terms[adds])
-    return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, adds, bool(phases))
+    return Time(
+        seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, adds, bool(program)
+    )
+
+
+def critical_step(program: warpgroups.Program, seconds, hw: Hardware) -> float:
+    """Seconds per step of `program`'s warpgroups: each operation `seconds(its phase)` long, each wgmma group held
+    and completed as `hw.wgmma_clocks` says (else its time at the rates, as long as its latency), the turns, stages
+    and reduce-adds as hw's clocks say."""
+    clock = hw.clock_hz
+
+    def resolve(ops: tuple[warpgroups.Op, ...]) -> tuple[warpgroups.Op, ...]:
+        return tuple(replace(op, work=seconds(op.phase)) if op.kind == "work" else op for op in ops)
+
+    groups = {}
+    for op in (op for ops in program.step for op in ops if op.kind == "issue"):
+        latency, occupancy = hw.wgmma_clocks.get(op.group, (None, None))
+        alone = seconds(op.phase)
+        groups[op.group] = (occupancy / clock, latency / clock) if latency else (alone, alone)
+    lat = warpgroups.Latencies(
+        tuple((name, *g) for name, g in groups.items()),
+        turn=hw.turn_clocks / clock,
+        copy=hw.stage_clocks.get(program.stage, 0.0) / clock,
+        reduce=hw.reduce_clocks / clock,
+    )
+    return warpgroups.step_seconds(tuple(map(resolve, program.first)), tuple(map(resolve, program.step)), lat)
 
 
 def per_call(device_seconds: float, host_seconds: float) -> float:
