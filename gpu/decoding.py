@@ -15,9 +15,10 @@ the next `decode` call, `decode_errors()`, or this call with `check=True` (one s
 one-line InputError. Given as NumPy arrays (or lists), they are on the host already and are checked before any
 launch, as sim.decode checks them.
 
-Host cost per call: the argument checks are cached by what they read (`prepare`); the split partials and the
-combine's tickets are workspaces kept per (stream, shape) and reused (the combine is fused into the split kernel: the
-last split block of a group merges it), so a call allocates only o and lse and makes one launch.
+Host cost per call: the argument checks are cached by what they read (`prepare`), the kernel's scalar arguments by
+their values; the split partials, the combine's tickets and, where the caller does not ask for it, the lse are
+workspaces kept per (stream, shape) and reused (the combine is fused into the split kernel: the last split block of
+a group merges it), so a call allocates only o (and lse with return_lse) and makes one launch.
 """
 
 import collections
@@ -80,7 +81,7 @@ def decode(
     plan = prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits)
     with q.device:
         pages.raise_reported(cupy, q.device.id, sync=False)
-        o, lse = launch(cupy, plan)
+        o, lse = launch(cupy, plan, lse=return_lse)
         if check:
             pages.raise_reported(cupy, q.device.id, sync=True)
     return (o, lse) if return_lse else o
@@ -180,31 +181,38 @@ def _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits) -
                 _scale(scale, d), causal)  # fmt: skip
 
 
-def launch(cupy, p: Plan, tiles=None, fused=True):
+def launch(cupy, p: Plan, tiles=None, fused=True, lse=True):
     """The split kernel with the combine fused (the last split block of a group merges it), or (fused=False, more
-    than one split) followed by the combine kernel: (o, lse) freshly allocated, the partials in a reused workspace.
-    `tiles` overrides the default geometry, `fused` the combine (gpu.lab.bench_decode's tuning)."""
+    than one split) followed by the combine kernel: (o, lse) freshly allocated, the partials in a reused workspace;
+    lse=False: (o, None), the kernel's lse written into the workspace. `tiles` overrides the default geometry,
+    `fused` the combine (gpu.lab.bench_decode's tuning)."""
     rows = p.batch * p.hkv * p.g * p.nq
     o = cupy.empty(p.q.shape, p.q.dtype)
-    lse = cupy.empty(p.q.shape[:3], cupy.float32)
-    if p.splits > 1:
-        parts, lse_parts, tickets = _workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
-    else:
-        parts, lse_parts, tickets = o, lse, NULL
+    parts, lse_parts, tickets, scratch = _workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
+    L = cupy.empty(p.q.shape[:3], cupy.float32) if lse else scratch
+    if p.splits == 1:
+        parts, lse_parts, tickets = o, L, NULL
     split, combine, tiles, smem = _kernels(p.d, dtypes.name(p.q.dtype), p.g * p.nq, tiles)
     table = NULL if p.table is None else p.table
     seqlens = NULL if p.seqlens is None else p.seqlens
     max_pages = 0 if p.table is None else p.table.shape[1]
     _, errors, claim = pages.errors(p.q.device.id)
-    args = (p.q, p.k, p.v, table, seqlens, o, lse, parts, lse_parts, tickets if fused else NULL, errors, claim,
-            np.int32(p.nq), np.int32(p.g), np.int32(p.nk), np.int32(p.page_size), np.int32(max_pages),
-            np.int32(p.num_pages), np.int32(p.splits), np.float32(p.scale * math.log2(math.e)), np.int32(p.causal))  # fmt: skip
+    args = (p.q, p.k, p.v, table, seqlens, o, L, parts, lse_parts, tickets if fused else NULL, errors, claim,
+            *_scalars(p.nq, p.g, p.nk, p.page_size, max_pages, p.num_pages, p.splits, p.scale, p.causal))  # fmt: skip
     split((p.splits, p.hkv, p.batch), (tiles.threads, 1, 1), args, shared_mem=smem)
     if p.splits > 1 and not fused:
-        args = (parts, lse_parts, seqlens, o, lse, np.int32(rows), np.int32(p.hkv * p.g * p.nq), np.int32(p.splits),
+        args = (parts, lse_parts, seqlens, o, L, np.int32(rows), np.int32(p.hkv * p.g * p.nq), np.int32(p.splits),
                 np.int32(p.page_size), np.int32(max_pages))  # fmt: skip
         combine((-(-rows // COMBINE_ROWS),), (32 * COMBINE_ROWS, 1, 1), args)
-    return o, lse
+    return o, (L if lse else None)
+
+
+@functools.lru_cache(maxsize=CHECKED)
+def _scalars(nq, g, nk, page_size, max_pages, num_pages, splits, scale, causal) -> tuple:
+    """The split kernel's scalar arguments as the C types it takes, made once per distinct set (a NumPy scalar costs
+    about 0.4 µs to make: 3.4 µs of a 24 µs launch, gpu/NOTES.md run 37-dec3)."""
+    ints = (np.int32(x) for x in (nq, g, nk, page_size, max_pages, num_pages, splits))
+    return (*ints, np.float32(scale * math.log2(math.e)), np.int32(causal))
 
 
 _workspaces = collections.OrderedDict()
@@ -212,15 +220,18 @@ _checked = {}
 
 
 def _workspace(cupy, splits: int, rows: int, d: int, groups: int):
-    """(O_parts (splits, rows, d) float32, lse_parts (splits, rows) float32, tickets (groups,) int32 zero) for the
-    current stream: kernels on one stream run in order, so one call's partials are consumed before the next call's
-    are written, and the fused combine sets each ticket back to zero."""
+    """(O_parts (splits, rows, d) float32, lse_parts (splits, rows) float32, tickets (groups,) int32 zero, an lse
+    (rows,) float32 that no caller reads) for the current stream, the first three None with one split: kernels on
+    one stream run in order, so one call's partials are consumed before the next call's are written, and the fused
+    combine sets each ticket back to zero."""
     stream = cupy.cuda.get_current_stream()
     key = (cupy.cuda.Device().id, stream.ptr, splits, rows, d, groups)
     found = _workspaces.pop(key, None)
     if found is None:
-        found = (cupy.empty((splits, rows, d), cupy.float32), cupy.empty((splits, rows), cupy.float32),
-                 cupy.zeros((groups,), cupy.int32))  # fmt: skip
+        scratch = cupy.empty((rows,), cupy.float32)
+        found = (None, None, None, scratch) if splits == 1 else (
+            cupy.empty((splits, rows, d), cupy.float32), cupy.empty((splits, rows), cupy.float32),
+            cupy.zeros((groups,), cupy.int32), scratch)  # fmt: skip
         if len(_workspaces) >= WORKSPACES:
             _workspaces.popitem(last=False)
     _workspaces[key] = found
