@@ -18,12 +18,16 @@ launch, as sim.decode checks them.
 Host cost per call: the argument checks are cached by what they read (`prepare`), the kernel's scalar arguments by
 their values; the split partials, the combine's tickets and, where the caller does not ask for it, the lse are
 workspaces kept per (stream, shape) and reused (the combine is fused into the split kernel: the last split block of
-a group merges it), so a call allocates only o (and lse with return_lse) and makes one launch.
+a group merges it), so a call allocates only o (and lse with return_lse) and makes one launch, through
+cuLaunchKernel with its parameters packed once (`_launch`) rather than CuPy's call, which converts each of them.
 """
 
 import collections
+import ctypes
 import functools
 import math
+import struct
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +43,7 @@ COMBINE = registry.HELPERS["decode_combine"]
 MAX_SPLITS = 128  # the combine's MAX_SPLITS (and best_splits' default cap)
 COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
 NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block table
+ARGS = 21  # the split kernel's parameters
 WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool
 CHECKED = 64  # prepare's checked signatures kept
 LAYOUTS = {"q": "(B, Hq, Nq, d)", "k": "(B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv, d)"}
@@ -197,9 +202,10 @@ def launch(cupy, p: Plan, tiles=None, fused=True, lse=True):
     seqlens = NULL if p.seqlens is None else p.seqlens
     max_pages = 0 if p.table is None else p.table.shape[1]
     _, errors, claim = pages.errors(p.q.device.id)
-    args = (p.q, p.k, p.v, table, seqlens, o, L, parts, lse_parts, tickets if fused else NULL, errors, claim,
-            *_scalars(p.nq, p.g, p.nk, p.page_size, max_pages, p.num_pages, p.splits, p.scale, p.causal))  # fmt: skip
-    split((p.splits, p.hkv, p.batch), (tiles.threads, 1, 1), args, shared_mem=smem)
+    arrays = (p.q, p.k, p.v, table, seqlens, o, L, parts, lse_parts, tickets if fused else NULL, errors, claim)
+    values = (*(int(x) if type(x) is np.uintp else x.data.ptr for x in arrays),
+              *_scalars(p.nq, p.g, p.nk, p.page_size, max_pages, p.num_pages, p.splits, p.scale, p.causal))  # fmt: skip
+    _launch(cupy, split, (p.splits, p.hkv, p.batch), tiles.threads, smem, values)
     if p.splits > 1 and not fused:
         args = (parts, lse_parts, seqlens, o, L, np.int32(rows), np.int32(p.hkv * p.g * p.nq), np.int32(p.splits),
                 np.int32(p.page_size), np.int32(max_pages))  # fmt: skip
@@ -209,10 +215,28 @@ def launch(cupy, p: Plan, tiles=None, fused=True, lse=True):
 
 @functools.lru_cache(maxsize=CHECKED)
 def _scalars(nq, g, nk, page_size, max_pages, num_pages, splits, scale, causal) -> tuple:
-    """The split kernel's scalar arguments as the C types it takes, made once per distinct set (a NumPy scalar costs
-    about 0.4 µs to make: 3.4 µs of a 24 µs launch, gpu/NOTES.md run 37-dec3)."""
-    ints = (np.int32(x) for x in (nq, g, nk, page_size, max_pages, num_pages, splits))
-    return (*ints, np.float32(scale * math.log2(math.e)), np.int32(causal))
+    """The split kernel's scalar arguments as the 32-bit patterns it takes (int, and the float τ·log2 e), made once
+    per distinct set."""
+    (scale_bits,) = struct.unpack("<I", struct.pack("<f", scale * math.log2(math.e)))
+    return nq, g, nk, page_size, max_pages, num_pages, splits, scale_bits, int(causal)
+
+
+def _launch(cupy, kernel, grid, threads: int, smem: int, values: tuple) -> None:
+    """cuLaunchKernel of `kernel` on the current stream, its ARGS parameters (pointers, and 32-bit values in the low
+    half) packed by ctypes into this thread's buffer, which the driver copies at the launch: 5.2 µs of host time
+    where CuPy's call, which converts each argument, took 9.2 (gpu/NOTES.md run 37-dec3)."""
+    buffer = getattr(_params, "buffer", None)
+    if buffer is None:
+        slots = (ctypes.c_uint64 * ARGS)()
+        pointers = (ctypes.c_void_p * ARGS)(*(ctypes.addressof(slots) + 8 * i for i in range(ARGS)))
+        buffer = _params.buffer = (slots, pointers, ctypes.addressof(pointers))
+    slots, _, address = buffer
+    slots[:] = values
+    stream = cupy.cuda.get_current_stream().ptr
+    cupy.cuda.driver.launchKernel(kernel.kernel.ptr, *grid, threads, 1, 1, smem, stream, address, 0)
+
+
+_params = threading.local()  # each thread's parameter buffer for _launch
 
 
 _workspaces = collections.OrderedDict()
