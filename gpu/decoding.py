@@ -106,17 +106,19 @@ def prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
     values are checked on every call)."""
     cupy = device.require()
     key = _signature(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits)
-    static = _checked.get(key) if key is not None else None
-    if static is None:
+    cached = _checked.get(key) if key is not None else None
+    if cached is None:
         plan = _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits)
         if key is not None:
             if len(_checked) >= CHECKED:
                 del _checked[next(iter(_checked))]
-            _checked[key] = (plan.batch, plan.hkv, plan.g, plan.nq, plan.d, plan.nk, plan.page_size, plan.num_pages,
-                             plan.splits, plan.scale, plan.causal)  # fmt: skip
+            direct = plan.table is block_table and plan.seqlens is cache_seqlens  # int32, C-contiguous: as given
+            _checked[key] = direct, (plan.batch, plan.hkv, plan.g, plan.nq, plan.d, plan.nk, plan.page_size,
+                                     plan.num_pages, plan.splits, plan.scale, plan.causal)  # fmt: skip
         return plan
-    if block_table is None:
-        return Plan(q, k, v, None, None, *static)
+    direct, static = cached
+    if block_table is None or direct:  # the key holds the dtypes and layouts that made them direct
+        return Plan(q, k, v, block_table, cache_seqlens, *static)
     return Plan(q, k, v, pages.as_int32(cupy, block_table), pages.as_int32(cupy, cache_seqlens), *static)
 
 
