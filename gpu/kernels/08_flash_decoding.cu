@@ -37,8 +37,9 @@
 //    0.988× and 0.994× the time at B 4 Nk 128K and B 16 Nk 32K with 33 splits, the same at B 1 (15.2 µs at Nk 4K,
 //    the profiler). The splits now come from a model that counts each wave's fill and drain (one wave of one
 //    block per SM: 16, 4 and 1 splits at B 1, 4, 16), which made the kernel 2–8% faster than at 33 splits; at one
-//    block per SM, 64×4, 64×6 and 128×3 stages were 1–32% slower than 64×3. `flashsim bench decode`: 84–91% of
-//    3.35 TB/s at B ≥ 4 or Nk 128K, 69% at B 1 Nk 32K; 1.02–2.65× SDPA flash, 0.97–1.04× PyTorch's default.
+//    block per SM, 64×4, 64×6 and 128×3 stages were 1–32% slower than 64×3. `flashsim bench decode`: 81–92% of
+//    3.35 TB/s at B ≥ 4 or Nk 128K, 70% at B 1 Nk 32K, 21% at B 1 Nk 4K; 1.01–2.29× SDPA flash, 0.95–1.06× PyTorch's
+//    default; paged 1.02–1.09× contiguous.
 //
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM).
