@@ -15,14 +15,19 @@ the next `decode` call, `decode_errors()`, or this call with `check=True` (one s
 one-line InputError. Given as NumPy arrays (or lists), they are on the host already and are checked before any
 launch, as sim.decode checks them.
 
-Host cost per call: the argument checks are cached by what they read (`prepare`); the split partials and the
-combine's tickets are workspaces kept per (stream, shape) and reused (the combine is fused into the split kernel: the
-last split block of a group merges it), so a call allocates only o and lse and makes one launch.
+Host cost per call: the argument checks are cached by what they read (`prepare`), the kernel's scalar arguments by
+their values; the split partials, the combine's tickets and, where the caller does not ask for it, the lse are
+workspaces kept per (stream, shape) and reused (the combine is fused into the split kernel: the last split block of
+a group merges it), so a call allocates only o (and lse with return_lse) and makes one launch, through
+cuLaunchKernel with its parameters packed once (`_launch`) rather than CuPy's call, which converts each of them.
 """
 
 import collections
+import ctypes
 import functools
 import math
+import struct
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +43,7 @@ COMBINE = registry.HELPERS["decode_combine"]
 MAX_SPLITS = 128  # the combine's MAX_SPLITS (and best_splits' default cap)
 COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
 NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block table
+ARGS = 21  # the split kernel's parameters
 WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool
 CHECKED = 64  # prepare's checked signatures kept
 LAYOUTS = {"q": "(B, Hq, Nq, d)", "k": "(B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv, d)"}
@@ -80,7 +86,7 @@ def decode(
     plan = prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits)
     with q.device:
         pages.raise_reported(cupy, q.device.id, sync=False)
-        o, lse = launch(cupy, plan)
+        o, lse = launch(cupy, plan, lse=return_lse)
         if check:
             pages.raise_reported(cupy, q.device.id, sync=True)
     return (o, lse) if return_lse else o
@@ -100,17 +106,19 @@ def prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
     values are checked on every call)."""
     cupy = device.require()
     key = _signature(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits)
-    static = _checked.get(key) if key is not None else None
-    if static is None:
+    cached = _checked.get(key) if key is not None else None
+    if cached is None:
         plan = _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits)
         if key is not None:
             if len(_checked) >= CHECKED:
                 del _checked[next(iter(_checked))]
-            _checked[key] = (plan.batch, plan.hkv, plan.g, plan.nq, plan.d, plan.nk, plan.page_size, plan.num_pages,
-                             plan.splits, plan.scale, plan.causal)  # fmt: skip
+            direct = plan.table is block_table and plan.seqlens is cache_seqlens  # int32, C-contiguous: as given
+            _checked[key] = direct, (plan.batch, plan.hkv, plan.g, plan.nq, plan.d, plan.nk, plan.page_size,
+                                     plan.num_pages, plan.splits, plan.scale, plan.causal)  # fmt: skip
         return plan
-    if block_table is None:
-        return Plan(q, k, v, None, None, *static)
+    direct, static = cached
+    if block_table is None or direct:  # the key holds the dtypes and layouts that made them direct
+        return Plan(q, k, v, block_table, cache_seqlens, *static)
     return Plan(q, k, v, pages.as_int32(cupy, block_table), pages.as_int32(cupy, cache_seqlens), *static)
 
 
@@ -180,31 +188,57 @@ def _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits) -
                 _scale(scale, d), causal)  # fmt: skip
 
 
-def launch(cupy, p: Plan, tiles=None, fused=True):
+def launch(cupy, p: Plan, tiles=None, fused=True, lse=True):
     """The split kernel with the combine fused (the last split block of a group merges it), or (fused=False, more
-    than one split) followed by the combine kernel: (o, lse) freshly allocated, the partials in a reused workspace.
-    `tiles` overrides the default geometry, `fused` the combine (gpu.lab.bench_decode's tuning)."""
+    than one split) followed by the combine kernel: (o, lse) freshly allocated, the partials in a reused workspace;
+    lse=False: (o, None), the kernel's lse written into the workspace. `tiles` overrides the default geometry,
+    `fused` the combine (gpu.lab.bench_decode's tuning)."""
     rows = p.batch * p.hkv * p.g * p.nq
     o = cupy.empty(p.q.shape, p.q.dtype)
-    lse = cupy.empty(p.q.shape[:3], cupy.float32)
-    if p.splits > 1:
-        parts, lse_parts, tickets = _workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
-    else:
-        parts, lse_parts, tickets = o, lse, NULL
+    parts, lse_parts, tickets, scratch = _workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
+    L = cupy.empty(p.q.shape[:3], cupy.float32) if lse else scratch
+    if p.splits == 1:
+        parts, lse_parts, tickets = o, L, NULL
     split, combine, tiles, smem = _kernels(p.d, dtypes.name(p.q.dtype), p.g * p.nq, tiles)
     table = NULL if p.table is None else p.table
     seqlens = NULL if p.seqlens is None else p.seqlens
     max_pages = 0 if p.table is None else p.table.shape[1]
     _, errors, claim = pages.errors(p.q.device.id)
-    args = (p.q, p.k, p.v, table, seqlens, o, lse, parts, lse_parts, tickets if fused else NULL, errors, claim,
-            np.int32(p.nq), np.int32(p.g), np.int32(p.nk), np.int32(p.page_size), np.int32(max_pages),
-            np.int32(p.num_pages), np.int32(p.splits), np.float32(p.scale * math.log2(math.e)), np.int32(p.causal))  # fmt: skip
-    split((p.splits, p.hkv, p.batch), (tiles.threads, 1, 1), args, shared_mem=smem)
+    arrays = (p.q, p.k, p.v, table, seqlens, o, L, parts, lse_parts, tickets if fused else NULL, errors, claim)
+    values = (*(int(x) if type(x) is np.uintp else x.data.ptr for x in arrays),
+              *_scalars(p.nq, p.g, p.nk, p.page_size, max_pages, p.num_pages, p.splits, p.scale, p.causal))  # fmt: skip
+    _launch(cupy, split, (p.splits, p.hkv, p.batch), tiles.threads, smem, values)
     if p.splits > 1 and not fused:
-        args = (parts, lse_parts, seqlens, o, lse, np.int32(rows), np.int32(p.hkv * p.g * p.nq), np.int32(p.splits),
+        args = (parts, lse_parts, seqlens, o, L, np.int32(rows), np.int32(p.hkv * p.g * p.nq), np.int32(p.splits),
                 np.int32(p.page_size), np.int32(max_pages))  # fmt: skip
         combine((-(-rows // COMBINE_ROWS),), (32 * COMBINE_ROWS, 1, 1), args)
-    return o, lse
+    return o, (L if lse else None)
+
+
+@functools.lru_cache(maxsize=CHECKED)
+def _scalars(nq, g, nk, page_size, max_pages, num_pages, splits, scale, causal) -> tuple:
+    """The split kernel's scalar arguments as the 32-bit patterns it takes (int, and the float τ·log2 e), made once
+    per distinct set."""
+    (scale_bits,) = struct.unpack("<I", struct.pack("<f", scale * math.log2(math.e)))
+    return nq, g, nk, page_size, max_pages, num_pages, splits, scale_bits, int(causal)
+
+
+def _launch(cupy, kernel, grid, threads: int, smem: int, values: tuple) -> None:
+    """cuLaunchKernel of `kernel` on the current stream, its ARGS parameters (pointers, and 32-bit values in the low
+    half) packed by ctypes into this thread's buffer, which the driver copies at the launch: 5.2 µs of host time
+    where CuPy's call, which converts each argument, took 9.2 (gpu/NOTES.md run 37-dec3)."""
+    buffer = getattr(_params, "buffer", None)
+    if buffer is None:
+        slots = (ctypes.c_uint64 * ARGS)()
+        pointers = (ctypes.c_void_p * ARGS)(*(ctypes.addressof(slots) + 8 * i for i in range(ARGS)))
+        buffer = _params.buffer = (slots, pointers, ctypes.addressof(pointers))
+    slots, _, address = buffer
+    slots[:] = values
+    stream = cupy.cuda.get_current_stream().ptr
+    cupy.cuda.driver.launchKernel(kernel.kernel.ptr, *grid, threads, 1, 1, smem, stream, address, 0)
+
+
+_params = threading.local()  # each thread's parameter buffer for _launch
 
 
 _workspaces = collections.OrderedDict()
@@ -212,15 +246,18 @@ _checked = {}
 
 
 def _workspace(cupy, splits: int, rows: int, d: int, groups: int):
-    """(O_parts (splits, rows, d) float32, lse_parts (splits, rows) float32, tickets (groups,) int32 zero) for the
-    current stream: kernels on one stream run in order, so one call's partials are consumed before the next call's
-    are written, and the fused combine sets each ticket back to zero."""
+    """(O_parts (splits, rows, d) float32, lse_parts (splits, rows) float32, tickets (groups,) int32 zero, an lse
+    (rows,) float32 that no caller reads) for the current stream, the first three None with one split: kernels on
+    one stream run in order, so one call's partials are consumed before the next call's are written, and the fused
+    combine sets each ticket back to zero."""
     stream = cupy.cuda.get_current_stream()
     key = (cupy.cuda.Device().id, stream.ptr, splits, rows, d, groups)
     found = _workspaces.pop(key, None)
     if found is None:
-        found = (cupy.empty((splits, rows, d), cupy.float32), cupy.empty((splits, rows), cupy.float32),
-                 cupy.zeros((groups,), cupy.int32))  # fmt: skip
+        scratch = cupy.empty((rows,), cupy.float32)
+        found = (None, None, None, scratch) if splits == 1 else (
+            cupy.empty((splits, rows, d), cupy.float32), cupy.empty((splits, rows), cupy.float32),
+            cupy.zeros((groups,), cupy.int32), scratch)  # fmt: skip
         if len(_workspaces) >= WORKSPACES:
             _workspaces.popitem(last=False)
     _workspaces[key] = found

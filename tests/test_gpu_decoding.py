@@ -164,6 +164,19 @@ def test_workspace_reused_across_calls():
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("splits", [1, 4])
+def test_o_without_lse_is_o_with_it(splits):
+    """Without return_lse the kernel writes lse into the workspace: o is the same, bit for bit, and judged right."""
+    cupy = pytest.importorskip("cupy")
+    rng = np.random.default_rng(11)
+    q, k, v, _ = random_case(rng, 2, 8, 2, 1, 128, "float16", nk=1000)
+    run_and_judge(q, k, v, None, None, causal=True, dtype="float16", splits=splits)
+    q, k, v = (cupy.asarray(x) for x in (q, k, v))
+    o, _ = gpu.decode(q, k, v, causal=True, splits=splits, return_lse=True)
+    assert cupy.array_equal(gpu.decode(q, k, v, causal=True, splits=splits), o)
+
+
+@pytest.mark.gpu
 def test_cached_checks_still_refuse_what_differs():
     """prepare caches its checks by what they read: a repeated call takes the cache (the same answer), and a call that
     differs in any checked property is checked again and refused."""

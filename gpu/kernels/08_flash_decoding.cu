@@ -32,6 +32,14 @@
 //    1–4 splits) it took 1.5–1.6×, two per SM close the gap (the occupancy model's paged rule).
 //  - tilings Bc × stages 64×2, 64×3, 32×4 within 2%; 64×4 and 128×2 slower (contiguous, run 30; paged, run
 //    35-dec2). memcheck and racecheck clean.
+//  - run 37-dec3: the fused combine brings the O_p into SRAM by cp.async, as many splits at a time as the stages
+//    hold, every piece in flight at once (before: float4 loads into registers, four splits per L2 round trip):
+//    0.988× and 0.994× the time at B 4 Nk 128K and B 16 Nk 32K with 33 splits, the same at B 1 (15.2 µs at Nk 4K,
+//    the profiler). The splits now come from a model that counts each wave's fill and drain (one wave of one
+//    block per SM: 16, 4 and 1 splits at B 1, 4, 16), which made the kernel 2–8% faster than at 33 splits; at one
+//    block per SM, 64×4, 64×6 and 128×3 stages were 1–32% slower than 64×3. `flashsim bench decode`: 81–92% of
+//    3.35 TB/s at B ≥ 4 or Nk 128K, 70% at B 1 Nk 32K, 21% at B 1 Nk 4K; 1.01–2.29× SDPA flash, 0.95–1.06× PyTorch's
+//    default; paged 1.02–1.09× contiguous.
 //
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM).
@@ -372,14 +380,18 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
                   R, parts, tid);
 }
 
-// One group's R rows of O and L from its `parts` splits, by the block that finished last (SRAM: sW, parts·R floats;
-// s_LSE, R floats):
+// One group's R rows of O and L from its `parts` splits, by the block that finished last (SRAM, the stages': sW,
+// parts·R floats, then the O_p; s_LSE, R floats):
 // LSE = log Σ_p exp(lse_p) (max-shifted; NaN if any lse_p is), O = Σ_p exp(lse_p − LSE)·O_p. O_p, lse_p are read
-// through L2 (ld.global.cg): other blocks wrote them during this kernel.
+// through L2 (ld.global.cg, cp.async.cg): other blocks wrote them during this kernel. The O_p come into SRAM as many
+// splits at a time as fit, every 16-byte piece of them in flight at once: one L2 round trip per batch, where loads
+// into registers took one per few splits (the combine is the tail of a step at batch 1).
 __device__ void combine_group(const float* O_parts, const float* lse_parts, elem_t* O, float* L, float* sW, float* s_LSE,
                               long long row0, long long rows, int R, int parts, int tid)
 {
-    static_assert(MAX_SPLITS * MAX_ROWS * 4 <= 2 * STAGES * BC * SROW * 2, "the weights fit in the stages' SRAM");
+    constexpr int STAGE_FLOATS = STAGES * BC * SROW;  // the stages' SRAM (2·STAGES·BC rows of fp16/bf16), in floats
+    constexpr int PIECES = MAX_ROWS * HEAD_DIM / 4 / NTHREADS;  // float4 pieces of O per thread at most
+    static_assert(MAX_SPLITS * MAX_ROWS + MAX_ROWS * HEAD_DIM <= STAGE_FLOATS, "the weights and one O_p fit in SRAM");
     static_assert(4 + MAX_ROWS <= MAX_ROWS * SROW / 2, "the flag and the LSEs fit in Q's SRAM");
     for (int idx = tid; idx < parts * R; idx += NTHREADS) sW[idx] = __ldcg(lse_parts + (idx / R) * rows + row0 + idx % R);
     __syncthreads();
@@ -399,18 +411,39 @@ __device__ void combine_group(const float* O_parts, const float* lse_parts, elem
         for (int p = lane; p < parts; p += 32) sW[p * R + r] = LSE == NEG_INF ? 0.f : exp2_approx((sW[p * R + r] - LSE) * LOG2E);
         if (lane == 0) s_LSE[r] = LSE;
     }
-    __syncthreads();
-    for (int idx = tid; idx < R * (HEAD_DIM / 4); idx += NTHREADS) {
-        const int r = idx / (HEAD_DIM / 4), col = (idx % (HEAD_DIM / 4)) * 4;
-        const float* src = O_parts + (row0 + r) * HEAD_DIM + col;
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 4
-        for (int p = 0; p < parts; ++p) {
-            const float w = sW[p * R + r];
-            const float4 x = __ldcg(reinterpret_cast<const float4*>(src + p * rows * HEAD_DIM));
-            acc.x += w * x.x, acc.y += w * x.y, acc.z += w * x.z, acc.w += w * x.w;
+    // O_p of the group: R contiguous rows of d floats; `batch` of them at a time in SRAM after the weights
+    const int size = R * HEAD_DIM, weights = (parts * R + 3) & ~3;
+    const int batch = (STAGE_FLOATS - weights) / size;
+    float* sP = sW + weights;
+    float4 acc[PIECES];
+#pragma unroll
+    for (int i = 0; i < PIECES; ++i) acc[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+    for (int p0 = 0; p0 < parts; p0 += batch) {
+        const int n = min(batch, parts - p0);
+        for (int i = tid; i < n * size / 4; i += NTHREADS) {
+            const int q = i / (size / 4), e = (i % (size / 4)) * 4;
+            cp_async_16(sP + q * size + e, O_parts + ((p0 + q) * rows + row0) * HEAD_DIM + e, 16);
         }
-        *reinterpret_cast<uint2*>(O + (row0 + r) * HEAD_DIM + col) = make_uint2(pack2(acc.x, acc.y), pack2(acc.z, acc.w));
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();  // the batch (and, the first time, every weight) in SRAM
+#pragma unroll
+        for (int i = 0; i < PIECES; ++i) {
+            const int idx = tid + i * NTHREADS;  // the piece: row idx / (d/4), columns 4·(idx mod d/4) …
+            if (idx < size / 4)
+                for (int q = 0; q < n; ++q) {
+                    const float w = sW[(p0 + q) * R + idx / (HEAD_DIM / 4)];
+                    const float4 x = *reinterpret_cast<const float4*>(sP + q * size + idx * 4);
+                    acc[i].x += w * x.x, acc[i].y += w * x.y, acc[i].z += w * x.z, acc[i].w += w * x.w;
+                }
+        }
+        __syncthreads();  // every thread done with the batch before the next one lands
+    }
+#pragma unroll
+    for (int i = 0; i < PIECES; ++i) {
+        const int idx = tid + i * NTHREADS;
+        if (idx < size / 4)
+            *reinterpret_cast<uint2*>(O + row0 * HEAD_DIM + idx * 4) = make_uint2(pack2(acc[i].x, acc[i].y), pack2(acc[i].z, acc[i].w));
     }
     if (tid < R) L[row0 + tid] = s_LSE[tid];
 }

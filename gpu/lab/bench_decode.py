@@ -26,6 +26,7 @@ from gpu.tiling import Tiles
 HEADS, KV_HEADS, D, NQ, PAGE = 64, 8, 128, 1, 256
 GRID = [(1, 4096), (1, 32768), (1, 131072), (4, 16384), (4, 131072), (16, 4096), (16, 32768), (16, 131072)]
 QUICK = [(1, 4096), (4, 16384), (16, 32768)]
+WAVES = ((1, 131072), (4, 131072), (16, 32768), (16, 131072))  # `waves`: the split counts occupancy.WAVE_SECONDS fits
 H100_DRAM = 3.35e12  # bytes/s, the H100 SXM datasheet's HBM3 bandwidth
 COLD_BYTES = 4 * 50 * 2**20  # four times the H100's 50 MiB L2
 BASELINES = tuple(sdpa.BACKENDS)  # sdpa (flash), cudnn, default
@@ -254,12 +255,13 @@ def progress_line(row: dict) -> str:
     return " ".join(parts)
 
 
-if __name__ == "__main__":  # python -m gpu.lab.bench_decode [paged | batch1]: rung 8's tilings (or splits) tuned
+if __name__ == "__main__":  # python -m gpu.lab.bench_decode [paged | batch1 | waves]: tilings or splits tuned
     import sys
 
     runs = {
         "paged": tune_paged,
         "batch1": lambda: tune_paged(((1, 4096), (1, 32768)), (8, 16, 33, 64, 128), (), cache="contiguous"),
+        "waves": lambda: tune_paged(WAVES, (1, 4, 16, 33), (), cache="contiguous"),
     }
     for tuned in runs[sys.argv[1]]() if sys.argv[1:] else tune():
         print(tuned)

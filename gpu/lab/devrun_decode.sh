@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for rung 8 (Flash-Decoding, issue 25 part 2): tests, sanitizers, bytes against the simulator, speed.
 # Usage (on the device machine, from the repo root): bash gpu/lab/devrun_decode.sh [steps…]
-#   steps: env test sanitize compare bench tune batch1
+#   steps: env test sanitize compare bench tune batch1 waves
 # Logs and JSON land in $OUT; each step prints its last line to stdout.
 source "$(dirname "$0")/devrun_lib.sh"  # set -u, $OUT, PATH, PYTHONPATH, step
 steps=${*:-env test sanitize compare bench tune}
@@ -46,4 +46,5 @@ for s in $steps; do case $s in
   bench) step bench 240 python3 -m sim.cli bench decode --json "$OUT/bench-decode-h100.json" ;;
   tune) step tune 120 python3 -m gpu.lab.bench_decode paged ;;
   batch1) step batch1 60 python3 -m gpu.lab.bench_decode batch1 ;;
+  waves) step waves 60 python3 -m gpu.lab.bench_decode waves ;;
 esac; done

@@ -14,6 +14,14 @@ from sim.machine.iomodel import decoding
 # 1.56× and 1.58× contiguous's time, at two per SM (8 and 2 splits) 1.03× and 1.08×, at 33 splits 1.34× and 1.49×.
 PAGED_PER_SM = 2
 PAGED_SLACK = 0.02
+# What a wave of thread blocks costs beside its bytes: each block's pipeline fills (its first tiles' DRAM round
+# trips) and drains (the warps' merge, O_p's write, the ticket) once. Fitted on an H100 (gpu/NOTES.md run 37-dec3;
+# Hq 64, Hkv 8, d 128, the launch alone): 33 splits took 3.7 µs more than 16 at B 1, Nk 128K, 31 µs more than 4
+# at B 4, Nk 128K and 90 µs more than 1 at B 16, Nk 128K, which the model's other terms put at 8.3, 6.9 and 5.1 µs
+# a wave (1.7 at B 16, Nk 32K). Any value from 4.7 to 8 µs makes the measured fastest count (or one within 1% of
+# it) the model's at every point timed; without it the model took 33 splits (32 waves) at B 16, where one split was
+# 3–7% faster.
+WAVE_SECONDS = 6e-6
 
 
 @dataclass(frozen=True)
@@ -41,14 +49,15 @@ def occupancy(
 ) -> Occupancy:  # fmt: skip
     """The model: blocks run in waves of `per_sm` per SM (1; PAGED_PER_SM for a paged cache), each streaming its
     chunk at a 1/per_sm part of its SM's share of the HBM bandwidth (bandwidth / SM count: all SMs busy together
-    saturate HBM); the combine kernel is memory-bound at full bandwidth.
+    saturate HBM), and each wave also costs WAVE_SECONDS (its blocks' fill and drain); the combine kernel is
+    memory-bound at full bandwidth.
     """
     (_, split), *merge = decoding(Nq, Nk, d, s, Bc or Nk, splits)
     blocks = batch * heads * splits
     slots = per_sm * hw.sm_count
     waves = ceil(blocks / slots)
     per_block = split.hbm_bytes / splits  # what one thread block moves (chunks differ by at most one key)
-    seconds = waves * per_block / (hw.hbm_bandwidth / slots)
+    seconds = waves * (per_block / (hw.hbm_bandwidth / slots) + WAVE_SECONDS)
     merged = batch * heads * sum(c.hbm_bytes for _, c in merge)
     seconds += merged / hw.hbm_bandwidth
     total = batch * heads * split.hbm_bytes + merged

@@ -6,7 +6,7 @@ from rich.text import Text
 
 from sim.core.format import count, fixed, human_bytes, percent, ratio
 from sim.machine.hardware import Hardware
-from sim.machine.occupancy import Occupancy
+from sim.machine.occupancy import WAVE_SECONDS, Occupancy
 from sim.viz.unclipped import unclipped
 
 
@@ -40,7 +40,8 @@ def decode_table(
         )  # fmt: skip
     model = Text(
         "model: a thread block streams its keys at one SM's share of the HBM bandwidth, blocks run in waves of one per SM, "
-        "and the combine reads every partial O_p and lse_p once at full bandwidth",
+        f"each wave also takes {WAVE_SECONDS * 1e6:g} µs (its blocks' fill and drain), and the combine reads every "
+        "partial O_p and lse_p once at full bandwidth",
         style="dim",
     )
     return Group(title, unclipped(t), model)
