@@ -51,9 +51,9 @@ PER_SUBMISSION = 1.1  # seconds of one core to grade a submission of assignment 
 GRADING_CHILD = 64 * 2**20  # a submission's process: 33 MB at its peak for the masters of 1-4, doubled for a student's
 TRAIN_TOKENS_PER_STEP = 32 * 256  # demo train: batch × seq (gpu.lab.train.TrainConfig)
 TRAIN_TOKENS_PER_S = {
-    "flash": 1_116_463,
-    "standard": 540_503,
-    "sdpa": 1_306_152,
+    "flash": 1_038_440,
+    "standard": 534_428,
+    "sdpa": 1_405_009,
 }  # its three runs, H100 (gpu/lab/results/train-h100.json)
 
 
