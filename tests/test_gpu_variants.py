@@ -147,23 +147,35 @@ def test_autograd_takes_the_variants():
 # -- the checks alone, on the CPU ---------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("blocks", [132, 1000])
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("br", [128, 192])
-def test_packed_units_cover_each_tile_once(br, causal):
+def test_packed_units_cover_each_tile_once(br, causal, blocks):
     """The persistent packed walk's units (gpu.flash.packed_units): every tile of every (sequence, head) once, each
-    sequence by its own Tr = ⌈n_b / Br⌉, causal in pairs (Tr − 1 − q, q) whose K/V blocks add up about evenly."""
+    sequence by its own Tr = ⌈n_b / Br⌉, causal in pairs (Tr − 1 − q, q); dealt in rounds of one unit a thread
+    block, the busiest block within 3% of the mean for 2×-spread lengths (a walk in sequence order: 10%)."""
     from gpu.flash import packed_units
 
-    lengths, heads = (1, 130, 500, 192, 193, 4096), 3
-    units = packed_units(lengths, heads, br, causal)
-    assert units.dtype == np.int32 and units.shape[1] == 4 and (units[:, 3] == 0).all()
-    seen = [(int(p), int(i)) for p, *tiles in units[:, :3] for i in tiles if i >= 0]
+    seqlens, heads = ((1, 130, 500, 192, 193, 4096), (7, 130, 400, 192, 300, 4096)), 3
+    units = packed_units(seqlens, heads, br, 128, causal, blocks)
+    assert units.dtype == np.int32 and units.shape[1] == 4 and len(units) % min(blocks, len(units)) == 0
+    real = units[units[:, 0] >= 0]
+    assert (real[:, 3] == 0).all() and (units[units[:, 0] < 0] == -1).all()
+    seen = [(int(p), int(i)) for p, *tiles in real[:, :3] for i in tiles if i >= 0]
+    lengths = seqlens[0]
     expected = [(b * heads + h, i) for b, n in enumerate(lengths) for h in range(heads) for i in range(-(-n // br))]
     assert sorted(seen) == sorted(expected)
-    assert list(units[:, 0]) == sorted(units[:, 0])  # sequence by sequence, a head's units together
-    for p, first, second in units[:, :3]:
+    for p, first, second in real[:, :3]:
         tr = -(-lengths[p // heads] // br)
         assert second == (tr - 1 - first if causal and first != tr - 1 - first else -1)
+    if len(real) <= blocks:  # one unit a thread block: the list in sequence and head order
+        assert len(units) == len(real) and list(units[:, 0]) == sorted(units[:, 0])
+    lengths = [4096, 4053, 2180, 3302, 3136]  # bench_variants' 2×-spread lengths at N = 4096, d = 64
+    units = packed_units((tuple(lengths),) * 2, 32, 192, 128, True, 132)
+    kv = lambda b, i: min(-(-lengths[b] // 128), (min((i + 1) * 192, lengths[b]) - 1) // 128 + 1) + 1  # noqa: E731
+    work = [sum(kv(p // 32, i) for i in (f, s) if i >= 0) if p >= 0 else 0 for p, f, s, _ in units]
+    per_block = np.bincount(np.arange(len(units)) % 132, work)
+    assert per_block.max() <= 1.03 * per_block.mean()
 
 
 def test_a_plain_call_adds_no_define_and_no_argument():

@@ -251,10 +251,12 @@ __device__ __forceinline__ void kv_blocks(int& j0, int& Tc, int r0, int N, int N
 template <class Body>
 __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, const int4* units, int n_units, Body&& body) {
 #if PERSISTENT && VARLEN
-    // a packed batch: the host's list of units (b·Hq + h, first tile, second tile or −1), each sequence's pairs by its
-    // own Tr (a walk that found each unit's sequence from cu_q itself spilled 188 bytes a thread at d = 64)
+    // a packed batch: the host's list of units (b·Hq + h, first tile, second tile or −1; b·Hq + h = −1: none), each
+    // sequence's pairs by its own Tr, dealt to the thread blocks heaviest first (gpu/flash.py, packed_units); a walk
+    // that found each unit's sequence from cu_q itself spilled 188 bytes a thread at d = 64
     for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
         const int4 unit = units[u];
+        if (unit.x < 0) continue;
         body(unit.y, unit.x);
         if (unit.z >= 0) body(unit.z, unit.x);
     }
