@@ -81,10 +81,22 @@
 // dropped (±2%): the first S and last O += P̃V under the turns too; two Q_i buffers; one consumer warpgroup and two
 // thread blocks an SM; Bc = 64 (−15%); two stages with two Q_i buffers at d = 128 (−22%).
 //
+// Run 38-var3 (issue 25's speed lines): the variants persistent too. GQA alone runs the plain build with GROUP
+// (query plane p reads K/V plane p / GROUP; the plain builds' PTX is byte-identical): the VARIANTS build's mask and
+// window arithmetic had cost it 1–6% against the plain kernel (run 38). Windows and packed batches walk as the
+// plain kernel does; a packed batch's blocks walk the host's list of units (gpu/flash.py, packed_units: each
+// sequence's pairs by its own Tr, dealt heaviest first to the least-loaded block, −1 rows for none) and store O_i
+// from registers (a TMA box would cross into the next sequence: no O_TMA with VARLEN). Softcap and ALiBi keep one
+// thread block per tile: persistent, their d = 64 builds spilled (softcap 124 bytes a thread, ALiBi 16). Failure,
+// compiled and dropped: a packed walk that found each unit's sequence from cu_q on the device spilled 188 bytes at
+// d = 64 (and 28 at d = 128, the producer's 24 registers). Measured: gpu/NOTES.md, run 38-var3.
+//
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
-// warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles; not with VARLEN),
-// O_TMA (O_i stored by TMA: persistent, Br ≤ Bc; the kernel then takes O's tensor map last), STORAGE (1 fp16, 2 bf16).
+// warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles; with VARLEN, the
+// host's units: the kernel then takes them and their count after the variant arguments), O_TMA (O_i stored by TMA:
+// persistent, Br ≤ Bc, not with VARLEN; the kernel then takes O's tensor map last), GROUP (GQA alone: Hq / Hkv,
+// without VARIANTS), STORAGE (1 fp16, 2 bf16).
 
 #define BR (64 * CONSUMERS)               // Br: query rows per thread block
 #define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 … CONSUMERS compute
@@ -332,7 +344,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     __syncthreads();  // the last block-wide barrier: the warpgroups go their own ways from here
 
     // where plane's rows sit (plain: plane b·heads + h of Q, K, V); VARIANTS, one launch per tile: variants.cuh's
-    // sequence() from blockIdx; PERSISTENT (no packed batch), its rule for the plane walked to: K/V plane / group
+    // sequence() from blockIdx; PERSISTENT, a packed batch: plane b·Hq + h's sequence; else K/V plane / group
     auto seq_of = [&](int plane) -> Seq {
 #if VARIANTS && !PERSISTENT
         return sequence(N, Nk, HEAD_DIM, cu_q, cu_k, group, heads);
