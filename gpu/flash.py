@@ -82,18 +82,29 @@ def resolve(kernel: str | None, d: int) -> registry.KernelSpec:
 
 def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) -> None:
     """One launch of a forward kernel on prepared arrays (rows padded to the kernel's row length, outputs allocated);
-    a variant adds its #defines and arguments (a packed batch: grid (Tr of the longest, Hq, B)). A persistent tiling
-    (rung 6) launches at most one thread block per SM, for a plain call or GQA; the other variants (timed only so
-    far one thread block per tile, run 31; a packed batch finds its sequence from blockIdx) get one per tile."""
-    if tiles.persistent and variant.kinds not in ((), ("gqa",)):
+    a variant adds its #defines and arguments. A persistent tiling (rung 6) launches at most one thread block per
+    SM, for every variant but softcap and ALiBi (whose persistent builds spill at d = 64; run 38-var3): a packed
+    batch's blocks walk a list of its real tiles (`packed_units`) and store O_i from registers (a TMA box of 64 rows
+    would cross into the next sequence); one thread block per tile, a packed batch's grid is (Tr of the longest, Hq,
+    B). GQA alone on rung 6 runs the plain build, K/V plane p / GROUP (run 38-var3)."""
+    if tiles.persistent and (variant.softcap is not None or variant.slopes is not None):
         tiles = dataclasses.replace(tiles, persistent=False)
+    gqa_alone = spec.tma and variant.kinds == ("gqa",)
     smem = spec.smem(p.d, tiles)
-    defines = spec.defines(p.d, p.dtype, tiles) | variant.defines()
+    defines = spec.defines(p.d, p.dtype, tiles) | ({"GROUP": variant.group} if gqa_alone else variant.defines())
+    if variant.packed and defines.get("O_TMA"):
+        defines["O_TMA"] = 0
     fn = source.function(spec, defines, smem)
     tr = -(-p.n // tiles.block_rows)
     planes = p.batch * p.heads
+    walk = (
+        _device_units(variant.seqlens, p.heads, tiles.block_rows, tiles.block_cols, p.causal, q.device.id)
+        if tiles.persistent and variant.packed
+        else None
+    )
     if tiles.persistent:  # the kernel's units: a tile, or causal a pair of tiles of one plane
-        grid = (min(planes * (-(-tr // 2) if p.causal else tr), _sm_count(q.device.id)), 1, 1)
+        units = len(walk) if walk is not None else planes * (-(-tr // 2) if p.causal else tr)
+        grid = (min(units, _sm_count(q.device.id)), 1, 1)
     else:
         grid = (tr, p.heads, p.batch) if variant.packed else (tr, planes, 1)
     scale = p.scale * math.log2(math.e) if spec.scale_log2 else p.scale
@@ -105,10 +116,53 @@ def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) 
     args = (q, k, v, o, lse, np.int32(p.n), np.int32(p.nk), np.float32(scale), np.int32(p.causal))
     if spec.tma:
         args += (np.int32(planes),)
-    args += variant.args(p)
+    if not gqa_alone:
+        args += variant.args(p)
+    if walk is not None:
+        args += (walk, np.int32(len(walk)))
     if defines.get("O_TMA"):  # O_i leaves by TMA stores, a box of one warpgroup's 64 rows each
         args += (tma.rows_map(o, 64),)
     fn(grid, (tiles.threads, 1, 1), args, shared_mem=smem)
+
+
+def packed_units(seqlens: tuple[tuple[int, ...], tuple[int, ...]], heads: int, br: int, bc: int, causal: bool,
+                 blocks: int) -> np.ndarray:  # fmt: skip
+    """A packed batch's units for rung 6's persistent walk, laid out for `blocks` thread blocks: rows (b·Hq + h,
+    first tile, second tile or −1, 0), int32; thread block x computes rows x, x + blocks, … (−1 rows: none).
+    Each sequence b is cut into its own Tr = ⌈n_b / Br⌉ tiles, causal in pairs (Tr − 1 − q, q) as the plain walk.
+    The units are dealt in rounds of `blocks`, heaviest first (K/V blocks read, causal by sequence, plus one a tile
+    for its start and end), each round's heaviest to the thread block with the least work so far: a walk in order
+    of sequences, head by head, left the busiest block 4–12% above the mean for lengths spread 2× (run 38-var3)."""
+    rows, weights = [], []
+    for b, (n, nk) in enumerate(zip(*seqlens, strict=True)):
+        tr = -(-n // br)
+        q = np.arange((tr + 1) // 2 if causal else tr)
+        first, second = (tr - 1 - q, np.where(q != tr - 1 - q, q, -1)) if causal else (q, np.full_like(q, -1))
+        last_key = np.minimum((np.arange(tr) + 1) * br, n) - 1 + nk - n  # causal: the last key a tile's rows see
+        kv = np.clip(last_key // bc + 1, 0, -(-nk // bc)) if causal else np.full(tr, -(-nk // bc))
+        plane = b * heads + np.repeat(np.arange(heads), len(q))
+        rows.append(np.stack([plane, np.tile(first, heads), np.tile(second, heads), np.zeros_like(plane)], axis=1))
+        weights.append(np.tile(kv[first] + 1 + np.where(second >= 0, kv[second] + 1, 0), heads))
+    units, work = np.concatenate(rows), np.concatenate(weights)
+    if len(units) <= blocks:
+        return units.astype(np.int32)
+    order = np.argsort(-work, kind="stable")  # heaviest first; equal work stays in sequence and head order
+    table = np.full((-(-len(units) // blocks), blocks, 4), -1, dtype=np.int32)
+    load = np.zeros(blocks)
+    for r, start in enumerate(range(0, len(order), blocks)):
+        chunk = order[start : start + blocks]
+        lightest = np.argsort(load, kind="stable")[: len(chunk)]
+        table[r, lightest] = units[chunk]
+        load[lightest] += work[chunk]
+    return table.reshape(-1, 4)
+
+
+@functools.lru_cache(maxsize=256)
+def _device_units(seqlens, heads: int, br: int, bc: int, causal: bool, device_id: int):
+    """packed_units on the device, for as many thread blocks as SMs (a call with the same lengths reuses it)."""
+    cupy = device.require()
+    with cupy.cuda.Device(device_id):
+        return cupy.asarray(packed_units(seqlens, heads, br, bc, causal, _sm_count(device_id)))
 
 
 @functools.cache

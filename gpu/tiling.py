@@ -30,7 +30,7 @@ class Tiles:
     swizzle: bool = False  # rungs 2 and 3: XOR-swizzled shared-memory rows instead of rows padded by 16 bytes
     stages: int = 2  # rung 6: K_j/V_j stages in SRAM; backward rung 7: Q_i/dO_i stages (the others: 2)
     pingpong: bool = False  # rung 6: consumer warpgroups take turns issuing their matmuls
-    persistent: bool = False  # rung 6: one thread block per SM walks the tiles (plain calls and GQA)
+    persistent: bool = False  # rung 6: one thread block per SM walks the tiles (all calls but softcap, ALiBi)
     split_dq: bool = False  # backward rung 7: the warpgroups share dS_ij and split dQ_i's columns
     dq_atomics: bool = False  # backward rung 7: dQ by float32 atomics per element instead of TMA reduce-adds
 

@@ -23,7 +23,7 @@ NULL = np.uint64(0)  # a null device pointer, for an array the build does not re
 @dataclass(frozen=True)
 class Variant:
     """One call's variants, checked: GQA's group, the window, ALiBi slopes (device, (B, Hq) · log2 e), softcap c,
-    and for a packed batch its cumulative lengths (device int32, B + 1 each)."""
+    and for a packed batch its cumulative lengths (device int32, B + 1 each) and its lengths (host)."""
 
     group: int = 1
     window: tuple[int, int] | None = None  # (left, right), −1: unbounded
@@ -31,6 +31,7 @@ class Variant:
     softcap: float | None = None
     cu_seqlens_q: object = None
     cu_seqlens_k: object = None
+    seqlens: tuple[tuple[int, ...], tuple[int, ...]] = ((), ())  # a packed batch's lengths (q, k), on the host
 
     @property
     def plain(self) -> bool:
@@ -72,16 +73,16 @@ class Variant:
 
 def check(p: inputs.Problem, kv_heads: int, *, window=None, alibi_slopes=None, softcap=None, packed=None) -> Variant:
     """The variant arguments of a call whose q has p.heads heads and k, v kv_heads; `packed` = (cu_q, cu_k) on the
-    device, already checked (`check_packed`)."""
+    device and the lengths (q, k) on the host, already checked (`check_packed`)."""
     if p.heads % kv_heads:
         raise InputError(f"k, v: {kv_heads} heads must divide q's {p.heads} (GQA: query head h reads K/V head h // g)")
     cupy = device.require()
     slopes = check_alibi(alibi_slopes, p.batch, p.heads)
-    cu_q, cu_k = packed or (None, None)
+    cu_q, cu_k, lengths = packed or (None, None, ((), ()))
     return Variant(
         group=p.heads // kv_heads, window=check_window(window), softcap=check_softcap(softcap),
         slopes=None if slopes is None else cupy.asarray(slopes * LOG2E, dtype=cupy.float32),
-        cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+        cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, seqlens=lengths,
     )  # fmt: skip
 
 
@@ -131,7 +132,8 @@ def check_alibi(alibi_slopes, batch: int, heads: int) -> np.ndarray | None:
 def check_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal, scale, dtypes_allowed):
     """A packed batch: q (total_q, Hq, d), k, v (total_k, Hkv, d), C-contiguous, one dtype, one device; the
     cumulative lengths read back to the host once (B + 1 integers each: one small copy and synchronization).
-    Returns (Problem with batch B, N and Nk the longest lengths, kv_heads, (cu_q, cu_k) int32 on the device)."""
+    Returns (Problem with batch B, N and Nk the longest lengths, kv_heads, (cu_q, cu_k) int32 on the device and the
+    lengths (q, k), tuples on the host)."""
     cupy = device.require()
     for arg, x in (("q", q), ("k", k), ("v", v)):
         if not isinstance(x, cupy.ndarray) or x.ndim != 3:
@@ -155,7 +157,8 @@ def check_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
     inputs.check_flag("causal", causal)
     scale = inputs.check_scale(scale, q.shape[2])
     p = inputs.Problem(len(cq) - 1, q.shape[1], n, nk, q.shape[2], dtypes.name(q.dtype), causal, scale)
-    return p, k.shape[1], (cupy.asarray(cq, dtype=cupy.int32), cupy.asarray(ck, dtype=cupy.int32))
+    lengths = tuple(tuple(int(x) for x in np.diff(cu)) for cu in (cq, ck))
+    return p, k.shape[1], (cupy.asarray(cq, dtype=cupy.int32), cupy.asarray(ck, dtype=cupy.int32), lengths)
 
 
 def _cu_seqlens(name: str, cu, total: int) -> np.ndarray:

@@ -65,6 +65,22 @@ def test_window_skips_blocks_over_many(rung, window):
 
 
 @pytest.mark.gpu
+@pytest.mark.parametrize("variant", [{"kv_heads": 4}, {"kv_heads": 4, "window": [300, 0]}], ids=["gqa", "gqa-window"])
+@pytest.mark.parametrize("setup", [(64, "bfloat16"), (128, "float16")], ids=lambda s: f"d{s[0]}-{s[1]}")
+def test_packed_walk_over_many_units(setup, variant):
+    """Rung 6's persistent walk over a packed batch with more units than an H100 has SMs (16 heads, ≥ 336 units), so
+    that each thread block walks several, of different sequences: ragged lengths, one of a single row, N ≠ Nk."""
+    _gpu(6)
+    from gpu.lab.variant_checks import check, make_inputs
+
+    lengths = {"seqlens_q": [700, 1, 1500, 333, 1024, 64, 900], "seqlens_k": [700, 5, 1400, 400, 1024, 64, 1000]}
+    q, k, v, kw = make_inputs(0, 16, 0, 0, setup[0], setup[1], variant | lengths, seed=7)
+    for causal in (False, True):
+        c = check(q, k, v, causal=causal, kernel=6, **kw)
+        assert c.ok, (causal, c.describe())
+
+
+@pytest.mark.gpu
 def test_slopes_per_sequence_and_on_the_device():
     """ALiBi slopes (B, Hq), given as a CuPy array, each batch entry its own."""
     _gpu(3)
@@ -129,6 +145,37 @@ def test_autograd_takes_the_variants():
 
 
 # -- the checks alone, on the CPU ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("blocks", [132, 1000])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("br", [128, 192])
+def test_packed_units_cover_each_tile_once(br, causal, blocks):
+    """The persistent packed walk's units (gpu.flash.packed_units): every tile of every (sequence, head) once, each
+    sequence by its own Tr = ⌈n_b / Br⌉, causal in pairs (Tr − 1 − q, q); dealt in rounds of one unit a thread
+    block, the busiest block within 3% of the mean for 2×-spread lengths (a walk in sequence order: 10%)."""
+    from gpu.flash import packed_units
+
+    seqlens, heads = ((1, 130, 500, 192, 193, 4096), (7, 130, 400, 192, 300, 4096)), 3
+    units = packed_units(seqlens, heads, br, 128, causal, blocks)
+    assert units.dtype == np.int32 and units.shape[1] == 4 and len(units) % min(blocks, len(units)) == 0
+    real = units[units[:, 0] >= 0]
+    assert (real[:, 3] == 0).all() and (units[units[:, 0] < 0] == -1).all()
+    seen = [(int(p), int(i)) for p, *tiles in real[:, :3] for i in tiles if i >= 0]
+    lengths = seqlens[0]
+    expected = [(b * heads + h, i) for b, n in enumerate(lengths) for h in range(heads) for i in range(-(-n // br))]
+    assert sorted(seen) == sorted(expected)
+    for p, first, second in real[:, :3]:
+        tr = -(-lengths[p // heads] // br)
+        assert second == (tr - 1 - first if causal and first != tr - 1 - first else -1)
+    if len(real) <= blocks:  # one unit a thread block: the list in sequence and head order
+        assert len(units) == len(real) and list(units[:, 0]) == sorted(units[:, 0])
+    lengths = [4096, 4053, 2180, 3302, 3136]  # bench_variants' 2×-spread lengths at N = 4096, d = 64
+    units = packed_units((tuple(lengths),) * 2, 32, 192, 128, True, 132)
+    kv = lambda b, i: min(-(-lengths[b] // 128), (min((i + 1) * 192, lengths[b]) - 1) // 128 + 1) + 1  # noqa: E731
+    work = [sum(kv(p // 32, i) for i in (f, s) if i >= 0) if p >= 0 else 0 for p, f, s, _ in units]
+    per_block = np.bincount(np.arange(len(units)) % 132, work)
+    assert per_block.max() <= 1.03 * per_block.mean()
 
 
 def test_a_plain_call_adds_no_define_and_no_argument():
@@ -207,9 +254,13 @@ BUILDS = [{"SOFTCAP": 0, "ALIBI": 0, "VARLEN": 0}, {"SOFTCAP": 1, "ALIBI": 1, "V
           {"SOFTCAP": 0, "ALIBI": 0, "VARLEN": 1}, {"SOFTCAP": 1, "ALIBI": 1, "VARLEN": 1}]  # fmt: skip
 
 
-def one_block_per_tile(spec, d):
-    """The default tiling as gpu.flash.launch runs these builds: persistent only for plain calls and GQA alone."""
-    return dataclasses.replace(spec.default_tiles(d), persistent=False)
+def launched(spec, d, dtype, build):
+    """The #defines of a variant build as gpu.flash.launch runs it: rung 6 persistent but for softcap and ALiBi, O_i
+    from registers for a packed batch."""
+    scored = build["SOFTCAP"] or build["ALIBI"]
+    tiles = dataclasses.replace(spec.default_tiles(d), persistent=spec.default_tiles(d).persistent and not scored)
+    defines = spec.defines(d, dtype, tiles) | {"VARIANTS": 1} | build
+    return defines | ({"O_TMA": 0} if build["VARLEN"] and "O_TMA" in defines else {})
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUDA toolkit)")
@@ -219,9 +270,7 @@ def test_variant_builds_compile(tmp_path, rung, d, arch, build):
     """Each variant build of rungs 3 and 6 compiles (`nvcc -ptx`), with the defines gpu/variants.py injects."""
     spec = registry.FORWARD[rung]
     cu = tmp_path / spec.file
-    cu.write_text(
-        source.render(spec.file, spec.defines(d, "bfloat16", one_block_per_tile(spec, d)) | {"VARIANTS": 1} | build)
-    )
+    cu.write_text(source.render(spec.file, launched(spec, d, "bfloat16", build)))
     run = subprocess.run([NVCC, "-ptx", f"-arch={arch}", "-o", str(tmp_path / "out.ptx"), str(cu)],
                          capture_output=True, text=True, check=False)  # fmt: skip
     assert run.returncode == 0, run.stderr
@@ -229,24 +278,30 @@ def test_variant_builds_compile(tmp_path, rung, d, arch, build):
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUDA toolkit)")
-@pytest.mark.parametrize("build", BUILDS[1:], ids=lambda b: "-".join(k for k, v in b.items() if v))
+@pytest.mark.parametrize("build", BUILDS, ids=lambda b: "-".join(k for k, v in b.items() if v) or "gqa-window")
 @pytest.mark.parametrize("d", [64, 128])
 def test_rung_6_variant_builds_neither_spill_nor_split_stores(tmp_path, d, build):
-    """ptxas reports no spill for rung 6's variant builds (run 35: ALiBi and softcap at d = 64 spilled, and the spill
-    store reached L2 as writes), and O_i leaves in st.global.v4 stores only (the packed build's front end had made
-    one of them four st.global.u32, writes ×1.17–1.24 at L2): HEAD_DIM / 32 of them a row pair, two L_i stores."""
+    """ptxas reports no spill for rung 6's variant builds as they launch (run 35: ALiBi and softcap at d = 64 spilled,
+    and the spill store reached L2 as writes; run 38-var3: persistent, softcap 124 bytes and ALiBi 16 at d = 64, and
+    a packed walk that found its sequences from cu_q 188), and O_i leaves in st.global.v4 stores only (the packed
+    build's front end had made one of them four st.global.u32, writes ×1.17–1.24 at L2): HEAD_DIM / 32 of them a
+    row pair, two L_i stores; or, persistent at Br ≤ Bc (d = 128, no packed batch), by TMA but for a tile without
+    keys."""
     spec = registry.FORWARD[6]
     cu = tmp_path / spec.file
-    cu.write_text(
-        source.render(spec.file, spec.defines(d, "float16", one_block_per_tile(spec, d)) | {"VARIANTS": 1} | build)
-    )
+    cu.write_text(source.render(spec.file, launched(spec, d, "float16", build)))
     run = subprocess.run([NVCC, "-cubin", "-arch=sm_90a", "--resource-usage", "-o", str(tmp_path / "out.cubin"),
                           str(cu)], capture_output=True, text=True, check=False)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert "0 bytes spill stores, 0 bytes spill loads" in run.stdout + run.stderr
     run = subprocess.run([NVCC, "-ptx", "-arch=sm_90a", "-o", str(tmp_path / "out.ptx"), str(cu)],
                          capture_output=True, text=True, check=False)  # fmt: skip
-    stores = [line.split()[0] for line in (tmp_path / "out.ptx").read_text().splitlines() if "st.global" in line]
-    assert stores.count("st.global.f32") == 2  # L_i of a lane's rows g and g + 8
+    ptx = (tmp_path / "out.ptx").read_text()
+    stores = [line.split()[0] for line in ptx.splitlines() if "st.global" in line]
+    tma_store = "cp.async.bulk.tensor.3d.global.shared::cta.bulk_group" in ptx
+    assert tma_store == bool(launched(spec, d, "float16", build).get("O_TMA"))
+    # each copy of the store (the persistent walk inlines several): L_i of a lane's rows g and g + 8, and O_i's d / 32
+    # pieces of 16 bytes a row
+    assert stores.count("st.global.f32") % 2 == 0 and stores.count("st.global.f32") >= 2
     assert all(s == "st.global.f32" or s.startswith("st.global.v4.") for s in stores), stores
-    assert sum(s.startswith("st.global.v4.") for s in stores) == 2 * d // 32  # O_i: two rows, d / 32 pieces of 16 B
+    assert sum(s.startswith("st.global.v4.") for s in stores) == stores.count("st.global.f32") * d // 32

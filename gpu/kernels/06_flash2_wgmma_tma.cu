@@ -81,10 +81,22 @@
 // dropped (±2%): the first S and last O += P̃V under the turns too; two Q_i buffers; one consumer warpgroup and two
 // thread blocks an SM; Bc = 64 (−15%); two stages with two Q_i buffers at d = 128 (−22%).
 //
+// Run 38-var3 (issue 25's speed lines): the variants persistent too. GQA alone runs the plain build with GROUP
+// (query plane p reads K/V plane p / GROUP; the plain builds' PTX is byte-identical): the VARIANTS build's mask and
+// window arithmetic had cost it 1–6% against the plain kernel (run 38). Windows and packed batches walk as the
+// plain kernel does; a packed batch's blocks walk the host's list of units (gpu/flash.py, packed_units: each
+// sequence's pairs by its own Tr, dealt heaviest first to the least-loaded block, −1 rows for none) and store O_i
+// from registers (a TMA box would cross into the next sequence: no O_TMA with VARLEN). Softcap and ALiBi keep one
+// thread block per tile: persistent, their d = 64 builds spilled (softcap 124 bytes a thread, ALiBi 16). Failure,
+// compiled and dropped: a packed walk that found each unit's sequence from cu_q on the device spilled 188 bytes at
+// d = 64 (and 28 at d = 128, the producer's 24 registers). Measured: gpu/NOTES.md, run 38-var3.
+//
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
-// warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles; not with VARLEN),
-// O_TMA (O_i stored by TMA: persistent, Br ≤ Bc; the kernel then takes O's tensor map last), STORAGE (1 fp16, 2 bf16).
+// warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles; with VARLEN, the
+// host's units: the kernel then takes them and their count after the variant arguments), O_TMA (O_i stored by TMA:
+// persistent, Br ≤ Bc, not with VARLEN; the kernel then takes O's tensor map last), GROUP (GQA alone: Hq / Hkv,
+// without VARIANTS), STORAGE (1 fp16, 2 bf16).
 
 #define BR (64 * CONSUMERS)               // Br: query rows per thread block
 #define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 … CONSUMERS compute
@@ -95,6 +107,9 @@
 #define NO (HEAD_DIM / 2)                 // O_i accumulators per thread
 #ifndef PERSISTENT
 #define PERSISTENT 0
+#endif
+#ifndef GROUP
+#define GROUP 1  // GQA alone, in the plain build: query plane p reads K/V plane p / GROUP (the variant build: `group`)
 #endif
 #ifndef O_TMA
 #define O_TMA 0  // O_i leaves through SRAM (the tile's last K_j buffer) by TMA stores (persistent, Br ≤ Bc)
@@ -246,8 +261,18 @@ __device__ __forceinline__ void kv_blocks(int& j0, int& Tc, int r0, int N, int N
 // of Q blocks Tr − 1 − q and q of one plane, the longer first, whose K/V blocks add up to about the same number
 // for every q, so that a static split is even (a lone middle block when Tr is odd).
 template <class Body>
-__device__ __forceinline__ void for_each_tile(int N, int causal, int planes, Body&& body) {
-#if PERSISTENT
+__device__ __forceinline__ void for_each_tile(int N, int causal, int planes, const int4* units, int n_units, Body&& body) {
+#if PERSISTENT && VARLEN
+    // a packed batch: the host's list of units (b·Hq + h, first tile, second tile or −1; b·Hq + h = −1: none), each
+    // sequence's pairs by its own Tr, dealt to the thread blocks heaviest first (gpu/flash.py, packed_units); a walk
+    // that found each unit's sequence from cu_q itself spilled 188 bytes a thread at d = 64
+    for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
+        const int4 unit = units[u];
+        if (unit.x < 0) continue;
+        body(unit.y, unit.x);
+        if (unit.z >= 0) body(unit.z, unit.x);
+    }
+#elif PERSISTENT
     const int Tr = (N + BR - 1) / BR, per_plane = causal ? (Tr + 1) / 2 : Tr;
     for (int u = blockIdx.x; u < planes * per_plane; u += gridDim.x) {
         const int plane = u / per_plane, q = u % per_plane;
@@ -278,13 +303,18 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, Bod
 #else
 #define O_MAP_PARAM
 #endif
+#if O_TMA && VARLEN
+#error "O_TMA: a box of 64 rows would run past a sequence's end into the next one's O"
+#endif
 #if PERSISTENT && VARLEN
-#error "PERSISTENT walks planes of one length: a packed batch's thread block finds its sequence from blockIdx"
+#define UNITS_PARAM , const int4* __restrict__ units, int n_units
+#else
+#define UNITS_PARAM
 #endif
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
               const __grid_constant__ TensorMap V_map, elem_t* __restrict__ O, float* __restrict__ L, int N, int Nk,
-              float scale_log2, int causal, int planes VARIANT_PARAMS O_MAP_PARAM)
+              float scale_log2, int causal, int planes VARIANT_PARAMS UNITS_PARAM O_MAP_PARAM)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 sQ = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: Q_i, PIECES × (Br, 64); swizzling repeats every 1024 bytes
@@ -294,7 +324,11 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     const u32 q_full = bar;                            // mbarrier: Q_i has arrived
     const u32 q_empty = bar + 8;                       // mbarrier: every consumer is done with Q_i (the next may load)
 #if !VARIANTS
-    const int left = 0, right = 0;                     // (the window's sides: the variant build's)
+    const int left = 0, right = 0, group = GROUP;      // (the window's sides: the variant build's)
+#endif
+#if !(PERSISTENT && VARLEN)
+    const int4* units = nullptr;                       // (the persistent packed walk's)
+    const int n_units = 0;
 #endif
 
     if (threadIdx.x == 0) {
@@ -310,16 +344,18 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     __syncthreads();  // the last block-wide barrier: the warpgroups go their own ways from here
 
     // where plane's rows sit (plain: plane b·heads + h of Q, K, V); VARIANTS, one launch per tile: variants.cuh's
-    // sequence() from blockIdx; PERSISTENT (no packed batch), its rule for the plane walked to: K/V plane / group
+    // sequence() from blockIdx; PERSISTENT, a packed batch: plane b·Hq + h's sequence; else K/V plane / group
     auto seq_of = [&](int plane) -> Seq {
 #if VARIANTS && !PERSISTENT
         return sequence(N, Nk, HEAD_DIM, cu_q, cu_k, group, heads);
+#elif VARLEN
+        return packed_sequence(plane / heads, plane % heads, planes / heads, HEAD_DIM, cu_q, cu_k, group, heads);
 #else
         Seq sq = plain_seq(N, Nk, plane, HEAD_DIM);
-#if VARIANTS
-        sq.kv_plane = plane / group;
-        sq.kv_at = (size_t)sq.kv_plane * Nk * HEAD_DIM;
-#endif
+        if (VARIANTS || GROUP > 1) {
+            sq.kv_plane = plane / group;
+            sq.kv_at = (size_t)sq.kv_plane * Nk * HEAD_DIM;
+        }
         return sq;
 #endif
     };
@@ -330,7 +366,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         setmaxnreg_dec<REG_PRODUCER>();
         if (threadIdx.x != 0) return;
         int loaded = 0, tiles = 0;
-        for_each_tile(N, causal, planes, [&](int i, int plane) {
+        for_each_tile(N, causal, planes, units, n_units, [&](int i, int plane) {
             const int r0 = i * BR;
             const Seq sq = seq_of(plane);
             if (VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest
@@ -371,7 +407,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     int used = 0, tiles = 0;
     if (PINGPONG && c == CONSUMERS - 1) turn_pass(c);  // the first turn is warpgroup 0's
 
-    for_each_tile(N, causal, planes, [&](int i, int plane) {
+    for_each_tile(N, causal, planes, units, n_units, [&](int i, int plane) {
         const int r0 = i * BR;
         const Seq sq = seq_of(plane);
         if (VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest (before any barrier)

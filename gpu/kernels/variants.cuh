@@ -5,7 +5,8 @@
 //   VARIANTS  the variant arguments (VARIANT_PARAMS) and the sequence geometry below; GQA and the window need
 //             nothing more: query head h reads K/V head h / group, and the window (causal folded in: right ≤ 0)
 //             bounds the K/V blocks read (j0 … Tc − 1) as causal did
-//   VARLEN    packed sequences: grid (Tr of the longest, Hq, B), Q and O (total_q, Hq, HEAD_DIM), K and V
+//   VARLEN    packed sequences: grid (Tr of the longest, Hq, B) (rung 6 persistent: its walk over the real
+//             tiles of each sequence, gpu/kernels/06_flash2_wgmma_tma.cu), Q and O (total_q, Hq, HEAD_DIM), K and V
 //             (total_k, Hkv, HEAD_DIM), L (Hq, total_q) (FlashAttention's: a head's rows contiguous, so that L_i
 //             is written in whole 32-byte sectors; (total_q, Hq) put each 4-byte L in a sector of its own, writes
 //             ×1.3 of the prediction at L2); sequence b is rows cu_q[b] … cu_q[b + 1] − 1
@@ -85,14 +86,20 @@ __device__ __forceinline__ KVSeq plain_kv_seq(int N, int Nk, int bh, int D) {
 #if VARIANTS
 #define UNBOUNDED (1 << 30)  // a window side without a bound (positions stay below 2^21: no overflow)
 
+// head h of sequence b of a packed batch of B sequences: rows cu_q[b] … of Q (total_q, Hq, D), K/V head h / group
+__device__ __forceinline__ Seq packed_sequence(int b, int h, int B, int D, const int* cu_q, const int* cu_k, int group,
+                                               int heads) {
+    const int hkv = h / group, q0 = cu_q[b], k0 = cu_k[b];
+    const int kv_heads = heads / group;
+    const size_t total_q = cu_q[B];
+    return {cu_q[b + 1] - q0, cu_k[b + 1] - k0, q0, h, k0, hkv, ((size_t)q0 * heads + h) * D,
+            ((size_t)k0 * kv_heads + hkv) * D, heads * D, kv_heads * D, h * total_q + q0, 1, b * heads + h};
+}
+
 // blockIdx.y is b·Hq + h (packed: h, and b is blockIdx.z); K/V head h / group of the same batch entry
 __device__ __forceinline__ Seq sequence(int N, int Nk, int D, const int* cu_q, const int* cu_k, int group, int heads) {
 #if VARLEN
-    const int b = blockIdx.z, h = blockIdx.y, hkv = h / group, q0 = cu_q[b], k0 = cu_k[b];
-    const int kv_heads = heads / group;
-    const size_t total_q = cu_q[gridDim.z];
-    return {cu_q[b + 1] - q0, cu_k[b + 1] - k0, q0, h, k0, hkv, ((size_t)q0 * heads + h) * D,
-            ((size_t)k0 * kv_heads + hkv) * D, heads * D, kv_heads * D, h * total_q + q0, 1, b * heads + h};
+    return packed_sequence(blockIdx.z, blockIdx.y, gridDim.z, D, cu_q, cu_k, group, heads);
 #else
     Seq s = plain_seq(N, Nk, blockIdx.y, D);
     s.kv_plane = blockIdx.y / group;  // (b·Hq + h) / g = b·Hkv + h / g
