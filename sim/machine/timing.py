@@ -184,13 +184,18 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
 
 
 def critical_step(program: warpgroups.Program, seconds, hw: Hardware) -> float:
-    """Seconds per step of `program`'s warpgroups: each operation `seconds(its phase)` long, each wgmma group held
+    """Seconds per step of `program`'s warpgroups: each Work `seconds(its phase)` long or as long as its warps take
+    to issue its instructions (one a clock each, `warpgroups.ISSUE_PER_CLOCK`), each wgmma group held
     and completed as `hw.wgmma_clocks` says (else its time at the rates, as long as its latency), the turns, stages
     and reduce-adds as hw's clocks say."""
     clock = hw.clock_hz
 
+    def work(op: warpgroups.Op) -> float:
+        """A Work's seconds: its busiest unit, or the issue of its instructions where that takes longer."""
+        return max(seconds(op.phase), op.instructions / warpgroups.ISSUE_PER_CLOCK / clock)
+
     def resolve(ops: tuple[warpgroups.Op, ...]) -> tuple[warpgroups.Op, ...]:
-        return tuple(replace(op, work=seconds(op.phase)) if op.kind == "work" else op for op in ops)
+        return tuple(replace(op, work=work(op)) if op.kind == "work" else op for op in ops)
 
     groups = {}
     for op in (op for ops in program.step for op in ops if op.kind == "issue"):

@@ -1,0 +1,177 @@
+"""Rung 7's step in instructions: its default builds' SASS, split where a consumer warpgroup waits or passes a turn.
+
+`python -m gpu.lab.rung7_instructions` (on the CPU: nvcc's ptxas makes the cubin of 07_flash2_backward_wgmma.cu with
+the #defines its launcher injects, nvdisasm prints it; nvdisasm from the CUDA toolkit or the wheel
+nvidia-cuda-nvdisasm) prints, per head dim, the instructions one consumer warp issues in each piece of a step:
+
+  S_ijᵀ, dP_ijᵀ   turn A: the descriptors and wgmma instructions of each commit group (to the one carrying gsb0)
+  exp             after wgmma_wait<1>: line 11 (L_i from SRAM, the FFMAs, ex2, the mask's branches)
+  dS_ijᵀ          after wgmma_wait<0>: line 14 (D_i from SRAM), the conversions to fp16 of P_ijᵀ and dS_ijᵀ, the
+                  last reduce-add's read wait, up to turn B
+  dV_j, dK_j      turn B: dS_ij by stmatrix, the fences, the wgmma instructions of lines 12 and 16
+  dQ_i            the dQ product's wgmma instructions, up to the pass
+  τ dQ_i → SRAM   after the wait for the three: the stage handed back, τ dQ stored, the fences, up to the
+                  warpgroup's barrier
+  loop            the reduce-add's issue (thread 0's warp), the loop's bookkeeping, the next stage's wait, to turn A
+Counted on the path of an inner tile (every item live, it > 0, warp 0: the warp that issues the reduce-add and
+hands the stage back); `edge` counts the exp piece with the mask's branches taken (edge tiles). A warp issues at
+most one instruction a clock (its scheduler's rate: an H100 SM has four schedulers, a warpgroup one warp on each),
+so a piece of n instructions takes a warpgroup at least n clocks (`sim.machine.warpgroups`, `Op.instructions`).
+
+The counts of the builds gpu/lab/predict.py models are kept in COUNTS (a CPU test recounts them where nvdisasm is
+installed): they are the kernel's structure, not a measurement of time.
+"""
+
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+from pathlib import Path
+
+PIECES = ("S_ijᵀ", "dP_ijᵀ", "exp", "dS_ijᵀ", "dV_j, dK_j", "dQ_i", "τ dQ_i → SRAM", "loop")
+
+# `python -m gpu.lab.rung7_instructions` on 07_flash2_backward_wgmma.cu as of run 38-model7 (nvcc 13.0, nvdisasm
+# 13.5), fp16, DETERMINISTIC = 0: {(d, Br): {piece: instructions per warp}}, the exp piece of an edge tile apart
+COUNTS = {
+    (64, 128): {"S_ijᵀ": 84, "dP_ijᵀ": 37, "exp": 220, "dS_ijᵀ": 216, "dV_j, dK_j": 162, "dQ_i": 128,
+                "τ dQ_i → SRAM": 77, "loop": 63},
+    (128, 64): {"S_ijᵀ": 130, "dP_ijᵀ": 92, "exp": 118, "dS_ijᵀ": 111, "dV_j, dK_j": 92, "dQ_i": 119,
+                "τ dQ_i → SRAM": 76, "loop": 73},
+}  # fmt: skip
+EDGE = {(64, 128): 732, (128, 64): 374}
+
+INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z0-9_.]+)([^;]*);")
+LABEL = re.compile(r"^(\.L_x_\d+):")
+TARGET = re.compile(r"`\((\.L_x_\d+)\)")
+
+
+def parse(sass: str) -> tuple[list[tuple[str, bool, str]], dict[str, int]]:
+    """nvdisasm's text → [(opcode, predicated, operands)] in address order, and {label: index of its instruction}."""
+    code, labels = [], {}
+    for line in sass.splitlines():
+        if m := LABEL.match(line.strip()):
+            labels[m.group(1)] = len(code)
+        elif m := INSTRUCTION.search(line):
+            code.append((m.group(3), bool(m.group(2)), m.group(4).strip()))
+    return code, labels
+
+
+def _find(code, start: int, test, what: str) -> int:
+    """The index of the first instruction from `start` on that passes `test`."""
+    for k in range(start, len(code)):
+        if test(*code[k]):
+            return k
+    raise ValueError(f"rung7_instructions: no {what} after instruction {start}")
+
+
+def turn(op: str, _p: bool, args: str) -> bool:
+    return op.startswith("BAR.SYNC") and args.endswith("0x100")  # bar.sync 4 + c, 256: a turn
+
+
+def passed(op: str, _p: bool, _a: str) -> bool:
+    return op.startswith("BAR.ARV")
+
+
+def group_end(op: str, _p: bool, args: str) -> bool:
+    return op.startswith("HGMMA") and args.endswith("gsb0")  # the commit group's last wgmma
+
+
+def waited(pending: str):
+    return lambda op, _p, args: op == "WARPGROUP.DEPBAR.LE" and args.replace(" ", "") == f"gsb0,{pending}"
+
+
+def walk(code, labels, begin: int, end: int, skip_branches: bool) -> int:
+    """Instructions a warp issues from `begin` to `end` (exclusive): an unconditional forward branch is followed, a
+    conditional one falls through (the warp's path: the item live, thread 0's warp) unless `skip_branches` (then it
+    is taken: an inner tile skips the mask's blocks); a backward branch (a retry loop) is not taken."""
+    k, n = begin, 0
+    while k < end:
+        op, predicated, args = code[k]
+        n += 1
+        if op.startswith("BRA") and (t := TARGET.search(args)):
+            target = labels[t.group(1)]
+            if target > k and (not predicated or skip_branches):
+                k = max(target, k + 1)
+                continue
+        k += 1
+    return n
+
+
+def step_counts(sass: str) -> tuple[dict[str, int], int]:
+    """{piece: instructions per warp} of the consumer's step on an inner tile, and the exp piece's on an edge tile."""
+    code, labels = parse(sass)
+    first_mma = _find(code, 0, lambda op, _p, _a: op.startswith("HGMMA"), "wgmma")
+    turn_a = max(k for k in range(first_mma) if turn(*code[k]))
+    s_end = _find(code, turn_a, group_end, "S_ijᵀ commit")
+    pass_a = _find(code, s_end, passed, "turn A's pass")
+    exp0 = _find(code, pass_a, waited("0x1"), "wgmma_wait<1>")
+    exp1 = _find(code, exp0, waited("0x0"), "wgmma_wait<0>")
+    turn_b = _find(code, exp1, turn, "turn B")
+    dvdk_end = _find(code, turn_b, group_end, "dV_j, dK_j commit")
+    pass_b = _find(code, dvdk_end + 1, passed, "turn B's pass")
+    wait_all = _find(code, pass_b, waited("0x0"), "the wait for the three")
+    sync = _find(code, wait_all, lambda op, _p, args: op.startswith("BAR.SYNC") and args.endswith("0x80"),
+                 "the warpgroup's barrier")  # fmt: skip
+    back = _find(code, sync, lambda op, _p, args: op.startswith("BRA") and (t := TARGET.search(args)) is not None
+                 and labels[t.group(1)] <= turn_a, "the loop's back branch")  # fmt: skip
+    head = labels[TARGET.search(code[back][2]).group(1)]
+    count = {
+        "S_ijᵀ": walk(code, labels, turn_a + 1, s_end + 1, False),
+        "dP_ijᵀ": walk(code, labels, s_end + 1, pass_a, False),
+        "exp": walk(code, labels, exp0 + 1, exp1, True),
+        "dS_ijᵀ": walk(code, labels, exp1 + 1, turn_b, False),
+        "dV_j, dK_j": walk(code, labels, turn_b + 1, dvdk_end + 1, False),
+        "dQ_i": walk(code, labels, dvdk_end + 1, pass_b, False),
+        "τ dQ_i → SRAM": walk(code, labels, wait_all + 1, sync, False),
+        "loop": walk(code, labels, sync + 1, back + 1, False) + walk(code, labels, head, turn_a, False),
+    }
+    return count, walk(code, labels, exp0 + 1, exp1, False)
+
+
+def nvdisasm() -> str | None:
+    """The nvdisasm on PATH, or the one the wheel nvidia-cuda-nvdisasm installs."""
+    found = shutil.which("nvdisasm")
+    if found:
+        return found
+    site = Path(sysconfig.get_paths()["purelib"]) / "nvidia"
+    return next((str(p) for p in sorted(site.glob("*/bin/nvdisasm"))), None)
+
+
+def sass_of(d: int) -> str:
+    """The SASS of rung 7's default build at head dim d, fp16, as its launcher builds it (ptxas, sm_90a)."""
+    from gpu import registry, source
+
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    tool = nvdisasm()
+    if tool is None:
+        raise FileNotFoundError("rung7_instructions: nvdisasm not found (CUDA toolkit, or pip nvidia-cuda-nvdisasm)")
+    spec = registry.LADDER[7]
+    with tempfile.TemporaryDirectory() as tmp:
+        cu, cubin = Path(tmp) / spec.file, Path(tmp) / "out.cubin"
+        cu.write_text(source.render(spec.file, spec.defines(d, "float16", None) | {"DETERMINISTIC": 0}))
+        subprocess.run([nvcc, "-cubin", f"-arch={spec.arch}", "-o", str(cubin), str(cu)], check=True)
+        return subprocess.run([tool, "-c", str(cubin)], check=True, capture_output=True, text=True).stdout
+
+
+def counted() -> tuple[dict, dict]:
+    """COUNTS and EDGE as the kernel's SASS gives them now, for each default build."""
+    from gpu import registry
+
+    counts, edge = {}, {}
+    for d in registry.LADDER[7].head_dims:
+        key = (d, registry.LADDER[7].tiles(d).block_rows)
+        counts[key], edge[key] = step_counts(sass_of(d))
+    return counts, edge
+
+
+def main() -> None:
+    counts, edge = counted()
+    for key, c in counts.items():
+        print(f"d = {key[0]}, Br = {key[1]}: {c}, exp on an edge tile {edge[key]}, step {sum(c.values())}")
+    print("COUNTS =", counts, "\nEDGE =", edge, file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
