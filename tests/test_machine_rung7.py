@@ -10,6 +10,7 @@ import pytest
 
 from gpu import registry, source
 from gpu.lab.predict import WAVEFRONT, launch_of
+from gpu.lab.rung7_instructions import COUNTS
 from gpu.tiling import backward_warpgroup_tiles
 from sim.machine import hardware
 from sim.machine.grids import Block
@@ -84,19 +85,30 @@ def test_dq_bytes_added_are_what_ncu_counted_in_run_32(d):
     assert sum(k.traffic.reduced for k in p.kernels) == 32 * 4096 * d * 4 * heads == 2**32
 
 
-KINDS = ["full", "turn_wait", "issue", "issue", "turn_pass", "wait", "work", "wait", "work", "reduce_wait", "turn_wait",
-         "work", "issue", "wait", "empty", "issue", "turn_pass", "wait", "work", "reduce"]  # fmt: skip
+KINDS = ["full", "turn_wait", "work", "issue", "work", "issue", "turn_pass", "wait", "work", "wait", "work", "reduce_wait",
+         "turn_wait", "work", "issue", "work", "issue", "turn_pass", "wait", "empty", "work", "reduce", "work"]  # fmt: skip
 
 
 def test_step_operations_by_hand():
-    # one consumer warpgroup's step, as 07_flash2_backward_wgmma.cu orders it: stage, turn A (S_ijᵀ, dP_ijᵀ), the
-    # exponentials after S_ijᵀ, dS_ijᵀ after dP_ijᵀ, the last reduce-add's read, turn B (dS_ij stored, dV_j and dK_j,
-    # the stage handed back, dQ of the block before, τ dQ stored, reduce-added); warpgroup 1 passes the turn first
+    # one consumer warpgroup's step, as 07_flash2_backward_wgmma.cu orders it: stage, turn A (S_ijᵀ, dP_ijᵀ, each
+    # after its descriptors and wgmma instructions), the exponentials after S_ijᵀ, dS_ijᵀ after dP_ijᵀ, the last
+    # reduce-add's read, turn B (dS_ij stored, dV_j and dK_j and dQ of the block before issued back to back, the turn
+    # passed, one wait for the three (run 37-bwd3), the stage handed back, τ dQ stored, reduce-added), the loop's
+    # bookkeeping; warpgroup 1 passes the turn first
     launch = launch_of(SEVEN, 128)
     program = launch.program
     assert program.first == ((), (Op("turn_pass"),)) and program.step[0] == program.step[1]
     ops = program.step[0]
     assert [op.kind for op in ops] == KINDS and program.stage == "d128 br64"
+    # each Work's instructions per warp, the kernel's SASS as gpu.lab.rung7_instructions counts it (d = 128): S_ijᵀ's
+    # and dP_ijᵀ's issue, exp, dS_ijᵀ, dS_ij stored with dV_j, dK_j's issue, dQ's issue, τ dQ stored, the loop
+    c = COUNTS[(128, 64)]
+    assert [op.instructions for op in ops if op.kind == "work"] == [c["S_ijᵀ"], c["dP_ijᵀ"], c["exp"], c["dS_ijᵀ"],
+                                                                   c["dV_j, dK_j"], c["dQ_i"], c["τ dQ_i → SRAM"],
+                                                                   c["loop"]]  # fmt: skip
+    # another tiling than the default has no count: its Works run at the units' rates
+    other = launch_of(SEVEN, 128, backward_warpgroup_tiles(stages=3, split_dq=True)).program.step[0]
+    assert all(op.instructions == 0 for op in other)
     # the groups as calibrate names them: d / 16 of m64n{Br}k16 from SRAM; 2 · Br / 16 of m64n{d}k16 with A from
     # registers; Bc / 16 of m64n64k16 with B N-major
     assert [op.group for op in ops if op.kind == "issue"] == ["ss m64n64k16 x8"] * 2 + ["rs m64n128k16 x8",
@@ -164,11 +176,21 @@ def test_with_the_h100_latencies_the_step_is_the_critical_path():
         "τ dQ_i → SRAM": max((128 + 128) * 64 / 2 / 128, 16384 / 128),  # τ · dQ_i, τ · dK_j: 64; stores 128
     }
 
+    # a Work no shorter than its warps' instructions at one a clock (gpu.lab.rung7_instructions.COUNTS, d = 64): the
+    # groups' issue (84, 37, 162 with dS_ij's stmatrix, 128), exp 220 (< 512), dS_ijᵀ 216 (> 128), τ dQ 77 (< 128),
+    # the loop's bookkeeping 63
+    work |= {"nothing": 0.0}
+
     def timed(ops):
-        return tuple(replace(op, work=work[op.phase.name] / clock) if op.kind == "work" else op for op in ops)
+        return tuple(replace(op, work=max(work[op.phase.name], op.instructions) / clock) if op.kind == "work" else op
+                     for op in ops)  # fmt: skip
 
     step = step_seconds(tuple(map(timed, launch.program.first)), tuple(map(timed, launch.program.step)), lat)
     assert t.compute == pytest.approx(step) and step > 3208 / clock
+    # the instructions lengthen the step: without them (the units' rates alone) it is shorter
+    bare = tuple(tuple(replace(op, instructions=0) for op in ops) for ops in launch.program.step)
+    rates = step_seconds(tuple(map(timed, launch.program.first)), tuple(map(timed, bare)), lat)
+    assert rates < step
     assert t.bound == "SRAM → registers"
 
 

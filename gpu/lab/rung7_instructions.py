@@ -4,22 +4,26 @@
 the #defines its launcher injects, nvdisasm prints it; nvdisasm from the CUDA toolkit or the wheel
 nvidia-cuda-nvdisasm) prints, per head dim, the instructions one consumer warp issues in each piece of a step:
 
-  S_ijᵀ, dP_ijᵀ   turn A: the descriptors and wgmma instructions of each commit group (to the one carrying gsb0)
-  exp             after wgmma_wait<1>: line 11 (L_i from SRAM, the FFMAs, ex2, the mask's branches)
-  dS_ijᵀ          after wgmma_wait<0>: line 14 (D_i from SRAM), the conversions to fp16 of P_ijᵀ and dS_ijᵀ, the
-                  last reduce-add's read wait, up to turn B
-  dV_j, dK_j      turn B: dS_ij by stmatrix, the fences, the wgmma instructions of lines 12 and 16
-  dQ_i            the dQ product's wgmma instructions, up to the pass
-  τ dQ_i → SRAM   after the wait for the three: the stage handed back, τ dQ stored, the fences, up to the
-                  warpgroup's barrier
-  loop            the reduce-add's issue (thread 0's warp), the loop's bookkeeping, the next stage's wait, to turn A
-Counted on the path of an inner tile (every item live, it > 0, warp 0: the warp that issues the reduce-add and
-hands the stage back); `edge` counts the exp piece with the mask's branches taken (edge tiles). A warp issues at
-most one instruction a clock (its scheduler's rate: an H100 SM has four schedulers, a warpgroup one warp on each),
-so a piece of n instructions takes a warpgroup at least n clocks (`sim.machine.warpgroups`, `Op.instructions`).
+  S_ijᵀ, dP_ijᵀ   turn A's wait, then the descriptors and wgmma instructions of each commit group (to the one
+                  carrying gsb0)
+  exp             turn A's pass, wgmma_wait<1>, line 11 (L_i from SRAM, the FFMAs, ex2, the mask's branches)
+  dS_ijᵀ          wgmma_wait<0>, line 14 (D_i from SRAM), the conversions to fp16 of P_ijᵀ and dS_ijᵀ, the last
+                  reduce-add's read wait
+  dV_j, dK_j      turn B's wait, dS_ij by stmatrix, the fences, the wgmma instructions of lines 12 and 16
+  dQ_i            the dQ product's wgmma instructions
+  τ dQ_i → SRAM   turn B's pass, the wait for the three, the stage handed back, τ dQ stored, the fences
+  loop            the warpgroup's barrier, the reduce-add's issue (thread 0's warp), the loop's bookkeeping, the
+                  next stage's wait
+Each piece opens with the wait, turn or barrier before it (there ncu's samples of that wait land: on the instruction
+the warp waits to issue, `gpu.lab.rung7_stalls`). Counted on the path of an inner tile (every item live, it > 0,
+warp 0: the warp that issues the reduce-add and hands the stage back); `EDGE` counts the exp piece with the mask's
+branches taken (edge tiles). A warp issues at most one instruction a clock (its scheduler's rate: an H100 SM has
+four schedulers, a warpgroup one warp on each), so a piece of n instructions takes a warpgroup at least n clocks
+(`sim.machine.warpgroups`, `Op.instructions`).
 
 The counts of the builds gpu/lab/predict.py models are kept in COUNTS (a CPU test recounts them where nvdisasm is
-installed): they are the kernel's structure, not a measurement of time.
+installed): they are the kernel's structure, not a measurement of time. They are nvcc's build; the library's is
+NVRTC's (CuPy), whose loop ncu counted ~6% longer (run 38-model7: exp and dS_ijᵀ ~45 instructions more each at d = 64).
 """
 
 import re
@@ -30,32 +34,38 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-PIECES = ("S_ijᵀ", "dP_ijᵀ", "exp", "dS_ijᵀ", "dV_j, dK_j", "dQ_i", "τ dQ_i → SRAM", "loop")
-
 # `python -m gpu.lab.rung7_instructions` on 07_flash2_backward_wgmma.cu as of run 38-model7 (nvcc 13.0, nvdisasm
 # 13.5), fp16, DETERMINISTIC = 0: {(d, Br): {piece: instructions per warp}}, the exp piece of an edge tile apart
 COUNTS = {
-    (64, 128): {"S_ijᵀ": 84, "dP_ijᵀ": 37, "exp": 220, "dS_ijᵀ": 216, "dV_j, dK_j": 162, "dQ_i": 128,
-                "τ dQ_i → SRAM": 77, "loop": 63},
-    (128, 64): {"S_ijᵀ": 130, "dP_ijᵀ": 92, "exp": 118, "dS_ijᵀ": 111, "dV_j, dK_j": 92, "dQ_i": 119,
-                "τ dQ_i → SRAM": 76, "loop": 73},
+    (64, 128): {"S_ijᵀ": 85, "dP_ijᵀ": 37, "exp": 222, "dS_ijᵀ": 217, "dV_j, dK_j": 163, "dQ_i": 128,
+                "τ dQ_i → SRAM": 79, "loop": 64},
+    (128, 64): {"S_ijᵀ": 131, "dP_ijᵀ": 92, "exp": 120, "dS_ijᵀ": 112, "dV_j, dK_j": 93, "dQ_i": 119,
+                "τ dQ_i → SRAM": 78, "loop": 74},
 }  # fmt: skip
-EDGE = {(64, 128): 732, (128, 64): 374}
+EDGE = {(64, 128): 734, (128, 64): 376}
 
-INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z0-9_.]+)([^;]*);")
+INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Za-z0-9_.]*)([^;]*);")
 LABEL = re.compile(r"^(\.L_x_\d+):")
-TARGET = re.compile(r"`\((\.L_x_\d+)\)")
+TARGET = re.compile(r"`\((\.L_x_\d+)\)|\b(0x[0-9a-f]+)\s*$")  # nvdisasm's label, or ncu's absolute address
 
 
 def parse(sass: str) -> tuple[list[tuple[str, bool, str]], dict[str, int]]:
-    """nvdisasm's text → [(opcode, predicated, operands)] in address order, and {label: index of its instruction}."""
+    """nvdisasm's text (or ncu's source page, one "/*address*/ instruction ;" a line) → [(opcode, predicated,
+    operands)] in address order, and {label or 0x-address: index of its instruction}."""
     code, labels = [], {}
     for line in sass.splitlines():
         if m := LABEL.match(line.strip()):
             labels[m.group(1)] = len(code)
         elif m := INSTRUCTION.search(line):
+            labels[f"0x{int(m.group(1), 16):x}"] = len(code)
             code.append((m.group(3), bool(m.group(2)), m.group(4).strip()))
     return code, labels
+
+
+def target(args: str, labels: dict[str, int]) -> int | None:
+    """The index a branch's operands jump to (None: not a branch within the listing)."""
+    m = TARGET.search(args)
+    return None if m is None else labels.get(m.group(1) or f"0x{int(m.group(2), 16):x}")
 
 
 def _find(code, start: int, test, what: str) -> int:
@@ -90,18 +100,17 @@ def walk(code, labels, begin: int, end: int, skip_branches: bool) -> int:
     while k < end:
         op, predicated, args = code[k]
         n += 1
-        if op.startswith("BRA") and (t := TARGET.search(args)):
-            target = labels[t.group(1)]
-            if target > k and (not predicated or skip_branches):
-                k = max(target, k + 1)
+        if op.startswith("BRA") and (to := target(args, labels)) is not None:
+            if to > k and (not predicated or skip_branches):
+                k = max(to, k + 1)
                 continue
         k += 1
     return n
 
 
-def step_counts(sass: str) -> tuple[dict[str, int], int]:
-    """{piece: instructions per warp} of the consumer's step on an inner tile, and the exp piece's on an edge tile."""
-    code, labels = parse(sass)
+def pieces(code, labels) -> dict[str, list[tuple[int, int]]]:
+    """Each piece's ranges of instruction indices [begin, end) in the consumer's loop; a piece opens with the wait,
+    turn or barrier before it (where ncu's samples of that wait land: on the instruction the warp waits to issue)."""
     first_mma = _find(code, 0, lambda op, _p, _a: op.startswith("HGMMA"), "wgmma")
     turn_a = max(k for k in range(first_mma) if turn(*code[k]))
     s_end = _find(code, turn_a, group_end, "S_ijᵀ commit")
@@ -114,20 +123,29 @@ def step_counts(sass: str) -> tuple[dict[str, int], int]:
     wait_all = _find(code, pass_b, waited("0x0"), "the wait for the three")
     sync = _find(code, wait_all, lambda op, _p, args: op.startswith("BAR.SYNC") and args.endswith("0x80"),
                  "the warpgroup's barrier")  # fmt: skip
-    back = _find(code, sync, lambda op, _p, args: op.startswith("BRA") and (t := TARGET.search(args)) is not None
-                 and labels[t.group(1)] <= turn_a, "the loop's back branch")  # fmt: skip
-    head = labels[TARGET.search(code[back][2]).group(1)]
-    count = {
-        "S_ijᵀ": walk(code, labels, turn_a + 1, s_end + 1, False),
-        "dP_ijᵀ": walk(code, labels, s_end + 1, pass_a, False),
-        "exp": walk(code, labels, exp0 + 1, exp1, True),
-        "dS_ijᵀ": walk(code, labels, exp1 + 1, turn_b, False),
-        "dV_j, dK_j": walk(code, labels, turn_b + 1, dvdk_end + 1, False),
-        "dQ_i": walk(code, labels, dvdk_end + 1, pass_b, False),
-        "τ dQ_i → SRAM": walk(code, labels, wait_all + 1, sync, False),
-        "loop": walk(code, labels, sync + 1, back + 1, False) + walk(code, labels, head, turn_a, False),
+    back = _find(code, sync, lambda op, _p, args: op.startswith("BRA") and (to := target(args, labels)) is not None
+                 and to <= turn_a, "the loop's back branch")  # fmt: skip
+    head = target(code[back][2], labels)
+    ranges = {
+        "S_ijᵀ": [(turn_a, s_end + 1)],
+        "dP_ijᵀ": [(s_end + 1, pass_a)],
+        "exp": [(pass_a, exp1)],
+        "dS_ijᵀ": [(exp1, turn_b)],
+        "dV_j, dK_j": [(turn_b, dvdk_end + 1)],
+        "dQ_i": [(dvdk_end + 1, pass_b)],
+        "τ dQ_i → SRAM": [(pass_b, sync)],
+        "loop": [(sync, back + 1), (head, turn_a)],
     }
-    return count, walk(code, labels, exp0 + 1, exp1, False)
+    return ranges
+
+
+def step_counts(sass: str) -> tuple[dict[str, int], int]:
+    """{piece: instructions per warp} of the consumer's step on an inner tile (its opening wait, turn or barrier
+    included: every instruction of the loop in one piece), and the exp piece's on an edge tile."""
+    code, labels = parse(sass)
+    ranges = pieces(code, labels)
+    count = {name: sum(walk(code, labels, b, e, name == "exp") for b, e in spans) for name, spans in ranges.items()}
+    return count, sum(walk(code, labels, b, e, False) for b, e in ranges["exp"])
 
 
 def nvdisasm() -> str | None:

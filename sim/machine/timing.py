@@ -18,7 +18,8 @@ Warpgroups taking turns (`Launch.program`, rung 7): where a kernel's compute war
 pipe and wait on their own matmuls, loads and reduce-adds, a step is the longer of (a) its busiest unit, the SM's
 tensor pipe, MUFU, FMA pipe or shared memory, whose bytes then include wgmma's operand reads and the TMA unit's
 copies into and out of SRAM (`Launch.smem_async`; all share the SRAM's 128 bytes per clock), and (b) the warpgroups'
-critical path (`sim.machine.warpgroups`): each operation of the program at the units' rates, wgmma groups, turns,
+critical path (`sim.machine.warpgroups`): each operation of the program at the units' rates (a Work no shorter
+than its instructions at one a clock per warp, where the program counts them), wgmma groups, turns,
 the producer's copies and the reduce-adds with the latencies `python -m gpu.lab.calibrate` measured
 (`Hardware.wgmma_clocks`, …; without them a group's latency is its time at the tensor rate and the rest 0). The
 bound is then the busiest unit (`Time.in_series`), as ncu names one, not a unit the time is proportional to.
