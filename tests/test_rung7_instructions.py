@@ -65,12 +65,14 @@ def test_pieces_and_counts_by_hand():
         "S_ijᵀ": [(3, 6)], "dP_ijᵀ": [(6, 7)], "exp": [(7, 14)], "dS_ijᵀ": [(14, 17)], "dV_j, dK_j": [(17, 20)],
         "dQ_i": [(20, 21)], "τ dQ_i → SRAM": [(21, 24)], "loop": [(24, 29), (1, 3)],
     }  # fmt: skip
-    counts, edge = ri.step_counts(listing())
+    counts, edge, taken = ri.step_counts(listing())
     # exp on an inner tile: 7, 8, 9, 10, the branch 11 taken to 14: 5; on an edge tile 7 … 13: 7. The loop: 24, 25
     # (falls through), 26, 27, 28 (backward: not taken) and the head 1, 2 (the retry falls through): 7
     assert counts == {"S_ijᵀ": 3, "dP_ijᵀ": 1, "exp": 5, "dS_ijᵀ": 3, "dV_j, dK_j": 3, "dQ_i": 1, "τ dQ_i → SRAM": 3,
                       "loop": 7}  # fmt: skip
     assert edge == 7
+    # the one branch a warp takes on that path: the mask's (11 → 14); 2 and 25 fall through, 28 goes back
+    assert taken == dict.fromkeys(counts, 0) | {"exp": 1}
 
 
 def test_samples_by_piece_by_hand(tmp_path):
@@ -96,4 +98,27 @@ def test_samples_by_piece_by_hand(tmp_path):
 
 @pytest.mark.skipif(NVCC is None or ri.nvdisasm() is None, reason="needs nvcc and nvdisasm")
 def test_the_recorded_counts_are_the_kernels():
-    assert ri.counted() == (ri.COUNTS, ri.EDGE)
+    assert ri.counted() == (ri.COUNTS, ri.EDGE, ri.BRANCHES)
+
+
+@pytest.mark.skipif(NVCC is None or ri.nvdisasm() is None, reason="needs nvcc and nvdisasm")
+def test_the_branch_benchmark_keeps_a_branch_per_element(tmp_path):
+    # gpu.lab.rung7_branches measures what it says only if ptxas leaves mask_branch's 64 per-element branches as
+    # branches (as in the kernel, BRANCHES) and mask_plain has none: count them in the SASS of each
+    import subprocess
+
+    from gpu.lab.rung7_branches import BRANCH_SOURCE, MASK_ELEMENTS
+    from gpu.source import INCLUDE, KERNEL_DIR
+
+    cu, cubin = tmp_path / "b.cu", tmp_path / "b.cubin"
+    cu.write_text(INCLUDE.sub(lambda line: (KERNEL_DIR / line[1]).read_text(), BRANCH_SOURCE))
+    subprocess.run([NVCC, "-cubin", "-arch=sm_90a", "-std=c++17", "-o", str(cubin), str(cu)], check=True)
+    sass = subprocess.run([ri.nvdisasm(), "-c", str(cubin)], check=True, capture_output=True, text=True).stdout
+    functions = {}
+    for part in sass.split("\n.text.")[1:]:
+        name, _, body = part.partition(":")
+        functions[name] = ri.parse(body)[0]
+    branches = {name: sum(op.startswith("BRA") and p for op, p, _ in code) for name, code in functions.items()}
+    exps = {name: sum(op == "MUFU.EX2" for op, _, _ in code) for name, code in functions.items()}
+    assert exps == {"mask_plain": MASK_ELEMENTS, "mask_branch": MASK_ELEMENTS}
+    assert branches["mask_branch"] - branches["mask_plain"] == MASK_ELEMENTS

@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from gpu import geometry
-from gpu.lab.rung7_instructions import COUNTS
+from gpu.lab.rung7_instructions import BRANCHES, COUNTS
 from gpu.registry import KernelSpec
 from gpu.tiling import Tiles, padded_dims
 from sim.machine import hardware
@@ -98,8 +98,9 @@ def backward_wgmma_program(d: int, t: Tiles) -> tuple[Program, int]:
     tile pair, 4·Br·Bc + Br·d + Bc·d: τS − L and S's mask with the exponentials, dP − D and P ∘ with dS, τ·dQ and
     τ·dK last. Each Work also carries the instructions a warp issues in it, counted from the build's SASS
     (`gpu.lab.rung7_instructions.COUNTS`, an inner tile's: the mask's branches, conversions, descriptors and
-    address math included; the descriptors and wgmma instructions of a group in a Work before its issue): the
-    default builds only, other tilings' Works run at the units' rates. The groups are named as `python -m
+    address math included; the descriptors and wgmma instructions of a group in a Work before its issue), and the
+    exponentials' Work the branches its warps take (line 11's, one per element, `BRANCHES`): the default builds
+    only, other tilings' Works run at the units' rates. The groups are named as `python -m
     gpu.lab.calibrate` times them. Not counted: the mask's extra instructions on edge tiles (`EDGE`), the dropped
     dQ product at it = 0, DETERMINISTIC's turns per Q block (not on issue 22's grid)."""
     br, bc, s = t.block_rows, t.block_cols, 2  # fp16/bf16
@@ -108,6 +109,7 @@ def backward_wgmma_program(d: int, t: Tiles) -> tuple[Program, int]:
     consumers, warps = bc // 64, 4  # consumer warpgroups, warps in each
     default = t == geometry.backward_wg_tiles(d)
     n = COUNTS.get((d, br), {}) if default else {}  # instructions per warp in each piece of the step
+    taken = BRANCHES.get((d, br), {}) if default else {}  # branches a warp takes in it (line 11's, per element)
     work = 4 * br * bc + br * d + bc * d
     half = 2 * br * bc / work / consumers  # one warpgroup's τS − L (with the mask), or its dP − D and P ∘
     qk = s * d * (64 + br)  # A: its 64 rows of K_j (V_j); B: Q_i (dO_i)
@@ -139,7 +141,7 @@ def backward_wgmma_program(d: int, t: Tiles) -> tuple[Program, int]:
     step = (
         Op("full"), Op("turn_wait"), *issuing("S_ijᵀ"), scores, *issuing("dP_ijᵀ"),
         replace(scores, phase=replace(scores.phase, name="dP_ijᵀ")), Op("turn_pass"), Op("wait", pending=1),
-        Op("work", instructions=n.get("exp", 0),
+        Op("work", instructions=n.get("exp", 0), branches=taken.get("exp", 0),
            phase=Phase("exp", exps=1 / consumers, elementwise=half, smem=warps * lds * wave)),
         Op("wait"),
         Op("work", instructions=n.get("dS_ijᵀ", 0), phase=Phase("dS_ijᵀ", elementwise=half, smem=warps * br // 8 * wave)),

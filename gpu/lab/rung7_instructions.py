@@ -17,7 +17,8 @@ nvidia-cuda-nvdisasm) prints, per head dim, the instructions one consumer warp i
 Each piece opens with the wait, turn or barrier before it (there ncu's samples of that wait land: on the instruction
 the warp waits to issue, `gpu.lab.rung7_stalls`). Counted on the path of an inner tile (every item live, it > 0,
 warp 0: the warp that issues the reduce-add and hands the stage back); `EDGE` counts the exp piece with the mask's
-branches taken (edge tiles). A warp issues at most one instruction a clock (its scheduler's rate: an H100 SM has
+branches taken (edge tiles); `BRANCHES` the branches a warp takes on an inner tile (line 11's `if (edge)`, one
+per element of P_ijᵀ: the SASS jumps over the mask). A warp issues at most one instruction a clock (its scheduler's rate: an H100 SM has
 four schedulers, a warpgroup one warp on each), so a piece of n instructions takes a warpgroup at least n clocks
 (`sim.machine.warpgroups`, `Op.instructions`).
 
@@ -35,7 +36,8 @@ import tempfile
 from pathlib import Path
 
 # `python -m gpu.lab.rung7_instructions` on 07_flash2_backward_wgmma.cu as of run 38-model7 (nvcc 13.0, nvdisasm
-# 13.5), fp16, DETERMINISTIC = 0: {(d, Br): {piece: instructions per warp}}, the exp piece of an edge tile apart
+# 13.5), fp16, DETERMINISTIC = 0: {(d, Br): {piece: instructions per warp}}, the exp piece of an edge tile apart,
+# and the branches a warp takes in each piece on an inner tile
 COUNTS = {
     (64, 128): {"S_ijᵀ": 85, "dP_ijᵀ": 37, "exp": 222, "dS_ijᵀ": 217, "dV_j, dK_j": 163, "dQ_i": 128,
                 "τ dQ_i → SRAM": 79, "loop": 64},
@@ -43,6 +45,9 @@ COUNTS = {
                 "τ dQ_i → SRAM": 78, "loop": 74},
 }  # fmt: skip
 EDGE = {(64, 128): 734, (128, 64): 376}
+BRANCHES = {
+    key: dict.fromkeys(c, 0) | {"exp": key[1] // 2} for key, c in COUNTS.items()
+}  # taken: line 11's, per element
 
 INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Za-z0-9_.]*)([^;]*);")
 LABEL = re.compile(r"^(\.L_x_\d+):")
@@ -92,20 +97,21 @@ def waited(pending: str):
     return lambda op, _p, args: op == "WARPGROUP.DEPBAR.LE" and args.replace(" ", "") == f"gsb0,{pending}"
 
 
-def walk(code, labels, begin: int, end: int, skip_branches: bool) -> int:
-    """Instructions a warp issues from `begin` to `end` (exclusive): an unconditional forward branch is followed, a
-    conditional one falls through (the warp's path: the item live, thread 0's warp) unless `skip_branches` (then it
-    is taken: an inner tile skips the mask's blocks); a backward branch (a retry loop) is not taken."""
-    k, n = begin, 0
+def walk(code, labels, begin: int, end: int, skip_branches: bool) -> tuple[int, int]:
+    """(instructions, taken branches) of a warp from `begin` to `end` (exclusive): an unconditional forward branch
+    is followed, a conditional one falls through (the warp's path: the item live, thread 0's warp) unless
+    `skip_branches` (then it is taken: an inner tile skips the mask's blocks); a backward branch (a retry loop) is
+    not taken."""
+    k, n, taken = begin, 0, 0
     while k < end:
         op, predicated, args = code[k]
         n += 1
         if op.startswith("BRA") and (to := target(args, labels)) is not None:
             if to > k and (not predicated or skip_branches):
-                k = max(to, k + 1)
+                k, taken = max(to, k + 1), taken + 1
                 continue
         k += 1
-    return n
+    return n, taken
 
 
 def pieces(code, labels) -> dict[str, list[tuple[int, int]]]:
@@ -139,13 +145,19 @@ def pieces(code, labels) -> dict[str, list[tuple[int, int]]]:
     return ranges
 
 
-def step_counts(sass: str) -> tuple[dict[str, int], int]:
+def step_counts(sass: str) -> tuple[dict[str, int], int, dict[str, int]]:
     """{piece: instructions per warp} of the consumer's step on an inner tile (its opening wait, turn or barrier
-    included: every instruction of the loop in one piece), and the exp piece's on an edge tile."""
+    included: every instruction of the loop in one piece), the exp piece's on an edge tile, and {piece: branches a
+    warp takes} on an inner tile."""
     code, labels = parse(sass)
     ranges = pieces(code, labels)
-    count = {name: sum(walk(code, labels, b, e, name == "exp") for b, e in spans) for name, spans in ranges.items()}
-    return count, sum(walk(code, labels, b, e, False) for b, e in ranges["exp"])
+    walks = {name: [walk(code, labels, b, e, name == "exp") for b, e in spans] for name, spans in ranges.items()}
+    edge = sum(walk(code, labels, b, e, False)[0] for b, e in ranges["exp"])
+    return (
+        {k: sum(n for n, _ in w) for k, w in walks.items()},
+        edge,
+        {k: sum(t for _, t in w) for k, w in walks.items()},
+    )
 
 
 def nvdisasm() -> str | None:
@@ -173,22 +185,23 @@ def sass_of(d: int) -> str:
         return subprocess.run([tool, "-c", str(cubin)], check=True, capture_output=True, text=True).stdout
 
 
-def counted() -> tuple[dict, dict]:
-    """COUNTS and EDGE as the kernel's SASS gives them now, for each default build."""
+def counted() -> tuple[dict, dict, dict]:
+    """COUNTS, EDGE and BRANCHES as the kernel's SASS gives them now, for each default build."""
     from gpu import registry
 
-    counts, edge = {}, {}
+    counts, edge, branches = {}, {}, {}
     for d in registry.LADDER[7].head_dims:
         key = (d, registry.LADDER[7].tiles(d).block_rows)
-        counts[key], edge[key] = step_counts(sass_of(d))
-    return counts, edge
+        counts[key], edge[key], branches[key] = step_counts(sass_of(d))
+    return counts, edge, branches
 
 
 def main() -> None:
-    counts, edge = counted()
+    counts, edge, branches = counted()
     for key, c in counts.items():
-        print(f"d = {key[0]}, Br = {key[1]}: {c}, exp on an edge tile {edge[key]}, step {sum(c.values())}")
-    print("COUNTS =", counts, "\nEDGE =", edge, file=sys.stderr)
+        print(f"d = {key[0]}, Br = {key[1]}: {c}, exp on an edge tile {edge[key]}, step {sum(c.values())}; taken "
+              f"branches {branches[key]}")  # fmt: skip
+    print("COUNTS =", counts, "\nEDGE =", edge, "\nBRANCHES =", branches, file=sys.stderr)
 
 
 if __name__ == "__main__":
