@@ -20,10 +20,10 @@ tensor pipe, MUFU, FMA pipe or shared memory, whose bytes then include wgmma's o
 copies into and out of SRAM (`Launch.smem_async`; all share the SRAM's 128 bytes per clock), and (b) the warpgroups'
 critical path (`sim.machine.warpgroups`): each operation of the program at the units' rates (a Work no shorter
 than its instructions at one a clock per warp, and longer by the branches its warps take, where the program counts
-them), wgmma groups, turns,
-the producer's copies and the reduce-adds with the latencies `python -m gpu.lab.calibrate` measured
-(`Hardware.wgmma_clocks`, …; without them a group's latency is its time at the tensor rate and the rest 0). The
-bound is then the busiest unit (`Time.in_series`), as ncu names one, not a unit the time is proportional to.
+them), wgmma groups, turns, the producer's copies and the reduce-adds with the latencies `python -m
+gpu.lab.calibrate` measured (`Hardware.wgmma_clocks`, …; without them a group's latency is its time at the tensor
+rate and the rest 0). The bound is then the busiest unit (`Time.in_series`), as ncu names one, not a unit the time
+is proportional to.
 
 Exposed work, in series with a block's matmuls:
   fill     its first step's tiles (`Block.prologue`: Q_i, K_0, V_0; the backward's K_j, V_j, Q_i, dO_i, L_i, D_i)
@@ -188,9 +188,8 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
 def critical_step(program: warpgroups.Program, seconds, hw: Hardware) -> float:
     """Seconds per step of `program`'s warpgroups: each Work `seconds(its phase)` long or as long as its warps take
     to issue its instructions (one a clock each, `warpgroups.ISSUE_PER_CLOCK`), plus `hw.branch_clocks` per branch
-    its warps take, each wgmma group held
-    and completed as `hw.wgmma_clocks` says (else its time at the rates, as long as its latency), the turns, stages
-    and reduce-adds as hw's clocks say."""
+    its warps take; each wgmma group held and completed as `hw.wgmma_clocks` says (else its time at the rates, as
+    long as its latency), the turns, stages and reduce-adds as hw's clocks say."""
     clock = hw.clock_hz
 
     def work(op: warpgroups.Op) -> float:
