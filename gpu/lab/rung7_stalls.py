@@ -1,10 +1,11 @@
 """Where rung 7's warps spend a step: ncu's warp-state samples per SASS instruction, summed over the pieces of
 `gpu.lab.rung7_instructions` (its split of the step at waits, turns and barriers).
 
-On the GPU: `ncu --section SourceCounters --kernel-name flash2_wgmma_bwd --launch-skip 1 --launch-count 1 -o REP
-python -m gpu.lab.rung7_stalls run D` (one backward of 16k tokens at N = 4096, fp16, the default build at head dim D,
-twice: the second is profiled), then `ncu --import REP.ncu-rep --page source --print-source sass --csv > CSV`.
-Anywhere: `python -m gpu.lab.rung7_stalls pieces CSV` prints each piece's share of the samples.
+On the GPU: `ncu --clock-control none --section SourceCounters --kernel-name flash2_wgmma_bwd --launch-skip 1
+--launch-count 1 -o REP python -m gpu.lab.rung7_stalls run D` (one backward of 16k tokens at N = 4096, fp16, the
+default build at head dim D, twice: the second is profiled), then `ncu --import REP.ncu-rep --page source
+--print-source sass --csv > CSV`. Anywhere: `python -m gpu.lab.rung7_stalls pieces CSV` prints each piece's share
+of the samples.
 """
 
 import csv
