@@ -141,6 +141,7 @@ def test_the_h100_presets_latencies_are_the_recorded_calibrations():
     assert {k: (round(a), round(b)) for k, (a, b) in lat["wgmma_clocks"].items()} == H100.wgmma_clocks
     assert round(lat["turn_clocks"]) == H100.turn_clocks and round(lat["reduce_clocks"]) == H100.reduce_clocks
     assert {k: round(v) for k, v in lat["stage_clocks"].items()} == H100.stage_clocks
+    assert round(lat["branch_clocks"], 1) == H100.branch_clocks  # a tenth of a clock: ~10 clocks a branch
     # and a calibration with latencies sets them (without, the preset's stay)
     tuned = hardware.calibrated(H100, recorded["rates"], recorded["latencies"])
     assert tuned.wgmma_clocks == lat["wgmma_clocks"] and tuned.reduce_clocks == lat["reduce_clocks"]

@@ -10,9 +10,11 @@ import pytest
 
 from gpu import registry, source
 from gpu.lab.predict import WAVEFRONT, launch_of
+from gpu.lab.rung7_instructions import COUNTS
 from gpu.tiling import backward_warpgroup_tiles
 from sim.machine import hardware
 from sim.machine.grids import Block
+from sim.machine.hardware import Hardware
 from sim.machine.launch import Launch, Phase
 from sim.machine.prediction import predict
 from sim.machine.timing import kernel_time
@@ -84,19 +86,33 @@ def test_dq_bytes_added_are_what_ncu_counted_in_run_32(d):
     assert sum(k.traffic.reduced for k in p.kernels) == 32 * 4096 * d * 4 * heads == 2**32
 
 
-KINDS = ["full", "turn_wait", "issue", "issue", "turn_pass", "wait", "work", "wait", "work", "reduce_wait", "turn_wait",
-         "work", "issue", "wait", "empty", "issue", "turn_pass", "wait", "work", "reduce"]  # fmt: skip
+KINDS = ["full", "turn_wait", "work", "issue", "work", "issue", "turn_pass", "wait", "work", "wait", "work", "reduce_wait",
+         "turn_wait", "work", "issue", "work", "issue", "turn_pass", "wait", "empty", "work", "reduce", "work"]  # fmt: skip
 
 
 def test_step_operations_by_hand():
-    # one consumer warpgroup's step, as 07_flash2_backward_wgmma.cu orders it: stage, turn A (S_ijᵀ, dP_ijᵀ), the
-    # exponentials after S_ijᵀ, dS_ijᵀ after dP_ijᵀ, the last reduce-add's read, turn B (dS_ij stored, dV_j and dK_j,
-    # the stage handed back, dQ of the block before, τ dQ stored, reduce-added); warpgroup 1 passes the turn first
+    # one consumer warpgroup's step, as 07_flash2_backward_wgmma.cu orders it: stage, turn A (S_ijᵀ, dP_ijᵀ, each
+    # after its descriptors and wgmma instructions), the exponentials after S_ijᵀ, dS_ijᵀ after dP_ijᵀ, the last
+    # reduce-add's read, turn B (dS_ij stored, dV_j and dK_j and dQ of the block before issued back to back, the turn
+    # passed, one wait for the three (run 37-bwd3), the stage handed back, τ dQ stored, reduce-added), the loop's
+    # bookkeeping; warpgroup 1 passes the turn first
     launch = launch_of(SEVEN, 128)
     program = launch.program
     assert program.first == ((), (Op("turn_pass"),)) and program.step[0] == program.step[1]
     ops = program.step[0]
     assert [op.kind for op in ops] == KINDS and program.stage == "d128 br64"
+    # each Work's instructions per warp, the kernel's SASS as gpu.lab.rung7_instructions counts it (d = 128): S_ijᵀ's
+    # and dP_ijᵀ's issue, exp, dS_ijᵀ, dS_ij stored with dV_j, dK_j's issue, dQ's issue, τ dQ stored, the loop
+    c = COUNTS[(128, 64)]
+    assert [op.instructions for op in ops if op.kind == "work"] == [c["S_ijᵀ"], c["dP_ijᵀ"], c["exp"], c["dS_ijᵀ"],
+                                                                   c["dV_j, dK_j"], c["dQ_i"], c["τ dQ_i → SRAM"],
+                                                                   c["loop"]]  # fmt: skip
+    # the exponentials' Work takes line 11's branch per element: Br / 2 = 32 at d = 128 (a warp's share of 64 keys
+    # × Br queries over 128 threads), none elsewhere
+    assert [op.branches for op in ops if op.kind == "work"] == [0, 0, 32, 0, 0, 0, 0, 0]
+    # another tiling than the default has no count: its Works run at the units' rates
+    other = launch_of(SEVEN, 128, backward_warpgroup_tiles(stages=3, split_dq=True)).program.step[0]
+    assert all(op.instructions == 0 and op.branches == 0 for op in other)
     # the groups as calibrate names them: d / 16 of m64n{Br}k16 from SRAM; 2 · Br / 16 of m64n{d}k16 with A from
     # registers; Bc / 16 of m64n64k16 with B N-major
     assert [op.group for op in ops if op.kind == "issue"] == ["ss m64n64k16 x8"] * 2 + ["rs m64n128k16 x8",
@@ -135,7 +151,9 @@ def test_without_latencies_the_step_is_the_busiest_unit():
     # shorter than the SRAM's 3208 clocks (the tensor pipe alone is busy 2560), so SRAM sets the step
     launch = launch_of(SEVEN, 64)
     block = Block(10 * 128 * 128 * 64, 128 * 128, 81920, lambda: iter(()), tiles=1)
-    hw = replace(H100, launch_seconds=0.0, wgmma_clocks={}, turn_clocks=0.0, stage_clocks={}, reduce_clocks=0.0)
+    unmeasured = dict.fromkeys(("turn_clocks", "reduce_clocks", "branch_clocks"), 0.0)
+    unmeasured |= {"wgmma_clocks": {}, "stage_clocks": {}}
+    hw = replace(H100, launch_seconds=0.0, **unmeasured)
     t = kernel_time([block], launch, hw, dram_bytes=0, l2_bytes=0)
     clock = hw.clock_hz
     assert t.terms["SRAM → registers"] == pytest.approx(410624 / 128 / clock)
@@ -164,11 +182,22 @@ def test_with_the_h100_latencies_the_step_is_the_critical_path():
         "τ dQ_i → SRAM": max((128 + 128) * 64 / 2 / 128, 16384 / 128),  # τ · dQ_i, τ · dK_j: 64; stores 128
     }
 
+    # a Work no shorter than its warps' instructions at one a clock (gpu.lab.rung7_instructions.COUNTS, d = 64): the
+    # groups' issue (85, 37, 163 with dS_ij's stmatrix, 128), exp 222 (< 512), dS_ijᵀ 217 (> 128), τ dQ 79 (< 128),
+    # the loop's bookkeeping 64; the exponentials' then longer by their 64 branches at the preset's branch_clocks
+    work |= {"nothing": 0.0}
+
     def timed(ops):
-        return tuple(replace(op, work=work[op.phase.name] / clock) if op.kind == "work" else op for op in ops)
+        return tuple(replace(op, work=(max(work[op.phase.name], op.instructions) + op.branches * H100.branch_clocks)
+                             / clock) if op.kind == "work" else op for op in ops)  # fmt: skip
 
     step = step_seconds(tuple(map(timed, launch.program.first)), tuple(map(timed, launch.program.step)), lat)
     assert t.compute == pytest.approx(step) and step > 3208 / clock
+    # the instructions and branches lengthen the step: without them (the units' rates alone) it is shorter
+    assert [op.branches for op in launch.program.step[0] if op.branches] == [64]
+    bare = tuple(tuple(replace(op, instructions=0, branches=0) for op in ops) for ops in launch.program.step)
+    rates = step_seconds(tuple(map(timed, launch.program.first)), tuple(map(timed, bare)), lat)
+    assert rates < step
     assert t.bound == "SRAM → registers"
 
 
@@ -193,3 +222,20 @@ def test_bound_in_series_is_the_busiest_unit_with_l2_reads_or_adds():
     # without a program the same work is tensor + max(MUFU, FMA), also 1900 clocks, and the bound the larger pipe
     plain = kernel_time([block], replace(launch, program=None), hw, 0, reads)
     assert not plain.in_series and plain.bound == "tensor" and plain.seconds == pytest.approx(1900 / clock)
+
+
+def test_a_works_time_is_its_rates_or_its_instructions_and_its_branches():
+    # one warpgroup, one Work: 900 clocks of exponentials at the MUFU rate (900 · 16 of them), 400 instructions and
+    # 10 branches taken at 15 clocks each. Its time: max(900, 400) + 10 · 15 = 1050 clocks; with 1200 instructions
+    # max(900, 1200) + 150 = 1350; with branch_clocks 0 (not measured) 900
+    hw = replace(H100, launch_seconds=0.0, branch_clocks=15.0)
+    clock = hw.clock_hz
+    block = Block(0, 900 * 16, 0, lambda: iter(()), tiles=1)
+
+    def step(instructions: int, on: Hardware) -> float:
+        ops = (Op("work", instructions=instructions, branches=10, phase=Phase("exp", exps=1.0)),)
+        launch = Launch(384, 1000, 168, "wgmma", program=Program(first=((),), step=(ops,)))
+        return kernel_time([block], launch, on, 0, 0).compute * clock
+
+    assert step(400, hw) == pytest.approx(1050) and step(1200, hw) == pytest.approx(1350)
+    assert step(400, replace(hw, branch_clocks=0.0)) == pytest.approx(900)

@@ -4,6 +4,9 @@ On the GPU: `python -m gpu.lab.check_model measure OUT.json` times (CUDA-event m
 rung 6 and backward rungs 5 and 7, in interleaved rounds after a second of warm-up) and profiles (one ncu run: DRAM
 and L2 bytes, kernel time, the utilization of each pipe, shared memory, L2 and DRAM) every forward rung and backward
 rungs 5 and 7 on issue 22's grid; rung 1 (a thousand times slower) only where N ≤ 4096.
+One call again after a kernel changed: `python -m gpu.lab.check_model measure OUT.json --only backward 7 --over
+OLD.json` times and profiles that call alone (with the same warm-up and rounds) and writes OLD's record with that
+call's measurements replaced.
 Anywhere: `python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]]` puts the model's
 predictions beside those measurements and says how close each is (also with the rates and host work
 `python -m gpu.lab.calibrate` measured, given its recording).
@@ -39,9 +42,10 @@ ATTEMPTS = (  # ncu's metrics, tried in turn until one set is accepted
 )
 
 
-def run_all(profile: bool) -> dict:
+def run_all(profile: bool, only: tuple[str, int] | None = None) -> dict:
     """Every shape once (profile: every rung of `calls`, under ncu) or timed; returns {shape index: {"forward 6": ms,
-    "backward 5": ms, …}} (empty when profiled)."""
+    "backward 5": ms, …}} (empty when profiled). `only`: that (direction, rung) alone (the forward rung 6 that makes
+    the backward's O and L still runs, outside ncu's kernel filter)."""
     from functools import partial
 
     from gpu import device
@@ -56,7 +60,9 @@ def run_all(profile: bool) -> dict:
         do = random_like(q, 1)
         o = lse = None
         if profile:
-            for direction, rung in calls(g):
+            if only and only[0] == "backward":
+                o, lse = flash_attention(q, k, v, causal=g["causal"], kernel=6, return_lse=True)
+            for direction, rung in [only] if only else calls(g):
                 if direction == "forward":
                     o, lse = flash_attention(q, k, v, causal=g["causal"], kernel=rung, return_lse=True)
                 else:
@@ -68,6 +74,8 @@ def run_all(profile: bool) -> dict:
         }
         for r in TIMED["backward"]:
             fns[f"backward {r}"] = partial(flash_attention_backward, q, k, v, o, lse, do, causal=g["causal"], kernel=r)
+        if only:
+            fns = {f"{only[0]} {only[1]}": fns[f"{only[0]} {only[1]}"]}
         if i == 0:  # an idle GPU clocks down: a second of matmuls first (run 33 warmed up on shape 0's calls, which
             # leave the GPU idle between launches, and its first shapes still ran slow)
             cupy = device.require()
@@ -89,9 +97,9 @@ def profiled_rows(lines: list[str]) -> list[dict]:
     return [rows[i] for i in sorted(rows)]
 
 
-def label(rows: list[dict]) -> list[dict]:
+def label(rows: list[dict], only: tuple[str, int] | None = None) -> list[dict]:
     """Each profiled launch tagged with its shape index, direction and rung (checked against the launch plan)."""
-    plan = [(i, direction, rung, name) for i, g in enumerate(GRID) for direction, rung in calls(g)
+    plan = [(i, direction, rung, name) for i, g in enumerate(GRID) for direction, rung in ([only] if only else calls(g))
             for name in launched(direction, rung)]  # fmt: skip
     if [name for *_, name in plan] != [r["kernel"] for r in rows]:
         sys.exit(f"check_model: ncu profiled {len(rows)} launches, not the {len(plan)} planned, or in another order")
@@ -101,39 +109,58 @@ def label(rows: list[dict]) -> list[dict]:
     ]
 
 
-def measure(path: str) -> None:
-    """Time every shape, then profile them all in one ncu run; write the measurements to `path`."""
+def measure(path: str, only: tuple[str, int] | None = None, over: str | None = None) -> None:
+    """Time every shape, then profile them all in one ncu run; write the measurements to `path`. With `only`, that
+    call alone, its measurements put in place of `over`'s (a record of the whole grid)."""
     from gpu import registry
     from gpu.lab import counters, results
 
-    record = {
-        "kind": "model-check",
-        "env": results.environment(f"python -m gpu.lab.check_model measure {path}"),
-        "grid": GRID,
-        "timed": run_all(False),
-    }
-    names = {registry.FORWARD[r].function for r in FORWARD_RUNGS} | {
-        registry.BACKWARD[r].function for r in BACKWARD_RUNGS
-    }
-    names |= {registry.HELPERS[h].function for h in ("bwd_prepass", "bwd_dq")}
+    command = f"python -m gpu.lab.check_model measure {path}" + (
+        f" --only {only[0]} {only[1]} --over {over}" if only else ""
+    )
+    record = {"kind": "model-check", "env": results.environment(command), "grid": GRID, "timed": run_all(False, only)}
+    Path(path).write_text(json.dumps(record, indent=1))  # the timings kept should ncu fail or run out of time
+    if only:
+        names = {(registry.FORWARD if only[0] == "forward" else registry.BACKWARD)[only[1]].function}
+    else:
+        names = {registry.FORWARD[r].function for r in FORWARD_RUNGS} | {
+            registry.BACKWARD[r].function for r in BACKWARD_RUNGS
+        }
+    if not only or only[0] == "backward":
+        names |= {registry.HELPERS[h].function for h in ("bwd_prepass", "bwd_dq")}
     base = [counters.ncu_path(), "--clock-control", "none", "--csv", "--print-units", "base"]
     base += ["--kernel-name", "regex:^(" + "|".join(sorted(names)) + ")$"]
     lines: list[str] = []
     for metrics in ATTEMPTS:
         run = subprocess.run(
-            [*base, "--metrics", metrics, sys.executable, "-m", "gpu.lab.check_model", "profiled"],
+            [*base, "--metrics", metrics, sys.executable, "-m", "gpu.lab.check_model", "profiled",
+             *(map(str, only) if only else ())],
             capture_output=True, text=True, check=False,
         )  # fmt: skip
         lines = run.stdout.splitlines()
         if run.returncode == 0 and any(line.startswith('"ID"') for line in lines):
             break
         print("ncu failed:", (run.stderr or run.stdout)[-2000:], file=sys.stderr)
-    record["profiled"] = label(profiled_rows(lines))
+    record["profiled"] = label(profiled_rows(lines), only)
+    if only:
+        record = replaced(json.loads(Path(over).read_text()), record, only)
     Path(path).write_text(json.dumps(record, indent=1))
 
 
+def replaced(old: dict, new: dict, only: tuple[str, int]) -> dict:
+    """`old`'s record (the whole grid) with the timings and profiled launches of call `only` taken from `new`; the
+    environment says which record each comes from."""
+    name = f"{only[0]} {only[1]}"
+    if old["grid"] != new["grid"]:
+        sys.exit("check_model: the record to replace into was measured on another grid")
+    timed = {i: {**t, name: new["timed"][int(i)][name]} for i, t in old["timed"].items()}
+    rows = [r for r in old["profiled"] if (r["direction"], r["rung"]) != tuple(only)] + new["profiled"]
+    return {"kind": "model-check", "env": {**new["env"], "replaces": name, "over": old["env"]}, "grid": old["grid"],
+            "timed": timed, "profiled": rows}  # fmt: skip
+
+
 USAGE = (
-    "usage: python -m gpu.lab.check_model measure OUT.json (on a GPU, with ncu)\n"
+    "usage: python -m gpu.lab.check_model measure OUT.json [--only DIRECTION RUNG --over OLD.json] (on a GPU, ncu)\n"
     "       python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]] (anywhere)"
 )
 
@@ -141,12 +168,14 @@ USAGE = (
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["profiled"]:
-        run_all(True)
-    elif len(argv) == 2 and argv[0] == "measure":
+        run_all(True, (argv[1], int(argv[2])) if len(argv) == 3 else None)
+    elif argv[:1] == ["measure"] and (
+        len(argv) == 2 or (len(argv) == 7 and argv[2] == "--only" and argv[5] == "--over")
+    ):
         from gpu import device
 
         try:
-            measure(argv[1])
+            measure(argv[1], (argv[3], int(argv[4])) if len(argv) == 7 else None, argv[6] if len(argv) == 7 else None)
         except device.GPUUnavailableError as e:
             sys.exit(f"check_model: {e}")
     elif 2 <= len(argv) <= 4 and argv[0] == "report":

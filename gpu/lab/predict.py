@@ -2,6 +2,8 @@
 
 from dataclasses import replace
 
+from gpu import geometry
+from gpu.lab.rung7_instructions import BRANCHES, COUNTS
 from gpu.registry import KernelSpec
 from gpu.tiling import Tiles, padded_dims
 from sim.machine import hardware
@@ -82,46 +84,68 @@ def backward_wgmma_program(d: int, t: Tiles) -> tuple[Program, int]:
     barriers 4 and 5; warpgroup 1 passes first), order A0 A1 B0 B1:
       wait for the stage (FULL); turn A: issue S_ijᵀ = K_j Q_iᵀ and dP_ijᵀ = V_j dO_iᵀ (two groups), pass;
       wgmma_wait<1> (S_ijᵀ); the exponentials of P_ijᵀ (τS − L, L_i from SRAM); wgmma_wait<0> (dP_ijᵀ);
-      dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i); the last reduce-add has read its dQ tile (bulk_wait_read);
-      turn B: dS_ij into SRAM (stmatrix), issue dV_j, dK_j (one group), wait for it, hand the stage back (EMPTY);
-      issue dQ of the Q block before (dS_ij of both warpgroups), pass, wait, τ dQ into SRAM, reduce-add it.
-    Each warpgroup computes its 64 keys: half of S_ijᵀ, dP_ijᵀ, dV_j, dK_j and of the exponentials and elementwise
-    work; with SPLIT_DQ half of dQ_i (DQ_PIECES = 1), else its own keys' share of all of it (d / 64 products, the
-    turn passed after the first). A matmul is 2·Br·Bc·d FLOPs (a fifth of the step's); its SRAM bytes are the
-    operands wgmma reads from SRAM (A and B of S_ijᵀ, dP_ijᵀ: its 64 rows of K_j or V_j and all of Q_i or dO_i; B of
-    dV_j, dK_j; A and B of each dQ product), the warps' loads and stores (`backward_wgmma_smem`) in the operation
-    that makes them. Elementwise work is `iomodel`'s per tile pair, 4·Br·Bc + Br·d + Bc·d: τS − L and S's mask
-    with the exponentials, dP − D and P ∘ with dS, τ·dQ and τ·dK last. The groups are named as `python -m
-    gpu.lab.calibrate` times them. Not counted: the conversions to fp16 (their pipe is not documented), the mask's
-    extra work on edge tiles, DETERMINISTIC's turns per Q block (not on issue 22's grid)."""
+      dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), both converted to fp16; the last reduce-add has read its dQ tile;
+      turn B: dS_ij into SRAM (stmatrix), issue dV_j, dK_j (one group) and dQ of the Q block before (dS_ij of both
+      warpgroups; one group), pass, wait for the three (run 37-bwd3's one wait), hand the stage back (EMPTY), τ dQ
+      into SRAM, reduce-add it; the loop's bookkeeping.
+    With DQ_PIECES > 1 (unsplit dQ at d = 128) dV_j, dK_j are waited for inside turn B, the stage handed back, then
+    d / 64 dQ products through one register tile (the turn passed after the first), each waited for, stored and
+    reduce-added. Each warpgroup computes its 64 keys: half of S_ijᵀ, dP_ijᵀ, dV_j, dK_j and of the exponentials
+    and elementwise work; with SPLIT_DQ half of dQ_i, else its own keys' share of all of it. A matmul is 2·Br·Bc·d
+    FLOPs (a fifth of the step's); its SRAM bytes are the operands wgmma reads from SRAM (A and B of S_ijᵀ, dP_ijᵀ:
+    its 64 rows of K_j or V_j and all of Q_i or dO_i; B of dV_j, dK_j; A and B of each dQ product), the warps'
+    loads and stores (`backward_wgmma_smem`) in the operation that makes them. Elementwise work is `iomodel`'s per
+    tile pair, 4·Br·Bc + Br·d + Bc·d: τS − L and S's mask with the exponentials, dP − D and P ∘ with dS, τ·dQ and
+    τ·dK last. Each Work also carries the instructions a warp issues in it, counted from the build's SASS
+    (`gpu.lab.rung7_instructions.COUNTS`, an inner tile's: the mask's branches, conversions, descriptors and
+    address math included; the descriptors and wgmma instructions of a group in a Work before its issue), and the
+    exponentials' Work the branches its warps take (line 11's, one per element, `BRANCHES`): the default builds
+    only, other tilings' Works run at the units' rates. The groups are named as `python -m
+    gpu.lab.calibrate` times them. Not counted: the mask's extra instructions on edge tiles (`EDGE`), the dropped
+    dQ product at it = 0, DETERMINISTIC's turns per Q block (not on issue 22's grid)."""
     br, bc, s = t.block_rows, t.block_cols, 2  # fp16/bf16
     dq_cols = d if br == 128 else d // 2 if t.split_dq else 64  # as DQ_COLS, DQ_PIECES, DQ_KEYS in the kernel
     pieces, keys = (1, bc) if t.split_dq else (d // 64, 64)
     consumers, warps = bc // 64, 4  # consumer warpgroups, warps in each
+    default = t == geometry.backward_wg_tiles(d)
+    n = COUNTS.get((d, br), {}) if default else {}  # instructions per warp in each piece of the step
+    taken = BRANCHES.get((d, br), {}) if default else {}  # branches a warp takes in it (line 11's, per element)
     work = 4 * br * bc + br * d + bc * d
     half = 2 * br * bc / work / consumers  # one warpgroup's τS − L (with the mask), or its dP − D and P ∘
     qk = s * d * (64 + br)  # A: its 64 rows of K_j (V_j); B: Q_i (dO_i)
     lds, wave = br // 4, WAVEFRONT  # L_i: Br / 4 wavefronts a warp (then D_i: Br / 8)
     matmul = 1 / 5 / consumers  # a warpgroup's share of one of the step's five matmuls
+
+    def issuing(piece: str) -> tuple[Op, ...]:
+        """A group's descriptors and wgmma instructions, issued before it is on the tensor pipe."""
+        return (Op("work", instructions=n[piece]),) if n.get(piece) else ()
+
     scores = Op("issue", f"ss m64n{br}k16 x{d // 16}", phase=Phase("S_ijᵀ", tensor=matmul, smem=qk))
     dq = Op("issue", f"ss-nmajor m64n{dq_cols}k16 x{keys // 16}",
             phase=Phase("dQ_i", tensor=matmul / pieces, smem=s * keys * (64 + dq_cols)))  # fmt: skip
-    store = Op("work", phase=Phase("τ dQ_i → SRAM", elementwise=(br + bc) * d / work / consumers / pieces,
-                                   smem=warps * dq_cols // 2 * wave))  # fmt: skip
+    store = Op("work", instructions=n.get("τ dQ_i → SRAM", 0),
+               phase=Phase("τ dQ_i → SRAM", elementwise=(br + bc) * d / work / consumers / pieces,
+                           smem=warps * dq_cols // 2 * wave))  # fmt: skip
     reduce = () if t.dq_atomics else (Op("reduce"),)
-    dqs = (dq, Op("turn_pass"), Op("wait"), store, *reduce)
-    for _ in range(pieces - 1):
-        dqs += (*((Op("reduce_wait"),) if reduce else ()), dq, Op("wait"), store, *reduce)
+    read = (Op("reduce_wait"),) if reduce else ()
+    grads = Op("issue", f"rs m64n{d}k16 x{2 * br // 16}",
+               phase=Phase("dV_j, dK_j", tensor=2 * matmul, smem=2 * s * br * d))  # fmt: skip
+    stored = Op("work", instructions=n.get("dV_j, dK_j", 0),
+                phase=Phase("dS_ij → SRAM", smem=warps * br // 16 * 4 * wave))  # fmt: skip
+    if pieces == 1:  # turn B: dV_j, dK_j and dQ issued back to back, the turn passed, one wait for the three
+        turn_b = (stored, grads, *issuing("dQ_i"), dq, Op("turn_pass"), Op("wait"), Op("empty"), store, *reduce)
+    else:  # dV_j, dK_j waited for in the turn, then the dQ pieces through one register tile
+        turn_b = (stored, grads, Op("wait"), Op("empty"), dq, Op("turn_pass"), Op("wait"), store, *reduce)
+        for _ in range(pieces - 1):
+            turn_b += (*read, dq, Op("wait"), store, *reduce)
     step = (
-        Op("full"), Op("turn_wait"), scores, replace(scores, phase=replace(scores.phase, name="dP_ijᵀ")),
-        Op("turn_pass"), Op("wait", pending=1),
-        Op("work", phase=Phase("exp", exps=1 / consumers, elementwise=half, smem=warps * lds * wave)),
+        Op("full"), Op("turn_wait"), *issuing("S_ijᵀ"), scores, *issuing("dP_ijᵀ"),
+        replace(scores, phase=replace(scores.phase, name="dP_ijᵀ")), Op("turn_pass"), Op("wait", pending=1),
+        Op("work", instructions=n.get("exp", 0), branches=taken.get("exp", 0),
+           phase=Phase("exp", exps=1 / consumers, elementwise=half, smem=warps * lds * wave)),
         Op("wait"),
-        Op("work", phase=Phase("dS_ijᵀ", elementwise=half, smem=warps * br // 8 * wave)),
-        *((Op("reduce_wait"),) if reduce else ()), Op("turn_wait"),
-        Op("work", phase=Phase("dS_ij → SRAM", smem=warps * br // 16 * 4 * wave)),
-        Op("issue", f"rs m64n{d}k16 x{2 * br // 16}", phase=Phase("dV_j, dK_j", tensor=2 * matmul, smem=2 * s * br * d)),
-        Op("wait"), Op("empty"), *dqs,
+        Op("work", instructions=n.get("dS_ijᵀ", 0), phase=Phase("dS_ijᵀ", elementwise=half, smem=warps * br // 8 * wave)),
+        *read, Op("turn_wait"), *turn_b, *issuing("loop"),
     )  # fmt: skip
     program = Program(first=((), (Op("turn_pass"),)), step=(step, step), stage=f"d{d} br{br}")
     tma = 2 * s * br * d + 2 * 4 * br + consumers * pieces * 4 * 64 * dq_cols

@@ -13,6 +13,10 @@ Each is the median over the SMs of clock64 cycles, every SM running the same mic
   reduce_clocks  (gpu.lab.calibrate, with its reduce-add microbenchmark) SM clocks of one warpgroup's TMA reduce-add
               of its (64, 64) float32 dQ tile from issue to the wait for its reads (as rung 7's thread waits before
               writing the tile again), every SM's two at once;
+  branch_clocks  SM clocks one taken branch costs a warp in line 11's stream (its per-element `if (edge)`, which the
+              kernel's SASS keeps as a branch over the mask and takes on every inner tile): two warps per scheduler
+              running line 11 over 64 elements with those branches and without, the difference per branch
+              (BRANCH_SOURCE; also recorded: "mask_pass_clocks", each version's clocks per pass);
   skeleton_clocks  SM clocks per step of rung 7's two consumer warpgroups stripped to their turns, wgmma groups and
               waits (no producer, no elementwise work: "bare"; with spins of the cycles the model gives that work:
               "spun"; with the kernel's own work: "work", "work, edge"): a check of `sim.machine.warpgroups`, not a
@@ -20,6 +24,7 @@ Each is the median over the SMs of clock64 cycles, every SM running the same mic
 """
 
 from gpu.lab.rung7_benchmarks import GROUPS_SOURCE
+from gpu.lab.rung7_branches import branch_clocks
 
 GROUP_SHAPES = {  # (d, Br) of the build -> the kind of commit group each kernel of GROUPS_SOURCE issues there
     (64, 128): {
@@ -71,6 +76,7 @@ def latencies() -> dict:
     for _ in range(2):
         turns((sms,), (256,), (cupy.int32(rounds), clocks))
     return {
+        **branch_clocks(),
         "skeleton_clocks": skeleton_clocks(),
         "wgmma_clocks": groups,
         "turn_clocks": float(cupy.median(clocks[:sms])) / (2 * rounds + 1),

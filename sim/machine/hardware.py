@@ -50,11 +50,13 @@ class Hardware:
     # latencies in SM clocks (`python -m gpu.lab.calibrate`'s "latencies", one microbenchmark each; {} / 0: not
     # measured, and `sim.machine.warpgroups` then takes a wgmma group's latency as its time at the tensor rate):
     # backward rung 7's wgmma commit groups, {"ss m64n128k16 x4": (latency, occupancy), …}; a hand-off of its turns;
-    # one stage of its producer's copies, {"d64 br128": clocks, …}; one warpgroup's dQ reduce-add to its read wait
+    # one stage of its producer's copies, {"d64 br128": clocks, …}; one warpgroup's dQ reduce-add to its read wait;
+    # one taken branch in a warp's stream of exponentials (its mask's per element)
     wgmma_clocks: dict = field(default_factory=dict)
     turn_clocks: float = 0.0
     stage_clocks: dict = field(default_factory=dict)
     reduce_clocks: float = 0.0
+    branch_clocks: float = 0.0
 
     @property
     def l2_shared_bytes(self) -> int:
@@ -83,8 +85,9 @@ H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calib
         "ss-nmajor m64n64k16 x8": (344, 256),
     },
     "turn_clocks": 32,
-    "stage_clocks": {"d64 br128": 1263, "d128 br64": 1171},
-    "reduce_clocks": 2474,
+    "stage_clocks": {"d64 br128": 1297, "d128 br64": 1188},
+    "reduce_clocks": 2466,
+    "branch_clocks": 9.7,
 }
 A100_40GB = Hardware(
     name="A100-40GB",
@@ -131,6 +134,7 @@ H100_SXM = Hardware(
     turn_clocks=H100_LATENCIES["turn_clocks"],
     stage_clocks=H100_LATENCIES["stage_clocks"],
     reduce_clocks=H100_LATENCIES["reduce_clocks"],
+    branch_clocks=H100_LATENCIES["branch_clocks"],
 )
 PRESETS: dict[str, Hardware] = {
     h.name: h
@@ -210,6 +214,7 @@ def latencies_of(recorded: dict) -> dict:
         "turn_clocks": recorded.get("turn_clocks", 0.0),
         "stage_clocks": dict(recorded.get("stage_clocks", {})),
         "reduce_clocks": recorded.get("reduce_clocks", 0.0),
+        "branch_clocks": recorded.get("branch_clocks", 0.0),
     }
 
 

@@ -18,10 +18,12 @@ Warpgroups taking turns (`Launch.program`, rung 7): where a kernel's compute war
 pipe and wait on their own matmuls, loads and reduce-adds, a step is the longer of (a) its busiest unit, the SM's
 tensor pipe, MUFU, FMA pipe or shared memory, whose bytes then include wgmma's operand reads and the TMA unit's
 copies into and out of SRAM (`Launch.smem_async`; all share the SRAM's 128 bytes per clock), and (b) the warpgroups'
-critical path (`sim.machine.warpgroups`): each operation of the program at the units' rates, wgmma groups, turns,
-the producer's copies and the reduce-adds with the latencies `python -m gpu.lab.calibrate` measured
-(`Hardware.wgmma_clocks`, …; without them a group's latency is its time at the tensor rate and the rest 0). The
-bound is then the busiest unit (`Time.in_series`), as ncu names one, not a unit the time is proportional to.
+critical path (`sim.machine.warpgroups`): each operation of the program at the units' rates (a Work no shorter
+than its instructions at one a clock per warp, and longer by the branches its warps take, where the program counts
+them), wgmma groups, turns, the producer's copies and the reduce-adds with the latencies `python -m
+gpu.lab.calibrate` measured (`Hardware.wgmma_clocks`, …; without them a group's latency is its time at the tensor
+rate and the rest 0). The bound is then the busiest unit (`Time.in_series`), as ncu names one, not a unit the time
+is proportional to.
 
 Exposed work, in series with a block's matmuls:
   fill     its first step's tiles (`Block.prologue`: Q_i, K_0, V_0; the backward's K_j, V_j, Q_i, dO_i, L_i, D_i)
@@ -184,13 +186,20 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
 
 
 def critical_step(program: warpgroups.Program, seconds, hw: Hardware) -> float:
-    """Seconds per step of `program`'s warpgroups: each operation `seconds(its phase)` long, each wgmma group held
-    and completed as `hw.wgmma_clocks` says (else its time at the rates, as long as its latency), the turns, stages
-    and reduce-adds as hw's clocks say."""
+    """Seconds per step of `program`'s warpgroups: each Work `seconds(its phase)` long or as long as its warps take
+    to issue its instructions (one a clock each, `warpgroups.ISSUE_PER_CLOCK`), plus `hw.branch_clocks` per branch
+    its warps take; each wgmma group held and completed as `hw.wgmma_clocks` says (else its time at the rates, as
+    long as its latency), the turns, stages and reduce-adds as hw's clocks say."""
     clock = hw.clock_hz
 
+    def work(op: warpgroups.Op) -> float:
+        """A Work's seconds: its busiest unit, or the issue of its instructions where that takes longer, and the
+        branches its warps take."""
+        issue = op.instructions / warpgroups.ISSUE_PER_CLOCK / clock
+        return max(seconds(op.phase), issue) + op.branches * hw.branch_clocks / clock
+
     def resolve(ops: tuple[warpgroups.Op, ...]) -> tuple[warpgroups.Op, ...]:
-        return tuple(replace(op, work=seconds(op.phase)) if op.kind == "work" else op for op in ops)
+        return tuple(replace(op, work=work(op)) if op.kind == "work" else op for op in ops)
 
     groups = {}
     for op in (op for ops in program.step for op in ops if op.kind == "issue"):

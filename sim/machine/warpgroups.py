@@ -12,7 +12,10 @@ Assumptions (each a number measured once per GPU, `python -m gpu.lab.calibrate`'
     four tensor cores); a group holds it for its occupancy and completes its latency after it started (one group
     alone: latency ≥ occupancy, the difference is the pipe's depth and the wait's return);
   - a warpgroup's Work runs on its own four warps at the SM's unit rates, beside the other warpgroup's (the units
-    they share are charged in total by the caller: the busiest unit of the step);
+    they share are charged in total by the caller: the busiest unit of the step), and no faster than its warps
+    issue its instructions: one a clock (`ISSUE_PER_CLOCK`, each warp on its own scheduler; the other warpgroup's
+    warp beside it on that scheduler is not charged against it); each branch its warps take adds the clocks a taken
+    branch costs a warp's stream (`Hardware.branch_clocks`, measured in line 11's own stream, beyond its rates);
   - a hand-off of the turn costs `turn` seconds after the pass; a stage arrives `copy` seconds after the second
     warpgroup has handed back the stage it reuses (`stages` steps before, the producer waiting on that); a reduce-add
     has read its tile `reduce` seconds after it was issued.
@@ -25,19 +28,24 @@ from dataclasses import dataclass
 from sim.machine.launch import Phase
 
 NOTHING = Phase("nothing")  # no share of the units' work (turns, waits, the producer's handshakes)
+ISSUE_PER_CLOCK = 1  # instructions a warp scheduler issues per clock (Hopper: four per SM, one warp each a clock)
 
 
 @dataclass(frozen=True)
 class Op:
     """One operation of a warpgroup's step: `kind` one of KINDS; `group` names a wgmma commit group (Issue, as
     `python -m gpu.lab.calibrate` names it), `pending` the groups left in flight (Wait); `phase` the share of a tile
-    pair's work it does (Issue: its matmul FLOPs and wgmma's SRAM reads; Work: exponentials, elementwise, SRAM) and
-    `work` its seconds once a machine's rates are known (`sim.machine.timing`)."""
+    pair's work it does (Issue: its matmul FLOPs and wgmma's SRAM reads; Work: exponentials, elementwise, SRAM),
+    `instructions` the instructions each of its warps issues in it and `branches` the branches each takes (Work:
+    counted from the kernel's SASS, 0: not counted), and `work` its seconds once a machine's rates are known
+    (`sim.machine.timing`)."""
 
     kind: str
     group: str = ""
     pending: int = 0
     phase: Phase = NOTHING
+    instructions: int = 0
+    branches: int = 0
     work: float = 0.0
 
 

@@ -1,0 +1,24 @@
+"""gpu.lab.check_model measure --only … --over …: one call's measurements put in place of a whole grid's record."""
+
+import pytest
+
+from gpu.lab.check_model import replaced
+
+
+def test_one_calls_measurements_replace_the_old_ones():
+    grid = [{"d": 64, "n": 1024}, {"d": 128, "n": 1024}]
+    old = {"env": {"date": "before"}, "grid": grid,
+           "timed": {"0": {"forward 6": 1.0, "backward 7": 2.0}, "1": {"forward 6": 3.0, "backward 7": 4.0}},
+           "profiled": [{"shape": 0, "direction": "forward", "rung": 6, "x": 1},
+                        {"shape": 0, "direction": "backward", "rung": 7, "x": 2},
+                        {"shape": 1, "direction": "backward", "rung": 7, "x": 3}]}  # fmt: skip
+    new = {"env": {"date": "now"}, "grid": grid, "timed": {0: {"backward 7": 20.0}, 1: {"backward 7": 40.0}},
+           "profiled": [{"shape": 0, "direction": "backward", "rung": 7, "x": 20},
+                        {"shape": 1, "direction": "backward", "rung": 7, "x": 30}]}  # fmt: skip
+    out = replaced(old, new, ("backward", 7))
+    # backward 7's timings and launches are the new ones; forward 6's stay; the environment names both records
+    assert out["timed"] == {"0": {"forward 6": 1.0, "backward 7": 20.0}, "1": {"forward 6": 3.0, "backward 7": 40.0}}
+    assert [r["x"] for r in out["profiled"]] == [1, 20, 30]
+    assert out["env"] == {"date": "now", "replaces": "backward 7", "over": {"date": "before"}}
+    with pytest.raises(SystemExit):
+        replaced({**old, "grid": grid[:1]}, new, ("backward", 7))
