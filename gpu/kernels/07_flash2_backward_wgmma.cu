@@ -424,10 +424,11 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     if (items > 0) mbar_wait(KV_FULL, 0);
     int prev_r0 = 0, prev_qh = 0;  // item it − 1's first row and query plane: its dQ is due
 #if FUSED_DQ
-    // item it − 2's Q block as qh·Tr + i (−1: none): its dQ additions were issued in the last turn B and are counted
-    // in this one's. The part: this warpgroup's rows and columns of dQ_i (split), or all of dQ_i, each warpgroup
-    // counting (unsplit)
-    int prev2 = -1;
+    // items it − 2 and it − 3's Q blocks as qh·Tr + i (−1: none): the dQ additions of item it − 3 were issued two
+    // turns B ago and are counted in this one, once landed (waiting for the last turn's to land stalled the turns:
+    // ×0.82, run 38-bwd4). The part: this warpgroup's rows and columns of dQ_i (split), or all of dQ_i, each
+    // warpgroup counting (unsplit)
+    int prev2 = -1, prev3 = -1;
     const int part = SPLIT_DQ ? c : 0, per_visit = SPLIT_DQ ? 1 : CONSUMERS;
     // thread 0, once Q block `blk`'s additions of this warpgroup have landed: true if they were the part's last
     const auto count_part = [&](int blk) {
@@ -506,15 +507,21 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 accumulators_to_a(dsf[kk], dpt + 8 * kk, dpt + 8 * kk + 4);
             }
         }
-#if FUSED_DQ
-        // the last reduction (item it − 2's dQ) has landed, not only read this warpgroup's dQ tile: count it
-        bool last = false;
-        if (tid == 0) {
-            bulk_wait<0>();
-            if (prev2 >= 0) last = count_part(prev2);
-        }
-#elif DQ_TMA
+#if DQ_TMA
         if (tid == 0) bulk_wait_read<0>();  // the last reduction has read this warpgroup's dQ tile
+#endif
+#if FUSED_DQ
+        // thread 0: item it − 3's dQ additions have landed (all but the last turn's DQ_PIECES bulk groups): count them;
+        // with one dQ product, while its products are on the tensor cores (after the turn is passed)
+        bool last = false;
+        const auto count_landed = [&]() {
+            if (tid != 0) return;
+            bulk_wait<DQ_PIECES>();
+            if (prev3 >= 0) last = count_part(prev3);
+        };
+#if DQ_PIECES > 1
+        count_landed();
+#endif
 #endif
         // turn B. The other warpgroup has written its dS_ij of item it − 1 (before passing its last B turn) and
         // finished its line 15 of item it − 2 (before passing its last A turn), the last reader of buffer it mod 2.
@@ -543,6 +550,9 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         issue_dq(dq, (SPLIT_DQ ? ds_tiles : ds_tiles + c * TILE_DS) + dq_row0 * 128,
                  (SPLIT_DQ ? sK : k_rows) + (dq_col0 / 64) * BC * 128 + (dq_col0 % 64) * 2);
         turn_pass(c);
+#if FUSED_DQ
+        count_landed();
+#endif
         wgmma_wait<0>();
         keep(dv);
         keep(dk);
@@ -551,10 +561,10 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         keep(dq);
         if (live && tid == 0) mbar_arrive(EMPTY(s));  // stage s is free
         if (it > 0) {
-#if FUSED_DQ  // through SRAM, TMA adding in L2; then, if this warpgroup's count of item it − 2 was the last, round it
+#if FUSED_DQ  // through SRAM, TMA adding in L2; then, if this warpgroup's count of item it − 3 was the last, round it
             if (reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, dq_col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
                           turn, true, true, last))
-                round_part_of(prev2);
+                round_part_of(prev3);
 #elif DQ_TMA  // through SRAM, TMA adding in L2
             reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, dq_col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
                       turn, true, true, false);
@@ -588,7 +598,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 #if FUSED_DQ
                 if (reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, prev_r0 + dq_row0, prev_qh, scale, c, tid,
                               prev_count, turn, p == 0, p == DQ_PIECES - 1, p == 0 && last))
-                    round_part_of(prev2);
+                    round_part_of(prev3);
 #else
                 reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
                           turn, p == 0, p == DQ_PIECES - 1, false);
@@ -600,6 +610,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         }
 #endif
 #if FUSED_DQ
+        prev3 = prev2;
         prev2 = it > 0 ? prev_qh * Tr + prev_r0 / BR : -1;
 #endif
         prev_r0 = r0;
@@ -613,9 +624,9 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     if (tid == 0) bulk_wait<0>();  // every reduction done before the thread block's SRAM is released
 #endif
 #if FUSED_DQ
-    if (items > 0) {  // the last item's dQ has landed (the wait above): count it, round it if it was the last
-        if (warpgroup_any(c, tid == 0 && count_part(prev2))) round_part_of(prev2);
-    }
+    // the last two items' dQ additions have landed (the wait above): count them, round each part whose count is full
+    if (prev3 >= 0 && warpgroup_any(c, tid == 0 && count_part(prev3))) round_part_of(prev3);
+    if (prev2 >= 0 && warpgroup_any(c, tid == 0 && count_part(prev2))) round_part_of(prev2);
 #endif
 
     // line 18: dK_j = τ dK_j and dV_j to HBM, straight from registers (zeros for keys no query sees)
