@@ -233,14 +233,33 @@ __device__ __forceinline__ int visitors(int i, int Tc, int shift, int causal) {
 // part's counter; true if they were the last of `expected`
 __device__ __forceinline__ bool arrive(int* counter, int expected) {
     int before;
+#if ARRIVE_RELAXED == 1
+    asm volatile("fence.proxy.async.global;\natom.release.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
+    if (before == expected - 1) asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+#elif ARRIVE_RELAXED == 2
+    asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
+    if (before == expected - 1) asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
+#else
     asm volatile("fence.proxy.async.global;\natom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n"
                  : "=r"(before) : "l"(counter) : "memory");
+#endif
     return before == expected - 1;
 }
 // the last warpgroup to add into a part rounds it: PART_ROWS × PART_COLS floats of the accumulator from `acc` on
 // (rows HEAD_DIM apart, `rows` of them before N) to the storage dtype at `out`, 8 columns (two 16-byte loads from
 // L2, one 16-byte store) per thread and step — what backward_passes.cu's flash2_bwd_dq does for the whole array
-__device__ __forceinline__ void round_part(const float* acc, elem_t* out, int rows, int tid) {
+#ifndef ROUND_CALL
+#define ROUND_CALL 0
+#endif
+#ifndef ARRIVE_RELAXED
+#define ARRIVE_RELAXED 0
+#endif
+#if ROUND_CALL
+#define ROUND_INLINE __noinline__
+#else
+#define ROUND_INLINE __forceinline__
+#endif
+__device__ ROUND_INLINE void round_part(const float* acc, elem_t* out, int rows, int tid) {
     constexpr int CHUNKS = PART_COLS / 8, STEPS = PART_ROWS * CHUNKS / 128;
 #pragma unroll
     for (int k0 = 0; k0 < STEPS; k0 += ROUND_BATCH) {
