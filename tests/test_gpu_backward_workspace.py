@@ -24,17 +24,15 @@ def test_rung_5_needs_d_and_the_float32_accumulator_only():
 
 
 @pytest.mark.parametrize(("d", "br"), [(64, 128), (128, 64)])
-def test_rung_7_adds_l_and_d_blocks_of_its_br_its_arrival_counters_and_zeroed_counters_when_deterministic(d, br):
+def test_rung_7_adds_l_and_d_blocks_of_its_br_and_zeroed_counters_when_deterministic(d, br):
     p, spec = _problem(d=d), registry.backward(7)
     tiles = spec.tiles(d)
     assert tiles.block_rows == br
     blocks = -(-1000 // br)  # the last Q block ragged: its rows past N are zeros in the blocks
     common = [((2, 3, 1000), "float32", False), ((2, 3, 1000, d), "float32", False)]
     ld = ((2, 3, blocks, 2, br), "float32", False)
-    arrivals = ((2, 3, blocks, 2), "int32", False)  # one counter per half of dQ_i, zeroed by the pre-pass
-    assert backward.workspace(spec, p, d, tiles) == [*common, ld, arrivals]
-    deterministic = [*common, ld, arrivals, ((2, 3, blocks), "int32", True)]
-    assert backward.workspace(spec, p, d, tiles, deterministic=True) == deterministic
+    assert backward.workspace(spec, p, d, tiles) == [*common, ld]
+    assert backward.workspace(spec, p, d, tiles, deterministic=True) == [*common, ld, ((2, 3, blocks), "int32", True)]
 
 
 def test_deterministic_is_refused_by_the_kernels_that_add_in_any_order():

@@ -121,18 +121,6 @@
 #define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // dQ products per Q block and warpgroup
 #define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of them sums over
 #define TILE_DQ (64 * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (64, 32)
-#ifndef FUSED_DQ
-#define FUSED_DQ 0
-#endif
-#if FUSED_DQ && (VARIANTS || !DQ_TMA)
-#error "FUSED_DQ: the plain build with TMA reduce-adds only (the launcher rounds dQ in a pass otherwise)"
-#endif
-#define PART_ROWS (SPLIT_DQ ? 64 : BR)             // FUSED_DQ: the part of dQ_i one counter covers: this warpgroup's
-#define PART_COLS (SPLIT_DQ ? DQ_COLS : HEAD_DIM)  // rows and columns (split), or all of dQ_i
-
-#ifndef ROUND_BATCH
-#define ROUND_BATCH 2
-#endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
 
@@ -215,79 +203,12 @@ __device__ __forceinline__ void add_dq(float* dQ_rows, const float (&dq)[DQ_COLS
     }
 }
 
-// a warpgroup's own barrier (named barrier 1 + c, its 128 threads) that also tells each thread whether any gave true
-__device__ __forceinline__ bool warpgroup_any(int c, bool x) {
-    u32 r;
-    asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, 128, p;\nselp.u32 %0, 1, 0, q;\n}\n"
-                 : "=r"(r) : "r"((u32)x), "r"(1 + c) : "memory");
-    return r;
-}
-
-// FUSED_DQ: how many thread blocks add into Q block i: all Tc, or (causal) those whose walk starts at or before it
-// (K/V block j visits Q block i iff j·Bc < (i + 1)·Br + shift: its i_first ≤ i)
-__device__ __forceinline__ int visitors(int i, int Tc, int shift, int causal) {
-    const int m = (i + 1) * BR + shift;
-    return !causal ? Tc : m > 0 ? min(Tc, (m + BC - 1) / BC) : 0;
-}
-// thread 0, once this warpgroup's additions into its part of dQ_i have landed (bulk_wait<0>): count them in the
-// part's counter; true if they were the last of `expected`
-__device__ __forceinline__ bool arrive(int* counter, int expected) {
-    int before;
-#if ARRIVE_RELAXED == 1
-    asm volatile("fence.proxy.async.global;\natom.release.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
-    if (before == expected - 1) asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
-#elif ARRIVE_RELAXED == 2
-    asm volatile("atom.relaxed.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(counter) : "memory");
-    if (before == expected - 1) asm volatile("fence.acq_rel.gpu;\n" ::: "memory");
-#else
-    asm volatile("fence.proxy.async.global;\natom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n"
-                 : "=r"(before) : "l"(counter) : "memory");
-#endif
-    return before == expected - 1;
-}
-// the last warpgroup to add into a part rounds it: PART_ROWS × PART_COLS floats of the accumulator from `acc` on
-// (rows HEAD_DIM apart, `rows` of them before N) to the storage dtype at `out`, 8 columns (two 16-byte loads from
-// L2, one 16-byte store) per thread and step — what backward_passes.cu's flash2_bwd_dq does for the whole array
-#ifndef ROUND_CALL
-#define ROUND_CALL 0
-#endif
-#ifndef ARRIVE_RELAXED
-#define ARRIVE_RELAXED 0
-#endif
-#if ROUND_CALL
-#define ROUND_INLINE __noinline__
-#else
-#define ROUND_INLINE __forceinline__
-#endif
-__device__ ROUND_INLINE void round_part(const float* acc, elem_t* out, int rows, int tid) {
-    constexpr int CHUNKS = PART_COLS / 8, STEPS = PART_ROWS * CHUNKS / 128;
-#pragma unroll
-    for (int k0 = 0; k0 < STEPS; k0 += ROUND_BATCH) {
-        float4 x[ROUND_BATCH][2];
-#pragma unroll
-        for (int k = 0; k < ROUND_BATCH; ++k) {
-            const int e = tid + 128 * (k0 + k), q = e / CHUNKS, col = 8 * (e % CHUNKS);
-            if (q < rows) {
-                x[k][0] = __ldcg(reinterpret_cast<const float4*>(acc + (size_t)q * HEAD_DIM + col));
-                x[k][1] = __ldcg(reinterpret_cast<const float4*>(acc + (size_t)q * HEAD_DIM + col + 4));
-            }
-        }
-#pragma unroll
-        for (int k = 0; k < ROUND_BATCH; ++k) {
-            const int e = tid + 128 * (k0 + k), q = e / CHUNKS, col = 8 * (e % CHUNKS);
-            if (q < rows)
-                store_16(out + (size_t)q * HEAD_DIM + col, make_uint4(pack2(x[k][0].x, x[k][0].y), pack2(x[k][0].z, x[k][0].w),
-                                                                      pack2(x[k][1].x, x[k][1].y), pack2(x[k][1].z, x[k][1].w)));
-        }
-    }
-}
-
 // τ dq → this warpgroup's SRAM tile → dQ_i's rows r0 … in HBM: one TMA reduce-add per 32 columns, issued by one
 // thread once every thread's stores are in (DETERMINISTIC: from the piece `first` on in its turn, waiting after the
-// piece `last` for the additions to land before passing the turn on). Returns whether any thread gave `mine`.
-__device__ __forceinline__ bool reduce_dq(const TensorMap* dQ_map, u32 tile, const float (&dq)[DQ_COLS / 2], int col0,
+// piece `last` for the additions to land before passing the turn on)
+__device__ __forceinline__ void reduce_dq(const TensorMap* dQ_map, u32 tile, const float (&dq)[DQ_COLS / 2], int col0,
                                           int r0, int bh, float scale, int c, int tid, int* count_i, int turn,
-                                          bool first, bool last, bool mine);
+                                          bool first, bool last);
 
 // deterministic dQ: Q block i's counter in HBM counts the warpgroups whose dQ_i has landed; a warpgroup adds its own
 // once the count reaches `turn` (its K/V block's place, in order of j), then counts itself
@@ -301,12 +222,12 @@ __device__ __forceinline__ void pass_turn(int* count) {
     asm volatile("fence.proxy.async.global;\nred.release.gpu.global.add.s32 [%0], 1;\n" ::"l"(count) : "memory");
 }
 
-__device__ __forceinline__ bool reduce_dq(const TensorMap* dQ_map, u32 tile, const float (&dq)[DQ_COLS / 2], int col0,
+__device__ __forceinline__ void reduce_dq(const TensorMap* dQ_map, u32 tile, const float (&dq)[DQ_COLS / 2], int col0,
                                           int r0, int bh, float scale, int c, int tid, int* count_i, int turn,
-                                          bool first, bool last, bool mine) {
+                                          bool first, bool last) {
     store_dq(tile, dq, scale, tid / 32, (tid % 32) / 4, tid % 4);
     fence_proxy_async();
-    const bool any = warpgroup_any(c, mine);
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");  // warpgroup_sync(c)
     if (tid == 0) {
         if (DETERMINISTIC && first) wait_turn(count_i, turn);
 #pragma unroll
@@ -317,7 +238,6 @@ __device__ __forceinline__ bool reduce_dq(const TensorMap* dQ_map, u32 tile, con
             pass_turn(count_i);
         }
     }
-    return any;
 }
 
 // four 8×8 b16 matrices from fragments into SRAM, each transposed on the way; lane L gives the address of row L % 8
@@ -337,16 +257,14 @@ __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 
 // Q_map, dO_map: tensor maps of Q, dO (batch·heads, N, HEAD_DIM), boxes of (1, Br, 64); K_map, V_map: of K, V
 // (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); dQ_map: of dQacc, float32, boxes of (1, Br, 32); LD: the
 // pre-pass's (batch·heads, Tr, 2, Br) float32 blocks of L_i·log2 e and D_i; dQacc: (batch·heads, N, HEAD_DIM)
-// float32, zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); arrivals: (batch·heads, Tr,
-// CONSUMERS) int32, zeroed by the pre-pass, and dQ like Q (FUSED_DQ only); dK, dV like K. Grid: (Tc,
+// float32, zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); dK, dV like K. Grid: (Tc,
 // batch·heads), NTHREADS threads, geometry.backward_wg_smem bytes of dynamic shared memory. VARIANTS: K, V, dK, dV
 // have batch·heads / group planes, grid (Tc, batch·heads / group).
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
                  const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap dO_map,
                  const __grid_constant__ TensorMap dQ_map, const float* __restrict__ LD, float* __restrict__ dQacc,
-                 int* __restrict__ count, int* __restrict__ arrivals, elem_t* __restrict__ dQ, elem_t* __restrict__ dK,
-                 elem_t* __restrict__ dV, int N, int Nk, float scale,
+                 int* __restrict__ count, elem_t* __restrict__ dK, elem_t* __restrict__ dV, int N, int Nk, float scale,
                  int causal VARIANT_PARAMS)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
@@ -442,24 +360,6 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     if (c == 1) turn_pass(c);  // warpgroup 0 issues first
     if (items > 0) mbar_wait(KV_FULL, 0);
     int prev_r0 = 0, prev_qh = 0;  // item it − 1's first row and query plane: its dQ is due
-#if FUSED_DQ
-    // items it − 2 and it − 3's Q blocks as qh·Tr + i (−1: none): the dQ additions of item it − 3 were issued two
-    // turns B ago and are counted in this one, once landed (waiting for the last turn's to land stalled the turns:
-    // ×0.82, run 38-bwd4). The part: this warpgroup's rows and columns of dQ_i (split), or all of dQ_i, each
-    // warpgroup counting (unsplit)
-    int prev2 = -1, prev3 = -1;
-    const int part = SPLIT_DQ ? c : 0, per_visit = SPLIT_DQ ? 1 : CONSUMERS;
-    // thread 0, once Q block `blk`'s additions of this warpgroup have landed: true if they were the part's last
-    const auto count_part = [&](int blk) {
-        return arrive(arrivals + (size_t)blk * CONSUMERS + part, per_visit * visitors(blk % Tr, gridDim.x, shift, causal));
-    };
-    // the warpgroup rounds its part of Q block `blk`, all of whose additions have landed
-    const auto round_part_of = [&](int blk) {
-        const int row0 = (blk % Tr) * BR + (SPLIT_DQ ? dq_row0 : 0), col0 = SPLIT_DQ ? dq_col0 : 0;
-        const size_t at = ((size_t)(blk / Tr) * N + row0) * HEAD_DIM + col0;
-        round_part(dQacc + at, dQ + at, N - row0, tid);
-    };
-#endif
 #if DQ_TMA
     int* prev_count = count;  // DETERMINISTIC: its Q block's counter
 #endif
@@ -529,19 +429,6 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 #if DQ_TMA
         if (tid == 0) bulk_wait_read<0>();  // the last reduction has read this warpgroup's dQ tile
 #endif
-#if FUSED_DQ
-        // thread 0: item it − 3's dQ additions have landed (all but the last turn's DQ_PIECES bulk groups): count them;
-        // with one dQ product, while its products are on the tensor cores (after the turn is passed)
-        bool last = false;
-        const auto count_landed = [&]() {
-            if (tid != 0) return;
-            bulk_wait<DQ_PIECES>();
-            if (prev3 >= 0) last = count_part(prev3);
-        };
-#if DQ_PIECES > 1
-        count_landed();
-#endif
-#endif
         // turn B. The other warpgroup has written its dS_ij of item it − 1 (before passing its last B turn) and
         // finished its line 15 of item it − 2 (before passing its last A turn), the last reader of buffer it mod 2.
         turn_wait(c);
@@ -569,9 +456,6 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         issue_dq(dq, (SPLIT_DQ ? ds_tiles : ds_tiles + c * TILE_DS) + dq_row0 * 128,
                  (SPLIT_DQ ? sK : k_rows) + (dq_col0 / 64) * BC * 128 + (dq_col0 % 64) * 2);
         turn_pass(c);
-#if FUSED_DQ
-        count_landed();
-#endif
         wgmma_wait<0>();
         keep(dv);
         keep(dk);
@@ -580,13 +464,9 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         keep(dq);
         if (live && tid == 0) mbar_arrive(EMPTY(s));  // stage s is free
         if (it > 0) {
-#if FUSED_DQ  // through SRAM, TMA adding in L2; then, if this warpgroup's count of item it − 3 was the last, round it
-            if (reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, dq_col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
-                          turn, true, true, last))
-                round_part_of(prev3);
-#elif DQ_TMA  // through SRAM, TMA adding in L2
+#if DQ_TMA  // through SRAM, TMA adding in L2
             reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, dq_col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
-                      turn, true, true, false);
+                      turn, true, true);
 #else
             add_dq(dQacc + (size_t)prev_qh * N * HEAD_DIM, dq, prev_r0 + dq_row0, dq_col0, N, scale, warp, g, t);
 #endif
@@ -614,23 +494,13 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                     if (tid == 0) bulk_wait_read<0>();  // the previous piece's reduction has read the tile
                     warpgroup_sync(c);
                 }
-#if FUSED_DQ
-                if (reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, prev_r0 + dq_row0, prev_qh, scale, c, tid,
-                              prev_count, turn, p == 0, p == DQ_PIECES - 1, p == 0 && last))
-                    round_part_of(prev3);
-#else
                 reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
-                          turn, p == 0, p == DQ_PIECES - 1, false);
-#endif
+                          turn, p == 0, p == DQ_PIECES - 1);
 #else
                 add_dq(dQacc + (size_t)prev_qh * N * HEAD_DIM, dq, prev_r0 + dq_row0, col0, N, scale, warp, g, t);
 #endif
             }
         }
-#endif
-#if FUSED_DQ
-        prev3 = prev2;
-        prev2 = it > 0 ? prev_qh * Tr + prev_r0 / BR : -1;
 #endif
         prev_r0 = r0;
         prev_qh = qh;
@@ -641,11 +511,6 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     if (c == 0) turn_wait(c);  // warpgroup 1's last pass: every arrival has its wait
 #if DQ_TMA
     if (tid == 0) bulk_wait<0>();  // every reduction done before the thread block's SRAM is released
-#endif
-#if FUSED_DQ
-    // the last two items' dQ additions have landed (the wait above): count them, round each part whose count is full
-    if (prev3 >= 0 && warpgroup_any(c, tid == 0 && count_part(prev3))) round_part_of(prev3);
-    if (prev2 >= 0 && warpgroup_any(c, tid == 0 && count_part(prev2))) round_part_of(prev2);
 #endif
 
     // line 18: dK_j = τ dK_j and dV_j to HBM, straight from registers (zeros for keys no query sees)
