@@ -130,6 +130,12 @@
 #define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // dQ products per Q block and warpgroup
 #define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of them sums over
 #define TILE_DQ (64 * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (64, 32)
+#ifndef FUSED_DQ
+#define FUSED_DQ 0
+#endif
+#if FUSED_DQ && (VARIANTS || !DQ_TMA)
+#error "FUSED_DQ: the plain build with TMA reduce-adds only (the launcher rounds dQ in a pass otherwise)"
+#endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
 
@@ -256,6 +262,20 @@ __device__ __forceinline__ void stmatrix_x4_trans(u32 addr, const u32 (&r)[4]) {
                  "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
 
+// FUSED_DQ: the thread blocks that add into some Q block of a query plane: all Tc, or (causal) those whose walk
+// starts before Tr (K/V block j visits Q block i iff j·Bc < (i + 1)·Br + shift)
+__device__ __forceinline__ int visitors(int i, int Tc, int shift, int causal) {
+    const int m = (i + 1) * BR + shift;
+    return !causal ? Tc : m > 0 ? min(Tc, (m + BC - 1) / BC) : 0;
+}
+// the two consumer warpgroups' barrier (named barrier 3), telling each thread whether any gave true
+__device__ __forceinline__ bool consumers_any(bool x) {
+    u32 r;
+    asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, 3, 256, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+                 : "=r"(r) : "r"((u32)x) : "memory");
+    return r;
+}
+
 // a warpgroup's own barrier (named barrier 1 + c, its 128 threads)
 __device__ __forceinline__ void warpgroup_sync(int c) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory"); }
 // the warpgroups' turns to issue products: warpgroup c waits on named barrier 4 + c (its 128 threads and the other
@@ -273,7 +293,8 @@ extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
                  const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap dO_map,
                  const __grid_constant__ TensorMap dQ_map, const float* __restrict__ LD, float* __restrict__ dQacc,
-                 int* __restrict__ count, elem_t* __restrict__ dK, elem_t* __restrict__ dV, int N, int Nk, float scale,
+                 int* __restrict__ count, int* __restrict__ arrivals, elem_t* __restrict__ dQ, elem_t* __restrict__ dK,
+                 elem_t* __restrict__ dV, int N, int Nk, float scale,
                  int causal VARIANT_PARAMS)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
@@ -534,4 +555,36 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             *reinterpret_cast<u32*>(dV + at + 8 * n) = pack2(dv[4 * n + 2 * h], dv[4 * n + 2 * h + 1]);
         }
     }
+#if FUSED_DQ
+    // dQ of this query plane, rounded by the last of its thread blocks to finish: both warpgroups' reduce-adds have
+    // landed (bulk_wait above), the block counts itself once, and the last rounds the plane's accumulator from L2
+    if (items == 0) return;  // a thread block no query sees added nothing: it is not counted
+    if (tid == 0) asm volatile("fence.proxy.async.global;\n" ::: "memory");
+    bool last = false;
+    asm volatile("bar.sync 3, 256;\n" ::: "memory");
+    if (c == 0 && tid == 0) {
+        int before;
+        asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(arrivals + (size_t)bh * Tr * CONSUMERS) : "memory");
+        last = before == visitors(Tr - 1, gridDim.x, shift, causal) - 1;
+    }
+    if (consumers_any(last)) {
+        const float* acc = dQacc + (size_t)bh * N * HEAD_DIM;
+        elem_t* out = dQ + (size_t)bh * N * HEAD_DIM;
+        const long long chunks = (long long)N * HEAD_DIM / 8;  // 8 columns: two 16-byte loads, one 16-byte store
+        for (long long e0 = c * 128 + tid; e0 < chunks; e0 += 256 * 4) {
+            float4 x[4][2];
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                if (e0 + 256 * k < chunks) {
+                    x[k][0] = __ldcg(reinterpret_cast<const float4*>(acc + 8 * (e0 + 256 * k)));
+                    x[k][1] = __ldcg(reinterpret_cast<const float4*>(acc + 8 * (e0 + 256 * k) + 4));
+                }
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+                if (e0 + 256 * k < chunks)
+                    store_16(out + 8 * (e0 + 256 * k), make_uint4(pack2(x[k][0].x, x[k][0].y), pack2(x[k][0].z, x[k][0].w),
+                                                                 pack2(x[k][1].x, x[k][1].y), pack2(x[k][1].z, x[k][1].w)));
+        }
+    }
+#endif
 }
