@@ -136,6 +136,9 @@
 #if FUSED_DQ && (VARIANTS || !DQ_TMA)
 #error "FUSED_DQ: the plain build with TMA reduce-adds only (the launcher rounds dQ in a pass otherwise)"
 #endif
+#ifndef ROUND_BATCH
+#define ROUND_BATCH 8  // FUSED_DQ: 8-column chunks each consumer thread loads before it stores
+#endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
 
@@ -571,16 +574,16 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         const float* acc = dQacc + (size_t)bh * N * HEAD_DIM;
         elem_t* out = dQ + (size_t)bh * N * HEAD_DIM;
         const long long chunks = (long long)N * HEAD_DIM / 8;  // 8 columns: two 16-byte loads, one 16-byte store
-        for (long long e0 = c * 128 + tid; e0 < chunks; e0 += 256 * 4) {
-            float4 x[4][2];
+        for (long long e0 = c * 128 + tid; e0 < chunks; e0 += 256 * ROUND_BATCH) {
+            float4 x[ROUND_BATCH][2];
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
+            for (int k = 0; k < ROUND_BATCH; ++k)
                 if (e0 + 256 * k < chunks) {
                     x[k][0] = __ldcg(reinterpret_cast<const float4*>(acc + 8 * (e0 + 256 * k)));
                     x[k][1] = __ldcg(reinterpret_cast<const float4*>(acc + 8 * (e0 + 256 * k) + 4));
                 }
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
+            for (int k = 0; k < ROUND_BATCH; ++k)
                 if (e0 + 256 * k < chunks)
                     store_16(out + 8 * (e0 + 256 * k), make_uint4(pack2(x[k][0].x, x[k][0].y), pack2(x[k][0].z, x[k][0].w),
                                                                  pack2(x[k][1].x, x[k][1].y), pack2(x[k][1].z, x[k][1].w)));
