@@ -4,9 +4,9 @@ launches; rung 5 also takes the forward's variants (gpu/variants.py: GQA, window
 The pre-pass computes D = rowsum(dO ∘ O) and zeroes a float32 dQ accumulator; the main kernel (one thread block
 per K/V block) recomputes P from L tile by tile and adds τ dS K into dQ (atomics; rung 7: TMA reduce-adds, in a
 fixed order with `deterministic`); the last pass rounds dQ to the storage dtype. Rung 7's plain builds with TMA
-reduce-adds (`fused`) round dQ themselves instead: the last thread block to add into a half of dQ_i (a counter per
-half, zeroed by the pre-pass) rounds it, and no third launch runs. Extra device memory: D (N floats) and the
-accumulator (N·d floats) per head, rung 7's L and D blocks (2N floats) and counters (2N / Br ints),
+reduce-adds (`fused`) round dQ themselves instead: the last thread block of a query plane to finish (a counter per
+plane, zeroed by the pre-pass) rounds the plane's dQ, and no third launch runs. Extra device memory: D (N floats)
+and the accumulator (N·d floats) per head, rung 7's L and D blocks (2N floats) and counter (1 int),
 deterministic's counters (N / Br ints): O(N).
 """
 
@@ -131,8 +131,8 @@ def fused(spec: registry.KernelSpec, tiles, variant: variants.Variant = PLAIN) -
 
 def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool = False, rows=None) -> list[tuple]:
     """(shape, dtype, zeroed) of each float32 / int32 work array the launches need, in `launch`'s order: D, the dQ
-    accumulator, then for rung 7 its L and D blocks of Br rows, the counters of the additions into each half of each
-    dQ_i (`fused`; zeroed by the pre-pass) and (deterministic) the per-Q-block counters of its order.
+    accumulator, then for rung 7 its L and D blocks of Br rows, the counter of thread blocks done with each query
+    plane (`fused`; zeroed by the pre-pass) and (deterministic) the per-Q-block counters of its order.
     `rows`: the shape of D, one float per row of o ((batch, heads, N); a packed batch's (total_q, Hq))."""
     heads = (p.batch, p.heads)
     rows = tuple(rows) if rows is not None else (*heads, p.n)
@@ -140,7 +140,7 @@ def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool
     if spec.tma:
         blocks = -(-p.n // tiles.block_rows)
         work.append(((*heads, blocks, 2, tiles.block_rows), "float32", False))
-        work.append(((*heads, blocks, 2), "int32", False))
+        work.append((heads, "int32", False))
         if deterministic:
             work.append(((*heads, blocks), "int32", True))
     return work
@@ -188,7 +188,7 @@ def launch(
 def prepass(p, row: int, o, do, lse, D, dq_acc, blocks=None, arrivals=None) -> None:
     """The FlashAttention-2 paper's Algorithm 2, lines 3–4: D = rowsum(dO ∘ O) and dQ = 0 (the float32 accumulator);
     with `blocks` (rung 7's, (batch, heads, Tr, 2, Br)) also L_i·log2 e and D_i per Q block, zeros past N, and
-    `arrivals` (rung 7's (batch, heads, Tr, 2) int32 counters) zeroed."""
+    `arrivals` (rung 7's (batch, heads) int32 counters) zeroed."""
     spec = registry.HELPERS["bwd_prepass"]
     heads = p.batch * p.heads
     padded = p.n if blocks is None else blocks.shape[2] * blocks.shape[4]

@@ -35,7 +35,9 @@
 //    rounding; with DETERMINISTIC a counter per Q block in HBM orders them by K/V block j (each warpgroup waits
 //    for its turn, adds, waits for its additions to land, passes the turn on), as FlashAttention-3 does.
 //  - D = rowsum(dO ∘ O), the zeroed accumulator and the L_i/D_i blocks come from backward_passes.cu's pre-pass,
-//    as for rung 5; the same file rounds dQ at the end.
+//    as for rung 5. FUSED_DQ (plain calls with TMA reduce-adds): each thread block, its reduce-adds landed, counts
+//    itself once in its query plane's counter (zeroed by the pre-pass), and the plane's last rounds the plane's dQ
+//    from L2; otherwise the same file's third launch rounds dQ at the end.
 // Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 5.
 //
 // Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 21–24 and 32; backward alone, fp16, 16k tokens, hidden
@@ -114,7 +116,8 @@
 // block i, which a window's left side breaks. (Adding the variants, run 31, left the plain build's PTX as it was.)
 //
 // Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
-// SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16).
+// SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16),
+// FUSED_DQ (see "D = rowsum"; gpu/backward.py's `fused`), ROUND_BATCH (its chunks in flight per thread).
 
 #define BC 128                            // Bc: keys per thread block, 64 per consumer warpgroup
 #define CONSUMERS 2
@@ -289,7 +292,8 @@ __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 
 // Q_map, dO_map: tensor maps of Q, dO (batch·heads, N, HEAD_DIM), boxes of (1, Br, 64); K_map, V_map: of K, V
 // (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); dQ_map: of dQacc, float32, boxes of (1, Br, 32); LD: the
 // pre-pass's (batch·heads, Tr, 2, Br) float32 blocks of L_i·log2 e and D_i; dQacc: (batch·heads, N, HEAD_DIM)
-// float32, zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); dK, dV like K. Grid: (Tc,
+// float32, zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); arrivals: (batch·heads) int32,
+// zeroed by the pre-pass, and dQ like Q (FUSED_DQ only); dK, dV like K. Grid: (Tc,
 // batch·heads), NTHREADS threads, geometry.backward_wg_smem bytes of dynamic shared memory. VARIANTS: K, V, dK, dV
 // have batch·heads / group planes, grid (Tc, batch·heads / group).
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
@@ -567,7 +571,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     asm volatile("bar.sync 3, 256;\n" ::: "memory");
     if (c == 0 && tid == 0) {
         int before;
-        asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(arrivals + (size_t)bh * Tr * CONSUMERS) : "memory");
+        asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(arrivals + bh) : "memory");
         last = before == visitors(Tr - 1, gridDim.x, shift, causal) - 1;
     }
     if (consumers_any(last)) {

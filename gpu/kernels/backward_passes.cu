@@ -36,8 +36,8 @@ __device__ __forceinline__ float dot16(uint4 a, uint4 b) {
 
 // O, dO: (heads, N, HEAD_DIM); D: (heads, N); dQacc: (heads, N, HEAD_DIM) float32; L: the forward's log-sum-exp
 // (heads, N); LD: null, or rung 7's (heads, padded / br, 2, br) float32 blocks of L_i·log2 e then D_i (br: its Br),
-// one contiguous copy per Q block, zeros past N; arrivals: null, or rung 7's (heads, padded / br, 2) int32 counters
-// (its FUSED_DQ: which thread block adds last into each half of dQ_i), zeroed here. Rows: heads × padded (N, or N rounded up to br with LD), one per
+// one contiguous copy per Q block, zeros past N; arrivals: null, or rung 7's (heads) int32 counters of the thread
+// blocks done with each query plane (its FUSED_DQ: the last rounds the plane's dQ), zeroed here. Rows: heads × padded (N, or N rounded up to br with LD), one per
 // ROW_LANES lanes (WIDE: a power of two ≤ 32, one 16-byte piece of O and of dO per lane and step, 16-byte zeros into
 // dQacc; else 32, one element per lane and step). Grid: ceil(heads · padded · ROW_LANES / blockDim.x).
 extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_t* dO, float* D, float* dQacc,
@@ -50,7 +50,7 @@ extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_
     if (at >= (long long)heads * padded) return;  // whole rows return: the lanes of `mask` stay together
     const int b = at / padded, r = at % padded;
     float* ld = LD ? LD + 2 * ((long long)b * padded + r - r % br) + r % br : nullptr;
-    if (arrivals && lane == 0 && r % br == 0) *reinterpret_cast<int2*>(arrivals + 2 * (((long long)b * padded + r) / br)) = make_int2(0, 0);
+    if (arrivals && lane == 0 && r == 0) arrivals[b] = 0;
     if (r >= N) {  // a padding row of the last LD block
         if (lane == 0) ld[0] = ld[br] = 0.f;
         return;
