@@ -101,9 +101,9 @@ def passes(q, k, v, o, lse, do, causal):
     spec = backward.resolve(7, q.shape[3])
     p = inputs.check(q, k, v, causal=causal, scale=None, dtypes_allowed=spec.dtypes, gqa=True)
     tiles, row = spec.tiles(p.d, None), spec.row(p.d)
-    D, acc, *blocks = (cupy.empty(shape, dtype=dtype) for shape, dtype, _ in backward.workspace(spec, p, row, tiles))
+    D, acc, blocks = (cupy.empty(shape, dtype=dtype) for shape, dtype, _ in backward.workspace(spec, p, row, tiles))
     dq = cupy.empty_like(q)
-    return (lambda: backward.prepass(p, row, o, do, lse, D, acc, *blocks)), (lambda: backward.round_dq(p, row, acc, dq))
+    return (lambda: backward.prepass(p, row, o, do, lse, D, acc, blocks)), (lambda: backward.round_dq(p, row, acc, dq))
 
 
 def build_calls(timed: dict, arrays: tuple, causal: bool, pre, post) -> dict:
