@@ -83,6 +83,19 @@
 //    Three stages at d = 128 against two, on this kernel: ×0.963–1.023 (0.985), not kept. Forward + backward
 //    through autograd: ×cuDNN median 0.85 (0.67–0.92; run 37: 0.79).
 //    Correct: 342 GPU tests (rung 7, backward, autograd, variants), memcheck and synccheck 0 errors (run 37-bwd3).
+//  - run 38-bwd4 (ninth session; failure, not kept, the kernel above is unchanged): dQ rounded by the kernel instead
+//    of backward_passes.cu's third launch — a counter per (query plane, Q block, half of dQ_i), zeroed by the
+//    pre-pass; thread 0 of each warpgroup, once its reduce-add had landed (cp.async.bulk.wait_group), counted it
+//    (fence.proxy.async.global, atom.acq_rel.gpu), and the warpgroup whose count completed the half rounded it from
+//    L2. Correct (checks against float64, deterministic bit for bit, memcheck 0 errors) but ×0.74–0.95 of the
+//    kernel with the pass (geometric means 0.82–0.83; counting item it − 3 instead of it − 2, during the B turn's
+//    wgmma wait: 0.77–0.96, 0.86–0.87), with a relaxed count and no proxy fence (not ordered by PTX's memory
+//    model) still 0.86–1.02 (0.93): the count per Q block costs each step more than the 69 µs pass saves.
+//    Counted once per thread block instead, at its end, in its query plane's counter, the plane's last block
+//    rounding the whole plane (commit 2f44c8b, reverted): ×0.958–1.049 (geometric mean 1.014; N = 1K +1.6 … +4.9%,
+//    causal N = 16K −0.7 / −4.2%: there the plane's last block is j = 0, the longest walk, and its rounding is
+//    the grid's exposed tail); correct on lab checks and memcheck, not run through the GPU test suite (the device
+//    share was spent), so not landed (gpu/NOTES.md run 38-bwd4).
 //  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
 //    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 on launches with
