@@ -160,10 +160,11 @@ def calibrate() -> dict:
     }
 
 
-def bulk_reduce_rate(acc, reps: int) -> float:
-    """Bytes/s TMA reduce-adds add into `acc` (1, planes, rows, 128) float32, resident in L2, `reps` times over."""
+def _reduces(acc, reps: int, in_flight: int):
+    """(launch, clocks): a zero-argument launch of REDUCE_SOURCE's `reduces` over `acc` (1, planes, rows, 128)
+    float32 on every SM (`in_flight` 1: the adds left in flight, as a rate; 0: each waited for), and the int64 array
+    its warpgroups write their clocks into."""
     from gpu import device, tma
-    from gpu.lab import timing
 
     cupy = device.require()
     fn = cupy.RawModule(code=REDUCE_SOURCE, options=("--std=c++17", "-arch=sm_90a")).get_function("reduces")
@@ -171,27 +172,28 @@ def bulk_reduce_rate(acc, reps: int) -> float:
     _, planes, rows, _ = acc.shape
     sms = device.properties()["sm_count"]
     clocks = cupy.zeros(2 * sms, cupy.int64)
-    args = (tma.accumulator_map(acc, 64), cupy.int32(planes), cupy.int32(rows), cupy.int32(reps), cupy.int32(1), clocks)
-    ms = timing.median_ms(lambda: fn((sms,), (256,), args, shared_mem=REDUCE_SMEM))
-    return acc.nbytes * reps / (ms / 1e3)
+    args = (tma.accumulator_map(acc, 64), *map(cupy.int32, (planes, rows, reps, in_flight)), clocks)
+    return (lambda: fn((sms,), (256,), args, shared_mem=REDUCE_SMEM)), clocks
+
+
+def bulk_reduce_rate(acc, reps: int) -> float:
+    """Bytes/s TMA reduce-adds add into `acc` (1, planes, rows, 128) float32, resident in L2, `reps` times over."""
+    from gpu.lab import timing
+
+    launch, _ = _reduces(acc, reps, 1)
+    return acc.nbytes * reps / (timing.median_ms(launch) / 1e3)
 
 
 def reduce_clocks(acc, reps: int) -> float:
     """SM clocks from one warpgroup's TMA reduce-add of its (64, 64) float32 tile to the wait for its reads
     (`cp.async.bulk.wait_group.read 0`, as rung 7's thread waits before writing its tile again), every SM's two
     warpgroups adding at once into `acc`; the median over the warpgroups."""
-    from gpu import device, tma
+    from gpu import device
 
-    cupy = device.require()
-    fn = cupy.RawModule(code=REDUCE_SOURCE, options=("--std=c++17", "-arch=sm_90a")).get_function("reduces")
-    fn.max_dynamic_shared_size_bytes = REDUCE_SMEM
-    _, planes, rows, _ = acc.shape
-    sms = device.properties()["sm_count"]
-    clocks = cupy.zeros(2 * sms, cupy.int64)
-    args = (tma.accumulator_map(acc, 64), cupy.int32(planes), cupy.int32(rows), cupy.int32(reps), cupy.int32(0), clocks)
+    launch, clocks = _reduces(acc, reps, 0)
     for _ in range(2):  # the first launch warms up; the second is read
-        fn((sms,), (256,), args, shared_mem=REDUCE_SMEM)
-    return float(cupy.median(clocks))
+        launch()
+    return float(device.require().median(clocks))
 
 
 def rung7_reduce_clocks() -> dict:
