@@ -415,17 +415,15 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 
             // line 11: P_ijᵀ = exp(τ S_ijᵀ − L_i), base 2; 0 for keys past Nk, queries past N and hidden pairs (a
             // query that sees no key has L = −∞: all its pairs are hidden, so its +∞ is replaced, never used)
+            // edge: some pair of the tile is masked; HIDDEN: the pair of query q_e and key k_e is
 #if VARIANTS
             const bool edge = r0 + BR > N || !fully_seen(c0, r0, r0 + BR - 1, Nk, shift, left, right);
-#else
-            const bool edge = c0 + BC > Nk || r0 + BR > N || (causal && c0 + BC - 1 > r0 + shift);
-#endif
-#if VARIANTS
 #define HIDDEN(q_e, k_e) (q_e >= N || !sees(q_e, k_e, Nk, shift, left, right))
 #else
+            const bool edge = c0 + BC > Nk || r0 + BR > N || (causal && c0 + BC - 1 > r0 + shift);
 #define HIDDEN(q_e, k_e) (k_e >= Nk || q_e >= N || (causal && k_e > q_e + shift))
 #endif
-// line 11's element loop, the mask applied where MASKED holds: one source for the bodies below
+            // line 11's element loop, the mask applied where MASKED holds: one source for the bodies below
 #define EXPONENTIALS(MASKED)                                                                      \
     _Pragma("unroll") for (int n = 0; n < BR / 8; ++n)                                           \
     _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                              \
