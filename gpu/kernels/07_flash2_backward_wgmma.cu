@@ -96,6 +96,15 @@
 //    causal N = 16K −0.7 / −4.2%: there the plane's last block is j = 0, the longest walk, and its rounding is
 //    the grid's exposed tail); correct on lab checks and memcheck, not run through the GPU test suite (the device
 //    share was spent), so not landed (gpu/NOTES.md run 38-bwd4).
+//  - run 38-edge5 (ninth session, helper edge5; CPU only, NOT run on a GPU): EDGE_SPLIT (default 0: the PTX of
+//    every default, deterministic, GQA/window and tuned build is byte for byte what it was) writes line 11 as two
+//    straight bodies, `if (edge)` masked, else unmasked, from one source (EXPONENTIALS), instead of the test of
+//    `edge` per element, where ptxas kept one taken branch per element of P_ijᵀ on inner tiles too (run 38-model7:
+//    about half of the exponentials' stall samples at d = 64). ptxas, sm_90a, 30 builds: no spill. SASS per consumer
+//    warp per step (gpu.lab.rung7_instructions' pieces): inner tile's exponentials 222 instructions + 64 taken
+//    branches → 153 + 1 at d = 64, 120 + 32 → 81 + 1 at d = 128; edge tile 734 → 862 and 376 → 432 (the mask
+//    predicated, FSELs, no branch); the inner step 995 → 931 and 819 → 787. Next session's measurement:
+//    `python -m gpu.lab.backward_builds --ns 1024,4096,16384 --build base: --build split:EDGE_SPLIT=1`.
 //  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
 //    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 on launches with
@@ -118,7 +127,8 @@
 // block i, which a window's left side breaks. (Adding the variants, run 31, left the plain build's PTX as it was.)
 //
 // Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
-// SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16).
+// SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16);
+// EDGE_SPLIT (default 0; run 38-edge5, not yet measured) is a lab switch, injected by gpu.lab.backward_builds only.
 
 #define BC 128                            // Bc: keys per thread block, 64 per consumer warpgroup
 #define CONSUMERS 2
@@ -136,6 +146,9 @@
 #define TILE_DQ (64 * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (64, 32)
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
+#ifndef EDGE_SPLIT
+#define EDGE_SPLIT 0  // 1: line 11 as two bodies, masked (edge tiles) and not (inner tiles): no test per element
+#endif
 
 #include "common.cuh"  // NEG_INF, LOG2E, pack2, exp2_approx, accumulators_to_a, atomic_add_f32x2
 #include "hopper.cuh"  // TMA, bulk copies and reductions, mbarrier, wgmma, setmaxnreg
@@ -402,27 +415,35 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 
             // line 11: P_ijᵀ = exp(τ S_ijᵀ − L_i), base 2; 0 for keys past Nk, queries past N and hidden pairs (a
             // query that sees no key has L = −∞: all its pairs are hidden, so its +∞ is replaced, never used)
+            // edge: some pair of the tile is masked; HIDDEN: the pair of query q_e and key k_e is
 #if VARIANTS
             const bool edge = r0 + BR > N || !fully_seen(c0, r0, r0 + BR - 1, Nk, shift, left, right);
+#define HIDDEN(q_e, k_e) (q_e >= N || !sees(q_e, k_e, Nk, shift, left, right))
 #else
             const bool edge = c0 + BC > Nk || r0 + BR > N || (causal && c0 + BC - 1 > r0 + shift);
+#define HIDDEN(q_e, k_e) (k_e >= Nk || q_e >= N || (causal && k_e > q_e + shift))
 #endif
-#pragma unroll
-            for (int n = 0; n < BR / 8; ++n)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int qi = n * 8 + 2 * t + (e & 1);  // the query's row in Q_i
-                    float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -Lb_i[qi]));
-                    if (edge) {
-                        const int k_e = key + (e >> 1) * 8, q_e = r0 + qi;
-#if VARIANTS
-                        if (q_e >= N || !sees(q_e, k_e, Nk, shift, left, right)) p = 0.f;
-#else
-                        if (k_e >= Nk || q_e >= N || (causal && k_e > q_e + shift)) p = 0.f;
+            // line 11's element loop, the mask applied where MASKED holds: one source for the bodies below
+#define EXPONENTIALS(MASKED)                                                                      \
+    _Pragma("unroll") for (int n = 0; n < BR / 8; ++n)                                           \
+    _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                              \
+        const int qi = n * 8 + 2 * t + (e & 1); /* the query's row in Q_i */                     \
+        float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -Lb_i[qi]));                       \
+        if (MASKED) {                                                                            \
+            const int k_e = key + (e >> 1) * 8, q_e = r0 + qi;                                   \
+            if (HIDDEN(q_e, k_e)) p = 0.f;                                                       \
+        }                                                                                        \
+        st[4 * n + e] = p;                                                                       \
+    }
+#if EDGE_SPLIT  // two straight bodies, the test once a tile: an inner tile's has no branch per element
+            if (edge) {
+                EXPONENTIALS(true)
+            } else {
+                EXPONENTIALS(false)
+            }
+#else  // one body, the test per element (ptxas keeps a branch over the mask's instructions for each)
+            EXPONENTIALS(edge)
 #endif
-                    }
-                    st[4 * n + e] = p;
-                }
             wgmma_wait<0>();
             keep(dpt);
 
