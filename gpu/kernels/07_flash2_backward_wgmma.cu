@@ -444,6 +444,8 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 #else  // one body, the test per element (ptxas keeps a branch over the mask's instructions for each)
             EXPONENTIALS(edge)
 #endif
+#undef EXPONENTIALS
+#undef HIDDEN
             wgmma_wait<0>();
             keep(dpt);
 
