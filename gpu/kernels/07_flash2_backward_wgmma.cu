@@ -96,7 +96,7 @@
 //    causal N = 16K −0.7 / −4.2%: there the plane's last block is j = 0, the longest walk, and its rounding is
 //    the grid's exposed tail); correct on lab checks and memcheck, not run through the GPU test suite (the device
 //    share was spent), so not landed (gpu/NOTES.md run 38-bwd4).
-//  - run 38-edge5 (ninth session, helper edge5; CPU only, NOT run on a GPU): EDGE_SPLIT (default 0: the PTX of
+//  - run 38-edge5 (ninth session, helper edge5; CPU only): EDGE_SPLIT (a lab switch then, default 0: the PTX of
 //    every default, deterministic, GQA/window and tuned build is byte for byte what it was) writes line 11 as two
 //    straight bodies, `if (edge)` masked, else unmasked, from one source (EXPONENTIALS), instead of the test of
 //    `edge` per element, where ptxas kept one taken branch per element of P_ijᵀ on inner tiles too (run 38-model7:
@@ -105,6 +105,9 @@
 //    branches → 153 + 1 at d = 64, 120 + 32 → 81 + 1 at d = 128; edge tile 734 → 862 and 376 → 432 (the mask
 //    predicated, FSELs, no branch); the inner step 995 → 931 and 819 → 787. Next session's measurement:
 //    `python -m gpu.lab.backward_builds --ns 1024,4096,16384 --build base: --build split:EDGE_SPLIT=1`.
+//  - run 39 (tenth session, lead, H100): that measurement, NVRTC's build checked against float64 first: the split
+//    ×1.127 geometric mean of the one-body build (1.059–1.285; d = 64 ×1.09–1.28, d = 128 ×1.06–1.15), backward
+//    alone 0.94–1.08× cuDNN (median 0.99; one-body 0.81–0.93, median 0.90). Now the only form: the switch is gone.
 //  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
 //    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 on launches with
@@ -128,7 +131,6 @@
 //
 // Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
 // SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16);
-// EDGE_SPLIT (default 0; run 38-edge5, not yet measured) is a lab switch, injected by gpu.lab.backward_builds only.
 
 #define BC 128                            // Bc: keys per thread block, 64 per consumer warpgroup
 #define CONSUMERS 2
@@ -146,9 +148,6 @@
 #define TILE_DQ (64 * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (64, 32)
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
-#ifndef EDGE_SPLIT
-#define EDGE_SPLIT 0  // 1: line 11 as two bodies, masked (edge tiles) and not (inner tiles): no test per element
-#endif
 
 #include "common.cuh"  // NEG_INF, LOG2E, pack2, exp2_approx, accumulators_to_a, atomic_add_f32x2
 #include "hopper.cuh"  // TMA, bulk copies and reductions, mbarrier, wgmma, setmaxnreg
@@ -435,15 +434,12 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         }                                                                                        \
         st[4 * n + e] = p;                                                                       \
     }
-#if EDGE_SPLIT  // two straight bodies, the test once a tile: an inner tile's has no branch per element
+            // two straight bodies, the test once a tile: an inner tile's has no branch per element (run 39)
             if (edge) {
                 EXPONENTIALS(true)
             } else {
                 EXPONENTIALS(false)
             }
-#else  // one body, the test per element (ptxas keeps a branch over the mask's instructions for each)
-            EXPONENTIALS(edge)
-#endif
 #undef EXPONENTIALS
 #undef HIDDEN
             wgmma_wait<0>();

@@ -8,7 +8,6 @@
 #   sanitize  memcheck and racecheck on small rung 7 launches (default, unsplit, deterministic)
 #   autograd  autograd's tests and all of rung 7's (after a change of default)
 #   train64   gpu.lab.training_speed at d = 64 only, fp16
-#   edge      run 38-edge5's EDGE_SPLIT beside the default build (backward_builds: checked, then timed with cuDNN) → $OUT/bwd-edge.json
 #   train     gpu.lab.training_speed: fp16 over the whole grid, bf16 at N = 4K, 16K → $OUT/training-*.json
 # Logs in $OUT/logs.tgz (rewritten after each step); the last lines printed are one summary line per step.
 set -u
@@ -45,7 +44,6 @@ for s in "$@"; do case $s in
   long) step long7 400 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu_rung7.py -k "any_shape or lengths" ;;
   sanitize) step memcheck7 150 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -c "$SMALL"
             step racecheck7 200 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -c "$SMALL" ;;
-  edge) step edge 300 python3 -m gpu.lab.backward_builds --ns 1024,4096,16384 --build base: --build split:EDGE_SPLIT=1 --json "$OUT/bwd-edge.json" ;;
   train) [ $failed = 0 ] || { summary+=("train skipped: a step failed"); continue; }
          step train16 300 python3 -m gpu.lab.training_speed --dtypes float16 --json "$OUT/training-fp16.json"
          step train_bf16 150 python3 -m gpu.lab.training_speed --dtypes bfloat16 --ns 4096,16384 --json "$OUT/training-bf16.json" ;;

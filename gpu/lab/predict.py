@@ -99,8 +99,8 @@ def backward_wgmma_program(d: int, t: Tiles) -> tuple[Program, int]:
     τ·dK last. Each Work also carries the instructions a warp issues in it, counted from the build's SASS
     (`gpu.lab.rung7_instructions.COUNTS`, an inner tile's: the mask's branches, conversions, descriptors and
     address math included; the descriptors and wgmma instructions of a group in a Work before its issue), and the
-    exponentials' Work the branches its warps take (line 11's, one per element, `BRANCHES`): the default builds
-    only, other tilings' Works run at the units' rates. The groups are named as `python -m
+    exponentials' Work the branches its warps take (one on an inner tile, over line 11's masked body: `BRANCHES`):
+    the default builds only, other tilings' Works run at the units' rates. The groups are named as `python -m
     gpu.lab.calibrate` times them. Not counted: the mask's extra instructions on edge tiles (`EDGE`), the dropped
     dQ product at it = 0, DETERMINISTIC's turns per Q block (not on issue 22's grid)."""
     br, bc, s = t.block_rows, t.block_cols, 2  # fp16/bf16
@@ -109,7 +109,7 @@ def backward_wgmma_program(d: int, t: Tiles) -> tuple[Program, int]:
     consumers, warps = bc // 64, 4  # consumer warpgroups, warps in each
     default = t == geometry.backward_wg_tiles(d)
     n = COUNTS.get((d, br), {}) if default else {}  # instructions per warp in each piece of the step
-    taken = BRANCHES.get((d, br), {}) if default else {}  # branches a warp takes in it (line 11's, per element)
+    taken = BRANCHES.get((d, br), {}) if default else {}  # branches a warp takes in it
     work = 4 * br * bc + br * d + bc * d
     half = 2 * br * bc / work / consumers  # one warpgroup's τS − L (with the mask), or its dP − D and P ∘
     qk = s * d * (64 + br)  # A: its 64 rows of K_j (V_j); B: Q_i (dO_i)

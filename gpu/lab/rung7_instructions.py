@@ -16,9 +16,9 @@ nvidia-cuda-nvdisasm) prints, per head dim, the instructions one consumer warp i
                   next stage's wait
 Each piece opens with the wait, turn or barrier before it (there ncu's samples of that wait land: on the instruction
 the warp waits to issue, `gpu.lab.rung7_stalls`). Counted on the path of an inner tile (every item live, it > 0,
-warp 0: the warp that issues the reduce-add and hands the stage back); `EDGE` counts the exp piece with the mask's
-branches taken (edge tiles); `BRANCHES` the branches a warp takes on an inner tile (line 11's `if (edge)`, one
-per element of P_ijᵀ: the SASS jumps over the mask). A warp issues at most one instruction a clock (its scheduler's rate: an H100 SM has
+warp 0: the warp that issues the reduce-add and hands the stage back); `EDGE` counts the exp piece of an edge tile
+(line 11's masked body); `BRANCHES` the branches a warp takes on an inner tile (one: the jump over the masked body;
+before run 39 the one body took a branch per element of P_ijᵀ, 64 at d = 64). A warp issues at most one instruction a clock (its scheduler's rate: an H100 SM has
 four schedulers, a warpgroup one warp on each), so a piece of n instructions takes a warpgroup at least n clocks
 (`sim.machine.warpgroups`, `Op.instructions`).
 
@@ -35,19 +35,19 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-# `python -m gpu.lab.rung7_instructions` on 07_flash2_backward_wgmma.cu as of run 38-model7 (nvcc 13.0, nvdisasm
-# 13.5), fp16, DETERMINISTIC = 0: {(d, Br): {piece: instructions per warp}}, the exp piece of an edge tile apart,
-# and the branches a warp takes in each piece on an inner tile
+# `python -m gpu.lab.rung7_instructions` on 07_flash2_backward_wgmma.cu as of run 39 (line 11 as two bodies; nvcc
+# 13.0, nvdisasm 13.5), fp16, DETERMINISTIC = 0: {(d, Br): {piece: instructions per warp}}, the exp piece of an edge
+# tile apart, and the branches a warp takes in each piece on an inner tile
 COUNTS = {
-    (64, 128): {"S_ijᵀ": 85, "dP_ijᵀ": 37, "exp": 222, "dS_ijᵀ": 217, "dV_j, dK_j": 163, "dQ_i": 128,
-                "τ dQ_i → SRAM": 79, "loop": 64},
-    (128, 64): {"S_ijᵀ": 131, "dP_ijᵀ": 92, "exp": 120, "dS_ijᵀ": 112, "dV_j, dK_j": 93, "dQ_i": 119,
-                "τ dQ_i → SRAM": 78, "loop": 74},
+    (64, 128): {"S_ijᵀ": 82, "dP_ijᵀ": 45, "exp": 153, "dS_ijᵀ": 218, "dV_j, dK_j": 163, "dQ_i": 128,
+                "τ dQ_i → SRAM": 79, "loop": 63},
+    (128, 64): {"S_ijᵀ": 140, "dP_ijᵀ": 99, "exp": 81, "dS_ijᵀ": 113, "dV_j, dK_j": 93, "dQ_i": 119,
+                "τ dQ_i → SRAM": 78, "loop": 64},
 }  # fmt: skip
-EDGE = {(64, 128): 734, (128, 64): 376}
+EDGE = {(64, 128): 862, (128, 64): 432}
 BRANCHES = {
-    key: dict.fromkeys(c, 0) | {"exp": key[1] // 2} for key, c in COUNTS.items()
-}  # taken: line 11's, per element
+    key: dict.fromkeys(c, 0) | {"exp": 1} for key, c in COUNTS.items()
+}  # taken: the jump over line 11's masked body
 
 INSTRUCTION = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(@!?U?P[T0-9]+\s+)?([A-Z][A-Za-z0-9_.]*)([^;]*);")
 LABEL = re.compile(r"^(\.L_x_\d+):")
@@ -97,17 +97,17 @@ def waited(pending: str):
     return lambda op, _p, args: op == "WARPGROUP.DEPBAR.LE" and args.replace(" ", "") == f"gsb0,{pending}"
 
 
-def walk(code, labels, begin: int, end: int, skip_branches: bool) -> tuple[int, int]:
+def walk(code, labels, begin: int, end: int, take_branches: bool) -> tuple[int, int]:
     """(instructions, taken branches) of a warp from `begin` to `end` (exclusive): an unconditional forward branch
-    is followed, a conditional one falls through (the warp's path: the item live, thread 0's warp) unless
-    `skip_branches` (then it is taken: an inner tile skips the mask's blocks); a backward branch (a retry loop) is
-    not taken."""
+    is followed, a conditional one falls through (the warp's path: the item live, thread 0's warp, an inner tile:
+    ptxas lays line 11's unmasked body first) unless `take_branches` (then it is taken: an edge tile jumps to the
+    masked body); a backward branch (a retry loop) is not taken."""
     k, n, taken = begin, 0, 0
     while k < end:
         op, predicated, args = code[k]
         n += 1
         if op.startswith("BRA") and (to := target(args, labels)) is not None:
-            if to > k and (not predicated or skip_branches):
+            if to > k and (not predicated or take_branches):
                 k, taken = max(to, k + 1), taken + 1
                 continue
         k += 1
@@ -151,8 +151,8 @@ def step_counts(sass: str) -> tuple[dict[str, int], int, dict[str, int]]:
     warp takes} on an inner tile."""
     code, labels = parse(sass)
     ranges = pieces(code, labels)
-    walks = {name: [walk(code, labels, b, e, name == "exp") for b, e in spans] for name, spans in ranges.items()}
-    edge = sum(walk(code, labels, b, e, False)[0] for b, e in ranges["exp"])
+    walks = {name: [walk(code, labels, b, e, False) for b, e in spans] for name, spans in ranges.items()}
+    edge = sum(walk(code, labels, b, e, True)[0] for b, e in ranges["exp"])
     return (
         {k: sum(n for n, _ in w) for k, w in walks.items()},
         edge,

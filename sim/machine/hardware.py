@@ -51,7 +51,7 @@ class Hardware:
     # measured, and `sim.machine.warpgroups` then takes a wgmma group's latency as its time at the tensor rate):
     # backward rung 7's wgmma commit groups, {"ss m64n128k16 x4": (latency, occupancy), …}; a hand-off of its turns;
     # one stage of its producer's copies, {"d64 br128": clocks, …}; one warpgroup's dQ reduce-add to its read wait;
-    # one taken branch in a warp's stream of exponentials (its mask's per element)
+    # one taken branch in a warp's stream of exponentials (gpu.lab.rung7_branches)
     wgmma_clocks: dict = field(default_factory=dict)
     turn_clocks: float = 0.0
     stage_clocks: dict = field(default_factory=dict)
