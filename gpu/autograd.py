@@ -12,6 +12,7 @@ DLPack's 58 (PyTorch 2.11's __dlpack__ queries streams and devices on every call
 """
 
 import functools
+import math
 
 from gpu import backward, device, flash, inputs
 from gpu.device import GPUUnavailableError
@@ -81,11 +82,16 @@ def require_torch():
     return torch
 
 
-def _stream():
-    """PyTorch's current stream as a CuPy stream (one CuPy object per raw stream, made once)."""
+def _stream(index=None):
+    """PyTorch's current stream on device `index` (None: the current device) as a CuPy stream (one CuPy object per
+    raw stream, made once). The raw handle comes from torch._C's accessor where it has one (what torch's own
+    compiler calls): torch.cuda.current_stream resolves the device in Python, ~25 µs a call (run 39)."""
     import torch
 
-    return _external(torch.cuda.current_stream().cuda_stream)
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None and index is not None:
+        return _external(raw(index))
+    return _external(torch.cuda.current_stream(index).cuda_stream)
 
 
 @functools.cache
@@ -108,37 +114,61 @@ class _StreamHandle:
 
 
 def _forward(torch, q, k, v, causal, scale):
-    """(o, lse, p) with o and lse torch tensors the forward kernel wrote straight into, p the checked Problem."""
+    """(o, lse, p, views) with o and lse torch tensors the forward kernel wrote straight into, p the checked Problem
+    and views the CuPy views of (q, k, v, o, lse), which the backward reuses."""
     cq, ck, cv = (cupy_view(t) for t in (q, k, v))
     spec = flash.resolve(None, q.shape[-1])
     p = inputs.check(cq, ck, cv, causal=causal, scale=scale, dtypes_allowed=spec.dtypes)
     if spec.row(p.d) != p.d:  # rows padded to 8 elements: the general path (it copies)
-        o, lse = flash.flash_attention(cq, ck, cv, causal=causal, scale=scale, return_lse=True)
-        return as_torch(o), as_torch(lse), p
+        co, clse = flash.flash_attention(cq, ck, cv, causal=causal, scale=scale, return_lse=True)
+        return as_torch(co), as_torch(clse), p, (cq, ck, cv, co, clse)
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-    flash.launch(spec, p, spec.tiles_for(p.d, p.n, p.causal), cq, ck, cv, cupy_view(o), cupy_view(lse))
-    return o, lse, p
+    co, clse = cupy_view(o), cupy_view(lse)
+    flash.launch(spec, p, spec.tiles_for(p.d, p.n, p.causal), cq, ck, cv, co, clse)
+    return o, lse, p, (cq, ck, cv, co, clse)
 
 
-def _backward(torch, p, q, k, v, o, lse, do, deterministic=False):
+# each work array starts at a multiple of 128 bytes of the one allocation (TMA's reduce-adds need 16)
+WORK_ALIGN = 32
+
+
+def _workspace(torch, spec, p, tiles, deterministic, device):
+    """The backward's work arrays (backward.workspace's list): the float32 ones the kernels fill as CuPy views of one
+    PyTorch allocation (one allocation and one view instead of one each), the zeroed ones (deterministic's int32
+    counters) apart."""
+    listed = backward.workspace(spec, p, p.d, tiles, deterministic)
+    filled = [math.prod(shape) for shape, dtype, zeroed in listed if dtype == "float32" and not zeroed]
+    aligned = [-(-n // WORK_ALIGN) * WORK_ALIGN for n in filled]
+    flat = cupy_view(torch.empty(sum(aligned), dtype=torch.float32, device=device))
+    work, start = [], 0
+    for shape, dtype, zeroed in listed:
+        if dtype == "float32" and not zeroed:
+            n = math.prod(shape)
+            work.append(flat[start : start + n].reshape(shape))
+            start += -(-n // WORK_ALIGN) * WORK_ALIGN
+        else:
+            make = torch.zeros if zeroed else torch.empty
+            work.append(cupy_view(make(shape, dtype=getattr(torch, dtype), device=device)))
+    return tuple(work)
+
+
+def _backward(torch, p, views, do, deterministic=False):
     """(dq, dk, dv) as torch tensors, written by the backward kernels into tensors PyTorch allocated; p is the
-    forward's checked Problem (the same q, k, v: no second check)."""
-    cq, ck, cv, co, clse, cdo = (cupy_view(t) for t in (q, k, v, o, lse, do))
+    forward's checked Problem and views its CuPy views of (q, k, v, o, lse) (the same arrays: no second check)."""
+    cq, ck, cv, co, clse = views
+    cdo = cupy_view(do)
     spec = backward.resolve(None, p.d)
     if spec.row(p.d) != p.d or clse.data.ptr % 16:
         grads = backward.flash_attention_backward(
             cq, ck, cv, co, clse, cdo, causal=p.causal, scale=p.scale, deterministic=deterministic
         )
         return tuple(as_torch(g) for g in grads)
-    backward.check_deterministic(spec, spec.tiles(p.d), deterministic)
-    dtypes = {"float32": torch.float32, "int32": torch.int32}
-    work = tuple(
-        cupy_view((torch.zeros if zeroed else torch.empty)(shape, dtype=dtypes[dtype], device=q.device))
-        for shape, dtype, zeroed in backward.workspace(spec, p, p.d, spec.tiles(p.d), deterministic)
-    )
-    grads = tuple(torch.empty_like(x) for x in (q, k, v))
-    backward.launch(spec, p, spec.tiles(p.d), p.d, (cq, ck, cv, co, clse, cdo), work, tuple(map(cupy_view, grads)))
+    tiles = spec.tiles(p.d)
+    backward.check_deterministic(spec, tiles, deterministic)
+    work = _workspace(torch, spec, p, tiles, deterministic, do.device)
+    grads = tuple(torch.empty_like(do) for _ in range(3))
+    backward.launch(spec, p, tiles, p.d, (cq, ck, cv, co, clse, cdo), work, tuple(map(cupy_view, grads)))
     return grads
 
 
@@ -150,17 +180,17 @@ def _functions() -> dict:
         @staticmethod
         def forward(ctx, q, k, v, causal, scale, deterministic):
             q, k, v = (x.detach().contiguous() for x in (q, k, v))  # a copy only where not contiguous
-            with _stream():
-                o, lse, ctx.problem = _forward(torch, q, k, v, causal, scale)
-            ctx.save_for_backward(q, k, v, o, lse)
+            with _stream(q.device.index):
+                o, lse, ctx.problem, ctx.views = _forward(torch, q, k, v, causal, scale)
+            ctx.save_for_backward(q, k, v, o, lse)  # PyTorch's check that none changed in place before backward
             ctx.deterministic = deterministic
             return o
 
         @staticmethod
         def backward(ctx, do):
-            q, k, v, o, lse = ctx.saved_tensors
-            with _stream():
-                grads = _backward(torch, ctx.problem, q, k, v, o, lse, do.contiguous(), ctx.deterministic)
+            ctx.saved_tensors  # noqa: B018  (raises if q, k, v, o or lse changed in place since the forward)
+            with _stream(do.device.index):
+                grads = _backward(torch, ctx.problem, ctx.views, do.contiguous(), ctx.deterministic)
             return (*grads, None, None, None)
 
     class StandardAttention(torch.autograd.Function):

@@ -59,6 +59,37 @@ def test_deterministic_gradients_through_autograd(d):
         attention(q, k, v, impl="standard", deterministic=True)
 
 
+def test_on_a_side_stream_twice_and_guarded_against_in_place_changes():
+    """The flash path on a stream of the caller's, with its graph kept for a second backward (the forward's views of
+    q, k, v, o, lse reused: the same gradients, bit for bit), meets the criterion against float64; and a q changed in
+    place between forward and backward is refused by PyTorch's saved-tensor check, not silently used."""
+    from gpu.autograd import attention
+    from gpu.dlpack import as_cupy
+    from gpu.reference import attention_backward_ref
+
+    g = torch.Generator(device="cuda").manual_seed(3)
+    q0, k0, v0, do = (torch.randn(2, 3, 300, 128, device="cuda", generator=g).half() for _ in range(4))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        q, k, v = (x.clone().requires_grad_() for x in (q0, k0, v0))
+        o = attention(q, k, v, causal=True)
+        first = torch.autograd.grad(o, (q, k, v), do, retain_graph=True)
+        second = torch.autograd.grad(o, (q, k, v), do)
+        std = torch.autograd.grad(attention(q, k, v, causal=True, impl="standard"), (q, k, v), do)
+    torch.cuda.current_stream().wait_stream(side)
+    refs = attention_backward_ref(*(as_cupy(x) for x in (q0, k0, v0, do)), causal=True)
+    for a, b, baseline, ref in zip(first, second, std, refs, strict=True):
+        assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+        assert max_error(as_cupy(a), ref) <= 2 * max_error(as_cupy(baseline), ref) + 1e-3
+    y = q0.clone().requires_grad_() * 1  # contiguous: the forward saves it as it is
+    o = attention(y, k0, v0)
+    with torch.no_grad():
+        y.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        o.backward(do)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_cupy_view_shares_the_tensors_memory(dtype):
     from gpu.dlpack import cupy_view

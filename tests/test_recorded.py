@@ -34,6 +34,7 @@ def test_every_shipped_recording_says_where_it_came_from():
             "compare-variants": ("python -m gpu.lab.compare_variants ", "flashsim compare --variants"),
             "bench-variants": ("python -m gpu.lab.bench_variants ", "flashsim bench gpu --variants"),
             "backward-rungs": ("python -m gpu.lab.backward_rungs ",),
+            "backward-builds": ("python -m gpu.lab.backward_builds ",),
             "training-speed": ("python -m gpu.lab.training_speed ",),
         }.get(rec.report["kind"], ("flashsim ",))
         assert rec.gpu == "NVIDIA H100 80GB HBM3" and rec.date.startswith("2026-") and rec.command.startswith(commands)
