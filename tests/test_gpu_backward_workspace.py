@@ -31,8 +31,10 @@ def test_rung_7_adds_l_and_d_blocks_of_its_br_and_zeroed_counters_when_determini
     blocks = -(-1000 // br)  # the last Q block ragged: its rows past N are zeros in the blocks
     common = [((2, 3, 1000), "float32", False), ((2, 3, 1000, d), "float32", False)]
     ld = ((2, 3, blocks, 2, br), "float32", False)
-    assert backward.workspace(spec, p, d, tiles) == [*common, ld]
-    assert backward.workspace(spec, p, d, tiles, deterministic=True) == [*common, ld, ((2, 3, blocks), "int32", True)]
+    done = ((2, 3), "int32", False)  # thread blocks done with each query plane, zeroed by the pre-pass
+    assert backward.workspace(spec, p, d, tiles) == [*common, ld, done]
+    deterministic = [*common, ld, done, ((2, 3, blocks), "int32", True)]
+    assert backward.workspace(spec, p, d, tiles, deterministic=True) == deterministic
 
 
 def test_deterministic_is_refused_by_the_kernels_that_add_in_any_order():

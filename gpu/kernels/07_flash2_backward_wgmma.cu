@@ -35,7 +35,9 @@
 //    rounding; with DETERMINISTIC a counter per Q block in HBM orders them by K/V block j (each warpgroup waits
 //    for its turn, adds, waits for its additions to land, passes the turn on), as FlashAttention-3 does.
 //  - D = rowsum(dO ∘ O), the zeroed accumulator and the L_i/D_i blocks come from backward_passes.cu's pre-pass,
-//    as for rung 5; the same file rounds dQ at the end.
+//    as for rung 5. FUSED_DQ (plain calls with TMA reduce-adds): each thread block, its reduce-adds landed, counts
+//    itself once in its query plane's counter (zeroed by the pre-pass), and the plane's last rounds the plane's dQ
+//    from L2; otherwise the same file's third launch rounds dQ at the end.
 // Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 5.
 //
 // Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 21–24 and 32; backward alone, fp16, 16k tokens, hidden
@@ -130,7 +132,8 @@
 // block i, which a window's left side breaks. (Adding the variants, run 31, left the plain build's PTX as it was.)
 //
 // Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
-// SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16);
+// SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16),
+// FUSED_DQ (see "D = rowsum"; gpu/backward.py's `fused`), ROUND_BATCH (its chunks in flight per thread).
 
 #define BC 128                            // Bc: keys per thread block, 64 per consumer warpgroup
 #define CONSUMERS 2
@@ -146,6 +149,15 @@
 #define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // dQ products per Q block and warpgroup
 #define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of them sums over
 #define TILE_DQ (64 * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (64, 32)
+#ifndef FUSED_DQ
+#define FUSED_DQ 0
+#endif
+#if FUSED_DQ && (VARIANTS || !DQ_TMA)
+#error "FUSED_DQ: the plain build with TMA reduce-adds only (the launcher rounds dQ in a pass otherwise)"
+#endif
+#ifndef ROUND_BATCH
+#define ROUND_BATCH 8  // FUSED_DQ: 8-column chunks each consumer thread loads before it stores
+#endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
 
@@ -272,6 +284,20 @@ __device__ __forceinline__ void stmatrix_x4_trans(u32 addr, const u32 (&r)[4]) {
                  "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
 
+// FUSED_DQ: the thread blocks that add into some Q block of a query plane: all Tc, or (causal) those whose walk
+// starts before Tr (K/V block j visits Q block i iff j·Bc < (i + 1)·Br + shift)
+__device__ __forceinline__ int visitors(int i, int Tc, int shift, int causal) {
+    const int m = (i + 1) * BR + shift;
+    return !causal ? Tc : m > 0 ? min(Tc, (m + BC - 1) / BC) : 0;
+}
+// the two consumer warpgroups' barrier (named barrier 3), telling each thread whether any gave true
+__device__ __forceinline__ bool consumers_any(bool x) {
+    u32 r;
+    asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, 3, 256, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+                 : "=r"(r) : "r"((u32)x) : "memory");
+    return r;
+}
+
 // a warpgroup's own barrier (named barrier 1 + c, its 128 threads)
 __device__ __forceinline__ void warpgroup_sync(int c) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory"); }
 // the warpgroups' turns to issue products: warpgroup c waits on named barrier 4 + c (its 128 threads and the other
@@ -282,14 +308,16 @@ __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 
 // Q_map, dO_map: tensor maps of Q, dO (batch·heads, N, HEAD_DIM), boxes of (1, Br, 64); K_map, V_map: of K, V
 // (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); dQ_map: of dQacc, float32, boxes of (1, Br, 32); LD: the
 // pre-pass's (batch·heads, Tr, 2, Br) float32 blocks of L_i·log2 e and D_i; dQacc: (batch·heads, N, HEAD_DIM)
-// float32, zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); dK, dV like K. Grid: (Tc,
+// float32, zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); arrivals: (batch·heads) int32,
+// zeroed by the pre-pass, and dQ like Q (FUSED_DQ only); dK, dV like K. Grid: (Tc,
 // batch·heads), NTHREADS threads, geometry.backward_wg_smem bytes of dynamic shared memory. VARIANTS: K, V, dK, dV
 // have batch·heads / group planes, grid (Tc, batch·heads / group).
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
                  const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap dO_map,
                  const __grid_constant__ TensorMap dQ_map, const float* __restrict__ LD, float* __restrict__ dQacc,
-                 int* __restrict__ count, elem_t* __restrict__ dK, elem_t* __restrict__ dV, int N, int Nk, float scale,
+                 int* __restrict__ count, int* __restrict__ arrivals, elem_t* __restrict__ dQ, elem_t* __restrict__ dK,
+                 elem_t* __restrict__ dV, int N, int Nk, float scale,
                  int causal VARIANT_PARAMS)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
@@ -557,4 +585,36 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             *reinterpret_cast<u32*>(dV + at + 8 * n) = pack2(dv[4 * n + 2 * h], dv[4 * n + 2 * h + 1]);
         }
     }
+#if FUSED_DQ
+    // dQ of this query plane, rounded by the last of its thread blocks to finish: both warpgroups' reduce-adds have
+    // landed (bulk_wait above), the block counts itself once, and the last rounds the plane's accumulator from L2
+    if (items == 0) return;  // a thread block no query sees added nothing: it is not counted
+    if (tid == 0) asm volatile("fence.proxy.async.global;\n" ::: "memory");
+    bool last = false;
+    asm volatile("bar.sync 3, 256;\n" ::: "memory");
+    if (c == 0 && tid == 0) {
+        int before;
+        asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(arrivals + bh) : "memory");
+        last = before == visitors(Tr - 1, gridDim.x, shift, causal) - 1;
+    }
+    if (consumers_any(last)) {
+        const float* acc = dQacc + (size_t)bh * N * HEAD_DIM;
+        elem_t* out = dQ + (size_t)bh * N * HEAD_DIM;
+        const long long chunks = (long long)N * HEAD_DIM / 8;  // 8 columns: two 16-byte loads, one 16-byte store
+        for (long long e0 = c * 128 + tid; e0 < chunks; e0 += 256 * ROUND_BATCH) {
+            float4 x[ROUND_BATCH][2];
+#pragma unroll
+            for (int k = 0; k < ROUND_BATCH; ++k)
+                if (e0 + 256 * k < chunks) {
+                    x[k][0] = __ldcg(reinterpret_cast<const float4*>(acc + 8 * (e0 + 256 * k)));
+                    x[k][1] = __ldcg(reinterpret_cast<const float4*>(acc + 8 * (e0 + 256 * k) + 4));
+                }
+#pragma unroll
+            for (int k = 0; k < ROUND_BATCH; ++k)
+                if (e0 + 256 * k < chunks)
+                    store_16(out + 8 * (e0 + 256 * k), make_uint4(pack2(x[k][0].x, x[k][0].y), pack2(x[k][0].z, x[k][0].w),
+                                                                 pack2(x[k][1].x, x[k][1].y), pack2(x[k][1].z, x[k][1].w)));
+        }
+    }
+#endif
 }
