@@ -1,6 +1,8 @@
 """The backward's work arrays and its `deterministic` argument, without a GPU: what each rung allocates (O(N), the
 deterministic counters zeroed), and a one-line InputError for every value or kernel that cannot honour it."""
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -8,6 +10,7 @@ from hypothesis import strategies as st
 from gpu import backward, registry
 from gpu.inputs import Problem
 from gpu.tiling import backward_warpgroup_tiles
+from gpu.variants import Variant
 from sim.core.errors import InputError
 
 
@@ -54,3 +57,15 @@ def test_deterministic_takes_only_a_bool(value):
     seven = registry.backward(7)
     with pytest.raises(InputError, match=r"^deterministic: expected True or False, got "):
         backward.check_deterministic(seven, seven.tiles(64), value)
+
+
+def test_rung_7_rounds_dq_itself_from_fused_planes_on_plain_with_tma_reduce_adds():
+    seven, five = registry.backward(7), registry.backward(5)
+    tiles = seven.tiles(64)
+    many = backward.FUSED_PLANES
+    assert backward.fused(seven, tiles, many) and backward.fused(seven, tiles, 10 * many)
+    assert not backward.fused(seven, tiles, many - 1)  # fewer planes: the third launch rounds dQ
+    assert not backward.fused(seven, backward_warpgroup_tiles(stages=2, dq_atomics=True), many)
+    assert not backward.fused(seven, dataclasses.replace(tiles, dq_pass=True), many)
+    assert not backward.fused(seven, tiles, many, Variant(group=2))  # a variant: the pass
+    assert not backward.fused(five, five.tiles(64), many)

@@ -35,9 +35,10 @@
 //    rounding; with DETERMINISTIC a counter per Q block in HBM orders them by K/V block j (each warpgroup waits
 //    for its turn, adds, waits for its additions to land, passes the turn on), as FlashAttention-3 does.
 //  - D = rowsum(dO ∘ O), the zeroed accumulator and the L_i/D_i blocks come from backward_passes.cu's pre-pass,
-//    as for rung 5. FUSED_DQ (plain calls with TMA reduce-adds): each thread block, its reduce-adds landed, counts
-//    itself once in its query plane's counter (zeroed by the pre-pass), and the plane's last rounds the plane's dQ
-//    from L2; otherwise the same file's third launch rounds dQ at the end.
+//    as for rung 5. FUSED_DQ (plain calls with TMA reduce-adds and at least 256 query planes, gpu/backward.py's
+//    `fused`): each thread block, its reduce-adds landed, counts itself once in its query plane's counter (zeroed by
+//    the pre-pass), and the plane's last rounds the plane's dQ from L2; otherwise the same file's third launch
+//    rounds dQ at the end.
 // Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 5.
 //
 // Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 21–24 and 32; backward alone, fp16, 16k tokens, hidden
@@ -110,6 +111,12 @@
 //  - run 39 (tenth session, lead, H100): that measurement, NVRTC's build checked against float64 first: the split
 //    ×1.127 geometric mean of the one-body build (1.059–1.285; d = 64 ×1.09–1.28, d = 128 ×1.06–1.15), backward
 //    alone 0.94–1.08× cuDNN (median 0.99; one-body 0.81–0.93, median 0.90). Now the only form: the switch is gone.
+//  - run 39-bwd5 (tenth session, helper bwd5, H100; `python -m gpu.lab.backward_builds --ns 1024,4096,16384 --build
+//    base:dq_pass=1 --build plane:`): run 38-bwd4's per-plane rounding (commit 2f44c8b) on this kernel, 8 chunks in
+//    flight per thread: ×1.006 geometric mean of the kernel with the pass (0.966–1.051); ×1.015–1.051 at N = 1K (256,
+//    512 planes), ×0.997–1.006 at N = 4K, ×0.966–1.013 at N = 16K (16, 32 planes; causal −3.4%, −3.3%: the plane's
+//    last block, j = 0, rounds its 4–8 MiB at one SM's rate, the grid's tail). Landed where it pays: from 256
+//    planes on (gpu/backward.py FUSED_PLANES); below, FUSED_DQ = 0 and the third launch, the kernel as before.
 //  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
 //    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 on launches with
@@ -157,6 +164,9 @@
 #endif
 #ifndef ROUND_BATCH
 #define ROUND_BATCH 8  // FUSED_DQ: 8-column chunks each consumer thread loads before it stores
+#endif
+#ifndef DISCARD_ACC
+#define DISCARD_ACC 0  // FUSED_DQ, a lab switch (run 39-bwd5): drop the rounded accumulator's lines from L2 unwritten
 #endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
@@ -614,6 +624,15 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 if (e0 + 256 * k < chunks)
                     store_16(out + 8 * (e0 + 256 * k), make_uint4(pack2(x[k][0].x, x[k][0].y), pack2(x[k][0].z, x[k][0].w),
                                                                  pack2(x[k][1].x, x[k][1].y), pack2(x[k][1].z, x[k][1].w)));
+#if DISCARD_ACC
+            // the accumulator's lines are dead once rounded: dropped from L2 unwritten (no write-back to HBM). A
+            // 128-byte line is 4 chunks, of 4 lanes of this warp, whose loads its stores above waited for
+            __syncwarp();
+#pragma unroll
+            for (int k = 0; k < ROUND_BATCH; ++k)
+                if (e0 + 256 * k < chunks && (e0 + 256 * k) % 4 == 0)
+                    asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(acc + 8 * (e0 + 256 * k)) : "memory");
+#endif
         }
     }
 #endif
