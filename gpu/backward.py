@@ -25,8 +25,8 @@ PLAIN = variants.Variant()
 # rung 7 rounds dQ in its main kernel from this many query planes (batch · heads) on. The plane's last thread block
 # rounds it at one SM's rate (~30 GB/s) where the pass runs at the chip's (~2.9 TB/s): the grid's last plane is its
 # exposed tail, which pays only where the pass over all planes costs more. H100, 16k tokens (gpu/NOTES.md run
-# 39-bwd5): ×1.015–1.051 at 256 and 512 planes, ×0.997–1.006 at 128 (within the timing's noise), ×0.966–1.013 at
-# 16 and 32 (causal ×0.966, 0.967: its last block, K/V block 0, walks every Q block)
+# 39-bwd5): ×1.015–1.050 at 256 and 512 planes, ×0.997–1.006 at 64 and 128 (within the timing's noise), ×0.966–1.013 at
+# 16 and 32 (causal ×0.966, 0.969: its last block, K/V block 0, walks every Q block)
 FUSED_PLANES = 256
 
 

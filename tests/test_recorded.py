@@ -35,6 +35,7 @@ def test_every_shipped_recording_says_where_it_came_from():
             "bench-variants": ("python -m gpu.lab.bench_variants ", "flashsim bench gpu --variants"),
             "backward-rungs": ("python -m gpu.lab.backward_rungs ",),
             "training-speed": ("python -m gpu.lab.training_speed ",),
+            "backward-builds": ("python -m gpu.lab.backward_builds ",),
         }.get(rec.report["kind"], ("flashsim ",))
         assert rec.gpu == "NVIDIA H100 80GB HBM3" and rec.date.startswith("2026-") and rec.command.startswith(commands)
 

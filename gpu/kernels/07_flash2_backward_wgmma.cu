@@ -113,10 +113,12 @@
 //    alone 0.94–1.08× cuDNN (median 0.99; one-body 0.81–0.93, median 0.90). Now the only form: the switch is gone.
 //  - run 39-bwd5 (tenth session, helper bwd5, H100; `python -m gpu.lab.backward_builds --ns 1024,4096,16384 --build
 //    base:dq_pass=1 --build plane:`): run 38-bwd4's per-plane rounding (commit 2f44c8b) on this kernel, 8 chunks in
-//    flight per thread: ×1.006 geometric mean of the kernel with the pass (0.966–1.051); ×1.015–1.051 at N = 1K (256,
-//    512 planes), ×0.997–1.006 at N = 4K, ×0.966–1.013 at N = 16K (16, 32 planes; causal −3.4%, −3.3%: the plane's
-//    last block, j = 0, rounds its 4–8 MiB at one SM's rate, the grid's tail). Landed where it pays: from 256
-//    planes on (gpu/backward.py FUSED_PLANES); below, FUSED_DQ = 0 and the third launch, the kernel as before.
+//    flight per thread: ×1.006 geometric mean of the kernel with the pass (0.966–1.050); ×1.015–1.050 at N = 1K (256,
+//    512 planes), ×0.997–1.006 at N = 4K, ×0.966–1.013 at N = 16K (16, 32 planes; causal −3.4%, −3.1%: the plane's
+//    last block, j = 0, rounds its 4–8 MiB of float32 at one SM's rate, the grid's tail). Landed where it pays: from
+//    256 planes on (gpu/backward.py FUSED_PLANES); below, FUSED_DQ = 0 and the third launch, the kernel as before.
+//    Backward alone ×cuDNN median 0.986 → 0.991 (0.909–1.102) over those 12 shapes. DISCARD_ACC (lab switch, not
+//    run on a GPU): the rounded accumulator's lines dropped from L2 unwritten (discard.global.L2).
 //  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
 //    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 on launches with

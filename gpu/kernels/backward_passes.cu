@@ -12,7 +12,9 @@
 // shapes (16k tokens, hidden 2048, fp16; gpu/NOTES.md run 37-bwd3, `python -m gpu.lab.backward_builds`) 97–98 µs
 // and 68–70 µs, 2.7–2.9 TB/s, 14% of rung 7's backward at N = 1024, d = 64, 1% at N = 16384. Before run 37-bwd3: one
 // warp per row, 8 of its lanes loading at d = 64, 4-byte zeros, and one element per thread in the rounding: 136–147 µs
-// (d = 64; 98–101 at d = 128) and 91–95 µs.
+// (d = 64; 98–101 at d = 128) and 91–95 µs. At their bytes (run 39-bwd5, H100, `python -m gpu.lab.backward_builds`'s
+// floors, 16k tokens, d = 64): the pre-pass 97.7 µs beside 92.0 for a device-to-device copy of the accumulator (the
+// same 128 MiB read and written; 2.9 TB/s), its zeroing alone by memset 43.8; the rounding 69.0 (192 MiB at 2.9 TB/s).
 //
 // Injected #defines: HEAD_DIM (row length in HBM), STORAGE (0 fp32, 1 fp16, 2 bf16), WIDE (rows of whole 16-byte
 // pieces: 16-byte loads and stores), ROW_LANES (the pre-pass's lanes per row: geometry.passes_defines).
