@@ -1,14 +1,14 @@
 """`flash_attention_backward`: dQ, dK, dV from the saved log-sum-exp (rungs 4, 5 and 7 of gpu/registry.py), in three
-launches (two where rung 7 rounds dQ itself); rung 5 also takes the forward's variants (gpu/variants.py: GQA, window, ALiBi, softcap, packed batches).
+launches (two where rung 7 rounds dQ itself); rung 5 also takes the forward's variants (gpu/variants.py: GQA,
+window, ALiBi, softcap, packed batches).
 
 The pre-pass computes D = rowsum(dO ∘ O) and zeroes a float32 dQ accumulator; the main kernel (one thread block
 per K/V block) recomputes P from L tile by tile and adds τ dS K into dQ (atomics; rung 7: TMA reduce-adds, in a
 fixed order with `deterministic`); the last pass rounds dQ to the storage dtype. Rung 7's plain builds with TMA
 reduce-adds round dQ themselves instead where there are FUSED_PLANES query planes or more (`fused`): the last thread
 block of a plane to finish (a counter per plane, zeroed by the pre-pass) rounds the plane's dQ, and no third launch
-runs. Extra device memory: D (N floats)
-and the accumulator (N·d floats) per head, rung 7's L and D blocks (2N floats) and counter (1 int),
-deterministic's counters (N / Br ints): O(N).
+runs. Extra device memory: D (N floats) and the accumulator (N·d floats) per head, rung 7's L and D blocks (2N
+floats) and counter (1 int), deterministic's counters (N / Br ints): O(N).
 """
 
 import dataclasses
@@ -25,8 +25,8 @@ PLAIN = variants.Variant()
 # rung 7 rounds dQ in its main kernel from this many query planes (batch · heads) on. The plane's last thread block
 # rounds it at one SM's rate (~30 GB/s) where the pass runs at the chip's (~2.9 TB/s): the grid's last plane is its
 # exposed tail, which pays only where the pass over all planes costs more. H100, 16k tokens (gpu/NOTES.md run
-# 39-bwd5): ×1.015–1.050 at 256 and 512 planes, ×0.997–1.006 at 64 and 128 (within the timing's noise), ×0.966–1.013 at
-# 16 and 32 (causal ×0.966, 0.969: its last block, K/V block 0, walks every Q block)
+# 39-bwd5): ×1.015–1.050 at 256 and 512 planes, ×0.997–1.006 at 64 and 128 (within the timing's noise),
+# ×0.966–1.013 at 16 and 32 (causal ×0.966, 0.969: its last block, K/V block 0, walks every Q block)
 FUSED_PLANES = 256
 
 
@@ -157,10 +157,10 @@ def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool
 def launch(
     spec: registry.KernelSpec, p, tiles, row: int, ins: tuple, work: tuple, outs: tuple, variant=PLAIN
 ) -> None:  # fmt: skip
-    """The three launches (two when `fused`) on prepared arrays: ins = (q, k, v, o, lse, do) with rows of `row` elements, work as
-    `workspace` lists it (deterministic when it holds the counters), outs = (dq, dk, dv), all allocated by the
-    caller (the autograd path allocates them in PyTorch). A variant adds its #defines and arguments, and one thread
-    block per K/V block of each K/V head: grid (Tc, B·Hkv), packed (Tc of the longest, Hkv, B)."""
+    """The three launches (two when `fused`) on prepared arrays: ins = (q, k, v, o, lse, do) with rows of `row`
+    elements, work as `workspace` lists it (deterministic when it holds the counters), outs = (dq, dk, dv), all
+    allocated by the caller (the autograd path allocates them in PyTorch). A variant adds its #defines and arguments,
+    and one thread block per K/V block of each K/V head: grid (Tc, B·Hkv), packed (Tc of the longest, Hkv, B)."""
     q, k, v, o, lse, do = ins
     D, dq_acc, *blocks = work
     dq, dk, dv = outs

@@ -319,11 +319,11 @@ __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 
 
 // Q_map, dO_map: tensor maps of Q, dO (batch·heads, N, HEAD_DIM), boxes of (1, Br, 64); K_map, V_map: of K, V
 // (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); dQ_map: of dQacc, float32, boxes of (1, Br, 32); LD: the
-// pre-pass's (batch·heads, Tr, 2, Br) float32 blocks of L_i·log2 e and D_i; dQacc: (batch·heads, N, HEAD_DIM)
-// float32, zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); arrivals: (batch·heads) int32,
-// zeroed by the pre-pass, and dQ like Q (FUSED_DQ only); dK, dV like K. Grid: (Tc,
-// batch·heads), NTHREADS threads, geometry.backward_wg_smem bytes of dynamic shared memory. VARIANTS: K, V, dK, dV
-// have batch·heads / group planes, grid (Tc, batch·heads / group).
+// pre-pass's (batch·heads, Tr, 2, Br) float32 blocks of L_i·log2 e and D_i; dQacc: (batch·heads, N, HEAD_DIM) float32,
+// zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); arrivals: (batch·heads) int32, zeroed by the
+// pre-pass, and dQ like Q (FUSED_DQ only); dK, dV like K. Grid: (Tc, batch·heads), NTHREADS threads,
+// geometry.backward_wg_smem bytes of dynamic shared memory. VARIANTS: K, V, dK, dV have batch·heads / group planes,
+// grid (Tc, batch·heads / group).
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
                  const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap dO_map,

@@ -36,12 +36,13 @@ __device__ __forceinline__ float dot16(uint4 a, uint4 b) {
     return s;
 }
 
-// O, dO: (heads, N, HEAD_DIM); D: (heads, N); dQacc: (heads, N, HEAD_DIM) float32; L: the forward's log-sum-exp
-// (heads, N); LD: null, or rung 7's (heads, padded / br, 2, br) float32 blocks of L_i·log2 e then D_i (br: its Br),
-// one contiguous copy per Q block, zeros past N; arrivals: null, or rung 7's (heads) int32 counters of the thread
-// blocks done with each query plane (its FUSED_DQ: the last rounds the plane's dQ), zeroed here. Rows: heads × padded (N, or N rounded up to br with LD), one per
-// ROW_LANES lanes (WIDE: a power of two ≤ 32, one 16-byte piece of O and of dO per lane and step, 16-byte zeros into
-// dQacc; else 32, one element per lane and step). Grid: ceil(heads · padded · ROW_LANES / blockDim.x).
+// O, dO: (heads, N, HEAD_DIM); D: (heads, N); dQacc: (heads, N, HEAD_DIM) float32; L: the forward's log-sum-exp (heads,
+// N); LD: null, or rung 7's (heads, padded / br, 2, br) float32 blocks of L_i·log2 e then D_i (br: its Br), one
+// contiguous copy per Q block, zeros past N; arrivals: null, or rung 7's (heads) int32 counters of the thread blocks
+// done with each query plane (its FUSED_DQ: the last rounds the plane's dQ), zeroed here. Rows: heads × padded (N, or N
+// rounded up to br with LD), one per ROW_LANES lanes (WIDE: a power of two ≤ 32, one 16-byte piece of O and of dO per
+// lane and step, 16-byte zeros into dQacc; else 32, one element per lane and step). Grid: ceil(heads · padded ·
+// ROW_LANES / blockDim.x).
 extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_t* dO, float* D, float* dQacc,
                                               const float* L, float* LD, int* arrivals, int heads, int N, int padded,
                                               int br)
