@@ -1,11 +1,14 @@
 """`flash_attention_backward`: dQ, dK, dV from the saved log-sum-exp (rungs 4, 5 and 7 of gpu/registry.py), in three
-launches; rung 5 also takes the forward's variants (gpu/variants.py: GQA, window, ALiBi, softcap, packed batches).
+launches (two where rung 7 rounds dQ itself); rung 5 also takes the forward's variants (gpu/variants.py: GQA,
+window, ALiBi, softcap, packed batches).
 
 The pre-pass computes D = rowsum(dO ∘ O) and zeroes a float32 dQ accumulator; the main kernel (one thread block
 per K/V block) recomputes P from L tile by tile and adds τ dS K into dQ (atomics; rung 7: TMA reduce-adds, in a
-fixed order with `deterministic`); the last pass rounds dQ to the storage dtype. Extra device memory: D (N floats)
-and the accumulator (N·d floats) per head, rung 7's L and D blocks (2N floats), deterministic's counters (N / Br
-ints): O(N).
+fixed order with `deterministic`); the last pass rounds dQ to the storage dtype. Rung 7's plain builds with TMA
+reduce-adds round dQ themselves instead where there are FUSED_PLANES query planes or more (`fused`): the last thread
+block of a plane to finish (a counter per plane, zeroed by the pre-pass) rounds the plane's dQ, and no third launch
+runs. Extra device memory: D (N floats) and the accumulator (N·d floats) per head, rung 7's L and D blocks (2N
+floats) and counter (1 int), deterministic's counters (N / Br ints): O(N).
 """
 
 import dataclasses
@@ -19,6 +22,12 @@ PREPASS_WARPS = 8  # warps per thread block of the pre-pass (32 / ROW_LANES rows
 DQ_THREADS = 256
 NULL = np.uint64(0)  # a null pointer argument
 PLAIN = variants.Variant()
+# rung 7 rounds dQ in its main kernel from this many query planes (batch · heads) on. The plane's last thread block
+# rounds it at one SM's rate (~30 GB/s) where the pass runs at the chip's (~2.9 TB/s): the grid's last plane is its
+# exposed tail, which pays only where the pass over all planes costs more. H100, 16k tokens (gpu/NOTES.md run
+# 39-bwd5): ×1.015–1.050 at 256 and 512 planes, ×0.997–1.006 at 64 and 128 (within the timing's noise),
+# ×0.966–1.013 at 16 and 32 (causal ×0.966, 0.969: its last block, K/V block 0, walks every Q block)
+FUSED_PLANES = 256
 
 
 def flash_attention_backward(
@@ -122,9 +131,16 @@ def check_deterministic(spec: registry.KernelSpec, tiles, deterministic, variant
         raise InputError("deterministic: not with a window (rung 7's turns assume every K/V block before j sees Q_i)")
 
 
+def fused(spec: registry.KernelSpec, tiles, planes: int, variant: variants.Variant = PLAIN) -> bool:
+    """Whether the main kernel rounds dQ itself (rung 7, plain, TMA reduce-adds, at least FUSED_PLANES query planes),
+    with no third launch; `tiles.dq_pass` keeps the third launch."""
+    return bool(spec.tma and not tiles.dq_atomics and not tiles.dq_pass and variant.plain and planes >= FUSED_PLANES)
+
+
 def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool = False, rows=None) -> list[tuple]:
     """(shape, dtype, zeroed) of each float32 / int32 work array the launches need, in `launch`'s order: D, the dQ
-    accumulator, then for rung 7 its L and D blocks of Br rows and (deterministic) the per-Q-block counters.
+    accumulator, then for rung 7 its L and D blocks of Br rows, the counter of thread blocks done with each query
+    plane (`fused`; zeroed by the pre-pass) and (deterministic) the per-Q-block counters of its order.
     `rows`: the shape of D, one float per row of o ((batch, heads, N); a packed batch's (total_q, Hq))."""
     heads = (p.batch, p.heads)
     rows = tuple(rows) if rows is not None else (*heads, p.n)
@@ -132,6 +148,7 @@ def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool
     if spec.tma:
         blocks = -(-p.n // tiles.block_rows)
         work.append(((*heads, blocks, 2, tiles.block_rows), "float32", False))
+        work.append((heads, "int32", False))
         if deterministic:
             work.append(((*heads, blocks), "int32", True))
     return work
@@ -140,22 +157,26 @@ def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool
 def launch(
     spec: registry.KernelSpec, p, tiles, row: int, ins: tuple, work: tuple, outs: tuple, variant=PLAIN
 ) -> None:  # fmt: skip
-    """The three launches on prepared arrays: ins = (q, k, v, o, lse, do) with rows of `row` elements, work as
-    `workspace` lists it (deterministic when it holds the counters), outs = (dq, dk, dv), all allocated by the
-    caller (the autograd path allocates them in PyTorch). A variant adds its #defines and arguments, and one thread
-    block per K/V block of each K/V head: grid (Tc, B·Hkv), packed (Tc of the longest, Hkv, B)."""
+    """The three launches (two when `fused`) on prepared arrays: ins = (q, k, v, o, lse, do) with rows of `row`
+    elements, work as `workspace` lists it (deterministic when it holds the counters), outs = (dq, dk, dv), all
+    allocated by the caller (the autograd path allocates them in PyTorch). A variant adds its #defines and arguments,
+    and one thread block per K/V block of each K/V head: grid (Tc, B·Hkv), packed (Tc of the longest, Hkv, B)."""
     q, k, v, o, lse, do = ins
     D, dq_acc, *blocks = work
     dq, dk, dv = outs
+    rounds = fused(spec, tiles, p.batch * p.heads, variant)
     pre = dataclasses.replace(p, batch=1, heads=1, n=D.size) if variant.packed else p  # packed: D's rows, o's order
-    prepass(pre, row, o, do, lse, D, dq_acc, blocks[0] if blocks else None)
+    prepass(pre, row, o, do, lse, D, dq_acc, *blocks[:2])
     smem = spec.smem(p.d, tiles)
     if spec.tma:  # rung 7: Q_i and dO_i in boxes of Br rows, K_j and V_j of Bc, dQ_i reduced in boxes of 64 rows
-        defines = spec.defines(p.d, p.dtype, tiles) | variant.defines() | {"DETERMINISTIC": int(len(blocks) == 2)}
+        deterministic = len(blocks) == 3
+        defines = spec.defines(p.d, p.dtype, tiles) | variant.defines()
+        defines |= {"DETERMINISTIC": int(deterministic), "FUSED_DQ": int(rounds)}
         br, bc = tiles.block_rows, tiles.block_cols
         maps = [tma.rows_map(x, rows) for x, rows in ((q, br), (k, bc), (v, bc), (do, br))]
-        counts = blocks[1] if len(blocks) == 2 else NULL
-        args = (*maps, tma.accumulator_map(dq_acc, 64), blocks[0], dq_acc, counts, dk, dv)  # dQ: 64-row boxes
+        counts = blocks[2] if deterministic else NULL
+        # dQ: 64-row boxes
+        args = (*maps, tma.accumulator_map(dq_acc, 64), blocks[0], dq_acc, counts, blocks[1], dq, dk, dv)
     else:
         defines = spec.defines(p.d, p.dtype, tiles) | variant.defines()
         args = (q, k, v, do, lse, D, dq_acc, dk, dv)
@@ -168,19 +189,22 @@ def launch(
         (*args, np.int32(p.n), np.int32(p.nk), np.float32(p.scale), np.int32(p.causal), *variant.args(p)),
         shared_mem=smem,
     )
-    round_dq(p, row, dq_acc, dq)
+    if not rounds:
+        round_dq(p, row, dq_acc, dq)
 
 
-def prepass(p, row: int, o, do, lse, D, dq_acc, blocks=None) -> None:
+def prepass(p, row: int, o, do, lse, D, dq_acc, blocks=None, arrivals=None) -> None:
     """The FlashAttention-2 paper's Algorithm 2, lines 3–4: D = rowsum(dO ∘ O) and dQ = 0 (the float32 accumulator);
-    with `blocks` (rung 7's, (batch, heads, Tr, 2, Br)) also L_i·log2 e and D_i per Q block, zeros past N."""
+    with `blocks` (rung 7's, (batch, heads, Tr, 2, Br)) also L_i·log2 e and D_i per Q block, zeros past N, and
+    `arrivals` (rung 7's (batch, heads) int32 counters) zeroed."""
     spec = registry.HELPERS["bwd_prepass"]
     heads = p.batch * p.heads
     padded = p.n if blocks is None else blocks.shape[2] * blocks.shape[4]
     defines = spec.defines(row, p.dtype, None)
     fn = source.function(spec, defines)
     block_rows = 1 if blocks is None else blocks.shape[4]
-    args = (o, do, D, dq_acc, lse, NULL if blocks is None else blocks, np.int32(heads), np.int32(p.n), np.int32(padded))
+    args = (o, do, D, dq_acc, lse, NULL if blocks is None else blocks, NULL if arrivals is None else arrivals)
+    args += (np.int32(heads), np.int32(p.n), np.int32(padded))
     args += (np.int32(block_rows),)
     threads = 32 * PREPASS_WARPS
     fn((-(-heads * padded * defines["ROW_LANES"] // threads), 1, 1), (threads, 1, 1), args)

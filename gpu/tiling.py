@@ -33,6 +33,7 @@ class Tiles:
     persistent: bool = False  # rung 6: one thread block per SM walks the tiles (all calls but softcap, ALiBi)
     split_dq: bool = False  # backward rung 7: the warpgroups share dS_ij and split dQ_i's columns
     dq_atomics: bool = False  # backward rung 7: dQ by float32 atomics per element instead of TMA reduce-adds
+    dq_pass: bool = False  # backward rung 7: dQ rounded by a third launch, not by the last thread block to add into it
 
     @property
     def threads(self) -> int:
@@ -42,7 +43,7 @@ class Tiles:
         """The tiling in one short string: Br×Bc, warps × rows per warp, where Q_i's fragments live, layout."""
         # backward rung 7 (Br = 128 only split: rung 6's (128, 128, 12 warps) forward tiles never split dQ)
         if self.warps == 12 and self.block_cols == 128 and (self.block_rows == 64 or self.split_dq):
-            return f"{self.block_rows}x128 wg2x64keys+1 st{self.stages}{' splitdq' if self.split_dq else ''}{' atomics' if self.dq_atomics else ''}"
+            return f"{self.block_rows}x128 wg2x64keys+1 st{self.stages}{' splitdq' if self.split_dq else ''}{' atomics' if self.dq_atomics else ''}{' dqpass' if self.dq_pass else ''}"
         backward_mma = self.block_cols == 16 * self.warps  # rung 5's 16 keys per warp (not rung 6's warpgroups)
         if not backward_mma and self.warps % 4 == 0 and self.block_rows == 64 * (self.warps // 4 - 1):
             return f"{self.block_rows}x{self.block_cols} wg{self.warps // 4 - 1}x64+1 st{self.stages}{' pp' if self.pingpong else ''}{' ps' if self.persistent else ''}"

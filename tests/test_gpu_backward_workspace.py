@@ -1,6 +1,8 @@
 """The backward's work arrays and its `deterministic` argument, without a GPU: what each rung allocates (O(N), the
 deterministic counters zeroed), and a one-line InputError for every value or kernel that cannot honour it."""
 
+import dataclasses
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -8,6 +10,7 @@ from hypothesis import strategies as st
 from gpu import backward, registry
 from gpu.inputs import Problem
 from gpu.tiling import backward_warpgroup_tiles
+from gpu.variants import Variant
 from sim.core.errors import InputError
 
 
@@ -31,8 +34,10 @@ def test_rung_7_adds_l_and_d_blocks_of_its_br_and_zeroed_counters_when_determini
     blocks = -(-1000 // br)  # the last Q block ragged: its rows past N are zeros in the blocks
     common = [((2, 3, 1000), "float32", False), ((2, 3, 1000, d), "float32", False)]
     ld = ((2, 3, blocks, 2, br), "float32", False)
-    assert backward.workspace(spec, p, d, tiles) == [*common, ld]
-    assert backward.workspace(spec, p, d, tiles, deterministic=True) == [*common, ld, ((2, 3, blocks), "int32", True)]
+    done = ((2, 3), "int32", False)  # thread blocks done with each query plane, zeroed by the pre-pass
+    assert backward.workspace(spec, p, d, tiles) == [*common, ld, done]
+    deterministic = [*common, ld, done, ((2, 3, blocks), "int32", True)]
+    assert backward.workspace(spec, p, d, tiles, deterministic=True) == deterministic
 
 
 def test_deterministic_is_refused_by_the_kernels_that_add_in_any_order():
@@ -52,3 +57,15 @@ def test_deterministic_takes_only_a_bool(value):
     seven = registry.backward(7)
     with pytest.raises(InputError, match=r"^deterministic: expected True or False, got "):
         backward.check_deterministic(seven, seven.tiles(64), value)
+
+
+def test_rung_7_rounds_dq_itself_from_fused_planes_on_plain_with_tma_reduce_adds():
+    seven, five = registry.backward(7), registry.backward(5)
+    tiles = seven.tiles(64)
+    many = backward.FUSED_PLANES
+    assert backward.fused(seven, tiles, many) and backward.fused(seven, tiles, 10 * many)
+    assert not backward.fused(seven, tiles, many - 1)  # fewer planes: the third launch rounds dQ
+    assert not backward.fused(seven, backward_warpgroup_tiles(stages=2, dq_atomics=True), many)
+    assert not backward.fused(seven, dataclasses.replace(tiles, dq_pass=True), many)
+    assert not backward.fused(seven, tiles, many, Variant(group=2))  # a variant: the pass
+    assert not backward.fused(five, five.tiles(64), many)

@@ -3,6 +3,8 @@ of dQ, dK, dV (gpu.lab.checks.check_backward): ragged, causal, N ≠ Nk, rows th
 bf16, its tilings, FlashAttention-3's benchmark lengths; and where the public call uses it. Skipped, with the
 reason, on any GPU but an sm_90 one (H100, H200)."""
 
+import dataclasses
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -99,6 +101,41 @@ def test_rung_7_deterministic_is_correct_and_the_same_bit_for_bit(d, tiles, caus
     for again in runs[1:]:
         for g, h in zip(runs[0], again, strict=True):
             assert bool((g.view("uint16") == h.view("uint16")).all())
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_rung_7_rounding_dq_itself(shape, causal, monkeypatch):
+    # every plane's last thread block rounds its dQ (FUSED_DQ) at any number of planes: one row, ragged, N ≠ Nk,
+    # causal rows that see no key (their dQ rows zeros the pre-pass wrote, rounded with the plane)
+    monkeypatch.setattr(backward, "FUSED_PLANES", 1)
+    _assert_ok(check_backward(*random_qkv(*shape, "float16", seed=sum(shape)), causal=causal, kernel=7))
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_rung_7_rounds_dq_itself_from_fused_planes_on(d):
+    # 4 × 64 = 256 query planes (the launcher's threshold), ragged, N > Nk: causal rows that see no key
+    q, k, v = random_qkv(4, 64, 300, 200, d, "bfloat16", seed=d)
+    spec = backward.resolve(7, d)
+    assert backward.fused(spec, spec.tiles(d), 4 * 64) and not backward.fused(spec, spec.tiles(d), 4 * 64 - 1)
+    for causal in (False, True):
+        _assert_ok(check_backward(q, k, v, causal=causal, kernel=7))
+
+
+@pytest.mark.parametrize("d", [64, 128])
+def test_rung_7_rounding_dq_itself_is_the_pass_bit_for_bit_when_deterministic(d, monkeypatch):
+    # the same float32 accumulator, rounded by the plane's last thread block or by the third launch
+    monkeypatch.setattr(backward, "FUSED_PLANES", 1)
+    q, k, v = random_qkv(2, 3, 1030, 2000, d, "float16", seed=d)
+    o, lse = gpu.flash_attention(q, k, v, causal=True, return_lse=True)
+    do = random_like(q, 3)
+    tiles = backward.resolve(7, d).tiles(d)
+    grads = [
+        gpu.flash_attention_backward(q, k, v, o, lse, do, causal=True, kernel=7, tiles=t, deterministic=True)
+        for t in (tiles, dataclasses.replace(tiles, dq_pass=True))
+    ]
+    for g, h in zip(*grads, strict=True):
+        assert bool((g.view("uint16") == h.view("uint16")).all())
 
 
 def test_deterministic_is_refused_where_dq_adds_in_any_order():

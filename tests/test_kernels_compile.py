@@ -65,10 +65,12 @@ def test_kernel_compiles(tmp_path, arch, case):
     arch = spec.arch or arch
     cu = tmp_path / spec.file
     defines = spec.defines(d, dtype, tiles)
-    # rung 7's launcher adds DETERMINISTIC (0 or 1, gpu.backward.launch): both builds are checked
-    builds = (
-        [defines | {"DETERMINISTIC": x} for x in (0, 1)] if spec.tma and spec.direction == "backward" else [defines]
-    )
+    # rung 7's launcher adds DETERMINISTIC (0 or 1, gpu.backward.launch) and FUSED_DQ (1 with TMA reduce-adds and no
+    # variant: gpu.backward.fused): every build it can launch is checked
+    builds = [defines]
+    if spec.tma and spec.direction == "backward":
+        fused = (0, 1) if defines["DQ_TMA"] else (0,)
+        builds = [defines | {"DETERMINISTIC": x, "FUSED_DQ": f} for x in (0, 1) for f in fused]
     for build in builds:
         cu.write_text(source.render(spec.file, build))
         run = subprocess.run(

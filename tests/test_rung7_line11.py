@@ -19,12 +19,15 @@ TILINGS = [(d, None) for d in SPEC.head_dims] + [
     (d, tiles) for (direction, d), entries in TUNE.items() for rung, tiles in entries
     if direction == "backward" and rung == 7 and tiles is not None
 ]  # fmt: skip
-# what gpu.backward.launch adds: DETERMINISTIC (0 or 1), or a variant's #defines (GQA and the window: the same build;
+# what gpu.backward.launch adds: DETERMINISTIC (0 or 1) and FUSED_DQ (1: the plain builds round dQ themselves from
+# gpu.backward.FUSED_PLANES query planes on), or a variant's #defines (GQA and the window: the same build;
 # DETERMINISTIC is refused with a window, 0 with GQA alone)
 KINDS = {
-    "plain": {"DETERMINISTIC": 0},
-    "deterministic": {"DETERMINISTIC": 1},
-    "gqa-window": Variant(group=2, window=(64, 0)).defines() | {"DETERMINISTIC": 0},
+    "plain": {"DETERMINISTIC": 0, "FUSED_DQ": 0},
+    "plain-fused": {"DETERMINISTIC": 0, "FUSED_DQ": 1},
+    "deterministic": {"DETERMINISTIC": 1, "FUSED_DQ": 0},
+    "deterministic-fused": {"DETERMINISTIC": 1, "FUSED_DQ": 1},
+    "gqa-window": Variant(group=2, window=(64, 0)).defines() | {"DETERMINISTIC": 0, "FUSED_DQ": 0},
 }
 
 

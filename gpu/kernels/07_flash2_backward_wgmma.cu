@@ -35,7 +35,10 @@
 //    rounding; with DETERMINISTIC a counter per Q block in HBM orders them by K/V block j (each warpgroup waits
 //    for its turn, adds, waits for its additions to land, passes the turn on), as FlashAttention-3 does.
 //  - D = rowsum(dO ∘ O), the zeroed accumulator and the L_i/D_i blocks come from backward_passes.cu's pre-pass,
-//    as for rung 5; the same file rounds dQ at the end.
+//    as for rung 5. FUSED_DQ (plain calls with TMA reduce-adds and at least 256 query planes, gpu/backward.py's
+//    `fused`): each thread block, its reduce-adds landed, counts itself once in its query plane's counter (zeroed by
+//    the pre-pass), and the plane's last rounds the plane's dQ from L2; otherwise the same file's third launch
+//    rounds dQ at the end.
 // Only d = 64 and 128 (whole 128-byte pieces), fp16/bf16, sm_90a; other head dims and GPUs use rung 5.
 //
 // Measured (NVIDIA H100 80GB HBM3, gpu/NOTES.md runs 21–24 and 32; backward alone, fp16, 16k tokens, hidden
@@ -108,6 +111,14 @@
 //  - run 39 (tenth session, lead, H100): that measurement, NVRTC's build checked against float64 first: the split
 //    ×1.127 geometric mean of the one-body build (1.059–1.285; d = 64 ×1.09–1.28, d = 128 ×1.06–1.15), backward
 //    alone 0.94–1.08× cuDNN (median 0.99; one-body 0.81–0.93, median 0.90). Now the only form: the switch is gone.
+//  - run 39-bwd5 (tenth session, helper bwd5, H100; `python -m gpu.lab.backward_builds --ns 1024,4096,16384 --build
+//    base:dq_pass=1 --build plane:`): run 38-bwd4's per-plane rounding (commit 2f44c8b) on this kernel, 8 chunks in
+//    flight per thread: ×1.006 geometric mean of the kernel with the pass (0.966–1.050); ×1.015–1.050 at N = 1K (256,
+//    512 planes), ×0.997–1.006 at N = 4K, ×0.966–1.013 at N = 16K (16, 32 planes; causal −3.4%, −3.1%: the plane's
+//    last block, j = 0, rounds its 4–8 MiB of float32 at one SM's rate, the grid's tail). Landed where it pays: from
+//    256 planes on (gpu/backward.py FUSED_PLANES); below, FUSED_DQ = 0 and the third launch, the kernel as before.
+//    Backward alone ×cuDNN median 0.986 → 0.991 (0.909–1.102) over those 12 shapes. DISCARD_ACC (lab switch, not
+//    run on a GPU): the rounded accumulator's lines dropped from L2 unwritten (discard.global.L2).
 //  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
 //    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 on launches with
@@ -130,7 +141,8 @@
 // block i, which a window's left side breaks. (Adding the variants, run 31, left the plain build's PTX as it was.)
 //
 // Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
-// SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16);
+// SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16),
+// FUSED_DQ (see "D = rowsum"; gpu/backward.py's `fused`), ROUND_BATCH (its chunks in flight per thread).
 
 #define BC 128                            // Bc: keys per thread block, 64 per consumer warpgroup
 #define CONSUMERS 2
@@ -146,6 +158,18 @@
 #define DQ_PIECES (SPLIT_DQ ? 1 : PIECES)  // dQ products per Q block and warpgroup
 #define DQ_KEYS (SPLIT_DQ ? BC : 64)       // keys each of them sums over
 #define TILE_DQ (64 * DQ_COLS * 4)         // bytes of one warpgroup's float32 dQ product: boxes of (64, 32)
+#ifndef FUSED_DQ
+#define FUSED_DQ 0
+#endif
+#if FUSED_DQ && (VARIANTS || !DQ_TMA)
+#error "FUSED_DQ: the plain build with TMA reduce-adds only (the launcher rounds dQ in a pass otherwise)"
+#endif
+#ifndef ROUND_BATCH
+#define ROUND_BATCH 8  // FUSED_DQ: 8-column chunks each consumer thread loads before it stores
+#endif
+#ifndef DISCARD_ACC
+#define DISCARD_ACC 0  // FUSED_DQ, a lab switch (run 39-bwd5): drop the rounded accumulator's lines from L2 unwritten
+#endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
 
@@ -272,6 +296,20 @@ __device__ __forceinline__ void stmatrix_x4_trans(u32 addr, const u32 (&r)[4]) {
                  "r"(r[1]), "r"(r[2]), "r"(r[3]) : "memory");
 }
 
+// FUSED_DQ: the thread blocks that add into some Q block of a query plane: all Tc, or (causal) those whose walk
+// starts before Tr (K/V block j visits Q block i iff j·Bc < (i + 1)·Br + shift)
+__device__ __forceinline__ int visitors(int i, int Tc, int shift, int causal) {
+    const int m = (i + 1) * BR + shift;
+    return !causal ? Tc : m > 0 ? min(Tc, (m + BC - 1) / BC) : 0;
+}
+// the two consumer warpgroups' barrier (named barrier 3), telling each thread whether any gave true
+__device__ __forceinline__ bool consumers_any(bool x) {
+    u32 r;
+    asm volatile("{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, 3, 256, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+                 : "=r"(r) : "r"((u32)x) : "memory");
+    return r;
+}
+
 // a warpgroup's own barrier (named barrier 1 + c, its 128 threads)
 __device__ __forceinline__ void warpgroup_sync(int c) { asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory"); }
 // the warpgroups' turns to issue products: warpgroup c waits on named barrier 4 + c (its 128 threads and the other
@@ -281,15 +319,17 @@ __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 
 
 // Q_map, dO_map: tensor maps of Q, dO (batch·heads, N, HEAD_DIM), boxes of (1, Br, 64); K_map, V_map: of K, V
 // (batch·heads, Nk, HEAD_DIM), boxes of (1, Bc, 64); dQ_map: of dQacc, float32, boxes of (1, Br, 32); LD: the
-// pre-pass's (batch·heads, Tr, 2, Br) float32 blocks of L_i·log2 e and D_i; dQacc: (batch·heads, N, HEAD_DIM)
-// float32, zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); dK, dV like K. Grid: (Tc,
-// batch·heads), NTHREADS threads, geometry.backward_wg_smem bytes of dynamic shared memory. VARIANTS: K, V, dK, dV
-// have batch·heads / group planes, grid (Tc, batch·heads / group).
+// pre-pass's (batch·heads, Tr, 2, Br) float32 blocks of L_i·log2 e and D_i; dQacc: (batch·heads, N, HEAD_DIM) float32,
+// zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); arrivals: (batch·heads) int32, zeroed by the
+// pre-pass, and dQ like Q (FUSED_DQ only); dK, dV like K. Grid: (Tc, batch·heads), NTHREADS threads,
+// geometry.backward_wg_smem bytes of dynamic shared memory. VARIANTS: K, V, dK, dV have batch·heads / group planes,
+// grid (Tc, batch·heads / group).
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
                  const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap dO_map,
                  const __grid_constant__ TensorMap dQ_map, const float* __restrict__ LD, float* __restrict__ dQacc,
-                 int* __restrict__ count, elem_t* __restrict__ dK, elem_t* __restrict__ dV, int N, int Nk, float scale,
+                 int* __restrict__ count, int* __restrict__ arrivals, elem_t* __restrict__ dQ, elem_t* __restrict__ dK,
+                 elem_t* __restrict__ dV, int N, int Nk, float scale,
                  int causal VARIANT_PARAMS)
 {
     extern __shared__ __align__(1024) unsigned char smem[];
@@ -557,4 +597,45 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             *reinterpret_cast<u32*>(dV + at + 8 * n) = pack2(dv[4 * n + 2 * h], dv[4 * n + 2 * h + 1]);
         }
     }
+#if FUSED_DQ
+    // dQ of this query plane, rounded by the last of its thread blocks to finish: both warpgroups' reduce-adds have
+    // landed (bulk_wait above), the block counts itself once, and the last rounds the plane's accumulator from L2
+    if (items == 0) return;  // a thread block no query sees added nothing: it is not counted
+    if (tid == 0) asm volatile("fence.proxy.async.global;\n" ::: "memory");
+    bool last = false;
+    asm volatile("bar.sync 3, 256;\n" ::: "memory");
+    if (c == 0 && tid == 0) {
+        int before;
+        asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], 1;\n" : "=r"(before) : "l"(arrivals + bh) : "memory");
+        last = before == visitors(Tr - 1, gridDim.x, shift, causal) - 1;
+    }
+    if (consumers_any(last)) {
+        const float* acc = dQacc + (size_t)bh * N * HEAD_DIM;
+        elem_t* out = dQ + (size_t)bh * N * HEAD_DIM;
+        const long long chunks = (long long)N * HEAD_DIM / 8;  // 8 columns: two 16-byte loads, one 16-byte store
+        for (long long e0 = c * 128 + tid; e0 < chunks; e0 += 256 * ROUND_BATCH) {
+            float4 x[ROUND_BATCH][2];
+#pragma unroll
+            for (int k = 0; k < ROUND_BATCH; ++k)
+                if (e0 + 256 * k < chunks) {
+                    x[k][0] = __ldcg(reinterpret_cast<const float4*>(acc + 8 * (e0 + 256 * k)));
+                    x[k][1] = __ldcg(reinterpret_cast<const float4*>(acc + 8 * (e0 + 256 * k) + 4));
+                }
+#pragma unroll
+            for (int k = 0; k < ROUND_BATCH; ++k)
+                if (e0 + 256 * k < chunks)
+                    store_16(out + 8 * (e0 + 256 * k), make_uint4(pack2(x[k][0].x, x[k][0].y), pack2(x[k][0].z, x[k][0].w),
+                                                                 pack2(x[k][1].x, x[k][1].y), pack2(x[k][1].z, x[k][1].w)));
+#if DISCARD_ACC
+            // the accumulator's lines are dead once rounded: dropped from L2 unwritten (no write-back to HBM). A
+            // 128-byte line is 4 chunks, of 4 lanes of this warp, whose loads its stores above waited for
+            __syncwarp();
+#pragma unroll
+            for (int k = 0; k < ROUND_BATCH; ++k)
+                if (e0 + 256 * k < chunks && (e0 + 256 * k) % 4 == 0)
+                    asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(acc + 8 * (e0 + 256 * k)) : "memory");
+#endif
+        }
+    }
+#endif
 }

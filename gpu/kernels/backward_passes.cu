@@ -4,14 +4,17 @@
 // pre-pass): D_i = rowsum(dO_i ∘ O_i) in float32, and dQ = 0 — here the float32 accumulator the main kernel
 // adds into (atomics, or TMA reductions), since its thread blocks (one per K/V block) all update every dQ_i at
 // once. For rung 7 it also packs L_i (times log2 e) and D_i per Q block, so that one bulk copy brings both.
-// flash2_bwd_dq: dQ = that accumulator, rounded once to the storage dtype.
+// flash2_bwd_dq: dQ = that accumulator, rounded once to the storage dtype (rungs 4 and 5, and rung 7's builds that do
+// not round dQ themselves: with a variant or atomics; gpu/backward.py's `fused`).
 //
 // Both are bound by HBM: the pre-pass reads O and dO and writes the accumulator (N·d·(2·2 + 4) bytes per head at
 // fp16), the rounding reads it and writes dQ (N·d·(4 + 2)). Their time is part of every backward timing: at FlashAttention-3's
 // shapes (16k tokens, hidden 2048, fp16; gpu/NOTES.md run 37-bwd3, `python -m gpu.lab.backward_builds`) 97–98 µs
 // and 68–70 µs, 2.7–2.9 TB/s, 14% of rung 7's backward at N = 1024, d = 64, 1% at N = 16384. Before run 37-bwd3: one
 // warp per row, 8 of its lanes loading at d = 64, 4-byte zeros, and one element per thread in the rounding: 136–147 µs
-// (d = 64; 98–101 at d = 128) and 91–95 µs.
+// (d = 64; 98–101 at d = 128) and 91–95 µs. At their bytes (run 39-bwd5, H100, `python -m gpu.lab.backward_builds`'s
+// floors, 16k tokens, d = 64): the pre-pass 97.7 µs beside 92.0 for a device-to-device copy of the accumulator (the
+// same 128 MiB read and written; 2.9 TB/s), its zeroing alone by memset 43.8; the rounding 69.0 (192 MiB at 2.9 TB/s).
 //
 // Injected #defines: HEAD_DIM (row length in HBM), STORAGE (0 fp32, 1 fp16, 2 bf16), WIDE (rows of whole 16-byte
 // pieces: 16-byte loads and stores), ROW_LANES (the pre-pass's lanes per row: geometry.passes_defines).
@@ -33,13 +36,16 @@ __device__ __forceinline__ float dot16(uint4 a, uint4 b) {
     return s;
 }
 
-// O, dO: (heads, N, HEAD_DIM); D: (heads, N); dQacc: (heads, N, HEAD_DIM) float32; L: the forward's log-sum-exp
-// (heads, N); LD: null, or rung 7's (heads, padded / br, 2, br) float32 blocks of L_i·log2 e then D_i (br: its Br),
-// one contiguous copy per Q block, zeros past N. Rows: heads × padded (N, or N rounded up to br with LD), one per
-// ROW_LANES lanes (WIDE: a power of two ≤ 32, one 16-byte piece of O and of dO per lane and step, 16-byte zeros into
-// dQacc; else 32, one element per lane and step). Grid: ceil(heads · padded · ROW_LANES / blockDim.x).
+// O, dO: (heads, N, HEAD_DIM); D: (heads, N); dQacc: (heads, N, HEAD_DIM) float32; L: the forward's log-sum-exp (heads,
+// N); LD: null, or rung 7's (heads, padded / br, 2, br) float32 blocks of L_i·log2 e then D_i (br: its Br), one
+// contiguous copy per Q block, zeros past N; arrivals: null, or rung 7's (heads) int32 counters of the thread blocks
+// done with each query plane (its FUSED_DQ: the last rounds the plane's dQ), zeroed here. Rows: heads × padded (N, or N
+// rounded up to br with LD), one per ROW_LANES lanes (WIDE: a power of two ≤ 32, one 16-byte piece of O and of dO per
+// lane and step, 16-byte zeros into dQacc; else 32, one element per lane and step). Grid: ceil(heads · padded ·
+// ROW_LANES / blockDim.x).
 extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_t* dO, float* D, float* dQacc,
-                                              const float* L, float* LD, int heads, int N, int padded, int br)
+                                              const float* L, float* LD, int* arrivals, int heads, int N, int padded,
+                                              int br)
 {
     const long long at = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / ROW_LANES;
     const int lane = threadIdx.x % ROW_LANES;
@@ -47,6 +53,7 @@ extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_
     if (at >= (long long)heads * padded) return;  // whole rows return: the lanes of `mask` stay together
     const int b = at / padded, r = at % padded;
     float* ld = LD ? LD + 2 * ((long long)b * padded + r - r % br) + r % br : nullptr;
+    if (arrivals && lane == 0 && r == 0) arrivals[b] = 0;
     if (r >= N) {  // a padding row of the last LD block
         if (lane == 0) ld[0] = ld[br] = 0.f;
         return;

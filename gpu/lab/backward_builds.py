@@ -5,7 +5,8 @@ backward's fixed passes. Per shape, in interleaved rounds (gpu.lab.timing.interl
 the dQ rounding pass alone (gpu.backward.prepass, round_dq) under each build. Before timing, each build meets
 FlashAttention's criterion against float64 (gpu.lab.checks.check_backward) on ragged, causal and N ≠ Nk shapes, and
 its deterministic dQ is the same bit for bit on two runs; a build that fails is not timed. TFLOP/s at 2.5 × the
-forward's FLOPs, "×cudnn" each build's rate over cuDNN's, "pre" and "dq" the passes' microseconds.
+forward's FLOPs, "×cudnn" each build's rate over cuDNN's, "pre" and "dq" the passes' microseconds; first, the passes
+beside copies of the same bytes (`floors`).
 
   --build NAME:DEF=V,key=V   a build (repeatable): upper-case names are #defines added to rung 7's kernel and to the
                              passes' (gpu.source.function), lower-case ones fields of rung 7's default Tiles
@@ -101,9 +102,24 @@ def passes(q, k, v, o, lse, do, causal):
     spec = backward.resolve(7, q.shape[3])
     p = inputs.check(q, k, v, causal=causal, scale=None, dtypes_allowed=spec.dtypes, gqa=True)
     tiles, row = spec.tiles(p.d, None), spec.row(p.d)
-    D, acc, blocks = (cupy.empty(shape, dtype=dtype) for shape, dtype, _ in backward.workspace(spec, p, row, tiles))
+    D, acc, *blocks = (cupy.empty(shape, dtype=dtype) for shape, dtype, _ in backward.workspace(spec, p, row, tiles))
     dq = cupy.empty_like(q)
-    return (lambda: backward.prepass(p, row, o, do, lse, D, acc, blocks)), (lambda: backward.round_dq(p, row, acc, dq))
+    return (lambda: backward.prepass(p, row, o, do, lse, D, acc, *blocks)), (lambda: backward.round_dq(p, row, acc, dq))
+
+
+def floors(q, k, v, o, lse, do, causal) -> dict[str, float]:
+    """Microseconds of the passes beside copies that move the same bytes (interleaved rounds): the pre-pass (reads O
+    and dO, writes the float32 accumulator) beside a device-to-device copy of the accumulator (reads and writes as
+    many bytes) and a memset of it (its zeroing alone); the dQ pass (reads the accumulator, writes dQ) beside CuPy's
+    elementwise cast of the accumulator to dQ's dtype (the same bytes)."""
+    cupy = device.require()
+    pre, post = passes(q, k, v, o, lse, do, causal)
+    acc = cupy.zeros(q.shape, dtype=cupy.float32)
+    copy, out = cupy.empty_like(acc), cupy.empty_like(q)
+    calls = {"pre": pre, "copy acc": lambda: copy.data.copy_from_device_async(acc.data, acc.nbytes),
+             "memset acc": lambda: acc.data.memset_async(0, acc.nbytes), "dq": post,
+             "cast acc": lambda: cupy.copyto(out, acc, casting="unsafe")}  # fmt: skip
+    return {name: 1e3 * ms for name, ms in timing.interleaved_ms(calls).items()}
 
 
 def build_calls(timed: dict, arrays: tuple, causal: bool, pre, post) -> dict:
@@ -137,6 +153,10 @@ def main(argv=None) -> None:
     print(
         f"device: {device.properties()['name']}, {args.dtype}, backward alone, TFLOP/s (fraction of {H100_DENSE:.0f})"
     )
+    q, k, v = random_qkv(TOKENS // 1024, HIDDEN // 64, 1024, 1024, 64, args.dtype, seed=0)
+    o, lse = flash_attention(q, k, v, return_lse=True)
+    bound = floors(q, k, v, o, lse, random_like(q, seed=1), False)
+    print("passes beside the same bytes (µs, d = 64, N = 1024):", " ".join(f"{k} {t:.1f}" for k, t in bound.items()))
     timed = {}
     for name, defines in builds.items():
         failures = check_build(name, defines, tuple(map(int, args.ds.split(","))))
@@ -183,7 +203,7 @@ def main(argv=None) -> None:
     if args.json:
         env = results.environment(shlex.join(["python", "-m", "gpu.lab.backward_builds", *argv]))
         report = {"kind": "backward-builds", "env": env, "device": device.properties(), "dtype": args.dtype,
-                  "builds": builds, "rows": rows}  # fmt: skip
+                  "builds": builds, "floors_us": bound, "rows": rows}  # fmt: skip
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from gpu import registry
+from gpu import backward, registry
 from sim.core.errors import FlashsimError
 
 # name → (ncu metric, multiplier to bytes or nanoseconds)
@@ -31,7 +31,8 @@ METRICS = {
 }
 # rung 6 only (an sm_90 metric): what its TMA copies asked L2 for, the counterpart of cp_async_bytes
 TMA_METRICS = {"tma_bytes": ("l1tex__m_xbar2l1tex_read_bytes_mem_global_op_tma_ld.sum", 1)}
-BACKWARD_KERNELS = ("flash2_bwd_prepass", "{function}", "flash2_bwd_dq")  # the backward's launches, in order
+# the backward's launches, in order; rung 7 without the last where it rounds dQ itself (gpu.backward.fused)
+BACKWARD_KERNELS = ("flash2_bwd_prepass", "{function}", "flash2_bwd_dq")
 
 
 class CounterError(FlashsimError):
@@ -54,11 +55,14 @@ def measure(
     metrics = METRICS | (TMA_METRICS if tma else {})
     if ncu_path() is None:
         return None
+    spec = registry.rung(kernel)
     names = (
-        (registry.rung(kernel).function,)
+        (spec.function,)
         if direction == "forward"
-        else tuple(k.format(function=registry.rung(kernel).function) for k in BACKWARD_KERNELS)
+        else tuple(k.format(function=spec.function) for k in BACKWARD_KERNELS)
     )
+    if direction == "backward" and backward.fused(spec, spec.tiles(d), batch * heads):
+        names = names[:2]
     sizes = {"n": n, "nk": nk, "d": d, "batch": batch, "heads": heads, "dtype": dtype}
     target = ["-m", "gpu.lab.counters", "--direction", direction, "--kernel", str(kernel)]
     target += [arg for name, value in sizes.items() for arg in (f"--{name}", str(value))]

@@ -5,10 +5,13 @@
 #   rungs     gpu.lab.backward_rungs at N = 1K, 4K, 16K (rung 5, rung 7 and its variants) → $OUT/bwd-rungs.json
 #   ncu       what bounds rung 7's default at d = 64 and 128 (N = 4096, 16k tokens, third launch)
 #   long      rung 7's long tests (FlashAttention-3's lengths, hypothesis shapes)
-#   sanitize  memcheck and racecheck on small rung 7 launches (default, unsplit, deterministic)
+#   sanitize  memcheck and racecheck on small rung 7 launches (default, unsplit, deterministic); memcheck also at 256
+#             query planes, where rung 7 rounds dQ itself
 #   autograd  autograd's tests and all of rung 7's (after a change of default)
 #   train64   gpu.lab.training_speed at d = 64 only, fp16
 #   train     gpu.lab.training_speed: fp16 over the whole grid, bf16 at N = 4K, 16K → $OUT/training-*.json
+#   discard   rung 7 rounding dQ itself (at any number of planes) with DISCARD_ACC beside without, N = 1K, after the
+#             lab's checks → $OUT/backward-builds-discard.json (run 39-bwd5: built, not run on a GPU)
 # Logs in $OUT/logs.tgz (rewritten after each step); the last lines printed are one summary line per step.
 set -u
 OUT=${OUT:-/tmp/devrun/out}
@@ -28,6 +31,9 @@ for d, tiles, det in ((64, None, False), (128, None, False), (64, t(2), False), 
     q, k, v = random_qkv(1, 2, 200, 300, d, 'float16', seed=d); o, l = gpu.flash_attention(q, k, v, causal=True, return_lse=True)
     gpu.flash_attention_backward(q, k, v, o, l, random_like(q, 1), causal=True, kernel=7, tiles=tiles, deterministic=det)
 print('ran 5 small rung 7 launches')"
+# 256 query planes: rung 7 rounds dQ itself (gpu.backward.FUSED_PLANES), plain and deterministic
+FUSED="${SMALL//(1, 2, 200/(128, 2, 200}"
+FUSED="${FUSED//5 small/5 small 256-plane}"
 NCU_METRICS='regex:^(sm__pipe_tensor.*cycles_active\.avg\.pct_of_peak_sustained_active|sm__inst_executed_pipe_.*\.avg\.pct_of_peak_sustained_active|smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio|l1tex__data_pipe_lsu_wavefronts_mem_shared\.sum|lts__t_sectors_op_red\.sum|lts__t_sectors_op_atom\.sum)$'
 for s in "$@"; do case $s in
   check) step env 30 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
@@ -43,12 +49,15 @@ for s in "$@"; do case $s in
        done ;;
   long) step long7 400 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_gpu_rung7.py -k "any_shape or lengths" ;;
   sanitize) step memcheck7 150 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -c "$SMALL"
+            step memcheck7_fused 150 compute-sanitizer --tool memcheck --error-exitcode 9 python3 -c "$FUSED"
             step racecheck7 200 compute-sanitizer --tool racecheck --error-exitcode 9 python3 -c "$SMALL" ;;
   train) [ $failed = 0 ] || { summary+=("train skipped: a step failed"); continue; }
          step train16 300 python3 -m gpu.lab.training_speed --dtypes float16 --json "$OUT/training-fp16.json"
          step train_bf16 150 python3 -m gpu.lab.training_speed --dtypes bfloat16 --ns 4096,16384 --json "$OUT/training-bf16.json" ;;
   train64) [ $failed = 0 ] || { summary+=("train64 skipped: a step failed"); continue; }
            step train64 150 python3 -m gpu.lab.training_speed --ds 64 --dtypes float16 --json "$OUT/training-fp16-d64.json" ;;
+  discard) step discard 200 python3 -c "import sys; import gpu.backward as b; b.FUSED_PLANES = 1; from gpu.lab import backward_builds as m
+m.main(['--ns', '1024', '--build', 'base:', '--build', 'discard:DISCARD_ACC=1', '--json', sys.argv[1]])" "$OUT/backward-builds-discard.json" ;;
   autograd) step autograd7 200 python3 -m pytest -q -x -p no:cacheprovider -m gpu tests/test_gpu_autograd.py tests/test_gpu_rung7.py ;;
   *) echo "unknown step $s"; exit 2 ;;
 esac; done
