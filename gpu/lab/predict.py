@@ -123,14 +123,14 @@ def backward_wgmma_program(d: int, t: Tiles) -> tuple[Program, int]:
     scores = Op("issue", f"ss m64n{br}k16 x{d // 16}", phase=Phase("S_ijᵀ", tensor=matmul, smem=qk))
     dq = Op("issue", f"ss-nmajor m64n{dq_cols}k16 x{keys // 16}",
             phase=Phase("dQ_i", tensor=matmul / pieces, smem=s * keys * (64 + dq_cols)))  # fmt: skip
-    store = Op("work", instructions=n.get("τ dQ_i → SRAM", 0),
+    store = Op("work", instructions=n.get("τ dQ_i → SRAM", 0), fence="τ dQ_i",
                phase=Phase("τ dQ_i → SRAM", elementwise=(br + bc) * d / work / consumers / pieces,
                            smem=warps * dq_cols // 2 * wave))  # fmt: skip
     reduce = () if t.dq_atomics else (Op("reduce"),)
     read = (Op("reduce_wait"),) if reduce else ()
     grads = Op("issue", f"rs m64n{d}k16 x{2 * br // 16}",
                phase=Phase("dV_j, dK_j", tensor=2 * matmul, smem=2 * s * br * d))  # fmt: skip
-    stored = Op("work", instructions=n.get("dV_j, dK_j", 0),
+    stored = Op("work", instructions=n.get("dV_j, dK_j", 0), fence="dS_ij",
                 phase=Phase("dS_ij → SRAM", smem=warps * br // 16 * 4 * wave))  # fmt: skip
     if pieces == 1:  # turn B: dV_j, dK_j and dQ issued back to back, the turn passed, one wait for the three
         turn_b = (stored, grads, *issuing("dQ_i"), dq, Op("turn_pass"), Op("wait"), Op("empty"), store, *reduce)
