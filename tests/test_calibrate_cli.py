@@ -63,6 +63,7 @@ def test_rung7_group_microbenchmarks_compile_with_every_wgmma_kept(tmp_path, d, 
     used = dict(re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", out.stderr, re.S))
     # each kernel holds its accumulators (64 · N / 128 floats per thread): far more than the 12 of a dropped wgmma
     assert all(int(used[k]) >= 32 for k in rung7_latencies.GROUP_SHAPES[(d, br)]), used
+    assert int(used["fences"]) >= 32, used  # its loading warpgroup's groups kept: what loads SRAM beside the fence
     _compiles(tmp_path, rung7_latencies.groups_source(d, br), "sm_90a", "bar.arrive")
 
 

@@ -78,7 +78,7 @@ class Hardware:
         return self.peak_flops[dtype]
 
 
-H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calibrate`, 2026-11-27)
+H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calibrate`, 2026-11-27, run 39-model8)
     "wgmma_clocks": {
         "ss m64n128k16 x4": (317, 256),
         "ss m64n64k16 x8": (349, 256),
@@ -87,10 +87,10 @@ H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calib
         "ss-nmajor m64n64k16 x8": (344, 256),
     },
     "turn_clocks": 32,
-    "stage_clocks": {"d64 br128": 1297, "d128 br64": 1188},
-    "reduce_clocks": 2466,
+    "stage_clocks": {"d64 br128": 1254, "d128 br64": 1187},
+    "reduce_clocks": 2505,
     "branch_clocks": 9.7,
-    "fence_clocks": {},
+    "fence_clocks": {"d64 br128 dS_ij": 241, "d64 br128 τ dQ_i": 333, "d128 br64 dS_ij": 199, "d128 br64 τ dQ_i": 525},
 }
 A100_40GB = Hardware(
     name="A100-40GB",
