@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpu
-from gpu.lab import calibrate, rung7_latencies
+from gpu.lab import calibrate, rung7_fences, rung7_latencies
 from tests.test_kernels_compile import NVCC
 
 
@@ -55,7 +55,7 @@ def test_rung7_group_microbenchmarks_compile_with_every_wgmma_kept(tmp_path, d, 
     """ptxas drops a wgmma whose results are never used (the kernels sum every accumulator for that reason) and
     serializes them when their registers run short (C7511): neither may happen, or the clocks time nothing."""
     cu = tmp_path / "groups.cu"
-    cu.write_text(rung7_latencies.groups_source(d, br))
+    cu.write_text(rung7_fences.fences_source(d, br))
     out = subprocess.run([NVCC, "-cubin", "-arch=sm_90a", "-std=c++17", "-Xptxas", "-v", str(cu), "-o",
                           str(tmp_path / "groups.cubin")], capture_output=True, text=True)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]

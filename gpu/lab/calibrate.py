@@ -13,7 +13,8 @@ Each rate is the median of CUDA-event timings of one small kernel that does noth
               elsewhere) into the same 16 MiB, 16 times, as rung 7 adds dQ_i: one thread per warpgroup adds its
               (64, 64) float32 SRAM tile in two (64, 32) boxes of 128-byte swizzled rows, through rung 7's own
               tensor map (gpu.tma.accumulator_map), every SM's two warpgroups at once;
-  latencies   backward rung 7's latencies in SM clocks (wgmma groups, turns, stages: gpu.lab.rung7_latencies;
+  latencies   backward rung 7's latencies in SM clocks (wgmma groups, turns, stages: gpu.lab.rung7_latencies; its
+              fences: gpu.lab.rung7_fences;
               the reduce-adds' with the microbenchmark above), sm_90a only;
   host        seconds of host work per public call (`host_seconds`, "forward 6", "backward 7", …): the call timed
               back to back on a shape whose kernels take a few µs (1 × 1 heads, N = 128, d = 64, fp16), so the
@@ -243,7 +244,7 @@ USAGE = "usage: python -m gpu.lab.calibrate OUT.json (on a GPU)"
 
 def main(argv=None) -> None:
     from gpu import device
-    from gpu.lab import results, rung7_latencies
+    from gpu.lab import results, rung7_fences, rung7_latencies
 
     args = sys.argv[1:] if argv is None else argv
     if args[:1] in (["--help"], ["-h"]):
@@ -258,7 +259,7 @@ def main(argv=None) -> None:
             "kind": "calibration",
             "env": results.environment(f"python -m gpu.lab.calibrate {path}"),
             "rates": calibrate(),
-            "latencies": rung7_latencies.latencies() | rung7_reduce_clocks(),
+            "latencies": rung7_latencies.latencies() | rung7_fences.latencies() | rung7_reduce_clocks(),
             "host_shape": HOST_SHAPE,
             "host_seconds": host_seconds(),
         }

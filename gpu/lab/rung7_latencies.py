@@ -16,8 +16,8 @@ Each is the median over the SMs of clock64 cycles, every SM running the same mic
   fence_clocks  SM clocks a consumer warp waits in the fence (fence.proxy.async) after its stores to SRAM, per
               fenced store of a step ("d64 br128 dS_ij": dS_ij's stmatrix before dV_j, dK_j; "… τ dQ_i": τ dQ's
               stores before the reduce-add), from the last store's issue through the fence and the wgmma fence or
-              warpgroup barrier behind it, while the other warpgroup's wgmma groups read SRAM (GROUPS_SOURCE's
-              `fences`; "alone": without them);
+              warpgroup barrier behind it, while the other warpgroup's wgmma groups read SRAM (gpu.lab.rung7_fences;
+              "alone": without them);
   branch_clocks  SM clocks one taken branch costs a warp in line 11's stream (its per-element `if (edge)`, which the
               kernel's SASS keeps as a branch over the mask and takes on every inner tile): two warps per scheduler
               running line 11 over 64 elements with those branches and without, the difference per branch
@@ -82,7 +82,6 @@ def latencies() -> dict:
         turns((sms,), (256,), (cupy.int32(rounds), clocks))
     return {
         **branch_clocks(),
-        "fence_clocks": fence_clocks(),
         "skeleton_clocks": skeleton_clocks(),
         "wgmma_clocks": groups,
         "turn_clocks": float(cupy.median(clocks[:sms])) / (2 * rounds + 1),
@@ -114,35 +113,6 @@ def skeleton_clocks() -> dict:
             for _ in range(2):
                 kernel((sms,), (256,), (cupy.int32(steps), *args, clocks), shared_mem=GROUPS_SMEM)
             out[f"d{d} br{br} {name}"] = float(cupy.median(clocks.reshape(sms, 2).max(axis=1))) / steps
-    return out
-
-
-FENCES = {0: "dS_ij", 1: "τ dQ_i"}  # the fenced stores of GROUPS_SOURCE's `fences`, by its kind
-
-
-def fence_clocks() -> dict:
-    """SM clocks a consumer warp spends in rung 7's fence after its stores to SRAM (GROUPS_SOURCE's `fences`: the
-    last store's issue to the instruction after the fence and the wgmma fence or barrier behind it), per round, the
-    median over the SMs of each SM's slowest warp: {"d64 br128 dS_ij": …, …} with the other warpgroup's wgmma groups
-    reading SRAM meanwhile (the kernel's load), and the same alone under "alone"."""
-    from gpu import device
-
-    cupy = device.require()
-    sms, reps = device.properties()["sm_count"], 256
-    clocks = cupy.zeros(sms + 1, cupy.int64)
-    out: dict = {"alone": {}}
-    for d, br in GROUP_SHAPES:
-        mod = cupy.RawModule(code=groups_source(d, br), options=("--std=c++17", "-arch=sm_90a"))
-        fn = mod.get_function("fences")
-        fn.max_dynamic_shared_size_bytes = GROUPS_SMEM
-        for kind, name in FENCES.items():
-            for loaded in (1, 0):
-                for _ in range(2):  # the first launch warms up; the second is read
-                    clocks.fill(0)
-                    fn((sms,), (256,), (cupy.int32(reps), cupy.int32(kind), cupy.int32(loaded), clocks),
-                       shared_mem=GROUPS_SMEM)  # fmt: skip
-                value = float(cupy.median(clocks[:sms])) / reps
-                (out if loaded else out["alone"])[f"d{d} br{br} {name}"] = value
     return out
 
 
