@@ -99,7 +99,8 @@ def backward_wgmma_program(d: int, t: Tiles) -> tuple[Program, int]:
     τ·dK last. Each Work also carries the instructions a warp issues in it, counted from the build's SASS
     (`gpu.lab.rung7_instructions.COUNTS`, an inner tile's: the mask's branches, conversions, descriptors and
     address math included; the descriptors and wgmma instructions of a group in a Work before its issue), and the
-    exponentials' Work the branches its warps take (one on an inner tile, over line 11's masked body: `BRANCHES`):
+    exponentials' Work the branches its warps take (one on an inner tile, over line 11's masked body: `BRANCHES`);
+    the Works that end in `fence.proxy.async` name it (dS_ij's stores, τ dQ's: `Hardware.fence_clocks`' keys):
     the default builds only, other tilings' Works run at the units' rates. The groups are named as `python -m
     gpu.lab.calibrate` times them. Not counted: the mask's extra instructions on edge tiles (`EDGE`), the dropped
     dQ product at it = 0, DETERMINISTIC's turns per Q block (not on issue 22's grid)."""
