@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpu
-from gpu.lab import calibrate, rung7_latencies
+from gpu.lab import calibrate, rung7_fences, rung7_latencies
 from tests.test_kernels_compile import NVCC
 
 
@@ -55,7 +55,7 @@ def test_rung7_group_microbenchmarks_compile_with_every_wgmma_kept(tmp_path, d, 
     """ptxas drops a wgmma whose results are never used (the kernels sum every accumulator for that reason) and
     serializes them when their registers run short (C7511): neither may happen, or the clocks time nothing."""
     cu = tmp_path / "groups.cu"
-    cu.write_text(rung7_latencies.groups_source(d, br))
+    cu.write_text(rung7_fences.fences_source(d, br))
     out = subprocess.run([NVCC, "-cubin", "-arch=sm_90a", "-std=c++17", "-Xptxas", "-v", str(cu), "-o",
                           str(tmp_path / "groups.cubin")], capture_output=True, text=True)  # fmt: skip
     assert out.returncode == 0, out.stderr[-2000:]
@@ -63,6 +63,7 @@ def test_rung7_group_microbenchmarks_compile_with_every_wgmma_kept(tmp_path, d, 
     used = dict(re.findall(r"Compiling entry function '(\w+)'.*?Used (\d+) registers", out.stderr, re.S))
     # each kernel holds its accumulators (64 · N / 128 floats per thread): far more than the 12 of a dropped wgmma
     assert all(int(used[k]) >= 32 for k in rung7_latencies.GROUP_SHAPES[(d, br)]), used
+    assert int(used["fences"]) >= 32, used  # its loading warpgroup's groups kept: what loads SRAM beside the fence
     _compiles(tmp_path, rung7_latencies.groups_source(d, br), "sm_90a", "bar.arrive")
 
 

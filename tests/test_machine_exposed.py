@@ -142,6 +142,8 @@ def test_the_h100_presets_latencies_are_the_recorded_calibrations():
     assert round(lat["turn_clocks"]) == H100.turn_clocks and round(lat["reduce_clocks"]) == H100.reduce_clocks
     assert {k: round(v) for k, v in lat["stage_clocks"].items()} == H100.stage_clocks
     assert round(lat["branch_clocks"], 1) == H100.branch_clocks  # a tenth of a clock: ~10 clocks a branch
+    assert {k: round(v) for k, v in lat["fence_clocks"].items()} == H100.fence_clocks
+    assert "alone" in recorded["latencies"]["fence_clocks"] and "alone" not in lat["fence_clocks"]
     # and a calibration with latencies sets them (without, the preset's stay)
     tuned = hardware.calibrated(H100, recorded["rates"], recorded["latencies"])
     assert tuned.wgmma_clocks == lat["wgmma_clocks"] and tuned.reduce_clocks == lat["reduce_clocks"]

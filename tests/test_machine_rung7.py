@@ -174,28 +174,38 @@ def test_with_the_h100_latencies_the_step_is_the_critical_path():
     groups = {g: ((o / clock, lat / clock)) for g, (lat, o) in H100.wgmma_clocks.items()}
     lat = Latencies(tuple((g, o, la) for g, (o, la) in groups.items()), turn=H100.turn_clocks / clock,
                     copy=H100.stage_clocks["d64 br128"] / clock, reduce=H100.reduce_clocks / clock)  # fmt: skip
-    # each Work at its busiest unit, one warpgroup's half of the tile pair (test_step_operations_by_hand's bytes):
-    work = {
-        "exp": max(128 * 128 / 2 / 16, 2 * 128 * 128 / 2 / 128, 16384 / 128),  # exponentials 512, τS − L 128, L_i 128
-        "dS_ijᵀ": max(2 * 128 * 128 / 2 / 128, 8192 / 128),  # dP − D and P ∘: 128; D_i: 64
-        "dS_ij → SRAM": 16384 / 128,
-        "τ dQ_i → SRAM": max((128 + 128) * 64 / 2 / 128, 16384 / 128),  # τ · dQ_i, τ · dK_j: 64; stores 128
+    # each Work's demand on each unit alone, one warpgroup's half of the tile pair (test_step_operations_by_hand's
+    # bytes), in clocks: exponentials 512 on the MUFU, τS − L 128 on the FMA pipes, L_i 128 on SRAM; dP − D and P ∘
+    # 128, D_i 64; dS_ij's stores 128; τ · dQ_i, τ · dK_j 64, their stores 128
+    units = {
+        "exp": {"MUFU (exp)": 128 * 128 / 2 / 16, "FMA": 2 * 128 * 128 / 2 / 128, "SRAM → registers": 16384 / 128},
+        "dS_ijᵀ": {"FMA": 2 * 128 * 128 / 2 / 128, "SRAM → registers": 8192 / 128},
+        "dS_ij → SRAM": {"SRAM → registers": 16384 / 128},
+        "τ dQ_i → SRAM": {"FMA": (128 + 128) * 64 / 2 / 128, "SRAM → registers": 16384 / 128},
+        "nothing": {},
     }
-
-    # a Work no shorter than its warps' instructions at one a clock (gpu.lab.rung7_instructions.COUNTS, d = 64): the
-    # groups' issue (82, 45, 163 with dS_ij's stmatrix, 128), exp 153 (< 512), dS_ijᵀ 218 (> 128), τ dQ 79 (< 128),
-    # the loop's bookkeeping 63; the exponentials' then longer by their one branch at the preset's branch_clocks
-    work |= {"nothing": 0.0}
+    # and on the issue slots its warps' instructions at one a clock (gpu.lab.rung7_instructions.COUNTS, d = 64: the
+    # groups' issue 82, 45, 163 with dS_ij's stmatrix, 128; exp 153, dS_ijᵀ 218, τ dQ 79, the loop 63); then, its
+    # own, the exponentials' one branch at the preset's branch_clocks, and the fences after dS_ij's stores (241) and
+    # τ dQ's (333), the preset's fence_clocks at d = 64
 
     def timed(ops):
-        return tuple(replace(op, work=(max(work[op.phase.name], op.instructions) + op.branches * H100.branch_clocks)
-                             / clock) if op.kind == "work" else op for op in ops)  # fmt: skip
+        out = []
+        for op in ops:
+            if op.kind == "work":
+                asks = units[op.phase.name] | {"issue slots": op.instructions}
+                fence = H100.fence_clocks[f"d64 br128 {op.fence}"] if op.fence else 0.0
+                op = replace(op, demand=tuple((u, c / clock) for u, c in asks.items() if c),
+                             work=(op.branches * H100.branch_clocks + fence) / clock)  # fmt: skip
+            out.append(op)
+        return tuple(out)
 
+    assert [op.fence for op in launch.program.step[0] if op.fence] == ["dS_ij", "τ dQ_i"]
     step = step_seconds(tuple(map(timed, launch.program.first)), tuple(map(timed, launch.program.step)), lat)
     assert t.compute == pytest.approx(step) and step > 3208 / clock
-    # the instructions and branches lengthen the step: without them (the units' rates alone) it is shorter
+    # the instructions, branches and fences lengthen the step: without them (the units' rates alone) it is shorter
     assert [op.branches for op in launch.program.step[0] if op.branches] == [1]
-    bare = tuple(tuple(replace(op, instructions=0, branches=0) for op in ops) for ops in launch.program.step)
+    bare = tuple(tuple(replace(op, instructions=0, branches=0, fence="") for op in ops) for ops in launch.program.step)
     rates = step_seconds(tuple(map(timed, launch.program.first)), tuple(map(timed, bare)), lat)
     assert rates < step
     assert t.bound == "SRAM → registers"
@@ -239,3 +249,20 @@ def test_a_works_time_is_its_rates_or_its_instructions_and_its_branches():
 
     assert step(400, hw) == pytest.approx(1050) and step(1200, hw) == pytest.approx(1350)
     assert step(400, replace(hw, branch_clocks=0.0)) == pytest.approx(900)
+
+
+def test_a_fence_after_a_works_stores_adds_its_measured_wait():
+    # one warpgroup, one Work: 900 clocks of exponentials, 400 instructions, its stores fenced ("τ dQ_i") in a program
+    # whose stage is "d64 br128": max(900, 400) + the preset's 333 clocks for that fence = 1233; a fence not measured
+    # (fence_clocks without the key) costs nothing: 900
+    hw = replace(H100, launch_seconds=0.0)
+    clock = hw.clock_hz
+    block = Block(0, 900 * 16, 0, lambda: iter(()), tiles=1)
+
+    def step(on: Hardware) -> float:
+        ops = (Op("work", instructions=400, fence="τ dQ_i", phase=Phase("exp", exps=1.0)),)
+        launch = Launch(384, 1000, 168, "wgmma", program=Program(first=((),), step=(ops,), stage="d64 br128"))
+        return kernel_time([block], launch, on, 0, 0).compute * clock
+
+    assert H100.fence_clocks["d64 br128 τ dQ_i"] == 333
+    assert step(hw) == pytest.approx(1233) and step(replace(hw, fence_clocks={})) == pytest.approx(900)

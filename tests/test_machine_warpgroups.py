@@ -84,3 +84,41 @@ def test_a_turn_never_passed_is_refused():
     step = (TURN, ISSUE, WAIT)
     with pytest.raises(ValueError, match="waits on another"):
         run(((), ()), (step, step), 1, Latencies((("g", 1, 1),)))
+
+
+def asks(**units: float) -> Op:
+    """A Work with these demands (seconds each unit alone), no own seconds."""
+    return Op("work", demand=tuple(units.items()))
+
+
+def two(a: tuple, b: tuple) -> float:
+    """Both warpgroups' end, each running its own ops once, no turns."""
+    return run(((), ()), (a, b), 1, Latencies(()))
+
+
+def test_two_works_on_one_unit_share_it():
+    # 100 of MUFU each, both from 0: each gets half of it, both end at 200 (alone: 100)
+    assert two((asks(MUFU=100),), (asks(MUFU=100),)) == pytest.approx(200)
+    assert run(((),), ((asks(MUFU=100),),), 1, Latencies(())) == pytest.approx(100)
+
+
+def test_a_work_that_starts_later_shares_only_the_overlap():
+    # warpgroup 0: 100 of MUFU from 0; warpgroup 1: 50 of its own (no unit), then 100 of MUFU. 0–50: warpgroup 0
+    # alone (50 served, 50 left); from 50 both at half: warpgroup 0's 50 take 100 (ends 150), warpgroup 1 has 50
+    # served by then and its other 50 alone: ends 200. Warpgroup 0 alone ends at 150, not 100
+    assert two((asks(MUFU=100),), (Op("work", work=50), asks(MUFU=100))) == pytest.approx(200)
+    # warpgroup 0 then 1000 of its own: it ends 150 + 1000, after warpgroup 1's 200
+    assert two((asks(MUFU=100), Op("work", work=1000)), (Op("work", work=50), asks(MUFU=100))) == pytest.approx(1150)
+
+
+def test_works_on_different_units_do_not_slow_each_other():
+    assert two((asks(MUFU=100),), (asks(issue=100),)) == pytest.approx(100)
+
+
+def test_a_work_ends_when_every_demand_is_met_then_its_own_seconds():
+    # warpgroup 0: 100 of MUFU and 60 of issue slots, then 30 of its own; warpgroup 1: 60 of issue slots. The issue
+    # slots are shared 0–120 (60 each at half): both issue demands met at 120; warpgroup 0's MUFU (alone) at 100.
+    # Warpgroup 0's demands are met at 120, it ends at 150; warpgroup 1 at 120
+    a = (Op("work", demand=(("MUFU", 100), ("issue", 60)), work=30),)
+    assert two(a, (asks(issue=60),)) == pytest.approx(150)
+    assert run(((),), (a,), 1, Latencies(())) == pytest.approx(130)  # alone: max(100, 60) + 30

@@ -13,7 +13,8 @@ Each rate is the median of CUDA-event timings of one small kernel that does noth
               elsewhere) into the same 16 MiB, 16 times, as rung 7 adds dQ_i: one thread per warpgroup adds its
               (64, 64) float32 SRAM tile in two (64, 32) boxes of 128-byte swizzled rows, through rung 7's own
               tensor map (gpu.tma.accumulator_map), every SM's two warpgroups at once;
-  latencies   backward rung 7's latencies in SM clocks (wgmma groups, turns, stages: gpu.lab.rung7_latencies;
+  latencies   backward rung 7's latencies in SM clocks (wgmma groups, turns, stages: gpu.lab.rung7_latencies; its
+              fences: gpu.lab.rung7_fences;
               the reduce-adds' with the microbenchmark above), sm_90a only;
   host        seconds of host work per public call (`host_seconds`, "forward 6", "backward 7", …): the call timed
               back to back on a shape whose kernels take a few µs (1 × 1 heads, N = 128, d = 64, fp16), so the
@@ -79,8 +80,9 @@ typedef unsigned int u32;
 struct __align__(64) TensorMap { unsigned long long opaque[16]; };  // CUtensorMap, as in hopper.cuh
 // as reduce_dq in 07_flash2_backward_wgmma.cu: each warpgroup's thread 0 adds its (64, 64) float32 tile from SRAM
 // into the accumulator (planes, rows, 128), two (64, 32) boxes per tile, tiles taken in turn by every warpgroup
+// `gap`: SM clocks each warpgroup idles after each wait (rung 7's load: one add a warpgroup a step), not counted
 extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int planes, int rows, int reps, int in_flight,
-                                   long long* clocks) {
+                                   int gap, long long* clocks) {
     extern __shared__ __align__(1024) unsigned char smem[];
     const u32 base = ((u32)__cvta_generic_to_shared(smem) + 1023) & ~1023u, wg = threadIdx.x / 128;
     const u32 tile = base + wg * 64 * 64 * 4;
@@ -105,12 +107,15 @@ extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int pl
             else  // rung 7's thread waits for its tile to have been read before writing it again
                 asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
             ++count;
+            for (const long long until = clock64() + gap; clock64() < until;) {
+            }
         }
-    if (!in_flight) clocks[blockIdx.x * 2 + wg] = (clock64() - start) / max(count, 1);
+    if (!in_flight) clocks[blockIdx.x * 2 + wg] = (clock64() - start) / max(count, 1) - gap;
     asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");  // every addition done before SRAM is released
 }
 """
 REDUCE_SMEM = 1024 + 2 * 64 * 64 * 4  # alignment for the swizzle, two warpgroups' (64, 64) float32 tiles
+REDUCE_GAPS = (2000, 4000)  # SM clocks between one warpgroup's reduce-adds (rung 7: one a step, ~4000–5000 clocks)
 HOST_SHAPE = {"batch": 1, "heads": 1, "n": 128, "d": 64}  # kernels of a few µs: the host's work shows
 
 
@@ -160,7 +165,7 @@ def calibrate() -> dict:
     }
 
 
-def _reduces(acc, reps: int, in_flight: int):
+def _reduces(acc, reps: int, in_flight: int, gap: int = 0):
     """(launch, clocks): a zero-argument launch of REDUCE_SOURCE's `reduces` over `acc` (1, planes, rows, 128)
     float32 on every SM (`in_flight` 1: the adds left in flight, as a rate; 0: each waited for), and the int64 array
     its warpgroups write their clocks into."""
@@ -172,7 +177,7 @@ def _reduces(acc, reps: int, in_flight: int):
     _, planes, rows, _ = acc.shape
     sms = device.properties()["sm_count"]
     clocks = cupy.zeros(2 * sms, cupy.int64)
-    args = (tma.accumulator_map(acc, 64), *map(cupy.int32, (planes, rows, reps, in_flight)), clocks)
+    args = (tma.accumulator_map(acc, 64), *map(cupy.int32, (planes, rows, reps, in_flight, gap)), clocks)
     return (lambda: fn((sms,), (256,), args, shared_mem=REDUCE_SMEM)), clocks
 
 
@@ -184,26 +189,33 @@ def bulk_reduce_rate(acc, reps: int) -> float:
     return acc.nbytes * reps / (timing.median_ms(launch) / 1e3)
 
 
-def reduce_clocks(acc, reps: int) -> float:
+def reduce_clocks(acc, reps: int, gap: int = 0) -> float:
     """SM clocks from one warpgroup's TMA reduce-add of its (64, 64) float32 tile to the wait for its reads
     (`cp.async.bulk.wait_group.read 0`, as rung 7's thread waits before writing its tile again), every SM's two
-    warpgroups adding at once into `acc`; the median over the warpgroups."""
+    warpgroups adding at once into `acc` (each idling `gap` clocks after each wait); the median over the
+    warpgroups."""
     from gpu import device
 
-    launch, clocks = _reduces(acc, reps, 0)
+    launch, clocks = _reduces(acc, reps, 0, gap)
     for _ in range(2):  # the first launch warms up; the second is read
         launch()
     return float(device.require().median(clocks))
 
 
 def rung7_reduce_clocks() -> dict:
-    """{"reduce_clocks": …} on sm_90a (gpu.lab.rung7_latencies' module docstring), {} elsewhere."""
+    """{"reduce_clocks": …, "reduce_clocks_spaced": {gap: …}} on sm_90a (gpu.lab.rung7_latencies' module
+    docstring; spaced: each warpgroup idle REDUCE_GAPS clocks between its adds, nearer rung 7's own load), {}
+    elsewhere."""
     from gpu import device
 
     cupy = device.require()
     if device.capability() != "9.0":
         return {}
-    return {"reduce_clocks": reduce_clocks(cupy.zeros((1, 32, (16 << 20) // 4 // 32 // 128, 128), cupy.float32), 16)}
+    acc = cupy.zeros((1, 32, (16 << 20) // 4 // 32 // 128, 128), cupy.float32)
+    return {
+        "reduce_clocks": reduce_clocks(acc, 16),
+        "reduce_clocks_spaced": {str(gap): reduce_clocks(acc, 4, gap) for gap in REDUCE_GAPS},
+    }
 
 
 def host_seconds() -> dict[str, float]:
@@ -232,7 +244,7 @@ USAGE = "usage: python -m gpu.lab.calibrate OUT.json (on a GPU)"
 
 def main(argv=None) -> None:
     from gpu import device
-    from gpu.lab import results, rung7_latencies
+    from gpu.lab import results, rung7_fences, rung7_latencies
 
     args = sys.argv[1:] if argv is None else argv
     if args[:1] in (["--help"], ["-h"]):
@@ -247,7 +259,7 @@ def main(argv=None) -> None:
             "kind": "calibration",
             "env": results.environment(f"python -m gpu.lab.calibrate {path}"),
             "rates": calibrate(),
-            "latencies": rung7_latencies.latencies() | rung7_reduce_clocks(),
+            "latencies": rung7_latencies.latencies() | rung7_fences.latencies() | rung7_reduce_clocks(),
             "host_shape": HOST_SHAPE,
             "host_seconds": host_seconds(),
         }

@@ -99,7 +99,8 @@ def backward_wgmma_program(d: int, t: Tiles) -> tuple[Program, int]:
     τ·dK last. Each Work also carries the instructions a warp issues in it, counted from the build's SASS
     (`gpu.lab.rung7_instructions.COUNTS`, an inner tile's: the mask's branches, conversions, descriptors and
     address math included; the descriptors and wgmma instructions of a group in a Work before its issue), and the
-    exponentials' Work the branches its warps take (one on an inner tile, over line 11's masked body: `BRANCHES`):
+    exponentials' Work the branches its warps take (one on an inner tile, over line 11's masked body: `BRANCHES`);
+    the Works that end in `fence.proxy.async` name it (dS_ij's stores, τ dQ's: `Hardware.fence_clocks`' keys):
     the default builds only, other tilings' Works run at the units' rates. The groups are named as `python -m
     gpu.lab.calibrate` times them. Not counted: the mask's extra instructions on edge tiles (`EDGE`), the dropped
     dQ product at it = 0, DETERMINISTIC's turns per Q block (not on issue 22's grid)."""
@@ -123,14 +124,14 @@ def backward_wgmma_program(d: int, t: Tiles) -> tuple[Program, int]:
     scores = Op("issue", f"ss m64n{br}k16 x{d // 16}", phase=Phase("S_ijᵀ", tensor=matmul, smem=qk))
     dq = Op("issue", f"ss-nmajor m64n{dq_cols}k16 x{keys // 16}",
             phase=Phase("dQ_i", tensor=matmul / pieces, smem=s * keys * (64 + dq_cols)))  # fmt: skip
-    store = Op("work", instructions=n.get("τ dQ_i → SRAM", 0),
+    store = Op("work", instructions=n.get("τ dQ_i → SRAM", 0), fence="τ dQ_i",
                phase=Phase("τ dQ_i → SRAM", elementwise=(br + bc) * d / work / consumers / pieces,
                            smem=warps * dq_cols // 2 * wave))  # fmt: skip
     reduce = () if t.dq_atomics else (Op("reduce"),)
     read = (Op("reduce_wait"),) if reduce else ()
     grads = Op("issue", f"rs m64n{d}k16 x{2 * br // 16}",
                phase=Phase("dV_j, dK_j", tensor=2 * matmul, smem=2 * s * br * d))  # fmt: skip
-    stored = Op("work", instructions=n.get("dV_j, dK_j", 0),
+    stored = Op("work", instructions=n.get("dV_j, dK_j", 0), fence="dS_ij",
                 phase=Phase("dS_ij → SRAM", smem=warps * br // 16 * 4 * wave))  # fmt: skip
     if pieces == 1:  # turn B: dV_j, dK_j and dQ issued back to back, the turn passed, one wait for the three
         turn_b = (stored, grads, *issuing("dQ_i"), dq, Op("turn_pass"), Op("wait"), Op("empty"), store, *reduce)

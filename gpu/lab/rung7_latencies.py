@@ -13,6 +13,11 @@ Each is the median over the SMs of clock64 cycles, every SM running the same mic
   reduce_clocks  (gpu.lab.calibrate, with its reduce-add microbenchmark) SM clocks of one warpgroup's TMA reduce-add
               of its (64, 64) float32 dQ tile from issue to the wait for its reads (as rung 7's thread waits before
               writing the tile again), every SM's two at once;
+  fence_clocks  SM clocks a consumer warp waits in the fence (fence.proxy.async) after its stores to SRAM, per
+              fenced store of a step ("d64 br128 dS_ij": dS_ij's stmatrix before dV_j, dK_j; "… τ dQ_i": τ dQ's
+              stores before the reduce-add), from the last store's issue through the fence and the wgmma fence or
+              warpgroup barrier behind it, while the other warpgroup's wgmma groups read SRAM (gpu.lab.rung7_fences;
+              "alone": without them);
   branch_clocks  SM clocks one taken branch costs a warp in line 11's stream (its per-element `if (edge)`, which the
               kernel's SASS keeps as a branch over the mask and takes on every inner tile): two warps per scheduler
               running line 11 over 64 elements with those branches and without, the difference per branch

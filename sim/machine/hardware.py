@@ -51,12 +51,14 @@ class Hardware:
     # measured, and `sim.machine.warpgroups` then takes a wgmma group's latency as its time at the tensor rate):
     # backward rung 7's wgmma commit groups, {"ss m64n128k16 x4": (latency, occupancy), …}; a hand-off of its turns;
     # one stage of its producer's copies, {"d64 br128": clocks, …}; one warpgroup's dQ reduce-add to its read wait;
-    # one taken branch in a warp's stream of exponentials (gpu.lab.rung7_branches)
+    # one taken branch in a warp's stream of exponentials (gpu.lab.rung7_branches); a warp's wait in the fence after
+    # its stores to SRAM, {"d64 br128 dS_ij": clocks, …} (the other warpgroup's wgmma reading SRAM meanwhile)
     wgmma_clocks: dict = field(default_factory=dict)
     turn_clocks: float = 0.0
     stage_clocks: dict = field(default_factory=dict)
     reduce_clocks: float = 0.0
     branch_clocks: float = 0.0
+    fence_clocks: dict = field(default_factory=dict)
 
     @property
     def l2_shared_bytes(self) -> int:
@@ -76,7 +78,7 @@ class Hardware:
         return self.peak_flops[dtype]
 
 
-H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calibrate`, 2026-11-27)
+H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calibrate`, 2026-11-27, run 39-model8)
     "wgmma_clocks": {
         "ss m64n128k16 x4": (317, 256),
         "ss m64n64k16 x8": (349, 256),
@@ -85,9 +87,10 @@ H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calib
         "ss-nmajor m64n64k16 x8": (344, 256),
     },
     "turn_clocks": 32,
-    "stage_clocks": {"d64 br128": 1297, "d128 br64": 1188},
-    "reduce_clocks": 2466,
+    "stage_clocks": {"d64 br128": 1254, "d128 br64": 1187},
+    "reduce_clocks": 2505,
     "branch_clocks": 9.7,
+    "fence_clocks": {"d64 br128 dS_ij": 241, "d64 br128 τ dQ_i": 333, "d128 br64 dS_ij": 199, "d128 br64 τ dQ_i": 525},
 }
 A100_40GB = Hardware(
     name="A100-40GB",
@@ -135,6 +138,7 @@ H100_SXM = Hardware(
     stage_clocks=H100_LATENCIES["stage_clocks"],
     reduce_clocks=H100_LATENCIES["reduce_clocks"],
     branch_clocks=H100_LATENCIES["branch_clocks"],
+    fence_clocks=H100_LATENCIES["fence_clocks"],
 )
 PRESETS: dict[str, Hardware] = {
     h.name: h
@@ -215,6 +219,7 @@ def latencies_of(recorded: dict) -> dict:
         "stage_clocks": dict(recorded.get("stage_clocks", {})),
         "reduce_clocks": recorded.get("reduce_clocks", 0.0),
         "branch_clocks": recorded.get("branch_clocks", 0.0),
+        "fence_clocks": {k: v for k, v in recorded.get("fence_clocks", {}).items() if k != "alone"},
     }
 
 

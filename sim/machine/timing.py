@@ -18,11 +18,12 @@ Warpgroups taking turns (`Launch.program`, rung 7): where a kernel's compute war
 pipe and wait on their own matmuls, loads and reduce-adds, a step is the longer of (a) its busiest unit, the SM's
 tensor pipe, MUFU, FMA pipe or shared memory, whose bytes then include wgmma's operand reads and the TMA unit's
 copies into and out of SRAM (`Launch.smem_async`; all share the SRAM's 128 bytes per clock), and (b) the warpgroups'
-critical path (`sim.machine.warpgroups`): each operation of the program at the units' rates (a Work no shorter
-than its instructions at one a clock per warp, and longer by the branches its warps take, where the program counts
-them), wgmma groups, turns, the producer's copies and the reduce-adds with the latencies `python -m
-gpu.lab.calibrate` measured (`Hardware.wgmma_clocks`, …; without them a group's latency is its time at the tensor
-rate and the rest 0). The bound is then the busiest unit (`Time.in_series`), as ncu names one, not a unit the time
+critical path (`sim.machine.warpgroups`): each operation of the program at the units' rates (a Work's demands on
+MUFU, FMA, SRAM and, for its instructions at one a clock per warp, the issue slots, each shared with the other
+warpgroup's Works that run at the same time; then the branches its warps take and the fence after its stores, where
+the program counts them), wgmma groups, turns, the producer's copies and the reduce-adds with the latencies
+`python -m gpu.lab.calibrate` measured (`Hardware.wgmma_clocks`, …; without them a group's latency is its time at
+the tensor rate and the rest 0). The bound is then the busiest unit (`Time.in_series`), as ncu names one, not a unit the time
 is proportional to.
 
 Exposed work, in series with a block's matmuls:
@@ -64,6 +65,7 @@ TENSOR, SMEM, MUFU, FMA = "tensor", "SRAM → registers", "MUFU (exp)", "FMA"
 DRAM, L2, LAUNCH = "DRAM", "L2", "launch"
 FILL, ATOMICS, REDUCES = "first loads, last stores", "dQ atomics", "dQ reduce-adds"
 PIPES = (TENSOR, SMEM, MUFU, FMA)  # the SMs' units, as ncu names its busiest pipe
+ISSUE = "issue slots"  # the warp schedulers' (rung 7's warpgroups share them: sim.machine.warpgroups)
 
 
 @dataclass(frozen=True)
@@ -149,10 +151,11 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
     typical = max(blocks, key=lambda b: b.tiles, default=None)  # a whole row of tile pairs
     if program and typical and typical.tiles:
 
-        def seconds(p: Phase) -> float:
-            """One operation's share of a tile pair, as long as its busiest unit."""
-            return max(p.tensor * typical.flops * tensor, p.exps * typical.exps * mufu,
-                       p.elementwise * typical.elementwise * fma, typical.tiles * p.smem * per_byte) / typical.tiles  # fmt: skip
+        def seconds(p: Phase) -> dict[str, float]:
+            """One operation's share of a tile pair on each unit, alone."""
+            return {TENSOR: p.tensor * typical.flops * tensor / typical.tiles, MUFU: p.exps * typical.exps * mufu
+                    / typical.tiles, FMA: p.elementwise * typical.elementwise * fma / typical.tiles,
+                    SMEM: p.smem * per_byte}  # fmt: skip
 
         step = critical_step(program, seconds, hw)
 
@@ -186,25 +189,30 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
 
 
 def critical_step(program: warpgroups.Program, seconds, hw: Hardware) -> float:
-    """Seconds per step of `program`'s warpgroups: each Work `seconds(its phase)` long or as long as its warps take
-    to issue its instructions (one a clock each, `warpgroups.ISSUE_PER_CLOCK`), plus `hw.branch_clocks` per branch
-    its warps take; each wgmma group held and completed as `hw.wgmma_clocks` says (else its time at the rates, as
-    long as its latency), the turns, stages and reduce-adds as hw's clocks say."""
+    """Seconds per step of `program`'s warpgroups: each Work asks the units for `seconds(its phase)` (a dict: each
+    unit's seconds alone) and the issue slots for its instructions (one a clock each, `warpgroups.ISSUE_PER_CLOCK`),
+    shared with the other warpgroups' Works at the same time, then waits `hw.branch_clocks` per branch its warps
+    take and the fence's `hw.fence_clocks` after its stores; each wgmma group held and completed as
+    `hw.wgmma_clocks` says (else its time at the rates, as long as its latency), the turns, stages and reduce-adds
+    as hw's clocks say."""
     clock = hw.clock_hz
 
-    def work(op: warpgroups.Op) -> float:
-        """A Work's seconds: its busiest unit, or the issue of its instructions where that takes longer, and the
-        branches its warps take."""
-        issue = op.instructions / warpgroups.ISSUE_PER_CLOCK / clock
-        return max(seconds(op.phase), issue) + op.branches * hw.branch_clocks / clock
-
     def resolve(ops: tuple[warpgroups.Op, ...]) -> tuple[warpgroups.Op, ...]:
-        return tuple(replace(op, work=work(op)) if op.kind == "work" else op for op in ops)
+        """Each Work's demands on the units it shares and its own seconds after them."""
+        out = []
+        for op in ops:
+            if op.kind == "work":
+                asks = seconds(op.phase) | {ISSUE: op.instructions / warpgroups.ISSUE_PER_CLOCK / clock}
+                fence = hw.fence_clocks.get(f"{program.stage} {op.fence}", 0.0) if op.fence else 0.0
+                own = (op.branches * hw.branch_clocks + fence) / clock
+                op = replace(op, demand=tuple((u, s) for u, s in asks.items() if s > 0), work=own)
+            out.append(op)
+        return tuple(out)
 
     groups = {}
     for op in (op for ops in program.step for op in ops if op.kind == "issue"):
         latency, occupancy = hw.wgmma_clocks.get(op.group, (None, None))
-        alone = seconds(op.phase)
+        alone = max(seconds(op.phase).values())
         groups[op.group] = (occupancy / clock, latency / clock) if latency else (alone, alone)
     lat = warpgroups.Latencies(
         tuple((name, *g) for name, g in groups.items()),
