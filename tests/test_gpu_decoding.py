@@ -137,7 +137,7 @@ def test_contiguous(shape, dtype, causal):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "separate"])
-@pytest.mark.parametrize("splits", [1, 2, 7, 128])
+@pytest.mark.parametrize("splits", [1, 2, 7, 16, 128])
 @pytest.mark.parametrize("page_size", [16, 100, 256, None])
 def test_forced_splits(splits, page_size, fused):
     rng = np.random.default_rng(splits + (page_size or 0))

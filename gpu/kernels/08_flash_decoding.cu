@@ -56,6 +56,14 @@
 #define MAX_ROWS (16 * M_TILES)
 #define MAX_SPLITS 128              // gpu.decoding.MAX_SPLITS
 #define COMBINE_ROWS 8              // rows of O per flash_decoding_combine block
+#ifndef CLUSTER
+#define CLUSTER 1  // split blocks per thread block cluster: a contiguous cache's `splits` (2 … 16), else 1
+#endif
+#if CLUSTER > 1
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define CLUSTER_DIMS
+#endif
 
 #include "common.cuh"  // NEG_INF, LN2, cp.async, ldmatrix, mma, pack2, exp2_approx
 
@@ -130,13 +138,15 @@ __device__ __forceinline__ void nan_rows(elem_t* O, float* L, long long row0, in
 
 __device__ void combine_group(const float* O_parts, const float* lse_parts, elem_t* O, float* L, float* sW, float* s_LSE,
                               long long row0, long long rows, int R, int parts, int tid);
+__device__ void cluster_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, long long row0,
+                                long long rows, int R, int p, int tid);
 
 // Q: (B, Hq, Nq, d); K, V: the cache; O: like Q; L: (B, Hq, Nq); O_parts: (splits, B·Hq·Nq, d) float32, lse_parts:
 // (splits, B·Hq·Nq). block_table (B, max_pages) and seqlens (B,) int32, both nullptr for a contiguous cache of Nk keys.
 // tickets (B·Hkv,) int32, zero: the fused combine (the last split block of a group to finish merges the group, then
 // sets its ticket back to zero); nullptr: flash_decoding_combine runs after. errors: ERRORS ints of pinned host memory.
 // Grid (splits, Hkv, B); NTHREADS threads; (MAX_ROWS + 2·STAGES·BC)·SROW·2 bytes of dynamic shared memory.
-extern "C" __global__ void __launch_bounds__(NTHREADS)
+extern "C" __global__ void __launch_bounds__(NTHREADS) CLUSTER_DIMS
 flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
                      const int* __restrict__ block_table, const int* __restrict__ seqlens, elem_t* __restrict__ O,
                      float* __restrict__ L, float* __restrict__ O_parts, float* __restrict__ lse_parts,
@@ -358,6 +368,10 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         if (direct) L[row0 + tid] = sL[tid];
         else lse_parts[p * rows + row0 + tid] = sL[tid];
     }
+#if CLUSTER > 1
+    cluster_combine(O_parts, lse_parts, O, L, row0, rows, R, p, tid);  // contiguous: parts = CLUSTER, never direct
+    return;
+#endif
     if (direct || tickets == nullptr) return;
 
     // the fused combine: the barrier orders every thread's O_p, lse_p stores before thread 0's fence, which makes them
@@ -446,6 +460,48 @@ __device__ void combine_group(const float* O_parts, const float* lse_parts, elem
             *reinterpret_cast<uint2*>(O + row0 * HEAD_DIM + idx * 4) = make_uint2(pack2(acc[i].x, acc[i].y), pack2(acc[i].z, acc[i].w));
     }
     if (tid < R) L[row0 + tid] = s_LSE[tid];
+}
+
+// The combine by a group's CLUSTER split blocks, launched as one thread block cluster (a contiguous cache, 2 … 16
+// splits): a cluster barrier, whose release and acquire make every block's O_p, lse_p stores visible to the others,
+// then block p merges its share of the group's R rows × d/4 float4 pieces, pieces [p·n/CLUSTER, (p+1)·n/CLUSTER) of
+// n = R·d/4, with the same arithmetic as combine_group. A thread's CLUSTER lse_p and O_p pieces are all in flight at
+// once (one L2 round trip), and the group's 64 KB of O_p (R = 8, 16 splits) are read by 16 SMs, not one; no ticket,
+// no fence. Each O_p piece is read once, as the simulator counts; a row's lse_p by each block that holds a piece of it.
+__device__ void cluster_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, long long row0,
+                                long long rows, int R, int p, int tid)
+{
+#if CLUSTER > 1
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    const int n = R * (HEAD_DIM / 4);
+    for (int i = p * n / CLUSTER + tid; i < (p + 1) * n / CLUSTER; i += NTHREADS) {
+        const int j = i / (HEAD_DIM / 4), col = (i % (HEAD_DIM / 4)) * 4;  // row j of the group's O, L; its columns
+        float lse[CLUSTER];
+        float4 x[CLUSTER];
+#pragma unroll
+        for (int q = 0; q < CLUSTER; ++q) {
+            lse[q] = __ldcg(lse_parts + q * rows + row0 + j);
+            x[q] = __ldcg(reinterpret_cast<const float4*>(O_parts + (q * rows + row0 + j) * HEAD_DIM + col));
+        }
+        float mx = NEG_INF;
+        bool nan = false;
+#pragma unroll
+        for (int q = 0; q < CLUSTER; ++q) mx = fmaxf(mx, lse[q]), nan |= isnan(lse[q]);
+        float sum = 0.f;
+        if (mx != NEG_INF)
+#pragma unroll
+            for (int q = 0; q < CLUSTER; ++q) sum += exp2_approx((lse[q] - mx) * LOG2E);
+        const float LSE = nan ? __int_as_float(0x7fc00000) : mx == NEG_INF ? NEG_INF : mx + logf(sum);
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int q = 0; q < CLUSTER; ++q) {
+            const float w = LSE == NEG_INF ? 0.f : exp2_approx((lse[q] - LSE) * LOG2E);
+            acc.x += w * x[q].x, acc.y += w * x[q].y, acc.z += w * x[q].z, acc.w += w * x[q].w;
+        }
+        *reinterpret_cast<uint2*>(O + (row0 + j) * HEAD_DIM + col) = make_uint2(pack2(acc.x, acc.y), pack2(acc.z, acc.w));
+        if (col == 0) L[row0 + j] = LSE;
+    }
+#endif
 }
 
 // The combine: rows of O (B·Hq·Nq of them, 8 per thread block, a warp each) whose sequence had parts > 1 splits.
