@@ -42,7 +42,7 @@ KERNEL = registry.DECODE[8]
 COMBINE = registry.HELPERS["decode_combine"]
 MAX_SPLITS = 128  # the combine's MAX_SPLITS (and best_splits' default cap)
 COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
-MAX_CLUSTER = 16  # a contiguous cache's splits up to this many run as one cluster a group (the kernel's CLUSTER)
+MAX_CLUSTER, CLUSTER_KEYS = 16, 1024  # 2 … 16 splits of ≤ 1024 keys (contiguous): a cluster a group (run 39-dec4)
 NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block table
 ARGS = 21  # the split kernel's parameters
 WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool
@@ -191,7 +191,7 @@ def _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits) -
 
 def launch(cupy, p: Plan, tiles=None, fused=True, lse=True, clusters=True):
     """The split kernel with the combine fused (a group's blocks merge it: one cluster on a contiguous cache of 2 …
-    MAX_CLUSTER splits, else the last to finish), or (fused=False, more than one split) followed by the combine kernel:
+    MAX_CLUSTER splits of ≤ CLUSTER_KEYS keys, else the last to finish), or (fused=False) then the combine kernel:
     (o, lse) freshly allocated, the partials in a reused workspace; lse=False: (o, None), the kernel's lse written into
     the workspace. `tiles` overrides the geometry; `fused`, `clusters` (False: the ticket) the combine (gpu.lab)."""
     rows = p.batch * p.hkv * p.g * p.nq
@@ -200,13 +200,13 @@ def launch(cupy, p: Plan, tiles=None, fused=True, lse=True, clusters=True):
     L = cupy.empty(p.q.shape[:3], cupy.float32) if lse else scratch
     if p.splits == 1:
         parts, lse_parts, tickets = o, L, NULL
-    cluster = p.splits if fused and clusters and p.table is None and 1 < p.splits <= MAX_CLUSTER else 1
+    clustered = fused and clusters and p.table is None and 1 < p.splits <= MAX_CLUSTER
+    cluster = p.splits if clustered and p.nk <= CLUSTER_KEYS * p.splits else 1  # the kernel ignores tickets then
     split, combine, tiles, smem = _kernels(p.d, dtypes.name(p.q.dtype), p.g * p.nq, tiles, cluster)
     table, seqlens = (NULL if x is None else x for x in (p.table, p.seqlens))
     max_pages = 0 if p.table is None else p.table.shape[1]
     _, errors, claim = pages.errors(p.q.device.id)
-    tickets = tickets if fused and cluster == 1 else NULL
-    arrays = (p.q, p.k, p.v, table, seqlens, o, L, parts, lse_parts, tickets, errors, claim)
+    arrays = (p.q, p.k, p.v, table, seqlens, o, L, parts, lse_parts, tickets if fused else NULL, errors, claim)
     values = (*(int(x) if type(x) is np.uintp else x.data.ptr for x in arrays),
               *_scalars(p.nq, p.g, p.nk, p.page_size, max_pages, p.num_pages, p.splits, p.scale, p.causal))  # fmt: skip
     _launch(cupy, split, (p.splits, p.hkv, p.batch), tiles.threads, smem, values)
