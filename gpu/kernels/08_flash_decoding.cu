@@ -13,10 +13,12 @@
 //    ≤ 64, 2 or 4 row tiles, the warps split rows and keys 2 × 2 or 4 × 1. Their (m, ℓ, O) merge in SRAM at the end;
 //  - K_j, V_j stream through STAGES cp.async stages (16-byte copies, zeros past the chunk's last key), so that about
 //    (STAGES − 1) tiles of K and V are in flight per thread block: decode is memory-bound, the goal DRAM bandwidth;
-//  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the last split
-//    block of a group to finish (an atomic ticket) merges them (combine_group): LSE = log Σ_p exp(lse_p),
-//    O = Σ_p exp(lse_p − LSE)·O_p. flash_decoding_combine (below) is the same merge as its own kernel (launch
-//    with tickets = nullptr), kept to measure the fused one against;
+//  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the merge
+//    LSE = log Σ_p exp(lse_p), O = Σ_p exp(lse_p − LSE)·O_p is done by the group's split blocks launched as one
+//    thread block cluster (CLUSTER = splits, a contiguous cache of 2 … 16 splits of ≤ 1024 keys: cluster_combine,
+//    each block a share of the rows after a cluster barrier), else by the last split block of a group to finish (an
+//    atomic ticket: combine_group). flash_decoding_combine (below) is the same merge as its own kernel (launch with
+//    tickets = nullptr), kept to measure the fused one against;
 //  - paged: a sequence whose length is outside 1 … max_pages·page_size, or whose split meets a block-table entry
 //    outside 0 … num_pages − 1, gets NaN rows, and the first such entry is reported to pinned host memory (report).
 // Bottom-right causal alignment, as the simulator: query position n sees key c iff c ≤ n + seqlen − Nq.
@@ -40,9 +42,25 @@
 //    block per SM, 64×4, 64×6 and 128×3 stages were 1–32% slower than 64×3. `flashsim bench decode`: 81–92% of
 //    3.35 TB/s at B ≥ 4 or Nk 128K, 70% at B 1 Nk 32K, 21% at B 1 Nk 4K; 1.01–2.29× SDPA flash, 0.95–1.06× PyTorch's
 //    default; paged 1.02–1.09× contiguous.
+//  - run 39-dec4, decode steps replayed from CUDA graphs (the host out of the loop): at B 1 Nk 4K a block's first
+//    tile landed 4.0 µs after it started (globaltimer, medians), its loop ended at 7.7, its O_p was stored at 9.3,
+//    its ticket taken at 10.3 (1 µs: barrier, fence, atomic; the last at 12.2), the last block's merge of 16 × 4 KB
+//    of O_p ended at 17.1:
+//    16.4 µs a step, 10.5 with no merge at all, 15.1 with the separate combine kernel, cuDNN's 14.3. The lse_p and
+//    O_p of the merge issued together (one L2 round trip less): no change (16.3 / 16.2 µs), not kept. Merged by a
+//    cluster of the group's 16 blocks instead: 12.98 µs (×0.77), 12.7 in `flashsim bench decode`'s graph column
+//    against cuDNN's 13.2; but 1.8–6% slower than the ticket where the blocks stream long chunks (B 1 Nk 128K
+//    196.3 against 188.7 µs, B 4 Nk 16K 99.7 / 97.9; B 4 Nk 128K 742 against the separate combine's 709; our
+//    reading: a cluster's blocks must share one GPC, which doubles some SMs up), so clusters are taken only up to
+//    1024 keys a split. Tried, not kept: 8 warps and Bc 128 (×0.93 at Nk 4K with the ticket, ×1.48 with the
+//    cluster), 64×4 and 64×5 stages (×1.07–1.14 at Nk 4K: all of a split's tiles in flight did not help), 8 and
+//    24–64 splits (×1.15–1.8). Bc 32 × 4 stages with the cluster:
+//    12.2 / 51.6 / 186.5 / 95.3 µs at B 1 Nk 4K / 32K / 128K, B 4 Nk 16K (ticket at 64×3: 16.8 / 54.7 / 188.7 /
+//    97.9): the next thing to measure at every point (gpu/NOTES.md run 39-dec4). memcheck and racecheck clean.
 //
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
-// M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM).
+// M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM),
+// CLUSTER (split blocks a cluster: 1, none, unless gpu.decoding injects 2 … 16).
 
 #define NTHREADS (32 * NWARPS)
 #define WARPS_N (NWARPS / M_TILES)  // warps that split each tile's keys
@@ -57,7 +75,7 @@
 #define MAX_SPLITS 128              // gpu.decoding.MAX_SPLITS
 #define COMBINE_ROWS 8              // rows of O per flash_decoding_combine block
 #ifndef CLUSTER
-#define CLUSTER 1  // split blocks per thread block cluster: a contiguous cache's `splits` (2 … 16), else 1
+#define CLUSTER 1  // split blocks a thread block cluster: gpu.decoding's (a contiguous cache's short splits), else 1
 #endif
 #if CLUSTER > 1
 #define CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
