@@ -17,9 +17,9 @@ launch, as sim.decode checks them.
 
 Host cost per call: the argument checks are cached by what they read (`prepare`), the kernel's scalar arguments by
 their values; the split partials, the combine's tickets and, where the caller does not ask for it, the lse are
-workspaces kept per (stream, shape) and reused (the combine is fused into the split kernel: the last split block of
-a group merges it), so a call allocates only o (and lse with return_lse) and makes one launch, through
-cuLaunchKernel with its parameters packed once (`_launch`) rather than CuPy's call, which converts each of them.
+workspaces kept per (stream, shape) and reused (the combine is fused into the split kernel: `launch`), so a call
+allocates only o (and lse with return_lse) and makes one launch, through cuLaunchKernel with its parameters packed
+once (`_launch`) rather than CuPy's call, which converts each of them.
 """
 
 import collections
@@ -42,6 +42,7 @@ KERNEL = registry.DECODE[8]
 COMBINE = registry.HELPERS["decode_combine"]
 MAX_SPLITS = 128  # the combine's MAX_SPLITS (and best_splits' default cap)
 COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
+MAX_CLUSTER, CLUSTER_KEYS = 16, 1024  # 2 … 16 splits of ≤ 1024 keys (contiguous): a cluster a group (run 39-dec4)
 NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block table
 ARGS = 21  # the split kernel's parameters
 WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool
@@ -188,20 +189,21 @@ def _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits) -
                 _scale(scale, d), causal)  # fmt: skip
 
 
-def launch(cupy, p: Plan, tiles=None, fused=True, lse=True):
-    """The split kernel with the combine fused (the last split block of a group merges it), or (fused=False, more
-    than one split) followed by the combine kernel: (o, lse) freshly allocated, the partials in a reused workspace;
-    lse=False: (o, None), the kernel's lse written into the workspace. `tiles` overrides the default geometry,
-    `fused` the combine (gpu.lab.bench_decode's tuning)."""
+def launch(cupy, p: Plan, tiles=None, fused=True, lse=True, clusters=True):
+    """The split kernel with the combine fused (a group's blocks merge it: one cluster on a contiguous cache of 2 …
+    MAX_CLUSTER splits of ≤ CLUSTER_KEYS keys, else the last to finish), or (fused=False) then the combine kernel:
+    (o, lse) freshly allocated, the partials in a reused workspace; lse=False: (o, None), the kernel's lse written into
+    the workspace. `tiles` overrides the geometry; `fused`, `clusters` (False: the ticket) the combine (gpu.lab)."""
     rows = p.batch * p.hkv * p.g * p.nq
     o = cupy.empty(p.q.shape, p.q.dtype)
     parts, lse_parts, tickets, scratch = _workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
     L = cupy.empty(p.q.shape[:3], cupy.float32) if lse else scratch
     if p.splits == 1:
         parts, lse_parts, tickets = o, L, NULL
-    split, combine, tiles, smem = _kernels(p.d, dtypes.name(p.q.dtype), p.g * p.nq, tiles)
-    table = NULL if p.table is None else p.table
-    seqlens = NULL if p.seqlens is None else p.seqlens
+    clustered = fused and clusters and p.table is None and 1 < p.splits <= MAX_CLUSTER
+    cluster = p.splits if clustered and p.nk <= CLUSTER_KEYS * p.splits else 1  # the kernel ignores tickets then
+    split, combine, tiles, smem = _kernels(p.d, dtypes.name(p.q.dtype), p.g * p.nq, tiles, cluster)
+    table, seqlens = (NULL if x is None else x for x in (p.table, p.seqlens))
     max_pages = 0 if p.table is None else p.table.shape[1]
     _, errors, claim = pages.errors(p.q.device.id)
     arrays = (p.q, p.k, p.v, table, seqlens, o, L, parts, lse_parts, tickets if fused else NULL, errors, claim)
@@ -273,13 +275,16 @@ def _scale(scale, d: int) -> float:
 
 
 @functools.cache
-def _kernels(d: int, dtype: str, rows: int, tiles=None):
-    """(split kernel, combine kernel, tiles, shared memory) for head dim d and `rows` packed query rows, cached: a
-    decode step's host time is mostly Python (at Nk = 4K a step moves its bytes in a few microseconds)."""
+def _kernels(d: int, dtype: str, rows: int, tiles=None, cluster: int = 1):
+    """(split kernel, combine kernel, tiles, shared memory) for head dim d, `rows` packed query rows and `cluster`
+    split blocks a cluster (1: none), cached: a decode step's host time is mostly Python."""
     tiles = tiles or geometry.decoding_tiles(d, rows)
-    defines = KERNEL.defines(d, dtype, tiles)
+    defines = KERNEL.defines(d, dtype, tiles) | {"CLUSTER": cluster}
     smem = KERNEL.smem(d, tiles)
-    return source.function(KERNEL, defines, smem), source.function(COMBINE, defines), tiles, smem
+    split = source.function(KERNEL, defines, smem)
+    if cluster > 8:  # past CUDA's portable cluster size: CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (14)
+        device.require().cuda.driver.funcSetAttribute(split.kernel.ptr, 14, 1)
+    return split, source.function(COMBINE, defines), tiles, smem
 
 
 @functools.cache

@@ -82,18 +82,18 @@ def random_case(rng, B, Hq, Hkv, Nq, d, dtype, *, seqlens=None, page_size=None, 
     return q, k, v, table
 
 
-def run_and_judge(q, k, v, table, seqlens, *, causal, dtype, splits=None, fused=True):
+def run_and_judge(q, k, v, table, seqlens, *, causal, dtype, splits=None, fused=True, clusters=True):
     cupy = pytest.importorskip("cupy")
     scale = 1 / math.sqrt(q.shape[-1])
     device = [cupy.asarray(x.view(np.uint16)).view(STORAGE[dtype]) for x in (q, k, v)]
     for shape, dt in ((q.shape, cupy.float16), (q.shape[:3], cupy.float32)):  # the pool hands this memory out next
         cupy.full(shape, cupy.nan, dt)
     kw = {} if table is None else {"block_table": cupy.asarray(table), "cache_seqlens": cupy.asarray(seqlens)}
-    if fused:
+    if fused and clusters:
         o, lse = gpu.decode(*device, causal=causal, splits=splits, return_lse=True, check=True, **kw)
-    else:  # the combine as its own kernel (gpu.lab.bench_decode times it against the fused one)
+    else:  # the combine as its own kernel, or by the last block to finish where a cluster would (gpu.lab times them)
         plan = decoding.prepare(*device, kw.get("block_table"), kw.get("cache_seqlens"), causal, None, splits)
-        o, lse = decoding.launch(cupy, plan, fused=False)
+        o, lse = decoding.launch(cupy, plan, fused=fused, clusters=clusters)
     o = o.view(cupy.uint16).get().view(STORAGE[dtype]).astype(np.float64)
     lse = lse.get().astype(np.float64)
     o_ref, lse_ref = reference(q, k, v, causal=causal, scale=scale, table=table, seqlens=seqlens)
@@ -137,7 +137,7 @@ def test_contiguous(shape, dtype, causal):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("fused", [True, False], ids=["fused", "separate"])
-@pytest.mark.parametrize("splits", [1, 2, 7, 128])
+@pytest.mark.parametrize("splits", [1, 2, 7, 16, 128])
 @pytest.mark.parametrize("page_size", [16, 100, 256, None])
 def test_forced_splits(splits, page_size, fused):
     rng = np.random.default_rng(splits + (page_size or 0))
@@ -149,6 +149,17 @@ def test_forced_splits(splits, page_size, fused):
         seqlens = np.array([3000, 1, 777], np.int32)
         q, k, v, table = random_case(rng, B, Hq, Hkv, Nq, d, "bfloat16", seqlens=seqlens, page_size=page_size)
     run_and_judge(q, k, v, table, seqlens, causal=True, dtype="bfloat16", splits=splits, fused=fused)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("clusters", [True, False], ids=["cluster", "ticket"])
+@pytest.mark.parametrize("splits", [4, 16])
+def test_cluster_and_ticket_merge_alike(splits, clusters):
+    """A contiguous cache's short splits merge as one cluster of the group's blocks (CLUSTER_KEYS); the last block's
+    ticket, which longer splits take, merges the same problem: each judged against float64."""
+    assert 1111 <= decoding.CLUSTER_KEYS * splits and splits <= decoding.MAX_CLUSTER  # the cluster's case
+    q, k, v, _ = random_case(np.random.default_rng(splits), 2, 16, 2, 1, 128, "float16", nk=1111)
+    run_and_judge(q, k, v, None, None, causal=True, dtype="float16", splits=splits, clusters=clusters)
 
 
 @pytest.mark.gpu

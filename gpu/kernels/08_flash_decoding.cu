@@ -13,10 +13,12 @@
 //    ≤ 64, 2 or 4 row tiles, the warps split rows and keys 2 × 2 or 4 × 1. Their (m, ℓ, O) merge in SRAM at the end;
 //  - K_j, V_j stream through STAGES cp.async stages (16-byte copies, zeros past the chunk's last key), so that about
 //    (STAGES − 1) tiles of K and V are in flight per thread block: decode is memory-bound, the goal DRAM bandwidth;
-//  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the last split
-//    block of a group to finish (an atomic ticket) merges them (combine_group): LSE = log Σ_p exp(lse_p),
-//    O = Σ_p exp(lse_p − LSE)·O_p. flash_decoding_combine (below) is the same merge as its own kernel (launch
-//    with tickets = nullptr), kept to measure the fused one against;
+//  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the merge
+//    LSE = log Σ_p exp(lse_p), O = Σ_p exp(lse_p − LSE)·O_p is done by the group's split blocks launched as one
+//    thread block cluster (CLUSTER = splits, a contiguous cache of 2 … 16 splits of ≤ 1024 keys: cluster_combine,
+//    each block a share of the rows after a cluster barrier), else by the last split block of a group to finish (an
+//    atomic ticket: combine_group). flash_decoding_combine (below) is the same merge as its own kernel (launch with
+//    tickets = nullptr), kept to measure the fused one against;
 //  - paged: a sequence whose length is outside 1 … max_pages·page_size, or whose split meets a block-table entry
 //    outside 0 … num_pages − 1, gets NaN rows, and the first such entry is reported to pinned host memory (report).
 // Bottom-right causal alignment, as the simulator: query position n sees key c iff c ≤ n + seqlen − Nq.
@@ -40,9 +42,25 @@
 //    block per SM, 64×4, 64×6 and 128×3 stages were 1–32% slower than 64×3. `flashsim bench decode`: 81–92% of
 //    3.35 TB/s at B ≥ 4 or Nk 128K, 70% at B 1 Nk 32K, 21% at B 1 Nk 4K; 1.01–2.29× SDPA flash, 0.95–1.06× PyTorch's
 //    default; paged 1.02–1.09× contiguous.
+//  - run 39-dec4, decode steps replayed from CUDA graphs (the host out of the loop): at B 1 Nk 4K a block's first
+//    tile landed 4.0 µs after it started (globaltimer, medians), its loop ended at 7.7, its O_p was stored at 9.3,
+//    its ticket taken at 10.3 (1 µs: barrier, fence, atomic; the last at 12.2), the last block's merge of 16 × 4 KB
+//    of O_p ended at 17.1:
+//    16.4 µs a step, 10.5 with no merge at all, 15.1 with the separate combine kernel, cuDNN's 14.3. The lse_p and
+//    O_p of the merge issued together (one L2 round trip less): no change (16.3 / 16.2 µs), not kept. Merged by a
+//    cluster of the group's 16 blocks instead: 12.98 µs (×0.77), 12.7 in `flashsim bench decode`'s graph column
+//    against cuDNN's 13.2; but 1.8–6% slower than the ticket where the blocks stream long chunks (B 1 Nk 128K
+//    196.3 against 188.7 µs, B 4 Nk 16K 99.7 / 97.9; B 4 Nk 128K 742 against the separate combine's 709; our
+//    reading: a cluster's blocks must share one GPC, which doubles some SMs up), so clusters are taken only up to
+//    1024 keys a split. Tried, not kept: 8 warps and Bc 128 (×0.93 at Nk 4K with the ticket, ×1.48 with the
+//    cluster), 64×4 and 64×5 stages (×1.07–1.14 at Nk 4K: all of a split's tiles in flight did not help), 8 and
+//    24–64 splits (×1.15–1.8). Bc 32 × 4 stages with the cluster:
+//    12.2 / 51.6 / 186.5 / 95.3 µs at B 1 Nk 4K / 32K / 128K, B 4 Nk 16K (ticket at 64×3: 16.8 / 54.7 / 188.7 /
+//    97.9): the next thing to measure at every point (gpu/NOTES.md run 39-dec4). memcheck and racecheck clean.
 //
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
-// M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM).
+// M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM),
+// CLUSTER (split blocks a cluster: 1, none, unless gpu.decoding injects 2 … 16).
 
 #define NTHREADS (32 * NWARPS)
 #define WARPS_N (NWARPS / M_TILES)  // warps that split each tile's keys
@@ -56,6 +74,14 @@
 #define MAX_ROWS (16 * M_TILES)
 #define MAX_SPLITS 128              // gpu.decoding.MAX_SPLITS
 #define COMBINE_ROWS 8              // rows of O per flash_decoding_combine block
+#ifndef CLUSTER
+#define CLUSTER 1  // split blocks a thread block cluster: gpu.decoding's (a contiguous cache's short splits), else 1
+#endif
+#if CLUSTER > 1
+#define CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
+#else
+#define CLUSTER_DIMS
+#endif
 
 #include "common.cuh"  // NEG_INF, LN2, cp.async, ldmatrix, mma, pack2, exp2_approx
 
@@ -130,13 +156,15 @@ __device__ __forceinline__ void nan_rows(elem_t* O, float* L, long long row0, in
 
 __device__ void combine_group(const float* O_parts, const float* lse_parts, elem_t* O, float* L, float* sW, float* s_LSE,
                               long long row0, long long rows, int R, int parts, int tid);
+__device__ void cluster_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, long long row0,
+                                long long rows, int R, int p, int tid);
 
 // Q: (B, Hq, Nq, d); K, V: the cache; O: like Q; L: (B, Hq, Nq); O_parts: (splits, B·Hq·Nq, d) float32, lse_parts:
 // (splits, B·Hq·Nq). block_table (B, max_pages) and seqlens (B,) int32, both nullptr for a contiguous cache of Nk keys.
 // tickets (B·Hkv,) int32, zero: the fused combine (the last split block of a group to finish merges the group, then
 // sets its ticket back to zero); nullptr: flash_decoding_combine runs after. errors: ERRORS ints of pinned host memory.
 // Grid (splits, Hkv, B); NTHREADS threads; (MAX_ROWS + 2·STAGES·BC)·SROW·2 bytes of dynamic shared memory.
-extern "C" __global__ void __launch_bounds__(NTHREADS)
+extern "C" __global__ void __launch_bounds__(NTHREADS) CLUSTER_DIMS
 flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const elem_t* __restrict__ V,
                      const int* __restrict__ block_table, const int* __restrict__ seqlens, elem_t* __restrict__ O,
                      float* __restrict__ L, float* __restrict__ O_parts, float* __restrict__ lse_parts,
@@ -358,6 +386,10 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         if (direct) L[row0 + tid] = sL[tid];
         else lse_parts[p * rows + row0 + tid] = sL[tid];
     }
+#if CLUSTER > 1
+    cluster_combine(O_parts, lse_parts, O, L, row0, rows, R, p, tid);  // contiguous: parts = CLUSTER, never direct
+    return;
+#endif
     if (direct || tickets == nullptr) return;
 
     // the fused combine: the barrier orders every thread's O_p, lse_p stores before thread 0's fence, which makes them
@@ -446,6 +478,48 @@ __device__ void combine_group(const float* O_parts, const float* lse_parts, elem
             *reinterpret_cast<uint2*>(O + row0 * HEAD_DIM + idx * 4) = make_uint2(pack2(acc[i].x, acc[i].y), pack2(acc[i].z, acc[i].w));
     }
     if (tid < R) L[row0 + tid] = s_LSE[tid];
+}
+
+// The combine by a group's CLUSTER split blocks, launched as one thread block cluster (a contiguous cache, 2 … 16
+// splits): a cluster barrier, whose release and acquire make every block's O_p, lse_p stores visible to the others,
+// then block p merges its share of the group's R rows × d/4 float4 pieces, pieces [p·n/CLUSTER, (p+1)·n/CLUSTER) of
+// n = R·d/4, with the same arithmetic as combine_group. A thread's CLUSTER lse_p and O_p pieces are all in flight at
+// once (one L2 round trip), and the group's 64 KB of O_p (R = 8, 16 splits) are read by 16 SMs, not one; no ticket,
+// no fence. Each O_p piece is read once, as the simulator counts; a row's lse_p by each block that holds a piece of it.
+__device__ void cluster_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, long long row0,
+                                long long rows, int R, int p, int tid)
+{
+#if CLUSTER > 1
+    asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    const int n = R * (HEAD_DIM / 4);
+    for (int i = p * n / CLUSTER + tid; i < (p + 1) * n / CLUSTER; i += NTHREADS) {
+        const int j = i / (HEAD_DIM / 4), col = (i % (HEAD_DIM / 4)) * 4;  // row j of the group's O, L; its columns
+        float lse[CLUSTER];
+        float4 x[CLUSTER];
+#pragma unroll
+        for (int q = 0; q < CLUSTER; ++q) {
+            lse[q] = __ldcg(lse_parts + q * rows + row0 + j);
+            x[q] = __ldcg(reinterpret_cast<const float4*>(O_parts + (q * rows + row0 + j) * HEAD_DIM + col));
+        }
+        float mx = NEG_INF;
+        bool nan = false;
+#pragma unroll
+        for (int q = 0; q < CLUSTER; ++q) mx = fmaxf(mx, lse[q]), nan |= isnan(lse[q]);
+        float sum = 0.f;
+        if (mx != NEG_INF)
+#pragma unroll
+            for (int q = 0; q < CLUSTER; ++q) sum += exp2_approx((lse[q] - mx) * LOG2E);
+        const float LSE = nan ? __int_as_float(0x7fc00000) : mx == NEG_INF ? NEG_INF : mx + logf(sum);
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+        for (int q = 0; q < CLUSTER; ++q) {
+            const float w = LSE == NEG_INF ? 0.f : exp2_approx((lse[q] - LSE) * LOG2E);
+            acc.x += w * x[q].x, acc.y += w * x[q].y, acc.z += w * x[q].z, acc.w += w * x[q].w;
+        }
+        *reinterpret_cast<uint2*>(O + (row0 + j) * HEAD_DIM + col) = make_uint2(pack2(acc.x, acc.y), pack2(acc.z, acc.w));
+        if (col == 0) L[row0 + j] = LSE;
+    }
+#endif
 }
 
 // The combine: rows of O (B·Hq·Nq of them, 8 per thread block, a warp each) whose sequence had parts > 1 splits.

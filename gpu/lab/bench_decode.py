@@ -7,7 +7,10 @@ launches alone with the combine as its own kernel), ours on the same keys in pag
 block_table and cache_seqlens, CuPy arrays, the kernel checks; "paged_kernels": the launch alone, the arguments
 checked once), and PyTorch's scaled_dot_product_attention on the contiguous cache with enable_gqa=True through its
 flash backend ("sdpa"), its cuDNN backend ("cudnn") and its own choice ("default", whose GPU kernels one profiled
-call names, beside ours: "profile"; its memory-efficient backend refuses enable_gqa with fewer K/V heads). Bandwidth counts the bytes every
+call names, beside ours: "profile"; its memory-efficient backend refuses enable_gqa with fewer K/V heads). And a decode
+step as a serving loop replays it, from a CUDA graph of timing.STEPS steps: the public call captured by CuPy's stream
+capture ("ours_graph") beside SDPA's default captured by torch.cuda.graph ("default_graph"), the GPU's time per step
+without the host's (gpu/lab/decode_graphs.py times the others so too). Bandwidth counts the bytes every
 implementation must move: K and V once, q and o; a cache smaller than COLD_BYTES is cycled over copies so that each
 call reads it from DRAM.
 """
@@ -62,6 +65,8 @@ def run_bench(*, quick=False, dtype="float16", progress=None, command=None) -> d
             "backend / PyTorch's choice, on the contiguous cache",
             "profile: GPU kernels and their µs in one profiled call (torch.profiler) of ours (contiguous) and of "
             "SDPA's default",
+            f"ours_graph / default_graph: {timing.STEPS} steps of the public call (CuPy stream capture) / of SDPA's "
+            "default (torch.cuda.graph) in one CUDA graph, replayed; time per step",
         ],
     }
 
@@ -110,11 +115,32 @@ def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
     for base in BASELINES:
         if "ms" in row.get(base, {}):
             row[f"speedup_vs_{base}"] = row[base]["ms"] / row["contiguous"]["ms"]
+    row |= _graphs(caches, ok, moved)
     if "default" in ok:
         row["profile"] = {"ours": _profile(calls["contiguous"]), "default": _profile(calls["default"])}
     row["paged_over_contiguous"] = row["paged"]["ms"] / row["contiguous"]["ms"]
     row["fused_over_separate"] = row["contiguous_kernels"]["ms"] / row["separate"]["ms"]
     row["paged_kernels_over_contiguous"] = row["paged_kernels"]["ms"] / row["contiguous"]["ms"]
+    return row
+
+
+def _graphs(caches: list, ok: dict, moved: int) -> dict:
+    """ours_graph and default_graph: the public call and SDPA's default captured in CUDA graphs, replayed
+    (timing.replay_us), {ms, gbps, dram_pct} per step; and default_graph's time over ours_graph's."""
+    graphs, kept, row = {}, [], {}
+    graphs["ours_graph"], held = timing.capture_cupy(ok["contiguous"], len(caches))
+    kept.append(held)
+    if "default" in ok:
+        try:
+            graphs["default_graph"], held = timing.capture_torch(ok["default"], len(caches))
+            kept.append(held)
+        except RuntimeError as e:  # PyTorch refusing to capture it: said, not timed
+            row["default_graph"] = {"status": "error", "why": str(e).strip().splitlines()[0][:200]}
+    for name, us in timing.replay_us(graphs, torch_stream="default" in ok).items():
+        gbps = moved / us / 1e3
+        row[name] = {"ms": us / 1e3, "gbps": gbps, "dram_pct": 100 * gbps * 1e9 / H100_DRAM}
+    if "default_graph" in graphs:
+        row["graph_speedup_vs_default"] = row["default_graph"]["ms"] / row["ours_graph"]["ms"]
     return row
 
 
@@ -243,7 +269,8 @@ def _sdpa(backend: str):
 def progress_line(row: dict) -> str:
     """'B=1 Nk=4096: contiguous 1234 GB/s (37%) · paged … · sdpa … · ×1.10 SDPA'."""
     parts = [f"B={row['batch']} Nk={row['nk']} splits={row['splits']} (paged {row['paged_splits']}):"]
-    for name in ("contiguous", "contiguous_kernels", "separate", "paged", "paged_kernels", *BASELINES):
+    for name in ("contiguous", "contiguous_kernels", "separate", "paged", "paged_kernels", *BASELINES, "ours_graph",
+                 "default_graph"):  # fmt: skip
         r = row.get(name)
         if r is not None:
             parts.append(
@@ -252,6 +279,8 @@ def progress_line(row: dict) -> str:
     for base in ("sdpa", "default"):
         if f"speedup_vs_{base}" in row:
             parts.append(f"×{row[f'speedup_vs_{base}']:.2f} SDPA {base}")
+    if "graph_speedup_vs_default" in row:
+        parts.append(f"×{row['graph_speedup_vs_default']:.2f} SDPA default, both graphs")
     return " ".join(parts)
 
 

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # One device call for rung 8 (Flash-Decoding, issue 25 part 2): tests, sanitizers, bytes against the simulator, speed.
 # Usage (on the device machine, from the repo root): bash gpu/lab/devrun_decode.sh [steps…]
-#   steps: env test sanitize compare bench tune batch1 waves
+#   steps: env test sanitize (= memcheck racecheck) compare bench tune batch1 waves graphs variants
 # Logs and JSON land in $OUT; each step prints its last line to stdout.
 source "$(dirname "$0")/devrun_lib.sh"  # set -u, $OUT, PATH, PYTHONPATH, step
 steps=${*:-env test sanitize compare bench tune}
 # the sanitizers' program: paged (pages of 16, causal; splits from the model, 1, 3, 128; the combine fused and
-# separate), contiguous (Nq 5), and a refused block_table entry and length (NaN rows, the report)
+# separate), contiguous (Nq 5; splits 4 and 16 merged by a cluster), and a refused block_table entry and length
 cat >/tmp/decode_sanitize.py <<'PY'
 import numpy as np, cupy
 import gpu
@@ -22,7 +22,7 @@ for splits in (None, 1, 3, 128):
     decoding.launch(cupy, p, fused=False)
 k = cupy.asarray(rng.standard_normal((3, 2, 1500, 128)).astype(np.float16))
 q5 = cupy.asarray(rng.standard_normal((3, 8, 5, 128)).astype(np.float16))
-for splits in (None, 1, 4):
+for splits in (None, 1, 4, 16, 17):
     gpu.decode(q5, k, k, causal=True, splits=splits, check=True)
 bad = table.copy(); bad[1, 0] = 999
 for t, s in ((bad, cupy.asarray(np.array([900, 5, 333], np.int32))), (table, cupy.asarray(np.array([900, 0, 2000], np.int32)))):
@@ -38,8 +38,8 @@ PY
 for s in $steps; do case $s in
   env) step env 60 bash -c 'nvidia-smi --query-gpu=name,driver_version --format=csv; python3 -c "import cupy, torch; print(cupy.__version__, torch.__version__)"; which ncu compute-sanitizer; date -u' ;;
   test) step test 200 python3 -m pytest -m gpu -q -p no:cacheprovider tests/test_gpu_decoding.py ;;
-  sanitize) step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 /tmp/decode_sanitize.py
-            step racecheck 150 compute-sanitizer --tool racecheck --error-exitcode 9 python3 /tmp/decode_sanitize.py ;;
+  sanitize|memcheck) step memcheck 120 compute-sanitizer --tool memcheck --error-exitcode 9 python3 /tmp/decode_sanitize.py ;;&
+  sanitize|racecheck) step racecheck 150 compute-sanitizer --tool racecheck --error-exitcode 9 python3 /tmp/decode_sanitize.py ;;
   compare) step compare-contiguous 90 python3 -m sim.cli compare-decode --json "$OUT/compare-decode-contiguous-h100.json"
            step compare-paged 90 python3 -m sim.cli compare-decode --page-size 256 --json "$OUT/compare-decode-paged-h100.json"
            step compare-paged16 90 python3 -m sim.cli compare-decode --page-size 16 --nq 4 --causal --dtype bf16 --batch 3 --nk 3000 --json "$OUT/compare-decode-paged16-nq4-h100.json" ;;
@@ -47,4 +47,6 @@ for s in $steps; do case $s in
   tune) step tune 120 python3 -m gpu.lab.bench_decode paged ;;
   batch1) step batch1 60 python3 -m gpu.lab.bench_decode batch1 ;;
   waves) step waves 60 python3 -m gpu.lab.bench_decode waves ;;
+  graphs) step graphs 120 python3 -m gpu.lab.decode_graphs steps ;;
+  variants) step variants 120 python3 -m gpu.lab.decode_graphs variants ;;
 esac; done

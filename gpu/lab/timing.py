@@ -1,4 +1,5 @@
-"""Timing with CUDA events (warm-up, median of repeats) and the peak device memory a call allocates."""
+"""Timing with CUDA events (warm-up, median of repeats), of calls or of CUDA graphs captured from them, and the peak
+device memory a call allocates."""
 
 import math
 import statistics
@@ -7,6 +8,7 @@ from gpu import device
 
 SAMPLE_MS = 2.0  # a timed sample runs `fn` back to back until about this long, so host overhead hides behind the GPU
 QUEUED_MS, QUEUED_CALLS = 10.0, 3  # interleaved_ms: samples of at least this long and this many calls
+STEPS, REPLAYS = 24, 15  # graphs: calls captured in one graph; interleaved replays of each, the median reported
 
 
 def median_ms(fn, *, warmup: int = 2, repeats: int = 10, budget_s: float = 0.5) -> float:
@@ -93,4 +95,64 @@ def interleaved_ms(calls: dict, *, warmup: int = 2, rounds: int = 7, budget_s: f
             ms = sample(fn, inner[name])
             times[name].append(ms)
             spent += ms * inner[name]
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def capture_cupy(fn, warmup: int):
+    """fn() STEPS times, captured on a fresh CuPy stream after `warmup` calls there (workspaces made, kernels
+    compiled): (a launcher taking the stream to replay on, what must stay alive: the graph, its stream, the outputs)."""
+    cupy = device.require()
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        for _ in range(warmup):
+            fn()
+        stream.synchronize()
+        stream.begin_capture()
+        try:
+            outs = [fn() for _ in range(STEPS)]
+        finally:
+            graph = stream.end_capture()
+    return (lambda s: graph.launch(s)), (graph, stream, outs)
+
+
+def capture_torch(fn, warmup: int):
+    """fn() STEPS times, captured by torch.cuda.graph (its private memory pool) after `warmup` calls on a side stream,
+    as PyTorch's documentation warms a graph up: (a launcher replaying it on torch's current stream, the graph and
+    its outputs)."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = [fn() for _ in range(STEPS)]
+    return (lambda s: graph.replay()), (graph, outs)
+
+
+def replay_us(launchers: dict, *, torch_stream: bool) -> dict[str, float]:
+    """Median µs per captured call of each graph (`launchers[name](stream)` replays one), its replays interleaved with
+    the others' (REPLAYS rounds, after two), all on torch's current stream (where a torch graph replays) when
+    `torch_stream`, else on CuPy's: the GPU's time per call, its kernels and the gaps between them, no host."""
+    cupy = device.require()
+    if torch_stream:
+        import torch
+
+        stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
+    else:
+        stream = cupy.cuda.get_current_stream()
+    start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    times = {name: [] for name in launchers}
+    for r in range(REPLAYS + 2):
+        for name, launch in launchers.items():
+            start.record(stream)
+            launch(stream)
+            end.record(stream)
+            end.synchronize()
+            if r >= 2:
+                times[name].append(1e3 * cupy.cuda.get_elapsed_time(start, end) / STEPS)
     return {name: statistics.median(t) for name, t in times.items()}

@@ -1,0 +1,143 @@
+"""A decode step replayed from a CUDA graph, as a serving loop replays it: rung 8 (gpu.decode, contiguous and paged)
+captured by CuPy's stream capture beside PyTorch's SDPA (its default choice, cuDNN and its flash backend,
+enable_gqa=True) captured by torch.cuda.graph, each graph timing.STEPS decode steps over the cold copies of the cache
+(gpu.lab.bench_decode's), replayed and timed with CUDA events, the implementations interleaved: what a step costs the
+GPU once the host's Python is out of the loop (its kernels and the gaps between them), beside the eager calls.
+
+`variants`: rung 8's launch alone (the checks done once) at other split counts, Bc × stages and warps, and with the
+combine merged by a cluster of the group's blocks, by the last block to finish (the ticket), by its own kernel, or
+not at all (the split kernel alone), each captured and timed the same way beside SDPA's default: changes at short
+caches measured without the host's ~20 µs a call in front of them (gpu/NOTES.md run 39-dec4).
+
+    python -m gpu.lab.decode_graphs [steps | variants]   (a JSON line per point on stdout)
+"""
+
+import dataclasses
+import json
+import sys
+
+import numpy as np
+
+from gpu import decoding, device, geometry, pages
+from gpu.lab import bench_decode, sdpa, timing
+from gpu.lab.checks import max_error
+from gpu.tiling import Tiles
+
+POINTS = [(1, 4096), (1, 32768), (1, 131072), (4, 16384), (16, 4096), (16, 32768)]
+SHORT = [(1, 4096), (1, 32768), (1, 131072), (4, 16384)]
+
+
+def steps_row(cupy, batch: int, nk: int) -> dict:
+    """One point: each implementation's eager call (as `flashsim bench decode` times them) and its step replayed from
+    a graph, in µs and % of the H100's DRAM bandwidth; ours' captured output against its eager call's."""
+    caches = bench_decode._cold_caches(cupy, batch, nk, "float16")
+    torch_ok = sdpa.torch_available()[0]
+    moved = 2 * batch * bench_decode.KV_HEADS * nk * bench_decode.D * 2
+    moved += 2 * batch * bench_decode.HEADS * bench_decode.NQ * bench_decode.D * 2
+    plans = [None] * len(caches)
+    eager = {
+        "ours": bench_decode._cycle(caches, plans, lambda c, p: decoding.decode(c["q"], c["k"], c["v"])),
+        "paged": bench_decode._cycle(
+            caches, plans,
+            lambda c, p: decoding.decode(c["q"], c["kp"], c["vp"], block_table=c["table"], cache_seqlens=c["seqlens"]),
+        ),
+    }  # fmt: skip
+    row = {"batch": batch, "nk": nk, "copies": len(caches), "bytes": moved, "steps": timing.STEPS}
+    graphs, kept = {}, []
+    for name, fn in eager.items():
+        graphs[f"{name}_graph"], held = timing.capture_cupy(fn, len(caches))
+        kept.append(held)
+    # the warm-up's calls went round the copies once: the first captured call decoded copy 1 (mod copies)
+    graph, stream, outs = kept[0]
+    graph.launch(stream)
+    stream.synchronize()
+    first = caches[1 % len(caches)]
+    row["graph_vs_eager_max_diff"] = max_error(
+        outs[0], decoding.decode(first["q"], first["k"], first["v"]).astype(cupy.float64)
+    )
+    if torch_ok:
+        for backend in bench_decode.BASELINES:
+            eager[backend] = bench_decode._cycle(caches, plans, bench_decode._sdpa(backend))
+            try:
+                graphs[f"{backend}_graph"], held = timing.capture_torch(eager[backend], len(caches))
+                kept.append(held)
+            except RuntimeError as e:  # a backend that refuses capture: said, not timed
+                row[f"{backend}_graph"] = {"status": "error", "why": str(e).strip().splitlines()[0][:200]}
+    timed = {name: 1e3 * ms for name, ms in timing.interleaved_ms(eager).items()}
+    timed |= timing.replay_us(graphs, torch_stream=torch_ok)
+    for name, us in timed.items():
+        row[name] = {"us": us, "dram_pct": 100 * moved / (us * 1e-6) / bench_decode.H100_DRAM}
+    for ours, base in (("ours", "default"), ("ours_graph", "default_graph")):
+        if base in timed:
+            row[f"{ours}_vs_{base}"] = timed[base] / timed[ours]
+    del kept, caches
+    cupy.get_default_memory_pool().free_all_blocks()
+    return row
+
+
+def split_alone(cupy, p, tiles):
+    """The split kernel alone (no ticket, no cluster, no combine): a step before its partials are merged."""
+    rows = p.batch * p.hkv * p.g * p.nq
+    o = cupy.empty(p.q.shape, p.q.dtype)
+    parts, lse_parts, _, scratch = decoding._workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
+    if p.splits == 1:
+        parts, lse_parts = o, scratch
+    split, _, tiles, smem = decoding._kernels(p.d, "float16", p.g * p.nq, tiles)
+    _, errors, claim = pages.errors(p.q.device.id)
+    arrays = (p.q, p.k, p.v, decoding.NULL, decoding.NULL, o, scratch, parts, lse_parts, decoding.NULL, errors, claim)
+    values = (*(int(x) if type(x) is np.uintp else x.data.ptr for x in arrays),
+              *decoding._scalars(p.nq, p.g, p.nk, 0, 0, 0, p.splits, p.scale, p.causal))  # fmt: skip
+    decoding._launch(cupy, split, (p.splits, p.hkv, p.batch), tiles.threads, smem, values)
+    return o
+
+
+def variants_row(cupy, batch: int, nk: int, variants: dict) -> dict:
+    """rung 8's launch alone under each of `variants` ({name: (splits or None, Tiles or None, combine)}, combine one
+    of "cluster", "ticket", "separate", "none"), each a graph of timing.STEPS steps, beside SDPA's default graph: µs
+    per step; and the largest difference between each fused variant's output and the separate combine's."""
+    caches = bench_decode._cold_caches(cupy, batch, nk, "float16")
+    torch_ok = sdpa.torch_available()[0]
+    plans = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
+    row = {"batch": batch, "nk": nk, "model_splits": plans[0].splits, "max_diff_vs_separate": {}}
+    graphs, kept = {}, []
+    for name, (splits, tiles, combine) in variants.items():
+        forced = [dataclasses.replace(p, splits=splits or p.splits) for p in plans]
+        if combine == "none":
+            fn = bench_decode._cycle(caches, forced, lambda c, p, t=tiles: split_alone(cupy, p, t))
+        else:
+            kw = {"fused": combine != "separate", "lse": False, "clusters": combine == "cluster"}
+            fn = bench_decode._cycle(caches, forced, lambda c, p, t=tiles, kw=kw: decoding.launch(cupy, p, t, **kw)[0])
+            o = decoding.launch(cupy, forced[0], tiles, **kw)[0].astype(cupy.float64)
+            separate = decoding.launch(cupy, forced[0], tiles, fused=False)[0].astype(cupy.float64)
+            row["max_diff_vs_separate"][name] = float(abs(o - separate).max())
+        graphs[name], held = timing.capture_cupy(fn, len(caches))
+        kept.append(held)
+    if torch_ok:
+        default = bench_decode._cycle(caches, plans, bench_decode._sdpa("default"))
+        graphs["default"], held = timing.capture_torch(default, len(caches))
+        kept.append(held)
+    row |= timing.replay_us(graphs, torch_stream=torch_ok)
+    del kept, caches, plans
+    cupy.get_default_memory_pool().free_all_blocks()
+    return row
+
+
+def short_variants() -> dict:
+    """The variants of run 39-dec4: the combine four ways at the model's splits, other split counts, other tilings."""
+    m = geometry.decoding_tiles(bench_decode.D, bench_decode.HEADS // bench_decode.KV_HEADS * bench_decode.NQ).m_tiles
+    found = {combine: (None, None, combine) for combine in ("cluster", "ticket", "separate", "none")}
+    found |= {f"P{P} cluster": (P, None, "cluster") for P in (8, 12)}
+    found |= {f"P{P} ticket": (P, None, "ticket") for P in (24, 32)}
+    found |= {f"{bc}x{st}w{w} cluster": (None, Tiles(16 * m, bc, w, m, stages=st), "cluster")
+              for bc, st, w in ((64, 4, 4), (32, 4, 4), (128, 3, 8))}  # fmt: skip
+    return found
+
+
+if __name__ == "__main__":
+    cupy = device.require()
+    if (sys.argv[1:] or ["steps"])[0] == "steps":
+        for b, n in POINTS:
+            print(json.dumps(steps_row(cupy, b, n)), flush=True)
+    else:
+        for b, n in SHORT:
+            print(json.dumps(variants_row(cupy, b, n, short_variants())), flush=True)
