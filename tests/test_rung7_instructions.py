@@ -85,7 +85,8 @@ def test_samples_by_piece_by_hand(tmp_path):
     # ncu's source page: instruction k has k samples, 2k warp instructions executed, all of them "stall_wait";
     # branches name their target by address, as ncu prints them
     code = [t for t in LISTING if not t.startswith(".L_x")]
-    at = {".L_x_1": 1, ".L_x_2": 13, ".L_x_4": 17, ".L_x_3": 30, ".L_x_9": 33}  # the instruction each label stands before
+    # the instruction each label stands before
+    at = {".L_x_1": 1, ".L_x_2": 13, ".L_x_4": 17, ".L_x_3": 30, ".L_x_9": 33}
     rows = ['"Kernel Name","flash2_wgmma_bwd",', '"Address","Source","Warp Stall Sampling (All Samples)",'
             '"Instructions Executed","stall_wait","stall_wait (Not Issued)"']  # fmt: skip
     for k, text in enumerate(code):
