@@ -167,3 +167,29 @@ def test_backward_comparison_explains_the_dq_traffic():
     out = console.export_text()
     assert "(64.0 MiB each way)" in out and "128.0 MiB of reductions" in out
     assert "reductions ×1.000 of the float32 dQ bytes" in out and "0.209" in out and "3.00e-04" in out
+
+
+def test_backward_comparison_of_a_fused_rung_7_has_two_kernels():
+    """From 256 query planes rung 7 rounds dQ itself (gpu.backward.fused): two launches measured, two rows shown."""
+    from gpu import backward
+    from gpu import registry as gpu_registry
+    from gpu.lab.compare_backward import BackwardComparison
+    from gpu.lab.render_compare import backward_comparison
+
+    seven = gpu_registry.rung(7)
+    assert backward.fused(seven, seven.tiles(64), 256) and not backward.fused(seven, seven.tiles(64), 255)
+    heads, n, d = 256, 1024, 64
+    predicted = [(name, c.times(heads)) for name, c in registry.backward_kernels("flash2", n, n, d, 2, 128, 128, False)]
+    config = dict(n=n, nk=n, d=d, batch=16, heads=16, dtype="float16", causal=False, kernel=7, block_rows=128,
+                  block_cols=128, smem_bytes=200000, itemsize=2, heads_total=heads, device="Test GPU", launches=2)  # fmt: skip
+    main = dict(l2_read_bytes=1.0e9, l2_write_bytes=1.0e8, l2_reduction_bytes=5.0e8, dram_read_bytes=0,
+                dram_write_bytes=0, kernel_ns=4.0e5)  # fmt: skip
+    measured = {"flash2_bwd_prepass": {**main, "l2_reduction_bytes": 0, "kernel_ns": 9.8e4}, "flash2_wgmma_bwd": main}
+    errors = {k: {"dq": 1e-4, "dk": 2e-4, "dv": 3e-4} for k in ("gpu", "standard", "sim")}
+    c = BackwardComparison(config, errors, predicted, measured, "", 0.5, None, None, 2.5 * 4 * n * n * d * heads)
+    console = Console(width=250, record=True)
+    console.print(backward_comparison(c))
+    out = " ".join(console.export_text().split())  # the notes wrap
+    assert "dQ rounded by each query plane's last block" in out and "dQ rounded to the storage dtype" not in out
+    assert "the two kernels" in out and "the last thread block of each query plane rounds the copy once" in out
+    assert "0.400" in out and "0.098" in out  # each launch's ncu time, in ms

@@ -13,6 +13,7 @@ import numpy as np
 import sim
 from gpu import device, dtypes, registry
 from gpu.backward import flash_attention_backward
+from gpu.backward import fused as backward_fused
 from gpu.flash import flash_attention
 from gpu.lab import results, timing
 from gpu.lab.checks import max_error, random_like
@@ -114,6 +115,7 @@ def compare_backward(*, n, nk, d, batch, heads, dtype, causal, kernel=None, seed
         "smem_bytes": spec.smem(d, tiles),
         "itemsize": s,
         "heads_total": batch * heads,
+        "launches": 2 if backward_fused(spec, tiles, batch * heads) else 3,
         "device": device.properties()["name"],
     }
     model = rung_prediction(spec, hw, n=n, nk=nk, d=d, batch=batch, heads=heads, s=s, causal=causal) if hw else None

@@ -162,10 +162,13 @@ def backward_comparison(c) -> Group:
     io = _table("global-memory traffic per kernel, all heads", ("kernel", "predicted read", "predicted write",
                 "L2 → SMs", "SM writes", "SM reductions", "DRAM read", "DRAM write", "ms (ncu)"))  # fmt: skip
     m = c.measured or {}
-    names = list(m) or [None, None, None]
+    launches = cfg.get("launches", 3)  # 2: rung 7 rounds dQ itself (gpu.backward.fused)
+    names = list(m) or [None] * launches
     predicted = [counts for _, counts in c.predicted] + [None]  # rounding dQ has no counterpart in the listing
     labels = ["pre-pass: D, dQ = 0", "main: per K/V block", "dQ rounded to the storage dtype"]
-    for label, pred, name in zip(labels, predicted, names, strict=True):
+    if launches == 2:
+        labels = [labels[0], "main: per K/V block, dQ rounded by each query plane's last block"]
+    for label, pred, name in zip(labels, predicted[:launches], names, strict=True):
         k = m.get(name)
         cells = [human_bytes(pred.hbm_read_bytes), human_bytes(pred.hbm_write_bytes)] if pred else ["—", "—"]
         keys = ("l2_read_bytes", "l2_write_bytes", "l2_reduction_bytes", "dram_read_bytes", "dram_write_bytes")
@@ -174,7 +177,7 @@ def backward_comparison(c) -> Group:
 
     t = _time_table(c)
     t.add_row(
-        "measured (CUDA events, median; the three kernels)",
+        f"measured (CUDA events, median; the {('two', 'three')[launches - 2]} kernels)",
         number(c.measured_ms, 3),
         tflops(c.flops / c.measured_ms / 1e9, 1),
     )
@@ -182,8 +185,9 @@ def backward_comparison(c) -> Group:
     notes = [
         f"The simulator's listing reads and writes back dQ_i for every tile pair in {cfg['dtype']} "
         f"({human_bytes(c.predicted_dq_bytes)} each way); the kernel adds into a float32 copy with atomics instead, "
-        f"{human_bytes(c.expected_reduction_bytes)} of reductions that L2 applies, never read back by the SMs, and a "
-        "third kernel rounds the copy once."
+        f"{human_bytes(c.expected_reduction_bytes)} of reductions that L2 applies, never read back by the SMs, and "
+        + ("the last thread block of each query plane rounds" if launches == 2 else "a third kernel rounds")
+        + " the copy once."
     ]
     if m:
         main = m[names[1]]
