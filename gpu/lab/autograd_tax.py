@@ -5,11 +5,13 @@ For FlashAttention-2's benchmark shapes (16k tokens, hidden 2048, fp16) it print
             (back-to-back calls, the host's work hidden behind the GPU's queue; gpu.lab.timing.interleaved_ms), and
             the tax between the two;
   host      µs of host time per call of each (20 calls issued without waiting, the GPU's queue far from full),
-            which a single call on an idle GPU pays as latency;
+            which a single call on an idle GPU pays as latency; and autograd's with Python's garbage collector off
+            ("gc off": run 39 found ~450 µs of the autograd step in none of the pieces it calls);
 and whether PyTorch synchronized the host inside the autograd path (torch.cuda.set_sync_debug_mode("error")).
 """
 
 import argparse
+import gc
 import time
 
 from gpu import device
@@ -43,14 +45,22 @@ def calls(n: int, d: int, causal: bool, dtype: str = "float16", arrays: bool = F
     return (direct, through, (q, k, v, do)) if arrays else (direct, through)
 
 
-def host_us(fn) -> float:
-    """Host µs per call of fn, HOST_CALLS calls issued back to back, the GPU left to catch up afterwards."""
+def host_us(fn, collector: bool = True) -> float:
+    """Host µs per call of fn, HOST_CALLS calls issued back to back, the GPU left to catch up afterwards; with
+    `collector` False, Python's garbage collector off while they are issued."""
     cupy = device.require()
     cupy.cuda.Device().synchronize()
-    start = time.perf_counter()
-    for _ in range(HOST_CALLS):
-        fn()
-    spent = time.perf_counter() - start
+    was = gc.isenabled()
+    if not collector:
+        gc.disable()
+    try:
+        start = time.perf_counter()
+        for _ in range(HOST_CALLS):
+            fn()
+        spent = time.perf_counter() - start
+    finally:
+        if was:
+            gc.enable()
     cupy.cuda.Device().synchronize()
     return 1e6 * spent / HOST_CALLS
 
@@ -76,17 +86,18 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
     print(f"device: {device.properties()['name']}, fp16, causal={args.causal}")
     print(
-        f"{'d':>4} {'N':>6} {'direct ms':>10} {'autograd ms':>12} {'tax':>7} {'host µs direct':>15} {'autograd':>9}  sync"
+        f"{'d':>4} {'N':>6} {'direct ms':>10} {'autograd ms':>12} {'tax':>7} {'host µs direct':>15} {'autograd':>9}"
+        f" {'gc off':>7}  sync"
     )
     for d in (64, 128):
         for n in map(int, args.ns.split(",")):
             direct, through = calls(n, d, args.causal)
             ms = timing.interleaved_ms({"direct": direct, "autograd": through}, rounds=9)
             tax = ms["autograd"] / ms["direct"] - 1
-            hd, ha = host_us(direct), host_us(through)
+            hd, ha, hg = host_us(direct), host_us(through), host_us(through, collector=False)
             print(
                 f"{d:>4} {n:>6} {ms['direct']:10.3f} {ms['autograd']:12.3f} {100 * tax:+6.1f}% {hd:15.0f} {ha:9.0f}"
-                f"  {synchronizes(through)}",
+                f" {hg:7.0f}  {synchronizes(through)}",
                 flush=True,
             )
 
