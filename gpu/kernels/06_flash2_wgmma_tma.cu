@@ -112,7 +112,13 @@
 #define GROUP 1  // GQA alone, in the plain build: query plane p reads K/V plane p / GROUP (the variant build: `group`)
 #endif
 #ifndef O_TMA
-#define O_TMA 0  // O_i leaves through SRAM (the tile's last K_j buffer) by TMA stores (persistent, Br ≤ Bc)
+#define O_TMA 0  // O_i leaves through SRAM (the tile's last K_j buffer, or O_BUF's) by TMA stores (persistent)
+#endif
+#ifndef O_BUF
+#define O_BUF 0  // O_TMA: O_i goes through an SRAM buffer of its own (Br rows), not the tile's last K_j buffer
+#endif
+#ifndef WALK
+#define WALK 0  // PERSISTENT, causal: the thread blocks walk the host's list of units (gpu/flash.py, causal_walk)
 #endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536
@@ -262,10 +268,11 @@ __device__ __forceinline__ void kv_blocks(int& j0, int& Tc, int r0, int N, int N
 // for every q, so that a static split is even (a lone middle block when Tr is odd).
 template <class Body>
 __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, const int4* units, int n_units, Body&& body) {
-#if PERSISTENT && VARLEN
+#if PERSISTENT && (VARLEN || WALK)
     // a packed batch: the host's list of units (b·Hq + h, first tile, second tile or −1; b·Hq + h = −1: none), each
     // sequence's pairs by its own Tr, dealt to the thread blocks heaviest first (gpu/flash.py, packed_units); a walk
-    // that found each unit's sequence from cu_q itself spilled 188 bytes a thread at d = 64
+    // that found each unit's sequence from cu_q itself spilled 188 bytes a thread at d = 64. WALK (causal): the
+    // plain walk's pairs but for its last rounds, whose tiles the host deals one by one (gpu/flash.py, causal_walk)
     for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
         const int4 unit = units[u];
         if (unit.x < 0) continue;
@@ -296,8 +303,8 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, con
 // never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
 // masked (keys past Nk).
 #if O_TMA
-#if 64 * CONSUMERS > BC || !PERSISTENT
-#error "O_TMA: O_i (Br rows) goes into one K_j buffer (Bc rows), in the persistent walk"
+#if (64 * CONSUMERS > BC && !O_BUF) || !PERSISTENT
+#error "O_TMA: O_i (Br rows) goes into one K_j buffer (Bc rows) or O_BUF's, in the persistent walk"
 #endif
 #define O_MAP_PARAM , const __grid_constant__ TensorMap O_map
 #else
@@ -306,7 +313,7 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, con
 #if O_TMA && VARLEN
 #error "O_TMA: a box of 64 rows would run past a sequence's end into the next one's O"
 #endif
-#if PERSISTENT && VARLEN
+#if PERSISTENT && (VARLEN || WALK)
 #define UNITS_PARAM , const int4* __restrict__ units, int n_units
 #else
 #define UNITS_PARAM
@@ -320,13 +327,14 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     const u32 sQ = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: Q_i, PIECES × (Br, 64); swizzling repeats every 1024 bytes
     const u32 sK = sQ + TILE_Q;                        // SRAM: K_j, STAGES × PIECES × (Bc, 64)
     const u32 sV = sK + STAGES * TILE_KV;              // SRAM: V_j, likewise
-    const u32 bar = sV + STAGES * TILE_KV;             // SRAM: the mbarriers, 8 bytes each
+    const u32 sO = sV + STAGES * TILE_KV;              // SRAM (O_BUF): O_i on its way out, PIECES × (Br, 64)
+    const u32 bar = sO + (O_BUF ? TILE_Q : 0);         // SRAM: the mbarriers, 8 bytes each
     const u32 q_full = bar;                            // mbarrier: Q_i has arrived
     const u32 q_empty = bar + 8;                       // mbarrier: every consumer is done with Q_i (the next may load)
 #if !VARIANTS
     const int left = 0, right = 0, group = GROUP;      // (the window's sides: the variant build's)
 #endif
-#if !(PERSISTENT && VARLEN)
+#if !(PERSISTENT && (VARLEN || WALK))
     const int4* units = nullptr;                       // (the persistent packed walk's)
     const int n_units = 0;
 #endif
@@ -478,7 +486,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             wgmma_wait<0>();
             keep(o);
             keep(p);
-            if (tid == 0 && !O_TMA) mbar_arrive(EMPTY(last));
+            if (tid == 0 && !(O_TMA && !O_BUF)) mbar_arrive(EMPTY(last));
             o_stage = last;
             ++used;
         }
@@ -493,8 +501,15 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         // its rows; the 4 lanes of a row swap them (a 4 × 4 transpose by shuffles) so that each stores 16 bytes and
         // the four together whole 32-byte sectors.
         const bool via_sram = O_TMA && Tc > 0;
-        const u32 o_tile = sK + o_stage * TILE_KV + c * 64 * 128;  // O_TMA: this warpgroup's 64 rows, in each piece
-        if (via_sram) mbar_wait(q_empty, (tiles - 1) & 1);
+        // O_TMA: this warpgroup's 64 rows, pieces o_piece bytes apart. O_BUF: its own buffer, once the previous tile's
+        // store has read it; else the tile's last K_j buffer, once every warpgroup's last S has read it
+        const u32 o_tile = (O_BUF ? sO : sK + o_stage * TILE_KV) + c * 64 * 128, o_piece = (O_BUF ? BR : BC) * 128;
+        if (via_sram && O_BUF) {
+            if (tid == 0) bulk_wait_read<0>();
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");
+        } else if (via_sram) {
+            mbar_wait(q_empty, (tiles - 1) & 1);
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float l_row = l[h];
@@ -506,7 +521,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                 const u32 rr = warp * 16 + g + 8 * h;  // the row in the warpgroup's 64
 #pragma unroll
                 for (int n = 0; n < HEAD_DIM / 8; ++n)  // columns 8n + 2t, 2t + 1: piece n / 8, chunk n % 8
-                    st_shared_32(o_tile + (n / 8) * BC * 128 + rr * 128 + (((n % 8) ^ g) << 4) + 4 * t,
+                    st_shared_32(o_tile + (n / 8) * o_piece + rr * 128 + (((n % 8) ^ g) << 4) + 4 * t,
                                  pack2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv));
             } else {
                 elem_t* o_row = O + sq.q_at + (size_t)r * sq.q_stride;
@@ -535,10 +550,12 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");  // ids 1 … CONSUMERS: PINGPONG's
             if (tid == 0) {
 #pragma unroll
-                for (int p = 0; p < PIECES; ++p) tma_store_3d(&O_map, o_tile + p * BC * 128, p * 64, sq.q_row + r0 + c * 64, sq.q_plane);
+                for (int p = 0; p < PIECES; ++p) tma_store_3d(&O_map, o_tile + p * o_piece, p * 64, sq.q_row + r0 + c * 64, sq.q_plane);
                 bulk_commit();
-                bulk_wait_read<0>();  // the copy has read the buffer: the producer may load K_j, V_j into the stage
-                mbar_arrive(EMPTY(o_stage));
+                if (!O_BUF) {
+                    bulk_wait_read<0>();  // the copy has read the buffer: the producer may load K_j, V_j into the stage
+                    mbar_arrive(EMPTY(o_stage));
+                }
             }
         }
 #endif

@@ -2,7 +2,8 @@
 beside SDPA's cuDNN and flash backends in interleaved rounds (16k tokens, hidden 2048: batch 16384/N, heads 2048/d).
 
 A candidate is a tiling (gpu.tiling.Tiles) and #defines of 06_flash2_wgmma_tma.cu that override the launcher's for
-the candidate's calls only (O_TMA 0: O_i stored from registers, as before run 37-fwd3).
+the candidate's calls only (O_TMA 0: O_i stored from registers, as before run 37-fwd3 and, at Br = 192, run 39-fwd4;
+WALK 0: the causal walk in pairs to its end, as before run 39-fwd4).
 
 `python -m gpu.lab.short_rows [--json PATH] [--dtypes float16 bfloat16] [--no-checks] [--profile]`: one line a candidate; --profile adds the
 host's own work per public call (cProfile of the default call, the GPU left to queue)."""
@@ -24,28 +25,43 @@ from gpu.tiling import warpgroup_tiles
 TOKENS, HIDDEN = 16384, 2048
 
 
-REGISTERS = {"O_TMA": 0}
+PAIRS = {"WALK": 0}  # the plain walk's pairs to the end (before run 39-fwd4)
+MAIN_192 = {"WALK": 0, "O_TMA": 0, "O_BUF": 0}  # Br = 192 before run 39-fwd4: O_i from registers, pairs
+BR192 = warpgroup_tiles(3, 128, 3, pingpong=True, persistent=True)
 # (d, N, causal) → name → (tiles, #defines over the launcher's)
 CANDIDATES = {
-    (128, 1024, False): {"default": (None, {}), "O from registers": (None, REGISTERS)},
-    (64, 1024, True): {
-        "default": (None, {}),
-        "O from registers": (None, REGISTERS),
-        "128 no turns": (warpgroup_tiles(2, 128, 3, persistent=True), {}),
-    },
-    (128, 1024, True): {"default": (None, {})},
-    (64, 1024, False): {"default": (None, {})},
+    (64, 1024, True): {"default": (None, {}), "pairs": (None, PAIRS)},
+    (64, 2048, True): {"default": (None, {}), "pairs": (None, PAIRS)},
+    (64, 4096, True): {"default": (None, {}), "run 38": (None, MAIN_192)},
+    (64, 1024, False): {"default": (None, {}), "run 38": (None, MAIN_192)},
+    (128, 1024, True): {"default": (None, {}), "pairs": (None, PAIRS)},
+    (128, 1024, False): {"default": (None, {})},
 }
-CHECK_SHAPES = ((2, 40, 1024, 1024), (1, 140, 1000, 1000), (1, 140, 700, 1000))  # (batch, heads, N, Nk)
+CHECK_SHAPES = (
+    (2, 40, 1024, 1024),
+    (1, 140, 1000, 1000),
+    (1, 140, 700, 1000),
+    (1, 140, 1000, 700),
+)  # (batch, heads, N, Nk)
 
 
 def with_extra(spec, extra: dict[str, int]):
     """Rung 6's spec with `extra` #defines over its own; other specs unchanged."""
     if not extra or spec.rung != 6:
         return spec
-    return dataclasses.replace(
-        spec, defines_of=lambda d, dtype, tiles: geometry.forward_wg_defines(d, dtype, tiles) | extra
-    )
+
+    def defines(d, dtype, tiles):
+        return geometry.forward_wg_defines(d, dtype, tiles) | extra
+
+    def smem(d, tiles):  # O_i's own buffer (O_BUF) or none
+        buffer = defines(d, "float16", tiles)["O_BUF"] * geometry.HALF_SIZE * d * tiles.block_rows
+        return (
+            geometry.forward_wg_smem(d, tiles)
+            - geometry.o_buffer(d, tiles) * geometry.HALF_SIZE * d * tiles.block_rows
+            + buffer
+        )
+
+    return dataclasses.replace(spec, defines_of=defines, smem_of=smem)
 
 
 @contextlib.contextmanager
