@@ -29,9 +29,12 @@ PAIRS = {"WALK": 0}  # the plain walk's pairs to the end (before run 39-fwd4)
 MAIN_192 = {"WALK": 0, "O_TMA": 0, "O_BUF": 0}  # Br = 192 before run 39-fwd4: O_i from registers, pairs
 BR192 = warpgroup_tiles(3, 128, 3, pingpong=True, persistent=True)
 # (d, N, causal) → name → (tiles, #defines over the launcher's)
+O_BUF = {"O_TMA": 1, "O_BUF": 1}  # O_i through a buffer of its own at Br = 128 too
 CANDIDATES = {
-    (64, 1024, True): {"default": (None, {}), "pairs": (None, PAIRS)},
-    (64, 2048, True): {"default": (None, {}), "pairs": (None, PAIRS)},
+    (64, 1024, True): {"default": (None, {}), "O buffer": (None, O_BUF), "pairs": (None, PAIRS)},
+    (64, 2048, True): {"default": (None, {}), "O buffer": (None, O_BUF), "pairs": (None, PAIRS)},
+}
+RUN_38 = {  # run 39-fwd4's call 3: the defaults against run 38's walk and stores
     (64, 4096, True): {"default": (None, {}), "run 38": (None, MAIN_192)},
     (64, 1024, False): {"default": (None, {}), "run 38": (None, MAIN_192)},
     (128, 1024, True): {"default": (None, {}), "pairs": (None, PAIRS)},
