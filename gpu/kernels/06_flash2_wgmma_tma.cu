@@ -91,11 +91,28 @@
 // compiled and dropped: a packed walk that found each unit's sequence from cu_q on the device spilled 188 bytes at
 // d = 64 (and 28 at d = 128, the producer's 24 registers). Measured: gpu/NOTES.md, run 38-var3.
 //
+// Run 39-fwd4 (issue 23, d = 64 causal at N = 1024): two changes that pay only together. WALK (causal, plain and GQA
+// calls): the thread blocks walk a list the host builds (gpu/flash.py, causal_walk): the plain walk's pairs for all
+// whole rounds but the last, then the remaining tiles one by one, heaviest first, each to the block with the least
+// work so far (2048 pairs on 132 blocks were 15.5 rounds: half the blocks idle through the last one). O_BUF (d = 64):
+// O_i leaves through an SRAM buffer of its own (Br rows after the stages) instead of the tile's last K_j buffer, so a
+// warpgroup neither waits for the other's last S (q_empty) nor holds the stage until its store has read it; the
+// buffer is reused once the previous tile's store has read it (the warpgroup meets after that wait); Br = 192 now
+// stores by TMA too. Measured (H100, ×cuDNN in the same rounds, fp16 / bf16): d = 64 causal N = 1024 0.895 / 0.902
+// (run 38's walk and K_j buffer) → 0.936 / 0.943, N = 2048 0.936 / 0.940 → 0.983 / 0.987; the walk alone 0.883 /
+// 0.890, the buffer alone −3.7 … +0.2% (fp16); Br = 192 against stores from registers: N = 4096 causal 1.025 →
+// 1.067, N = 1024 full 0.946 → 0.982. Failures, measured and dropped: HALF_KEYS (a warpgroup whose rows see none of
+// a block's last 64 keys skipping their exponentials and half of O_i += P̃V; the causal diagonal at Br = Bc) −6% at
+// N = 1024 and −13% at Br = 192, N = 4096, with no spill and no C7514: the two-way softmax in the loop cost more than
+// the exponentials it saved; freeing the K_j buffer O_i left through at the next tile's first S instead of after
+// the store has read it (d = 128): N = 1024 full 0.935 → 0.994 but N = 4096 full 0.995 → 0.920.
+//
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
 // warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles; with VARLEN, the
 // host's units: the kernel then takes them and their count after the variant arguments), O_TMA (O_i stored by TMA:
-// persistent, Br ≤ Bc, not with VARLEN; the kernel then takes O's tensor map last), GROUP (GQA alone: Hq / Hkv,
+// persistent, Br ≤ Bc or O_BUF, not with VARLEN; the kernel then takes O's tensor map last), O_BUF (O_i's own SRAM
+// buffer), WALK (the host's list of units, causal; the kernel then takes it and its count), GROUP (GQA alone: Hq / Hkv,
 // without VARIANTS), STORAGE (1 fp16, 2 bf16).
 
 #define BR (64 * CONSUMERS)               // Br: query rows per thread block
@@ -297,7 +314,7 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, con
 
 // Q_map, K_map, V_map: tensor maps of Q (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM), boxes of
 // (1, Br or Bc, 64); O: like Q, L: (batch·heads, N); planes: batch·heads; O_map (O_TMA): O's, boxes of (1, 64, 64). Grid: (Tr, batch·heads), or PERSISTENT
-// (at most one per SM), NTHREADS threads, 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (2 + 3 · STAGES) bytes of
+// (at most one per SM), NTHREADS threads, 1024 + (1 + O_BUF) · TILE_Q + 2 · STAGES · TILE_KV + 8 · (2 + 3 · STAGES) bytes of
 // dynamic shared memory. VARIANTS: K, V have batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes,
 // total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
 // never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
