@@ -5,7 +5,7 @@ A candidate is a tiling (gpu.tiling.Tiles) and #defines of 06_flash2_wgmma_tma.c
 the candidate's calls only (O_TMA 0: O_i stored from registers, as before run 37-fwd3 and, at Br = 192, run 39-fwd4;
 WALK 0: the causal walk in pairs to its end, as before run 39-fwd4).
 
-`python -m gpu.lab.short_rows [--json PATH] [--dtypes float16 bfloat16] [--no-checks] [--profile]`: one line a candidate; --profile adds the
+`python -m gpu.lab.short_rows [--json PATH] [--dtypes float16 bfloat16] [--no-checks] [--profile] [--run-38]`: one line a candidate; --profile adds the
 host's own work per public call (cProfile of the default call, the GPU left to queue)."""
 
 import argparse
@@ -86,7 +86,7 @@ def candidate_call(q, k, v, causal, tiles, extra):
     return call
 
 
-def precompile(dtype: str) -> None:
+def precompile(dtype: str, candidates: dict) -> None:
     """Every candidate's build compiled at once (NVRTC in threads), before any is checked or timed."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -97,17 +97,17 @@ def precompile(dtype: str) -> None:
         tiles = spec.tiles_for(d, n, causal, tiles)
         source.function(spec, spec.defines(d, dtype, tiles), spec.smem(d, tiles))
 
-    jobs = [(d, n, c, t, e) for (d, n, c), cands in CANDIDATES.items() for t, e in cands.values()]
+    jobs = [(d, n, c, t, e) for (d, n, c), cands in candidates.items() for t, e in cands.values()]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda job: build(*job), jobs))
 
 
-def run(dtype: str, progress=print, check: bool = True) -> list[dict]:
+def run(dtype: str, progress=print, check: bool = True, candidates: dict = CANDIDATES) -> list[dict]:
     t0 = time.perf_counter()
-    precompile(dtype)
+    precompile(dtype, candidates)
     progress(f"compiled every candidate in {time.perf_counter() - t0:.1f} s")
     rows = []
-    for (d, n, causal), cands in CANDIDATES.items():
+    for (d, n, causal), cands in candidates.items():
         batch, heads = TOKENS // n, HIDDEN // d
         q, k, v = checks.random_qkv(batch, heads, n, n, d, dtype, seed=n + d)
         f = 4.0 * n * n * d * batch * heads / (2 if causal else 1)
@@ -161,8 +161,13 @@ def main(argv=None):
     ap.add_argument("--dtypes", nargs="+", default=["float16"])
     ap.add_argument("--no-checks", action="store_true", help="time only (the GPU tests judge the defaults)")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--run-38", action="store_true", help="the defaults against run 38's walk and stores (RUN_38)")
     a = ap.parse_args(argv)
-    rows = [row for dtype in a.dtypes for row in run(dtype, check=not a.no_checks)]
+    rows = [
+        row
+        for dtype in a.dtypes
+        for row in run(dtype, check=not a.no_checks, candidates=RUN_38 if a.run_38 else CANDIDATES)
+    ]
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(rows, fh, indent=1)
