@@ -35,6 +35,8 @@ CANDIDATES = {
     (64, 2048, True): {"default": (None, {}), "O buffer": (None, O_BUF), "pairs": (None, PAIRS)},
 }
 RUN_38 = {  # run 39-fwd4's call 3: the defaults against run 38's walk and stores
+    (64, 1024, True): {"default": (None, {}), "pairs": (None, PAIRS)},
+    (64, 2048, True): {"default": (None, {}), "pairs": (None, PAIRS)},
     (64, 4096, True): {"default": (None, {}), "run 38": (None, MAIN_192)},
     (64, 1024, False): {"default": (None, {}), "run 38": (None, MAIN_192)},
     (128, 1024, True): {"default": (None, {}), "pairs": (None, PAIRS)},
