@@ -9,6 +9,7 @@ import numpy as np
 
 from gpu import device, inputs, layout, registry, source, tma, variants
 from sim.core.errors import InputError
+from sim.machine.grids import causal_walk
 
 PLAIN = variants.Variant()
 
@@ -160,46 +161,10 @@ def packed_units(seqlens: tuple[tuple[int, ...], tuple[int, ...]], heads: int, b
     return table.reshape(-1, 4)
 
 
-def causal_walk(planes: int, n: int, nk: int, br: int, bc: int, blocks: int) -> np.ndarray:
-    """The units of rung 6's persistent causal walk (WALK) for `blocks` thread blocks, laid out as packed_units':
-    rows (plane, first tile, second tile or −1, 0), thread block x computes rows x, x + blocks, …; −1 rows: none.
-    Every round but the last two whole ones is the plain walk's (the pairs (Tr − 1 − q, q) of plane-major units,
-    unit u to block u mod blocks); the rest is dealt tile by tile, heaviest first, each to the block with the least
-    work so far (K/V blocks read, plus one a tile for its start and end). The plain walk's last round leaves
-    blocks idle: 2048 pairs on 132 blocks are 15.5 rounds, the busiest block 3.1% above the mean (run 39-fwd4)."""
-    tr = -(-n // br)
-    per = (tr + 1) // 2
-    q = np.arange(per)
-    first, second = tr - 1 - q, np.where(q != tr - 1 - q, q, -1)
-    units = np.stack([np.repeat(np.arange(planes), per), np.tile(first, planes), np.tile(second, planes),
-                      np.zeros(planes * per, dtype=np.int64)], axis=1)  # fmt: skip
-    if len(units) <= blocks:
-        return units.astype(np.int32)
-    last_key = np.minimum((np.arange(tr) + 1) * br, n) - 1 + nk - n  # the last key a tile's rows see
-    work = np.clip(last_key // bc + 1, 0, -(-nk // bc)) + 1  # per tile: K/V blocks + 1
-    kept = max(0, len(units) // blocks - 1) * blocks
-    load = np.zeros(blocks)
-    np.add.at(
-        load, np.arange(kept) % blocks, work[units[:kept, 1]] + np.where(units[:kept, 2] >= 0, work[units[:kept, 2]], 0)
-    )
-    tail = [(plane, i) for plane, a, b, _ in units[kept:] for i in (a, b) if i >= 0]
-    tail.sort(key=lambda t: -work[t[1]])  # heaviest first; equal work stays in plane order
-    dealt = [[] for _ in range(blocks)]
-    for plane, i in tail:
-        x = int(np.argmin(load))
-        dealt[x].append((plane, i, -1, 0))
-        load[x] += work[i]
-    rounds = max(len(d) for d in dealt)
-    table = np.full((rounds, blocks, 4), -1, dtype=np.int64)
-    for x, rows in enumerate(dealt):
-        if rows:
-            table[: len(rows), x] = rows
-    return np.concatenate([units[:kept], table.reshape(-1, 4)]).astype(np.int32)
-
-
 @functools.lru_cache(maxsize=64)
 def _device_walk(planes: int, n: int, nk: int, br: int, bc: int, device_id: int):
-    """causal_walk on the device, for as many thread blocks as SMs (a call of the same shape reuses it)."""
+    """sim.machine.grids.causal_walk on the device, for as many thread blocks as SMs (a call of the same shape
+    reuses it)."""
     cupy = device.require()
     with cupy.cuda.Device(device_id):
         return cupy.asarray(causal_walk(planes, n, nk, br, bc, _sm_count(device_id)))

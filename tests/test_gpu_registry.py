@@ -187,37 +187,3 @@ def test_rung_6_stores_o_by_tma_where_the_walk_is_persistent(d, n, causal, o_buf
     assert spec.smem(d, tiles) == 1024 + 2 * d * ((1 + o_buf) * tiles.block_rows + 6 * 128) + 8 * 11 <= H100_SMEM
     one_per_tile = dataclasses.replace(tiles, persistent=False)  # what the launcher runs for softcap and ALiBi
     assert spec.defines(d, "float16", one_per_tile)["O_TMA"] == spec.defines(d, "float16", one_per_tile)["O_BUF"] == 0
-
-
-@pytest.mark.parametrize(("planes", "n", "nk", "br"), [
-    (512, 1024, 1024, 128), (256, 2048, 2048, 128), (128, 4096, 4096, 192), (140, 700, 1000, 128),
-    (140, 1000, 700, 128), (3, 1000, 1000, 128), (80, 1024, 1024, 128),
-])  # fmt: skip
-def test_causal_walk_covers_each_tile_once_and_evens_the_blocks(planes, n, nk, br):
-    """gpu.flash.causal_walk (WALK): every tile of every plane once; the plain walk's pairs (Tr − 1 − q, q), unit u
-    to block u mod 132, but for the last two whole rounds and the rest, dealt tile by tile; the busiest block's K/V
-    blocks + tiles within 1% of the mean at 16k tokens (the plain walk: 3.1% above it, 15.5 rounds of pairs)."""
-    import numpy as np
-
-    from gpu.flash import causal_walk
-
-    units, blocks, tr = causal_walk(planes, n, nk, br, 128, 132), 132, -(-n // br)
-    assert units.dtype == np.int32 and units.shape[1] == 4
-    real = units[units[:, 0] >= 0]
-    assert (real[:, 3] == 0).all() and (units[units[:, 0] < 0] == -1).all()
-    seen = sorted((int(p), int(i)) for p, *tiles in real[:, :3] for i in tiles if i >= 0)
-    assert seen == [(p, i) for p in range(planes) for i in range(tr)]
-    per = (tr + 1) // 2
-    if planes * per <= blocks:  # one unit a thread block: the plain walk's list
-        assert len(units) == planes * per
-        return
-    kept = (planes * per // blocks - 1) * blocks
-    for u, (p, first, second, _) in enumerate(units[:kept]):  # the plain walk's unit u
-        assert (p, first, second) == (u // per, tr - 1 - u % per, u % per if u % per != tr - 1 - u % per else -1)
-    assert len(units) % blocks == 0 and (units[kept:, 2] == -1).all()
-    if n == nk and planes * n == 512 * 1024:  # 16k tokens, hidden 2048 at d = 64
-        last = np.minimum((np.arange(tr) + 1) * br, n) - 1
-        work = np.minimum(last // 128 + 1, -(-nk // 128)) + 1  # per tile: K/V blocks + 1
-        per_unit = [sum(work[i] for i in t if i >= 0) if p >= 0 else 0 for p, *t in units[:, :3]]
-        load = np.bincount(np.arange(len(units)) % blocks, per_unit)
-        assert load.max() <= 1.01 * load.mean()

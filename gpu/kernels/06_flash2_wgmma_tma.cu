@@ -92,7 +92,7 @@
 // d = 64 (and 28 at d = 128, the producer's 24 registers). Measured: gpu/NOTES.md, run 38-var3.
 //
 // Run 39-fwd4 (issue 23, d = 64 causal at N = 1024): two changes that pay only together. WALK (causal, plain and GQA
-// calls): the thread blocks walk a list the host builds (gpu/flash.py, causal_walk): the plain walk's pairs for all
+// calls): the thread blocks walk a list the host builds (sim/machine/grids.py, causal_walk): the plain walk's pairs for all
 // whole rounds but the last, then the remaining tiles one by one, heaviest first, each to the block with the least
 // work so far (2048 pairs on 132 blocks were 15.5 rounds: half the blocks idle through the last one). O_BUF (d = 64):
 // O_i leaves through an SRAM buffer of its own (Br rows after the stages) instead of the tile's last K_j buffer, so a
@@ -135,7 +135,7 @@
 #define O_BUF 0  // O_TMA: O_i goes through an SRAM buffer of its own (Br rows), not the tile's last K_j buffer
 #endif
 #ifndef WALK
-#define WALK 0  // PERSISTENT, causal: the thread blocks walk the host's list of units (gpu/flash.py, causal_walk)
+#define WALK 0  // PERSISTENT, causal: the thread blocks walk the host's list of units (sim/machine/grids.py, causal_walk)
 #endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536
@@ -289,7 +289,7 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, con
     // a packed batch: the host's list of units (b·Hq + h, first tile, second tile or −1; b·Hq + h = −1: none), each
     // sequence's pairs by its own Tr, dealt to the thread blocks heaviest first (gpu/flash.py, packed_units); a walk
     // that found each unit's sequence from cu_q itself spilled 188 bytes a thread at d = 64. WALK (causal): the
-    // plain walk's pairs but for its last rounds, whose tiles the host deals one by one (gpu/flash.py, causal_walk)
+    // plain walk's pairs but for its last rounds, whose tiles the host deals one by one (sim/machine/grids.py, causal_walk)
     for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
         const int4 unit = units[u];
         if (unit.x < 0) continue;
