@@ -9,6 +9,7 @@ import numpy as np
 
 from gpu import device, inputs, layout, registry, source, tma, variants
 from sim.core.errors import InputError
+from sim.machine.grids import causal_walk
 
 PLAIN = variants.Variant()
 
@@ -94,14 +95,17 @@ def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) 
     defines = spec.defines(p.d, p.dtype, tiles) | ({"GROUP": variant.group} if gqa_alone else variant.defines())
     if variant.packed and defines.get("O_TMA"):
         defines["O_TMA"] = 0
-    fn = source.function(spec, defines, smem)
     tr = -(-p.n // tiles.block_rows)
     planes = p.batch * p.heads
-    walk = (
-        _device_units(variant.seqlens, p.heads, tiles.block_rows, tiles.block_cols, p.causal, q.device.id)
-        if tiles.persistent and variant.packed
-        else None
-    )
+    if defines.get("WALK") and not (tiles.persistent and p.causal and (variant.plain or gqa_alone)):
+        defines["WALK"] = 0
+    fn = source.function(spec, defines, smem)
+    if tiles.persistent and variant.packed:
+        walk = _device_units(variant.seqlens, p.heads, tiles.block_rows, tiles.block_cols, p.causal, q.device.id)
+    elif defines.get("WALK"):
+        walk = _device_walk(planes, p.n, p.nk, tiles.block_rows, tiles.block_cols, q.device.id)
+    else:
+        walk = None
     if tiles.persistent:  # the kernel's units: a tile, or causal a pair of tiles of one plane
         units = len(walk) if walk is not None else planes * (-(-tr // 2) if p.causal else tr)
         grid = (min(units, _sm_count(q.device.id)), 1, 1)
@@ -155,6 +159,15 @@ def packed_units(seqlens: tuple[tuple[int, ...], tuple[int, ...]], heads: int, b
         table[r, lightest] = units[chunk]
         load[lightest] += work[chunk]
     return table.reshape(-1, 4)
+
+
+@functools.lru_cache(maxsize=64)
+def _device_walk(planes: int, n: int, nk: int, br: int, bc: int, device_id: int):
+    """sim.machine.grids.causal_walk on the device, for as many thread blocks as SMs (a call of the same shape
+    reuses it)."""
+    cupy = device.require()
+    with cupy.cuda.Device(device_id):
+        return cupy.asarray(causal_walk(planes, n, nk, br, bc, _sm_count(device_id)))
 
 
 @functools.lru_cache(maxsize=256)

@@ -113,20 +113,39 @@ def forward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
         "STAGES": tiles.stages,
         "PINGPONG": int(tiles.pingpong),
         "PERSISTENT": int(tiles.persistent),
-        "O_TMA": int(o_by_tma(tiles)),
+        "O_TMA": int(o_by_tma(d, tiles)),
+        "O_BUF": int(o_buffer(d, tiles)),
+        "WALK": int(tiles.persistent),
         "STORAGE": STORAGE_CODE[dtype],
     }
 
 
-def o_by_tma(tiles: Tiles) -> bool:
-    """Rung 6 stores O_i by TMA from the tile's last K_j buffer (run 37-fwd3: +9% at d = 128, N = 1024, +13% causal,
-    +3 … +6% at N ≥ 4096, against stores from registers) where the walk is persistent and O_i fits: Br ≤ Bc."""
-    return tiles.persistent and tiles.block_rows <= tiles.block_cols
+SMEM_OPTIN = 232448  # bytes of shared memory a thread block may ask for on the H100 (sharedMemPerBlockOptin)
+
+
+def o_buffer(d: int, tiles: Tiles) -> bool:
+    """Rung 6's persistent walk passes O_i through an SRAM buffer of its own (Br rows) where one fits beside Q_i and
+    the stages: d = 64 (run 39-fwd4, ×cuDNN, fp16: Br = 192 against stores from registers, N = 1024 full 0.95 → 0.98
+    … 1.00, N = 4096 causal 1.00 → 1.06; Br = 128 causal with causal_walk against the tile's last K_j buffer, N = 1024
+    0.883 → 0.936, N = 2048 0.935 → 0.983)."""
+    return tiles.persistent and _wg_smem(d, tiles) + HALF_SIZE * d * tiles.block_rows <= SMEM_OPTIN
+
+
+def o_by_tma(d: int, tiles: Tiles) -> bool:
+    """Rung 6 stores O_i by TMA (run 37-fwd3: +9% at d = 128, N = 1024, +13% causal, +3 … +6% at N ≥ 4096, against
+    stores from registers) where the walk is persistent and O_i fits: in the tile's last K_j buffer (Br ≤ Bc) or in
+    a buffer of its own (o_buffer)."""
+    return tiles.persistent and (tiles.block_rows <= tiles.block_cols or o_buffer(d, tiles))
+
+
+def _wg_smem(d: int, tiles: Tiles) -> int:
+    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + 8 * (2 + 3 * tiles.stages)
 
 
 def forward_wg_smem(d: int, tiles: Tiles) -> int:
-    """1024 bytes to align the tiles to the swizzle pattern, Q_i, the stages of K_j and V_j, the mbarriers."""
-    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + 8 * (2 + 3 * tiles.stages)
+    """1024 bytes to align the tiles to the swizzle pattern, Q_i, the stages of K_j and V_j, O_i's buffer where it
+    has one (o_buffer), the mbarriers."""
+    return _wg_smem(d, tiles) + (HALF_SIZE * d * tiles.block_rows if o_buffer(d, tiles) else 0)
 
 
 def backward_tc_tiles(d: int) -> Tiles:

@@ -173,14 +173,17 @@ def test_the_backward_prepass_takes_one_lane_per_16_byte_piece_of_a_row_up_to_a_
     assert passes_defines(50, "float16")["WIDE"] == 0 and passes_defines(50, "float16")["ROW_LANES"] == 32
 
 
-@pytest.mark.parametrize(("d", "n", "causal", "o_tma"), [
-    (64, 1024, True, 1), (64, 2048, True, 1), (64, 4096, True, 0), (64, 1024, False, 0),
-    (128, 1024, False, 1), (128, 2048, True, 1), (128, 16384, False, 1),
+@pytest.mark.parametrize(("d", "n", "causal", "o_buf"), [
+    (64, 1024, True, 1), (64, 2048, True, 1), (64, 4096, True, 1), (64, 1024, False, 1),
+    (128, 1024, False, 0), (128, 2048, True, 0), (128, 16384, False, 0),
 ])  # fmt: skip
-def test_rung_6_stores_o_by_tma_where_the_walk_is_persistent_and_o_fits_a_k_buffer(d, n, causal, o_tma):
-    # run 37-fwd3: O_i leaves through the tile's last K_j buffer (Bc rows), so Br ≤ Bc; persistent walk only
+def test_rung_6_stores_o_by_tma_where_the_walk_is_persistent(d, n, causal, o_buf):
+    # run 37-fwd3: O_i leaves through the tile's last K_j buffer (Bc rows, so Br ≤ Bc); run 39-fwd4: through a buffer
+    # of its own where one fits in shared memory (d = 64, Br = 128 and 192); persistent walk only
     spec = registry.forward(6)
     tiles = spec.tiles_for(d, n, causal)
-    assert spec.defines(d, "float16", tiles)["O_TMA"] == o_tma
-    one_per_tile = dataclasses.replace(tiles, persistent=False)  # what the launcher runs for variants but GQA
-    assert spec.defines(d, "float16", one_per_tile)["O_TMA"] == 0
+    defines = spec.defines(d, "float16", tiles)
+    assert (defines["O_TMA"], defines["O_BUF"]) == (1, o_buf)
+    assert spec.smem(d, tiles) == 1024 + 2 * d * ((1 + o_buf) * tiles.block_rows + 6 * 128) + 8 * 11 <= H100_SMEM
+    one_per_tile = dataclasses.replace(tiles, persistent=False)  # what the launcher runs for softcap and ALiBi
+    assert spec.defines(d, "float16", one_per_tile)["O_TMA"] == spec.defines(d, "float16", one_per_tile)["O_BUF"] == 0

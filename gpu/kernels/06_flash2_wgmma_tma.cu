@@ -91,11 +91,28 @@
 // compiled and dropped: a packed walk that found each unit's sequence from cu_q on the device spilled 188 bytes at
 // d = 64 (and 28 at d = 128, the producer's 24 registers). Measured: gpu/NOTES.md, run 38-var3.
 //
+// Run 39-fwd4 (issue 23, d = 64 causal at N = 1024): two changes that pay only together. WALK (causal, plain and GQA
+// calls): the thread blocks walk a list the host builds (sim/machine/grids.py, causal_walk): the plain walk's pairs for all
+// whole rounds but the last, then the remaining tiles one by one, heaviest first, each to the block with the least
+// work so far (2048 pairs on 132 blocks were 15.5 rounds: half the blocks idle through the last one). O_BUF (d = 64):
+// O_i leaves through an SRAM buffer of its own (Br rows after the stages) instead of the tile's last K_j buffer, so a
+// warpgroup neither waits for the other's last S (q_empty) nor holds the stage until its store has read it; the
+// buffer is reused once the previous tile's store has read it (the warpgroup meets after that wait); Br = 192 now
+// stores by TMA too. Measured (H100, ×cuDNN in the same rounds, fp16 / bf16): d = 64 causal N = 1024 0.895 / 0.902
+// (run 38's walk and K_j buffer) → 0.936 / 0.943, N = 2048 0.936 / 0.940 → 0.983 / 0.987; the walk alone 0.883 /
+// 0.890, the buffer alone −3.7 … +0.2% (fp16); Br = 192 against stores from registers: N = 4096 causal 1.025 →
+// 1.067, N = 1024 full 0.946 → 0.982. Failures, measured and dropped: HALF_KEYS (a warpgroup whose rows see none of
+// a block's last 64 keys skipping their exponentials and half of O_i += P̃V; the causal diagonal at Br = Bc) −6% at
+// N = 1024 and −13% at Br = 192, N = 4096, with no spill and no C7514: the two-way softmax in the loop cost more than
+// the exponentials it saved; freeing the K_j buffer O_i left through at the next tile's first S instead of after
+// the store has read it (d = 128): N = 1024 full 0.935 → 0.994 but N = 4096 full 0.995 → 0.920.
+//
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
 // warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles; with VARLEN, the
 // host's units: the kernel then takes them and their count after the variant arguments), O_TMA (O_i stored by TMA:
-// persistent, Br ≤ Bc, not with VARLEN; the kernel then takes O's tensor map last), GROUP (GQA alone: Hq / Hkv,
+// persistent, Br ≤ Bc or O_BUF, not with VARLEN; the kernel then takes O's tensor map last), O_BUF (O_i's own SRAM
+// buffer), WALK (the host's list of units, causal; the kernel then takes it and its count), GROUP (GQA alone: Hq / Hkv,
 // without VARIANTS), STORAGE (1 fp16, 2 bf16).
 
 #define BR (64 * CONSUMERS)               // Br: query rows per thread block
@@ -112,7 +129,13 @@
 #define GROUP 1  // GQA alone, in the plain build: query plane p reads K/V plane p / GROUP (the variant build: `group`)
 #endif
 #ifndef O_TMA
-#define O_TMA 0  // O_i leaves through SRAM (the tile's last K_j buffer) by TMA stores (persistent, Br ≤ Bc)
+#define O_TMA 0  // O_i leaves through SRAM (the tile's last K_j buffer, or O_BUF's) by TMA stores (persistent)
+#endif
+#ifndef O_BUF
+#define O_BUF 0  // O_TMA: O_i goes through an SRAM buffer of its own (Br rows), not the tile's last K_j buffer
+#endif
+#ifndef WALK
+#define WALK 0  // PERSISTENT, causal: the thread blocks walk the host's list of units (sim/machine/grids.py, causal_walk)
 #endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536
@@ -262,10 +285,11 @@ __device__ __forceinline__ void kv_blocks(int& j0, int& Tc, int r0, int N, int N
 // for every q, so that a static split is even (a lone middle block when Tr is odd).
 template <class Body>
 __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, const int4* units, int n_units, Body&& body) {
-#if PERSISTENT && VARLEN
+#if PERSISTENT && (VARLEN || WALK)
     // a packed batch: the host's list of units (b·Hq + h, first tile, second tile or −1; b·Hq + h = −1: none), each
     // sequence's pairs by its own Tr, dealt to the thread blocks heaviest first (gpu/flash.py, packed_units); a walk
-    // that found each unit's sequence from cu_q itself spilled 188 bytes a thread at d = 64
+    // that found each unit's sequence from cu_q itself spilled 188 bytes a thread at d = 64. WALK (causal): the
+    // plain walk's pairs but for its last rounds, whose tiles the host deals one by one (sim/machine/grids.py, causal_walk)
     for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
         const int4 unit = units[u];
         if (unit.x < 0) continue;
@@ -290,14 +314,14 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, con
 
 // Q_map, K_map, V_map: tensor maps of Q (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM), boxes of
 // (1, Br or Bc, 64); O: like Q, L: (batch·heads, N); planes: batch·heads; O_map (O_TMA): O's, boxes of (1, 64, 64). Grid: (Tr, batch·heads), or PERSISTENT
-// (at most one per SM), NTHREADS threads, 1024 + TILE_Q + 2 · STAGES · TILE_KV + 8 · (2 + 3 · STAGES) bytes of
+// (at most one per SM), NTHREADS threads, 1024 + (1 + O_BUF) · TILE_Q + 2 · STAGES · TILE_KV + 8 · (2 + 3 · STAGES) bytes of
 // dynamic shared memory. VARIANTS: K, V have batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes,
 // total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
 // never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
 // masked (keys past Nk).
 #if O_TMA
-#if 64 * CONSUMERS > BC || !PERSISTENT
-#error "O_TMA: O_i (Br rows) goes into one K_j buffer (Bc rows), in the persistent walk"
+#if (64 * CONSUMERS > BC && !O_BUF) || !PERSISTENT
+#error "O_TMA: O_i (Br rows) goes into one K_j buffer (Bc rows) or O_BUF's, in the persistent walk"
 #endif
 #define O_MAP_PARAM , const __grid_constant__ TensorMap O_map
 #else
@@ -306,7 +330,7 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, con
 #if O_TMA && VARLEN
 #error "O_TMA: a box of 64 rows would run past a sequence's end into the next one's O"
 #endif
-#if PERSISTENT && VARLEN
+#if PERSISTENT && (VARLEN || WALK)
 #define UNITS_PARAM , const int4* __restrict__ units, int n_units
 #else
 #define UNITS_PARAM
@@ -320,13 +344,14 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     const u32 sQ = (smem_u32(smem) + 1023) & ~1023u;  // SRAM: Q_i, PIECES × (Br, 64); swizzling repeats every 1024 bytes
     const u32 sK = sQ + TILE_Q;                        // SRAM: K_j, STAGES × PIECES × (Bc, 64)
     const u32 sV = sK + STAGES * TILE_KV;              // SRAM: V_j, likewise
-    const u32 bar = sV + STAGES * TILE_KV;             // SRAM: the mbarriers, 8 bytes each
+    const u32 sO = sV + STAGES * TILE_KV;              // SRAM (O_BUF): O_i on its way out, PIECES × (Br, 64)
+    const u32 bar = sO + (O_BUF ? TILE_Q : 0);         // SRAM: the mbarriers, 8 bytes each
     const u32 q_full = bar;                            // mbarrier: Q_i has arrived
     const u32 q_empty = bar + 8;                       // mbarrier: every consumer is done with Q_i (the next may load)
 #if !VARIANTS
     const int left = 0, right = 0, group = GROUP;      // (the window's sides: the variant build's)
 #endif
-#if !(PERSISTENT && VARLEN)
+#if !(PERSISTENT && (VARLEN || WALK))
     const int4* units = nullptr;                       // (the persistent packed walk's)
     const int n_units = 0;
 #endif
@@ -478,7 +503,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             wgmma_wait<0>();
             keep(o);
             keep(p);
-            if (tid == 0 && !O_TMA) mbar_arrive(EMPTY(last));
+            if (tid == 0 && !(O_TMA && !O_BUF)) mbar_arrive(EMPTY(last));
             o_stage = last;
             ++used;
         }
@@ -493,8 +518,15 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         // its rows; the 4 lanes of a row swap them (a 4 × 4 transpose by shuffles) so that each stores 16 bytes and
         // the four together whole 32-byte sectors.
         const bool via_sram = O_TMA && Tc > 0;
-        const u32 o_tile = sK + o_stage * TILE_KV + c * 64 * 128;  // O_TMA: this warpgroup's 64 rows, in each piece
-        if (via_sram) mbar_wait(q_empty, (tiles - 1) & 1);
+        // O_TMA: this warpgroup's 64 rows, pieces o_piece bytes apart. O_BUF: its own buffer, once the previous tile's
+        // store has read it; else the tile's last K_j buffer, once every warpgroup's last S has read it
+        const u32 o_tile = (O_BUF ? sO : sK + o_stage * TILE_KV) + c * 64 * 128, o_piece = (O_BUF ? BR : BC) * 128;
+        if (via_sram && O_BUF) {
+            if (tid == 0) bulk_wait_read<0>();
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");
+        } else if (via_sram) {
+            mbar_wait(q_empty, (tiles - 1) & 1);
+        }
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
             float l_row = l[h];
@@ -506,7 +538,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                 const u32 rr = warp * 16 + g + 8 * h;  // the row in the warpgroup's 64
 #pragma unroll
                 for (int n = 0; n < HEAD_DIM / 8; ++n)  // columns 8n + 2t, 2t + 1: piece n / 8, chunk n % 8
-                    st_shared_32(o_tile + (n / 8) * BC * 128 + rr * 128 + (((n % 8) ^ g) << 4) + 4 * t,
+                    st_shared_32(o_tile + (n / 8) * o_piece + rr * 128 + (((n % 8) ^ g) << 4) + 4 * t,
                                  pack2(o[4 * n + 2 * h] * inv, o[4 * n + 2 * h + 1] * inv));
             } else {
                 elem_t* o_row = O + sq.q_at + (size_t)r * sq.q_stride;
@@ -535,10 +567,12 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");  // ids 1 … CONSUMERS: PINGPONG's
             if (tid == 0) {
 #pragma unroll
-                for (int p = 0; p < PIECES; ++p) tma_store_3d(&O_map, o_tile + p * BC * 128, p * 64, sq.q_row + r0 + c * 64, sq.q_plane);
+                for (int p = 0; p < PIECES; ++p) tma_store_3d(&O_map, o_tile + p * o_piece, p * 64, sq.q_row + r0 + c * 64, sq.q_plane);
                 bulk_commit();
-                bulk_wait_read<0>();  // the copy has read the buffer: the producer may load K_j, V_j into the stage
-                mbar_arrive(EMPTY(o_stage));
+                if (!O_BUF) {
+                    bulk_wait_read<0>();  // the copy has read the buffer: the producer may load K_j, V_j into the stage
+                    mbar_arrive(EMPTY(o_stage));
+                }
             }
         }
 #endif

@@ -2,9 +2,10 @@
 beside SDPA's cuDNN and flash backends in interleaved rounds (16k tokens, hidden 2048: batch 16384/N, heads 2048/d).
 
 A candidate is a tiling (gpu.tiling.Tiles) and #defines of 06_flash2_wgmma_tma.cu that override the launcher's for
-the candidate's calls only (O_TMA 0: O_i stored from registers, as before run 37-fwd3).
+the candidate's calls only (O_TMA 0: O_i stored from registers, as before run 37-fwd3 and, at Br = 192, run 39-fwd4;
+WALK 0: the causal walk in pairs to its end, as before run 39-fwd4).
 
-`python -m gpu.lab.short_rows [--json PATH] [--dtypes float16 bfloat16] [--no-checks] [--profile]`: one line a candidate; --profile adds the
+`python -m gpu.lab.short_rows [--json PATH] [--dtypes float16 bfloat16] [--no-checks] [--profile] [--run-38]`: one line a candidate; --profile adds the
 host's own work per public call (cProfile of the default call, the GPU left to queue)."""
 
 import argparse
@@ -24,28 +25,48 @@ from gpu.tiling import warpgroup_tiles
 TOKENS, HIDDEN = 16384, 2048
 
 
-REGISTERS = {"O_TMA": 0}
+PAIRS = {"WALK": 0}  # the plain walk's pairs to the end (before run 39-fwd4)
+MAIN_192 = {"WALK": 0, "O_TMA": 0, "O_BUF": 0}  # Br = 192 before run 39-fwd4: O_i from registers, pairs
+BR192 = warpgroup_tiles(3, 128, 3, pingpong=True, persistent=True)
 # (d, N, causal) → name → (tiles, #defines over the launcher's)
+O_BUF = {"O_TMA": 1, "O_BUF": 1}  # O_i through a buffer of its own at Br = 128 too
 CANDIDATES = {
-    (128, 1024, False): {"default": (None, {}), "O from registers": (None, REGISTERS)},
-    (64, 1024, True): {
-        "default": (None, {}),
-        "O from registers": (None, REGISTERS),
-        "128 no turns": (warpgroup_tiles(2, 128, 3, persistent=True), {}),
-    },
-    (128, 1024, True): {"default": (None, {})},
-    (64, 1024, False): {"default": (None, {})},
+    (64, 1024, True): {"default": (None, {}), "O buffer": (None, O_BUF), "pairs": (None, PAIRS)},
+    (64, 2048, True): {"default": (None, {}), "O buffer": (None, O_BUF), "pairs": (None, PAIRS)},
 }
-CHECK_SHAPES = ((2, 40, 1024, 1024), (1, 140, 1000, 1000), (1, 140, 700, 1000))  # (batch, heads, N, Nk)
+RUN_38 = {  # run 39-fwd4's call 3: the defaults against run 38's walk and stores
+    (64, 1024, True): {"default": (None, {}), "pairs": (None, PAIRS)},
+    (64, 2048, True): {"default": (None, {}), "pairs": (None, PAIRS)},
+    (64, 4096, True): {"default": (None, {}), "run 38": (None, MAIN_192)},
+    (64, 1024, False): {"default": (None, {}), "run 38": (None, MAIN_192)},
+    (128, 1024, True): {"default": (None, {}), "pairs": (None, PAIRS)},
+    (128, 1024, False): {"default": (None, {})},
+}
+CHECK_SHAPES = (
+    (2, 40, 1024, 1024),
+    (1, 140, 1000, 1000),
+    (1, 140, 700, 1000),
+    (1, 140, 1000, 700),
+)  # (batch, heads, N, Nk)
 
 
 def with_extra(spec, extra: dict[str, int]):
     """Rung 6's spec with `extra` #defines over its own; other specs unchanged."""
     if not extra or spec.rung != 6:
         return spec
-    return dataclasses.replace(
-        spec, defines_of=lambda d, dtype, tiles: geometry.forward_wg_defines(d, dtype, tiles) | extra
-    )
+
+    def defines(d, dtype, tiles):
+        return geometry.forward_wg_defines(d, dtype, tiles) | extra
+
+    def smem(d, tiles):  # O_i's own buffer (O_BUF) or none
+        buffer = defines(d, "float16", tiles)["O_BUF"] * geometry.HALF_SIZE * d * tiles.block_rows
+        return (
+            geometry.forward_wg_smem(d, tiles)
+            - geometry.o_buffer(d, tiles) * geometry.HALF_SIZE * d * tiles.block_rows
+            + buffer
+        )
+
+    return dataclasses.replace(spec, defines_of=defines, smem_of=smem)
 
 
 @contextlib.contextmanager
@@ -67,7 +88,7 @@ def candidate_call(q, k, v, causal, tiles, extra):
     return call
 
 
-def precompile(dtype: str) -> None:
+def precompile(dtype: str, candidates: dict) -> None:
     """Every candidate's build compiled at once (NVRTC in threads), before any is checked or timed."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -78,17 +99,17 @@ def precompile(dtype: str) -> None:
         tiles = spec.tiles_for(d, n, causal, tiles)
         source.function(spec, spec.defines(d, dtype, tiles), spec.smem(d, tiles))
 
-    jobs = [(d, n, c, t, e) for (d, n, c), cands in CANDIDATES.items() for t, e in cands.values()]
+    jobs = [(d, n, c, t, e) for (d, n, c), cands in candidates.items() for t, e in cands.values()]
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(lambda job: build(*job), jobs))
 
 
-def run(dtype: str, progress=print, check: bool = True) -> list[dict]:
+def run(dtype: str, progress=print, check: bool = True, candidates: dict = CANDIDATES) -> list[dict]:
     t0 = time.perf_counter()
-    precompile(dtype)
+    precompile(dtype, candidates)
     progress(f"compiled every candidate in {time.perf_counter() - t0:.1f} s")
     rows = []
-    for (d, n, causal), cands in CANDIDATES.items():
+    for (d, n, causal), cands in candidates.items():
         batch, heads = TOKENS // n, HIDDEN // d
         q, k, v = checks.random_qkv(batch, heads, n, n, d, dtype, seed=n + d)
         f = 4.0 * n * n * d * batch * heads / (2 if causal else 1)
@@ -142,8 +163,13 @@ def main(argv=None):
     ap.add_argument("--dtypes", nargs="+", default=["float16"])
     ap.add_argument("--no-checks", action="store_true", help="time only (the GPU tests judge the defaults)")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--run-38", action="store_true", help="the defaults against run 38's walk and stores (RUN_38)")
     a = ap.parse_args(argv)
-    rows = [row for dtype in a.dtypes for row in run(dtype, check=not a.no_checks)]
+    rows = [
+        row
+        for dtype in a.dtypes
+        for row in run(dtype, check=not a.no_checks, candidates=RUN_38 if a.run_38 else CANDIDATES)
+    ]
     if a.json:
         with open(a.json, "w") as fh:
             json.dump(rows, fh, indent=1)

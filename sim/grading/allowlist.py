@@ -25,9 +25,10 @@ HARNESS_MODULES = (  # the student API and the harness: every module of sim a gr
     "sim.grading", "sim.grading.guard", "sim.grading.harness", "sim.grading.proxy", "sim.grading.wire",
 )  # fmt: skip
 # what the GPU driver loads beyond them: its kernel driver, and what the gpu package's launchers read of the machine
-# model (hardware presets, decode's occupancy model, the variants' mask rules) — no listing or reference among them
-GPU_MODULES = ("sim.grading.gpu_kernel", "sim.machine.blocks", "sim.machine.hardware", "sim.machine.iomodel",
-               "sim.machine.mask", "sim.machine.occupancy", "sim.machine.row_sums")  # fmt: skip
+# model (hardware presets, decode's occupancy model, the variants' mask rules, rung 6's causal walk in grids) — no
+# listing or reference among them
+GPU_MODULES = ("sim.grading.gpu_kernel", "sim.machine.blocks", "sim.machine.grids", "sim.machine.hardware",
+               "sim.machine.iomodel", "sim.machine.mask", "sim.machine.occupancy", "sim.machine.row_sums")  # fmt: skip
 ENTRIES = {"chip": ("sim.grading.harness",), "softmax": ("sim.grading.harness",),
            "gpu": ("sim.grading.harness", "sim.grading.gpu_kernel")}  # fmt: skip
 LOADER_CACHE = "/etc/ld.so.cache"  # where the dynamic loader looks a library's name up

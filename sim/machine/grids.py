@@ -7,12 +7,15 @@ loop, each the tiles it reads ("r"), writes ("w") or adds into ("rw", an atomic 
 (tensor, head, block index) and sized in bytes; tiles always fetched together are one
 ("KV": K_j and V_j; "QdO": Q_i and dO_i; "LD": L_i and D_i). `sim.machine.l2` plays these against an L2 cache.
 A persistent kernel (rung 6) launches one block per SM instead, each computing a list of tiles in turn
-(`persistent_walk`): its blocks are those lists, each tile's steps one after another.
+(`persistent_walk`; causal, the host's list `causal_walk`, which gpu/flash.py hands the kernel): its blocks are
+those lists, each tile's steps one after another.
 """
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from math import ceil
+
+import numpy as np
 
 from sim.core.dtypes import F
 from sim.machine.iomodel import row_blocks
@@ -46,14 +49,18 @@ def _sizes(n: int, b: int) -> list[int]:
     return [min(b, n - i * b) for i in range(ceil(n / b))]
 
 
-def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1, sms=0) -> Kernel:
+def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1, sms=0, o_buffer=False) -> Kernel:
     """FlashAttention-2's forward (rungs 2, 3, 6): a block per Q block i; causal grids run the longest rows first.
-    `sms` > 0: rung 6's persistent launch, one block per SM walking the tiles in the order `persistent_walk` gives."""
+    `sms` > 0: rung 6's persistent launch, one block per SM walking the tiles in the order `persistent_walk` gives.
+    `o_buffer` (rung 6's O_BUF): O_i leaves by TMA from an SRAM buffer of its own while the block goes on to its next
+    tile, so a tile's exposed stores (`Block.epilogue`) are L_i's alone but for the block's last tile, whose store the
+    block waits for before it ends (06_flash2_wgmma_tma.cu: bulk_wait<0>); the bytes reach L2 all the same. The
+    consumers' writes of O_i into that buffer are not counted, as no SRAM traffic of rung 6 is (`smem_per_tile`)."""
     cols = _sizes(Nk, Bc)
     rbs = list(enumerate(row_blocks(N, Nk, Br, Bc, causal)))
     order = rbs[::-1] if causal else rbs
 
-    def block(h, i, b) -> Block:
+    def block(h, i, b, stores_o=True) -> Block:
         r, keys = b.rows, b.keys_seen
 
         def steps():
@@ -65,36 +72,81 @@ def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1, sms=0) -> Kernel:
         # iomodel.flash2 per block: τ·, rowmax, S − m, rowsum per score; 4 per row and α·O_i per tile; the mask; ÷ℓ, log, +
         work = 4 * r * keys + b.seen * (4 * r + r * d) + r * (keys - b.keys_full) + r * d + 2 * r
         loads = s * r * d + (2 * s * cols[0] * d if b.seen else 0)  # Q_i, K_0 and V_0
-        return Block(4 * r * keys * d, r * keys + r * b.seen, work, steps, b.seen, loads, s * r * d + F * r)
+        stores = (s * r * d if stores_o else 0) + F * r  # O_i (exposed unless it leaves through O_BUF), L_i
+        return Block(4 * r * keys * d, r * keys + r * b.seen, work, steps, b.seen, loads, stores)
 
     if not sms:
         return Kernel("FlashAttention-2 forward", [block(h, i, b) for h in range(heads) for i, b in order])
-    tiles = {(h, i): block(h, i, b) for h in range(heads) for i, b in rbs}
-    walks = persistent_walk(len(rbs), heads, causal, sms)
-    return Kernel("FlashAttention-2 forward, persistent", [chained([tiles[t] for t in walk]) for walk in walks])
+    walks = persistent_walk(N, Nk, Br, Bc, heads, causal, sms)
+    blocks = [
+        chained([block(h, i, rbs[i][1], not o_buffer or n == len(walk) - 1) for n, (h, i) in enumerate(walk)])
+        for walk in walks
+    ]
+    return Kernel("FlashAttention-2 forward, persistent", blocks)
 
 
-def persistent_walk(Tr: int, planes: int, causal: bool, sms: int) -> list[list[tuple[int, int]]]:
+def persistent_walk(
+    N: int, Nk: int, Br: int, Bc: int, planes: int, causal: bool, sms: int
+) -> list[list[tuple[int, int]]]:
     """The tiles (plane, i) each thread block of rung 6's persistent launch computes, in order, one list per block
-    (06_flash2_wgmma_tma.cu, `for_each_tile`; gpu/flash.py's grid). A *unit* is a Q block i of a plane, or, causal,
-    the pair (Tr − 1 − q, q) of one plane, the longer first (a lone middle block when Tr is odd): their K/V blocks
-    add up to about Tr + 1 for every q. Units are numbered plane-major (plane · units per plane + q); the grid is
-    min(units, SMs) blocks, and block b takes units b, b + grid, b + 2·grid, …
+    (06_flash2_wgmma_tma.cu, `for_each_tile`; gpu/flash.py's grid). Full: a *unit* is a Q block i of a plane,
+    numbered plane-major (plane · Tr + i); the grid is min(units, SMs) blocks, and block b takes units b, b + grid,
+    b + 2·grid, … Causal: the host's list (`causal_walk`, WALK, the launcher's for plain and GQA calls), block b its
+    rows b, b + grid, …, −1 rows none.
 
     How the model runs this (`sim.machine.l2.play`, lockstep: every block makes one step per tick): the blocks at
     work at once hold units grid apart in that numbering, so they span two or three planes; in a causal unit the
     long half reads K_0 … K_{Tr−1−q} and the short half starts again at K_0, so blocks of one plane read K/V blocks
     from all over the plane at the same tick, where a one-block-per-tile grid reads them together. Blocks drift apart
-    only by the steps their units differ in (a lone middle block, ragged last blocks); the time a step takes is
-    taken the same for every step (no clocks, no contention: the drift that measured ones cause is not modelled)."""
-    per_plane = (Tr + 1) // 2 if causal else Tr
-    units = []
-    for u in range(planes * per_plane):
-        plane, q = divmod(u, per_plane)
-        rows = (q,) if not causal or q == Tr - 1 - q else (Tr - 1 - q, q)
-        units.append([(plane, i) for i in rows])
+    only by the steps their units differ in (a lone middle block, ragged last blocks, the causal walk's last rounds of
+    single tiles); the time a step takes is taken the same for every step (no clocks, no contention: the drift that
+    measured ones cause is not modelled)."""
+    Tr = ceil(N / Br)
+    if causal:
+        units = causal_walk(planes, N, Nk, Br, Bc, sms).tolist()
+    else:
+        units = [[plane, i, -1, 0] for plane in range(planes) for i in range(Tr)]
     grid = min(len(units), sms)
-    return [[t for unit in units[b::grid] for t in unit] for b in range(grid)]
+    return [[(p, i) for p, a, b, _ in units[x::grid] if p >= 0 for i in (a, b) if i >= 0] for x in range(grid)]
+
+
+def causal_walk(planes: int, n: int, nk: int, br: int, bc: int, blocks: int) -> np.ndarray:
+    """The units of rung 6's persistent causal walk (WALK) for `blocks` thread blocks, laid out as gpu/flash.py's
+    packed_units: rows (plane, first tile, second tile or −1, 0), thread block x computes rows x, x + blocks, …; −1
+    rows: none. Every whole round but the last is the plain walk's (a unit the pair (Tr − 1 − q, q) of one
+    plane, the longer first, a lone middle block when Tr is odd: their K/V blocks add up to about Tr + 1 for every q;
+    units plane-major, unit u to block u mod blocks); the rest is dealt tile by tile, heaviest first, each to the
+    block with the least work so far (K/V blocks read, plus one a tile for its start and end). The plain walk's last
+    round leaves blocks idle: 2048 pairs on 132 blocks are 15.5 rounds, the busiest block 3.1% above the mean (run
+    39-fwd4). gpu/flash.py hands this list to the kernel; `persistent_walk` gives the model the same."""
+    tr = -(-n // br)
+    per = (tr + 1) // 2
+    q = np.arange(per)
+    first, second = tr - 1 - q, np.where(q != tr - 1 - q, q, -1)
+    units = np.stack([np.repeat(np.arange(planes), per), np.tile(first, planes), np.tile(second, planes),
+                      np.zeros(planes * per, dtype=np.int64)], axis=1)  # fmt: skip
+    if len(units) <= blocks:
+        return units.astype(np.int32)
+    last_key = np.minimum((np.arange(tr) + 1) * br, n) - 1 + nk - n  # the last key a tile's rows see
+    work = np.clip(last_key // bc + 1, 0, -(-nk // bc)) + 1  # per tile: K/V blocks + 1
+    kept = max(0, len(units) // blocks - 1) * blocks
+    load = np.zeros(blocks)
+    np.add.at(
+        load, np.arange(kept) % blocks, work[units[:kept, 1]] + np.where(units[:kept, 2] >= 0, work[units[:kept, 2]], 0)
+    )
+    tail = [(plane, i) for plane, a, b, _ in units[kept:] for i in (a, b) if i >= 0]
+    tail.sort(key=lambda t: -work[t[1]])  # heaviest first; equal work stays in plane order
+    dealt = [[] for _ in range(blocks)]
+    for plane, i in tail:
+        x = int(np.argmin(load))
+        dealt[x].append((plane, i, -1, 0))
+        load[x] += work[i]
+    rounds = max(len(d) for d in dealt)
+    table = np.full((rounds, blocks, 4), -1, dtype=np.int64)
+    for x, rows in enumerate(dealt):
+        if rows:
+            table[: len(rows), x] = rows
+    return np.concatenate([units[:kept], table.reshape(-1, 4)]).astype(np.int32)
 
 
 def chained(tiles: list[Block]) -> Block:

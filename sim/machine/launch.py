@@ -43,6 +43,8 @@ class Launch:
     # max(MUFU, FMA)
     smem_async: int = 0  # with a program: SRAM bytes per tile pair the TMA unit moves beside them (copies, reduce-adds)
     persistent: bool = False  # one thread block per SM walks the tiles (rung 6: `sim.machine.grids.persistent_walk`)
+    o_buffer: bool = False  # persistent: O_i leaves by TMA from an SRAM buffer of its own (rung 6's O_BUF), its store
+    # under the next tile (`sim.machine.grids.flash2_forward`)
 
     def describe(self) -> str:
         return f"{self.threads} threads, {self.smem_bytes} B shared, {self.registers} registers, {self.instruction}"

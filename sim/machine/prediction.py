@@ -112,7 +112,8 @@ def kernels_of(
             raise InputError(f"prediction: the L2 and time model covers flash2's backward only, not {algorithm!r}'s")
         return grids.flash2_backward(*shape, dq_adders=launch.dq_adders if launch else 1)
     if algorithm == "flash2":
-        return [grids.flash2_forward(*shape, sms=sms if launch and launch.persistent else 0)]
+        persistent = launch is not None and launch.persistent
+        return [grids.flash2_forward(*shape, sms=sms if persistent else 0, o_buffer=persistent and launch.o_buffer)]
     if algorithm == "standard":
         return grids.standard_forward(*shape)
     if algorithm == "flash1":

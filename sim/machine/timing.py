@@ -37,7 +37,9 @@ Exposed work, in series with a block's matmuls:
   refill   a persistent block (rung 6, `Block.parts`: the tiles it walks) loads a later tile's Q_i, K_0, V_0 once the
            tile before has issued its last S_ij (06_flash2_wgmma_tma.cu's q_empty barrier): only what outlasts that
            tile's last step after its S_ij (P̃_ij V_j and the softmax: half the step's matmul FLOPs gone) and its
-           stores is exposed; every tile's stores are (the consumers issue them between tiles).
+           stores is exposed; every tile's stores are (the consumers issue them between tiles), but for O_i where it
+           leaves by TMA from a buffer of its own (O_BUF, `Launch.o_buffer`): then only the walk's last O_i is
+           (`sim.machine.grids.flash2_forward`).
 Beside the compute (asynchronous):
   dQ adds  dQ_i's float32 additions into its accumulator (`Block.atomics`), done by L2: rung 5 adds each element
            with red.global.add ("dQ atomics", at `Hardware.l2_atomic_bandwidth`), rung 7 adds whole SRAM tiles with
