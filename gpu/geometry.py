@@ -247,7 +247,8 @@ def decoding_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
 
 def decoding_smem(d: int, t: Tiles) -> int:
     """Q (Br rows), then the STAGES stages of K_j, V_j (Bc rows each) or, after the loop, the warps' merge buffers:
-    16 rows of O (float32) and m, ℓ per warp, and the group's lse_p (rows of d elements, swizzled)."""
+    16 rows of O (float32, rows padded by 8 floats) and m, ℓ per warp, and the group's lse_p (rows of d elements,
+    swizzled)."""
     row = HALF_SIZE * d
-    merge = F * (t.warps * 16 * (d + 2) + t.block_rows)
+    merge = F * (t.warps * 16 * (d + 8 + 2) + t.block_rows)
     return t.block_rows * row + max(2 * t.stages * t.block_cols * row, merge)

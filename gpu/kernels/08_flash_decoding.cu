@@ -32,8 +32,9 @@
 //    (cuDNN). Fused combine against separate: 0.705× at B 1 Nk 4K (one launch fewer), 0.985–1.006× elsewhere. Paged
 //    within 0.99–1.06× of contiguous but 1.12× at B 4 Nk 128K (not understood); at one block per SM (run 30's
 //    1–4 splits) it took 1.5–1.6×, two per SM close the gap (the occupancy model's paged rule).
-//  - tilings Bc × stages 64×2, 64×3, 32×4 within 2%; 64×4 and 128×2 slower (contiguous, run 30; paged, run
-//    35-dec2). memcheck and racecheck clean.
+//  - tilings Bc × stages 64×2, 64×3 within 2%; 64×4 and 128×2 slower (contiguous, run 30; paged, run 35-dec2).
+//    (Their 32×4, within 2%, was a build with 4 key warps of 8 keys each: KT_P = NT_S / 2 = 0, no S, no P̃ V_j;
+//    refused now by a static_assert, run 40-dec5.) memcheck and racecheck clean.
 //  - run 37-dec3: the fused combine brings the O_p into SRAM by cp.async, as many splits at a time as the stages
 //    hold, every piece in flight at once (before: float4 loads into registers, four splits per L2 round trip):
 //    0.988× and 0.994× the time at B 4 Nk 128K and B 16 Nk 32K with 33 splits, the same at B 1 (15.2 µs at Nk 4K,
@@ -54,9 +55,17 @@
 //    reading: a cluster's blocks must share one GPC, which doubles some SMs up), so clusters are taken only up to
 //    1024 keys a split. Tried, not kept: 8 warps and Bc 128 (×0.93 at Nk 4K with the ticket, ×1.48 with the
 //    cluster), 64×4 and 64×5 stages (×1.07–1.14 at Nk 4K: all of a split's tiles in flight did not help), 8 and
-//    24–64 splits (×1.15–1.8). Bc 32 × 4 stages with the cluster:
-//    12.2 / 51.6 / 186.5 / 95.3 µs at B 1 Nk 4K / 32K / 128K, B 4 Nk 16K (ticket at 64×3: 16.8 / 54.7 / 188.7 /
-//    97.9): the next thing to measure at every point (gpu/NOTES.md run 39-dec4). memcheck and racecheck clean.
+//    24–64 splits (×1.15–1.8). Bc 32 × 4 stages with the cluster looked fastest (12.2 / 51.6 / 186.5 / 95.3 µs at
+//    B 1 Nk 4K / 32K / 128K, B 4 Nk 16K) but computed nothing (4 warps of 8 keys: run 40-dec5). memcheck and
+//    racecheck clean.
+//  - run 40-dec5: the warps' merge stored each warp's 16 rows of O (float32, 512 bytes apart) with float2 stores
+//    whose 8 rows began in one bank: ncu at B 1 Nk 4K, 134,144 shared-store wavefronts, 98,304 of them bank
+//    conflicts. Rows now SO_ROW = d + 8 floats apart, and only the rows < R stored (R = 8 of the tile's 16 at g 8,
+//    Nq 1): 18,432 wavefronts, no conflict. Steps from CUDA graphs (launch alone): 12.72 → 11.89 and 12.87 → 11.99
+//    µs at B 1 Nk 4K (×0.93, two calls; cuDNN 13.27 / 13.64), 54.6 → 54.1 / 54.2 at Nk 32K, paged 21.3 → 20.9 at
+//    Nk 4K, 0.995–1.001× elsewhere. Tried, not kept: Bc 32 × 4 or 6 stages and Bc 64 × 3 with 2 warps (×1.37–2.09;
+//    our reading: half the threads issue the loads), 64 × 4 (×1.005–1.74), the cluster at any split length (Nk 32K
+//    53.9 against 54.1 µs, Nk 128K 204.2 against 190.5).
 //
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM),
@@ -72,11 +81,13 @@
 #define KT_P (KW / 16)              // k-steps of a warp's P̃ V_j
 #define NT_O (HEAD_DIM / 8)         // 8-column n-tiles of O
 #define MAX_ROWS (16 * M_TILES)
+#define SO_ROW (HEAD_DIM + 8)       // the warps' merge buffer's row stride in floats: rows 8 banks apart
 #define MAX_SPLITS 128              // gpu.decoding.MAX_SPLITS
 #define COMBINE_ROWS 8              // rows of O per flash_decoding_combine block
 #ifndef CLUSTER
 #define CLUSTER 1  // split blocks a thread block cluster: gpu.decoding's (a contiguous cache's short splits), else 1
 #endif
+static_assert(KW % 16 == 0, "a warp's keys of a tile are whole 16-key k-steps of P̃ V_j (Bc 32 needs ≤ 2 key warps)");
 #if CLUSTER > 1
 #define CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
 #else
@@ -330,9 +341,11 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     const bool refused = __syncthreads_or(bad >= 0);
     if (bad >= 0) report(errors, claim, 1, b, bad, __ldg(cache.table + bad), num_pages, max_pages * page_size);
 
-    // the warps of one row tile merge their (m, ℓ, O) over their keys: each writes its own to SRAM (float32)
-    float* sO = reinterpret_cast<float*>(sKV);  // (NWARPS, 16, HEAD_DIM)
-    float* sm = sO + NWARPS * 16 * HEAD_DIM;    // (NWARPS, 16): m
+    // the warps of one row tile merge their (m, ℓ, O) over their keys: each writes its own rows < R to SRAM (float32),
+    // rows SO_ROW floats apart, so that a float2 store's 8 rows × 32 bytes take 2 wavefronts, not 8 (rows of
+    // HEAD_DIM floats, 512 bytes, all began in one bank)
+    float* sO = reinterpret_cast<float*>(sKV);  // (NWARPS, 16, SO_ROW)
+    float* sm = sO + NWARPS * 16 * SO_ROW;      // (NWARPS, 16): m
     float* sl = sm + NWARPS * 16;               // (NWARPS, 16): ℓ
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -340,13 +353,14 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         l_row += __shfl_xor_sync(0xffffffff, l_row, 1);
         l_row += __shfl_xor_sync(0xffffffff, l_row, 2);
         const int r = gq + 8 * h;
+        if (wm * 16 + 8 * h >= R) continue;  // rows past R (all 8 of this half, warp-uniform) are never read
         if (tq == 0) {
             sm[warp * 16 + r] = m[h];
             sl[warp * 16 + r] = l_row;
         }
 #pragma unroll
         for (int nt = 0; nt < NT_O; ++nt)
-            *reinterpret_cast<float2*>(sO + (warp * 16 + r) * HEAD_DIM + nt * 8 + 2 * tq) = make_float2(o[nt][2 * h], o[nt][2 * h + 1]);
+            *reinterpret_cast<float2*>(sO + (warp * 16 + r) * SO_ROW + nt * 8 + 2 * tq) = make_float2(o[nt][2 * h], o[nt][2 * h + 1]);
     }
     __syncthreads();
 
@@ -365,7 +379,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
         for (int w = w0; w < w0 + WARPS_N; ++w) {
             const float wgt = exp2_approx(sm[w * 16 + rr] * scale_log2 - m_scaled);
-            const float4 x = *reinterpret_cast<const float4*>(sO + (w * 16 + rr) * HEAD_DIM + col);
+            const float4 x = *reinterpret_cast<const float4*>(sO + (w * 16 + rr) * SO_ROW + col);
             l_row += wgt * sl[w * 16 + rr];
             acc.x += wgt * x.x, acc.y += wgt * x.y, acc.z += wgt * x.z, acc.w += wgt * x.w;
         }

@@ -158,7 +158,7 @@ def _profile(call) -> dict[str, float]:
 
 
 def tune_paged(
-    points=((4, 16384), (16, 4096)), splits=(1, 2, 4, 8, 16, 33), tilings=((64, 4), (128, 2), (32, 4)), cache="paged"
+    points=((4, 16384), (16, 4096)), splits=(1, 2, 4, 8, 16, 33), tilings=((64, 4), (128, 2)), cache="paged"
 ):  # fmt: skip
     """Paged at few splits (gpu/NOTES.md run 30): the launch alone at each of `splits`, and at the model's splits
     with other Bc × stages, beside contiguous at the model's: rows of {batch, nk, name: ms}. cache="contiguous": the
@@ -186,7 +186,7 @@ def tune_paged(
     return rows
 
 
-def tune(points=((1, 32768), (4, 131072), (16, 32768)), variants=((64, 2), (64, 3), (64, 4), (32, 4), (128, 2))):
+def tune(points=((1, 32768), (4, 131072), (16, 32768)), variants=((64, 2), (64, 3), (64, 4), (128, 2))):
     """Rung 8's split + combine at Bc keys per tile and `stages` cp.async stages: rows of {batch, nk, "Bc×stages": ms}."""
     cupy = device.require()
     rows = []

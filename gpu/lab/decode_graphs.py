@@ -129,7 +129,7 @@ def short_variants() -> dict:
     found |= {f"P{P} cluster": (P, None, "cluster") for P in (8, 12)}
     found |= {f"P{P} ticket": (P, None, "ticket") for P in (24, 32)}
     found |= {f"{bc}x{st}w{w} cluster": (None, Tiles(16 * m, bc, w, m, stages=st), "cluster")
-              for bc, st, w in ((64, 4, 4), (32, 4, 4), (128, 3, 8))}  # fmt: skip
+              for bc, st, w in ((64, 4, 4), (128, 3, 8))}  # fmt: skip
     return found
 
 
