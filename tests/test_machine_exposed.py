@@ -15,7 +15,7 @@ ONE_MS = 4096 * 1.83e6  # wgmma FLOPs one H100 SM does in a millisecond (4096 pe
 ALONE = Launch(128, 200 * 1024, 64, "wgmma")  # 200 KiB of shared memory: one block per SM
 PAIR = Launch(128, 100 * 1024, 64, "wgmma")  # two fit an SM
 DRAM_MS = 3350e9 / SMS * 1e-3  # bytes one SM's share of DRAM (3.35 TB/s over 132 SMs) moves in a millisecond
-L2_MS = 5.5e12 / SMS * 1e-3  # likewise for L2 (5.5 TB/s)
+L2_MS = 8.4e12 / SMS * 1e-3  # likewise for L2 (8.4 TB/s)
 
 
 def _blocks(n, flops=0, prologue=0, epilogue=0, atomics=0):

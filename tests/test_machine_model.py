@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.core.errors import InputError
-from sim.machine import grids, hardware, iomodel, l2, timing
+from sim.machine import grids, hardware, iomodel, l2, prediction, timing
 from sim.machine.launch import Launch, blocks_per_sm, capped_registers
 
 H100 = hardware.get("H100-SXM")
@@ -112,8 +112,8 @@ def test_which_resource_bounds():
     t = timing.kernel_time(_blocks(132, flops=ONE_MS), BIG, H100, int(3350e9 * 0.01), 0)
     assert t.seconds == pytest.approx(0.01 + H100.launch_seconds)
     assert t.bound == timing.DRAM
-    # L2: 5.5 TB/s
-    t = timing.kernel_time(_blocks(132, flops=ONE_MS), BIG, H100, 0, 5.5e12 * 0.002)
+    # L2: 2 ms at 8.4 TB/s
+    t = timing.kernel_time(_blocks(132, flops=ONE_MS), BIG, H100, 0, 8.4e12 * 0.002)
     assert t.bound == timing.L2
     # a kernel of 1 µs of matmuls waits for its 4 µs launch
     t = timing.kernel_time(_blocks(132, flops=ONE_MS / 1000), BIG, H100, 0, 0)
@@ -167,3 +167,39 @@ def test_a_malformed_calibration_is_refused_in_one_line(rates):
         assert str(e).startswith("calibration: ") and "\n" not in str(e)
     else:
         assert hw.hbm_bandwidth == rates["dram_read"] > 0
+
+
+def test_the_bound_is_the_busiest_unit_at_the_datasheets_peaks_also_with_calibrated_rates():
+    # per block 1 ms of matmuls and 1.1 ms of exponentials at the preset's peaks (4096 FLOPs, 16 exponentials a
+    # clock at 1.83 GHz). Calibrated: the tensor rate half the datasheet's (as if measured at half the clock), the
+    # MUFU's the datasheet's: the time is 2 + 1.1 = 3.1 ms, the tensor pipe's the longer term, but ncu would find
+    # the MUFU the busier (1.1 ms of its peak cycles against 1 ms): the bound is the MUFU
+    rates = {"dram_read": 3.35e12, "l2_read": 8.4e12, "exp2_per_sm": 16 * 1.83e9, "fma_per_sm": 128 * 1.83e9,
+             "tensor_fp16": H100.peak("fp16") / 2, "launch_seconds": 4e-6}  # fmt: skip
+    tuned = hardware.calibrated(H100, rates)
+    assert tuned.datasheet is H100 and hardware.calibrated(tuned, rates).datasheet is H100
+    t = timing.kernel_time(_blocks(132, flops=ONE_MS, exps=1.1 * 16 * 1.83e6), BIG, tuned, 0, 0)
+    assert t.compute == pytest.approx(3.1e-3)
+    assert t.terms[timing.TENSOR] == pytest.approx(2e-3) and t.units[timing.TENSOR] == pytest.approx(1e-3)
+    assert t.bound == timing.MUFU
+    # with the preset's own rates the same: 2.1 ms, bound the MUFU
+    t = timing.kernel_time(_blocks(132, flops=ONE_MS, exps=1.1 * 16 * 1.83e6), BIG, H100, 0, 0)
+    assert t.compute == pytest.approx(2.1e-3) and t.bound == timing.MUFU
+
+
+def test_l2s_work_counts_dram_lines_and_its_busy_time_is_at_ncus_peak():
+    # N = 256, d = 64, fp16, Br = Bc = 64, 2 heads, a generic wgmma launch (every block resident at once, an L2 of
+    # 25 MiB): the SMs read 2 · (Q + 4 · 2 · K) = 2 · (32,768 + 262,144) = 589,824 bytes and write O, L
+    # (2 · (32,768 + 1024) = 67,584); L2 fills Q, K, V once from DRAM (2 · 3 · 32,768 = 196,608) and writes nothing
+    # back: 854,016 bytes of L2 work
+    p = prediction.predict("flash2", 256, 256, 64, 2, 64, 64, False, 2, H100, Launch(128, 50_000, 168, "wgmma"))
+    t = p.kernels[0].time
+    assert (p.dram_read_bytes, p.dram_write_bytes) == (196_608, 0)
+    assert t.terms[timing.L2] == pytest.approx(854_016 / 8.4e12)
+    # the bound: L2's busy time at its peak as ncu counts it (10.3 TB/s), the SMs' units at theirs
+    assert t.units[timing.L2] == pytest.approx(854_016 / 10.3e12)
+    # 1.1 ms of L2 reads at 8.4 TB/s, 1 ms of matmuls: the time is L2's, but at its peak L2 is busy 0.897 ms, and
+    # ncu would find the tensor pipe the busier
+    t = timing.kernel_time(_blocks(132, flops=ONE_MS), BIG, H100, 0, 8.4e12 * 1.1e-3)
+    assert t.seconds == pytest.approx(1.1e-3 + H100.launch_seconds)
+    assert t.units[timing.L2] == pytest.approx(8.4 / 10.3 * 1.1e-3) and t.bound == timing.TENSOR

@@ -193,3 +193,20 @@ def test_rung_6s_launch_holds_o_is_own_buffer_at_d_64(d, n, causal, br, buffer):
     assert tiles.block_rows == br and launch.o_buffer == buffer
     assert launch.smem_bytes == 1024 + 2 * halves + 8 * 11
     assert blocks_per_sm(launch, H100) == 1
+
+
+def test_rung_6s_work_is_its_whole_tiles_with_a_rows_statistics_on_four_threads():
+    # N = Nk = 100, d = 16, Br = 64, Bc = 32, full: Q blocks of 64 and 36 rows, each sees the 4 K/V blocks (32, 32,
+    # 32, 4 keys). The closed form's work: 4·r·100·16 FLOPs, r·100 exponentials and r·4 rescales. The kernel's
+    # (whole_tiles): 64 rows and 4 · 32 keys in each, 4·64·128·16 = 524,288 FLOPs; 64·128 = 8192 exponentials, and
+    # each of a row's 4 threads one rescale a K/V block and one 1/ℓ a tile: 4 · 64 · (4 + 1) = 1280
+    shape = (100, 100, 16, 2, 64, 32)
+    closed, whole = grids.flash2_forward(*shape), grids.flash2_forward(*shape, whole_tiles=True)
+    assert [(b.flops, b.exps) for b in closed.blocks] == [(409_600, 6656), (230_400, 3744)]
+    assert [(b.flops, b.exps) for b in whole.blocks] == [(524_288, 8192 + 1280)] * 2
+    # causal, N = Nk = 128: Q block 0 (rows 0 … 63) sees K/V blocks 0, 1 (its diagonal's masked half computed
+    # too): 64·64 + 4·64·3 = 4864 exponentials; Q block 1 all four: 64·128 + 4·64·5 = 9472
+    causal = grids.flash2_forward(128, 128, 16, 2, 64, 32, True, whole_tiles=True)
+    assert sorted(b.exps for b in causal.blocks) == [4864, 9472]
+    # rung 6's launch counts so; the other forward rungs keep the closed form's
+    assert launch_of(registry.FORWARD[6], 64).whole_tiles and not launch_of(registry.FORWARD[3], 64).whole_tiles

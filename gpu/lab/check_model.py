@@ -35,7 +35,11 @@ PIPES = (  # each SM pipe's and shared memory's utilization; L2's and DRAM's, an
     f"regex:^({SM_PIPES}\\.avg\\.pct_of_peak_sustained_active"
     "|(lts|dram)__throughput\\.avg\\.pct_of_peak_sustained_elapsed|lts__t_sectors_op_red\\.sum)$"
 )
+CLOCKS = (  # the SM clock ncu saw, the SMs' active cycles, the MUFU's (XU's) instructions: a pipe's % is per cycle
+    "sm__cycles_elapsed.avg.per_second,sm__cycles_active.avg,sm__inst_executed_pipe_xu.sum"
+)
 ATTEMPTS = (  # ncu's metrics, tried in turn until one set is accepted
+    ",".join(BYTES.values()) + "," + CLOCKS + "," + PIPES,
     ",".join(BYTES.values()) + "," + PIPES,
     ",".join(BYTES.values()) + f",regex:^{SM_PIPES}\\.avg\\.pct_of_peak_sustained_active$",
     ",".join(BYTES.values()),

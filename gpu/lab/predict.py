@@ -20,7 +20,8 @@ def launch_of(spec: KernelSpec, d: int, tiles: Tiles | None = None) -> Launch:
     them for rung 5); dQ_i goes by TMA reduce-adds of each warpgroup's SRAM tile (by float32 atomics with
     `dq_atomics`), each element once per step with SPLIT_DQ (the default, both d), twice without it. Rung 6: its
     shared memory holds O_i's own buffer where one fits (geometry.o_buffer, O_BUF: d = 64), and O_i then leaves
-    through it (`Launch.o_buffer`); its causal walk is the launcher's list (`sim.machine.grids.causal_walk`)."""
+    through it (`Launch.o_buffer`); its causal walk is the launcher's list (`sim.machine.grids.causal_walk`); its
+    work is its whole tiles' (`Launch.whole_tiles`: ncu's MUFU count, run 40-model9)."""
     tiles = tiles or spec.default_tiles(d)
     instruction = "wgmma" if spec.tma else ("mma.sync" if spec.tensor_cores else "fma")
     unsplit = spec.tma and spec.direction == "backward" and not tiles.split_dq
@@ -38,6 +39,7 @@ def launch_of(spec: KernelSpec, d: int, tiles: Tiles | None = None) -> Launch:
         smem_async=tma,
         persistent=tiles.persistent and spec.direction == "forward",
         o_buffer=spec.tma and spec.direction == "forward" and geometry.o_buffer(d, tiles),
+        whole_tiles=spec.tma and spec.direction == "forward",
     )
 
 

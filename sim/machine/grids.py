@@ -49,13 +49,21 @@ def _sizes(n: int, b: int) -> list[int]:
     return [min(b, n - i * b) for i in range(ceil(n / b))]
 
 
-def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1, sms=0, o_buffer=False) -> Kernel:
+QUAD = 4  # threads holding one row of S_ij in a wgmma (or mma.sync) accumulator: each computes the row's statistics
+
+
+def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1, sms=0, o_buffer=False, whole_tiles=False) -> Kernel:
     """FlashAttention-2's forward (rungs 2, 3, 6): a block per Q block i; causal grids run the longest rows first.
     `sms` > 0: rung 6's persistent launch, one block per SM walking the tiles in the order `persistent_walk` gives.
     `o_buffer` (rung 6's O_BUF): O_i leaves by TMA from an SRAM buffer of its own while the block goes on to its next
     tile, so a tile's exposed stores (`Block.epilogue`) are L_i's alone but for the block's last tile, whose store the
     block waits for before it ends (06_flash2_wgmma_tma.cu: bulk_wait<0>); the bytes reach L2 all the same. The
-    consumers' writes of O_i into that buffer are not counted, as no SRAM traffic of rung 6 is (`smem_per_tile`)."""
+    consumers' writes of O_i into that buffer are not counted, as no SRAM traffic of rung 6 is (`smem_per_tile`).
+    `whole_tiles` (rung 6, `Launch.whole_tiles`): a block's matmuls and exponentials are the kernel's, not the
+    closed form's: every row of a Br × Bc tile pair (a ragged last Q block's too: each warpgroup's wgmma covers 64
+    rows) and every key of each K/V block it sees (masked and ragged ones too), 4·Br·Bc·d FLOPs and Br·Bc
+    exponentials a pair; and each of the QUAD threads that hold a row computes the row's rescale exp(m − m_new)
+    once a pair and 1/ℓ_i once a tile: ncu counts 1 + 4/Bc MUFU operations per score (run 40-model9)."""
     cols = _sizes(Nk, Bc)
     rbs = list(enumerate(row_blocks(N, Nk, Br, Bc, causal)))
     order = rbs[::-1] if causal else rbs
@@ -73,7 +81,11 @@ def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1, sms=0, o_buffer=F
         work = 4 * r * keys + b.seen * (4 * r + r * d) + r * (keys - b.keys_full) + r * d + 2 * r
         loads = s * r * d + (2 * s * cols[0] * d if b.seen else 0)  # Q_i, K_0 and V_0
         stores = (s * r * d if stores_o else 0) + F * r  # O_i (exposed unless it leaves through O_BUF), L_i
-        return Block(4 * r * keys * d, r * keys + r * b.seen, work, steps, b.seen, loads, stores)
+        if whole_tiles:
+            flops, exps = 4 * Br * b.seen * Bc * d, Br * b.seen * Bc + QUAD * Br * (b.seen + 1)
+        else:
+            flops, exps = 4 * r * keys * d, r * keys + r * b.seen
+        return Block(flops, exps, work, steps, b.seen, loads, stores)
 
     if not sms:
         return Kernel("FlashAttention-2 forward", [block(h, i, b) for h in range(heads) for i, b in order])

@@ -30,6 +30,8 @@ class Hardware:
     source: str
     # -- below HBM and inside an SM (sim.machine: the L2 model, occupancy, the time model) --
     l2_bandwidth: float = 0.0  # bytes/s between L2 and the SMs, all SMs together
+    l2_peak_bandwidth: float = 0.0  # bytes/s of L2's work at ncu's 100% (lts__throughput), the peak a busiest unit is
+    # judged at (`sim.machine.timing.Time.units`); 0: l2_bandwidth
     l2_partitions: int = 1  # halves of L2 that each keep their own copy of a line SMs on both sides read
     clock_hz: float = 1e9  # the SM clock the per-clock rates below are quoted at
     smem_per_sm_bytes: int = 0  # shared memory the thread blocks on one SM may share
@@ -59,6 +61,9 @@ class Hardware:
     reduce_clocks: float = 0.0
     branch_clocks: float = 0.0
     fence_clocks: dict = field(default_factory=dict)
+    # a calibrated part (`calibrated`): the preset it was calibrated from, whose per-clock peaks ncu's utilizations
+    # are shares of (`sim.machine.timing.Time.busy`); None: this part's own rates are the peaks
+    datasheet: "Hardware | None" = None
 
     @property
     def l2_shared_bytes(self) -> int:
@@ -121,9 +126,13 @@ H100_SXM = Hardware(
     l2_bytes=50 * MiB,
     peak_flops={"fp16": 989.4 * TFLOPS, "bf16": 989.4 * TFLOPS, "fp32": 66.9 * TFLOPS},
     source="NVIDIA H100 datasheet (SXM5) and CUDA C++ Programming Guide, compute capability 9.0",
-    # not in NVIDIA's datasheet: Chips and Cheese measured ~5.5 TB/s from L2 on H100 PCIe
-    # ("Nvidia's H100: Funny L2, and Tons of Bandwidth", 2023); calibrate it with gpu/lab/calibrate.py
-    l2_bandwidth=5.5e12,
+    # not in NVIDIA's datasheet (Chips and Cheese measured ~5.5 TB/s on H100 PCIe, "Nvidia's H100: Funny L2, and Tons
+    # of Bandwidth", 2023): gpu/lab/calibrate.py's l2_read on the lent H100 SXM, 8.40 TB/s (calibration-h100.json,
+    # run 39-model8); ncu's L2 throughput of rung 3's reads implies a peak of 8.7–8.8 TB/s at N = 16384 (run 40-model9)
+    l2_bandwidth=8.4e12,
+    # that loop's 8.46 TB/s (run 40-model9, calibrate's `stream`, 16 MiB 64 times) is 82.2% of ncu's lts__throughput
+    # (a TMA bulk-copy loop: 7.6 TB/s at 83.7%): L2's peak as ncu counts it is 8.46 / 0.822 = 10.3 TB/s
+    l2_peak_bandwidth=10.3e12,
     # two partitions, as on A100 (Chips and Cheese, ibid.: the far half answers like a separate cache); run 21's
     # backward at d = 128, N = 16384 read from DRAM what a 25 MiB L2 predicts (gpu/NOTES.md)
     l2_partitions=2,
@@ -227,7 +236,10 @@ def calibrated(hw: Hardware, rates: dict, latencies: dict | None = None) -> Hard
     """`hw` with the rates `python -m gpu.lab.calibrate` measured (a recording's "rates"): DRAM and L2 bandwidth,
     MUFU and FMA rates per SM (as per-clock figures at hw's clock), every tensor instruction scaled by the measured
     over the datasheet fp16 rate, the launch overhead, and (where the recording has them) L2's rates of atomic and
-    of bulk (TMA) reduce-adds; with the recording's "latencies" (`latencies`), those too (else hw's stay)."""
+    of bulk (TMA) reduce-adds; with the recording's "latencies" (`latencies`), those too (else hw's stay). The
+    preset stays as `datasheet`: a measured rate is a peak per clock × the clock the microbenchmark ran at × the
+    share of peak it reached (run 40-model9: the MUFU loop at 1.99 GHz, cuBLAS at 1.5–1.8 GHz), so which unit is
+    busiest is judged at the preset's peaks."""
     for key in ("dram_read", "l2_read", "exp2_per_sm", "fma_per_sm", "tensor_fp16", "launch_seconds"):
         value = rates.get(key) if isinstance(rates, dict) else None
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < float("inf"):
@@ -251,4 +263,5 @@ def calibrated(hw: Hardware, rates: dict, latencies: dict | None = None) -> Hard
         l2_atomic_bandwidth=adds["l2_atomic"],
         l2_reduce_bandwidth=adds["l2_bulk_reduce"],
         **(latencies_of(latencies) if latencies else {}),
+        datasheet=hw.datasheet or hw,
     )

@@ -45,6 +45,8 @@ class Launch:
     persistent: bool = False  # one thread block per SM walks the tiles (rung 6: `sim.machine.grids.persistent_walk`)
     o_buffer: bool = False  # persistent: O_i leaves by TMA from an SRAM buffer of its own (rung 6's O_BUF), its store
     # under the next tile (`sim.machine.grids.flash2_forward`)
+    whole_tiles: bool = False  # its matmuls and exponentials cover whole tiles, a row's statistics on each of a quad's
+    # four threads (rung 6: `sim.machine.grids.flash2_forward`); False: the closed form's work
 
     def describe(self) -> str:
         return f"{self.threads} threads, {self.smem_bytes} B shared, {self.registers} registers, {self.instruction}"

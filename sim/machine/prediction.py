@@ -113,7 +113,9 @@ def kernels_of(
         return grids.flash2_backward(*shape, dq_adders=launch.dq_adders if launch else 1)
     if algorithm == "flash2":
         persistent = launch is not None and launch.persistent
-        return [grids.flash2_forward(*shape, sms=sms if persistent else 0, o_buffer=persistent and launch.o_buffer)]
+        whole = launch is not None and launch.whole_tiles
+        return [grids.flash2_forward(*shape, sms=sms if persistent else 0, o_buffer=persistent and launch.o_buffer,
+                                     whole_tiles=whole)]  # fmt: skip
     if algorithm == "standard":
         return grids.standard_forward(*shape)
     if algorithm == "flash1":
@@ -163,6 +165,8 @@ def predict(
         t = traffic(make, heads, n_slots, hw.l2_shared_bytes, exact)
         padded = PADDED_TENSORS if launch.padded_rows else ()
         to_sm = l2_to_sm(t, padded)
-        time = kernel_time(kernel.blocks, launch, hw, t.dram_read + t.dram_write, to_sm + t.asked_write + t.reduced)
+        dram = t.dram_read + t.dram_write  # L2's work: what the SMs read, write and add, and each line it fills from
+        # DRAM or writes back (ncu's lts__t_bytes counts the fills: run 40-model9)
+        time = kernel_time(kernel.blocks, launch, hw, dram, to_sm + t.asked_write + t.reduced + dram)
         out.append(KernelPrediction(kernel.name, t, to_sm, time))
     return Prediction(out, launch, hw.name)

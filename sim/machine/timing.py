@@ -51,8 +51,8 @@ Beside the compute (asynchronous):
            ahead: 07_flash2_backward_wgmma.cu, "loads" and "dQ").
 Blocks start in launch order on the slot that frees first: equal blocks run in ⌈blocks / slots⌉ waves, and a
 last partial wave costs a whole block's time. DRAM and L2 traffic overlap the compute (copies are asynchronous):
-the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM bandwidth, L2 bytes / L2 bandwidth
-and dQ's additions / their rate. A call from the host costs at least its host work: see `per_call`.
+the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM bandwidth, L2 bytes (the SMs' reads,
+writes and adds, and the lines L2 fills from DRAM or writes back) / L2 bandwidth and dQ's additions / their rate. A call from the host costs at least its host work: see `per_call`.
 """
 
 import heapq
@@ -81,28 +81,29 @@ class Time:
     waves: float  # blocks / slots (SMs × blocks resident on each)
     instruction: str
     adds: str = ATOMICS  # how dQ is added (ATOMICS or REDUCES): the name of that term
-    in_series: bool = False  # the SMs' time is warpgroups' (Launch.program): the bound is the busiest unit
+    in_series: bool = False  # the SMs' time is warpgroups' (Launch.program)
+    busy: dict[str, float] | None = None  # the terms at the hardware's peaks (`Hardware.datasheet`); None: `terms`
 
     @property
     def bound(self) -> str:
-        """The resource that sets the time: the launch if it outlasts the rest, DRAM, L2 or dQ's additions if one is
-        slower than the SMs, else the largest part of the SMs' work (a pipe); where the SMs' time is warpgroups'
-        (`in_series`), the busiest unit instead, L2's work the longer of its reads and writes and dQ's
-        additions (each at its own rate)."""
+        """The launch if it outlasts the rest, else the busiest unit (`units`), as ncu names its busiest pipe: the
+        unit whose work at its peak rate takes longest. ncu's utilization is a unit's busy cycles over the
+        kernel's, a share of its peak per cycle in which the clock cancels; so the units are set side by side at
+        their peaks, not at the calibrated rates (which fold in the clock each microbenchmark ran at). L2 busiest
+        with dQ's additions its longer work, and them slower than the SMs: their name (ATOMICS or REDUCES)."""
         memory = max(self.memory, key=self.terms.__getitem__)
         if self.launch > max(self.compute, self.terms[memory]):
             return LAUNCH
-        if self.terms[memory] >= self.compute:
-            return memory
-        if self.in_series:
-            return max(self.units, key=self.units.__getitem__)
-        return max(PIPES, key=self.terms.__getitem__)
+        unit = max(self.units, key=self.units.__getitem__)
+        adds = self.terms[self.adds]
+        return self.adds if unit == L2 and adds >= self.compute and adds > self.terms[L2] else unit
 
     @property
     def units(self) -> dict[str, float]:
-        """Seconds each unit is busy: the SMs' pipes, L2 (reads and writes, or dQ's additions: the longer) and DRAM."""
-        busy = {p: self.terms[p] for p in PIPES}
-        return busy | {L2: max(self.terms[L2], self.terms[self.adds]), DRAM: self.terms[DRAM]}
+        """Seconds each unit is busy at its peak rate: the SMs' pipes, L2 (reads and writes, or dQ's additions: the
+        longer) and DRAM."""
+        at = self.busy or self.terms
+        return {p: at[p] for p in PIPES} | {L2: max(at[L2], at[self.adds]), DRAM: at[DRAM]}
 
     @property
     def memory(self) -> tuple[str, ...]:
@@ -185,8 +186,17 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
     }
     compute = makespan([block(b) for b in blocks], slots)
     seconds = hw.launch_seconds + max(compute, terms[DRAM], terms[L2], terms[adds])
+    peak = hw.datasheet or hw  # each term at the peak rate (makespans scale with their unit's rate)
+    busy = terms | {
+        TENSOR: terms[TENSOR] * hw.tensor_rate(launch.instruction) / peak.tensor_rate(launch.instruction),
+        MUFU: terms[MUFU] * hw.mufu_per_clock / peak.mufu_per_clock,
+        FMA: terms[FMA] * hw.fma_per_clock / peak.fma_per_clock,
+        SMEM: terms[SMEM] * hw.smem_per_clock / peak.smem_per_clock,
+        DRAM: terms[DRAM] * hw.hbm_bandwidth / peak.hbm_bandwidth,
+        L2: terms[L2] * hw.l2_bandwidth / (peak.l2_peak_bandwidth or peak.l2_bandwidth) if hw.l2_bandwidth else 0.0,
+    }
     return Time(
-        seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, adds, bool(program)
+        seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, adds, bool(program), busy
     )
 
 
