@@ -157,7 +157,7 @@ def _workspace(torch, spec, p, tiles, deterministic, where):
             work.append(cupy_view(torch.zeros(shape, dtype=getattr(torch, dtype), device=where)))
         else:
             work.append(cupy.ndarray(shape, dtype, at))
-            at += 4 * -(-math.prod(shape) // WORK_ALIGN) * WORK_ALIGN
+            at = at + 4 * -(-math.prod(shape) // WORK_ALIGN) * WORK_ALIGN  # a new pointer: += moves the old one
     return tuple(work)
 
 
