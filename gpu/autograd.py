@@ -9,6 +9,11 @@ needs rows padded to 8 elements (the general path, through flash_attention). The
 through CuPy views of its pointers (gpu.dlpack.cupy_view): zero-copy like DLPack, but 6 µs a tensor against
 DLPack's 58 (PyTorch 2.11's __dlpack__ queries streams and devices on every call; 16 tensors a training step:
 0.9 ms of host time, gpu/NOTES.md run 23). The general path and the standard baseline go through DLPack.
+
+The backward runs where PyTorch's autograd engine runs it: by default, for CUDA tensors, on the engine's own thread
+for the device, which wakes for it and hands the result back; our Python there runs 2.4–2.8× slower than on the
+calling thread. A loop whose step is host-paced (one GPU, N ≤ 1024 at 16k tokens) saves ~360–440 µs a step under
+`torch.autograd.set_multithreading_enabled(False)` (the backward on the calling thread; gpu/NOTES.md run 40-tax2).
 """
 
 import functools
@@ -74,8 +79,8 @@ def require_torch():
     return _torch()
 
 
-@functools.cache  # a success only (a failure raises, and the next call asks again): torch.cuda.is_available()
-def _torch():  # costs ~10 µs a call (run 40-tax2)
+@functools.cache  # a success only (a failure raises, and the next call asks again): the checks cost ~16 µs a
+def _torch():  # call in the autograd step (run 40-tax2)
     try:
         import torch
     except ImportError:
@@ -131,7 +136,7 @@ def _forward(torch, q, k, v, causal, scale):
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
     # the views own detached o and lse: owning o itself (which gets this node as grad_fn) would make a cycle,
     # ctx → views → o → grad_fn → ctx, which only Python's garbage collector frees, o's memory held till it ran:
-    # at N = 1024, 16k tokens, 660 MiB after 10 steps and a 3× higher peak (run 40-tax2)
+    # at N = 1024, 16k tokens, 660 MiB held after 10 steps and a 2.5× higher peak (run 40-tax2)
     co, clse = cupy_view(o.detach()), cupy_view(lse.detach())
     flash.launch(spec, p, spec.tiles_for(p.d, p.n, p.causal), cq, ck, cv, co, clse)
     return o, lse, p, (cq, ck, cv, co, clse)
@@ -144,8 +149,8 @@ WORK_ALIGN = 32
 def _workspace(torch, spec, p, tiles, deterministic, where):
     """The backward's work arrays (backward.workspace's list) as CuPy arrays over PyTorch's memory: those the kernels
     fill (float32, and rung 7's int32 counters the pre-pass zeroes) in one allocation, each array made straight
-    from a pointer into it (one allocation and one view instead of one each; slicing and reshaping the view cost
-    ~25 µs more a step, run 40-tax2); the zeroed ones (deterministic's int32 counters) apart."""
+    from a pointer into it (one allocation and one view instead of one each, no slicing or reshaping of CuPy
+    arrays); the zeroed ones (deterministic's int32 counters) apart."""
     cupy = device.require()
     listed = backward.workspace(spec, p, p.d, tiles, deterministic)
     sizes = [-(-math.prod(shape) // WORK_ALIGN) * WORK_ALIGN for shape, _, zeroed in listed if not zeroed]

@@ -8,7 +8,7 @@ For FlashAttention-2's benchmark shapes (16k tokens, hidden 2048, fp16) it print
             which a single call on an idle GPU pays as latency; and autograd's with Python's garbage collector off
             ("gc off") and with PyTorch's autograd engine on the calling thread ("1 thread":
             torch.autograd.set_multithreading_enabled(False); by default a CUDA backward runs on the engine's own
-            thread, and run 40-tax2 found that hand-over behind most of the ~450 µs a step run 39 could not place);
+            thread, and run 40-tax2 found that hand-over behind the ~450 µs a step run 39 could not place);
 and whether PyTorch synchronized the host inside the autograd path (torch.cuda.set_sync_debug_mode("error")).
 """
 
