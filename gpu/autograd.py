@@ -9,6 +9,11 @@ needs rows padded to 8 elements (the general path, through flash_attention). The
 through CuPy views of its pointers (gpu.dlpack.cupy_view): zero-copy like DLPack, but 6 µs a tensor against
 DLPack's 58 (PyTorch 2.11's __dlpack__ queries streams and devices on every call; 16 tensors a training step:
 0.9 ms of host time, gpu/NOTES.md run 23). The general path and the standard baseline go through DLPack.
+
+The backward runs where PyTorch's autograd engine runs it: by default, for CUDA tensors, on the engine's own thread
+for the device, which wakes for it and hands the result back; our Python there runs 2.4–2.8× slower than on the
+calling thread. A loop whose step is host-paced (one GPU, N ≤ 1024 at 16k tokens) saves ~360–440 µs a step under
+`torch.autograd.set_multithreading_enabled(False)` (the backward on the calling thread; gpu/NOTES.md run 40-tax2).
 """
 
 import functools
@@ -71,6 +76,11 @@ def _gqa(q, k) -> bool:
 def require_torch():
     """The torch module, or GPUUnavailableError naming what is missing (CuPy and a GPU, PyTorch with CUDA)."""
     device.require()
+    return _torch()
+
+
+@functools.cache  # a success only (a failure raises, and the next call asks again): the checks cost ~16 µs a
+def _torch():  # call in the autograd step (run 40-tax2)
     try:
         import torch
     except ImportError:
@@ -117,14 +127,17 @@ def _forward(torch, q, k, v, causal, scale):
     """(o, lse, p, views) with o and lse torch tensors the forward kernel wrote straight into, p the checked Problem
     and views the CuPy views of (q, k, v, o, lse), which the backward reuses."""
     cq, ck, cv = (cupy_view(t) for t in (q, k, v))
-    spec = flash.resolve(None, q.shape[-1])
+    spec = _resolve(flash, q.shape[-1], device.capability())
     p = inputs.check(cq, ck, cv, causal=causal, scale=scale, dtypes_allowed=spec.dtypes)
     if spec.row(p.d) != p.d:  # rows padded to 8 elements: the general path (it copies)
         co, clse = flash.flash_attention(cq, ck, cv, causal=causal, scale=scale, return_lse=True)
         return as_torch(co), as_torch(clse), p, (cq, ck, cv, co, clse)
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-    co, clse = cupy_view(o), cupy_view(lse)
+    # the views own detached o and lse: owning o itself (which gets this node as grad_fn) would make a cycle,
+    # ctx → views → o → grad_fn → ctx, which only Python's garbage collector frees, o's memory held till it ran:
+    # at N = 1024, 16k tokens, 660 MiB held after 10 steps and a 2.5× higher peak (run 40-tax2)
+    co, clse = cupy_view(o.detach()), cupy_view(lse.detach())
     flash.launch(spec, p, spec.tiles_for(p.d, p.n, p.causal), cq, ck, cv, co, clse)
     return o, lse, p, (cq, ck, cv, co, clse)
 
@@ -133,23 +146,23 @@ def _forward(torch, q, k, v, causal, scale):
 WORK_ALIGN = 32
 
 
-def _workspace(torch, spec, p, tiles, deterministic, device):
-    """The backward's work arrays (backward.workspace's list): the float32 ones the kernels fill as CuPy views of one
-    PyTorch allocation (one allocation and one view instead of one each), the zeroed ones (deterministic's int32
-    counters) apart."""
+def _workspace(torch, spec, p, tiles, deterministic, where):
+    """The backward's work arrays (backward.workspace's list) as CuPy arrays over PyTorch's memory: those the kernels
+    fill (float32, and rung 7's int32 counters the pre-pass zeroes) in one allocation, each array made straight
+    from a pointer into it (one allocation and one view instead of one each, no slicing or reshaping of CuPy
+    arrays); the zeroed ones (deterministic's int32 counters) apart."""
+    cupy = device.require()
     listed = backward.workspace(spec, p, p.d, tiles, deterministic)
-    filled = [math.prod(shape) for shape, dtype, zeroed in listed if dtype == "float32" and not zeroed]
-    aligned = [-(-n // WORK_ALIGN) * WORK_ALIGN for n in filled]
-    flat = cupy_view(torch.empty(sum(aligned), dtype=torch.float32, device=device))
-    work, start = [], 0
+    sizes = [-(-math.prod(shape) // WORK_ALIGN) * WORK_ALIGN for shape, _, zeroed in listed if not zeroed]
+    flat = torch.empty(sum(sizes), dtype=torch.float32, device=where)  # 4-byte words
+    at = cupy_view(flat).data
+    work = []
     for shape, dtype, zeroed in listed:
-        if dtype == "float32" and not zeroed:
-            n = math.prod(shape)
-            work.append(flat[start : start + n].reshape(shape))
-            start += -(-n // WORK_ALIGN) * WORK_ALIGN
+        if zeroed:
+            work.append(cupy_view(torch.zeros(shape, dtype=getattr(torch, dtype), device=where)))
         else:
-            make = torch.zeros if zeroed else torch.empty
-            work.append(cupy_view(make(shape, dtype=getattr(torch, dtype), device=device)))
+            work.append(cupy.ndarray(shape, dtype, at))
+            at = at + 4 * -(-math.prod(shape) // WORK_ALIGN) * WORK_ALIGN  # a new pointer: += moves the old one
     return tuple(work)
 
 
@@ -158,7 +171,7 @@ def _backward(torch, p, views, do, deterministic=False):
     forward's checked Problem and views its CuPy views of (q, k, v, o, lse) (the same arrays: no second check)."""
     cq, ck, cv, co, clse = views
     cdo = cupy_view(do)
-    spec = backward.resolve(None, p.d)
+    spec = _resolve(backward, p.d, device.capability())
     if spec.row(p.d) != p.d or clse.data.ptr % 16:
         grads = backward.flash_attention_backward(
             cq, ck, cv, co, clse, cdo, causal=p.causal, scale=p.scale, deterministic=deterministic
@@ -170,6 +183,13 @@ def _backward(torch, p, views, do, deterministic=False):
     grads = tuple(torch.empty_like(do) for _ in range(3))
     backward.launch(spec, p, tiles, p.d, (cq, ck, cv, co, clse, cdo), work, tuple(map(cupy_view, grads)))
     return grads
+
+
+@functools.cache
+def _resolve(module, d: int, cc: str):
+    """flash.resolve's or backward.resolve's default kernel for head dim d on a GPU of compute capability cc, looked up
+    once (a refusal raises and is not kept): 9 and 19 µs a call (run 40-tax2)."""
+    return module.resolve(None, d)
 
 
 @functools.cache

@@ -1,6 +1,9 @@
 """Zero-copy between CuPy arrays and torch tensors through DLPack (bfloat16 passes as 16-bit integers)."""
 
+import functools
+
 import ml_dtypes
+import numpy
 
 from gpu import device, dtypes
 
@@ -29,6 +32,12 @@ def cupy_view(t):
     """The CuPy array over torch tensor `t`'s memory (contiguous, CUDA), built from its pointer without DLPack's
     per-call protocol (stream handshake, capsule): the same memory, kept alive by a reference to `t`."""
     cupy = device.require()
-    dtype = ml_dtypes.bfloat16 if str(t.dtype) == "torch.bfloat16" else str(t.dtype).removeprefix("torch.")
-    memory = cupy.cuda.UnownedMemory(t.data_ptr(), t.numel() * t.element_size(), t, t.device.index)
-    return cupy.ndarray(tuple(t.shape), dtype, cupy.cuda.MemoryPointer(memory, 0))
+    memory = cupy.cuda.UnownedMemory(t.data_ptr(), t.nbytes, t, t.device.index)
+    return cupy.ndarray(tuple(t.shape), _cupy_dtype(t.dtype), cupy.cuda.MemoryPointer(memory, 0))
+
+
+@functools.cache
+def _cupy_dtype(dtype) -> numpy.dtype:
+    """The NumPy dtype of a torch dtype (bfloat16: ml_dtypes'), once per dtype."""
+    name = str(dtype).removeprefix("torch.")
+    return numpy.dtype(ml_dtypes.bfloat16 if name == "bfloat16" else name)

@@ -90,6 +90,35 @@ def test_on_a_side_stream_twice_and_guarded_against_in_place_changes():
         o.backward(do)
 
 
+def test_a_step_leaves_no_cycle():
+    """With Python's garbage collector off, a forward + backward frees all it allocated once the caller drops o and
+    the gradients: reference counting alone frees o (no cycle through the node's saved views holds it, run 40-tax2)."""
+    import gc
+    import weakref
+
+    from gpu.autograd import attention
+
+    g = torch.Generator(device="cuda").manual_seed(4)
+    q, k, v, do = (torch.randn(2, 4, 512, 64, device="cuda", generator=g).half() for _ in range(4))
+    q.requires_grad_()
+    attention(q, k, v).backward(do)  # kernels built, caches filled
+    q.grad = None
+    torch.cuda.synchronize()
+    gc.collect()
+    gc.disable()
+    try:
+        before = torch.cuda.memory_allocated()
+        o = attention(q, k, v)
+        o.backward(do)
+        node, out = weakref.ref(o.grad_fn), weakref.ref(o)
+        del o
+        q.grad = None
+        assert out() is None and node() is None
+        assert torch.cuda.memory_allocated() == before
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
 def test_cupy_view_shares_the_tensors_memory(dtype):
     from gpu.dlpack import cupy_view

@@ -6,7 +6,9 @@ For FlashAttention-2's benchmark shapes (16k tokens, hidden 2048, fp16) it print
             the tax between the two;
   host      µs of host time per call of each (20 calls issued without waiting, the GPU's queue far from full),
             which a single call on an idle GPU pays as latency; and autograd's with Python's garbage collector off
-            ("gc off": run 39 found ~450 µs of the autograd step in none of the pieces it calls);
+            ("gc off") and with PyTorch's autograd engine on the calling thread ("1 thread":
+            torch.autograd.set_multithreading_enabled(False); by default a CUDA backward runs on the engine's own
+            thread, and run 40-tax2 found that hand-over behind the ~450 µs a step run 39 could not place);
 and whether PyTorch synchronized the host inside the autograd path (torch.cuda.set_sync_debug_mode("error")).
 """
 
@@ -45,19 +47,23 @@ def calls(n: int, d: int, causal: bool, dtype: str = "float16", arrays: bool = F
     return (direct, through, (q, k, v, do)) if arrays else (direct, through)
 
 
-def host_us(fn, collector: bool = True) -> float:
+def host_us(fn, collector: bool = True, threads: bool = True) -> float:
     """Host µs per call of fn, HOST_CALLS calls issued back to back, the GPU left to catch up afterwards; with
-    `collector` False, Python's garbage collector off while they are issued."""
+    `collector` False, Python's garbage collector off while they are issued; with `threads` False, PyTorch's
+    autograd engine running backward passes on this thread."""
+    import torch
+
     cupy = device.require()
     cupy.cuda.Device().synchronize()
     was = gc.isenabled()
     if not collector:
         gc.disable()
     try:
-        start = time.perf_counter()
-        for _ in range(HOST_CALLS):
-            fn()
-        spent = time.perf_counter() - start
+        with torch.autograd.set_multithreading_enabled(threads):
+            start = time.perf_counter()
+            for _ in range(HOST_CALLS):
+                fn()
+            spent = time.perf_counter() - start
     finally:
         if was:
             gc.enable()
@@ -87,17 +93,18 @@ def main(argv=None) -> None:
     print(f"device: {device.properties()['name']}, fp16, causal={args.causal}")
     print(
         f"{'d':>4} {'N':>6} {'direct ms':>10} {'autograd ms':>12} {'tax':>7} {'host µs direct':>15} {'autograd':>9}"
-        f" {'gc off':>7}  sync"
+        f" {'gc off':>7} {'1 thread':>9}  sync"
     )
     for d in (64, 128):
         for n in map(int, args.ns.split(",")):
             direct, through = calls(n, d, args.causal)
             ms = timing.interleaved_ms({"direct": direct, "autograd": through}, rounds=9)
             tax = ms["autograd"] / ms["direct"] - 1
-            hd, ha, hg = host_us(direct), host_us(through), host_us(through, collector=False)
+            hd, ha = host_us(direct), host_us(through)
+            hg, h1 = host_us(through, collector=False), host_us(through, threads=False)
             print(
                 f"{d:>4} {n:>6} {ms['direct']:10.3f} {ms['autograd']:12.3f} {100 * tax:+6.1f}% {hd:15.0f} {ha:9.0f}"
-                f" {hg:7.0f}  {synchronizes(through)}",
+                f" {hg:7.0f} {h1:9.0f}  {synchronizes(through)}",
                 flush=True,
             )
 
