@@ -73,7 +73,7 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path, quiet) -> 
 def bench_gpu_command(quick, json_path, markdown_path, backward, kernel, variants) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash, cuDNN, its default) and standard attention, FlashAttention-2's
     benchmark."""
-    kernel = options.rung(kernel)
+    kernel = None if kernel is None else int(kernel)
     progress = Console(stderr=True, highlight=False)
     if variants:  # gpu/lab/bench_variants.py: N = 4096 (and 8192 unless --quick), d = 64 and 128, fp16
         from gpu.lab import bench_variants

@@ -232,36 +232,23 @@ def emit_json(obj, where: str | None, indent: int | None = 2) -> bool:
     return False
 
 
-OLD_KERNEL_NAMES = {
-    "v1": 1,
-    "v2": 2,
-    "v3": 3,
-    "v4": 6,
-}  # the forward rungs' names before issue 19 (backward: v1 4, v2 5)
+OLD_KERNEL_NAMES = ("v1", "v2", "v3", "v4")  # the rungs' names before issue 19, taken with a warning until run 40
 
 
 class Rung(click.Choice):
-    """A kernel's rung number among `choices`; the former names v1 … v4 are still accepted, and not shown."""
+    """A kernel's rung number among `choices`; a former name (v1 … v4) is refused with the rung it now is."""
 
     def convert(self, value, param, ctx):
-        return value if value in OLD_KERNEL_NAMES else super().convert(value, param, ctx)
+        if value in OLD_KERNEL_NAMES:
+            self.fail(
+                f"{value} is an old name: write the rung number (forward v1, v2, v3, v4 are rungs 1, 2, 3, 6; "
+                "backward v1, v2 are rungs 4, 5)",
+                param,
+                ctx,
+            )
+        return super().convert(value, param, ctx)
 
 
 def kernel(rungs: tuple[int, ...], help: str):
-    """--kernel N: a GPU kernel by its rung on the ladder (its file's prefix: 06_flash2_wgmma_tma.cu is rung 6);
-    `rung` reads it, old names included."""
+    """--kernel N: a GPU kernel by its rung on the ladder (its file's prefix: 06_flash2_wgmma_tma.cu is rung 6)."""
     return click.option("--kernel", type=Rung([str(r) for r in rungs]), default=None, help=help)
-
-
-def rung(kernel: str | None, backward: bool = False) -> int | None:
-    """--kernel's rung; an old name (v1 … v4, and with --backward v1, v2) still works for one release, with a
-    one-line warning on stderr."""
-    if kernel is None or kernel.isdigit():
-        return None if kernel is None else int(kernel)
-    number = {"v1": 4, "v2": 5}[kernel] if backward and kernel in ("v1", "v2") else OLD_KERNEL_NAMES[kernel]
-    Console(stderr=True, highlight=False).print(
-        f"warning: --kernel {kernel} is the old name of rung {number}: write --kernel {number} "
-        "(the v-names go in the next release)",
-        soft_wrap=True,
-    )
-    return number

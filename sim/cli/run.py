@@ -184,7 +184,7 @@ def compare_command(
         if not emit_json(report, json_path, indent=1):
             console.print("\n".join(lines), highlight=False)
         return
-    kernel = options.rung(kernel, backward)
+    kernel = None if kernel is None else int(kernel)
     from gpu import flash, registry
     from gpu.lab import compare as gpu_compare
     from gpu.lab import compare_backward as gpu_compare_backward
