@@ -32,4 +32,6 @@ def test_an_old_name_is_refused_in_one_line_with_exit_2(args):
 def test_an_unknown_rung_is_refused_naming_the_choices(args, shown):
     result = CliRunner().invoke(app, [*args, "--kernel", "9"])
     assert result.exit_code == 2
-    assert result.stderr == f"error: flashsim {' '.join(args)}: Invalid value for '--kernel': '9' is not one of {shown}.\n"
+    assert (
+        result.stderr == f"error: flashsim {' '.join(args)}: Invalid value for '--kernel': '9' is not one of {shown}.\n"
+    )
