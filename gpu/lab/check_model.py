@@ -9,7 +9,8 @@ OLD.json` times and profiles that call alone (with the same warm-up and rounds) 
 call's measurements replaced.
 Anywhere: `python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]]` puts the model's
 predictions beside those measurements and says how close each is (also with the rates and host work
-`python -m gpu.lab.calibrate` measured, given its recording).
+`python -m gpu.lab.calibrate` measured, given its recording); `python -m gpu.lab.check_model l2 MEASURED.json` sets
+ncu's L2 counts of rung 7's backward beside the bytes its code moves (`check_report.l2_table`).
 """
 
 import csv
@@ -19,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpu.lab.check_report import report
+from gpu.lab.check_report import l2_table, report
 from gpu.lab.model_grid import BACKWARD_RUNGS, FORWARD_RUNGS, GRID, TIMED, calls, launched
 
 BYTES = {
@@ -165,7 +166,8 @@ def replaced(old: dict, new: dict, only: tuple[str, int]) -> dict:
 
 USAGE = (
     "usage: python -m gpu.lab.check_model measure OUT.json [--only DIRECTION RUNG --over OLD.json] (on a GPU, ncu)\n"
-    "       python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]] (anywhere)"
+    "       python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]] (anywhere)\n"
+    "       python -m gpu.lab.check_model l2 MEASURED.json (anywhere)"
 )
 
 
@@ -184,6 +186,8 @@ def main(argv=None) -> None:
             sys.exit(f"check_model: {e}")
     elif 2 <= len(argv) <= 4 and argv[0] == "report":
         report(*argv[1:])
+    elif len(argv) == 2 and argv[0] == "l2":
+        print("\n".join(l2_table(json.loads(Path(argv[1]).read_text()))))
     else:
         print(USAGE)
         sys.exit(0 if argv[:1] in (["--help"], ["-h"]) else 2)

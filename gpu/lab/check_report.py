@@ -11,6 +11,7 @@ from gpu import registry
 from gpu.lab.model_grid import calls, launched
 from gpu.lab.predict import launch_of, rung_prediction
 from sim.machine import hardware
+from sim.machine.iomodel import sums
 from sim.machine.timing import ATOMICS, DRAM, FMA, L2, LAUNCH, MUFU, REDUCES, SMEM, TENSOR, per_call
 
 PIPES = {  # ncu's utilization (% of peak) of each unit the model names a bound
@@ -200,3 +201,59 @@ def pipes(m: dict) -> str:
 def where(g: dict) -> str:
     """'d = 64, N = 1024, causal, 1 × 16'."""
     return f"d = {g['d']}, N = {g['n']}, {'causal' if g['causal'] else 'full'}, {g['batch']} × {g['heads']}"
+
+
+# L2's two halves (gpu/NOTES.md run 40-model10, from the recordings): every address lives in one half; a request from
+# an SM beside the other half is looked up there and again in its own (ncu's lts__t_sectors counts it twice: a
+# reduce-add's sectors are 1.5 per 32 bytes, its lts__t_sectors_srcunit_tex_op_red 1.0) and crosses between them
+FAR = 0.5  # of the addresses a request names live in the other half
+FABRIC_PEAK = FAR * 3.01e12 / 0.87  # bytes a second across the halves at ncu's 100%: run 40-model9's reduce-add loop
+# (3.01 TB/s at 87% of ltcfabric2ltc, half of its additions crossing)
+
+
+def l2_counts(g: dict) -> dict[str, dict[str, float]]:
+    """Rung 7's backward (plain, dQ rounded by the third launch) on shape g, each launch's bytes as its code moves
+    them (07_flash2_backward_wgmma.cu, backward_passes.cu; fp16): reads, writes (the main kernel's dK_j, dV_j as
+    sectors: a quad's 16 bytes of a row in a 32-byte sector of its own), dQ's reduce-adds, and the bytes that cross
+    L2's halves (the main kernel's: half of its adds and stores, and each input byte once)."""
+    bh, n, d, causal = g["batch"] * g["heads"], g["n"], g["d"], g["causal"]
+    br = registry.LADDER[7].tiles_for(d, n, causal).block_rows
+    padded = -(-n // br) * br
+    acc = 4 * bh * n * d  # the float32 accumulator of dQ
+    inputs = 2 * 4 * bh * n * d + 8 * bh * padded  # Q, K, V, dO and the L_i, D_i blocks, each byte once
+    adds = 4 * d * bh * sums(n, n, br, 128, causal).r_seen  # dQ_i added once per tile pair (SPLIT_DQ)
+    grads = 2 * 2 * bh * n * d  # dK_j, dV_j: 4-byte stores, a quad's 16 bytes a row: a sector per 16 bytes
+    return {  # the pre-pass reads O, dO and L, writes the accumulator, D and the L_i, D_i blocks
+        "pre-pass": {"read": 4 * bh * n * d + 4 * bh * n, "write": acc + 4 * bh * n + 8 * bh * padded},
+        "main": {
+            "inputs": inputs,
+            "write_sectors": 2 * grads,
+            "reduced": adds,
+            "across": FAR * (adds + grads) + inputs,
+        },
+        "dQ rounded": {"read": acc, "write": acc // 2},
+    }
+
+
+def l2_table(data: dict) -> list[str]:
+    """Rung 7's launches on each shape of a model-check recording: ncu's lts__t_bytes against (1 + FAR) × the bytes
+    the SMs send (the passes), its reduction sectors against (1 + FAR) × the reduce-adds, what the main kernel's
+    reads then leave at the tag stage against L2 → SM, and the bytes across the halves at FABRIC_PEAK against
+    ncu's L2 utilization (the busiest of L2's parts)."""
+    out = [f"{'d':>3} {'N':>5} c {'B×H':>6} | lts / counted: pre-pass, dQ | red / 1.5·adds | main reads at tags / L2→SM"
+           " | across the halves % / ncu L2 %"]  # fmt: skip
+    for i, g in enumerate(data["grid"]):
+        mine = [r for r in data["profiled"] if r["shape"] == i and (r["direction"], r["rung"]) == ("backward", 7)]
+        rows = {r["kernel"]: r for r in mine}
+        pre, main, dq = (rows[name] for name in launched("backward", 7))
+        c = l2_counts(g)
+        sent = [(1 + FAR) * (c[k]["read"] + c[k]["write"]) for k in ("pre-pass", "dQ rounded")]
+        m = c["main"]
+        tags = main["lts__t_bytes.sum"] - (1 + FAR) * (m["reduced"] + m["write_sectors"])
+        across = m["across"] / (main["gpu__time_duration.sum"] * 1e-9) / FABRIC_PEAK * 100
+        out.append(f"{g['d']:>3} {g['n']:>5} {'c' if g['causal'] else '-'} {g['batch']}×{g['heads']:<3} | "
+                   f"×{pre['lts__t_bytes.sum'] / sent[0]:.3f} ×{dq['lts__t_bytes.sum'] / sent[1]:.3f} | "
+                   f"×{main['lts__t_sectors_op_red.sum'] * 32 / ((1 + FAR) * m['reduced']):.4f} | "
+                   f"×{tags / main['l1tex__m_xbar2l1tex_read_bytes.sum']:.2f} | "
+                   f"{across:5.1f} / {main['lts__throughput.avg.pct_of_peak_sustained_elapsed']:5.1f}")  # fmt: skip
+    return out
