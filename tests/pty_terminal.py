@@ -3,9 +3,16 @@
 import os
 import re
 import select
+import signal
 import subprocess
 import sys
 import time
+
+
+def foreground():
+    """In the child before exec: SIGINT to its default, as a terminal's foreground job has it (a test run as a shell's
+    background job, `.ci/run &`, starts with SIGINT ignored, and every child would keep that: Ctrl-C never arrives)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class Terminal:
@@ -20,7 +27,13 @@ class Terminal:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", rows, columns, 0, 0))
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")} | {"TERM": "xterm-256color"}
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "sim.cli", *args], stdin=slave, stdout=slave, stderr=slave, env=env, close_fds=True
+            [sys.executable, "-m", "sim.cli", *args],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            close_fds=True,
+            preexec_fn=foreground,
         )
         os.close(slave)
 

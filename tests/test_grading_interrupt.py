@@ -14,6 +14,7 @@ import pytest
 
 from sim.core.errors import InputError
 from sim.grading import grader, spec
+from tests.pty_terminal import foreground
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = ROOT / "tests" / "grading_submissions" / "tiny" / "01_tiny_softmax.py"
@@ -25,7 +26,7 @@ def grade(tmp: Path, folder: Path, journal: Path, csv: Path) -> subprocess.Popen
     env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": str(tmp)}
     args = ["grade", str(TINY), str(folder), "--seed", "5", "--jobs", "1", "--journal", str(journal), "--csv", str(csv)]
     return subprocess.Popen([sys.executable, "-m", "sim.cli", *args, "--quiet"], env=env, cwd=tmp,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, preexec_fn=foreground)  # fmt: skip
 
 
 def children_of(tmp: Path) -> list[int]:
