@@ -6,6 +6,7 @@ Contiguous and paged caches (ragged cache_seqlens, pages out of order), GQA rati
 not, fp16/bf16, d = 64 and 128, splits from the occupancy model and forced. The input checks and the conventions shared
 with sim.decode run without a GPU."""
 
+import dataclasses
 import math
 
 import ml_dtypes
@@ -388,6 +389,17 @@ def test_shared_memory_holds_the_stages_and_the_merge():
             merge = 4 * (4 * 16 * (d + 8 + 2) + t.block_rows)  # O rows padded by 8 floats, m and ℓ
             assert registry.DECODE[8].smem(d, t) >= 2 * t.block_rows * d + merge
             assert registry.DECODE[8].smem(d, t) <= 163 * 1024  # an A100's opt-in shared memory
+
+
+def test_shared_memory_where_the_merge_outgrows_the_stages():
+    # A tiling whose merge buffers are larger than its stages (the defaults' never are): d = 128, 32 rows (M_TILES 2,
+    # 2 key warps of KW = 16 keys), Bc = 32, 2 stages. From 08_flash_decoding.cu's indexing after the loop, in floats
+    # from sKV: sO (NWARPS, 16, SO_ROW = HEAD_DIM + 8) = 4 · 16 · 136 = 8704, sm and sl 64 each, sL MAX_ROWS = 32:
+    # 8864 floats, 35,456 bytes, past the stages' 2 · 2 · 32 · 128 · 2 = 32,768. With Q (32 × 128 halves, 8192 bytes)
+    # before sKV: 43,648 bytes.
+    t = dataclasses.replace(geometry.decoding_tiles(128, 32), block_cols=32, stages=2)
+    assert (t.block_rows, t.warps, t.m_tiles) == (32, 4, 2)
+    assert registry.DECODE[8].smem(128, t) == 8192 + 4 * (4 * 16 * 136 + 64 + 64 + 32) == 43_648
 
 
 @pytest.mark.parametrize(
