@@ -100,12 +100,13 @@ def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) 
     if defines.get("WALK") and not (tiles.persistent and p.causal and (variant.plain or gqa_alone)):
         defines["WALK"] = 0
     fn = source.function(spec, defines, smem)
-    if tiles.persistent and variant.packed:
-        walk = _device_units(variant.seqlens, p.heads, tiles.block_rows, tiles.block_cols, p.causal, q.device.id)
-    elif defines.get("WALK"):
-        walk = _device_walk(planes, p.n, p.nk, tiles.block_rows, tiles.block_cols, q.device.id)
-    else:
-        walk = None
+    walk = None
+    if tiles.persistent and (variant.packed or defines.get("WALK")):  # the host's list, one copy a stream
+        stream, br, bc = device.require().cuda.get_current_stream().ptr, tiles.block_rows, tiles.block_cols
+        if variant.packed:
+            walk = _device_units(variant.seqlens, p.heads, br, bc, p.causal, q.device.id, stream)
+        else:
+            walk = _device_walk(planes, p.n, p.nk, br, bc, q.device.id, stream)
     if tiles.persistent:  # the kernel's units: a tile, or causal a pair of tiles of one plane
         units = len(walk) if walk is not None else planes * (-(-tr // 2) if p.causal else tr)
         grid = (min(units, _sm_count(q.device.id)), 1, 1)
@@ -162,17 +163,19 @@ def packed_units(seqlens: tuple[tuple[int, ...], tuple[int, ...]], heads: int, b
 
 
 @functools.lru_cache(maxsize=64)
-def _device_walk(planes: int, n: int, nk: int, br: int, bc: int, device_id: int):
-    """sim.machine.grids.causal_walk on the device, for as many thread blocks as SMs (a call of the same shape
-    reuses it)."""
+def _device_walk(planes: int, n: int, nk: int, br: int, bc: int, device_id: int, stream: int):
+    """sim.machine.grids.causal_walk on the device, for as many thread blocks as SMs (a call of the same shape on
+    the same stream reuses it). One list per stream: cupy.asarray copies on the current stream, asynchronously, and
+    a kernel on another stream could read the list before that copy ran (as gpu.decoding's workspaces)."""
     cupy = device.require()
     with cupy.cuda.Device(device_id):
         return cupy.asarray(causal_walk(planes, n, nk, br, bc, _sm_count(device_id)))
 
 
 @functools.lru_cache(maxsize=256)
-def _device_units(seqlens, heads: int, br: int, bc: int, causal: bool, device_id: int):
-    """packed_units on the device, for as many thread blocks as SMs (a call with the same lengths reuses it)."""
+def _device_units(seqlens, heads: int, br: int, bc: int, causal: bool, device_id: int, stream: int):
+    """packed_units on the device, for as many thread blocks as SMs (a call with the same lengths on the same stream
+    reuses it: one list per stream, as _device_walk)."""
     cupy = device.require()
     with cupy.cuda.Device(device_id):
         return cupy.asarray(packed_units(seqlens, heads, br, bc, causal, _sm_count(device_id)))
