@@ -97,7 +97,9 @@ def precompile(dtype: str, candidates: dict) -> None:
     def build(d, n, causal, tiles, extra):
         spec = with_extra(flash.resolve(None, d), extra)
         tiles = spec.tiles_for(d, n, causal, tiles)
-        source.function(spec, spec.defines(d, dtype, tiles), spec.smem(d, tiles))
+        defines = spec.defines(d, dtype, tiles)
+        defines["WALK"] = int(bool(defines.get("WALK")) and causal)  # as flash.launch builds it (plain calls)
+        source.function(spec, defines, spec.smem(d, tiles))
 
     jobs = [(d, n, c, t, e) for (d, n, c), cands in candidates.items() for t, e in cands.values()]
     with ThreadPoolExecutor(8) as pool:
