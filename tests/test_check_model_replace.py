@@ -22,3 +22,19 @@ def test_one_calls_measurements_replace_the_old_ones():
     assert out["env"] == {"date": "now", "replaces": "backward 7", "over": {"date": "before"}}
     with pytest.raises(SystemExit):
         replaced({**old, "grid": grid[:1]}, new, ("backward", 7))
+
+
+def test_the_replaced_calls_host_work_is_the_new_records_the_others_stay():
+    grid = [{"d": 64, "n": 1024}]
+    old = {"env": {}, "grid": grid, "timed": {"0": {"forward 6": 1.0, "backward 7": 2.0}}, "profiled": [],
+           "host_seconds": {"forward 6": 65e-6, "backward 7": 143e-6}}  # fmt: skip
+    new = {"env": {}, "grid": grid, "timed": {0: {"backward 7": 3.0}}, "profiled": [],
+           "host_seconds": {"forward 6": 80e-6, "backward 7": 160e-6}}  # fmt: skip
+    # forward 6's events were timed beside the old record's host: its host work stays the old one
+    assert replaced(old, new, ("backward", 7))["host_seconds"] == {"forward 6": 65e-6, "backward 7": 160e-6}
+    # an old record without host work gains the replaced call's only
+    bare = {k: v for k, v in old.items() if k != "host_seconds"}
+    assert replaced(bare, new, ("backward", 7))["host_seconds"] == {"backward 7": 160e-6}
+    # a new record without host work leaves the old one whole
+    without = {k: v for k, v in new.items() if k != "host_seconds"}
+    assert replaced(old, without, ("backward", 7))["host_seconds"] == {"forward 6": 65e-6, "backward 7": 143e-6}

@@ -73,3 +73,12 @@ def test_the_launch_plan_names_every_kernel_a_shape_runs():
     assert launched("backward", 7) == ["flash2_bwd_prepass", "flash2_wgmma_bwd", "flash2_bwd_dq"]
     planned = sum(len(launched(*c)) for g in GRID for c in calls(g))
     assert planned == 16 * (4 + 6) + 8 * (3 + 6)  # the 232 launches run 33 profiled
+
+
+def test_host_work_is_the_measured_recordings_own_else_the_calibrations():
+    cal = {"host_seconds": {"forward 6": 65e-6, "backward 7": 143e-6, "forward 3": 48e-6}}
+    measured = {"host_seconds": {"forward 6": 80e-6, "backward 7": 160e-6}}
+    assert check_report.host_work(measured, cal) == {"forward 6": 80e-6, "backward 7": 160e-6, "forward 3": 48e-6}
+    assert check_report.host_work({}, cal) == cal["host_seconds"]
+    assert check_report.host_work(measured, None) == measured["host_seconds"]
+    assert check_report.host_work({}, None) == {}

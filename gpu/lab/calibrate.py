@@ -25,6 +25,7 @@ the host work to a predicted call.
 
 import json
 import sys
+import time
 from pathlib import Path
 
 SOURCE = r"""
@@ -117,6 +118,7 @@ extern "C" __global__ void reduces(const __grid_constant__ TensorMap map, int pl
 REDUCE_SMEM = 1024 + 2 * 64 * 64 * 4  # alignment for the swizzle, two warpgroups' (64, 64) float32 tiles
 REDUCE_GAPS = (2000, 4000)  # SM clocks between one warpgroup's reduce-adds (rung 7: one a step, ~4000–5000 clocks)
 HOST_SHAPE = {"batch": 1, "heads": 1, "n": 128, "d": 64}  # kernels of a few µs: the host's work shows
+HOST_WARM_S = 0.5  # seconds of the calls, in turn, before their host work is timed
 
 
 def calibrate() -> dict:
@@ -219,7 +221,8 @@ def rung7_reduce_clocks() -> dict:
 
 
 def host_seconds() -> dict[str, float]:
-    """Seconds per public call on HOST_SHAPE, back to back, for each rung that runs on this GPU at d = 64."""
+    """Seconds per public call on HOST_SHAPE, back to back, for each rung that runs on this GPU at d = 64: after
+    HOST_WARM_S of the calls, timed in interleaved rounds as check_model times the grid."""
     from functools import partial
 
     from gpu import device, registry
@@ -236,7 +239,11 @@ def host_seconds() -> dict[str, float]:
              if spec.fits(g["d"], cc) is None}  # fmt: skip
     calls |= {f"backward {r}": partial(flash_attention_backward, q, k, v, o, lse, do, kernel=r)
               for r, spec in registry.BACKWARD.items() if spec.fits(g["d"], cc) is None}  # fmt: skip
-    return {name: timing.median_ms(fn) / 1e3 for name, fn in calls.items()}
+    warm = time.perf_counter() + HOST_WARM_S  # the first calls timed in a process ran 2× slow (NOTES run 41)
+    while time.perf_counter() < warm:
+        for fn in calls.values():
+            fn()
+    return {name: ms / 1e3 for name, ms in timing.interleaved_ms(calls).items()}
 
 
 USAGE = "usage: python -m gpu.lab.calibrate OUT.json (on a GPU)"

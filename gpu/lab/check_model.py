@@ -3,13 +3,14 @@
 On the GPU: `python -m gpu.lab.check_model measure OUT.json` times (CUDA-event medians of the public calls, forward
 rung 6 and backward rungs 5 and 7, in interleaved rounds after a second of warm-up) and profiles (one ncu run: DRAM
 and L2 bytes, kernel time, the utilization of each pipe, shared memory, L2 and DRAM) every forward rung and backward
-rungs 5 and 7 on issue 22's grid; rung 1 (a thousand times slower) only where N ≤ 4096.
+rungs 5 and 7 on issue 22's grid; rung 1 (a thousand times slower) only where N ≤ 4096; and, after the grid, each
+timed call's host work on this machine (`calibrate.host_seconds`).
 One call again after a kernel changed: `python -m gpu.lab.check_model measure OUT.json --only backward 7 --over
 OLD.json` times and profiles that call alone (with the same warm-up and rounds) and writes OLD's record with that
 call's measurements replaced.
 Anywhere: `python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]]` puts the model's
-predictions beside those measurements and says how close each is (also with the rates and host work
-`python -m gpu.lab.calibrate` measured, given its recording); `python -m gpu.lab.check_model l2 MEASURED.json` sets
+predictions beside those measurements and says how close each is (also with the rates `python -m
+gpu.lab.calibrate` measured, given its recording; the host work is the measured recording's own where it has it); `python -m gpu.lab.check_model l2 MEASURED.json` sets
 ncu's L2 counts of rung 7's backward beside the bytes its code moves (`check_report.l2_table`).
 """
 
@@ -118,12 +119,13 @@ def measure(path: str, only: tuple[str, int] | None = None, over: str | None = N
     """Time every shape, then profile them all in one ncu run; write the measurements to `path`. With `only`, that
     call alone, its measurements put in place of `over`'s (a record of the whole grid)."""
     from gpu import registry
-    from gpu.lab import counters, results
+    from gpu.lab import calibrate, counters, results
 
     command = f"python -m gpu.lab.check_model measure {path}" + (
         f" --only {only[0]} {only[1]} --over {over}" if only else ""
     )
     record = {"kind": "model-check", "env": results.environment(command), "grid": GRID, "timed": run_all(False, only)}
+    record["host_seconds"] = calibrate.host_seconds()  # this machine's host, as warm as the grid's timings left it
     Path(path).write_text(json.dumps(record, indent=1))  # the timings kept should ncu fail or run out of time
     if only:
         names = {(registry.FORWARD if only[0] == "forward" else registry.BACKWARD)[only[1]].function}
@@ -153,15 +155,18 @@ def measure(path: str, only: tuple[str, int] | None = None, over: str | None = N
 
 
 def replaced(old: dict, new: dict, only: tuple[str, int]) -> dict:
-    """`old`'s record (the whole grid) with the timings and profiled launches of call `only` taken from `new`; the
-    environment says which record each comes from."""
+    """`old`'s record (the whole grid) with the timings, profiled launches and host work of call `only` taken from
+    `new`; the environment says which record each comes from."""
     name = f"{only[0]} {only[1]}"
     if old["grid"] != new["grid"]:
         sys.exit("check_model: the record to replace into was measured on another grid")
     timed = {i: {**t, name: new["timed"][int(i)][name]} for i, t in old["timed"].items()}
     rows = [r for r in old["profiled"] if (r["direction"], r["rung"]) != tuple(only)] + new["profiled"]
+    host = dict(old.get("host_seconds", {}))
+    if name in new.get("host_seconds", {}):
+        host[name] = new["host_seconds"][name]
     return {"kind": "model-check", "env": {**new["env"], "replaces": name, "over": old["env"]}, "grid": old["grid"],
-            "timed": timed, "profiled": rows}  # fmt: skip
+            "timed": timed, "profiled": rows} | ({"host_seconds": host} if host else {})  # fmt: skip
 
 
 USAGE = (

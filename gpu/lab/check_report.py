@@ -82,7 +82,7 @@ def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=Non
         }
         if name in timed:
             measured["ms"] = timed[name]
-            h = (host or {}).get(name, 0.0)  # the public call's host work, measured by gpu/lab/calibrate.py
+            h = (host or {}).get(name, 0.0)  # the public call's host work (calibrate.host_seconds)
             predicted["host_ms"] = h * 1e3
             predicted["ms"] = per_call(p.seconds, h) * 1e3
             if tuned is not None:  # the same model with the rates calibrated on the GPU
@@ -94,16 +94,23 @@ def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=Non
     return {"rungs": out, **fast}
 
 
+def host_work(measured: dict, calibration: dict | None) -> dict[str, float]:
+    """Each public call's host seconds: the measured recording's own (check_model measure times them on the machine
+    that timed the grid: a lent machine's host moved 2× between days, NOTES run 41), else the calibration's."""
+    return {**(calibration or {}).get("host_seconds", {}), **measured.get("host_seconds", {})}
+
+
 def report(measured_path: str, out_path: str | None = None, calibration: str | None = None) -> dict:
     """Print one line per shape and profiled rung, and the summary against issue 22's targets; write JSON if asked.
-    With a calibration recording, time is also predicted with the calibrated rates, and each call's host work
-    (from the recording) is set against its kernels' time."""
+    With a calibration recording, time is also predicted with the calibrated rates. Each call's host work
+    (`host_work`) is set against its kernels' time."""
     data = json.loads(Path(measured_path).read_text())
     hw = hardware.get("H100-SXM")
-    tuned = host = None
+    tuned = cal = None
     if calibration:
         cal = json.loads(Path(calibration).read_text())
-        tuned, host = hardware.calibrated(hw, cal["rates"], cal.get("latencies")), cal.get("host_seconds")
+        tuned = hardware.calibrated(hw, cal["rates"], cal.get("latencies"))
+    host = host_work(data, cal)
     results = []
     print(f"{'rung':>10} {'d':>3} {'N':>5} {'c':>1} {'B×H':>6} | {'DRAM read MiB pred/meas':>24} | {'L2→SM':>6} | "
           f"{'time ms pred/events ×ncu':>25} | {'bound / busiest pipe':>24}")  # fmt: skip

@@ -237,7 +237,8 @@ def critical_step(program: warpgroups.Program, seconds, hw: Hardware) -> float:
 
 def per_call(device_seconds: float, host_seconds: float) -> float:
     """Seconds per call of a public function called back to back (as `gpu.lab.timing.median_ms` times it): its
-    host work (checks, allocations, launches: `host_seconds`, measured once per GPU by gpu/lab/calibrate.py on a
-    shape whose kernels take next to nothing) overlaps the previous call's kernels, so the slower of the two sets
+    host work (checks, allocations, launches: `host_seconds`, measured by gpu/lab/calibrate.py's `host_seconds` on
+    a shape whose kernels take next to nothing, on the machine whose calls are predicted: a lent machine's host
+    moved 2× between days) overlaps the previous call's kernels, so the slower of the two sets
     the pace."""
     return max(device_seconds, host_seconds)
