@@ -117,8 +117,13 @@
 //    512 planes), ×0.997–1.006 at N = 4K, ×0.966–1.013 at N = 16K (16, 32 planes; causal −3.4%, −3.1%: the plane's
 //    last block, j = 0, rounds its 4–8 MiB of float32 at one SM's rate, the grid's tail). Landed where it pays: from
 //    256 planes on (gpu/backward.py FUSED_PLANES); below, FUSED_DQ = 0 and the third launch, the kernel as before.
-//    Backward alone ×cuDNN median 0.986 → 0.991 (0.909–1.102) over those 12 shapes. DISCARD_ACC (lab switch, not
-//    run on a GPU): the rounded accumulator's lines dropped from L2 unwritten (discard.global.L2).
+//    Backward alone ×cuDNN median 0.986 → 0.991 (0.909–1.102) over those 12 shapes.
+//  - run 41 (twelfth session, lead, H100; `bash gpu/lab/devrun_bwd.sh discard` of run 39-bwd5, then removed):
+//    the rounded accumulator's lines dropped from L2 unwritten (discard.global.L2: the pre-pass zeroes the
+//    accumulator before it is read again, so no write-back to HBM is needed), built as the switch DISCARD_ACC and
+//    timed beside the build without it, every plane rounded by the kernel, N = 1K, d 64 / 128, causal and not:
+//    ×1.009 geometric mean (1.000–1.017), never slower, checked against float64 first. Now the only form of the
+//    fused rounding (the switch is gone).
 //  - correct at every step: 84 GPU tests of this file and autograd's (FlashAttention's criterion against
 //    float64 for dQ, dK, dV; ragged, causal, N ≠ Nk, rows with no key, N = 1K … 16K, fp16 and bf16, every
 //    tiling, deterministic bit for bit), memcheck 0 errors, racecheck 0 hazards at Br = 64 on launches with
@@ -166,9 +171,6 @@
 #endif
 #ifndef ROUND_BATCH
 #define ROUND_BATCH 8  // FUSED_DQ: 8-column chunks each consumer thread loads before it stores
-#endif
-#ifndef DISCARD_ACC
-#define DISCARD_ACC 0  // FUSED_DQ, a lab switch (run 39-bwd5): drop the rounded accumulator's lines from L2 unwritten
 #endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
@@ -626,15 +628,14 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 if (e0 + 256 * k < chunks)
                     store_16(out + 8 * (e0 + 256 * k), make_uint4(pack2(x[k][0].x, x[k][0].y), pack2(x[k][0].z, x[k][0].w),
                                                                  pack2(x[k][1].x, x[k][1].y), pack2(x[k][1].z, x[k][1].w)));
-#if DISCARD_ACC
-            // the accumulator's lines are dead once rounded: dropped from L2 unwritten (no write-back to HBM). A
-            // 128-byte line is 4 chunks, of 4 lanes of this warp, whose loads its stores above waited for
+            // the accumulator's lines are dead once rounded: dropped from L2 unwritten (no write-back to HBM; the
+            // pre-pass zeroes them before the next call reads them). A 128-byte line is 4 chunks, of 4 lanes of
+            // this warp, whose loads its stores above waited for (run 41: ×1.009 at N = 1K)
             __syncwarp();
 #pragma unroll
             for (int k = 0; k < ROUND_BATCH; ++k)
                 if (e0 + 256 * k < chunks && (e0 + 256 * k) % 4 == 0)
                     asm volatile("discard.global.L2 [%0], 128;\n" ::"l"(acc + 8 * (e0 + 256 * k)) : "memory");
-#endif
         }
     }
 #endif

@@ -10,8 +10,6 @@
 #   autograd  autograd's tests and all of rung 7's (after a change of default)
 #   train64   gpu.lab.training_speed at d = 64 only, fp16
 #   train     gpu.lab.training_speed: fp16 over the whole grid, bf16 at N = 4K, 16K → $OUT/training-*.json
-#   discard   rung 7 rounding dQ itself (at any number of planes) with DISCARD_ACC beside without, N = 1K, after the
-#             lab's checks → $OUT/backward-builds-discard.json (run 39-bwd5: built, not run on a GPU)
 # Logs in $OUT/logs.tgz (rewritten after each step); the last lines printed are one summary line per step.
 set -u
 OUT=${OUT:-/tmp/devrun/out}
@@ -56,8 +54,6 @@ for s in "$@"; do case $s in
          step train_bf16 150 python3 -m gpu.lab.training_speed --dtypes bfloat16 --ns 4096,16384 --json "$OUT/training-bf16.json" ;;
   train64) [ $failed = 0 ] || { summary+=("train64 skipped: a step failed"); continue; }
            step train64 150 python3 -m gpu.lab.training_speed --ds 64 --dtypes float16 --json "$OUT/training-fp16-d64.json" ;;
-  discard) step discard 200 python3 -c "import sys; import gpu.backward as b; b.FUSED_PLANES = 1; from gpu.lab import backward_builds as m
-m.main(['--ns', '1024', '--build', 'base:', '--build', 'discard:DISCARD_ACC=1', '--json', sys.argv[1]])" "$OUT/backward-builds-discard.json" ;;
   autograd) step autograd7 200 python3 -m pytest -q -x -p no:cacheprovider -m gpu tests/test_gpu_autograd.py tests/test_gpu_rung7.py ;;
   *) echo "unknown step $s"; exit 2 ;;
 esac; done
