@@ -87,6 +87,10 @@
 #ifndef CLUSTER
 #define CLUSTER 1  // split blocks a thread block cluster: gpu.decoding's (a contiguous cache's short splits), else 1
 #endif
+#ifndef SPREAD
+#define SPREAD 0  // 1: the grid is launched cooperatively (every block resident at once) and a group's blocks share its merge
+#endif
+#define SPREAD_LOADS 16  // spread_combine: the splits' lse_p and O_p pieces a thread has in flight at once
 static_assert(KW % 16 == 0, "a warp's keys of a tile are whole 16-key k-steps of P̃ V_j (Bc 32 needs ≤ 2 key warps)");
 #if CLUSTER > 1
 #define CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
@@ -169,6 +173,8 @@ __device__ void combine_group(const float* O_parts, const float* lse_parts, elem
                               long long row0, long long rows, int R, int parts, int tid);
 __device__ void cluster_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, long long row0,
                                 long long rows, int R, int p, int tid);
+__device__ void spread_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, int* ticket,
+                               long long row0, long long rows, int R, int parts, int p, int tid);
 
 // Q: (B, Hq, Nq, d); K, V: the cache; O: like Q; L: (B, Hq, Nq); O_parts: (splits, B·Hq·Nq, d) float32, lse_parts:
 // (splits, B·Hq·Nq). block_table (B, max_pages) and seqlens (B,) int32, both nullptr for a contiguous cache of Nk keys.
@@ -405,6 +411,10 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     return;
 #endif
     if (direct || tickets == nullptr) return;
+#if SPREAD
+    spread_combine(O_parts, lse_parts, O, L, tickets + (long long)b * Hkv + hk, row0, rows, R, parts, p, tid);
+    return;
+#endif
 
     // the fused combine: the barrier orders every thread's O_p, lse_p stores before thread 0's fence, which makes them
     // visible device-wide before its ticket (cooperative groups' grid sync does the same); the last of the group's
@@ -534,6 +544,64 @@ __device__ void cluster_combine(const float* O_parts, const float* lse_parts, el
         if (col == 0) L[row0 + j] = LSE;
     }
 #endif
+}
+
+// The combine by all `parts` split blocks of a group, no cluster (SPREAD: gpu.decoding launches the grid with
+// cuLaunchCooperativeKernel, which refuses a grid whose blocks cannot all be resident at once, so a block that waits
+// here for the others of its group never waits for one that has not started). Each block stores O_p, lse_p, fences,
+// adds 1 to the group's ticket and waits until it reads `parts` (ld.acquire: the others' stores are visible then),
+// then merges pieces [p·n/parts, (p+1)·n/parts) of the group's n = R·d/4 float4s, SPREAD_LOADS splits' lse_p and O_p
+// pieces in flight at a time (the max-shifted sums rescaled from one batch to the next: any parts ≤ MAX_SPLITS);
+// a second add after its merge, and the block whose add is the group's 2·parts-th sets the ticket back to zero (every
+// block has passed its wait by then). Each O_p piece is read once, as the simulator counts; a row's lse_p by each
+// thread that holds a piece of it (L2 hits).
+__device__ void spread_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, int* ticket,
+                               long long row0, long long rows, int R, int parts, int p, int tid)
+{
+    __syncthreads();  // every thread's O_p, lse_p stores issued before thread 0's fence
+    if (tid == 0) {
+        __threadfence();
+        atomicAdd(ticket, 1);
+        int arrived;
+        do asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(arrived) : "l"(ticket) : "memory");
+        while (arrived < parts);
+    }
+    __syncthreads();
+    const int n = R * (HEAD_DIM / 4);
+    for (int i = p * n / parts + tid; i < (p + 1) * n / parts; i += NTHREADS) {
+        const int j = i / (HEAD_DIM / 4), col = (i % (HEAD_DIM / 4)) * 4;  // row j of the group's O, L; its columns
+        float M = NEG_INF, sum = 0.f;  // LSE = M + ln sum, O = acc / sum: Σ_p exp(lse_p − M)·O_p over the batches
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        bool nan = false;
+        for (int q0 = 0; q0 < parts; q0 += SPREAD_LOADS) {
+            float lse[SPREAD_LOADS];
+            float4 x[SPREAD_LOADS];
+#pragma unroll
+            for (int u = 0; u < SPREAD_LOADS; ++u) {
+                const bool in = q0 + u < parts;
+                lse[u] = in ? __ldcg(lse_parts + (q0 + u) * rows + row0 + j) : NEG_INF;
+                x[u] = in ? __ldcg(reinterpret_cast<const float4*>(O_parts + ((q0 + u) * rows + row0 + j) * HEAD_DIM + col))
+                          : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+            float mx = M;
+#pragma unroll
+            for (int u = 0; u < SPREAD_LOADS; ++u) mx = fmaxf(mx, lse[u]), nan |= isnan(lse[u]);
+            if (mx == NEG_INF) continue;  // no split so far saw a key
+            const float rescale = exp2_approx((M - mx) * LOG2E);  // 0 while M = −∞
+            sum *= rescale, acc.x *= rescale, acc.y *= rescale, acc.z *= rescale, acc.w *= rescale;
+#pragma unroll
+            for (int u = 0; u < SPREAD_LOADS; ++u) {
+                const float w = exp2_approx((lse[u] - mx) * LOG2E);
+                sum += w, acc.x += w * x[u].x, acc.y += w * x[u].y, acc.z += w * x[u].z, acc.w += w * x[u].w;
+            }
+            M = mx;
+        }
+        const float inv = nan ? __int_as_float(0x7fc00000) : M == NEG_INF ? 0.f : 1.f / sum;
+        *reinterpret_cast<uint2*>(O + (row0 + j) * HEAD_DIM + col) =
+            make_uint2(pack2(acc.x * inv, acc.y * inv), pack2(acc.z * inv, acc.w * inv));
+        if (col == 0) L[row0 + j] = nan ? inv : M == NEG_INF ? NEG_INF : M + logf(sum);
+    }
+    if (tid == 0 && atomicAdd(ticket, 1) == 2 * parts - 1) atomicExch(ticket, 0);  // ready for the next launch
 }
 
 // The combine: rows of O (B·Hq·Nq of them, 8 per thread block, a warp each) whose sequence had parts > 1 splits.
