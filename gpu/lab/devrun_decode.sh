@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One device call for rung 8 (Flash-Decoding, issue 25 part 2): tests, sanitizers, bytes against the simulator, speed.
 # Usage (on the device machine, from the repo root): bash gpu/lab/devrun_decode.sh [steps…]
-#   steps: env test sanitize (= memcheck racecheck) compare bench tune batch1 waves graphs variants
+#   steps: env test sanitize (= memcheck racecheck) compare bench tune batch1 waves graphs variants merges
 # Logs and JSON land in $OUT; each step prints its last line to stdout.
 source "$(dirname "$0")/devrun_lib.sh"  # set -u, $OUT, PATH, PYTHONPATH, step
 steps=${*:-env test sanitize compare bench tune}
@@ -52,4 +52,5 @@ for s in $steps; do case $s in
   waves) step waves 60 python3 -m gpu.lab.tune_decode waves ;;
   graphs) step graphs 120 python3 -m gpu.lab.decode_graphs steps ;;
   variants) step variants 120 python3 -m gpu.lab.decode_graphs variants ;;
+  merges) step merges 150 python3 -m gpu.lab.decode_graphs merges ;;
 esac; done
