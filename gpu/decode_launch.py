@@ -60,13 +60,13 @@ _params = threading.local()  # each thread's parameter buffer for launch_kernel
 _workspaces = collections.OrderedDict()
 
 
-def workspace(cupy, splits: int, rows: int, d: int, groups: int, spread: bool = False):
+def workspace(cupy, splits: int, rows: int, d: int, groups: int):
     """(O_parts (splits, rows, d) float32, lse_parts (splits, rows) float32, tickets (groups,) int32 zero, an lse
     (rows,) float32 that no caller reads) for the current stream, the first three None with one split: kernels on
     one stream run in order, so one call's partials are consumed before the next call's are written, and the fused
     combine sets each ticket back to zero."""
     stream = cupy.cuda.get_current_stream()
-    key = (cupy.cuda.Device().id, stream.ptr, splits, rows, d, groups, spread)
+    key = (cupy.cuda.Device().id, stream.ptr, splits, rows, d, groups)
     found = _workspaces.pop(key, None)
     if found is None:
         scratch = cupy.empty((rows,), cupy.float32)

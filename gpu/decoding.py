@@ -188,15 +188,14 @@ def launch(cupy, p: Plan, tiles=None, fused=True, lse=True, merge=None):
     written into the workspace. `tiles` overrides the geometry, `fused` and `merge` the combine (gpu.lab)."""
     rows = p.batch * p.hkv * p.g * p.nq
     o = cupy.empty(p.q.shape, p.q.dtype)
+    parts, lse_parts, tickets, scratch = decode_launch.workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
+    L = cupy.empty(p.q.shape[:3], cupy.float32) if lse else scratch
+    if p.splits == 1:
+        parts, lse_parts, tickets = o, L, NULL
     dtype, paged, groups = dtypes.name(p.q.dtype), p.table is not None, p.batch * p.hkv
     asked, merge = merge, None
     if fused and p.splits > 1:
         merge = asked or merge_for(p.q.device.id, p.d, dtype, p.g * p.nq, tiles, p.splits, groups, paged, p.nk)
-    # the spread merge's tickets count generations (never back to zero): a workspace of their own
-    parts, lse_parts, tickets, scratch = decode_launch.workspace(cupy, p.splits, rows, p.d, groups, merge == "spread")
-    L = cupy.empty(p.q.shape[:3], cupy.float32) if lse else scratch
-    if p.splits == 1:
-        parts, lse_parts, tickets = o, L, NULL
     cluster = p.splits if merge == "cluster" else 1  # the kernel ignores tickets then
     split, combine, tiles, smem = kernels(p.d, dtype, p.g * p.nq, tiles, cluster, merge == "spread")
     if asked is not None and merge is not None:  # gpu.lab's choice (a cluster at any split length): one it can take

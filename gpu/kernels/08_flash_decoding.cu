@@ -559,21 +559,6 @@ __device__ void spread_combine(const float* O_parts, const float* lse_parts, ele
                                long long row0, long long rows, int R, int parts, int p, int tid)
 {
     __syncthreads();  // every thread's O_p, lse_p stores issued before thread 0's fence
-#if SPREAD == 2
-    if (tid == 0) {
-        __threadfence();
-        const unsigned old = atomicAdd(reinterpret_cast<unsigned*>(ticket), 1u), gen = old >> 16;
-        if ((old & 0xffff) == parts - 1) {
-            __threadfence();
-            atomicAdd(reinterpret_cast<unsigned*>(ticket), 0x10000u - parts);
-        } else {
-            unsigned now;
-            do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(now) : "l"(ticket) : "memory");
-            while (now >> 16 == gen);
-        }
-    }
-    __syncthreads();
-#else
     if (tid == 0) {
         __threadfence();
         atomicAdd(ticket, 1);
@@ -582,7 +567,6 @@ __device__ void spread_combine(const float* O_parts, const float* lse_parts, ele
         while (arrived < parts);
     }
     __syncthreads();
-#endif
     const int n = R * (HEAD_DIM / 4);
     for (int i = p * n / parts + tid; i < (p + 1) * n / parts; i += NTHREADS) {
         const int j = i / (HEAD_DIM / 4), col = (i % (HEAD_DIM / 4)) * 4;  // row j of the group's O, L; its columns
@@ -617,9 +601,7 @@ __device__ void spread_combine(const float* O_parts, const float* lse_parts, ele
             make_uint2(pack2(acc.x * inv, acc.y * inv), pack2(acc.z * inv, acc.w * inv));
         if (col == 0) L[row0 + j] = nan ? inv : M == NEG_INF ? NEG_INF : M + logf(sum);
     }
-#if SPREAD != 2
     if (tid == 0 && atomicAdd(ticket, 1) == 2 * parts - 1) atomicExch(ticket, 0);  // ready for the next launch
-#endif
 }
 
 // The combine: rows of O (B·Hq·Nq of them, 8 per thread block, a warp each) whose sequence had parts > 1 splits.
