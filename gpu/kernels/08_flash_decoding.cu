@@ -16,9 +16,11 @@
 //  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the merge
 //    LSE = log Σ_p exp(lse_p), O = Σ_p exp(lse_p − LSE)·O_p is done by the group's split blocks launched as one
 //    thread block cluster (CLUSTER = splits, a contiguous cache of 2 … 16 splits of ≤ 1024 keys: cluster_combine,
-//    each block a share of the rows after a cluster barrier), else by the last split block of a group to finish (an
-//    atomic ticket: combine_group). flash_decoding_combine (below) is the same merge as its own kernel (launch with
-//    tickets = nullptr), kept to measure the fused one against;
+//    each block a share of the rows after a cluster barrier), else by all the group's blocks of a grid launched
+//    cooperatively, where the grid fits the GPU at once (SPREAD: spread_combine, each block a share after the
+//    group's count reaches its splits), else by the last split block of a group to finish (an atomic ticket:
+//    combine_group). flash_decoding_combine (below) is the same merge as its own kernel (launch with tickets =
+//    nullptr), kept to measure the fused one against;
 //  - paged: a sequence whose length is outside 1 … max_pages·page_size, or whose split meets a block-table entry
 //    outside 0 … num_pages − 1, gets NaN rows, and the first such entry is reported to pinned host memory (report).
 // Bottom-right causal alignment, as the simulator: query position n sees key c iff c ≤ n + seqlen − Nq.
@@ -67,9 +69,24 @@
 //    our reading: half the threads issue the loads), 64 × 4 (×1.005–1.74), the cluster at any split length (Nk 32K
 //    53.9 against 54.1 µs, Nk 128K 204.2 against 190.5).
 //
+//  - run 41-dec6, the merge of long splits (the cluster's rule leaves them to the ticket: one block merged the
+//    group's 16 × 4 KB of O_p after the others had finished). Now spread_combine: the grid launched by
+//    cuLaunchCooperativeKernel (the driver refuses a grid that is not resident at once, so no block waits for one
+//    that has not started; gpu.decode_launch takes it where splits × groups ≤ the driver's blocks an SM × SMs),
+//    each block stores its O_p, lse_p, fences, adds 1 to the group's ticket, waits (ld.acquire) for `parts`, then
+//    merges 1/parts of the group's float4s. Graph steps, launch alone (µs, two calls on two machines): B 1 Nk 32K
+//    55.16 / 54.22 → 52.40 / 51.36 (the split kernel alone: 49.40 / 48.59; SDPA's default 53.58 / 51.93), Nk 128K
+//    190.66 / 182.93 → 188.10 / 180.65, B 4 Nk 16K 96.77 / 95.76 → 95.36 / 94.53, B 4 Nk 128K 703.4 → 702.2;
+//    paged (pages of 256; 32–33 splits, two blocks an SM) B 1 Nk 4K 20.99 / 20.77 → 17.61 / 17.13, Nk 32K
+//    59.52 / 59.35 → 54.32 / 54.30, B 4 Nk 16K 99.58 / 99.48 → 98.14 / 97.88. At B 1 Nk 4K the cluster stays
+//    (12.13 / 12.02 against 13.36 / 13.30), and the cluster at long splits stays slower (54.2, 202.3, 97.5 µs).
+//    Tried, not kept: counter and generation in one word, the last arriver turning the generation (no second add
+//    and reset): within ±0.3 µs at 7 points. memcheck and racecheck clean.
+//
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM),
-// CLUSTER (split blocks a cluster: 1, none, unless gpu.decoding injects 2 … 16).
+// CLUSTER (split blocks a cluster: 1, none, unless gpu.decode_launch injects 2 … 16), SPREAD (1: the grid cooperative,
+// its merge spread; 0 else).
 
 #define NTHREADS (32 * NWARPS)
 #define WARPS_N (NWARPS / M_TILES)  // warps that split each tile's keys
@@ -85,10 +102,10 @@
 #define MAX_SPLITS 128              // gpu.decoding.MAX_SPLITS
 #define COMBINE_ROWS 8              // rows of O per flash_decoding_combine block
 #ifndef CLUSTER
-#define CLUSTER 1  // split blocks a thread block cluster: gpu.decoding's (a contiguous cache's short splits), else 1
+#define CLUSTER 1  // split blocks a thread block cluster: gpu.decode_launch's (a contiguous cache's short splits), else 1
 #endif
 #ifndef SPREAD
-#define SPREAD 0  // 1: the grid is launched cooperatively (every block resident at once) and a group's blocks share its merge
+#define SPREAD 0  // 1: the grid launched cooperatively (all resident at once), a group's blocks share its merge
 #endif
 #define SPREAD_LOADS 16  // spread_combine: the splits' lse_p and O_p pieces a thread has in flight at once
 static_assert(KW % 16 == 0, "a warp's keys of a tile are whole 16-key k-steps of P̃ V_j (Bc 32 needs ≤ 2 key warps)");
@@ -546,7 +563,7 @@ __device__ void cluster_combine(const float* O_parts, const float* lse_parts, el
 #endif
 }
 
-// The combine by all `parts` split blocks of a group, no cluster (SPREAD: gpu.decoding launches the grid with
+// The combine by all `parts` split blocks of a group, no cluster (SPREAD: gpu.decode_launch launches the grid with
 // cuLaunchCooperativeKernel, which refuses a grid whose blocks cannot all be resident at once, so a block that waits
 // here for the others of its group never waits for one that has not started). Each block stores O_p, lse_p, fences,
 // adds 1 to the group's ticket and waits until it reads `parts` (ld.acquire: the others' stores are visible then),
