@@ -26,7 +26,8 @@
 // Bottom-right causal alignment, as the simulator: query position n sees key c iff c ≤ n + seqlen − Nq.
 //
 // Measured (NVIDIA H100 80GB HBM3; Nq 1, Hq 64, Hkv 8, d 128, fp16; gpu/NOTES.md runs 30 and 35-dec2):
-//  - bytes at L2 (ncu) ×1.000–1.001 of sim.decode's, contiguous and paged. Rows padded by 16 bytes, as in rung 3, took
+//  - bytes at L2 (ncu) ×1.000–1.001 of sim.decode's, contiguous and paged (the ticket's merge; run 41-dec6 below for
+//    the spread merge's). Rows padded by 16 bytes, as in rung 3, took
 //    ×1.44–1.50 (pieces straddling 128-byte lines): the rows here are swizzled instead. Static __shared__ variables
 //    beside the dynamic tiles took ×1.99 (the tiles off 128-byte alignment), 10% slower: this kernel has none.
 //  - `flashsim bench decode` (run 35-dec2): 81–89% of 3.35 TB/s at B ≥ 4 or Nk = 128K, 66% at B 1 Nk 32K, 17% at
@@ -81,7 +82,9 @@
 //    59.52 / 59.35 → 54.32 / 54.30, B 4 Nk 16K 99.58 / 99.48 → 98.14 / 97.88. At B 1 Nk 4K the cluster stays
 //    (12.13 / 12.02 against 13.36 / 13.30), and the cluster at long splits stays slower (54.2, 202.3, 97.5 µs).
 //    Tried, not kept: counter and generation in one word, the last arriver turning the generation (no second add
-//    and reset): within ±0.3 µs at 7 points. memcheck and racecheck clean.
+//    and reset): within ±0.3 µs at 7 points. memcheck and racecheck clean. Bytes at L2 (flashsim compare-decode):
+//    read ×1.000 contiguous, ×1.005 paged, ×1.025 with pages of 16 and Nq 4 (sim.decode counts neither each block's
+//    re-reads of its rows' lse_p, one 32-byte sector a split, nor thread 0's polls while its group finishes).
 //
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM),
