@@ -22,30 +22,22 @@ allocates only o (and lse with return_lse) and makes one launch, through cuLaunc
 once (`_launch`) rather than CuPy's call, which converts each of them.
 """
 
-import collections
-import ctypes
 import functools
 import math
-import struct
-import threading
 from dataclasses import dataclass
 
 import numpy as np
 
-from gpu import device, dtypes, geometry, inputs, pages, registry, source
+from gpu import decode_launch, device, dtypes, geometry, inputs, pages, registry
+from gpu.decode_launch import MERGES, NULL, kernels, launch_kernel, merge_for, scalars
 from gpu.registry import HALF
 from sim.core.errors import InputError
 from sim.machine import hardware
 from sim.machine.occupancy import best_splits
 
 KERNEL = registry.DECODE[8]
-COMBINE = registry.HELPERS["decode_combine"]
 MAX_SPLITS = 128  # the combine's MAX_SPLITS (and best_splits' default cap)
 COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
-MAX_CLUSTER, CLUSTER_KEYS = 16, 1024  # 2 … 16 splits of ≤ 1024 keys (contiguous): a cluster a group (run 39-dec4)
-NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block table
-ARGS = 21  # the split kernel's parameters
-WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool
 CHECKED = 64  # prepare's checked signatures kept
 LAYOUTS = {"q": "(B, Hq, Nq, d)", "k": "(B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv, d)"}
 LAYOUTS["v"] = LAYOUTS["k"]
@@ -189,27 +181,36 @@ def _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits) -
                 _scale(scale, d), causal)  # fmt: skip
 
 
-def launch(cupy, p: Plan, tiles=None, fused=True, lse=True, clusters=True):
-    """The split kernel with the combine fused (a group's blocks merge it: one cluster on a contiguous cache of 2 …
-    MAX_CLUSTER splits of ≤ CLUSTER_KEYS keys, else the last to finish), or (fused=False) then the combine kernel:
-    (o, lse) freshly allocated, the partials in a reused workspace; lse=False: (o, None), the kernel's lse written into
-    the workspace. `tiles` overrides the geometry; `fused`, `clusters` (False: the ticket) the combine (gpu.lab)."""
+def launch(cupy, p: Plan, tiles=None, fused=True, lse=True, merge=None):
+    """The split kernel with the combine fused (`merge`, None: `merge_for`'s choice — a cluster of the group's blocks,
+    all the group's blocks of a cooperative grid, or the last block to finish), or (fused=False) then the combine
+    kernel: (o, lse) freshly allocated, the partials in a reused workspace; lse=False: (o, None), the kernel's lse
+    written into the workspace. `tiles` overrides the geometry, `fused` and `merge` the combine (gpu.lab)."""
     rows = p.batch * p.hkv * p.g * p.nq
     o = cupy.empty(p.q.shape, p.q.dtype)
-    parts, lse_parts, tickets, scratch = _workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
+    parts, lse_parts, tickets, scratch = decode_launch.workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
     L = cupy.empty(p.q.shape[:3], cupy.float32) if lse else scratch
     if p.splits == 1:
         parts, lse_parts, tickets = o, L, NULL
-    clustered = fused and clusters and p.table is None and 1 < p.splits <= MAX_CLUSTER
-    cluster = p.splits if clustered and p.nk <= CLUSTER_KEYS * p.splits else 1  # the kernel ignores tickets then
-    split, combine, tiles, smem = _kernels(p.d, dtypes.name(p.q.dtype), p.g * p.nq, tiles, cluster)
+    dtype, paged, groups = dtypes.name(p.q.dtype), p.table is not None, p.batch * p.hkv
+    asked, merge = merge, None
+    if fused and p.splits > 1:
+        merge = asked or merge_for(p.q.device.id, p.d, dtype, p.g * p.nq, tiles, p.splits, groups, paged, p.nk)
+    cluster = p.splits if merge == "cluster" else 1  # the kernel ignores tickets then
+    split, combine, tiles, smem = kernels(p.d, dtype, p.g * p.nq, tiles, cluster, merge == "spread")
+    if asked is not None and merge is not None:  # gpu.lab's choice (a cluster at any split length): one it can take
+        resident = decode_launch.resident(split, tiles.threads, smem) * decode_launch.sm_count(p.q.device.id)
+        can = {"ticket": True, "cluster": not paged and 1 < p.splits <= decode_launch.MAX_CLUSTER,
+               "spread": p.splits * groups <= resident}  # fmt: skip
+        if not can.get(merge):
+            raise ValueError(f"merge: {merge!r} is not one of {MERGES} that this call can take")
     table, seqlens = (NULL if x is None else x for x in (p.table, p.seqlens))
     max_pages = 0 if p.table is None else p.table.shape[1]
     _, errors, claim = pages.errors(p.q.device.id)
     arrays = (p.q, p.k, p.v, table, seqlens, o, L, parts, lse_parts, tickets if fused else NULL, errors, claim)
     values = (*(int(x) if type(x) is np.uintp else x.data.ptr for x in arrays),
-              *_scalars(p.nq, p.g, p.nk, p.page_size, max_pages, p.num_pages, p.splits, p.scale, p.causal))  # fmt: skip
-    _launch(cupy, split, (p.splits, p.hkv, p.batch), tiles.threads, smem, values)
+              *scalars(p.nq, p.g, p.nk, p.page_size, max_pages, p.num_pages, p.splits, p.scale, p.causal))  # fmt: skip
+    launch_kernel(cupy, split, (p.splits, p.hkv, p.batch), tiles.threads, smem, values, cooperative=merge == "spread")
     if p.splits > 1 and not fused:
         args = (parts, lse_parts, seqlens, o, L, np.int32(rows), np.int32(p.hkv * p.g * p.nq), np.int32(p.splits),
                 np.int32(p.page_size), np.int32(max_pages))  # fmt: skip
@@ -217,53 +218,7 @@ def launch(cupy, p: Plan, tiles=None, fused=True, lse=True, clusters=True):
     return o, (L if lse else None)
 
 
-@functools.lru_cache(maxsize=CHECKED)
-def _scalars(nq, g, nk, page_size, max_pages, num_pages, splits, scale, causal) -> tuple:
-    """The split kernel's scalar arguments as the 32-bit patterns it takes (int, and the float τ·log2 e), made once
-    per distinct set."""
-    (scale_bits,) = struct.unpack("<I", struct.pack("<f", scale * math.log2(math.e)))
-    return nq, g, nk, page_size, max_pages, num_pages, splits, scale_bits, int(causal)
-
-
-def _launch(cupy, kernel, grid, threads: int, smem: int, values: tuple) -> None:
-    """cuLaunchKernel of `kernel` on the current stream, its ARGS parameters (pointers, and 32-bit values in the low
-    half) packed by ctypes into this thread's buffer, which the driver copies at the launch: 5.2 µs of host time
-    where CuPy's call, which converts each argument, took 9.2 (gpu/NOTES.md run 37-dec3)."""
-    buffer = getattr(_params, "buffer", None)
-    if buffer is None:
-        slots = (ctypes.c_uint64 * ARGS)()
-        pointers = (ctypes.c_void_p * ARGS)(*(ctypes.addressof(slots) + 8 * i for i in range(ARGS)))
-        buffer = _params.buffer = (slots, pointers, ctypes.addressof(pointers))
-    slots, _, address = buffer
-    slots[:] = values
-    stream = cupy.cuda.get_current_stream().ptr
-    cupy.cuda.driver.launchKernel(kernel.kernel.ptr, *grid, threads, 1, 1, smem, stream, address, 0)
-
-
-_params = threading.local()  # each thread's parameter buffer for _launch
-
-
-_workspaces = collections.OrderedDict()
 _checked = {}
-
-
-def _workspace(cupy, splits: int, rows: int, d: int, groups: int):
-    """(O_parts (splits, rows, d) float32, lse_parts (splits, rows) float32, tickets (groups,) int32 zero, an lse
-    (rows,) float32 that no caller reads) for the current stream, the first three None with one split: kernels on
-    one stream run in order, so one call's partials are consumed before the next call's are written, and the fused
-    combine sets each ticket back to zero."""
-    stream = cupy.cuda.get_current_stream()
-    key = (cupy.cuda.Device().id, stream.ptr, splits, rows, d, groups)
-    found = _workspaces.pop(key, None)
-    if found is None:
-        scratch = cupy.empty((rows,), cupy.float32)
-        found = (None, None, None, scratch) if splits == 1 else (
-            cupy.empty((splits, rows, d), cupy.float32), cupy.empty((splits, rows), cupy.float32),
-            cupy.zeros((groups,), cupy.int32), scratch)  # fmt: skip
-        if len(_workspaces) >= WORKSPACES:
-            _workspaces.popitem(last=False)
-    _workspaces[key] = found
-    return found
 
 
 def _scale(scale, d: int) -> float:
@@ -272,19 +227,6 @@ def _scale(scale, d: int) -> float:
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale) or scale <= 0:
         raise InputError(f"scale: expected a positive finite number (default 1/sqrt(d)), got {scale!r}")
     return float(scale)
-
-
-@functools.cache
-def _kernels(d: int, dtype: str, rows: int, tiles=None, cluster: int = 1):
-    """(split kernel, combine kernel, tiles, shared memory) for head dim d, `rows` packed query rows and `cluster`
-    split blocks a cluster (1: none), cached: a decode step's host time is mostly Python."""
-    tiles = tiles or geometry.decoding_tiles(d, rows)
-    defines = KERNEL.defines(d, dtype, tiles) | {"CLUSTER": cluster}
-    smem = KERNEL.smem(d, tiles)
-    split = source.function(KERNEL, defines, smem)
-    if cluster > 8:  # past CUDA's portable cluster size: CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (14)
-        device.require().cuda.driver.funcSetAttribute(split.kernel.ptr, 14, 1)
-    return split, source.function(COMBINE, defines), tiles, smem
 
 
 @functools.cache

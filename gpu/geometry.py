@@ -214,6 +214,13 @@ def rows_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, in
     return {"STORAGE": STORAGE_CODE[dtype], "NTHREADS": SOFTMAX_THREADS}
 
 
+READ_UNROLL, READ_THREADS, READ_BLOCKS_PER_SM = 8, 256, 16  # read_ceiling.cu's launch shape (gpu/NOTES.md run 41)
+
+
+def read_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
+    return {"STORAGE": STORAGE_CODE[dtype], "UNROLL": READ_UNROLL}
+
+
 def probe_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
     """d = 64 runs wgmma n128 for S and n64 for O, d = 128 the other way round: the probe covers all four."""
     return {"HEAD_DIM": d, "BC": 192 - d, "STORAGE": STORAGE_CODE[dtype]}

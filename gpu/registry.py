@@ -144,6 +144,7 @@ HELPERS = {
     "softmax_backward": _helper("softmax_backward", "softmax_backward_rows.cu", "softmax_backward_rows", HALF, geometry.rows_defines),
     "bwd_prepass": _helper("bwd_prepass", "backward_passes.cu", "flash2_bwd_prepass", ALL, geometry.passes_defines),
     "bwd_dq": _helper("bwd_dq", "backward_passes.cu", "flash2_bwd_dq", ALL, geometry.passes_defines),
+    "read_ceiling": _helper("read_ceiling", "read_ceiling.cu", "read_ceiling", HALF, geometry.read_defines),
     "decode_combine": KernelSpec("decode_combine", None, "helper", "08_flash_decoding.cu", "flash_decoding_combine", HALF,
                                  True, geometry.decoding_tiles, geometry.decoding_defines, lambda d, t: 0, head_dims=(64, 128)),
 }  # fmt: skip

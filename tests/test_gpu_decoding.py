@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import gpu
 import sim
-from gpu import decoding, geometry, pages, registry
+from gpu import decode_launch, decoding, geometry, pages, registry
 from gpu.lab.checks import LSE_ATOL, LSE_RTOL
 from sim.core.errors import InputError
 from sim.machine import hardware
@@ -83,18 +83,18 @@ def random_case(rng, B, Hq, Hkv, Nq, d, dtype, *, seqlens=None, page_size=None, 
     return q, k, v, table
 
 
-def run_and_judge(q, k, v, table, seqlens, *, causal, dtype, splits=None, fused=True, clusters=True):
+def run_and_judge(q, k, v, table, seqlens, *, causal, dtype, splits=None, fused=True, merge=None):
     cupy = pytest.importorskip("cupy")
     scale = 1 / math.sqrt(q.shape[-1])
     device = [cupy.asarray(x.view(np.uint16)).view(STORAGE[dtype]) for x in (q, k, v)]
     for shape, dt in ((q.shape, cupy.float16), (q.shape[:3], cupy.float32)):  # the pool hands this memory out next
         cupy.full(shape, cupy.nan, dt)
     kw = {} if table is None else {"block_table": cupy.asarray(table), "cache_seqlens": cupy.asarray(seqlens)}
-    if fused and clusters:
+    if fused and merge is None:
         o, lse = gpu.decode(*device, causal=causal, splits=splits, return_lse=True, check=True, **kw)
-    else:  # the combine as its own kernel, or by the last block to finish where a cluster would (gpu.lab times them)
+    else:  # the combine as its own kernel, or merged another way than gpu.decode's (gpu.lab times them)
         plan = decoding.prepare(*device, kw.get("block_table"), kw.get("cache_seqlens"), causal, None, splits)
-        o, lse = decoding.launch(cupy, plan, fused=fused, clusters=clusters)
+        o, lse = decoding.launch(cupy, plan, fused=fused, merge=merge)
     o = o.view(cupy.uint16).get().view(STORAGE[dtype]).astype(np.float64)
     lse = lse.get().astype(np.float64)
     o_ref, lse_ref = reference(q, k, v, causal=causal, scale=scale, table=table, seqlens=seqlens)
@@ -153,14 +153,33 @@ def test_forced_splits(splits, page_size, fused):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("clusters", [True, False], ids=["cluster", "ticket"])
+@pytest.mark.parametrize("merge", decode_launch.MERGES)
 @pytest.mark.parametrize("splits", [4, 16])
-def test_cluster_and_ticket_merge_alike(splits, clusters):
-    """A contiguous cache's short splits merge as one cluster of the group's blocks (CLUSTER_KEYS); the last block's
-    ticket, which longer splits take, merges the same problem: each judged against float64."""
-    assert 1111 <= decoding.CLUSTER_KEYS * splits and splits <= decoding.MAX_CLUSTER  # the cluster's case
+def test_cluster_spread_and_ticket_merge_alike(splits, merge):
+    """A contiguous cache's short splits merge as one cluster of the group's blocks (CLUSTER_KEYS), by all the
+    group's blocks of a cooperative grid, or by the last block's ticket: the same problem each way, judged against
+    float64."""
+    assert 1111 <= decode_launch.CLUSTER_KEYS * splits and splits <= decode_launch.MAX_CLUSTER  # the cluster's case
     q, k, v, _ = random_case(np.random.default_rng(splits), 2, 16, 2, 1, 128, "float16", nk=1111)
-    run_and_judge(q, k, v, None, None, causal=True, dtype="float16", splits=splits, clusters=clusters)
+    run_and_judge(q, k, v, None, None, causal=True, dtype="float16", splits=splits, merge=merge)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("merge", ["spread", "ticket"])
+@pytest.mark.parametrize("splits", [3, 17, 40])
+@pytest.mark.parametrize("page_size", [16, None])
+def test_spread_and_ticket_merge_alike(page_size, splits, merge):
+    """All of a group's blocks merge it (more splits than one batch of SPREAD_LOADS: 17, 40) or the last one does,
+    paged (ragged: some sequences have fewer pages than splits, one a single page) and contiguous, causal, bf16."""
+    rng = np.random.default_rng(splits + (page_size or 0))
+    B, Hq, Hkv, Nq, d = 3, 8, 2, 2, 128
+    if page_size is None:
+        q, k, v, table = random_case(rng, B, Hq, Hkv, Nq, d, "bfloat16", nk=5000)  # splits of ≥ 125 keys
+        seqlens = None
+    else:
+        seqlens = np.array([3000, 1, 300], np.int32)
+        q, k, v, table = random_case(rng, B, Hq, Hkv, Nq, d, "bfloat16", seqlens=seqlens, page_size=page_size)
+    run_and_judge(q, k, v, table, seqlens, causal=True, dtype="bfloat16", splits=splits, merge=merge)
 
 
 @pytest.mark.gpu
@@ -431,3 +450,27 @@ def test_reference_is_softmax_of_the_definition():
     assert np.allclose(o[0, 0, 0], [0.25, 1.5]) and np.isclose(lse[0, 0, 0], math.log(4))
     o, lse = reference(np.concatenate([q, q], axis=2), k[:, :, :1], v[:, :, :1], causal=True, scale=1.0)
     assert np.isneginf(lse[0, 0, 0]) and (o[0, 0, 0] == 0).all() and np.allclose(o[0, 0, 1], [1.0, 0.0])
+
+
+@pytest.mark.gpu
+def test_read_ceiling_reads_every_piece_it_should():
+    """bench_decode's floor reads K and V whole: thread 0 folds (XORs) the 16-byte pieces 0, s, 2s, … < 2n of K's n
+    pieces then V's (s = the grid's threads; the unrolled loop and the tail: 2n is no multiple of UNROLL · s) and stores the
+    fold only if it is 0x9E3779B9. K's first word set so that the host's XOR of exactly those pieces is that value:
+    the word is stored; one bit off: nothing is."""
+    cupy = pytest.importorskip("cupy")
+    from gpu.lab import bench_decode
+
+    sms = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)["multiProcessorCount"]
+    stride = geometry.READ_BLOCKS_PER_SM * sms * geometry.READ_THREADS
+    n = 5 * stride + 12345  # thread 0: 8 pieces in the unrolled loop, 3 in the tail
+    rng = np.random.default_rng(3)
+    k, v = (rng.integers(0, 2**32, (n, 4), dtype=np.uint32) for _ in range(2))
+    magic = np.uint32(0x9E3779B9)
+    k[0, 0] ^= np.bitwise_xor.reduce(np.concatenate([k, v])[0 : 2 * n : stride].ravel()) ^ magic
+    for flip, stored in ((0, int(magic)), (1, 0)):
+        k[0, 0] ^= np.uint32(flip)
+        cache = {"k": cupy.asarray(k).view(cupy.float16), "v": cupy.asarray(v).view(cupy.float16)}
+        out = cupy.zeros(1, cupy.uint32)
+        bench_decode.read_call(cupy, [cache], out)()
+        assert int(out[0]) == stored

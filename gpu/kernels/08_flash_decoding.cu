@@ -16,15 +16,18 @@
 //  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the merge
 //    LSE = log Σ_p exp(lse_p), O = Σ_p exp(lse_p − LSE)·O_p is done by the group's split blocks launched as one
 //    thread block cluster (CLUSTER = splits, a contiguous cache of 2 … 16 splits of ≤ 1024 keys: cluster_combine,
-//    each block a share of the rows after a cluster barrier), else by the last split block of a group to finish (an
-//    atomic ticket: combine_group). flash_decoding_combine (below) is the same merge as its own kernel (launch with
-//    tickets = nullptr), kept to measure the fused one against;
+//    each block a share of the rows after a cluster barrier), else by all the group's blocks of a grid launched
+//    cooperatively, where the grid fits the GPU at once (SPREAD: spread_combine, each block a share after the
+//    group's count reaches its splits), else by the last split block of a group to finish (an atomic ticket:
+//    combine_group). flash_decoding_combine (below) is the same merge as its own kernel (launch with tickets =
+//    nullptr), kept to measure the fused one against;
 //  - paged: a sequence whose length is outside 1 … max_pages·page_size, or whose split meets a block-table entry
 //    outside 0 … num_pages − 1, gets NaN rows, and the first such entry is reported to pinned host memory (report).
 // Bottom-right causal alignment, as the simulator: query position n sees key c iff c ≤ n + seqlen − Nq.
 //
 // Measured (NVIDIA H100 80GB HBM3; Nq 1, Hq 64, Hkv 8, d 128, fp16; gpu/NOTES.md runs 30 and 35-dec2):
-//  - bytes at L2 (ncu) ×1.000–1.001 of sim.decode's, contiguous and paged. Rows padded by 16 bytes, as in rung 3, took
+//  - bytes at L2 (ncu) ×1.000–1.001 of sim.decode's, contiguous and paged (the ticket's merge; run 41-dec6 below for
+//    the spread merge's). Rows padded by 16 bytes, as in rung 3, took
 //    ×1.44–1.50 (pieces straddling 128-byte lines): the rows here are swizzled instead. Static __shared__ variables
 //    beside the dynamic tiles took ×1.99 (the tiles off 128-byte alignment), 10% slower: this kernel has none.
 //  - `flashsim bench decode` (run 35-dec2): 81–89% of 3.35 TB/s at B ≥ 4 or Nk = 128K, 66% at B 1 Nk 32K, 17% at
@@ -67,9 +70,26 @@
 //    our reading: half the threads issue the loads), 64 × 4 (×1.005–1.74), the cluster at any split length (Nk 32K
 //    53.9 against 54.1 µs, Nk 128K 204.2 against 190.5).
 //
+//  - run 41-dec6, the merge of long splits (the cluster's rule leaves them to the ticket: one block merged the
+//    group's 16 × 4 KB of O_p after the others had finished). Now spread_combine: the grid launched by
+//    cuLaunchCooperativeKernel (the driver refuses a grid that is not resident at once, so no block waits for one
+//    that has not started; gpu.decode_launch takes it where splits × groups ≤ the driver's blocks an SM × SMs),
+//    each block stores its O_p, lse_p, fences, adds 1 to the group's ticket, waits (ld.acquire) for `parts`, then
+//    merges 1/parts of the group's float4s. Graph steps, launch alone (µs, two calls on two machines): B 1 Nk 32K
+//    55.16 / 54.22 → 52.40 / 51.36 (the split kernel alone: 49.40 / 48.59; SDPA's default 53.58 / 51.93), Nk 128K
+//    190.66 / 182.93 → 188.10 / 180.65, B 4 Nk 16K 96.77 / 95.76 → 95.36 / 94.53, B 4 Nk 128K 703.4 → 702.2;
+//    paged (pages of 256; 32–33 splits, two blocks an SM) B 1 Nk 4K 20.99 / 20.77 → 17.61 / 17.13, Nk 32K
+//    59.52 / 59.35 → 54.32 / 54.30, B 4 Nk 16K 99.58 / 99.48 → 98.14 / 97.88. At B 1 Nk 4K the cluster stays
+//    (12.13 / 12.02 against 13.36 / 13.30), and the cluster at long splits stays slower (54.2, 202.3, 97.5 µs).
+//    Tried, not kept: counter and generation in one word, the last arriver turning the generation (no second add
+//    and reset): within ±0.3 µs at 7 points. memcheck and racecheck clean. Bytes at L2 (flashsim compare-decode):
+//    read ×1.000 contiguous, ×1.005 paged, ×1.025 with pages of 16 and Nq 4 (sim.decode counts neither each block's
+//    re-reads of its rows' lse_p, one 32-byte sector a split, nor thread 0's polls while its group finishes).
+//
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM),
-// CLUSTER (split blocks a cluster: 1, none, unless gpu.decoding injects 2 … 16).
+// CLUSTER (split blocks a cluster: 1, none, unless gpu.decode_launch injects 2 … 16), SPREAD (1: the grid cooperative,
+// its merge spread; 0 else).
 
 #define NTHREADS (32 * NWARPS)
 #define WARPS_N (NWARPS / M_TILES)  // warps that split each tile's keys
@@ -85,8 +105,12 @@
 #define MAX_SPLITS 128              // gpu.decoding.MAX_SPLITS
 #define COMBINE_ROWS 8              // rows of O per flash_decoding_combine block
 #ifndef CLUSTER
-#define CLUSTER 1  // split blocks a thread block cluster: gpu.decoding's (a contiguous cache's short splits), else 1
+#define CLUSTER 1  // split blocks a thread block cluster: gpu.decode_launch's (a contiguous cache's short splits), else 1
 #endif
+#ifndef SPREAD
+#define SPREAD 0  // 1: the grid launched cooperatively (all resident at once), a group's blocks share its merge
+#endif
+#define SPREAD_LOADS 16  // spread_combine: the splits' lse_p and O_p pieces a thread has in flight at once
 static_assert(KW % 16 == 0, "a warp's keys of a tile are whole 16-key k-steps of P̃ V_j (Bc 32 needs ≤ 2 key warps)");
 #if CLUSTER > 1
 #define CLUSTER_DIMS __cluster_dims__(CLUSTER, 1, 1)
@@ -169,6 +193,8 @@ __device__ void combine_group(const float* O_parts, const float* lse_parts, elem
                               long long row0, long long rows, int R, int parts, int tid);
 __device__ void cluster_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, long long row0,
                                 long long rows, int R, int p, int tid);
+__device__ void spread_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, int* ticket,
+                               long long row0, long long rows, int R, int parts, int p, int tid);
 
 // Q: (B, Hq, Nq, d); K, V: the cache; O: like Q; L: (B, Hq, Nq); O_parts: (splits, B·Hq·Nq, d) float32, lse_parts:
 // (splits, B·Hq·Nq). block_table (B, max_pages) and seqlens (B,) int32, both nullptr for a contiguous cache of Nk keys.
@@ -405,6 +431,10 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     return;
 #endif
     if (direct || tickets == nullptr) return;
+#if SPREAD
+    spread_combine(O_parts, lse_parts, O, L, tickets + (long long)b * Hkv + hk, row0, rows, R, parts, p, tid);
+    return;
+#endif
 
     // the fused combine: the barrier orders every thread's O_p, lse_p stores before thread 0's fence, which makes them
     // visible device-wide before its ticket (cooperative groups' grid sync does the same); the last of the group's
@@ -534,6 +564,64 @@ __device__ void cluster_combine(const float* O_parts, const float* lse_parts, el
         if (col == 0) L[row0 + j] = LSE;
     }
 #endif
+}
+
+// The combine by all `parts` split blocks of a group, no cluster (SPREAD: gpu.decode_launch launches the grid with
+// cuLaunchCooperativeKernel, which refuses a grid whose blocks cannot all be resident at once, so a block that waits
+// here for the others of its group never waits for one that has not started). Each block stores O_p, lse_p, fences,
+// adds 1 to the group's ticket and waits until it reads `parts` (ld.acquire: the others' stores are visible then),
+// then merges pieces [p·n/parts, (p+1)·n/parts) of the group's n = R·d/4 float4s, SPREAD_LOADS splits' lse_p and O_p
+// pieces in flight at a time (the max-shifted sums rescaled from one batch to the next: any parts ≤ MAX_SPLITS);
+// a second add after its merge, and the block whose add is the group's 2·parts-th sets the ticket back to zero (every
+// block has passed its wait by then). Each O_p piece is read once, as the simulator counts; a row's lse_p by each
+// thread that holds a piece of it (L2 hits).
+__device__ void spread_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, int* ticket,
+                               long long row0, long long rows, int R, int parts, int p, int tid)
+{
+    __syncthreads();  // every thread's O_p, lse_p stores issued before thread 0's fence
+    if (tid == 0) {
+        __threadfence();
+        atomicAdd(ticket, 1);
+        int arrived;
+        do asm volatile("ld.acquire.gpu.global.s32 %0, [%1];\n" : "=r"(arrived) : "l"(ticket) : "memory");
+        while (arrived < parts);
+    }
+    __syncthreads();
+    const int n = R * (HEAD_DIM / 4);
+    for (int i = p * n / parts + tid; i < (p + 1) * n / parts; i += NTHREADS) {
+        const int j = i / (HEAD_DIM / 4), col = (i % (HEAD_DIM / 4)) * 4;  // row j of the group's O, L; its columns
+        float M = NEG_INF, sum = 0.f;  // LSE = M + ln sum, O = acc / sum: Σ_p exp(lse_p − M)·O_p over the batches
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        bool nan = false;
+        for (int q0 = 0; q0 < parts; q0 += SPREAD_LOADS) {
+            float lse[SPREAD_LOADS];
+            float4 x[SPREAD_LOADS];
+#pragma unroll
+            for (int u = 0; u < SPREAD_LOADS; ++u) {
+                const bool in = q0 + u < parts;
+                lse[u] = in ? __ldcg(lse_parts + (q0 + u) * rows + row0 + j) : NEG_INF;
+                x[u] = in ? __ldcg(reinterpret_cast<const float4*>(O_parts + ((q0 + u) * rows + row0 + j) * HEAD_DIM + col))
+                          : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+            float mx = M;
+#pragma unroll
+            for (int u = 0; u < SPREAD_LOADS; ++u) mx = fmaxf(mx, lse[u]), nan |= isnan(lse[u]);
+            if (mx == NEG_INF) continue;  // no split so far saw a key
+            const float rescale = exp2_approx((M - mx) * LOG2E);  // 0 while M = −∞
+            sum *= rescale, acc.x *= rescale, acc.y *= rescale, acc.z *= rescale, acc.w *= rescale;
+#pragma unroll
+            for (int u = 0; u < SPREAD_LOADS; ++u) {
+                const float w = exp2_approx((lse[u] - mx) * LOG2E);
+                sum += w, acc.x += w * x[u].x, acc.y += w * x[u].y, acc.z += w * x[u].z, acc.w += w * x[u].w;
+            }
+            M = mx;
+        }
+        const float inv = nan ? __int_as_float(0x7fc00000) : M == NEG_INF ? 0.f : 1.f / sum;
+        *reinterpret_cast<uint2*>(O + (row0 + j) * HEAD_DIM + col) =
+            make_uint2(pack2(acc.x * inv, acc.y * inv), pack2(acc.z * inv, acc.w * inv));
+        if (col == 0) L[row0 + j] = nan ? inv : M == NEG_INF ? NEG_INF : M + logf(sum);
+    }
+    if (tid == 0 && atomicAdd(ticket, 1) == 2 * parts - 1) atomicExch(ticket, 0);  // ready for the next launch
 }
 
 // The combine: rows of O (B·Hq·Nq of them, 8 per thread block, a warp each) whose sequence had parts > 1 splits.

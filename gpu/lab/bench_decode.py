@@ -9,27 +9,26 @@ checked once), and PyTorch's scaled_dot_product_attention on the contiguous cach
 flash backend ("sdpa"), its cuDNN backend ("cudnn") and its own choice ("default", whose GPU kernels one profiled
 call names, beside ours: "profile"; its memory-efficient backend refuses enable_gqa with fewer K/V heads). And a decode
 step as a serving loop replays it, from a CUDA graph of timing.STEPS steps: the public call captured by CuPy's stream
-capture ("ours_graph") beside SDPA's default captured by torch.cuda.graph ("default_graph"), the GPU's time per step
-without the host's (gpu/lab/decode_graphs.py times the others so too). Bandwidth counts the bytes every
+capture ("ours_graph") beside SDPA's default and cuDNN captured by torch.cuda.graph ("default_graph", "cudnn_graph"),
+the GPU's time per step without the host's (gpu/lab/decode_graphs.py times the others so too), and beside them the
+floor: a kernel that only reads the same K and V (gpu/kernels/read_ceiling.cu, one launch shape), captured the same
+way ("read_graph"; ours_graph's time over it: "graph_over_read"). Bandwidth counts the bytes every
 implementation must move: K and V once, q and o; a cache smaller than COLD_BYTES is cycled over copies so that each
 call reads it from DRAM.
 """
 
-import dataclasses
 import math
 
 import numpy as np
 
-from gpu import decoding, device, geometry
+from gpu import decoding, device, geometry, registry, source
 from gpu.dlpack import as_torch
 from gpu.lab import results, sdpa, timing
 from gpu.lab.checks import max_error
-from gpu.tiling import Tiles
 
 HEADS, KV_HEADS, D, NQ, PAGE = 64, 8, 128, 1, 256
 GRID = [(1, 4096), (1, 32768), (1, 131072), (4, 16384), (4, 131072), (16, 4096), (16, 32768), (16, 131072)]
 QUICK = [(1, 4096), (4, 16384), (16, 32768)]
-WAVES = ((1, 131072), (4, 131072), (16, 32768), (16, 131072))  # `waves`: the split counts occupancy.WAVE_SECONDS fits
 H100_DRAM = 3.35e12  # bytes/s, the H100 SXM datasheet's HBM3 bandwidth
 COLD_BYTES = 4 * 50 * 2**20  # four times the H100's 50 MiB L2
 BASELINES = tuple(sdpa.BACKENDS)  # sdpa (flash), cudnn, default
@@ -65,8 +64,12 @@ def run_bench(*, quick=False, dtype="float16", progress=None, command=None) -> d
             "backend / PyTorch's choice, on the contiguous cache",
             "profile: GPU kernels and their µs in one profiled call (torch.profiler) of ours (contiguous) and of "
             "SDPA's default",
-            f"ours_graph / default_graph: {timing.STEPS} steps of the public call (CuPy stream capture) / of SDPA's "
-            "default (torch.cuda.graph) in one CUDA graph, replayed; time per step",
+            f"ours_graph / default_graph / cudnn_graph: {timing.STEPS} steps of the public call (CuPy stream capture) "
+            "/ of SDPA's default / cuDNN backend (torch.cuda.graph) in one CUDA graph, replayed; time per step",
+            f"read_graph: read_ceiling.cu reading the same K and V and nothing else ({geometry.READ_BLOCKS_PER_SM} "
+            f"blocks an SM of {geometry.READ_THREADS} threads, {geometry.READ_UNROLL} 16-byte loads in flight a "
+            "thread), captured and replayed as ours_graph; its gbps and dram_pct count the K/V bytes it reads; "
+            "graph_over_read = ours_graph's time / read_graph's",
         ],
     }
 
@@ -115,7 +118,7 @@ def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
     for base in BASELINES:
         if "ms" in row.get(base, {}):
             row[f"speedup_vs_{base}"] = row[base]["ms"] / row["contiguous"]["ms"]
-    row |= _graphs(caches, ok, moved)
+    row |= _graphs(cupy, caches, ok, moved, kv_bytes)
     if "default" in ok:
         row["profile"] = {"ours": _profile(calls["contiguous"]), "default": _profile(calls["default"])}
     row["paged_over_contiguous"] = row["paged"]["ms"] / row["contiguous"]["ms"]
@@ -124,24 +127,46 @@ def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
     return row
 
 
-def _graphs(caches: list, ok: dict, moved: int) -> dict:
-    """ours_graph and default_graph: the public call and SDPA's default captured in CUDA graphs, replayed
-    (timing.replay_us), {ms, gbps, dram_pct} per step; and default_graph's time over ours_graph's."""
+def _graphs(cupy, caches: list, ok: dict, moved: int, kv_bytes: int) -> dict:
+    """ours_graph, default_graph, cudnn_graph and read_graph: the public call, SDPA's default and cuDNN backend and
+    the plain read of K and V captured in CUDA graphs, replayed (timing.replay_us, interleaved), {ms, gbps, dram_pct}
+    per step (read_graph's of the kv_bytes it reads, the others' of `moved`); default_graph's time over ours_graph's,
+    ours_graph's over read_graph's."""
     graphs, kept, row = {}, [], {}
     graphs["ours_graph"], held = timing.capture_cupy(ok["contiguous"], len(caches))
     kept.append(held)
-    if "default" in ok:
-        try:
-            graphs["default_graph"], held = timing.capture_torch(ok["default"], len(caches))
-            kept.append(held)
-        except RuntimeError as e:  # PyTorch refusing to capture it: said, not timed
-            row["default_graph"] = {"status": "error", "why": str(e).strip().splitlines()[0][:200]}
-    for name, us in timing.replay_us(graphs, torch_stream="default" in ok).items():
-        gbps = moved / us / 1e3
+    graphs["read_graph"], held = timing.capture_cupy(read_call(cupy, caches), len(caches))
+    kept.append(held)
+    for backend in ("default", "cudnn"):
+        if backend in ok:
+            try:
+                graphs[f"{backend}_graph"], held = timing.capture_torch(ok[backend], len(caches))
+                kept.append(held)
+            except RuntimeError as e:  # PyTorch refusing to capture it: said, not timed
+                row[f"{backend}_graph"] = {"status": "error", "why": str(e).strip().splitlines()[0][:200]}
+    torch_stream = any(name in graphs for name in ("default_graph", "cudnn_graph"))
+    for name, us in timing.replay_us(graphs, torch_stream=torch_stream).items():
+        gbps = (kv_bytes if name == "read_graph" else moved) / us / 1e3
         row[name] = {"ms": us / 1e3, "gbps": gbps, "dram_pct": 100 * gbps * 1e9 / H100_DRAM}
     if "default_graph" in graphs:
         row["graph_speedup_vs_default"] = row["default_graph"]["ms"] / row["ours_graph"]["ms"]
+    row["graph_over_read"] = row["ours_graph"]["ms"] / row["read_graph"]["ms"]
     return row
+
+
+def read_call(cupy, caches: list, out=None):
+    """A call reading K and V of the next of the copies in turn with read_ceiling.cu and nothing else, in its one
+    launch shape (geometry.READ_BLOCKS_PER_SM blocks an SM of READ_THREADS threads); `out`: the word it stores only
+    when a thread's fold of its pieces is 0x9E3779B9 (the GPU test's check that it reads what it should)."""
+    spec = registry.HELPERS["read_ceiling"]
+    kernel = source.function(spec, spec.defines(D, "float16"))
+    blocks = geometry.READ_BLOCKS_PER_SM * device.properties()["sm_count"]
+    out = cupy.zeros(1, cupy.uint32) if out is None else out
+
+    def read(c, p):
+        kernel((blocks,), (geometry.READ_THREADS,), (c["k"], c["v"], np.int64(c["k"].nbytes // 16), out))
+
+    return _cycle(caches, [None] * len(caches), read)
 
 
 def _profile(call) -> dict[str, float]:
@@ -155,57 +180,6 @@ def _profile(call) -> dict[str, float]:
         call()
         torch.cuda.synchronize()
     return {e.key[:120]: e.self_device_time_total for e in prof.key_averages() if e.self_device_time_total > 0}
-
-
-def tune_paged(
-    points=((4, 16384), (16, 4096)), splits=(1, 2, 4, 8, 16, 33), tilings=((64, 4), (128, 2)), cache="paged"
-):  # fmt: skip
-    """Paged at few splits (gpu/NOTES.md run 30): the launch alone at each of `splits`, and at the model's splits
-    with other Bc × stages, beside contiguous at the model's: rows of {batch, nk, name: ms}. cache="contiguous": the
-    same on the contiguous cache."""
-    cupy = device.require()
-    rows = []
-    for batch, nk in points:
-        caches = _cold_caches(cupy, batch, nk, "float16")
-        flat = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
-        plans = [
-            decoding.prepare(c["q"], c["kp"], c["vp"], c["table"], c["seqlens"], False, None, None) for c in caches
-        ] if cache == "paged" else flat  # fmt: skip
-        model = plans[0].splits
-        m = geometry.decoding_tiles(D, HEADS // KV_HEADS * NQ).m_tiles
-        calls = {f"contiguous P{flat[0].splits}": _cycle(caches, flat, lambda c, p: decoding.launch(cupy, p))}
-        for P in splits:
-            forced = [dataclasses.replace(p, splits=P) for p in plans]
-            calls[f"{cache} P{P}"] = _cycle(caches, forced, lambda c, p: decoding.launch(cupy, p))
-        for bc, st in tilings:
-            t = Tiles(16 * m, bc, 4, m, stages=st)
-            calls[f"{cache} P{model} {bc}x{st}"] = _cycle(caches, plans, lambda c, p, t=t: decoding.launch(cupy, p, t))
-        rows.append({"batch": batch, "nk": nk, "model_splits": model} | timing.interleaved_ms(calls))
-        del caches, plans, flat
-        cupy.get_default_memory_pool().free_all_blocks()
-    return rows
-
-
-def tune(points=((1, 32768), (4, 131072), (16, 32768)), variants=((64, 2), (64, 3), (64, 4), (128, 2))):
-    """Rung 8's split + combine at Bc keys per tile and `stages` cp.async stages: rows of {batch, nk, "Bc×stages": ms}."""
-    cupy = device.require()
-    rows = []
-    for batch, nk in points:
-        caches = _cold_caches(cupy, batch, nk, "float16")
-        plans = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
-        m = geometry.decoding_tiles(D, HEADS // KV_HEADS * NQ).m_tiles
-        tilings = {f"{bc}x{st}": Tiles(16 * m, bc, 4, m, stages=st) for bc, st in variants}
-        row = {"batch": batch, "nk": nk, "splits": plans[0].splits}
-        row |= {
-            name: ms
-            for name, ms in timing.interleaved_ms(
-                {n: _cycle(caches, plans, lambda c, p, t=t: decoding.launch(cupy, p, t)) for n, t in tilings.items()}
-            ).items()
-        }
-        rows.append(row)
-        del caches, plans
-        cupy.get_default_memory_pool().free_all_blocks()
-    return rows
 
 
 def _cycle(caches: list, plans: list, fn):
@@ -270,7 +244,7 @@ def progress_line(row: dict) -> str:
     """'B=1 Nk=4096: contiguous 1234 GB/s (37%) · paged … · sdpa … · ×1.10 SDPA'."""
     parts = [f"B={row['batch']} Nk={row['nk']} splits={row['splits']} (paged {row['paged_splits']}):"]
     for name in ("contiguous", "contiguous_kernels", "separate", "paged", "paged_kernels", *BASELINES, "ours_graph",
-                 "default_graph"):  # fmt: skip
+                 "default_graph", "cudnn_graph", "read_graph"):  # fmt: skip
         r = row.get(name)
         if r is not None:
             parts.append(
@@ -281,16 +255,6 @@ def progress_line(row: dict) -> str:
             parts.append(f"×{row[f'speedup_vs_{base}']:.2f} SDPA {base}")
     if "graph_speedup_vs_default" in row:
         parts.append(f"×{row['graph_speedup_vs_default']:.2f} SDPA default, both graphs")
+    if "graph_over_read" in row:
+        parts.append(f"ours graph {row['graph_over_read']:.2f}× the plain read")
     return " ".join(parts)
-
-
-if __name__ == "__main__":  # python -m gpu.lab.bench_decode [paged | batch1 | waves]: tilings or splits tuned
-    import sys
-
-    runs = {
-        "paged": tune_paged,
-        "batch1": lambda: tune_paged(((1, 4096), (1, 32768)), (8, 16, 33, 64, 128), (), cache="contiguous"),
-        "waves": lambda: tune_paged(WAVES, (1, 4, 16, 33), (), cache="contiguous"),
-    }
-    for tuned in runs[sys.argv[1]]() if sys.argv[1:] else tune():
-        print(tuned)

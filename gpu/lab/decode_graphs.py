@@ -5,11 +5,13 @@ enable_gqa=True) captured by torch.cuda.graph, each graph timing.STEPS decode st
 GPU once the host's Python is out of the loop (its kernels and the gaps between them), beside the eager calls.
 
 `variants`: rung 8's launch alone (the checks done once) at other split counts, Bc × stages and warps, and with the
-combine merged by a cluster of the group's blocks, by the last block to finish (the ticket), by its own kernel, or
-not at all (the split kernel alone), each captured and timed the same way beside SDPA's default: changes at short
-caches measured without the host's ~20 µs a call in front of them (gpu/NOTES.md run 39-dec4).
+combine merged by a cluster of the group's blocks, by all the group's blocks of a cooperative grid (spread), by the
+last block to finish (the ticket), by its own kernel, or not at all (the split kernel alone), each captured and timed
+the same way beside SDPA's default and cuDNN: changes at short caches measured without the host's ~20 µs a call in
+front of them (gpu/NOTES.md run 39-dec4). `merges`: the merges alone at the points of issue 25's misses and the
+long splits, contiguous and paged (gpu/NOTES.md run 41-dec6).
 
-    python -m gpu.lab.decode_graphs [steps | variants]   (a JSON line per point on stdout)
+    python -m gpu.lab.decode_graphs [steps | variants | merges]   (a JSON line per point on stdout)
 """
 
 import dataclasses
@@ -18,7 +20,7 @@ import sys
 
 import numpy as np
 
-from gpu import decoding, device, geometry, pages
+from gpu import decode_launch, decoding, device, geometry, pages
 from gpu.lab import bench_decode, sdpa, timing
 from gpu.lab.checks import max_error
 from gpu.tiling import Tiles
@@ -79,47 +81,70 @@ def split_alone(cupy, p, tiles):
     """The split kernel alone (no ticket, no cluster, no combine): a step before its partials are merged."""
     rows = p.batch * p.hkv * p.g * p.nq
     o = cupy.empty(p.q.shape, p.q.dtype)
-    parts, lse_parts, _, scratch = decoding._workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
+    parts, lse_parts, _, scratch = decode_launch.workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
     if p.splits == 1:
         parts, lse_parts = o, scratch
-    split, _, tiles, smem = decoding._kernels(p.d, "float16", p.g * p.nq, tiles)
+    split, _, tiles, smem = decode_launch.kernels(p.d, "float16", p.g * p.nq, tiles)
     _, errors, claim = pages.errors(p.q.device.id)
-    arrays = (p.q, p.k, p.v, decoding.NULL, decoding.NULL, o, scratch, parts, lse_parts, decoding.NULL, errors, claim)
+    table, seqlens = (decode_launch.NULL if x is None else x for x in (p.table, p.seqlens))
+    max_pages = 0 if p.table is None else p.table.shape[1]
+    arrays = (p.q, p.k, p.v, table, seqlens, o, scratch, parts, lse_parts, decode_launch.NULL, errors, claim)
     values = (*(int(x) if type(x) is np.uintp else x.data.ptr for x in arrays),
-              *decoding._scalars(p.nq, p.g, p.nk, 0, 0, 0, p.splits, p.scale, p.causal))  # fmt: skip
-    decoding._launch(cupy, split, (p.splits, p.hkv, p.batch), tiles.threads, smem, values)
+              *decode_launch.scalars(p.nq, p.g, p.nk, p.page_size, max_pages, p.num_pages, p.splits, p.scale,
+                                 p.causal))  # fmt: skip
+    decode_launch.launch_kernel(cupy, split, (p.splits, p.hkv, p.batch), tiles.threads, smem, values)
     return o
 
 
-def variants_row(cupy, batch: int, nk: int, variants: dict) -> dict:
+def variants_row(cupy, batch: int, nk: int, variants: dict, cache: str = "contiguous") -> dict:
     """rung 8's launch alone under each of `variants` ({name: (splits or None, Tiles or None, combine)}, combine one
-    of "cluster", "ticket", "separate", "none"), each a graph of timing.STEPS steps, beside SDPA's default graph: µs
-    per step; and the largest difference between each fused variant's output and the separate combine's."""
+    of "cluster", "spread", "ticket", "separate", "none"), on the contiguous or the paged cache, each a graph of
+    timing.STEPS steps, beside SDPA's default and cuDNN graphs and the plain read of K and V (read_ceiling.cu): µs per
+    step; and the largest difference between each fused variant's output and the separate combine's."""
     caches = bench_decode._cold_caches(cupy, batch, nk, "float16")
     torch_ok = sdpa.torch_available()[0]
-    plans = [decoding.prepare(c["q"], c["k"], c["v"], None, None, False, None, None) for c in caches]
-    row = {"batch": batch, "nk": nk, "model_splits": plans[0].splits, "max_diff_vs_separate": {}}
+    paged = cache == "paged"
+    plans = [decoding.prepare(c["q"], *((c["kp"], c["vp"], c["table"], c["seqlens"]) if paged else
+                                        (c["k"], c["v"], None, None)), False, None, None) for c in caches]  # fmt: skip
+    row = {"batch": batch, "nk": nk, "cache": cache, "model_splits": plans[0].splits, "max_diff_vs_separate": {}}
     graphs, kept = {}, []
     for name, (splits, tiles, combine) in variants.items():
         forced = [dataclasses.replace(p, splits=splits or p.splits) for p in plans]
         if combine == "none":
             fn = bench_decode._cycle(caches, forced, lambda c, p, t=tiles: split_alone(cupy, p, t))
         else:
-            kw = {"fused": combine != "separate", "lse": False, "clusters": combine == "cluster"}
+            kw = {"fused": combine != "separate", "lse": False}
+            kw |= {"merge": combine} if combine != "separate" else {}
+            try:
+                o = decoding.launch(cupy, forced[0], tiles, **kw)[0].astype(cupy.float64)
+            except ValueError as e:  # a merge this point cannot take (a cluster of a paged cache, say): said
+                row[name] = str(e)
+                continue
             fn = bench_decode._cycle(caches, forced, lambda c, p, t=tiles, kw=kw: decoding.launch(cupy, p, t, **kw)[0])
-            o = decoding.launch(cupy, forced[0], tiles, **kw)[0].astype(cupy.float64)
             separate = decoding.launch(cupy, forced[0], tiles, fused=False)[0].astype(cupy.float64)
             row["max_diff_vs_separate"][name] = float(abs(o - separate).max())
         graphs[name], held = timing.capture_cupy(fn, len(caches))
         kept.append(held)
+    graphs["read"], held = timing.capture_cupy(bench_decode.read_call(cupy, caches), len(caches))
+    kept.append(held)
     if torch_ok:
-        default = bench_decode._cycle(caches, plans, bench_decode._sdpa("default"))
-        graphs["default"], held = timing.capture_torch(default, len(caches))
-        kept.append(held)
+        for backend in ("default", "cudnn"):
+            fn = bench_decode._cycle(caches, plans, bench_decode._sdpa(backend))
+            graphs[backend], held = timing.capture_torch(fn, len(caches))
+            kept.append(held)
     row |= timing.replay_us(graphs, torch_stream=torch_ok)
     del kept, caches, plans
     cupy.get_default_memory_pool().free_all_blocks()
     return row
+
+
+MERGE_POINTS = [(1, 4096), (1, 32768), (1, 131072), (4, 16384), (4, 131072)]
+
+
+def merges() -> dict:
+    """The fused combine's merges at the model's splits (a cluster only where its rule takes it), the separate
+    combine and none (the split kernel alone: the floor under any merge)."""
+    return {combine: (None, None, combine) for combine in (*decode_launch.MERGES, "separate", "none")}
 
 
 def short_variants() -> dict:
@@ -138,6 +163,10 @@ if __name__ == "__main__":
     if (sys.argv[1:] or ["steps"])[0] == "steps":
         for b, n in POINTS:
             print(json.dumps(steps_row(cupy, b, n)), flush=True)
+    elif sys.argv[1] == "merges":
+        for cache, points in (("contiguous", MERGE_POINTS), ("paged", MERGE_POINTS[:4])):
+            for b, n in points:
+                print(json.dumps(variants_row(cupy, b, n, merges(), cache)), flush=True)
     else:
         for b, n in SHORT:
             print(json.dumps(variants_row(cupy, b, n, short_variants())), flush=True)

@@ -1,0 +1,84 @@
+"""`flashsim bench decode`'s graph columns without a GPU: gpu.lab.bench_decode._graphs with the capture and replay
+of gpu.lab.timing replaced by fakes that hand back chosen µs per step, checked against the row's fields worked by
+hand (ours, SDPA's default and cuDNN over the step's bytes; the plain read over the K/V bytes it reads; the ratios),
+and the recorded run's rows against their own bytes."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpu.lab import bench_decode
+
+RECORDING = Path(__file__).parent.parent / "gpu" / "lab" / "results" / "bench-decode-h100.json"
+
+
+@pytest.fixture
+def fake_graphs(monkeypatch):
+    """Captures record their names; replay_us answers µs per step by name; capture_torch of `refused` raises."""
+    captured, refused = [], set()
+    us = {"ours_graph": 12.0, "read_graph": 8.0, "default_graph": 13.2, "cudnn_graph": 13.5}
+
+    def capture_cupy(fn, warmup):
+        captured.append(fn)
+        return (lambda s: None), None
+
+    def capture_torch(fn, warmup):
+        if fn in refused:
+            raise RuntimeError("capture refused\nsecond line")
+        captured.append(fn)
+        return (lambda s: None), None
+
+    monkeypatch.setattr(bench_decode.timing, "capture_cupy", capture_cupy)
+    monkeypatch.setattr(bench_decode.timing, "capture_torch", capture_torch)
+    monkeypatch.setattr(bench_decode.timing, "replay_us", lambda graphs, torch_stream: {n: us[n] for n in graphs})
+    monkeypatch.setattr(bench_decode, "read_call", lambda cupy, caches: "read")
+    return us, refused
+
+
+def test_graph_columns_worked_by_hand(fake_graphs):
+    moved, kv = 16_809_984, 16_777_216  # B 1 Nk 4K: K and V (2·8·4096·128·2 bytes), q and o (2·64·128·2)
+    ok = {"contiguous": "ours", "default": "default", "cudnn": "cudnn"}
+    row = bench_decode._graphs(None, [None] * 13, ok, moved, kv)
+    assert row["ours_graph"]["ms"] == pytest.approx(0.012)
+    assert row["ours_graph"]["gbps"] == pytest.approx(moved / 12.0e-6 / 1e9)  # 1400.8 GB/s
+    assert row["read_graph"]["gbps"] == pytest.approx(kv / 8.0e-6 / 1e9)  # its own bytes: K and V only
+    assert row["read_graph"]["dram_pct"] == pytest.approx(100 * kv / 8.0e-6 / 3.35e12)  # 62.6%
+    assert row["cudnn_graph"]["gbps"] == pytest.approx(moved / 13.5e-6 / 1e9)
+    assert row["graph_over_read"] == pytest.approx(12.0 / 8.0)
+    assert row["graph_speedup_vs_default"] == pytest.approx(13.2 / 12.0)
+
+
+def test_a_backend_refusing_capture_is_said_not_timed(fake_graphs):
+    _, refused = fake_graphs
+    refused.add("cudnn")
+    row = bench_decode._graphs(None, [None], {"contiguous": "ours", "default": "default", "cudnn": "cudnn"}, 10, 8)
+    assert row["cudnn_graph"] == {"status": "error", "why": "capture refused"}
+    assert "ms" in row["default_graph"] and "ms" in row["read_graph"]
+
+
+def test_without_pytorch_ours_and_the_read_still_timed(fake_graphs):
+    row = bench_decode._graphs(None, [None], {"contiguous": "ours"}, 10, 8)
+    assert set(row) == {"ours_graph", "read_graph", "graph_over_read"}
+
+
+def test_progress_line_names_the_read():
+    row = {"batch": 1, "nk": 4096, "splits": 16, "paged_splits": 32, "graph_over_read": 1.5}
+    row["read_graph"] = {"ms": 0.008, "gbps": 2097.2, "dram_pct": 62.6}
+    line = bench_decode.progress_line(row)
+    assert "read_graph 2097 GB/s (63%)" in line and "ours graph 1.50× the plain read" in line
+
+
+def test_the_recording_counts_its_bytes():
+    """Each recorded row: bytes = K and V once, q and o; every timed column's GB/s = those bytes / its time, the
+    read's = the K/V bytes / its time; graph_over_read the ratio of the two graph times."""
+    report = json.loads(RECORDING.read_text())
+    config = report["config"]
+    assert len(report["rows"]) == len(bench_decode.GRID)
+    for row in report["rows"]:
+        kv = 2 * row["batch"] * config["kv_heads"] * row["nk"] * config["d"] * 2
+        assert row["bytes"] == kv + 2 * row["batch"] * config["heads"] * config["nq"] * config["d"] * 2
+        for name in ("contiguous", "paged", "ours_graph", "default_graph", "cudnn_graph", "read_graph"):
+            nbytes = kv if name == "read_graph" else row["bytes"]
+            assert row[name]["gbps"] == pytest.approx(nbytes / row[name]["ms"] / 1e6)
+        assert row["graph_over_read"] == pytest.approx(row["ours_graph"]["ms"] / row["read_graph"]["ms"])
