@@ -8,7 +8,8 @@ fixed order with `deterministic`); the last pass rounds dQ to the storage dtype.
 reduce-adds round dQ themselves instead where there are FUSED_PLANES query planes or more (`fused`): the last thread
 block of a plane to finish (a counter per plane, zeroed by the pre-pass) rounds the plane's dQ, and no third launch
 runs. Extra device memory: D (N floats) and the accumulator (N·d floats) per head, rung 7's L and D blocks (2N
-floats) and counter (1 int), deterministic's counters (N / Br ints): O(N).
+floats) and counter (1 int), deterministic's counters (N / Br ints): O(N). A call is checked and planned once per
+key as flash_attention's (its host work ~70–100 µs a call on an H100 host against ~180–260 before: run 41-host13).
 """
 
 import dataclasses

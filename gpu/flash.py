@@ -33,6 +33,10 @@ def flash_attention(
     `window` (left, right), `alibi_slopes` (Hq,) or (B, Hq), `softcap` c; a packed batch with `cu_seqlens_q`,
     `cu_seqlens_k` (B + 1) and q (total_q, Hq, d), k, v (total_k, Hkv, d), o like q and lse (total_q, Hq) as the
     simulator's (a transposed view: stored (Hq, total_q), FlashAttention's layout).
+    Host work: a call without variants (GQA aside) is checked once per key, its arrays' shapes, strides, dtypes
+    and devices with the options and the current device (inputs.signature), and planned once per key and stream
+    (`Plan`); a later call of that key reads its arrays' addresses (alignment, tensor maps), allocates the
+    outputs and launches: ~25–45 µs a call on an H100 host against ~105–130 before (gpu/NOTES.md run 41-host13).
     """
     cupy, tiles = device.require(), tiles or None  # tiles: as the kernel's default where falsy
     inputs.check_flag("return_lse", return_lse)
