@@ -125,19 +125,20 @@ CALLS_LIMIT = 256  # calls remembered, by their arguments' signatures and option
 @dataclass(frozen=True)
 class Call:
     """A checked call of flash_attention or flash_attention_backward: what every call with its key shares (Problem,
-    Variant, kernel), and its plan on each stream it ran on."""
+    Variant, kernel), and its plans by what they depend on beyond the key (the forward's stream, whose copy of the
+    walk it holds; the backward's FUSED_PLANES, which tests lower)."""
 
     p: Problem
     variant: object  # gpu.variants.Variant
     spec: object  # gpu.registry.KernelSpec
     plans: dict = field(default_factory=dict)
 
-    def plan(self, stream: int, make, *args):
-        """The plan on `stream`: make(*args), made once a stream."""
-        found = self.plans.get(stream)
+    def plan(self, at, make, *args):
+        """The plan at `at` (a stream, or FUSED_PLANES): make(*args), made once for each."""
+        found = self.plans.get(at)
         if found is None:
             found = make(*args)
-            remember(self.plans, stream, found, 16)
+            remember(self.plans, at, found, 16)
         return found
 
 
