@@ -8,14 +8,17 @@ fixed order with `deterministic`); the last pass rounds dQ to the storage dtype.
 reduce-adds round dQ themselves instead where there are FUSED_PLANES query planes or more (`fused`): the last thread
 block of a plane to finish (a counter per plane, zeroed by the pre-pass) rounds the plane's dQ, and no third launch
 runs. Extra device memory: D (N floats) and the accumulator (N·d floats) per head, rung 7's L and D blocks (2N
-floats) and counter (1 int), deterministic's counters (N / Br ints): O(N).
+floats) and counter (1 int), deterministic's counters (N / Br ints): O(N). A call is checked and planned once per
+key as flash_attention's (its host work ~70–100 µs a call on an H100 host against ~180–260 before: run 41-host13).
 """
 
 import dataclasses
+import functools
+import math
 
 import numpy as np
 
-from gpu import device, inputs, layout, registry, source, tma, variants
+from gpu import device, flash, inputs, layout, registry, source, tma, variants
 from sim.core.errors import InputError
 
 PREPASS_WARPS = 8  # warps per thread block of the pre-pass (32 / ROW_LANES rows each)
@@ -46,10 +49,45 @@ def flash_attention_backward(
     and a packed batch (q, o, do (total_q, Hq, d), lse (total_q, Hq) as the forward returned it). Rung 5 takes them,
     and is what a call with a variant runs by default (registry.backward).
     """
-    cupy = device.require()
+    cupy, tiles = device.require(), tiles or None  # tiles: as the kernel's default where falsy
+    key = None  # a call without variants but GQA, checked once per key (inputs.signature, plain_options)
+    plain = all(
+        x is None for x in (window, alibi_slopes, softcap, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    )
+    if plain and not check_finite and type(deterministic) is bool:
+        options, arrays = inputs.plain_options(causal, scale, kernel, tiles), inputs.signature(q, k, v, o, lse, do)
+        key = options and arrays and (arrays, options, deterministic, cupy.cuda.runtime.getDevice(), resolve)
+    call = _calls.get(key) if key else None
+    if call is None:
+        call = inputs.Call(*_checked(q, k, v, o, lse, do, causal, scale, window, alibi_slopes, softcap, cu_seqlens_q,
+                                     cu_seqlens_k, max_seqlen_q, max_seqlen_k, kernel, tiles, check_finite,
+                                     deterministic))  # fmt: skip
+        if key:
+            inputs.remember(_calls, key, call)
+    p, variant = call.p, call.variant
+    rows = tuple(q.shape[:2]) if variant.packed else (p.batch, p.heads, p.n)  # D's shape: one float per row of o
+    vkey = flash.variant_key(variant)
+    with q.device:
+        plan = call.plan(FUSED_PLANES, _plan, call.spec, p, tiles, deterministic, vkey, rows, FUSED_PLANES)
+        q, k, v, o, do = (layout.rows_of(x, plan.row) for x in (q, k, v, o, do))
+        lse = cupy.ascontiguousarray(lse.T) if variant.packed else lse  # packed: stored (Hq, total_q), the forward's
+        lse = lse if lse.data.ptr % 16 == 0 else lse.copy()
+        work = tuple((cupy.zeros if zeroed else cupy.empty)(shape, dtype=dtype) for shape, dtype, zeroed in plan.work)
+        dq, dk, dv = cupy.empty_like(q), cupy.empty_like(k), cupy.empty_like(v)
+        if poison:
+            layout.poison(dq, dk, dv)
+        _launch(plan, p, (q, k, v, o, lse, do), work, (dq, dk, dv), variant)
+    return tuple(layout.trimmed(x, p.d) for x in (dq, dk, dv))
+
+
+_calls: dict = {}  # key (signatures, options, deterministic, current device, resolve) → inputs.Call
+
+
+def _checked(q, k, v, o, lse, do, causal, scale, window, alibi_slopes, softcap, cu_seqlens_q, cu_seqlens_k,
+             max_seqlen_q, max_seqlen_k, kernel, tiles, check_finite, deterministic) -> tuple:  # fmt: skip
+    """Every check of a call's arguments (one-line InputErrors): (Problem, Variant, the kernel that runs it)."""
     spec = registry.backward(kernel)
-    packed = cu_seqlens_q is not None or cu_seqlens_k is not None
-    if packed:
+    if cu_seqlens_q is not None or cu_seqlens_k is not None:
         p, kv_heads, cu = variants.check_packed(
             q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal=causal, scale=scale,
             dtypes_allowed=spec.dtypes,
@@ -67,23 +105,8 @@ def flash_attention_backward(
         kv_heads, cu = k.shape[1], None
     variant = variants.check(p, kv_heads, window=window, alibi_slopes=alibi_slopes, softcap=softcap, packed=cu)
     spec = resolve(kernel, p.d, variant)
-    tiles = spec.tiles(p.d, tiles)
-    check_deterministic(spec, tiles, deterministic, variant)
-    row = spec.row(p.d)
-    rows = q.shape[:2] if packed else None  # the pre-pass's rows: (total_q, Hq) packed
-    with q.device:
-        q, k, v, o, do = (layout.rows_of(x, row) for x in (q, k, v, o, do))
-        lse = cupy.ascontiguousarray(lse.T) if packed else lse  # packed: L stored (Hq, total_q), as the forward's
-        lse = lse if lse.data.ptr % 16 == 0 else lse.copy()
-        work = tuple(
-            (cupy.zeros if zeroed else cupy.empty)(shape, dtype=dtype)
-            for shape, dtype, zeroed in workspace(spec, p, row, tiles, deterministic, rows)
-        )
-        dq, dk, dv = cupy.empty_like(q), cupy.empty_like(k), cupy.empty_like(v)
-        if poison:
-            layout.poison(dq, dk, dv)
-        launch(spec, p, tiles, row, (q, k, v, o, lse, do), work, (dq, dk, dv), variant)
-    return tuple(layout.trimmed(x, p.d) for x in (dq, dk, dv))
+    check_deterministic(spec, spec.tiles(p.d, tiles), deterministic, variant)
+    return p, PLAIN if variant.plain else variant, spec
 
 
 def check_packed_backward(q, o, lse, do) -> None:
@@ -105,10 +128,19 @@ def check_packed_backward(q, o, lse, do) -> None:
 
 def resolve(kernel, d: int, variant: variants.Variant = PLAIN) -> registry.KernelSpec:
     """The backward kernel for head dim d on this GPU: `kernel` if it runs here and takes the call's variant (else
-    InputError saying why), or the default for d and the variant on this GPU (registry.backward; without a GPU, rung 5)."""
+    InputError saying why), or the default for d and the variant on this GPU (registry.backward; without a GPU, rung 5).
+    A rung given by its number, or None, is looked up once per head dim, variant kinds and device."""
     cc = device.capability() if device.available()[0] else None
-    spec = registry.backward(kernel, d, cc, variant.kinds)
-    missing = [kind for kind in variant.kinds if kind not in spec.variants]
+    kinds = variant.kinds if variant is not PLAIN else ()
+    if kernel is None or type(kernel) is int:
+        return _resolve(kernel, d, cc, kinds)
+    return _resolve.__wrapped__(kernel, d, cc, kinds)
+
+
+@functools.lru_cache(maxsize=64)
+def _resolve(kernel, d: int, cc: str | None, kinds: tuple[str, ...]) -> registry.KernelSpec:
+    spec = registry.backward(kernel, d, cc, kinds)
+    missing = [kind for kind in kinds if kind not in spec.variants]
     if missing:
         raise InputError(f"kernel: {spec.name} does not take {', '.join(missing)} (rung 5 takes every variant)")
     why = cc and spec.fits(d, cc)
@@ -154,68 +186,111 @@ def workspace(spec: registry.KernelSpec, p, row: int, tiles, deterministic: bool
     return work
 
 
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """The launches of one backward call worked out from what does not change between calls of one shape: the row
+    length in device memory, the work arrays (`workspace`), the pre-pass, the main kernel (rung 7: its tensor maps,
+    Q_i and dO_i in boxes of Br rows, K_j and V_j of Bc, dQ_i reduced in boxes of 64) and the dQ pass (None where
+    the main kernel rounds dQ itself)."""
+
+    row: int
+    work: tuple
+    prepass: source.Launch
+    main: source.Launch
+    maps: tma.Maps | None
+    dq: source.Launch | None
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(spec, p, tiles, deterministic: bool, variant: tuple, rows: tuple, fused_planes: int) -> Plan:
+    """The Plan of a call (Problem p, `tiles` as given or None for the kernel's default, `deterministic`,
+    flash.variant_key, D's shape `rows`) while FUSED_PLANES is `fused_planes` (tests lower it)."""
+    variant = flash.variant_of(variant)
+    tiles, row = spec.tiles(p.d, tiles), spec.row(p.d)
+    work = tuple(workspace(spec, p, row, tiles, deterministic, rows))
+    pre = dataclasses.replace(p, batch=1, heads=1, n=math.prod(rows)) if variant.packed else p  # D's rows, o's order
+    prepass_launch = _prepass(pre, row, work[2][0] if spec.tma else None)
+    defines = spec.defines(p.d, p.dtype, tiles) | variant.defines()
+    rounds = fused(spec, tiles, p.batch * p.heads, variant)
+    maps = None
+    if spec.tma:
+        defines |= {"DETERMINISTIC": int(deterministic), "FUSED_DQ": int(rounds)}
+        br, bc = tiles.block_rows, tiles.block_cols
+        maps = tma.Maps(*((tma.rows_map, rows) for rows in (br, bc, bc, br)), (tma.accumulator_map, 64))
+    tc, kv_heads = -(-p.nk // tiles.block_cols), p.heads // variant.group
+    grid = (tc, kv_heads, p.batch) if variant.packed else (tc, p.batch * kv_heads, 1)
+    scalars = (np.int32(p.n), np.int32(p.nk), np.float32(p.scale), np.int32(p.causal))
+    main = source.launch(spec, defines, spec.smem(p.d, tiles), grid, (tiles.threads, 1, 1), scalars)
+    dq = None if rounds else _round_dq(p.dtype, row, math.prod(rows) * row)
+    return Plan(row, work, prepass_launch, main, maps, dq)
+
+
 def launch(
     spec: registry.KernelSpec, p, tiles, row: int, ins: tuple, work: tuple, outs: tuple, variant=PLAIN
 ) -> None:  # fmt: skip
     """The three launches (two when `fused`) on prepared arrays: ins = (q, k, v, o, lse, do) with rows of `row`
     elements, work as `workspace` lists it (deterministic when it holds the counters), outs = (dq, dk, dv), all
     allocated by the caller (the autograd path allocates them in PyTorch). A variant adds its #defines and arguments,
-    and one thread block per K/V block of each K/V head: grid (Tc, B·Hkv), packed (Tc of the longest, Hkv, B)."""
+    and one thread block per K/V block of each K/V head: grid (Tc, B·Hkv), packed (Tc of the longest, Hkv, B). The
+    launches are planned once per shape (`_plan`); a call makes or finds its tensor maps and launches."""
+    deterministic = bool(spec.tma) and len(work) == 5
+    plan = _plan(spec, p, tiles, deterministic, flash.variant_key(variant), tuple(work[0].shape), FUSED_PLANES)
+    assert plan.row == row
+    _launch(plan, p, ins, work, outs, variant)
+
+
+def _launch(plan: Plan, p, ins: tuple, work: tuple, outs: tuple, variant) -> None:
     q, k, v, o, lse, do = ins
     D, dq_acc, *blocks = work
     dq, dk, dv = outs
-    rounds = fused(spec, tiles, p.batch * p.heads, variant)
-    pre = dataclasses.replace(p, batch=1, heads=1, n=D.size) if variant.packed else p  # packed: D's rows, o's order
-    prepass(pre, row, o, do, lse, D, dq_acc, *blocks[:2])
-    smem = spec.smem(p.d, tiles)
-    if spec.tma:  # rung 7: Q_i and dO_i in boxes of Br rows, K_j and V_j of Bc, dQ_i reduced in boxes of 64 rows
-        deterministic = len(blocks) == 3
-        defines = spec.defines(p.d, p.dtype, tiles) | variant.defines()
-        defines |= {"DETERMINISTIC": int(deterministic), "FUSED_DQ": int(rounds)}
-        br, bc = tiles.block_rows, tiles.block_cols
-        maps = [tma.rows_map(x, rows) for x, rows in ((q, br), (k, bc), (v, bc), (do, br))]
-        counts = blocks[2] if deterministic else NULL
-        # dQ: 64-row boxes
-        args = (*maps, tma.accumulator_map(dq_acc, 64), blocks[0], dq_acc, counts, blocks[1], dq, dk, dv)
+    plan.prepass((o, do, D, dq_acc, lse, *(blocks[:2] if blocks else (NULL, NULL))))
+    if plan.maps:  # rung 7
+        counts = blocks[2] if len(blocks) == 3 else NULL  # deterministic's
+        plan.main((*plan.maps(q, k, v, do, dq_acc), blocks[0], dq_acc, counts, blocks[1], dq, dk, dv), variant.args(p))
     else:
-        defines = spec.defines(p.d, p.dtype, tiles) | variant.defines()
-        args = (q, k, v, do, lse, D, dq_acc, dk, dv)
-    fn = source.function(spec, defines, smem)
-    tc, kv_heads = -(-p.nk // tiles.block_cols), p.heads // variant.group
-    grid = (tc, kv_heads, p.batch) if variant.packed else (tc, p.batch * kv_heads, 1)
-    fn(
-        grid,
-        (tiles.threads, 1, 1),
-        (*args, np.int32(p.n), np.int32(p.nk), np.float32(p.scale), np.int32(p.causal), *variant.args(p)),
-        shared_mem=smem,
-    )
-    if not rounds:
-        round_dq(p, row, dq_acc, dq)
+        plan.main((q, k, v, do, lse, D, dq_acc, dk, dv), variant.args(p))
+    if plan.dq:
+        plan.dq((dq_acc, dq))
+
+
+def forget() -> None:
+    """Forget every call and plan remembered here: for a tool that swaps `resolve` or gpu.source.function between
+    builds (gpu.lab.backward_builds), whose next calls are then planned anew."""
+    _calls.clear()
+    for cache in (_plan, _prepass, _round_dq):
+        cache.cache_clear()
 
 
 def prepass(p, row: int, o, do, lse, D, dq_acc, blocks=None, arrivals=None) -> None:
     """The FlashAttention-2 paper's Algorithm 2, lines 3–4: D = rowsum(dO ∘ O) and dQ = 0 (the float32 accumulator);
     with `blocks` (rung 7's, (batch, heads, Tr, 2, Br)) also L_i·log2 e and D_i per Q block, zeros past N, and
     `arrivals` (rung 7's (batch, heads) int32 counters) zeroed."""
+    pre = _prepass(p, row, None if blocks is None else tuple(blocks.shape))
+    pre((o, do, D, dq_acc, lse, NULL if blocks is None else blocks, NULL if arrivals is None else arrivals))
+
+
+@functools.lru_cache(maxsize=256)
+def _prepass(p, row: int, blocks: tuple | None) -> source.Launch:
     spec = registry.HELPERS["bwd_prepass"]
     heads = p.batch * p.heads
-    padded = p.n if blocks is None else blocks.shape[2] * blocks.shape[4]
+    padded = p.n if blocks is None else blocks[2] * blocks[4]
     defines = spec.defines(row, p.dtype, None)
-    fn = source.function(spec, defines)
-    block_rows = 1 if blocks is None else blocks.shape[4]
-    args = (o, do, D, dq_acc, lse, NULL if blocks is None else blocks, NULL if arrivals is None else arrivals)
-    args += (np.int32(heads), np.int32(p.n), np.int32(padded))
-    args += (np.int32(block_rows),)
+    block_rows = 1 if blocks is None else blocks[4]
     threads = 32 * PREPASS_WARPS
-    fn((-(-heads * padded * defines["ROW_LANES"] // threads), 1, 1), (threads, 1, 1), args)
+    grid = (-(-heads * padded * defines["ROW_LANES"] // threads), 1, 1)
+    scalars = (np.int32(heads), np.int32(p.n), np.int32(padded), np.int32(block_rows))
+    return source.launch(spec, defines, 0, grid, (threads, 1, 1), scalars)
 
 
 def round_dq(p, row: int, dq_acc, dq) -> None:
     """dQ = the float32 accumulator, rounded once to the storage dtype."""
+    _round_dq(p.dtype, row, dq.size)((dq_acc, dq))
+
+
+@functools.lru_cache(maxsize=256)
+def _round_dq(dtype: str, row: int, n: int) -> source.Launch:
     spec = registry.HELPERS["bwd_dq"]
-    n = dq.size
-    defines = spec.defines(row, p.dtype, None)
-    fn = source.function(spec, defines)
+    defines = spec.defines(row, dtype, None)
     per_thread = 4 if defines["WIDE"] else 1  # elements per thread and step
     blocks = min(-(-n // (per_thread * DQ_THREADS)), 65535)
-    fn((blocks, 1, 1), (DQ_THREADS, 1, 1), (dq_acc, dq, np.int64(n)))
+    return source.launch(spec, defines, 0, (blocks, 1, 1), (DQ_THREADS, 1, 1), (np.int64(n),))

@@ -33,9 +33,45 @@ def flash_attention(
     `window` (left, right), `alibi_slopes` (Hq,) or (B, Hq), `softcap` c; a packed batch with `cu_seqlens_q`,
     `cu_seqlens_k` (B + 1) and q (total_q, Hq, d), k, v (total_k, Hkv, d), o like q and lse (total_q, Hq) as the
     simulator's (a transposed view: stored (Hq, total_q), FlashAttention's layout).
+    Host work: a call without variants (GQA aside) is checked once per key, its arrays' shapes, strides, dtypes
+    and devices with the options and the current device (inputs.signature), and planned once per key and stream
+    (`Plan`); a later call of that key reads its arrays' addresses (alignment, tensor maps), allocates the
+    outputs and launches: ~25–45 µs a call on an H100 host against ~105–130 before (gpu/NOTES.md run 41-host13).
     """
-    cupy = device.require()
+    cupy, tiles = device.require(), tiles or None  # tiles: as the kernel's default where falsy
     inputs.check_flag("return_lse", return_lse)
+    key = None  # a call without variants but GQA, checked once per key (inputs.signature, plain_options)
+    if not check_finite and all(
+        x is None for x in (window, alibi_slopes, softcap, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    ):
+        options, arrays = inputs.plain_options(causal, scale, kernel, tiles), inputs.signature(q, k, v)
+        key = options and arrays and (arrays, options, cupy.cuda.runtime.getDevice(), resolve)
+    call = _calls.get(key) if key else None
+    if call is None:
+        call = inputs.Call(*_checked(q, k, v, causal, scale, window, alibi_slopes, softcap, cu_seqlens_q, cu_seqlens_k,
+                              max_seqlen_q, max_seqlen_k, kernel, check_finite))  # fmt: skip
+        if key:
+            inputs.remember(_calls, key, call)
+    p, variant = call.p, call.variant
+    device_id = q.device.id
+    stream = cupy.cuda.get_current_stream(device_id).ptr
+    with q.device:
+        plan = call.plan(stream, _plan, call.spec, p, tiles, variant_key(variant), device_id, stream)
+        q, k, v = (layout.rows_of(x, plan.row) for x in (q, k, v))
+        o = cupy.empty((*q.shape[:-1], plan.row), dtype=q.dtype)
+        lse = cupy.empty(
+            q.shape[-2::-1] if variant.packed else q.shape[:-1], dtype=cupy.float32
+        )  # packed: (Hq, total_q)
+        if poison:
+            layout.poison(o, lse)
+        _launch(plan, p, q, k, v, o, lse, variant)
+    o, lse = layout.trimmed(o, p.d), lse.T if variant.packed else lse
+    return (o, lse) if return_lse else o
+
+
+def _checked(q, k, v, causal, scale, window, alibi_slopes, softcap, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+             max_seqlen_k, kernel, check_finite) -> tuple:  # fmt: skip
+    """Every check of a call's arguments (one-line InputErrors): (Problem, Variant, the kernel that runs it)."""
     spec = registry.forward(kernel)
     if cu_seqlens_q is not None or cu_seqlens_k is not None:
         p, kv_heads, packed = variants.check_packed(
@@ -55,25 +91,24 @@ def flash_attention(
         raise InputError(
             f"kernel: {spec.name} takes no variant (GQA, window, ALiBi, softcap, packed); rungs 3 and 6 do"
         )
-    tiles = spec.tiles_for(p.d, p.n, p.causal, tiles)
-    row = spec.row(p.d)
-    with q.device:
-        q, k, v = (layout.rows_of(x, row) for x in (q, k, v))
-        o = cupy.empty((*q.shape[:-1], row), dtype=q.dtype)
-        lse = cupy.empty(
-            q.shape[-2::-1] if variant.packed else q.shape[:-1], dtype=cupy.float32
-        )  # packed: (Hq, total_q)
-        if poison:
-            layout.poison(o, lse)
-        launch(spec, p, tiles, q, k, v, o, lse, variant)
-    o, lse = layout.trimmed(o, p.d), lse.T if variant.packed else lse
-    return (o, lse) if return_lse else o
+    return p, PLAIN if variant.plain else variant, spec
+
+
+_calls: dict = {}  # key (signatures, options, current device, resolve) → inputs.Call
 
 
 def resolve(kernel: str | None, d: int) -> registry.KernelSpec:
     """The forward kernel for head dim d on this GPU: `kernel` if it runs here (else InputError saying why), or the
-    default (without a GPU: the default anywhere, rung 3)."""
+    default (without a GPU: the default anywhere, rung 3). A rung given by its number, or None, is looked up once per
+    head dim and device (a refusal raises each time; an old name warns each time)."""
     cc = device.capability() if device.available()[0] else None
+    if kernel is None or type(kernel) is int:
+        return _resolve(kernel, d, cc)
+    return _resolve.__wrapped__(kernel, d, cc)
+
+
+@functools.lru_cache(maxsize=64)
+def _resolve(kernel, d: int, cc: str | None) -> registry.KernelSpec:
     spec = registry.forward(kernel, d, cc)
     why = cc and spec.fits(d, cc)
     if why:
@@ -81,13 +116,44 @@ def resolve(kernel: str | None, d: int) -> registry.KernelSpec:
     return spec
 
 
-def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) -> None:
-    """One launch of a forward kernel on prepared arrays (rows padded to the kernel's row length, outputs allocated);
-    a variant adds its #defines and arguments. A persistent tiling (rung 6) launches at most one thread block per
-    SM, for every variant but softcap and ALiBi (whose persistent builds spill at d = 64; run 38-var3): a packed
-    batch's blocks walk a list of its real tiles (`packed_units`) and store O_i from registers (a TMA box of 64 rows
-    would cross into the next sequence); one thread block per tile, a packed batch's grid is (Tr of the longest, Hq,
-    B). GQA alone on rung 6 runs the plain build, K/V plane p / GROUP (run 38-var3)."""
+def variant_key(variant: variants.Variant) -> tuple:
+    """What of a call's variant a launch's plan depends on (its device arrays, the slopes and cumulative lengths, go
+    to the kernel per call): GQA's group, the window, softcap, whether ALiBi and packed, a packed batch's lengths."""
+    if variant is PLAIN:
+        return ()
+    return (variant.group, variant.window, variant.softcap, variant.slopes is not None, variant.seqlens, variant.packed)
+
+
+def variant_of(key: tuple) -> variants.Variant:
+    """A Variant with the #defines and kinds of the one `variant_key` came from (True stands for a device array)."""
+    if not key:
+        return PLAIN
+    group, window, softcap, alibi, seqlens, packed = key
+    return variants.Variant(group, window, True if alibi else None, softcap, True if packed else None, None, seqlens)
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """One forward launch worked out from what does not change between calls of one shape: the row length in
+    device memory, the launch (build, grid, threads; after lse the arguments N, Nk, τ, causal and rung 6's planes,
+    converted once), rung 6's tensor maps (Q_i in boxes of Br rows, K_j and V_j of Bc; O_i's of 64 rows where it
+    leaves by TMA, `o_map`), whether the variant's arguments follow (not for a plain call or GQA alone), and the
+    host's walk (device list, its length)."""
+
+    row: int
+    launch: source.Launch
+    maps: tma.Maps | None
+    o_map: bool
+    variant_args: bool
+    walk: tuple
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(spec: registry.KernelSpec, p, tiles, variant: tuple, device_id: int, stream: int) -> Plan:
+    """The Plan of a call (Problem p, `tiles` as given or None for the call's default, `variant_key`), on device
+    `device_id` and stream `stream` (the walk is copied per stream: `_device_walk`)."""
+    variant = variant_of(variant)
+    tiles = spec.tiles_for(p.d, p.n, p.causal, tiles)
     if tiles.persistent and (variant.softcap is not None or variant.slopes is not None):
         tiles = dataclasses.replace(tiles, persistent=False)
     gqa_alone = spec.tma and variant.kinds == ("gqa",)
@@ -99,35 +165,50 @@ def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) 
     planes = p.batch * p.heads
     if defines.get("WALK") and not (tiles.persistent and p.causal and (variant.plain or gqa_alone)):
         defines["WALK"] = 0
-    fn = source.function(spec, defines, smem)
     walk = None
     if tiles.persistent and (variant.packed or defines.get("WALK")):  # the host's list, one copy a stream
-        stream, br, bc = device.require().cuda.get_current_stream().ptr, tiles.block_rows, tiles.block_cols
+        br, bc = tiles.block_rows, tiles.block_cols
         if variant.packed:
-            walk = _device_units(variant.seqlens, p.heads, br, bc, p.causal, q.device.id, stream)
+            walk = _device_units(variant.seqlens, p.heads, br, bc, p.causal, device_id, stream)
         else:
-            walk = _device_walk(planes, p.n, p.nk, br, bc, q.device.id, stream)
+            walk = _device_walk(planes, p.n, p.nk, br, bc, device_id, stream)
     if tiles.persistent:  # the kernel's units: a tile, or causal a pair of tiles of one plane
         units = len(walk) if walk is not None else planes * (-(-tr // 2) if p.causal else tr)
-        grid = (min(units, _sm_count(q.device.id)), 1, 1)
+        grid = (min(units, _sm_count(device_id)), 1, 1)
     else:
         grid = (tr, p.heads, p.batch) if variant.packed else (tr, planes, 1)
     scale = p.scale * math.log2(math.e) if spec.scale_log2 else p.scale
-    if spec.tma:  # rung 6 reads Q, K, V through tensor maps: Q_i in boxes of Br rows, K_j and V_j of Bc
-        tensor_map = tma.packed_map if variant.packed else tma.rows_map
-        q, k, v = (
-            tensor_map(x, rows) for x, rows in ((q, tiles.block_rows), (k, tiles.block_cols), (v, tiles.block_cols))
-        )
-    args = (q, k, v, o, lse, np.int32(p.n), np.int32(p.nk), np.float32(scale), np.int32(p.causal))
+    scalars = (np.int32(p.n), np.int32(p.nk), np.float32(scale), np.int32(p.causal))
     if spec.tma:
-        args += (np.int32(planes),)
-    if not gqa_alone:
-        args += variant.args(p)
-    if walk is not None:
-        args += (walk, np.int32(len(walk)))
-    if defines.get("O_TMA"):  # O_i leaves by TMA stores, a box of one warpgroup's 64 rows each
-        args += (tma.rows_map(o, 64),)
-    fn(grid, (tiles.threads, 1, 1), args, shared_mem=smem)
+        scalars += (np.int32(planes),)
+    launch = source.launch(spec, defines, smem, grid, (tiles.threads, 1, 1), scalars)
+    o_map, maps = bool(defines.get("O_TMA")), None
+    if spec.tma:  # a packed batch's maps see (Hq, total, d); O_i leaves by TMA only unpacked
+        make = tma.packed_map if variant.packed else tma.rows_map
+        boxes = (tiles.block_rows, tiles.block_cols, tiles.block_cols)
+        maps = tma.Maps(*((make, rows) for rows in boxes), *([(tma.rows_map, 64)] if o_map else []))
+    walk = () if walk is None else (walk, source.by_value(np.int32(len(walk))))
+    return Plan(spec.row(p.d), launch, maps, o_map, not (gqa_alone or variant.plain), walk)
+
+
+def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) -> None:
+    """One launch of a forward kernel on prepared arrays (rows padded to the kernel's row length, outputs allocated);
+    a variant adds its #defines and arguments. A persistent tiling (rung 6) launches at most one thread block per
+    SM, for every variant but softcap and ALiBi (whose persistent builds spill at d = 64; run 38-var3): a packed
+    batch's blocks walk a list of its real tiles (`packed_units`) and store O_i from registers (a TMA box of 64 rows
+    would cross into the next sequence); one thread block per tile, a packed batch's grid is (Tr of the longest, Hq,
+    B). GQA alone on rung 6 runs the plain build, K/V plane p / GROUP (run 38-var3). The launch is planned once per
+    shape (`_plan`); a call does what must be done per call: the tensor maps of its arrays, and the launch."""
+    plan = _plan(spec, p, tiles, variant_key(variant), q.device.id, device.require().cuda.get_current_stream().ptr)
+    _launch(plan, p, q, k, v, o, lse, variant)
+
+
+def _launch(plan: Plan, p, q, k, v, o, lse, variant) -> None:
+    extra = (variant.args(p) if plan.variant_args else ()) + plan.walk
+    if plan.maps:  # rung 6 reads Q, K, V through tensor maps (and stores O_i through one: the last argument)
+        q, k, v, *o_map = plan.maps(q, k, v, o) if plan.o_map else plan.maps(q, k, v)
+        extra += tuple(o_map)
+    plan.launch((q, k, v, o, lse), extra)
 
 
 def packed_units(seqlens: tuple[tuple[int, ...], tuple[int, ...]], heads: int, br: int, bc: int, causal: bool,

@@ -1,7 +1,7 @@
 """Argument checks for the GPU entry points: one-line errors that name the argument and what is allowed."""
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpu import device, dtypes, tiling
 from sim.core.errors import InputError
@@ -94,6 +94,59 @@ def check_array(arg: str, x, q, dtypes_allowed, ndim: int = 4, shape: str | None
         raise InputError(f"{arg}: every dimension must be at least 1, got shape {tuple(x.shape)}")
     if x.device != q.device:
         raise InputError(f"{arg}: is on device {x.device.id}, q on device {q.device.id}; all must be on one GPU")
+
+
+def signature(*arrays) -> tuple | None:
+    """What the checks of an array read, as a key to remember a call by: (shape, strides, dtype, device) of each
+    array, or None where one is not exactly a CuPy array (the checks then run and say what is wrong). Two arrays of
+    one signature pass or fail every check here alike: the number of dimensions and the empty ones follow from the
+    shape, C-contiguity from the shape, strides and dtype. Their addresses are not in it (rows_of and the tensor
+    maps read those per call)."""
+    ndarray = device.require().ndarray
+    if any(type(x) is not ndarray for x in arrays):
+        return None
+    return tuple((x.shape, x.strides, x.dtype, x.device.id) for x in arrays)
+
+
+def plain_options(causal, scale, kernel, tiles) -> tuple | None:
+    """(causal, scale, kernel, tiles) as part of a key to remember a call by, or None where one of them is not of
+    the exact type a valid call passes (a bool; None or an int or float; None or a rung's number; None or Tiles):
+    such a call is checked in full. A NaN scale never equals itself, so never finds a remembered call."""
+    if type(causal) is not bool or (scale is not None and type(scale) not in (int, float)):
+        return None
+    if (kernel is not None and type(kernel) is not int) or (tiles is not None and type(tiles) is not tiling.Tiles):
+        return None
+    return causal, scale, kernel, tiles
+
+
+CALLS_LIMIT = 256  # calls remembered, by their arguments' signatures and options; then forgotten all at once
+
+
+@dataclass(frozen=True)
+class Call:
+    """A checked call of flash_attention or flash_attention_backward: what every call with its key shares (Problem,
+    Variant, kernel), and its plans by what they depend on beyond the key (the forward's stream, whose copy of the
+    walk it holds; the backward's FUSED_PLANES, which tests lower)."""
+
+    p: Problem
+    variant: object  # gpu.variants.Variant
+    spec: object  # gpu.registry.KernelSpec
+    plans: dict = field(default_factory=dict)
+
+    def plan(self, at, make, *args):
+        """The plan at `at` (a stream, or FUSED_PLANES): make(*args), made once for each."""
+        found = self.plans.get(at)
+        if found is None:
+            found = make(*args)
+            remember(self.plans, at, found, 16)
+        return found
+
+
+def remember(memo: dict, key, value, limit: int = CALLS_LIMIT) -> None:
+    """memo[key] = value, all of memo forgotten first once it holds `limit` keys."""
+    if len(memo) >= limit:
+        memo.clear()
+    memo[key] = value
 
 
 def check_flag(arg: str, value) -> bool:

@@ -8,9 +8,8 @@ NAN_BITS = {2: 0x7FFF, 4: 0x7FC00000}  # a quiet NaN in fp16/bf16 (the same bits
 
 def rows_of(x, row: int):
     """`x` with its last axis zero-padded to `row` elements and its data 16-byte aligned (a copy only if needed)."""
-    cupy = device.require()
     if x.shape[-1] != row:
-        padded = cupy.zeros((*x.shape[:-1], row), dtype=x.dtype)
+        padded = device.require().zeros((*x.shape[:-1], row), dtype=x.dtype)
         padded[..., : x.shape[-1]] = x
         return padded
     return x if x.data.ptr % 16 == 0 else x.copy()

@@ -9,7 +9,7 @@ import types
 import numpy as np
 import pytest
 
-from gpu import flash, registry
+from gpu import flash, inputs, registry
 
 
 class FakeCupy:
@@ -36,17 +36,19 @@ def launched(monkeypatch):
     monkeypatch.setattr(flash.tma, "rows_map", lambda x, rows: x)
     monkeypatch.setattr(flash.source, "function", lambda spec, defines, smem: lambda *a, **kw: calls.append(a))
     flash._device_walk.cache_clear()
+    flash._plan.cache_clear()
     yield cupy, calls
     flash._device_walk.cache_clear()
+    flash._plan.cache_clear()
 
 
 def test_the_causal_walk_is_copied_once_a_stream_and_each_kernel_reads_its_streams_copy(launched):
     cupy, calls = launched
     spec = registry.FORWARD[6]
     # 16k tokens at d = 64, N = 1024 causal: 512 planes, Br = 128: 2048 pairs on 132 blocks, the host's walk (WALK)
-    p = types.SimpleNamespace(batch=16, heads=32, n=1024, nk=1024, d=64, dtype="float16", causal=True, scale=0.125)
+    p = inputs.Problem(batch=16, heads=32, n=1024, nk=1024, d=64, dtype="float16", causal=True, scale=0.125)
     tiles = spec.tiles_for(64, 1024, True)
-    q = types.SimpleNamespace(device=types.SimpleNamespace(id=0))
+    q = types.SimpleNamespace(device=types.SimpleNamespace(id=0), data=types.SimpleNamespace(ptr=1 << 20))
 
     def launch():
         flash.launch(spec, p, tiles, q, q, q, q, None)

@@ -68,6 +68,7 @@ def use(defines: dict[str, int]) -> None:
     _injected.update({k: v for k, v in defines.items() if k.isupper()})
     _tiled.clear()
     _tiled.update({k: v for k, v in defines.items() if not k.isupper()})
+    backward.forget()  # the calls and plans remembered under the build before
 
 
 def check_build(name: str, defines: dict[str, int], ds=(64, 128)) -> list[str]:
