@@ -9,11 +9,12 @@ dK_j, dV_j stores). A stamp is two words: the time (ns) and smid << 48 | a << 24
 Q block i; rung 7: a the plane, b the K/V block j).
 
 On the GPU: `ncu --cache-control all --metrics … python -m gpu.lab.block_stamps run OUT_DIR` launches forward
-rung 6 (a few times on the same inputs, then on fresh copies), then backward rung 7, at that shape, saving each
-launch's stamps to OUT_DIR/stamps.npz (array lN: the N-th launch ncu profiled, `plan.json` names each). Anywhere:
-`python -m gpu.lab.block_stamps replay OUT_DIR NCU.csv` plays each launch's accesses in the stamped order against
-`sim.machine.l2`'s LRU (the grid's steps spread evenly between a block's stamps) and sets its DRAM reads beside
-ncu's and beside the lockstep model's.
+rung 6 (three times on the same inputs, twice on fresh copies), backward rung 7 three times and rung 5 once (no
+stamps), at that shape, saving each stamped launch's stamps to OUT_DIR/stamps.npz (array lN: the N-th launch ncu
+profiled, `plan.json` names each); `… block_stamps plain` launches the unstamped builds for ncu alone. Anywhere:
+`python -m gpu.lab.block_stamps replay OUT_DIR NCU.csv` plays each launch's accesses in the stamped order (the
+grid's steps spread evenly between a block's stamps) against one L2 half as `sim.machine.l2.L2` (whole tiles) and
+as `HeldL2` (the shares gpu.lab.l2_capacity measured) hold them, beside ncu's DRAM reads and the lockstep model's.
 """
 
 import json
