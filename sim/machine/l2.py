@@ -12,13 +12,19 @@ Assumptions, each a simplification a student can check against `flashsim compare
   a grid apart, not neighbours in launch order.
 - **Lockstep**: every running block makes one step (one trip of its inner loop) per tick. Blocks of one head
   that start together ask for K_j at the same tick, so one miss serves them all. Blocks drift apart only by the
-  steps their work differs in, never by clocks or contention.
+  steps their work differs in, never by clocks or contention. Measured (gpu.lab.block_stamps, run 41-dram12, d = 128,
+  N = 16384, full, 8 × 16): rung 6's blocks start a round of tiles within 0.1 µs of each other at first and
+  290–450 µs apart (1.5–2.2 tiles) by the last, SMs' paces differing by ±0.5%; rung 7's waves 13 µs apart at the
+  second, 540 µs (0.8 of a block) by the last. Where the lockstep reuse distance sits at the capacity's edge (that
+  shape's forward: 24.1 MiB against 25) the drift decides the DRAM bytes, and they move between runs (1856–2212 MiB).
 - **LRU, whole tiles**: L2 is one fully associative cache of `capacity` bytes holding whole tiles; the least
   recently used tile leaves first. No prefetch, no sectors, no set conflicts.
 - **One partition's capacity**: A100's and H100's L2 are two partitions, and a line that SMs on both sides read
   is kept in both; every tile here is read by SMs everywhere, so `capacity` is one partition's
   (`Hardware.l2_shared_bytes`). This assumption came from a measurement: with the whole 50 MiB the model
   under-predicted rung 5's DRAM reads at d = 128, N = 16384 by 27%; with 25 MiB it is within 1% (gpu/NOTES.md).
+  Measured since (gpu.lab.l2_capacity, run 41-dram12): a buffer every SM reads stops fitting at 24–26 MiB; one each
+  SM reads its own part of, at ~40 MiB; one added into, at ~50 MiB (`HeldL2`; not used here).
 - **Write-back, write-allocate**: a written tile is kept dirty and reaches DRAM only when it is evicted; writes
   of whole tiles read nothing. An atomic add ("rw") reads the tile on a miss and leaves it dirty.
 - **Cold start**: each kernel starts with an empty L2 and dirty tiles left at its end are written after it (as
@@ -73,7 +79,42 @@ class L2:
             self.t.dram_write += size * dirty
 
     def dirty(self) -> int:
-        return sum(size for size, dirty in self.tiles.values() if dirty)
+        return sum(tile[0] for tile in self.tiles.values() if tile[1])
+
+
+class HeldL2(L2):
+    """An LRU cache of whole tiles in which a tile fills the share `held[way]` of its bytes, by how it is touched:
+    "shared" (read by two or more thread blocks), "private" (read by one), "add" (added into: "rw"), "write".
+
+    Why (gpu/lab/l2_capacity.py, H100, gpu/NOTES.md run 41-dram12): a buffer read over and over by every SM stops
+    fitting past 24–26 MiB (one of L2's two halves: each half keeps a copy), one read by a single SM past ~40 MiB,
+    one added into (red.global.add) past ~50 MiB (the whole L2: a line is added into at its own half only). With
+    `capacity` one half's bytes the shares are 1, 25/40 and 25/50; writes were not measured. Not what `play`
+    uses: gpu.lab.block_stamps replays measured schedules through it (lockstep with these shares moves neither
+    of issue 22's two misses, run 41-dram12)."""
+
+    def __init__(self, capacity: int, traffic: Traffic, held: dict[str, float]):
+        super().__init__(capacity, traffic)
+        self.held = held  # tiles: name → [bytes, dirty, bytes filled, its one reader or None]
+
+    def touch(self, name: tuple, nbytes: int, kind: str, reader: int = 0) -> None:
+        tile = self.tiles.get(name)
+        if tile is not None:
+            self.tiles.move_to_end(name)
+            tile[1] = tile[1] or kind != "r"
+            tile[3] = reader if tile[3] == reader else None
+        else:
+            if kind != "w":
+                self.t.dram_read += nbytes
+            tile = self.tiles[name] = [nbytes, kind != "r", 0, reader]
+        way = {"rw": "add", "w": "write"}.get(kind) or ("private" if tile[3] is not None else "shared")
+        filled = nbytes * self.held[way]
+        self.size += filled - tile[2]
+        tile[2] = filled
+        while self.size > self.capacity:
+            _, (size, dirty, filled, _) = self.tiles.popitem(last=False)
+            self.size -= filled
+            self.t.dram_write += size * dirty
 
 
 def play(kernel: Kernel, slots: int, capacity: int) -> Traffic:
