@@ -152,6 +152,48 @@ def measure(path: str, only: tuple[str, int] | None = None, over: str | None = N
     Path(path).write_text(json.dumps(record, indent=1))
 
 
+PARTS = (  # L2's parts (`breakdown:` lists what lts__throughput is the maximum of) and the bytes each kind of work moves
+    "breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,"
+    "gpu__time_duration.sum,lts__t_sectors_srcunit_tex_op_write.sum,lts__t_sectors_srcunit_tex_op_read.sum,"
+    "lts__t_sectors_op_red.sum,lts__t_bytes.sum,l1tex__m_xbar2l1tex_read_bytes.sum,dram__bytes_read.sum,"
+    "dram__bytes_write.sum"
+)
+
+
+def parts(out_dir: str) -> None:
+    """L2's parts under ncu (`PARTS`, L2 flushed before each launch): calibrate's L2 loops (`calibrate.L2_LOOPS`), then
+    forward rung 6 and backward rung 7's three launches on every shape of the grid. Writes ncu's CSVs and the
+    parsed record (`l2-parts.json`: each launch's counters, the loops' bytes by kind) into `out_dir`."""
+    from gpu import device, registry
+    from gpu.lab import calibrate, counters, results
+
+    out = Path(out_dir)
+    base = [counters.ncu_path(), "--clock-control", "none", "--cache-control", "all", "--csv", "--print-units", "base",
+            "--metrics", PARTS]  # fmt: skip
+    record = {"kind": "l2-parts", "env": results.environment(f"python -m gpu.lab.check_model parts {out_dir}")}
+    loops = [dict(zip(("name", "kernel"), loop[:2], strict=True)) for loop in calibrate.L2_LOOPS
+             if loop[1] != "reduces" or device.capability() == "9.0"]  # fmt: skip
+    names = {
+        "loops": "|".join(sorted(calibrate.L2_KINDS)),
+        "grid": "|".join([registry.FORWARD[6].function, *launched("backward", 7)]),
+    }
+    programs = {"loops": ["gpu.lab.calibrate", "loops"], "grid": ["gpu.lab.check_model", "profiled", "backward", "7"]}
+    for what in ("loops", "grid"):
+        with open(out / f"{what}.csv", "w") as csv_out, open(out / f"{what}.stderr", "w") as err:
+            subprocess.run([*base, "--kernel-name", f"regex:^({names[what]})$", sys.executable, "-m", *programs[what]],
+                           stdout=csv_out, stderr=err, check=False)  # fmt: skip
+        lines = (out / f"{what}.csv").read_text().splitlines()
+        rows = profiled_rows([x for x in lines if x.startswith('"')])  # ncu's CSV, not the program's own line
+        if what == "loops":  # the bytes each loop moved, as the program printed them
+            printed = next((json.loads(x) for x in lines if x.startswith("[{")), loops)
+            record["loops"] = [{**loop, **r} for loop, r in zip(printed, rows, strict=False)]
+        else:
+            plan = [(i, direction) for i in range(len(GRID)) for direction in ["forward"] + ["backward"] * 3]
+            record["profiled"] = [{**r, "shape": i, "direction": direction, "rung": 6 if direction == "forward" else 7}
+                                  for (i, direction), r in zip(plan, rows, strict=False)]  # fmt: skip
+        (out / "l2-parts.json").write_text(json.dumps(record, indent=1))
+
+
 def replaced(old: dict, new: dict, only: tuple[str, int]) -> dict:
     """`old`'s record (the whole grid) with the timings and profiled launches of call `only` taken from `new`; the
     environment says which record each comes from."""
@@ -184,6 +226,8 @@ def main(argv=None) -> None:
             measure(argv[1], (argv[3], int(argv[4])) if len(argv) == 7 else None, argv[6] if len(argv) == 7 else None)
         except device.GPUUnavailableError as e:
             sys.exit(f"check_model: {e}")
+    elif len(argv) == 2 and argv[0] == "parts":
+        parts(argv[1])
     elif 2 <= len(argv) <= 4 and argv[0] == "report":
         report(*argv[1:])
     elif len(argv) == 2 and argv[0] == "l2":
