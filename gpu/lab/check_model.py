@@ -11,6 +11,10 @@ Anywhere: `python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRA
 predictions beside those measurements and says how close each is (also with the rates and host work
 `python -m gpu.lab.calibrate` measured, given its recording); `python -m gpu.lab.check_model l2 MEASURED.json` sets
 ncu's L2 counts of rung 7's backward beside the bytes its code moves (`check_report.l2_table`).
+L2's parts: `python -m gpu.lab.check_model parts OUT_DIR` (on a GPU) profiles calibrate's L2 loops and forward 6's and
+backward 7's launches with ncu's breakdown of lts__throughput; `python -m gpu.lab.check_model parts-report
+gpu/lab/results/l2-parts-h100.json` fits each part's cost per byte of each kind of work to the loops
+(`check_report.part_costs`) and sets the parts counted beside ncu's (`check_report.parts_table`).
 """
 
 import csv
@@ -20,7 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from gpu.lab.check_report import l2_table, report
+from gpu.lab.check_report import l2_table, part_costs, parts_table, report
 from gpu.lab.model_grid import BACKWARD_RUNGS, FORWARD_RUNGS, GRID, TIMED, calls, launched
 
 BYTES = {
@@ -170,7 +174,11 @@ def parts(out_dir: str) -> None:
     out = Path(out_dir)
     base = [counters.ncu_path(), "--clock-control", "none", "--cache-control", "all", "--csv", "--print-units", "base",
             "--metrics", PARTS]  # fmt: skip
-    record = {"kind": "l2-parts", "env": results.environment(f"python -m gpu.lab.check_model parts {out_dir}")}
+    record = {
+        "kind": "l2-parts",
+        "env": results.environment(f"python -m gpu.lab.check_model parts {out_dir}"),
+        "grid": GRID,
+    }
     loops = [dict(zip(("name", "kernel"), loop[:2], strict=True)) for loop in calibrate.L2_LOOPS
              if loop[1] != "reduces" or device.capability() == "9.0"]  # fmt: skip
     names = {
@@ -209,7 +217,9 @@ def replaced(old: dict, new: dict, only: tuple[str, int]) -> dict:
 USAGE = (
     "usage: python -m gpu.lab.check_model measure OUT.json [--only DIRECTION RUNG --over OLD.json] (on a GPU, ncu)\n"
     "       python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]] (anywhere)\n"
-    "       python -m gpu.lab.check_model l2 MEASURED.json (anywhere)"
+    "       python -m gpu.lab.check_model l2 MEASURED.json (anywhere)\n"
+    "       python -m gpu.lab.check_model parts OUT_DIR (on a GPU, ncu)\n"
+    "       python -m gpu.lab.check_model parts-report PARTS.json (anywhere)"
 )
 
 
@@ -228,6 +238,13 @@ def main(argv=None) -> None:
             sys.exit(f"check_model: {e}")
     elif len(argv) == 2 and argv[0] == "parts":
         parts(argv[1])
+    elif len(argv) == 2 and argv[0] == "parts-report":
+        data = json.loads(Path(argv[1]).read_text())
+        costs = part_costs(data["loops"])
+        print("each part's seconds at its 100% per byte (ps), by kind:")
+        for part, cs in costs.items():
+            print(f"  {part}: " + ", ".join(f"{k} {c * 1e12:.4f}" for k, c in cs.items()))
+        print("\n".join(parts_table(data, costs)))
     elif 2 <= len(argv) <= 4 and argv[0] == "report":
         report(*argv[1:])
     elif len(argv) == 2 and argv[0] == "l2":

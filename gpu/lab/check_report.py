@@ -257,3 +257,105 @@ def l2_table(data: dict) -> list[str]:
                    f"×{tags / main['l1tex__m_xbar2l1tex_read_bytes.sum']:.2f} | "
                    f"{across:5.1f} / {main['lts__throughput.avg.pct_of_peak_sustained_elapsed']:5.1f}")  # fmt: skip
     return out
+
+
+# L2 as its parts (gpu/NOTES.md run 41-model11): ncu's lts__throughput is the busiest of L2's parts (its `breakdown:`),
+# each loaded by every kind of work at its own cost per byte; the costs come from calibrate's L2 loops, recorded by
+# `python -m gpu.lab.check_model parts` (gpu/lab/results/l2-parts-h100.json)
+PART_PREFIX, PART_SUFFIX = "lts__", ".avg.pct_of_peak_sustained_elapsed"
+NOT_PARTS = ("lts__throughput", "lts__d_sectors_fill_sysmem", "lts__d_decomp_input_sectors")  # the max; never loaded
+
+
+def part_names(row: dict) -> list[str]:
+    """The parts of L2 a profiled row has, as ncu names them without prefix and suffix ("xbar2lts_cycles_active")."""
+    return [k[len(PART_PREFIX) : -len(PART_SUFFIX)] for k in row
+            if k.startswith(PART_PREFIX) and k.endswith(PART_SUFFIX) and k[: -len(PART_SUFFIX)] not in NOT_PARTS]  # fmt: skip
+
+
+def loop_work(loop: dict) -> dict[str, float]:
+    """A loop's bytes by kind: what its code moves (stores, reduce-adds), and what ncu counted L2 hand the SMs, fill
+    from DRAM and write back."""
+    return {"read": loop["l1tex__m_xbar2l1tex_read_bytes.sum"], "fill": loop["dram__bytes_read.sum"],
+            "write_back": loop["dram__bytes_write.sum"]} | {k: loop.get(k, 0) for k in L2_KINDS}  # fmt: skip
+
+
+L2_KINDS = ("store_pieces", "store_wide", "reduced")  # what gpu.lab.calibrate's loops name the bytes they move
+KINDS = ("read", "fill", "write_back", *L2_KINDS)
+
+
+def nonnegative(a, b):
+    """x ≥ 0 minimizing |a x − b| (Lawson and Hanson's active set)."""
+    import numpy as np
+
+    n = a.shape[1]
+    free, x = np.zeros(n, bool), np.zeros(n)
+    for _ in range(10 * n):
+        w = a.T @ (b - a @ x)
+        if free.all() or (w[~free] <= 1e-12 * np.abs(w).max()).all():
+            break
+        free[np.argmax(np.where(free, -np.inf, w))] = True
+        while True:
+            z = np.zeros(n)
+            z[free] = np.linalg.lstsq(a[:, free], b, rcond=None)[0]
+            if (z[free] > 0).all():
+                x = z
+                break
+            neg = free & (z <= 0)
+            x = x + np.min(x[neg] / (x[neg] - z[neg])) * (z - x)
+            free &= x > 0
+    return x
+
+
+def part_costs(loops: list[dict]) -> dict[str, dict[str, float]]:
+    """{part: {kind: seconds of the part at its 100% per byte}} from the loops: for each part, the costs ≥ 0 that
+    best give each loop's utilization (its seconds at 100%, part % × the loop's time, = Σ bytes × cost), each loop
+    weighted alike (its residual in points of utilization)."""
+    import numpy as np
+
+    a = np.array([[loop_work(loop)[k] for k in KINDS] for loop in loops], dtype=float)
+    t = np.array([loop["gpu__time_duration.sum"] * 1e-9 for loop in loops])
+    rows = a / t[:, None]  # bytes a second
+    scale = rows.max(axis=0)
+    out = {}
+    for part in part_names(loops[0]):
+        y = np.array([loop[PART_PREFIX + part + PART_SUFFIX] / 100 for loop in loops])
+        out[part] = dict(zip(KINDS, map(float, nonnegative(rows / scale, y) / scale), strict=True))
+    return out
+
+
+def parts_table(data: dict, costs: dict[str, dict[str, float]]) -> list[str]:
+    """Each loop's utilization of each part against the fit; then forward 6's and rung 7's main launch on each
+    shape: L2's busiest part counted (the work by kind × its cost: reads, fills, write-backs as ncu counted them, the
+    stores and reduce-adds from the code, `l2_counts`) against ncu's, and the parts within 15 points of either."""
+    out = ["loops, each part's % of peak measured / fitted:"]
+    short = {p: p.replace("_cycles_active", "").replace("_realtime", "") for p in costs}
+    for loop in data["loops"]:
+        t, work = loop["gpu__time_duration.sum"] * 1e-9, loop_work(loop)
+        fit = {p: 100 * sum(work[k] * c for k, c in cs.items()) / t for p, cs in costs.items()}
+        out.append(f"  {loop['name']:<26} " + ", ".join(
+            f"{short[p]} {loop[PART_PREFIX + p + PART_SUFFIX]:.0f}/{fit[p]:.0f}" for p in costs
+            if max(fit[p], loop[PART_PREFIX + p + PART_SUFFIX]) >= 5))  # fmt: skip
+    out.append(f"{'launch':<6} {'d':>3} {'N':>5} c {'B×H':>5} | ncu lts__throughput, busiest part | counted | "
+               "parts counted / ncu")  # fmt: skip
+    for i, g in enumerate(data["grid"]):
+        rows = [r for r in data["profiled"] if r["shape"] == i]
+        bh, n = g["batch"] * g["heads"], g["batch"] * g["heads"] * g["n"] * g["d"]
+        c = l2_counts(g)
+        for r in rows:
+            if r["kernel"] == registry.FORWARD[6].function:
+                what, own = "fwd 6", {"store_wide": 2 * n + 4 * bh * g["n"]}  # O_i and L_i
+            elif r["kernel"] == registry.BACKWARD[7].function:
+                what, own = "bwd 7", {"store_pieces": 4 * n, "reduced": c["main"]["reduced"]}  # dK_j, dV_j; dQ_i
+            else:
+                continue
+            work = loop_work(r) | own
+            t = r["gpu__time_duration.sum"] * 1e-9
+            counted = {p: 100 * sum(work[k] * cost for k, cost in cs.items()) / t for p, cs in costs.items()}
+            measured = {p: r[PART_PREFIX + p + PART_SUFFIX] for p in costs}
+            top, mine = max(measured, key=measured.get), max(counted, key=counted.get)
+            out.append(f"{what:<6} {g['d']:>3} {g['n']:>5} {'c' if g['causal'] else '-'} {g['batch']}×{g['heads']:<3} | "
+                       f"{r['lts__throughput.avg.pct_of_peak_sustained_elapsed']:5.1f} {short[top]:<14} | "
+                       f"{counted[mine]:5.1f} {short[mine]:<14} | " + ", ".join(
+                           f"{short[p]} {counted[p]:.0f}/{measured[p]:.0f}" for p in costs
+                           if max(counted[p], measured[p]) >= max(counted[mine], measured[top]) - 15))  # fmt: skip
+    return out
