@@ -38,6 +38,16 @@ extern "C" __global__ void stream(const int4* __restrict__ x, long long n, int r
         }
     if (acc == 0x7fffffff) out[0] = acc;  // never true for the data used: keeps the loads
 }
+extern "C" __global__ void stream_shared(const int4* __restrict__ x, long long n, int readers, int* out) {
+    // each line read once by `readers` blocks a grid / readers apart in the launch order (on SMs of either L2 half)
+    const int groups = gridDim.x / readers, group = blockIdx.x % groups;
+    int acc = 0;
+    for (long long i = group * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)groups * blockDim.x) {
+        int4 v = __ldcg(x + i);
+        acc ^= v.x ^ v.y ^ v.z ^ v.w;
+    }
+    if (acc == 0x7fffffff) out[0] = acc;
+}
 extern "C" __global__ void exps(float seed, int iters, float* out) {
     float a[8];
     for (int k = 0; k < 8; ++k) a[k] = seed * (threadIdx.x + k) * 1e-9f;
@@ -186,17 +196,27 @@ def calibrate() -> dict:
 # L2's parts (`python -m gpu.lab.check_model parts`): each loop launched once under ncu, its name, the kernel it
 # launches, and the bytes it moves by kind (the SMs' reads, rung 7's 16-byte store pieces, whole-line stores, TMA
 # reduce-adds); ncu adds the lines L2 fills from DRAM and writes back. Two read loops over 16 MiB (8 and 64 passes)
-# part the reads' cost from the fills', the 2 GiB loops (once) the fills' and write-backs' from the rest.
+# part the reads' cost from the fills', the 2 GiB loops (once) the fills' and write-backs' from the rest; lines read
+# by 1, 2 or 4 blocks from DRAM (each crossing L2's halves for 1 − 2^−readers of its bytes) the fills' from the
+# crossings'.
 L2_LOOPS = (
     ("read 16 MiB × 64", "stream", 16 << 20, 64),
     ("read 16 MiB × 8", "stream", 16 << 20, 8),
     ("read 2 GiB × 1", "stream", 2 << 30, 1),
+    ("read 1 GiB by 2 blocks", "stream_shared", 1 << 30, 2),
+    ("read 1 GiB by 4 blocks", "stream_shared", 1 << 30, 4),
     ("store pieces 16 MiB × 16", "stores", 16 << 20, 16),
     ("store wide 16 MiB × 16", "stores_wide", 16 << 20, 16),
     ("store wide 2 GiB × 1", "stores_wide", 2 << 30, 1),
     ("reduce-add 16 MiB × 16", "reduces", 16 << 20, 16),
 )
-L2_KINDS = {"stream": "read", "stores": "store_pieces", "stores_wide": "store_wide", "reduces": "reduced"}
+L2_KINDS = {
+    "stream": "read",
+    "stream_shared": "read",
+    "stores": "store_pieces",
+    "stores_wide": "store_wide",
+    "reduces": "reduced",
+}
 
 
 def l2_loops() -> list[dict]:
@@ -214,6 +234,8 @@ def l2_loops() -> list[dict]:
         x = cupy.ones(nbytes // 4, cupy.int32)
         if kernel == "stream":
             mod.get_function(kernel)(grid, block, (x, cupy.int64(nbytes // 16), cupy.int32(reps), out))
+        elif kernel == "stream_shared":  # reps: blocks reading each line, all resident at once (4 of 512 an SM)
+            mod.get_function(kernel)((sms * 4,), block, (x, cupy.int64(nbytes // 16), cupy.int32(reps), out))
         elif kernel == "stores":
             mod.get_function(kernel)(grid, block, (x, cupy.int64(nbytes // 128), cupy.int32(reps)))
         elif kernel == "stores_wide":

@@ -164,7 +164,7 @@ PARTS = (  # L2's parts (`breakdown:` lists what lts__throughput is the maximum 
 )
 
 
-def parts(out_dir: str) -> None:
+def parts(out_dir: str, only: str | None = None) -> None:
     """L2's parts under ncu (`PARTS`, L2 flushed before each launch): calibrate's L2 loops (`calibrate.L2_LOOPS`), then
     forward rung 6 and backward rung 7's three launches on every shape of the grid. Writes ncu's CSVs and the
     parsed record (`l2-parts.json`: each launch's counters, the loops' bytes by kind) into `out_dir`."""
@@ -186,7 +186,7 @@ def parts(out_dir: str) -> None:
         "grid": "|".join([registry.FORWARD[6].function, *launched("backward", 7)]),
     }
     programs = {"loops": ["gpu.lab.calibrate", "loops"], "grid": ["gpu.lab.check_model", "profiled", "backward", "7"]}
-    for what in ("loops", "grid"):
+    for what in (only,) if only else ("loops", "grid"):
         with open(out / f"{what}.csv", "w") as csv_out, open(out / f"{what}.stderr", "w") as err:
             subprocess.run([*base, "--kernel-name", f"regex:^({names[what]})$", sys.executable, "-m", *programs[what]],
                            stdout=csv_out, stderr=err, check=False)  # fmt: skip
@@ -218,7 +218,7 @@ USAGE = (
     "usage: python -m gpu.lab.check_model measure OUT.json [--only DIRECTION RUNG --over OLD.json] (on a GPU, ncu)\n"
     "       python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]] (anywhere)\n"
     "       python -m gpu.lab.check_model l2 MEASURED.json (anywhere)\n"
-    "       python -m gpu.lab.check_model parts OUT_DIR (on a GPU, ncu)\n"
+    "       python -m gpu.lab.check_model parts OUT_DIR [loops | grid] (on a GPU, ncu)\n"
     "       python -m gpu.lab.check_model parts-report PARTS.json (anywhere)"
 )
 
@@ -236,8 +236,8 @@ def main(argv=None) -> None:
             measure(argv[1], (argv[3], int(argv[4])) if len(argv) == 7 else None, argv[6] if len(argv) == 7 else None)
         except device.GPUUnavailableError as e:
             sys.exit(f"check_model: {e}")
-    elif len(argv) == 2 and argv[0] == "parts":
-        parts(argv[1])
+    elif 2 <= len(argv) <= 3 and argv[0] == "parts" and argv[2:] in ([], ["loops"], ["grid"]):
+        parts(*argv[1:])
     elif len(argv) == 2 and argv[0] == "parts-report":
         data = json.loads(Path(argv[1]).read_text())
         costs = part_costs(data["loops"])

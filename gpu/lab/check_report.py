@@ -8,10 +8,13 @@ import json
 from pathlib import Path
 
 from gpu import registry
+from gpu.lab.calibrate import L2_LOOPS
 from gpu.lab.model_grid import calls, launched
 from gpu.lab.predict import launch_of, rung_prediction
 from sim.machine import hardware
+from sim.machine.hardware import L2_WORK
 from sim.machine.iomodel import sums
+from sim.machine.prediction import EXACT_HEADS, crossing_reads, kernels_of
 from sim.machine.timing import ATOMICS, DRAM, FMA, L2, LAUNCH, MUFU, REDUCES, SMEM, TENSOR, per_call
 
 PIPES = {  # ncu's utilization (% of peak) of each unit the model names a bound
@@ -26,6 +29,7 @@ UNIT = {ATOMICS: L2, REDUCES: L2}  # the unit a bound runs on: dQ's additions ar
 MIB = 1 << 20
 SMALL = 4 * MIB  # below this much DRAM read the figures are reported, not judged (issue 22)
 HOPPER = "9.0"
+H100_SMS = 132
 
 
 def busiest(row: dict, wgmma_in_tensor: bool) -> str | None:
@@ -273,14 +277,14 @@ def part_names(row: dict) -> list[str]:
 
 
 def loop_work(loop: dict) -> dict[str, float]:
-    """A loop's bytes by kind: what its code moves (stores, reduce-adds), and what ncu counted L2 hand the SMs, fill
-    from DRAM and write back."""
+    """A loop's bytes by kind: what its code moves (stores, reduce-adds; its reads' lines across L2's halves: a line
+    read by r blocks crosses unless all r sit beside its home, 1 − 2^−r, as `prediction.crossing_reads` counts), and
+    what ncu counted L2 hand the SMs, fill from DRAM and write back."""
+    _, kernel, nbytes, reps = next(x for x in L2_LOOPS if x[0] == loop["name"])
+    crossed = nbytes * (1 - 0.5**reps) if kernel.startswith("stream") else 0.0  # each line read by `reps` blocks
     return {"read": loop["l1tex__m_xbar2l1tex_read_bytes.sum"], "fill": loop["dram__bytes_read.sum"],
-            "write_back": loop["dram__bytes_write.sum"]} | {k: loop.get(k, 0) for k in L2_KINDS}  # fmt: skip
-
-
-L2_KINDS = ("store_pieces", "store_wide", "reduced")  # what gpu.lab.calibrate's loops name the bytes they move
-KINDS = ("read", "fill", "write_back", *L2_KINDS)
+            "cross_read": crossed, "write_back": loop["dram__bytes_write.sum"]} | {
+            k: loop.get(k, 0) for k in ("store_pieces", "store_wide", "reduced")}  # fmt: skip
 
 
 def nonnegative(a, b):
@@ -312,15 +316,26 @@ def part_costs(loops: list[dict]) -> dict[str, dict[str, float]]:
     weighted alike (its residual in points of utilization)."""
     import numpy as np
 
-    a = np.array([[loop_work(loop)[k] for k in KINDS] for loop in loops], dtype=float)
+    a = np.array([[loop_work(loop)[k] for k in L2_WORK] for loop in loops], dtype=float)
     t = np.array([loop["gpu__time_duration.sum"] * 1e-9 for loop in loops])
     rows = a / t[:, None]  # bytes a second
     scale = rows.max(axis=0)
     out = {}
     for part in part_names(loops[0]):
         y = np.array([loop[PART_PREFIX + part + PART_SUFFIX] / 100 for loop in loops])
-        out[part] = dict(zip(KINDS, map(float, nonnegative(rows / scale, y) / scale), strict=True))
+        out[part] = dict(zip(L2_WORK, map(float, nonnegative(rows / scale, y) / scale), strict=True))
     return out
+
+
+def crossings(spec: registry.KernelSpec, g: dict) -> list[float]:
+    """Each of rung `spec`'s kernels' read bytes across L2's halves on shape g (`prediction.crossing_reads`, the
+    heads' tiles each their own: 16 heads at most, scaled)."""
+    tiles = spec.tiles_for(g["d"], g["n"], g["causal"])
+    bh = g["batch"] * g["heads"]
+    h = min(bh, EXACT_HEADS)
+    shape = ("flash2", g["n"], g["n"], g["d"], 2, tiles.block_rows, tiles.block_cols, g["causal"], h)
+    kernels = kernels_of(*shape, spec.direction == "backward", launch_of(spec, g["d"], tiles), H100_SMS)
+    return [crossing_reads(k, 2) * bh / h for k in kernels]
 
 
 def parts_table(data: dict, costs: dict[str, dict[str, float]]) -> list[str]:
@@ -344,13 +359,16 @@ def parts_table(data: dict, costs: dict[str, dict[str, float]]) -> list[str]:
         for r in rows:
             if r["kernel"] == registry.FORWARD[6].function:
                 what, own = "fwd 6", {"store_wide": 2 * n + 4 * bh * g["n"]}  # O_i and L_i
+                own["cross_read"] = crossings(registry.FORWARD[6], g)[0]
             elif r["kernel"] == registry.BACKWARD[7].function:
                 what, own = "bwd 7", {"store_pieces": 4 * n, "reduced": c["main"]["reduced"]}  # dK_j, dV_j; dQ_i
+                own["cross_read"] = crossings(registry.BACKWARD[7], g)[1]
             else:
                 continue
-            work = loop_work(r) | own
+            work = {"read": r["l1tex__m_xbar2l1tex_read_bytes.sum"], "fill": r["dram__bytes_read.sum"],
+                    "write_back": r["dram__bytes_write.sum"]} | own  # fmt: skip
             t = r["gpu__time_duration.sum"] * 1e-9
-            counted = {p: 100 * sum(work[k] * cost for k, cost in cs.items()) / t for p, cs in costs.items()}
+            counted = {p: 100 * sum(work.get(k, 0) * cost for k, cost in cs.items()) / t for p, cs in costs.items()}
             measured = {p: r[PART_PREFIX + p + PART_SUFFIX] for p in costs}
             top, mine = max(measured, key=measured.get), max(counted, key=counted.get)
             out.append(f"{what:<6} {g['d']:>3} {g['n']:>5} {'c' if g['causal'] else '-'} {g['batch']}×{g['heads']:<3} | "
