@@ -49,6 +49,12 @@ Beside the compute (asynchronous):
            for an addition to land (rung 5's `red` returns nothing; rung 7's issuing thread waits only, a step
            later, for the TMA unit to have read its SRAM tile; L_i, D_i arrive by bulk copy with Q_i, dO_i, stages
            ahead: 07_flash2_backward_wgmma.cu, "loads" and "dQ").
+L2 as its parts (`l2_parts`, where the hardware has them: H100): ncu's L2 utilization (lts__throughput) is the
+busiest of L2's parts (the SMs → L2 port, L2 → SMs, the fabric between its two halves, tag lookups, data banks, …), and
+each kind of work loads each part at its own cost per byte, measured by loops that do one kind or two (gpu.lab.
+calibrate's L2 loops, gpu/NOTES.md run 41-model11): reads, DRAM fills, reads across the halves, write-backs, stores in
+16-byte pieces or whole lines, TMA reduce-adds. L2's busy time in the bound is its busiest part's (for the time, L2
+stays one rate, `Hardware.l2_bandwidth`).
 Blocks start in launch order on the slot that frees first: equal blocks run in ⌈blocks / slots⌉ waves, and a
 last partial wave costs a whole block's time. DRAM and L2 traffic overlap the compute (copies are asynchronous):
 the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM bandwidth, L2 bytes (the SMs' reads,
