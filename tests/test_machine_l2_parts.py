@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpu import registry
-from gpu.lab.check_report import loop_work, part_costs
+from gpu.lab.l2_parts import loop_work, part_costs
 from gpu.lab.predict import launch_of
 from sim.machine import grids, hardware, timing
 from sim.machine.hardware import L2_WORK, PS, Hardware

@@ -38,16 +38,6 @@ extern "C" __global__ void stream(const int4* __restrict__ x, long long n, int r
         }
     if (acc == 0x7fffffff) out[0] = acc;  // never true for the data used: keeps the loads
 }
-extern "C" __global__ void stream_shared(const int4* __restrict__ x, long long n, int readers, int* out) {
-    // each line read once by `readers` blocks a grid / readers apart in the launch order (on SMs of either L2 half)
-    const int groups = gridDim.x / readers, group = blockIdx.x % groups;
-    int acc = 0;
-    for (long long i = group * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)groups * blockDim.x) {
-        int4 v = __ldcg(x + i);
-        acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
-    if (acc == 0x7fffffff) out[0] = acc;
-}
 extern "C" __global__ void exps(float seed, int iters, float* out) {
     float a[8];
     for (int k = 0; k < 8; ++k) a[k] = seed * (threadIdx.x + k) * 1e-9f;
@@ -67,24 +57,6 @@ extern "C" __global__ void fmas(float seed, int iters, float* out) {
     if (s == 12345.f) out[0] = s;
 }
 extern "C" __global__ void empty() {}
-extern "C" __global__ void stores(unsigned* x, long long rows, int reps) {
-    // as rung 7 stores dK_j, dV_j (07_flash2_backward_wgmma.cu, line 18): lane (g, t) stores 4 bytes at byte 4t of
-    // each 16-byte piece n of row g of its warp's 8 rows (128-byte rows: d = 64, fp16), one 32-bit store each
-    const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-    const long long warp = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32, warps = (long long)gridDim.x * blockDim.x / 32;
-    for (int r = 0; r < reps; ++r)
-        for (long long w = warp; w < rows / 8; w += warps) {
-            unsigned* row = x + (8 * w + g) * 32 + t;
-            for (int n = 0; n < 8; ++n)
-                asm volatile("st.global.b32 [%0], %1;" ::"l"(row + 4 * n), "r"(r ^ n) : "memory");
-        }
-}
-extern "C" __global__ void stores_wide(int4* x, long long n, int reps) {
-    // 16 bytes a lane, a warp's 512 contiguous bytes (store_16 in common.cuh: the backward's passes, rung 6's O_i)
-    for (int r = 0; r < reps; ++r)
-        for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-            asm volatile("st.global.v4.b32 [%0], {%1, %1, %1, %1};" ::"l"(x + i), "r"(r) : "memory");
-}
 extern "C" __global__ void adds(float* acc, int rows, int reps) {
     // as add_dq does: lane (g, t) adds floats 2t, 2t + 1 of each 8-column piece of row g of its warp's 8 rows
     const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
@@ -193,62 +165,6 @@ def calibrate() -> dict:
     }
 
 
-# L2's parts (`python -m gpu.lab.check_model parts`): each loop launched once under ncu, its name, the kernel it
-# launches, and the bytes it moves by kind (the SMs' reads, rung 7's 16-byte store pieces, whole-line stores, TMA
-# reduce-adds); ncu adds the lines L2 fills from DRAM and writes back. Two read loops over 16 MiB (8 and 64 passes)
-# part the reads' cost from the fills', the 2 GiB loops (once) the fills' and write-backs' from the rest; lines read
-# by 1, 2 or 4 blocks from DRAM (each crossing L2's halves for 1 − 2^−readers of its bytes) the fills' from the
-# crossings'.
-L2_LOOPS = (
-    ("read 16 MiB × 64", "stream", 16 << 20, 64),
-    ("read 16 MiB × 8", "stream", 16 << 20, 8),
-    ("read 2 GiB × 1", "stream", 2 << 30, 1),
-    ("read 1 GiB by 2 blocks", "stream_shared", 1 << 30, 2),
-    ("read 1 GiB by 4 blocks", "stream_shared", 1 << 30, 4),
-    ("store pieces 16 MiB × 16", "stores", 16 << 20, 16),
-    ("store wide 16 MiB × 16", "stores_wide", 16 << 20, 16),
-    ("store wide 2 GiB × 1", "stores_wide", 2 << 30, 1),
-    ("reduce-add 16 MiB × 16", "reduces", 16 << 20, 16),
-)
-L2_KINDS = {
-    "stream": "read",
-    "stream_shared": "read",
-    "stores": "store_pieces",
-    "stores_wide": "store_wide",
-    "reduces": "reduced",
-}
-
-
-def l2_loops() -> list[dict]:
-    """Launch each of L2_LOOPS once (the program ncu profiles); [{name, kernel, its bytes by kind}] in launch order."""
-    from gpu import device
-
-    cupy = device.require()
-    sms = device.properties()["sm_count"]
-    mod = cupy.RawModule(code=SOURCE)
-    grid, block, out = (sms * 8,), (512,), cupy.zeros(1, cupy.int32)
-    done = []
-    for name, kernel, nbytes, reps in L2_LOOPS:
-        if kernel == "reduces" and device.capability() != "9.0":
-            continue
-        x = cupy.ones(nbytes // 4, cupy.int32)
-        if kernel == "stream":
-            mod.get_function(kernel)(grid, block, (x, cupy.int64(nbytes // 16), cupy.int32(reps), out))
-        elif kernel == "stream_shared":  # reps: blocks reading each line, all resident at once (4 of 512 an SM)
-            mod.get_function(kernel)((sms * 4,), block, (x, cupy.int64(nbytes // 16), cupy.int32(reps), out))
-        elif kernel == "stores":
-            mod.get_function(kernel)(grid, block, (x, cupy.int64(nbytes // 128), cupy.int32(reps)))
-        elif kernel == "stores_wide":
-            mod.get_function(kernel)(grid, block, (x, cupy.int64(nbytes // 16), cupy.int32(reps)))
-        else:
-            launch, _ = _reduces(x.view(cupy.float32).reshape(1, 32, -1, 128), reps, 1)
-            launch()
-        cupy.cuda.Device().synchronize()
-        done.append({"name": name, "kernel": kernel, L2_KINDS[kernel]: nbytes * reps})
-        del x
-    return done
-
-
 def _reduces(acc, reps: int, in_flight: int, gap: int = 0):
     """(launch, clocks): a zero-argument launch of REDUCE_SOURCE's `reduces` over `acc` (1, planes, rows, 128)
     float32 on every SM (`in_flight` 1: the adds left in flight, as a rate; 0: each waited for), and the int64 array
@@ -331,9 +247,6 @@ def main(argv=None) -> None:
     from gpu.lab import results, rung7_fences, rung7_latencies
 
     args = sys.argv[1:] if argv is None else argv
-    if args == ["loops"]:  # L2_LOOPS, each once: the program `python -m gpu.lab.check_model parts` hands ncu
-        print(json.dumps(l2_loops()))
-        return
     if args[:1] in (["--help"], ["-h"]):
         print(USAGE)
         return

@@ -11,10 +11,10 @@ Anywhere: `python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRA
 predictions beside those measurements and says how close each is (also with the rates and host work
 `python -m gpu.lab.calibrate` measured, given its recording); `python -m gpu.lab.check_model l2 MEASURED.json` sets
 ncu's L2 counts of rung 7's backward beside the bytes its code moves (`check_report.l2_table`).
-L2's parts: `python -m gpu.lab.check_model parts OUT_DIR` (on a GPU) profiles calibrate's L2 loops and forward 6's and
+L2's parts: `python -m gpu.lab.check_model parts OUT_DIR` (on a GPU) profiles gpu.lab.l2_parts' loops and forward 6's and
 backward 7's launches with ncu's breakdown of lts__throughput; `python -m gpu.lab.check_model parts-report
 gpu/lab/results/l2-parts-h100.json` fits each part's cost per byte of each kind of work to the loops
-(`check_report.part_costs`) and sets the parts counted beside ncu's (`check_report.parts_table`).
+(`l2_parts.part_costs`) and sets the parts counted beside ncu's (`l2_parts.parts_table`).
 """
 
 import csv
@@ -24,7 +24,8 @@ import sys
 import time
 from pathlib import Path
 
-from gpu.lab.check_report import l2_table, part_costs, parts_table, report
+from gpu.lab.check_report import l2_table, report
+from gpu.lab.l2_parts import part_costs, parts_table
 from gpu.lab.model_grid import BACKWARD_RUNGS, FORWARD_RUNGS, GRID, TIMED, calls, launched
 
 BYTES = {
@@ -165,11 +166,11 @@ PARTS = (  # L2's parts (`breakdown:` lists what lts__throughput is the maximum 
 
 
 def parts(out_dir: str, only: str | None = None) -> None:
-    """L2's parts under ncu (`PARTS`, L2 flushed before each launch): calibrate's L2 loops (`calibrate.L2_LOOPS`), then
+    """L2's parts under ncu (`PARTS`, L2 flushed before each launch): the L2 loops (`l2_parts.LOOPS`), then
     forward rung 6 and backward rung 7's three launches on every shape of the grid. Writes ncu's CSVs and the
     parsed record (`l2-parts.json`: each launch's counters, the loops' bytes by kind) into `out_dir`."""
     from gpu import device, registry
-    from gpu.lab import calibrate, counters, results
+    from gpu.lab import counters, l2_parts, results
 
     out = Path(out_dir)
     base = [counters.ncu_path(), "--clock-control", "none", "--cache-control", "all", "--csv", "--print-units", "base",
@@ -179,13 +180,13 @@ def parts(out_dir: str, only: str | None = None) -> None:
         "env": results.environment(f"python -m gpu.lab.check_model parts {out_dir}"),
         "grid": GRID,
     }
-    loops = [dict(zip(("name", "kernel"), loop[:2], strict=True)) for loop in calibrate.L2_LOOPS
+    loops = [dict(zip(("name", "kernel"), loop[:2], strict=True)) for loop in l2_parts.LOOPS
              if loop[1] != "reduces" or device.capability() == "9.0"]  # fmt: skip
     names = {
-        "loops": "|".join(sorted(calibrate.L2_KINDS)),
+        "loops": "|".join(sorted(l2_parts.KIND_OF)),
         "grid": "|".join([registry.FORWARD[6].function, *launched("backward", 7)]),
     }
-    programs = {"loops": ["gpu.lab.calibrate", "loops"], "grid": ["gpu.lab.check_model", "profiled", "backward", "7"]}
+    programs = {"loops": ["gpu.lab.l2_parts"], "grid": ["gpu.lab.check_model", "profiled", "backward", "7"]}
     for what in (only,) if only else ("loops", "grid"):
         with open(out / f"{what}.csv", "w") as csv_out, open(out / f"{what}.stderr", "w") as err:
             subprocess.run([*base, "--kernel-name", f"regex:^({names[what]})$", sys.executable, "-m", *programs[what]],

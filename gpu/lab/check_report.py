@@ -8,13 +8,10 @@ import json
 from pathlib import Path
 
 from gpu import registry
-from gpu.lab.calibrate import L2_LOOPS
 from gpu.lab.model_grid import calls, launched
 from gpu.lab.predict import launch_of, rung_prediction
 from sim.machine import hardware
-from sim.machine.hardware import L2_WORK
 from sim.machine.iomodel import sums
-from sim.machine.prediction import EXACT_HEADS, crossing_reads, kernels_of
 from sim.machine.timing import ATOMICS, DRAM, FMA, L2, LAUNCH, MUFU, REDUCES, SMEM, TENSOR, per_call
 
 PIPES = {  # ncu's utilization (% of peak) of each unit the model names a bound
@@ -29,7 +26,6 @@ UNIT = {ATOMICS: L2, REDUCES: L2}  # the unit a bound runs on: dQ's additions ar
 MIB = 1 << 20
 SMALL = 4 * MIB  # below this much DRAM read the figures are reported, not judged (issue 22)
 HOPPER = "9.0"
-H100_SMS = 132
 
 
 def busiest(row: dict, wgmma_in_tensor: bool) -> str | None:
@@ -263,120 +259,4 @@ def l2_table(data: dict) -> list[str]:
                    f"×{main['lts__t_sectors_op_red.sum'] * 32 / ((1 + FAR) * m['reduced']):.4f} | "
                    f"×{tags / main['l1tex__m_xbar2l1tex_read_bytes.sum']:.2f} | "
                    f"{across:5.1f} / {main['lts__throughput.avg.pct_of_peak_sustained_elapsed']:5.1f}")  # fmt: skip
-    return out
-
-
-# L2 as its parts (gpu/NOTES.md run 41-model11): ncu's lts__throughput is the busiest of L2's parts (its `breakdown:`),
-# each loaded by every kind of work at its own cost per byte; the costs come from calibrate's L2 loops, recorded by
-# `python -m gpu.lab.check_model parts` (gpu/lab/results/l2-parts-h100.json)
-PART_PREFIX, PART_SUFFIX = "lts__", ".avg.pct_of_peak_sustained_elapsed"
-NOT_PARTS = ("lts__throughput", "lts__d_sectors_fill_sysmem", "lts__d_decomp_input_sectors")  # the max; never loaded
-
-
-def part_names(row: dict) -> list[str]:
-    """The parts of L2 a profiled row has, as ncu names them without prefix and suffix ("xbar2lts_cycles_active")."""
-    return [k[len(PART_PREFIX) : -len(PART_SUFFIX)] for k in row
-            if k.startswith(PART_PREFIX) and k.endswith(PART_SUFFIX) and k[: -len(PART_SUFFIX)] not in NOT_PARTS]  # fmt: skip
-
-
-def loop_work(loop: dict) -> dict[str, float]:
-    """A loop's bytes by kind: what its code moves (stores, reduce-adds; its reads' lines across L2's halves: a line
-    read by r blocks crosses unless all r sit beside its home, 1 − 2^−r, as `prediction.crossing_reads` counts), and
-    what ncu counted L2 hand the SMs, fill from DRAM and write back."""
-    _, kernel, nbytes, reps = next(x for x in L2_LOOPS if x[0] == loop["name"])
-    crossed = nbytes * (1 - 0.5**reps) if kernel.startswith("stream") else 0.0  # each line read by `reps` blocks
-    return {"read": loop["l1tex__m_xbar2l1tex_read_bytes.sum"], "fill": loop["dram__bytes_read.sum"],
-            "cross_read": crossed, "write_back": loop["dram__bytes_write.sum"]} | {
-            k: loop.get(k, 0) for k in ("store_pieces", "store_wide", "reduced")}  # fmt: skip
-
-
-def nonnegative(a, b):
-    """x ≥ 0 minimizing |a x − b| (Lawson and Hanson's active set)."""
-    import numpy as np
-
-    n = a.shape[1]
-    free, x = np.zeros(n, bool), np.zeros(n)
-    for _ in range(10 * n):
-        w = a.T @ (b - a @ x)
-        if free.all() or (w[~free] <= 1e-12 * np.abs(w).max()).all():
-            break
-        free[np.argmax(np.where(free, -np.inf, w))] = True
-        while True:
-            z = np.zeros(n)
-            z[free] = np.linalg.lstsq(a[:, free], b, rcond=None)[0]
-            if (z[free] > 0).all():
-                x = z
-                break
-            neg = free & (z <= 0)
-            x = x + np.min(x[neg] / (x[neg] - z[neg])) * (z - x)
-            free &= x > 0
-    return x
-
-
-def part_costs(loops: list[dict]) -> dict[str, dict[str, float]]:
-    """{part: {kind: seconds of the part at its 100% per byte}} from the loops: for each part, the costs ≥ 0 that
-    best give each loop's utilization (its seconds at 100%, part % × the loop's time, = Σ bytes × cost), each loop
-    weighted alike (its residual in points of utilization)."""
-    import numpy as np
-
-    a = np.array([[loop_work(loop)[k] for k in L2_WORK] for loop in loops], dtype=float)
-    t = np.array([loop["gpu__time_duration.sum"] * 1e-9 for loop in loops])
-    rows = a / t[:, None]  # bytes a second
-    scale = rows.max(axis=0)
-    out = {}
-    for part in part_names(loops[0]):
-        y = np.array([loop[PART_PREFIX + part + PART_SUFFIX] / 100 for loop in loops])
-        out[part] = dict(zip(L2_WORK, map(float, nonnegative(rows / scale, y) / scale), strict=True))
-    return out
-
-
-def crossings(spec: registry.KernelSpec, g: dict) -> list[float]:
-    """Each of rung `spec`'s kernels' read bytes across L2's halves on shape g (`prediction.crossing_reads`, the
-    heads' tiles each their own: 16 heads at most, scaled)."""
-    tiles = spec.tiles_for(g["d"], g["n"], g["causal"])
-    bh = g["batch"] * g["heads"]
-    h = min(bh, EXACT_HEADS)
-    shape = ("flash2", g["n"], g["n"], g["d"], 2, tiles.block_rows, tiles.block_cols, g["causal"], h)
-    kernels = kernels_of(*shape, spec.direction == "backward", launch_of(spec, g["d"], tiles), H100_SMS)
-    return [crossing_reads(k, 2) * bh / h for k in kernels]
-
-
-def parts_table(data: dict, costs: dict[str, dict[str, float]]) -> list[str]:
-    """Each loop's utilization of each part against the fit; then forward 6's and rung 7's main launch on each
-    shape: L2's busiest part counted (the work by kind × its cost: reads, fills, write-backs as ncu counted them, the
-    stores and reduce-adds from the code, `l2_counts`) against ncu's, and the parts within 15 points of either."""
-    out = ["loops, each part's % of peak measured / fitted:"]
-    short = {p: p.replace("_cycles_active", "").replace("_realtime", "") for p in costs}
-    for loop in data["loops"]:
-        t, work = loop["gpu__time_duration.sum"] * 1e-9, loop_work(loop)
-        fit = {p: 100 * sum(work[k] * c for k, c in cs.items()) / t for p, cs in costs.items()}
-        out.append(f"  {loop['name']:<26} " + ", ".join(
-            f"{short[p]} {loop[PART_PREFIX + p + PART_SUFFIX]:.0f}/{fit[p]:.0f}" for p in costs
-            if max(fit[p], loop[PART_PREFIX + p + PART_SUFFIX]) >= 5))  # fmt: skip
-    out.append(f"{'launch':<6} {'d':>3} {'N':>5} c {'B×H':>5} | ncu lts__throughput, busiest part | counted | "
-               "parts counted / ncu")  # fmt: skip
-    for i, g in enumerate(data["grid"]):
-        rows = [r for r in data["profiled"] if r["shape"] == i]
-        bh, n = g["batch"] * g["heads"], g["batch"] * g["heads"] * g["n"] * g["d"]
-        c = l2_counts(g)
-        for r in rows:
-            if r["kernel"] == registry.FORWARD[6].function:
-                what, own = "fwd 6", {"store_wide": 2 * n + 4 * bh * g["n"]}  # O_i and L_i
-                own["cross_read"] = crossings(registry.FORWARD[6], g)[0]
-            elif r["kernel"] == registry.BACKWARD[7].function:
-                what, own = "bwd 7", {"store_pieces": 4 * n, "reduced": c["main"]["reduced"]}  # dK_j, dV_j; dQ_i
-                own["cross_read"] = crossings(registry.BACKWARD[7], g)[1]
-            else:
-                continue
-            work = {"read": r["l1tex__m_xbar2l1tex_read_bytes.sum"], "fill": r["dram__bytes_read.sum"],
-                    "write_back": r["dram__bytes_write.sum"]} | own  # fmt: skip
-            t = r["gpu__time_duration.sum"] * 1e-9
-            counted = {p: 100 * sum(work.get(k, 0) * cost for k, cost in cs.items()) / t for p, cs in costs.items()}
-            measured = {p: r[PART_PREFIX + p + PART_SUFFIX] for p in costs}
-            top, mine = max(measured, key=measured.get), max(counted, key=counted.get)
-            out.append(f"{what:<6} {g['d']:>3} {g['n']:>5} {'c' if g['causal'] else '-'} {g['batch']}×{g['heads']:<3} | "
-                       f"{r['lts__throughput.avg.pct_of_peak_sustained_elapsed']:5.1f} {short[top]:<14} | "
-                       f"{counted[mine]:5.1f} {short[mine]:<14} | " + ", ".join(
-                           f"{short[p]} {counted[p]:.0f}/{measured[p]:.0f}" for p in costs
-                           if max(counted[p], measured[p]) >= max(counted[mine], measured[top]) - 15))  # fmt: skip
     return out
