@@ -183,8 +183,8 @@ def parts_table(data: dict, costs: dict[str, dict[str, float]]) -> list[str]:
             if max(fit[p], loop[PART_PREFIX + p + PART_SUFFIX]) >= 5))  # fmt: skip
     out.append(f"{'launch':<6} {'d':>3} {'N':>5} c {'B×H':>5} | ncu lts__throughput, busiest part | counted | "
                "parts counted / ncu")  # fmt: skip
-    for i, g in enumerate(data["grid"]):
-        rows = [r for r in data["profiled"] if r["shape"] == i]
+    for i, g in enumerate(data.get("grid", [])):
+        rows = [r for r in data.get("profiled", []) if r["shape"] == i]
         bh, n = g["batch"] * g["heads"], g["batch"] * g["heads"] * g["n"] * g["d"]
         c = l2_counts(g)
         for r in rows:
