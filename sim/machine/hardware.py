@@ -94,7 +94,7 @@ class Hardware:
 L2_WORK = ("read", "fill", "cross_read", "write_back", "store_pieces", "store_wide", "reduced")
 PS = 1e-12
 # NVIDIA H100 80GB HBM3: ps of each part at its 100% per byte of each kind of L2_WORK, fitted (least squares, costs
-# ≥ 0, each loop's utilization alike) to gpu.lab.calibrate's nine L2 loops under ncu (gpu/lab/results/
+# ≥ 0, each loop's utilization alike) to gpu.lab.l2_parts' nine loops under ncu (gpu/lab/results/
 # l2-parts-h100.json, `python -m gpu.lab.check_model parts-report`; gpu/NOTES.md run 41-model11); ncu's names without
 # `lts__`, `_cycles_active`, `_realtime`
 H100_L2_PARTS = {

@@ -188,8 +188,9 @@ def predict(
         # under a warpgroups' program (rung 7) stores dK_j, dV_j from registers in 16-byte pieces; every other kernel
         # in whole lines; dQ_i added by TMA reduce-adds, or by atomics (a kind no loop measured)
         pieces = backward and launch.program is not None and n == 1
-        h = min(heads, exact)  # each head's tiles its own: the crossings of h heads, scaled
-        work = {"read": to_sm, "fill": t.dram_read, "cross_read": crossing_reads(make(h), hw.l2_partitions) * heads / h,
+        h = min(heads, exact)  # each head's tiles its own: the crossings of h heads, scaled (where L2 has parts)
+        crossed = crossing_reads(make(h), hw.l2_partitions) * heads / h if hw.l2_parts else 0.0
+        work = {"read": to_sm, "fill": t.dram_read, "cross_read": crossed,
                 "write_back": t.dram_write,
                 "store_pieces" if pieces else "store_wide": t.asked_write,
                 "reduced" if launch.dq_bulk else "atomics": t.reduced}  # fmt: skip

@@ -52,7 +52,7 @@ Beside the compute (asynchronous):
 L2 as its parts (`l2_parts`, where the hardware has them: H100): ncu's L2 utilization (lts__throughput) is the
 busiest of L2's parts (the SMs → L2 port, L2 → SMs, the fabric between its two halves, tag lookups, data banks, …), and
 each kind of work loads each part at its own cost per byte, measured by loops that do one kind or two (gpu.lab.
-calibrate's L2 loops, gpu/NOTES.md run 41-model11): reads, DRAM fills, reads across the halves, write-backs, stores in
+l2_parts, gpu/NOTES.md run 41-model11): reads, DRAM fills, reads across the halves, write-backs, stores in
 16-byte pieces or whole lines, TMA reduce-adds. L2's busy time in the bound is its busiest part's (for the time, L2
 stays one rate, `Hardware.l2_bandwidth`).
 Blocks start in launch order on the slot that frees first: equal blocks run in ⌈blocks / slots⌉ waves, and a
