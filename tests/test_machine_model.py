@@ -192,12 +192,22 @@ def test_l2s_work_counts_dram_lines_and_its_busy_time_is_at_ncus_peak():
     # 25 MiB): the SMs read 2 · (Q + 4 · 2 · K) = 2 · (32,768 + 262,144) = 589,824 bytes and write O, L
     # (2 · (32,768 + 1024) = 67,584); L2 fills Q, K, V once from DRAM (2 · 3 · 32,768 = 196,608) and writes nothing
     # back: 854,016 bytes of L2 work
-    p = prediction.predict("flash2", 256, 256, 64, 2, 64, 64, False, 2, H100, Launch(128, 50_000, 168, "wgmma"))
+    one_rate = replace(H100, l2_parts={})  # L2 as one rate, as for a part whose L2 parts were never measured
+    p = prediction.predict("flash2", 256, 256, 64, 2, 64, 64, False, 2, one_rate, Launch(128, 50_000, 168, "wgmma"))
     t = p.kernels[0].time
     assert (p.dram_read_bytes, p.dram_write_bytes) == (196_608, 0)
     assert t.terms[timing.L2] == pytest.approx(854_016 / 8.4e12)
     # the bound: L2's busy time at its peak as ncu counts it (10.3 TB/s), the SMs' units at theirs
     assert t.units[timing.L2] == pytest.approx(854_016 / 10.3e12)
+    # with H100's parts (tests/test_machine_l2_parts.py), its busiest part: across the halves, where the fills
+    # (196,608 bytes at 0.1841 ps), the reads' crossings (Q_i, 8192 bytes, read by one block: ½; K_j, V_j, 16,384,
+    # by four: 15/16; 2 · (4 · 4096 + 4 · 15,360) = 155,648 bytes at 0.1915 ps), the reads (0.0046 ps) and the stores
+    # in whole lines (0.2318 ps) meet
+    p = prediction.predict("flash2", 256, 256, 64, 2, 64, 64, False, 2, H100, Launch(128, 50_000, 168, "wgmma"))
+    t = p.kernels[0].time
+    fabric = (589_824 * 0.0046 + 196_608 * 0.1841 + 155_648 * 0.1915 + 67_584 * 0.2318) * 1e-12
+    assert max(t.l2_parts, key=t.l2_parts.get) == "ltcfabric2ltc"
+    assert t.units[timing.L2] == pytest.approx(fabric, rel=1e-9)
     # 1.1 ms of L2 reads at 8.4 TB/s, 1 ms of matmuls: the time is L2's, but at its peak L2 is busy 0.897 ms, and
     # ncu would find the tensor pipe the busier
     t = timing.kernel_time(_blocks(132, flops=ONE_MS), BIG, H100, 0, 8.4e12 * 1.1e-3)

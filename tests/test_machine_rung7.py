@@ -64,11 +64,17 @@ def test_reduce_adds_bound_only_when_slower_than_the_sms():
     # Br · d · 4 bytes each: 32 K/V blocks × 64 Q blocks × 64 · 128 · 4 bytes per head
     launch = launch_of(SEVEN, 128)
     added = 16 * 32 * 64 * 64 * 128 * 4
-    rated = replace(H100, l2_reduce_bandwidth=added / 1.0)  # they take one second
+    # L2 as one rate (a part whose L2 parts were never measured): the additions' rate is L2's busy time
+    rated = replace(H100, l2_reduce_bandwidth=added / 1.0, l2_parts={})  # they take one second
     slow = predict("flash2", 4096, 4096, 128, 2, 64, 128, False, 16, rated, launch, backward=True)
     main = slow.kernels[1].time
     assert main.terms["dQ reduce-adds"] == pytest.approx(1.0)  # one second at that rate
     assert main.bound == "dQ reduce-adds" and main.seconds == pytest.approx(1.0 + H100.launch_seconds)
+    # with L2's parts, its busy time is theirs (the additions at the loops' cost on each part): the rate still sets
+    # the time, but the busiest unit is the SMs' shared memory (below)
+    parts = predict("flash2", 4096, 4096, 128, 2, 64, 128, False, 16, replace(rated, l2_parts=H100.l2_parts), launch,
+                    backward=True).kernels[1].time  # fmt: skip
+    assert parts.seconds == pytest.approx(1.0 + H100.launch_seconds) and parts.bound == "SRAM → registers"
     fast = predict("flash2", 4096, 4096, 128, 2, 64, 128, False, 16, H100, launch, backward=True)
     assert "dQ reduce-adds" not in fast.terms()  # no rate in the datasheet preset: left out
     # the SMs set the time, its warpgroups' step: the bound is the busiest unit, shared memory (3140 wavefronts of

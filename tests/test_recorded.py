@@ -30,6 +30,7 @@ def test_every_shipped_recording_says_where_it_came_from():
         commands = {
             "ladder": ("python -m gpu.lab.ladder ", "python -m gpu.ladder "),
             "model-check": ("python -m gpu.lab.check_model ",),
+            "l2-parts": ("python -m gpu.lab.check_model parts ",),
             "calibration": ("python -m gpu.lab.calibrate ",),
             "compare-variants": ("python -m gpu.lab.compare_variants ", "flashsim compare --variants"),
             "bench-variants": ("python -m gpu.lab.bench_variants ", "flashsim bench gpu --variants"),

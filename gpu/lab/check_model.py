@@ -12,6 +12,10 @@ Anywhere: `python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRA
 predictions beside those measurements and says how close each is (also with the rates `python -m
 gpu.lab.calibrate` measured, given its recording; the host work is the measured recording's own where it has it); `python -m gpu.lab.check_model l2 MEASURED.json` sets
 ncu's L2 counts of rung 7's backward beside the bytes its code moves (`check_report.l2_table`).
+L2's parts: `python -m gpu.lab.check_model parts OUT_DIR` (on a GPU) profiles gpu.lab.l2_parts' loops and forward 6's and
+backward 7's launches with ncu's breakdown of lts__throughput; `python -m gpu.lab.check_model parts-report
+gpu/lab/results/l2-parts-h100.json` fits each part's cost per byte of each kind of work to the loops
+(`l2_parts.part_costs`) and sets the parts counted beside ncu's (`l2_parts.parts_table`).
 """
 
 import csv
@@ -22,6 +26,7 @@ import time
 from pathlib import Path
 
 from gpu.lab.check_report import l2_table, report
+from gpu.lab.l2_parts import part_costs, parts_table
 from gpu.lab.model_grid import BACKWARD_RUNGS, FORWARD_RUNGS, GRID, TIMED, calls, launched
 
 BYTES = {
@@ -154,6 +159,52 @@ def measure(path: str, only: tuple[str, int] | None = None, over: str | None = N
     Path(path).write_text(json.dumps(record, indent=1))
 
 
+PARTS = (  # L2's parts (`breakdown:` lists what lts__throughput is the maximum of) and the bytes each kind of work moves
+    "breakdown:lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__throughput.avg.pct_of_peak_sustained_elapsed,"
+    "gpu__time_duration.sum,lts__t_sectors_srcunit_tex_op_write.sum,lts__t_sectors_srcunit_tex_op_read.sum,"
+    "lts__t_sectors_op_red.sum,lts__t_bytes.sum,l1tex__m_xbar2l1tex_read_bytes.sum,dram__bytes_read.sum,"
+    "dram__bytes_write.sum"
+)
+
+
+def parts(out_dir: str, only: str | None = None) -> None:
+    """L2's parts under ncu (`PARTS`, L2 flushed before each launch): the L2 loops (`l2_parts.LOOPS`), then
+    forward rung 6 and backward rung 7's three launches on every shape of the grid. Writes ncu's CSVs and the
+    parsed record (`l2-parts.json`: each launch's counters, the loops' bytes by kind) into `out_dir`."""
+    from gpu import device, registry
+    from gpu.lab import counters, l2_parts, results
+
+    out = Path(out_dir)
+    base = [counters.ncu_path(), "--clock-control", "none", "--cache-control", "all", "--csv", "--print-units", "base",
+            "--metrics", PARTS]  # fmt: skip
+    record = {
+        "kind": "l2-parts",
+        "env": results.environment(f"python -m gpu.lab.check_model parts {out_dir}"),
+        "grid": GRID,
+    }
+    loops = [dict(zip(("name", "kernel"), loop[:2], strict=True)) for loop in l2_parts.LOOPS
+             if loop[1] != "reduces" or device.capability() == "9.0"]  # fmt: skip
+    names = {
+        "loops": "|".join(sorted(l2_parts.KIND_OF)),
+        "grid": "|".join([registry.FORWARD[6].function, *launched("backward", 7)]),
+    }
+    programs = {"loops": ["gpu.lab.l2_parts"], "grid": ["gpu.lab.check_model", "profiled", "backward", "7"]}
+    for what in (only,) if only else ("loops", "grid"):
+        with open(out / f"{what}.csv", "w") as csv_out, open(out / f"{what}.stderr", "w") as err:
+            subprocess.run([*base, "--kernel-name", f"regex:^({names[what]})$", sys.executable, "-m", *programs[what]],
+                           stdout=csv_out, stderr=err, check=False)  # fmt: skip
+        lines = (out / f"{what}.csv").read_text().splitlines()
+        rows = profiled_rows([x for x in lines if x.startswith('"')])  # ncu's CSV, not the program's own line
+        if what == "loops":  # the bytes each loop moved, as the program printed them
+            printed = next((json.loads(x) for x in lines if x.startswith("[{")), loops)
+            record["loops"] = [{**loop, **r} for loop, r in zip(printed, rows, strict=False)]
+        else:
+            plan = [(i, direction) for i in range(len(GRID)) for direction in ["forward"] + ["backward"] * 3]
+            record["profiled"] = [{**r, "shape": i, "direction": direction, "rung": 6 if direction == "forward" else 7}
+                                  for (i, direction), r in zip(plan, rows, strict=False)]  # fmt: skip
+        (out / "l2-parts.json").write_text(json.dumps(record, indent=1))
+
+
 def replaced(old: dict, new: dict, only: tuple[str, int]) -> dict:
     """`old`'s record (the whole grid) with the timings, profiled launches and host work of call `only` taken from
     `new`; the environment says which record each comes from."""
@@ -172,7 +223,9 @@ def replaced(old: dict, new: dict, only: tuple[str, int]) -> dict:
 USAGE = (
     "usage: python -m gpu.lab.check_model measure OUT.json [--only DIRECTION RUNG --over OLD.json] (on a GPU, ncu)\n"
     "       python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]] (anywhere)\n"
-    "       python -m gpu.lab.check_model l2 MEASURED.json (anywhere)"
+    "       python -m gpu.lab.check_model l2 MEASURED.json (anywhere)\n"
+    "       python -m gpu.lab.check_model parts OUT_DIR [loops | grid] (on a GPU, ncu)\n"
+    "       python -m gpu.lab.check_model parts-report PARTS.json (anywhere)"
 )
 
 
@@ -189,6 +242,15 @@ def main(argv=None) -> None:
             measure(argv[1], (argv[3], int(argv[4])) if len(argv) == 7 else None, argv[6] if len(argv) == 7 else None)
         except device.GPUUnavailableError as e:
             sys.exit(f"check_model: {e}")
+    elif 2 <= len(argv) <= 3 and argv[0] == "parts" and argv[2:] in ([], ["loops"], ["grid"]):
+        parts(*argv[1:])
+    elif len(argv) == 2 and argv[0] == "parts-report":
+        data = json.loads(Path(argv[1]).read_text())
+        costs = part_costs(data["loops"])
+        print("each part's seconds at its 100% per byte (ps), by kind:")
+        for part, cs in costs.items():
+            print(f"  {part}: " + ", ".join(f"{k} {c * 1e12:.4f}" for k, c in cs.items()))
+        print("\n".join(parts_table(data, costs)))
     elif 2 <= len(argv) <= 4 and argv[0] == "report":
         report(*argv[1:])
     elif len(argv) == 2 and argv[0] == "l2":

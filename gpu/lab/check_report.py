@@ -61,6 +61,7 @@ def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=Non
         own = next(r for r in mine if r["kernel"] == spec.function)
         assert [r["kernel"] for r in mine] == launched(direction, rung)
         p = rung_prediction(spec, hw, causal=g["causal"], **shape)
+        slowest = max(p.kernels, key=lambda k: k.time.seconds).time
         measured = {
             "dram_read_bytes": sum(r["dram__bytes_read.sum"] for r in mine),
             "dram_write_bytes": sum(r["dram__bytes_write.sum"] for r in mine),
@@ -79,6 +80,8 @@ def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=Non
             "bound": p.bound,
             "in_series": p.in_series,
             "terms_ms": {k: v * 1e3 for k, v in p.terms().items()},
+            "units_ms": {k: v * 1e3 for k, v in slowest.units.items()},  # the slowest kernel's, at their peaks
+            "l2_parts_ms": {k: v * 1e3 for k, v in (slowest.l2_parts or {}).items()},  # its L2's parts
         }
         if name in timed:
             measured["ms"] = timed[name]

@@ -146,6 +146,23 @@ def traffic(make, heads: int, n_slots: int, capacity: int, exact: int = EXACT_HE
     )  # fmt: skip
 
 
+def crossing_reads(kernel: grids.Kernel, halves: int) -> float:
+    """Bytes L2's `halves` hand each other for `kernel`'s reads: every line lives in one half (its home, where it is
+    filled from DRAM); an SM reads through its own half, which asks the home half once for a line it does not hold
+    and keeps a copy. A tile read by k thread blocks, each on an SM of either half with even odds, crosses unless all
+    k sit beside its home: 1 − 2^−k of its bytes (½ read by one block, all of it, nearly, by many). Read-for-adds
+    cross as adds (`reduced`), not here; a tile evicted and read again is counted once (not modelled)."""
+    readers: dict[tuple, set[int]] = {}
+    size: dict[tuple, int] = {}
+    for b, block in enumerate(kernel.blocks):
+        for step in block.steps():
+            for name, nbytes, kind in step:
+                if kind == "r":
+                    readers.setdefault(name, set()).add(b)
+                    size[name] = nbytes
+    return sum(size[name] * (1 - (1 / halves) ** len(r)) for name, r in readers.items())
+
+
 def predict(
     algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool, heads: int, hw: Hardware,
     launch: Launch, backward: bool = False,
@@ -167,6 +184,16 @@ def predict(
         to_sm = l2_to_sm(t, padded)
         dram = t.dram_read + t.dram_write  # L2's work: what the SMs read, write and add, and each line it fills from
         # DRAM or writes back (ncu's lts__t_bytes counts the fills: run 40-model9)
-        time = kernel_time(kernel.blocks, launch, hw, dram, to_sm + t.asked_write + t.reduced + dram)
+        # by kind, for L2's parts (`timing.l2_parts`): the backward's main kernel (grids.flash2_backward's second)
+        # under a warpgroups' program (rung 7) stores dK_j, dV_j from registers in 16-byte pieces; every other kernel
+        # in whole lines; dQ_i added by TMA reduce-adds, or by atomics (a kind no loop measured)
+        pieces = backward and launch.program is not None and n == 1
+        h = min(heads, exact)  # each head's tiles its own: the crossings of h heads, scaled (where L2 has parts)
+        crossed = crossing_reads(make(h), hw.l2_partitions) * heads / h if hw.l2_parts else 0.0
+        work = {"read": to_sm, "fill": t.dram_read, "cross_read": crossed,
+                "write_back": t.dram_write,
+                "store_pieces" if pieces else "store_wide": t.asked_write,
+                "reduced" if launch.dq_bulk else "atomics": t.reduced}  # fmt: skip
+        time = kernel_time(kernel.blocks, launch, hw, dram, to_sm + t.asked_write + t.reduced + dram, work)
         out.append(KernelPrediction(kernel.name, t, to_sm, time))
     return Prediction(out, launch, hw.name)

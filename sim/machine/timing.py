@@ -49,6 +49,12 @@ Beside the compute (asynchronous):
            for an addition to land (rung 5's `red` returns nothing; rung 7's issuing thread waits only, a step
            later, for the TMA unit to have read its SRAM tile; L_i, D_i arrive by bulk copy with Q_i, dO_i, stages
            ahead: 07_flash2_backward_wgmma.cu, "loads" and "dQ").
+L2 as its parts (`l2_parts`, where the hardware has them: H100): ncu's L2 utilization (lts__throughput) is the
+busiest of L2's parts (the SMs → L2 port, L2 → SMs, the fabric between its two halves, tag lookups, data banks, …), and
+each kind of work loads each part at its own cost per byte, measured by loops that do one kind or two (gpu.lab.
+l2_parts, gpu/NOTES.md run 41-model11): reads, DRAM fills, reads across the halves, write-backs, stores in
+16-byte pieces or whole lines, TMA reduce-adds. L2's busy time in the bound is its busiest part's (for the time, L2
+stays one rate, `Hardware.l2_bandwidth`).
 Blocks start in launch order on the slot that frees first: equal blocks run in ⌈blocks / slots⌉ waves, and a
 last partial wave costs a whole block's time. DRAM and L2 traffic overlap the compute (copies are asynchronous):
 the kernel takes launch overhead + the slowest of compute, DRAM bytes / DRAM bandwidth, L2 bytes (the SMs' reads,
@@ -60,7 +66,7 @@ from dataclasses import dataclass, replace
 
 from sim.machine import warpgroups
 from sim.machine.grids import Block
-from sim.machine.hardware import Hardware
+from sim.machine.hardware import L2_WORK, Hardware
 from sim.machine.launch import Launch, Phase, blocks_per_sm
 
 TENSOR, SMEM, MUFU, FMA = "tensor", "SRAM → registers", "MUFU (exp)", "FMA"
@@ -83,6 +89,7 @@ class Time:
     adds: str = ATOMICS  # how dQ is added (ATOMICS or REDUCES): the name of that term
     in_series: bool = False  # the SMs' time is warpgroups' (Launch.program)
     busy: dict[str, float] | None = None  # the terms at the hardware's peaks (`Hardware.datasheet`); None: `terms`
+    l2_parts: dict[str, float] | None = None  # seconds each of L2's parts is busy (`l2_parts`); None: L2 is one rate
 
     @property
     def bound(self) -> str:
@@ -100,10 +107,11 @@ class Time:
 
     @property
     def units(self) -> dict[str, float]:
-        """Seconds each unit is busy at its peak rate: the SMs' pipes, L2 (reads and writes, or dQ's additions: the
-        longer) and DRAM."""
+        """Seconds each unit is busy at its peak rate: the SMs' pipes, L2 (its busiest part, where the hardware has
+        them: `l2_parts`; else reads and writes, or dQ's additions: the longer) and DRAM."""
         at = self.busy or self.terms
-        return {p: at[p] for p in PIPES} | {L2: max(at[L2], at[self.adds]), DRAM: at[DRAM]}
+        l2 = at[L2] if self.l2_parts else max(at[L2], at[self.adds])
+        return {p: at[p] for p in PIPES} | {L2: l2, DRAM: at[DRAM]}
 
     @property
     def memory(self) -> tuple[str, ...]:
@@ -124,8 +132,22 @@ def makespan(costs: list[float], slots: int) -> float:
     return max(free, default=0.0)
 
 
-def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: int, l2_bytes: float) -> Time:
-    """Predicted time of one kernel whose blocks are `blocks` (launch order) and whose traffic is given."""
+def l2_parts(work: dict[str, float], hw: Hardware) -> dict[str, float]:
+    """Seconds each of L2's parts is busy at its 100% (ncu's utilization of it × the kernel's time): Σ over the kinds
+    of `work` (bytes by `hardware.L2_WORK` kind) of its bytes × that kind's cost on the part (`Hardware.l2_parts`,
+    measured by loops that each do one or two kinds). ncu's lts__throughput is the busiest part. {} where hw has no
+    parts, no work is given, or the work has a kind no loop measured (rung 5's atomics)."""
+    if not hw.l2_parts or not work or any(v and k not in L2_WORK for k, v in work.items()):
+        return {}
+    return {part: sum(work.get(k, 0) * c for k, c in zip(L2_WORK, costs, strict=True))
+            for part, costs in hw.l2_parts.items()}  # fmt: skip
+
+
+def kernel_time(
+    blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: int, l2_bytes: float, l2_work: dict | None = None
+) -> Time:
+    """Predicted time of one kernel whose blocks are `blocks` (launch order) and whose traffic is given: DRAM bytes,
+    L2's bytes (its time) and, where known, L2's work by kind (`l2_parts`: its busy time, the busiest part)."""
     # blocks spread over the SMs first: an SM shares its units among the blocks resident on it, no more than fit
     per_sm = min(blocks_per_sm(launch, hw), max(1, -(-len(blocks) // hw.sm_count)))
     slots = per_sm * hw.sm_count
@@ -195,9 +217,11 @@ def kernel_time(blocks: list[Block], launch: Launch, hw: Hardware, dram_bytes: i
         DRAM: terms[DRAM] * hw.hbm_bandwidth / peak.hbm_bandwidth,
         L2: terms[L2] * hw.l2_bandwidth / (peak.l2_peak_bandwidth or peak.l2_bandwidth) if hw.l2_bandwidth else 0.0,
     }
-    return Time(
-        seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, adds, bool(program), busy
-    )
+    parts = l2_parts(l2_work or {}, peak)
+    if parts:
+        busy[L2] = max(parts.values())
+    return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, adds,
+                bool(program), busy, parts or None)  # fmt: skip
 
 
 def critical_step(program: warpgroups.Program, seconds, hw: Hardware) -> float:
