@@ -6,9 +6,10 @@ the model's own work), nothing synchronizes the host, and the only memory alloca
 (o and the saved lse; dq, dk, dv and the backward's float32 workspace, D and the dQ accumulator), taken from
 PyTorch's caching allocator on that stream. Inputs are copied only where they are not contiguous, or where d
 needs rows padded to 8 elements (the general path, through flash_attention). The flash path sees torch's memory
-through CuPy views of its pointers (gpu.dlpack.cupy_view): zero-copy like DLPack, but 6 µs a tensor against
-DLPack's 58 (PyTorch 2.11's __dlpack__ queries streams and devices on every call; 16 tensors a training step:
-0.9 ms of host time, gpu/NOTES.md run 23). The general path and the standard baseline go through DLPack.
+through CuPy views of its pointers, made once per address (gpu.autograd_plan.view; DLPack's __dlpack__ queries
+streams and devices on every call, 58 µs a tensor in PyTorch 2.11: gpu/NOTES.md run 23), and checks and plans a
+step once per key of q, k, v's shapes, strides, dtypes and devices with causal and scale (gpu.autograd_plan; run
+41-autohost14). The general path and the standard baseline go through DLPack.
 
 The backward runs where PyTorch's autograd engine runs it: by default, for CUDA tensors, on the engine's own thread
 for the device, which wakes for it and hands the result back; our Python there runs 2.4–2.8× slower than on the
@@ -17,11 +18,10 @@ calling thread. A loop whose step is host-paced (one GPU, N ≤ 1024 at 16k toke
 """
 
 import functools
-import math
 
-from gpu import backward, device, flash, inputs
+from gpu import autograd_plan, backward, device, flash
 from gpu.device import GPUUnavailableError
-from gpu.dlpack import as_cupy, as_torch, cupy_view
+from gpu.dlpack import as_cupy, as_torch
 from gpu.standard import standard_attention, standard_attention_backward
 from sim.core.errors import InputError
 
@@ -123,73 +123,40 @@ class _StreamHandle:
         return 0, self.ptr
 
 
-def _forward(torch, q, k, v, causal, scale):
-    """(o, lse, p, views) with o and lse torch tensors the forward kernel wrote straight into, p the checked Problem
-    and views the CuPy views of (q, k, v, o, lse), which the backward reuses."""
-    cq, ck, cv = (cupy_view(t) for t in (q, k, v))
-    spec = _resolve(flash, q.shape[-1], device.capability())
-    p = inputs.check(cq, ck, cv, causal=causal, scale=scale, dtypes_allowed=spec.dtypes)
-    if spec.row(p.d) != p.d:  # rows padded to 8 elements: the general path (it copies)
+def _forward(torch, q, k, v, causal, scale, stream):
+    """(o, lse, step, views) with o and lse torch tensors the forward kernel wrote straight into, step the key's
+    autograd_plan.Step (the checked Problem, the plans) and views the CuPy views of (q, k, v, o, lse), which the
+    backward reuses. `stream`: PyTorch's current stream as a CuPy stream, current here."""
+    step = autograd_plan.step(q, k, v, causal, scale)
+    cq, ck, cv = (autograd_plan.view(t) for t in (q, k, v))
+    if step.general:  # rows padded to 8 elements: the general path (it copies)
         co, clse = flash.flash_attention(cq, ck, cv, causal=causal, scale=scale, return_lse=True)
-        return as_torch(co), as_torch(clse), p, (cq, ck, cv, co, clse)
+        return as_torch(co), as_torch(clse), step, (cq, ck, cv, co, clse)
     o = torch.empty_like(q)
     lse = torch.empty(q.shape[:3], dtype=torch.float32, device=q.device)
-    # the views own detached o and lse: owning o itself (which gets this node as grad_fn) would make a cycle,
-    # ctx → views → o → grad_fn → ctx, which only Python's garbage collector frees, o's memory held till it ran:
-    # at N = 1024, 16k tokens, 660 MiB held after 10 steps and a 2.5× higher peak (run 40-tax2)
-    co, clse = cupy_view(o.detach()), cupy_view(lse.detach())
-    flash.launch(spec, p, spec.tiles_for(p.d, p.n, p.causal), cq, ck, cv, co, clse)
-    return o, lse, p, (cq, ck, cv, co, clse)
+    # the views own nothing (autograd_plan.view): a view owning o (which gets this node as grad_fn) would make a
+    # cycle, ctx → views → o → grad_fn → ctx, which only Python's garbage collector frees (run 40-tax2)
+    co, clse = autograd_plan.view(o), autograd_plan.view(lse)
+    step.forward(stream.ptr, q.get_device(), cq, ck, cv, co, clse)
+    return o, lse, step, (cq, ck, cv, co, clse)
 
 
-# each work array starts at a multiple of 128 bytes of the one allocation (TMA's reduce-adds need 16)
-WORK_ALIGN = 32
-
-
-def _workspace(torch, spec, p, tiles, deterministic, where):
-    """The backward's work arrays (backward.workspace's list) as CuPy arrays over PyTorch's memory: those the kernels
-    fill (float32, and rung 7's int32 counters the pre-pass zeroes) in one allocation, each array made straight
-    from a pointer into it (one allocation and one view instead of one each, no slicing or reshaping of CuPy
-    arrays); the zeroed ones (deterministic's int32 counters) apart."""
-    cupy = device.require()
-    listed = backward.workspace(spec, p, p.d, tiles, deterministic)
-    sizes = [-(-math.prod(shape) // WORK_ALIGN) * WORK_ALIGN for shape, _, zeroed in listed if not zeroed]
-    flat = torch.empty(sum(sizes), dtype=torch.float32, device=where)  # 4-byte words
-    at = cupy_view(flat).data
-    work = []
-    for shape, dtype, zeroed in listed:
-        if zeroed:
-            work.append(cupy_view(torch.zeros(shape, dtype=getattr(torch, dtype), device=where)))
-        else:
-            work.append(cupy.ndarray(shape, dtype, at))
-            at = at + 4 * -(-math.prod(shape) // WORK_ALIGN) * WORK_ALIGN  # a new pointer: += moves the old one
-    return tuple(work)
-
-
-def _backward(torch, p, views, do, deterministic=False):
-    """(dq, dk, dv) as torch tensors, written by the backward kernels into tensors PyTorch allocated; p is the
-    forward's checked Problem and views its CuPy views of (q, k, v, o, lse) (the same arrays: no second check)."""
+def _backward(torch, step, saved, views, do, deterministic=False):
+    """(dq, dk, dv) as torch tensors, written by the backward kernels into tensors PyTorch allocated; step is the
+    forward's autograd_plan.Step, saved its (q, k, v, o, lse) and views their CuPy views (no second check)."""
     cq, ck, cv, co, clse = views
-    cdo = cupy_view(do)
-    spec = _resolve(backward, p.d, device.capability())
-    if spec.row(p.d) != p.d or clse.data.ptr % 16:
+    cdo, p = autograd_plan.view(do), step.p
+    planned = step.backward(deterministic)
+    if planned.plan is None or clse.data.ptr % 16:
         grads = backward.flash_attention_backward(
             cq, ck, cv, co, clse, cdo, causal=p.causal, scale=p.scale, deterministic=deterministic
         )
         return tuple(as_torch(g) for g in grads)
-    tiles = spec.tiles(p.d)
-    backward.check_deterministic(spec, tiles, deterministic)
-    work = _workspace(torch, spec, p, tiles, deterministic, do.device)
-    grads = tuple(torch.empty_like(do) for _ in range(3))
-    backward.launch(spec, p, tiles, p.d, (cq, ck, cv, co, clse, cdo), work, tuple(map(cupy_view, grads)))
+    work, _held = planned.work(torch, do.device)  # the tensors under work: alive till the launches are queued
+    grads = tuple(torch.empty_like(x) for x in saved[:3])  # dk, dv shaped like k, v (Nk rows)
+    outs = tuple(map(autograd_plan.view, grads))
+    backward._launch(planned.plan, p, (cq, ck, cv, co, clse, cdo), work, outs, backward.PLAIN)
     return grads
-
-
-@functools.cache
-def _resolve(module, d: int, cc: str):
-    """flash.resolve's or backward.resolve's default kernel for head dim d on a GPU of compute capability cc, looked up
-    once (a refusal raises and is not kept): 9 and 19 µs a call (run 40-tax2)."""
-    return module.resolve(None, d)
 
 
 @functools.cache
@@ -200,17 +167,17 @@ def _functions() -> dict:
         @staticmethod
         def forward(ctx, q, k, v, causal, scale, deterministic):
             q, k, v = (x.detach().contiguous() for x in (q, k, v))  # a copy only where not contiguous
-            with _stream(q.device.index):
-                o, lse, ctx.problem, ctx.views = _forward(torch, q, k, v, causal, scale)
+            with (stream := _stream(q.device.index)):
+                o, lse, ctx.step, ctx.views = _forward(torch, q, k, v, causal, scale, stream)
             ctx.save_for_backward(q, k, v, o, lse)  # PyTorch's check that none changed in place before backward
             ctx.deterministic = deterministic
             return o
 
         @staticmethod
         def backward(ctx, do):
-            ctx.saved_tensors  # noqa: B018  (raises if q, k, v, o or lse changed in place since the forward)
+            saved = ctx.saved_tensors  # raises if q, k, v, o or lse changed in place since the forward
             with _stream(do.device.index):
-                grads = _backward(torch, ctx.problem, ctx.views, do.contiguous(), ctx.deterministic)
+                grads = _backward(torch, ctx.step, saved, ctx.views, do.contiguous(), ctx.deterministic)
             return (*grads, None, None, None)
 
     class StandardAttention(torch.autograd.Function):

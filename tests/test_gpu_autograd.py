@@ -35,6 +35,28 @@ def test_gradients_through_autograd(dtype, causal):
         assert max_error(g_flash, ref) <= 2 * max_error(g_std, ref) + 1e-3
 
 
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_keys_longer_than_queries_get_gradients_shaped_like_k_and_v(causal):
+    # Nk ≠ N: dk and dv take k's and v's shape (before run 41-autohost14 all three were made like do: refused by
+    # autograd); two steps of one key, the second through the remembered plan, at other addresses
+    from gpu.autograd import attention
+    from gpu.dlpack import as_cupy
+    from gpu.reference import attention_backward_ref
+
+    g = torch.Generator(device="cuda").manual_seed(7)
+    q0, do = (torch.randn(2, 3, 100, 64, device="cuda", generator=g).half() for _ in range(2))
+    k0, v0 = (torch.randn(2, 3, 230, 64, device="cuda", generator=g).half() for _ in range(2))
+    refs = attention_backward_ref(*(as_cupy(x) for x in (q0, k0, v0, do)), causal=causal)
+    for _ in range(2):
+        q, k, v = (x.clone().requires_grad_() for x in (q0, k0, v0))
+        got = torch.autograd.grad(attention(q, k, v, causal=causal), (q, k, v), do)
+        q, k, v = (x.clone().requires_grad_() for x in (q0, k0, v0))
+        std = torch.autograd.grad(attention(q, k, v, causal=causal, impl="standard"), (q, k, v), do)
+        for x, baseline, ref in zip(got, std, refs, strict=True):
+            assert x.shape == baseline.shape
+            assert max_error(as_cupy(x), ref) <= 2 * max_error(as_cupy(baseline), ref) + 1e-3
+
+
 @pytest.mark.parametrize("d", [64, 128])
 def test_deterministic_gradients_through_autograd(d):
     from gpu.autograd import attention
