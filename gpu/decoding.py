@@ -21,8 +21,8 @@ and its launch planned once per key and stream (gpu.decode_launch.plan: the buil
 the partials and tickets, the parameters that do not change); a later call of that key allocates o (and lse with
 return_lse), reads its arrays' addresses and queues one launch through the driver (cuLaunchKernel, its parameters
 packed by ctypes). The paged arrays' values are the kernel's to check, every call; a NumPy block table is checked
-on the host every call (its values are in no key). On an H100 host: ~23–28 µs a call where it was ~29–46, of which
-the allocation of o and the driver's launch are ~9–11 (gpu/NOTES.md run 41-dechost14).
+on the host every call (its values are in no key). On H100 hosts: ~23–32 µs a call where it was ~29–46
+(×1.2–1.7), of which the allocation of o and the driver's launch are ~9–11 (gpu/NOTES.md run 41-dechost14).
 """
 
 import functools
