@@ -13,10 +13,12 @@ import functools
 import math
 import struct
 import threading
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
-from gpu import device, geometry, registry, source
+from gpu import device, geometry, pages, registry, source
 
 KERNEL = registry.DECODE[8]
 COMBINE = registry.HELPERS["decode_combine"]
@@ -24,6 +26,7 @@ MAX_CLUSTER, CLUSTER_KEYS = 16, 1024  # 2 … 16 splits of ≤ 1024 keys (contig
 MERGES = ("cluster", "spread", "ticket")
 NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block table
 ARGS = 21  # the split kernel's parameters
+COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
 WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool
 
 
@@ -40,21 +43,108 @@ def launch_kernel(cupy, kernel, grid, threads: int, smem: int, values: tuple, co
     of `kernel` on the current stream, its ARGS parameters (pointers, and 32-bit values in the low half) packed by
     ctypes into this thread's buffer, which the driver copies at the launch: 5.2 µs of host time where CuPy's call,
     which converts each argument, took 9.2 (gpu/NOTES.md run 37-dec3)."""
+    driver, stream = cupy.cuda.driver, cupy.cuda.get_current_stream().ptr
+    queue = driver.launchCooperativeKernel if cooperative else driver.launchKernel
+    _queue(queue, (kernel.kernel.ptr, *grid, threads, 1, 1, smem, stream), values, () if cooperative else (0,))
+
+
+def _queue(queue, head: tuple, values: tuple, tail: tuple) -> None:
+    """queue(*head, the parameter buffer, *tail), `values` packed into this thread's buffer first."""
     buffer = getattr(_params, "buffer", None)
     if buffer is None:
         slots = (ctypes.c_uint64 * ARGS)()
         pointers = (ctypes.c_void_p * ARGS)(*(ctypes.addressof(slots) + 8 * i for i in range(ARGS)))
         buffer = _params.buffer = (slots, pointers, ctypes.addressof(pointers))
-    slots, _, address = buffer
-    slots[:] = values
-    stream = cupy.cuda.get_current_stream().ptr
-    if cooperative:
-        cupy.cuda.driver.launchCooperativeKernel(kernel.kernel.ptr, *grid, threads, 1, 1, smem, stream, address)
-    else:
-        cupy.cuda.driver.launchKernel(kernel.kernel.ptr, *grid, threads, 1, 1, smem, stream, address, 0)
+    buffer[0][:] = values
+    queue(*head, buffer[2], *tail)
 
 
 _params = threading.local()  # each thread's parameter buffer for launch_kernel
+
+
+class Shape(NamedTuple):
+    """What a decode launch is planned from: gpu.decoding's Plan less its arrays, with q's dtype and the block
+    table's pages per sequence (0: a contiguous cache)."""
+
+    batch: int
+    hkv: int
+    g: int
+    nq: int
+    d: int
+    nk: int
+    page_size: int
+    num_pages: int
+    splits: int
+    scale: float
+    causal: bool
+    dtype: str
+    max_pages: int
+
+
+@dataclass(frozen=True, slots=True)
+class Launch:
+    """One decode launch worked out ahead (`plan`) for a shape and stream: the driver's queue call and its leading
+    arguments (function, grid, threads, shared memory, stream), the kernel's parameters that are the same every call
+    (the partials' and tickets' pointers, the error report's, the scalars), the workspace it holds, and the separate
+    combine (gpu.lab's fused=False): a call allocates o (and lse), reads the arrays' addresses and queues."""
+
+    queue: object  # cupy.cuda.driver.launchKernel or launchCooperativeKernel
+    head: tuple  # (function, grid x y z, threads 1 1, shared memory, stream)
+    tail: tuple  # launchKernel's extra (none): (0,); cooperative: ()
+    parts: tuple | None  # (O_parts, lse_parts) pointers; None with one split, where o and lse take their place
+    rest: tuple  # tickets (0: none), error flags, claim, then `scalars`
+    scratch: object  # the lse written where the caller asks for none
+    separate: tuple | None  # (combine kernel, grid, block, its last arguments converted once), or None
+    workspace: tuple  # (O_parts, lse_parts, tickets): held while the plan is
+
+    def __call__(self, cupy, q, k, v, table, seqlens, lse: bool):
+        """(o, lse or None): o freshly allocated, lse too where asked (else the scratch is written)."""
+        o = cupy.empty(q.shape, q.dtype)
+        L = cupy.empty(q.shape[:3], cupy.float32) if lse else self.scratch
+        out = (o.data.ptr, L.data.ptr)
+        paging = (0, 0) if table is None else (table.data.ptr, seqlens.data.ptr)
+        values = (q.data.ptr, k.data.ptr, v.data.ptr, *paging, *out, *(self.parts or out), *self.rest)
+        _queue(self.queue, self.head, values, self.tail)
+        if self.separate is not None:
+            combine, grid, block, last = self.separate
+            combine(grid, block, (*self.workspace[:2], NULL if seqlens is None else seqlens, o, L, *last))
+        return o, (L if lse else None)
+
+
+@functools.lru_cache(maxsize=256)
+def plan(s: Shape, tiles, fused: bool, merge: str | None, device_id: int, stream: int) -> Launch:
+    """The Launch of a call of shape `s` on `stream` (the current one, of device `device_id`): the split kernel with
+    the combine fused (`merge`, None: `merge_for`'s choice — a cluster of the group's blocks, all the group's blocks
+    of a cooperative grid, or the last block to finish), or (fused=False) then the combine kernel; the partials in
+    the stream's workspace. `tiles` overrides the geometry, `fused` and `merge` the combine (gpu.lab)."""
+    cupy = device.require()
+    rows, groups, paged = s.batch * s.hkv * s.g * s.nq, s.batch * s.hkv, s.max_pages > 0
+    parts, lse_parts, tickets, scratch = workspace(cupy, s.splits, rows, s.d, groups)
+    asked, merge = merge, None
+    if fused and s.splits > 1:
+        merge = asked or merge_for(device_id, s.d, s.dtype, s.g * s.nq, tiles, s.splits, groups, paged, s.nk)
+    cluster = s.splits if merge == "cluster" else 1  # the kernel ignores tickets then
+    split, combine, tiles, smem = kernels(s.d, s.dtype, s.g * s.nq, tiles, cluster, merge == "spread")
+    if asked is not None and merge is not None:  # gpu.lab's choice (a cluster at any split length): one it can take
+        can = {"ticket": True, "cluster": not paged and 1 < s.splits <= MAX_CLUSTER,
+               "spread": s.splits * groups <= resident(split, tiles.threads, smem) * sm_count(device_id)}  # fmt: skip
+        if not can.get(merge):
+            raise ValueError(f"merge: {merge!r} is not one of {MERGES} that this call can take")
+    _, errors, claim = pages.errors(device_id)
+    one = s.splits == 1
+    rest = (0 if one or not fused else tickets.data.ptr, int(errors), claim.data.ptr,
+            *scalars(s.nq, s.g, s.nk, s.page_size, s.max_pages, s.num_pages, s.splits, s.scale, s.causal))  # fmt: skip
+    separate = None
+    if not one and not fused:
+        last = (rows, s.hkv * s.g * s.nq, s.splits, s.page_size, s.max_pages)
+        separate = (combine, (-(-rows // COMBINE_ROWS),), (32 * COMBINE_ROWS, 1, 1),
+                    tuple(source.by_value(np.int32(x)) for x in last))  # fmt: skip
+    cooperative = merge == "spread"
+    driver = cupy.cuda.driver
+    return Launch(driver.launchCooperativeKernel if cooperative else driver.launchKernel,
+                  (split.kernel.ptr, s.splits, s.hkv, s.batch, tiles.threads, 1, 1, smem, stream),
+                  () if cooperative else (0,), None if one else (parts.data.ptr, lse_parts.data.ptr), rest, scratch,
+                  separate, (parts, lse_parts, tickets))  # fmt: skip
 
 
 _workspaces = collections.OrderedDict()

@@ -15,11 +15,14 @@ the next `decode` call, `decode_errors()`, or this call with `check=True` (one s
 one-line InputError. Given as NumPy arrays (or lists), they are on the host already and are checked before any
 launch, as sim.decode checks them.
 
-Host cost per call: the argument checks are cached by what they read (`prepare`), the kernel's scalar arguments by
-their values; the split partials, the combine's tickets and, where the caller does not ask for it, the lse are
-workspaces kept per (stream, shape) and reused (the combine is fused into the split kernel: `launch`), so a call
-allocates only o (and lse with return_lse) and makes one launch, through cuLaunchKernel with its parameters packed
-once (`_launch`) rather than CuPy's call, which converts each of them.
+Host cost per call: a call whose arrays are all CuPy arrays and whose options are of the exact types a valid call
+passes is checked once per key (`prepare`: each array's shape, strides, dtype and device, causal, scale, splits)
+and its launch planned once per key and stream (gpu.decode_launch.plan: the build, grid, merge, the workspace of
+the partials and tickets, the parameters that do not change); a later call of that key allocates o (and lse with
+return_lse), reads its arrays' addresses and queues one launch through the driver (cuLaunchKernel, its parameters
+packed by ctypes). The paged arrays' values are the kernel's to check, every call; a NumPy block table is checked
+on the host every call (its values are in no key). On H100 hosts: ~23–32 µs a call where it was ~29–46
+(×1.2–1.7), of which the allocation of o and the driver's launch are ~9–11 (gpu/NOTES.md run 41-dechost14).
 """
 
 import functools
@@ -29,7 +32,6 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpu import decode_launch, device, dtypes, geometry, inputs, pages, registry
-from gpu.decode_launch import MERGES, NULL, kernels, launch_kernel, merge_for, scalars
 from gpu.registry import HALF
 from sim.core.errors import InputError
 from sim.machine import hardware
@@ -37,8 +39,8 @@ from sim.machine.occupancy import best_splits
 
 KERNEL = registry.DECODE[8]
 MAX_SPLITS = 128  # the combine's MAX_SPLITS (and best_splits' default cap)
-COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
-CHECKED = 64  # prepare's checked signatures kept
+CHECKED = 64  # checked keys kept; then forgotten all at once (inputs.remember)
+STREAMS = 16  # launch plans kept a key, one a stream
 LAYOUTS = {"q": "(B, Hq, Nq, d)", "k": "(B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv, d)"}
 LAYOUTS["v"] = LAYOUTS["k"]
 
@@ -64,6 +66,23 @@ class Plan:
     scale: float
     causal: bool
 
+    def shape(self) -> decode_launch.Shape:
+        """What its launch is planned from."""
+        return decode_launch.Shape(self.batch, self.hkv, self.g, self.nq, self.d, self.nk, self.page_size,
+                                   self.num_pages, self.splits, self.scale, self.causal, dtypes.name(self.q.dtype),
+                                   0 if self.table is None else self.table.shape[1])  # fmt: skip
+
+
+@dataclass(slots=True)
+class Checked:
+    """What every call of one key shares: its Plan's sizes (`static`), whether the paged arrays go to the kernel as
+    given (int32, C-contiguous: the key holds the dtypes and strides that say so), and its launch plans by stream."""
+
+    static: tuple
+    direct: bool
+    shape: decode_launch.Shape
+    launches: dict
+
 
 def decode(
     q, k, v, *, block_table=None, cache_seqlens=None, causal=False, scale=None, splits=None, return_lse=False,
@@ -76,12 +95,21 @@ def decode(
     cupy = device.require()
     inputs.check_flag("return_lse", return_lse)
     inputs.check_flag("check", check)
-    plan = prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits)
+    plan, checked = _checked_call(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits)
+    device_id = q.device.id
     with q.device:
-        pages.raise_reported(cupy, q.device.id, sync=False)
-        o, lse = launch(cupy, plan, lse=return_lse)
+        pages.raise_reported(cupy, device_id, sync=False)
+        stream = cupy.cuda.get_current_stream().ptr
+        if checked is None:
+            step = decode_launch.plan(plan.shape(), None, True, None, device_id, stream)
+        else:
+            step = checked.launches.get(stream)
+            if step is None:
+                step = decode_launch.plan(checked.shape, None, True, None, device_id, stream)
+                inputs.remember(checked.launches, stream, step, STREAMS)
+        o, lse = step(cupy, q, k, v, plan.table, plan.seqlens, return_lse)
         if check:
-            pages.raise_reported(cupy, q.device.id, sync=True)
+            pages.raise_reported(cupy, device_id, sync=True)
     return (o, lse) if return_lse else o
 
 
@@ -94,40 +122,43 @@ def decode_errors() -> None:
 
 def prepare(q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
     """Every argument checked (one-line InputError naming it) and the number of splits chosen. What the checks read
-    (types, shapes, dtypes, layouts and devices of CuPy arrays, and the scalars) keys a cache of their outcome, so
-    that a decode step with the arguments of the step before costs a lookup, not the checks (a NumPy block table's
-    values are checked on every call)."""
-    cupy = device.require()
-    key = _signature(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits)
-    cached = _checked.get(key) if key is not None else None
-    if cached is None:
+    (`_key`) keys a cache of their outcome, so that a decode step with the arguments of the step before costs a
+    lookup, not the checks (a NumPy block table's values are checked on every call)."""
+    return _checked_call(device.require(), q, k, v, block_table, cache_seqlens, causal, scale, splits)[0]
+
+
+def _checked_call(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits) -> tuple:
+    """(Plan, its key's Checked entry, or None where the call has no key)."""
+    key = _key(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits)
+    checked = _checked.get(key) if key is not None else None
+    if checked is None:
         plan = _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits)
-        if key is not None:
-            if len(_checked) >= CHECKED:
-                del _checked[next(iter(_checked))]
-            direct = plan.table is block_table and plan.seqlens is cache_seqlens  # int32, C-contiguous: as given
-            _checked[key] = direct, (plan.batch, plan.hkv, plan.g, plan.nq, plan.d, plan.nk, plan.page_size,
-                                     plan.num_pages, plan.splits, plan.scale, plan.causal)  # fmt: skip
-        return plan
-    direct, static = cached
-    if block_table is None or direct:  # the key holds the dtypes and layouts that made them direct
-        return Plan(q, k, v, block_table, cache_seqlens, *static)
-    return Plan(q, k, v, pages.as_int32(cupy, block_table), pages.as_int32(cupy, cache_seqlens), *static)
+        if key is None:
+            return plan, None
+        static = (plan.batch, plan.hkv, plan.g, plan.nq, plan.d, plan.nk, plan.page_size, plan.num_pages,
+                  plan.splits, plan.scale, plan.causal)  # fmt: skip
+        direct = plan.table is block_table and plan.seqlens is cache_seqlens
+        checked = Checked(static, direct, plan.shape(), {})
+        inputs.remember(_checked, key, checked, CHECKED)
+        return plan, checked
+    if block_table is None or checked.direct:
+        return Plan(q, k, v, block_table, cache_seqlens, *checked.static), checked
+    table, seqlens = pages.as_int32(cupy, block_table), pages.as_int32(cupy, cache_seqlens)  # values: every call
+    return Plan(q, k, v, table, seqlens, *checked.static), checked
 
 
-def _signature(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits):
-    """What prepare's checks read, hashable; None where they read more (a block table on the host: its values) or
-    something a key cannot hold."""
-    arrays = (q, k, v) if block_table is None and cache_seqlens is None else (q, k, v, block_table, cache_seqlens)
-    if any(type(x) is not cupy.ndarray for x in arrays):
+def _key(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits):
+    """What prepare's checks read, hashable: inputs.signature of the arrays (shape, strides, dtype, device), and
+    causal, scale, splits where each is of the exact type a valid call passes (a bool; None, an int or a float; None
+    or an int); None where the checks read more (a block table on the host: its values) or an option is of another
+    type (such a call is checked in full). A NaN scale never equals itself, so never finds a checked call."""
+    paged = block_table is not None or cache_seqlens is not None
+    arrays = inputs.signature(*((q, k, v, block_table, cache_seqlens) if paged else (q, k, v)))
+    if arrays is None or type(causal) is not bool or (splits is not None and type(splits) is not int):
         return None
-    key = (len(arrays), *((x.shape, x.dtype, x.flags.c_contiguous, x.data.device_id) for x in arrays),
-           type(causal), causal, type(scale), scale, type(splits), splits)  # fmt: skip
-    try:
-        hash(key)
-    except TypeError:
+    if scale is not None and type(scale) not in (int, float):
         return None
-    return key
+    return arrays, causal, scale, splits
 
 
 def _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits) -> Plan:
@@ -185,40 +216,13 @@ def launch(cupy, p: Plan, tiles=None, fused=True, lse=True, merge=None):
     """The split kernel with the combine fused (`merge`, None: `merge_for`'s choice — a cluster of the group's blocks,
     all the group's blocks of a cooperative grid, or the last block to finish), or (fused=False) then the combine
     kernel: (o, lse) freshly allocated, the partials in a reused workspace; lse=False: (o, None), the kernel's lse
-    written into the workspace. `tiles` overrides the geometry, `fused` and `merge` the combine (gpu.lab)."""
-    rows = p.batch * p.hkv * p.g * p.nq
-    o = cupy.empty(p.q.shape, p.q.dtype)
-    parts, lse_parts, tickets, scratch = decode_launch.workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
-    L = cupy.empty(p.q.shape[:3], cupy.float32) if lse else scratch
-    if p.splits == 1:
-        parts, lse_parts, tickets = o, L, NULL
-    dtype, paged, groups = dtypes.name(p.q.dtype), p.table is not None, p.batch * p.hkv
-    asked, merge = merge, None
-    if fused and p.splits > 1:
-        merge = asked or merge_for(p.q.device.id, p.d, dtype, p.g * p.nq, tiles, p.splits, groups, paged, p.nk)
-    cluster = p.splits if merge == "cluster" else 1  # the kernel ignores tickets then
-    split, combine, tiles, smem = kernels(p.d, dtype, p.g * p.nq, tiles, cluster, merge == "spread")
-    if asked is not None and merge is not None:  # gpu.lab's choice (a cluster at any split length): one it can take
-        resident = decode_launch.resident(split, tiles.threads, smem) * decode_launch.sm_count(p.q.device.id)
-        can = {"ticket": True, "cluster": not paged and 1 < p.splits <= decode_launch.MAX_CLUSTER,
-               "spread": p.splits * groups <= resident}  # fmt: skip
-        if not can.get(merge):
-            raise ValueError(f"merge: {merge!r} is not one of {MERGES} that this call can take")
-    table, seqlens = (NULL if x is None else x for x in (p.table, p.seqlens))
-    max_pages = 0 if p.table is None else p.table.shape[1]
-    _, errors, claim = pages.errors(p.q.device.id)
-    arrays = (p.q, p.k, p.v, table, seqlens, o, L, parts, lse_parts, tickets if fused else NULL, errors, claim)
-    values = (*(int(x) if type(x) is np.uintp else x.data.ptr for x in arrays),
-              *scalars(p.nq, p.g, p.nk, p.page_size, max_pages, p.num_pages, p.splits, p.scale, p.causal))  # fmt: skip
-    launch_kernel(cupy, split, (p.splits, p.hkv, p.batch), tiles.threads, smem, values, cooperative=merge == "spread")
-    if p.splits > 1 and not fused:
-        args = (parts, lse_parts, seqlens, o, L, np.int32(rows), np.int32(p.hkv * p.g * p.nq), np.int32(p.splits),
-                np.int32(p.page_size), np.int32(max_pages))  # fmt: skip
-        combine((-(-rows // COMBINE_ROWS),), (32 * COMBINE_ROWS, 1, 1), args)
-    return o, (L if lse else None)
+    written into the workspace. `tiles` overrides the geometry, `fused` and `merge` the combine (gpu.lab). Planned
+    once per shape and stream (gpu.decode_launch.plan)."""
+    step = decode_launch.plan(p.shape(), tiles, fused, merge, p.q.device.id, cupy.cuda.get_current_stream().ptr)
+    return step(cupy, p.q, p.k, p.v, p.table, p.seqlens, lse)
 
 
-_checked = {}
+_checked = {}  # _key → Checked
 
 
 def _scale(scale, d: int) -> float:
