@@ -13,31 +13,16 @@ import pytest
 
 from gpu import backward, flash, inputs, tma
 from sim.core.errors import InputError
+from tests import fake_cupy
 
 F16, BF16, F32 = np.dtype("float16"), np.dtype(ml_dtypes.bfloat16), np.dtype("float32")
 
 
-class Device(contextlib.nullcontext):
-    def __init__(self, device_id):
-        super().__init__()
-        self.id = device_id
-
-    def __eq__(self, other):
-        return self.id == other.id
-
-
-class FakeArray:
-    """What the public calls read of a CuPy array."""
+class FakeArray(fake_cupy.FakeArray):
+    """What the public calls read of a CuPy array; one address for all unless given."""
 
     def __init__(self, shape, dtype=F16, device_id=0, strides=None, ptr=1 << 20):
-        self.shape, self.dtype, self.ndim = tuple(shape), np.dtype(dtype), len(shape)
-        contiguous = [int(np.prod(shape[i + 1 :])) * self.dtype.itemsize for i in range(len(shape))]
-        self.strides = tuple(strides or contiguous)
-        live = [(s, c) for s, c, n in zip(self.strides, contiguous, shape, strict=True) if n > 1]
-        self.flags = types.SimpleNamespace(c_contiguous=all(s == c for s, c in live))
-        self.device = Device(device_id)
-        self.data = types.SimpleNamespace(ptr=ptr)
-        self.size = int(np.prod(shape))
+        super().__init__(shape, dtype, device_id, strides, ptr)
 
 
 @pytest.fixture

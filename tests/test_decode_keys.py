@@ -5,9 +5,7 @@ hostile one refused; another stream, and the launch is planned anew. What must b
 arrays' addresses reach the kernel, a NumPy block table's values are checked, a block table of another integer type
 is converted."""
 
-import contextlib
 import functools
-import itertools
 import types
 
 import ml_dtypes
@@ -17,36 +15,10 @@ import pytest
 from gpu import decode_launch, decoding, pages
 from sim.core.errors import InputError
 from sim.machine import hardware
+from tests import fake_cupy
 
 F16, BF16 = np.dtype("float16"), np.dtype(ml_dtypes.bfloat16)
-_addresses = itertools.count(1 << 20, 1 << 12)
-
-
-class Device(contextlib.nullcontext):
-    def __init__(self, device_id=0):
-        super().__init__()
-        self.id = device_id
-
-    def __eq__(self, other):
-        return self.id == other.id
-
-
-class FakeArray:
-    """What gpu.decode reads of a CuPy array (pages.on_gpu reads the module of its type)."""
-
-    __module__ = "cupy.fake"
-
-    def __init__(self, shape, dtype=F16, device_id=0, strides=None):
-        self.shape, self.dtype, self.ndim = tuple(shape), np.dtype(dtype), len(shape)
-        contiguous = [int(np.prod(shape[i + 1 :])) * self.dtype.itemsize for i in range(len(shape))]
-        self.strides = tuple(strides or contiguous)
-        live = [(s, c) for s, c, n in zip(self.strides, contiguous, shape, strict=True) if n > 1]
-        self.flags = types.SimpleNamespace(c_contiguous=all(s == c for s, c in live))
-        self.device = Device(device_id)
-        self.data = types.SimpleNamespace(ptr=next(_addresses))
-
-    def astype(self, dtype):
-        return FakeArray(self.shape, dtype, self.device.id)
+Device, FakeArray = fake_cupy.Device, fake_cupy.FakeArray
 
 
 @pytest.fixture
