@@ -291,3 +291,22 @@ def test_a_submissions_line_goes_above_a_drawn_bar_and_to_stdout_otherwise(monke
             work.print(plain, "graded b.py: 2 / 2")
     assert out.getvalue() == "graded a.py: 2 / 2\n"
     assert "graded b.py: 2 / 2" in bar_out.getvalue() and "grading 2 submissions" in bar_out.getvalue()
+
+
+def test_a_folder_whose_submission_raises_markup_and_is_named_with_it_is_graded_and_its_csv_written(tmp_path):
+    """What a submission says (its exception) and its file's name (an LMS keeps the name a student uploaded) are
+    text: rich markup in them is printed as written, never parsed — `[/]` once stopped the whole batch with a
+    traceback before the summary and the CSV."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    shutil.copy(TINY, folder / "alice.py")
+    said = "[/] [link=https://example.com]see[/link] [bold]"
+    (folder / "[bold]bob[red].py").write_text(f"def update(m, ℓ, x):\n    raise ValueError({said!r})\n")
+    out = invoke("grade", TINY, folder, "--seed", 2, "--csv", tmp_path / "grades.csv")
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.output
+    assert out.exit_code == 1, out.output  # bob scores 0
+    flat = " ".join(out.output.split())
+    assert "graded [bold]bob[red].py: 0 / 2" in flat and "[bold]bob[red].py" in flat.split("2 submissions")[1]
+    assert "raised ValueError: [/]" in flat and "[link=https://example.com]see[/link]" in flat  # a cell folds
+    rows = list(csv.DictReader((tmp_path / "grades.csv").open()))
+    assert [(r["submission"], r["score"]) for r in rows] == [("[bold]bob[red].py", "0"), ("alice.py", "2")]

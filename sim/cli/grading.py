@@ -160,7 +160,7 @@ def progress_bar(quiet: bool, submissions: int, each: bool = False):
                 line = (
                     f"graded {report.submission}: {report.score:g} / {report.max_score:g} ({seconds(report.seconds)})"
                 )
-                work.print(console, line, highlight=False)
+                work.print(console, line, highlight=False, markup=False)  # a file's name is text
 
         yield progress
 
