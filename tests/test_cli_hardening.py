@@ -149,3 +149,21 @@ def test_the_html_export_has_a_title(tmp_path):
 def test_a_frame_delay_that_is_no_number_of_seconds_is_refused(value):
     """--delay nan passed click's range (NaN compares false) and reached time.sleep in a terminal."""
     assert "--delay" in error_line(flashsim("trace", "--n", 8, "--play", "--delay", value, code=2))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["assignments", "export", "01", "--student", "{dir}"],
+        ["trace", "--n", "4", "--d", "4", "--json", "{dir}/t.json"],
+        ["lessons", "copy", "{dir}"],
+    ],
+)
+def test_a_path_the_user_names_is_printed_as_written(args, tmp_path):
+    """A folder or file name is text: `[bold]` in it is printed, not taken as rich markup (which showed another path,
+    and a `[/…]` in it stopped the command with a traceback after the file was written)."""
+    where = tmp_path / "run[bold]1"
+    where.mkdir()
+    out = CliRunner().invoke(app, [a.replace("{dir}", str(where)) for a in args])
+    assert out.exit_code == 0, out.output
+    assert str(where) in out.output.replace("\n", ""), out.output  # a long path may wrap

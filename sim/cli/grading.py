@@ -51,7 +51,7 @@ def export_command(assignment, student, instructor) -> None:
     spec.load(master)
     path = export.export(master, student=student and Path(student), instructor=instructor and Path(instructor))
     what = "student's copy (stubs, public tests)" if student else "master, and autograder/ for Gradescope"
-    console.print(f"wrote {path}: the {what}")
+    console.print(f"wrote {path}: the {what}", markup=False)
 
 
 @click.command("grade")
@@ -108,11 +108,11 @@ def grade_command(
     if gradescope_path:
         with atomic_file.target(gradescope_path) as where:
             gradescope.write(reports[0], Path(where), hidden_visibility)
-        console.print(f"wrote {gradescope_path}")
+        console.print(f"wrote {gradescope_path}", markup=False)
     if csv_path:
         with atomic_file.target(csv_path) as where:
             csvfile.write(reports, Path(where))
-        console.print(f"wrote {csv_path}")
+        console.print(f"wrote {csv_path}", markup=False)
     return 0 if all(r.score >= r.max_score for r in reports) else 1  # exit 1: some submission below full marks
 
 

@@ -110,12 +110,13 @@ def trace_command(
         return
     if json_path:
         trace.save(json_path)
-        console.print(f"wrote {json_path}: the trace, {len(view)} steps (flashsim trace --load {json_path} opens it)")
+        console.print(f"wrote {json_path}: the trace, {len(view)} steps (flashsim trace --load {json_path} opens it)",
+                      markup=False)  # fmt: skip
     for path, kind in ((svg_path, "svg"), (html_path, "html")):
         if path:
             shown = listing.listing(view) if step is None else screen.screen(view, step)
             export.write(shown, path, kind, width or 120, f"flashsim trace {screen.run_title(view)}")
-            console.print(f"wrote {path}: " + ("the listing" if step is None else f"step {step}"))
+            console.print(f"wrote {path}: " + ("the listing" if step is None else f"step {step}"), markup=False)
     if json_path or svg_path or html_path:
         return
     out = Console(highlight=False, width=width) if width else console
