@@ -16,6 +16,7 @@ from sim.core.errors import InputError
 from sim.core.format import count, seconds
 from sim.grading import bench as grading_bench
 from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec
+from sim.grading.report import printable
 from sim.viz.unclipped import unclipped
 
 TIMEOUT = options.FloatRange(0.1, 3600)  # seconds per test: an hour is far beyond any test, NaN and ∞ are no limit
@@ -157,9 +158,8 @@ def progress_bar(quiet: bool, submissions: int, each: bool = False):
         def progress(report) -> None:
             advance()
             if each:
-                line = (
-                    f"graded {report.submission}: {report.score:g} / {report.max_score:g} ({seconds(report.seconds)})"
-                )
+                name = printable(report.submission)
+                line = f"graded {name}: {report.score:g} / {report.max_score:g} ({seconds(report.seconds)})"
                 work.print(console, line, highlight=False, markup=False)  # a file's name is text
 
         yield progress
