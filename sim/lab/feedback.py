@@ -147,8 +147,11 @@ def _not_real(answer) -> str:
         values = []
     if any(x is None for x in values):
         return "got None in place of a number — a `return` missing in a function that made it?"
-    if any(isinstance(x, str | bytes) for x in values):
-        return f"got text, {answer!r:.40}, where a number is expected — a value printed or formatted, not returned?"
+    text = [x for x in values if isinstance(x, str | bytes)]
+    if text:
+        return (
+            f"got text, {str(text[0])[:40]!r}, where a number is expected — a value printed or formatted, not returned?"
+        )
     if any(isinstance(x, complex | np.complexfloating) for x in values):
         return "got complex numbers — a square root or log of a negative number?"
     return f"expected a number or an array, got {type(answer).__name__}"
