@@ -35,6 +35,7 @@ PER_WRITE = {2: 25e-9, 4: 3e-9}  # per element written to HBM, by itemsize (a ca
 PER_INPUT = 40e-9  # per input element of every head: drawn in float64, cast to storage, mirrored in float32
 PER_STEP = 60e-6  # recording one step of a trace (its residents, accesses, code line)
 STEP_BYTES = 600  # one recorded step in memory
+TRACE_FILE_PARSED = 20  # bytes of memory per byte of a trace file read and parsed, at worst ("[]," is a 56-byte list)
 STEPS_PER_PAIR = 6  # steps a listing records per tile pair (4 for flash2, 6 for flash1 and standard)
 PER_SCORE = 4e-9  # the float64 reference, per score, plus PER_SCORE_D per score and head dimension
 PER_SCORE_D = 0.06e-9
@@ -177,6 +178,11 @@ def training(steps: int) -> Estimate:
     """`flashsim demo train`: `steps` steps of each run at the pace of the recorded H100 run (its GPU's memory is
     the model's, whatever the steps)."""
     return Estimate(steps * sum(TRAIN_TOKENS_PER_STEP / rate for rate in TRAIN_TOKENS_PER_S.values()))
+
+
+def trace_file_bytes() -> int:
+    """The largest trace file `--load` reads: what this machine's free memory holds once it is parsed."""
+    return max(0, available_memory() - PROCESS) // TRACE_FILE_PARSED
 
 
 def process() -> Estimate:
