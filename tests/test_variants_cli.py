@@ -94,6 +94,16 @@ def test_hostile_window_and_seqlens(value):
             error_line(result)
 
 
+@settings(max_examples=20, deadline=None)
+@given(big=st.integers(2**53 + 1, 10**40), left=st.booleans(), counts_only=st.booleans())
+def test_a_window_or_length_beyond_the_largest_size_is_refused_naming_it(big, left, counts_only):
+    """A window bound past 2⁵³ (where NumPy's integers end) was an OverflowError traceback from the mask."""
+    for option, value in (("--window", f"{big},0" if left else f"0,{big}"), ("--seqlens", f"5,{big}")):
+        args = ["run", "--n", 64, "--d", 8, option, value] + ["--counts-only"] * counts_only
+        line = error_line(flashsim(*args, code=2))
+        assert line.startswith(f"error: flashsim run: Invalid value for '{option}': ") and "9007199254740992" in line
+
+
 def test_readme_llm_python_example_runs_as_written():
     from pathlib import Path
 

@@ -13,6 +13,7 @@ from sim.cli.options import POSITIVE, FloatRange, console, emit_json
 from sim.core.dtypes import DTYPES, itemsize
 from sim.core.errors import InputError
 from sim.core.format import count, human_bytes
+from sim.machine.trace import MAX_SIZE
 
 
 class Ints(click.ParamType):
@@ -30,6 +31,8 @@ class Ints(click.ParamType):
             self.fail(f"{value!r} is not {self.name}", param, ctx)
         if (self.length and len(numbers) != self.length) or min(numbers) < self.least:
             self.fail(f"{value!r} is not {self.name}", param, ctx)
+        if max(numbers) > MAX_SIZE:
+            self.fail(f"{max(numbers)} is more than {MAX_SIZE}, the largest it takes", param, ctx)
         return numbers
 
 
