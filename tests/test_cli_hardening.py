@@ -66,6 +66,7 @@ def test_counts_only_is_the_closed_form_and_holds_no_n_by_n_matrix():
         (("run", "--algo", "standard", "--n", 10**6, "--d", 8), "--n"),
         (("trace", "--n", 10**6), "--n"),
         (("run", "--batch", 10**6, "--n", 4096), "--batch"),
+        (("run", "--batch", 200_000, "--n", 16, "--d", 4), "--batch"),  # a tile pair each: the heads' own time
     ],
 )
 def test_what_would_not_fit_or_would_take_too_long_is_refused_before_any_work(args, option, monkeypatch):
