@@ -182,11 +182,6 @@ def training(steps: int) -> Estimate:
     return Estimate(steps * sum(TRAIN_TOKENS_PER_STEP / rate for rate in TRAIN_TOKENS_PER_S.values()))
 
 
-def trace_file_bytes() -> int:
-    """The largest trace file `--load` reads: what this machine's free memory holds once it is parsed."""
-    return max(0, available_memory() - PROCESS) // TRACE_FILE_PARSED
-
-
 def process() -> Estimate:
     """What the command holds before any work."""
     return Estimate(0.0, PROCESS)  # held: the interpreter and its modules

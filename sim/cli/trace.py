@@ -87,7 +87,8 @@ def trace_command(
         if given:
             option = given[0].removesuffix("_name").replace("_", "-")
             raise InputError(f"--load: the trace file fixes the run; drop --{option}")
-        trace = traces.load(load_path, row, max_bytes=estimate.trace_file_bytes())
+        parsed = max(0, estimate.available_memory() - estimate.PROCESS) // estimate.TRACE_FILE_PARSED  # what fits
+        trace = traces.load(load_path, row, max_bytes=parsed)
         viewing = estimate.process() + estimate.Estimate(len(trace.steps) * estimate.PER_STEP, 0, 0, len(trace.steps))
         estimate.refuse(viewing, "--load", f"the trace in {load_path!r} ({count(len(trace.steps))} steps)",
                         "a trace of a smaller run")  # fmt: skip
