@@ -201,3 +201,20 @@ def test_trace_refuses_hostile_kv_heads_and_seqlens(value):
         if result.exit_code != 0:
             assert result.exit_code == 2
             error_line(result)
+
+
+def test_counts_only_of_a_variant_is_one_closed_form_per_length_whatever_the_batch(monkeypatch):
+    """--batch 10⁶ --counts-only --window 5,0 summed 10⁶ closed forms, one per sequence (over 30 s); equal lengths
+    are now counted once and multiplied, and the total is still the batch's."""
+    calls = []
+    gqa = iv.gqa
+    monkeypatch.setattr(iv, "gqa", lambda *a, **k: calls.append(a) or gqa(*a, **k))
+    out = json.loads(flashsim("run", "--batch", 10**6, "--n", 64, "--d", 16, "--window", "5,0", "--block-rows", 16,
+                              "--block-cols", 16, "--counts-only", "--json").stdout)  # fmt: skip
+    assert len(calls) <= 2  # one per schedule
+    one = iv.gqa("flash2", 1, 1, 1, 64, 64, 16, 2, 16, 16, window=(5, 0))
+    assert out["closed_form"]["per_head"]["hbm_bytes"] == 10**6 * one.hbm_bytes
+    packed = json.loads(flashsim("run", "--seqlens", "30,7,30,30", "--d", 16, "--window", "5,0", "--counts-only",
+                                 "--block-rows", 16, "--block-cols", 16, "--json").stdout)  # fmt: skip
+    each = {m: iv.gqa("flash2", 1, 1, 1, m, m, 16, 2, 16, 16, window=(5, 0)).hbm_bytes for m in (30, 7)}
+    assert packed["closed_form"]["per_head"]["hbm_bytes"] == 3 * each[30] + each[7]
