@@ -365,3 +365,21 @@ def test_a_trace_nested_too_deep_or_larger_than_memory_holds_is_refused_in_one_l
     monkeypatch.setattr(estimate, "available_memory", lambda: estimate.PROCESS + path.stat().st_size)
     line = error_line(flashsim("trace", "--load", path, code=2))  # what /dev/zero met: a file that never ends
     assert line.startswith("error: --load: ") and "free memory" in line, line
+
+
+@pytest.mark.parametrize("where", ["phase", "sram name", "read level"])
+def test_a_trace_whose_phase_buffer_name_or_tile_level_is_not_text_is_refused_in_one_line(tmp_path, where):
+    """Found by fuzzing --load: a step's phase of 1 was a TypeError traceback from the listing's join."""
+    d = small_trace(tmp_path)
+    step = next(s for s in d["steps"] if s["reads"] and s["sram"])
+    if where == "phase":
+        step["phase"] = 1
+    elif where == "sram name":
+        step["sram"][0]["name"] = 5
+    else:
+        step["reads"][0]["level"] = []
+    path = tmp_path / "crafted.json"
+    path.write_text(json.dumps(d))
+    for step in ([], ["--step", 3]):
+        line = error_line(flashsim("trace", "--load", path, *step, code=2))
+        assert line.startswith("error: --load: malformed trace: ") and "not text" in line, line

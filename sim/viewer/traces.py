@@ -63,6 +63,7 @@ def load(path: str | Path, row: int | None = None, max_bytes: int | None = None)
     than numbers where a step's values, the inputs or the output go."""
     trace = Trace.from_dict(_read(path, max_bytes))
     _check_numbers(trace)
+    _check_names(trace)
     if row is None:
         return trace
     n = trace.config["n"]
@@ -106,6 +107,16 @@ def _check_numbers(trace: Trace) -> None:
         bad = [x for row in rows for x in (row if isinstance(row, list) else [row]) if not _number(x)]
         if bad:
             raise InputError(f"trace: malformed trace: {where} holds {str(bad[0])[:40]!r} where a number goes")
+
+
+def _check_names(trace: Trace) -> None:
+    """Refuse a trace whose step phases, SRAM buffers' names or tiles' levels are not text (the listing joins them)."""
+    for s in trace.steps:
+        tiles = [*s.reads, *s.writes, *(r.source for r in s.sram if r.source is not None)]
+        named = [("phase", s.phase)] * (s.phase is not None) + [("SRAM buffer", r.name) for r in s.sram]
+        for what, value in named + [("tile level", a.level) for a in tiles]:
+            if not isinstance(value, str):
+                raise InputError(f"trace: malformed trace: step {s.index}'s {what} is {str(value)[:40]!r}, not text")
 
 
 def _typed_dict(value, where: str) -> dict:
