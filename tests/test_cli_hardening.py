@@ -66,6 +66,7 @@ def test_counts_only_is_the_closed_form_and_holds_no_n_by_n_matrix():
         (("run", "--algo", "standard", "--n", 10**6, "--d", 8), "--n"),
         (("trace", "--n", 10**6), "--n"),
         (("run", "--batch", 10**6, "--n", 4096), "--batch"),
+        (("run", "--batch", 200_000, "--n", 16, "--d", 4), "--batch"),  # a tile pair each: the heads' own time
     ],
 )
 def test_what_would_not_fit_or_would_take_too_long_is_refused_before_any_work(args, option, monkeypatch):
@@ -149,3 +150,41 @@ def test_the_html_export_has_a_title(tmp_path):
 def test_a_frame_delay_that_is_no_number_of_seconds_is_refused(value):
     """--delay nan passed click's range (NaN compares false) and reached time.sleep in a terminal."""
     assert "--delay" in error_line(flashsim("trace", "--n", 8, "--play", "--delay", value, code=2))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["assignments", "export", "01", "--student", "{dir}"],
+        ["trace", "--n", "4", "--d", "4", "--json", "{dir}/t.json"],
+        ["lessons", "copy", "{dir}"],
+    ],
+)
+def test_a_path_the_user_names_is_printed_as_written(args, tmp_path):
+    """A folder or file name is text: `[bold]` in it is printed, not taken as rich markup (which showed another path,
+    and a `[/…]` in it stopped the command with a traceback after the file was written)."""
+    where = tmp_path / "run[bold]1"
+    where.mkdir()
+    out = CliRunner().invoke(app, [a.replace("{dir}", str(where)) for a in args])
+    assert out.exit_code == 0, out.output
+    assert str(where) in out.output.replace("\n", ""), out.output  # a long path may wrap
+
+
+@pytest.mark.parametrize(
+    "option, largest",
+    [("--n", 2**53), ("--d", 2**53), ("--batch", 2**53), ("--sram-bytes", 2**53), ("--seed", 2**64 - 1)],
+)
+def test_a_size_beyond_the_largest_is_refused_with_the_largest(option, largest):
+    """--n 10³⁰ was refused as "not in the range 1 or more" (it is): the line now names the largest, typed back."""
+    out = CliRunner().invoke(app, ["run", option, str(10**30)])
+    assert out.exit_code == 2 and "or more" not in out.stderr and f"more than {largest}, " in out.stderr, out.stderr
+    assert CliRunner().invoke(app, ["run", option, str(largest), "--counts-only"]).exit_code in (0, 2)
+
+
+@pytest.mark.parametrize("option", ["--batch", "--heads"])
+def test_counts_only_at_a_large_batch_holds_no_block_per_head(option):
+    """The machine model's table listed every thread block of every head: --batch 10⁶ --counts-only took 95 s and
+    6.4 GB before answering (10⁷: killed for memory). A grid past the model's bound is left out, as a long N is."""
+    assert peak_bytes("run", option, 30_000, "--counts-only", "--quiet") < 16 * 2**20
+    out = json.loads(flashsim("run", option, 10**9, "--counts-only", "--json").stdout)
+    assert out["machine"] is None and out["hbm_bytes"] == 10**9 * iomodel.flash2(1024, 1024, 64, 2, 128, 128).hbm_bytes

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import sim
 from sim.algorithms.registry import REGISTRY
@@ -322,3 +324,62 @@ def test_the_lazy_command_table_names_every_familys_commands():
         assert tuple(c.name for c in importlib.import_module(f"sim.cli.{module}").COMMANDS) == names, module
     assert sorted(app.commands) == sorted(n for names in FAMILIES.values() for n in names)
     assert re.fullmatch(r"flashsim \d+\.\d+\.\d+\n", flashsim("--version").stdout)
+
+
+def small_trace(tmp_path) -> dict:
+    small = tmp_path / "small.json"
+    flashsim("trace", "--n", 4, "--d", 4, "--json", small)
+    return json.loads(small.read_text())
+
+
+NOT_A_NUMBER = st.one_of(st.none(), st.booleans(), st.text(max_size=4), st.just([]), st.just([[]]),
+                         st.dictionaries(st.text(max_size=2), st.integers(), max_size=2))  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_a_trace_with_anything_but_numbers_where_values_go_is_refused_in_one_line(tmp_path, data):
+    """A step's values, the inputs and the output are numbers: anything else in a --load file was a TypeError
+    traceback from the listing (or from the viewer's first screen)."""
+    d = small_trace(tmp_path)
+    places = [(bufs, name) for s in d["steps"] for bufs in (s["values"] or {}).values() for name in bufs]
+    places += [(d["inputs"], name) for name in d["inputs"]] + [(d, "output")]
+    holder, name = data.draw(st.sampled_from(places))
+    row, bad = holder, data.draw(NOT_A_NUMBER)  # one number of a scalar, vector or matrix becomes `bad`
+    while isinstance(row[name], list) and row[name]:
+        row, name = row[name], data.draw(st.integers(0, len(row[name]) - 1))
+    row[name] = bad
+    path = tmp_path / "crafted.json"
+    path.write_text(json.dumps(d))
+    for step in ([], ["--step", 3]):
+        line = error_line(flashsim("trace", "--load", path, *step, code=2))
+        assert line.startswith("error: --load: malformed trace: ") and "where a number goes" in line, line
+
+
+def test_a_trace_nested_too_deep_or_larger_than_memory_holds_is_refused_in_one_line(tmp_path, monkeypatch):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    assert error_line(flashsim("trace", "--load", deep, code=2)).startswith("error: --load: ")
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(small_trace(tmp_path)))
+    monkeypatch.setattr(estimate, "available_memory", lambda: estimate.PROCESS + path.stat().st_size)
+    line = error_line(flashsim("trace", "--load", path, code=2))  # what /dev/zero met: a file that never ends
+    assert line.startswith("error: --load: ") and "free memory" in line, line
+
+
+@pytest.mark.parametrize("where", ["phase", "sram name", "read level"])
+def test_a_trace_whose_phase_buffer_name_or_tile_level_is_not_text_is_refused_in_one_line(tmp_path, where):
+    """Found by fuzzing --load: a step's phase of 1 was a TypeError traceback from the listing's join."""
+    d = small_trace(tmp_path)
+    step = next(s for s in d["steps"] if s["reads"] and s["sram"])
+    if where == "phase":
+        step["phase"] = 1
+    elif where == "sram name":
+        step["sram"][0]["name"] = 5
+    else:
+        step["reads"][0]["level"] = []
+    path = tmp_path / "crafted.json"
+    path.write_text(json.dumps(d))
+    for step in ([], ["--step", 3]):
+        line = error_line(flashsim("trace", "--load", path, *step, code=2))
+        assert line.startswith("error: --load: malformed trace: ") and "not text" in line, line

@@ -291,3 +291,51 @@ def test_a_submissions_line_goes_above_a_drawn_bar_and_to_stdout_otherwise(monke
             work.print(plain, "graded b.py: 2 / 2")
     assert out.getvalue() == "graded a.py: 2 / 2\n"
     assert "graded b.py: 2 / 2" in bar_out.getvalue() and "grading 2 submissions" in bar_out.getvalue()
+
+
+def test_a_folder_whose_submission_raises_markup_and_is_named_with_it_is_graded_and_its_csv_written(tmp_path):
+    """What a submission says (its exception) and its file's name (an LMS keeps the name a student uploaded) are
+    text: rich markup in them is printed as written, never parsed — `[/]` once stopped the whole batch with a
+    traceback before the summary and the CSV."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    shutil.copy(TINY, folder / "alice.py")
+    said = "[/] [link=https://example.com]see[/link] [bold]"
+    (folder / "[bold]bob[red].py").write_text(f"def update(m, ℓ, x):\n    raise ValueError({said!r})\n")
+    out = invoke("grade", TINY, folder, "--seed", 2, "--csv", tmp_path / "grades.csv")
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.output
+    assert out.exit_code == 1, out.output  # bob scores 0
+    flat = " ".join(out.output.split())
+    assert "graded [bold]bob[red].py: 0 / 2" in flat and "[bold]bob[red].py" in flat.split("2 submissions")[1]
+    assert "raised ValueError: [/]" in flat and "[link=https://example.com]see[/link]" in flat  # a cell folds
+    rows = list(csv.DictReader((tmp_path / "grades.csv").open()))
+    assert [(r["submission"], r["score"]) for r in rows] == [("[bold]bob[red].py", "0"), ("alice.py", "2")]
+
+
+def test_what_a_submission_says_reaches_the_terminal_csv_json_and_journal_as_printable_text(tmp_path):
+    """A submission's exception is the child's text: a lone surrogate in it once stopped the grader with a
+    UnicodeEncodeError (no summary, no CSV, no results.json), and terminal escapes in it reached the instructor's
+    terminal (a cursor moved up over a classmate's line, a right-to-left override). Every control or unprintable
+    character arrives written out as its escape."""
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    shutil.copy(TINY, folder / "alice.py")
+    said = "\ud800 \x1b[1A\x1b[2Kgraded alice.py: 0 / 2 \u202e"
+    (folder / "bob.py").write_text(f"def update(m, ℓ, x):\n    raise ValueError({said!r})\n".replace("\\u", "\\\\u"))
+    assert "\\ud800" in (folder / "bob.py").read_text()  # the file holds the escapes; Python makes the characters
+    written = r"\ud800 \x1b[1A\x1b[2Kgraded alice.py: 0 / 2 \u202e"
+    args = ["grade", TINY, folder, "--seed", 2, "--details", "--csv", tmp_path / "grades.csv",
+            "--journal", tmp_path / "journal.jsonl"]  # fmt: skip
+    out = CliRunner().invoke(app, [str(a) for a in args], env={"COLUMNS": "300"})  # each cell on one line
+    assert out.exception is None or isinstance(out.exception, SystemExit), out.output
+    assert out.exit_code == 1, out.output
+    assert "\x1b" not in out.output and "\u202e" not in out.output and written in out.output
+    rows = list(csv.DictReader((tmp_path / "grades.csv").open(encoding="utf-8")))
+    assert [(r["submission"], r["score"]) for r in rows] == [("alice.py", "2"), ("bob.py", "0")]
+    lines = (tmp_path / "journal.jsonl").read_text(encoding="utf-8").splitlines()
+    bob = [json.loads(line) for line in lines[1:] if json.loads(line)["submission"] == "bob.py"]
+    assert len(lines) == 3 and all(written in t["feedback"] for t in bob[0]["tests"])
+    out = invoke("grade", TINY, folder / "bob.py", "--seed", 2, "--gradescope", tmp_path / "results.json")
+    assert out.exit_code == 1, out.output
+    results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    assert all(written in t["output"] for t in results["tests"])

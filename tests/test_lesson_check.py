@@ -180,3 +180,42 @@ def test_any_answer_gets_a_verdict_never_a_traceback(answer, expected):
 def test_any_answer_to_a_count_gets_a_verdict(answer):
     v = verdict("bytes", answer, Counted(1_000, {"Q": 400, "K": 600}), unit="B")
     assert v.line.startswith(("✓ bytes", "✗ bytes: "))
+
+
+def returned_nothing():
+    m_new = 3.0  # noqa: F841 — the student's last line: computed, never returned
+
+
+def test_an_answer_of_none_says_a_return_is_missing_not_a_nan():
+    """A function without `return` gives None: the line says so, where it used to say "got nan … inf − inf"."""
+    for answer, expected in [
+        (returned_nothing, 3.0),
+        (None, np.ones((2, 2))),
+        ((None, 1.0), (2.0, 1.0)),
+        ({"m_new": None, "ℓ_new": 1.0}, {"m_new": 3.0, "ℓ_new": 1.0}),
+    ]:
+        line = verdict("update", answer, expected).line
+        assert line.startswith("✗ update: ") and "None" in line and "`return`" in line, line
+        assert "NaN" not in line and "nan" not in line and "shape" not in line, line
+
+
+NOT_REAL = st.one_of(
+    st.none(),
+    st.floats(-1e6, 1e6).map(str),
+    st.complex_numbers(max_magnitude=1e6, allow_nan=False).filter(lambda z: z.imag != 0),
+)
+
+
+@given(NOT_REAL, st.sampled_from([(), (3,), (2, 2)]))
+def test_an_answer_that_is_no_real_number_never_passes(x, shape):
+    """None, a number written as a string, a complex number: ✗, alone or in an array, whatever it would equal
+    (NumPy would read "3.0" as 3.0, None as NaN and drop an imaginary part)."""
+    answer = x if shape == () else np.full(shape, x, dtype=object if x is None else None)
+    if isinstance(x, complex):
+        expected = np.full(shape, x.real)
+    elif isinstance(x, str):
+        expected = np.full(shape, float(x))
+    else:
+        expected = np.full(shape, np.nan)
+    line = verdict("x", answer, expected).line
+    assert line.startswith("✗ x: ") and line.count("\n") == 0, line

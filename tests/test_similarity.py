@@ -99,3 +99,19 @@ def test_a_graded_batch_carries_the_flags_and_keeps_its_scores(tmp_path):
     assert reports[0].notes == ["similar to bob.py: 1.00 of its code in common (for review; no points taken)"]
     assert reports[1].notes == ["similar to alice.py: 1.00 of its code in common (for review; no points taken)"]
     assert reports[0].score == alone.score > 0 and not reports[0].flags and alone.notes == []
+
+
+def test_a_copy_saved_in_another_encoding_is_flagged_as_python_reads_it(tmp_path):
+    """Python runs a file in the encoding its coding line names: a copy saved in GB 18030 (which holds ℓ and α
+    too) runs the same and was read as no code at all (it is not UTF-8), so it evaded the report."""
+    alice = tmp_path / "alice.py"
+    alice.write_text((SUBMISSIONS / "algorithm1.py").read_text())
+    copies = {
+        "gb.py": ("# -*- coding: gb18030 -*-\n# café\n" + alice.read_text()).encode("gb18030"),
+        "bom.py": b"\xef\xbb\xbf" + alice.read_bytes(),
+    }
+    for name, data in copies.items():
+        (tmp_path / name).write_bytes(data)
+        compile(data, name, "exec")  # Python reads it
+    flags = {(f.a, f.b) for f in report([alice, *(tmp_path / n for n in copies)])}
+    assert {("alice.py", "bom.py"), ("alice.py", "gb.py")} <= flags, flags

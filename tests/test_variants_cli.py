@@ -94,6 +94,16 @@ def test_hostile_window_and_seqlens(value):
             error_line(result)
 
 
+@settings(max_examples=20, deadline=None)
+@given(big=st.integers(2**53 + 1, 10**40), left=st.booleans(), counts_only=st.booleans())
+def test_a_window_or_length_beyond_the_largest_size_is_refused_naming_it(big, left, counts_only):
+    """A window bound past 2⁵³ (where NumPy's integers end) was an OverflowError traceback from the mask."""
+    for option, value in (("--window", f"{big},0" if left else f"0,{big}"), ("--seqlens", f"5,{big}")):
+        args = ["run", "--n", 64, "--d", 8, option, value] + ["--counts-only"] * counts_only
+        line = error_line(flashsim(*args, code=2))
+        assert line.startswith(f"error: flashsim run: Invalid value for '{option}': ") and "9007199254740992" in line
+
+
 def test_readme_llm_python_example_runs_as_written():
     from pathlib import Path
 
@@ -191,3 +201,20 @@ def test_trace_refuses_hostile_kv_heads_and_seqlens(value):
         if result.exit_code != 0:
             assert result.exit_code == 2
             error_line(result)
+
+
+def test_counts_only_of_a_variant_is_one_closed_form_per_length_whatever_the_batch(monkeypatch):
+    """--batch 10⁶ --counts-only --window 5,0 summed 10⁶ closed forms, one per sequence (over 30 s); equal lengths
+    are now counted once and multiplied, and the total is still the batch's."""
+    calls = []
+    gqa = iv.gqa
+    monkeypatch.setattr(iv, "gqa", lambda *a, **k: calls.append(a) or gqa(*a, **k))
+    out = json.loads(flashsim("run", "--batch", 10**6, "--n", 64, "--d", 16, "--window", "5,0", "--block-rows", 16,
+                              "--block-cols", 16, "--counts-only", "--json").stdout)  # fmt: skip
+    assert len(calls) <= 2  # one per schedule
+    one = iv.gqa("flash2", 1, 1, 1, 64, 64, 16, 2, 16, 16, window=(5, 0))
+    assert out["closed_form"]["per_head"]["hbm_bytes"] == 10**6 * one.hbm_bytes
+    packed = json.loads(flashsim("run", "--seqlens", "30,7,30,30", "--d", 16, "--window", "5,0", "--counts-only",
+                                 "--block-rows", 16, "--block-cols", 16, "--json").stdout)  # fmt: skip
+    each = {m: iv.gqa("flash2", 1, 1, 1, m, m, 16, 2, 16, 16, window=(5, 0)).hbm_bytes for m in (30, 7)}
+    assert packed["closed_form"]["per_head"]["hbm_bytes"] == 3 * each[30] + each[7]

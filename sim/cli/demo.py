@@ -40,7 +40,7 @@ def train_command(ctx, steps, dtype, plot_path, json_path) -> None:
     write_text(plot_path, chart)
     if not emit_json(report, json_path, indent=1):
         console.print(render_train.training_table(report))
-        console.print(f"loss curves: {plot_path}")
+        console.print(f"loss curves: {plot_path}", markup=False)
 
 
 COMMANDS = (demo_group,)

@@ -34,7 +34,9 @@ PER_EXP = 6e-9
 PER_WRITE = {2: 25e-9, 4: 3e-9}  # per element written to HBM, by itemsize (a cast to fp16/bf16 is slow)
 PER_INPUT = 40e-9  # per input element of every head: drawn in float64, cast to storage, mirrored in float32
 PER_STEP = 60e-6  # recording one step of a trace (its residents, accesses, code line)
+PER_HEAD = {False: 500e-6, True: 700e-6}  # a head's own chip, first and last lines, reference (forward; backward)
 STEP_BYTES = 600  # one recorded step in memory
+TRACE_FILE_PARSED = 20  # bytes of memory per byte of a trace file read and parsed, at worst ("[]," is a 56-byte list)
 STEPS_PER_PAIR = 6  # steps a listing records per tile pair (4 for flash2, 6 for flash1 and standard)
 PER_SCORE = 4e-9  # the float64 reference, per score, plus PER_SCORE_D per score and head dimension
 PER_SCORE_D = 0.06e-9
@@ -108,6 +110,7 @@ def simulate(
     c = closed_form(algorithm, n, nk, d, s, Br, Bc, causal, backward)
     pairs = ceil(n / Br) * ceil(nk / Bc)
     per_head = pairs * PER_PAIR + c.flops * PER_FLOP + c.exps * PER_EXP + c.hbm_write_bytes / s * PER_WRITE[s]
+    per_head += PER_HEAD[backward]  # flash1 at N = 16, d = 4 on a 2-core EPYC: 487 µs a head, 1,193 µs with --backward
     per_head += (n + 2 * nk) * d * (1 + backward) * PER_INPUT  # q, k, v (and dO, dQ, dK, dV): drawn, cast, mirrored
     rows = n * nk if "P" in entry.saves else 0  # the forward leaves P (N × Nk) in HBM: it holds S and P
     saved = sum(s * rows if name == "P" else F * n for name in entry.saves)

@@ -16,6 +16,7 @@ from sim.core.errors import InputError
 from sim.core.format import count, seconds
 from sim.grading import bench as grading_bench
 from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec
+from sim.grading.report import printable
 from sim.viz.unclipped import unclipped
 
 TIMEOUT = options.FloatRange(0.1, 3600)  # seconds per test: an hour is far beyond any test, NaN and ∞ are no limit
@@ -51,7 +52,7 @@ def export_command(assignment, student, instructor) -> None:
     spec.load(master)
     path = export.export(master, student=student and Path(student), instructor=instructor and Path(instructor))
     what = "student's copy (stubs, public tests)" if student else "master, and autograder/ for Gradescope"
-    console.print(f"wrote {path}: the {what}")
+    console.print(f"wrote {path}: the {what}", markup=False)
 
 
 @click.command("grade")
@@ -108,11 +109,11 @@ def grade_command(
     if gradescope_path:
         with atomic_file.target(gradescope_path) as where:
             gradescope.write(reports[0], Path(where), hidden_visibility)
-        console.print(f"wrote {gradescope_path}")
+        console.print(f"wrote {gradescope_path}", markup=False)
     if csv_path:
         with atomic_file.target(csv_path) as where:
             csvfile.write(reports, Path(where))
-        console.print(f"wrote {csv_path}")
+        console.print(f"wrote {csv_path}", markup=False)
     return 0 if all(r.score >= r.max_score for r in reports) else 1  # exit 1: some submission below full marks
 
 
@@ -157,10 +158,9 @@ def progress_bar(quiet: bool, submissions: int, each: bool = False):
         def progress(report) -> None:
             advance()
             if each:
-                line = (
-                    f"graded {report.submission}: {report.score:g} / {report.max_score:g} ({seconds(report.seconds)})"
-                )
-                work.print(console, line, highlight=False)
+                name = printable(report.submission)
+                line = f"graded {name}: {report.score:g} / {report.max_score:g} ({seconds(report.seconds)})"
+                work.print(console, line, highlight=False, markup=False)  # a file's name is text
 
         yield progress
 

@@ -33,7 +33,9 @@ def list_command() -> None:
     for notebook in course.lessons():
         table.add_row(notebook.name, title(notebook))
     console.print(table)
-    console.print(f"in {course.root()}; `flashsim lessons copy DIR`, then `jupyter lab DIR`", soft_wrap=True)
+    console.print(
+        f"in {course.root()}; `flashsim lessons copy DIR`, then `jupyter lab DIR`", soft_wrap=True, markup=False
+    )
 
 
 @lessons.command("copy")
@@ -59,7 +61,8 @@ def copy_command(folder) -> None:
         copied.append(name)
     copied = [n for n in copied if not n.startswith("hints/")]
     kept = [n for n in kept if not n.startswith("hints/")]
-    console.print(f"copied {len(copied)} lessons to {target}" + (f"; kept {len(kept)} already there" if kept else ""))
+    console.print(f"copied {len(copied)} lessons to {target}" + (f"; kept {len(kept)} already there" if kept else ""),
+                  markup=False)  # fmt: skip
 
 
 COMMANDS = (lessons,)

@@ -48,6 +48,12 @@ class Count(click.IntRange):
             return f"{self.min} or more"
         return f"{self.min} to {self.max}"
 
+    def convert(self, value, param, ctx):
+        number = click.INT.convert(value, param, ctx)
+        if self.max is not None and self.max >= 2**53 and number > self.max:  # "not 1 or more" would be false
+            self.fail(f"{number} is more than {self.max}, the largest it takes", param, ctx)
+        return super().convert(number, param, ctx)
+
 
 POSITIVE = Count(1, MAX_SIZE)  # sizes and counts: beyond 2⁵³ NumPy's integers and floats part ways (as a --load trace)
 ALGORITHMS = tuple(REGISTRY)  # every forward the registry holds: a new entry there is a new --algo choice

@@ -87,7 +87,8 @@ def trace_command(
         if given:
             option = given[0].removesuffix("_name").replace("_", "-")
             raise InputError(f"--load: the trace file fixes the run; drop --{option}")
-        trace = traces.load(load_path, row)
+        parsed = max(0, estimate.available_memory() - estimate.PROCESS) // estimate.TRACE_FILE_PARSED  # what fits
+        trace = traces.load(load_path, row, max_bytes=parsed)
         viewing = estimate.process() + estimate.Estimate(len(trace.steps) * estimate.PER_STEP, 0, 0, len(trace.steps))
         estimate.refuse(viewing, "--load", f"the trace in {load_path!r} ({count(len(trace.steps))} steps)",
                         "a trace of a smaller run")  # fmt: skip
@@ -110,12 +111,13 @@ def trace_command(
         return
     if json_path:
         trace.save(json_path)
-        console.print(f"wrote {json_path}: the trace, {len(view)} steps (flashsim trace --load {json_path} opens it)")
+        console.print(f"wrote {json_path}: the trace, {len(view)} steps (flashsim trace --load {json_path} opens it)",
+                      markup=False)  # fmt: skip
     for path, kind in ((svg_path, "svg"), (html_path, "html")):
         if path:
             shown = listing.listing(view) if step is None else screen.screen(view, step)
             export.write(shown, path, kind, width or 120, f"flashsim trace {screen.run_title(view)}")
-            console.print(f"wrote {path}: " + ("the listing" if step is None else f"step {step}"))
+            console.print(f"wrote {path}: " + ("the listing" if step is None else f"step {step}"), markup=False)
     if json_path or svg_path or html_path:
         return
     out = Console(highlight=False, width=width) if width else console

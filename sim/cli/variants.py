@@ -1,6 +1,8 @@
 """The LLM variants' options (`--kv-heads`, `--pack-gqa`, `--window`, `--alibi`, `--softcap`, `--seqlens`,
 `--page-size`), defined once, and `flashsim run`'s report of a run that uses them."""
 
+from collections import Counter
+
 import click
 import numpy as np
 from rich.table import Table
@@ -13,6 +15,7 @@ from sim.cli.options import POSITIVE, FloatRange, console, emit_json
 from sim.core.dtypes import DTYPES, itemsize
 from sim.core.errors import InputError
 from sim.core.format import count, human_bytes
+from sim.machine.trace import MAX_SIZE
 
 
 class Ints(click.ParamType):
@@ -30,6 +33,8 @@ class Ints(click.ParamType):
             self.fail(f"{value!r} is not {self.name}", param, ctx)
         if (self.length and len(numbers) != self.length) or min(numbers) < self.least:
             self.fail(f"{value!r} is not {self.name}", param, ctx)
+        if max(numbers) > MAX_SIZE:
+            self.fail(f"{max(numbers)} is more than {MAX_SIZE}, the largest it takes", param, ctx)
         return numbers
 
 
@@ -104,9 +109,10 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
                              chip["hardware"], rows=g if pack_gqa else 1)  # fmt: skip
     Br, Bc = blocks["block_rows"], blocks["block_cols"]
     flags = dict(causal=chip["causal"], window=window, softcap=softcap is not None, alibi=alibi)
-    lens = list(seqlens) if seqlens is not None else [n] * batch
-    closed = {sched: sum((iomodel_variants.gqa(algo, 1, heads, kv_heads, m, m if seqlens else nk, d, s, Br, Bc,
-                                                 pack_gqa=sched, **flags) for m in lens), iomodel_variants.Counts(0, 0, 0, 0, 0))
+    lens = Counter(seqlens) if seqlens is not None else Counter({n: batch})  # each length once, times its count
+    closed = {sched: sum((iomodel_variants.gqa(algo, times, heads, kv_heads, m, m if seqlens else nk, d, s, Br, Bc,
+                                                 pack_gqa=sched, **flags) for m, times in lens.items()),
+                         iomodel_variants.Counts(0, 0, 0, 0, 0))
               for sched in (False, True) if algo == "flash2" or not sched}  # fmt: skip
     summary = dict(algorithm=algo, n=n, nk=nk, d=d, batch=batch, heads=heads, kv_heads=kv_heads, dtype=dtype,
                    block_rows=Br, block_cols=Bc, causal=chip["causal"], window=window, alibi=alibi, softcap=softcap,
@@ -161,7 +167,8 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
 
 def table(r: dict) -> Table:
     """The variant run's table: its bytes against each schedule's closed form, packed against padded, its error."""
-    title = f"{r['algorithm']} · N={r['n']}, Nk={r['nk']}, d={r['d']}, batch={r['batch']}, Hq={r['heads']}, Hkv={r['kv_heads']}"
+    title = (f"{r['algorithm']} · N={r['n']}, Nk={r['nk']}, d={r['d']}, batch={r['batch']}, Hq={r['heads']}, "
+             f"Hkv={r['kv_heads']}, {r['dtype']}")  # fmt: skip
     extras = [name for name in ("window", "softcap") if r[name] is not None] + ["alibi"] * r["alibi"]
     extras += ["causal"] * r["causal"] + ["packed GQA"] * r["pack_gqa"]
     out = Table(title=" · ".join([title, *(f"{e}={r[e]}" if e in ("window", "softcap") else e for e in extras)]),

@@ -5,7 +5,7 @@ import io
 from pathlib import Path
 
 from sim.core import atomic_file
-from sim.grading.report import SubmissionReport
+from sim.grading.report import SubmissionReport, printable
 
 
 def write(reports: list[SubmissionReport], path: Path) -> None:
@@ -17,7 +17,7 @@ def write(reports: list[SubmissionReport], path: Path) -> None:
     out.writerow(["submission", "score", "max_score", "hbm_bytes", *names, "flags", "review", "notes", "seed"])
     for r in reports:
         points = {t.name: f"{t.points:g}" for t in r.tests}
-        out.writerow([r.submission, f"{r.score:g}", f"{r.max_score:g}", r.hbm_bytes if r.hbm_bytes is not None else "",
+        out.writerow([printable(r.submission), f"{r.score:g}", f"{r.max_score:g}", r.hbm_bytes if r.hbm_bytes is not None else "",
                       *(points.get(n, "") for n in names), "; ".join(r.flags), "; ".join(r.reviews),
                       "; ".join(r.notes), r.seed])  # fmt: skip
     atomic_file.write_text(path, f.getvalue())

@@ -13,7 +13,7 @@ from sim.grading import guard, isolation, journal, problem, sandbox, similarity
 from sim.grading.checks import Outcome, evaluate
 from sim.grading.problem import Problem
 from sim.grading.proxy import tensor_specs
-from sim.grading.report import SubmissionReport, TestResult
+from sim.grading.report import SubmissionReport, TestResult, made_printable
 from sim.grading.server import ChipServer
 from sim.grading.spec import Assignment
 from sim.grading.triton import grade as triton
@@ -89,6 +89,7 @@ def grade(
                 report.tests = [_result(p, 0.0, "not run", line) for p in problems]
             if walls.weak and not self_check:
                 report.notes.append(isolation.WEAK)
+        report = made_printable(report)  # what the submission said, shown to no terminal or file as it is
         report.seconds = time.perf_counter() - start
         if sandbox.STOPPING.is_set():  # interrupted under it: not graded, so not recorded
             return report

@@ -5,7 +5,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.core.format import count, seconds
-from sim.grading.report import SubmissionReport
+from sim.grading.report import SubmissionReport, printable
 
 STYLES = {"passed": "green", "partial": "yellow", "failed": "red", "not run": "red", "skipped": "dim"}
 
@@ -13,7 +13,7 @@ STYLES = {"passed": "green", "partial": "yellow", "failed": "red", "not run": "r
 def submission(report: SubmissionReport, self_check: bool = False) -> Group:
     """One submission: a header line, a table of its tests with feedback, its flags and notes."""
     head = Text.assemble(
-        (report.submission, "bold"), f" · {report.assignment} · ",
+        (printable(report.submission), "bold"), f" · {report.assignment} · ",
         (f"{report.score:g} / {report.max_score:g}", "bold red" if report.flagged else "bold"),
         f" · seed {report.seed} · {seconds(report.seconds)}",
     )  # fmt: skip
@@ -28,7 +28,7 @@ def submission(report: SubmissionReport, self_check: bool = False) -> Group:
         table.add_column(name, justify=justify, overflow="fold")
     for t in report.tests:
         table.add_row(
-            t.name, "hidden" if t.visibility == "hidden" else "", f"{t.points:g} / {t.max_points:g}",
+            Text(t.name), "hidden" if t.visibility == "hidden" else "", f"{t.points:g} / {t.max_points:g}",
             Text(t.status, STYLES.get(t.status, "")), Text(t.feedback + (f"\n[{t.case}]" if t.case else ""), "default"),
         )  # fmt: skip
     parts = [head, table]
@@ -50,9 +50,10 @@ def summary(reports: list[SubmissionReport]) -> Table:
         notes = "; ".join(
             [*r.flags, *r.notes, *(f"{t.name}: {t.feedback}" for t in r.tests if t.status in ("failed", "not run"))][:2]
         )
-        table.add_row(
-            r.submission, f"{r.score:g} / {r.max_score:g}", count(r.hbm_bytes) if r.hbm_bytes else "—", notes[:160]
-        )
+        table.add_row(  # a file's name and what a submission said are text, never markup
+            Text(printable(r.submission)), f"{r.score:g} / {r.max_score:g}", count(r.hbm_bytes) if r.hbm_bytes else "—",
+            Text(notes[:160]),
+        )  # fmt: skip
     return table
 
 

@@ -1,6 +1,6 @@
 """What grading produced: one result per test, one report per submission."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass
@@ -55,3 +55,22 @@ class SubmissionReport:
         """The leaderboard's number: HBM bytes of the IO tests with a correct output (None if none)."""
         measured = [t.hbm_bytes for t in self.tests if t.hbm_bytes is not None]
         return sum(measured) if measured else None
+
+
+def printable(text: str) -> str:
+    """`text` with every character a terminal or a UTF-8 file must not get as it is — a control character (the
+    escape that moves a cursor), a format character (a right-to-left override), a lone surrogate — written out as
+    its escape (`\\x1b`, `\\u202e`, `\\ud800`); new lines stay. A submission's text passes through it before any
+    report shows it."""
+    return "".join(
+        c if c.isprintable() or c in " \n" else c.encode("unicode_escape", "backslashreplace").decode() for c in text
+    )
+
+
+def made_printable(report: SubmissionReport) -> SubmissionReport:
+    """The report with every text a submission could have put in it `printable` (its file's name is kept: it is
+    the journal's key; whoever shows it makes it printable)."""
+    tests = [replace(t, name=printable(t.name), feedback=printable(t.feedback), case=printable(t.case),
+                     review=printable(t.review)) for t in report.tests]  # fmt: skip
+    return replace(report, tests=tests, flags=[printable(f) for f in report.flags],
+                   notes=[printable(n) for n in report.notes], printed=printable(report.printed))  # fmt: skip

@@ -117,7 +117,13 @@ def annotate(assignment, submissions: list[Path], reports) -> None:
 
 
 def _read(path: Path) -> str:
+    """A submission's source as Python reads it: in the encoding its coding line (or BOM) names, UTF-8 otherwise."""
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError):
+        data = path.read_bytes()
+    except OSError:
         return ""
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding, errors="replace")
+    except (SyntaxError, LookupError, UnicodeError):  # no such codec, or not in it: Python would not run it
+        return data.decode("utf-8", errors="replace")

@@ -97,9 +97,11 @@ def _named_difference(answer, expected, rtol, atol, unit) -> str:
 
 def _array_difference(answer, expected, rtol: float, atol: float) -> str:
     try:
-        a = np.asarray(answer, dtype=np.float64)
+        a = np.asarray(answer, dtype=np.float64) if _real(answer) else None
     except (TypeError, ValueError, OverflowError):
-        return f"expected a number or an array, got {type(answer).__name__}"
+        a = None
+    if a is None:
+        return _not_real(answer)
     e = np.asarray(expected, dtype=np.float64)
     if a.shape != e.shape:
         if a.shape == e.shape[::-1]:
@@ -119,6 +121,40 @@ def _array_difference(answer, expected, rtol: float, atol: float) -> str:
     if a.size == 1:
         values = f"got {got:.6g}, expected {want:.6g}"
     return values + _pattern(a[~same], e[~same], a, e, rtol)
+
+
+def _real(answer) -> bool:
+    """Whether NumPy reads `answer` as real numbers by their value: not None (which it reads as NaN), no string
+    ("3.0" it reads as 3.0), no complex number (whose imaginary part it drops)."""
+    if answer is None or isinstance(answer, str | bytes):
+        return False
+    try:
+        kind = np.asarray(answer).dtype.kind
+    except (TypeError, ValueError, OverflowError):
+        return False
+    if kind == "O":
+        return not any(x is None or isinstance(x, str | bytes | complex) for x in np.asarray(answer).flat)
+    return kind in "biuf"
+
+
+def _not_real(answer) -> str:
+    """What an answer that is no real number is, and what to look at."""
+    if answer is None:
+        return "got None: your function returns nothing — a `return` missing?"
+    try:
+        values = list(np.asarray(answer, dtype=object).flat)
+    except (TypeError, ValueError, OverflowError):  # ragged: not an array at all
+        values = []
+    if any(x is None for x in values):
+        return "got None in place of a number — a `return` missing in a function that made it?"
+    text = [x for x in values if isinstance(x, str | bytes)]
+    if text:
+        return (
+            f"got text, {str(text[0])[:40]!r}, where a number is expected — a value printed or formatted, not returned?"
+        )
+    if any(isinstance(x, complex | np.complexfloating) for x in values):
+        return "got complex numbers — a square root or log of a negative number?"
+    return f"expected a number or an array, got {type(answer).__name__}"
 
 
 def _pattern(a: np.ndarray, e: np.ndarray, whole_a: np.ndarray, whole_e: np.ndarray, rtol: float = 0.0) -> str:

@@ -1,5 +1,6 @@
 """The traces the viewer shows: recorded from a run (forward or backward) or loaded from a file."""
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -9,6 +10,7 @@ from sim.api.entry import backward, run
 from sim.api.inputs import check_logits, check_scale
 from sim.api.varlen import run_varlen
 from sim.core.errors import InputError
+from sim.core.format import human_bytes
 from sim.machine.trace import Trace
 from sim.viz.timeline import Timeline
 
@@ -55,9 +57,13 @@ def _row_of_first(q, cu_seqlens, row: int | None) -> int | None:
     return 0 if row is None and max(int(cu_seqlens[1]), q.shape[-1]) > SMALL else row
 
 
-def load(path: str | Path, row: int | None = None) -> Trace:
-    """A trace saved with `Trace.save`, cut down to one query row's values with `row`."""
-    trace = Trace.load(path)
+def load(path: str | Path, row: int | None = None, max_bytes: int | None = None) -> Trace:
+    """A trace saved with `Trace.save`, cut down to one query row's values with `row`; refused in one line where
+    the file holds more than `max_bytes`, nests deeper than Python's JSON parser goes, or holds something other
+    than numbers where a step's values, the inputs or the output go."""
+    trace = Trace.from_dict(_read(path, max_bytes))
+    _check_numbers(trace)
+    _check_names(trace)
     if row is None:
         return trace
     n = trace.config["n"]
@@ -70,3 +76,54 @@ def check_step(timeline: Timeline, k: int | None) -> None:
     """Refuse a step number the trace does not have."""
     if k is not None and not 0 <= k < len(timeline):
         raise InputError(f"step: {k} is out of range; this trace has steps 0 … {len(timeline) - 1}")
+
+
+def _read(path: str | Path, max_bytes: int | None) -> dict:
+    """The JSON in the file at `path`, read as bytes (at most `max_bytes`: a device such as /dev/zero never ends)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
+    except OSError as e:
+        raise InputError(f"trace: cannot read {str(path)!r}: {e.strerror}") from None
+    if max_bytes is not None and len(data) > max_bytes:
+        raise InputError(f"trace: {str(path)!r} holds more than {human_bytes(max_bytes)}, more than this machine's "
+                         f"free memory holds once it is read; open it where more memory is free")  # fmt: skip
+    try:
+        return json.loads(data)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise InputError(f"trace: {str(path)!r} is not valid JSON ({e})") from None
+    except RecursionError:
+        raise InputError(f"trace: {str(path)!r} nests its JSON deeper than any trace does") from None
+
+
+def _check_numbers(trace: Trace) -> None:
+    """Refuse a trace whose step values, inputs or output are not numbers: a number, a vector or a matrix of them."""
+    named = [(f"step {s.index} {when} {name}", v) for s in trace.steps for when, bufs in (s.values or {}).items()
+             for name, v in _typed_dict(bufs, f"step {s.index} {when}").items()]  # fmt: skip
+    named += [(f"input {name}", v) for name, v in _typed_dict(trace.inputs or {}, "inputs").items()]
+    named += [("output", trace.output)] if trace.output is not None else []
+    for where, value in named:
+        rows = value if isinstance(value, list) and value and all(isinstance(r, list) for r in value) else [value]
+        bad = [x for row in rows for x in (row if isinstance(row, list) else [row]) if not _number(x)]
+        if bad:
+            raise InputError(f"trace: malformed trace: {where} holds {str(bad[0])[:40]!r} where a number goes")
+
+
+def _check_names(trace: Trace) -> None:
+    """Refuse a trace whose step phases, SRAM buffers' names or tiles' levels are not text (the listing joins them)."""
+    for s in trace.steps:
+        tiles = [*s.reads, *s.writes, *(r.source for r in s.sram if r.source is not None)]
+        named = [("phase", s.phase)] * (s.phase is not None) + [("SRAM buffer", r.name) for r in s.sram]
+        for what, value in named + [("tile level", a.level) for a in tiles]:
+            if not isinstance(value, str):
+                raise InputError(f"trace: malformed trace: step {s.index}'s {what} is {str(value)[:40]!r}, not text")
+
+
+def _typed_dict(value, where: str) -> dict:
+    if not isinstance(value, dict):
+        raise InputError(f"trace: malformed trace: {where} is {str(value)[:60]}, expected a dict")
+    return value
+
+
+def _number(x) -> bool:
+    return isinstance(x, int | float) and not isinstance(x, bool)
