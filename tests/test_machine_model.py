@@ -213,3 +213,19 @@ def test_l2s_work_counts_dram_lines_and_its_busy_time_is_at_ncus_peak():
     t = timing.kernel_time(_blocks(132, flops=ONE_MS), BIG, H100, 0, 8.4e12 * 1.1e-3)
     assert t.seconds == pytest.approx(1.1e-3 + H100.launch_seconds)
     assert t.units[timing.L2] == pytest.approx(8.4 / 10.3 * 1.1e-3) and t.bound == timing.TENSOR
+
+
+def test_a_grid_too_large_to_walk_is_refused_in_one_line_before_any_work(monkeypatch):
+    import sim
+    from sim.core.errors import InputError
+    from sim.machine import grids
+    from sim.machine.prediction import MOST_BLOCKS
+
+    # 2**16 + 1 heads of one row block each (N = Br = 16): one thread block more than the time model walks
+    r = sim.count("flash2", n=16, d=4, batch=MOST_BLOCKS + 1, heads=1)
+    assert r.heads * -(-r.n // r.block_rows) == 2**16 + 1
+    monkeypatch.setattr(grids, "flash2_forward", lambda *a, **k: pytest.fail("the grid was built"))
+    with pytest.raises(InputError) as e:
+        r.predict()
+    assert str(e.value).count("\n") == 0
+    assert "65,537 thread blocks (65,537 heads × 1 row blocks)" in str(e.value) and "65,536" in str(e.value)

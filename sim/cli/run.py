@@ -1,6 +1,5 @@
 """`flashsim run` and `compare`: one simulated run, reported with a verdict, or set beside a GPU kernel."""
 
-from math import ceil
 
 import click
 import numpy as np
@@ -122,20 +121,16 @@ def run_command(
     return 1 if summary["tolerance"] and not summary["tolerance"]["within"] else 0
 
 
-MOST_BLOCKS = 2**16  # thread blocks the time model walks at most (one per row block and head: ~30 µs each)
-
-
 def machine(result) -> dict | None:
     """Below HBM (sim.machine): DRAM bytes and where the time goes, for shapes the L2 model plays quickly, whose
-    grid of thread blocks (every head's, which the time model walks one by one) is at most MOST_BLOCKS, and whose
-    kernels one SM can hold (standard attention's softmax keeps a whole row of S in shared memory); else None."""
+    grid of thread blocks (every head's, which the time model walks one by one) is at most
+    sim.machine.prediction.MOST_BLOCKS, and whose kernels one SM can hold (standard attention's softmax keeps a whole
+    row of S in shared memory); else None."""
     if not affordable(result.n, result.nk, result.block_rows, result.block_cols, result.heads):
-        return None
-    if result.heads * ceil(result.n / result.block_rows) > MOST_BLOCKS:
         return None
     try:
         return result.predict().summary()
-    except InputError:  # a launch no SM of this hardware holds: there is no time to predict
+    except InputError:  # a grid too large to walk, or a launch no SM of this hardware holds: no time to predict
         return None
 
 

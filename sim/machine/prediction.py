@@ -21,6 +21,7 @@ from sim.machine.timing import ATOMICS, REDUCES, Time, kernel_time
 
 EXACT_HEADS = 16
 MOST_STEPS = 2_000_000  # block-steps the L2 is played for at most (a few seconds of Python)
+MOST_BLOCKS = 2**16  # thread blocks the time model walks one by one at most (~30 µs each on a laptop core)
 PADDED_TENSORS = ("Q", "KV", "QdO")  # the tiles the FlashAttention kernels copy into SRAM rows
 
 
@@ -167,7 +168,13 @@ def predict(
     algorithm: str, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool, heads: int, hw: Hardware,
     launch: Launch, backward: bool = False,
 ) -> Prediction:  # fmt: skip
-    """DRAM bytes and time of `algorithm`'s forward (or backward) for `heads` heads run as `launch` on `hw`."""
+    """DRAM bytes and time of `algorithm`'s forward (or backward) for `heads` heads run as `launch` on `hw`; a grid
+    of more than MOST_BLOCKS thread blocks (heads × row blocks) is refused in one line before any work."""
+    if heads * ceil(N / Br) > MOST_BLOCKS:
+        raise InputError(
+            f"predict: {heads * ceil(N / Br):,} thread blocks ({heads:,} heads × {ceil(N / Br):,} row blocks) is more "
+            f"than the time model walks ({MOST_BLOCKS:,}); predict fewer heads: the same blocks repeat in waves"
+        )
     n_slots = slots(launch, hw)
     exact = EXACT_HEADS
     if launch.persistent and not backward:  # as many heads as MOST_STEPS allows: one step per tile pair a head sees
