@@ -218,3 +218,13 @@ def test_counts_only_of_a_variant_is_one_closed_form_per_length_whatever_the_bat
                                  "--block-rows", 16, "--block-cols", 16, "--json").stdout)  # fmt: skip
     each = {m: iv.gqa("flash2", 1, 1, 1, m, m, 16, 2, 16, 16, window=(5, 0)).hbm_bytes for m in (30, 7)}
     assert packed["closed_form"]["per_head"]["hbm_bytes"] == 3 * each[30] + each[7]
+
+
+def test_seqlens_beside_n_nk_or_batch_is_refused_naming_what_to_drop():
+    # --seqlens sets N (the longest), Nk and the batch (one entry a sequence): a typed --n/--nk/--batch would be ignored
+    for typed in (("--n", "64"), ("--batch", "2"), ("--nk", "64")):
+        line = error_line(flashsim("run", "--seqlens", "30,100,7", "--d", 16, *typed, code=2))
+        assert line == f"error: --seqlens: sets N, Nk and the batch itself; drop {typed[0]}"
+    line = error_line(flashsim("run", "--seqlens", "30,100", "--n", "64", "--batch", "2", code=2))
+    assert line == "error: --seqlens: sets N, Nk and the batch itself; drop --n and --batch"
+    assert "--seqlens" in error_line(flashsim("trace", "--seqlens", "30,100", "--n", "64", code=2))

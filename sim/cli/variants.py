@@ -90,8 +90,16 @@ def given(kv_heads, pack_gqa, window, alibi, softcap, seqlens) -> bool:
 
 
 def shape(seqlens, n: int, nk, batch: int) -> tuple[int, int | None, int]:
-    """(N, Nk, batch) as --seqlens sets them: the longest sequence, and one batch entry per sequence."""
-    return (n, nk, batch) if seqlens is None else (max(seqlens), max(seqlens), len(seqlens))
+    """(N, Nk, batch) as --seqlens sets them: the longest sequence, and one batch entry per sequence; --n, --nk or
+    --batch typed beside --seqlens is refused in one line (it would be ignored)."""
+    if seqlens is None:
+        return n, nk, batch
+    ctx = click.get_current_context(silent=True)
+    typed = [f"--{name}" for name in ("n", "nk", "batch") if ctx and name in ctx.params
+             and ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)]  # fmt: skip
+    if typed:
+        raise InputError(f"--seqlens: sets N, Nk and the batch itself; drop {' and '.join(typed)}")
+    return max(seqlens), max(seqlens), len(seqlens)
 
 
 def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backward, as_json, *, kv_heads, pack_gqa,
