@@ -197,6 +197,8 @@ PRESETS: dict[str, Hardware] = {
             hbm_bandwidth=4800 * GB,
             l2_bytes=60 * MiB,
             source="NVIDIA H200 datasheet (SXM); L2 size as the device reports it (cudaDeviceProp.l2CacheSize)",
+            # kept from the H100: clocks, tensor rates, latencies and L2's part costs (l2_parts), all of the GH100 die
+            # and fitted on the lent H100 (gpu/NOTES.md runs 37-model6, 41-model11); not measured on an H200
         ),
         Hardware(
             name="RTX-4090",
