@@ -65,13 +65,15 @@ def occupancy(
 
 
 def best_splits(
-    batch: int, heads: int, Nq: int, Nk: int, d: int, s: int, hw: Hardware, most: int = 128, paged: bool = False
+    batch: int, heads: int, Nq: int, Nk: int, d: int, s: int, hw: Hardware, most: int = 128, page_size: int = 0
 ) -> int:
     """The number of splits (1 … min(most, Nk)) the model finds fastest, the fewest among equals; for a paged cache
-    (PAGED_PER_SM blocks per SM), the fewest within PAGED_SLACK of the fastest."""
+    (page_size > 0: PAGED_PER_SM blocks per SM), the fewest within PAGED_SLACK of the fastest, and at most the
+    ⌈Nk / page_size⌉ pages of the longest sequence: a split is a run of whole pages, so past that the splits that
+    hold keys are no more (sim.api.paged, the kernel: min(splits, its pages)) and the rest are empty blocks."""
+    paged = page_size > 0
     per_sm, slack = (PAGED_PER_SM, PAGED_SLACK) if paged else (1, 0.0)
-    seconds = {
-        P: occupancy(batch, heads, P, Nq, Nk, d, s, hw, per_sm=per_sm).seconds for P in range(1, min(most, Nk) + 1)
-    }
+    most = min(most, Nk, ceil(Nk / page_size) if paged else Nk)
+    seconds = {P: occupancy(batch, heads, P, Nq, Nk, d, s, hw, per_sm=per_sm).seconds for P in range(1, most + 1)}
     fastest = min(seconds.values())
     return min(P for P, t in seconds.items() if t <= fastest * (1 + slack))
