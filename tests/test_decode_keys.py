@@ -199,28 +199,3 @@ def test_a_numpy_block_table_is_checked_every_call(fake):
     with pytest.raises(InputError, match=r"block_table: entry \[1, 2\] = 6"):
         decoding.decode(q, k, v, block_table=table, cache_seqlens=seqlens)
     assert fake.checked == 2 and not decoding._checked
-
-
-@pytest.mark.parametrize(
-    ("splits", "nk", "page_size", "takes"),
-    [
-        (16, 4096, 0, True),  # contiguous: 256 keys a split
-        (16, 32768, 0, False),  # 2048 keys a split
-        (4, 4096, 0, True),  # 1024: the most a cluster takes
-        (4, 4097, 0, False),  # 1025 the longest
-        (17, 4096, 0, False),  # past MAX_CLUSTER
-        (1, 100, 0, False),  # one split: nothing to merge
-        (16, 4096, 256, True),  # paged: 16 pages, one a split (B 1, Nk 4K of the decode bench)
-        (16, 32768, 256, False),  # 128 pages, 8 a split: 2048 keys
-        (4, 4096, 256, True),  # 16 pages, 4 a split: 1024 keys
-        (4, 4097, 256, False),  # 17 pages: the longest split holds ⌈17 / 4⌉ = 5, 1280 keys
-        (16, 3072, 256, True),  # 12 pages for 16 splits: one page each, four splits empty
-        (3, 96, 16, True),  # 6 pages, 2 a split: 32 keys
-        (16, 3000, 100, True),  # 30 pages, ⌈30 / 16⌉ = 2 a split: 200 keys
-        (2, 4096, 2048, False),  # 2 pages of 2048 keys
-    ],
-)
-def test_cluster_takes_splits_of_at_most_1024_keys(splits, nk, page_size, takes):
-    """The cluster's rule by hand: 2 … 16 splits whose longest holds ≤ 1024 keys, a paged split being whole pages (the
-    kernel deals ⌈pages / min(splits, pages)⌉ pages to the longest)."""
-    assert decode_launch.clustered(splits, nk, page_size) is takes
