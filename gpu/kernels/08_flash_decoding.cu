@@ -221,13 +221,8 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
 
     // this split's keys [k0, k1) of the sequence's seqlen: sim.machine.blocks.chunks of the keys, or of the pages
     Cache cache{nullptr, 0, page_size, Hkv, num_pages, false};
-    int seqlen = Nk, parts = splits, k0, k1, first = 0;  // first: the page of the split's first key (cache.whole)
+    int seqlen = Nk, parts = splits, k0, k1;
     if (block_table != nullptr) {
-        // this split's first block-table entry were the sequence to fill its table, loaded beside the length: where it
-        // does (a serving loop's usual case), the first tiles' page is not a second round trip after the length
-        const int* row = block_table + (long long)b * max_pages;
-        const int most = min(splits, max_pages), guess_j = (int)((long long)p * max_pages / most);
-        const int guess = p < most ? __ldg(row + guess_j) : 0;
         seqlen = seqlens[b];
         if (seqlen < 1 || seqlen > max_pages * page_size) {  // refused: NaN rows, reported, nothing read
             if (p == 0) nan_rows(O, L, row0, R, tid);
@@ -239,10 +234,9 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         if (p >= parts) return;
         k0 = (int)((long long)p * pages / parts) * page_size;
         k1 = min((int)((long long)(p + 1) * pages / parts) * page_size, seqlen);
-        cache.table = row;
+        cache.table = block_table + (long long)b * max_pages;
         cache.base = (long long)hk * HEAD_DIM;
         cache.whole = page_size % BC == 0;  // k0 is page-aligned, so no tile straddles two pages
-        if (cache.whole) first = k0 / page_size == guess_j ? guess : __ldg(row + k0 / page_size);
     } else {
         k0 = (int)((long long)p * Nk / splits);
         k1 = (int)((long long)(p + 1) * Nk / splits);
@@ -250,7 +244,12 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     }
     const int shift = seqlen - Nq;  // causal: position n sees key c iff c ≤ n + shift
     const int T = (k1 - k0 + BC - 1) / BC;
-    auto page_at = [&](int c) { return c - k0 < page_size ? first : cache.page_of(c); };  // key c's tile's page
+    int bad = -1;  // a block-table entry of this split's pages that points outside the cache (this thread's share)
+    if (cache.table != nullptr)
+        for (int j = k0 / page_size + tid; j < (k1 + page_size - 1) / page_size; j += NTHREADS) {
+            const int page = __ldg(cache.table + j);
+            if (page < 0 || page >= num_pages) bad = j;
+        }
 
     // load Q: row r = n·g + t is q[b, hk·g + t, n], rows ≥ R zero (read nothing); with K_0, V_0 one cp.async group
     for (int chunk = tid; chunk < MAX_ROWS * CHUNKS; chunk += NTHREADS) {
@@ -261,16 +260,10 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
 #pragma unroll
     for (int s = 0; s < STAGES - 1; ++s) {
         if (s < T) load_kv(sKV + 2 * s * BC * SROW, sKV + (2 * s + 1) * BC * SROW, K, V, cache, k0 + s * BC, k1, tid,
-                           page_at(k0 + s * BC));
+                           cache.page_of(k0 + s * BC));
         cp_async_commit();
     }
-    int page_next = STAGES - 1 < T ? page_at(k0 + (STAGES - 1) * BC) : 0;  // the next tile's page, ahead
-    int bad = -1;  // a block-table entry of this split's pages that points outside the cache (this thread's share),
-    if (cache.table != nullptr)  // looked for once the first tiles' copies are issued: off their path
-        for (int j = k0 / page_size + tid; j < (k1 + page_size - 1) / page_size; j += NTHREADS) {
-            const int page = __ldg(cache.table + j);
-            if (page < 0 || page >= num_pages) bad = j;
-        }
+    int page_next = STAGES - 1 < T ? cache.page_of(k0 + (STAGES - 1) * BC) : 0;  // the next tile's page, ahead
 
     // O = 0, ℓ = 0, m = −∞ in registers: this warp's 16 rows, rows gq and gq + 8 per lane; m in raw scores
     float o[NT_O][4], m[2] = {NEG_INF, NEG_INF}, l[2] = {0.f, 0.f};
@@ -290,7 +283,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         if (next < T) load_kv(sKV + 2 * sn * BC * SROW, sKV + (2 * sn + 1) * BC * SROW, K, V, cache, k0 + next * BC, k1, tid,
                               page_next);
         cp_async_commit();
-        if (next + 1 < T) page_next = page_at(k0 + (next + 1) * BC);  // in flight while tile j is computed
+        if (next + 1 < T) page_next = cache.page_of(k0 + (next + 1) * BC);  // in flight while tile j is computed
         if (j == 0) {
 #pragma unroll
             for (int kk = 0; kk < KT_D; ++kk) ldmatrix_x4(q[kk], ld_addr(smem_u32(sQ), a_lane, wm * 16, kk * 16));
