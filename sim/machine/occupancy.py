@@ -12,6 +12,9 @@ from sim.machine.iomodel import decoding
 # blocks per SM each more block costs its fill and drain, which the model does not count. Measured on an H100
 # (gpu/NOTES.md run 35-dec2; B 4, Nk 16K and B 16, Nk 4K, Hkv 8, pages of 256): paged at one block per SM took
 # 1.56× and 1.58× contiguous's time, at two per SM (8 and 2 splits) 1.03× and 1.08×, at 33 splits 1.34× and 1.49×.
+# A paged split is a run of whole pages, so best_splits takes at most the longest sequence's pages: at B 1, Nk 4K in
+# pages of 256 the rule's 32 splits left 16 blocks of each group empty, and 16 took 16.1–16.4 µs a step against
+# 17.3–17.5 (gpu/NOTES.md run 42-dec7; CUDA graph steps on an H100).
 PAGED_PER_SM = 2
 PAGED_SLACK = 0.02
 # What a wave of thread blocks costs beside its bytes: each block's pipeline fills (its first tiles' DRAM round
