@@ -201,7 +201,7 @@ def _prepare(cupy, q, k, v, block_table, cache_seqlens, causal, scale, splits) -
         table, seqlens = cupy.asarray(table_host), cupy.asarray(seqlens_host)
     hw = _hardware(q.device.id)
     if splits is None:
-        splits = _best_splits(batch * hkv, g * nq, nk, d, q.dtype.itemsize, hw.name, paged)
+        splits = _best_splits(batch * hkv, g * nq, nk, d, q.dtype.itemsize, hw.name, page_size)
     elif isinstance(splits, bool) or not isinstance(splits, (int, np.integer)) or not 1 <= splits <= MAX_SPLITS:
         raise InputError(
             f"splits: expected an integer in 1 … {MAX_SPLITS} (None: the occupancy model's), got {splits!r}"
@@ -240,7 +240,7 @@ def _hardware(device_id: int) -> hardware.Hardware:
 
 
 @functools.lru_cache(maxsize=256)
-def _best_splits(groups: int, rows: int, nk: int, d: int, s: int, preset: str, paged: bool) -> int:
+def _best_splits(groups: int, rows: int, nk: int, d: int, s: int, preset: str, page_size: int) -> int:
     """sim.decode's choice: best_splits for `groups` (sequence, K/V head) programs of `rows` packed query rows (a
-    paged cache: sim.machine.occupancy's paged rule)."""
-    return best_splits(groups, 1, rows, nk, d, s, hardware.get(preset), paged=paged)
+    paged cache, page_size > 0: sim.machine.occupancy's paged rule, at most ⌈nk / page_size⌉ splits)."""
+    return best_splits(groups, 1, rows, nk, d, s, hardware.get(preset), page_size=page_size)

@@ -126,6 +126,19 @@ def test_the_splits_measured_fastest_on_an_h100_are_the_models(batch, Nk, fastes
     assert occupancy.best_splits(batch * 8, 1, 8, Nk, 128, 2, hardware.get("H100-SXM")) == fastest
 
 
+@pytest.mark.parametrize(
+    "nk, page_size, splits", [(4096, 1, 32), (4096, 256, 16), (4096, 4096, 1), (32768, 1, 33), (32768, 256, 33)]
+)
+def test_a_paged_cache_splits_at_most_its_pages(nk, page_size, splits):
+    """A paged split is a run of whole pages, so at most ⌈Nk / page_size⌉ splits hold keys (sim.api.paged and the
+    kernel take min(splits, pages)). B 1, Hkv 8, g 8, d 128, fp16 on the H100 preset: pages of one key (no cap below
+    128) give the paged rule's 32 at Nk 4K and 33 at 32K (the bench's recording of run 41-dec6, where at Nk 4K half
+    the 32 blocks of a group were empty); pages of 256 cap Nk 4K at its 16 pages, which the model takes (8 · 16 = 128
+    blocks fit one wave of 2 an SM, 264 slots, at every P ≤ 16, and its time falls with P); one page, one split; at
+    Nk 32K the 128 pages do not bind."""
+    assert occupancy.best_splits(8, 1, 8, nk, 128, 2, hardware.get("H100-SXM"), page_size=page_size) == splits
+
+
 def test_at_large_batch_splitting_gains_little():
     Nk, d, s = 4096, 128, 2
     one = occupancy.occupancy(64, 16, 1, 1, Nk, d, s, A100)

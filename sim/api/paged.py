@@ -45,7 +45,7 @@ def decode(
     hw, M = check_hardware(hardware, sram_bytes)
     pages = [ceil(n / page_size) for n in seqlens]
     if splits is None:
-        splits = best_splits(B * Hkv, 1, g * Nq, int(seqlens.max()), d, s, hw, paged=True)
+        splits = best_splits(B * Hkv, 1, g * Nq, int(seqlens.max()), d, s, hw, page_size=page_size)
     check_positive("splits", splits)
     most = max(max(j1 - j0 for j0, j1 in chunks(n, min(splits, n))) for n in pages)
     need = sum(decoding_footprint(g * Nq, page_size, d, s, min(splits, max(pages))).values()) + 4 * most

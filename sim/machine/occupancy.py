@@ -12,6 +12,9 @@ from sim.machine.iomodel import decoding
 # blocks per SM each more block costs its fill and drain, which the model does not count. Measured on an H100
 # (gpu/NOTES.md run 35-dec2; B 4, Nk 16K and B 16, Nk 4K, Hkv 8, pages of 256): paged at one block per SM took
 # 1.56× and 1.58× contiguous's time, at two per SM (8 and 2 splits) 1.03× and 1.08×, at 33 splits 1.34× and 1.49×.
+# A paged split is a run of whole pages, so best_splits takes at most the longest sequence's pages: at B 1, Nk 4K in
+# pages of 256 the rule's 32 splits left 16 blocks of each group empty, and 16 took 16.1–16.4 µs a step against
+# 17.3–17.5 (gpu/NOTES.md run 42-dec7; CUDA graph steps on an H100).
 PAGED_PER_SM = 2
 PAGED_SLACK = 0.02
 # What a wave of thread blocks costs beside its bytes: each block's pipeline fills (its first tiles' DRAM round
@@ -65,13 +68,15 @@ def occupancy(
 
 
 def best_splits(
-    batch: int, heads: int, Nq: int, Nk: int, d: int, s: int, hw: Hardware, most: int = 128, paged: bool = False
+    batch: int, heads: int, Nq: int, Nk: int, d: int, s: int, hw: Hardware, most: int = 128, page_size: int = 0
 ) -> int:
     """The number of splits (1 … min(most, Nk)) the model finds fastest, the fewest among equals; for a paged cache
-    (PAGED_PER_SM blocks per SM), the fewest within PAGED_SLACK of the fastest."""
+    (page_size > 0: PAGED_PER_SM blocks per SM), the fewest within PAGED_SLACK of the fastest, and at most the
+    ⌈Nk / page_size⌉ pages of the longest sequence: a split is a run of whole pages, so past that the splits that
+    hold keys are no more (sim.api.paged, the kernel: min(splits, its pages)) and the rest are empty blocks."""
+    paged = page_size > 0
     per_sm, slack = (PAGED_PER_SM, PAGED_SLACK) if paged else (1, 0.0)
-    seconds = {
-        P: occupancy(batch, heads, P, Nq, Nk, d, s, hw, per_sm=per_sm).seconds for P in range(1, min(most, Nk) + 1)
-    }
+    most = min(most, Nk, ceil(Nk / page_size) if paged else Nk)
+    seconds = {P: occupancy(batch, heads, P, Nq, Nk, d, s, hw, per_sm=per_sm).seconds for P in range(1, most + 1)}
     fastest = min(seconds.values())
     return min(P for P, t in seconds.items() if t <= fastest * (1 + slack))
