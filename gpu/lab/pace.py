@@ -8,13 +8,14 @@ queued loop as interleaved_ms, in interleaved rounds:
   stamped    the same with an event after every call: the GPU's time per call, one by one;
   preloaded  the same behind SPIN's kernel (long enough that every call is queued before the GPU reaches the first):
              the GPU runs the calls back to back with no host pacing them; the host's seconds are then its own alone;
-each sample followed on the stream by CLOCK's kernel (the SM clock the GPU ran at just after it: clock64 over the
-globaltimer) and beside NVML's SM clock (`Nvml`); then the call captured in a CUDA graph and replayed
+each sample followed by `sm_clock_hz` (the SM clock the GPU ran at just after it: clock64 over the globaltimer)
+and beside NVML's SM clock (`Nvml`); then the call captured in a CUDA graph and replayed
 (`timing.capture_cupy`, `timing.replay_us`): kernels and the gaps between them, no host. Three passes over the cases:
 after a second of matmuls (as check_model), after a second idle, and each case after 0.3 s of matmuls of its own.
 """
 
 import ctypes
+import functools
 import itertools
 import json
 import math
@@ -52,6 +53,27 @@ extern "C" __global__ void clock(long long ns, long long* out) {  // SM cycles a
 """
 
 
+@functools.cache
+def _clock_kernel():
+    """SOURCE's `clock` and the two int64 it writes into."""
+    from gpu import device
+
+    cupy = device.require()
+    return cupy.RawModule(code=SOURCE).get_function("clock"), cupy.zeros(2, cupy.int64)
+
+
+def sm_clock_hz(window_ns: int = 20_000) -> float:
+    """The SM clock the GPU runs at now (after what the current stream has queued): clock64 cycles over
+    globaltimer nanoseconds in one thread, over about `window_ns` (the globaltimer ticks in µs steps here: ±~3%
+    at 20 µs, read as a median over samples)."""
+    from gpu import device
+
+    kernel, out = _clock_kernel()
+    kernel((1,), (1,), (device.require().int64(window_ns), out))
+    cycles, ns = (int(x) for x in out.get())
+    return 1e9 * cycles / ns
+
+
 class Nvml:
     """The SM clock (MHz), board power (W) and clock-event reasons (NVML's bitmask) of GPU 0, through libnvidia-ml
     by ctypes; None each where NVML is missing."""
@@ -82,9 +104,7 @@ class Sampler:
         from gpu import device
 
         self.cupy = cupy = device.require()
-        mod = cupy.RawModule(code=SOURCE)
-        self.spin, self.clock = mod.get_function("spin"), mod.get_function("clock")
-        self.clocks = cupy.zeros(2, cupy.int64)
+        self.spin = cupy.RawModule(code=SOURCE).get_function("spin")
         self.start, self.end = cupy.cuda.Event(), cupy.cuda.Event()
         self.nvml = Nvml()
 
@@ -102,16 +122,15 @@ class Sampler:
                 marks[i].record()
         t1 = time.perf_counter()
         self.end.record()
-        self.clock((1,), (1,), (cupy.int64(20_000), self.clocks))
         self.end.synchronize()
+        hz = sm_clock_hz()
         after = self.nvml.read()
-        cycles, ns = (int(x) for x in self.clocks.get())
         out = {
             "mode": mode,
             "inner": inner,
             "events_us": 1e3 * cupy.cuda.get_elapsed_time(self.start, self.end) / inner,
             "host_us": 1e6 * (t1 - t0) / inner,
-            "gpu_mhz": 1e3 * cycles / ns,
+            "gpu_mhz": hz / 1e6,
             "nvml": [before, after],
         }
         if marks:
