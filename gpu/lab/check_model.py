@@ -3,8 +3,10 @@
 On the GPU: `python -m gpu.lab.check_model measure OUT.json` times (CUDA-event medians of the public calls, forward
 rung 6 and backward rungs 5 and 7, in interleaved rounds after a second of warm-up) and profiles (one ncu run: DRAM
 and L2 bytes, kernel time, the utilization of each pipe, shared memory, L2 and DRAM) every forward rung and backward
-rungs 5 and 7 on issue 22's grid; rung 1 (a thousand times slower) only where N ≤ 4096; and, after the grid, each
-timed call's host work on this machine (`calibrate.host_seconds`).
+rungs 5 and 7 on issue 22's grid; rung 1 (a thousand times slower) only where N ≤ 4096; in the timing loop, each
+timed call's host seconds a call and the SM clock after each sample (`loop`: what the report predicts the events
+with, gpu/NOTES.md run 42-pace15); and, after the grid, each timed call's host work on this machine
+(`calibrate.host_seconds`, for recordings without `loop`).
 One call again after a kernel changed: `python -m gpu.lab.check_model measure OUT.json --only backward 7 --over
 OLD.json` times and profiles that call alone (with the same warm-up and rounds) and writes OLD's record with that
 call's measurements replaced.
