@@ -1,9 +1,14 @@
 """gpu.lab.check_report's judging, on hand-made measurements: which unit ncu found busiest, what counts as within."""
 
+from dataclasses import replace
+
+import pytest
+
 from gpu import registry
 from gpu.lab import check_report
 from gpu.lab.model_grid import GRID, calls, launched
-from sim.machine.timing import ATOMICS, L2, MUFU, SMEM, TENSOR
+from gpu.lab.predict import rung_prediction
+from sim.machine.timing import ATOMICS, DRAM, L2, MUFU, SMEM, TENSOR
 
 MIB = 1 << 20
 
@@ -82,3 +87,46 @@ def test_host_work_is_the_measured_recordings_own_else_the_calibrations():
     assert check_report.host_work({}, cal) == cal["host_seconds"]
     assert check_report.host_work(measured, None) == measured["host_seconds"]
     assert check_report.host_work({}, None) == {}
+
+
+def _rows(g: dict) -> list[dict]:
+    """ncu rows for every launch one shape makes (byte counts of 1, 1 µs each, no utilizations)."""
+    keys = ("dram__bytes_read.sum", "dram__bytes_write.sum", "l1tex__m_xbar2l1tex_read_bytes.sum")
+    return [{"kernel": name, "direction": direction, "rung": rung, "gpu__time_duration.sum": 1e3}
+            | dict.fromkeys(keys, 1.0) for direction, rung in calls(g) for name in launched(direction, rung)]  # fmt: skip
+
+
+def test_the_events_are_predicted_with_the_host_of_the_loop_that_timed_them():
+    # run 41 call 5's miss: forward 6, d = 64, N = 1024, full, 1 × 16, events 36 µs a call; the probe of run
+    # 42-pace15 found such calls' events equal to the host's seconds a call in the same loop. The model's GPU time
+    # (~20 µs) is under that host's 36 µs, so the call is predicted at 36 µs: ×1.00 where the calibration's 23 µs
+    # said ×0.64. Backward 7 has no loop figures here: its host is the calibration's 66.5 µs (GPU ~36 µs under it)
+    g = {"d": 64, "n": 1024, "causal": False, "batch": 1, "heads": 16}
+    timed = {"forward 6": 0.036, "backward 5": 1.0, "backward 7": 0.106}
+    hw = check_report.hardware.get("H100-SXM")
+    loop = {"forward 6": {"host_seconds": 36e-6, "clock_hz": hw.clock_hz}}
+    out = check_report.compare_one(g, _rows(g), timed, hw, host={"forward 6": 23.1e-6, "backward 7": 66.5e-6},
+                                   loop=loop)["rungs"]  # fmt: skip
+    fwd, bwd = out["forward 6"]["predicted"], out["backward 7"]["predicted"]
+    assert fwd["events_device_ms"] == fwd["device_ms"] < 0.036  # at the preset's own clock: the same prediction
+    assert (fwd["host_ms"], fwd["ms"]) == pytest.approx((0.036, 0.036), rel=1e-12)
+    assert bwd["device_ms"] < 0.0665
+    assert (bwd["host_ms"], bwd["ms"], bwd["clock_ghz"]) == pytest.approx((0.0665, 0.0665, 1.83), rel=1e-12)
+
+
+def test_the_events_are_predicted_at_the_clock_the_loop_ran():
+    # half the preset's 1.83 GHz: every per-clock rate halves, so the tensor term of a tensor-bound call doubles
+    # (d = 128, N = 16384, full, 8 × 16: forward 6 takes ~27 ms, its host's µs do not show); DRAM's does not move
+    g = {"d": 128, "n": 16384, "causal": False, "batch": 8, "heads": 16}
+    hw = check_report.hardware.get("H100-SXM")
+    loop = {"forward 6": {"host_seconds": 30e-6, "clock_hz": hw.clock_hz / 2}}
+    timed = {"forward 6": 27.0, "backward 5": 1.0, "backward 7": 1.0}
+    fwd = check_report.compare_one(g, _rows(g), timed, hw, loop=loop)["rungs"]["forward 6"]["predicted"]
+    shape = {"n": 16384, "nk": 16384, "d": 128, "batch": 8, "heads": 16, "s": 2, "causal": False}
+    full = rung_prediction(registry.LADDER[6], hw, **shape).terms()
+    half = rung_prediction(registry.LADDER[6], replace(hw, clock_hz=hw.clock_hz / 2), **shape)
+    assert half.terms()[TENSOR] == pytest.approx(2 * full[TENSOR], rel=1e-12)
+    assert half.terms()[DRAM] == pytest.approx(full[DRAM], rel=1e-12)
+    assert fwd["clock_ghz"] == pytest.approx(0.915)
+    assert fwd["ms"] == fwd["events_device_ms"] == pytest.approx(half.seconds * 1e3, rel=1e-12)
+    assert fwd["ms"] > 1.5 * fwd["device_ms"]  # tensor-bound: nearly twice the time at the preset's clock

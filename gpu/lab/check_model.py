@@ -3,8 +3,10 @@
 On the GPU: `python -m gpu.lab.check_model measure OUT.json` times (CUDA-event medians of the public calls, forward
 rung 6 and backward rungs 5 and 7, in interleaved rounds after a second of warm-up) and profiles (one ncu run: DRAM
 and L2 bytes, kernel time, the utilization of each pipe, shared memory, L2 and DRAM) every forward rung and backward
-rungs 5 and 7 on issue 22's grid; rung 1 (a thousand times slower) only where N ≤ 4096; and, after the grid, each
-timed call's host work on this machine (`calibrate.host_seconds`).
+rungs 5 and 7 on issue 22's grid; rung 1 (a thousand times slower) only where N ≤ 4096; in the timing loop, each
+timed call's host seconds a call and the SM clock after each sample (`loop`: what the report predicts the events
+with, gpu/NOTES.md run 42-pace15); and, after the grid, each timed call's host work on this machine
+(`calibrate.host_seconds`, for recordings without `loop`).
 One call again after a kernel changed: `python -m gpu.lab.check_model measure OUT.json --only backward 7 --over
 OLD.json` times and profiles that call alone (with the same warm-up and rounds) and writes OLD's record with that
 call's measurements replaced.
@@ -20,6 +22,7 @@ gpu/lab/results/l2-parts-h100.json` fits each part's cost per byte of each kind 
 
 import csv
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -53,16 +56,18 @@ ATTEMPTS = (  # ncu's metrics, tried in turn until one set is accepted
 )
 
 
-def run_all(profile: bool, only: tuple[str, int] | None = None) -> dict:
+def run_all(profile: bool, only: tuple[str, int] | None = None, loop: dict | None = None) -> dict:
     """Every shape once (profile: every rung of `calls`, under ncu) or timed; returns {shape index: {"forward 6": ms,
     "backward 5": ms, …}} (empty when profiled). `only`: that (direction, rung) alone (the forward rung 6 that makes
-    the backward's O and L still runs, outside ncu's kernel filter)."""
+    the backward's O and L still runs, outside ncu's kernel filter). `loop`, if given, gets {shape index: {"forward
+    6": {"host_seconds": …, "clock_hz": …}, …}}: the medians over the timed samples of the host's seconds per call
+    queuing them and of the SM clock just after each (`pace.sm_clock_hz`)."""
     from functools import partial
 
     from gpu import device
     from gpu.backward import flash_attention_backward
     from gpu.flash import flash_attention
-    from gpu.lab import timing
+    from gpu.lab import pace, timing
     from gpu.lab.checks import random_like, random_qkv
 
     out = {}
@@ -94,7 +99,16 @@ def run_all(profile: bool, only: tuple[str, int] | None = None) -> dict:
             while time.perf_counter() < warm:
                 a @ a
                 cupy.cuda.Device().synchronize()
-        out[i] = timing.interleaved_ms(fns)  # rounds of one sample each: a stretch of slow clocks touches all alike
+        seen: dict = {name: ([], []) for name in fns}
+
+        def after(name, _ms, host_seconds, seen=seen):
+            seen[name][0].append(host_seconds)
+            seen[name][1].append(pace.sm_clock_hz())
+
+        out[i] = timing.interleaved_ms(fns, after=after)  # rounds of one sample each: slow clocks touch all alike
+        if loop is not None:
+            loop[i] = {name: {"host_seconds": statistics.median(h), "clock_hz": statistics.median(c)}
+                       for name, (h, c) in seen.items()}  # fmt: skip
     return out
 
 
@@ -129,7 +143,10 @@ def measure(path: str, only: tuple[str, int] | None = None, over: str | None = N
     command = f"python -m gpu.lab.check_model measure {path}" + (
         f" --only {only[0]} {only[1]} --over {over}" if only else ""
     )
-    record = {"kind": "model-check", "env": results.environment(command), "grid": GRID, "timed": run_all(False, only)}
+    loop: dict = {}
+    record = {"kind": "model-check", "env": results.environment(command), "grid": GRID}
+    record["timed"] = run_all(False, only, loop)
+    record["loop"] = loop
     record["host_seconds"] = calibrate.host_seconds()  # this machine's host, as warm as the grid's timings left it
     Path(path).write_text(json.dumps(record, indent=1))  # the timings kept should ncu fail or run out of time
     if only:
@@ -206,8 +223,8 @@ def parts(out_dir: str, only: str | None = None) -> None:
 
 
 def replaced(old: dict, new: dict, only: tuple[str, int]) -> dict:
-    """`old`'s record (the whole grid) with the timings, profiled launches and host work of call `only` taken from
-    `new`; the environment says which record each comes from."""
+    """`old`'s record (the whole grid) with the timings, profiled launches, host work and loop figures (host and
+    clock in the timing loop) of call `only` taken from `new`; the environment says which record each comes from."""
     name = f"{only[0]} {only[1]}"
     if old["grid"] != new["grid"]:
         sys.exit("check_model: the record to replace into was measured on another grid")
@@ -216,8 +233,14 @@ def replaced(old: dict, new: dict, only: tuple[str, int]) -> dict:
     host = dict(old.get("host_seconds", {}))
     if name in new.get("host_seconds", {}):
         host[name] = new["host_seconds"][name]
+    mine = {int(i): x[name] for i, x in new.get("loop", {}).items() if name in x}  # this run's, by shape
+    loop = {}
+    for i in range(len(old["grid"])):
+        kept = {k: v for k, v in old.get("loop", {}).get(str(i), {}).items() if k != name}
+        if kept or i in mine:
+            loop[str(i)] = kept | ({name: mine[i]} if i in mine else {})
     return {"kind": "model-check", "env": {**new["env"], "replaces": name, "over": old["env"]}, "grid": old["grid"],
-            "timed": timed, "profiled": rows} | ({"host_seconds": host} if host else {})  # fmt: skip
+            "timed": timed, "profiled": rows} | ({"host_seconds": host} if host else {}) | ({"loop": loop} if loop else {})  # fmt: skip
 
 
 USAGE = (

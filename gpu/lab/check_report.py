@@ -5,6 +5,7 @@ H100, as `gpu.registry` picks them: forward rung 6; backward rung 7 at d = 64 an
 """
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from gpu import registry
@@ -50,8 +51,12 @@ def fastest(direction: str, d: int) -> int:
     return pick(None, d, HOPPER).rung
 
 
-def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=None) -> dict:
-    """One shape: each profiled rung's bytes (and, for the timed calls, time) predicted beside measured."""
+def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=None, loop=None) -> dict:
+    """One shape: each profiled rung's bytes (and, for the timed calls, time) predicted beside measured. A timed
+    call's events are predicted with the figures of the loop that timed them where the recording has them (`loop`:
+    {name: {"host_seconds", "clock_hz"}}, check_model's): the host's seconds per call in that loop, and the kernels
+    at the SM clock the GPU ran (the datasheet's per-clock rates × that clock; the calibrated rates are left as
+    measured); else the host work of `host` and the preset's clock."""
     shape = {"n": g["n"], "nk": g["n"], "d": g["d"], "batch": g["batch"], "heads": g["heads"], "s": 2}
     out: dict = {}
     for direction, rung in calls(g):
@@ -85,9 +90,14 @@ def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=Non
         }
         if name in timed:
             measured["ms"] = timed[name]
-            h = (host or {}).get(name, 0.0)  # the public call's host work (calibrate.host_seconds)
+            seen = (loop or {}).get(name, {})
+            h = seen.get("host_seconds", (host or {}).get(name, 0.0))  # the loop's host, else calibrate.host_seconds
+            at = p if "clock_hz" not in seen else rung_prediction(spec, replace(hw, clock_hz=seen["clock_hz"]),
+                                                                  causal=g["causal"], **shape)  # fmt: skip
             predicted["host_ms"] = h * 1e3
-            predicted["ms"] = per_call(p.seconds, h) * 1e3
+            predicted["clock_ghz"] = seen.get("clock_hz", hw.clock_hz) / 1e9
+            predicted["events_device_ms"] = at.seconds * 1e3
+            predicted["ms"] = per_call(at.seconds, h) * 1e3
             if tuned is not None:  # the same model with the rates calibrated on the GPU
                 c = rung_prediction(spec, tuned, causal=g["causal"], **shape)
                 predicted["calibrated"] = {"ms": per_call(c.seconds, h) * 1e3, "device_ms": c.seconds * 1e3,
@@ -119,7 +129,7 @@ def report(measured_path: str, out_path: str | None = None, calibration: str | N
           f"{'time ms pred/events ×ncu':>25} | {'bound / busiest pipe':>24}")  # fmt: skip
     for i, g in enumerate(data["grid"]):
         rows = [r for r in data["profiled"] if r["shape"] == i]
-        one = compare_one(g, rows, data["timed"][str(i)], hw, tuned, host)
+        one = compare_one(g, rows, data["timed"][str(i)], hw, tuned, host, data.get("loop", {}).get(str(i)))
         results.append({**g, **one})
         for name, r in one["rungs"].items():
             print(f"{name:>10} {g['d']:>3} {g['n']:>5} {'c' if g['causal'] else '-'} {g['batch']}×{g['heads']:<3} | "
@@ -142,6 +152,8 @@ def line(p: dict, m: dict) -> str:
     cal = p.get("calibrated")
     text += f"{p['ms']:>7.3f} /{m['ms']:>7.3f} ×{p['ms'] / m['ms']:.2f} ×{p['device_ms'] / m['kernel_ms']:.2f} | "
     text += f"{p['bound']:>10} / {m['busiest_pipe'] or '—':<10}"
+    paced = "host" if p["host_ms"] > p["events_device_ms"] else "GPU"  # which of the two the model says sets the pace
+    text += f" {paced} {p['host_ms'] * 1e3:5.1f} µs {p['clock_ghz']:.2f} GHz"
     return text + (f" cal ×{cal['ms'] / m['ms']:.2f}" if cal else "")
 
 

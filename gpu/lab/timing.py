@@ -3,6 +3,7 @@ device memory a call allocates."""
 
 import math
 import statistics
+import time
 
 from gpu import device
 
@@ -62,21 +63,29 @@ def peak_extra_bytes(fn) -> int:
     return hook.peak
 
 
-def interleaved_ms(calls: dict, *, warmup: int = 2, rounds: int = 7, budget_s: float = 1.5) -> dict[str, float]:
+def interleaved_ms(
+    calls: dict, *, warmup: int = 2, rounds: int = 7, budget_s: float = 1.5, after=None
+) -> dict[str, float]:
     """Median milliseconds per call of each `calls[name]()`, timed in interleaved rounds (one sample of each per
     round, in turn), so that a drift in clocks or temperature during the run touches every implementation alike.
 
     A sample is `inner` back-to-back calls between two events, at least QUEUED_CALLS of them and QUEUED_MS long:
     the host's work for one call then overlaps the GPU's work for the one before, as in a training loop (a single
     call on an idle GPU also pays its host latency: `python -m gpu.autograd_tax` measures that apart). At least 3
-    rounds, then rounds until `rounds` or until `budget_s` seconds of samples."""
+    rounds, then rounds until `rounds` or until `budget_s` seconds of samples. `after(name, ms, host_seconds)`, if
+    given, is called after each timed sample with its ms per call and the host's seconds per call queuing it
+    (perf_counter around the calls, the wait for the end event left out): gpu.lab.check_model records the host's
+    pace in the loop that set the events' (gpu.lab.pace, gpu/NOTES.md run 42-pace15)."""
     cupy = device.require()
     start, end = cupy.cuda.Event(), cupy.cuda.Event()
+    host = [0.0]  # the last sample's host seconds per call
 
     def sample(fn, inner: int) -> float:
         start.record()
+        t0 = time.perf_counter()
         for _ in range(inner):
             fn()
+        host[0] = (time.perf_counter() - t0) / inner
         end.record()
         end.synchronize()
         return cupy.cuda.get_elapsed_time(start, end) / inner
@@ -94,6 +103,8 @@ def interleaved_ms(calls: dict, *, warmup: int = 2, rounds: int = 7, budget_s: f
         for name, fn in calls.items():
             ms = sample(fn, inner[name])
             times[name].append(ms)
+            if after is not None:
+                after(name, ms, host[0])
             spent += ms * inner[name]
     return {name: statistics.median(t) for name, t in times.items()}
 

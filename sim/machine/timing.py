@@ -260,9 +260,17 @@ def critical_step(program: warpgroups.Program, seconds, hw: Hardware) -> float:
 
 
 def per_call(device_seconds: float, host_seconds: float) -> float:
-    """Seconds per call of a public function called back to back (as `gpu.lab.timing.median_ms` times it): its
-    host work (checks, allocations, launches: `host_seconds`, measured by gpu/lab/calibrate.py's `host_seconds` on
-    a shape whose kernels take next to nothing, on the machine whose calls are predicted: a lent machine's host
-    moved 2× between days) overlaps the previous call's kernels, so the slower of the two sets
-    the pace."""
+    """Seconds per call of a public function called back to back (as `gpu.lab.timing.median_ms` and
+    `interleaved_ms` time it): its host work (checks, allocations, launches) overlaps the previous call's kernels,
+    so the slower of the two sets the pace: the GPU's seconds a call (`device_seconds`: its kernels back to back)
+    or the host's (`host_seconds`).
+
+    Shown on the H100 (gpu/NOTES.md run 42-pace15, `python -m gpu.lab.pace`): at N = 1024, 1 × 16 every call's
+    events in the queued loop are its host's seconds per call in that same loop (perf_counter around the calls)
+    to within 1% (forward 6: 22–42 µs a call; backward 7: 80–114), while the GPU runs the same calls in 16–21 µs
+    (forward) and 36–39 µs (backward) once the host is taken out (the calls queued behind a spin kernel, or replayed
+    from a CUDA graph: the two agree within 4%); where the kernels take longer (N = 16384) the events are theirs.
+    The host's seconds are no constant of the machine: one call at one shape took 22 µs a call in one stretch of a
+    process and 39 µs in another, so the check (`gpu.lab.check_report`) takes them from the loop that timed the
+    events, else from `gpu.lab.calibrate.host_seconds` (a shape whose kernels take next to nothing)."""
     return max(device_seconds, host_seconds)
