@@ -138,7 +138,7 @@ class Plan:
     device memory, the launch (build, grid, threads; after lse the arguments N, Nk, τ, causal and rung 6's planes,
     converted once), rung 6's tensor maps (Q_i in boxes of Br rows, K_j and V_j of Bc; O_i's of 64 rows where it
     leaves by TMA, `o_map`), whether the variant's arguments follow (not for a plain call or GQA alone), and the
-    host's walk (device list, its length)."""
+    persistent walk's arguments (the host's list where it has one, the number of units, the tickets: `_tickets`)."""
 
     row: int
     launch: source.Launch
@@ -151,7 +151,8 @@ class Plan:
 @functools.lru_cache(maxsize=256)
 def _plan(spec: registry.KernelSpec, p, tiles, variant: tuple, device_id: int, stream: int) -> Plan:
     """The Plan of a call (Problem p, `tiles` as given or None for the call's default, `variant_key`), on device
-    `device_id` and stream `stream` (the walk is copied per stream: `_device_walk`)."""
+    `device_id` and stream `stream` (the walk is copied per stream: `_device_walk`; the tickets are the plan's own:
+    one pair per shape and stream)."""
     variant = variant_of(variant)
     tiles = spec.tiles_for(p.d, p.n, p.causal, tiles)
     if tiles.persistent and (variant.softcap is not None or variant.slopes is not None):
@@ -187,7 +188,8 @@ def _plan(spec: registry.KernelSpec, p, tiles, variant: tuple, device_id: int, s
         make = tma.packed_map if variant.packed else tma.rows_map
         boxes = (tiles.block_rows, tiles.block_cols, tiles.block_cols)
         maps = tma.Maps(*((make, rows) for rows in boxes), *([(tma.rows_map, 64)] if o_map else []))
-    walk = () if walk is None else (walk, source.by_value(np.int32(len(walk))))
+    walk = (() if walk is None else (walk,)) + ((source.by_value(np.int32(units)), _tickets(device_id))
+                                                if tiles.persistent else ())  # fmt: skip
     return Plan(spec.row(p.d), launch, maps, o_map, not (gqa_alone or variant.plain), walk)
 
 
@@ -250,7 +252,7 @@ def _device_walk(planes: int, n: int, nk: int, br: int, bc: int, device_id: int,
     a kernel on another stream could read the list before that copy ran (as gpu.decoding's workspaces)."""
     cupy = device.require()
     with cupy.cuda.Device(device_id):
-        return cupy.asarray(causal_walk(planes, n, nk, br, bc, _sm_count(device_id)))
+        return cupy.asarray(_taken_in_order(causal_walk(planes, n, nk, br, bc, _sm_count(device_id))))
 
 
 @functools.lru_cache(maxsize=256)
@@ -259,7 +261,24 @@ def _device_units(seqlens, heads: int, br: int, bc: int, causal: bool, device_id
     reuses it: one list per stream, as _device_walk)."""
     cupy = device.require()
     with cupy.cuda.Device(device_id):
-        return cupy.asarray(packed_units(seqlens, heads, br, bc, causal, _sm_count(device_id)))
+        return cupy.asarray(_taken_in_order(packed_units(seqlens, heads, br, bc, causal, _sm_count(device_id))))
+
+
+def _taken_in_order(units: np.ndarray) -> np.ndarray:
+    """A list laid out for thread block x to take rows x, x + blocks, … (−1 rows: none), as the kernel takes it:
+    one unit after the other from a ticket, by whichever thread block is ready (the rows in the same order, the −1
+    rows dropped)."""
+    return np.ascontiguousarray(units[units[:, 0] >= 0])
+
+
+def _tickets(device_id: int):
+    """Rung 6's persistent walk's two counters (the next unit, the thread blocks done), zero, on device `device_id`:
+    the kernel's last thread block sets them back to zero, so every launch of a plan (a CUDA graph's replays too)
+    starts from zero; each plan (a shape and a stream) has its own, so launches on two streams never share them.
+    cupy.zeros writes the zeros on the current stream, the plan's, before its first launch there."""
+    cupy = device.require()
+    with cupy.cuda.Device(device_id):
+        return cupy.zeros((2,), dtype=np.uint32)
 
 
 @functools.cache

@@ -139,12 +139,13 @@ def o_by_tma(d: int, tiles: Tiles) -> bool:
 
 
 def _wg_smem(d: int, tiles: Tiles) -> int:
-    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + 8 * (2 + 3 * tiles.stages)
+    barriers = 8 * (2 + 3 * tiles.stages) + (16 if tiles.persistent else 0)  # + the persistent walk's ring of 2 tiles
+    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + barriers
 
 
 def forward_wg_smem(d: int, tiles: Tiles) -> int:
     """1024 bytes to align the tiles to the swizzle pattern, Q_i, the stages of K_j and V_j, O_i's buffer where it
-    has one (o_buffer), the mbarriers."""
+    has one (o_buffer), the mbarriers, the persistent walk's ring of two tiles (i, plane)."""
     return _wg_smem(d, tiles) + (HALF_SIZE * d * tiles.block_rows if o_buffer(d, tiles) else 0)
 
 

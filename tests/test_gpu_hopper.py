@@ -82,6 +82,45 @@ def test_rows_that_see_no_key_are_zero():
     assert bool(cupy.isfinite(lse[:, :, blind:]).all()) and not bool(cupy.isnan(o).any())
 
 
+@pytest.mark.parametrize(("shape", "causal"), [((4, 16, 2100, 2100, 128), False), ((2, 40, 1100, 600, 128), True)],
+                         ids=["full", "causal-rows-without-keys"])  # fmt: skip
+def test_the_tickets_are_back_to_zero_after_every_launch_on_each_stream_and_in_a_graph(shape, causal):
+    """Rung 6's persistent thread blocks take their units from two counters of the launch's plan (gpu/flash.py,
+    `_tickets`); the last block out sets them back to zero. Launches back to back, on two streams at once and as a
+    CUDA graph's replays each take every unit once: a unit taken twice or never would leave the poison (NaN) in O or
+    a row off the float64 reference; each tile is computed by one thread block whichever it is, so every launch's O
+    is bit for bit the first's."""
+    cupy = pytest.importorskip("cupy")
+    q, k, v = random_qkv(*shape, "float16", seed=5)
+    c = check(q, k, v, causal=causal, kernel=6)
+    assert c.ok, c.describe()
+    first = gpu.flash_attention(q, k, v, causal=causal, kernel=6)
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    outs = []
+    for _ in range(3):  # the two streams' launches interleaved, each stream with a plan (and tickets) of its own
+        for stream in streams:
+            with stream:
+                outs.append(gpu.flash_attention(q, k, v, causal=causal, kernel=6, poison=True))
+    with streams[0]:  # a graph of two launches, captured after the stream's plan is made, replayed three times
+        streams[0].synchronize()
+        streams[0].begin_capture()
+        try:
+            captured = [gpu.flash_attention(q, k, v, causal=causal, kernel=6) for _ in range(2)]
+        finally:
+            graph = streams[0].end_capture()
+        for _ in range(3):
+            for o in captured:
+                o.fill(cupy.nan)
+            graph.launch(streams[0])
+            streams[0].synchronize()
+            assert all(bool((o == first).all()) for o in captured)
+    cupy.cuda.Device().synchronize()
+    assert all(bool((o == first).all()) for o in outs)
+    # every persistent plan made so far (the default stream's, the two streams'): its tickets are zero
+    tickets = [plan.walk[-1] for call in flash._calls.values() for plan in call.plans.values() if plan.walk]
+    assert len(tickets) >= 3 and all(t.get().tolist() == [0, 0] for t in tickets)
+
+
 def test_nan_flows_through_as_in_attention():
     cupy = pytest.importorskip("cupy")
     q, k, v = random_qkv(1, 1, 300, 300, 128, "bfloat16", seed=11)

@@ -278,44 +278,55 @@ __device__ __forceinline__ void kv_blocks(int& j0, int& Tc, int r0, int N, int N
 #endif
 }
 
-// The tiles (i, plane) a thread block computes, in order: body(i, plane) for each. One launch per tile: the tile
-// of (blockIdx.x, blockIdx.y), causal the longest rows first. PERSISTENT: one thread block per SM walks the tiles
-// gridDim.x apart in plane-major order (the blocks at work at once share K and V in L2); causal, a unit is the pair
-// of Q blocks Tr − 1 − q and q of one plane, the longer first, whose K/V blocks add up to about the same number
-// for every q, so that a static split is even (a lone middle block when Tr is odd).
+// PERSISTENT: unit u's tiles (i, plane), in order: body(i, plane) for each, the units numbered 0 … n_units − 1 (the
+// host counts them) and taken from a ticket (`take`), so that whichever thread block is ready takes the next. Full, a
+// unit is a tile, plane-major (the blocks at work at once share K and V in L2); causal, the pair of Q blocks Tr − 1 − q
+// and q of one plane, the longer first, whose K/V blocks add up to about the same number for every q (a lone middle
+// block when Tr is odd). VARLEN: the host's list of units (b·Hq + h, first
+// tile, second tile or −1), each sequence's pairs by its own Tr, heaviest first (gpu/flash.py, packed_units); a walk
+// that found each unit's sequence from cu_q itself spilled 188 bytes a thread at d = 64. WALK (causal): the plain
+// walk's pairs but for its last rounds, whose tiles the host deals one by one (sim/machine/grids.py, causal_walk).
 template <class Body>
-__device__ __forceinline__ void for_each_tile(int N, int causal, int planes, const int4* units, int n_units, Body&& body) {
-#if PERSISTENT && (VARLEN || WALK)
-    // a packed batch: the host's list of units (b·Hq + h, first tile, second tile or −1; b·Hq + h = −1: none), each
-    // sequence's pairs by its own Tr, dealt to the thread blocks heaviest first (gpu/flash.py, packed_units); a walk
-    // that found each unit's sequence from cu_q itself spilled 188 bytes a thread at d = 64. WALK (causal): the
-    // plain walk's pairs but for its last rounds, whose tiles the host deals one by one (sim/machine/grids.py, causal_walk)
-    for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
-        const int4 unit = units[u];
-        if (unit.x < 0) continue;
-        body(unit.y, unit.x);
-        if (unit.z >= 0) body(unit.z, unit.x);
-    }
-#elif PERSISTENT
-    const int Tr = (N + BR - 1) / BR, per_plane = causal ? (Tr + 1) / 2 : Tr;
-    for (int u = blockIdx.x; u < planes * per_plane; u += gridDim.x) {
-        const int plane = u / per_plane, q = u % per_plane;
-        if (!causal) {
-            body(q, plane);
-            continue;
-        }
-        body(Tr - 1 - q, plane);
-        if (q != Tr - 1 - q) body(q, plane);
-    }
+__device__ __forceinline__ void unit_tiles(int u, int N, int causal, const int4* units, Body&& body) {
+#if VARLEN || WALK
+    const int4 unit = units[u];
+    body(unit.y, unit.x);
+    if (unit.z >= 0) body(unit.z, unit.x);
 #else
-    body(causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, blockIdx.y);
+    const int Tr = (N + BR - 1) / BR, per_plane = causal ? (Tr + 1) / 2 : Tr;
+    const int plane = u / per_plane, q = u % per_plane;
+    if (!causal) {
+        body(q, plane);
+        return;
+    }
+    body(Tr - 1 - q, plane);
+    if (q != Tr - 1 - q) body(q, plane);
 #endif
+}
+
+// The tickets (PERSISTENT; the launcher's workspace, one pair per shape and stream, zero at the launch): [0] the
+// next unit to take, [1] the thread blocks done taking. A block takes the next unit when it is ready for one, so the
+// units at work at any moment are about gridDim.x consecutive units of the walk, whatever the blocks' paces (a
+// static split, block b taking units b, b + grid, …, let blocks that run 0.2–0.5% slower fall 1–2 tiles behind by
+// the last rounds, the units at work spread over ~5 planes, and K/V were read again from DRAM: run 41-dram12).
+__device__ __forceinline__ int take(unsigned* tickets) { return (int)atomicAdd(tickets, 1u); }
+
+// a thread block has taken its last ticket (one past the end); the last block to get here sets both back to 0 for
+// the next launch on the stream (a CUDA graph's replay too): no block takes a ticket after it has counted itself out
+__device__ __forceinline__ void retire(unsigned* tickets) {
+    __threadfence();  // this block's tickets are taken before its count
+    if (atomicAdd(tickets + 1, 1u) == gridDim.x - 1) {
+        __threadfence();
+        atomicExch(tickets, 0u);
+        atomicExch(tickets + 1, 0u);
+    }
 }
 
 // Q_map, K_map, V_map: tensor maps of Q (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM), boxes of
 // (1, Br or Bc, 64); O: like Q, L: (batch·heads, N); planes: batch·heads; O_map (O_TMA): O's, boxes of (1, 64, 64). Grid: (Tr, batch·heads), or PERSISTENT
-// (at most one per SM), NTHREADS threads, 1024 + (1 + O_BUF) · TILE_Q + 2 · STAGES · TILE_KV + 8 · (2 + 3 · STAGES) bytes of
-// dynamic shared memory. VARIANTS: K, V have batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes,
+// (at most one per SM), NTHREADS threads, 1024 + (1 + O_BUF) · TILE_Q + 2 · STAGES · TILE_KV + 8 · (2 + 3 · STAGES)
+// (+ 16, PERSISTENT: the ring of tiles) bytes of dynamic shared memory; PERSISTENT: n_units, the walk's units, and
+// tickets, two unsigned counters, zero at the launch (`take`, `retire`). VARIANTS: K, V have batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes,
 // total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
 // never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
 // masked (keys past Nk).
@@ -331,7 +342,9 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, con
 #error "O_TMA: a box of 64 rows would run past a sequence's end into the next one's O"
 #endif
 #if PERSISTENT && (VARLEN || WALK)
-#define UNITS_PARAM , const int4* __restrict__ units, int n_units
+#define UNITS_PARAM , const int4* __restrict__ units, int n_units, unsigned* __restrict__ tickets
+#elif PERSISTENT
+#define UNITS_PARAM , int n_units, unsigned* __restrict__ tickets
 #else
 #define UNITS_PARAM
 #endif
@@ -348,12 +361,12 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     const u32 bar = sO + (O_BUF ? TILE_Q : 0);         // SRAM: the mbarriers, 8 bytes each
     const u32 q_full = bar;                            // mbarrier: Q_i has arrived
     const u32 q_empty = bar + 8;                       // mbarrier: every consumer is done with Q_i (the next may load)
+    const u32 ring = bar + 8 * (2 + 3 * STAGES);       // SRAM (PERSISTENT): tile t's (i, plane) in slot t % 2, 8 bytes each
 #if !VARIANTS
     const int left = 0, right = 0, group = GROUP;      // (the window's sides: the variant build's)
 #endif
 #if !(PERSISTENT && (VARLEN || WALK))
-    const int4* units = nullptr;                       // (the persistent packed walk's)
-    const int n_units = 0;
+    const int4* units = nullptr;                       // (the host's list: WALK's, a packed batch's)
 #endif
 
     if (threadIdx.x == 0) {
@@ -387,22 +400,35 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 
     // Both sides count what went through the ring since the launch: `loaded` / `used` K/V blocks (block n sits in
     // stage n % STAGES, its barriers in phase n / STAGES) and `tiles` Q tiles (q_full, q_empty in phase tiles)
+    // PERSISTENT: the producer thread takes the units (`take`), one ahead: the next unit's ticket is asked for as
+    // this unit's copies start, so its L2 round trip (~1 µs) hides behind this unit's tiles. It hands each tile t to
+    // the consumers through the ring: (i, plane) into slot t % 2, then its arrival on q_full (an mbarrier arrival
+    // releases, the consumers' wait on its phase acquires: they read the slot after their wait). A slot is written
+    // again for tile t + 2 once q_empty says every consumer is done with tile t + 1's S (a warpgroup's S of tile
+    // t + 1 is issued by all its warps, each of which read tile t's slot before; a tile without keys, which has no
+    // S, meets its warpgroup before it arrives). A tile without keys is handed out too (q_full without bytes, the
+    // consumers write zeros and −∞ and arrive on q_empty); plane −1 after the last unit is the stop sign.
     if (threadIdx.x < 128) {  // the producer warpgroup: one thread issues every copy (line 4 and line 7)
         setmaxnreg_dec<REG_PRODUCER>();
         if (threadIdx.x != 0) return;
         int loaded = 0, tiles = 0;
-        for_each_tile(N, causal, planes, units, n_units, [&](int i, int plane) {
+        auto produce = [&](int i, int plane) {
             const int r0 = i * BR;
             const Seq sq = seq_of(plane);
             if (VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest
             int j0, Tc;
             kv_blocks(j0, Tc, r0, sq.N, sq.Nk, causal, left, right);
-            if (Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
-            if (PERSISTENT)  // Q_i into L2 now, a tile ahead: its load below, once the previous Q_i is used up, hits there
+            if (!PERSISTENT && Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
+            if (PERSISTENT && Tc > 0)  // Q_i into L2 now, a tile ahead: its load below, once the previous Q_i is used up, hits there
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) tma_prefetch_3d(&Q_map, p * 64, sq.q_row + r0, sq.q_plane);
             if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the previous tile's Q_i is used up
+            if (PERSISTENT) st_shared_v2(ring + 8 * (tiles & 1), i, plane);
             ++tiles;
+            if (PERSISTENT && Tc == 0) {
+                mbar_arrive(q_full);
+                return;
+            }
             mbar_expect_tx(q_full, TILE_Q);
 #pragma unroll
             for (int p = 0; p < PIECES; ++p) tma_load_3d(sQ + p * BR * 128, &Q_map, q_full, p * 64, sq.q_row + r0, sq.q_plane);
@@ -418,7 +444,16 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                 for (int p = 0; p < PIECES; ++p)
                     tma_load_3d(sV + s * TILE_KV + p * BC * 128, &V_map, V_FULL(s), p * 64, sq.kv_row + (j0 + j) * BC, sq.kv_plane);
             }
-        });
+        };
+#if PERSISTENT
+        for (int u = take(tickets); u < n_units; u = take(tickets)) unit_tiles(u, N, causal, units, produce);
+        if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the stop sign
+        st_shared_v2(ring + 8 * (tiles & 1), 0, -1);
+        mbar_arrive(q_full);
+        retire(tickets);
+#else
+        produce(causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, blockIdx.y);  // one launch per tile, causal the longest rows first
+#endif
         return;
     }
 
@@ -432,10 +467,10 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     int used = 0, tiles = 0;
     if (PINGPONG && c == CONSUMERS - 1) turn_pass(c);  // the first turn is warpgroup 0's
 
-    for_each_tile(N, causal, planes, units, n_units, [&](int i, int plane) {
+    auto consume = [&](int i, int plane) {
         const int r0 = i * BR;
         const Seq sq = seq_of(plane);
-        if (VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest (before any barrier)
+        if (!PERSISTENT && VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest (before any barrier)
         const int n_rows = sq.N, n_keys = sq.Nk, shift = n_keys - n_rows;  // causal: query r sees key c iff c ≤ r + shift
         int j0, Tc;
         kv_blocks(j0, Tc, r0, n_rows, n_keys, causal, left, right);
@@ -457,7 +492,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         if (Tc > 0) {
             float s[NS];        // registers: S_ij, then P̃_ij in place (fp32)
             u32 p[BC / 16][4];  // registers: P̃_ij rounded to fp16/bf16, as wgmma A fragments
-            mbar_wait(q_full, tiles & 1);
+            if (!PERSISTENT) mbar_wait(q_full, tiles & 1);  // (PERSISTENT: waited for with the tile's slot)
             mbar_wait(K_FULL(used % STAGES), (used / STAGES) & 1);
             issue_scores(s, q_rows, sK + (used % STAGES) * TILE_KV);  // line 8 for j = 0
             wgmma_wait<0>();
@@ -506,6 +541,10 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             if (tid == 0 && !(O_TMA && !O_BUF)) mbar_arrive(EMPTY(last));
             o_stage = last;
             ++used;
+        } else if (PERSISTENT) {  // a tile without keys, handed out all the same: every warp has read its slot
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");
+            if (tid == 0) mbar_arrive(q_empty);
+            ++tiles;
         }
 #undef MASK
 
@@ -576,7 +615,18 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             }
         }
 #endif
-    });
+    };
+#if PERSISTENT
+    for (;;) {  // the producer's tiles, from the ring, to the stop sign
+        mbar_wait(q_full, tiles & 1);
+        int i, plane;
+        ld_shared_v2(ring + 8 * (tiles & 1), i, plane);
+        if (plane < 0) break;
+        consume(i, plane);
+    }
+#else
+    consume(causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, blockIdx.y);
+#endif
 #if O_TMA
     if (tid == 0) bulk_wait<0>();  // the last stores are done before the thread block ends
 #endif
