@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu
-from gpu import device, flash
+from gpu import device, flash, geometry, registry
 from gpu.lab import hopper_probe
 from gpu.lab.checks import check, random_qkv
 from gpu.lab.harness import TUNE
@@ -119,6 +119,27 @@ def test_the_tickets_are_back_to_zero_after_every_launch_on_each_stream_and_in_a
     # every persistent plan made so far (the default stream's, the two streams'): its tickets are zero
     tickets = [plan.walk[-1] for call in flash._calls.values() for plan in call.plans.values() if plan.walk]
     assert len(tickets) >= 3 and all(t.get().tolist() == [0, 0] for t in tickets)
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [{}, {"kv_heads": 4}, {"kv_heads": 4, "window": [300, 0]}, {"window": [200, 0]}],
+    ids=["plain", "gqa", "gqa-window", "window"],
+)
+def test_the_ticketed_walk_over_packed_sequences_and_windows(variant):
+    """The ticketed walk (d = 128 and a sequence longer than gpu.geometry.SHORT_ROWS: geometry.tickets) over a packed
+    batch (the host's list without its −1 rows) and windows, causal and full, with tiles that see no key (causal, a
+    sequence of 2300 queries and 400 keys: its first 1900 rows see none): the producer hands those out too and the
+    consumers write zeros and −∞; against float64."""
+    from gpu.lab.variant_checks import check as check_variant
+    from gpu.lab.variant_checks import make_inputs
+
+    lengths = {"seqlens_q": [2600, 1, 700, 2300, 64], "seqlens_k": [2600, 5, 900, 400, 64]}
+    q, k, v, kw = make_inputs(0, 16, 0, 0, 128, "float16", variant | lengths, seed=9)
+    assert geometry.tickets(128, registry.FORWARD[6].tiles_for(128, 2600, True))
+    for causal in (False, True):
+        c = check_variant(q, k, v, causal=causal, kernel=6, **kw)
+        assert c.ok, (causal, c.describe())
 
 
 def test_nan_flows_through_as_in_attention():

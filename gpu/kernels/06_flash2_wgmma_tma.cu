@@ -137,6 +137,12 @@
 #ifndef WALK
 #define WALK 0  // PERSISTENT, causal: the thread blocks walk the host's list of units (sim/machine/grids.py, causal_walk)
 #endif
+#ifndef TICKETS
+#define TICKETS 0  // PERSISTENT: the thread blocks take their units from a ticket (`take`), not b, b + grid, …
+#endif
+#if TICKETS && !PERSISTENT
+#error "TICKETS: the persistent walk's"
+#endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536
 
@@ -278,18 +284,46 @@ __device__ __forceinline__ void kv_blocks(int& j0, int& Tc, int r0, int N, int N
 #endif
 }
 
-// PERSISTENT: unit u's tiles (i, plane), in order: body(i, plane) for each, the units numbered 0 … n_units − 1 (the
-// host counts them) and taken from a ticket (`take`), so that whichever thread block is ready takes the next. Full, a
-// unit is a tile, plane-major (the blocks at work at once share K and V in L2); causal, the pair of Q blocks Tr − 1 − q
-// and q of one plane, the longer first, whose K/V blocks add up to about the same number for every q (a lone middle
-// block when Tr is odd). VARLEN: the host's list of units (b·Hq + h, first
-// tile, second tile or −1), each sequence's pairs by its own Tr, heaviest first (gpu/flash.py, packed_units); a walk
-// that found each unit's sequence from cu_q itself spilled 188 bytes a thread at d = 64. WALK (causal): the plain
-// walk's pairs but for its last rounds, whose tiles the host deals one by one (sim/machine/grids.py, causal_walk).
+// The tiles (i, plane) a thread block computes, in order: body(i, plane) for each. One launch per tile: the tile
+// of (blockIdx.x, blockIdx.y), causal the longest rows first. PERSISTENT: one thread block per SM walks the tiles
+// gridDim.x apart in plane-major order (the blocks at work at once share K and V in L2); causal, a unit is the pair
+// of Q blocks Tr − 1 − q and q of one plane, the longer first, whose K/V blocks add up to about the same number
+// for every q, so that a static split is even (a lone middle block when Tr is odd).
+template <class Body>
+__device__ __forceinline__ void for_each_tile(int N, int causal, int planes, const int4* units, int n_units, Body&& body) {
+#if PERSISTENT && (VARLEN || WALK)
+    // a packed batch: the host's list of units (b·Hq + h, first tile, second tile or −1; b·Hq + h = −1: none), each
+    // sequence's pairs by its own Tr, dealt to the thread blocks heaviest first (gpu/flash.py, packed_units); a walk
+    // that found each unit's sequence from cu_q itself spilled 188 bytes a thread at d = 64. WALK (causal): the
+    // plain walk's pairs but for its last rounds, whose tiles the host deals one by one (sim/machine/grids.py, causal_walk)
+    for (int u = blockIdx.x; u < n_units; u += gridDim.x) {
+        const int4 unit = units[u];
+        if (unit.x < 0) continue;
+        body(unit.y, unit.x);
+        if (unit.z >= 0) body(unit.z, unit.x);
+    }
+#elif PERSISTENT
+    const int Tr = (N + BR - 1) / BR, per_plane = causal ? (Tr + 1) / 2 : Tr;
+    for (int u = blockIdx.x; u < planes * per_plane; u += gridDim.x) {
+        const int plane = u / per_plane, q = u % per_plane;
+        if (!causal) {
+            body(q, plane);
+            continue;
+        }
+        body(Tr - 1 - q, plane);
+        if (q != Tr - 1 - q) body(q, plane);
+    }
+#else
+    body(causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, blockIdx.y);
+#endif
+}
+
+// TICKETS: unit u's tiles (i, plane), in order, units numbered as for_each_tile walks them (0 … n_units − 1, the
+// host counts them): body(i, plane) for each
 template <class Body>
 __device__ __forceinline__ void unit_tiles(int u, int N, int causal, const int4* units, Body&& body) {
 #if VARLEN || WALK
-    const int4 unit = units[u];
+    const int4 unit = units[u];  // the host's list, without the −1 rows (gpu/flash.py, _taken_in_order)
     body(unit.y, unit.x);
     if (unit.z >= 0) body(unit.z, unit.x);
 #else
@@ -304,7 +338,7 @@ __device__ __forceinline__ void unit_tiles(int u, int N, int causal, const int4*
 #endif
 }
 
-// The tickets (PERSISTENT; the launcher's workspace, one pair per shape and stream, zero at the launch): [0] the
+// The tickets (TICKETS; the launcher's workspace, one pair per shape and stream, zero at the launch): [0] the
 // next unit to take, [1] the thread blocks done taking. A block takes the next unit when it is ready for one, so the
 // units at work at any moment are about gridDim.x consecutive units of the walk, whatever the blocks' paces (a
 // static split, block b taking units b, b + grid, …, let blocks that run 0.2–0.5% slower fall 1–2 tiles behind by
@@ -325,8 +359,8 @@ __device__ __forceinline__ void retire(unsigned* tickets) {
 // Q_map, K_map, V_map: tensor maps of Q (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM), boxes of
 // (1, Br or Bc, 64); O: like Q, L: (batch·heads, N); planes: batch·heads; O_map (O_TMA): O's, boxes of (1, 64, 64). Grid: (Tr, batch·heads), or PERSISTENT
 // (at most one per SM), NTHREADS threads, 1024 + (1 + O_BUF) · TILE_Q + 2 · STAGES · TILE_KV + 8 · (2 + 3 · STAGES)
-// (+ 16, PERSISTENT: the ring of tiles) bytes of dynamic shared memory; PERSISTENT: n_units, the walk's units, and
-// tickets, two unsigned counters, zero at the launch (`take`, `retire`). VARIANTS: K, V have batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes,
+// (+ 16, TICKETS: the ring of tiles) bytes of dynamic shared memory. TICKETS: n_units, the walk's units (the list's
+// length with WALK or VARLEN), and tickets, two unsigned counters, zero at the launch (`take`, `retire`). VARIANTS: K, V have batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes,
 // total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
 // never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
 // masked (keys past Nk).
@@ -341,10 +375,15 @@ __device__ __forceinline__ void retire(unsigned* tickets) {
 #if O_TMA && VARLEN
 #error "O_TMA: a box of 64 rows would run past a sequence's end into the next one's O"
 #endif
+#if TICKETS
+#define TICKETS_PARAM , unsigned* __restrict__ tickets
+#else
+#define TICKETS_PARAM
+#endif
 #if PERSISTENT && (VARLEN || WALK)
-#define UNITS_PARAM , const int4* __restrict__ units, int n_units, unsigned* __restrict__ tickets
-#elif PERSISTENT
-#define UNITS_PARAM , int n_units, unsigned* __restrict__ tickets
+#define UNITS_PARAM , const int4* __restrict__ units, int n_units TICKETS_PARAM
+#elif TICKETS
+#define UNITS_PARAM , int n_units TICKETS_PARAM
 #else
 #define UNITS_PARAM
 #endif
@@ -361,12 +400,15 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     const u32 bar = sO + (O_BUF ? TILE_Q : 0);         // SRAM: the mbarriers, 8 bytes each
     const u32 q_full = bar;                            // mbarrier: Q_i has arrived
     const u32 q_empty = bar + 8;                       // mbarrier: every consumer is done with Q_i (the next may load)
-    const u32 ring = bar + 8 * (2 + 3 * STAGES);       // SRAM (PERSISTENT): tile t's (i, plane) in slot t % 2, 8 bytes each
+    const u32 ring = bar + 8 * (2 + 3 * STAGES);       // SRAM (TICKETS): tile t's (i, plane) in slot t % 2, 8 bytes each
 #if !VARIANTS
     const int left = 0, right = 0, group = GROUP;      // (the window's sides: the variant build's)
 #endif
 #if !(PERSISTENT && (VARLEN || WALK))
     const int4* units = nullptr;                       // (the host's list: WALK's, a packed batch's)
+#endif
+#if !(PERSISTENT && (VARLEN || WALK) || TICKETS)
+    const int n_units = 0;
 #endif
 
     if (threadIdx.x == 0) {
@@ -400,8 +442,8 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 
     // Both sides count what went through the ring since the launch: `loaded` / `used` K/V blocks (block n sits in
     // stage n % STAGES, its barriers in phase n / STAGES) and `tiles` Q tiles (q_full, q_empty in phase tiles)
-    // PERSISTENT: the producer thread takes the units (`take`), one ahead: the next unit's ticket is asked for as
-    // this unit's copies start, so its L2 round trip (~1 µs) hides behind this unit's tiles. It hands each tile t to
+    // TICKETS: the producer thread takes the units (`take`), the next once this unit's copies are all issued, so its
+    // L2 round trip (~1 µs) hides behind the consumers' last STAGES K/V blocks of the unit. It hands each tile t to
     // the consumers through the ring: (i, plane) into slot t % 2, then its arrival on q_full (an mbarrier arrival
     // releases, the consumers' wait on its phase acquires: they read the slot after their wait). A slot is written
     // again for tile t + 2 once q_empty says every consumer is done with tile t + 1's S (a warpgroup's S of tile
@@ -418,14 +460,14 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             if (VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest
             int j0, Tc;
             kv_blocks(j0, Tc, r0, sq.N, sq.Nk, causal, left, right);
-            if (!PERSISTENT && Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
-            if (PERSISTENT && Tc > 0)  // Q_i into L2 now, a tile ahead: its load below, once the previous Q_i is used up, hits there
+            if (!TICKETS && Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
+            if (PERSISTENT && (!TICKETS || Tc > 0))  // Q_i into L2 now, a tile ahead: its load below, once the previous Q_i is used up, hits there
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) tma_prefetch_3d(&Q_map, p * 64, sq.q_row + r0, sq.q_plane);
             if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the previous tile's Q_i is used up
-            if (PERSISTENT) st_shared_v2(ring + 8 * (tiles & 1), i, plane);
+            if (TICKETS) st_shared_v2(ring + 8 * (tiles & 1), i, plane);
             ++tiles;
-            if (PERSISTENT && Tc == 0) {
+            if (TICKETS && Tc == 0) {
                 mbar_arrive(q_full);
                 return;
             }
@@ -445,14 +487,14 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                     tma_load_3d(sV + s * TILE_KV + p * BC * 128, &V_map, V_FULL(s), p * 64, sq.kv_row + (j0 + j) * BC, sq.kv_plane);
             }
         };
-#if PERSISTENT
+#if TICKETS
         for (int u = take(tickets); u < n_units; u = take(tickets)) unit_tiles(u, N, causal, units, produce);
         if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the stop sign
         st_shared_v2(ring + 8 * (tiles & 1), 0, -1);
         mbar_arrive(q_full);
         retire(tickets);
 #else
-        produce(causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, blockIdx.y);  // one launch per tile, causal the longest rows first
+        for_each_tile(N, causal, planes, units, n_units, produce);
 #endif
         return;
     }
@@ -470,7 +512,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     auto consume = [&](int i, int plane) {
         const int r0 = i * BR;
         const Seq sq = seq_of(plane);
-        if (!PERSISTENT && VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest (before any barrier)
+        if (!TICKETS && VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest (before any barrier)
         const int n_rows = sq.N, n_keys = sq.Nk, shift = n_keys - n_rows;  // causal: query r sees key c iff c ≤ r + shift
         int j0, Tc;
         kv_blocks(j0, Tc, r0, n_rows, n_keys, causal, left, right);
@@ -492,7 +534,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         if (Tc > 0) {
             float s[NS];        // registers: S_ij, then P̃_ij in place (fp32)
             u32 p[BC / 16][4];  // registers: P̃_ij rounded to fp16/bf16, as wgmma A fragments
-            if (!PERSISTENT) mbar_wait(q_full, tiles & 1);  // (PERSISTENT: waited for with the tile's slot)
+            if (!TICKETS) mbar_wait(q_full, tiles & 1);  // (TICKETS: waited for with the tile's slot)
             mbar_wait(K_FULL(used % STAGES), (used / STAGES) & 1);
             issue_scores(s, q_rows, sK + (used % STAGES) * TILE_KV);  // line 8 for j = 0
             wgmma_wait<0>();
@@ -541,7 +583,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             if (tid == 0 && !(O_TMA && !O_BUF)) mbar_arrive(EMPTY(last));
             o_stage = last;
             ++used;
-        } else if (PERSISTENT) {  // a tile without keys, handed out all the same: every warp has read its slot
+        } else if (TICKETS) {  // a tile without keys, handed out all the same: every warp has read its slot
             asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");
             if (tid == 0) mbar_arrive(q_empty);
             ++tiles;
@@ -616,7 +658,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         }
 #endif
     };
-#if PERSISTENT
+#if TICKETS
     for (;;) {  // the producer's tiles, from the ring, to the stop sign
         mbar_wait(q_full, tiles & 1);
         int i, plane;
@@ -625,7 +667,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         consume(i, plane);
     }
 #else
-    consume(causal ? gridDim.x - 1 - blockIdx.x : blockIdx.x, blockIdx.y);
+    for_each_tile(N, causal, planes, units, n_units, consume);
 #endif
 #if O_TMA
     if (tid == 0) bulk_wait<0>();  // the last stores are done before the thread block ends
