@@ -107,13 +107,36 @@
 // the exponentials it saved; freeing the K_j buffer O_i left through at the next tile's first S instead of after
 // the store has read it (d = 128): N = 1024 full 0.935 → 0.994 but N = 4096 full 0.995 → 0.920.
 //
+// Run 42-sched15 (issue 22's DRAM line): TICKETS, a dynamic tile scheduler (FlashAttention-3's). The static split let
+// the blocks drift: paces ±0.24–0.52% apart put the 132 blocks 1–2 tiles apart by the last rounds (run 41-dram12), the
+// units at work spread over ~5 planes of K/V (8 MiB a plane at d = 128, N = 16384), more than L2 keeps of lines every
+// SM reads (~25 MiB), and K/V came again from DRAM. Now a block takes the next unit of the same order (the full walk's
+// plane-major units, the causal WALK list, the packed units; the host's lists without their −1 rows) from a ticket,
+// an atomicAdd on a counter of the launcher's (one pair per plan, i.e. shape and stream; the last block out sets it
+// back to 0), once its producer has issued the current unit's last copy; the producer hands each tile to the
+// consumers through a ring of two (i, plane) slots in SRAM, written before its arrival on q_full; a tile without keys
+// is handed out too and plane −1 stops everybody. The units at work are then ~grid consecutive units, as the model's
+// lockstep plays them. Measured (H100, fp16, against the static walk in the same process; gpu/NOTES.md run
+// 42-sched15): d = 128, N = 16384, 8 × 16 heads, DRAM read per launch 2365 → 1566 MiB full (the model 1536), 2278 →
+// 1810 causal (1960.8), 1 × 16 212 → 204 (192); time at d = 128, N ≥ 4096 +2.0 … +4.8% (GQA 8 → 1 +2.6 … +4.6%);
+// outputs bit for bit the static walk's. Kept only there (gpu/geometry.py, tickets: d = 128 without turns, N > 2048):
+// the ticketed build measured −3% at d = 64, N ≥ 4096 (where the static walk read each byte once already: 776 against
+// 768 MiB) and −5 … −7% at N = 1024; every other build is the static walk, its PTX identical to run 39-fwd4's.
+// Failures, measured and dropped: the ticket taken one unit ahead (its round trip surely hidden) −3 … −4% causal at
+// d = 128 against the ticket taken after the unit's last copy (a block that holds a unit it has not started lengthens
+// the tail), and 4–12 bytes of spill in the producer's 24 registers (GQA, window builds); two copies of the
+// consumers' tile code (full and causal, as `for_each_tile` gives the static walk) recovered N = 1024 (0.95 → 1.00 of
+// the static walk) but measured d = 128, N = 16384 at 0.97 (another card) and left d = 64 at −3%; the static walk
+// through the same ring (no tickets) −2% at d = 64, N ≥ 4096: there the ring's code costs, not the order.
+//
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
 // warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles; with VARLEN, the
 // host's units: the kernel then takes them and their count after the variant arguments), O_TMA (O_i stored by TMA:
 // persistent, Br ≤ Bc or O_BUF, not with VARLEN; the kernel then takes O's tensor map last), O_BUF (O_i's own SRAM
 // buffer), WALK (the host's list of units, causal; the kernel then takes it and its count), GROUP (GQA alone: Hq / Hkv,
-// without VARIANTS), STORAGE (1 fp16, 2 bf16).
+// without VARIANTS), TICKETS (PERSISTENT: the blocks take their units from the launcher's tickets; the kernel then takes
+// the number of units (after the list, or alone) and the tickets), STORAGE (1 fp16, 2 bf16).
 
 #define BR (64 * CONSUMERS)               // Br: query rows per thread block
 #define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 … CONSUMERS compute
