@@ -128,8 +128,8 @@ def tickets(d: int, tiles: Tiles) -> bool:
     """Rung 6's persistent thread blocks take their units from a ticket (an atomic counter: whichever block is ready
     takes the next unit) at d = 128 with long rows (two warpgroups without turns, N > SHORT_ROWS), and walk units b, b
     + grid, … elsewhere (gpu/NOTES.md run 42-sched15, H100, fp16, against the static walk: d = 128, N = 16384, 8 × 16,
-    DRAM read 2365 → 1566 MiB full, 2278 → 1810 causal, time +2.7 … +3.1% at N ≥ 4096, GQA +2.7 … +4.6%; at d = 64
-    −3% and at N = 1024 −5%, where the static walk read each byte once already)."""
+    DRAM read 2365 → 1566 MiB full, 2278 → 1810 causal, time +2.0 … +4.8% at N ≥ 4096, GQA +2.6 … +4.6%; at d = 64,
+    where the static walk read each byte once already, −3%, and at N = 1024 −5 … −7%)."""
     return tiles.persistent and d == 128 and not tiles.pingpong
 
 
