@@ -118,10 +118,10 @@
 // is handed out too and plane −1 stops everybody. The units at work are then ~grid consecutive units, as the model's
 // lockstep plays them. Measured (H100, fp16, against the static walk in the same process; gpu/NOTES.md run
 // 42-sched15): d = 128, N = 16384, 8 × 16 heads, DRAM read per launch 2365 → 1566 MiB full (the model 1536), 2278 →
-// 1810 causal (1960.8), 1 × 16 212 → 204 (192); time at d = 128, N ≥ 4096 +2.0 … +4.8% (GQA, 8 query heads a K/V head, +2.6 … +4.6%);
-// outputs bit for bit the static walk's. Kept only there (gpu/geometry.py, tickets: d = 128 without turns, N > 2048):
+// 1810 causal (1960.8), 1 × 16 212 → 204 (192); time at d = 128, N ≥ 4096 +2.0 … +4.8% (GQA, 8 query heads a K/V
+// head, +2.6 … +4.6%); outputs bit for bit the static walk's. Kept only there (gpu/geometry.py, tickets: d = 128 without turns, N > 2048):
 // the ticketed build measured −3% at d = 64, N ≥ 4096 (where the static walk read each byte once already: 776 against
-// 768 MiB) and −5 … −7% at N = 1024; every other build is the static walk, its PTX identical to run 39-fwd4's.
+// 768 MiB) and −5 … −7% at N = 1024; every other build is the static walk, its PTX unchanged by this run.
 // Failures, measured and dropped: the ticket taken one unit ahead (its round trip surely hidden) −3 … −4% causal at
 // d = 128 against the ticket taken after the unit's last copy (a block that holds a unit it has not started lengthens
 // the tail), and 4–8 bytes of spill in the producer's 24 registers (GQA, window builds); two copies of the
