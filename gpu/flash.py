@@ -138,7 +138,8 @@ class Plan:
     device memory, the launch (build, grid, threads; after lse the arguments N, Nk, τ, causal and rung 6's planes,
     converted once), rung 6's tensor maps (Q_i in boxes of Br rows, K_j and V_j of Bc; O_i's of 64 rows where it
     leaves by TMA, `o_map`), whether the variant's arguments follow (not for a plain call or GQA alone), and the
-    host's walk (device list, its length)."""
+    persistent walk's arguments: the host's list where it has one, its length or (ticketed, geometry.tickets) the
+    number of units, and the tickets (`_tickets`)."""
 
     row: int
     launch: source.Launch
@@ -151,7 +152,8 @@ class Plan:
 @functools.lru_cache(maxsize=256)
 def _plan(spec: registry.KernelSpec, p, tiles, variant: tuple, device_id: int, stream: int) -> Plan:
     """The Plan of a call (Problem p, `tiles` as given or None for the call's default, `variant_key`), on device
-    `device_id` and stream `stream` (the walk is copied per stream: `_device_walk`)."""
+    `device_id` and stream `stream` (the walk is copied per stream: `_device_walk`; the tickets are the plan's own:
+    one pair per shape and stream)."""
     variant = variant_of(variant)
     tiles = spec.tiles_for(p.d, p.n, p.causal, tiles)
     if tiles.persistent and (variant.softcap is not None or variant.slopes is not None):
@@ -165,13 +167,13 @@ def _plan(spec: registry.KernelSpec, p, tiles, variant: tuple, device_id: int, s
     planes = p.batch * p.heads
     if defines.get("WALK") and not (tiles.persistent and p.causal and (variant.plain or gqa_alone)):
         defines["WALK"] = 0
-    walk = None
+    walk, ticketed = None, bool(defines.get("TICKETS"))
     if tiles.persistent and (variant.packed or defines.get("WALK")):  # the host's list, one copy a stream
         br, bc = tiles.block_rows, tiles.block_cols
         if variant.packed:
-            walk = _device_units(variant.seqlens, p.heads, br, bc, p.causal, device_id, stream)
+            walk = _device_units(variant.seqlens, p.heads, br, bc, p.causal, ticketed, device_id, stream)
         else:
-            walk = _device_walk(planes, p.n, p.nk, br, bc, device_id, stream)
+            walk = _device_walk(planes, p.n, p.nk, br, bc, ticketed, device_id, stream)
     if tiles.persistent:  # the kernel's units: a tile, or causal a pair of tiles of one plane
         units = len(walk) if walk is not None else planes * (-(-tr // 2) if p.causal else tr)
         grid = (min(units, _sm_count(device_id)), 1, 1)
@@ -188,6 +190,8 @@ def _plan(spec: registry.KernelSpec, p, tiles, variant: tuple, device_id: int, s
         boxes = (tiles.block_rows, tiles.block_cols, tiles.block_cols)
         maps = tma.Maps(*((make, rows) for rows in boxes), *([(tma.rows_map, 64)] if o_map else []))
     walk = () if walk is None else (walk, source.by_value(np.int32(len(walk))))
+    if ticketed:  # the number of units (the list's length, or the plain walk's count), the tickets
+        walk = (*walk[:1], source.by_value(np.int32(units)), _tickets(device_id))
     return Plan(spec.row(p.d), launch, maps, o_map, not (gqa_alone or variant.plain), walk)
 
 
@@ -244,22 +248,42 @@ def packed_units(seqlens: tuple[tuple[int, ...], tuple[int, ...]], heads: int, b
 
 
 @functools.lru_cache(maxsize=64)
-def _device_walk(planes: int, n: int, nk: int, br: int, bc: int, device_id: int, stream: int):
+def _device_walk(planes: int, n: int, nk: int, br: int, bc: int, ticketed: bool, device_id: int, stream: int):
     """sim.machine.grids.causal_walk on the device, for as many thread blocks as SMs (a call of the same shape on
-    the same stream reuses it). One list per stream: cupy.asarray copies on the current stream, asynchronously, and
-    a kernel on another stream could read the list before that copy ran (as gpu.decoding's workspaces)."""
+    the same stream reuses it), `ticketed`: in the order tickets take it (`_taken_in_order`). One list per stream:
+    cupy.asarray copies on the current stream, asynchronously, and a kernel on another stream could read the list
+    before that copy ran (as gpu.decoding's workspaces)."""
     cupy = device.require()
     with cupy.cuda.Device(device_id):
-        return cupy.asarray(causal_walk(planes, n, nk, br, bc, _sm_count(device_id)))
+        units = causal_walk(planes, n, nk, br, bc, _sm_count(device_id))
+        return cupy.asarray(_taken_in_order(units) if ticketed else units)
 
 
 @functools.lru_cache(maxsize=256)
-def _device_units(seqlens, heads: int, br: int, bc: int, causal: bool, device_id: int, stream: int):
+def _device_units(seqlens, heads: int, br: int, bc: int, causal: bool, ticketed: bool, device_id: int, stream: int):
     """packed_units on the device, for as many thread blocks as SMs (a call with the same lengths on the same stream
-    reuses it: one list per stream, as _device_walk)."""
+    reuses it: one list per stream, as _device_walk), `ticketed`: in the order tickets take it."""
     cupy = device.require()
     with cupy.cuda.Device(device_id):
-        return cupy.asarray(packed_units(seqlens, heads, br, bc, causal, _sm_count(device_id)))
+        units = packed_units(seqlens, heads, br, bc, causal, _sm_count(device_id))
+        return cupy.asarray(_taken_in_order(units) if ticketed else units)
+
+
+def _taken_in_order(units: np.ndarray) -> np.ndarray:
+    """A list laid out for thread block x to take rows x, x + blocks, … (−1 rows: none), as a ticketed kernel takes
+    it (geometry.tickets): one unit after the other, by whichever thread block is ready (the rows in the same order,
+    the −1 rows dropped)."""
+    return np.ascontiguousarray(units[units[:, 0] >= 0])
+
+
+def _tickets(device_id: int):
+    """Rung 6's ticketed walk's two counters (the next unit, the thread blocks done), zero, on device `device_id`:
+    the kernel's last thread block sets them back to zero, so every launch of a plan (a CUDA graph's replays too)
+    starts from zero; each plan (a shape and a stream) has its own, so launches on two streams never share them.
+    cupy.zeros writes the zeros on the current stream, the plan's, before its first launch there."""
+    cupy = device.require()
+    with cupy.cuda.Device(device_id):
+        return cupy.zeros((2,), dtype=np.uint32)
 
 
 @functools.cache

@@ -116,11 +116,21 @@ def forward_wg_defines(d: int, dtype: str, tiles: Tiles) -> dict[str, int]:
         "O_TMA": int(o_by_tma(d, tiles)),
         "O_BUF": int(o_buffer(d, tiles)),
         "WALK": int(tiles.persistent),
+        "TICKETS": int(tickets(d, tiles)),
         "STORAGE": STORAGE_CODE[dtype],
     }
 
 
 SMEM_OPTIN = 232448  # bytes of shared memory a thread block may ask for on the H100 (sharedMemPerBlockOptin)
+
+
+def tickets(d: int, tiles: Tiles) -> bool:
+    """Rung 6's persistent thread blocks take their units from a ticket (an atomic counter: whichever block is ready
+    takes the next unit) at d = 128 with long rows (two warpgroups without turns, N > SHORT_ROWS), and walk units b, b
+    + grid, … elsewhere (gpu/NOTES.md run 42-sched15, H100, fp16, against the static walk: d = 128, N = 16384, 8 × 16,
+    DRAM read 2365 → 1566 MiB full, 2278 → 1810 causal, time +2.0 … +4.8% at N ≥ 4096, GQA +2.6 … +4.6%; at d = 64,
+    where the static walk read each byte once already, −3%, and at N = 1024 −5 … −7%)."""
+    return tiles.persistent and d == 128 and not tiles.pingpong
 
 
 def o_buffer(d: int, tiles: Tiles) -> bool:
@@ -139,12 +149,13 @@ def o_by_tma(d: int, tiles: Tiles) -> bool:
 
 
 def _wg_smem(d: int, tiles: Tiles) -> int:
-    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + 8 * (2 + 3 * tiles.stages)
+    barriers = 8 * (2 + 3 * tiles.stages) + (16 if tickets(d, tiles) else 0)  # + the ticketed walk's ring of 2 tiles
+    return 1024 + HALF_SIZE * d * (tiles.block_rows + 2 * tiles.stages * tiles.block_cols) + barriers
 
 
 def forward_wg_smem(d: int, tiles: Tiles) -> int:
     """1024 bytes to align the tiles to the swizzle pattern, Q_i, the stages of K_j and V_j, O_i's buffer where it
-    has one (o_buffer), the mbarriers."""
+    has one (o_buffer), the mbarriers, the ticketed walk's ring of two tiles (i, plane) (`tickets`)."""
     return _wg_smem(d, tiles) + (HALF_SIZE * d * tiles.block_rows if o_buffer(d, tiles) else 0)
 
 

@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import gpu
-from gpu import device, flash
+from gpu import device, flash, geometry, registry
 from gpu.lab import hopper_probe
 from gpu.lab.checks import check, random_qkv
 from gpu.lab.harness import TUNE
@@ -80,6 +80,68 @@ def test_rows_that_see_no_key_are_zero():
     blind = 300 - 100  # query r sees keys c ≤ r − 200
     assert bool((o[:, :, :blind] == 0).all()) and bool(cupy.isneginf(lse[:, :, :blind]).all())
     assert bool(cupy.isfinite(lse[:, :, blind:]).all()) and not bool(cupy.isnan(o).any())
+
+
+@pytest.mark.parametrize(("shape", "causal"), [((4, 16, 2100, 2100, 128), False), ((2, 8, 2600, 1000, 128), True)],
+                         ids=["full", "causal-rows-without-keys"])  # fmt: skip
+def test_the_tickets_are_back_to_zero_after_every_launch_on_each_stream_and_in_a_graph(shape, causal):
+    """Rung 6's ticketed thread blocks (d = 128, N > SHORT_ROWS: geometry.tickets) take their units from two counters
+    of the launch's plan (gpu/flash.py, `_tickets`); the last block out sets them back to zero (causal with N > Nk:
+    the walk hands out tiles whose rows see no key). Launches back to back, on two streams at once and as a
+    CUDA graph's replays each take every unit once: a unit taken twice or never would leave the poison (NaN) in O or
+    a row off the float64 reference; each tile is computed by one thread block whichever it is, so every launch's O
+    is bit for bit the first's."""
+    cupy = pytest.importorskip("cupy")
+    q, k, v = random_qkv(*shape, "float16", seed=5)
+    c = check(q, k, v, causal=causal, kernel=6)
+    assert c.ok, c.describe()
+    first = gpu.flash_attention(q, k, v, causal=causal, kernel=6)
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+    outs = []
+    for _ in range(3):  # the two streams' launches interleaved, each stream with a plan (and tickets) of its own
+        for stream in streams:
+            with stream:
+                outs.append(gpu.flash_attention(q, k, v, causal=causal, kernel=6, poison=True))
+    with streams[0]:  # a graph of two launches, captured after the stream's plan is made, replayed three times
+        streams[0].synchronize()
+        streams[0].begin_capture()
+        try:
+            captured = [gpu.flash_attention(q, k, v, causal=causal, kernel=6) for _ in range(2)]
+        finally:
+            graph = streams[0].end_capture()
+        for _ in range(3):
+            for o in captured:
+                o.fill(cupy.nan)
+            graph.launch(streams[0])
+            streams[0].synchronize()
+            assert all(bool((o == first).all()) for o in captured)
+    cupy.cuda.Device().synchronize()
+    assert all(bool((o == first).all()) for o in outs)
+    # every ticketed plan made so far (the default stream's, the two streams'): its tickets are zero
+    tickets = [plan.walk[-1] for call in flash._calls.values() for plan in call.plans.values()
+               if plan.walk and isinstance(plan.walk[-1], cupy.ndarray)]  # fmt: skip
+    assert len(tickets) >= 3 and all(t.get().tolist() == [0, 0] for t in tickets)
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [{}, {"kv_heads": 4}, {"kv_heads": 4, "window": [300, 0]}, {"window": [200, 0]}],
+    ids=["plain", "gqa", "gqa-window", "window"],
+)
+def test_the_ticketed_walk_over_packed_sequences_and_windows(variant):
+    """The ticketed walk (d = 128 and a sequence longer than gpu.geometry.SHORT_ROWS: geometry.tickets) over a packed
+    batch (the host's list without its −1 rows) and windows, causal and full, with tiles that see no key (causal, a
+    sequence of 2300 queries and 400 keys: its first 1900 rows see none): the producer hands those out too and the
+    consumers write zeros and −∞; against float64."""
+    from gpu.lab.variant_checks import check as check_variant
+    from gpu.lab.variant_checks import make_inputs
+
+    lengths = {"seqlens_q": [2600, 1, 700, 2300, 64], "seqlens_k": [2600, 5, 900, 400, 64]}
+    q, k, v, kw = make_inputs(0, 16, 0, 0, 128, "float16", variant | lengths, seed=9)
+    assert geometry.tickets(128, registry.FORWARD[6].tiles_for(128, 2600, True))
+    for causal in (False, True):
+        c = check_variant(q, k, v, causal=causal, kernel=6, **kw)
+        assert c.ok, (causal, c.describe())
 
 
 def test_nan_flows_through_as_in_attention():

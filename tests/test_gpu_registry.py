@@ -142,8 +142,12 @@ def test_rung_7_splits_dq_and_reduces_it_through_tma_by_default():
 
 
 def test_rung_6_smem_counts_every_buffer():
-    # d = 128, Br = Bc = 128, 3 stages: alignment, Q_i, K_j and V_j per stage, q_full, q_empty and 3 barriers a stage
-    assert registry.forward(6).smem(128, None) == 1024 + 2 * 128 * (128 + 2 * 3 * 128) + 8 * (2 + 3 * 3)
+    # d = 128, Br = Bc = 128, 3 stages: alignment, Q_i, K_j and V_j per stage, q_full, q_empty and 3 barriers a stage,
+    # and (the default tiling's persistent walk takes its units from tickets: geometry.tickets) the ring of two tiles'
+    # (i, plane), 8 bytes each; with turns (N ≤ 2048) the walk is static, without the ring
+    spec = registry.forward(6)
+    assert spec.smem(128, None) == 1024 + 2 * 128 * (128 + 2 * 3 * 128) + 8 * (2 + 3 * 3) + 16
+    assert spec.smem(128, spec.tiles_for(128, 1024, False)) == 1024 + 2 * 128 * (128 + 2 * 3 * 128) + 8 * (2 + 3 * 3)
 
 
 @pytest.mark.parametrize(("d", "n", "causal", "rows", "pingpong"), [
@@ -184,6 +188,8 @@ def test_rung_6_stores_o_by_tma_where_the_walk_is_persistent(d, n, causal, o_buf
     tiles = spec.tiles_for(d, n, causal)
     defines = spec.defines(d, "float16", tiles)
     assert (defines["O_TMA"], defines["O_BUF"]) == (1, o_buf)
-    assert spec.smem(d, tiles) == 1024 + 2 * d * ((1 + o_buf) * tiles.block_rows + 6 * 128) + 8 * 11 <= H100_SMEM
+    ring = 16 if defines["TICKETS"] else 0  # the ticketed walk's two slots of (i, plane): d = 128, N > 2048
+    assert spec.smem(d, tiles) == 1024 + 2 * d * ((1 + o_buf) * tiles.block_rows + 6 * 128) + 8 * 11 + ring <= H100_SMEM
+    assert defines["TICKETS"] == (d == 128 and n > 2048)
     one_per_tile = dataclasses.replace(tiles, persistent=False)  # what the launcher runs for softcap and ALiBi
     assert spec.defines(d, "float16", one_per_tile)["O_TMA"] == spec.defines(d, "float16", one_per_tile)["O_BUF"] == 0

@@ -177,21 +177,23 @@ def test_o_i_through_its_own_buffer_leaves_only_the_last_tiles_store_exposed():
     assert l2.play(buffered, 4, 4096) == l2.play(plain, 4, 4096)
 
 
-@pytest.mark.parametrize(("d", "n", "causal", "br", "buffer"), [
-    (64, 16384, False, 192, True), (64, 1024, True, 128, True), (128, 1024, True, 128, False),
-    (128, 16384, False, 128, False),
+@pytest.mark.parametrize(("d", "n", "causal", "br", "buffer", "ring"), [
+    (64, 16384, False, 192, True, 0), (64, 1024, True, 128, True, 0), (128, 1024, True, 128, False, 0),
+    (128, 16384, False, 128, False, 16),
 ])  # fmt: skip
-def test_rung_6s_launch_holds_o_is_own_buffer_at_d_64(d, n, causal, br, buffer):
+def test_rung_6s_launch_holds_o_is_own_buffer_at_d_64(d, n, causal, br, buffer, ring):
     # shared memory of one thread block: 1024 (alignment) + Q_i (Br · d · 2) + 3 stages of K_j and V_j (2 · 3 · 128 ·
-    # d · 2) + O_i's buffer (Br · d · 2, where it fits under the 232,448 bytes a block may opt into) + 11 mbarriers:
+    # d · 2) + O_i's buffer (Br · d · 2, where it fits under the 232,448 bytes a block may opt into) + 11 mbarriers + the
+    # ticketed walk's ring of two tiles (i, plane) the producer hands the consumers (16, d = 128 long rows):
     #   d = 64, Br = 192: 1024 + 24,576 + 98,304 + 24,576 + 88 = 148,568; Br = 128: 1024 + 16,384 + 98,304 + 16,384
-    #   + 88 = 132,184; d = 128, Br = 128: 1024 + 32,768 + 196,608 + 88 = 230,488 (a buffer would need 263,256)
+    #   + 88 = 132,184; d = 128, Br = 128: 1024 + 32,768 + 196,608 + 88 (+ 16) = 230,488 (230,504; a buffer would need
+    #   263,256)
     spec = registry.FORWARD[6]
     tiles = spec.tiles_for(d, n, causal)
     launch = launch_of(spec, d, tiles)
     halves = br * d + 2 * 3 * 128 * d + (br * d if buffer else 0)
     assert tiles.block_rows == br and launch.o_buffer == buffer
-    assert launch.smem_bytes == 1024 + 2 * halves + 8 * 11
+    assert launch.smem_bytes == 1024 + 2 * halves + 8 * 11 + ring
     assert blocks_per_sm(launch, H100) == 1
 
 

@@ -107,13 +107,36 @@
 // the exponentials it saved; freeing the K_j buffer O_i left through at the next tile's first S instead of after
 // the store has read it (d = 128): N = 1024 full 0.935 → 0.994 but N = 4096 full 0.995 → 0.920.
 //
+// Run 42-sched15 (issue 22's DRAM line): TICKETS, a dynamic tile scheduler (FlashAttention-3's). The static split let
+// the blocks drift: paces ±0.24–0.52% apart put the 132 blocks 1–2 tiles apart by the last rounds (run 41-dram12), the
+// units at work spread over ~5 planes of K/V (8 MiB a plane at d = 128, N = 16384), more than L2 keeps of lines every
+// SM reads (~25 MiB), and K/V came again from DRAM. Now a block takes the next unit of the same order (the full walk's
+// plane-major units, the causal WALK list, the packed units; the host's lists without their −1 rows) from a ticket,
+// an atomicAdd on a counter of the launcher's (one pair per plan, i.e. shape and stream; the last block out sets it
+// back to 0), once its producer has issued the current unit's last copy; the producer hands each tile to the
+// consumers through a ring of two (i, plane) slots in SRAM, written before its arrival on q_full; a tile without keys
+// is handed out too and plane −1 stops everybody. The units at work are then ~grid consecutive units, as the model's
+// lockstep plays them. Measured (H100, fp16, against the static walk in the same process; gpu/NOTES.md run
+// 42-sched15): d = 128, N = 16384, 8 × 16 heads, DRAM read per launch 2365 → 1566 MiB full (the model 1536), 2278 →
+// 1810 causal (1960.8), 1 × 16 212 → 204 (192); time at d = 128, N ≥ 4096 +2.0 … +4.8% (GQA, 8 query heads a K/V
+// head, +2.6 … +4.6%); outputs bit for bit the static walk's. Kept only there (gpu/geometry.py, tickets: d = 128 without turns, N > 2048):
+// the ticketed build measured −3% at d = 64, N ≥ 4096 (where the static walk read each byte once already: 776 against
+// 768 MiB) and −5 … −7% at N = 1024; every other build is the static walk, its PTX unchanged by this run.
+// Failures, measured and dropped: the ticket taken one unit ahead (its round trip surely hidden) −3 … −4% causal at
+// d = 128 against the ticket taken after the unit's last copy (a block that holds a unit it has not started lengthens
+// the tail), and 4–8 bytes of spill in the producer's 24 registers (GQA, window builds); two copies of the
+// consumers' tile code (full and causal, as `for_each_tile` gives the static walk) recovered N = 1024 (0.95 → 1.00 of
+// the static walk) but measured d = 128, N = 16384 at 0.97 (another card) and left d = 64 at −3%; the static walk
+// through the same ring (no tickets) −2% at d = 64, N ≥ 4096: there the ring's code costs, not the order.
+//
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
 // warpgroups take turns at the tensor cores), PERSISTENT (one thread block per SM walks the tiles; with VARLEN, the
 // host's units: the kernel then takes them and their count after the variant arguments), O_TMA (O_i stored by TMA:
 // persistent, Br ≤ Bc or O_BUF, not with VARLEN; the kernel then takes O's tensor map last), O_BUF (O_i's own SRAM
 // buffer), WALK (the host's list of units, causal; the kernel then takes it and its count), GROUP (GQA alone: Hq / Hkv,
-// without VARIANTS), STORAGE (1 fp16, 2 bf16).
+// without VARIANTS), TICKETS (PERSISTENT: the blocks take their units from the launcher's tickets; the kernel then takes
+// the number of units (after the list, or alone) and the tickets), STORAGE (1 fp16, 2 bf16).
 
 #define BR (64 * CONSUMERS)               // Br: query rows per thread block
 #define NTHREADS (128 * (CONSUMERS + 1))  // warpgroup 0 loads, warpgroups 1 … CONSUMERS compute
@@ -136,6 +159,12 @@
 #endif
 #ifndef WALK
 #define WALK 0  // PERSISTENT, causal: the thread blocks walk the host's list of units (sim/machine/grids.py, causal_walk)
+#endif
+#ifndef TICKETS
+#define TICKETS 0  // PERSISTENT: the thread blocks take their units from a ticket (`take`), not b, b + grid, …
+#endif
+#if TICKETS && !PERSISTENT
+#error "TICKETS: the persistent walk's"
 #endif
 #define REG_PRODUCER 24
 #define REG_CONSUMER (CONSUMERS == 2 ? 240 : 160)  // 128 · 24 + 128 · CONSUMERS · REG_CONSUMER ≤ 65536
@@ -312,10 +341,49 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, con
 #endif
 }
 
+// TICKETS: unit u's tiles (i, plane), in order, units numbered as for_each_tile walks them (0 … n_units − 1, the
+// host counts them): body(i, plane) for each
+template <class Body>
+__device__ __forceinline__ void unit_tiles(int u, int N, int causal, const int4* units, Body&& body) {
+#if VARLEN || WALK
+    const int4 unit = units[u];  // the host's list, without the −1 rows (gpu/flash.py, _taken_in_order)
+    body(unit.y, unit.x);
+    if (unit.z >= 0) body(unit.z, unit.x);
+#else
+    const int Tr = (N + BR - 1) / BR, per_plane = causal ? (Tr + 1) / 2 : Tr;
+    const int plane = u / per_plane, q = u % per_plane;
+    if (!causal) {
+        body(q, plane);
+        return;
+    }
+    body(Tr - 1 - q, plane);
+    if (q != Tr - 1 - q) body(q, plane);
+#endif
+}
+
+// The tickets (TICKETS; the launcher's workspace, one pair per shape and stream, zero at the launch): [0] the
+// next unit to take, [1] the thread blocks done taking. A block takes the next unit when it is ready for one, so the
+// units at work at any moment are about gridDim.x consecutive units of the walk, whatever the blocks' paces (a
+// static split, block b taking units b, b + grid, …, let blocks that run 0.2–0.5% slower fall 1–2 tiles behind by
+// the last rounds, the units at work spread over ~5 planes, and K/V were read again from DRAM: run 41-dram12).
+__device__ __forceinline__ int take(unsigned* tickets) { return (int)atomicAdd(tickets, 1u); }
+
+// a thread block has taken its last ticket (one past the end); the last block to get here sets both back to 0 for
+// the next launch on the stream (a CUDA graph's replay too): no block takes a ticket after it has counted itself out
+__device__ __forceinline__ void retire(unsigned* tickets) {
+    __threadfence();  // this block's tickets are taken before its count
+    if (atomicAdd(tickets + 1, 1u) == gridDim.x - 1) {
+        __threadfence();
+        atomicExch(tickets, 0u);
+        atomicExch(tickets + 1, 0u);
+    }
+}
+
 // Q_map, K_map, V_map: tensor maps of Q (batch·heads, N, HEAD_DIM) and K, V (batch·heads, Nk, HEAD_DIM), boxes of
 // (1, Br or Bc, 64); O: like Q, L: (batch·heads, N); planes: batch·heads; O_map (O_TMA): O's, boxes of (1, 64, 64). Grid: (Tr, batch·heads), or PERSISTENT
-// (at most one per SM), NTHREADS threads, 1024 + (1 + O_BUF) · TILE_Q + 2 · STAGES · TILE_KV + 8 · (2 + 3 · STAGES) bytes of
-// dynamic shared memory. VARIANTS: K, V have batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes,
+// (at most one per SM), NTHREADS threads, 1024 + (1 + O_BUF) · TILE_Q + 2 · STAGES · TILE_KV + 8 · (2 + 3 · STAGES)
+// (+ 16, TICKETS: the ring of tiles) bytes of dynamic shared memory. TICKETS: n_units, the walk's units (the list's
+// length with WALK or VARLEN), and tickets, two unsigned counters, zero at the launch (`take`, `retire`). VARIANTS: K, V have batch·heads / group planes; VARLEN: the maps are (Hq or Hkv planes,
 // total rows, HEAD_DIM), O (total_q, Hq, HEAD_DIM), L (Hq, total_q), grid (Tr of the longest sequence, Hq, B). A box
 // never stops at a sequence's end: rows of the next sequence are loaded, computed and never stored (queries) or
 // masked (keys past Nk).
@@ -330,8 +398,15 @@ __device__ __forceinline__ void for_each_tile(int N, int causal, int planes, con
 #if O_TMA && VARLEN
 #error "O_TMA: a box of 64 rows would run past a sequence's end into the next one's O"
 #endif
+#if TICKETS
+#define TICKETS_PARAM , unsigned* __restrict__ tickets
+#else
+#define TICKETS_PARAM
+#endif
 #if PERSISTENT && (VARLEN || WALK)
-#define UNITS_PARAM , const int4* __restrict__ units, int n_units
+#define UNITS_PARAM , const int4* __restrict__ units, int n_units TICKETS_PARAM
+#elif TICKETS
+#define UNITS_PARAM , int n_units TICKETS_PARAM
 #else
 #define UNITS_PARAM
 #endif
@@ -348,11 +423,14 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     const u32 bar = sO + (O_BUF ? TILE_Q : 0);         // SRAM: the mbarriers, 8 bytes each
     const u32 q_full = bar;                            // mbarrier: Q_i has arrived
     const u32 q_empty = bar + 8;                       // mbarrier: every consumer is done with Q_i (the next may load)
+    const u32 ring = bar + 8 * (2 + 3 * STAGES);       // SRAM (TICKETS): tile t's (i, plane) in slot t % 2, 8 bytes each
 #if !VARIANTS
     const int left = 0, right = 0, group = GROUP;      // (the window's sides: the variant build's)
 #endif
 #if !(PERSISTENT && (VARLEN || WALK))
-    const int4* units = nullptr;                       // (the persistent packed walk's)
+    const int4* units = nullptr;                       // (the host's list: WALK's, a packed batch's)
+#endif
+#if !(PERSISTENT && (VARLEN || WALK) || TICKETS)
     const int n_units = 0;
 #endif
 
@@ -387,22 +465,35 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 
     // Both sides count what went through the ring since the launch: `loaded` / `used` K/V blocks (block n sits in
     // stage n % STAGES, its barriers in phase n / STAGES) and `tiles` Q tiles (q_full, q_empty in phase tiles)
+    // TICKETS: the producer thread takes the units (`take`), the next once this unit's copies are all issued, so its
+    // L2 round trip (~1 µs) hides behind the consumers' last STAGES K/V blocks of the unit. It hands each tile t to
+    // the consumers through the ring: (i, plane) into slot t % 2, then its arrival on q_full (an mbarrier arrival
+    // releases, the consumers' wait on its phase acquires: they read the slot after their wait). A slot is written
+    // again for tile t + 2 once q_empty says every consumer is done with tile t + 1's S (a warpgroup's S of tile
+    // t + 1 is issued by all its warps, each of which read tile t's slot before; a tile without keys, which has no
+    // S, meets its warpgroup before it arrives). A tile without keys is handed out too (q_full without bytes, the
+    // consumers write zeros and −∞ and arrive on q_empty); plane −1 after the last unit is the stop sign.
     if (threadIdx.x < 128) {  // the producer warpgroup: one thread issues every copy (line 4 and line 7)
         setmaxnreg_dec<REG_PRODUCER>();
         if (threadIdx.x != 0) return;
         int loaded = 0, tiles = 0;
-        for_each_tile(N, causal, planes, units, n_units, [&](int i, int plane) {
+        auto produce = [&](int i, int plane) {
             const int r0 = i * BR;
             const Seq sq = seq_of(plane);
             if (VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest
             int j0, Tc;
             kv_blocks(j0, Tc, r0, sq.N, sq.Nk, causal, left, right);
-            if (Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
-            if (PERSISTENT)  // Q_i into L2 now, a tile ahead: its load below, once the previous Q_i is used up, hits there
+            if (!TICKETS && Tc == 0) return;  // no key: the consumers write zeros and −∞ without waiting
+            if (PERSISTENT && (!TICKETS || Tc > 0))  // Q_i into L2 now, a tile ahead: its load below, once the previous Q_i is used up, hits there
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) tma_prefetch_3d(&Q_map, p * 64, sq.q_row + r0, sq.q_plane);
             if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the previous tile's Q_i is used up
+            if (TICKETS) st_shared_v2(ring + 8 * (tiles & 1), i, plane);
             ++tiles;
+            if (TICKETS && Tc == 0) {
+                mbar_arrive(q_full);
+                return;
+            }
             mbar_expect_tx(q_full, TILE_Q);
 #pragma unroll
             for (int p = 0; p < PIECES; ++p) tma_load_3d(sQ + p * BR * 128, &Q_map, q_full, p * 64, sq.q_row + r0, sq.q_plane);
@@ -418,7 +509,16 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                 for (int p = 0; p < PIECES; ++p)
                     tma_load_3d(sV + s * TILE_KV + p * BC * 128, &V_map, V_FULL(s), p * 64, sq.kv_row + (j0 + j) * BC, sq.kv_plane);
             }
-        });
+        };
+#if TICKETS
+        for (int u = take(tickets); u < n_units; u = take(tickets)) unit_tiles(u, N, causal, units, produce);
+        if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the stop sign
+        st_shared_v2(ring + 8 * (tiles & 1), 0, -1);
+        mbar_arrive(q_full);
+        retire(tickets);
+#else
+        for_each_tile(N, causal, planes, units, n_units, produce);
+#endif
         return;
     }
 
@@ -432,10 +532,10 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     int used = 0, tiles = 0;
     if (PINGPONG && c == CONSUMERS - 1) turn_pass(c);  // the first turn is warpgroup 0's
 
-    for_each_tile(N, causal, planes, units, n_units, [&](int i, int plane) {
+    auto consume = [&](int i, int plane) {
         const int r0 = i * BR;
         const Seq sq = seq_of(plane);
-        if (VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest (before any barrier)
+        if (!TICKETS && VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest (before any barrier)
         const int n_rows = sq.N, n_keys = sq.Nk, shift = n_keys - n_rows;  // causal: query r sees key c iff c ≤ r + shift
         int j0, Tc;
         kv_blocks(j0, Tc, r0, n_rows, n_keys, causal, left, right);
@@ -457,7 +557,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         if (Tc > 0) {
             float s[NS];        // registers: S_ij, then P̃_ij in place (fp32)
             u32 p[BC / 16][4];  // registers: P̃_ij rounded to fp16/bf16, as wgmma A fragments
-            mbar_wait(q_full, tiles & 1);
+            if (!TICKETS) mbar_wait(q_full, tiles & 1);  // (TICKETS: waited for with the tile's slot)
             mbar_wait(K_FULL(used % STAGES), (used / STAGES) & 1);
             issue_scores(s, q_rows, sK + (used % STAGES) * TILE_KV);  // line 8 for j = 0
             wgmma_wait<0>();
@@ -506,6 +606,10 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             if (tid == 0 && !(O_TMA && !O_BUF)) mbar_arrive(EMPTY(last));
             o_stage = last;
             ++used;
+        } else if (TICKETS) {  // a tile without keys, handed out all the same: every warp has read its slot
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");
+            if (tid == 0) mbar_arrive(q_empty);
+            ++tiles;
         }
 #undef MASK
 
@@ -576,7 +680,18 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             }
         }
 #endif
-    });
+    };
+#if TICKETS
+    for (;;) {  // the producer's tiles, from the ring, to the stop sign
+        mbar_wait(q_full, tiles & 1);
+        int i, plane;
+        ld_shared_v2(ring + 8 * (tiles & 1), i, plane);
+        if (plane < 0) break;
+        consume(i, plane);
+    }
+#else
+    for_each_tile(N, causal, planes, units, n_units, consume);
+#endif
 #if O_TMA
     if (tid == 0) bulk_wait<0>();  // the last stores are done before the thread block ends
 #endif

@@ -9,7 +9,8 @@
 //  - wgmma.mma_async: a warpgroup (4 warps, 128 threads) multiplies a 64-row tile with operands read straight
 //    from SRAM (or A from registers), asynchronously: the warps run softmax while the tensor cores work.
 //  - setmaxnreg: the producer warpgroup gives registers back so the two consumer warpgroups can hold S, P and O.
-// Rung 6 also prefetches Q_i into L2 (tma_prefetch_3d) and stores O_i by TMA (tma_store_3d) in its persistent walk.
+// Rung 6 also prefetches Q_i into L2 (tma_prefetch_3d) and stores O_i by TMA (tma_store_3d) in its persistent walk,
+// whose producer hands the consumers their tiles through SRAM (st_shared_v2, ld_shared_v2).
 // Rung 7 (the backward) uses the same wrappers, plus wgmma_ss_nmajor (B N-major from SRAM), fence_proxy_async, a
 // plain bulk copy (bulk_load: L_i and D_i) and TMA's reduce-add from SRAM into HBM (tma_reduce_add_3d: dQ_i).
 
@@ -176,6 +177,13 @@ __device__ __forceinline__ void wgmma_ss_nmajor(float (&d)[16], u64 a, u64 b, in
 
 __device__ __forceinline__ void st_shared_32(u32 addr, u32 x) {
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(x) : "memory");
+}
+// two ints to and from SRAM (rung 6's ring of tiles: the producer writes, the consumers read after an mbarrier wait)
+__device__ __forceinline__ void st_shared_v2(u32 addr, int a, int b) {
+    asm volatile("st.shared.v2.s32 [%0], {%1, %2};\n" ::"r"(addr), "r"(a), "r"(b) : "memory");
+}
+__device__ __forceinline__ void ld_shared_v2(u32 addr, int& a, int& b) {
+    asm volatile("ld.shared.v2.s32 {%0, %1}, [%2];\n" : "=r"(a), "=r"(b) : "r"(addr) : "memory");
 }
 
 // ordinary stores to SRAM become visible to the async proxy (wgmma's operand reads) once the writer has fenced

@@ -106,6 +106,12 @@ def persistent_walk(
     b + 2·grid, … Causal: the host's list (`causal_walk`, WALK, the launcher's for plain and GQA calls), block b its
     rows b, b + grid, …, −1 rows none.
 
+    The kernel's blocks: with TICKETS (d = 128, long rows: gpu/geometry.py `tickets`) a block takes the next unit of
+    this order from a ticket when it is ready (the causal list without its −1 rows): the units at work are ~grid
+    consecutive ones whatever the blocks' paces (which block takes which is not this list's); elsewhere block b walks
+    b, b + grid, …, and paces 0.2–0.5% apart drift 1–2 tiles by the last rounds (gpu/NOTES.md runs 41-dram12,
+    42-sched15). The lockstep below is the first-order picture of both.
+
     How the model runs this (`sim.machine.l2.play`, lockstep: every block makes one step per tick): the blocks at
     work at once hold units grid apart in that numbering, so they span two or three planes; in a causal unit the
     long half reads K_0 … K_{Tr−1−q} and the short half starts again at K_0, so blocks of one plane read K/V blocks
