@@ -155,7 +155,7 @@ def _backward(torch, step, saved, views, do, deterministic=False):
     work, _held = planned.work(torch, do.device)  # the tensors under work: alive till the launches are queued
     grads = tuple(torch.empty_like(x) for x in saved[:3])  # dk, dv shaped like k, v (Nk rows)
     outs = tuple(map(autograd_plan.view, grads))
-    backward._launch(planned.plan, p, (cq, ck, cv, co, clse, cdo), work, outs, backward.PLAIN)
+    backward.launch_plan(planned.plan, p, (cq, ck, cv, co, clse, cdo), work, outs, backward.PLAIN)
     return grads
 
 

@@ -109,9 +109,9 @@ class Step:
         """The forward kernel on views of contiguous q, k, v and the outputs o, lse, on the current stream `stream`."""
         plan = self.plans.get(stream)
         if plan is None:
-            plan = flash._plan(self.spec, self.p, None, (), device_id, stream)
+            plan = flash.make_plan(self.spec, self.p, None, (), device_id, stream)
             inputs.remember(self.plans, stream, plan, 16)
-        flash._launch(plan, self.p, q, k, v, o, lse, flash.PLAIN)
+        flash.launch_plan(plan, self.p, q, k, v, o, lse, flash.PLAIN)
 
     def backward(self, deterministic: bool) -> Backward:
         """The Backward for `deterministic` (InputError, not remembered, where the kernel cannot honour it)."""
@@ -124,7 +124,7 @@ class Step:
             else:
                 tiles = spec.tiles(p.d)
                 backward.check_deterministic(spec, tiles, deterministic)
-                plan = backward._plan(spec, p, None, deterministic, (), (p.batch, p.heads, p.n), key[1])
+                plan = backward.make_plan(spec, p, None, deterministic, (), (p.batch, p.heads, p.n), key[1])
                 found = Backward(spec, plan, *layout(plan.work))
             inputs.remember(self.backwards, key, found, 16)
         return found

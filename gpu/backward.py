@@ -68,7 +68,7 @@ def flash_attention_backward(
     rows = tuple(q.shape[:2]) if variant.packed else (p.batch, p.heads, p.n)  # D's shape: one float per row of o
     vkey = flash.variant_key(variant)
     with q.device:
-        plan = call.plan(FUSED_PLANES, _plan, call.spec, p, tiles, deterministic, vkey, rows, FUSED_PLANES)
+        plan = call.plan(FUSED_PLANES, make_plan, call.spec, p, tiles, deterministic, vkey, rows, FUSED_PLANES)
         q, k, v, o, do = (layout.rows_of(x, plan.row) for x in (q, k, v, o, do))
         lse = cupy.ascontiguousarray(lse.T) if variant.packed else lse  # packed: stored (Hq, total_q), the forward's
         lse = lse if lse.data.ptr % 16 == 0 else lse.copy()
@@ -76,7 +76,7 @@ def flash_attention_backward(
         dq, dk, dv = cupy.empty_like(q), cupy.empty_like(k), cupy.empty_like(v)
         if poison:
             layout.poison(dq, dk, dv)
-        _launch(plan, p, (q, k, v, o, lse, do), work, (dq, dk, dv), variant)
+        launch_plan(plan, p, (q, k, v, o, lse, do), work, (dq, dk, dv), variant)
     return tuple(layout.trimmed(x, p.d) for x in (dq, dk, dv))
 
 
@@ -202,7 +202,7 @@ class Plan:
 
 
 @functools.lru_cache(maxsize=256)
-def _plan(spec, p, tiles, deterministic: bool, variant: tuple, rows: tuple, fused_planes: int) -> Plan:
+def make_plan(spec, p, tiles, deterministic: bool, variant: tuple, rows: tuple, fused_planes: int) -> Plan:
     """The Plan of a call (Problem p, `tiles` as given or None for the kernel's default, `deterministic`,
     flash.variant_key, D's shape `rows`) while FUSED_PLANES is `fused_planes` (tests lower it)."""
     variant = flash.variant_of(variant)
@@ -232,14 +232,14 @@ def launch(
     elements, work as `workspace` lists it (deterministic when it holds the counters), outs = (dq, dk, dv), all
     allocated by the caller (the autograd path allocates them in PyTorch). A variant adds its #defines and arguments,
     and one thread block per K/V block of each K/V head: grid (Tc, B·Hkv), packed (Tc of the longest, Hkv, B). The
-    launches are planned once per shape (`_plan`); a call makes or finds its tensor maps and launches."""
+    launches are planned once per shape (`make_plan`); a call makes or finds its tensor maps and launches."""
     deterministic = bool(spec.tma) and len(work) == 5
-    plan = _plan(spec, p, tiles, deterministic, flash.variant_key(variant), tuple(work[0].shape), FUSED_PLANES)
+    plan = make_plan(spec, p, tiles, deterministic, flash.variant_key(variant), tuple(work[0].shape), FUSED_PLANES)
     assert plan.row == row
-    _launch(plan, p, ins, work, outs, variant)
+    launch_plan(plan, p, ins, work, outs, variant)
 
 
-def _launch(plan: Plan, p, ins: tuple, work: tuple, outs: tuple, variant) -> None:
+def launch_plan(plan: Plan, p, ins: tuple, work: tuple, outs: tuple, variant) -> None:
     q, k, v, o, lse, do = ins
     D, dq_acc, *blocks = work
     dq, dk, dv = outs
@@ -257,7 +257,7 @@ def forget() -> None:
     """Forget every call and plan remembered here: for a tool that swaps `resolve` or gpu.source.function between
     builds (gpu.lab.backward_builds), whose next calls are then planned anew."""
     _calls.clear()
-    for cache in (_plan, _prepass, _round_dq):
+    for cache in (make_plan, _prepass, _round_dq):
         cache.cache_clear()
 
 

@@ -56,7 +56,7 @@ def flash_attention(
     device_id = q.device.id
     stream = cupy.cuda.get_current_stream(device_id).ptr
     with q.device:
-        plan = call.plan(stream, _plan, call.spec, p, tiles, variant_key(variant), device_id, stream)
+        plan = call.plan(stream, make_plan, call.spec, p, tiles, variant_key(variant), device_id, stream)
         q, k, v = (layout.rows_of(x, plan.row) for x in (q, k, v))
         o = cupy.empty((*q.shape[:-1], plan.row), dtype=q.dtype)
         lse = cupy.empty(
@@ -64,7 +64,7 @@ def flash_attention(
         )  # packed: (Hq, total_q)
         if poison:
             layout.poison(o, lse)
-        _launch(plan, p, q, k, v, o, lse, variant)
+        launch_plan(plan, p, q, k, v, o, lse, variant)
     o, lse = layout.trimmed(o, p.d), lse.T if variant.packed else lse
     return (o, lse) if return_lse else o
 
@@ -150,7 +150,7 @@ class Plan:
 
 
 @functools.lru_cache(maxsize=256)
-def _plan(spec: registry.KernelSpec, p, tiles, variant: tuple, device_id: int, stream: int) -> Plan:
+def make_plan(spec: registry.KernelSpec, p, tiles, variant: tuple, device_id: int, stream: int) -> Plan:
     """The Plan of a call (Problem p, `tiles` as given or None for the call's default, `variant_key`), on device
     `device_id` and stream `stream` (the walk is copied per stream: `_device_walk`; the tickets are the plan's own:
     one pair per shape and stream)."""
@@ -202,12 +202,12 @@ def launch(spec: registry.KernelSpec, p, tiles, q, k, v, o, lse, variant=PLAIN) 
     batch's blocks walk a list of its real tiles (`packed_units`) and store O_i from registers (a TMA box of 64 rows
     would cross into the next sequence); one thread block per tile, a packed batch's grid is (Tr of the longest, Hq,
     B). GQA alone on rung 6 runs the plain build, K/V plane p / GROUP (run 38-var3). The launch is planned once per
-    shape (`_plan`); a call does what must be done per call: the tensor maps of its arrays, and the launch."""
-    plan = _plan(spec, p, tiles, variant_key(variant), q.device.id, device.require().cuda.get_current_stream().ptr)
-    _launch(plan, p, q, k, v, o, lse, variant)
+    shape (`make_plan`); a call does what must be done per call: the tensor maps of its arrays, and the launch."""
+    plan = make_plan(spec, p, tiles, variant_key(variant), q.device.id, device.require().cuda.get_current_stream().ptr)
+    launch_plan(plan, p, q, k, v, o, lse, variant)
 
 
-def _launch(plan: Plan, p, q, k, v, o, lse, variant) -> None:
+def launch_plan(plan: Plan, p, q, k, v, o, lse, variant) -> None:
     extra = (variant.args(p) if plan.variant_args else ()) + plan.walk
     if plan.maps:  # rung 6 reads Q, K, V through tensor maps (and stores O_i through one: the last argument)
         q, k, v, *o_map = plan.maps(q, k, v, o) if plan.o_map else plan.maps(q, k, v)

@@ -48,10 +48,10 @@ def fake(monkeypatch):
     monkeypatch.setattr(flash.tma, "accumulator_map", lambda x, rows: ("acc", x.data.ptr, rows))
     monkeypatch.setattr(flash.source, "function", lambda spec, defines, smem=0: lambda *a, **kw: launches.append(a))
     caches = (flash._calls, backward._calls)
-    for cache in (*caches, flash._plan, flash._device_walk, backward._plan):
+    for cache in (*caches, flash.make_plan, flash._device_walk, backward.make_plan):
         cache.clear() if isinstance(cache, dict) else cache.cache_clear()
     yield types.SimpleNamespace(launches=launches, state=state)
-    for cache in (*caches, flash._plan, flash._device_walk, backward._plan):
+    for cache in (*caches, flash.make_plan, flash._device_walk, backward.make_plan):
         cache.clear() if isinstance(cache, dict) else cache.cache_clear()
 
 

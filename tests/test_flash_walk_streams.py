@@ -44,10 +44,10 @@ def launched(monkeypatch):
     monkeypatch.setattr(flash.tma, "rows_map", lambda x, rows: x)
     monkeypatch.setattr(flash.source, "function", lambda spec, defines, smem: lambda *a, **kw: calls.append(a))
     flash._device_walk.cache_clear()
-    flash._plan.cache_clear()
+    flash.make_plan.cache_clear()
     yield cupy, calls
     flash._device_walk.cache_clear()
-    flash._plan.cache_clear()
+    flash.make_plan.cache_clear()
 
 
 def test_the_causal_walk_is_copied_once_a_stream_and_each_kernel_reads_its_streams_copy(launched):
