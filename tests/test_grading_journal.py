@@ -23,7 +23,9 @@ def test_a_journal_gives_back_every_file_name_it_was_given(tmp_path_factory, nam
     """Whatever bytes a file name holds, the journal writes its report and resume finds it under the same name."""
     path = tmp_path_factory.mktemp("journal") / "journal.jsonl"
     submission = os.fsdecode(name + b".py")  # as Path.iterdir names it
-    report = reports.SubmissionReport(submission, "01_tiny", 3, tests=[reports.TestResult("t", "public", 1.0, 1.0, "passed", "ok")])
+    report = reports.SubmissionReport(
+        submission, "01_tiny", 3, tests=[reports.TestResult("t", "public", 1.0, 1.0, "passed", "ok")]
+    )
     journal.start(path, "01_tiny", 3)
     journal.append(path, report)
     done, seed = journal.resume(path, "01_tiny", None)
