@@ -1,12 +1,11 @@
 """`flashsim run` and `compare`: one simulated run, reported with a verdict, or set beside a GPU kernel."""
 
-
 import click
 import numpy as np
 
 import sim
 from sim.algorithms import registry
-from sim.api import closed_form
+from sim.api import closed_form, gradient_tolerance
 from sim.api.inputs import configure_shape, random_inputs
 from sim.cli import estimate, options, variants
 from sim.cli.options import console, emit_json
@@ -60,7 +59,8 @@ def run_command(
 ) -> int:  # fmt: skip
     """Simulate one attention forward pass on seeded random inputs and report its traffic, its error and a verdict.
 
-    Exit code 1 when the output is outside the tolerance stated for its dtype (`sim.api.tolerance`).
+    Exit code 1 when the output is outside the tolerance stated for its dtype (`sim.api.tolerance`), or with
+    --backward a gradient outside its own (`sim.api.gradient_tolerance`).
     """
     if blocks == "paper" and (block_rows or block_cols):
         raise InputError("--blocks paper: cannot be combined with --block-rows/--block-cols")
@@ -106,19 +106,26 @@ def run_command(
         summary = report.run_report(result, batch=batch, heads=heads, check=check)
         if backward:
             if counts_only:
-                grads, grad_err = closed_form.backward(algo, **shape, **chip), None
+                grads, grad_check = closed_form.backward(algo, **shape, **chip), None
             else:
                 back = configure_shape(algo, True, batch * heads, n, nk or n, d, dtype, scale, causal, block_rows,
                                        block_cols, blocks, sram_bytes, hardware_name)  # fmt: skip
-                grads, grad_err = run_backward(work, result, seed, back)
-            summary["backward"] = training.backward_report(grads, grad_err)
+                forward_bound = summary["tolerance"]["bound"] if summary["tolerance"] else None
+                grads, grad_check = run_backward(work, result, seed, back, forward_bound)
+            summary["backward"] = training.backward_report(grads, grad_check and grad_check["max_abs_err"])
+            summary["backward"]["tolerance"] = grad_check and grad_check["tolerance"]
             summary["forward_backward"] = training.split(result, grads)
         summary["machine"] = machine(result)
     if not emit_json(summary, as_json, indent=None):
         console.print(run_viz.run_table(summary))
         if backward:
             console.print(backward_viz.backward_table(summary))
-    return 1 if summary["tolerance"] and not summary["tolerance"]["within"] else 0
+    return 1 if outside(summary["tolerance"]) or outside(summary.get("backward", {}).get("tolerance")) else 0
+
+
+def outside(tolerance: dict | None) -> bool:
+    """Whether a verdict was given and is ✗."""
+    return bool(tolerance) and not tolerance["within"]
 
 
 def machine(result) -> dict | None:
@@ -143,15 +150,17 @@ def closed_bytes(config: dict, backward: bool = False) -> int:
     return c.hbm_bytes * config["heads"]
 
 
-def run_backward(work, result, seed: int, config: dict):
+def run_backward(work, result, seed: int, config: dict, forward_bound: float | None):
     """The backward pass of a `run` with the blocks `config` chose, on a seeded random dO (from what the forward
-    kept, `sim.backward(result, do)`), and its errors against the float64 reference."""
+    kept, `sim.backward(result, do)`), and its errors against the float64 reference with their verdict
+    (`sim.api.gradient_tolerance.check`, given the forward's bound)."""
     do = np.random.default_rng(seed + 1).standard_normal(result.q.shape).astype(result.q.dtype)
     with work.simulating(f"{result.algorithm} backward", closed_bytes(config, backward=True)):
         grads = sim.backward(result, do, block_rows=config["block_rows"], block_cols=config["block_cols"])
     with work.steps("float64 gradients", 1):
-        errors = training.gradient_errors(grads, result.q, result.k, result.v, do)
-    return grads, errors
+        check = gradient_tolerance.check(grads, result.q, result.k, result.v, do, forward_bound=forward_bound,
+                                         forward_block_cols=result.block_cols)  # fmt: skip
+    return grads, check
 
 
 @click.command("compare")
