@@ -44,6 +44,8 @@ BACKWARD_PER_SCORE, BACKWARD_PER_SCORE_D = 6e-9, 0.3e-9
 PROCESS = 150 * 2**20  # Python, NumPy, rich and the command itself
 PROCESS_SECONDS = 1.0  # starting a fresh flashsim process (`bench cli` measures 0.3–0.7 s)
 CLOSED_FORM_PER_ROW_BLOCK = 5e-6  # seconds to add one row block into a closed form (a sweep's, summed per block)
+RULE_ROW_BLOCK = 13e-6  # one row block of a closed form under a mask Rule (`iomodel.sums` walks them: GQA's packed
+# rows, a window): 800,000 row blocks (--heads 100000 --kv-heads 1 --counts-only, N = 1,024) took 10.5 s here
 CLOSED_FORM_SECONDS = 1e-3  # one closed form by `sim.machine.row_sums`: a few floor sums, whatever N
 SMALL_TILE = 64  # Br × Bc below this: the blocks, more than N, make the tile pairs many
 PER_CONFIGURATION = 200e-6  # a sweep's block search and kernel list for one configuration
@@ -250,9 +252,10 @@ def shape_of(config: dict) -> str:
     return f"N = {count(config['n'])}, Nk = {count(config['nk'])}, d = {config['d']}{heads}"
 
 
-def counting() -> Estimate:
-    """Evaluating a closed form (`--counts-only`): O(1) in N (`sim.machine.row_sums`), nothing held."""
-    return Estimate(CLOSED_FORM_SECONDS)
+def counting(rule_row_blocks: int = 0) -> Estimate:
+    """Evaluating a closed form (`--counts-only`): O(1) in N (`sim.machine.row_sums`), nothing held; plus the row
+    blocks of those that a mask Rule makes walk block by block (`sim.cli.variants.row_blocks`)."""
+    return Estimate(CLOSED_FORM_SECONDS + rule_row_blocks * RULE_ROW_BLOCK)
 
 
 def guard(

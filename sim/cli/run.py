@@ -73,7 +73,7 @@ def run_command(
         forward = configure_shape(algo, False, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
                                   blocks, sram_bytes, hardware_name)  # fmt: skip
         if counts_only:
-            return estimate.counting()
+            return estimate.counting(variants.row_blocks(algo, n, heads, forward["block_rows"], **variant))
         est = estimate.process() + estimate.listing(forward) + estimate.check(n, nk, d, batch * heads)
         if backward:
             back = configure_shape(algo, True, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
@@ -89,6 +89,13 @@ def run_command(
         ["bigger blocks: a larger --hardware or --sram-bytes"] if small else []
     )
     what = f"{algo} at {estimate.shape_of(forward)}" + ("" if counts_only else f" ({estimate.tiles(forward)})")
+    walked = variants.row_blocks(algo, n, heads, Br, **variant)
+    if counts_only and walked > 1000:  # a closed form that walks its rows: say so, and how to shorten it
+        what += (
+            f", its closed forms walking {count(walked)} row blocks of {Br} one by one (GQA's packed g·N rows, a mask)"
+        )
+        g = max(1, heads // (variant["kv_heads"] or heads))
+        hints = [f"fewer query heads per K/V head (g = {count(g)} here: --heads / --kv-heads)"] if g > 1 else []
     estimate.guard(ctx, cost, what, hints, small, n=n, nk=nk, d=d, batch=batch, heads=heads)
     if variants.given(**variant):
         return variants.report(

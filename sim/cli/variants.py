@@ -2,6 +2,7 @@
 `--page-size`), defined once, and `flashsim run`'s report of a run that uses them."""
 
 from collections import Counter
+from math import ceil
 
 import click
 import numpy as np
@@ -100,6 +101,21 @@ def shape(seqlens, n: int, nk, batch: int) -> tuple[int, int | None, int]:
     if typed:
         raise InputError(f"--seqlens: sets N, Nk and the batch itself; drop {' and '.join(typed)}")
     return max(seqlens), max(seqlens), len(seqlens)
+
+
+def row_blocks(algo: str, n: int, heads: int, Br: int, *, kv_heads, pack_gqa, window, alibi, softcap,
+               seqlens) -> int:  # fmt: skip
+    """The row blocks `report`'s closed forms walk one by one (`iomodel.sums` under a mask Rule): flash2's packed
+    schedule, always counted beside the per-head one, g·N rows per distinct length (and the padded batch's); the
+    per-head schedule's N under a window, softcap or ALiBi. The others are O(1) in N."""
+    g = max(1, heads // (kv_heads or heads))
+    flags = window is not None or alibi or softcap is not None
+    lengths = set(seqlens) | {n} if seqlens else {n}  # with --seqlens the padded batch is counted too
+    walked = 0
+    for m in lengths:
+        walked += ceil(g * m / Br) if algo == "flash2" and (g > 1 or flags) else 0  # the packed schedule
+        walked += ceil(m / Br) if flags else 0  # the per-head schedule
+    return walked
 
 
 def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backward, as_json, *, kv_heads, pack_gqa,
