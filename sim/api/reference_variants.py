@@ -93,6 +93,24 @@ def varlen_backward_scales(q, k, v, do, cu_seqlens_q, cu_seqlens_k, **options):
     return tuple(grads), scales
 
 
+def score_max(q, k, *, causal=False, window=None, alibi_slopes=None, softcap=None, scale=None) -> float:
+    """max|S| over every head and score (after a softcap and ALiBi, before the mask), as standard attention's
+    stored S holds them (`sim.api.tolerance`); q (…, Hq, N, d), k (…, Hkv, Nk, d), or packed sequences through
+    `varlen_score_max`."""
+    q, k = (np.asarray(x, dtype=np.float64) for x in (q, k))
+    kr = _repeat(q, k)
+    blocks = row_blocks(q.shape[-2], k.shape[-2], int(np.prod(q.shape[:-2], dtype=np.int64)))
+    return max((_probabilities(q, kr, r0, r1, causal, window, alibi_slopes, softcap, scale)[3] for r0, r1 in blocks),
+               default=0.0)  # fmt: skip
+
+
+def varlen_score_max(q, k, cu_seqlens_q, cu_seqlens_k, **options) -> float:
+    """`score_max` of packed sequences, as `varlen` packs them."""
+    bounds = zip(cu_seqlens_q[:-1], cu_seqlens_q[1:], cu_seqlens_k[:-1], cu_seqlens_k[1:], strict=True)
+    return max((score_max(np.swapaxes(np.asarray(q)[a0:a1], 0, 1), np.swapaxes(np.asarray(k)[b0:b1], 0, 1), **options)
+                for a0, a1, b0, b1 in bounds), default=0.0)  # fmt: skip
+
+
 def varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
     """(o, lse) of packed sequences: q (total_q, Hq, d), k, v (total_k, Hkv, d); sequence b is rows
     cu_seqlens_q[b] … cu_seqlens_q[b + 1] − 1 against keys cu_seqlens_k[b] …; lse is (total_q, Hq)."""

@@ -160,14 +160,16 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
             result = sim.run(algo, q, k, v, **options)
             ref, _ = reference_variants.attention(q, k, v, **_definition(options))
         err = np.abs(result.output.astype(np.float64) - ref)
-        verdict, formula, tol = None, "not checked here (standard attention's bound needs max|S|)", None
-        if dtype == "fp32" or algo != "standard":
-            slopes = options.get("alibi_slopes")
-            bias = 0.0 if slopes is None else float(np.max(np.abs(slopes))) * max(n, nk)  # ALiBi adds to |S|
-            tol = tolerance.tolerance(algo, dtype, d=d, nk=nk, block_cols=Bc, sigma=tolerance.score_scale(
-                q, k, result.scale) + bias, v_max=float(np.abs(v.astype(np.float64)).max()),
-                ref_max=float(np.abs(ref).max()))  # fmt: skip
-            verdict, formula = bool(err.max(initial=0.0) <= tol.bound), tol.formula
+        s_max = 0.0
+        if algo == "standard":  # its stored S rounds relative to max|S|
+            s_max = (reference_variants.varlen_score_max(q, k, cu, cu, **_definition(options)) if seqlens is not None
+                     else reference_variants.score_max(q, k, **_definition(options)))  # fmt: skip
+        slopes = options.get("alibi_slopes")
+        bias = 0.0 if slopes is None else float(np.max(np.abs(slopes))) * max(n, nk)  # ALiBi adds to |S|
+        tol = tolerance.tolerance(algo, dtype, d=d, nk=nk, block_cols=Bc, sigma=tolerance.score_scale(
+            q, k, result.scale) + bias, v_max=float(np.abs(v.astype(np.float64)).max()),
+            ref_max=float(np.abs(ref).max()), s_max=s_max)  # fmt: skip
+        verdict, formula = bool(err.max(initial=0.0) <= tol.bound), tol.formula
         summary |= dict(hbm_read_bytes=result.hbm_read_bytes, hbm_write_bytes=result.hbm_write_bytes,
                         hbm_bytes=result.hbm_bytes, flops=result.flops, skipped_tiles=result.skipped_tiles,
                         per_tensor=result.ledger.per_tensor(), max_abs_err=float(err.max()),
@@ -176,7 +178,7 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
             do = rng.standard_normal(q.shape).astype(q.dtype)
             grads = sim.backward(result, do)
             definition = {key: value for key, value in _definition(options).items() if key not in ("causal", "scale")}
-            check = gradient_tolerance.check(grads, q, k, v, do, forward_bound=tol and tol.bound, forward_block_cols=Bc,
+            check = gradient_tolerance.check(grads, q, k, v, do, forward_bound=tol.bound, forward_block_cols=Bc,
                                              cu_seqlens=cu if seqlens is not None else None, pack_gqa=pack_gqa,
                                              **definition)  # fmt: skip
             summary["backward"] = dict(
