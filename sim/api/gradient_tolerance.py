@@ -12,13 +12,13 @@ a program holds (N, or g·N in GQA's packed schedule), Tc = ⌈Nk/Bc⌉. The mag
 reference's own (`reference_variants.backward_scales`, the largest element over every head), as max|ref| is
 the forward's: a rounding is relative to the terms it sums, not to the sum.
 
-1. P. FlashAttention rebuilds P̂_ij = P_ij·e^ε: its scores Ŝ are off by e_S = γ(d+1)·σ (+ 4w·σ through a softcap's
-   ÷c, tanh, ·c; + w·σ for ALiBi's subtraction); the forward's ℓ̂ sums weights within e^(±E_f) in a chain of
-   B_f + T_f additions, so ln ℓ̂ is within E_f + 2γ(B_f + T_f) (e_S inside E_f, plus one more for e_S of its own);
-   log, m + log ℓ, S − L or S − m, exp and ÷ℓ round by at most w·(5σ + 4 ln Nk + 6) together (|S| ≤ σ,
-   |L| ≤ σ + ln Nk + 1). So |ε| ≤ E_P = e_S + E_f + 2γ(B_f + T_f) + w·(5σ + 4 ln Nk + 6). Standard attention
-   reads the P its forward stored: e^ε over e^ε's row sum (Nk terms), ÷ and the store: E_P = 2E_f + 2γ(Nk) + w
-   (E_f holds S's and P's storage roundings). Entrywise |P̂ − P| ≤ η·P, η = e^(E_P) − 1; masked P is 0 exactly.
+1. P. FlashAttention rebuilds P̂_ij = P_ij·e^ε. Its scores Ŝ are off by e_S = γ(d+1)·σ, plus 4w·σ through a
+   softcap (÷c, tanh, ·c) and 3w·σ under ALiBi (its float32 slope, the product, the subtraction); E_f gains the
+   same. The forward's ℓ̂ sums weights each within e^(±E_f) of the exact one, in a chain of B_f + T_f additions,
+   so m̂ + ln ℓ̂ is within E_f + 2γ(B_f + T_f) of L. Log, m + log ℓ, S − L or S − m, exp and ÷ℓ round by at most
+   w·(5σ + 4 ln Nk + 6) together (|S| ≤ σ, |L| ≤ σ + ln Nk + 1). So |ε| ≤ E_P = e_S + E_f + 2γ(B_f + T_f) +
+   w·(5σ + 4 ln Nk + 6). Standard attention reads the P its forward stored: e^ε over e^ε's row sum (Nk terms),
+   ÷ and the store: E_P = 2E_f + 2γ(Nk) + w (E_f holds S's and P's storage roundings). Entrywise |P̂ − P| ≤ η·P, η = e^(E_P) − 1; masked P is 0 exactly.
 2. dP and D. dP̂ = fl(dO_i·V_j): |dP̂ − dP| ≤ δdP = γ(d)·|dO||V|ᵀ (and u·(1 + γ(d)) more where standard attention
    stores dP). FlashAttention's D̂_i = fl(Σ_t dO_it·Ô_it) with |Ô − O| ≤ F: δD = ‖dO_i‖₁·F + γ(d+1)·‖dO_i‖₁·
    (max|O| + F); standard attention's D̂_i = fl(Σ_j P̂_ij·dP̂_ij) over Nk terms (Σ_j P_ij = 1):
@@ -69,7 +69,7 @@ def gradient_tolerance(
     largest ‖dO_i‖₁, `forward_bound` F and `o_max` max|O| of the forward, `s_max` its max|S| (standard)."""
     u = U[dtype]
     Tr, Tc, Tf = ceil(rows / block_rows), ceil(nk / block_cols), ceil(nk / forward_block_cols)
-    extra = (4 * W * sigma if softcap is not None else 0.0) + (W * sigma if alibi else 0.0)
+    extra = (4 * W * sigma if softcap is not None else 0.0) + (3 * W * sigma if alibi else 0.0)
     e_S = gamma(d + 1) * sigma + extra
     E_f = weight_error(algorithm, dtype, d=d, nk=nk, block_cols=forward_block_cols, sigma=sigma, s_max=s_max) + extra
     standard = algorithm == "standard"
