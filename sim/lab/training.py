@@ -102,4 +102,3 @@ def split(forward: Result, backward: Gradients) -> dict:
     ):
         out[key] = {"forward": f, "backward": b, "total": f + b}
     return out
-
