@@ -115,6 +115,7 @@ def broken(algo, causal, how, dtype="fp16", n=70, nk=90, d=16):
     return verdict(result, forward, do, grads)
 
 
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # without τ, fp16 scores overflow
 @pytest.mark.parametrize("algo", ALGORITHMS)
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("how", ["dK for dV", "no τ", "no 1/ℓ", "wrong mask"])
