@@ -39,3 +39,10 @@ def test_counts_only_with_variants_answers_or_refuses_in_one_line_within_its_lim
     if out.exit_code == 2:
         assert out.output.startswith("error: ") and out.output.count("\n") == 1, out.output
     assert seconds < 10
+
+
+def test_a_refused_run_suggests_counts_only_only_where_it_would_be_let_through():
+    out = CliRunner().invoke(app, ["run", "--heads", "1000000", "--kv-heads", "1"])
+    assert out.exit_code == 2 and "--counts-only" not in out.output and "--heads " in out.output, out.output
+    out = CliRunner().invoke(app, ["run", "--heads", "1000", "--kv-heads", "1", "--n", "100000"])
+    assert out.exit_code == 2 and "--counts-only (the closed form, at once)" in out.output, out.output

@@ -85,11 +85,12 @@ def run_command(
                               blocks, sram_bytes, hardware_name)  # fmt: skip
     Br, Bc = forward["block_rows"], forward["block_cols"]
     small = Br * Bc < estimate.SMALL_TILE
-    hints = ([] if counts_only else ["--counts-only (the closed form, at once)"]) + (
+    walked = variants.row_blocks(algo, n, heads, Br, **variant)
+    counted = estimate.within(estimate.counting(walked))  # whether --counts-only would be let through
+    hints = ([] if counts_only or not counted else ["--counts-only (the closed form, at once)"]) + (
         ["bigger blocks: a larger --hardware or --sram-bytes"] if small else []
     )
     what = f"{algo} at {estimate.shape_of(forward)}" + ("" if counts_only else f" ({estimate.tiles(forward)})")
-    walked = variants.row_blocks(algo, n, heads, Br, **variant)
     if counts_only and walked > 1000:  # a closed form that walks its rows: say so, and how to shorten it
         what += (
             f", its closed forms walking {count(walked)} row blocks of {Br} one by one (GQA's packed g·N rows, a mask)"
