@@ -18,22 +18,25 @@ the forward's: a rounding is relative to the terms it sums, not to the sum.
    so m̂ + ln ℓ̂ is within E_f + 2γ(B_f + T_f) of L. Log, m + log ℓ, S − L or S − m, exp and ÷ℓ round by at most
    w·(5σ + 4 ln Nk + 6) together (|S| ≤ σ, |L| ≤ σ + ln Nk + 1). So |ε| ≤ E_P = e_S + E_f + 2γ(B_f + T_f) +
    w·(5σ + 4 ln Nk + 6). Standard attention reads the P its forward stored: e^ε over e^ε's row sum (Nk terms),
-   ÷ and the store: E_P = 2E_f + 2γ(Nk) + w (E_f holds S's and P's storage roundings). Entrywise |P̂ − P| ≤ η·P, η = e^(E_P) − 1; masked P is 0 exactly.
+   ÷ and the store: E_P = 2E_f + 2γ(Nk) + w (E_f holds S's and P's storage roundings). Entrywise
+   |P̂ − P| ≤ η·P, η = e^(E_P) − 1; masked P is 0 exactly.
 2. dP and D. dP̂ = fl(dO_i·V_j): |dP̂ − dP| ≤ δdP = γ(d)·|dO||V|ᵀ (and u·(1 + γ(d)) more where standard attention
    stores dP). FlashAttention's D̂_i = fl(Σ_t dO_it·Ô_it) with |Ô − O| ≤ F: δD = ‖dO_i‖₁·F + γ(d+1)·‖dO_i‖₁·
    (max|O| + F); standard attention's D̂_i = fl(Σ_j P̂_ij·dP̂_ij) over Nk terms (Σ_j P_ij = 1):
-   δD = η·(|dP| + δdP) + δdP + γ(Nk+1)·(1 + η)·(|dP| + δdP). So dP̂ − D̂ is within Δ = δdP + δD of dP − D,
-   and |dP̂ − D̂| ≤ M′ = max|dP − D| + Δ (over the entries some row sees).
+   δD = η·(Σ_j P_ij|dP_ij| + δdP) + δdP + γ(Nk+1)·(1 + η)·(Σ_j P_ij|dP_ij| + δdP). So dP̂ − D̂ is within Δ = δdP + δD of dP − D.
 3. dS. dŜ = P̂·(dP̂ − D̂)·(1 + θ), |θ| ≤ r = 3w (a subtraction and a product; + u·(1 + 3w) where standard
-   attention stores dS): |dŜ_ij − dS_ij| ≤ P_ij·Γ, Γ = (η·M′ + Δ)·(1 + r) + max|dP − D|·r. Through a softcap,
-   1 − T̂² is within t = 2δT + δT² + 3w of 1 − T², δT = (γ(d+1) + w)·σ/c + 2w, and one more product:
-   Γ ← Γ·(1 + t)·(1 + 2w) + max|dP − D|·(t·(1 + 2w) + 2w).
+   attention stores dS); entrywise, with the exact dS_ij = P_ij·(dP_ij − D_i),
+     |dŜ_ij − dS_ij| ≤ η·P·(|dP − D| + Δ)·(1 + r) + P·Δ·(1 + r) + P·|dP − D|·r = a·|dS_ij| + b·P_ij,
+   a = η·(1 + r) + r, b = Δ·(1 + η)·(1 + r). Through a softcap dS ∘ (1 − T²): 1 − T̂² is within
+   t = 2δT + δT² + 3w of 1 − T² (δT = (γ(d+1) + w)·σ/c + 2w), one more product, |1 − T²| ≤ 1:
+   a ← a·(1 + t)·(1 + 2w) + t·(1 + 2w) + 2w, b ← b·(1 + t)·(1 + 2w), |dS| taken before the softcap (larger).
 4. The sums. A gradient is a float32 sum of terms in a chain of n additions (a tile's matmul, then one per tile,
    one for τ·): its error is the terms' errors plus γ(n) times their magnitudes (Higham):
      dV  η·Pᵀ|dO| + γ(Br + Tr)·(1 + η)·Pᵀ|dO|
-     dK  Γ·τPᵀ|Q| + γ(Br + Tr + 1)·(τ|dS|ᵀ|Q| + Γ·τPᵀ|Q|)
-     dQ  Γ·τP|K| + γ(Bc + Tc + 1)·(τ|dS||K| + Γ·τP|K|) = R_Q; FlashAttention writes dQ_i back in the storage dtype
-         after each of its Tc tiles, each partial sum ≤ (1 + u)^Tc·(1 + γ)·(τ|dS||K| + Γ·τP|K|) = Z: + Tc·u·Z.
+     dK  a·τ|dS|ᵀ|Q| + b·τPᵀ|Q| + γ(Br + Tr + 1)·((1 + a)·τ|dS|ᵀ|Q| + b·τPᵀ|Q|)
+     dQ  a·τ|dS||K| + b·τP|K| + γ(Bc + Tc + 1)·Z′, Z′ = (1 + a)·τ|dS||K| + b·τP|K|; FlashAttention writes dQ_i
+         back in the storage dtype after each of its Tc tiles, each partial sum ≤ (1 + u)^Tc·(1 + γ)·Z′ = Z:
+         + Tc·u·Z.
 5. The stores. Each gradient stored once (dQ of standard attention too) rounds u·(max|ref| + error). GQA's per-head
    schedule stores each head's dK_h, dV_h (u of their magnitudes, the group's summed), sums them in float32
    (γ(g)) and stores the sum: (u + γ(g)·(1 + u))·(magnitude + error) before that last store.
@@ -81,24 +84,24 @@ def gradient_tolerance(
     dp = scales["dp"]
     dP_err = gamma(d) * dp + (u * (1 + gamma(d)) * dp if standard else 0.0)
     if standard:
-        D_err = eta * (dp + dP_err) + dP_err + gamma(nk + 1) * (1 + eta) * (dp + dP_err)
+        p_dp = scales["p_dp"]
+        D_err = eta * (p_dp + dP_err) + dP_err + gamma(nk + 1) * (1 + eta) * (p_dp + dP_err)
     else:
         D_err = do_l1 * forward_bound + gamma(d + 1) * do_l1 * (o_max + forward_bound)
-    delta, m0 = dP_err + D_err, scales["dp_d"]
-    m1 = m0 + delta
+    delta = dP_err + D_err
     r = 3 * W + (u * (1 + 3 * W) if standard else 0.0)
-    G = (eta * m1 + delta) * (1 + r) + m0 * r
+    a, b = eta * (1 + r) + r, delta * (1 + eta) * (1 + r)
     if softcap is not None:
         dT = (gamma(d + 1) + W) * sigma / softcap + 2 * W
         t = 2 * dT + dT * dT + 3 * W
-        G = G * (1 + t) * (1 + 2 * W) + m0 * (t * (1 + 2 * W) + 2 * W)
+        a, b = a * (1 + t) * (1 + 2 * W) + t * (1 + 2 * W) + 2 * W, b * (1 + t) * (1 + 2 * W)
     dv_terms = (1 + eta) * scales["dv"]
-    dk_terms = scales["dk"] + G * scales["p_q"]
-    dq_terms = scales["dq"] + G * scales["p_k"]
+    dk_terms = (1 + a) * scales["dk"] + b * scales["p_q"]
+    dq_terms = (1 + a) * scales["dq"] + b * scales["p_k"]
     err = {
         "dv": eta * scales["dv"] + gamma(block_rows + Tr) * dv_terms,
-        "dk": G * scales["p_q"] + gamma(block_rows + Tr + 1) * dk_terms,
-        "dq": G * scales["p_k"] + gamma(block_cols + Tc + 1) * dq_terms,
+        "dk": a * scales["dk"] + b * scales["p_q"] + gamma(block_rows + Tr + 1) * dk_terms,
+        "dq": a * scales["dq"] + b * scales["p_k"] + gamma(block_cols + Tc + 1) * dq_terms,
     }
     if not standard:  # dQ_i written back in the storage dtype after each tile
         err["dq"] += Tc * u * (1 + u) ** Tc * (1 + gamma(block_cols + Tc + 1)) * dq_terms

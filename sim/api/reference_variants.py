@@ -35,11 +35,12 @@ def attention_backward(q, k, v, do, *, causal=False, window=None, alibi_slopes=N
 def backward_scales(q, k, v, do, *, causal=False, window=None, alibi_slopes=None, softcap=None, scale=None):
     """`attention_backward`'s (dq, dk, dv) and the magnitudes `sim.api.gradient_tolerance` bounds their rounding
     with, each the largest over every element and head (dk's, dv's summed over each group as the gradients are):
-      dq     τ·|dS| |k|,  and τ·P |k|          dk   τ·|dS|ᵀ |q|,  and τ·Pᵀ |q|          dv   Pᵀ |do|
-      dp     |do| |v|ᵀ (bounds |dP| and the rounding of do·v)
-      dp_d   |dP_ij − D_i| where P_ij > 0 (D_i = rowsum(P_i ∘ dP_i)), 0 where no key is seen
-      o, s   |o| (the forward's output) and |S| (the scores, before the mask)."""
-    scales = dict.fromkeys(("dq", "p_k", "dk", "p_q", "dv", "dp", "dp_d", "o", "s"), 0.0)
+      dq     τ·|P ∘ (dP − D)| |k|,  and τ·P |k|        dk   τ·|P ∘ (dP − D)|ᵀ |q|,  and τ·Pᵀ |q|
+      dv     Pᵀ |do|                                   dp   |do| |v|ᵀ (bounds |dP| and the rounding of do·v)
+      p_dp   rowsum(P ∘ |dP|) (bounds what D_i = rowsum(P_i ∘ dP_i) sums)
+      o, s   |o| (the forward's output) and |S| (the scores, before the mask)
+    (D_i = rowsum(P_i ∘ dP_i); P ∘ (dP − D) is dS before a softcap's 1 − T², which only shrinks it)."""
+    scales = dict.fromkeys(("dq", "p_k", "dk", "p_q", "dv", "dp", "p_dp", "o", "s"), 0.0)
     grads = _backward(q, k, v, do, scales, causal, window, alibi_slopes, softcap, scale)
     return grads, scales
 
@@ -65,13 +66,13 @@ def _backward(q, k, v, do, scales, causal, window, alibi_slopes, softcap, scale)
         dq[..., r0:r1, :] = tau * ds @ kr
         dk += tau * np.swapaxes(ds, -1, -2) @ q[..., r0:r1, :]
         if scales is not None:
-            ds_abs, q_abs, pT = np.abs(ds), np.abs(q[..., r0:r1, :]), np.swapaxes(p, -1, -2)
+            ds_abs, q_abs, pT = np.abs(p * dp_d), np.abs(q[..., r0:r1, :]), np.swapaxes(p, -1, -2)
             scales["dq"] = max(scales["dq"], tau * float((ds_abs @ k_abs).max(initial=0.0)))
             scales["p_k"] = max(scales["p_k"], tau * float((p @ k_abs).max(initial=0.0)))
             scales["dp"] = max(scales["dp"], float((np.abs(do_r) @ vT_abs).max(initial=0.0)))
+            scales["p_dp"] = max(scales["p_dp"], float((p * np.abs(dp)).sum(axis=-1).max(initial=0.0)))
             scales["o"] = max(scales["o"], float(np.abs(p @ vr).max(initial=0.0)))
             scales["s"] = max(scales["s"], s_max)
-            scales["dp_d"] = max(scales["dp_d"], float(np.abs(np.where(p > 0, dp_d, 0.0)).max(initial=0.0)))
             acc["dk"] += tau * np.swapaxes(ds_abs, -1, -2) @ q_abs
             acc["p_q"] += tau * pT @ q_abs
             acc["dv"] += pT @ np.abs(do_r)
