@@ -56,8 +56,8 @@ from sim.api.tolerance import U, W, gamma, score_scale, weight_error
 
 GRADIENTS = ("dq", "dk", "dv")
 FORMULA = (
-    "P rebuilt from the forward's statistics, dP, D (from O within the forward's bound) and dS rounded, carried "
-    "through each gradient's float32 sums and stores (sim.api.gradient_tolerance)"
+    "P (rebuilt from the forward's statistics, or stored), dP, D (from O within the forward's bound) and dS "
+    "rounded, carried through each gradient's float32 sums and stores (sim.api.gradient_tolerance)"
 )
 
 
