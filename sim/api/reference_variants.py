@@ -22,28 +22,94 @@ def attention(q, k, v, *, causal=False, window=None, alibi_slopes=None, softcap=
     k, v = _repeat(q, k), _repeat(q, v)
     o, lse = np.empty(q.shape), np.empty(q.shape[:-1])
     for r0, r1 in row_blocks(q.shape[-2], k.shape[-2], int(np.prod(q.shape[:-2], dtype=np.int64))):
-        p, lse[..., r0:r1], _ = _probabilities(q, k, r0, r1, causal, window, alibi_slopes, softcap, scale)
+        p, lse[..., r0:r1], _, _ = _probabilities(q, k, r0, r1, causal, window, alibi_slopes, softcap, scale)
         o[..., r0:r1, :] = p @ v
     return o, lse
 
 
 def attention_backward(q, k, v, do, *, causal=False, window=None, alibi_slopes=None, softcap=None, scale=None):
     """(dq, dk, dv) in float64, dk and dv summed over each GQA group (shaped like k, v)."""
+    return _backward(q, k, v, do, None, causal, window, alibi_slopes, softcap, scale)
+
+
+def backward_scales(q, k, v, do, *, causal=False, window=None, alibi_slopes=None, softcap=None, scale=None):
+    """`attention_backward`'s (dq, dk, dv) and the magnitudes `sim.api.gradient_tolerance` bounds their rounding
+    with, each the largest over every element and head (dk's, dv's summed over each group as the gradients are):
+      dq     τ·|P ∘ (dP − D)| |k|,  and τ·P |k|        dk   τ·|P ∘ (dP − D)|ᵀ |q|,  and τ·Pᵀ |q|
+      dv     Pᵀ |do|                                   dp   |do| |v|ᵀ (bounds |dP| and the rounding of do·v)
+      p_dp   rowsum(P ∘ |dP|) (bounds what D_i = rowsum(P_i ∘ dP_i) sums)
+      o, s   |o| (the forward's output) and |S| (the scores, before the mask)
+    (D_i = rowsum(P_i ∘ dP_i); P ∘ (dP − D) is dS before a softcap's 1 − T², which only shrinks it)."""
+    scales = dict.fromkeys(("dq", "p_k", "dk", "p_q", "dv", "dp", "p_dp", "o", "s"), 0.0)
+    grads = _backward(q, k, v, do, scales, causal, window, alibi_slopes, softcap, scale)
+    return grads, scales
+
+
+def _backward(q, k, v, do, scales, causal, window, alibi_slopes, softcap, scale):
+    """The chain rule a block of query rows at a time; with `scales` (a dict), their magnitudes too."""
     q, k, v, do = (np.asarray(x, dtype=np.float64) for x in (q, k, v, do))
     kr, vr = _repeat(q, k), _repeat(q, v)
     tau = scale_of(q, scale)
     dq, dk, dv = np.empty(q.shape), np.zeros(kr.shape), np.zeros(kr.shape)
+    if scales is not None:
+        vT_abs = np.abs(np.swapaxes(vr, -1, -2))
+        k_abs, acc = np.abs(kr), {name: np.zeros(kr.shape) for name in ("dk", "p_q", "dv")}
     for r0, r1 in row_blocks(q.shape[-2], k.shape[-2], int(np.prod(q.shape[:-2], dtype=np.int64))):
-        p, _, t = _probabilities(q, kr, r0, r1, causal, window, alibi_slopes, softcap, scale)
+        p, _, t, s_max = _probabilities(q, kr, r0, r1, causal, window, alibi_slopes, softcap, scale)
         do_r = do[..., r0:r1, :]
         dv += np.swapaxes(p, -1, -2) @ do_r
         dp = do_r @ np.swapaxes(vr, -1, -2)
-        ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
+        dp_d = dp - (p * dp).sum(axis=-1, keepdims=True)
+        ds = p * dp_d
         if softcap is not None:
             ds *= 1 - t**2  # d(c·tanh(x/c))/dx
         dq[..., r0:r1, :] = tau * ds @ kr
         dk += tau * np.swapaxes(ds, -1, -2) @ q[..., r0:r1, :]
+        if scales is not None:
+            ds_abs, q_abs, pT = np.abs(p * dp_d), np.abs(q[..., r0:r1, :]), np.swapaxes(p, -1, -2)
+            scales["dq"] = max(scales["dq"], tau * float((ds_abs @ k_abs).max(initial=0.0)))
+            scales["p_k"] = max(scales["p_k"], tau * float((p @ k_abs).max(initial=0.0)))
+            scales["dp"] = max(scales["dp"], float((np.abs(do_r) @ vT_abs).max(initial=0.0)))
+            scales["p_dp"] = max(scales["p_dp"], float((p * np.abs(dp)).sum(axis=-1).max(initial=0.0)))
+            scales["o"] = max(scales["o"], float(np.abs(p @ vr).max(initial=0.0)))
+            scales["s"] = max(scales["s"], s_max)
+            acc["dk"] += tau * np.swapaxes(ds_abs, -1, -2) @ q_abs
+            acc["p_q"] += tau * pT @ q_abs
+            acc["dv"] += pT @ np.abs(do_r)
+    if scales is not None:
+        for name, a in acc.items():
+            scales[name] = max(scales[name], float(_group_sum(k, a).max(initial=0.0)))
     return dq, _group_sum(k, dk), _group_sum(k, dv)
+
+
+def varlen_backward_scales(q, k, v, do, cu_seqlens_q, cu_seqlens_k, **options):
+    """`varlen_backward`'s gradients and `backward_scales`' magnitudes, the largest over the sequences."""
+    grads, scales = [np.empty(np.shape(x)) for x in (q, k, v)], {}
+    for a0, a1, b0, b1 in zip(cu_seqlens_q[:-1], cu_seqlens_q[1:], cu_seqlens_k[:-1], cu_seqlens_k[1:], strict=True):
+        q_b, do_b = (np.swapaxes(np.asarray(x)[a0:a1], 0, 1) for x in (q, do))
+        k_b, v_b = (np.swapaxes(np.asarray(x)[b0:b1], 0, 1) for x in (k, v))
+        (dq, dk, dv), part = backward_scales(q_b, k_b, v_b, do_b, **options)
+        grads[0][a0:a1], grads[1][b0:b1], grads[2][b0:b1] = (np.swapaxes(g, 0, 1) for g in (dq, dk, dv))
+        scales = {name: max(scales.get(name, 0.0), x) for name, x in part.items()}
+    return tuple(grads), scales
+
+
+def score_max(q, k, *, causal=False, window=None, alibi_slopes=None, softcap=None, scale=None) -> float:
+    """max|S| over every head and score (after a softcap and ALiBi, before the mask), as standard attention's
+    stored S holds them (`sim.api.tolerance`); q (…, Hq, N, d), k (…, Hkv, Nk, d), or packed sequences through
+    `varlen_score_max`."""
+    q, k = (np.asarray(x, dtype=np.float64) for x in (q, k))
+    kr = _repeat(q, k)
+    blocks = row_blocks(q.shape[-2], k.shape[-2], int(np.prod(q.shape[:-2], dtype=np.int64)))
+    return max((_probabilities(q, kr, r0, r1, causal, window, alibi_slopes, softcap, scale)[3] for r0, r1 in blocks),
+               default=0.0)  # fmt: skip
+
+
+def varlen_score_max(q, k, cu_seqlens_q, cu_seqlens_k, **options) -> float:
+    """`score_max` of packed sequences, as `varlen` packs them."""
+    bounds = zip(cu_seqlens_q[:-1], cu_seqlens_q[1:], cu_seqlens_k[:-1], cu_seqlens_k[1:], strict=True)
+    return max((score_max(np.swapaxes(np.asarray(q)[a0:a1], 0, 1), np.swapaxes(np.asarray(k)[b0:b1], 0, 1), **options)
+                for a0, a1, b0, b1 in bounds), default=0.0)  # fmt: skip
 
 
 def varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, **options):
@@ -81,7 +147,8 @@ def paged(q, k_cache, v_cache, block_table, cache_seqlens, **options):
 
 
 def _probabilities(q, k, r0, r1, causal, window, alibi_slopes, softcap, scale):
-    """P (…, rows, Nk), lse (…, rows) and tanh(τ q·k / c) (None without a softcap) of query rows r0 … r1 − 1."""
+    """P (…, rows, Nk), lse (…, rows), tanh(τ q·k / c) (None without a softcap) and max|S| (before the mask) of
+    query rows r0 … r1 − 1."""
     N, Nk = q.shape[-2], k.shape[-2]
     s = scale_of(q, scale) * q[..., r0:r1, :] @ np.swapaxes(k, -1, -2)
     t = None
@@ -93,6 +160,7 @@ def _probabilities(q, k, r0, r1, causal, window, alibi_slopes, softcap, scale):
     if alibi_slopes is not None:
         slopes = np.asarray(alibi_slopes, dtype=np.float64)  # (Hq,) or (B, Hq)
         s = s - slopes.reshape(*slopes.shape, 1, 1) * np.abs(i - j)
+    s_max = float(np.abs(s).max(initial=0.0))
     left, right = (-1, -1) if window is None else (-1 if w is None else w for w in window)
     seen = np.ones((r1 - r0, Nk), bool)
     if causal:
@@ -109,7 +177,7 @@ def _probabilities(q, k, r0, r1, causal, window, alibi_slopes, softcap, scale):
     with np.errstate(divide="ignore", invalid="ignore"):
         p = np.where(ℓ > 0, e / ℓ, 0.0)
         lse = np.where(ℓ[..., 0] > 0, m[..., 0] + np.log(ℓ[..., 0]), -np.inf)
-    return p, lse, t
+    return p, lse, t, s_max
 
 
 def _repeat(q: np.ndarray, kv: np.ndarray) -> np.ndarray:

@@ -72,6 +72,17 @@ def score_scale(q: np.ndarray, k: np.ndarray, scale: float) -> float:
     return abs(scale) * norm(q) * norm(k)
 
 
+def weight_error(algorithm: str, dtype: str, *, d: int, nk: int, block_cols: int, sigma: float, s_max: float = 0.0):
+    """E of step 1: each weight e^(S−m) the forward computes is the exact one times e^ε, |ε| ≤ E."""
+    u, Tc = U[dtype], ceil(nk / block_cols)
+    E = gamma(d + 1) * sigma + 4 * W * sigma + 3 * (Tc + 1) * W
+    if algorithm == "ring":  # each device's partial merged by ⊕: one more rescale per block at most
+        E += 3 * (Tc + 1) * W
+    if algorithm == "standard":  # S and P stored in the storage dtype
+        E += u * (s_max + gamma(d + 1) * sigma) + 2 * u
+    return E
+
+
 def tolerance(
     algorithm: str, dtype: str, *, d: int, nk: int, block_cols: int, sigma: float, v_max: float, ref_max: float,
     s_max: float = 0.0,
@@ -81,11 +92,7 @@ def tolerance(
     if not stated(algorithm):
         raise KeyError(f"no tolerance is derived for {algorithm!r}")
     u, Tc = U[dtype], ceil(nk / block_cols)
-    E = gamma(d + 1) * sigma + 4 * W * sigma + 3 * (Tc + 1) * W
-    if algorithm == "ring":  # each device's partial merged by ⊕: one more rescale per block at most
-        E += 3 * (Tc + 1) * W
-    if algorithm == "standard":  # S and P stored in the storage dtype
-        E += u * (s_max + gamma(d + 1) * sigma) + 2 * u
+    E = weight_error(algorithm, dtype, d=d, nk=nk, block_cols=block_cols, sigma=sigma, s_max=s_max)
     rho = 2 + u if 2 * E > 1 else min(expm1(2 * E), 2 + u)
     g = gamma(
         max(nk, block_cols + Tc) if algorithm == "standard" else block_cols + (2 if algorithm == "ring" else 1) * Tc

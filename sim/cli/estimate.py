@@ -40,10 +40,11 @@ TRACE_FILE_PARSED = 20  # bytes of memory per byte of a trace file read and pars
 STEPS_PER_PAIR = 6  # steps a listing records per tile pair (4 for flash2, 6 for flash1 and standard)
 PER_SCORE = 4e-9  # the float64 reference, per score, plus PER_SCORE_D per score and head dimension
 PER_SCORE_D = 0.06e-9
-BACKWARD_PER_SCORE, BACKWARD_PER_SCORE_D = 6e-9, 0.3e-9
+BACKWARD_PER_SCORE, BACKWARD_PER_SCORE_D = 15e-9, 0.8e-9  # ×2.5–2.8 (measured): the gradient bound's 7 magnitudes
 PROCESS = 150 * 2**20  # Python, NumPy, rich and the command itself
 PROCESS_SECONDS = 1.0  # starting a fresh flashsim process (`bench cli` measures 0.3–0.7 s)
 CLOSED_FORM_PER_ROW_BLOCK = 5e-6  # seconds to add one row block into a closed form (a sweep's, summed per block)
+RULE_ROW_BLOCK = 13e-6  # a row block of a closed form under a mask Rule (iomodel.sums walks them): 800,000 in 10.5 s
 CLOSED_FORM_SECONDS = 1e-3  # one closed form by `sim.machine.row_sums`: a few floor sums, whatever N
 SMALL_TILE = 64  # Br × Bc below this: the blocks, more than N, make the tile pairs many
 PER_CONFIGURATION = 200e-6  # a sweep's block search and kernel list for one configuration
@@ -250,9 +251,10 @@ def shape_of(config: dict) -> str:
     return f"N = {count(config['n'])}, Nk = {count(config['nk'])}, d = {config['d']}{heads}"
 
 
-def counting() -> Estimate:
-    """Evaluating a closed form (`--counts-only`): O(1) in N (`sim.machine.row_sums`), nothing held."""
-    return Estimate(CLOSED_FORM_SECONDS)
+def counting(rule_row_blocks: int = 0) -> Estimate:
+    """Evaluating a closed form (`--counts-only`): O(1) in N (`sim.machine.row_sums`), nothing held; plus the row
+    blocks of those that a mask Rule makes walk block by block (`sim.cli.variants.row_blocks`)."""
+    return Estimate(CLOSED_FORM_SECONDS + rule_row_blocks * RULE_ROW_BLOCK)
 
 
 def guard(

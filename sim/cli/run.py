@@ -1,12 +1,11 @@
 """`flashsim run` and `compare`: one simulated run, reported with a verdict, or set beside a GPU kernel."""
 
-
 import click
 import numpy as np
 
 import sim
 from sim.algorithms import registry
-from sim.api import closed_form
+from sim.api import closed_form, gradient_tolerance
 from sim.api.inputs import configure_shape, random_inputs
 from sim.cli import estimate, options, variants
 from sim.cli.options import console, emit_json
@@ -60,7 +59,8 @@ def run_command(
 ) -> int:  # fmt: skip
     """Simulate one attention forward pass on seeded random inputs and report its traffic, its error and a verdict.
 
-    Exit code 1 when the output is outside the tolerance stated for its dtype (`sim.api.tolerance`).
+    Exit code 1 when the output is outside the tolerance stated for its dtype (`sim.api.tolerance`), or with
+    --backward a gradient outside its own (`sim.api.gradient_tolerance`).
     """
     if blocks == "paper" and (block_rows or block_cols):
         raise InputError("--blocks paper: cannot be combined with --block-rows/--block-cols")
@@ -73,7 +73,7 @@ def run_command(
         forward = configure_shape(algo, False, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
                                   blocks, sram_bytes, hardware_name)  # fmt: skip
         if counts_only:
-            return estimate.counting()
+            return estimate.counting(variants.row_blocks(algo, n, heads, forward["block_rows"], **variant))
         est = estimate.process() + estimate.listing(forward) + estimate.check(n, nk, d, batch * heads)
         if backward:
             back = configure_shape(algo, True, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
@@ -85,10 +85,18 @@ def run_command(
                               blocks, sram_bytes, hardware_name)  # fmt: skip
     Br, Bc = forward["block_rows"], forward["block_cols"]
     small = Br * Bc < estimate.SMALL_TILE
-    hints = ([] if counts_only else ["--counts-only (the closed form, at once)"]) + (
+    walked = variants.row_blocks(algo, n, heads, Br, **variant)
+    counted = estimate.within(estimate.counting(walked))  # whether --counts-only would be let through
+    hints = ([] if counts_only or not counted else ["--counts-only (the closed form, at once)"]) + (
         ["bigger blocks: a larger --hardware or --sram-bytes"] if small else []
     )
     what = f"{algo} at {estimate.shape_of(forward)}" + ("" if counts_only else f" ({estimate.tiles(forward)})")
+    if counts_only and walked > 1000:  # a closed form that walks its rows: say so, and how to shorten it
+        what += (
+            f", its closed forms walking {count(walked)} row blocks of {Br} one by one (GQA's packed g·N rows, a mask)"
+        )
+        g = max(1, heads // (variant["kv_heads"] or heads))
+        hints = [f"fewer query heads per K/V head (g = {count(g)} here: --heads / --kv-heads)"] if g > 1 else []
     estimate.guard(ctx, cost, what, hints, small, n=n, nk=nk, d=d, batch=batch, heads=heads)
     if variants.given(**variant):
         return variants.report(
@@ -106,19 +114,26 @@ def run_command(
         summary = report.run_report(result, batch=batch, heads=heads, check=check)
         if backward:
             if counts_only:
-                grads, grad_err = closed_form.backward(algo, **shape, **chip), None
+                grads, grad_check = closed_form.backward(algo, **shape, **chip), None
             else:
                 back = configure_shape(algo, True, batch * heads, n, nk or n, d, dtype, scale, causal, block_rows,
                                        block_cols, blocks, sram_bytes, hardware_name)  # fmt: skip
-                grads, grad_err = run_backward(work, result, seed, back)
-            summary["backward"] = training.backward_report(grads, grad_err)
+                forward_bound = summary["tolerance"]["bound"] if summary["tolerance"] else None
+                grads, grad_check = run_backward(work, result, seed, back, forward_bound)
+            summary["backward"] = training.backward_report(grads, grad_check and grad_check["max_abs_err"])
+            summary["backward"]["tolerance"] = grad_check and grad_check["tolerance"]
             summary["forward_backward"] = training.split(result, grads)
         summary["machine"] = machine(result)
     if not emit_json(summary, as_json, indent=None):
         console.print(run_viz.run_table(summary))
         if backward:
             console.print(backward_viz.backward_table(summary))
-    return 1 if summary["tolerance"] and not summary["tolerance"]["within"] else 0
+    return 1 if outside(summary["tolerance"]) or outside(summary.get("backward", {}).get("tolerance")) else 0
+
+
+def outside(tolerance: dict | None) -> bool:
+    """Whether a verdict was given and is ✗."""
+    return bool(tolerance) and not tolerance["within"]
 
 
 def machine(result) -> dict | None:
@@ -143,15 +158,17 @@ def closed_bytes(config: dict, backward: bool = False) -> int:
     return c.hbm_bytes * config["heads"]
 
 
-def run_backward(work, result, seed: int, config: dict):
+def run_backward(work, result, seed: int, config: dict, forward_bound: float | None):
     """The backward pass of a `run` with the blocks `config` chose, on a seeded random dO (from what the forward
-    kept, `sim.backward(result, do)`), and its errors against the float64 reference."""
+    kept, `sim.backward(result, do)`), and its errors against the float64 reference with their verdict
+    (`sim.api.gradient_tolerance.check`, given the forward's bound)."""
     do = np.random.default_rng(seed + 1).standard_normal(result.q.shape).astype(result.q.dtype)
     with work.simulating(f"{result.algorithm} backward", closed_bytes(config, backward=True)):
         grads = sim.backward(result, do, block_rows=config["block_rows"], block_cols=config["block_cols"])
     with work.steps("float64 gradients", 1):
-        errors = training.gradient_errors(grads, result.q, result.k, result.v, do)
-    return grads, errors
+        check = gradient_tolerance.check(grads, result.q, result.k, result.v, do, forward_bound=forward_bound,
+                                         forward_block_cols=result.block_cols)  # fmt: skip
+    return grads, check
 
 
 @click.command("compare")

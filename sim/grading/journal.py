@@ -46,7 +46,9 @@ def append(path: Path, report: SubmissionReport) -> None:
 
 
 def _append(path: Path, entry: dict) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(entry, ensure_ascii=False) + "\n")
+    """One JSON line, in ASCII: a file name that is not UTF-8 (lone surrogates, as os.fsdecode reads it) is written
+    as its \\u escapes, which json.loads turns back into the same name."""
+    with open(path, "a", encoding="ascii") as f:
+        f.write(json.dumps(entry, ensure_ascii=True) + "\n")
         f.flush()
         os.fsync(f.fileno())

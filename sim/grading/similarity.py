@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
+from sim.grading.report import printable
+
 K = 12  # tokens a run: long enough that two independent solutions rarely share many
 THRESHOLD = 0.8
 MIN_RUNS = 40  # fewer runs of a student's own: too little code to judge
@@ -35,7 +37,8 @@ class Flag:
     score: float
 
     def line(self) -> str:
-        return f"similar to {self.b}: {self.score:.2f} of its code in common (for review; no points taken)"
+        """The note on `a`: `b`'s name as text a terminal or a UTF-8 file takes (a file name may not be UTF-8)."""
+        return f"similar to {printable(self.b)}: {self.score:.2f} of its code in common (for review; no points taken)"
 
 
 def tokens(source: str) -> list[str]:

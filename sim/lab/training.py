@@ -6,12 +6,8 @@ one each (FlashAttention-2's backward adds the pre-pass that computes D).
 """
 
 from dataclasses import dataclass
-from functools import partial
 
-import numpy as np
-
-from sim.algorithms import dropout, registry
-from sim.api import reference
+from sim.algorithms import registry
 from sim.api.results import Gradients, Result
 from sim.core.dtypes import itemsize
 from sim.machine import iomodel
@@ -106,22 +102,3 @@ def split(forward: Result, backward: Gradients) -> dict:
     ):
         out[key] = {"forward": f, "backward": b, "total": f + b}
     return out
-
-
-def gradient_errors(grads: Gradients, q, k, v, do) -> dict:
-    """max |gradient − float64 reference| of dq, dk, dv over every head (the reference with the same mask)."""
-    err = {"dq": 0.0, "dk": 0.0, "dv": 0.0}
-    for n, head in enumerate(np.ndindex(q.shape[:-2])):
-        z = None  # or Z's rows r0 … r1 − 1, drawn as the tiles drew them: no N × Nk mask held
-        if grads.dropout_p > 0:
-            z = partial(_mask_rows, dropout.Dropout(grads.dropout_p, grads.seed, n), grads.nk)
-        want = reference.attention_backward(
-            q[head], k[head], v[head], do[head], causal=grads.causal, scale=grads.scale, dropout_mask=z
-        )
-        for name, got, ref in zip(err, (grads.dq[head], grads.dk[head], grads.dv[head]), want, strict=True):
-            err[name] = max(err[name], float(np.abs(got.astype(np.float64) - ref).max()))
-    return err
-
-
-def _mask_rows(z: dropout.Dropout, Nk: int, r0: int, r1: int) -> np.ndarray:
-    return z.mask((r0, r1), (0, Nk))

@@ -37,11 +37,35 @@ def backward_table(report: dict) -> RenderableType:
         ("elementwise", "other elementwise"),
     ):
         totals.add_row(label, *(count(split[key][p]) for p in ("forward", "backward", "total")))
-    err = b["max_abs_err"]
-    error = Text(
-        "gradients: not checked (--counts-only)"
-        if err is None
-        else f"max |dQ − ref| {abs_error(err['dq'])}, |dK − ref| {abs_error(err['dk'])}, |dV − ref| {abs_error(err['dv'])} (vs float64)",
-        style="dim",
-    )
-    return Group(Text(""), title, unclipped(traffic), check, Text(""), unclipped(totals), error)
+    return Group(Text(""), title, unclipped(traffic), check, Text(""), unclipped(totals), *gradient_lines(report))
+
+
+def gradient_lines(report: dict) -> list[Text]:
+    """Each gradient's max|error| against float64 with its verdict (✓ within, ✗ outside its bound), then the
+    bound's reason; or why they were not checked."""
+    b = report["backward"]
+    err, tol = b["max_abs_err"], b.get("tolerance")
+    if err is None:
+        return [Text("gradients: not checked (--counts-only)", style="dim")]
+    lines = []
+    for name, label in (("dq", "dQ"), ("dk", "dK"), ("dv", "dV")):
+        line = Text(f"max |{label} − ref| {abs_error(err[name])}  ")
+        if not tol:
+            line.append("vs float64", style="dim")
+        elif tol["each"][name]:
+            line.append_text(
+                Text.assemble(
+                    ("✓ within", "bold green"),
+                    (f" {report['dtype']} tolerance (≤ {abs_error(tol['bound'][name])})", "dim"),
+                )
+            )
+        else:
+            line.append_text(
+                Text.assemble(
+                    ("✗ outside", "bold red"), f" {report['dtype']} tolerance (≤ {abs_error(tol['bound'][name])})"
+                )
+            )
+        lines.append(line)
+    if tol:
+        lines.append(Text(f"gradient tolerance: {tol['formula']}", style="dim"))
+    return lines

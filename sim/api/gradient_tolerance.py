@@ -1,0 +1,155 @@
+"""How far a simulated gradient dQ, dK, dV may be from the float64 reference: the bound `flashsim run --backward`
+prints and its verdict compares each max|g − ref| with.
+
+The reference is the chain rule in float64 on the inputs as stored (q, k, v, dO): dV = Pᵀ dO, dP = dO Vᵀ,
+D_i = rowsum(P_i ∘ dP_i), dS = P ∘ (dP − D) (∘ (1 − T²) through a softcap, T = tanh(τ q·k / c)), dQ = τ dS K,
+dK = τ dSᵀ Q, dK and dV summed over each GQA group. The bound covers what the backward listing rounds, and what
+the forward handed it: O within the forward's own bound F (`sim.api.tolerance`, which the run's forward verdict
+holds it to) and its statistics (ℓ, m or L) in float32. Notation as there: w = 2⁻²⁴, u the storage dtype's unit
+roundoff, γ(n) = n·w / (1 − n·w), σ the scores' scale (plus max|bias| under ALiBi), E_f the forward's weight error
+(`tolerance.weight_error`), B_f, T_f its Bc and ⌈Nk/Bc⌉; Br, Bc the backward's blocks, Tr = ⌈R/Br⌉ for the R rows
+a program holds (N, or g·N in GQA's packed schedule), Tc = ⌈Nk/Bc⌉. The magnitudes |dS||K|, P|K|, … are the
+reference's own (`reference_variants.backward_scales`, the largest element over every head), as max|ref| is
+the forward's: a rounding is relative to the terms it sums, not to the sum.
+
+1. P. FlashAttention rebuilds P̂_ij = P_ij·e^ε. Its scores Ŝ are off by e_S = γ(d+1)·σ, plus 4w·σ through a
+   softcap (÷c, tanh, ·c) and 3w·σ under ALiBi (its float32 slope, the product, the subtraction); E_f gains the
+   same. The forward's ℓ̂ sums weights each within e^(±E_f) of the exact one, in a chain of B_f + T_f additions,
+   so m̂ + ln ℓ̂ is within E_f + 2γ(B_f + T_f) of L. Log, m + log ℓ, S − L or S − m, exp and ÷ℓ round by at most
+   w·(5σ + 4 ln Nk + 6) together (|S| ≤ σ, |L| ≤ σ + ln Nk + 1). So |ε| ≤ E_P = e_S + E_f + 2γ(B_f + T_f) +
+   w·(5σ + 4 ln Nk + 6). Standard attention reads the P its forward stored: e^ε over e^ε's row sum (Nk terms),
+   ÷ and the store: E_P = 2E_f + 2γ(Nk) + w (E_f holds S's and P's storage roundings). Entrywise
+   |P̂ − P| ≤ η·P, η = e^(E_P) − 1; masked P is 0 exactly.
+2. dP and D. dP̂ = fl(dO_i·V_j): |dP̂ − dP| ≤ δdP = γ(d)·|dO||V|ᵀ (and u·(1 + γ(d)) more where standard attention
+   stores dP). FlashAttention's D̂_i = fl(Σ_t dO_it·Ô_it) with |Ô − O| ≤ F: δD = ‖dO_i‖₁·F + γ(d+1)·‖dO_i‖₁·
+   (max|O| + F); standard attention's D̂_i = fl(Σ_j P̂_ij·dP̂_ij) over Nk terms (Σ_j P_ij = 1):
+   δD = η·(Σ_j P_ij|dP_ij| + δdP) + δdP + γ(Nk+1)·(1 + η)·(Σ_j P_ij|dP_ij| + δdP). So dP̂ − D̂ is within Δ = δdP + δD of dP − D.
+3. dS. dŜ = P̂·(dP̂ − D̂)·(1 + θ), |θ| ≤ r = 3w (a subtraction and a product; + u·(1 + 3w) where standard
+   attention stores dS); entrywise, with the exact dS_ij = P_ij·(dP_ij − D_i),
+     |dŜ_ij − dS_ij| ≤ η·P·(|dP − D| + Δ)·(1 + r) + P·Δ·(1 + r) + P·|dP − D|·r = a·|dS_ij| + b·P_ij,
+   a = η·(1 + r) + r, b = Δ·(1 + η)·(1 + r). Through a softcap dS ∘ (1 − T²): 1 − T̂² is within
+   t = 2δT + δT² + 3w of 1 − T² (δT = (γ(d+1) + w)·σ/c + 2w), one more product, |1 − T²| ≤ 1:
+   a ← a·(1 + t)·(1 + 2w) + t·(1 + 2w) + 2w, b ← b·(1 + t)·(1 + 2w), |dS| taken before the softcap (larger).
+4. The sums. A gradient is a float32 sum of terms in a chain of n additions (a tile's matmul, then one per tile,
+   one for τ·): its error is the terms' errors plus γ(n) times their magnitudes (Higham):
+     dV  η·Pᵀ|dO| + γ(Br + Tr)·(1 + η)·Pᵀ|dO|
+     dK  a·τ|dS|ᵀ|Q| + b·τPᵀ|Q| + γ(Br + Tr + 1)·((1 + a)·τ|dS|ᵀ|Q| + b·τPᵀ|Q|)
+     dQ  a·τ|dS||K| + b·τP|K| + γ(Bc + Tc + 1)·Z′, Z′ = (1 + a)·τ|dS||K| + b·τP|K|; FlashAttention writes dQ_i
+         back in the storage dtype after each of its Tc tiles, each partial sum ≤ (1 + u)^Tc·(1 + γ)·Z′ = Z:
+         + Tc·u·Z.
+5. The stores. Each gradient stored once (dQ of standard attention too) rounds u·(max|ref| + error). GQA's per-head
+   schedule stores each head's dK_h, dV_h (u of their magnitudes, the group's summed), sums them in float32
+   (γ(g)) and stores the sum: (u + γ(g)·(1 + u))·(magnitude + error) before that last store.
+
+These are worst-case bounds, as the forward's: a correct listing never exceeds them; a wrong gradient (a lost τ,
+a lost 1/ℓ, dK for dV, a wrong mask) is off by about its own size, far outside. No bound is stated under
+dropout (its mask's rows are not modelled here).
+"""
+
+from math import ceil, expm1, log
+
+import numpy as np
+
+from sim.api import reference_variants
+from sim.api.results import Gradients
+from sim.api.tolerance import U, W, gamma, score_scale, weight_error
+
+GRADIENTS = ("dq", "dk", "dv")
+FORMULA = (
+    "P (rebuilt from the forward's statistics, or stored), dP, D (from O within the forward's bound) and dS "
+    "rounded, carried through each gradient's float32 sums and stores (sim.api.gradient_tolerance)"
+)
+
+
+def gradient_tolerance(
+    algorithm: str, dtype: str, *, d: int, nk: int, rows: int, forward_block_cols: int, block_rows: int,
+    block_cols: int, sigma: float, s_max: float, forward_bound: float, o_max: float, do_l1: float, scales: dict,
+    ref_max: dict, group: int = 1, packed: bool = False, softcap: float | None = None, alibi: bool = False,
+) -> dict[str, float]:  # fmt: skip
+    """The bounds on max|dq − ref|, max|dk − ref|, max|dv − ref| (the module's steps 1–5) for `algorithm`
+    ("standard", "flash1", "flash2") storing in `dtype`: `rows` a program's query rows (N, or g·N packed), `scales`
+    `reference_variants.backward_scales`' magnitudes, `ref_max` the reference gradients' max|·|, `do_l1` the
+    largest ‖dO_i‖₁, `forward_bound` F and `o_max` max|O| of the forward, `s_max` its max|S| (standard)."""
+    u = U[dtype]
+    Tr, Tc, Tf = ceil(rows / block_rows), ceil(nk / block_cols), ceil(nk / forward_block_cols)
+    extra = (4 * W * sigma if softcap is not None else 0.0) + (3 * W * sigma if alibi else 0.0)
+    e_S = gamma(d + 1) * sigma + extra
+    E_f = weight_error(algorithm, dtype, d=d, nk=nk, block_cols=forward_block_cols, sigma=sigma, s_max=s_max) + extra
+    standard = algorithm == "standard"
+    if standard:
+        E_P = 2 * E_f + 2 * gamma(nk) + W
+    else:
+        E_P = e_S + E_f + 2 * gamma(forward_block_cols + Tf) + W * (5 * sigma + 4 * log(max(nk, 1)) + 6)
+    eta = expm1(E_P)
+    dp = scales["dp"]
+    dP_err = gamma(d) * dp + (u * (1 + gamma(d)) * dp if standard else 0.0)
+    if standard:
+        p_dp = scales["p_dp"]
+        D_err = eta * (p_dp + dP_err) + dP_err + gamma(nk + 1) * (1 + eta) * (p_dp + dP_err)
+    else:
+        D_err = do_l1 * forward_bound + gamma(d + 1) * do_l1 * (o_max + forward_bound)
+    delta = dP_err + D_err
+    r = 3 * W + (u * (1 + 3 * W) if standard else 0.0)
+    a, b = eta * (1 + r) + r, delta * (1 + eta) * (1 + r)
+    if softcap is not None:
+        dT = (gamma(d + 1) + W) * sigma / softcap + 2 * W
+        t = 2 * dT + dT * dT + 3 * W
+        a, b = a * (1 + t) * (1 + 2 * W) + t * (1 + 2 * W) + 2 * W, b * (1 + t) * (1 + 2 * W)
+    dv_terms = (1 + eta) * scales["dv"]
+    dk_terms = (1 + a) * scales["dk"] + b * scales["p_q"]
+    dq_terms = (1 + a) * scales["dq"] + b * scales["p_k"]
+    err = {
+        "dv": eta * scales["dv"] + gamma(block_rows + Tr) * dv_terms,
+        "dk": a * scales["dk"] + b * scales["p_q"] + gamma(block_rows + Tr + 1) * dk_terms,
+        "dq": a * scales["dq"] + b * scales["p_k"] + gamma(block_cols + Tc + 1) * dq_terms,
+    }
+    if not standard:  # dQ_i written back in the storage dtype after each tile
+        err["dq"] += Tc * u * (1 + u) ** Tc * (1 + gamma(block_cols + Tc + 1)) * dq_terms
+    if group > 1 and not packed:  # each head's dK_h, dV_h stored, then summed over the group
+        for name, terms in (("dk", dk_terms), ("dv", dv_terms)):
+            err[name] += (u + gamma(group) * (1 + u)) * (terms + err[name])
+    stored = ("dk", "dv") if not standard else GRADIENTS
+    return {name: err[name] + (u * (ref_max[name] + err[name]) if name in stored else 0.0) for name in GRADIENTS}
+
+
+def check(
+    grads: Gradients, q, k, v, do, *, forward_bound: float | None, forward_block_cols: int, window=None,
+    alibi_slopes=None, softcap: float | None = None, cu_seqlens=None, pack_gqa: bool = False,
+) -> dict:  # fmt: skip
+    """max|g − float64 reference| of dq, dk, dv, and (`tolerance`) each one's bound and whether all three lie
+    within them; `tolerance` None where no bound is stated (no forward bound, dropout, or an algorithm without
+    a derivation). q (B, Hq, N, d), k, v (B, Hkv, Nk, d); with `cu_seqlens` packed sequences (total, H, d)."""
+    definition = dict(causal=grads.causal, scale=grads.scale, window=window, alibi_slopes=alibi_slopes,
+                      softcap=softcap)  # fmt: skip
+    if cu_seqlens is None:
+        refs, scales = reference_variants.backward_scales(q, k, v, do, **definition)
+        n, nk, group = q.shape[-2], k.shape[-2], q.shape[-3] // k.shape[-3] if q.ndim > 2 else 1
+    else:
+        refs, scales = reference_variants.varlen_backward_scales(q, k, v, do, cu_seqlens, cu_seqlens, **definition)
+        n = nk = int(np.diff(cu_seqlens).max(initial=0))
+        group = q.shape[-2] // k.shape[-2]
+    got = dict(zip(GRADIENTS, (grads.dq, grads.dk, grads.dv), strict=True))
+    want = dict(zip(GRADIENTS, refs, strict=True))
+    errors = {name: max_abs(got[name].astype(np.float64) - want[name]) for name in GRADIENTS}
+    out = {"max_abs_err": errors, "tolerance": None}
+    if forward_bound is None or grads.dropout_p > 0 or grads.algorithm not in ("standard", "flash1", "flash2"):
+        return out
+    sigma = score_scale(q, k, grads.scale)
+    if alibi_slopes is not None:  # the bias adds to |S|, as the forward's bound takes it
+        sigma += max_abs(alibi_slopes) * max(n, nk)
+    bounds = gradient_tolerance(
+        grads.algorithm, grads.dtype, d=q.shape[-1], nk=nk, rows=n * (group if pack_gqa else 1),
+        forward_block_cols=forward_block_cols, block_rows=grads.block_rows, block_cols=grads.block_cols,
+        sigma=sigma, s_max=scales["s"], forward_bound=forward_bound, o_max=scales["o"],
+        do_l1=float(np.abs(np.asarray(do, np.float64)).sum(-1).max(initial=0.0)), scales=scales,
+        ref_max={name: max_abs(r) for name, r in want.items()}, group=group, packed=pack_gqa, softcap=softcap,
+        alibi=alibi_slopes is not None,
+    )  # fmt: skip
+    within = {name: bool(errors[name] <= bounds[name]) for name in GRADIENTS}
+    out["tolerance"] = {"formula": FORMULA, "bound": bounds, "within": all(within.values()), "each": within}
+    return out
+
+
+def max_abs(x) -> float:
+    """max|x| in float64 (0 for an empty array)."""
+    return float(np.abs(np.asarray(x, np.float64)).max(initial=0.0))

@@ -1,0 +1,166 @@
+"""The gradients' verdict (`sim.api.gradient_tolerance`): every correct backward of the library's listings lies within
+its bound, for every dtype, causal or not, ragged shapes and the variants `run --backward` takes; a wrong gradient
+(a lost τ, a lost 1/ℓ, dK for dV, a wrong mask) lies outside. The reference is the float64 chain rule, and the
+broken gradients are built here, by handing the listings wrong arguments or swapping their outputs."""
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import sim
+from sim.algorithms import registry
+from sim.api import gradient_tolerance
+from sim.api.inputs import random_inputs
+from sim.cli import app
+from sim.lab import report
+
+ALGORITHMS = ("standard", "flash1", "flash2")
+DTYPES = ("fp32", "fp16", "bf16")
+
+
+def forward_and_backward(algo, dtype, causal, n, nk, d, heads=2, seed=0, **blocks):
+    """A run, its forward check, a seeded dO and the backward of the run (`sim.backward(result, do)`)."""
+    q, k, v = random_inputs(1, heads, n, nk, d, dtype, seed)
+    result = sim.run(algo, q, k, v, causal=causal, **blocks)
+    forward = report.output_check(result, q, k, v)
+    do = np.random.default_rng(seed + 1).standard_normal(q.shape).astype(q.dtype)
+    return result, forward, do, sim.backward(result, do)
+
+
+def verdict(result, forward, do, grads):
+    return gradient_tolerance.check(grads, result.q, result.k, result.v, do,
+                                    forward_bound=forward["tolerance"]["bound"], forward_block_cols=result.block_cols)  # fmt: skip
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    algo=st.sampled_from(ALGORITHMS), dtype=st.sampled_from(DTYPES), causal=st.booleans(),
+    n=st.integers(1, 150), nk=st.integers(1, 150), d=st.sampled_from((3, 8, 24, 64)),
+    blocks=st.sampled_from(({}, {"block_rows": 16, "block_cols": 16}, {"block_rows": 8, "block_cols": 32})),
+    seed=st.integers(0, 1000),
+)  # fmt: skip
+def test_every_correct_backward_is_within_its_bound(algo, dtype, causal, n, nk, d, blocks, seed):
+    result, forward, do, grads = forward_and_backward(algo, dtype, causal, n, nk, d, seed=seed, **blocks)
+    assert forward["tolerance"]["within"]
+    out = verdict(result, forward, do, grads)
+    assert out["tolerance"]["within"], (out["max_abs_err"], out["tolerance"]["bound"])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "variant",
+    [dict(kv_heads=2), dict(kv_heads=1, pack_gqa=True, causal=True), dict(window=(20, 3)), dict(alibi=True),
+     dict(softcap=5.0), dict(softcap=30.0, alibi=True, window=(40, 0), kv_heads=2, pack_gqa=True),
+     dict(seqlens=(70, 13, 40), causal=True), dict(seqlens=(50, 9), kv_heads=2, softcap=10.0)],
+)  # fmt: skip
+def test_the_variants_run_backward_takes_are_within_their_bounds(dtype, variant):
+    out = json.loads(invoke("--n", 90, "--d", 24, "--heads", 4, "--dtype", dtype, "--json",
+                            *variant_args(variant)).stdout)  # fmt: skip
+    b = out["backward"]
+    assert out["tolerance"]["within"] and b["tolerance"]["within"], b
+
+
+def variant_args(variant: dict) -> list:
+    args = []
+    for name, value in variant.items():
+        option = "--" + name.replace("_", "-")
+        if value is True:
+            args.append(option)
+        else:
+            args += [option, ",".join(map(str, value)) if isinstance(value, tuple) else value]
+    return args
+
+
+def invoke(*args, code=0):
+    args = [str(a) for a in args]
+    if "--seqlens" in args:  # it sets N itself
+        i = args.index("--n")
+        del args[i : i + 2]
+    out = CliRunner().invoke(app, ["run", "--backward", *args])
+    assert out.exit_code == code, out.output
+    return out
+
+
+def broken(algo, causal, how, dtype="fp16", n=70, nk=90, d=16):
+    """A backward gone wrong in one way, on a correct forward: its verdict."""
+    result, forward, do, grads = forward_and_backward(algo, dtype, causal, n, nk, d)
+    q, k, v, o, saved = result.q, result.k, result.v, result.output, dict(result.saved)
+    options = dict(causal=causal, scale=result.scale, block_rows=grads.block_rows, block_cols=grads.block_cols)
+    if how == "dK for dV":
+        grads = dataclasses.replace(grads, dk=grads.dv, dv=grads.dk)
+    elif how == "no τ":  # S = Q Kᵀ, dQ = dS K, dK = dSᵀ Q without the scale
+        grads = sim.backward(algo, q, k, v, o, saved, do, **options | {"scale": 1.0})
+    elif how == "no 1/ℓ":  # P rebuilt as exp(S − m), its normalization lost
+        s = result.scale * q.astype(np.float64) @ np.swapaxes(k.astype(np.float64), -1, -2)
+        if causal:
+            s = np.where(np.arange(nk)[None, :] <= np.arange(n)[:, None] + nk - n, s, -np.inf)
+        m = s.max(axis=-1)
+        if algo == "flash1":
+            saved = {"ℓ": np.ones_like(saved["ℓ"]), "m": m}
+        elif algo == "flash2":
+            saved = {"L": m}
+        else:
+            saved = {"P": np.exp(s - m[..., None]).astype(q.dtype)}
+        grads = sim.backward(algo, q, k, v, o, saved, do, **options)
+    elif how == "wrong mask":  # the backward's mask is not the forward's (standard attention: P of the other mask)
+        if algo == "standard":  # its listing applies no mask: P carries it
+            saved = sim.run(algo, q, k, v, causal=not causal).saved
+        wrong = sim.backward(algo, q, k, v, o, saved, do, **options | {"causal": not causal and algo != "standard"})
+        grads = dataclasses.replace(wrong, causal=causal)  # as the run's own backward would claim
+    return verdict(result, forward, do, grads)
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered in cast")  # without τ, fp16 scores overflow
+@pytest.mark.parametrize("algo", ALGORITHMS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("how", ["dK for dV", "no τ", "no 1/ℓ", "wrong mask"])
+def test_a_wrong_backward_is_outside_its_bound(algo, causal, how):
+    out = broken(algo, causal, how)
+    assert not out["tolerance"]["within"], (out["max_abs_err"], out["tolerance"]["bound"])
+
+
+def test_run_backward_json_and_table_carry_each_gradients_verdict():
+    out = json.loads(invoke("--algo", "flash1", "--n", 77, "--d", 24, "--causal", "--dtype", "bf16", "--json").stdout)
+    b = out["backward"]
+    assert set(b["max_abs_err"]) == set(b["tolerance"]["bound"]) == set(b["tolerance"]["each"]) == {"dq", "dk", "dv"}
+    assert b["tolerance"]["within"] is True and all(b["tolerance"]["each"].values())
+    assert all(b["max_abs_err"][g] <= b["tolerance"]["bound"][g] for g in ("dq", "dk", "dv"))
+    table = invoke("--algo", "flash2", "--n", 64, "--d", 8).output
+    assert table.count("✓ within fp16 tolerance") == 4 and "gradient tolerance:" in table
+
+
+def test_a_wrong_backward_listing_gets_a_cross_and_exit_code_1(monkeypatch):
+    """flash2's backward with dK and dV written to each other's tensors: ✗ on both, exit code 1."""
+    listing = registry.REGISTRY["flash2"].backward
+
+    def swapped(chip, **options):
+        listing(chip, **options)
+        dK, dV = chip.hbm.tensors["dK"], chip.hbm.tensors["dV"]
+        dK[...], dV[...] = dV.copy(), dK.copy()
+
+    monkeypatch.setitem(registry.REGISTRY, "flash2", dataclasses.replace(registry.REGISTRY["flash2"], backward=swapped))
+    out = invoke("--algo", "flash2", "--n", 64, "--d", 8, code=1).output
+    assert out.count("✗ outside fp16 tolerance") == 2 and out.count("✓ within fp16 tolerance") == 2  # O and dQ
+
+
+def test_the_bound_scales_with_do_as_the_gradients_do():
+    """Gradients are linear in dO: dO·2^k (exact) multiplies each error and each bound by 2^k exactly."""
+    result, forward, do, grads = forward_and_backward("flash2", "fp16", True, 50, 60, 16)
+    one = verdict(result, forward, do, grads)
+    do8 = (do.astype(np.float64) * 8).astype(do.dtype)
+    eight = verdict(result, forward, do8, sim.backward(result, do8))
+    for g in ("dq", "dk", "dv"):
+        assert eight["tolerance"]["bound"][g] == pytest.approx(8 * one["tolerance"]["bound"][g], rel=1e-12)
+        assert eight["max_abs_err"][g] == pytest.approx(8 * one["max_abs_err"][g], rel=1e-12)
+
+
+def test_no_bound_is_stated_without_the_forwards():
+    result, _, do, grads = forward_and_backward("flash2", "fp16", False, 20, 20, 8)
+    out = gradient_tolerance.check(grads, result.q, result.k, result.v, do, forward_bound=None,
+                                   forward_block_cols=result.block_cols)  # fmt: skip
+    assert out["tolerance"] is None and set(out["max_abs_err"]) == {"dq", "dk", "dv"}
