@@ -128,6 +128,14 @@
 // consumers' tile code (full and causal, as `for_each_tile` gives the static walk) recovered N = 1024 (0.95 → 1.00 of
 // the static walk) but measured d = 128, N = 16384 at 0.97 (another card) and left d = 64 at −3%; the static walk
 // through the same ring (no tickets) −2% at d = 64, N ≥ 4096: there the ring's code costs, not the order.
+// Run 42 (lead, the merged tree): memcheck 0 errors; **racecheck reports a write-after-read on the ring** (d = 128,
+// N = 2176 and 2600 × 1000 causal: 2 hazards, 298 with --racecheck-report all): lane 31 of each consumer warpgroup's
+// first warp reads slot t (flash2_v4_fwd+0x450), the producer rewrites it for tile t + 2 (+0xd510) after lane 0 of
+// that warp arrives on q_empty. Lane 31's read is ordered before that arrival only by the warp's converged execution
+// and the warpgroup's wgmma of tile t + 1 (which uses the read's value), not by the memory model: no wrong result
+// seen (the GPU tests, bit-identical outputs against the static walk), but not clean. The fix, untried on a GPU (the
+// session's device time was spent): each warpgroup meets (bar.sync 1 + CONSUMERS + c, 128) right after reading its
+// slot, for every tile, so tid 0's arrival follows every read; the keyless tile's own meeting then goes.
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
