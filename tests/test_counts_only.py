@@ -12,7 +12,7 @@ from sim.algorithms.registry import REGISTRY
 from sim.api import closed_form
 from sim.cli import app
 from sim.core.dtypes import DTYPES
-from sim.machine import iomodel
+from sim.machine import iomodel, mask
 from sim.machine.row_sums import row_sums
 
 
@@ -100,6 +100,54 @@ def brute_sums(N, Nk, Br, Bc, causal):
 def test_the_row_block_sums_are_the_masks(N, Nk, Br, Bc, causal):
     r = row_sums(N, Nk, Br, Bc, causal)
     assert [r.seen, r.keys, r.full, r.r_seen, r.r_keys, r.r_full] == brute_sums(N, Nk, Br, Bc, causal)
+
+
+def brute_rule_sums(positions, g, Nk, Br, Bc, left, right):
+    """brute_sums under a window (left, right; None unbounded) and GQA's packed rows, from the definition: row r is
+    position p = r // g, which sees key c iff p + Nk − positions − left ≤ c ≤ p + Nk − positions + right."""
+    N, Tc = g * positions, -(-Nk // Bc)
+
+    def sees(r, c):
+        diagonal = r // g + Nk - positions
+        return (left is None or c >= diagonal - left) and (right is None or c <= diagonal + right)
+
+    sums = [0] * 6
+    for r0 in range(0, N, Br):
+        rows = range(r0, min(r0 + Br, N))
+        blocks = [range(j * Bc, min((j + 1) * Bc, Nk)) for j in range(Tc)]
+        seen = [b for b in blocks if any(sees(r, c) for r in rows for c in b)]
+        full = [b for b in blocks if all(sees(r, c) for r in rows for c in b)]
+        x = (len(seen), sum(map(len, seen)), sum(map(len, full)))
+        for k in range(3):
+            sums[k] += x[k]
+            sums[3 + k] += len(rows) * x[k]
+    return sums
+
+
+side = st.one_of(st.none(), st.integers(0, 12))
+
+
+@settings(max_examples=300, deadline=None)
+@given(positions=st.integers(1, 30), g=st.integers(1, 40), Nk=st.integers(1, 60), Br=st.integers(1, 20),
+       Bc=st.integers(1, 20), left=side, right=side)  # fmt: skip
+def test_the_row_block_sums_under_a_window_and_packed_rows_are_the_masks(positions, g, Nk, Br, Bc, left, right):
+    """iomodel.sums steps over a run of whole blocks inside one position at once (GQA's g ≥ Br): the same sums as
+    the mask's definition, key by key."""
+    rule = mask.Rule(positions, Nk, left, right, g)
+    r = iomodel.sums(g * positions, Nk, Br, Bc, False, rule)
+    assert [r.seen, r.keys, r.full, r.r_seen, r.r_keys, r.r_full] == brute_rule_sums(
+        positions, g, Nk, Br, Bc, left, right
+    )
+
+
+def test_a_million_packed_heads_sum_in_steps_of_positions():
+    """g = 10⁶ query heads on one K/V head, N = Nk = 1000 causal, Br = Bc = 64: 15.6 million row blocks (g is 15,625
+    blocks a position: none straddles two), summed in one step a position. By hand: position p sees keys 0 … p, so
+    its blocks see ⌈(p + 1)/64⌉ K/V blocks, min(64·⌈(p + 1)/64⌉, N) keys; over its g rows: Σ_p g·(each)."""
+    g, N = 10**6, 1000
+    r = iomodel.sums(g * N, N, 64, 64, True, mask.rule(N, N, causal=True, group=g))
+    assert r.r_keys == sum(g * min(64 * ((p + 64) // 64), N) for p in range(N))
+    assert r.r_seen == sum(g * ((p + 64) // 64) for p in range(N))
 
 
 def test_counting_never_walks_the_row_blocks(monkeypatch):

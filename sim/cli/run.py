@@ -92,9 +92,7 @@ def run_command(
     )
     what = f"{algo} at {estimate.shape_of(forward)}" + ("" if counts_only else f" ({estimate.tiles(forward)})")
     if counts_only and walked > 1000:  # a closed form that walks its rows: say so, and how to shorten it
-        what += (
-            f", its closed forms walking {count(walked)} row blocks of {Br} one by one (GQA's packed g·N rows, a mask)"
-        )
+        what += f", its closed forms taking {count(walked)} steps over row blocks of {Br} (a mask, GQA's packed rows)"
         g = max(1, heads // (variant["kv_heads"] or heads))
         hints = [f"fewer query heads per K/V head (g = {count(g)} here: --heads / --kv-heads)"] if g > 1 else []
     estimate.guard(ctx, cost, what, hints, small, n=n, nk=nk, d=d, batch=batch, heads=heads)

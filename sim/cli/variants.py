@@ -105,15 +105,16 @@ def shape(seqlens, n: int, nk, batch: int) -> tuple[int, int | None, int]:
 
 def row_blocks(algo: str, n: int, heads: int, Br: int, *, kv_heads, pack_gqa, window, alibi, softcap,
                seqlens) -> int:  # fmt: skip
-    """The row blocks `report`'s closed forms walk one by one (`iomodel.sums` under a mask Rule): flash2's packed
-    schedule, always counted beside the per-head one, g·N rows per distinct length (and the padded batch's); the
-    per-head schedule's N under a window, softcap or ALiBi. The others are O(1) in N."""
+    """The steps `report`'s closed forms take (`iomodel.sums` under a mask Rule: a block, or a run of whole blocks
+    inside one position): flash2's packed schedule, always counted beside the per-head one, min(⌈g·N/Br⌉, 2·N + 1)
+    per distinct length (and the padded batch's); the per-head schedule's ⌈N/Br⌉ under a window, softcap or ALiBi.
+    The others are O(1) in N."""
     g = max(1, heads // (kv_heads or heads))
     flags = window is not None or alibi or softcap is not None
     lengths = set(seqlens) | {n} if seqlens else {n}  # with --seqlens the padded batch is counted too
     walked = 0
     for m in lengths:
-        walked += ceil(g * m / Br) if algo == "flash2" and (g > 1 or flags) else 0  # the packed schedule
+        walked += min(ceil(g * m / Br), 2 * m + 1) if algo == "flash2" and (g > 1 or flags) else 0  # packed
         walked += ceil(m / Br) if flags else 0  # the per-head schedule
     return walked
 

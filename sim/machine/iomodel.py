@@ -77,16 +77,25 @@ def _keys(blocks: range, Bc: int, Nk: int) -> int:
 
 
 def sums(N: int, Nk: int, Br: int, Bc: int, causal: bool, rule: mask.Rule | None = None) -> RowSums:
-    """`row_blocks`' fields summed: in O(log N) where only the causal flag masks (`sim.machine.row_sums`), block by
-    block under a window or GQA's packed rows (`rule`)."""
+    """`row_blocks`' fields summed: in O(log N) where only the causal flag masks (`sim.machine.row_sums`), else
+    run by run under a window or GQA's packed rows (`rule`). A block's fields depend only on its rows' first and last
+    positions and its size, so a run of whole blocks inside one position (GQA's g ≥ Br packed rows of a position) is
+    one step: at most two steps a position and one a block, min(Tr, 2·N/g + 1) in all."""
     if rule is None:
         return row_sums(N, Nk, Br, Bc, causal)
-    blocks = row_blocks(N, Nk, Br, Bc, causal, rule)
-    return RowSums(
-        sum(b.seen for b in blocks), sum(b.keys_seen for b in blocks), sum(b.keys_full for b in blocks),
-        sum(b.rows * b.seen for b in blocks), sum(b.rows * b.keys_seen for b in blocks),
-        sum(b.rows * b.keys_full for b in blocks),
-    )  # fmt: skip
+    seen = keys = full = r_seen = r_keys = r_full = 0
+    i, Tr = 0, ceil(N / Br)
+    while i < Tr:
+        rows = (i * Br, min((i + 1) * Br, N))
+        p0, p1 = rule.positions(rows)
+        # blocks i … k − 1 lie whole inside position p0 (rows end ≤ (p0 + 1)·g): their fields are block i's
+        k = min((p0 + 1) * rule.group, N) // Br if p0 == p1 and rows[1] - rows[0] == Br else i + 1
+        s, f = rule.seen_blocks(rows, Bc), rule.full_blocks(rows, Bc)
+        n, r, ks, kf = k - i, rows[1] - rows[0], _keys(s, Bc, Nk), _keys(f, Bc, Nk)
+        seen, keys, full = seen + n * len(s), keys + n * ks, full + n * kf
+        r_seen, r_keys, r_full = r_seen + n * r * len(s), r_keys + n * r * ks, r_full + n * r * kf
+        i = k
+    return RowSums(seen, keys, full, r_seen, r_keys, r_full)
 
 
 def standard(N: int, Nk: int, d: int, s: int, causal: bool = False) -> Counts:
