@@ -44,9 +44,7 @@ BACKWARD_PER_SCORE, BACKWARD_PER_SCORE_D = 15e-9, 0.8e-9  # ×2.5–2.8 (measure
 PROCESS = 150 * 2**20  # Python, NumPy, rich and the command itself
 PROCESS_SECONDS = 1.0  # starting a fresh flashsim process (`bench cli` measures 0.3–0.7 s)
 CLOSED_FORM_PER_ROW_BLOCK = 5e-6  # seconds to add one row block into a closed form (a sweep's, summed per block)
-# a step of a closed form under a mask Rule (iomodel.sums: a row block, or a run of whole blocks inside one position):
-# 800,000 in 10.5 s
-RULE_ROW_BLOCK = 13e-6
+RULE_ROW_BLOCK = 13e-6  # a step of iomodel.sums under a mask Rule (a row block, or a run of them): 800,000 in 10.5 s
 CLOSED_FORM_SECONDS = 1e-3  # one closed form by `sim.machine.row_sums`: a few floor sums, whatever N
 SMALL_TILE = 64  # Br × Bc below this: the blocks, more than N, make the tile pairs many
 PER_CONFIGURATION = 200e-6  # a sweep's block search and kernel list for one configuration
