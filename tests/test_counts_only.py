@@ -79,20 +79,7 @@ def test_a_million_rows_are_counted_without_arrays():
 def brute_sums(N, Nk, Br, Bc, causal):
     """Σ over row blocks of (seen, keys, full) and of rows × each, from the mask's definition, key by key:
     row r sees key c ≤ r + Nk − N (causal)."""
-    Tc = -(-Nk // Bc)
-    sums = [0] * 6
-    for r0 in range(0, N, Br):
-        rows = range(r0, min(r0 + Br, N))
-        sees = lambda r, c: not causal or c <= r + Nk - N  # noqa: E731
-        blocks = [range(j * Bc, min((j + 1) * Bc, Nk)) for j in range(Tc)]
-        seen = [b for b in blocks if any(sees(r, c) for r in rows for c in b)]
-        full = [b for b in blocks if all(sees(r, c) for r in rows for c in b)]
-        assert seen == blocks[: len(seen)]  # a prefix
-        x = (len(seen), sum(map(len, seen)), sum(map(len, full)))
-        for k in range(3):
-            sums[k] += x[k]
-            sums[3 + k] += len(rows) * x[k]
-    return sums
+    return brute_rule_sums(N, 1, Nk, Br, Bc, None, 0 if causal else None)
 
 
 @settings(max_examples=300, deadline=None)
