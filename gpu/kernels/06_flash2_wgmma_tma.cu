@@ -614,8 +614,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             if (tid == 0 && !(O_TMA && !O_BUF)) mbar_arrive(EMPTY(last));
             o_stage = last;
             ++used;
-        } else if (TICKETS) {  // a tile without keys, handed out all the same: every warp has read its slot
-            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");
+        } else if (TICKETS) {  // a tile without keys, handed out all the same (every warp has read its slot: the ring's meeting)
             if (tid == 0) mbar_arrive(q_empty);
             ++tiles;
         }
@@ -694,6 +693,10 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         mbar_wait(q_full, tiles & 1);
         int i, plane;
         ld_shared_v2(ring + 8 * (tiles & 1), i, plane);
+        // the warpgroup meets once all its threads have read the slot, so that tid 0's arrival on q_empty (which lets
+        // the producer write this slot again, for tile t + 2) follows every read of it in the memory model, not only
+        // through the warp's converged execution and the wgmma the warpgroup issues together (racecheck, run 42)
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");
         if (plane < 0) break;
         consume(i, plane);
     }
