@@ -232,6 +232,11 @@ def read_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, in
     return {"STORAGE": STORAGE_CODE[dtype], "UNROLL": READ_UNROLL}
 
 
+def handoff_defines(d: int, dtype: str, tiles: Tiles | None = None, handoff: int = 1) -> dict[str, int]:
+    """racecheck_probe.cu's build: HANDOFF 0 (none), 1 (an mbarrier), 2 (bar.sync), 3 (a named barrier) between the reads and the write."""
+    return {"STORAGE": STORAGE_CODE[dtype], "HANDOFF": handoff}
+
+
 def probe_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, int]:
     """d = 64 runs wgmma n128 for S and n64 for O, d = 128 the other way round: the probe covers all four."""
     return {"HEAD_DIM": d, "BC": 192 - d, "STORAGE": STORAGE_CODE[dtype]}

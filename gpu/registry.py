@@ -145,6 +145,8 @@ HELPERS = {
     "bwd_prepass": _helper("bwd_prepass", "backward_passes.cu", "flash2_bwd_prepass", ALL, geometry.passes_defines),
     "bwd_dq": _helper("bwd_dq", "backward_passes.cu", "flash2_bwd_dq", ALL, geometry.passes_defines),
     "read_ceiling": _helper("read_ceiling", "read_ceiling.cu", "read_ceiling", HALF, geometry.read_defines),
+    "racecheck_probe": KernelSpec("racecheck_probe", None, "helper", "racecheck_probe.cu", "racecheck_probe", HALF,
+                                  False, None, geometry.handoff_defines, lambda d, t: 0, arch="sm_90a", head_dims=(64,)),
     "decode_combine": KernelSpec("decode_combine", None, "helper", "08_flash_decoding.cu", "flash_decoding_combine", HALF,
                                  True, geometry.decoding_tiles, geometry.decoding_defines, lambda d, t: 0, head_dims=(64, 128)),
 }  # fmt: skip

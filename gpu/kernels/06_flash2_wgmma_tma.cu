@@ -128,14 +128,18 @@
 // consumers' tile code (full and causal, as `for_each_tile` gives the static walk) recovered N = 1024 (0.95 → 1.00 of
 // the static walk) but measured d = 128, N = 16384 at 0.97 (another card) and left d = 64 at −3%; the static walk
 // through the same ring (no tickets) −2% at d = 64, N ≥ 4096: there the ring's code costs, not the order.
-// Run 42 (lead, the merged tree): memcheck 0 errors; **racecheck reports a write-after-read on the ring** (d = 128,
-// N = 2176 and 2600 × 1000 causal: 2 hazards, 298 with --racecheck-report all): lane 31 of each consumer warpgroup's
-// first warp reads slot t (flash2_v4_fwd+0x450), the producer rewrites it for tile t + 2 (+0xd510) after lane 0 of
-// that warp arrives on q_empty. Lane 31's read is ordered before that arrival only by the warp's converged execution
-// and the warpgroup's wgmma of tile t + 1 (which uses the read's value), not by the memory model: no wrong result
-// seen (the GPU tests, bit-identical outputs against the static walk), but not clean. The fix, untried on a GPU (the
-// session's device time was spent): each warpgroup meets (bar.sync 1 + CONSUMERS + c, 128) right after reading its
-// slot, for every tile, so tid 0's arrival follows every read; the keyless tile's own meeting then goes.
+// Run 42 (lead): memcheck 0 errors; racecheck reported a write-after-read on the ring (298 with --racecheck-report
+// all): a consumer thread reads slot t (flash2_v4_fwd+0x450), the producer rewrites it for tile t + 2 (+0xd510) after
+// its wait on q_empty, which each warpgroup's thread 0 arrives on once the warpgroup's S of tile t + 1 is done: the
+// other threads' reads were ordered before that arrival only by the warpgroup's collective wgmma (whose issue needs
+// every warp past its read), not by the memory model. Run 43 (lead): each warpgroup meeting (bar.sync, 128) after its
+// read before thread 0's arrival — ordered in the model — still gave racecheck 306 reports and cost 1–4% (d = 128, N ≥
+// 4096, ticketed rows, against the run 42 kernel, 8 of 8 slower): racecheck does not follow an mbarrier's arrive → wait
+// (gpu/lab/racecheck_probe.py: a correct hand-off through an mbarrier is reported as the race is; bar.sync and named
+// barriers are not). Now each slot has a named barrier (ring_read, ring_reuse): every consumer thread arrives at it,
+// not waiting, right after reading the slot, and the producer thread waits there before it writes the slot again
+// (by then every consumer has long arrived: q_empty's wait comes first), and once more after the stop sign for the
+// last tile's arrivals; a tile without keys no longer meets its warpgroup.
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
@@ -294,6 +298,18 @@ __device__ __forceinline__ void to_fragments(u32 (&p)[BC / 16][4], const float (
 // (256 threads: its own 128 waiting, its predecessor's 128 arriving); warpgroup c passes the turn to c + 1.
 __device__ __forceinline__ void turn_wait(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); }
 __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (c + 1) % CONSUMERS) : "memory"); }
+
+// TICKETS: the ring's slot s (0, 1) has named barrier RING_BAR + s of every consumer thread and the producer's warp
+// (which counts 32: its other threads have exited). A consumer arrives once it has read the slot (not waiting); the
+// producer thread waits there before it writes the slot again: every read of the slot is then ordered before the write
+// in the form racecheck follows (an mbarrier's arrive → wait it does not; gpu/lab/racecheck_probe.py)
+#define RING_BAR (1 + 2 * CONSUMERS)  // after the turns (1 … CONSUMERS) and the warpgroup meetings (CONSUMERS + 1 + c)
+__device__ __forceinline__ void ring_read(int slot) {
+    asm volatile("bar.arrive %0, %1;\n" ::"r"(RING_BAR + slot), "r"(128 * CONSUMERS + 32) : "memory");
+}
+__device__ __forceinline__ void ring_reuse(int slot) {
+    asm volatile("barrier.sync %0, %1;\n" ::"r"(RING_BAR + slot), "r"(128 * CONSUMERS + 32) : "memory");
+}
 
 #define K_FULL(s) (bar + 8 * (2 + (s)))               // mbarrier: K_j has arrived in stage s
 #define V_FULL(s) (bar + 8 * (2 + STAGES + (s)))      // mbarrier: V_j has arrived in stage s
@@ -477,9 +493,8 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     // L2 round trip (~1 µs) hides behind the consumers' last STAGES K/V blocks of the unit. It hands each tile t to
     // the consumers through the ring: (i, plane) into slot t % 2, then its arrival on q_full (an mbarrier arrival
     // releases, the consumers' wait on its phase acquires: they read the slot after their wait). A slot is written
-    // again for tile t + 2 once q_empty says every consumer is done with tile t + 1's S (a warpgroup's S of tile
-    // t + 1 is issued by all its warps, each of which read tile t's slot before; a tile without keys, which has no
-    // S, meets its warpgroup before it arrives). A tile without keys is handed out too (q_full without bytes, the
+    // again for tile t + 2 once q_empty says every consumer is done with tile t + 1's S and every consumer thread has
+    // arrived at the slot's named barrier after reading tile t (ring_reuse). A tile without keys is handed out too (q_full without bytes, the
     // consumers write zeros and −∞ and arrive on q_empty); plane −1 after the last unit is the stop sign.
     if (threadIdx.x < 128) {  // the producer warpgroup: one thread issues every copy (line 4 and line 7)
         setmaxnreg_dec<REG_PRODUCER>();
@@ -496,7 +511,10 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) tma_prefetch_3d(&Q_map, p * 64, sq.q_row + r0, sq.q_plane);
             if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the previous tile's Q_i is used up
-            if (TICKETS) st_shared_v2(ring + 8 * (tiles & 1), i, plane);
+            if (TICKETS) {
+                if (tiles >= 2) ring_reuse(tiles & 1);  // every consumer has read tile t − 2 from this slot
+                st_shared_v2(ring + 8 * (tiles & 1), i, plane);
+            }
             ++tiles;
             if (TICKETS && Tc == 0) {
                 mbar_arrive(q_full);
@@ -521,8 +539,10 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #if TICKETS
         for (int u = take(tickets); u < n_units; u = take(tickets)) unit_tiles(u, N, causal, units, produce);
         if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the stop sign
+        if (tiles >= 2) ring_reuse(tiles & 1);
         st_shared_v2(ring + 8 * (tiles & 1), 0, -1);
         mbar_arrive(q_full);
+        if (tiles >= 1) ring_reuse((tiles - 1) & 1);  // the last tile's arrivals, met before the block ends
         retire(tickets);
 #else
         for_each_tile(N, causal, planes, units, n_units, produce);
@@ -614,7 +634,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             if (tid == 0 && !(O_TMA && !O_BUF)) mbar_arrive(EMPTY(last));
             o_stage = last;
             ++used;
-        } else if (TICKETS) {  // a tile without keys, handed out all the same (every warp has read its slot: the ring's meeting)
+        } else if (TICKETS) {  // a tile without keys, handed out all the same
             if (tid == 0) mbar_arrive(q_empty);
             ++tiles;
         }
@@ -693,11 +713,8 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         mbar_wait(q_full, tiles & 1);
         int i, plane;
         ld_shared_v2(ring + 8 * (tiles & 1), i, plane);
-        // the warpgroup meets once all its threads have read the slot, so that tid 0's arrival on q_empty (which lets
-        // the producer write this slot again, for tile t + 2) follows every read of it in the memory model, not only
-        // through the warp's converged execution and the wgmma the warpgroup issues together (racecheck, run 42)
-        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");
         if (plane < 0) break;
+        ring_read(tiles & 1);
         consume(i, plane);
     }
 #else

@@ -1,0 +1,55 @@
+"""`python -m gpu.lab.racecheck_probe`: what compute-sanitizer's racecheck reports for an SRAM hand-off ordered four
+ways (gpu/kernels/racecheck_probe.cu): none (a race), an mbarrier (ordered by the PTX memory model), bar.sync, a
+named barrier the consumers arrive at and the producer waits at.
+
+Each build runs once in its own process under `compute-sanitizer --tool racecheck`; the table gives racecheck's
+hazards beside whether the order is a race. Rung 6's ticket ring is ordered the mbarrier way: if racecheck reports
+the mbarrier build as it reports the race, its reports on the ring say nothing about the ring.
+"""
+
+import re
+import shutil
+import subprocess
+import sys
+
+from gpu import device, geometry, registry, source
+
+WAYS = {0: ("none", True), 1: ("mbarrier arrive → wait", False), 2: ("bar.sync (__syncthreads)", False),
+        3: ("named barrier arrive → sync", False)}
+
+
+def launch(handoff: int) -> list[int]:
+    """One launch of the build `handoff`: the 128 consumers' reads (16 each: the first write's value × 1)."""
+    cupy = device.require()
+    spec = registry.HELPERS["racecheck_probe"]
+    out = cupy.full(128, -7, cupy.int32)
+    source.function(spec, geometry.handoff_defines(64, "float16", handoff=handoff))((1,), (256,), (out,))
+    return out.get().tolist()
+
+
+def hazards(handoff: int) -> tuple[int, str]:
+    """(racecheck's error count, its summary line) for the build `handoff`, run in a child process."""
+    sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
+    run = subprocess.run([sanitizer, "--tool", "racecheck", "--racecheck-report", "all", sys.executable, "-m",
+                          "gpu.lab.racecheck_probe", "--launch", str(handoff)], capture_output=True, text=True,
+                         check=False)
+    summary = next((line for line in run.stdout.splitlines() if "RACECHECK SUMMARY" in line), "")
+    errors = re.search(r"\((\d+) errors", summary) or re.search(r"(\d+) hazards?", summary)
+    if run.returncode != 0 or "probe reads" not in run.stdout:
+        raise SystemExit(f"racecheck of build {handoff} failed (rc {run.returncode}): {run.stdout[-400:]}{run.stderr[-400:]}")
+    return (int(errors.group(1)) if errors else 0), summary.strip("= ")
+
+
+def main(argv: list[str]) -> None:
+    if argv[:1] == ["--launch"]:
+        reads = launch(int(argv[1]))
+        print(f"probe reads {sorted(set(reads))}")
+        return
+    print(f"{'hand-off':28s} {'a race?':8s} racecheck")
+    for handoff, (way, race) in WAYS.items():
+        count, summary = hazards(handoff)
+        print(f"{way:28s} {'yes' if race else 'no':8s} {count} ({summary or 'no summary: 0 hazards'})", flush=True)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
