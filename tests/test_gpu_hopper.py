@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 import gpu
 from gpu import device, flash, geometry, registry
-from gpu.lab import hopper_probe
+from gpu.lab import hopper_probe, racecheck_probe
 from gpu.lab.checks import check, random_qkv
 from gpu.lab.harness import TUNE
 from sim.core.errors import InputError
@@ -167,3 +167,9 @@ def test_toolchain_probe():
         for dtype in ("float16", "bfloat16"):
             r = hopper_probe.probe(d, dtype)
             assert r["scores"] < 1 and r["values"] < 1, (d, dtype, r)
+
+
+@pytest.mark.parametrize("handoff", [1, 2, 3])
+def test_racecheck_probe_orders_the_reads_before_the_write(handoff):
+    """Each ordered hand-off of gpu/lab/racecheck_probe.py: all 128 consumers read the first write's (16, 1)."""
+    assert racecheck_probe.launch(handoff) == [16] * 128

@@ -132,14 +132,17 @@
 // all): a consumer thread reads slot t (flash2_v4_fwd+0x450), the producer rewrites it for tile t + 2 (+0xd510) after
 // its wait on q_empty, which each warpgroup's thread 0 arrives on once the warpgroup's S of tile t + 1 is done: the
 // other threads' reads were ordered before that arrival only by the warpgroup's collective wgmma (whose issue needs
-// every warp past its read), not by the memory model. Run 43 (lead): each warpgroup meeting (bar.sync, 128) after its
-// read before thread 0's arrival — ordered in the model — still gave racecheck 306 reports and cost 1–4% (d = 128, N ≥
-// 4096, ticketed rows, against the run 42 kernel, 8 of 8 slower): racecheck does not follow an mbarrier's arrive → wait
-// (gpu/lab/racecheck_probe.py: a correct hand-off through an mbarrier is reported as the race is; bar.sync and named
-// barriers are not). Now each slot has a named barrier (ring_read, ring_reuse): every consumer thread arrives at it,
-// not waiting, right after reading the slot, and the producer thread waits there before it writes the slot again
-// (by then every consumer has long arrived: q_empty's wait comes first), and once more after the stop sign for the
-// last tile's arrivals; a tile without keys no longer meets its warpgroup.
+// every warp past its read), not by the memory model.
+// Run 43 (lead; gpu/NOTES.md run 43, each against the run 42 kernel at d = 128, N ≥ 4096, ticketed rows, one process):
+//  - each warpgroup meeting (bar.sync, 128) after its read, then thread 0's arrival (branch ringfix): racecheck
+//    still 306 reports, 1–4% slower (8 of 8 rows);
+//  - a named barrier a slot, every consumer thread arriving (bar.arrive) right after its read and the producer
+//    thread waiting there (barrier.sync) before its rewrite: racecheck, synccheck, memcheck clean, but 15–21% slower
+//    (8 of 8 rows): dropped;
+//  - kept: with TICKETS every consumer thread arrives on q_empty itself (128 · CONSUMERS arrivals a phase, at the
+//    point thread 0 alone arrived), so each read is ordered before the rewrite by its own arrive → wait, the form
+//    racecheck follows (gpu/lab/racecheck_probe.py); a tile without keys no longer meets its warpgroup. The static
+//    builds (no TICKETS) keep one arrival a warpgroup.
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
@@ -299,18 +302,6 @@ __device__ __forceinline__ void to_fragments(u32 (&p)[BC / 16][4], const float (
 __device__ __forceinline__ void turn_wait(int c) { asm volatile("bar.sync %0, 256;\n" ::"r"(1 + c) : "memory"); }
 __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (c + 1) % CONSUMERS) : "memory"); }
 
-// TICKETS: the ring's slot s (0, 1) has named barrier RING_BAR + s of every consumer thread and the producer's warp
-// (which counts 32: its other threads have exited). A consumer arrives once it has read the slot (not waiting); the
-// producer thread waits there before it writes the slot again: every read of the slot is then ordered before the write
-// in the form racecheck follows (an mbarrier's arrive → wait it does not; gpu/lab/racecheck_probe.py)
-#define RING_BAR (1 + 2 * CONSUMERS)  // after the turns (1 … CONSUMERS) and the warpgroup meetings (CONSUMERS + 1 + c)
-__device__ __forceinline__ void ring_read(int slot) {
-    asm volatile("bar.arrive %0, %1;\n" ::"r"(RING_BAR + slot), "r"(128 * CONSUMERS + 32) : "memory");
-}
-__device__ __forceinline__ void ring_reuse(int slot) {
-    asm volatile("barrier.sync %0, %1;\n" ::"r"(RING_BAR + slot), "r"(128 * CONSUMERS + 32) : "memory");
-}
-
 #define K_FULL(s) (bar + 8 * (2 + (s)))               // mbarrier: K_j has arrived in stage s
 #define V_FULL(s) (bar + 8 * (2 + STAGES + (s)))      // mbarrier: V_j has arrived in stage s
 #define EMPTY(s) (bar + 8 * (2 + 2 * STAGES + (s)))   // mbarrier: every consumer is done with stage s
@@ -460,7 +451,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
-        mbar_init(q_empty, CONSUMERS);
+        mbar_init(q_empty, TICKETS ? 128 * CONSUMERS : CONSUMERS);  // TICKETS: each consumer thread arrives (the ring)
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(K_FULL(s), 1);
             mbar_init(V_FULL(s), 1);
@@ -493,8 +484,9 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     // L2 round trip (~1 µs) hides behind the consumers' last STAGES K/V blocks of the unit. It hands each tile t to
     // the consumers through the ring: (i, plane) into slot t % 2, then its arrival on q_full (an mbarrier arrival
     // releases, the consumers' wait on its phase acquires: they read the slot after their wait). A slot is written
-    // again for tile t + 2 once q_empty says every consumer is done with tile t + 1's S and every consumer thread has
-    // arrived at the slot's named barrier after reading tile t (ring_reuse). A tile without keys is handed out too (q_full without bytes, the
+    // again for tile t + 2 once q_empty says every consumer thread is done with tile t + 1's S: with TICKETS every
+    // consumer thread arrives on q_empty itself (after its read of the slot), so each read is ordered before the
+    // rewrite by its own arrive → wait. A tile without keys is handed out too (q_full without bytes, the
     // consumers write zeros and −∞ and arrive on q_empty); plane −1 after the last unit is the stop sign.
     if (threadIdx.x < 128) {  // the producer warpgroup: one thread issues every copy (line 4 and line 7)
         setmaxnreg_dec<REG_PRODUCER>();
@@ -511,10 +503,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) tma_prefetch_3d(&Q_map, p * 64, sq.q_row + r0, sq.q_plane);
             if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the previous tile's Q_i is used up
-            if (TICKETS) {
-                if (tiles >= 2) ring_reuse(tiles & 1);  // every consumer has read tile t − 2 from this slot
-                st_shared_v2(ring + 8 * (tiles & 1), i, plane);
-            }
+            if (TICKETS) st_shared_v2(ring + 8 * (tiles & 1), i, plane);
             ++tiles;
             if (TICKETS && Tc == 0) {
                 mbar_arrive(q_full);
@@ -539,10 +528,8 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #if TICKETS
         for (int u = take(tickets); u < n_units; u = take(tickets)) unit_tiles(u, N, causal, units, produce);
         if (tiles > 0) mbar_wait(q_empty, (tiles - 1) & 1);  // the stop sign
-        if (tiles >= 2) ring_reuse(tiles & 1);
         st_shared_v2(ring + 8 * (tiles & 1), 0, -1);
         mbar_arrive(q_full);
-        if (tiles >= 1) ring_reuse((tiles - 1) & 1);  // the last tile's arrivals, met before the block ends
         retire(tickets);
 #else
         for_each_tile(N, causal, planes, units, n_units, produce);
@@ -621,7 +608,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                     o[4 * n + 3] *= alpha[1];
                 }
             }
-            if (tid == 0) mbar_arrive(q_empty);  // every S_ij of the tile is done: the producer may load the next Q_i
+            if (TICKETS || tid == 0) mbar_arrive(q_empty);  // every S_ij of the tile is done: the producer may load the next Q_i
             ++tiles;
             // block Tc − 1: line 10 alone
             const int last = used % STAGES;
@@ -635,7 +622,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             o_stage = last;
             ++used;
         } else if (TICKETS) {  // a tile without keys, handed out all the same
-            if (tid == 0) mbar_arrive(q_empty);
+            mbar_arrive(q_empty);
             ++tiles;
         }
 #undef MASK
@@ -714,7 +701,6 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         int i, plane;
         ld_shared_v2(ring + 8 * (tiles & 1), i, plane);
         if (plane < 0) break;
-        ring_read(tiles & 1);
         consume(i, plane);
     }
 #else

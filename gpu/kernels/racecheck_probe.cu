@@ -1,18 +1,18 @@
-// racecheck_probe.cu: does compute-sanitizer's racecheck see an mbarrier hand-off? Rung 6's ticket ring (06's
-// header) passes (i, plane) from the producer thread to the consumers through SRAM: the consumers read a slot, then
-// arrive on an mbarrier; the producer waits on its phase and only then writes the slot again. racecheck reports
-// that pair as a write-after-read hazard (run 42; run 43 with every warpgroup meeting at a named barrier after its
-// read, too). This kernel is the hand-off alone, three ways, one thread block of 256 threads: warpgroup 0 is the
-// producer (thread 0 writes), warpgroup 1 the consumers (all 128 threads read the same 8 bytes):
+// racecheck_probe.cu: which SRAM hand-offs does compute-sanitizer's racecheck follow? Rung 6's ticket ring (06's
+// header) passes (i, plane) from the producer thread to the consumers through SRAM: the consumers read a slot, the
+// producer writes it again once an mbarrier says they are done. racecheck reported that pair as a write-after-read
+// while one thread arrived for its warpgroup (run 42), and still when the warpgroup met at a bar.sync before that
+// thread's arrival (run 43). This kernel is the hand-off alone, four ways, one thread block of 256 threads:
+// warpgroup 0 is the producer (thread 0 writes), warpgroup 1 the consumers (all 128 threads read the same 8 bytes):
 //   HANDOFF 0, none: the producer writes while the consumers read — a race (racecheck must report it);
-//   HANDOFF 1, mbarrier: every consumer thread arrives on an mbarrier of 128 arrivals after its read (release), the
-//              producer waits on the phase (acquire) and then writes — ordered by the PTX memory model;
-//   HANDOFF 2, bar.sync: all 256 threads meet at __syncthreads between the reads and the write — ordered, in the
-//              form racecheck tracks;
+//   HANDOFF 1, an mbarrier of 128 arrivals: every consumer thread arrives after its read (release), the producer
+//              waits on the phase (acquire), then writes — rung 6's ring since run 43;
+//   HANDOFF 2, an mbarrier of 1 arrival: the consumers meet at a named barrier (bar.sync 1, 128) after their reads,
+//              then thread 128 alone arrives; the producer waits, then writes — ordered too (bar.sync orders the
+//              warpgroup's reads before thread 128's arrival), run 43's first try;
 //   HANDOFF 3, a named barrier: each consumer arrives (bar.arrive 1, 160: not waiting) after its read, the producer
-//              thread waits there (barrier.sync 1, 160: its warp counts 32) before its write — rung 6's ring since
-//              run 43.
-// `python -m gpu.lab.racecheck_probe` runs each build under racecheck and prints its hazards (gpu/NOTES.md run 43).
+//              thread waits there (barrier.sync 1, 160: its warp counts 32) before its write.
+// `python -m gpu.lab.racecheck_probe` runs each build under racecheck and prints its reports (gpu/NOTES.md run 43).
 // Injected #defines: STORAGE (common.cuh's; unused), HANDOFF (0 … 3).
 
 #include "common.cuh"
@@ -31,7 +31,7 @@ extern "C" __global__ void __launch_bounds__(256) racecheck_probe(int* __restric
     if (threadIdx.x == 0) {
         slot[0] = 16;
         slot[1] = 1;
-        mbar_init(bar, 128);
+        mbar_init(bar, HANDOFF == 2 ? 1 : 128);
         mbar_init_fence();
     }
     __syncthreads();  // the first write and the barrier's init, before everything below
@@ -40,11 +40,14 @@ extern "C" __global__ void __launch_bounds__(256) racecheck_probe(int* __restric
         ld_shared_v2(ring, i, plane);  // as rung 6's consumers read their slot
         out[threadIdx.x - 128] = i * plane;
         if (HANDOFF == 1) mbar_arrive(bar);
+        if (HANDOFF == 2) {
+            asm volatile("bar.sync 1, 128;\n" ::: "memory");
+            if (threadIdx.x == 128) mbar_arrive(bar);
+        }
         if (HANDOFF == 3) asm volatile("bar.arrive 1, 160;\n" ::: "memory");
     }
-    if (HANDOFF == 2) __syncthreads();
     if (threadIdx.x == 0) {  // the producer
-        if (HANDOFF == 1) mbar_wait(bar, 0);
+        if (HANDOFF == 1 || HANDOFF == 2) mbar_wait(bar, 0);
         if (HANDOFF == 3) asm volatile("barrier.sync 1, 160;\n" ::: "memory");
         st_shared_v2(ring, 0, -1);  // as rung 6's producer writes a slot
     }

@@ -1,10 +1,9 @@
 """`python -m gpu.lab.racecheck_probe`: what compute-sanitizer's racecheck reports for an SRAM hand-off ordered four
-ways (gpu/kernels/racecheck_probe.cu): none (a race), an mbarrier (ordered by the PTX memory model), bar.sync, a
-named barrier the consumers arrive at and the producer waits at.
+ways (gpu/kernels/racecheck_probe.cu): none (a race); an mbarrier every reader arrives on; the readers meeting at a
+bar.sync before one of them arrives; a named barrier the readers arrive at and the writer waits at.
 
 Each build runs once in its own process under `compute-sanitizer --tool racecheck`; the table gives racecheck's
-hazards beside whether the order is a race. Rung 6's ticket ring is ordered the mbarrier way: if racecheck reports
-the mbarrier build as it reports the race, its reports on the ring say nothing about the ring.
+reports beside whether the order is a race. Rung 6's ticket ring is ordered the second way since run 43.
 """
 
 import re
@@ -14,8 +13,8 @@ import sys
 
 from gpu import device, geometry, registry, source
 
-WAYS = {0: ("none", True), 1: ("mbarrier arrive → wait", False), 2: ("bar.sync (__syncthreads)", False),
-        3: ("named barrier arrive → sync", False)}
+WAYS = {0: ("none", True), 1: ("mbarrier, every reader arrives", False),
+        2: ("bar.sync, then one arrives", False), 3: ("named barrier arrive → sync", False)}
 
 
 def launch(handoff: int) -> list[int]:
