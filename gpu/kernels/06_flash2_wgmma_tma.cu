@@ -128,21 +128,19 @@
 // consumers' tile code (full and causal, as `for_each_tile` gives the static walk) recovered N = 1024 (0.95 → 1.00 of
 // the static walk) but measured d = 128, N = 16384 at 0.97 (another card) and left d = 64 at −3%; the static walk
 // through the same ring (no tickets) −2% at d = 64, N ≥ 4096: there the ring's code costs, not the order.
-// Run 42 (lead): memcheck 0 errors; racecheck reported a write-after-read on the ring (298 with --racecheck-report
-// all): a consumer thread reads slot t (flash2_v4_fwd+0x450), the producer rewrites it for tile t + 2 (+0xd510) after
-// its wait on q_empty, which each warpgroup's thread 0 arrives on once the warpgroup's S of tile t + 1 is done: the
-// other threads' reads were ordered before that arrival only by the warpgroup's collective wgmma (whose issue needs
-// every warp past its read), not by the memory model.
-// Run 43 (lead; gpu/NOTES.md run 43, each against the run 42 kernel at d = 128, N ≥ 4096, ticketed rows, one process):
-//  - each warpgroup meeting (bar.sync, 128) after its read, then thread 0's arrival (branch ringfix): racecheck
-//    still 306 reports, 1–4% slower (8 of 8 rows);
-//  - a named barrier a slot, every consumer thread arriving (bar.arrive) right after its read and the producer
-//    thread waiting there (barrier.sync) before its rewrite: racecheck, synccheck, memcheck clean, but 15–21% slower
-//    (8 of 8 rows): dropped;
-//  - kept: with TICKETS every consumer thread arrives on q_empty itself (128 · CONSUMERS arrivals a phase, at the
-//    point thread 0 alone arrived), so each read is ordered before the rewrite by its own arrive → wait, the form
-//    racecheck follows (gpu/lab/racecheck_probe.py); a tile without keys no longer meets its warpgroup. The static
-//    builds (no TICKETS) keep one arrival a warpgroup.
+// Run 42 (lead): memcheck 0 errors; racecheck reports a write-after-read on the ring (d = 128, N = 2176 and 2600 ×
+// 1000 causal; 298 reports with --racecheck-report all): a consumer thread reads slot t (flash2_v4_fwd+0x450), the
+// producer rewrites it for tile t + 2 (+0xd510) after its wait on q_empty, which each warpgroup's thread 0 alone
+// arrives on once the warpgroup's S of tile t + 1 is done. The other threads' reads are ordered before that arrival
+// by the warpgroup's collective wgmma of tile t + 1 (no warp issues it before it has read slot t + 1 and used slot
+// t's value), not by the PTX memory model: no wrong result can follow (a read whose value is used is done), but the
+// report stands. Run 43 (lead; gpu/NOTES.md run 43; each against this kernel at d = 128, N ≥ 4096, the 8 ticketed
+// rows of .lead/ab.py, one process, H100): every warpgroup meeting (bar.sync, 128) after its read, then thread 0's
+// arrival: 1–4% slower, racecheck still 306 reports; a named barrier a slot (each consumer thread bar.arrive after
+// its read, the producer barrier.sync before its rewrite): racecheck, synccheck, memcheck clean, 15–21% slower;
+// every consumer thread arriving on q_empty itself (128 · CONSUMERS arrivals a phase): clean, 13–21% slower. All
+// three dropped: the kernel is run 42's. In isolation (gpu/lab/racecheck_probe.py) racecheck follows each of the
+// three orders and reports the unordered one; why the first is still reported in the kernel is not known.
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
@@ -451,7 +449,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
-        mbar_init(q_empty, TICKETS ? 128 * CONSUMERS : CONSUMERS);  // TICKETS: each consumer thread arrives (the ring)
+        mbar_init(q_empty, CONSUMERS);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(K_FULL(s), 1);
             mbar_init(V_FULL(s), 1);
@@ -484,9 +482,9 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     // L2 round trip (~1 µs) hides behind the consumers' last STAGES K/V blocks of the unit. It hands each tile t to
     // the consumers through the ring: (i, plane) into slot t % 2, then its arrival on q_full (an mbarrier arrival
     // releases, the consumers' wait on its phase acquires: they read the slot after their wait). A slot is written
-    // again for tile t + 2 once q_empty says every consumer thread is done with tile t + 1's S: with TICKETS every
-    // consumer thread arrives on q_empty itself (after its read of the slot), so each read is ordered before the
-    // rewrite by its own arrive → wait. A tile without keys is handed out too (q_full without bytes, the
+    // again for tile t + 2 once q_empty says every consumer is done with tile t + 1's S (a warpgroup's S of tile
+    // t + 1 is issued by all its warps, each of which read tile t's slot before; a tile without keys, which has no
+    // S, meets its warpgroup before it arrives). A tile without keys is handed out too (q_full without bytes, the
     // consumers write zeros and −∞ and arrive on q_empty); plane −1 after the last unit is the stop sign.
     if (threadIdx.x < 128) {  // the producer warpgroup: one thread issues every copy (line 4 and line 7)
         setmaxnreg_dec<REG_PRODUCER>();
@@ -608,7 +606,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                     o[4 * n + 3] *= alpha[1];
                 }
             }
-            if (TICKETS || tid == 0) mbar_arrive(q_empty);  // every S_ij of the tile is done: the producer may load the next Q_i
+            if (tid == 0) mbar_arrive(q_empty);  // every S_ij of the tile is done: the producer may load the next Q_i
             ++tiles;
             // block Tc − 1: line 10 alone
             const int last = used % STAGES;
@@ -621,8 +619,9 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             if (tid == 0 && !(O_TMA && !O_BUF)) mbar_arrive(EMPTY(last));
             o_stage = last;
             ++used;
-        } else if (TICKETS) {  // a tile without keys, handed out all the same
-            mbar_arrive(q_empty);
+        } else if (TICKETS) {  // a tile without keys, handed out all the same: every warp has read its slot
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");
+            if (tid == 0) mbar_arrive(q_empty);
             ++tiles;
         }
 #undef MASK

@@ -6,10 +6,10 @@
 // warpgroup 0 is the producer (thread 0 writes), warpgroup 1 the consumers (all 128 threads read the same 8 bytes):
 //   HANDOFF 0, none: the producer writes while the consumers read — a race (racecheck must report it);
 //   HANDOFF 1, an mbarrier of 128 arrivals: every consumer thread arrives after its read (release), the producer
-//              waits on the phase (acquire), then writes — rung 6's ring since run 43;
+//              waits on the phase (acquire), then writes;
 //   HANDOFF 2, an mbarrier of 1 arrival: the consumers meet at a named barrier (bar.sync 1, 128) after their reads,
 //              then thread 128 alone arrives; the producer waits, then writes — ordered too (bar.sync orders the
-//              warpgroup's reads before thread 128's arrival), run 43's first try;
+//              warpgroup's reads before thread 128's arrival): run 43's first try in rung 6, still reported there;
 //   HANDOFF 3, a named barrier: each consumer arrives (bar.arrive 1, 160: not waiting) after its read, the producer
 //              thread waits there (barrier.sync 1, 160: its warp counts 32) before its write.
 // `python -m gpu.lab.racecheck_probe` runs each build under racecheck and prints its reports (gpu/NOTES.md run 43).

@@ -3,7 +3,8 @@ ways (gpu/kernels/racecheck_probe.cu): none (a race); an mbarrier every reader a
 bar.sync before one of them arrives; a named barrier the readers arrive at and the writer waits at.
 
 Each build runs once in its own process under `compute-sanitizer --tool racecheck`; the table gives racecheck's
-reports beside whether the order is a race. Rung 6's ticket ring is ordered the second way since run 43.
+reports beside whether the order is a race (gpu/NOTES.md run 43: racecheck follows the three orders here, yet reports
+rung 6's ring ordered the HANDOFF 2 way; 06's header).
 """
 
 import re
@@ -13,8 +14,12 @@ import sys
 
 from gpu import device, geometry, registry, source
 
-WAYS = {0: ("none", True), 1: ("mbarrier, every reader arrives", False),
-        2: ("bar.sync, then one arrives", False), 3: ("named barrier arrive → sync", False)}
+WAYS = {
+    0: ("none", True),
+    1: ("mbarrier, every reader arrives", False),
+    2: ("bar.sync, then one arrives", False),
+    3: ("named barrier arrive → sync", False),
+}
 
 
 def launch(handoff: int) -> list[int]:
@@ -29,13 +34,15 @@ def launch(handoff: int) -> list[int]:
 def hazards(handoff: int) -> tuple[int, str]:
     """(racecheck's error count, its summary line) for the build `handoff`, run in a child process."""
     sanitizer = shutil.which("compute-sanitizer") or "/usr/local/cuda/bin/compute-sanitizer"
-    run = subprocess.run([sanitizer, "--tool", "racecheck", "--racecheck-report", "all", sys.executable, "-m",
-                          "gpu.lab.racecheck_probe", "--launch", str(handoff)], capture_output=True, text=True,
-                         check=False)
+    command = [sanitizer, "--tool", "racecheck", "--racecheck-report", "all"]
+    command += [sys.executable, "-m", "gpu.lab.racecheck_probe", "--launch", str(handoff)]
+    run = subprocess.run(command, capture_output=True, text=True, check=False)
     summary = next((line for line in run.stdout.splitlines() if "RACECHECK SUMMARY" in line), "")
     errors = re.search(r"\((\d+) errors", summary) or re.search(r"(\d+) hazards?", summary)
     if run.returncode != 0 or "probe reads" not in run.stdout:
-        raise SystemExit(f"racecheck of build {handoff} failed (rc {run.returncode}): {run.stdout[-400:]}{run.stderr[-400:]}")
+        raise SystemExit(
+            f"racecheck of build {handoff} failed (rc {run.returncode}): {run.stdout[-400:]}{run.stderr[-400:]}"
+        )
     return (int(errors.group(1)) if errors else 0), summary.strip("= ")
 
 
@@ -44,10 +51,10 @@ def main(argv: list[str]) -> None:
         reads = launch(int(argv[1]))
         print(f"probe reads {sorted(set(reads))}")
         return
-    print(f"{'hand-off':28s} {'a race?':8s} racecheck")
+    print(f"{'hand-off':32s} {'a race?':8s} racecheck")
     for handoff, (way, race) in WAYS.items():
         count, summary = hazards(handoff)
-        print(f"{way:28s} {'yes' if race else 'no':8s} {count} ({summary or 'no summary: 0 hazards'})", flush=True)
+        print(f"{way:32s} {'yes' if race else 'no':8s} {count} ({summary or 'no summary: 0 hazards'})", flush=True)
 
 
 if __name__ == "__main__":
