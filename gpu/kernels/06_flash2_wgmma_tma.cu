@@ -134,12 +134,12 @@
 // arrives on once the warpgroup's S of tile t + 1 is done. The other threads' reads are ordered before that arrival
 // by the warpgroup's collective wgmma of tile t + 1 (no warp issues it before it has read slot t + 1 and used slot
 // t's value), not by the PTX memory model: no wrong result can follow (a read whose value is used is done), but the
-// report stands. Run 43 (lead; gpu/NOTES.md run 43; each against this kernel at d = 128, N ≥ 4096, the 8 ticketed
-// rows of .lead/ab.py, one process, H100): every warpgroup meeting (bar.sync, 128) after its read, then thread 0's
-// arrival: 1–4% slower, racecheck still 306 reports; a named barrier a slot (each consumer thread bar.arrive after
-// its read, the producer barrier.sync before its rewrite): racecheck, synccheck, memcheck clean, 15–21% slower;
-// every consumer thread arriving on q_empty itself (128 · CONSUMERS arrivals a phase): clean, 13–21% slower. All
-// three dropped: the kernel is run 42's. In isolation (gpu/lab/racecheck_probe.py) racecheck follows each of the
+// report stands. Run 43 (lead; gpu/NOTES.md run 43; each against this kernel in one process, interleaved, at d = 128,
+// N 4096–16384, full and causal, plain and GQA, H100): every warpgroup meeting (bar.sync, 128) after its read, then thread 0's
+// arrival: 0.96–0.99× this kernel's speed, racecheck still 306 reports; a named barrier a slot (each consumer
+// thread bar.arrive after its read, the producer barrier.sync before its rewrite): racecheck, synccheck, memcheck
+// clean, 0.79–0.85×; every consumer thread arriving on q_empty itself (128 · CONSUMERS arrivals a phase): clean,
+// 0.80–0.87× (why so much: not measured). All three dropped: the kernel is run 42's. In isolation (gpu/lab/racecheck_probe.py) racecheck follows each of the
 // three orders and reports the unordered one; why the first is still reported in the kernel is not known.
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
