@@ -449,7 +449,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 
     if (threadIdx.x == 0) {
         mbar_init(q_full, 1);
-        mbar_init(q_empty, CONSUMERS);
+        mbar_init(q_empty, TICKETS ? 4 * CONSUMERS : CONSUMERS);  // TICKETS: a warp's lane 0 each (empty_q)
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(K_FULL(s), 1);
             mbar_init(V_FULL(s), 1);
@@ -482,9 +482,9 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     // L2 round trip (~1 µs) hides behind the consumers' last STAGES K/V blocks of the unit. It hands each tile t to
     // the consumers through the ring: (i, plane) into slot t % 2, then its arrival on q_full (an mbarrier arrival
     // releases, the consumers' wait on its phase acquires: they read the slot after their wait). A slot is written
-    // again for tile t + 2 once q_empty says every consumer is done with tile t + 1's S (a warpgroup's S of tile
-    // t + 1 is issued by all its warps, each of which read tile t's slot before; a tile without keys, which has no
-    // S, meets its warpgroup before it arrives). A tile without keys is handed out too (q_full without bytes, the
+    // again for tile t + 2 once q_empty says every consumer warp is done with tile t + 1's S (each warp's lane 0
+    // arrives after the warp has met, so every lane's read of tile t's slot comes before: empty_q). A tile without
+    // keys is handed out too (q_full without bytes, the
     // consumers write zeros and −∞ and arrive on q_empty); plane −1 after the last unit is the stop sign.
     if (threadIdx.x < 128) {  // the producer warpgroup: one thread issues every copy (line 4 and line 7)
         setmaxnreg_dec<REG_PRODUCER>();
@@ -539,6 +539,17 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     setmaxnreg_inc<REG_CONSUMER>();
     const int c = threadIdx.x / 128 - 1;
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
+    // q_empty's arrival: the static walk's, thread 0 of the warpgroup (its S is done: every warp issued it). TICKETS:
+    // lane 0 of each warp, once the warp has met (bar.warp.sync orders its lanes' reads of the ring's slot before lane
+    // 0's arrival, and that arrival before the producer's rewrite of the slot for tile t + 2)
+    auto empty_q = [&]() {
+        if (TICKETS) {
+            __syncwarp();
+            if (lane == 0) mbar_arrive(q_empty);
+        } else if (tid == 0) {
+            mbar_arrive(q_empty);
+        }
+    };
     const int g = lane / 4, t = lane % 4;
     const u32 q_rows = sQ + c * 64 * 128;  // this warpgroup's rows of Q_i, in each piece
     const float softmax_scale = SCORED ? 1.f : scale_log2;
@@ -606,7 +617,7 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
                     o[4 * n + 3] *= alpha[1];
                 }
             }
-            if (tid == 0) mbar_arrive(q_empty);  // every S_ij of the tile is done: the producer may load the next Q_i
+            empty_q();  // every S_ij of the tile is done: the producer may load the next Q_i
             ++tiles;
             // block Tc − 1: line 10 alone
             const int last = used % STAGES;
@@ -619,9 +630,8 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
             if (tid == 0 && !(O_TMA && !O_BUF)) mbar_arrive(EMPTY(last));
             o_stage = last;
             ++used;
-        } else if (TICKETS) {  // a tile without keys, handed out all the same: every warp has read its slot
-            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + CONSUMERS + c) : "memory");
-            if (tid == 0) mbar_arrive(q_empty);
+        } else if (TICKETS) {  // a tile without keys, handed out all the same
+            empty_q();
             ++tiles;
         }
 #undef MASK

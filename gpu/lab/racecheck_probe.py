@@ -1,10 +1,11 @@
-"""`python -m gpu.lab.racecheck_probe`: what compute-sanitizer's racecheck reports for an SRAM hand-off ordered four
+"""`python -m gpu.lab.racecheck_probe`: what compute-sanitizer's racecheck reports for an SRAM hand-off ordered five
 ways (gpu/kernels/racecheck_probe.cu): none (a race); an mbarrier every reader arrives on; the readers meeting at a
-bar.sync before one of them arrives; a named barrier the readers arrive at and the writer waits at.
+bar.sync before one of them arrives; a named barrier the readers arrive at and the writer waits at; each warp
+meeting (bar.warp.sync) before its lane 0 arrives.
 
 Each build runs once in its own process under `compute-sanitizer --tool racecheck`; the table gives racecheck's
-reports beside whether the order is a race (gpu/NOTES.md run 43: racecheck follows the three orders here, yet reports
-rung 6's ring ordered the HANDOFF 2 way; 06's header).
+reports beside whether the order is a race (gpu/NOTES.md run 43: the orders it follows here, and rung 6's ring; 06's
+header).
 """
 
 import re
@@ -19,6 +20,7 @@ WAYS = {
     1: ("mbarrier, every reader arrives", False),
     2: ("bar.sync, then one arrives", False),
     3: ("named barrier arrive → sync", False),
+    4: ("bar.warp.sync, lane 0s arrive", False),
 }
 
 
