@@ -134,13 +134,18 @@
 // arrives on once the warpgroup's S of tile t + 1 is done. The other threads' reads are ordered before that arrival
 // by the warpgroup's collective wgmma of tile t + 1 (no warp issues it before it has read slot t + 1 and used slot
 // t's value), not by the PTX memory model: no wrong result can follow (a read whose value is used is done), but the
-// report stands. Run 43 (lead; gpu/NOTES.md run 43; each against this kernel in one process, interleaved, at d = 128,
-// N 4096–16384, full and causal, plain and GQA, H100): every warpgroup meeting (bar.sync, 128) after its read, then thread 0's
-// arrival: 0.96–0.99× this kernel's speed, racecheck still 306 reports; a named barrier a slot (each consumer
-// thread bar.arrive after its read, the producer barrier.sync before its rewrite): racecheck, synccheck, memcheck
-// clean, 0.79–0.85×; every consumer thread arriving on q_empty itself (128 · CONSUMERS arrivals a phase): clean,
-// 0.80–0.87× (why so much: not measured). All three dropped: the kernel is run 42's. In isolation (gpu/lab/racecheck_probe.py) racecheck follows each of the
-// three orders and reports the unordered one; why the first is still reported in the kernel is not known.
+// report stands. Run 43 (lead; gpu/NOTES.md run 43; each against run 42's kernel in one process, interleaved, at
+// d = 128, N 4096–16384, full and causal, plain and GQA, H100), four orders: every warpgroup meeting (bar.sync,
+// 128) after its read, then thread 0's arrival: 0.96–0.99× run 42's speed, racecheck still 306 reports; a named
+// barrier a slot (each consumer thread bar.arrive after its read, the producer barrier.sync before its rewrite):
+// racecheck, synccheck, memcheck clean, 0.79–0.85×; every consumer thread arriving on q_empty itself (256 arrivals
+// a phase): clean, 0.80–0.87× (why so much: not measured); **kept**: each consumer warp meets (bar.warp.sync, which
+// orders its lanes' memory operations) and its lane 0 arrives on q_empty (8 arrivals a phase, `empty_q`), so every
+// read of a slot is ordered before its rewrite in the PTX memory model: 0.990–1.002×, synccheck and memcheck clean,
+// the 69 rung 6 GPU tests pass; racecheck still reports 298, as it reports the same order in isolation
+// (gpu/lab/racecheck_probe.py, HANDOFF 4: 9 reports, as many as the unordered hand-off; the mbarrier, bar.sync and
+// named-barrier orders 0): racecheck does not follow bar.warp.sync. (The bar.sync order, 0 in isolation, is reported
+// in the kernel: not explained.)
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
