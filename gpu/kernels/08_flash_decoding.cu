@@ -15,7 +15,8 @@
 //    (STAGES − 1) tiles of K and V are in flight per thread block: decode is memory-bound, the goal DRAM bandwidth;
 //  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the merge
 //    LSE = log Σ_p exp(lse_p), O = Σ_p exp(lse_p − LSE)·O_p is done by the group's split blocks launched as one
-//    thread block cluster (CLUSTER = splits, a contiguous cache of 2 … 16 splits of ≤ 1024 keys: cluster_combine,
+//    thread block cluster (CLUSTER = splits, 2 … 16 splits of ≤ 1024 keys, paged where the grid is one block an
+//    SM: cluster_combine,
 //    each block a share of the rows after a cluster barrier), else by all the group's blocks of a grid launched
 //    cooperatively, where the grid fits the GPU at once (SPREAD: spread_combine, each block a share after the
 //    group's count reaches its splits), else by the last split block of a group to finish (an atomic ticket:
@@ -105,7 +106,7 @@
 #define MAX_SPLITS 128              // gpu.decoding.MAX_SPLITS
 #define COMBINE_ROWS 8              // rows of O per flash_decoding_combine block
 #ifndef CLUSTER
-#define CLUSTER 1  // split blocks a thread block cluster: gpu.decode_launch's (a contiguous cache's short splits), else 1
+#define CLUSTER 1  // split blocks a thread block cluster: gpu.decode_launch's (short splits), else 1
 #endif
 #ifndef SPREAD
 #define SPREAD 0  // 1: the grid launched cooperatively (all resident at once), a group's blocks share its merge
@@ -215,7 +216,7 @@ __device__ __forceinline__ void nan_rows(elem_t* O, float* L, long long row0, in
 __device__ void combine_group(const float* O_parts, const float* lse_parts, elem_t* O, float* L, float* sW, float* s_LSE,
                               long long row0, long long rows, int R, int parts, int tid);
 __device__ void cluster_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, long long row0,
-                                long long rows, int R, int p, int tid);
+                                long long rows, int R, int parts, int p, int tid);
 __device__ void spread_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, int* ticket,
                                long long row0, long long rows, int R, int parts, int p, int tid);
 
@@ -241,20 +242,27 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // this warp's row tile and key quarter (or half)
     const int R = g * Nq, Hq = Hkv * g;
     const long long row0 = ((long long)b * Hq + (long long)hk * g) * Nq;  // the group's first row of O, L (head-major)
+    const long long rows = (long long)B * Hq * Nq;  // of O, L and each split's O_p, lse_p
 
     // this split's keys [k0, k1) of the sequence's seqlen: sim.machine.blocks.chunks of the keys, or of the pages
     Cache cache{nullptr, 0, page_size, HEAD_DIM, num_pages, false};
     int seqlen = Nk, parts = splits, k0, k1;
     if (block_table != nullptr) {
         seqlen = seqlens[b];
-        if (seqlen < 1 || seqlen > max_pages * page_size) {  // refused: NaN rows, reported, nothing read
+        if (seqlen < 1 || seqlen > max_pages * page_size) {  // refused: NaN rows, reported, nothing read (every block
+            // of a cluster is this sequence's: all leave, none waits at the cluster barrier)
             if (p == 0) nan_rows(O, L, row0, R, tid);
             if (p == 0 && hk == 0 && tid == 0) report(errors, claim, 2, b, 0, seqlen, num_pages, max_pages * page_size);
             return;
         }
         const int pages = (seqlen + page_size - 1) / page_size;
         parts = min(splits, pages);
-        if (p >= parts) return;
+        if (p >= parts) {  // no page of this sequence: nothing to read; a cluster's block still merges its share
+#if CLUSTER > 1
+            cluster_combine(O_parts, lse_parts, O, L, row0, rows, R, parts, p, tid);
+#endif
+            return;
+        }
         k0 = (int)((long long)p * pages / parts) * page_size;
         k1 = min((int)((long long)(p + 1) * pages / parts) * page_size, seqlen);
         cache.table = block_table + (long long)b * max_pages;
@@ -418,7 +426,6 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     // O_p = diag(ℓ)⁻¹ O, lse_p = m·τ + ln ℓ (−∞ and zeros for a row that saw no key of this split)
     float* sL = sl + NWARPS * 16;  // (MAX_ROWS,): each row's lse_p, written to HBM together below
     const bool direct = parts == 1;
-    const long long rows = (long long)B * Hq * Nq;  // of O, L and each split's O_p, lse_p
     for (int idx = tid; idx < R * (HEAD_DIM / 4); idx += NTHREADS) {
         const int r = idx / (HEAD_DIM / 4), col = (idx % (HEAD_DIM / 4)) * 4;
         const int w0 = (r / 16) * WARPS_N, rr = r % 16;
@@ -451,7 +458,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         else lse_parts[p * rows + row0 + tid] = sL[tid];
     }
 #if CLUSTER > 1
-    cluster_combine(O_parts, lse_parts, O, L, row0, rows, R, p, tid);  // contiguous: parts = CLUSTER, never direct
+    cluster_combine(O_parts, lse_parts, O, L, row0, rows, R, parts, p, tid);
     return;
 #endif
     if (direct || tickets == nullptr) return;
@@ -548,17 +555,20 @@ __device__ void combine_group(const float* O_parts, const float* lse_parts, elem
     if (tid < R) L[row0 + tid] = s_LSE[tid];
 }
 
-// The combine by a group's CLUSTER split blocks, launched as one thread block cluster (a contiguous cache, 2 … 16
-// splits): a cluster barrier, whose release and acquire make every block's O_p, lse_p stores visible to the others,
-// then block p merges its share of the group's R rows × d/4 float4 pieces, pieces [p·n/CLUSTER, (p+1)·n/CLUSTER) of
-// n = R·d/4, with the same arithmetic as combine_group. A thread's CLUSTER lse_p and O_p pieces are all in flight at
-// once (one L2 round trip), and the group's 64 KB of O_p (R = 8, 16 splits) are read by 16 SMs, not one; no ticket,
-// no fence. Each O_p piece is read once, as the simulator counts; a row's lse_p by each block that holds a piece of it.
+// The combine by a group's CLUSTER split blocks, launched as one thread block cluster (2 … 16 splits): a cluster
+// barrier, whose release and acquire make every block's O_p, lse_p stores visible to the others, then block p merges
+// its share of the group's R rows × d/4 float4 pieces, pieces [p·n/CLUSTER, (p+1)·n/CLUSTER) of n = R·d/4, with the
+// same arithmetic as combine_group, over the `parts` splits that hold keys (contiguous: all CLUSTER; paged:
+// min(CLUSTER, the sequence's pages), the blocks past them arrive with no keys read and merge their share too; one
+// part: it wrote O and L itself). A thread's lse_p and O_p pieces are all in flight at once (one L2 round trip), and
+// the group's 64 KB of O_p (R = 8, 16 splits) are read by 16 SMs, not one; no ticket, no fence. Each O_p piece is
+// read once, as the simulator counts; a row's lse_p by each block that holds a piece of it.
 __device__ void cluster_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, long long row0,
-                                long long rows, int R, int p, int tid)
+                                long long rows, int R, int parts, int p, int tid)
 {
 #if CLUSTER > 1
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    if (parts == 1) return;
     const int n = R * (HEAD_DIM / 4);
     for (int i = p * n / CLUSTER + tid; i < (p + 1) * n / CLUSTER; i += NTHREADS) {
         const int j = i / (HEAD_DIM / 4), col = (i % (HEAD_DIM / 4)) * 4;  // row j of the group's O, L; its columns
@@ -566,8 +576,10 @@ __device__ void cluster_combine(const float* O_parts, const float* lse_parts, el
         float4 x[CLUSTER];
 #pragma unroll
         for (int q = 0; q < CLUSTER; ++q) {
-            lse[q] = __ldcg(lse_parts + q * rows + row0 + j);
-            x[q] = __ldcg(reinterpret_cast<const float4*>(O_parts + (q * rows + row0 + j) * HEAD_DIM + col));
+            const bool in = q < parts;  // a split past the sequence's pages: no keys, weight 0, nothing read
+            lse[q] = in ? __ldcg(lse_parts + q * rows + row0 + j) : NEG_INF;
+            x[q] = in ? __ldcg(reinterpret_cast<const float4*>(O_parts + (q * rows + row0 + j) * HEAD_DIM + col))
+                      : make_float4(0.f, 0.f, 0.f, 0.f);
         }
         float mx = NEG_INF;
         bool nan = false;
