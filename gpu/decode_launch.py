@@ -124,7 +124,7 @@ def plan(s: Shape, tiles, fused: bool, merge: str | None, device_id: int, stream
     if fused and s.splits > 1:
         merge = asked or merge_for(device_id, s.d, s.dtype, s.g * s.nq, tiles, s.splits, groups, s.nk, s.page_size)
     cluster = s.splits if merge == "cluster" else 1  # the kernel ignores tickets then
-    split, combine, tiles, smem = kernels(s.d, s.dtype, s.g * s.nq, tiles, cluster, merge == "spread")
+    split, combine, tiles, smem = kernels(s.d, s.dtype, s.g * s.nq, tiles, cluster, merge == "spread", s.page_size)
     if asked is not None and merge is not None:  # gpu.lab's choice (a cluster at any split length): one it can take
         can = {"ticket": True, "cluster": 1 < s.splits <= MAX_CLUSTER,
                "spread": s.splits * groups <= resident(split, tiles.threads, smem) * sm_count(device_id)}  # fmt: skip
@@ -190,7 +190,7 @@ def merge_for(device_id: int, d: int, dtype: str, rows: int, tiles, splits: int,
     cooperative launch's condition, from the driver's occupancy of the spread build), else "ticket"."""
     if clustered(splits, nk, page_size, splits * groups / sm_count(device_id)):
         return "cluster"
-    split, _, tiles, smem = kernels(d, dtype, rows, tiles, 1, True)
+    split, _, tiles, smem = kernels(d, dtype, rows, tiles, 1, True, page_size)
     return "spread" if splits * groups <= resident(split, tiles.threads, smem) * sm_count(device_id) else "ticket"
 
 
@@ -221,12 +221,14 @@ def sm_count(device_id: int) -> int:
 
 
 @functools.cache
-def kernels(d: int, dtype: str, rows: int, tiles=None, cluster: int = 1, spread: bool = False):
+def kernels(d: int, dtype: str, rows: int, tiles=None, cluster: int = 1, spread: bool = False, page_size: int = 0):
     """(split kernel, combine kernel, tiles, shared memory) for head dim d, `rows` packed query rows, `cluster`
-    split blocks a cluster (1: none) and `spread` (the merge shared by a cooperative grid's blocks), cached: a decode
-    step's host time is mostly Python."""
+    split blocks a cluster (1: none), `spread` (the merge shared by a cooperative grid's blocks) and the cache's
+    page_size (0: contiguous; one not a multiple of the tile's keys takes the build whose rows look their pages up,
+    PAGE_ROWS), cached: a decode step's host time is mostly Python."""
     tiles = tiles or geometry.decoding_tiles(d, rows)
-    defines = KERNEL.defines(d, dtype, tiles) | {"CLUSTER": cluster, "SPREAD": int(spread)}
+    defines = KERNEL.defines(d, dtype, tiles) | {"CLUSTER": cluster, "SPREAD": int(spread),
+                                                 "PAGE_ROWS": int(page_size % tiles.block_cols != 0)}  # fmt: skip
     smem = KERNEL.smem(d, tiles)
     split = source.function(KERNEL, defines, smem)
     if cluster > 8:  # past CUDA's portable cluster size: CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (14)

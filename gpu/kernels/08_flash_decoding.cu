@@ -90,7 +90,7 @@
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM),
 // CLUSTER (split blocks a cluster: 1, none, unless gpu.decode_launch injects 2 … 16), SPREAD (1: the grid cooperative,
-// its merge spread; 0 else).
+// its merge spread; 0 else), PAGE_ROWS (1: a paged cache whose pages are not whole tiles; 0 else).
 
 #define NTHREADS (32 * NWARPS)
 #define WARPS_N (NWARPS / M_TILES)  // warps that split each tile's keys
@@ -110,6 +110,9 @@
 #endif
 #ifndef SPREAD
 #define SPREAD 0  // 1: the grid launched cooperatively (all resident at once), a group's blocks share its merge
+#endif
+#ifndef PAGE_ROWS
+#define PAGE_ROWS 0  // 1: gpu.decode_launch's build for a paged cache whose page_size is not a multiple of BC
 #endif
 #define SPREAD_LOADS 16  // spread_combine: the splits' lse_p and O_p pieces a thread has in flight at once
 static_assert(KW % 16 == 0, "a warp's keys of a tile are whole 16-key k-steps of P̃ V_j (Bc 32 needs ≤ 2 key warps)");
@@ -137,25 +140,25 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 
 // where a key's row of K (and V) lies, in elements: contiguous (B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv,
 // d) with the sequence's block-table row. A tile's keys are one run of rows `stride` apart (d contiguous, Hkv·d paged)
-// in a contiguous cache and, paged, where page_size is a multiple of BC (whole: a tile lies in one page, its entry
-// looked up once ahead); else (pages shorter than a tile) each row finds its page. An entry outside 0 … num_pages − 1
-// (found and reported before the loop) gives −1, never read
+// in a contiguous cache and, paged, where page_size is a multiple of BC (PAGE_ROWS 0: a tile lies in one page, its
+// entry looked up once ahead); else (PAGE_ROWS 1, pages not whole tiles) each row finds its page. An entry outside
+// 0 … num_pages − 1 (found and reported before the loop) gives −1, never read
 struct Cache {
     const int* table;  // block_table + b · max_pages, or nullptr for a contiguous cache
     long long base;    // contiguous: ((b · Hkv + hk) · Nk) · d; paged: hk · d
     int page_size, stride, num_pages;
-    bool whole;        // paged with page_size a multiple of BC
     __device__ __forceinline__ long long in_page(int page, int c) const {
         if (page < 0 || page >= num_pages) return -1;
         return ((long long)page * page_size + c % page_size) * stride + base;
     }
-    __device__ __forceinline__ bool runs() const { return table == nullptr || whole; }
-    // key c0's row where the tile from c0 is one run (runs()): once a tile
+    // key c0's row where the tile from c0 is one run: once a tile
     __device__ __forceinline__ long long first(int c0, int page) const {
         return table == nullptr ? base + (long long)c0 * HEAD_DIM : in_page(page, c0);
     }
     __device__ __forceinline__ long long row(int c) const { return in_page(__ldg(table + c / page_size), c); }
-    __device__ __forceinline__ int page_of(int c) const { return whole ? __ldg(table + c / page_size) : 0; }
+    __device__ __forceinline__ int page_of(int c) const {
+        return table != nullptr && !PAGE_ROWS ? __ldg(table + c / page_size) : 0;
+    }
 };
 
 // The first refused argument a kernel meets, in ERRORS ints of pinned host memory (gpu.pages reads them without a
@@ -174,35 +177,38 @@ __device__ __forceinline__ void report(volatile int* errors, int* claim, int cod
 }
 
 // keys c0 … c0 + BC − 1 (those < c1) of K and V → one stage of (BC, SROW) tiles in SRAM; zeros past c1. `page`: the
-// tile's page where a tile lies in one (cache.whole), read from the block table one tile ahead. A thread copies the
+// tile's page where a tile lies in one (PAGE_ROWS 0), read from the block table one tile ahead. A thread copies the
 // 16-byte piece k/8 of rows r, r + NTHREADS/CHUNKS, …; in a run its row's offset is r·stride from the tile's first,
 // found once a tile, so that a copy's address is one multiply-add (run 43-dec8: the paged cache's c % page_size and
-// 64-bit product per copy, behind a branch, had made each copy ~70 instructions)
+// 64-bit product per copy, behind a branch, had made each copy ~70 instructions; the rows' own lookups are built only
+// where pages are shorter than tiles, PAGE_ROWS)
 __device__ __forceinline__ void load_kv(elem_t* sK, elem_t* sV, const elem_t* K, const elem_t* V, const Cache& cache,
                                         int c0, int c1, int tid, int page) {
     constexpr int STEP = NTHREADS / CHUNKS;  // rows between a thread's copies
     static_assert(NTHREADS % CHUNKS == 0 && BC % STEP == 0, "a tile's pieces are whole rounds of the block's threads");
     const int r0 = tid / CHUNKS, k = (tid % CHUNKS) * 8;
-    if (cache.runs()) {
-        const long long first = cache.first(c0, page);
-        const elem_t* Kt = K + (first < 0 ? 0 : first) + k;
-        const elem_t* Vt = V + (first < 0 ? 0 : first) + k;
+#if PAGE_ROWS
+    if (cache.table != nullptr) {
 #pragma unroll
         for (int it = 0; it < BC / STEP; ++it) {
             const int r = r0 + it * STEP;
-            const bool in = first >= 0 && c0 + r < c1;
-            const int at = in ? r * cache.stride : 0;
-            cp_async_16(sK + swz(r, k), in ? Kt + at : K, in ? 16 : 0);
-            cp_async_16(sV + swz(r, k), in ? Vt + at : V, in ? 16 : 0);
+            const long long at = c0 + r < c1 ? cache.row(c0 + r) : -1;
+            cp_async_16(sK + swz(r, k), at < 0 ? K : K + at + k, at < 0 ? 0 : 16);
+            cp_async_16(sV + swz(r, k), at < 0 ? V : V + at + k, at < 0 ? 0 : 16);
         }
         return;
     }
+#endif
+    const long long first = cache.first(c0, page);
+    const elem_t* Kt = K + (first < 0 ? 0 : first) + k;
+    const elem_t* Vt = V + (first < 0 ? 0 : first) + k;
 #pragma unroll
     for (int it = 0; it < BC / STEP; ++it) {
         const int r = r0 + it * STEP;
-        const long long at = c0 + r < c1 ? cache.row(c0 + r) : -1;
-        cp_async_16(sK + swz(r, k), at < 0 ? K : K + at + k, at < 0 ? 0 : 16);
-        cp_async_16(sV + swz(r, k), at < 0 ? V : V + at + k, at < 0 ? 0 : 16);
+        const bool in = first >= 0 && c0 + r < c1;
+        const int at = in ? r * cache.stride : 0;
+        cp_async_16(sK + swz(r, k), in ? Kt + at : K, in ? 16 : 0);
+        cp_async_16(sV + swz(r, k), in ? Vt + at : V, in ? 16 : 0);
     }
 }
 
@@ -245,7 +251,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     const long long rows = (long long)B * Hq * Nq;  // of O, L and each split's O_p, lse_p
 
     // this split's keys [k0, k1) of the sequence's seqlen: sim.machine.blocks.chunks of the keys, or of the pages
-    Cache cache{nullptr, 0, page_size, HEAD_DIM, num_pages, false};
+    Cache cache{nullptr, 0, page_size, HEAD_DIM, num_pages};
     int seqlen = Nk, parts = splits, k0, k1;
     if (block_table != nullptr) {
         seqlen = seqlens[b];
@@ -267,8 +273,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         k1 = min((int)((long long)(p + 1) * pages / parts) * page_size, seqlen);
         cache.table = block_table + (long long)b * max_pages;
         cache.base = (long long)hk * HEAD_DIM;
-        cache.stride = Hkv * HEAD_DIM;
-        cache.whole = page_size % BC == 0;  // k0 is page-aligned, so no tile straddles two pages
+        cache.stride = Hkv * HEAD_DIM;  // PAGE_ROWS 0: page_size % BC = 0 and k0 page-aligned, no tile straddles pages
     } else {
         k0 = (int)((long long)p * Nk / splits);
         k1 = (int)((long long)(p + 1) * Nk / splits);
