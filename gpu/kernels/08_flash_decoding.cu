@@ -86,6 +86,22 @@
 //    and reset): within ±0.3 µs at 7 points. memcheck and racecheck clean. Bytes at L2 (flashsim compare-decode):
 //    read ×1.000 contiguous, ×1.005 paged, ×1.025 with pages of 16 and Nq 4 (sim.decode counts neither each block's
 //    re-reads of its rows' lse_p, one 32-byte sector a split, nor thread 0's polls while its group finishes).
+//  - run 43-dec8, the paged step at B 1 Nk 4K (16 splits of one page of 256; graph steps 15.7–16.4 µs against the
+//    contiguous 11.8–12.0, the split kernel alone 12.6–13.2 against 10.0–10.2). ncu, one launch each of the split
+//    kernel alone: the same DRAM bytes (16.87 MB) and L2 sectors, but 2.47 M instructions against 1.80 M contiguous,
+//    20.1 against 15.8 µs: load_kv worked each 16-byte copy's address out alone (Cache::row: a branch, c % page_size
+//    by a reciprocal, a 64-bit product; ~70 SASS instructions a copy pair, in sequence). Now a tile's first row is
+//    found once and each copy is r·stride from it (~16 instructions a pair, no branch): 1.57 M instructions, 16.0 µs;
+//    graph steps of the split kernel alone 10.2–10.6 (contiguous 9.8–10.1). The paged layout's key stride (a head's
+//    256 B of a key 2 KB from the next key's) costs nothing measurable: the contiguous path on a cache laid out at
+//    that stride, 9.97–10.17 against 9.94–10.08; pages in key order rather than shuffled, 10.21–10.41 against
+//    10.23–10.43. The cluster merge, kept to contiguous caches before, then paid for a paged one (dec7's, which had
+//    not paid on the slow split kernel: 15.3–15.9 against the spread merge's 15.7–16.4 here), where the grid is one
+//    block an SM: 12.8–12.9 µs against the spread merge's 13.3–13.7, ×1.04 the contiguous step. The rows' own page
+//    lookups are built only for pages not a multiple of BC (PAGE_ROWS): with both paths in every build the
+//    contiguous cluster step was 12.4–12.8 µs, without 12.35–12.44 — still above main's 11.9–12.0 (not explained:
+//    its split kernel alone is faster, so the cluster build's merge phase is slower), while the other points' graph
+//    steps are 0.7–1.8% faster. memcheck and racecheck clean.
 //
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM),
