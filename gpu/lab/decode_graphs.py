@@ -117,7 +117,7 @@ def variants_row(cupy, batch: int, nk: int, variants: dict, cache: str = "contig
             kw |= {"merge": combine} if combine != "separate" else {}
             try:
                 o = decoding.launch(cupy, forced[0], tiles, **kw)[0].astype(cupy.float64)
-            except ValueError as e:  # a merge this point cannot take (a cluster of a paged cache, say): said
+            except ValueError as e:  # a merge this point cannot take (a cluster of more than 16 splits, say): said
                 row[name] = str(e)
                 continue
             fn = bench_decode._cycle(caches, forced, lambda c, p, t=tiles, kw=kw: decoding.launch(cupy, p, t, **kw)[0])
