@@ -1,10 +1,10 @@
 """Rung 8's launch machinery (gpu.decoding calls it): the split kernel's builds, how its fused combine merges a
 group's partials, its parameters packed for the driver, and the per-stream workspaces of the partials.
 
-The merge (gpu/NOTES.md runs 39-dec4, 41-dec6): "cluster", the group's split blocks launched as one thread block
-cluster (a contiguous cache's short splits); "spread", all the group's blocks of a grid launched with
-cuLaunchCooperativeKernel, which refuses a grid that is not resident at once, so that the blocks can wait for each
-other and each merge a share; "ticket", the last block of the group to finish merges it alone.
+The merge (gpu/NOTES.md runs 39-dec4, 41-dec6, 43-dec8): "cluster", the group's split blocks launched as one thread
+block cluster (short splits; a paged cache's where the grid is one block an SM); "spread", all the group's blocks of a
+grid launched with cuLaunchCooperativeKernel, which refuses a grid that is not resident at once, so that the blocks
+can wait for each other and each merge a share; "ticket", the last block of the group to finish merges it alone.
 """
 
 import collections
@@ -22,7 +22,7 @@ from gpu import device, geometry, pages, registry, source
 
 KERNEL = registry.DECODE[8]
 COMBINE = registry.HELPERS["decode_combine"]
-MAX_CLUSTER, CLUSTER_KEYS = 16, 1024  # 2 … 16 splits of ≤ 1024 keys (contiguous): a cluster a group (run 39-dec4)
+MAX_CLUSTER, CLUSTER_KEYS = 16, 1024  # 2 … 16 splits of ≤ 1024 keys: a cluster a group (runs 39-dec4, 43-dec8)
 MERGES = ("cluster", "spread", "ticket")
 NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block table
 ARGS = 21  # the split kernel's parameters
@@ -118,15 +118,15 @@ def plan(s: Shape, tiles, fused: bool, merge: str | None, device_id: int, stream
     of a cooperative grid, or the last block to finish), or (fused=False) then the combine kernel; the partials in
     the stream's workspace. `tiles` overrides the geometry, `fused` and `merge` the combine (gpu.lab)."""
     cupy = device.require()
-    rows, groups, paged = s.batch * s.hkv * s.g * s.nq, s.batch * s.hkv, s.max_pages > 0
+    rows, groups = s.batch * s.hkv * s.g * s.nq, s.batch * s.hkv
     parts, lse_parts, tickets, scratch = workspace(cupy, s.splits, rows, s.d, groups)
     asked, merge = merge, None
     if fused and s.splits > 1:
-        merge = asked or merge_for(device_id, s.d, s.dtype, s.g * s.nq, tiles, s.splits, groups, paged, s.nk)
+        merge = asked or merge_for(device_id, s.d, s.dtype, s.g * s.nq, tiles, s.splits, groups, s.nk, s.page_size)
     cluster = s.splits if merge == "cluster" else 1  # the kernel ignores tickets then
-    split, combine, tiles, smem = kernels(s.d, s.dtype, s.g * s.nq, tiles, cluster, merge == "spread")
+    split, combine, tiles, smem = kernels(s.d, s.dtype, s.g * s.nq, tiles, cluster, merge == "spread", s.page_size)
     if asked is not None and merge is not None:  # gpu.lab's choice (a cluster at any split length): one it can take
-        can = {"ticket": True, "cluster": not paged and 1 < s.splits <= MAX_CLUSTER,
+        can = {"ticket": True, "cluster": 1 < s.splits <= MAX_CLUSTER,
                "spread": s.splits * groups <= resident(split, tiles.threads, smem) * sm_count(device_id)}  # fmt: skip
         if not can.get(merge):
             raise ValueError(f"merge: {merge!r} is not one of {MERGES} that this call can take")
@@ -169,19 +169,28 @@ def workspace(cupy, splits: int, rows: int, d: int, groups: int):
     return found
 
 
-def clustered(splits: int, paged: bool, nk: int) -> bool:
-    """A cluster can merge: a contiguous cache of 2 … MAX_CLUSTER splits of ≤ CLUSTER_KEYS keys (run 39-dec4)."""
-    return not paged and 1 < splits <= MAX_CLUSTER and nk <= CLUSTER_KEYS * splits
+def clustered(splits: int, nk: int, page_size: int, blocks_per_sm: float) -> bool:
+    """A cluster merges: 2 … MAX_CLUSTER splits of ≤ CLUSTER_KEYS keys (run 39-dec4). Contiguous (page_size 0):
+    ⌈nk / splits⌉ keys the longest; paged: ⌈pages / min(splits, pages)⌉ whole pages the longest, pages = ⌈nk /
+    page_size⌉ (nk: the block table's capacity, or the longest sequence), as the kernel deals them, and only where the
+    grid is at most one block an SM (`blocks_per_sm` = splits · groups / SMs): at B 4 Nk 4K (8 splits of 2 pages, two
+    blocks an SM) clusters took 49.5 µs a step against the spread merge's 31.0 (run 42-dec7)."""
+    if not 1 < splits <= MAX_CLUSTER:
+        return False
+    if not page_size:
+        return nk <= CLUSTER_KEYS * splits
+    pages = -(-nk // page_size)
+    return blocks_per_sm <= 1 and -(-pages // min(splits, pages)) * page_size <= CLUSTER_KEYS
 
 
 @functools.lru_cache(maxsize=256)
-def merge_for(device_id: int, d: int, dtype: str, rows: int, tiles, splits: int, groups: int, paged: bool, nk: int):
+def merge_for(device_id: int, d: int, dtype: str, rows: int, tiles, splits: int, groups: int, nk: int, page_size: int):
     """How the fused combine merges `splits` > 1 partials of `groups` (sequence, K/V head) groups: "cluster" where a
     cluster can (`clustered`), else "spread" where the whole grid of splits × groups blocks is resident at once (the
     cooperative launch's condition, from the driver's occupancy of the spread build), else "ticket"."""
-    if clustered(splits, paged, nk):
+    if clustered(splits, nk, page_size, splits * groups / sm_count(device_id)):
         return "cluster"
-    split, _, tiles, smem = kernels(d, dtype, rows, tiles, 1, True)
+    split, _, tiles, smem = kernels(d, dtype, rows, tiles, 1, True, page_size)
     return "spread" if splits * groups <= resident(split, tiles.threads, smem) * sm_count(device_id) else "ticket"
 
 
@@ -212,12 +221,14 @@ def sm_count(device_id: int) -> int:
 
 
 @functools.cache
-def kernels(d: int, dtype: str, rows: int, tiles=None, cluster: int = 1, spread: bool = False):
+def kernels(d: int, dtype: str, rows: int, tiles=None, cluster: int = 1, spread: bool = False, page_size: int = 0):
     """(split kernel, combine kernel, tiles, shared memory) for head dim d, `rows` packed query rows, `cluster`
-    split blocks a cluster (1: none) and `spread` (the merge shared by a cooperative grid's blocks), cached: a decode
-    step's host time is mostly Python."""
+    split blocks a cluster (1: none), `spread` (the merge shared by a cooperative grid's blocks) and the cache's
+    page_size (0: contiguous; one not a multiple of the tile's keys takes the build whose rows look their pages up,
+    PAGE_ROWS), cached: a decode step's host time is mostly Python."""
     tiles = tiles or geometry.decoding_tiles(d, rows)
-    defines = KERNEL.defines(d, dtype, tiles) | {"CLUSTER": cluster, "SPREAD": int(spread)}
+    defines = KERNEL.defines(d, dtype, tiles) | {"CLUSTER": cluster, "SPREAD": int(spread),
+                                                 "PAGE_ROWS": int(page_size % tiles.block_cols != 0)}  # fmt: skip
     smem = KERNEL.smem(d, tiles)
     split = source.function(KERNEL, defines, smem)
     if cluster > 8:  # past CUDA's portable cluster size: CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (14)

@@ -45,7 +45,7 @@ def fake(monkeypatch):
     monkeypatch.setattr(pages, "errors", lambda device_id: (flags, np.uintp(0xE0000), claim))
     kernel = types.SimpleNamespace(kernel=types.SimpleNamespace(ptr=0xF000))
 
-    def kernels(d, dtype, rows, tiles=None, cluster=1, spread=False):
+    def kernels(d, dtype, rows, tiles=None, cluster=1, spread=False, page_size=0):
         return kernel, None, types.SimpleNamespace(threads=128), 1000 * d + cluster
 
     monkeypatch.setattr(decode_launch, "kernels", kernels)
@@ -199,3 +199,30 @@ def test_a_numpy_block_table_is_checked_every_call(fake):
     with pytest.raises(InputError, match=r"block_table: entry \[1, 2\] = 6"):
         decoding.decode(q, k, v, block_table=table, cache_seqlens=seqlens)
     assert fake.checked == 2 and not decoding._checked
+
+
+@pytest.mark.parametrize(
+    ("splits", "nk", "page_size", "blocks_per_sm", "takes"),
+    [
+        (16, 4096, 0, 128 / 132, True),  # contiguous: 256 keys a split
+        (16, 32768, 0, 128 / 132, False),  # 2048 keys a split
+        (4, 4096, 0, 1, True),  # 1024: the most a cluster takes
+        (4, 4097, 0, 1, False),  # 1025 the longest
+        (4, 4096, 0, 2, True),  # contiguous: the grid's size is not asked
+        (17, 4096, 0, 1, False),  # past MAX_CLUSTER
+        (1, 100, 0, 1, False),  # one split: nothing to merge
+        (16, 4096, 256, 128 / 132, True),  # paged: 16 pages, one a split (B 1, Nk 4K of the decode bench)
+        (8, 4096, 256, 256 / 132, False),  # the same at B 4: 8 splits of 2 pages, two blocks an SM (run 42-dec7)
+        (16, 32768, 256, 1, False),  # 128 pages, 8 a split: 2048 keys
+        (4, 4096, 256, 1, True),  # 16 pages, 4 a split: 1024 keys
+        (4, 4097, 256, 1, False),  # 17 pages: the longest split holds ⌈17 / 4⌉ = 5, 1280 keys
+        (16, 3072, 256, 1, True),  # 12 pages for 16 splits: one page each, four splits empty
+        (3, 96, 16, 1, True),  # 6 pages, 2 a split: 32 keys
+        (16, 3000, 100, 1, True),  # 30 pages, ⌈30 / 16⌉ = 2 a split: 200 keys
+        (2, 4096, 2048, 1, False),  # 2 pages of 2048 keys
+    ],
+)
+def test_cluster_takes_splits_of_at_most_1024_keys(splits, nk, page_size, blocks_per_sm, takes):
+    """The cluster's rule by hand: 2 … 16 splits whose longest holds ≤ 1024 keys, a paged split being whole pages (the
+    kernel deals ⌈pages / min(splits, pages)⌉ pages to the longest), a paged grid at most one block an SM."""
+    assert decode_launch.clustered(splits, nk, page_size, blocks_per_sm) is takes

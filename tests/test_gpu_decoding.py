@@ -155,13 +155,21 @@ def test_forced_splits(splits, page_size, fused):
 @pytest.mark.gpu
 @pytest.mark.parametrize("merge", decode_launch.MERGES)
 @pytest.mark.parametrize("splits", [4, 16])
-def test_cluster_spread_and_ticket_merge_alike(splits, merge):
-    """A contiguous cache's short splits merge as one cluster of the group's blocks (CLUSTER_KEYS), by all the
-    group's blocks of a cooperative grid, or by the last block's ticket: the same problem each way, judged against
-    float64."""
-    assert 1111 <= decode_launch.CLUSTER_KEYS * splits and splits <= decode_launch.MAX_CLUSTER  # the cluster's case
-    q, k, v, _ = random_case(np.random.default_rng(splits), 2, 16, 2, 1, 128, "float16", nk=1111)
-    run_and_judge(q, k, v, None, None, causal=True, dtype="float16", splits=splits, merge=merge)
+@pytest.mark.parametrize("page_size", [16, None])
+def test_cluster_spread_and_ticket_merge_alike(page_size, splits, merge):
+    """Short splits merge as one cluster of the group's blocks (CLUSTER_KEYS), by all the group's blocks of a
+    cooperative grid, or by the last block's ticket: the same problem each way, judged against float64. Contiguous
+    (1111 keys: 278 or 70 a split), and paged in pages of 16 (70, 1 and 7 pages: 18 or 5 pages a split the longest;
+    one sequence of one page, where split 0 writes o itself, and one of fewer pages than 16 splits, whose blocks past
+    its pages read nothing and still merge their share)."""
+    rng = np.random.default_rng(splits + (page_size or 0))
+    if page_size is None:
+        q, k, v, table = random_case(rng, 2, 16, 2, 1, 128, "float16", nk=1111)
+        seqlens = None
+    else:
+        seqlens = np.array([1111, 1, 100], np.int32)
+        q, k, v, table = random_case(rng, 3, 16, 2, 1, 128, "float16", seqlens=seqlens, page_size=page_size)
+    run_and_judge(q, k, v, table, seqlens, causal=True, dtype="float16", splits=splits, merge=merge)
 
 
 @pytest.mark.gpu

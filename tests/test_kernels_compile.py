@@ -71,9 +71,11 @@ def test_kernel_compiles(tmp_path, arch, case):
     if spec.tma and spec.direction == "backward":
         fused = (0, 1) if defines["DQ_TMA"] else (0,)
         builds = [defines | {"DETERMINISTIC": x, "FUSED_DQ": f} for x in (0, 1) for f in fused]
-    # rung 8's launcher adds SPREAD (1: the merge by a cooperative grid's blocks) or, on sm_90, CLUSTER (2 … 16)
+    # rung 8's launcher adds SPREAD (1: the merge by a cooperative grid's blocks) or, on sm_90, CLUSTER (2 … 16), and
+    # PAGE_ROWS (1: a paged cache whose pages are not whole tiles) to any of them
     if spec is registry.DECODE[8]:
         builds += [defines | {"SPREAD": 1}] + ([defines | {"CLUSTER": 16}] if arch == "sm_90" else [])
+        builds += [b | {"PAGE_ROWS": 1} for b in builds]
     for build in builds:
         cu.write_text(source.render(spec.file, build))
         run = subprocess.run(

@@ -15,7 +15,8 @@
 //    (STAGES − 1) tiles of K and V are in flight per thread block: decode is memory-bound, the goal DRAM bandwidth;
 //  - each split writes O_p (float32) and lse_p, or O and L directly where its sequence has one split; the merge
 //    LSE = log Σ_p exp(lse_p), O = Σ_p exp(lse_p − LSE)·O_p is done by the group's split blocks launched as one
-//    thread block cluster (CLUSTER = splits, a contiguous cache of 2 … 16 splits of ≤ 1024 keys: cluster_combine,
+//    thread block cluster (CLUSTER = splits, 2 … 16 splits of ≤ 1024 keys, paged where the grid is one block an
+//    SM: cluster_combine,
 //    each block a share of the rows after a cluster barrier), else by all the group's blocks of a grid launched
 //    cooperatively, where the grid fits the GPU at once (SPREAD: spread_combine, each block a share after the
 //    group's count reaches its splits), else by the last split block of a group to finish (an atomic ticket:
@@ -85,11 +86,27 @@
 //    and reset): within ±0.3 µs at 7 points. memcheck and racecheck clean. Bytes at L2 (flashsim compare-decode):
 //    read ×1.000 contiguous, ×1.005 paged, ×1.025 with pages of 16 and Nq 4 (sim.decode counts neither each block's
 //    re-reads of its rows' lse_p, one 32-byte sector a split, nor thread 0's polls while its group finishes).
+//  - run 43-dec8, the paged step at B 1 Nk 4K (16 splits of one page of 256; graph steps 15.7–16.4 µs against the
+//    contiguous 11.8–12.0, the split kernel alone 12.6–13.2 against 10.0–10.2). ncu, one launch each of the split
+//    kernel alone: the same DRAM bytes (16.87 MB) and L2 sectors, but 2.47 M instructions against 1.80 M contiguous,
+//    20.1 against 15.8 µs: load_kv worked each 16-byte copy's address out alone (Cache::row: a branch, c % page_size
+//    by a reciprocal, a 64-bit product; ~70 SASS instructions a copy pair, in sequence). Now a tile's first row is
+//    found once and each copy is r·stride from it (~16 instructions a pair, no branch): 1.57 M instructions, 16.0 µs;
+//    graph steps of the split kernel alone 10.2–10.6 (contiguous 9.8–10.1). The paged layout's key stride (a head's
+//    256 B of a key 2 KB from the next key's) costs nothing measurable: the contiguous path on a cache laid out at
+//    that stride, 9.97–10.17 against 9.94–10.08; pages in key order rather than shuffled, 10.21–10.41 against
+//    10.23–10.43. The cluster merge, kept to contiguous caches before, then paid for a paged one (dec7's, which had
+//    not paid on the slow split kernel: 15.3–15.9 against the spread merge's 15.7–16.4 here), where the grid is one
+//    block an SM: 12.8–12.9 µs against the spread merge's 13.3–13.7, ×1.04 the contiguous step. The rows' own page
+//    lookups are built only for pages not a multiple of BC (PAGE_ROWS): with both paths in every build the
+//    contiguous cluster step was 12.4–12.8 µs, without 12.35–12.44 — still above main's 11.9–12.0 (not explained:
+//    its split kernel alone is faster, so the cluster build's merge phase is slower), while the other points' graph
+//    steps are 0.7–1.8% faster. memcheck and racecheck clean.
 //
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM),
 // CLUSTER (split blocks a cluster: 1, none, unless gpu.decode_launch injects 2 … 16), SPREAD (1: the grid cooperative,
-// its merge spread; 0 else).
+// its merge spread; 0 else), PAGE_ROWS (1: a paged cache whose pages are not whole tiles; 0 else).
 
 #define NTHREADS (32 * NWARPS)
 #define WARPS_N (NWARPS / M_TILES)  // warps that split each tile's keys
@@ -105,10 +122,13 @@
 #define MAX_SPLITS 128              // gpu.decoding.MAX_SPLITS
 #define COMBINE_ROWS 8              // rows of O per flash_decoding_combine block
 #ifndef CLUSTER
-#define CLUSTER 1  // split blocks a thread block cluster: gpu.decode_launch's (a contiguous cache's short splits), else 1
+#define CLUSTER 1  // split blocks a thread block cluster: gpu.decode_launch's (short splits), else 1
 #endif
 #ifndef SPREAD
 #define SPREAD 0  // 1: the grid launched cooperatively (all resident at once), a group's blocks share its merge
+#endif
+#ifndef PAGE_ROWS
+#define PAGE_ROWS 0  // 1: gpu.decode_launch's build for a paged cache whose page_size is not a multiple of BC
 #endif
 #define SPREAD_LOADS 16  // spread_combine: the splits' lse_p and O_p pieces a thread has in flight at once
 static_assert(KW % 16 == 0, "a warp's keys of a tile are whole 16-key k-steps of P̃ V_j (Bc 32 needs ≤ 2 key warps)");
@@ -134,23 +154,27 @@ __device__ __forceinline__ u32 ld_addr(u32 base, Lane lane, int R, int C) { retu
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory"); }
 
-// a key row's element offset in K (and V): contiguous (B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv, d) with
-// the sequence's block-table row; an entry outside 0 … num_pages − 1 (found and reported before the loop) gives −1,
-// never read
+// where a key's row of K (and V) lies, in elements: contiguous (B, Hkv, Nk, d), or paged (num_pages, page_size, Hkv,
+// d) with the sequence's block-table row. A tile's keys are one run of rows `stride` apart (d contiguous, Hkv·d paged)
+// in a contiguous cache and, paged, where page_size is a multiple of BC (PAGE_ROWS 0: a tile lies in one page, its
+// entry looked up once ahead); else (PAGE_ROWS 1, pages not whole tiles) each row finds its page. An entry outside
+// 0 … num_pages − 1 (found and reported before the loop) gives −1, never read
 struct Cache {
     const int* table;  // block_table + b · max_pages, or nullptr for a contiguous cache
     long long base;    // contiguous: ((b · Hkv + hk) · Nk) · d; paged: hk · d
-    int page_size, Hkv, num_pages;
-    bool whole;        // paged with page_size a multiple of BC: a tile lies in one page, looked up once ahead
+    int page_size, stride, num_pages;
     __device__ __forceinline__ long long in_page(int page, int c) const {
         if (page < 0 || page >= num_pages) return -1;
-        return ((long long)page * page_size + c % page_size) * Hkv * HEAD_DIM + base;
+        return ((long long)page * page_size + c % page_size) * stride + base;
     }
-    __device__ __forceinline__ long long row(int c, int page) const {
-        if (table == nullptr) return base + (long long)c * HEAD_DIM;
-        return in_page(whole ? page : __ldg(table + c / page_size), c);
+    // key c0's row where the tile from c0 is one run: once a tile
+    __device__ __forceinline__ long long first(int c0, int page) const {
+        return table == nullptr ? base + (long long)c0 * HEAD_DIM : in_page(page, c0);
     }
-    __device__ __forceinline__ int page_of(int c) const { return whole ? __ldg(table + c / page_size) : 0; }
+    __device__ __forceinline__ long long row(int c) const { return in_page(__ldg(table + c / page_size), c); }
+    __device__ __forceinline__ int page_of(int c) const {
+        return table != nullptr && !PAGE_ROWS ? __ldg(table + c / page_size) : 0;
+    }
 };
 
 // The first refused argument a kernel meets, in ERRORS ints of pinned host memory (gpu.pages reads them without a
@@ -169,16 +193,38 @@ __device__ __forceinline__ void report(volatile int* errors, int* claim, int cod
 }
 
 // keys c0 … c0 + BC − 1 (those < c1) of K and V → one stage of (BC, SROW) tiles in SRAM; zeros past c1. `page`: the
-// tile's page where a tile lies in one (cache.whole), read from the block table one tile ahead
+// tile's page where a tile lies in one (PAGE_ROWS 0), read from the block table one tile ahead. A thread copies the
+// 16-byte piece k/8 of rows r, r + NTHREADS/CHUNKS, …; in a run its row's offset is r·stride from the tile's first,
+// found once a tile, so that a copy's address is one multiply-add (run 43-dec8: the paged cache's c % page_size and
+// 64-bit product per copy, behind a branch, had made each copy ~70 instructions; the rows' own lookups are built only
+// where pages are shorter than tiles, PAGE_ROWS)
 __device__ __forceinline__ void load_kv(elem_t* sK, elem_t* sV, const elem_t* K, const elem_t* V, const Cache& cache,
                                         int c0, int c1, int tid, int page) {
+    constexpr int STEP = NTHREADS / CHUNKS;  // rows between a thread's copies
+    static_assert(NTHREADS % CHUNKS == 0 && BC % STEP == 0, "a tile's pieces are whole rounds of the block's threads");
+    const int r0 = tid / CHUNKS, k = (tid % CHUNKS) * 8;
+#if PAGE_ROWS
+    if (cache.table != nullptr) {
 #pragma unroll
-    for (int it = 0; it < BC * CHUNKS / NTHREADS; ++it) {
-        const int chunk = tid + it * NTHREADS, r = chunk / CHUNKS, k = (chunk % CHUNKS) * 8;
-        const long long at = c0 + r < c1 ? cache.row(c0 + r, page) : -1;
-        const int bytes = at < 0 ? 0 : 16;
-        cp_async_16(sK + swz(r, k), at < 0 ? K : K + at + k, bytes);
-        cp_async_16(sV + swz(r, k), at < 0 ? V : V + at + k, bytes);
+        for (int it = 0; it < BC / STEP; ++it) {
+            const int r = r0 + it * STEP;
+            const long long at = c0 + r < c1 ? cache.row(c0 + r) : -1;
+            cp_async_16(sK + swz(r, k), at < 0 ? K : K + at + k, at < 0 ? 0 : 16);
+            cp_async_16(sV + swz(r, k), at < 0 ? V : V + at + k, at < 0 ? 0 : 16);
+        }
+        return;
+    }
+#endif
+    const long long first = cache.first(c0, page);
+    const elem_t* Kt = K + (first < 0 ? 0 : first) + k;
+    const elem_t* Vt = V + (first < 0 ? 0 : first) + k;
+#pragma unroll
+    for (int it = 0; it < BC / STEP; ++it) {
+        const int r = r0 + it * STEP;
+        const bool in = first >= 0 && c0 + r < c1;
+        const int at = in ? r * cache.stride : 0;
+        cp_async_16(sK + swz(r, k), in ? Kt + at : K, in ? 16 : 0);
+        cp_async_16(sV + swz(r, k), in ? Vt + at : V, in ? 16 : 0);
     }
 }
 
@@ -192,7 +238,7 @@ __device__ __forceinline__ void nan_rows(elem_t* O, float* L, long long row0, in
 __device__ void combine_group(const float* O_parts, const float* lse_parts, elem_t* O, float* L, float* sW, float* s_LSE,
                               long long row0, long long rows, int R, int parts, int tid);
 __device__ void cluster_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, long long row0,
-                                long long rows, int R, int p, int tid);
+                                long long rows, int R, int parts, int p, int tid);
 __device__ void spread_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, int* ticket,
                                long long row0, long long rows, int R, int parts, int p, int tid);
 
@@ -218,25 +264,32 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     const int wm = warp / WARPS_N, wn = warp % WARPS_N;  // this warp's row tile and key quarter (or half)
     const int R = g * Nq, Hq = Hkv * g;
     const long long row0 = ((long long)b * Hq + (long long)hk * g) * Nq;  // the group's first row of O, L (head-major)
+    const long long rows = (long long)B * Hq * Nq;  // of O, L and each split's O_p, lse_p
 
     // this split's keys [k0, k1) of the sequence's seqlen: sim.machine.blocks.chunks of the keys, or of the pages
-    Cache cache{nullptr, 0, page_size, Hkv, num_pages, false};
+    Cache cache{nullptr, 0, page_size, HEAD_DIM, num_pages};
     int seqlen = Nk, parts = splits, k0, k1;
     if (block_table != nullptr) {
         seqlen = seqlens[b];
-        if (seqlen < 1 || seqlen > max_pages * page_size) {  // refused: NaN rows, reported, nothing read
+        if (seqlen < 1 || seqlen > max_pages * page_size) {  // refused: NaN rows, reported, nothing read (every block
+            // of a cluster is this sequence's: all leave, none waits at the cluster barrier)
             if (p == 0) nan_rows(O, L, row0, R, tid);
             if (p == 0 && hk == 0 && tid == 0) report(errors, claim, 2, b, 0, seqlen, num_pages, max_pages * page_size);
             return;
         }
         const int pages = (seqlen + page_size - 1) / page_size;
         parts = min(splits, pages);
-        if (p >= parts) return;
+        if (p >= parts) {  // no page of this sequence: nothing to read; a cluster's block still merges its share
+#if CLUSTER > 1
+            cluster_combine(O_parts, lse_parts, O, L, row0, rows, R, parts, p, tid);
+#endif
+            return;
+        }
         k0 = (int)((long long)p * pages / parts) * page_size;
         k1 = min((int)((long long)(p + 1) * pages / parts) * page_size, seqlen);
         cache.table = block_table + (long long)b * max_pages;
         cache.base = (long long)hk * HEAD_DIM;
-        cache.whole = page_size % BC == 0;  // k0 is page-aligned, so no tile straddles two pages
+        cache.stride = Hkv * HEAD_DIM;  // PAGE_ROWS 0: page_size % BC = 0 and k0 page-aligned, no tile straddles pages
     } else {
         k0 = (int)((long long)p * Nk / splits);
         k1 = (int)((long long)(p + 1) * Nk / splits);
@@ -394,7 +447,6 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     // O_p = diag(ℓ)⁻¹ O, lse_p = m·τ + ln ℓ (−∞ and zeros for a row that saw no key of this split)
     float* sL = sl + NWARPS * 16;  // (MAX_ROWS,): each row's lse_p, written to HBM together below
     const bool direct = parts == 1;
-    const long long rows = (long long)B * Hq * Nq;  // of O, L and each split's O_p, lse_p
     for (int idx = tid; idx < R * (HEAD_DIM / 4); idx += NTHREADS) {
         const int r = idx / (HEAD_DIM / 4), col = (idx % (HEAD_DIM / 4)) * 4;
         const int w0 = (r / 16) * WARPS_N, rr = r % 16;
@@ -427,7 +479,7 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         else lse_parts[p * rows + row0 + tid] = sL[tid];
     }
 #if CLUSTER > 1
-    cluster_combine(O_parts, lse_parts, O, L, row0, rows, R, p, tid);  // contiguous: parts = CLUSTER, never direct
+    cluster_combine(O_parts, lse_parts, O, L, row0, rows, R, parts, p, tid);
     return;
 #endif
     if (direct || tickets == nullptr) return;
@@ -524,17 +576,20 @@ __device__ void combine_group(const float* O_parts, const float* lse_parts, elem
     if (tid < R) L[row0 + tid] = s_LSE[tid];
 }
 
-// The combine by a group's CLUSTER split blocks, launched as one thread block cluster (a contiguous cache, 2 … 16
-// splits): a cluster barrier, whose release and acquire make every block's O_p, lse_p stores visible to the others,
-// then block p merges its share of the group's R rows × d/4 float4 pieces, pieces [p·n/CLUSTER, (p+1)·n/CLUSTER) of
-// n = R·d/4, with the same arithmetic as combine_group. A thread's CLUSTER lse_p and O_p pieces are all in flight at
-// once (one L2 round trip), and the group's 64 KB of O_p (R = 8, 16 splits) are read by 16 SMs, not one; no ticket,
-// no fence. Each O_p piece is read once, as the simulator counts; a row's lse_p by each block that holds a piece of it.
+// The combine by a group's CLUSTER split blocks, launched as one thread block cluster (2 … 16 splits): a cluster
+// barrier, whose release and acquire make every block's O_p, lse_p stores visible to the others, then block p merges
+// its share of the group's R rows × d/4 float4 pieces, pieces [p·n/CLUSTER, (p+1)·n/CLUSTER) of n = R·d/4, with the
+// same arithmetic as combine_group, over the `parts` splits that hold keys (contiguous: all CLUSTER; paged:
+// min(CLUSTER, the sequence's pages), the blocks past them arrive with no keys read and merge their share too; one
+// part: it wrote O and L itself). A thread's lse_p and O_p pieces are all in flight at once (one L2 round trip), and
+// the group's 64 KB of O_p (R = 8, 16 splits) are read by 16 SMs, not one; no ticket, no fence. Each O_p piece is
+// read once, as the simulator counts; a row's lse_p by each block that holds a piece of it.
 __device__ void cluster_combine(const float* O_parts, const float* lse_parts, elem_t* O, float* L, long long row0,
-                                long long rows, int R, int p, int tid)
+                                long long rows, int R, int parts, int p, int tid)
 {
 #if CLUSTER > 1
     asm volatile("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+    if (parts == 1) return;
     const int n = R * (HEAD_DIM / 4);
     for (int i = p * n / CLUSTER + tid; i < (p + 1) * n / CLUSTER; i += NTHREADS) {
         const int j = i / (HEAD_DIM / 4), col = (i % (HEAD_DIM / 4)) * 4;  // row j of the group's O, L; its columns
@@ -542,8 +597,10 @@ __device__ void cluster_combine(const float* O_parts, const float* lse_parts, el
         float4 x[CLUSTER];
 #pragma unroll
         for (int q = 0; q < CLUSTER; ++q) {
-            lse[q] = __ldcg(lse_parts + q * rows + row0 + j);
-            x[q] = __ldcg(reinterpret_cast<const float4*>(O_parts + (q * rows + row0 + j) * HEAD_DIM + col));
+            const bool in = q < parts;  // a split past the sequence's pages: no keys, weight 0, nothing read
+            lse[q] = in ? __ldcg(lse_parts + q * rows + row0 + j) : NEG_INF;
+            x[q] = in ? __ldcg(reinterpret_cast<const float4*>(O_parts + (q * rows + row0 + j) * HEAD_DIM + col))
+                      : make_float4(0.f, 0.f, 0.f, 0.f);
         }
         float mx = NEG_INF;
         bool nan = false;

@@ -84,7 +84,7 @@ def split_alone(cupy, p, tiles):
     parts, lse_parts, _, scratch = decode_launch.workspace(cupy, p.splits, rows, p.d, p.batch * p.hkv)
     if p.splits == 1:
         parts, lse_parts = o, scratch
-    split, _, tiles, smem = decode_launch.kernels(p.d, "float16", p.g * p.nq, tiles)
+    split, _, tiles, smem = decode_launch.kernels(p.d, "float16", p.g * p.nq, tiles, page_size=p.page_size)
     _, errors, claim = pages.errors(p.q.device.id)
     table, seqlens = (decode_launch.NULL if x is None else x for x in (p.table, p.seqlens))
     max_pages = 0 if p.table is None else p.table.shape[1]
@@ -117,7 +117,7 @@ def variants_row(cupy, batch: int, nk: int, variants: dict, cache: str = "contig
             kw |= {"merge": combine} if combine != "separate" else {}
             try:
                 o = decoding.launch(cupy, forced[0], tiles, **kw)[0].astype(cupy.float64)
-            except ValueError as e:  # a merge this point cannot take (a cluster of a paged cache, say): said
+            except ValueError as e:  # a merge this point cannot take (a cluster of more than 16 splits, say): said
                 row[name] = str(e)
                 continue
             fn = bench_decode._cycle(caches, forced, lambda c, p, t=tiles, kw=kw: decoding.launch(cupy, p, t, **kw)[0])

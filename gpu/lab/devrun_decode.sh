@@ -5,9 +5,9 @@
 # Logs and JSON land in $OUT; each step prints its last line to stdout.
 source "$(dirname "$0")/devrun_lib.sh"  # set -u, $OUT, PATH, PYTHONPATH, step
 steps=${*:-env test sanitize compare bench tune}
-# the sanitizers' program: paged (pages of 16, causal; splits from the model, 1, 3 (spread), 128 (ticket); the combine
-# fused and separate), contiguous (Nq 5; splits 4 and 16 merged by a cluster, 17 spread; 16 each of the three ways),
-# and a refused block_table entry and length
+# the sanitizers' program: paged (pages of 16, causal; splits from the model, 1, 3 (a cluster), 128 (ticket); the
+# combine fused and separate; 16 each of the three ways), contiguous (Nq 5; splits 4 and 16 merged by a cluster, 17
+# spread; 16 each of the three ways), and a refused block_table entry and length
 cat >/tmp/decode_sanitize.py <<'PY'
 import numpy as np, cupy
 import gpu
@@ -27,6 +27,7 @@ for splits in (None, 1, 4, 16, 17):
     gpu.decode(q5, k, k, causal=True, splits=splits, check=True)
 for merge in decode_launch.MERGES:
     decoding.launch(cupy, decoding.prepare(q5, k, k, None, None, True, None, 16), merge=merge)
+    decoding.launch(cupy, decoding.prepare(q, kc, kc, table, seqlens, True, None, 16), merge=merge)
 bad = table.copy(); bad[1, 0] = 999
 for t, s in ((bad, cupy.asarray(np.array([900, 5, 333], np.int32))), (table, cupy.asarray(np.array([900, 0, 2000], np.int32)))):
     for splits in (1, 3):
