@@ -40,6 +40,13 @@ Exposed work, in series with a block's matmuls:
            stores is exposed; every tile's stores are (the consumers issue them between tiles), but for O_i where it
            leaves by TMA from a buffer of its own (O_BUF, `Launch.o_buffer`): then only the walk's last O_i is
            (`sim.machine.grids.flash2_forward`).
+  block    a thread block of rung 7's main kernel (`Launch.program`) that makes any step also costs
+           `Hardware.block_clocks` beside its steps and the fill above: its setup, its first copies' latency, a dQ
+           product thrown away and one after the loop, the wait for its last reduce-adds, dK_j and dV_j from
+           registers, its exit. Measured, not derived: gpu.lab.rung7_blocks times one wave at 1 … 64 steps a block
+           (ncu); the line's intercept less the launch and the fill is 12,237 clocks at d = 64 and 19,951 at d = 128
+           (6.7 and 10.9 µs at 1.83 GHz; a step is 4,629 and 3,989): at N = 1024 (8 steps at d = 64) a third of a
+           block's time, which the model had missed (×0.71 of the events at 8 × 16, gpu/NOTES.md run 43-bwd8).
 Beside the compute (asynchronous):
   dQ adds  dQ_i's float32 additions into its accumulator (`Block.atomics`), done by L2: rung 5 adds each element
            with red.global.add ("dQ atomics", at `Hardware.l2_atomic_bandwidth`), rung 7 adds whole SRAM tiles with
@@ -184,14 +191,17 @@ def kernel_time(
 
         step = critical_step(program, seconds, hw)
 
+    own = hw.block_clocks.get(program.stage, 0.0) / hw.clock_hz if program else 0.0  # a rung 7 block's own cost
+
     def fill(b: Block) -> float:
-        """A block's exposed loads and stores; a persistent block's later tiles' first loads (refill) beyond the
-        step of the tile before them that follows its last S_ij (its P̃_ij V_j and softmax) and its stores."""
+        """A block's exposed loads and stores (and, under a program, its own cost beside its steps where it makes
+        any); a persistent block's later tiles' first loads (refill) beyond the step of the tile before them that
+        follows its last S_ij (its P̃_ij V_j and softmax) and its stores."""
         refill = 0.0
         for before, t in zip(b.parts, b.parts[1:], strict=False):
             after_s = (sm(before) - before.flops / 2 * tensor) / max(1, before.tiles)
             refill += max(0.0, t.prologue * first - after_s - before.epilogue * last)
-        return b.prologue * first + b.epilogue * last + refill
+        return b.prologue * first + b.epilogue * last + refill + (own if b.tiles else 0.0)
 
     def block(b: Block) -> float:
         return sm(b) + fill(b)
