@@ -41,12 +41,11 @@ Exposed work, in series with a block's matmuls:
            leaves by TMA from a buffer of its own (O_BUF, `Launch.o_buffer`): then only the walk's last O_i is
            (`sim.machine.grids.flash2_forward`).
   block    a thread block of rung 7's main kernel (`Launch.program`) that makes any step also costs
-           `Hardware.block_clocks` beside its steps and the fill above: its setup, its first copies' latency, a dQ
-           product thrown away and one after the loop, the wait for its last reduce-adds, dK_j and dV_j from
-           registers, its exit. Measured, not derived: gpu.lab.rung7_blocks times one wave at 1 … 64 steps a block
-           (ncu); the line's intercept less the launch and the fill is 12,237 clocks at d = 64 and 19,951 at d = 128
-           (6.7 and 10.9 µs at 1.83 GHz; a step is 4,629 and 3,989): at N = 1024 (8 steps at d = 64) a third of a
-           block's time, which the model had missed (×0.71 of the events at 8 × 16, gpu/NOTES.md run 43-bwd8).
+           `Hardware.block_clocks` beside its steps and fill: its setup, its first copies' latency, a dQ product
+           thrown away and one after the loop, the wait for its last reduce-adds, dK_j and dV_j, its exit. Measured
+           (gpu.lab.rung7_blocks: one wave at 1 … 64 steps a block under ncu, the line's intercept less the launch and
+           fill): 12,237 clocks at d = 64, 19,951 at d = 128 (a step 4,629 and 3,989): a third of a block's time at
+           N = 1024, d = 64, which the model had missed (×0.71 of the events at 8 × 16, gpu/NOTES.md run 43-bwd8).
 Beside the compute (asynchronous):
   dQ adds  dQ_i's float32 additions into its accumulator (`Block.atomics`), done by L2: rung 5 adds each element
            with red.global.add ("dQ atomics", at `Hardware.l2_atomic_bandwidth`), rung 7 adds whole SRAM tiles with
