@@ -17,6 +17,10 @@ shared-memory wavefronts of the whole grid (l1tex__data_pipe_lsu_wavefronts_mem_
 shapes: b, e the step's, a and c the block's own (the launch's start and end inside ncu's time included in a);
 `block_clocks` is a less what the model already books per block (`Hardware.block_clocks`).
 
+The SMs' paces: `python -m gpu.lab.rung7_blocks paces DIR` reads the stamps `gpu.lab.block_stamps run DIR` made (rung 7's
+main kernel at d = 128, N = 16384, full, 8 × 16: 16,384 blocks, 123–126 on each SM) and gives each SM's mean block
+time and their spread (standard deviation over mean: `Hardware.sm_pace_spread`, which `sim.machine.l2.paced` plays).
+
 On the GPU: `python -m gpu.lab.rung7_blocks run OUT_DIR` (runs ncu over `… rung7_blocks launches`; writes ncu.csv
 and blocks.json into OUT_DIR). Anywhere: `python -m gpu.lab.rung7_blocks fit OUT_DIR/blocks.json` (the H100's:
 gpu/lab/results/rung7-blocks-h100.json).
@@ -136,12 +140,37 @@ def block_clocks(record: dict, hw) -> dict[str, float]:
     return out
 
 
+def sm_means(stamps) -> list[float]:
+    """Each SM's mean block time (µs) in one stamped launch of rung 7's main kernel (gpu.lab.block_stamps: a block's
+    start and end stamps, the SM it ran on), by SM id."""
+    from gpu.lab.block_stamps import decoded
+
+    slot, t, sm, *_ = decoded(stamps)
+    at, where = dict(zip(slot.tolist(), t.tolist(), strict=True)), dict(zip(slot.tolist(), sm.tolist(), strict=True))
+    times: dict[int, list[float]] = {}
+    for x in range(len(slot) // 2):
+        times.setdefault(where[2 * x], []).append((at[2 * x + 1] - at[2 * x]) / 1e3)
+    return [sum(v) / len(v) for _, v in sorted(times.items())]
+
+
+def spread(means: list[float]) -> float:
+    """The standard deviation of the SMs' mean block times over their mean (`Hardware.sm_pace_spread`)."""
+    m = sum(means) / len(means)
+    return (sum((x - m) ** 2 for x in means) / len(means)) ** 0.5 / m
+
+
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["launches"]:
         launches()
     elif len(argv) == 2 and argv[0] == "run":
         run(argv[1])
+    elif len(argv) == 2 and argv[0] == "paces":
+        import numpy as np
+
+        stamps, plan = np.load(Path(argv[1]) / "stamps.npz"), json.loads((Path(argv[1]) / "plan.json").read_text())
+        means = [sm_means(stamps[f"l{n}"]) for n, kind in enumerate(plan) if kind == "backward 7"]
+        print(json.dumps({"sm_means_us": means, "spread": [spread(m) for m in means]}))
     elif len(argv) == 2 and argv[0] == "fit":
         from sim.machine.hardware import H100_SXM
 
@@ -149,7 +178,7 @@ def main(argv=None) -> None:
         print(json.dumps(fit(record) | {"block_clocks (H100 preset's launch and fill)": block_clocks(record, H100_SXM)},
                          indent=1))  # fmt: skip
     else:
-        print("usage: python -m gpu.lab.rung7_blocks run OUT_DIR (on a GPU, ncu) | fit BLOCKS.json")
+        print("usage: python -m gpu.lab.rung7_blocks run OUT_DIR (on a GPU, ncu) | fit BLOCKS.json | paces STAMPS_DIR")
         sys.exit(2)
 
 

@@ -61,9 +61,10 @@ class Hardware:
     reduce_clocks: float = 0.0
     branch_clocks: float = 0.0
     fence_clocks: dict = field(default_factory=dict)
-    # SM clocks a thread block of rung 7's main kernel costs beside its steps, the launch and its "fill" (first loads,
-    # last stores: `sim.machine.timing`, "block"), {"d64 br128": clocks, …} (gpu.lab.rung7_blocks; {}: not measured)
+    # SM clocks a rung 7 main kernel's block costs beside its steps, the launch and its fill (`sim.machine.timing`,
+    # "block"), {"d64 br128": clocks, …} (gpu.lab.rung7_blocks; {}: not measured); the SMs' paces' spread, below
     block_clocks: dict = field(default_factory=dict)
+    sm_pace_spread: float = 0.0  # the SMs' paces' standard deviation (a share): a grid's waves drift apart (l2.paced)
     # L2 as its parts (ncu's lts__throughput is the busiest of them, `sim.machine.timing.l2_parts`): part → seconds of
     # that part at its 100% per byte of each kind of work (`L2_WORK`); {}: L2 is one rate, `l2_peak_bandwidth`
     l2_parts: dict = field(default_factory=dict)
@@ -127,9 +128,7 @@ H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calib
     "reduce_clocks": 2505,
     "branch_clocks": 9.7,
     "fence_clocks": {"d64 br128 dS_ij": 241, "d64 br128 τ dQ_i": 333, "d128 br64 dS_ij": 199, "d128 br64 τ dQ_i": 525},
-    # `python -m gpu.lab.rung7_blocks` (2026-11-27, gpu/NOTES.md run 43-bwd8): ncu's cycles of one wave of the main
-    # kernel at Tr = 1 … 64 steps a block, the line's intercept less this preset's launch and fill, rounded
-    "block_clocks": {"d64 br128": 12237, "d128 br64": 19951},
+    "block_clocks": {"d64 br128": 12237, "d128 br64": 19951},  # gpu.lab.rung7_blocks, rung7-blocks-h100.json (run 43)
 }
 A100_40GB = Hardware(
     name="A100-40GB",
@@ -178,6 +177,7 @@ H100_SXM = Hardware(
     # no datasheet gives latencies: gpu/lab/results/calibration-h100.json's (gpu/NOTES.md run 37-model6), rounded
     **H100_LATENCIES,  # wgmma_clocks, turn_clocks, stage_clocks, reduce_clocks, branch_clocks, fence_clocks, block_clocks
     l2_parts=H100_L2_PARTS,
+    sm_pace_spread=0.006,  # rung 7's mean block time per SM: 0.50, 0.60, 0.69% (rung7-paces-h100.json)
 )
 PRESETS: dict[str, Hardware] = {
     h.name: h
