@@ -6,7 +6,7 @@ import pytest
 
 from gpu.lab import recorded
 from gpu.lab.rung7_blocks import spread
-from sim.machine import l2
+from sim.machine import l2, prediction
 from sim.machine.grids import Block, Kernel
 from sim.machine.hardware import H100_SXM
 
@@ -44,3 +44,14 @@ def test_the_h100s_pace_spread_is_the_recorded_sms_mean_block_times():
     recorded_spreads = sorted(x["spread"] for x in record["launches"])  # of the means before they were stored to the ns
     assert spreads == pytest.approx(recorded_spreads, rel=1e-4)
     assert round(spreads[1], 3) == H100_SXM.sm_pace_spread  # the median of three launches: 0.60%
+
+
+def test_a_paced_play_extends_from_the_stretch_between_two_heads_starts():
+    # one block a head reading its two 1-byte tiles, one slot: 4 heads played (8 bytes), marks as heads 2 and 3 start
+    # (4 and 6 bytes read by then): each further head adds 2, so 10 heads read 8 + 6 · 2 = 20 bytes, and ask 20
+    def make(h):
+        return Kernel("one a head", [Block(0, 0, 0, lambda x=x: iter([[(("T", x, i), 1, "r")] for i in (0, 1)]))
+                                      for x in range(h)])  # fmt: skip
+
+    t = prediction.traffic(make, 10, 1, 1 << 20, exact=4, pace=[1.0])
+    assert (t.dram_read, t.asked_read, t.dram_write) == (20, {"T": 20}, 0)
