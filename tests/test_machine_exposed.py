@@ -46,18 +46,20 @@ def test_a_second_resident_block_hides_the_fill():
 def test_dq_additions_drain_beside_the_compute_at_their_own_rate():
     atomic, bulk = 1.5e12, 3e12
     hw = replace(H100, l2_atomic_bandwidth=atomic, l2_reduce_bandwidth=bulk)
-    per_block = round(atomic / SMS * 2e-3)  # 2 ms of one SM's share of the atomic rate, 1 ms of the bulk rate
+    per_block = round(atomic / SMS * 2.4e-3)  # 2.4 ms of one SM's share of the atomic rate, 1.2 ms of the bulk rate
     blocks = _blocks(SMS, flops=ONE_MS, atomics=per_block)
-    # rung 5, atomics: max(1 ms of matmuls, 2 ms of atomics over the chip)
+    # rung 5, atomics: max(1 ms of matmuls, 2.4 ms of atomics over the chip)
     t = timing.kernel_time(blocks, ALONE, hw, 0, 0)
-    assert t.terms[timing.ATOMICS] == pytest.approx(2e-3, rel=1e-6)
+    assert t.terms[timing.ATOMICS] == pytest.approx(2.4e-3, rel=1e-6)
     assert t.compute == pytest.approx(1e-3, rel=1e-6)
-    assert t.seconds == pytest.approx(2e-3 + hw.launch_seconds, rel=1e-6)
+    assert t.seconds == pytest.approx(2.4e-3 + hw.launch_seconds, rel=1e-6)
     assert t.bound == timing.ATOMICS
-    # rung 7, TMA reduce-adds: the same bytes at twice the rate, 1 ms, beside 1 ms of matmuls: a tie goes to them
+    # rung 7, TMA reduce-adds: the same bytes at twice the rate, 1.2 ms, beside 1 ms of matmuls: the SMs wait on them
+    # (resident 1.2 ms, the tensor pipe busy 1/1.2 of it), L2 busy 1.2 ms of the kernel's 1.2 ms + the launch
     t = timing.kernel_time(blocks, replace(ALONE, dq_bulk=True), hw, 0, 0)
-    assert t.terms[timing.REDUCES] == pytest.approx(1e-3, rel=1e-6) and timing.ATOMICS not in t.terms
-    assert t.seconds == pytest.approx(1e-3 + hw.launch_seconds, rel=1e-6)
+    assert t.terms[timing.REDUCES] == pytest.approx(1.2e-3, rel=1e-6) and timing.ATOMICS not in t.terms
+    assert t.seconds == pytest.approx(1.2e-3 + hw.launch_seconds, rel=1e-6)
+    assert t.utilization[timing.TENSOR] == pytest.approx(1 / 1.2, rel=1e-6)
     assert t.bound == timing.REDUCES
     # twice the matmuls: the SMs bound it, the additions hidden
     t = timing.kernel_time(_blocks(SMS, flops=2 * ONE_MS, atomics=per_block), replace(ALONE, dq_bulk=True), hw, 0, 0)

@@ -121,6 +121,25 @@ def test_which_resource_bounds():
     assert t.bound == timing.LAUNCH
 
 
+def test_an_sm_pipe_is_busy_a_share_of_its_active_cycles_l2_of_the_kernels():
+    # as ncu counts them (…pct_of_peak_sustained_active for an SM's pipes, …_elapsed for L2): 132 blocks of 0.7 ms
+    # of matmuls then 0.3 ms of exponentials (1 ms, one per SM), a launch of 1 ms, L2 busy 0.8 ms at its 10.3 TB/s
+    # peak (0.98 ms at the 8.4 TB/s its time takes). The kernel takes 2 ms, the SMs are active 1 ms of it: the tensor
+    # pipe 0.7 / 1 = 70%, the MUFU 30%, L2 0.8 / 2 = 40%: the tensor pipe is the busiest, though L2's 0.8 ms is longer
+    hw = replace(H100, launch_seconds=1e-3)
+    blocks = _blocks(132, flops=0.7 * ONE_MS, exps=0.3 * 16 * 1.83e6)
+    t = timing.kernel_time(blocks, BIG, hw, 0, 0.8e-3 * 10.3e12)
+    assert t.seconds == pytest.approx(2e-3) and t.active == pytest.approx(1e-3)
+    assert t.units[timing.TENSOR] == pytest.approx(0.7e-3) and t.units[timing.L2] == pytest.approx(0.8e-3)
+    u = t.utilization
+    assert (u[timing.TENSOR], u[timing.MUFU], u[timing.L2]) == pytest.approx((0.7, 0.3, 0.4))
+    assert t.bound == timing.TENSOR
+    # the same blocks held up by 4 ms of DRAM traffic: the SMs wait, resident, 4 ms: the tensor pipe 17.5%, DRAM 80%
+    t = timing.kernel_time(blocks, BIG, hw, int(3350e9 * 4e-3), 0)
+    assert t.active == pytest.approx(4e-3) and t.utilization[timing.TENSOR] == pytest.approx(0.175)
+    assert t.utilization[timing.DRAM] == pytest.approx(0.8) and t.bound == timing.DRAM
+
+
 def test_two_blocks_per_sm_share_its_rate():
     half = replace(H100, sm_count=1)
     two = Launch(128, 1024, 64, "wgmma")  # many blocks fit one SM: 16 by threads

@@ -158,7 +158,7 @@ def test_without_latencies_the_step_is_the_busiest_unit():
     launch = launch_of(SEVEN, 64)
     block = Block(10 * 128 * 128 * 64, 128 * 128, 81920, lambda: iter(()), tiles=1)
     unmeasured = dict.fromkeys(("turn_clocks", "reduce_clocks", "branch_clocks"), 0.0)
-    unmeasured |= {"wgmma_clocks": {}, "stage_clocks": {}}
+    unmeasured |= {"wgmma_clocks": {}, "stage_clocks": {}, "block_clocks": {}}
     hw = replace(H100, launch_seconds=0.0, **unmeasured)
     t = kernel_time([block], launch, hw, dram_bytes=0, l2_bytes=0)
     clock = hw.clock_hz
@@ -208,7 +208,9 @@ def test_with_the_h100_latencies_the_step_is_the_critical_path():
 
     assert [op.fence for op in launch.program.step[0] if op.fence] == ["dS_ij", "τ dQ_i"]
     step = step_seconds(tuple(map(timed, launch.program.first)), tuple(map(timed, launch.program.step)), lat)
-    assert t.compute == pytest.approx(step) and step > 3208 / clock
+    # the block makes one step, so it also costs its own clocks beside it (timing's "block": the preset's
+    # block_clocks at d = 64, 12,237, measured by gpu.lab.rung7_blocks)
+    assert t.compute == pytest.approx(step + 12237 / clock) and step > 3208 / clock
     # the instructions, branches and fences lengthen the step: without them (the units' rates alone) it is shorter
     assert [op.branches for op in launch.program.step[0] if op.branches] == [1]
     bare = tuple(tuple(replace(op, instructions=0, branches=0, fence="") for op in ops) for ops in launch.program.step)
@@ -262,7 +264,7 @@ def test_a_fence_after_a_works_stores_adds_its_measured_wait():
     # one warpgroup, one Work: 900 clocks of exponentials, 400 instructions, its stores fenced ("τ dQ_i") in a program
     # whose stage is "d64 br128": max(900, 400) + the preset's 333 clocks for that fence = 1233; a fence not measured
     # (fence_clocks without the key) costs nothing: 900
-    hw = replace(H100, launch_seconds=0.0)
+    hw = replace(H100, launch_seconds=0.0, block_clocks={})  # the step alone (the block's own cost: the next test)
     clock = hw.clock_hz
     block = Block(0, 900 * 16, 0, lambda: iter(()), tiles=1)
 
@@ -273,3 +275,23 @@ def test_a_fence_after_a_works_stores_adds_its_measured_wait():
 
     assert H100.fence_clocks["d64 br128 τ dQ_i"] == 333
     assert step(hw) == pytest.approx(1233) and step(replace(hw, fence_clocks={})) == pytest.approx(900)
+
+
+def test_a_block_that_makes_steps_costs_its_own_clocks_beside_them():
+    # the same one-Work program (stage "d64 br128": its step 900 clocks of exponentials, 400 instructions, τ dQ's
+    # fence 333 → 1233), one block per SM: a block of one step costs 1233 + the stage's block_clocks (5000 here) =
+    # 6233 clocks; a block of no step (tiles = 0, no work) none of it: 0; a stage with no block_clocks entry
+    # ("d128 br64" missing) its step alone: 1233
+    hw = replace(H100, launch_seconds=0.0, block_clocks={"d64 br128": 5000})
+    clock = hw.clock_hz
+    ops = (Op("work", instructions=400, fence="τ dQ_i", phase=Phase("exp", exps=1.0)),)
+
+    def compute(block: Block, stage: str, on: Hardware = hw) -> float:
+        launch = Launch(384, 1000, 168, "wgmma", program=Program(first=((),), step=(ops,), stage=stage))
+        return kernel_time([block], launch, on, 0, 0).compute * clock
+
+    stepping = Block(0, 900 * 16, 0, lambda: iter(()), tiles=1)
+    fences = {**H100.fence_clocks, "d128 br64 τ dQ_i": 333}
+    assert compute(stepping, "d64 br128") == pytest.approx(6233)
+    assert compute(Block(0, 0, 0, lambda: iter(())), "d64 br128") == 0
+    assert compute(stepping, "d128 br64", replace(hw, fence_clocks=fences)) == pytest.approx(1233)

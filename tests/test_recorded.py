@@ -37,6 +37,8 @@ def test_every_shipped_recording_says_where_it_came_from():
             "backward-rungs": ("python -m gpu.lab.backward_rungs ",),
             "backward-builds": ("python -m gpu.lab.backward_builds ",),
             "training-speed": ("python -m gpu.lab.training_speed ",),
+            "rung7-blocks": ("python -m gpu.lab.rung7_blocks ",),
+            "rung7-paces": ("python -m gpu.lab.block_stamps ",),
         }.get(rec.report["kind"], ("flashsim ",))
         assert rec.gpu == "NVIDIA H100 80GB HBM3" and rec.date.startswith("2026-") and rec.command.startswith(commands)
 

@@ -86,6 +86,7 @@ def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=Non
             "in_series": p.in_series,
             "terms_ms": {k: v * 1e3 for k, v in p.terms().items()},
             "units_ms": {k: v * 1e3 for k, v in slowest.units.items()},  # the slowest kernel's, at their peaks
+            "utilization": slowest.utilization,  # its units' shares of their peaks as ncu's `PIPES` count them
             "l2_parts_ms": {k: v * 1e3 for k, v in (slowest.l2_parts or {}).items()},  # its L2's parts
         }
         if name in timed:

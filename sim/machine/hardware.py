@@ -61,6 +61,10 @@ class Hardware:
     reduce_clocks: float = 0.0
     branch_clocks: float = 0.0
     fence_clocks: dict = field(default_factory=dict)
+    # SM clocks a rung 7 main kernel's block costs beside its steps, the launch and its fill (`sim.machine.timing`,
+    # "block"), {"d64 br128": clocks, …} (gpu.lab.rung7_blocks; {}: not measured); the SMs' paces' spread, below
+    block_clocks: dict = field(default_factory=dict)
+    sm_pace_spread: float = 0.0  # the SMs' paces' standard deviation (a share): a grid's waves drift apart (l2.paced)
     # L2 as its parts (ncu's lts__throughput is the busiest of them, `sim.machine.timing.l2_parts`): part → seconds of
     # that part at its 100% per byte of each kind of work (`L2_WORK`); {}: L2 is one rate, `l2_peak_bandwidth`
     l2_parts: dict = field(default_factory=dict)
@@ -124,6 +128,7 @@ H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calib
     "reduce_clocks": 2505,
     "branch_clocks": 9.7,
     "fence_clocks": {"d64 br128 dS_ij": 241, "d64 br128 τ dQ_i": 333, "d128 br64 dS_ij": 199, "d128 br64 τ dQ_i": 525},
+    "block_clocks": {"d64 br128": 12237, "d128 br64": 19951},  # gpu.lab.rung7_blocks, rung7-blocks-h100.json (run 43)
 }
 A100_40GB = Hardware(
     name="A100-40GB",
@@ -170,13 +175,9 @@ H100_SXM = Hardware(
     tensor_per_clock={"wgmma": 4096, "mma.sync": 4096 * 2 // 3},
     fma_per_clock=128,  # Programming Guide, arithmetic instruction throughput, cc 9.0: 128 fp32 add/mul/fma
     # no datasheet gives latencies: gpu/lab/results/calibration-h100.json's (gpu/NOTES.md run 37-model6), rounded
-    wgmma_clocks=H100_LATENCIES["wgmma_clocks"],
-    turn_clocks=H100_LATENCIES["turn_clocks"],
-    stage_clocks=H100_LATENCIES["stage_clocks"],
-    reduce_clocks=H100_LATENCIES["reduce_clocks"],
-    branch_clocks=H100_LATENCIES["branch_clocks"],
-    fence_clocks=H100_LATENCIES["fence_clocks"],
+    **H100_LATENCIES,  # wgmma_clocks, turn_clocks, stage_clocks, reduce_clocks, branch_clocks, fence_clocks, block_clocks
     l2_parts=H100_L2_PARTS,
+    sm_pace_spread=0.006,  # rung 7's mean block time per SM: 0.50, 0.60, 0.69% (rung7-paces-h100.json)
 )
 PRESETS: dict[str, Hardware] = {
     h.name: h

@@ -10,13 +10,20 @@ Assumptions, each a simplification a student can check against `flashsim compare
   A persistent kernel (rung 6) has one block per SM, each the list of tiles it walks
   (`sim.machine.grids.persistent_walk`): nothing waits for a slot, and the blocks at work hold tiles of the walk
   a grid apart, not neighbours in launch order.
-- **Lockstep**: every running block makes one step (one trip of its inner loop) per tick. Blocks of one head
-  that start together ask for K_j at the same tick, so one miss serves them all. Blocks drift apart only by the
-  steps their work differs in, never by clocks or contention. Measured (gpu.lab.block_stamps, run 41-dram12, d = 128,
-  N = 16384, full, 8 × 16): rung 6's blocks start a round of tiles within 0.1 µs of each other at first and
-  290–450 µs apart (1.5–2.2 tiles) by the last, SMs' paces differing by ±0.5%; rung 7's waves 13 µs apart at the
-  second, 540 µs (0.8 of a block) by the last. Where the lockstep reuse distance sits at the capacity's edge (that
-  shape's forward: 24.1 MiB against 25) the drift decides the DRAM bytes, and they move between runs (1856–2212 MiB).
+- **Lockstep** (`play`): every running block makes one step (one trip of its inner loop) per tick. Blocks of one
+  head that start together ask for K_j at the same tick, so one miss serves them all. Blocks drift apart only by
+  the steps their work differs in. A persistent kernel (rung 6) is played so: with tickets its units at work stay
+  ~grid consecutive whatever the blocks' paces (run 42-sched15); the static walk's drift (run 41-dram12) is not
+  modelled.
+- **Paces** (`paced`, a grid whose blocks take the slot that frees first, where `Hardware.sm_pace_spread` is
+  measured): each SM steps at its own pace, spread evenly over a band of that standard deviation (H100: 0.60%, the
+  SMs' mean block times of rung 7, gpu.lab.rung7_blocks paces). Measured (gpu.lab.block_stamps, run 43-bwd8, rung 7,
+  d = 128, N = 16384, full, 8 × 16): its waves start within 0.3 µs at first, 16 µs apart at the second, 186 at the
+  tenth, a whole block (600 µs) from the ~40th on: linearly, as SMs of different paces do. In lockstep the 4 blocks
+  of a head that share the first wave with the head before read its Q_i, dO_i and dQ_i one block's time before the
+  other 124 do, 32 MiB of tiles apart: every byte twice (7184 MiB); once the blocks of a head run spread over its Q
+  blocks, ~16 MiB apart: once. Played paced, 5851 MiB (ncu 5887); the measured schedule replayed, 3531 MiB for the
+  main kernel's 3445.
 - **LRU, whole tiles**: L2 is one fully associative cache of `capacity` bytes holding whole tiles; the least
   recently used tile leaves first. No prefetch, no sectors, no set conflicts.
 - **One partition's capacity**: A100's and H100's L2 are two partitions, and a line that SMs on both sides read
@@ -31,6 +38,7 @@ Assumptions, each a simplification a student can check against `flashsim compare
   Nsight Compute measures a kernel: it flushes L2 before each one). Those are reported apart.
 """
 
+import heapq
 from collections import OrderedDict
 from dataclasses import dataclass, field
 
@@ -49,6 +57,7 @@ class Traffic:
     dram_read: int = 0
     dram_write: int = 0  # dirty tiles evicted while the kernel ran
     left_dirty: int = 0  # dirty tiles still in L2 at the end: written to DRAM after the kernel
+    marks: list["Traffic"] = field(default_factory=list)  # `paced`: the counts as given blocks start
 
     @property
     def read(self) -> int:
@@ -117,6 +126,52 @@ class HeldL2(L2):
             self.t.dram_write += size * dirty
 
 
+def paces(slots: int, sms: int, spread: float) -> list[float]:
+    """Ticks a step takes on each of `slots` slots: its SM's pace, the SMs' paces evenly spread (golden-ratio
+    sequence over the SM index) over a uniform band of standard deviation `spread` around 1."""
+    band = spread * 3**0.5
+    return [1 + band * (2 * ((k % sms) * 0.6180339887498949 % 1) - 1) for k in range(slots)]
+
+
+def _book(t: Traffic, step) -> None:
+    for name, nbytes, kind in step:
+        if kind == "w":
+            t.asked_write += nbytes
+        else:
+            t.asked_read[name[0]] = t.asked_read.get(name[0], 0) + nbytes
+            t.reduced += nbytes if kind == "rw" else 0
+
+
+def paced(kernel: Kernel, pace: list[float], capacity: int, marks: tuple[int, ...] = ()) -> Traffic:
+    """Run `kernel`'s blocks on len(`pace`) slots, each step of a block on slot k taking pace[k] ticks, the next block in
+    launch order taking the slot that frees first, every request in time order against a cold L2 of `capacity` bytes
+    (a request for a tile another block has just brought in hits); the counts so far as each block of `marks` starts
+    (launch indices, `Traffic.marks`)."""
+    t = Traffic()
+    cache, pending, queue = L2(capacity, t), enumerate(kernel.blocks), []
+    for k, (_, block) in zip(range(len(pace)), pending, strict=False):
+        heapq.heappush(queue, (0.0, k, block.steps()))
+    while queue:
+        now, k, steps = heapq.heappop(queue)
+        step = next(steps, None)
+        while step is None:  # this block is done: the next in launch order takes its slot
+            b, block = next(pending, (None, None))
+            if block is None:
+                break
+            if b in marks:
+                t.marks.append(Traffic(dict(t.asked_read), t.asked_write, t.reduced, t.dram_read, t.dram_write))
+            steps = block.steps()
+            step = next(steps, None)
+        if step is None:
+            continue
+        _book(t, step)
+        for name, nbytes, kind in step:
+            cache.touch(name, nbytes, kind)
+        heapq.heappush(queue, (now + pace[k], k, steps))
+    t.left_dirty = cache.dirty()
+    return t
+
+
 def play(kernel: Kernel, slots: int, capacity: int) -> Traffic:
     """Run `kernel`'s blocks `slots` at a time in lockstep against a cold L2 of `capacity` bytes."""
     t = Traffic()
@@ -136,12 +191,8 @@ def play(kernel: Kernel, slots: int, capacity: int) -> Traffic:
             if step is None:
                 continue
             still.append(steps)
+            _book(t, step)
             for name, nbytes, kind in step:
-                if kind == "w":
-                    t.asked_write += nbytes
-                else:
-                    t.asked_read[name[0]] = t.asked_read.get(name[0], 0) + nbytes
-                    t.reduced += nbytes if kind == "rw" else 0
                 if name not in tick or kind != "r":
                     tick[name] = (nbytes, kind)
         for name, (nbytes, kind) in tick.items():

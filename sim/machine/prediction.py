@@ -15,7 +15,7 @@ from math import ceil
 from sim.core.errors import InputError
 from sim.machine import grids, iomodel
 from sim.machine.hardware import Hardware
-from sim.machine.l2 import Traffic, l2_to_sm, play
+from sim.machine.l2 import Traffic, l2_to_sm, paced, paces, play
 from sim.machine.launch import Launch, slots
 from sim.machine.timing import ATOMICS, REDUCES, Time, kernel_time
 
@@ -130,21 +130,28 @@ def affordable(N: int, Nk: int, Br: int, Bc: int, heads: int) -> bool:
     return ceil(N / Br) * ceil(Nk / Bc) * min(heads, EXACT_HEADS) <= MOST_STEPS
 
 
-def traffic(make, heads: int, n_slots: int, capacity: int, exact: int = EXACT_HEADS) -> Traffic:
-    """The kernel `make(h)` builds for h heads played against L2 (extended linearly past `exact` heads)."""
+def traffic(make, heads: int, n_slots: int, capacity: int, exact: int = EXACT_HEADS, pace=None) -> Traffic:
+    """The kernel `make(h)` builds for h heads played against L2 (extended linearly past `exact` heads): in lockstep,
+    each further head adding what `exact` heads' play counts over `exact` / 2 heads' (a unit of exact / 2 heads); with
+    `pace` (`l2.paced`), what one play of `exact` heads counts between the starts of heads exact / 2 and exact − 1
+    (its waves drift apart over its first ones, which are no sample of the rest)."""
     if heads <= exact:
-        return play(make(heads), n_slots, capacity)
-    half, full = (play(make(h), n_slots, capacity) for h in (exact // 2, exact))
-    k = (heads - exact) / (exact // 2)  # further heads, in units of the half
+        return paced(make(heads), pace, capacity) if pace else play(make(heads), n_slots, capacity)
+    if pace:
+        per_head = len(make(1).blocks)
+        full = paced(make(exact), pace, capacity, (exact // 2 * per_head, (exact - 1) * per_head))
+        a, b = full.marks
+        k = (heads - exact) / (exact - 1 - exact // 2)  # further heads, in units of the marked stretch
+    else:
+        a, full = (play(make(h), n_slots, capacity) for h in (exact // 2, exact))
+        b, k = full, (heads - exact) / (exact // 2)  # further heads, in units of the half
 
-    def extend(a: int, b: int) -> int:
-        return round(b + k * (b - a))
+    def extend(field: str) -> int:  # DRAM's bytes; what the blocks ask is every head's same bytes
+        return round(getattr(full, field) + k * (getattr(b, field) - getattr(a, field)))
 
-    return Traffic(
-        {name: extend(half.asked_read.get(name, 0), b) for name, b in full.asked_read.items()},
-        extend(half.asked_write, full.asked_write), extend(half.reduced, full.reduced),
-        extend(half.dram_read, full.dram_read), extend(half.dram_write, full.dram_write), full.left_dirty,
-    )  # fmt: skip
+    scale = heads / exact
+    return Traffic({name: round(n * scale) for name, n in full.asked_read.items()}, round(full.asked_write * scale),
+                   round(full.reduced * scale), extend("dram_read"), extend("dram_write"), full.left_dirty)  # fmt: skip
 
 
 def crossing_reads(kernel: grids.Kernel, halves: int) -> float:
@@ -177,7 +184,9 @@ def predict(
         )
     n_slots = slots(launch, hw)
     exact = EXACT_HEADS
-    if launch.persistent and not backward:  # as many heads as MOST_STEPS allows: one step per tile pair a head sees
+    walks = launch.persistent and not backward
+    pace = paces(n_slots, hw.sm_count, hw.sm_pace_spread) if hw.sm_pace_spread and not walks else None
+    if walks or pace:  # as many heads as MOST_STEPS allows: one step per tile pair a head sees
         exact = max(EXACT_HEADS, MOST_STEPS // max(1, iomodel.sums(N, Nk, Br, Bc, causal).seen))
     out = []
     shape = (algorithm, N, Nk, d, s, Br, Bc, causal)
@@ -186,7 +195,7 @@ def predict(
         def make(h, n=n):
             return kernels_of(*shape, h, backward, launch, hw.sm_count)[n]
 
-        t = traffic(make, heads, n_slots, hw.l2_shared_bytes, exact)
+        t = traffic(make, heads, n_slots, hw.l2_shared_bytes, exact, pace)
         padded = PADDED_TENSORS if launch.padded_rows else ()
         to_sm = l2_to_sm(t, padded)
         dram = t.dram_read + t.dram_write  # L2's work: what the SMs read, write and add, and each line it fills from

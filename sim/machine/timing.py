@@ -40,6 +40,12 @@ Exposed work, in series with a block's matmuls:
            stores is exposed; every tile's stores are (the consumers issue them between tiles), but for O_i where it
            leaves by TMA from a buffer of its own (O_BUF, `Launch.o_buffer`): then only the walk's last O_i is
            (`sim.machine.grids.flash2_forward`).
+  block    a thread block of rung 7's main kernel (`Launch.program`) that makes any step also costs
+           `Hardware.block_clocks` beside its steps and fill: its setup, its first copies' latency, a dQ product
+           thrown away and one after the loop, the wait for its last reduce-adds, dK_j and dV_j, its exit. Measured
+           (gpu.lab.rung7_blocks: one wave at 1 … 64 steps a block under ncu, the line's intercept less the launch and
+           fill): 12,237 clocks at d = 64, 19,951 at d = 128 (a step 4,629 and 3,989): a third of a block's time at
+           N = 1024, d = 64, which the model had missed (×0.71 of the events at 8 × 16, gpu/NOTES.md run 43-bwd8).
 Beside the compute (asynchronous):
   dQ adds  dQ_i's float32 additions into its accumulator (`Block.atomics`), done by L2: rung 5 adds each element
            with red.global.add ("dQ atomics", at `Hardware.l2_atomic_bandwidth`), rung 7 adds whole SRAM tiles with
@@ -90,18 +96,18 @@ class Time:
     in_series: bool = False  # the SMs' time is warpgroups' (Launch.program)
     busy: dict[str, float] | None = None  # the terms at the hardware's peaks (`Hardware.datasheet`); None: `terms`
     l2_parts: dict[str, float] | None = None  # seconds each of L2's parts is busy (`l2_parts`); None: L2 is one rate
+    active: float = 0.0  # seconds a slot is busy on average: its blocks' time (tensor + … + exposed), launch not
+    sm_busy: dict[str, float] | None = None  # each SM pipe's seconds at its peak on a slot, on average
 
     @property
     def bound(self) -> str:
-        """The launch if it outlasts the rest, else the busiest unit (`units`), as ncu names its busiest pipe: the
-        unit whose work at its peak rate takes longest. ncu's utilization is a unit's busy cycles over the
-        kernel's, a share of its peak per cycle in which the clock cancels; so the units are set side by side at
-        their peaks, not at the calibrated rates (which fold in the clock each microbenchmark ran at). L2 busiest
-        with dQ's additions its longer work, and them slower than the SMs: their name (ATOMICS or REDUCES)."""
+        """The launch if it outlasts the rest, else the busiest unit (`utilization`), as ncu names its busiest pipe.
+        L2 busiest with dQ's additions its longer work, and them slower than the SMs: their name (ATOMICS or
+        REDUCES)."""
         memory = max(self.memory, key=self.terms.__getitem__)
         if self.launch > max(self.compute, self.terms[memory]):
             return LAUNCH
-        unit = max(self.units, key=self.units.__getitem__)
+        unit = max(self.utilization, key=self.utilization.__getitem__)
         adds = self.terms[self.adds]
         return self.adds if unit == L2 and adds >= self.compute and adds > self.terms[L2] else unit
 
@@ -112,6 +118,16 @@ class Time:
         at = self.busy or self.terms
         l2 = at[L2] if self.l2_parts else max(at[L2], at[self.adds])
         return {p: at[p] for p in PIPES} | {L2: l2, DRAM: at[DRAM]}
+
+    @property
+    def utilization(self) -> dict[str, float]:
+        """Each unit's busy time at its peak (not the calibrated rates, which fold in a clock) over ncu's denominator:
+        an SM pipe's over its SMs' active cycles (`…pct_of_peak_sustained_active`: `active`), L2's and DRAM's over the
+        kernel's (`…_elapsed`: `seconds`); they differ where SMs idle (the launch, a last wave, unequal blocks: rung 7,
+        d 64 N 1024 full 1 × 16, SMs active 0.886 of the kernel, gpu/NOTES.md run 43-bwd8)."""
+        u, busy = self.units, self.sm_busy or {}
+        pipes = {p: busy.get(p, u[p]) / self.active if self.active else 0.0 for p in PIPES}
+        return pipes | {k: u[k] / self.seconds if self.seconds else 0.0 for k in (L2, DRAM)}
 
     @property
     def memory(self) -> tuple[str, ...]:
@@ -184,14 +200,17 @@ def kernel_time(
 
         step = critical_step(program, seconds, hw)
 
+    own = hw.block_clocks.get(program.stage, 0.0) / hw.clock_hz if program else 0.0  # a rung 7 block's own cost
+
     def fill(b: Block) -> float:
-        """A block's exposed loads and stores; a persistent block's later tiles' first loads (refill) beyond the
-        step of the tile before them that follows its last S_ij (its P̃_ij V_j and softmax) and its stores."""
+        """A block's exposed loads and stores (and, under a program, its own cost beside its steps where it makes
+        any); a persistent block's later tiles' first loads (refill) beyond the step of the tile before them that
+        follows its last S_ij (its P̃_ij V_j and softmax) and its stores."""
         refill = 0.0
         for before, t in zip(b.parts, b.parts[1:], strict=False):
             after_s = (sm(before) - before.flops / 2 * tensor) / max(1, before.tiles)
             refill += max(0.0, t.prologue * first - after_s - before.epilogue * last)
-        return b.prologue * first + b.epilogue * last + refill
+        return b.prologue * first + b.epilogue * last + refill + (own if b.tiles else 0.0)
 
     def block(b: Block) -> float:
         return sm(b) + fill(b)
@@ -208,6 +227,8 @@ def kernel_time(
     }
     compute = makespan([block(b) for b in blocks], slots)
     seconds = hw.launch_seconds + max(compute, terms[DRAM], terms[L2], terms[adds])
+    stretch = max(1.0, (seconds - hw.launch_seconds) / compute) if compute else 1.0  # blocks wait on slower memory
+    active = sum(block(b) for b in blocks) / slots * stretch
     peak = hw.datasheet or hw  # each term at the peak rate (makespans scale with their unit's rate)
     busy = terms | {
         TENSOR: terms[TENSOR] * hw.tensor_rate(launch.instruction) / peak.tensor_rate(launch.instruction),
@@ -220,8 +241,11 @@ def kernel_time(
     parts = l2_parts(l2_work or {}, peak)
     if parts:
         busy[L2] = max(parts.values())
+    mean = {TENSOR: sum(b.flops for b in blocks) * tensor, SMEM: sum(b.tiles for b in blocks) * smem,
+            MUFU: sum(b.exps for b in blocks) * mufu, FMA: sum(b.elementwise for b in blocks) * fma}  # fmt: skip
+    sm_busy = {p: mean[p] / slots * (busy[p] / terms[p] if terms[p] else 0.0) for p in PIPES}  # at their peaks
     return Time(seconds, compute, terms, hw.launch_seconds, len(blocks) / slots, launch.instruction, adds,
-                bool(program), busy, parts or None)  # fmt: skip
+                bool(program), busy, parts or None, active, sm_busy)  # fmt: skip
 
 
 def critical_step(program: warpgroups.Program, seconds, hw: Hardware) -> float:
