@@ -87,6 +87,18 @@ def test_a_persistent_blocks_tiles_run_from_stamp_to_stamp():
     assert times == sorted([(t, 0) for t in block0] + [(t, 1) for t in block1])
 
 
+def test_a_ticketed_blocks_tiles_are_the_ones_its_stamps_name():
+    # the kernel as the static walk deals it (block 0 tiles 0, 2; block 1 tiles 1, 3), the stamps as tickets gave
+    # them: block 0 took tiles 0, 2 and 3 (30 ns apart), block 1 tile 1 alone, lasting every block's median tile (30)
+    kernel = grids.flash2_forward(256, 128, 64, 2, 64, 64, heads=1, sms=2)
+    stamps = _stamps({0: (1, 0, 0, 0), 1: (31, 0, 0, 2), 2: (61, 0, 0, 3), 256: (5, 1, 0, 1)})
+    events = block_stamps.schedule(kernel, stamps, backward=False)
+    firsts = {(t, x): step[0][0] for t, x, step in events if step and step[0][0][0] == "Q"}
+    assert firsts == {(1, 0): ("Q", 0, 0), (31, 0): ("Q", 0, 2), (61, 0): ("Q", 0, 3), (5, 1): ("Q", 0, 1)}
+    assert sorted(t for t, x, _ in events if x == 1) == [5, 15, 25]  # 2 K/V steps and the store, 10 ns each
+    assert sorted(t for t, x, _ in events if x == 0) == [1, 11, 21, 31, 41, 51, 61, 71, 81]
+
+
 def test_the_capacity_table_counts_misses_a_pass_after_the_first(capsys, tmp_path):
     lines = ['"ID","Kernel Name","Metric Name","Metric Value"']
     plan = [(mode, mib) for mode in l2_capacity.MODES for mib in l2_capacity.SIZES]

@@ -166,23 +166,29 @@ def kernels() -> tuple:
 
 def schedule(kernel, stamps: np.ndarray, backward: bool) -> list[tuple]:
     """(time, block, step) of every step of `kernel`, in time order: a block's steps spread evenly between its
-    stamps (rung 6: a tile's between its start and the next tile's, the last tile as long as the median tile;
-    rung 7: between the block's start and end)."""
-    slot, t, *_ = decoded(stamps)
-    at = dict(zip(slot.tolist(), t.tolist(), strict=True))
+    stamps (rung 6: a tile's between its start and the next tile's, the last tile as long as the block's median tile
+    (a block of one tile: every block's), each
+    tile the one its stamp names — the static walk's or whichever the tickets gave; rung 7: between the block's start
+    and end)."""
+    slot, t, _, plane, i = decoded(stamps)
     events = []
-    for x, block in enumerate(kernel.blocks):
-        if backward:  # slots 2x, 2x + 1: the block's start and end
+    if backward:  # slots 2x, 2x + 1: block x's start and end
+        at = dict(zip(slot.tolist(), t.tolist(), strict=True))
+        for x, block in enumerate(kernel.blocks):
             steps = list(block.steps())
             span = (at[2 * x + 1] - at[2 * x]) / max(1, len(steps) - 1)
             events += [(at[2 * x] + span * n, x, step) for n, step in enumerate(steps)]
-            continue
-        starts = [at[256 * x + k] for k in range(len(block.parts))]  # slot 256x + k: its k-th tile's start
-        starts.append(starts[-1] + float(np.median(np.diff(starts))))
-        for k, part in enumerate(block.parts):
-            steps = list(part.steps())
-            span = (starts[k + 1] - starts[k]) / len(steps)
-            events += [(starts[k] + span * n, x, step) for n, step in enumerate(steps)]
+    else:  # slot 256x + k: block x's k-th tile, (plane, i) as stamped
+        tile = {part.tile: part for block in kernel.blocks for part in block.parts}
+        blocks = [slot // 256 == x for x in np.unique(slot // 256).tolist()]
+        every = float(np.median(np.concatenate([np.diff(t[mine]) for mine in blocks])))  # a block of one tile's
+        for x, mine in zip(np.unique(slot // 256).tolist(), blocks, strict=True):
+            starts = t[mine].tolist()
+            starts.append(starts[-1] + (float(np.median(np.diff(starts))) if len(starts) > 1 else every))
+            for k, (p, q) in enumerate(zip(plane[mine].tolist(), i[mine].tolist(), strict=True)):
+                steps = list(tile[(p, q)].steps())
+                span = (starts[k + 1] - starts[k]) / len(steps)
+                events += [(starts[k] + span * n, x, step) for n, step in enumerate(steps)]
     events.sort(key=lambda e: (e[0], e[1]))
     return events
 

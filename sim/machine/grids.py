@@ -36,6 +36,7 @@ class Block:
     epilogue: int = 0  # bytes it stores after its last matmul (nothing left to overlap them)
     atomics: int = 0  # bytes it adds into global memory at L2 (dQ_i: float32 atomics, or TMA reduce-adds)
     parts: tuple["Block", ...] = ()  # a persistent block: the tiles it computes in turn (`chained`); () for one tile
+    tile: tuple[int, ...] = ()  # the forward's (plane, Q block i) of a one-tile block (gpu.lab.block_stamps finds it)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def flash2_forward(N, Nk, d, s, Br, Bc, causal=False, heads=1, sms=0, o_buffer=F
             flops, exps = 4 * Br * b.seen * Bc * d, Br * b.seen * Bc + QUAD * Br * (b.seen + 1)
         else:
             flops, exps = 4 * r * keys * d, r * keys + r * b.seen
-        return Block(flops, exps, work, steps, b.seen, loads, stores)
+        return Block(flops, exps, work, steps, b.seen, loads, stores, tile=(h, i))
 
     if not sms:
         return Kernel("FlashAttention-2 forward", [block(h, i, b) for h in range(heads) for i, b in order])
