@@ -146,6 +146,11 @@
 // (gpu/lab/racecheck_probe.py, HANDOFF 4: 9 reports, as many as the unordered hand-off; the mbarrier, bar.sync and
 // named-barrier orders 0): racecheck does not follow bar.warp.sync. (The bar.sync order, 0 in isolation, is reported
 // in the kernel: not explained.)
+// Run 44 (lead): **kept**, lane 0 of each consumer warp alone reads the slot and hands (i, plane) to its warp by two
+// shuffles; the same lane 0 arrives on q_empty (8 a phase, no bar.warp.sync), so each read of a slot precedes its
+// reader's own arrival in program order: racecheck 0 hazards on the ticketed builds (d = 128, N 2176 and 2600 ×
+// 1000, full and causal; was 298), synccheck and memcheck 0, the rung 6 GPU tests pass, outputs bit for bit the
+// per-warp order's; 0.980–1.001× its speed (d = 128, N 4096–16384, plain and GQA; racecheck_probe HANDOFF 5: 0).
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
@@ -487,8 +492,8 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     // L2 round trip (~1 µs) hides behind the consumers' last STAGES K/V blocks of the unit. It hands each tile t to
     // the consumers through the ring: (i, plane) into slot t % 2, then its arrival on q_full (an mbarrier arrival
     // releases, the consumers' wait on its phase acquires: they read the slot after their wait). A slot is written
-    // again for tile t + 2 once q_empty says every consumer warp is done with tile t + 1's S (each warp's lane 0
-    // arrives after the warp has met, so every lane's read of tile t's slot comes before: empty_q). A tile without
+    // again for tile t + 2 once q_empty says every consumer warp is done with tile t + 1's S (a warp's lane 0 alone
+    // reads the slot, hands it to the warp by shuffles and arrives after its read: empty_q). A tile without
     // keys is handed out too (q_full without bytes, the
     // consumers write zeros and −∞ and arrive on q_empty); plane −1 after the last unit is the stop sign.
     if (threadIdx.x < 128) {  // the producer warpgroup: one thread issues every copy (line 4 and line 7)
@@ -545,11 +550,10 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
     const int c = threadIdx.x / 128 - 1;
     const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32;
     // q_empty's arrival: the static walk's, thread 0 of the warpgroup (its S is done: every warp issued it). TICKETS:
-    // lane 0 of each warp, once the warp has met (bar.warp.sync orders its lanes' reads of the ring's slot before lane
-    // 0's arrival, and that arrival before the producer's rewrite of the slot for tile t + 2)
+    // lane 0 of each warp, the one thread of the warp that read the ring's slot (its read comes before its arrival
+    // in program order, and the arrival before the producer's rewrite of the slot for tile t + 2)
     auto empty_q = [&]() {
         if (TICKETS) {
-            __syncwarp();
             if (lane == 0) mbar_arrive(q_empty);
         } else if (tid == 0) {
             mbar_arrive(q_empty);
@@ -712,8 +716,10 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 #if TICKETS
     for (;;) {  // the producer's tiles, from the ring, to the stop sign
         mbar_wait(q_full, tiles & 1);
-        int i, plane;
-        ld_shared_v2(ring + 8 * (tiles & 1), i, plane);
+        int i = 0, plane = 0;
+        if (lane == 0) ld_shared_v2(ring + 8 * (tiles & 1), i, plane);  // lane 0 alone reads the slot (SRAM) …
+        i = __shfl_sync(0xffffffffu, i, 0);  // … and hands it to its warp in registers
+        plane = __shfl_sync(0xffffffffu, plane, 0);
         if (plane < 0) break;
         consume(i, plane);
     }

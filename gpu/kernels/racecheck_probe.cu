@@ -2,7 +2,7 @@
 // header) passes (i, plane) from the producer thread to the consumers through SRAM: the consumers read a slot, the
 // producer writes it again once an mbarrier says they are done. racecheck reported that pair as a write-after-read
 // while one thread arrived for its warpgroup (run 42), and still when the warpgroup met at a bar.sync before that
-// thread's arrival (run 43). This kernel is the hand-off alone, five ways, one thread block of 256 threads:
+// thread's arrival (run 43). This kernel is the hand-off alone, six ways, one thread block of 256 threads:
 // warpgroup 0 is the producer (thread 0 writes), warpgroup 1 the consumers (all 128 threads read the same 8 bytes):
 //   HANDOFF 0, none: the producer writes while the consumers read — a race (racecheck must report it);
 //   HANDOFF 1, an mbarrier of 128 arrivals: every consumer thread arrives after its read (release), the producer
@@ -13,9 +13,11 @@
 //   HANDOFF 3, a named barrier: each consumer arrives (bar.arrive 1, 160: not waiting) after its read, the producer
 //              thread waits there (barrier.sync 1, 160: its warp counts 32) before its write;
 //   HANDOFF 4, an mbarrier of 4 arrivals: each consumer warp meets (bar.warp.sync) after its reads, then its lane 0
-//              arrives; the producer waits, then writes.
+//              arrives; the producer waits, then writes;
+//   HANDOFF 5, an mbarrier of 4 arrivals: lane 0 of each consumer warp alone reads, hands the values to its warp by
+//              shuffles, then arrives; the producer waits, then writes (rung 6's ring since run 44).
 // `python -m gpu.lab.racecheck_probe` runs each build under racecheck and prints its reports (gpu/NOTES.md run 43).
-// Injected #defines: STORAGE (common.cuh's; unused), HANDOFF (0 … 4).
+// Injected #defines: STORAGE (common.cuh's; unused), HANDOFF (0 … 5).
 
 #include "common.cuh"
 #include "hopper.cuh"  // mbar_init, mbar_init_fence, mbar_arrive, mbar_wait, ld_shared_v2, st_shared_v2
@@ -33,13 +35,17 @@ extern "C" __global__ void __launch_bounds__(256) racecheck_probe(int* __restric
     if (threadIdx.x == 0) {
         slot[0] = 16;
         slot[1] = 1;
-        mbar_init(bar, HANDOFF == 2 ? 1 : HANDOFF == 4 ? 4 : 128);
+        mbar_init(bar, HANDOFF == 2 ? 1 : HANDOFF >= 4 ? 4 : 128);
         mbar_init_fence();
     }
     __syncthreads();  // the first write and the barrier's init, before everything below
     if (threadIdx.x >= 128) {  // the consumers
-        int i, plane;
-        ld_shared_v2(ring, i, plane);  // as rung 6's consumers read their slot
+        int i = 0, plane = 0;
+        if (HANDOFF != 5 || threadIdx.x % 32 == 0) ld_shared_v2(ring, i, plane);  // as rung 6's consumers read their slot
+        if (HANDOFF == 5) {
+            i = __shfl_sync(0xffffffffu, i, 0);
+            plane = __shfl_sync(0xffffffffu, plane, 0);
+        }
         out[threadIdx.x - 128] = i * plane;
         if (HANDOFF == 1) mbar_arrive(bar);
         if (HANDOFF == 2) {
@@ -47,13 +53,11 @@ extern "C" __global__ void __launch_bounds__(256) racecheck_probe(int* __restric
             if (threadIdx.x == 128) mbar_arrive(bar);
         }
         if (HANDOFF == 3) asm volatile("bar.arrive 1, 160;\n" ::: "memory");
-        if (HANDOFF == 4) {
-            __syncwarp();
-            if (threadIdx.x % 32 == 0) mbar_arrive(bar);
-        }
+        if (HANDOFF == 4) __syncwarp();
+        if ((HANDOFF == 4 || HANDOFF == 5) && threadIdx.x % 32 == 0) mbar_arrive(bar);
     }
     if (threadIdx.x == 0) {  // the producer
-        if (HANDOFF == 1 || HANDOFF == 2 || HANDOFF == 4) mbar_wait(bar, 0);
+        if (HANDOFF != 0 && HANDOFF != 3) mbar_wait(bar, 0);
         if (HANDOFF == 3) asm volatile("barrier.sync 1, 160;\n" ::: "memory");
         st_shared_v2(ring, 0, -1);  // as rung 6's producer writes a slot
     }

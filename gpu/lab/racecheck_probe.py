@@ -1,7 +1,8 @@
-"""`python -m gpu.lab.racecheck_probe`: what compute-sanitizer's racecheck reports for an SRAM hand-off ordered five
+"""`python -m gpu.lab.racecheck_probe`: what compute-sanitizer's racecheck reports for an SRAM hand-off ordered six
 ways (gpu/kernels/racecheck_probe.cu): none (a race); an mbarrier every reader arrives on; the readers meeting at a
 bar.sync before one of them arrives; a named barrier the readers arrive at and the writer waits at; each warp
-meeting (bar.warp.sync) before its lane 0 arrives.
+meeting (bar.warp.sync) before its lane 0 arrives; each warp's lane 0 alone reading, shuffling to its warp, then
+arriving.
 
 Each build runs once in its own process under `compute-sanitizer --tool racecheck`; the table gives racecheck's
 reports beside whether the order is a race (gpu/NOTES.md run 43: the orders it follows here, and rung 6's ring; 06's
@@ -21,6 +22,7 @@ WAYS = {
     2: ("bar.sync, then one arrives", False),
     3: ("named barrier arrive → sync", False),
     4: ("bar.warp.sync, lane 0s arrive", False),
+    5: ("lane 0s read, shuffle, arrive", False),
 }
 
 
