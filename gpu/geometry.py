@@ -233,7 +233,7 @@ def read_defines(d: int, dtype: str, tiles: Tiles | None = None) -> dict[str, in
 
 
 def handoff_defines(d: int, dtype: str, tiles: Tiles | None = None, handoff: int = 1) -> dict[str, int]:
-    """racecheck_probe.cu's build: HANDOFF 0 … 5, how its reads are ordered before its write (the .cu's header)."""
+    """racecheck_probe.cu's build: HANDOFF 0 … 7, how its reads are ordered before its write (the .cu's header)."""
     return {"STORAGE": STORAGE_CODE[dtype], "HANDOFF": handoff}
 
 

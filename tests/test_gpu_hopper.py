@@ -169,7 +169,7 @@ def test_toolchain_probe():
             assert r["scores"] < 1 and r["values"] < 1, (d, dtype, r)
 
 
-@pytest.mark.parametrize("handoff", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("handoff", [1, 2, 3, 4, 5, 6, 7])
 def test_racecheck_probe_orders_the_reads_before_the_write(handoff):
     """Each ordered hand-off of gpu/lab/racecheck_probe.py: all 128 consumers read the first write's (16, 1)."""
     assert racecheck_probe.launch(handoff) == [16] * 128

@@ -136,6 +136,13 @@
 // with st.shared (then __syncwarp, arrive) drew RAW hazards on the FULL handoff instead, and a 64-thread kernel
 // that hands a 32-int buffer back and forth through two mbarriers (values checked: correct) drew 4 racecheck
 // errors. Run 34's hazard is this one; memcheck and synccheck (the named barriers of the turns) are clean.
+// Run 44 (lead, H100): the hazards still stood (the backward variants' smoke under racecheck: 90,118 reports, all
+// here), though gpu/lab/racecheck_probe.py's same order (readers meet at bar.sync, one arrives, the writer waits,
+// then a bulk copy: HANDOFF 6) draws none in isolation — not explained. Now every consumer thread arrives on EMPTY
+// after its last read of the stage (2 · 128 arrivals a phase): racecheck 0 hazards (plain d = 64 and 128 with items
+// > STAGES, GQA, window; and the backward variants' smoke, rung 5's included), synccheck and memcheck 0, 73 tests
+// of tests/test_gpu_rung7.py pass, dK, dV bit for bit the old build's; 0.987–1.029× its time (8 shapes, d 64 and
+// 128, N 1K–16K, causal and not, GQA; interleaved, public call), i.e. no cost measured.
 //
 // Variants (run 34: their tests passed, memcheck 0 errors; racecheck: the mbarrier false positive above; not
 // timed): GQA and the window only (variants.cuh, gpu/variants.py's VARIANTS define; rung 5 takes the rest). GQA:
@@ -367,7 +374,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         mbar_init(KV_FULL, 1);
         for (int s = 0; s < STAGES; ++s) {
             mbar_init(FULL(s), 1);
-            mbar_init(EMPTY(s), CONSUMERS);
+            mbar_init(EMPTY(s), CONSUMERS * 128);  // every consumer thread arrives (run 44: racecheck follows it)
         }
         mbar_init_fence();
     }
@@ -536,7 +543,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         keep(pf);
         keep(dsf);
         keep(dq);
-        if (live && tid == 0) mbar_arrive(EMPTY(s));  // stage s is free
+        if (live) mbar_arrive(EMPTY(s));  // stage s is free: this thread's reads of it are done
         if (it > 0) {
 #if DQ_TMA  // through SRAM, TMA adding in L2
             reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, dq_col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
@@ -552,7 +559,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             keep(dk);
             keep(pf);
             keep(dsf);
-            if (tid == 0) mbar_arrive(EMPTY(s));  // stage s is free
+            mbar_arrive(EMPTY(s));  // stage s is free: this thread's reads of it are done
         }
         if (it == 0) turn_pass(c);
         if (it > 0) {

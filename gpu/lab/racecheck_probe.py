@@ -1,8 +1,8 @@
-"""`python -m gpu.lab.racecheck_probe`: what compute-sanitizer's racecheck reports for an SRAM hand-off ordered six
+"""`python -m gpu.lab.racecheck_probe`: what compute-sanitizer's racecheck reports for an SRAM hand-off ordered eight
 ways (gpu/kernels/racecheck_probe.cu): none (a race); an mbarrier every reader arrives on; the readers meeting at a
 bar.sync before one of them arrives; a named barrier the readers arrive at and the writer waits at; each warp
 meeting (bar.warp.sync) before its lane 0 arrives; each warp's lane 0 alone reading, shuffling to its warp, then
-arriving.
+arriving; and the bar.sync and every-reader orders before a bulk copy (rung 7's stage refill) instead of a store.
 
 Each build runs once in its own process under `compute-sanitizer --tool racecheck`; the table gives racecheck's
 reports beside whether the order is a race (gpu/NOTES.md run 43: the orders it follows here, and rung 6's ring; 06's
@@ -23,6 +23,8 @@ WAYS = {
     3: ("named barrier arrive → sync", False),
     4: ("bar.warp.sync, lane 0s arrive", False),
     5: ("lane 0s read, shuffle, arrive", False),
+    6: ("bar.sync, one arrives; bulk copy", False),
+    7: ("every reader arrives; bulk copy", False),
 }
 
 
@@ -30,9 +32,9 @@ def launch(handoff: int) -> list[int]:
     """One launch of the build `handoff`: the 128 consumers' reads (16 each: the first write's value × 1)."""
     cupy = device.require()
     spec = registry.HELPERS["racecheck_probe"]
-    out = cupy.full(128, -7, cupy.int32)
+    out = cupy.asarray([-7] * 128 + [0, -1, 0, 0], cupy.int32)  # the consumers' reads, then the bulk copies' source
     source.function(spec, geometry.handoff_defines(64, "float16", handoff=handoff))((1,), (256,), (out,))
-    return out.get().tolist()
+    return out[:128].get().tolist()
 
 
 def hazards(handoff: int) -> tuple[int, str]:
