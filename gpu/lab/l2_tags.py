@@ -4,8 +4,9 @@ and lookup, and L2's parts, on a few shapes, for the public call and for two bui
 leave one thing out: Q_i's prefetch into L2 (`tma_prefetch_3d`, the producer's, a tile ahead) and, causal, the
 host's walk (WALK 0: the static walk of pairs).
 
-On a GPU: `python -m gpu.lab.l2_tags run OUT_DIR` (ncu; writes OUT_DIR/l2-tags.json, the CSV and the metric list)
-and `python -m gpu.lab.l2_tags timed OUT_DIR` (CUDA events, each build beside the call). Anywhere: `python -m
+On a GPU: `python -m gpu.lab.l2_tags run OUT_DIR` (ncu; writes OUT_DIR/l2-tags.json, the CSV and the metric list),
+`python -m gpu.lab.l2_tags pairs OUT_DIR` (L2's parts, the call and the build without the prefetch REPEATS times each,
+alternating: OUT_DIR/l2-tags-pairs.json) and `python -m gpu.lab.l2_tags timed OUT_DIR` (CUDA events, each build beside the call). Anywhere: `python -m
 gpu.lab.l2_tags table RECORD` prints each launch's counts in MB beside the model's reads and crossings.
 """
 
@@ -38,8 +39,14 @@ ALWAYS = (  # L2's parts (check_model.PARTS' breakdown), what L2 handed the SMs 
 )
 
 
-def plan() -> list[dict]:
-    """Each launch the program makes, in order: shape and build."""
+REPEATS = 5  # `pairs`: launches of the call and of the build without the prefetch, alternating, on each shape
+
+
+def plan(pairs: bool = False) -> list[dict]:
+    """Each launch the program makes, in order: shape and build (`pairs`: the call and no_prefetch, REPEATS times)."""
+    if pairs:
+        return [{"d": d, "n": n, "causal": c, "batch": b, "heads": h, "build": build}
+                for d, n, c, b, h in SHAPES for _ in range(REPEATS) for build in BUILDS[:2]]  # fmt: skip
     return [{"d": d, "n": n, "causal": c, "batch": b, "heads": h, "build": build}
             for d, n, c, b, h in SHAPES for build in BUILDS if build != "static_walk" or c]  # fmt: skip
 
@@ -85,18 +92,20 @@ def launcher(g: dict):
     return run
 
 
-def profiled() -> None:
+def profiled(pairs: bool = False) -> None:
     """The program ncu profiles: each launch of `plan` once; prints the plan and each build's largest difference
     from the call's output (the builds change where bytes go, not what is computed)."""
     from gpu import device
 
     cupy = device.require()
-    done, ref = [], {}
-    for g in plan():
-        o = launcher(g)()
+    done, ref, made = [], {}, {}
+    for g in plan(pairs):
+        key = tuple(g.values())
+        made[key] = made.get(key) or launcher(g)
+        o = made[key]()
         cupy.cuda.Device().synchronize()
         key = (g["d"], g["n"], g["causal"], g["batch"], g["heads"])
-        if g["build"] == "call":
+        if g["build"] == "call" and key not in ref:
             ref[key] = o
         diff = float(cupy.abs(o.astype(cupy.float32) - ref[key].astype(cupy.float32)).max())
         done.append({**g, "max_diff_from_call": diff})
@@ -111,19 +120,24 @@ def chosen(listing: str) -> str:
     return ",".join(f"{n}.sum" for n in names)
 
 
-def run(out_dir: str) -> None:
+def run(out_dir: str, pairs: bool = False) -> None:
+    """ncu over `profiled` (L2 flushed before each launch): every tag counter the query lists and L2's parts, or
+    (`pairs`) L2's parts and the tag stage's totals, the call and no_prefetch REPEATS times each."""
     from gpu.lab import counters, results
     from gpu.lab.check_model import profiled_rows
 
     out, ncu = Path(out_dir), counters.ncu_path()
-    listing = subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True, check=False).stdout
-    (out / "lts-metrics.txt").write_text("\n".join(x for x in listing.splitlines() if x.startswith("lts__")))
+    listing = "" if pairs else subprocess.run([ncu, "--query-metrics"], capture_output=True, text=True).stdout
+    if listing:
+        (out / "lts-metrics.txt").write_text("\n".join(x for x in listing.splitlines() if x.startswith("lts__")))
     base = [ncu, "--clock-control", "none", "--cache-control", "all", "--csv", "--print-units", "base",
             "--kernel-name", "regex:^flash2_v4_fwd$"]  # fmt: skip
-    record = {"kind": "l2-tags", "env": results.environment(f"python -m gpu.lab.l2_tags run {out_dir}")}
-    for attempt, tags in enumerate((chosen(listing), FIXED)):
+    verb = "pairs" if pairs else "run"
+    record = {"kind": "l2-tags", "env": results.environment(f"python -m gpu.lab.l2_tags {verb} {out_dir}")}
+    for attempt, tags in enumerate((FIXED,) if pairs else (chosen(listing), FIXED)):
         done = subprocess.run([*base, "--metrics", ALWAYS + "," + tags, sys.executable, "-m", "gpu.lab.l2_tags",
-                               "profiled"], capture_output=True, text=True, check=False)  # fmt: skip
+                               "profiled", *(["pairs"] if pairs else [])], capture_output=True, text=True,
+                              check=False)  # fmt: skip
         (out / f"ncu-{attempt}.csv").write_text(done.stdout)
         (out / f"ncu-{attempt}.stderr").write_text(done.stderr[-20000:])
         lines = done.stdout.splitlines()
@@ -134,7 +148,7 @@ def run(out_dir: str) -> None:
             record["metrics"] = "query" if attempt == 0 else "fixed"
             break
         print(f"l2_tags: attempt {attempt}: {len(rows)} rows, exit {done.returncode}", file=sys.stderr)
-    (out / "l2-tags.json").write_text(json.dumps(record, indent=1))
+    (out / f"l2-tags{'-pairs' if pairs else ''}.json").write_text(json.dumps(record, indent=1))
 
 
 def timed(out_dir: str) -> None:
@@ -152,16 +166,18 @@ def timed(out_dir: str) -> None:
 
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
-    if argv == ["profiled"]:
-        profiled()
-    elif len(argv) == 2 and argv[0] in ("run", "timed"):
-        (run if argv[0] == "run" else timed)(argv[1])
+    if argv[:1] == ["profiled"] and argv[1:] in ([], ["pairs"]):
+        profiled(argv[1:] == ["pairs"])
+    elif len(argv) == 2 and argv[0] in ("run", "pairs"):
+        run(argv[1], argv[0] == "pairs")
+    elif len(argv) == 2 and argv[0] == "timed":
+        timed(argv[1])
     elif len(argv) == 2 and argv[0] == "table":
         from gpu.lab.l2_tag_table import table
 
         print("\n".join(table(json.loads(Path(argv[1]).read_text()))))
     else:
-        sys.exit("usage: python -m gpu.lab.l2_tags run OUT_DIR | timed OUT_DIR (on a GPU) | table RECORD")
+        sys.exit("usage: python -m gpu.lab.l2_tags run OUT_DIR | pairs OUT_DIR | timed OUT_DIR (on a GPU) | table RECORD")
 
 
 if __name__ == "__main__":
