@@ -145,7 +145,7 @@ def run(out_dir: str, pairs: bool = False) -> None:
         printed = next((json.loads(x) for x in lines if x.startswith("[{")), None)
         if rows and printed and len(rows) == len(printed):
             record["profiled"] = [{**g, **r} for g, r in zip(printed, rows, strict=True)]
-            record["metrics"] = "query" if attempt == 0 else "fixed"
+            record["metrics"] = "fixed" if tags is FIXED else "query"
             break
         print(f"l2_tags: attempt {attempt}: {len(rows)} rows, exit {done.returncode}", file=sys.stderr)
     (out / f"l2-tags{'-pairs' if pairs else ''}.json").write_text(json.dumps(record, indent=1))
