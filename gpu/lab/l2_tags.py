@@ -6,8 +6,9 @@ host's walk (WALK 0: the static walk of pairs).
 
 On a GPU: `python -m gpu.lab.l2_tags run OUT_DIR` (ncu; writes OUT_DIR/l2-tags.json, the CSV and the metric list),
 `python -m gpu.lab.l2_tags pairs OUT_DIR` (L2's parts, the call and the build without the prefetch REPEATS times each,
-alternating: OUT_DIR/l2-tags-pairs.json) and `python -m gpu.lab.l2_tags timed OUT_DIR` (CUDA events, each build beside the call). Anywhere: `python -m
-gpu.lab.l2_tags table RECORD` prints each launch's counts in MB beside the model's reads and crossings.
+alternating: OUT_DIR/l2-tags-pairs.json) and `python -m gpu.lab.l2_tags timed OUT_DIR` (CUDA events, each build
+beside the call). Anywhere: `python -m gpu.lab.l2_tags table RECORD` prints each launch's tag sectors in MB by source
+and operation, and its busiest parts.
 """
 
 import dataclasses
@@ -164,6 +165,28 @@ def timed(out_dir: str) -> None:
     Path(out_dir, "l2-tags-timed.json").write_text(json.dumps(found, indent=1))
 
 
+def table(record: dict) -> list[str]:
+    """Each launch: kernel µs, L2 → SM MB, tag sectors (MB, 32 bytes each) in all, from the SMs (TEX: reads, writes,
+    the rest: the prefetch's, which ncu names no operation) and from the other half (over the fabric: reads, writes,
+    the rest), and L2's busiest parts (% of peak)."""
+    mb = {k: 32e-6 if "sectors" in k else 1e-6 for r in record["profiled"] for k in r}
+    out = ["d N c B×H build | µs | L2→SM | tags | TEX read write rest | fabric read write rest | fabric% tags%"]
+    for r in record["profiled"]:
+        def v(name, r=r):
+            return r.get(name + ".sum", float("nan")) * mb.get(name + ".sum", 1e-6)  # nan: not asked
+
+        tex = [v(f"lts__t_sectors_srcunit_tex{op}") for op in ("", "_op_read", "_op_write")]
+        fab = [v(f"lts__t_sectors_srcunit_ltcfabric{op}") for op in ("", "_op_read", "_op_write")]
+        pct = [r.get(f"lts__{p}.avg.pct_of_peak_sustained_elapsed", 0) for p in ("ltcfabric2ltc_cycles_active",
+                                                                                  "t_sectors")]  # fmt: skip
+        out.append(f"{r['d']} {r['n']} {'c' if r['causal'] else '-'} {r['batch']}×{r['heads']} {r['build']:<11} | "
+                   f"{r['gpu__time_duration.sum'] / 1e3:5.1f} | {v('l1tex__m_xbar2l1tex_read_bytes'):5.1f} | "
+                   f"{v('lts__t_sectors'):5.1f} | {tex[0]:5.1f} {tex[1]:5.1f} {tex[2]:4.1f} {tex[0] - tex[1] - tex[2]:4.1f}"
+                   f" | {fab[0]:5.1f} {fab[1]:5.1f} {fab[2]:4.1f} {fab[0] - fab[1] - fab[2]:4.1f} | "
+                   f"{pct[0]:4.1f} {pct[1]:4.1f}")  # fmt: skip
+    return out
+
+
 def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["profiled"] and argv[1:] in ([], ["pairs"]):
@@ -173,11 +196,9 @@ def main(argv=None) -> None:
     elif len(argv) == 2 and argv[0] == "timed":
         timed(argv[1])
     elif len(argv) == 2 and argv[0] == "table":
-        from gpu.lab.l2_tag_table import table
-
         print("\n".join(table(json.loads(Path(argv[1]).read_text()))))
     else:
-        sys.exit("usage: python -m gpu.lab.l2_tags run OUT_DIR | pairs OUT_DIR | timed OUT_DIR (on a GPU) | table RECORD")
+        sys.exit("usage: python -m gpu.lab.l2_tags run OUT_DIR | pairs OUT_DIR | timed OUT_DIR (on a GPU) | table FILE")
 
 
 if __name__ == "__main__":
