@@ -53,6 +53,8 @@ def plan(pairs: bool = False) -> list[dict]:
 
 
 def _without_prefetch(render):
+    """`source.render`, but a build with NO_Q_PREFETCH has the producer's one prefetch of Q_i left out."""
+
     def rendered(file, defines):
         text = render(file, defines)
         if not defines.get("NO_Q_PREFETCH"):
@@ -66,7 +68,7 @@ def _without_prefetch(render):
 
 
 def launcher(g: dict):
-    """A function that runs shape g's build once on fixed random inputs, and the output it checks against."""
+    """A function that runs shape g's build once on fixed random inputs (seed 0) and returns its O."""
     from gpu import device, flash, inputs, layout, registry, source
     from gpu.lab.checks import random_qkv
 
