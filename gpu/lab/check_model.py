@@ -16,8 +16,9 @@ gpu.lab.calibrate` measured, given its recording; the host work is the measured 
 ncu's L2 counts of rung 7's backward beside the bytes its code moves (`check_report.l2_table`).
 L2's parts: `python -m gpu.lab.check_model parts OUT_DIR` (on a GPU) profiles gpu.lab.l2_parts' loops and forward 6's and
 backward 7's launches with ncu's breakdown of lts__throughput; `python -m gpu.lab.check_model parts-report
-gpu/lab/results/l2-parts-h100.json` fits each part's cost per byte of each kind of work to the loops
-(`l2_parts.part_costs`) and sets the parts counted beside ncu's (`l2_parts.parts_table`).
+gpu/lab/results/l2-parts-h100.json [gpu/lab/results/l2-tags-pairs-h100.json]` fits each part's cost per byte of each
+kind of work to the loops (`l2_parts.part_costs`; the prefetch's from rung 6's pairs, `gpu.lab.l2_tags`) and sets the
+parts counted beside ncu's (`l2_parts.parts_table`).
 """
 
 import csv
@@ -248,7 +249,7 @@ USAGE = (
     "       python -m gpu.lab.check_model report MEASURED.json [OUT.json [CALIBRATION.json]] (anywhere)\n"
     "       python -m gpu.lab.check_model l2 MEASURED.json (anywhere)\n"
     "       python -m gpu.lab.check_model parts OUT_DIR [loops | grid] (on a GPU, ncu)\n"
-    "       python -m gpu.lab.check_model parts-report PARTS.json (anywhere)"
+    "       python -m gpu.lab.check_model parts-report PARTS.json [PAIRS.json] (anywhere)"
 )
 
 
@@ -267,9 +268,9 @@ def main(argv=None) -> None:
             sys.exit(f"check_model: {e}")
     elif 2 <= len(argv) <= 3 and argv[0] == "parts" and argv[2:] in ([], ["loops"], ["grid"]):
         parts(*argv[1:])
-    elif len(argv) == 2 and argv[0] == "parts-report":
+    elif len(argv) in (2, 3) and argv[0] == "parts-report":
         data = json.loads(Path(argv[1]).read_text())
-        costs = part_costs(data["loops"])
+        costs = part_costs(data["loops"], json.loads(Path(argv[2]).read_text())["profiled"] if argv[2:] else None)
         print("each part's seconds at its 100% per byte (ps), by kind:")
         for part, cs in costs.items():
             print(f"  {part}: " + ", ".join(f"{k} {c * 1e12:.4f}" for k, c in cs.items()))

@@ -3,8 +3,10 @@
 
 On a GPU, `python -m gpu.lab.l2_parts` launches each of LOOPS once, the program `python -m gpu.lab.check_model parts`
 hands ncu; each loop does one or two kinds of work. Anywhere: `part_costs` fits each part's cost per byte of each kind
-to the loops' utilizations (`sim.machine.hardware.H100_L2_PARTS` holds the H100's), `parts_table` sets the parts a
-kernel's work loads at those costs beside ncu's (`python -m gpu.lab.check_model parts-report RECORD`).
+to the loops' utilizations (`sim.machine.hardware.H100_L2_PARTS` holds the H100's), `prefetch_costs` each part's
+cost per byte of rung 6's prefetch of Q_i from launches of the kernel with and without it (gpu.lab.l2_tags pairs),
+`parts_table` sets the parts a kernel's work loads at those costs beside ncu's (`python -m gpu.lab.check_model
+parts-report RECORD [PAIRS]`).
 """
 
 import json
@@ -115,7 +117,7 @@ def loop_work(loop: dict) -> dict[str, float]:
     crossed = nbytes * (1 - 0.5**reps) if kernel.startswith("stream") else 0.0  # each line read by `reps` blocks
     return {"read": loop["l1tex__m_xbar2l1tex_read_bytes.sum"], "fill": loop["dram__bytes_read.sum"],
             "cross_read": crossed, "write_back": loop["dram__bytes_write.sum"]} | {
-            k: loop.get(k, 0) for k in ("store_pieces", "store_wide", "reduced")}  # fmt: skip
+            k: loop.get(k, 0) for k in ("store_pieces", "store_wide", "reduced", "prefetch")}  # fmt: skip
 
 
 def nonnegative(a, b):
@@ -141,20 +143,43 @@ def nonnegative(a, b):
     return x
 
 
-def part_costs(loops: list[dict]) -> dict[str, dict[str, float]]:
+def prefetch_costs(pairs: list[dict]) -> dict[str, float]:
+    """{part: seconds of the part at its 100% per byte of Q_i prefetched} from rung 6's launches with and without
+    the prefetch (gpu.lab.l2_tags pairs: each build several times on each shape): Σ over the shapes of the median
+    busy time (part % × kernel time) with it less the median without, over Σ of the Q bytes prefetched (every
+    tile's Q_i once: batch · heads · N · d · 2)."""
+    import statistics
+
+    shapes = {(r["d"], r["n"], r["causal"], r["batch"], r["heads"]) for r in pairs}
+    q = sum(b * h * n * d * 2 for d, n, _, b, h in shapes)
+
+    def busy(part: str, shape: tuple, build: str) -> float:
+        return statistics.median(r[PART_PREFIX + part + PART_SUFFIX] / 100 * r["gpu__time_duration.sum"] * 1e-9
+                                 for r in pairs if (r["d"], r["n"], r["causal"], r["batch"], r["heads"]) == shape
+                                 and r["build"] == build)  # fmt: skip
+
+    return {part: sum(busy(part, g, "call") - busy(part, g, "no_prefetch") for g in shapes) / q
+            for part in part_names(pairs[0])}  # fmt: skip
+
+
+def part_costs(loops: list[dict], pairs: list[dict] | None = None) -> dict[str, dict[str, float]]:
     """{part: {kind: seconds of the part at its 100% per byte}} from the loops: for each part, the costs ≥ 0 that
     best give each loop's utilization (its seconds at 100%, part % × the loop's time, = Σ bytes × cost), each loop
-    weighted alike (its residual in points of utilization)."""
+    weighted alike (its residual in points of utilization); the prefetch's, which no loop does, from rung 6's
+    `pairs` (`prefetch_costs`; none given: 0)."""
     import numpy as np
 
-    a = np.array([[loop_work(loop)[k] for k in L2_WORK] for loop in loops], dtype=float)
+    kinds = [k for k in L2_WORK if k != "prefetch"]
+    prefetched = prefetch_costs(pairs) if pairs else {}
+    a = np.array([[loop_work(loop)[k] for k in kinds] for loop in loops], dtype=float)
     t = np.array([loop["gpu__time_duration.sum"] * 1e-9 for loop in loops])
     rows = a / t[:, None]  # bytes a second
     scale = rows.max(axis=0)
     out = {}
     for part in part_names(loops[0]):
         y = np.array([loop[PART_PREFIX + part + PART_SUFFIX] / 100 for loop in loops])
-        out[part] = dict(zip(L2_WORK, map(float, nonnegative(rows / scale, y) / scale), strict=True))
+        fit = dict(zip(kinds, map(float, nonnegative(rows / scale, y) / scale), strict=True))
+        out[part] = {k: fit.get(k, prefetched.get(part, 0.0)) for k in L2_WORK}
     return out
 
 
@@ -172,7 +197,8 @@ def crossings(spec: registry.KernelSpec, g: dict) -> list[float]:
 def parts_table(data: dict, costs: dict[str, dict[str, float]]) -> list[str]:
     """Each loop's utilization of each part against the fit; then forward 6's and rung 7's main launch on each
     shape: L2's busiest part counted (the work by kind × its cost: reads, fills, write-backs as ncu counted them, the
-    stores and reduce-adds from the code, `l2_counts`) against ncu's, and the parts within 15 points of either."""
+    stores, reduce-adds and rung 6's prefetch of Q_i from the code, `l2_counts`) against ncu's, and the parts within
+    15 points of either."""
     out = ["loops, each part's % of peak measured / fitted:"]
     short = {p: p.replace("_cycles_active", "").replace("_realtime", "") for p in costs}
     for loop in data["loops"]:
@@ -189,7 +215,7 @@ def parts_table(data: dict, costs: dict[str, dict[str, float]]) -> list[str]:
         c = l2_counts(g)
         for r in rows:
             if r["kernel"] == registry.FORWARD[6].function:
-                what, own = "fwd 6", {"store_wide": 2 * n + 4 * bh * g["n"]}  # O_i and L_i
+                what, own = "fwd 6", {"store_wide": 2 * n + 4 * bh * g["n"], "prefetch": 2 * n}  # O_i and L_i; Q_i
                 own["cross_read"] = crossings(registry.FORWARD[6], g)[0]
             elif r["kernel"] == registry.BACKWARD[7].function:
                 what, own = "bwd 7", {"store_pieces": 4 * n, "reduced": c["main"]["reduced"]}  # dK_j, dV_j; dQ_i

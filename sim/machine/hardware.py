@@ -94,25 +94,25 @@ class Hardware:
 # read bytes one L2 half hands the other (a line's home half is where it is filled; `sim.machine.prediction.
 # crossing_reads`), writes back to DRAM, the SMs' stores in 16-byte pieces of 32-byte sectors (rung 7's dK_j, dV_j: 4
 # bytes a lane, a quad's 16 bytes of a row) and in whole lines (16 bytes a lane, a warp's 512 contiguous bytes), TMA
-# reduce-adds
-L2_WORK = ("read", "fill", "cross_read", "write_back", "store_pieces", "store_wide", "reduced")
+# reduce-adds, TMA prefetches into L2 (rung 6's producer asks for each tile's Q_i a tile ahead; its fill is a fill)
+L2_WORK = ("read", "fill", "cross_read", "write_back", "store_pieces", "store_wide", "reduced", "prefetch")
 PS = 1e-12
-# NVIDIA H100 80GB HBM3: ps of each part at its 100% per byte of each kind of L2_WORK, fitted (least squares, costs
-# ≥ 0, each loop's utilization alike) to gpu.lab.l2_parts' nine loops under ncu (gpu/lab/results/
-# l2-parts-h100.json, `python -m gpu.lab.check_model parts-report`; gpu/NOTES.md run 41-model11); ncu's names without
-# `lts__`, `_cycles_active`, `_realtime`
+# NVIDIA H100 80GB HBM3: ps of each part at its 100% per byte of each kind of L2_WORK, fitted (least squares, costs ≥ 0,
+# each loop's utilization alike) to gpu.lab.l2_parts' nine loops under ncu (l2-parts-h100.json, gpu/NOTES.md run
+# 41-model11); the prefetch's from rung 6 with and without it (l2-tags-pairs-h100.json, `l2_parts.prefetch_costs`, run
+# 44-model16); `python -m gpu.lab.check_model parts-report`; ncu's names without `lts__`, `_cycles_active`, `_realtime`
 H100_L2_PARTS = {
     part: tuple(ps * PS for ps in costs)
-    for part, costs in {  # read, fill, cross_read, write_back, store_pieces, store_wide, reduced
-        "d_atomic_input": (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.2287),
-        "d_sectors": (0.0471, 0.1213, 0.0, 0.0570, 0.1711, 0.0858, 0.1103),
-        "d_sectors_fill_device": (0.0, 0.2284, 0.0001, 0.0, 0.0, 0.0, 0.0),
-        "ltcfabric2ltc": (0.0046, 0.1841, 0.1915, 0.0242, 0.4608, 0.2318, 0.2776),
-        "lts2xbar": (0.0803, 0.0, 0.0, 0.0, 0.0003, 0.0002, 0.0003),
-        "t_sectors": (0.0576, 0.0298, 0.0, 0.0036, 0.2287, 0.1151, 0.1132),
-        "t_tag_requests": (0.0432, 0.0536, 0.0, 0.0295, 0.6848, 0.0878, 0.0844),
-        "throughput_internal_activity": (0.0424, 0.0559, 0.0, 0.0374, 0.6831, 0.0863, 0.0801),
-        "xbar2lts": (0.0375, 0.0, 0.0, 0.0, 0.9118, 0.2290, 0.2865),
+    for part, costs in {  # read, fill, cross_read, write_back, store_pieces, store_wide, reduced, prefetch
+        "d_atomic_input": (0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.2287, 0.0),
+        "d_sectors": (0.0471, 0.1213, 0.0, 0.0570, 0.1711, 0.0858, 0.1103, 0.0101),
+        "d_sectors_fill_device": (0.0, 0.2284, 0.0001, 0.0, 0.0, 0.0, 0.0, 0.0169),
+        "ltcfabric2ltc": (0.0046, 0.1841, 0.1915, 0.0242, 0.4608, 0.2318, 0.2776, 0.1143),
+        "lts2xbar": (0.0803, 0.0, 0.0, 0.0, 0.0003, 0.0002, 0.0003, 0.0067),
+        "t_sectors": (0.0576, 0.0298, 0.0, 0.0036, 0.2287, 0.1151, 0.1132, 0.1739),
+        "t_tag_requests": (0.0432, 0.0536, 0.0, 0.0295, 0.6848, 0.0878, 0.0844, 0.1357),
+        "throughput_internal_activity": (0.0424, 0.0559, 0.0, 0.0374, 0.6831, 0.0863, 0.0801, 0.0709),
+        "xbar2lts": (0.0375, 0.0, 0.0, 0.0, 0.9118, 0.2290, 0.2865, 0.0554),
     }.items()
 }
 H100_LATENCIES = {  # SM clocks, NVIDIA H100 80GB HBM3 (`python -m gpu.lab.calibrate`, 2026-11-27, run 39-model8)

@@ -202,14 +202,16 @@ def predict(
         # DRAM or writes back (ncu's lts__t_bytes counts the fills: run 40-model9)
         # by kind, for L2's parts (`timing.l2_parts`): the backward's main kernel (grids.flash2_backward's second)
         # under a warpgroups' program (rung 7) stores dK_j, dV_j from registers in 16-byte pieces; every other kernel
-        # in whole lines; dQ_i added by TMA reduce-adds, or by atomics (a kind no loop measured)
+        # in whole lines; dQ_i added by TMA reduce-adds, or by atomics (a kind no loop measured); a persistent
+        # forward (rung 6) prefetches each tile's Q_i into L2 a tile ahead of its load (gpu/NOTES.md run 44-model16)
         pieces = backward and launch.program is not None and n == 1
         h = min(heads, exact)  # each head's tiles its own: the crossings of h heads, scaled (where L2 has parts)
         crossed = crossing_reads(make(h), hw.l2_partitions) * heads / h if hw.l2_parts else 0.0
         work = {"read": to_sm, "fill": t.dram_read, "cross_read": crossed,
                 "write_back": t.dram_write,
                 "store_pieces" if pieces else "store_wide": t.asked_write,
-                "reduced" if launch.dq_bulk else "atomics": t.reduced}  # fmt: skip
+                "reduced" if launch.dq_bulk else "atomics": t.reduced,
+                "prefetch": t.asked_read.get("Q", 0) if walks else 0}  # fmt: skip
         time = kernel_time(kernel.blocks, launch, hw, dram, to_sm + t.asked_write + t.reduced + dram, work)
         out.append(KernelPrediction(kernel.name, t, to_sm, time))
     return Prediction(out, launch, hw.name)
