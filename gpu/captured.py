@@ -33,11 +33,18 @@ def plan(cupy, stream: int, make, *args):
     key = (capture_id(stream), stream, make, args)
     found = _plans.get(key)
     if found is None:
-        side = cupy.cuda.Stream(non_blocking=True)
-        with relaxed(), side:
-            found = _plans[key] = make(*args)
+        with relaxed():
+            side = _side(cupy, cupy.cuda.runtime.getDevice())
+            with side:
+                found = _plans[key] = make(*args)
             side.synchronize()
     return found
+
+
+@functools.cache
+def _side(cupy, device_id: int):
+    """The stream captured calls' plans are made on, one a device, kept (never destroyed while a capture runs)."""
+    return cupy.cuda.Stream(non_blocking=True)
 
 
 def hold(*arrays) -> None:

@@ -6,6 +6,7 @@ tickets and workspace, made on a stream of its own and waited for), shared by th
 stream, and held with the arrays the call allocated and dropped."""
 
 import contextlib
+import functools
 import gc
 import types
 import weakref
@@ -99,8 +100,10 @@ def pool(monkeypatch):
     monkeypatch.setattr(captured, "relaxed", contextlib.nullcontext)
     monkeypatch.setattr(captured, "_plans", {})
     monkeypatch.setattr(captured, "_held", [])
+    monkeypatch.setattr(captured, "_side", functools.cache(captured._side.__wrapped__))  # a side stream of this fake
     kernel = types.SimpleNamespace(kernel=types.SimpleNamespace(ptr=0xF000))
-    monkeypatch.setattr(decode_launch, "kernels", lambda *a, **kw: (kernel, None, types.SimpleNamespace(threads=128), 0))
+    tiles = types.SimpleNamespace(threads=128)
+    monkeypatch.setattr(decode_launch, "kernels", lambda *a, **kw: (kernel, None, tiles, 0))
     monkeypatch.setattr(decode_launch, "merge_for", lambda *args: "ticket")
     monkeypatch.setattr(decode_launch, "_workspaces", decode_launch._workspaces.__class__())
     monkeypatch.setattr(decoding, "_hardware", lambda device_id: hardware.get(hardware.DEFAULT))
