@@ -117,9 +117,10 @@ def pool(monkeypatch):
 
 def forget():
     """Every cache of the eager path emptied, as enough other shapes and streams would empty them."""
-    for cache in (flash._calls, backward._calls, decoding._checked, decode_launch._workspaces):
+    backward.forget()  # its calls, plans and helper launches
+    for cache in (flash._calls, decoding._checked, decode_launch._workspaces):
         cache.clear()
-    for cache in (flash.make_plan, flash._device_walk, flash._device_units, backward.make_plan, decode_launch.plan):
+    for cache in (flash.make_plan, flash._device_walk, flash._device_units, decode_launch.plan):
         cache.cache_clear()
     gc.collect()
 
