@@ -27,7 +27,7 @@ MERGES = ("cluster", "spread", "ticket")
 NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block table
 ARGS = 21  # the split kernel's parameters
 COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
-WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool
+WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool (gpu.captured)
 
 
 @functools.lru_cache(maxsize=64)

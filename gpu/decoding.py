@@ -22,7 +22,9 @@ the partials and tickets, the parameters that do not change); a later call of th
 return_lse), reads its arrays' addresses and queues one launch through the driver (cuLaunchKernel, its parameters
 packed by ctypes). The paged arrays' values are the kernel's to check, every call; a NumPy block table is checked
 on the host every call (its values are in no key). On H100 hosts: ~23–32 µs a call where it was ~29–46
-(×1.2–1.7), of which the allocation of o and the driver's launch are ~9–11 (gpu/NOTES.md run 41-dechost14).
+(×1.2–1.7), of which the allocation of o and the driver's launch are ~9–11 (gpu/NOTES.md run 41-dechost14). A call made
+while its stream captures a CUDA graph takes a Launch of that capture's own instead, its workspace never in the
+workspaces kept a stream (gpu.captured).
 """
 
 import functools

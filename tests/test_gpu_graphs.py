@@ -10,6 +10,8 @@ hundreds of other shapes evict every plan the captures' shapes had and take the 
 (checksummed). Every graph is replayed, each output held to the float64 reference (gpu/reference.py) by the
 project's criterion (gpu.lab.checks: 2·max|standard − ref| + 1e-3), and the kept outputs must be as they were."""
 
+import time
+
 import pytest
 
 import gpu
@@ -62,8 +64,17 @@ def churn(stream) -> list:
             n = 64 + i
             kept += gpu.flash_attention(q64[:, :, :n], k64[:, :, :n], v64[:, :, :n], return_lse=True)
             kept.append(gpu.decode(qd, kd[:, :, : n + 1], vd[:, :, : n + 1], splits=2))
-        stream.synchronize()
+    finish(stream, "the eager calls")
     return kept
+
+
+def finish(stream, what: str, seconds: float = 10.0) -> None:
+    """Wait for `stream`, failing (not hanging) where its work does not finish in `seconds`: a kernel that waits on a
+    counter someone else's data overwrote never finishes."""
+    until = time.monotonic() + seconds
+    while not stream.done:
+        assert time.monotonic() < until, f"{what} did not finish in {seconds} s"
+        time.sleep(0.001)
 
 
 def checksums(cupy, arrays) -> list:
@@ -74,13 +85,15 @@ def test_graphs_replay_right_after_their_shapes_plans_are_evicted_and_the_pool_r
     import cupy
 
     stream = cupy.cuda.Stream(non_blocking=True)
-    graphs = []  # (name, graph, output, reference, bound)
+    graphs, inputs = [], []  # (name, graph, output, reference, bound); the inputs, the caller's to keep as the outputs
     for batch in DECODE_BATCHES:
         (q, k, v), ref, tol = decode_case(cupy, batch)
+        inputs.append((q, k, v))
         graph, o = capture(stream, lambda q=q, k=k, v=v: gpu.decode(q, k, v, splits=SPLITS))
         graphs.append((f"decode B {batch}", graph, o, ref, tol))
     for n, causal in FORWARDS:
         q, k, v = random_qkv(1, 4, n, n, 128, "float16", seed=n)
+        inputs.append((q, k, v))
         ref = gpu.attention_ref(q, k, v, causal=causal)[0]
         tol = bound(gpu.standard_attention(q, k, v, causal=causal), ref)
         graph, o = capture(stream, lambda q=q, k=k, v=v, c=causal: gpu.flash_attention(q, k, v, causal=c))
@@ -99,7 +112,7 @@ def test_graphs_replay_right_after_their_shapes_plans_are_evicted_and_the_pool_r
     before = checksums(cupy, kept)
     for _, graph, *_ in graphs:
         graph.launch(stream)
-    stream.synchronize()
+    finish(stream, "the replays")
     errors = [(name, max_error(o, ref), tol) for name, _, o, ref, tol in graphs]
     assert all(e <= tol for _, e, tol in errors), "; ".join(f"{n}: {e:.2e} > {t:.2e}" for n, e, t in errors if e > t)
     assert checksums(cupy, kept) == before  # no replay wrote into the eager calls' outputs
@@ -107,7 +120,9 @@ def test_graphs_replay_right_after_their_shapes_plans_are_evicted_and_the_pool_r
 
 def test_a_forward_graph_replayed_on_another_stream_beside_eager_calls_of_its_shape():
     """Rung 6's ticketed forward (d 128, N 4096): the graph captured on stream A replayed on stream B while eager
-    calls of its shape run on A, each round's outputs both held to float64."""
+    calls of its shape run on A, each round's outputs both held to float64. Main's launchers (45f584a, which shared
+    the tickets) passed it too on an H200 (gpu/NOTES.md run 44-graphs16): the eager kernel's blocks start as the
+    graph's leave, and 10 rounds never interleaved their tickets; tests/test_captured_plans.py holds them apart."""
     import cupy
 
     a, b = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
@@ -120,8 +135,8 @@ def test_a_forward_graph_replayed_on_another_stream_beside_eager_calls_of_its_sh
             graph.launch(b)
         with a:
             o_eager = gpu.flash_attention(*cases[1], causal=True)
-        a.synchronize()
-        b.synchronize()
+        finish(a, "the eager call")
+        finish(b, "the replay")
         assert max_error(o_graph, refs[0]) <= tols[0] and max_error(o_eager, refs[1]) <= tols[1]
 
 
