@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from gpu import backward, device, flash, inputs
+from gpu import backward, captured, device, flash, inputs
 from gpu.dlpack import _cupy_dtype, cupy_view
 
 VIEWS_LIMIT = 1024  # views remembered by address; then forgotten all at once
@@ -106,11 +106,17 @@ class Step:
     backwards: dict = dataclasses.field(default_factory=dict)
 
     def forward(self, stream: int, device_id: int, q, k, v, o, lse) -> None:
-        """The forward kernel on views of contiguous q, k, v and the outputs o, lse, on the current stream `stream`."""
-        plan = self.plans.get(stream)
-        if plan is None:
-            plan = flash.make_plan(self.spec, self.p, None, (), device_id, stream)
-            inputs.remember(self.plans, stream, plan, 16)
+        """The forward kernel on views of contiguous q, k, v and the outputs o, lse, on the current stream `stream`
+        (capturing a graph: with a plan of that capture's own, gpu.captured; o, lse and the backward's work arrays
+        come from PyTorch, whose graph pool keeps them for the graph)."""
+        cupy, args = device.require(), (self.spec, self.p, None, (), device_id, stream)
+        if captured.capturing(cupy, stream):
+            plan = captured.plan(cupy, stream, flash.make_plan.__wrapped__, *args)
+        else:
+            plan = self.plans.get(stream)
+            if plan is None:
+                plan = flash.make_plan(*args)
+                inputs.remember(self.plans, stream, plan, 16)
         flash.launch_plan(plan, self.p, q, k, v, o, lse, flash.PLAIN)
 
     def backward(self, deterministic: bool) -> Backward:

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from gpu import device, flash, inputs, layout, registry, source, tma, variants
+from gpu import captured, device, flash, inputs, layout, registry, source, tma, variants
 from sim.core.errors import InputError
 
 PREPASS_WARPS = 8  # warps per thread block of the pre-pass (32 / ROW_LANES rows each)
@@ -77,6 +77,8 @@ def flash_attention_backward(
         if poison:
             layout.poison(dq, dk, dv)
         launch_plan(plan, p, (q, k, v, o, lse, do), work, (dq, dk, dv), variant)
+        if captured.capturing(cupy, cupy.cuda.get_current_stream().ptr):  # a graph's: what it allocated, held
+            captured.hold(q, k, v, o, lse, do, work, dq, dk, dv, variant)
     return tuple(layout.trimmed(x, p.d) for x in (dq, dk, dv))
 
 

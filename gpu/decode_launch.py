@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gpu import device, geometry, pages, registry, source
+from gpu import captured, device, geometry, pages, registry, source
 
 KERNEL = registry.DECODE[8]
 COMBINE = registry.HELPERS["decode_combine"]
@@ -27,7 +27,7 @@ MERGES = ("cluster", "spread", "ticket")
 NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block table
 ARGS = 21  # the split kernel's parameters
 COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
-WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool
+WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool (gpu.captured)
 
 
 @functools.lru_cache(maxsize=64)
@@ -112,14 +112,15 @@ class Launch:
 
 
 @functools.lru_cache(maxsize=256)
-def plan(s: Shape, tiles, fused: bool, merge: str | None, device_id: int, stream: int) -> Launch:
+def plan(s: Shape, tiles, fused: bool, merge: str | None, device_id: int, stream: int, own: bool = False) -> Launch:
     """The Launch of a call of shape `s` on `stream` (the current one, of device `device_id`): the split kernel with
     the combine fused (`merge`, None: `merge_for`'s choice — a cluster of the group's blocks, all the group's blocks
     of a cooperative grid, or the last block to finish), or (fused=False) then the combine kernel; the partials in
-    the stream's workspace. `tiles` overrides the geometry, `fused` and `merge` the combine (gpu.lab)."""
+    the stream's workspace, or (`own`: a CUDA graph's capture, gpu.captured) in a workspace of its own. `tiles`
+    overrides the geometry, `fused` and `merge` the combine (gpu.lab)."""
     cupy = device.require()
     rows, groups = s.batch * s.hkv * s.g * s.nq, s.batch * s.hkv
-    parts, lse_parts, tickets, scratch = workspace(cupy, s.splits, rows, s.d, groups)
+    parts, lse_parts, tickets, scratch = (new_workspace if own else workspace)(cupy, s.splits, rows, s.d, groups)
     asked, merge = merge, None
     if fused and s.splits > 1:
         merge = asked or merge_for(device_id, s.d, s.dtype, s.g * s.nq, tiles, s.splits, groups, s.nk, s.page_size)
@@ -159,14 +160,20 @@ def workspace(cupy, splits: int, rows: int, d: int, groups: int):
     key = (cupy.cuda.Device().id, stream.ptr, splits, rows, d, groups)
     found = _workspaces.pop(key, None)
     if found is None:
-        scratch = cupy.empty((rows,), cupy.float32)
-        found = (None, None, None, scratch) if splits == 1 else (
-            cupy.empty((splits, rows, d), cupy.float32), cupy.empty((splits, rows), cupy.float32),
-            cupy.zeros((groups,), cupy.int32), scratch)  # fmt: skip
+        found = new_workspace(cupy, splits, rows, d, groups)
         if len(_workspaces) >= WORKSPACES:
             _workspaces.popitem(last=False)
     _workspaces[key] = found
     return found
+
+
+def new_workspace(cupy, splits: int, rows: int, d: int, groups: int):
+    """`workspace`'s arrays, freshly allocated on the current stream (the tickets zeroed there)."""
+    scratch = cupy.empty((rows,), cupy.float32)
+    if splits == 1:
+        return None, None, None, scratch
+    return (cupy.empty((splits, rows, d), cupy.float32), cupy.empty((splits, rows), cupy.float32),
+            cupy.zeros((groups,), cupy.int32), scratch)  # fmt: skip
 
 
 def clustered(splits: int, nk: int, page_size: int, blocks_per_sm: float) -> bool:
@@ -202,17 +209,12 @@ def resident(kernel, threads: int, smem: int) -> int:
 @functools.cache
 def _occupancy(function: int, threads: int, smem: int) -> int:
     blocks = ctypes.c_int(0)
-    status = _libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(
+    status = captured.libcuda().cuOccupancyMaxActiveBlocksPerMultiprocessor(
         ctypes.byref(blocks), ctypes.c_void_p(function), ctypes.c_int(threads), ctypes.c_size_t(smem)
     )
     if status != 0:
         raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor failed: CUresult {status}")
     return blocks.value
-
-
-@functools.cache
-def _libcuda():
-    return ctypes.CDLL("libcuda.so.1")
 
 
 @functools.cache

@@ -22,7 +22,9 @@ the partials and tickets, the parameters that do not change); a later call of th
 return_lse), reads its arrays' addresses and queues one launch through the driver (cuLaunchKernel, its parameters
 packed by ctypes). The paged arrays' values are the kernel's to check, every call; a NumPy block table is checked
 on the host every call (its values are in no key). On H100 hosts: ~23–32 µs a call where it was ~29–46
-(×1.2–1.7), of which the allocation of o and the driver's launch are ~9–11 (gpu/NOTES.md run 41-dechost14).
+(×1.2–1.7), of which the allocation of o and the driver's launch are ~9–11 (gpu/NOTES.md run 41-dechost14). A call made
+while its stream captures a CUDA graph takes a Launch of that capture's own instead, its workspace never in the
+workspaces kept a stream (gpu.captured).
 """
 
 import functools
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpu import decode_launch, device, dtypes, geometry, inputs, pages, registry
+from gpu import captured, decode_launch, device, dtypes, geometry, inputs, pages, registry
 from gpu.registry import HALF
 from sim.core.errors import InputError
 from sim.machine import hardware
@@ -100,7 +102,11 @@ def decode(
     with q.device:
         pages.raise_reported(cupy, device_id, sync=False)
         stream = cupy.cuda.get_current_stream().ptr
-        if checked is None:
+        if captured.capturing(cupy, stream):  # a graph's: a Launch of its own (gpu.captured)
+            step = captured.plan(cupy, stream, decode_launch.plan.__wrapped__, plan.shape(), None, True, None,
+                                 device_id, stream, True)  # fmt: skip
+            captured.hold(plan.table, plan.seqlens)
+        elif checked is None:
             step = decode_launch.plan(plan.shape(), None, True, None, device_id, stream)
         else:
             step = checked.launches.get(stream)
@@ -217,8 +223,14 @@ def launch(cupy, p: Plan, tiles=None, fused=True, lse=True, merge=None):
     all the group's blocks of a cooperative grid, or the last block to finish), or (fused=False) then the combine
     kernel: (o, lse) freshly allocated, the partials in a reused workspace; lse=False: (o, None), the kernel's lse
     written into the workspace. `tiles` overrides the geometry, `fused` and `merge` the combine (gpu.lab). Planned
-    once per shape and stream (gpu.decode_launch.plan)."""
-    step = decode_launch.plan(p.shape(), tiles, fused, merge, p.q.device.id, cupy.cuda.get_current_stream().ptr)
+    once per shape and stream (gpu.decode_launch.plan; while the stream captures a graph, once per capture:
+    gpu.captured)."""
+    stream = cupy.cuda.get_current_stream().ptr
+    if captured.capturing(cupy, stream):
+        step = captured.plan(cupy, stream, decode_launch.plan.__wrapped__, p.shape(), tiles, fused, merge,
+                             p.q.device.id, stream, True)  # fmt: skip
+    else:
+        step = decode_launch.plan(p.shape(), tiles, fused, merge, p.q.device.id, stream)
     return step(cupy, p.q, p.k, p.v, p.table, p.seqlens, lse)
 
 

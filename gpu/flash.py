@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from gpu import device, inputs, layout, registry, source, tma, variants
+from gpu import captured, device, inputs, layout, registry, source, tma, variants
 from sim.core.errors import InputError
 from sim.machine.grids import causal_walk
 
@@ -55,8 +55,10 @@ def flash_attention(
     p, variant = call.p, call.variant
     device_id = q.device.id
     stream = cupy.cuda.get_current_stream(device_id).ptr
+    capture = captured.capturing(cupy, stream)  # a graph's: a plan of its own, its arrays held (gpu.captured)
     with q.device:
-        plan = call.plan(stream, make_plan, call.spec, p, tiles, variant_key(variant), device_id, stream)
+        args, make = (call.spec, p, tiles, variant_key(variant), device_id, stream), make_plan.__wrapped__
+        plan = call.plan(stream, make_plan, *args) if not capture else captured.plan(cupy, stream, make, *args)
         q, k, v = (layout.rows_of(x, plan.row) for x in (q, k, v))
         o = cupy.empty((*q.shape[:-1], plan.row), dtype=q.dtype)
         lse = cupy.empty(
@@ -65,6 +67,8 @@ def flash_attention(
         if poison:
             layout.poison(o, lse)
         launch_plan(plan, p, q, k, v, o, lse, variant)
+        if capture:
+            captured.hold(q, k, v, o, lse, variant)  # padded copies, a dropped lse, the slopes and lengths
     o, lse = layout.trimmed(o, p.d), lse.T if variant.packed else lse
     return (o, lse) if return_lse else o
 

@@ -36,7 +36,7 @@ def fake(monkeypatch):
         asarray=lambda x, dtype=None: np.asarray(x),
         cuda=types.SimpleNamespace(
             get_current_stream=lambda device_id=-1: types.SimpleNamespace(ptr=state.stream),
-            runtime=types.SimpleNamespace(getDevice=lambda: state.device),
+            runtime=types.SimpleNamespace(getDevice=lambda: state.device, streamIsCapturing=lambda stream: False),
             Device=lambda device_id=0: contextlib.nullcontext(),
         ),
     )  # fmt: skip

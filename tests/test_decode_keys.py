@@ -37,6 +37,7 @@ def fake(monkeypatch):
         cuda=types.SimpleNamespace(
             get_current_stream=lambda device_id=-1: types.SimpleNamespace(ptr=state.stream), Device=Device,
             driver=types.SimpleNamespace(launchKernel=launch, launchCooperativeKernel=launch),
+            runtime=types.SimpleNamespace(streamIsCapturing=lambda stream: False),
         ),
     )  # fmt: skip
     monkeypatch.setattr(decoding.device, "require", lambda: cupy)
