@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from gpu import registry
-from gpu.lab.model_grid import calls, launched
+from gpu.lab.model_grid import SLOW, calls, launched
 from gpu.lab.predict import launch_of, rung_prediction
 from sim.machine import hardware
 from sim.machine.iomodel import sums
@@ -59,7 +59,7 @@ def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=Non
     measured); else the host work of `host` and the preset's clock."""
     shape = {"n": g["n"], "nk": g["n"], "d": g["d"], "batch": g["batch"], "heads": g["heads"], "s": 2}
     out: dict = {}
-    for direction, rung in calls(g):
+    for direction, rung in profiled_calls(g, rows):
         name = f"{direction} {rung}"
         spec = registry.LADDER[rung]
         mine = [r for r in rows if (r["direction"], r["rung"]) == (direction, rung)]
@@ -106,6 +106,14 @@ def compare_one(g: dict, rows: list[dict], timed: dict, hw, tuned=None, host=Non
         out[name] = {"rung": rung, "predicted": predicted, "measured": measured}
     fast = {direction: out[f"{direction} {fastest(direction, g['d'])}"] for direction in ("forward", "backward")}
     return {"rungs": out, **fast}
+
+
+def profiled_calls(g: dict, rows: list[dict]) -> list[tuple[str, int]]:
+    """The calls a recording profiled on shape g: check_model's (`calls`), after the slow forward rungs past their
+    length (`SLOW`) where check_slow added their rows (bytes only)."""
+    have = {(r["direction"], r["rung"]) for r in rows}
+    slow = [("forward", r) for r, most in SLOW.items() if g["n"] > most and ("forward", r) in have]
+    return slow + calls(g)
 
 
 def host_work(measured: dict, calibration: dict | None) -> dict[str, float]:
