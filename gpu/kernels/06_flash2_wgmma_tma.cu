@@ -150,7 +150,7 @@
 // shuffles; the same lane 0 arrives on q_empty (8 a phase, no bar.warp.sync), so each read of a slot precedes its
 // reader's own arrival in program order: racecheck 0 hazards on the ticketed builds (d = 128, N 2176 and 2600 ×
 // 1000, full and causal; was 298), synccheck and memcheck 0, the rung 6 GPU tests pass, outputs bit for bit the
-// per-warp order's; 0.980–1.001× its speed (d = 128, N 4096–16384, plain and GQA; racecheck_probe HANDOFF 5: 0).
+// per-warp order's; 0.980–1.029× its speed over two runs (d = 128, N 4096–16384, plain and GQA; racecheck_probe HANDOFF 5: 0).
 //
 // Injected #defines: HEAD_DIM (64 or 128), BC (Bc: keys per block, 64 or 128: the wgmma widths hopper.cuh wraps),
 // CONSUMERS (consumer warpgroups; Br = 64 · CONSUMERS), STAGES (K_j/V_j stages in SRAM), PINGPONG (consumer
