@@ -37,3 +37,15 @@ class FakeArray:
 
     def astype(self, dtype):
         return type(self)(self.shape, dtype, self.device.id)
+
+
+def patch_flash(monkeypatch, flash, cupy, kernel) -> None:
+    """gpu.flash's device, its SM count, tensor maps and compiled kernels faked: `cupy` for CuPy, an H100's
+    capability, 132 SMs, maps as tuples of their addresses, every build `kernel`."""
+    monkeypatch.setattr(flash.device, "require", lambda: cupy)
+    monkeypatch.setattr(flash.device, "available", lambda: (True, "fake"))
+    monkeypatch.setattr(flash.device, "capability", lambda: "9.0")
+    monkeypatch.setattr(flash, "_sm_count", lambda device_id: 132)
+    monkeypatch.setattr(flash.tma, "rows_map", lambda x, rows: ("map", x.data.ptr, rows))
+    monkeypatch.setattr(flash.tma, "accumulator_map", lambda x, rows: ("acc", x.data.ptr, rows))
+    monkeypatch.setattr(flash.source, "function", lambda spec, defines, smem=0: kernel)

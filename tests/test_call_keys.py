@@ -40,13 +40,7 @@ def fake(monkeypatch):
             Device=lambda device_id=0: contextlib.nullcontext(),
         ),
     )  # fmt: skip
-    monkeypatch.setattr(flash.device, "require", lambda: cupy)
-    monkeypatch.setattr(flash.device, "available", lambda: (True, "fake"))
-    monkeypatch.setattr(flash.device, "capability", lambda: "9.0")
-    monkeypatch.setattr(flash, "_sm_count", lambda device_id: 132)
-    monkeypatch.setattr(flash.tma, "rows_map", lambda x, rows: ("map", x.data.ptr, rows))
-    monkeypatch.setattr(flash.tma, "accumulator_map", lambda x, rows: ("acc", x.data.ptr, rows))
-    monkeypatch.setattr(flash.source, "function", lambda spec, defines, smem=0: lambda *a, **kw: launches.append(a))
+    fake_cupy.patch_flash(monkeypatch, flash, cupy, lambda *a, **kw: launches.append(a))
     caches = (flash._calls, backward._calls)
     for cache in (*caches, flash.make_plan, flash._device_walk, backward.make_plan):
         cache.clear() if isinstance(cache, dict) else cache.cache_clear()

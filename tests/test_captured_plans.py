@@ -89,13 +89,7 @@ def address(a):
 @pytest.fixture
 def pool(monkeypatch):
     cupy = Pool()
-    monkeypatch.setattr(flash.device, "require", lambda: cupy)
-    monkeypatch.setattr(flash.device, "available", lambda: (True, "fake"))
-    monkeypatch.setattr(flash.device, "capability", lambda: "9.0")
-    monkeypatch.setattr(flash, "_sm_count", lambda device_id: 132)
-    monkeypatch.setattr(flash.tma, "rows_map", lambda x, rows: ("map", x.data.ptr, rows))
-    monkeypatch.setattr(flash.tma, "accumulator_map", lambda x, rows: ("acc", x.data.ptr, rows))
-    monkeypatch.setattr(flash.source, "function", lambda spec, defines, smem=0: cupy.kernel)
+    fake_cupy.patch_flash(monkeypatch, flash, cupy, cupy.kernel)
     monkeypatch.setattr(captured, "capture_id", lambda stream: cupy.captures[stream])
     monkeypatch.setattr(captured, "relaxed", contextlib.nullcontext)
     monkeypatch.setattr(captured, "_plans", {})
