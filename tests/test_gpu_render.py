@@ -166,6 +166,7 @@ def test_backward_comparison_explains_the_dq_traffic():
     console.print(backward_comparison(c))
     out = console.export_text()
     assert "(64.0 MiB each way)" in out and "128.0 MiB of reductions" in out
+    assert "a float32 copy with atomics instead" in " ".join(out.split())  # rung 5 adds dQ_i by atomics
     assert "reductions ×1.000 of the float32 dQ bytes" in out and "0.209" in out and "3.00e-04" in out
 
 
@@ -191,5 +192,6 @@ def test_backward_comparison_of_a_fused_rung_7_has_two_kernels():
     console.print(backward_comparison(c))
     out = " ".join(console.export_text().split())  # the notes wrap
     assert "dQ rounded by each query plane's last block" in out and "dQ rounded to the storage dtype" not in out
+    assert "a float32 copy with TMA reduce-adds instead" in out  # rung 7's default tiling: DQ_TMA
     assert "the two kernels" in out and "the last thread block of each query plane rounds the copy once" in out
     assert "0.400" in out and "0.098" in out  # each launch's ncu time, in ms

@@ -182,9 +182,12 @@ def backward_comparison(c) -> Group:
         tflops(c.flops / c.measured_ms / 1e9, 1),
     )
 
+    spec = registry.rung(cfg["kernel"])
+    bulk = spec.tma and not spec.default_tiles(cfg["d"]).dq_atomics  # rung 7: dQ_i's products added by TMA, in L2
     notes = [
         f"The simulator's listing reads and writes back dQ_i for every tile pair in {cfg['dtype']} "
-        f"({human_bytes(c.predicted_dq_bytes)} each way); the kernel adds into a float32 copy with atomics instead, "
+        f"({human_bytes(c.predicted_dq_bytes)} each way); the kernel adds into a float32 copy with "
+        f"{'TMA reduce-adds' if bulk else 'atomics'} instead, "
         f"{human_bytes(c.expected_reduction_bytes)} of reductions that L2 applies, never read back by the SMs, and "
         + ("the last thread block of each query plane rounds" if launches == 2 else "a third kernel rounds")
         + " the copy once."

@@ -203,12 +203,13 @@ def compare_command(
             console.print("\n".join(lines), highlight=False)
         return
     kernel = None if kernel is None else int(kernel)
-    from gpu import flash, registry
+    from gpu import backward as gpu_backward
+    from gpu import flash
     from gpu.lab import compare as gpu_compare
     from gpu.lab import compare_backward as gpu_compare_backward
     from gpu.lab import render_compare
 
-    tiles = (registry.backward(kernel) if backward else flash.resolve(kernel, d)).default_tiles(d)
+    tiles = (gpu_backward.resolve(kernel, d) if backward else flash.resolve(kernel, d)).default_tiles(d)
     simulated = 1 if backward else batch * heads  # the backward simulates head 0's numerics, counts the rest
 
     def cost(n, nk, d, batch, heads) -> estimate.Estimate:  # the simulator's side, on this machine
