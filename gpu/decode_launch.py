@@ -5,10 +5,6 @@ The merge (gpu/NOTES.md runs 39-dec4, 41-dec6, 43-dec8): "cluster", the group's 
 block cluster (short splits; a paged cache's where the grid is one block an SM); "spread", all the group's blocks of a
 grid launched with cuLaunchCooperativeKernel, which refuses a grid that is not resident at once, so that the blocks
 can wait for each other and each merge a share; "ticket", the last block of the group to finish merges it alone.
-
-On sm_90 the split kernel is launched as a programmatic dependent (cuLaunchKernelEx, PDL): a step may start its
-blocks while the kernel ahead in the stream finishes, and asks L2 for its first PREFETCH_TILES tiles of K and V before
-it waits for that kernel (gpu/NOTES.md run 45).
 """
 
 import collections
@@ -22,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from gpu import captured, device, geometry, pages, programmatic, registry, source
+from gpu import captured, device, geometry, pages, registry, source
 
 KERNEL = registry.DECODE[8]
 COMBINE = registry.HELPERS["decode_combine"]
@@ -32,9 +28,6 @@ NULL = np.uintp(0)  # a null pointer argument: a contiguous cache has no block t
 ARGS = 21  # the split kernel's parameters
 COMBINE_ROWS = 8  # rows of O per combine thread block (COMBINE_ROWS in the kernel)
 WORKSPACES = 8  # (stream, shape) workspaces kept; the least recently used goes back to CuPy's pool (gpu.captured)
-PDL = True  # sm_90: the split kernel launched as a programmatic dependent (gpu.lab switches it off to compare)
-PREFETCH_TILES = 4  # … asking L2 for this many tiles of its split's K and V before its wait
-LAUNCH_LATE = 0  # … letting the next launch start once a block's loop is done (0: at its start)
 
 
 @functools.lru_cache(maxsize=64)
@@ -95,15 +88,14 @@ class Launch:
     (the partials' and tickets' pointers, the error report's, the scalars), the workspace it holds, and the separate
     combine (gpu.lab's fused=False): a call allocates o (and lse), reads the arrays' addresses and queues."""
 
-    queue: object  # cupy.cuda.driver.launchKernel or launchCooperativeKernel, or programmatic.launch (PDL)
-    head: tuple  # (function, grid x y z, threads 1 1, shared memory, stream), or (CUlaunchConfig, function)
-    tail: tuple  # launchKernel's extra (none): (0,); cooperative and programmatic.launch: ()
+    queue: object  # cupy.cuda.driver.launchKernel or launchCooperativeKernel
+    head: tuple  # (function, grid x y z, threads 1 1, shared memory, stream)
+    tail: tuple  # launchKernel's extra (none): (0,); cooperative: ()
     parts: tuple | None  # (O_parts, lse_parts) pointers; None with one split, where o and lse take their place
     rest: tuple  # tickets (0: none), error flags, claim, then `scalars`
     scratch: object  # the lse written where the caller asks for none
     separate: tuple | None  # (combine kernel, grid, block, its last arguments converted once), or None
     workspace: tuple  # (O_parts, lse_parts, tickets): held while the plan is
-    config: tuple | None  # programmatic.launch's CUlaunchConfig and its attributes, held while the plan is
 
     def __call__(self, cupy, q, k, v, table, seqlens, lse: bool):
         """(o, lse or None): o freshly allocated, lse too where asked (else the scratch is written)."""
@@ -133,9 +125,7 @@ def plan(s: Shape, tiles, fused: bool, merge: str | None, device_id: int, stream
     if fused and s.splits > 1:
         merge = asked or merge_for(device_id, s.d, s.dtype, s.g * s.nq, tiles, s.splits, groups, s.nk, s.page_size)
     cluster = s.splits if merge == "cluster" else 1  # the kernel ignores tickets then
-    pdl = PDL and programmatic.supported(device_id)
-    split, combine, tiles, smem = kernels(s.d, s.dtype, s.g * s.nq, tiles, cluster, merge == "spread", s.page_size,
-                                          PREFETCH_TILES if pdl else None)  # fmt: skip
+    split, combine, tiles, smem = kernels(s.d, s.dtype, s.g * s.nq, tiles, cluster, merge == "spread", s.page_size)
     if asked is not None and merge is not None:  # gpu.lab's choice (a cluster at any split length): one it can take
         can = {"ticket": True, "cluster": 1 < s.splits <= MAX_CLUSTER,
                "spread": s.splits * groups <= resident(split, tiles.threads, smem) * sm_count(device_id)}  # fmt: skip
@@ -150,15 +140,12 @@ def plan(s: Shape, tiles, fused: bool, merge: str | None, device_id: int, stream
         last = (rows, s.hkv * s.g * s.nq, s.splits, s.page_size, s.max_pages)
         separate = (combine, (-(-rows // COMBINE_ROWS),), (32 * COMBINE_ROWS, 1, 1),
                     tuple(source.by_value(np.int32(x)) for x in last))  # fmt: skip
-    cooperative, grid, driver = merge == "spread", (s.splits, s.hkv, s.batch), cupy.cuda.driver
-    if pdl:
-        config = programmatic.config(grid, tiles.threads, smem, stream, cooperative)
-        queue, head, tail = programmatic.launch, (ctypes.addressof(config[0]), split.kernel.ptr), ()
-    else:
-        config, head = None, (split.kernel.ptr, *grid, tiles.threads, 1, 1, smem, stream)
-        queue, tail = (driver.launchCooperativeKernel, ()) if cooperative else (driver.launchKernel, (0,))
-    return Launch(queue, head, tail, None if one else (parts.data.ptr, lse_parts.data.ptr), rest, scratch, separate,
-                  (parts, lse_parts, tickets), config)  # fmt: skip
+    cooperative = merge == "spread"
+    driver = cupy.cuda.driver
+    return Launch(driver.launchCooperativeKernel if cooperative else driver.launchKernel,
+                  (split.kernel.ptr, s.splits, s.hkv, s.batch, tiles.threads, 1, 1, smem, stream),
+                  () if cooperative else (0,), None if one else (parts.data.ptr, lse_parts.data.ptr), rest, scratch,
+                  separate, (parts, lse_parts, tickets))  # fmt: skip
 
 
 _workspaces = collections.OrderedDict()
@@ -210,8 +197,7 @@ def merge_for(device_id: int, d: int, dtype: str, rows: int, tiles, splits: int,
     cooperative launch's condition, from the driver's occupancy of the spread build), else "ticket"."""
     if clustered(splits, nk, page_size, splits * groups / sm_count(device_id)):
         return "cluster"
-    prefetch = PREFETCH_TILES if PDL and programmatic.supported(device_id) else None
-    split, _, tiles, smem = kernels(d, dtype, rows, tiles, 1, True, page_size, prefetch)
+    split, _, tiles, smem = kernels(d, dtype, rows, tiles, 1, True, page_size)
     return "spread" if splits * groups <= resident(split, tiles.threads, smem) * sm_count(device_id) else "ticket"
 
 
@@ -237,18 +223,14 @@ def sm_count(device_id: int) -> int:
 
 
 @functools.cache
-def kernels(d: int, dtype: str, rows: int, tiles=None, cluster: int = 1, spread: bool = False, page_size: int = 0,
-            prefetch: int | None = None):
+def kernels(d: int, dtype: str, rows: int, tiles=None, cluster: int = 1, spread: bool = False, page_size: int = 0):
     """(split kernel, combine kernel, tiles, shared memory) for head dim d, `rows` packed query rows, `cluster`
-    split blocks a cluster (1: none), `spread` (the merge shared by a cooperative grid's blocks), the cache's
+    split blocks a cluster (1: none), `spread` (the merge shared by a cooperative grid's blocks) and the cache's
     page_size (0: contiguous; one not a multiple of the tile's keys takes the build whose rows look their pages up,
-    PAGE_ROWS) and `prefetch` (None: a plain launch; else PDL's build, asking L2 for that many tiles before its wait),
-    cached: a decode step's host time is mostly Python."""
+    PAGE_ROWS), cached: a decode step's host time is mostly Python."""
     tiles = tiles or geometry.decoding_tiles(d, rows)
     defines = KERNEL.defines(d, dtype, tiles) | {"CLUSTER": cluster, "SPREAD": int(spread),
                                                  "PAGE_ROWS": int(page_size % tiles.block_cols != 0)}  # fmt: skip
-    if prefetch is not None:
-        defines |= {"PDL": 1, "PREFETCH": prefetch, "LAUNCH_LATE": LAUNCH_LATE}
     smem = KERNEL.smem(d, tiles)
     split = source.function(KERNEL, defines, smem)
     if cluster > 8:  # past CUDA's portable cluster size: CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED (14)

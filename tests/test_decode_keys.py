@@ -46,11 +46,10 @@ def fake(monkeypatch):
     monkeypatch.setattr(pages, "errors", lambda device_id: (flags, np.uintp(0xE0000), claim))
     kernel = types.SimpleNamespace(kernel=types.SimpleNamespace(ptr=0xF000))
 
-    def kernels(d, dtype, rows, tiles=None, cluster=1, spread=False, page_size=0, prefetch=None):
+    def kernels(d, dtype, rows, tiles=None, cluster=1, spread=False, page_size=0):
         return kernel, None, types.SimpleNamespace(threads=128), 1000 * d + cluster
 
     monkeypatch.setattr(decode_launch, "kernels", kernels)
-    monkeypatch.setattr(decode_launch.programmatic, "supported", lambda device_id: False)  # cuLaunchKernel's path
     monkeypatch.setattr(decode_launch, "merge_for", lambda *args: "ticket")
     prepare, plan = decoding._prepare, decode_launch.plan.__wrapped__
 

@@ -76,7 +76,6 @@ def test_kernel_compiles(tmp_path, arch, case):
     if spec is registry.DECODE[8]:
         builds += [defines | {"SPREAD": 1}] + ([defines | {"CLUSTER": 16}] if arch == "sm_90" else [])
         builds += [b | {"PAGE_ROWS": 1} for b in builds]
-        builds += [b | {"PDL": 1, "PREFETCH": 4} for b in builds] if arch == "sm_90" else []
     for build in builds:
         cu.write_text(source.render(spec.file, build))
         run = subprocess.run(

@@ -130,16 +130,6 @@
 #ifndef PAGE_ROWS
 #define PAGE_ROWS 0  // 1: gpu.decode_launch's build for a paged cache whose page_size is not a multiple of BC
 #endif
-#ifndef PDL
-#define PDL 0  // 1: launched as a programmatic dependent (gpu.decode_launch on sm_90): the prologue below the wait
-#endif
-#ifndef PREFETCH
-#define PREFETCH 0  // PDL: tiles of the split's K and V asked of L2 before the wait for the kernel ahead
-#endif
-#ifndef LAUNCH_LATE
-#define LAUNCH_LATE 0  // PDL: 1, the next launch may start once this block's loop is done (0: at once)
-#endif
-#define PREFETCH_PIECE 4096  // bytes a cp.async.bulk.prefetch asks for
 #define SPREAD_LOADS 16  // spread_combine: the splits' lse_p and O_p pieces a thread has in flight at once
 static_assert(KW % 16 == 0, "a warp's keys of a tile are whole 16-key k-steps of P̃ V_j (Bc 32 needs ≤ 2 key warps)");
 #if CLUSTER > 1
@@ -181,9 +171,9 @@ struct Cache {
     __device__ __forceinline__ long long first(int c0, int page) const {
         return table == nullptr ? base + (long long)c0 * HEAD_DIM : in_page(page, c0);
     }
-    __device__ __forceinline__ long long row(int c) const { return in_page(__ldcg(table + c / page_size), c); }
+    __device__ __forceinline__ long long row(int c) const { return in_page(__ldg(table + c / page_size), c); }
     __device__ __forceinline__ int page_of(int c) const {
-        return table != nullptr && !PAGE_ROWS ? __ldcg(table + c / page_size) : 0;
+        return table != nullptr && !PAGE_ROWS ? __ldg(table + c / page_size) : 0;
     }
 };
 
@@ -238,65 +228,6 @@ __device__ __forceinline__ void load_kv(elem_t* sK, elem_t* sV, const elem_t* K,
     }
 }
 
-// this split's keys [k0, k1) of a sequence of `seqlen` keys, and how many of its splits hold keys (`parts`):
-// sim.machine.blocks.chunks of the keys, or (paged) of the pages (min(splits, pages) runs of whole pages)
-struct Keys {
-    int k0, k1, parts;
-};
-__device__ __forceinline__ Keys split_keys(int p, int splits, int seqlen, int page_size, bool paged) {
-    if (!paged) return {(int)((long long)p * seqlen / splits), (int)((long long)(p + 1) * seqlen / splits), splits};
-    const int pages = (seqlen + page_size - 1) / page_size, parts = min(splits, pages);
-    return {(int)((long long)p * pages / parts) * page_size,
-            min((int)((long long)(p + 1) * pages / parts) * page_size, seqlen), parts};
-}
-
-#if PDL
-// Programmatic dependent launch (gpu.decode_launch, sm_90): this grid may start while the kernel ahead in the stream
-// runs; before griddepcontrol.wait it asks L2 for its split's first PREFETCH tiles of K and V
-// (cp.async.bulk.prefetch: DRAM → L2, nothing into the SM), so that DRAM works through the step ahead's tail and the
-// launch. Hints only: L2 is where global memory is coherent, so the loads after the wait see what the kernel ahead
-// wrote. The length and the table read here may be stale (__ldcg: from L2, no line kept in L1): rows outside the
-// cache are not asked for.
-__device__ __forceinline__ void prefetch_l2(const void* at, int bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(at), "r"(bytes) : "memory");
-}
-// bytes [from, from + bytes) of `base` in PREFETCH_PIECE-byte pieces, piece i by thread i (16-byte multiples)
-__device__ __forceinline__ void prefetch_run(const elem_t* base, long long from, long long bytes, int tid) {
-    const char* at = reinterpret_cast<const char*>(base) + from;
-    for (long long i = (long long)tid * PREFETCH_PIECE; i < bytes; i += (long long)NTHREADS * PREFETCH_PIECE)
-        prefetch_l2(at + i, (int)min((long long)PREFETCH_PIECE, bytes - i));
-}
-// The split's first PREFETCH tiles of K and V: contiguous, one run of this head's rows; paged, of each page the rows'
-// run across all Hkv heads (page_size, Hkv, d), this head's block taking 1/Hkv of it (the group's blocks together
-// ask for each byte once)
-__device__ __forceinline__ void prefetch_split(const elem_t* K, const elem_t* V, const Cache& cache, const int* seqlens,
-                                               int b, int p, int hk, int Hkv, int splits, int Nk, int max_pages, int tid) {
-    int seqlen = Nk;
-    if (cache.table != nullptr) {
-        seqlen = __ldcg(seqlens + b);
-        if (seqlen < 1 || seqlen > max_pages * cache.page_size) return;
-    }
-    const Keys keys = split_keys(p, splits, seqlen, cache.page_size, cache.table != nullptr);
-    if (p >= keys.parts) return;
-    const int end = min(keys.k1, keys.k0 + PREFETCH * BC);
-    if (cache.table == nullptr) {
-        const long long from = (cache.base + (long long)keys.k0 * HEAD_DIM) * 2, bytes = (long long)(end - keys.k0) * HEAD_DIM * 2;
-        prefetch_run(K, from, bytes, tid);
-        prefetch_run(V, from, bytes, tid);
-        return;
-    }
-    const int ps = cache.page_size;
-    for (int c = keys.k0; c < end; c = (c / ps + 1) * ps) {
-        const int page = __ldcg(cache.table + c / ps), rows = min(end, (c / ps + 1) * ps) - c;
-        if (page < 0 || page >= cache.num_pages) continue;
-        const long long run = (long long)rows * Hkv * HEAD_DIM * 2, share = (run / Hkv + 15) / 16 * 16;
-        const long long from = ((long long)page * ps + c % ps) * Hkv * HEAD_DIM * 2 + hk * share;
-        prefetch_run(K, from, min(share, run - hk * share), tid);
-        prefetch_run(V, from, min(share, run - hk * share), tid);
-    }
-}
-#endif
-
 // NaN in O's and L's R rows of a group (row0 …), the answer for a sequence whose arguments the kernel refused
 __device__ __forceinline__ void nan_rows(elem_t* O, float* L, long long row0, int R, int tid) {
     const float nan = __int_as_float(0x7fc00000);
@@ -335,20 +266,10 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
     const long long row0 = ((long long)b * Hq + (long long)hk * g) * Nq;  // the group's first row of O, L (head-major)
     const long long rows = (long long)B * Hq * Nq;  // of O, L and each split's O_p, lse_p
 
-    // where this group's rows of K and V lie (Cache); nothing read yet
-    const bool paged = block_table != nullptr;
-    Cache cache{paged ? block_table + (long long)b * max_pages : nullptr,
-                paged ? (long long)hk * HEAD_DIM : ((long long)b * Hkv + hk) * Nk * HEAD_DIM, page_size,
-                paged ? Hkv * HEAD_DIM : HEAD_DIM, num_pages};  // paged, PAGE_ROWS 0: no tile straddles pages
-#if PDL
-    if (!LAUNCH_LATE) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the next step may start
-    if (PREFETCH > 0) prefetch_split(K, V, cache, seqlens, b, p, hk, Hkv, splits, Nk, max_pages, tid);
-    asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the kernel ahead done, its writes seen: reads from here
-#endif
-
-    // this split's keys [k0, k1) of the sequence's seqlen
-    int seqlen = Nk;
-    if (paged) {
+    // this split's keys [k0, k1) of the sequence's seqlen: sim.machine.blocks.chunks of the keys, or of the pages
+    Cache cache{nullptr, 0, page_size, HEAD_DIM, num_pages};
+    int seqlen = Nk, parts = splits, k0, k1;
+    if (block_table != nullptr) {
         seqlen = seqlens[b];
         if (seqlen < 1 || seqlen > max_pages * page_size) {  // refused: NaN rows, reported, nothing read (every block
             // of a cluster is this sequence's: all leave, none waits at the cluster barrier)
@@ -356,20 +277,30 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
             if (p == 0 && hk == 0 && tid == 0) report(errors, claim, 2, b, 0, seqlen, num_pages, max_pages * page_size);
             return;
         }
-    }
-    const auto [k0, k1, parts] = split_keys(p, splits, seqlen, page_size, paged);
-    if (p >= parts) {  // paged, no page of this sequence: nothing to read; a cluster's block still merges its share
+        const int pages = (seqlen + page_size - 1) / page_size;
+        parts = min(splits, pages);
+        if (p >= parts) {  // no page of this sequence: nothing to read; a cluster's block still merges its share
 #if CLUSTER > 1
-        cluster_combine(O_parts, lse_parts, O, L, row0, rows, R, parts, p, tid);
+            cluster_combine(O_parts, lse_parts, O, L, row0, rows, R, parts, p, tid);
 #endif
-        return;
+            return;
+        }
+        k0 = (int)((long long)p * pages / parts) * page_size;
+        k1 = min((int)((long long)(p + 1) * pages / parts) * page_size, seqlen);
+        cache.table = block_table + (long long)b * max_pages;
+        cache.base = (long long)hk * HEAD_DIM;
+        cache.stride = Hkv * HEAD_DIM;  // PAGE_ROWS 0: page_size % BC = 0 and k0 page-aligned, no tile straddles pages
+    } else {
+        k0 = (int)((long long)p * Nk / splits);
+        k1 = (int)((long long)(p + 1) * Nk / splits);
+        cache.base = ((long long)b * Hkv + hk) * Nk * HEAD_DIM;
     }
     const int shift = seqlen - Nq;  // causal: position n sees key c iff c ≤ n + shift
     const int T = (k1 - k0 + BC - 1) / BC;
     int bad = -1;  // a block-table entry of this split's pages that points outside the cache (this thread's share)
     if (cache.table != nullptr)
         for (int j = k0 / page_size + tid; j < (k1 + page_size - 1) / page_size; j += NTHREADS) {
-            const int page = __ldcg(cache.table + j);
+            const int page = __ldg(cache.table + j);
             if (page < 0 || page >= num_pages) bad = j;
         }
 
@@ -484,13 +415,10 @@ flash_decoding_split(const elem_t* __restrict__ Q, const elem_t* __restrict__ K,
         }
     }
     cp_async_wait<0>();
-#if PDL
-    if (LAUNCH_LATE) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");  // the next step may start
-#endif
     // no copy in flight and no warp reading a stage: the stages become the merge buffers. A refused page makes the
     // split's rows NaN (O_p or O, and lse_p or L), so that the combine's answer is NaN too
     const bool refused = __syncthreads_or(bad >= 0);
-    if (bad >= 0) report(errors, claim, 1, b, bad, __ldcg(cache.table + bad), num_pages, max_pages * page_size);
+    if (bad >= 0) report(errors, claim, 1, b, bad, __ldg(cache.table + bad), num_pages, max_pages * page_size);
 
     // the warps of one row tile merge their (m, ℓ, O) over their keys: each writes its own rows < R to SRAM (float32),
     // rows SO_ROW floats apart, so that a float2 store's 8 rows × 32 bytes take 2 wavefronts, not 8 (rows of
