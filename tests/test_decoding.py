@@ -127,16 +127,35 @@ def test_the_splits_measured_fastest_on_an_h100_are_the_models(batch, Nk, fastes
 
 
 @pytest.mark.parametrize(
-    "nk, page_size, splits", [(4096, 1, 32), (4096, 256, 16), (4096, 4096, 1), (32768, 1, 33), (32768, 256, 33)]
+    "nk, page_size, splits", [(4096, 1, 32), (4096, 256, 16), (4096, 4096, 1), (32768, 1, 33), (32768, 256, 16)]
 )
 def test_a_paged_cache_splits_at_most_its_pages(nk, page_size, splits):
     """A paged split is a run of whole pages, so at most ⌈Nk / page_size⌉ splits hold keys (sim.api.paged and the
-    kernel take min(splits, pages)). B 1, Hkv 8, g 8, d 128, fp16 on the H100 preset: pages of one key (no cap below
-    128) give the paged rule's 32 at Nk 4K and 33 at 32K (the bench's recording of run 41-dec6, where at Nk 4K half
-    the 32 blocks of a group were empty); pages of 256 cap Nk 4K at its 16 pages, which the model takes (8 · 16 = 128
-    blocks fit one wave of 2 an SM, 264 slots, at every P ≤ 16, and its time falls with P); one page, one split; at
-    Nk 32K the 128 pages do not bind."""
+    kernel take min(splits, pages)). B 1, Hkv 8, g 8, d 128, fp16 on the H100 preset: pages of one key (each row finds
+    its page: two blocks an SM, no cap below 128) give the paged rule's 32 at Nk 4K and 33 at 32K (the bench's
+    recording of run 41-dec6, where at Nk 4K half the 32 blocks of a group were empty); pages of 256 (whole 64-key
+    tiles: one block an SM, as a contiguous cache) cap Nk 4K at its 16 pages, the contiguous rule's own 16; one page,
+    one split; at Nk 32K the 128 pages do not bind and the contiguous rule's 16 stands."""
     assert occupancy.best_splits(8, 1, 8, nk, 128, 2, hardware.get("H100-SXM"), page_size=page_size) == splits
+
+
+@pytest.mark.parametrize(("page_size", "per_sm"), [(0, 1), (64, 1), (256, 1), (4096, 1), (1, 2), (16, 2), (100, 2)])
+def test_pages_of_whole_tiles_stream_as_a_contiguous_cache(page_size, per_sm):
+    """Rung 8 reads a 64-key tile of a page of whole tiles as one strided run (run 43-dec8), else row by row."""
+    assert occupancy.blocks_per_sm(page_size) == per_sm
+
+
+@pytest.mark.parametrize(
+    ("batch", "nk", "page_size", "tried", "fastest"),
+    [(1, 32768, 256, (8, 16, 33), 16), (4, 16384, 256, (2, 4, 8), 4), (16, 4096, 256, (1, 2, 3), 1),
+     (16, 32768, 256, (1, 2), 1), (4, 16384, 16, (4, 8), 8), (1, 32768, 16, (16, 33), 33), (16, 4096, 16, (1, 2), 2)],
+)  # fmt: skip
+def test_the_paged_splits_measured_fastest_on_an_h100_are_the_models(batch, nk, page_size, tried, fastest):
+    """gpu/NOTES.md run 45 (CUDA graph steps; Hq 64, Hkv 8, d 128, fp16, pages under a shuffled table): of the split
+    counts tried, the fastest. Pages of 256 at one block an SM were 1–5% faster than at two (the rule before took
+    33, 8, 2, 2 here); pages of 16 at one block an SM 1.34–1.46× slower."""
+    P = occupancy.best_splits(batch * 8, 1, 8, nk, 128, 2, hardware.get("H100-SXM"), page_size=page_size)
+    assert P in tried and P == fastest
 
 
 def test_at_large_batch_splitting_gains_little():

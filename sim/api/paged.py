@@ -20,7 +20,7 @@ from sim.core.dtypes import dtype_name
 from sim.core.errors import InputError
 from sim.machine.blocks import chunks, decoding_footprint
 from sim.machine.mask import rule
-from sim.machine.occupancy import PAGED_PER_SM, best_splits, occupancy
+from sim.machine.occupancy import best_splits, blocks_per_sm, occupancy
 
 
 def decode(
@@ -72,7 +72,7 @@ def decode(
         lambda chip, n, **o: flash_decoding_paged.forward(chip, page_size=page_size, scale=scale, **o),
         splits=splits, page_size=page_size,
     )  # fmt: skip
-    occ = occupancy(B * Hkv, 1, splits, g * Nq, int(seqlens.max()), d, s, hw, page_size, PAGED_PER_SM)
+    occ = occupancy(B * Hkv, 1, splits, g * Nq, int(seqlens.max()), d, s, hw, page_size, blocks_per_sm(page_size))
     return Decoded(
         **costs, **variant.options(), output=O, lse=L, splits=splits, occupancy=occ, page_size=page_size,
         cache_seqlens=seqlens,
