@@ -33,19 +33,22 @@ def flash_attention(
     `window` (left, right), `alibi_slopes` (Hq,) or (B, Hq), `softcap` c; a packed batch with `cu_seqlens_q`,
     `cu_seqlens_k` (B + 1) and q (total_q, Hq, d), k, v (total_k, Hkv, d), o like q and lse (total_q, Hq) as the
     simulator's (a transposed view: stored (Hq, total_q), FlashAttention's layout).
-    Host work: a call without variants (GQA aside) is checked once per key, its arrays' shapes, strides, dtypes
-    and devices with the options and the current device (inputs.signature), and planned once per key and stream
-    (`Plan`); a later call of that key reads its arrays' addresses (alignment, tensor maps), allocates the
-    outputs and launches: ~25–45 µs a call on an H100 host against ~105–130 before (gpu/NOTES.md run 41-host13).
+    Host work: a call without variants (GQA aside, and a packed batch whose `cu_seqlens_q/k` are NumPy arrays:
+    CuPy ones are read back, a copy and a synchronization, every call) is checked once per key, its arrays'
+    shapes, strides, dtypes and devices with the options, the lengths and the current device (inputs.signature),
+    and planned once per key and stream (`Plan`); a later call of that key reads its arrays' addresses (alignment,
+    tensor maps), allocates the outputs and launches: ~25–45 µs a call on an H100 host against ~105–130 before
+    (gpu/NOTES.md run 41-host13).
     """
     cupy, tiles = device.require(), tiles or None  # tiles: as the kernel's default where falsy
     inputs.check_flag("return_lse", return_lse)
-    key = None  # a call without variants but GQA, checked once per key (inputs.signature, plain_options)
-    if not check_finite and all(
-        x is None for x in (window, alibi_slopes, softcap, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    ):
+    key = None  # a call without variants but GQA and host lengths, checked once per key (inputs.signature, …)
+    if not check_finite and all(x is None for x in (window, alibi_slopes, softcap)):
         options, arrays = inputs.plain_options(causal, scale, kernel, tiles), inputs.signature(q, k, v)
-        key = options and arrays and (arrays, options, cupy.cuda.runtime.getDevice(), resolve)
+        packed = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+        packed = () if all(x is None for x in packed) else variants.packed_key(*packed)
+        found = options and arrays and packed is not None
+        key = found and (arrays, options, packed, cupy.cuda.runtime.getDevice(), resolve)
     call = _calls.get(key) if key else None
     if call is None:
         call = inputs.Call(*_checked(q, k, v, causal, scale, window, alibi_slopes, softcap, cu_seqlens_q, cu_seqlens_k,

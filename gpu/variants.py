@@ -131,7 +131,8 @@ def check_alibi(alibi_slopes, batch: int, heads: int) -> np.ndarray | None:
 
 def check_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal, scale, dtypes_allowed):
     """A packed batch: q (total_q, Hq, d), k, v (total_k, Hkv, d), C-contiguous, one dtype, one device; the
-    cumulative lengths read back to the host once (B + 1 integers each: one small copy and synchronization).
+    cumulative lengths on the host (NumPy: copied to the device, the call then remembered by their values) or read
+    back from the device (CuPy: B + 1 integers each, one small copy and synchronization every call).
     Returns (Problem with batch B, N and Nk the longest lengths, kv_heads, (cu_q, cu_k) int32 on the device and the
     lengths (q, k), tuples on the host)."""
     cupy = device.require()
@@ -158,7 +159,24 @@ def check_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
     scale = inputs.check_scale(scale, q.shape[2])
     p = inputs.Problem(len(cq) - 1, q.shape[1], n, nk, q.shape[2], dtypes.name(q.dtype), causal, scale)
     lengths = tuple(tuple(int(x) for x in np.diff(cu)) for cu in (cq, ck))
-    return p, k.shape[1], (cupy.asarray(cq, dtype=cupy.int32), cupy.asarray(ck, dtype=cupy.int32), lengths)
+    cu_q, cu_k = cupy.asarray(cq, dtype=cupy.int32), cupy.asarray(ck, dtype=cupy.int32)
+    if packed_key(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) is not None:
+        cupy.cuda.get_current_stream().synchronize()  # remembered by their values for any stream: copied first
+    return p, k.shape[1], (cu_q, cu_k, lengths)
+
+
+def packed_key(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> tuple | None:
+    """A packed batch's lengths as part of a key to remember a call by where they are on the host: (cu_q, cu_k) as
+    tuples of ints and the two maxima, for 1-D NumPy integer arrays and maxima None or ints; None for anything else
+    (a CuPy array's values are read back, one copy and synchronization, and checked on every call)."""
+    found = []
+    for cu in (cu_seqlens_q, cu_seqlens_k):
+        if type(cu) is not np.ndarray or cu.ndim != 1 or cu.dtype.kind not in "iu":
+            return None
+        found.append(tuple(cu.tolist()))
+    if any(m is not None and type(m) is not int for m in (max_seqlen_q, max_seqlen_k)):
+        return None
+    return (*found, max_seqlen_q, max_seqlen_k)
 
 
 def _cu_seqlens(name: str, cu, total: int) -> np.ndarray:

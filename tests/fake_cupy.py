@@ -38,6 +38,10 @@ class FakeArray:
     def astype(self, dtype):
         return type(self)(self.shape, dtype, self.device.id)
 
+    @property
+    def T(self):
+        return type(self)(self.shape[::-1], self.dtype, self.device.id, self.strides[::-1], self.data.ptr)
+
 
 def patch_flash(monkeypatch, flash, cupy, kernel) -> None:
     """gpu.flash's device, its SM count, tensor maps and compiled kernels faked: `cupy` for CuPy, an H100's

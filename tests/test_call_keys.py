@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from gpu import backward, flash, inputs, tma
+from gpu import backward, flash, inputs, tma, variants
 from sim.core.errors import InputError
 from tests import fake_cupy
 
@@ -28,24 +28,25 @@ class FakeArray(fake_cupy.FakeArray):
 @pytest.fixture
 def fake(monkeypatch):
     """A fake CuPy (arrays, allocation, the current stream and device) and the launches the calls make."""
-    launches, state = [], types.SimpleNamespace(stream=1, device=0)
+    launches, state = [], types.SimpleNamespace(stream=1, device=0, synced=[])
+    stream = lambda device_id=-1: types.SimpleNamespace(ptr=state.stream, synchronize=lambda: state.synced.append(1))  # noqa: E731
     cupy = types.SimpleNamespace(
-        ndarray=FakeArray, float32=np.float32,
+        ndarray=FakeArray, float32=np.float32, int32=np.int32,
         empty=lambda shape, dtype: FakeArray(shape, dtype), zeros=lambda shape, dtype: FakeArray(shape, dtype),
         empty_like=lambda x: FakeArray(x.shape, x.dtype, x.device.id),
         asarray=lambda x, dtype=None: np.asarray(x),
         cuda=types.SimpleNamespace(
-            get_current_stream=lambda device_id=-1: types.SimpleNamespace(ptr=state.stream),
+            get_current_stream=stream,
             runtime=types.SimpleNamespace(getDevice=lambda: state.device, streamIsCapturing=lambda stream: False),
             Device=lambda device_id=0: contextlib.nullcontext(),
         ),
     )  # fmt: skip
     fake_cupy.patch_flash(monkeypatch, flash, cupy, lambda *a, **kw: launches.append(a))
     caches = (flash._calls, backward._calls)
-    for cache in (*caches, flash.make_plan, flash._device_walk, backward.make_plan):
+    for cache in (*caches, flash.make_plan, flash._device_walk, flash._device_units, backward.make_plan):
         cache.clear() if isinstance(cache, dict) else cache.cache_clear()
     yield types.SimpleNamespace(launches=launches, state=state)
-    for cache in (*caches, flash.make_plan, flash._device_walk, backward.make_plan):
+    for cache in (*caches, flash.make_plan, flash._device_walk, flash._device_units, backward.make_plan):
         cache.clear() if isinstance(cache, dict) else cache.cache_clear()
 
 
@@ -100,6 +101,34 @@ def test_a_hostile_call_after_a_remembered_one_is_still_refused_in_one_line(fake
         with pytest.raises(InputError, match=match):
             flash.flash_attention(*args, **kw)
     assert len(flash._calls) == 1
+
+
+def test_a_packed_batch_with_host_lengths_is_checked_once_per_lengths(fake, monkeypatch):
+    """NumPy cu_seqlens: the call is remembered by the lengths' values (copied to the device once, the stream
+    synchronized then); CuPy ones, other integer types of the maxima, or hostile lengths are checked every call."""
+    monkeypatch.setattr(flash.tma, "packed_map", lambda x, rows: ("packed", x.data.ptr, rows))
+    q, k, v = (FakeArray((300, 2, 64), ptr=(i + 1) << 24) for i in range(3))
+
+    def call(cu, **kw):
+        flash.flash_attention(q, k, v, cu_seqlens_q=cu, cu_seqlens_k=cu, **kw)
+        return len(flash._calls)
+
+    cu = np.array([0, 100, 300])
+    assert call(cu) == 1 and call(cu) == 1 and call(np.array([0, 100, 300], np.int32)) == 1  # the same values
+    assert len(fake.state.synced) == 1 and len(fake.launches) == 3
+    assert call(np.array([0, 150, 300])) == 2  # other lengths: checked and copied anew
+    assert call(cu, max_seqlen_q=300, max_seqlen_k=300) == 3  # the maxima are part of the key
+    assert call(cu, max_seqlen_q=np.int64(300), max_seqlen_k=300) == 3  # a NumPy integer: valid, never remembered
+    assert len(fake.state.synced) == 3 and len(fake.launches) == 6  # not remembered: its copy is its own launch's
+    assert variants.packed_key(FakeArray((3,), np.int32), cu, None, None) is None  # on the device: read every call
+    assert variants.packed_key(cu, cu, None, None) == ((0, 100, 300), (0, 100, 300), None, None)
+    for hostile, match in ((np.array([0.0, 100.0, 300.0]), "cu_seqlens_q: must be a 1-D array of at least 2 integers"),
+                           (np.array([0, 300, 100]), "cu_seqlens_q: must start at 0, increase strictly"),
+                           (np.array([0, 100, 299]), "end at the tensor's 300 rows")):  # fmt: skip
+        for _ in range(2):
+            with pytest.raises(InputError, match=match):
+                call(hostile)
+    assert len(flash._calls) == 3
 
 
 def test_a_plan_is_made_once_a_stream(fake):

@@ -102,6 +102,13 @@
 //    contiguous cluster step was 12.4–12.8 µs, without 12.35–12.44 — still above main's 11.9–12.0 (not explained:
 //    its split kernel alone is faster, so the cluster build's merge phase is slower), while the other points' graph
 //    steps are 0.7–1.8% faster. memcheck and racecheck clean.
+//  - run 45: launched as a programmatic dependent (cuLaunchKernelEx; griddepcontrol.launch_dependents at the start or
+//    after the loop, griddepcontrol.wait before the first read) with an L2 prefetch of the split's first tiles before
+//    the wait: graph steps at B 1 Nk 4K 12.5–12.7 → 12.25–12.4 µs at best (no prefetch), the prefetch slower almost
+//    everywhere, PDL 2–9% slower at B 1 Nk 128K, B 4 Nk 16K, B 16 Nk 32K; not kept (commit 37b9438, reverted). The
+//    split counts measured: 8 splits (clusters of 8) beat the model's 16 at B 1 Nk 4K by 7% (11.56 against 12.45 µs),
+//    6, 10 and 12 do not; the model keeps 16. A paged cache of whole tiles now takes the contiguous splits (one block
+//    an SM: 1–5% faster than two), pages of 16 keep two (one was 1.34–1.46× slower).
 //
 // Injected #defines: HEAD_DIM (64 or 128: rows of Q, K, V, O are exactly d elements), STORAGE (1 fp16, 2 bf16),
 // M_TILES (16-row MMA tiles of Q: 1, 2 or 4), NWARPS (4), BC (keys per K_j, V_j tile), STAGES (tiles in SRAM),
