@@ -46,17 +46,17 @@ def flash_attention_backward(
     `deterministic`: dQ bit for bit the same on every run (rung 7 only: its K/V blocks add into each dQ_i in order).
     The variants are the forward's (`flash_attention`), passed again with the same values: k, v with fewer heads
     (dk, dv come back with those heads, each the sum over its g query heads), `window`, `alibi_slopes`, `softcap`,
-    and a packed batch (q, o, do (total_q, Hq, d), lse (total_q, Hq) as the forward returned it). Rung 5 takes them,
+    and a packed batch (q, o, do (total_q, Hq, d), lse (total_q, Hq) as the forward returned it; NumPy
+    `cu_seqlens_q/k` let a call be checked once per set of lengths, as the forward's). Rung 5 takes them,
     and is what a call with a variant runs by default (registry.backward).
     """
     cupy, tiles = device.require(), tiles or None  # tiles: as the kernel's default where falsy
-    key = None  # a call without variants but GQA, checked once per key (inputs.signature, plain_options)
-    plain = all(
-        x is None for x in (window, alibi_slopes, softcap, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    )
+    key = None  # a call without variants but GQA and host lengths, checked once per key (inputs.signature, …)
+    packed = variants.packed_key(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    plain = all(x is None for x in (window, alibi_slopes, softcap)) and packed is not None
     if plain and not check_finite and type(deterministic) is bool:
         options, arrays = inputs.plain_options(causal, scale, kernel, tiles), inputs.signature(q, k, v, o, lse, do)
-        key = options and arrays and (arrays, options, deterministic, cupy.cuda.runtime.getDevice(), resolve)
+        key = options and arrays and (arrays, options, packed, deterministic, cupy.cuda.runtime.getDevice(), resolve)
     call = _calls.get(key) if key else None
     if call is None:
         call = inputs.Call(*_checked(q, k, v, o, lse, do, causal, scale, window, alibi_slopes, softcap, cu_seqlens_q,

@@ -45,8 +45,7 @@ def flash_attention(
     key = None  # a call without variants but GQA and host lengths, checked once per key (inputs.signature, …)
     if not check_finite and all(x is None for x in (window, alibi_slopes, softcap)):
         options, arrays = inputs.plain_options(causal, scale, kernel, tiles), inputs.signature(q, k, v)
-        packed = (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-        packed = () if all(x is None for x in packed) else variants.packed_key(*packed)
+        packed = variants.packed_key(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
         found = options and arrays and packed is not None
         key = found and (arrays, options, packed, cupy.cuda.runtime.getDevice(), resolve)
     call = _calls.get(key) if key else None

@@ -160,15 +160,18 @@ def check_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
     p = inputs.Problem(len(cq) - 1, q.shape[1], n, nk, q.shape[2], dtypes.name(q.dtype), causal, scale)
     lengths = tuple(tuple(int(x) for x in np.diff(cu)) for cu in (cq, ck))
     cu_q, cu_k = cupy.asarray(cq, dtype=cupy.int32), cupy.asarray(ck, dtype=cupy.int32)
-    if packed_key(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) is not None:
+    if packed_key(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
         cupy.cuda.get_current_stream().synchronize()  # remembered by their values for any stream: copied first
     return p, k.shape[1], (cu_q, cu_k, lengths)
 
 
 def packed_key(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k) -> tuple | None:
     """A packed batch's lengths as part of a key to remember a call by where they are on the host: (cu_q, cu_k) as
-    tuples of ints and the two maxima, for 1-D NumPy integer arrays and maxima None or ints; None for anything else
-    (a CuPy array's values are read back, one copy and synchronization, and checked on every call)."""
+    tuples of ints and the two maxima, for 1-D NumPy integer arrays and maxima None or ints; () for a call without
+    them; None for anything else (a CuPy array's values are read back, one copy and synchronization, and checked on
+    every call)."""
+    if all(x is None for x in (cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)):
+        return ()  # not a packed batch
     found = []
     for cu in (cu_seqlens_q, cu_seqlens_k):
         if type(cu) is not np.ndarray or cu.ndim != 1 or cu.dtype.kind not in "iu":
