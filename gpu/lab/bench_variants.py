@@ -24,6 +24,7 @@ from gpu.lab import results, timing
 from gpu.lab.variant_checks import make_inputs
 
 TOKENS, HIDDEN, GROUP = 16384, 2048, 8
+MIN_SEQUENCES = 4  # a packed batch's fewest sequences (spread_lengths)
 TARGETS = {"gqa": 1.0, "window": 1.0, "varlen": 1.2}  # speed-up over the best PyTorch path the issue asks for
 
 
@@ -133,9 +134,11 @@ def rows_for(n: int, d: int, flex, progress, only: str | None = None, dtype: str
 
 
 def spread_lengths(n: int, d: int) -> list[int]:
-    """A packed batch's lengths: n, then uniform in [n/2, n] (a 2× spread), about TOKENS in all."""
+    """A packed batch's lengths: n, then uniform in [n/2, n] (a 2× spread), about TOKENS in all and at least
+    MIN_SEQUENCES (at N = 16384 TOKENS alone would be one sequence: no spread, nothing padded; run 45)."""
     rng = np.random.default_rng(n + d)
-    return [n, *(int(x) for x in rng.integers(n // 2, n + 1, size=max(1, round(TOKENS / (0.75 * n))) - 1))]
+    others = max(MIN_SEQUENCES, round(TOKENS / (0.75 * n))) - 1
+    return [n, *(int(x) for x in rng.integers(n // 2, n + 1, size=others))]
 
 
 def backward_rows(n: int, d: int, flex, progress, only: str | None = None, dtype: str = "float16") -> list[dict]:
