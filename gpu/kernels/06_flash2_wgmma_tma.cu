@@ -69,6 +69,14 @@
 // st.global.u32), and `flashsim compare --n 1024 --d 64 --causal` wrote ×1.776 of the predicted bytes; every build
 // now stores O through store_16 (common.cuh; a CPU test reads the PTX). Compiled and checked on the CPU only: not yet
 // run on a GPU (the session's device time was spent), so its effect on writes and time is not measured.
+// Run 45 (the packed build at d = 128, one sequence against the plain build on the same values): ×1.19–1.28 the
+// plain build's time. ncu's SASS: the consumer's loop is the window build's instruction for instruction, but the
+// packed build worked its stages' wgmma descriptors out per thread (LEA/LOP3/SHF, then R2UR each) where the plain
+// build keeps them on the uniform datapath: N and Nk came from loads of cu_q, cu_k, which ptxas cannot tell are the
+// same across the warp; divergent branches 557 K against 37 K. Broadcasting the two by __shfl_sync from lane 0
+// (CUTLASS's way of showing a value warp-uniform): ×1.15–1.23 (d = 64 ×1.05 → ×1.05); `bench_variants --only varlen`
+// d = 128 1.42–1.43 → 1.45–1.49× at N = 4096, 1.28–1.34 → 1.34–1.36× at 8192. The same for the lone producer thread
+// (a one-lane shuffle) spilled 4 bytes at d = 128: not kept. What is left of the gap is not found.
 // Run 37-fwd3 (issue 23, N = 1024): O_TMA, in the persistent walk at Br ≤ Bc (d = 128; d = 64 causal at N ≤ 2048): O_i
 // leaves through SRAM, each warpgroup's 64 rows written into the tile's last K_j buffer (once every warpgroup's last S
 // has read it: q_empty's phase) in TMA's swizzled layout, one TMA store a 64-column piece, the stage freed for the
@@ -567,7 +575,15 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
 
     auto consume = [&](int i, int plane) {
         const int r0 = i * BR;
-        const Seq sq = seq_of(plane);
+        Seq sq = seq_of(plane);
+#if VARLEN
+        // loaded from cu_q, cu_k: shown warp-uniform by a broadcast, so that ptxas keeps the loop's counts and the
+        // stages' descriptors on its uniform datapath, as for the plain build's N and Nk (run 45: without it the
+        // packed build worked them out per thread and moved each to a uniform register, ×1.19–1.28 the plain
+        // build's time at d = 128; with it ×1.15–1.23)
+        sq.N = __shfl_sync(0xffffffff, sq.N, 0);
+        sq.Nk = __shfl_sync(0xffffffff, sq.Nk, 0);
+#endif
         if (!TICKETS && VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest (before any barrier)
         const int n_rows = sq.N, n_keys = sq.Nk, shift = n_keys - n_rows;  // causal: query r sees key c iff c ≤ r + shift
         int j0, Tc;
