@@ -53,8 +53,8 @@ def flash_attention_backward(
     cupy, tiles = device.require(), tiles or None  # tiles: as the kernel's default where falsy
     key = None  # a call without variants but GQA and host lengths, checked once per key (inputs.signature, …)
     packed = variants.packed_key(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    plain = all(x is None for x in (window, alibi_slopes, softcap)) and packed is not None
-    if plain and not check_finite and type(deterministic) is bool:
+    keyed = all(x is None for x in (window, alibi_slopes, softcap)) and packed is not None
+    if keyed and not check_finite and type(deterministic) is bool:
         options, arrays = inputs.plain_options(causal, scale, kernel, tiles), inputs.signature(q, k, v, o, lse, do)
         key = options and arrays and (arrays, options, packed, deterministic, cupy.cuda.runtime.getDevice(), resolve)
     call = _calls.get(key) if key else None
