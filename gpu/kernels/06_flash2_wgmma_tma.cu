@@ -77,6 +77,16 @@
 // (CUTLASS's way of showing a value warp-uniform): ×1.15–1.23 (d = 64 ×1.05 → ×1.05); `bench_variants --only varlen`
 // d = 128 1.42–1.43 → 1.45–1.49× at N = 4096, 1.28–1.34 → 1.34–1.36× at 8192. The same for the lone producer thread
 // (a one-lane shuffle) spilled 4 bytes at d = 128: not kept. What is left of the gap is not found.
+// Run 46 (ncu's SASS, d = 128, N = 16384, one sequence): the rest of the gap is the consumer loop, 572 instructions a
+// K/V block against the plain build's 538. Its stage counter `used` lives in vector registers, so each wgmma
+// descriptor is VIADD/LOP3/SHF then R2UR (48 R2UR a block against 17; ULOP3/USHF/UIADD3 in the plain build), because
+// the packed build's Tc comes from loaded lengths. redux.sync (REDUX writes a uniform register) on N and Nk and on
+// the ring's (i, plane), for the packed build only: N = 4096 causal ×1.22–1.25 → ×1.13–1.15 the plain build's time
+// (three H200 machines and the H100), the rest within 2% (d = 128 ×1.15–1.16, d = 64 ×1.05 / ×1.15 causal). The
+// loop itself does not change: ptxas copies REDUX's result to a vector register. Tried and dropped: __syncwarp()
+// before the redux (no BRA.DIV then, the same loop); redux.sync on Tc and j0 (×1.37, slower). Run 45's divergent
+// branches (557 K) are not the loop's: they are the packed epilogue's store of O_i from registers, 34 lane-selects a
+// warp a tile (the plain build stores O_i by TMA).
 // Run 37-fwd3 (issue 23, N = 1024): O_TMA, in the persistent walk at Br ≤ Bc (d = 128; d = 64 causal at N ≤ 2048): O_i
 // leaves through SRAM, each warpgroup's 64 rows written into the tile's last K_j buffer (once every warpgroup's last S
 // has read it: q_empty's phase) in TMA's swizzled layout, one TMA store a 64-column piece, the stage freed for the
@@ -577,12 +587,12 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         const int r0 = i * BR;
         Seq sq = seq_of(plane);
 #if VARLEN
-        // loaded from cu_q, cu_k: shown warp-uniform by a broadcast, so that ptxas keeps the loop's counts and the
-        // stages' descriptors on its uniform datapath, as for the plain build's N and Nk (run 45: without it the
-        // packed build worked them out per thread and moved each to a uniform register, ×1.19–1.28 the plain
-        // build's time at d = 128; with it ×1.15–1.23)
-        sq.N = __shfl_sync(0xffffffff, sq.N, 0);
-        sq.Nk = __shfl_sync(0xffffffff, sq.Nk, 0);
+        // loaded from cu_q, cu_k (every lane the same words): made warp-uniform by redux.sync, so that ptxas may
+        // keep the loop's counts and the stages' descriptors on its uniform datapath, as for the plain build's N and
+        // Nk (run 45, a shuffle from lane 0: ×1.19–1.28 → ×1.15–1.23 the plain build's time at d = 128; run 46,
+        // redux here and on the ring's slot: N = 4096 causal ×1.22–1.25 → ×1.13–1.15, the rest within 2%)
+        sq.N = __reduce_max_sync(0xffffffffu, sq.N);
+        sq.Nk = __reduce_max_sync(0xffffffffu, sq.Nk);
 #endif
         if (!TICKETS && VARLEN && r0 >= sq.N) return;  // this sequence is shorter than the longest (before any barrier)
         const int n_rows = sq.N, n_keys = sq.Nk, shift = n_keys - n_rows;  // causal: query r sees key c iff c ≤ r + shift
@@ -736,6 +746,10 @@ flash2_v4_fwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ T
         if (lane == 0) ld_shared_v2(ring + 8 * (tiles & 1), i, plane);  // lane 0 alone reads the slot (SRAM) …
         i = __shfl_sync(0xffffffffu, i, 0);  // … and hands it to its warp in registers
         plane = __shfl_sync(0xffffffffu, plane, 0);
+        if (VARLEN) {  // the same values, now where ptxas sees them warp-uniform (consume's lengths; run 46)
+            i = __reduce_max_sync(0xffffffffu, i);
+            plane = __reduce_max_sync(0xffffffffu, plane);
+        }
         if (plane < 0) break;
         consume(i, plane);
     }
