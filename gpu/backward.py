@@ -1,6 +1,6 @@
 """`flash_attention_backward`: dQ, dK, dV from the saved log-sum-exp (rungs 4, 5 and 7 of gpu/registry.py), in three
 launches (two where rung 7 rounds dQ itself); rung 5 also takes the forward's variants (gpu/variants.py: GQA,
-window, ALiBi, softcap, packed batches).
+window, ALiBi, softcap, packed batches), rung 7 GQA, the window and packed batches.
 
 The pre-pass computes D = rowsum(dO ∘ O) and zeroes a float32 dQ accumulator; the main kernel (one thread block
 per K/V block) recomputes P from L tile by tile and adds τ dS K into dQ (atomics; rung 7: TMA reduce-adds, in a
@@ -47,8 +47,8 @@ def flash_attention_backward(
     The variants are the forward's (`flash_attention`), passed again with the same values: k, v with fewer heads
     (dk, dv come back with those heads, each the sum over its g query heads), `window`, `alibi_slopes`, `softcap`,
     and a packed batch (q, o, do (total_q, Hq, d), lse (total_q, Hq) as the forward returned it; NumPy
-    `cu_seqlens_q/k` let a call be checked once per set of lengths, as the forward's). Rung 5 takes them,
-    and is what a call with a variant runs by default (registry.backward).
+    `cu_seqlens_q/k` let a call be checked once per set of lengths, as the forward's). Rung 5 takes them all;
+    the default is rung 7 where it runs and takes the call's (registry.backward).
     """
     cupy, tiles = device.require(), tiles or None  # tiles: as the kernel's default where falsy
     key = None  # a call without variants but GQA and host lengths, checked once per key (inputs.signature, …)
@@ -211,14 +211,15 @@ def make_plan(spec, p, tiles, deterministic: bool, variant: tuple, rows: tuple, 
     tiles, row = spec.tiles(p.d, tiles), spec.row(p.d)
     work = tuple(workspace(spec, p, row, tiles, deterministic, rows))
     pre = dataclasses.replace(p, batch=1, heads=1, n=math.prod(rows)) if variant.packed else p  # D's rows, o's order
-    prepass_launch = _prepass(pre, row, work[2][0] if spec.tma else None)
+    prepass_launch = _prepass(pre, row, work[2][0] if spec.tma else None, variant.packed)
     defines = spec.defines(p.d, p.dtype, tiles) | variant.defines()
     rounds = fused(spec, tiles, p.batch * p.heads, variant)
     maps = None
     if spec.tma:
         defines |= {"DETERMINISTIC": int(deterministic), "FUSED_DQ": int(rounds)}
         br, bc = tiles.block_rows, tiles.block_cols
-        maps = tma.Maps(*((tma.rows_map, rows) for rows in (br, bc, bc, br)), (tma.accumulator_map, 64))
+        rows_map, acc_map = (tma.packed_map,) * 2 if variant.packed else (tma.rows_map, tma.accumulator_map)
+        maps = tma.Maps(*((rows_map, rows) for rows in (br, bc, bc, br)), (acc_map, 64))  # packed: (H, total, d) views
     tc, kv_heads = -(-p.nk // tiles.block_cols), p.heads // variant.group
     grid = (tc, kv_heads, p.batch) if variant.packed else (tc, p.batch * kv_heads, 1)
     scalars = (np.int32(p.n), np.int32(p.nk), np.float32(p.scale), np.int32(p.causal))
@@ -245,7 +246,8 @@ def launch_plan(plan: Plan, p, ins: tuple, work: tuple, outs: tuple, variant) ->
     q, k, v, o, lse, do = ins
     D, dq_acc, *blocks = work
     dq, dk, dv = outs
-    plan.prepass((o, do, D, dq_acc, lse, *(blocks[:2] if blocks else (NULL, NULL))))
+    cu_q = variant.cu_seqlens_q if blocks and variant.packed else NULL  # rung 7's packed L_i, D_i blocks
+    plan.prepass((o, do, D, dq_acc, lse, *(blocks[:2] or (NULL, NULL)), cu_q))
     if plan.maps:  # rung 7
         counts = blocks[2] if len(blocks) == 3 else NULL  # deterministic's
         plan.main((*plan.maps(q, k, v, do, dq_acc), blocks[0], dq_acc, counts, blocks[1], dq, dk, dv), variant.args(p))
@@ -264,23 +266,23 @@ def forget() -> None:
 
 
 def prepass(p, row: int, o, do, lse, D, dq_acc, blocks=None, arrivals=None) -> None:
-    """The FlashAttention-2 paper's Algorithm 2, lines 3–4: D = rowsum(dO ∘ O) and dQ = 0 (the float32 accumulator);
-    with `blocks` (rung 7's, (batch, heads, Tr, 2, Br)) also L_i·log2 e and D_i per Q block, zeros past N, and
-    `arrivals` (rung 7's (batch, heads) int32 counters) zeroed."""
+    """FlashAttention-2's Algorithm 2, lines 3–4: D = rowsum(dO ∘ O), dQ = 0 (the float32 accumulator); `blocks`
+    (rung 7's (batch, heads, Tr, 2, Br)): L_i·log2 e, D_i per Q block, zeros past N; `arrivals` (counters) zeroed."""
     pre = _prepass(p, row, None if blocks is None else tuple(blocks.shape))
-    pre((o, do, D, dq_acc, lse, NULL if blocks is None else blocks, NULL if arrivals is None else arrivals))
+    pre((o, do, D, dq_acc, lse, NULL if blocks is None else blocks, NULL if arrivals is None else arrivals, NULL))
 
 
 @functools.lru_cache(maxsize=256)
-def _prepass(p, row: int, blocks: tuple | None) -> source.Launch:
+def _prepass(p, row: int, blocks: tuple | None, packed: bool = False) -> source.Launch:
+    """The pre-pass of p's rows (packed: one head of total_q · Hq) and rung 7's `blocks` (packed: by sequence)."""
     spec = registry.HELPERS["bwd_prepass"]
     heads = p.batch * p.heads
-    padded = p.n if blocks is None else blocks[2] * blocks[4]
+    padded = p.n if blocks is None or packed else blocks[2] * blocks[4]
     defines = spec.defines(row, p.dtype, None)
-    block_rows = 1 if blocks is None else blocks[4]
+    batch, hq, tr, _, block_rows = blocks if blocks is not None else (1, 1, 1, 2, 1)
     threads = 32 * PREPASS_WARPS
     grid = (-(-heads * padded * defines["ROW_LANES"] // threads), 1, 1)
-    scalars = (np.int32(heads), np.int32(p.n), np.int32(padded), np.int32(block_rows))
+    scalars = tuple(map(np.int32, (heads, p.n, padded, block_rows, batch, hq, tr)))
     return source.launch(spec, defines, 0, grid, (threads, 1, 1), scalars)
 
 

@@ -60,11 +60,13 @@ def accumulator_map(x, box_rows: int):
 
 def packed_map(x, box_rows: int):
     """The tensor map of a packed x (total, heads, d) (variable-length batches), seen as (heads, total, d): the
-    same (column, row, plane) coordinates and SRAM layout as `rows_map`, rows 2·heads·d bytes apart. A box past
-    a sequence's last row reads the next sequence's rows (zeros only past the last of all)."""
+    same (column, row, plane) coordinates and SRAM layout as `rows_map` (fp16/bf16) or `accumulator_map` (float32:
+    rung 7's dQ), rows itemsize·heads·d bytes apart. A box past a sequence's last row reads (or adds into) the next
+    sequence's rows; past the last of all it reads zeros (skips)."""
     total, heads, d = x.shape
-    assert x.dtype.itemsize == 2 and x.flags.c_contiguous and x.data.ptr % 16 == 0 and d % PIECE == 0
-    return _rows_map(x.data.ptr, heads, total, d, box_rows, 2, packed=True)
+    size = x.dtype.itemsize
+    assert size in (2, 4) and x.flags.c_contiguous and x.data.ptr % 16 == 0 and d % (128 // size) == 0
+    return _rows_map(x.data.ptr, heads, total, d, box_rows, size, packed=True)
 
 
 class Maps:

@@ -1,5 +1,5 @@
 """The backward's variants on rung 5 (GQA, window, ALiBi, softcap, packed batches, and their combinations) and on rung 7
-(GQA and the window; sm_90): dQ, dK, dV
+(GQA, the window and packed batches; sm_90): dQ, dK, dV
 against float64 from the definition (sim.api.reference_variants, NumPy on the host: it shares no code with the
 kernels or gpu/variants.py) by the FlashAttention project's criterion as tests/test_gpu_backward.py states it,
 max|g − g_ref| ≤ 2·max|g_standard − g_ref| + 1e-3, g_standard from standard attention's backward in the storage dtype
@@ -26,7 +26,14 @@ from sim.core.errors import InputError
 CASES = {**variant_checks.CASES, "alibi per batch": {"alibi": True}}
 PACKED = variant_checks.PACKED
 SETUPS = [(64, "float16"), (128, "bfloat16")]  # (d, dtype)
-RUNG7 = {"gqa", "window"}  # what rung 7 takes
+RUNG7 = {"gqa", "window", "packed"}  # what rung 7 takes
+# rung 7's packed cases beside PACKED's: GQA and a window with ragged lengths, and sequences of several Q and K/V
+# blocks (items > STAGES, N ≠ Nk both ways, one sequence of one row between longer ones)
+PACKED7 = {
+    "varlen gqa window": {"kv_heads": 2, "window": [60, -1], "seqlens_q": [1, 130, 77, 200],
+                          "seqlens_k": [50, 129, 300, 200]},
+    "varlen long": {"kv_heads": 1, "seqlens_q": [700, 1, 333, 1030], "seqlens_k": [650, 90, 333, 1100]},
+}  # fmt: skip
 SHAPES = [(2, 4, 200, 333), (1, 4, 333, 200)]  # (batch, heads, N, Nk): N < Nk, and N > Nk (causal rows see no key)
 
 
@@ -155,22 +162,47 @@ def test_variant_backward(rung, setup, case, shape, causal):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("case", PACKED)
+@pytest.mark.parametrize("case", {**PACKED, **PACKED7})
 @pytest.mark.parametrize("setup", SETUPS, ids=lambda s: f"d{s[0]}-{s[1]}")
-def test_packed_backward(setup, case, causal):
-    _gpu()
+@pytest.mark.parametrize("rung", [5, 7])
+def test_packed_backward(rung, setup, case, causal):
+    cases = {**PACKED, **PACKED7}
+    if rung == 7 and not {"kv_heads", "window", "seqlens_q", "seqlens_k"} >= set(cases[case]):
+        pytest.skip("rung 7 takes GQA, the window and packed batches")
+    _gpu(rung)
     import gpu
     from gpu.lab.checks import random_like
     from gpu.lab.variant_checks import make_inputs
 
     d, dtype = setup
-    q, k, v, kw = make_inputs(1, 4, 0, 0, d, dtype, PACKED[case], seed=d)
+    q, k, v, kw = make_inputs(1, 4, 0, 0, d, dtype, cases[case], seed=d)
     do = random_like(q, 3)
     o, lse = gpu.flash_attention(q, k, v, causal=causal, return_lse=True, **kw)
-    grads = gpu.flash_attention_backward(q, k, v, o, lse, do, causal=causal, poison=True, **kw)
+    grads = gpu.flash_attention_backward(q, k, v, o, lse, do, causal=causal, poison=True, kernel=rung, **kw)
     cq, ck = kw.pop("cu_seqlens_q"), kw.pop("cu_seqlens_k")
     refs = reference_variants.varlen_backward(*(_host(x) for x in (q, k, v, do)), cq, ck, causal=causal, **kw)
     _judge(grads, refs, _standard_packed(q, k, v, do, cq, ck, causal=causal, **kw))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+def test_rung7_packed_deterministic_is_bit_for_bit(causal):
+    _gpu(7)
+    import cupy
+
+    import gpu
+    from gpu.lab.checks import random_like
+    from gpu.lab.variant_checks import make_inputs
+
+    q, k, v, kw = make_inputs(1, 4, 0, 0, 128, "bfloat16", PACKED7["varlen long"], seed=7)
+    do = random_like(q, 8)
+    o, lse = gpu.flash_attention(q, k, v, causal=causal, return_lse=True, **kw)
+    runs = [gpu.flash_attention_backward(q, k, v, o, lse, do, causal=causal, kernel=7, deterministic=True, **kw)
+            for _ in "ab"]  # fmt: skip
+    assert all(bool(cupy.array_equal(a, b)) for a, b in zip(*runs, strict=True))
+    cq, ck = kw.pop("cu_seqlens_q"), kw.pop("cu_seqlens_k")
+    refs = reference_variants.varlen_backward(*(_host(x) for x in (q, k, v, do)), cq, ck, causal=causal, **kw)
+    _judge(runs[0], refs, _standard_packed(q, k, v, do, cq, ck, causal=causal, **kw))
 
 
 @pytest.mark.gpu
@@ -222,7 +254,7 @@ def test_hostile_arguments_on_the_device():
     with pytest.raises(InputError, match=r"^do: expected a CuPy array shaped \(408, 4, 64\)"):
         gpu.flash_attention_backward(q, k, v, o, lse, do[:-1], **kw)
     with pytest.raises(InputError, match=r"^deterministic: only rung 7"):
-        gpu.flash_attention_backward(q, k, v, o, lse, do, deterministic=True, **kw)
+        gpu.flash_attention_backward(q, k, v, o, lse, do, deterministic=True, kernel=5, **kw)
     q, k, v = (x[None].swapaxes(1, 2)[:, :, :100].copy() for x in (q, k[:, :2], v[:, :2]))  # (1, 4|2, 100, 64)
     o, lse = gpu.flash_attention(q, k, v, return_lse=True)
     with pytest.raises(InputError, match=r"^max_seqlen_q, max_seqlen_k: only for a packed batch"):
@@ -321,9 +353,12 @@ def test_every_variant_build_compiles(tmp_path, arch, case):
 
 
 @pytest.mark.skipif(NVCC is None, reason="nvcc is not installed (CUDA toolkit)")
+@pytest.mark.parametrize("packed", [0, 1])
 @pytest.mark.parametrize("deterministic", [0, 1])
 @pytest.mark.parametrize("d", [64, 128])
-def test_every_rung7_variant_build_compiles(tmp_path, d, deterministic):
+def test_every_rung7_variant_build_compiles(tmp_path, d, deterministic, packed):
     spec = registry.backward(7)
-    build = variants.Variant(group=2, window=(5, 0)).defines() | {"DETERMINISTIC": deterministic}
+    cu = object() if packed else None
+    build = variants.Variant(group=2, window=(5, 0), cu_seqlens_q=cu, cu_seqlens_k=cu).defines()
+    build |= {"DETERMINISTIC": deterministic}
     _compile(tmp_path, spec, "sm_90a", spec.defines(d, "float16" if d == 64 else "bfloat16", None) | build)

@@ -145,12 +145,29 @@
 // 128, N 1K–16K, causal and not, GQA; interleaved, public call), i.e. no cost measured.
 //
 // Variants (run 34: their tests passed, memcheck 0 errors; racecheck: the mbarrier false positive above; not
-// timed): GQA and the window only (variants.cuh, gpu/variants.py's VARIANTS define; rung 5 takes the rest). GQA:
+// timed): GQA and the window (variants.cuh, gpu/variants.py's VARIANTS define; packed batches since run 46, below;
+// rung 5 takes the rest, softcap and ALiBi). GQA:
 // the thread block of K/V block j of K/V head hkv walks the Q blocks of its g query heads one after the other
 // through the same stages, so dK_j, dV_j sum the g heads in registers; grid (Tc, B·Hkv). The window: only the Q
 // blocks some row of which sees a key of K_j (seen_q_blocks), the mask where a tile is not fully seen.
 // DETERMINISTIC is refused with a window (gpu/backward.py): its turns assume every K/V block before j visits Q
 // block i, which a window's left side breaks. (Adding the variants, run 31, left the plain build's PTX as it was.)
+// Run 46 (lead, H100): packed batches (VARLEN). Grid (Tc of the longest, Hkv, B), as rung 5's: thread block (j, hkv, b)
+// takes sequence b's lengths from cu_q, cu_k (a block past its Nk returns before any barrier) and works as a plain
+// block would on them; its tensor maps are the packed (H, total, d) views (gpu/tma.py packed_map, dQ's accumulator
+// too), rows offset by cu_q[b] / cu_k[b]. The pre-pass lays L_i·log2 e and D_i out per sequence, (B, Hq, Tr of the
+// longest, 2, Br), each sequence's last block zero past its end, so one bulk copy still brings a Q block's. A box
+// past a sequence's end reads the next sequence's rows (masked: P = 0 there, so dS = 0 with D finite), and dQ's
+// reduce-add there adds exact zeros into the next sequence's rows; dK_j, dV_j are stored from registers up to Nk.
+// DETERMINISTIC holds (its order is by j within the sequence, as plain). Every other build's PTX is byte-identical
+// (plain, GQA/window, atomics, deterministic; d 64 and 128). Checked: tests/test_gpu_backward_variants.py (rung 7
+// packed: ragged, one-row sequences, N ≠ Nk both ways, GQA with a window, several blocks a sequence, causal and not,
+// fp16 / bf16, deterministic bit for bit) and rung 5 beside it; 388 GPU tests of the backward, rung 7 and autograd;
+// memcheck 0 errors, racecheck 0 hazards. Measured (`python -m gpu.lab.bench_variants --backward --only varlen`, 16k
+// tokens and more in four sequences of N down to N/2, causal, forward + backward through autograd, ×cuDNN on the
+// padded batch): d 64 1.35, 1.57, 1.63 and d 128 1.24, 1.36, 1.49 at N = 4096, 8192, 16384, where rung 5 had given
+// 0.88–0.96 and 0.76–0.82. First build wrong everywhere (dv too): the pre-pass read L as (total_q, Hq); it is the
+// forward's (Hq, total_q).
 //
 // Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
 // SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16),
@@ -188,8 +205,8 @@
 #ifndef VARIANT_PARAMS
 #define VARIANT_PARAMS
 #endif
-#if VARLEN || SCORED
-#error "rung 7 takes GQA and the window only (packed, softcap, ALiBi: rung 5)"
+#if SCORED
+#error "rung 7 takes GQA, the window and packed batches (softcap, ALiBi: rung 5)"
 #endif
 
 #define KV_FULL (bar)                             // mbarrier: K_j and V_j have arrived
@@ -247,16 +264,17 @@ __device__ __forceinline__ void store_dq(u32 tile, const float (&dq)[DQ_COLS / 2
     }
 }
 
-// dQ_i += τ dq for this lane's rows (queries r0 + 16·warp + g, + 8), columns col0 …: float32 atomics (DQ_TMA = 0)
-__device__ __forceinline__ void add_dq(float* dQ_rows, const float (&dq)[DQ_COLS / 2], int r0, int col0, int N,
-                                       float scale, int warp, int g, int t) {
+// dQ_i += τ dq for this lane's rows (queries r0 + 16·warp + g, + 8; `stride` floats apart), columns col0 …: float32
+// atomics (DQ_TMA = 0)
+__device__ __forceinline__ void add_dq(float* dQ_rows, size_t stride, const float (&dq)[DQ_COLS / 2], int r0, int col0,
+                                       int N, float scale, int warp, int g, int t) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
         const int q = r0 + warp * 16 + g + 8 * h;
         if (q >= N) continue;
 #pragma unroll
         for (int n = 0; n < DQ_COLS / 8; ++n)
-            atomic_add_f32x2(dQ_rows + (size_t)q * HEAD_DIM + col0 + n * 8 + 2 * t, scale * dq[4 * n + 2 * h],
+            atomic_add_f32x2(dQ_rows + (size_t)q * stride + col0 + n * 8 + 2 * t, scale * dq[4 * n + 2 * h],
                              scale * dq[4 * n + 2 * h + 1]);
     }
 }
@@ -353,11 +371,25 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     const float* sLD_ptr = reinterpret_cast<const float*>(smem + (sLD - smem_u32(smem)));
 
     const int j = blockIdx.x, c0 = j * BC;
-    const int bh = blockIdx.y;  // the K/V plane; VARIANTS: b·Hkv + hkv, whose query planes are bh·g … bh·g + g − 1
+#if VARLEN
+    const int Tr = (N + BR - 1) / BR;  // Q blocks of a query plane of LD and count: the longest sequence's
+    // sequence b = blockIdx.z, K/V head hkv = blockIdx.y: its own lengths from here on, and where its rows sit in
+    // the packed maps, (row, plane) = (k0 + key, hkv) for K, V and (q0 + query, h) for Q, dO, dQ
+    const int b = blockIdx.z, k0 = cu_k[b], q0 = cu_q[b], kv_heads = heads / group;
+    N = cu_q[b + 1] - q0;
+    Nk = cu_k[b + 1] - k0;
+    if (c0 >= Nk) return;  // this sequence has fewer keys than the longest (before any barrier)
+    const int bh = b * kv_heads + blockIdx.y;  // b·Hkv + hkv: its query heads' planes of LD are bh·g … (b·Hq + h)
+    const int kv_row = k0, kv_plane = blockIdx.y, q_row = q0, q_base = b * heads;  // LD's plane qh: TMA's qh − q_base
     const int shift = Nk - N;  // causal: query r sees key c iff c ≤ r + shift
+#else
+    const int bh = blockIdx.y;  // the K/V plane; VARIANTS: b·Hkv + hkv, whose query planes are bh·g … bh·g + g − 1
+    const int kv_row = 0, kv_plane = bh, q_row = 0, q_base = 0;
+    const int shift = Nk - N;  // causal: query r sees key c iff c ≤ r + shift
+    const int Tr = (N + BR - 1) / BR;
+#endif
     // line 8's range: all Tr Q blocks, or (causal) from the one holding row c0 − shift, the first to see key c0, or
     // (VARIANTS) the window's, causal folded in; for each of the G query heads in turn: items it = u·blocks + i
-    const int Tr = (N + BR - 1) / BR;
 #if VARIANTS
     const int G = group;
     int i_first, i_end;
@@ -387,8 +419,8 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             mbar_expect_tx(KV_FULL, 2 * TILE_KV);
 #pragma unroll
             for (int p = 0; p < PIECES; ++p) {
-                tma_load_3d(sK + p * BC * 128, &K_map, KV_FULL, p * 64, c0, bh);
-                tma_load_3d(sV + p * BC * 128, &V_map, KV_FULL, p * 64, c0, bh);
+                tma_load_3d(sK + p * BC * 128, &K_map, KV_FULL, p * 64, kv_row + c0, kv_plane);
+                tma_load_3d(sV + p * BC * 128, &V_map, KV_FULL, p * 64, kv_row + c0, kv_plane);
             }
             for (int it = 0; it < items; ++it) {
                 const int s = it % STAGES, i = i_first + ITEM_BLOCK(it, blocks), qh = bh * G + ITEM_HEAD(it, blocks);
@@ -396,8 +428,8 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 mbar_expect_tx(FULL(s), 2 * TILE_Q + TILE_LD);
 #pragma unroll
                 for (int p = 0; p < PIECES; ++p) {
-                    tma_load_3d(sQ + s * TILE_Q + p * BR * 128, &Q_map, FULL(s), p * 64, i * BR, qh);
-                    tma_load_3d(sdO + s * TILE_Q + p * BR * 128, &dO_map, FULL(s), p * 64, i * BR, qh);
+                    tma_load_3d(sQ + s * TILE_Q + p * BR * 128, &Q_map, FULL(s), p * 64, q_row + i * BR, qh - q_base);
+                    tma_load_3d(sdO + s * TILE_Q + p * BR * 128, &dO_map, FULL(s), p * 64, q_row + i * BR, qh - q_base);
                 }
                 bulk_load(sLD + s * TILE_LD, LD + ((size_t)qh * Tr + i) * 2 * BR, TILE_LD, FULL(s));
             }
@@ -426,6 +458,13 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     const int turn = CONSUMERS * j + (SPLIT_DQ ? 0 : c);  // DETERMINISTIC: this warpgroup's turn at each Q block
 #endif
     float dq[DQ_COLS / 2];  // registers: line 15's product
+#if !DQ_TMA && VARLEN  // DQ_AT(qh): row 0 of query plane qh in the dQ accumulator (atomics), rows dq_stride apart
+#define DQ_AT(qh) (((size_t)q_row * heads + (qh) - q_base) * HEAD_DIM)  // (total_q, Hq, d)
+    const size_t dq_stride = (size_t)heads * HEAD_DIM;
+#elif !DQ_TMA
+#define DQ_AT(qh) ((size_t)(qh) * N * HEAD_DIM)  // (batch·heads, N, d)
+    const size_t dq_stride = HEAD_DIM;
+#endif
 
     // The warpgroups take turns (turn_wait, turn_pass) to issue their products: turn A, lines 10 and 13 of item it;
     // turn B, lines 12 and 16 of item it and line 15 of item it − 1, whose dS_ij both warpgroups have written by
@@ -546,10 +585,10 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
         if (live) mbar_arrive(EMPTY(s));  // stage s is free: this thread's reads of it are done
         if (it > 0) {
 #if DQ_TMA  // through SRAM, TMA adding in L2
-            reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, dq_col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
-                      turn, true, true);
+            reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, dq_col0, q_row + prev_r0 + dq_row0, prev_qh - q_base, scale, c,
+                      tid, prev_count, turn, true, true);
 #else
-            add_dq(dQacc + (size_t)prev_qh * N * HEAD_DIM, dq, prev_r0 + dq_row0, dq_col0, N, scale, warp, g, t);
+            add_dq(dQacc + DQ_AT(prev_qh), dq_stride, dq, prev_r0 + dq_row0, dq_col0, N, scale, warp, g, t);
 #endif
         }
 #else  // two 64-column pieces through one register tile: lines 12 and 16 waited for in the turn, first
@@ -575,10 +614,10 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                     if (tid == 0) bulk_wait_read<0>();  // the previous piece's reduction has read the tile
                     warpgroup_sync(c);
                 }
-                reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, prev_r0 + dq_row0, prev_qh, scale, c, tid, prev_count,
-                          turn, p == 0, p == DQ_PIECES - 1);
+                reduce_dq(&dQ_map, sdQ + c * TILE_DQ, dq, col0, q_row + prev_r0 + dq_row0, prev_qh - q_base, scale, c,
+                          tid, prev_count, turn, p == 0, p == DQ_PIECES - 1);
 #else
-                add_dq(dQacc + (size_t)prev_qh * N * HEAD_DIM, dq, prev_r0 + dq_row0, col0, N, scale, warp, g, t);
+                add_dq(dQacc + DQ_AT(prev_qh), dq_stride, dq, prev_r0 + dq_row0, col0, N, scale, warp, g, t);
 #endif
             }
         }
@@ -599,7 +638,11 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     for (int h = 0; h < 2; ++h) {
         const int k_h = key + 8 * h;
         if (k_h >= Nk) continue;
+#if VARLEN  // (total_k, Hkv, d)
+        const size_t at = ((size_t)(kv_row + k_h) * kv_heads + kv_plane) * HEAD_DIM + 2 * t;
+#else
         const size_t at = ((size_t)bh * Nk + k_h) * HEAD_DIM + 2 * t;
+#endif
 #pragma unroll
         for (int n = 0; n < HEAD_DIM / 8; ++n) {
             *reinterpret_cast<u32*>(dK + at + 8 * n) = pack2(scale * dk[4 * n + 2 * h], scale * dk[4 * n + 2 * h + 1]);

@@ -42,17 +42,33 @@ __device__ __forceinline__ float dot16(uint4 a, uint4 b) {
 // done with each query plane (its FUSED_DQ: the last rounds the plane's dQ), zeroed here. Rows: heads × padded (N, or N
 // rounded up to br with LD), one per ROW_LANES lanes (WIDE: a power of two ≤ 32, one 16-byte piece of O and of dO per
 // lane and step, 16-byte zeros into dQacc; else 32, one element per lane and step). Grid: ceil(heads · padded ·
-// ROW_LANES / blockDim.x).
+// ROW_LANES / blockDim.x). A packed batch with LD (cu_q: its (B + 1) offsets; rung 7): one head of N = total_q · Hq
+// rows in O's order (token t, head h at row t·Hq + h), L (Hq, total_q), and LD (B, Hq, tr, 2, br), sequence s's rows
+// from its block 0 on; the lane of its last row zeroes the rows of its last block past its end.
 extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_t* dO, float* D, float* dQacc,
-                                              const float* L, float* LD, int* arrivals, int heads, int N, int padded,
-                                              int br)
+                                              const float* L, float* LD, int* arrivals, const int* cu_q, int heads,
+                                              int N, int padded, int br, int B, int Hq, int tr)
 {
     const long long at = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / ROW_LANES;
     const int lane = threadIdx.x % ROW_LANES;
     const u32 mask = ROW_LANES == 32 ? 0xffffffffu : ((1u << ROW_LANES) - 1) << (threadIdx.x % 32 / ROW_LANES * ROW_LANES);
     if (at >= (long long)heads * padded) return;  // whole rows return: the lanes of `mask` stay together
     const int b = at / padded, r = at % padded;
-    float* ld = LD ? LD + 2 * ((long long)b * padded + r - r % br) + r % br : nullptr;
+    float* ld = LD && !cu_q ? LD + 2 * ((long long)b * padded + r - r % br) + r % br : nullptr;
+    long long l_at = (long long)b * N + r;  // L's element of the row: (heads, N), or packed (Hq, total_q)
+    if (LD && cu_q) {  // token t's sequence s by bisection: cu_q[s] ≤ t < cu_q[s + 1] (an empty one is passed over)
+        const int t = r / Hq, h = r % Hq;
+        l_at = (long long)h * (N / Hq) + t;
+        int s = 0, hi = B;
+        while (hi - s > 1) {
+            const int mid = (s + hi) / 2;
+            if (cu_q[mid] <= t) s = mid; else hi = mid;
+        }
+        const int rs = t - cu_q[s], last = cu_q[s + 1] - 1 - cu_q[s];  // the row in its sequence; the sequence's last
+        ld = LD + 2 * (((long long)s * Hq + h) * tr * br + rs - rs % br) + rs % br;
+        if (lane == 0 && rs == last)
+            for (int e = 1; (rs + e) % br != 0; ++e) ld[e] = ld[br + e] = 0.f;
+    }
     if (arrivals && lane == 0 && r == 0) arrivals[b] = 0;
     if (r >= N) {  // a padding row of the last LD block
         if (lane == 0) ld[0] = ld[br] = 0.f;
@@ -78,7 +94,7 @@ extern "C" __global__ void flash2_bwd_prepass(const storage_t* O, const storage_
     if (lane == 0) {
         D[row] = sum;
         if (ld) {
-            ld[0] = L[row] * LOG2E;
+            ld[0] = L[l_at] * LOG2E;
             ld[br] = sum;
         }
     }
