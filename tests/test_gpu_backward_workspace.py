@@ -69,3 +69,23 @@ def test_rung_7_rounds_dq_itself_from_fused_planes_on_plain_with_tma_reduce_adds
     assert not backward.fused(seven, dataclasses.replace(tiles, dq_pass=True), many)
     assert not backward.fused(seven, tiles, many, Variant(group=2))  # a variant: the pass
     assert not backward.fused(five, five.tiles(64), many)
+
+
+@pytest.mark.parametrize(("d", "br"), [(64, 128), (128, 64)])
+def test_rung_7_lays_a_packed_batch_out_sequence_by_sequence_in_blocks_of_the_longest(d, br):
+    # three sequences, the longest 1000 rows (Problem's n), 4 query heads: D and the accumulator in o's packed order
+    # (total_q, Hq), the L/D blocks (B, Hq, Tr of the longest, 2, Br), one plane's counters (B, Hq)
+    p = Problem(batch=3, heads=4, n=1000, nk=900, d=d, dtype="float16", causal=False, scale=0.125)
+    rows = (1000 + 130 + 7, 4)
+    spec = registry.backward(7)
+    tiles = spec.tiles(d)
+    blocks = -(-1000 // br)
+    packed = [(rows, "float32", False), ((*rows, d), "float32", False), ((3, 4, blocks, 2, br), "float32", False),
+              ((3, 4), "int32", False)]  # fmt: skip
+    assert backward.workspace(spec, p, d, tiles, rows=rows) == packed
+    assert backward.workspace(spec, p, d, tiles, True, rows) == [*packed, ((3, 4, blocks), "int32", True)]
+    variant = Variant(cu_seqlens_q=object(), cu_seqlens_k=object())
+    backward.check_deterministic(spec, tiles, True, variant)  # in order within each sequence, as a plain call
+    assert not backward.fused(spec, tiles, 10 * backward.FUSED_PLANES, variant)  # the third launch rounds dQ
+    assert registry.backward(None, d, "9.0", variant.kinds).rung == 7  # the default for a packed call on sm_90
+    assert registry.backward(None, d, "9.0", (*variant.kinds, "softcap")).rung == 5
