@@ -130,7 +130,7 @@ def test_a_packed_batch_with_host_lengths_is_checked_once_per_lengths(fake, monk
             with pytest.raises(InputError, match=match):
                 call(hostile)
     assert len(flash._calls) == 3
-    # the backward of the same batch (rung 5 takes packed batches): remembered by the lengths' values alike
+    # the backward of the same batch (rungs 5 and 7 take packed batches): remembered by the lengths' values alike
     o, lse = FakeArray((300, 2, 64), ptr=5 << 24), FakeArray((300, 2), np.float32, ptr=6 << 24)
     for lengths in (cu, np.array([0, 100, 300], np.int32), np.array([0, 150, 300])):
         backward.flash_attention_backward(q, k, v, o, lse, o, cu_seqlens_q=lengths, cu_seqlens_k=lengths)

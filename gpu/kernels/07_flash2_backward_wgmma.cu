@@ -350,7 +350,8 @@ __device__ __forceinline__ void turn_pass(int c) { asm volatile("bar.arrive %0, 
 // zeroed; count: (batch·heads, Tr) int32, zeroed (DETERMINISTIC only); arrivals: (batch·heads) int32, zeroed by the
 // pre-pass, and dQ like Q (FUSED_DQ only); dK, dV like K. Grid: (Tc, batch·heads), NTHREADS threads,
 // geometry.backward_wg_smem bytes of dynamic shared memory. VARIANTS: K, V, dK, dV have batch·heads / group planes,
-// grid (Tc, batch·heads / group).
+// grid (Tc, batch·heads / group). VARLEN: Q, dO, dQacc (total_q, Hq, ·), K, V, dK, dV (total_k, Hkv, HEAD_DIM), the
+// maps their (heads, total, d) views; LD (B, Hq, Tr of the longest, 2, Br), count (B, Hq, Tr); grid (Tc, Hkv, B).
 extern "C" __global__ void __launch_bounds__(NTHREADS, 1)
 flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant__ TensorMap K_map,
                  const __grid_constant__ TensorMap V_map, const __grid_constant__ TensorMap dO_map,
