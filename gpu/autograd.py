@@ -33,7 +33,8 @@ def attention(q, k, v, *, causal=False, scale=None, impl="flash", deterministic=
     kernels, lse saved) or "standard" (the baseline: P saved, Algorithm 3's backward). `deterministic` (flash):
     gradients bit for bit the same on every run (the backward's rung 7 adds dQ in a fixed order). `variants`: the
     forward's (gpu.flash_attention's window, alibi_slopes, softcap, cu_seqlens_q/k, max_seqlen_q/k; k, v with fewer
-    heads), with gradients through the backward's rung 5 (the general path, through DLPack)."""
+    heads), with gradients through the backward's default for the call (rung 7 on sm_90 for GQA, windows and packed
+    batches, else rung 5; the general path, through DLPack)."""
     torch = require_torch()
     if impl not in IMPLS:
         raise InputError(f"impl: expected one of {', '.join(IMPLS)}, got {impl!r}")
@@ -42,30 +43,31 @@ def attention(q, k, v, *, causal=False, scale=None, impl="flash", deterministic=
             f"deterministic: expected True or False (impl flash only), got {deterministic!r} with impl {impl!r}"
         )
     if variants or _gqa(q, k):
-        return _variant_forward(torch, q, k, v, causal, scale, impl, variants)
+        return _variant_forward(torch, q, k, v, causal, scale, impl, variants, deterministic)
     if impl == "standard":
         return _functions()[impl].apply(q, k, v, causal, scale)
     return _functions()[impl].apply(q, k, v, causal, scale, deterministic)
 
 
-# issue 25, part 1: the forward's variants pass through to gpu.flash_attention and the backward's rung 5
-# (gpu.flash_attention_backward); BACKWARD_VARIANTS names those the backward takes: a variant outside it that needs
+# issue 25, part 1: the forward's variants pass through to gpu.flash_attention and gpu.flash_attention_backward (its
+# default rung for the call); BACKWARD_VARIANTS names those the backward takes: a variant outside it that needs
 # gradients is refused in one line.
 BACKWARD_VARIANTS = (
     "gqa", "window", "alibi_slopes", "softcap", "cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k"
 )  # fmt: skip
 
 
-def _variant_forward(torch, q, k, v, causal, scale, impl, variants):
-    """The flash forward with variants, on PyTorch's stream, with the backward's gradients; refused where a gradient
-    would need a variant the backward does not take."""
+def _variant_forward(torch, q, k, v, causal, scale, impl, variants, deterministic):
+    """The flash forward with variants, on PyTorch's stream, with the backward's gradients (`deterministic` handed to
+    it: honoured by rung 7, refused in one line by a backward that cannot); refused where a gradient would need a
+    variant the backward does not take."""
     names = [*variants, *(["gqa (k, v with fewer heads)"] if _gqa(q, k) else [])]
     missing = [name for name in names if name.split(" ")[0] not in BACKWARD_VARIANTS]
     if impl != "flash" or (missing and torch.is_grad_enabled() and any(x.requires_grad for x in (q, k, v))):
         why = f"impl {impl!r} takes none" if impl != "flash" else "the backward kernels do not take them"
         raise InputError(f"{', '.join(missing or names)}: {why}; run the forward under torch.no_grad() or without them")
     variants = {name: x.cpu().numpy() if hasattr(x, "cpu") else x for name, x in variants.items()}  # torch → host
-    return _functions()["variants"].apply(q, k, v, causal, scale, variants)
+    return _functions()["variants"].apply(q, k, v, causal, scale, variants, deterministic)
 
 
 def _gqa(q, k) -> bool:
@@ -203,7 +205,7 @@ def _functions() -> dict:
 
     class VariantAttention(torch.autograd.Function):  # the general path: DLPack views, lse saved
         @staticmethod
-        def forward(ctx, q, k, v, causal, scale, variants):
+        def forward(ctx, q, k, v, causal, scale, variants, deterministic):
             ins = tuple(x.detach().contiguous() for x in (q, k, v))
             with _stream():
                 o, lse = flash.flash_attention(
@@ -211,17 +213,17 @@ def _functions() -> dict:
                 )  # fmt: skip
             o, lse = as_torch(o), as_torch(lse)
             ctx.save_for_backward(*ins, o, lse)
-            ctx.args = causal, scale, variants
+            ctx.args = causal, scale, variants, deterministic
             return o
 
         @staticmethod
         def backward(ctx, do):
-            causal, scale, variants = ctx.args
+            causal, scale, variants, deterministic = ctx.args
             with _stream():
                 grads = backward.flash_attention_backward(
                     *(as_cupy(x) for x in (*ctx.saved_tensors, do.contiguous())), causal=causal, scale=scale,
-                    **variants,
+                    deterministic=deterministic, **variants,
                 )  # fmt: skip
-            return (*(as_torch(g) for g in grads), None, None, None)
+            return (*(as_torch(g) for g in grads), None, None, None, None)
 
     return {"flash": FlashAttention, "standard": StandardAttention, "variants": VariantAttention}

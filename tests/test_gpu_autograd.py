@@ -81,6 +81,45 @@ def test_deterministic_gradients_through_autograd(d):
         attention(q, k, v, impl="standard", deterministic=True)
 
 
+def test_deterministic_reaches_the_backward_of_a_call_with_variants():
+    # a packed batch with GQA: rung 7 (sm_90) orders its dQ additions, so two steps agree bit for bit and meet the
+    # criterion against float64; with a softcap the backward is rung 5, which refuses deterministic in one line
+    # (before run 46 the variant path dropped the argument without a word)
+    import cupy
+    import numpy as np
+
+    from gpu import device
+    from gpu.autograd import attention
+    from gpu.dlpack import as_cupy
+    from gpu.lab.variant_checks import host, make_inputs
+    from sim.api import reference_variants
+    from sim.core.errors import InputError
+    from tests.test_gpu_backward_variants import _standard_packed  # standard attention's, sequence by sequence
+
+    if device.capability() != "9.0":
+        pytest.skip("rung 7 (the backward that orders its dQ additions) runs on compute capability 9.0 only")
+    lengths = {"kv_heads": 2, "seqlens_q": [300, 1, 170], "seqlens_k": [250, 90, 170]}
+    q0, k0, v0, kw = make_inputs(1, 4, 0, 0, 128, "float16", lengths, seed=3)
+    q0, k0, v0 = (torch.from_dlpack(x) for x in (q0, k0, v0))
+    do = torch.randn(q0.shape, device="cuda", generator=torch.Generator(device="cuda").manual_seed(4)).to(q0.dtype)
+    runs = []
+    for _ in range(2):
+        q, k, v = (x.clone().requires_grad_() for x in (q0, k0, v0))
+        runs.append(torch.autograd.grad(attention(q, k, v, causal=True, deterministic=True, **kw), (q, k, v), do))
+    for a, b in zip(*runs, strict=True):
+        assert torch.equal(a.view(torch.int16), b.view(torch.int16))
+    cq, ck = np.asarray(kw["cu_seqlens_q"]), np.asarray(kw["cu_seqlens_k"])
+    ins = (host(as_cupy(x)) for x in (q0, k0, v0, do))
+    refs = [cupy.asarray(r) for r in reference_variants.varlen_backward(*ins, cq, ck, causal=True)]
+    standard = _standard_packed(*(as_cupy(x) for x in (q0, k0, v0, do)), cq, ck, causal=True)
+    for got, baseline, ref in zip(runs[0], standard, refs, strict=True):
+        assert max_error(as_cupy(got), ref) <= 2 * max_error(baseline, ref) + 1e-3
+    q, k, v = (x.clone().requires_grad_() for x in (q0, k0, v0))
+    o = attention(q, k, v, causal=True, deterministic=True, softcap=5.0, **kw)
+    with pytest.raises(InputError, match=r"^deterministic: only rung 7"):
+        o.backward(do)
+
+
 def test_on_a_side_stream_twice_and_guarded_against_in_place_changes():
     """The flash path on a stream of the caller's, with its graph kept for a second backward (the forward's views of
     q, k, v, o, lse reused: the same gradients, bit for bit), meets the criterion against float64; and a q changed in
