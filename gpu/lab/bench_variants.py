@@ -212,8 +212,8 @@ def backward_rows(n: int, d: int, flex, progress, only: str | None = None, dtype
     pdo = torch.randn_like(padded[0])
     theirs = {b.lower(): sdpa_step(padded, pdo, b) for b in backends[:2]}
     packed_row = partial(_timed_row, out, progress, only, key | {"batch": len(lengths), "lengths": lengths})
-    packed_row("varlen 2x", step(partial(attention, causal=True, **kw), ins, do), theirs, "SDPA on the padded batch", True,
-        3.5 * flops([(x, x) for x in lengths], heads, d, True), 1.2)  # fmt: skip
+    packed_row("varlen 2x", step(partial(attention, causal=True, **kw), ins, do), theirs, "SDPA on the padded batch",
+               True, 3.5 * flops([(x, x) for x in lengths], heads, d, True), 1.2)  # fmt: skip
     return out
 
 
