@@ -21,3 +21,67 @@ def test_a_packed_batch_spreads_its_lengths_2x_over_at_least_four_sequences(n):
     assert len(lengths) >= MIN_SEQUENCES and max(lengths) == 2 * min(lengths) == n
     assert len(lengths) * n / sum(lengths) == pytest.approx(4 / 3, abs=1e-4)  # what padding to the longest costs
     assert TOKENS == 16384
+
+
+# `flashsim bench gpu --variants`: what the command hands the bench, and the flags it cannot honour (no GPU needed:
+# gpu.lab.bench_variants.run_bench is replaced by one that records its arguments and reports two rows)
+
+
+def _fake_bench(monkeypatch):
+    from gpu.lab import bench_variants
+
+    calls = []
+
+    def run_bench(ns, *, backward, progress, command):
+        calls.append({"ns": ns, "backward": backward, "command": command})
+        for line in ("row one", "row two"):
+            progress(line)
+        return {"kind": "bench-variants", "rows": [{"variant": "gqa 8"}]}
+
+    monkeypatch.setattr(bench_variants, "run_bench", run_bench)
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("args", "ns", "backward"),
+    [([], (4096, 8192), False), (["--quick"], (4096,), False), (["--backward"], (4096, 8192), True)],
+)
+def test_bench_gpu_variants_hands_on_quick_and_backward_and_prints_each_row(monkeypatch, args, ns, backward):
+    from click.testing import CliRunner
+
+    from sim.cli import app
+
+    calls = _fake_bench(monkeypatch)
+    result = CliRunner().invoke(app, ["bench", "gpu", "--variants", *args])
+    assert result.exit_code == 0, result.output
+    assert calls == [{"ns": ns, "backward": backward, "command": calls[0]["command"]}]  # the command: sys.argv's
+    assert result.stdout.splitlines() == ["row one", "row two"]
+
+
+def test_bench_gpu_variants_json_on_stdout_keeps_the_rows_on_stderr(monkeypatch):
+    import json
+
+    from click.testing import CliRunner
+
+    from sim.cli import app
+
+    _fake_bench(monkeypatch)
+    result = CliRunner().invoke(app, ["bench", "gpu", "--variants", "--json", "-"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["rows"] == [{"variant": "gqa 8"}]
+    assert result.stderr.splitlines() == ["row one", "row two"]
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--kernel", "3"), ("--markdown", "table.md")])
+def test_bench_gpu_variants_refuses_what_it_cannot_honour_in_one_line(monkeypatch, tmp_path, flag, value):
+    from click.testing import CliRunner
+
+    from sim.cli import app
+
+    calls = _fake_bench(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["bench", "gpu", "--variants", flag, value])
+    assert result.exit_code == 2 and calls == [] and not (tmp_path / "table.md").exists()
+    assert result.stderr == (
+        f"error: flashsim bench gpu: {flag}: not with --variants (they time the public call, as lines or --json)\n"
+    )

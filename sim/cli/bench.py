@@ -68,7 +68,8 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path, quiet) -> 
 )
 @click.option(
     "--variants", is_flag=True,
-    help="Time the forward's variants instead (GQA, windows, ALiBi, softcap, packed) beside SDPA and FlexAttention.",
+    help="Time the variants instead (GQA, windows, ALiBi, softcap, packed; with --backward the training step through "
+    "autograd) beside SDPA and FlexAttention, a line a row as it is timed.",
 )  # fmt: skip
 def bench_gpu_command(quick, json_path, markdown_path, backward, kernel, variants) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash, cuDNN, its default) and standard attention, FlashAttention-2's
@@ -76,13 +77,16 @@ def bench_gpu_command(quick, json_path, markdown_path, backward, kernel, variant
     kernel = None if kernel is None else int(kernel)
     progress = Console(stderr=True, highlight=False)
     if variants:  # gpu/lab/bench_variants.py: N = 4096 (and 8192 unless --quick), d = 64 and 128, fp16
+        for flag, given in (("--kernel", kernel is not None), ("--markdown", markdown_path)):
+            if given:
+                raise click.UsageError(f"{flag}: not with --variants (they time the public call, as lines or --json)")
         from gpu.lab import bench_variants
 
-        lines = []
-        report = bench_variants.run_bench((4096,) if quick else (4096, 8192), progress=lines.append,
+        lines = progress if json_path == "-" else console  # each row as it is timed; stdout stays JSON's with --json -
+        report = bench_variants.run_bench((4096,) if quick else (4096, 8192), backward=backward,
+                                          progress=lambda line: lines.print(line, highlight=False),
                                           command=options.command_line())  # fmt: skip
-        if not emit_json(report, json_path, indent=1):
-            console.print("\n".join(lines), highlight=False)
+        emit_json(report, json_path, indent=1)
         return
     from gpu.lab import bench as gpu_bench
     from gpu.lab import render as gpu_render
