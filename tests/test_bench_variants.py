@@ -70,18 +70,3 @@ def test_bench_gpu_variants_json_on_stdout_keeps_the_rows_on_stderr(monkeypatch)
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["rows"] == [{"variant": "gqa 8"}]
     assert result.stderr.splitlines() == ["row one", "row two"]
-
-
-@pytest.mark.parametrize(("flag", "value"), [("--kernel", "3"), ("--markdown", "table.md")])
-def test_bench_gpu_variants_refuses_what_it_cannot_honour_in_one_line(monkeypatch, tmp_path, flag, value):
-    from click.testing import CliRunner
-
-    from sim.cli import app
-
-    calls = _fake_bench(monkeypatch)
-    monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["bench", "gpu", "--variants", flag, value])
-    assert result.exit_code == 2 and calls == [] and not (tmp_path / "table.md").exists()
-    assert result.stderr == (
-        f"error: flashsim bench gpu: {flag}: not with --variants (they time the public call, as lines or --json)\n"
-    )

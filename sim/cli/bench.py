@@ -71,15 +71,15 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path, quiet) -> 
     help="Time the variants instead (GQA, windows, ALiBi, softcap, packed; with --backward the training step through "
     "autograd) beside SDPA and FlexAttention, a line a row as it is timed.",
 )  # fmt: skip
-def bench_gpu_command(quick, json_path, markdown_path, backward, kernel, variants) -> None:
+@click.pass_context
+def bench_gpu_command(ctx, quick, json_path, markdown_path, backward, kernel, variants) -> None:
     """Time the GPU kernels beside PyTorch SDPA (flash, cuDNN, its default) and standard attention, FlashAttention-2's
     benchmark."""
     kernel = None if kernel is None else int(kernel)
     progress = Console(stderr=True, highlight=False)
     if variants:  # gpu/lab/bench_variants.py: N = 4096 (and 8192 unless --quick), d = 64 and 128, fp16
-        for flag, given in (("--kernel", kernel is not None), ("--markdown", markdown_path)):
-            if given:
-                raise click.UsageError(f"{flag}: not with --variants (they time the public call, as lines or --json)")
+        takes = ("variants", "quick", "json_path", "backward")
+        options.only_with(ctx, "--variants", takes, "they time the public call, as lines or --json")
         from gpu.lab import bench_variants
 
         lines = progress if json_path == "-" else console  # each row as it is timed; stdout stays JSON's with --json -

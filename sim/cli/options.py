@@ -163,6 +163,15 @@ QUIET = click.option(
 )
 
 
+def only_with(ctx: click.Context, flag: str, takes: tuple[str, ...], why: str) -> None:
+    """UsageError naming the first option given (command line or environment) that `flag` cannot honour: all but
+    the parameters named in `takes`; nothing given is ever dropped without a word."""
+    given = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
+    for param in ctx.command.params:
+        if param.name not in takes and ctx.get_parameter_source(param.name) in given:
+            raise click.UsageError(f"{param.opts[0]}: not with {flag} ({why})")
+
+
 def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
     """A click callback: refuse, before any work, a file path that cannot be written (no such folder, a folder)."""
     if path is None or path == "-":  # "-": stdout

@@ -2,6 +2,7 @@
 
 import click
 import numpy as np
+from rich.console import Console
 
 import sim
 from sim.algorithms import registry
@@ -194,13 +195,16 @@ def compare_command(
     ctx, n, nk, d, batch, heads, dtype, causal, kernel, backward, no_counters, variants, json_path, quiet
 ) -> None:
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
-    if variants:
+    if variants:  # its own cases at N = 4096, a line each as Nsight Compute measures it (stderr with --json -)
+        why = "its cases are its own, at N = 4096; it takes --d and --json"
+        options.only_with(ctx, "--variants", ("variants", "d", "json_path", "quiet"), why)
         from gpu.lab import compare_variants
 
-        lines = []
-        report = compare_variants.run_compare((d,), progress=lines.append, command=options.command_line())
-        if not emit_json(report, json_path, indent=1):
-            console.print("\n".join(lines), highlight=False)
+        out = Console(stderr=True) if json_path == "-" else console
+        report = compare_variants.run_compare(
+            (d,), progress=lambda line: out.print(line, highlight=False), command=options.command_line()
+        )  # fmt: skip
+        emit_json(report, json_path, indent=1)
         return
     kernel = None if kernel is None else int(kernel)
     from gpu import backward as gpu_backward
