@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from math import ceil
 
 import click
-from click.core import ParameterSource
 
 from sim.algorithms import registry
 from sim.algorithms.registry import get
 from sim.api import reference
+from sim.cli.options import typed
 from sim.core.dtypes import DTYPES, F
 from sim.core.errors import InputError
 from sim.core.format import count, duration, human_bytes
@@ -285,7 +285,7 @@ def guard(
 def culprit(ctx: click.Context, small_blocks: bool) -> str:
     """The option to name in a refusal: with small blocks, the block or SRAM option given (else --hardware);
     otherwise the size option given that is largest against its default (else --n)."""
-    given = {p.name: p for p in ctx.command.params if ctx.get_parameter_source(p.name) is ParameterSource.COMMANDLINE}
+    given = typed(ctx)
     if small_blocks:
         for name in ("block_rows", "block_cols", "sram_bytes", "hardware_name", "blocks"):
             if name in given:

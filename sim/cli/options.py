@@ -163,13 +163,21 @@ QUIET = click.option(
 )
 
 
+def typed(ctx: click.Context | None) -> dict[str, click.Parameter]:
+    """The parameters the user typed on the command line (the CLI reads no environment variables), by name, in the
+    command's order: what a refusal may name."""
+    if ctx is None:
+        return {}
+    source = click.core.ParameterSource.COMMANDLINE
+    return {p.name: p for p in ctx.command.params if ctx.get_parameter_source(p.name) is source}
+
+
 def only_with(ctx: click.Context, flag: str, takes: tuple[str, ...], why: str) -> None:
-    """UsageError naming the first option given (command line or environment) that `flag` cannot honour: all but
-    the parameters named in `takes`; nothing given is ever dropped without a word."""
-    given = (click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT)
-    for param in ctx.command.params:
-        if param.name not in takes and ctx.get_parameter_source(param.name) in given:
-            raise click.UsageError(f"{param.opts[0]}: not with {flag} ({why})")
+    """UsageError naming the first option typed that `flag` cannot honour (all but the parameters named in `takes`):
+    nothing given is ever dropped without a word."""
+    refused = [p for name, p in typed(ctx).items() if name not in takes]
+    if refused:
+        raise click.UsageError(f"{refused[0].opts[0]}: not with {flag} ({why})")
 
 
 def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:

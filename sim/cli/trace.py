@@ -83,7 +83,7 @@ def trace_command(
     if step is not None and play:
         raise InputError("--step, --play: choose one")
     if load_path:
-        given = [o for o in RUN_OPTIONS if ctx.get_parameter_source(o) is ParameterSource.COMMANDLINE]
+        given = [o for o in RUN_OPTIONS if o in options.typed(ctx)]
         if given:
             option = given[0].removesuffix("_name").replace("_", "-")
             raise InputError(f"--load: the trace file fixes the run; drop --{option}")

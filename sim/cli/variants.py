@@ -12,7 +12,7 @@ import sim
 from sim.algorithms import iomodel_variants
 from sim.api import gradient_tolerance, reference_variants, tolerance
 from sim.api.inputs import configure_shape, random_inputs
-from sim.cli.options import POSITIVE, FloatRange, console, emit_json
+from sim.cli.options import POSITIVE, FloatRange, console, emit_json, typed
 from sim.core.dtypes import DTYPES, itemsize
 from sim.core.errors import InputError
 from sim.core.format import count, human_bytes
@@ -95,11 +95,10 @@ def shape(seqlens, n: int, nk, batch: int) -> tuple[int, int | None, int]:
     --batch typed beside --seqlens is refused in one line (it would be ignored)."""
     if seqlens is None:
         return n, nk, batch
-    ctx = click.get_current_context(silent=True)
-    typed = [f"--{name}" for name in ("n", "nk", "batch") if ctx and name in ctx.params
-             and ctx.get_parameter_source(name) not in (None, click.core.ParameterSource.DEFAULT)]  # fmt: skip
-    if typed:
-        raise InputError(f"--seqlens: sets N, Nk and the batch itself; drop {' and '.join(typed)}")
+    given = typed(click.get_current_context(silent=True))
+    dropped = [f"--{name}" for name in ("n", "nk", "batch") if name in given]
+    if dropped:
+        raise InputError(f"--seqlens: sets N, Nk and the batch itself; drop {' and '.join(dropped)}")
     return max(seqlens), max(seqlens), len(seqlens)
 
 
