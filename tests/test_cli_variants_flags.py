@@ -14,7 +14,7 @@ from sim.cli import app
 # options each command has but --variants cannot honour, with a value a user might give
 BENCH_REFUSED = [["--kernel", "3"], ["--kernel", "6"], ["--markdown", "table.md"]]
 COMPARE_REFUSED = [["--n", "64"], ["--nk", "300"], ["--batch", "2"], ["--heads", "4"], ["--dtype", "bf16"],
-                   ["--causal"], ["--kernel", "7"], ["--backward"], ["--no-counters"]]  # fmt: skip
+                   ["--causal"], ["--kernel", "7"], ["--no-counters"]]  # fmt: skip
 
 
 @pytest.fixture
@@ -28,8 +28,8 @@ def recorders(monkeypatch):
         progress("bench row")
         return {"kind": "bench-variants", "rows": []}
 
-    def run_compare(ds, *, progress, command):
-        calls.append(("compare", ds))
+    def run_compare(ds, *, direction, progress, command):
+        calls.append(("compare", ds, direction))
         for line in ("d=64 gqa 8: read ×1.000, write ×1.000", "d=64 softcap: read ×1.001, write ×1.000"):
             progress(line)
         return {"kind": "compare-variants", "rows": [{"case": "gqa 8"}]}
@@ -48,7 +48,7 @@ def test_an_option_variants_cannot_honour_is_refused_in_one_line(case, before):
     result = CliRunner().invoke(app, args)  # (no recorder: a refusal comes before any GPU work)
     assert result.exit_code == 2, result.output
     why = ("they time the public call, as lines or --json" if command[0] == "bench"
-           else "its cases are its own, at N = 4096; it takes --d and --json")  # fmt: skip
+           else "its cases are its own, at N = 4096; it takes --d, --backward and --json")  # fmt: skip
     assert result.stderr == f"error: flashsim {' '.join(command)}: {option[0]}: not with --variants ({why})\n"
     assert result.stdout == ""
 
@@ -56,7 +56,7 @@ def test_an_option_variants_cannot_honour_is_refused_in_one_line(case, before):
 def test_compare_variants_takes_d_and_prints_each_case_as_measured(recorders):
     result = CliRunner().invoke(app, ["compare", "--variants", "--d", "128", "--quiet"])
     assert result.exit_code == 0, result.output
-    assert recorders == [("compare", (128,))]
+    assert recorders == [("compare", (128,), "forward")]
     lines = ["d=64 gqa 8: read ×1.000, write ×1.000", "d=64 softcap: read ×1.001, write ×1.000"]
     assert result.stdout.splitlines() == lines
 
@@ -64,6 +64,12 @@ def test_compare_variants_takes_d_and_prints_each_case_as_measured(recorders):
 def test_compare_variants_json_on_stdout_keeps_the_lines_on_stderr(recorders):
     result = CliRunner().invoke(app, ["compare", "--variants", "--json", "-"])
     assert result.exit_code == 0, result.output
-    assert recorders == [("compare", (64,))]  # --d's default
+    assert recorders == [("compare", (64,), "forward")]  # --d's default
     assert json.loads(result.stdout)["rows"] == [{"case": "gqa 8"}]
     assert len(result.stderr.splitlines()) == 2
+
+
+def test_compare_variants_backward_reaches_the_comparison(recorders):
+    result = CliRunner().invoke(app, ["compare", "--variants", "--backward", "--d", "64", "--quiet"])
+    assert result.exit_code == 0, result.output
+    assert recorders == [("compare", (64,), "backward")]

@@ -160,3 +160,37 @@ def test_count_with_kv_heads_equals_the_closed_form(pack):
     g = sim.count_backward("flash2", n=100, nk=120, d=16, batch=3, heads=8, kv_heads=2, block_rows=16, block_cols=32,
                            **options)  # fmt: skip
     assert counts(g) == counts(iv.gqa("flash2", 3, 8, 2, 100, 120, 16, 2, 16, 32, backward=True, **variant))
+
+
+def sees(p, c, N, Nk, causal, window):
+    """Whether query position p sees key c: the diagonal c = p + Nk − N, a window (left, right) around it."""
+    diagonal = p + Nk - N
+    left, right = window if window is not None else (None, None)
+    right = 0 if causal and (right is None or right > 0) else right
+    return (left is None or c >= diagonal - left) and (right is None or c <= diagonal + right)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    B=st.integers(1, 2), Hkv=st.integers(1, 2), g=st.integers(1, 3), N=st.integers(1, 20), Nk=st.integers(1, 20),
+    d=st.integers(1, 4), s=st.sampled_from([2, 4]), Br=st.integers(1, 8), Bc=st.integers(1, 8), causal=st.booleans(),
+    window=st.one_of(st.none(), st.tuples(st.integers(0, 12), st.integers(0, 12))),
+)  # fmt: skip
+def test_grouped_backward_counts_each_visit(B, Hkv, g, N, Nk, d, s, Br, Bc, causal, window):
+    # the GPU kernels' schedule walked by hand: per K/V head and K/V block j, K_j and V_j read once and dK_j, dV_j
+    # written once; per query head of the group and Q block i that some (row, key) pair of the tile lets meet,
+    # Q_i, dO_i, dQ_i read, L_i, D_i (float32) read, dQ_i written back; the pre-pass reads O, dO and writes D, dQ = 0
+    reads = writes = 0
+    for j0 in range(0, Nk, Bc):
+        cols = min(Bc, Nk - j0)
+        reads, writes = reads + 2 * s * cols * d, writes + 2 * s * cols * d
+        for i0 in range(0, N, Br):
+            rows = min(Br, N - i0)
+            if any(sees(p, c, N, Nk, causal, window) for p in range(i0, i0 + rows) for c in range(j0, j0 + cols)):
+                reads, writes = reads + g * (3 * s * rows * d + 2 * 4 * rows), writes + g * s * rows * d
+    (_, pre), (_, main) = iv.grouped_backward(B, g * Hkv, Hkv, N, Nk, d, s, Br, Bc, causal=causal, window=window)
+    assert (main.hbm_read_bytes, main.hbm_write_bytes) == (B * Hkv * reads, B * Hkv * writes)
+    assert (pre.hbm_read_bytes, pre.hbm_write_bytes) == (B * g * Hkv * 2 * s * N * d, B * g * Hkv * (s * d + 4) * N)
+    # the arithmetic is the per-head pass's: the group shares bytes, not work
+    per_head = iv.gqa("flash2", B, g * Hkv, Hkv, N, Nk, d, s, Br, Bc, causal=causal, window=window, backward=True)
+    assert main.flops + pre.flops == per_head.flops and main.exps == per_head.exps

@@ -1,16 +1,17 @@
 """The forward's variants timed beside what a PyTorch user has for the same computation (issue 25's targets):
 GQA (Hq/Hkv = 8) against SDPA with enable_gqa (each backend that takes it; the best counts); a sliding window
 (1024 and 4096 keys to the left, causal), ALiBi and softcap against FlexAttention (torch.compile'd once per score or
-mask function, block mask built once, then timed); a packed batch (lengths spread 2×) against SDPA's flash backend on
-the same batch padded to its longest sequence. 16k tokens a batch, hidden 2048 (heads = 2048/d), fp16 or bf16.
-With --backward, the training step instead: forward and backward through autograd (gpu.autograd.attention: the
-backward's rung 7 for GQA and windows, rung 5 for ALiBi, softcap and packed batches) against the same step through
-SDPA's backends and FlexAttention (its backward compiled with its forward).
+mask function, block mask built once, then timed); a packed batch (lengths spread 2×) against SDPA's flash and cuDNN
+backends and its default (the backend PyTorch picks) on the same batch padded to its longest sequence. 16k tokens a
+batch, hidden 2048 (heads = 2048/d), fp16 or bf16. With --backward, the training step instead: forward and backward
+through autograd (gpu.autograd.attention: the backward's rung 7 for GQA, windows and packed batches, rung 5 for ALiBi
+and softcap) against the same step through SDPA's backends and FlexAttention (its backward compiled with its forward).
 
 `python -m gpu.lab.bench_variants [--json PATH] [--ns 4096 8192] [--dtype bfloat16] [--backward]`: one line a row,
 and the report as JSON."""
 
 import argparse
+import contextlib
 import shlex
 import sys
 from functools import partial
@@ -128,9 +129,10 @@ def rows_for(n: int, d: int, flex, progress, only: str | None = None, dtype: str
         q, k, v, kw = make_inputs(0, heads, 0, 0, d, dtype, {"seqlens_q": lengths, "seqlens_k": lengths})
         pq, pk, pv = (as_torch(x) for x in make_inputs(len(lengths), heads, n, n, d, dtype, {})[:3])
         ours = partial(flash_attention, q, k, v, causal=causal, **kw)
-        packed_row("varlen 2x", ours, {"flash_attention": _sdpa(pq, pk, pv, causal, "FLASH_ATTENTION"),
-            "cudnn_attention": _sdpa(pq, pk, pv, causal, "CUDNN_ATTENTION")}, "SDPA on the padded batch", causal,
-            flops([(x, x) for x in lengths], heads, d, causal), 1.2)  # fmt: skip
+        theirs = {b.lower(): _sdpa(pq, pk, pv, causal, b) for b in ("FLASH_ATTENTION", "CUDNN_ATTENTION")}
+        theirs["default"] = _sdpa(pq, pk, pv, causal, None)
+        packed_row("varlen 2x", ours, theirs, "SDPA on the padded batch", causal,
+                   flops([(x, x) for x in lengths], heads, d, causal), 1.2)  # fmt: skip
     return out
 
 
@@ -165,7 +167,7 @@ def backward_rows(n: int, d: int, flex, progress, only: str | None = None, dtype
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
         def fn(q, k, v):
-            with sdpa_kernel(getattr(SDPBackend, backend)):
+            with sdpa_kernel(getattr(SDPBackend, backend)) if backend else contextlib.nullcontext():
                 gqa = k.shape[1] != q.shape[1]
                 return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
 
@@ -210,22 +212,23 @@ def backward_rows(n: int, d: int, flex, progress, only: str | None = None, dtype
     ins, do = leaves(q, k, v), torch.randn_like(as_torch(q))
     padded = leaves(*make_inputs(len(lengths), heads, n, n, d, dtype, {})[:3])
     pdo = torch.randn_like(padded[0])
-    theirs = {b.lower(): sdpa_step(padded, pdo, b) for b in backends[:2]}
+    theirs = {b.lower(): sdpa_step(padded, pdo, b) for b in backends[:2]} | {"default": sdpa_step(padded, pdo, None)}
     packed_row = partial(_timed_row, out, progress, only, key | {"batch": len(lengths), "lengths": lengths})
     packed_row("varlen 2x", step(partial(attention, causal=True, **kw), ins, do), theirs, "SDPA on the padded batch",
                True, 3.5 * flops([(x, x) for x in lengths], heads, d, True), 1.2)  # fmt: skip
     return out
 
 
-def _sdpa(q, k, v, causal: bool, backend: str):
-    """SDPA with one backend on torch tensors (enable_gqa where k has fewer heads), or None where it refuses."""
+def _sdpa(q, k, v, causal: bool, backend: str | None):
+    """SDPA with one backend (None: the one PyTorch picks) on torch tensors (enable_gqa where k has fewer heads), or
+    None where it refuses."""
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     gqa = k.shape[1] != q.shape[1]
 
     def call():
-        with sdpa_kernel(getattr(SDPBackend, backend)):
+        with sdpa_kernel(getattr(SDPBackend, backend)) if backend else contextlib.nullcontext():
             return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
 
     try:

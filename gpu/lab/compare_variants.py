@@ -1,9 +1,14 @@
-"""The forward's variants, bytes predicted against bytes measured: the simulator's closed form of the same pass
-(sim.algorithms.iomodel_variants.gqa with the kernel's Br, Bc: per-head GQA schedule, window block skipping, a packed
-batch summed sequence by sequence) beside the L2 → SM bytes Nsight Compute counts for one launch of the kernel.
+"""The variants, bytes predicted against bytes measured: the simulator's closed form of the same pass with the kernel's
+Br, Bc (sim.algorithms.iomodel_variants: the forward per head, the backward in the grouped schedule its kernels walk;
+window block skipping; a packed batch summed sequence by sequence) beside the L2 → SM bytes Nsight Compute counts for
+one launch of the kernel.
 
-`python -m gpu.lab.compare_variants [--json PATH]` runs CASES at N = 4096 on the default forward rung for d = 64 and
-128 and prints one line a case; a ratio within 1 ± AGREE (5%) agrees."""
+`python -m gpu.lab.compare_variants [--backward] [--json PATH]` runs CASES at N = 4096 on the default rung for each
+head dim and variant (forward: rung 6; backward: rung 7, or rung 5 where rung 7 does not take the variant) and prints
+one line a case; a ratio within 1 ± AGREE (5%) agrees. The backward's main kernel: its reads less dQ_i (never read:
+the kernels add into a float32 copy in L2), those additions (float32, once per tile pair), and its writes of dK_j,
+dV_j as the code stores them (rung 7: four bytes a lane, a quad's 16 bytes of a row in a 32-byte sector of its own,
+so L2 counts twice the bytes in sectors; gpu.lab.check_report.l2_counts)."""
 
 import argparse
 import shlex
@@ -12,7 +17,8 @@ import sys
 from gpu import device, flash, registry
 from gpu.lab import counters, results
 from gpu.lab.compare import AGREE
-from sim.algorithms.iomodel_variants import gqa
+from sim.algorithms.iomodel_variants import gqa, grouped_backward
+from sim.core.dtypes import F
 
 N, HEADS, DTYPE = 4096, 16, "float16"
 SPREAD = [4096, 2048, 3072, 2560, 3584, 2304]  # a packed batch of lengths within 2× of each other
@@ -32,62 +38,98 @@ CASES = {  # name → (causal, variant dict of gpu.lab.variant_checks.make_input
 def predicted(spec: registry.KernelSpec, d: int, causal: bool, variant: dict) -> tuple[int, int]:
     """(read, write) bytes of the simulator's closed form for the kernel's tiling."""
     tiles = spec.default_tiles(d)
-    kv_heads = variant.get("kv_heads", HEADS)
-    kw = dict(causal=causal, window=tuple(variant["window"]) if "window" in variant else None,
-              softcap="softcap" in variant, alibi=bool(variant.get("alibi")))  # fmt: skip
-    lengths = zip(variant.get("seqlens_q", [N]), variant.get("seqlens_k", [N]), strict=True)
     total = [gqa("flash2", 1, HEADS, kv_heads, n, nk, d, 2, tiles.block_rows, tiles.block_cols, **kw)
-             for n, nk in lengths]  # fmt: skip
+             for kv_heads, n, nk, kw in sequences(causal, variant)]  # fmt: skip
     return sum(c.hbm_read_bytes for c in total), sum(c.hbm_write_bytes for c in total)
 
 
-def compare_case(name: str, d: int, kernel=None) -> dict:
+def predicted_backward(spec: registry.KernelSpec, d: int, causal: bool, variant: dict) -> dict[str, int]:
+    """The backward main kernel's bytes in the grouped closed form, as the kernel moves them: "read" less dQ_i,
+    "reduced" (dQ_i's float32 additions), "write" (dK_j, dV_j, in sectors as the rung stores them)."""
+    tiles, out = spec.default_tiles(d), {"read": 0, "reduced": 0, "write": 0}
+    for kv_heads, n, nk, kw in sequences(causal, variant):
+        _, main = grouped_backward(1, HEADS, kv_heads, n, nk, d, 2, tiles.block_rows, tiles.block_cols, **kw)[1]
+        grads = 2 * 2 * nk * d * kv_heads  # dK, dV of the sequence's K/V heads, fp16
+        dq = main.hbm_write_bytes - grads  # dQ_i written back once per tile pair, as often read
+        out["read"] += main.hbm_read_bytes - dq
+        out["reduced"] += dq * F // 2
+        out["write"] += grads * (2 if spec.tma else 1)
+    return out
+
+
+def sequences(causal: bool, variant: dict):
+    """(K/V heads, N, Nk, the closed form's keywords) of each sequence of a case (one unless packed)."""
+    kw = dict(causal=causal, window=tuple(variant["window"]) if "window" in variant else None,
+              softcap="softcap" in variant, alibi=bool(variant.get("alibi")))  # fmt: skip
+    lengths = zip(variant.get("seqlens_q", [N]), variant.get("seqlens_k", [N]), strict=True)
+    return [(variant.get("kv_heads", HEADS), n, nk, kw) for n, nk in lengths]
+
+
+def kinds(variant: dict) -> tuple[str, ...]:
+    """The case's variants by gpu.registry.VARIANTS' names (which rung runs it)."""
+    used = {"gqa": variant.get("kv_heads", HEADS) < HEADS, "window": "window" in variant,
+            "alibi": bool(variant.get("alibi")), "softcap": "softcap" in variant, "packed": "seqlens_q" in variant}
+    return tuple(name for name, on in used.items() if on)  # fmt: skip
+
+
+def compare_case(name: str, d: int, kernel=None, direction: str = "forward") -> dict:
     """One case: the closed form's bytes, ncu's L2-level bytes and their ratios."""
     causal, variant = CASES[name]
-    spec = flash.resolve(kernel, d)
-    read, write = predicted(spec, d, causal, variant)
+    forward = direction == "forward"
+    spec = flash.resolve(kernel, d) if forward else registry.backward(kernel, d, device.capability(), kinds(variant))
     shape = dict(n=N, nk=N, d=d, batch=1, heads=HEADS, dtype=DTYPE, causal=causal)
-    measured = counters.measure("forward", spec.rung, **shape, tma=spec.tma, variant=variant or None)
-    row = {"case": name, "d": d, "kernel": spec.rung, "causal": causal, "variant": variant,
-           "predicted": {"read": read, "write": write}}  # fmt: skip
+    measured = counters.measure(direction, spec.rung, **shape, tma=spec.tma and forward, variant=variant or None)
+    row = {"case": name, "d": d, "kernel": spec.rung, "causal": causal, "variant": variant, "direction": direction}
+    if forward:
+        read, write = predicted(spec, d, causal, variant)
+        row["predicted"], keys = {"read": read, "write": write}, {"read": "l2_read_bytes", "write": "l2_write_bytes"}
+    else:
+        row["predicted"] = predicted_backward(spec, d, causal, variant)
+        keys = {"read": "l2_read_bytes", "reduced": "l2_reduction_bytes", "write": "l2_write_bytes"}
     if measured:
         m = measured[spec.function]
         row["measured"] = m
-        row["ratio"] = {"read": m["l2_read_bytes"] / read, "write": m["l2_write_bytes"] / write}
+        row["ratio"] = {what: m[key] / row["predicted"][what] for what, key in keys.items()}
         row["agrees"] = all(abs(r - 1) <= AGREE for r in row["ratio"].values())
     return row
 
 
-def run_compare(ds=(64, 128), *, progress=None, command=None) -> dict:
-    """Every case at each head dim in `ds`: the report (kind "compare-variants"); `progress` gets each row's line."""
+def run_compare(ds=(64, 128), *, direction: str = "forward", progress=None, command=None) -> dict:
+    """Every case at each head dim in `ds`, forward or backward: the report (kind "compare-variants"); `progress` gets
+    each row's line."""
     device.require()
     rows = []
     for d in ds:
         for name in CASES:
             try:
-                row = compare_case(name, d)
+                row = compare_case(name, d, direction=direction)
             except counters.CounterError as e:
-                row = {"case": name, "d": d, "error": str(e)}
+                row = {"case": name, "d": d, "direction": direction, "error": str(e)}
             rows.append(row)
             if progress:
                 progress(describe(row))
-    return {"kind": "compare-variants", "env": results.environment(command), "agree": AGREE, "rows": rows}
+    report = {"kind": "compare-variants", "env": results.environment(command), "agree": AGREE, "rows": rows}
+    return report | {"direction": direction}
 
 
 def describe(row: dict) -> str:
-    """'d=128 gqa 8: read ×1.000, write ×1.000', and '(beyond 5%)' where a ratio is."""
+    """'d=128 gqa 8: read ×1.000, write ×1.000' (the backward's: rung, read, reduced, write), and '(beyond 5%)' where
+    a ratio is."""
     ratio = row.get("ratio")
-    what = f"read ×{ratio['read']:.3f}, write ×{ratio['write']:.3f}" if ratio else row.get("error", "no ncu here")
-    return f"d={row['d']} {row['case']}: {what}{'' if row.get('agrees', True) else '  (beyond 5%)'}"
+    what = ", ".join(f"{k} ×{r:.3f}" for k, r in ratio.items()) if ratio else row.get("error", "no ncu here")
+    rung = f" (rung {row['kernel']})" if row.get("direction") == "backward" and "kernel" in row else ""
+    return f"d={row['d']} {row['case']}{rung}: {what}{'' if row.get('agrees', True) else '  (beyond 5%)'}"
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m gpu.lab.compare_variants")
     parser.add_argument("--json", help="write the report here (gpu/lab/results.py)")
     parser.add_argument("--d", type=int, nargs="+", default=[64, 128])
+    parser.add_argument("--backward", action="store_true", help="the backward's main kernel instead of the forward")
     a = parser.parse_args(argv)
     command = "python -m gpu.lab.compare_variants " + shlex.join(sys.argv[1:] if argv is None else argv)
-    report = run_compare(a.d, progress=lambda line: print(line, flush=True), command=command)
+    direction = "backward" if a.backward else "forward"
+    report = run_compare(a.d, direction=direction, progress=lambda line: print(line, flush=True), command=command)
     if a.json:
         results.write(report, a.json)
 

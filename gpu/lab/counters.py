@@ -51,7 +51,8 @@ def measure(
     """{launched kernel's name: its counters} for one forward (or backward) call on that shape; None without ncu.
 
     `swizzle` runs a forward tensor-core kernel with XOR-swizzled shared-memory rows instead of padded rows;
-    `tma` adds the TMA counters (rung 6, sm_90 only); `variant` (forward): a dict of gpu.lab.variant_checks.make_inputs."""
+    `tma` adds the TMA counters (rung 6, sm_90 only); `variant`: a dict of gpu.lab.variant_checks.make_inputs (a
+    backward variant never rounds dQ in the main kernel: gpu.backward.fused)."""
     metrics = METRICS | (TMA_METRICS if tma else {})
     if ncu_path() is None:
         return None
@@ -61,7 +62,7 @@ def measure(
         if direction == "forward"
         else tuple(k.format(function=spec.function) for k in BACKWARD_KERNELS)
     )
-    if direction == "backward" and backward.fused(spec, spec.tiles(d), batch * heads):
+    if direction == "backward" and not variant and backward.fused(spec, spec.tiles(d), batch * heads):
         names = names[:2]
     sizes = {"n": n, "nk": nk, "d": d, "batch": batch, "heads": heads, "dtype": dtype}
     target = ["-m", "gpu.lab.counters", "--direction", direction, "--kernel", str(kernel)]
@@ -112,22 +113,21 @@ def main(argv=None) -> None:
     parser.add_argument("--dtype", required=True)
     parser.add_argument("--causal", action="store_true")
     parser.add_argument("--swizzle", action="store_true", help="forward: XOR-swizzled shared-memory rows")
-    parser.add_argument("--variant", type=json.loads, help="forward: a variant as JSON (gpu.lab.variant_checks)")
+    parser.add_argument("--variant", type=json.loads, help="a variant as JSON (gpu.lab.variant_checks)")
     a = parser.parse_args(argv)
     if a.variant:
         from gpu.lab.variant_checks import make_inputs
 
         q, k, v, kw = make_inputs(a.batch, a.heads, a.n, a.nk, a.d, a.dtype, a.variant)
-        flash_attention(q, k, v, causal=a.causal, kernel=a.kernel, **kw)
-        device.require().cuda.Device().synchronize()
-        return
-    q, k, v = random_qkv(a.batch, a.heads, a.n, a.nk, a.d, a.dtype, seed=0)
+    else:
+        q, k, v = random_qkv(a.batch, a.heads, a.n, a.nk, a.d, a.dtype, seed=0)
+        kw = {}
     if a.direction == "forward":
         tiles = dataclasses.replace(registry.forward(a.kernel).default_tiles(a.d), swizzle=True) if a.swizzle else None
-        flash_attention(q, k, v, causal=a.causal, kernel=a.kernel, tiles=tiles)
+        flash_attention(q, k, v, causal=a.causal, kernel=a.kernel, tiles=tiles, **kw)
     else:
-        o, lse = flash_attention(q, k, v, causal=a.causal, return_lse=True)
-        flash_attention_backward(q, k, v, o, lse, random_like(q, 1), causal=a.causal, kernel=a.kernel)
+        o, lse = flash_attention(q, k, v, causal=a.causal, return_lse=True, **kw)
+        flash_attention_backward(q, k, v, o, lse, random_like(q, 1), causal=a.causal, kernel=a.kernel, **kw)
     device.require().cuda.Device().synchronize()
 
 

@@ -6,6 +6,9 @@ one program, then summed over the programs a pass launches. g = Hq / Hkv query h
             dK_h, dV_h and a kernel of its own sums them over the group (`group_sum`);
   packed    B·Hkv programs of g·N interleaved rows (rule.group = g), K, V read once per Q block of the
             group; the backward accumulates the group's dK_j, dV_j on chip.
+  grouped   (the backward only; the GPU kernels', FlashAttention-3's) B·Hkv programs per K/V block j, each walking
+            its g query heads' Q blocks one head after the other: each head masked as its own, K_j, V_j read and
+            dK_j, dV_j written once per K/V head, summed on chip.
 """
 
 from math import ceil
@@ -50,6 +53,19 @@ def gqa(
     one = sum_counts(c for _, c in program(algorithm, N, Nk, d, s, Br, Bc, backward=backward, **variant))
     total = one.times(B * Hq)
     return total + group_sum(Nk, d, s, g).times(B * Hkv) if backward and g > 1 else total
+
+
+def grouped_backward(
+    B: int, Hq: int, Hkv: int, N: int, Nk: int, d: int, s: int, Br: int, Bc: int, **variant
+) -> Kernels:  # fmt: skip
+    """The backward's kernels in the grouped schedule (`variant`: `program`'s): the per-head pass's, less the
+    K_j, V_j reads and dK_j, dV_j writes of the g − 1 heads that share them (no `group_sum`)."""
+    shared = 2 * s * Nk * d * B * (Hq - Hkv)  # K and V of a K/V head, one way, for each head past the first
+    (prepass, pre), (name, main) = program("flash2", N, Nk, d, s, Br, Bc, backward=True, **variant)
+    main = main.times(B * Hq)
+    grouped = Counts(main.hbm_read_bytes - shared, main.hbm_write_bytes - shared, main.flops, main.exps,
+                     main.elementwise)  # fmt: skip
+    return [(prepass, pre.times(B * Hq)), (name, grouped)]
 
 
 def skipped_tiles(N: int, Nk: int, Br: int, Bc: int, causal=False, window=None, group: int = 1) -> int:

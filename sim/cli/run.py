@@ -186,7 +186,8 @@ def run_backward(work, result, seed: int, config: dict, forward_bound: float | N
 @click.option("--no-counters", is_flag=True, help="Do not run Nsight Compute (time only).")
 @click.option(
     "--variants", is_flag=True,
-    help="Each forward variant's closed-form bytes against ncu at N = 4096 (gpu/lab/compare_variants.py; takes --d).",
+    help="Each variant's closed-form bytes against ncu at N = 4096, forward or (--backward) backward "
+    "(gpu/lab/compare_variants.py; takes --d).",
 )  # fmt: skip
 @options.JSON_REPORT
 @options.QUIET
@@ -196,13 +197,14 @@ def compare_command(
 ) -> None:
     """Run the simulator with a GPU kernel's own tiling and the kernel on the same inputs: errors, bytes, time."""
     if variants:  # its own cases at N = 4096, a line each as Nsight Compute measures it (stderr with --json -)
-        why = "its cases are its own, at N = 4096; it takes --d and --json"
-        options.only_with(ctx, "--variants", ("variants", "d", "json_path", "quiet"), why)
+        why = "its cases are its own, at N = 4096; it takes --d, --backward and --json"
+        options.only_with(ctx, "--variants", ("variants", "d", "backward", "json_path", "quiet"), why)
         from gpu.lab import compare_variants
 
         out = Console(stderr=True) if json_path == "-" else console
         report = compare_variants.run_compare(
-            (d,), progress=lambda line: out.print(line, highlight=False), command=options.command_line()
+            (d,), direction="backward" if backward else "forward",
+            progress=lambda line: out.print(line, highlight=False), command=options.command_line(),
         )  # fmt: skip
         emit_json(report, json_path, indent=1)
         return
