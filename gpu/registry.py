@@ -115,7 +115,7 @@ BACKWARD = {
                     variants=VARIANTS),
     7: _backward(7, "07_flash2_backward_wgmma.cu", "wgmma", dtypes=HALF, tensor_cores=True,
                        default_tiles=geometry.backward_wg_tiles, defines_of=geometry.backward_wg_defines, smem_of=geometry.backward_wg_smem,
-                       arch="sm_90a", head_dims=(64, 128), tma=True, variants=("gqa", "window", "packed")),
+                       arch="sm_90a", head_dims=(64, 128), tma=True, variants=VARIANTS),
 }  # fmt: skip
 DEFAULT_BACKWARD = 5  # the default on every GPU, and for every head dim …
 HOPPER_BACKWARD = 7  # … except on sm_90 at the head dims where rung 7 measured faster than rung 5

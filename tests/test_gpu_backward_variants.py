@@ -1,5 +1,5 @@
-"""The backward's variants on rung 5 (GQA, window, ALiBi, softcap, packed batches, and their combinations) and on rung 7
-(GQA, the window and packed batches; sm_90): dQ, dK, dV
+"""The backward's variants on rung 5 and on rung 7 (sm_90): GQA, window, ALiBi, softcap, packed batches, and their
+combinations; dQ, dK, dV
 against float64 from the definition (sim.api.reference_variants, NumPy on the host: it shares no code with the
 kernels or gpu/variants.py) by the FlashAttention project's criterion as tests/test_gpu_backward.py states it,
 max|g − g_ref| ≤ 2·max|g_standard − g_ref| + 1e-3, g_standard from standard attention's backward in the storage dtype
@@ -26,7 +26,7 @@ from sim.core.errors import InputError
 CASES = {**variant_checks.CASES, "alibi per batch": {"alibi": True}}
 PACKED = variant_checks.PACKED
 SETUPS = [(64, "float16"), (128, "bfloat16")]  # (d, dtype)
-RUNG7 = {"gqa", "window", "packed"}  # what rung 7 takes
+RUNG7 = {"gqa", "window", "alibi", "softcap", "packed"}  # what rung 7 takes: every variant
 # rung 7's packed cases beside PACKED's: GQA and a window with ragged lengths, and sequences of several Q and K/V
 # blocks (items > STAGES, N ≠ Nk both ways, one sequence of one row between longer ones)
 PACKED7 = {
@@ -147,8 +147,6 @@ def _host(x) -> np.ndarray:
 @pytest.mark.parametrize("setup", SETUPS, ids=lambda s: f"d{s[0]}-{s[1]}")
 @pytest.mark.parametrize("rung", [5, 7])
 def test_variant_backward(rung, setup, case, shape, causal):
-    if rung == 7 and not {"kv_heads", "window"} >= set(CASES[case]):
-        pytest.skip("rung 7 takes GQA, the window and packed batches")
     _gpu(rung)
     import gpu
 
@@ -167,8 +165,6 @@ def test_variant_backward(rung, setup, case, shape, causal):
 @pytest.mark.parametrize("rung", [5, 7])
 def test_packed_backward(rung, setup, case, causal):
     cases = {**PACKED, **PACKED7}
-    if rung == 7 and not {"kv_heads", "window", "seqlens_q", "seqlens_k"} >= set(cases[case]):
-        pytest.skip("rung 7 takes GQA, the window and packed batches")
     _gpu(rung)
     import gpu
     from gpu.lab.checks import random_like
@@ -262,8 +258,6 @@ def test_hostile_arguments_on_the_device():
     with pytest.raises(InputError, match=r"^kernel: rung 4 does not take gqa \(rung 5 takes every variant\)$"):
         gpu.flash_attention_backward(q, k, v, o, lse, random_like(q, 2), kernel=4)
     if device.capability() == "9.0":
-        with pytest.raises(InputError, match=r"^kernel: rung 7 does not take softcap \(rung 5 takes every variant\)$"):
-            gpu.flash_attention_backward(q, k, v, o, lse, random_like(q, 2), kernel=7, softcap=2.0)
         with pytest.raises(InputError, match=r"^deterministic: not with a window"):
             gpu.flash_attention_backward(q, k, v, o, lse, random_like(q, 2), window=(9, 0), deterministic=True)
 
@@ -356,9 +350,12 @@ def test_every_variant_build_compiles(tmp_path, arch, case):
 @pytest.mark.parametrize("packed", [0, 1])
 @pytest.mark.parametrize("deterministic", [0, 1])
 @pytest.mark.parametrize("d", [64, 128])
-def test_every_rung7_variant_build_compiles(tmp_path, d, deterministic, packed):
+@pytest.mark.parametrize("scored", ["", "softcap", "alibi", "softcap alibi"])
+def test_every_rung7_variant_build_compiles(tmp_path, d, deterministic, packed, scored):
     spec = registry.backward(7)
     cu = object() if packed else None
-    build = variants.Variant(group=2, window=(5, 0), cu_seqlens_q=cu, cu_seqlens_k=cu).defines()
+    build = variants.Variant(group=2, window=(5, 0), cu_seqlens_q=cu, cu_seqlens_k=cu,
+                             softcap=1.0 if "softcap" in scored else None,
+                             slopes=object() if "alibi" in scored else None).defines()  # fmt: skip
     build |= {"DETERMINISTIC": deterministic}
     _compile(tmp_path, spec, "sm_90a", spec.defines(d, "float16" if d == 64 else "bfloat16", None) | build)

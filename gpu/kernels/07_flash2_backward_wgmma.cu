@@ -145,8 +145,8 @@
 // 128, N 1K–16K, causal and not, GQA; interleaved, public call), i.e. no cost measured.
 //
 // Variants (run 34: their tests passed, memcheck 0 errors; racecheck: the mbarrier false positive above; not
-// timed): GQA and the window (variants.cuh, gpu/variants.py's VARIANTS define; packed batches since run 46, below;
-// rung 5 takes the rest, softcap and ALiBi). GQA:
+// timed): GQA and the window (variants.cuh, gpu/variants.py's VARIANTS define; packed batches since run 46, softcap and
+// ALiBi since run 47, below). GQA:
 // the thread block of K/V block j of K/V head hkv walks the Q blocks of its g query heads one after the other
 // through the same stages, so dK_j, dV_j sum the g heads in registers; grid (Tc, B·Hkv). The window: only the Q
 // blocks some row of which sees a key of K_j (seen_q_blocks), the mask where a tile is not fully seen.
@@ -168,6 +168,14 @@
 // padded batch): d 64 1.35, 1.57, 1.63 and d 128 1.24, 1.36, 1.49 at N = 4096, 8192, 16384, where rung 5 had given
 // 0.88–0.96 and 0.76–0.82. First build wrong everywhere (dv too): the pre-pass read L as (total_q, Hq); it is the
 // forward's (Hq, total_q).
+//
+// Run 47 (lead, H100): softcap and ALiBi (SCORED), so that every variant runs here. Line 11 scores S_ij as the forward
+// does (variants.cuh's `scored`: τ·log2 e, c·tanh(x/c), minus slope·|p + Nk − N − c|); line 14's softcap chain rule
+// needs 1 − tanh²(x/c) per element, which rung 5 keeps from line 11 in registers: here the accumulators leave no room
+// (d = 128: 32 more a thread past 240), so it is taken back from P_ij, tanh = (log2 P_ij + L_i log2 e + bias) / (c
+// log2 e), one lg2.approx an element; where P_ij = 0 it is clamped to |tanh| = 1 (dS_ij is 0 there anyway). Every
+// other build's PTX is byte-identical (plain, GQA/window, packed, atomics, deterministic; d 64 and 128). nvcc, sm_90a:
+// no spill at d = 128; at d = 64 softcap 0 bytes (packed 8), ALiBi 4, both 164 (packed 116).
 //
 // Injected #defines: HEAD_DIM (64 or 128), BR (64, or 128 at d = 64 with SPLIT_DQ), STAGES (Q_i/dO_i stages in
 // SRAM), SPLIT_DQ (see "dQ"), DQ_TMA (1: TMA reduce-adds, 0: atomics), DETERMINISTIC, STORAGE (1 fp16, 2 bf16),
@@ -199,14 +207,11 @@
 #define REG_PRODUCER 24
 #define REG_CONSUMER 240  // 128 · 24 + 256 · 240 ≤ 65536
 
-#include "common.cuh"  // NEG_INF, LOG2E, pack2, exp2_approx, accumulators_to_a, atomic_add_f32x2
+#include "common.cuh"  // NEG_INF, LOG2E, pack2, exp2_approx, log2_approx, accumulators_to_a, atomic_add_f32x2
 #include "hopper.cuh"  // TMA, bulk copies and reductions, mbarrier, wgmma, setmaxnreg
-#include "variants.cuh"  // GQA and the window: only what the launcher's #defines ask for
+#include "variants.cuh"  // GQA, the window, packed batches, softcap, ALiBi: only what the launcher's #defines ask for
 #ifndef VARIANT_PARAMS
 #define VARIANT_PARAMS
-#endif
-#if SCORED
-#error "rung 7 takes GQA, the window and packed batches (softcap, ALiBi: rung 5)"
 #endif
 
 #define KV_FULL (bar)                             // mbarrier: K_j and V_j have arrived
@@ -447,6 +452,9 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
     const int key = c0 + c * 64 + warp * 16 + g;  // this lane's first key
     const u32 k_rows = sK + c * 64 * 128, v_rows = sV + c * 64 * 128;  // this warpgroup's rows of K_j, V_j
     const float scale_log2 = scale * LOG2E;
+#if SCORED
+    const float inv_cap = SOFTCAP ? 1.f / cap : 0.f;  // cap: c·log2 e
+#endif
 
     // line 7: dK_j = 0, dV_j = 0 in registers
     float dk[NACC], dv[NACC];
@@ -502,8 +510,12 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
             keep(st);
 
             // line 11: P_ijᵀ = exp(τ S_ijᵀ − L_i), base 2; 0 for keys past Nk, queries past N and hidden pairs (a
-            // query that sees no key has L = −∞: all its pairs are hidden, so its +∞ is replaced, never used)
+            // query that sees no key has L = −∞: all its pairs are hidden, so its +∞ is replaced, never used);
+            // SCORED: S_ij as the forward scores it (variants.cuh's `scored`: softcap, then ALiBi, base 2)
             // edge: some pair of the tile is masked; HIDDEN: the pair of query q_e and key k_e is
+#if SCORED
+            const float slope = ALIBI ? slopes[qh] : 0.f;  // slope_h · log2 e of query plane qh = b·Hq + h
+#endif
 #if VARIANTS
             const bool edge = r0 + BR > N || !fully_seen(c0, r0, r0 + BR - 1, Nk, shift, left, right);
 #define HIDDEN(q_e, k_e) (q_e >= N || !sees(q_e, k_e, Nk, shift, left, right))
@@ -512,11 +524,17 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
 #define HIDDEN(q_e, k_e) (k_e >= Nk || q_e >= N || (causal && k_e > q_e + shift))
 #endif
             // line 11's element loop, the mask applied where MASKED holds: one source for the bodies below
+#if SCORED  // the score of element (n, e), base 2, less L_i log2 e
+#define SCORE(n, e) \
+    (scored(st[4 * n + e], r0 + qi, key + (e >> 1) * 8, shift, scale_log2, cap, inv_cap, slope) - Lb_i[qi])
+#else
+#define SCORE(n, e) fmaf(st[4 * n + e], scale_log2, -Lb_i[qi])
+#endif
 #define EXPONENTIALS(MASKED)                                                                      \
     _Pragma("unroll") for (int n = 0; n < BR / 8; ++n)                                           \
     _Pragma("unroll") for (int e = 0; e < 4; ++e) {                                              \
         const int qi = n * 8 + 2 * t + (e & 1); /* the query's row in Q_i */                     \
-        float p = exp2_approx(fmaf(st[4 * n + e], scale_log2, -Lb_i[qi]));                       \
+        float p = exp2_approx(SCORE(n, e));                                                      \
         if (MASKED) {                                                                            \
             const int k_e = key + (e >> 1) * 8, q_e = r0 + qi;                                   \
             if (HIDDEN(q_e, k_e)) p = 0.f;                                                       \
@@ -530,16 +548,31 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                 EXPONENTIALS(false)
             }
 #undef EXPONENTIALS
+#undef SCORE
 #undef HIDDEN
             wgmma_wait<0>();
             keep(dpt);
 
-            // line 14: dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), in place of dP_ijᵀ
+            // line 14: dS_ijᵀ = P_ijᵀ ∘ (dP_ijᵀ − D_i), in place of dP_ijᵀ; SOFTCAP: ∘ (1 − tanh²(x/c)), the chain
+            // rule through S = c·tanh(x/c), x = τ q·k. tanh(x/c) is the capped score over c, taken back from P_ij
+            // (log2 P_ij + L_i log2 e, plus the ALiBi bias the score lost) rather than kept from line 11 in Br / 2
+            // more registers a thread, which the accumulators leave no room for; where P_ij = 0 (hidden, or
+            // underflowed) that is −∞, clamped to |tanh| = 1: dS_ij is 0 there either way
 #pragma unroll
             for (int n = 0; n < BR / 8; ++n)
 #pragma unroll
-                for (int e = 0; e < 4; ++e)
+                for (int e = 0; e < 4; ++e) {
                     dpt[4 * n + e] = st[4 * n + e] * (dpt[4 * n + e] - D_i[n * 8 + 2 * t + (e & 1)]);
+#if SOFTCAP
+                    const int qi = n * 8 + 2 * t + (e & 1);
+                    float capped = log2_approx(st[4 * n + e]) + Lb_i[qi];
+#if ALIBI
+                    capped += slope * fabsf((float)(r0 + qi + shift - key - (e >> 1) * 8));
+#endif
+                    const float tc = fminf(1.f, fabsf(capped * inv_cap));
+                    dpt[4 * n + e] *= 1.f - tc * tc;
+#endif
+                }
 
 #pragma unroll
             for (int kk = 0; kk < BR / 16; ++kk) {

@@ -56,6 +56,12 @@ __device__ __forceinline__ float exp2_approx(float x) {
     return y;
 }
 
+__device__ __forceinline__ float log2_approx(float x) {
+    float y;
+    asm("lg2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // *p += (a, b) for two adjacent floats in HBM: one vector reduction on sm_90, two atomics before
 __device__ __forceinline__ void atomic_add_f32x2(float* p, float a, float b) {
 #if __CUDA_ARCH__ >= 900

@@ -4,8 +4,7 @@ GQA (Hq/Hkv = 8) against SDPA with enable_gqa (each backend that takes it; the b
 mask function, block mask built once, then timed); a packed batch (lengths spread 2×) against SDPA's flash and cuDNN
 backends and its default (the backend PyTorch picks) on the same batch padded to its longest sequence. 16k tokens a
 batch, hidden 2048 (heads = 2048/d), fp16 or bf16. With --backward, the training step instead: forward and backward
-through autograd (gpu.autograd.attention: the backward's rung 7 for GQA, windows and packed batches, rung 5 for ALiBi
-and softcap) against the same step through SDPA's backends and FlexAttention (its backward compiled with its forward).
+through autograd (gpu.autograd.attention: the backward's rung 7 for every variant) against the same step through SDPA's backends and FlexAttention (its backward compiled with its forward).
 
 `python -m gpu.lab.bench_variants [--json PATH] [--ns 4096 8192] [--dtype bfloat16] [--backward]`: one line a row,
 and the report as JSON."""

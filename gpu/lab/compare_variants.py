@@ -4,11 +4,14 @@ window block skipping; a packed batch summed sequence by sequence) beside the L2
 one launch of the kernel.
 
 `python -m gpu.lab.compare_variants [--backward] [--json PATH]` runs CASES at N = 4096 on the default rung for each
-head dim and variant (forward: rung 6; backward: rung 7, or rung 5 where rung 7 does not take the variant) and prints
+head dim and variant (forward: rung 6; backward: rung 7, or rung 5 where a GPU has no rung 7) and prints
 one line a case; a ratio within 1 ± AGREE (5%) agrees. The backward's main kernel: its reads less dQ_i (never read:
 the kernels add into a float32 copy in L2), those additions (float32, once per tile pair), and its writes of dK_j,
-dV_j as the code stores them (rung 7: four bytes a lane, a quad's 16 bytes of a row in a 32-byte sector of its own,
-so L2 counts twice the bytes in sectors; gpu.lab.check_report.l2_counts)."""
+dV_j as the code stores them: rung 7 stores four bytes a lane, a quad's 16 bytes of a row in a 32-byte sector of its
+own, so its global stores send L2 twice the bytes in sectors (gpu.lab.check_report.l2_counts). The writes are those
+stores' sectors as L1 sends them: L2's own count of written sectors (kept in the row) merges some halves that arrive
+together (×0.92–0.99 of them, run 47) and takes in the write-backs of spilled registers (rung 7's NVRTC build at
+d = 64 spills 8 bytes a thread, once per step), which the line names apart."""
 
 import argparse
 import shlex
@@ -85,7 +88,7 @@ def compare_case(name: str, d: int, kernel=None, direction: str = "forward") -> 
         row["predicted"], keys = {"read": read, "write": write}, {"read": "l2_read_bytes", "write": "l2_write_bytes"}
     else:
         row["predicted"] = predicted_backward(spec, d, causal, variant)
-        keys = {"read": "l2_read_bytes", "reduced": "l2_reduction_bytes", "write": "l2_write_bytes"}
+        keys = {"read": "l2_read_bytes", "reduced": "l2_reduction_bytes", "write": "global_store_bytes"}
     if measured:
         m = measured[spec.function]
         row["measured"] = m
@@ -118,6 +121,8 @@ def describe(row: dict) -> str:
     ratio = row.get("ratio")
     what = ", ".join(f"{k} ×{r:.3f}" for k, r in ratio.items()) if ratio else row.get("error", "no ncu here")
     rung = f" (rung {row['kernel']})" if row.get("direction") == "backward" and "kernel" in row else ""
+    spilled = row.get("measured", {}).get("local_store_bytes", 0) if rung else 0
+    what += f"; spilled registers: {spilled / 2**20:.1f} MiB stored" if spilled else ""
     return f"d={row['d']} {row['case']}{rung}: {what}{'' if row.get('agrees', True) else '  (beyond 5%)'}"
 
 

@@ -25,6 +25,10 @@ METRICS = {
     "l2_read_bytes": ("l1tex__m_xbar2l1tex_read_bytes.sum", 1),  # what L2 delivered to the SMs' L1/TEX units
     "l2_write_bytes": ("lts__t_sectors_srcunit_tex_op_write.sum", 32),  # sectors the SMs wrote into L2
     "l2_reduction_bytes": ("lts__t_sectors_srcunit_tex_op_red.sum", 32),  # sectors the SMs' reductions (atomics) hit
+    # the sectors the SMs' global stores send L2 (L2's own count above may merge two halves of a sector that arrive
+    # together), and the local stores' (spilled registers) that L1 sends on
+    "global_store_bytes": ("l1tex__t_sectors_pipe_lsu_mem_global_op_st.sum", 32),
+    "local_store_bytes": ("l1tex__t_sectors_pipe_lsu_mem_local_op_st.sum", 32),
     "dram_read_bytes": ("dram__bytes_read.sum", 1),
     "dram_write_bytes": ("dram__bytes_write.sum", 1),
     "kernel_ns": ("gpu__time_duration.sum", 1),
