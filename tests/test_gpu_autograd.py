@@ -83,8 +83,8 @@ def test_deterministic_gradients_through_autograd(d):
 
 def test_deterministic_reaches_the_backward_of_a_call_with_variants():
     # a packed batch with GQA: rung 7 (sm_90) orders its dQ additions, so two steps agree bit for bit and meet the
-    # criterion against float64; with a softcap the backward is rung 5, which refuses deterministic in one line
-    # (before run 46 the variant path dropped the argument without a word)
+    # criterion against float64; with a softcap too (rung 7 since run 47); a window it refuses in one line (its turns
+    # assume every K/V block before j visits Q block i). Before run 46 the variant path dropped the argument.
     import cupy
     import numpy as np
 
@@ -114,9 +114,16 @@ def test_deterministic_reaches_the_backward_of_a_call_with_variants():
     standard = _standard_packed(*(as_cupy(x) for x in (q0, k0, v0, do)), cq, ck, causal=True)
     for got, baseline, ref in zip(runs[0], standard, refs, strict=True):
         assert max_error(as_cupy(got), ref) <= 2 * max_error(baseline, ref) + 1e-3
+    capped = []
+    for _ in range(2):
+        q, k, v = (x.clone().requires_grad_() for x in (q0, k0, v0))
+        capped.append(torch.autograd.grad(attention(q, k, v, causal=True, deterministic=True, softcap=5.0, **kw),
+                                          (q, k, v), do))  # fmt: skip
+    for a, b in zip(*capped, strict=True):
+        assert torch.equal(a.view(torch.int16), b.view(torch.int16))
     q, k, v = (x.clone().requires_grad_() for x in (q0, k0, v0))
-    o = attention(q, k, v, causal=True, deterministic=True, softcap=5.0, **kw)
-    with pytest.raises(InputError, match=r"^deterministic: only rung 7"):
+    o = attention(q, k, v, causal=True, deterministic=True, window=(50, 0), **kw)
+    with pytest.raises(InputError, match=r"^deterministic: not with a window"):
         o.backward(do)
 
 

@@ -88,4 +88,5 @@ def test_rung_7_lays_a_packed_batch_out_sequence_by_sequence_in_blocks_of_the_lo
     backward.check_deterministic(spec, tiles, True, variant)  # in order within each sequence, as a plain call
     assert not backward.fused(spec, tiles, 10 * backward.FUSED_PLANES, variant)  # the third launch rounds dQ
     assert registry.backward(None, d, "9.0", variant.kinds).rung == 7  # the default for a packed call on sm_90
-    assert registry.backward(None, d, "9.0", (*variant.kinds, "softcap")).rung == 5
+    assert registry.backward(None, d, "9.0", (*variant.kinds, "softcap", "alibi")).rung == 7  # every variant: run 47
+    assert registry.backward(None, d, "8.0", variant.kinds).rung == 5  # no rung 7 before Hopper
