@@ -1,6 +1,6 @@
 """`flash_attention_backward`: dQ, dK, dV from the saved log-sum-exp (rungs 4, 5 and 7 of gpu/registry.py), in three
-launches (two where rung 7 rounds dQ itself); rung 5 also takes the forward's variants (gpu/variants.py: GQA,
-window, ALiBi, softcap, packed batches), rung 7 GQA, the window and packed batches.
+launches (two where rung 7 rounds dQ itself); rungs 5 and 7 also take the forward's variants (gpu/variants.py: GQA,
+window, ALiBi, softcap, packed batches).
 
 The pre-pass computes D = rowsum(dO ∘ O) and zeroes a float32 dQ accumulator; the main kernel (one thread block
 per K/V block) recomputes P from L tile by tile and adds τ dS K into dQ (atomics; rung 7: TMA reduce-adds, in a

@@ -120,7 +120,7 @@ BACKWARD = {
 DEFAULT_BACKWARD = 5  # the default on every GPU, and for every head dim …
 HOPPER_BACKWARD = 7  # … except on sm_90 at the head dims where rung 7 measured faster than rung 5
 HOPPER_BACKWARD_DIMS = (64, 128)  # run 32: +28 … +66% over rung 5 at d = 64, +43 … +84% at d = 128
-# … and where rung 7 takes every variant of the call (GQA, the window, packed; rung 5 takes them all)
+# … and where rung 7 takes every variant of the call (it takes them all since run 47, as rung 5 does)
 
 # -- decode: Flash-Decoding over a contiguous or paged K/V cache (gpu/decoding.py) ----------------------------------
 

@@ -1,4 +1,4 @@
-// variants.cuh: what the forward rungs 3 and 6 and the backward rungs 5 and 7 (GQA, window, packed) add to S_ij
+// variants.cuh: what the forward rungs 3 and 6 and the backward rungs 5 and 7 add to S_ij
 // and to their loops for today's LLM variants, each compiled in only when gpu/variants.py's launcher injects its
 // #define (a build without them is the plain kernel). The backward's thread block owns a K/V block of K/V head hkv and visits the Q blocks of its g
 // query heads (KVSeq, seen_q_blocks); VARLEN's grid is (Tc of the longest, Hkv, B) there:
