@@ -40,6 +40,7 @@ def test_every_shipped_recording_says_where_it_came_from():
             "rung7-blocks": ("python -m gpu.lab.rung7_blocks ",),
             "rung7-paces": ("python -m gpu.lab.block_stamps ",),
             "l2-tags": ("python -m gpu.lab.l2_tags ",),
+            "nvrtc-spills": ("python -m gpu.lab.nvrtc_spills ",),
         }.get(rec.report["kind"], ("flashsim ",))
         assert rec.gpu == "NVIDIA H100 80GB HBM3" and rec.date.startswith("2026-") and rec.command.startswith(commands)
 
