@@ -13,6 +13,7 @@ import multiprocessing
 import re
 import shlex
 import sys
+import uuid
 from concurrent.futures import ProcessPoolExecutor
 
 from gpu import device, source
@@ -33,18 +34,24 @@ def parse(log: str) -> dict[str, dict[str, int]]:
     return found
 
 
-def ptxas_report(text: str, arch: str | None) -> dict[str, dict[str, int]]:
-    """{function: registers, stack, spill_stores, spill_loads} of `text` compiled by NVRTC for `arch`."""
+def ptxas_report(text: str, arch: str) -> dict[str, dict[str, int]]:
+    """{function: registers, stack, spill_stores, spill_loads} of `text` compiled by NVRTC for `arch` (sm_XY), or
+    {"error": NVRTC's last line} where it does not compile."""
     from cupy.cuda import nvrtc
 
-    options = ("--std=c++17", "-Xptxas", "-v") + ((f"-arch={arch}",) if arch else ())
-    program = nvrtc.createProgram(text, "build.cu", [], [])
+    # a symbol of its own, or NVRTC hands back a build it made before (in this or another process) with an empty
+    # log: run 47 saw it on a warm machine, where a unique comment did not help (the key is the preprocessed source)
+    program = nvrtc.createProgram(f"{text}\n__device__ int nvrtc_spills_{uuid.uuid4().hex};\n", "build.cu", [], [])
     try:
-        nvrtc.compileProgram(program, options)
+        try:
+            nvrtc.compileProgram(program, ("--std=c++17", f"-arch={arch}", "-Xptxas", "-v"))
+        except nvrtc.NVRTCError:
+            pass  # the log says why
         log = nvrtc.getProgramLog(program)
     finally:
         nvrtc.destroyProgram(program)
-    return parse(log.decode() if isinstance(log, bytes) else log)
+    log = log.decode() if isinstance(log, bytes) else log
+    return parse(log) or {"error": (log.strip().splitlines() or ["no log"])[-1]}
 
 
 @contextlib.contextmanager
@@ -104,9 +111,9 @@ def workload() -> None:
     cupy.cuda.Device().synchronize()
 
 
-def _report(build: tuple) -> dict[str, dict[str, int]]:
+def _report(build: tuple, device_arch: str) -> dict[str, dict[str, int]]:
     file, defines, arch = build
-    return ptxas_report(source.render(file, defines), arch)
+    return ptxas_report(source.render(file, defines), arch or device_arch)  # CuPy's default: the device's own
 
 
 def run(jobs: int = 8) -> dict:
@@ -116,7 +123,7 @@ def run(jobs: int = 8) -> dict:
     with recording(builds):
         workload()
     with ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("spawn")) as pool:  # no CUDA in a fork
-        reports = list(pool.map(_report, builds))
+        reports = list(pool.map(_report, builds, [f"sm_{device.capability().replace('.', '')}"] * len(builds)))
     rows = [{"file": file, "defines": defines, "arch": arch, "functions": report}
             for (file, defines, arch), report in zip(builds, reports, strict=True)]  # fmt: skip
     return {"kind": "nvrtc-spills", "rows": rows}
@@ -126,6 +133,8 @@ def describe(row: dict) -> list[str]:
     """One line a function of a build: '07_flash2_backward_wgmma.cu flash2_wgmma_bwd HEAD_DIM=64 …: 168 registers,
     stack 8, spills 8 / 8 bytes'."""
     defines = " ".join(f"{k}={v}" for k, v in row["defines"].items())
+    if "error" in row["functions"]:
+        return [f"{row['file']} {defines}: NVRTC: {row['functions']['error']}"]
     return [f"{row['file']} {name} {defines}: {f.get('registers', '?')} registers, stack {f.get('stack', 0)}, "
             f"spills {f.get('spill_stores', 0)} / {f.get('spill_loads', 0)} bytes"
             for name, f in row["functions"].items()]  # fmt: skip
