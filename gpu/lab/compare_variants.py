@@ -20,6 +20,7 @@ import sys
 from gpu import device, flash, registry
 from gpu.lab import counters, results
 from gpu.lab.compare import AGREE
+from gpu.variants import Variant
 from sim.algorithms.iomodel_variants import gqa, grouped_backward
 from sim.core.dtypes import F
 
@@ -69,10 +70,12 @@ def sequences(causal: bool, variant: dict):
 
 
 def kinds(variant: dict) -> tuple[str, ...]:
-    """The case's variants by gpu.registry.VARIANTS' names (which rung runs it)."""
-    used = {"gqa": variant.get("kv_heads", HEADS) < HEADS, "window": "window" in variant,
-            "alibi": bool(variant.get("alibi")), "softcap": "softcap" in variant, "packed": "seqlens_q" in variant}
-    return tuple(name for name, on in used.items() if on)  # fmt: skip
+    """The case's variants by gpu.registry.VARIANTS' names (which rung runs it), as gpu.variants.Variant names a
+    call's (True standing for a device array)."""
+    packed = True if "seqlens_q" in variant else None
+    return Variant(group=HEADS // variant.get("kv_heads", HEADS), window=variant.get("window"),
+                   slopes=True if variant.get("alibi") else None, softcap=variant.get("softcap"),
+                   cu_seqlens_q=packed, cu_seqlens_k=packed).kinds  # fmt: skip
 
 
 def compare_case(name: str, d: int, kernel=None, direction: str = "forward") -> dict:
