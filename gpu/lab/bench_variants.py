@@ -4,7 +4,8 @@ GQA (Hq/Hkv = 8) against SDPA with enable_gqa (each backend that takes it; the b
 mask function, block mask built once, then timed); a packed batch (lengths spread 2×) against SDPA's flash and cuDNN
 backends and its default (the backend PyTorch picks) on the same batch padded to its longest sequence. 16k tokens a
 batch, hidden 2048 (heads = 2048/d), fp16 or bf16. With --backward, the training step instead: forward and backward
-through autograd (gpu.autograd.attention: the backward's rung 7 for every variant) against the same step through SDPA's backends and FlexAttention (its backward compiled with its forward).
+through autograd (gpu.autograd.attention: the backward's rung 7 for every variant) against the same step through
+SDPA's backends and FlexAttention (its backward compiled with its forward).
 
 `python -m gpu.lab.bench_variants [--json PATH] [--ns 4096 8192] [--dtype bfloat16] [--backward]`: one line a row,
 and the report as JSON."""
@@ -163,10 +164,8 @@ def backward_rows(n: int, d: int, flex, progress, only: str | None = None, dtype
         return lambda: torch.autograd.grad(fn(*ins), ins, do)
 
     def sdpa_step(ins, do, backend):
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
         def fn(q, k, v):
-            with sdpa_kernel(getattr(SDPBackend, backend)) if backend else contextlib.nullcontext():
+            with _backend(backend):
                 gqa = k.shape[1] != q.shape[1]
                 return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
 
@@ -218,16 +217,24 @@ def backward_rows(n: int, d: int, flex, progress, only: str | None = None, dtype
     return out
 
 
+def _backend(backend: str | None):
+    """SDPA's backend forced by name (FLASH_ATTENTION, …), or None: the one PyTorch picks."""
+    if backend is None:
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel(getattr(SDPBackend, backend))
+
+
 def _sdpa(q, k, v, causal: bool, backend: str | None):
     """SDPA with one backend (None: the one PyTorch picks) on torch tensors (enable_gqa where k has fewer heads), or
     None where it refuses."""
     import torch
-    from torch.nn.attention import SDPBackend, sdpa_kernel
 
     gqa = k.shape[1] != q.shape[1]
 
     def call():
-        with sdpa_kernel(getattr(SDPBackend, backend)) if backend else contextlib.nullcontext():
+        with _backend(backend):
             return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
 
     try:
