@@ -1,6 +1,13 @@
 """gpu.lab.nvrtc_spills reads ptxas's verbose report as NVRTC and nvcc print it (logs copied from run 47's device
 calls, trimmed), and lists each function of a build on a line."""
 
+import contextlib
+import io
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
 from gpu.lab import nvrtc_spills
 
 NVRTC_LOG = """ptxas info    : 0 bytes gmem
@@ -37,3 +44,14 @@ def test_a_line_a_function_with_the_build_s_defines():
         "07_flash2_backward_wgmma.cu flash2_wgmma_bwd HEAD_DIM=64 BR=128: 168 registers, stack 8, spills 8 / 8 bytes",
         "07_flash2_backward_wgmma.cu flash2_bwd_dq HEAD_DIM=64 BR=128: 18 registers, stack 0, spills 0 / 0 bytes",
     ]
+
+
+@given(st.one_of(st.integers(max_value=0), st.integers(min_value=65)))
+def test_a_process_count_out_of_range_is_refused_in_one_line(jobs):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), pytest.raises(SystemExit) as e:
+        nvrtc_spills.main(["--jobs", str(jobs)])  # refused before any GPU work
+    assert e.value.code == 2
+    assert err.getvalue().splitlines()[-1] == (
+        f"python -m gpu.lab.nvrtc_spills: error: --jobs: expected 1 to 64 processes, got {jobs}"
+    )

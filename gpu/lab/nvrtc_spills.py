@@ -143,8 +143,10 @@ def describe(row: dict) -> list[str]:
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(prog="python -m gpu.lab.nvrtc_spills")
     parser.add_argument("--json", help="write the report here (gpu/lab/results.py)")
-    parser.add_argument("--jobs", type=int, default=8, help="processes compiling at once")
+    parser.add_argument("--jobs", type=int, default=8, help="processes compiling at once (1 to 64)")
     a = parser.parse_args(argv)
+    if not 1 <= a.jobs <= 64:
+        parser.error(f"--jobs: expected 1 to 64 processes, got {a.jobs}")  # one line, exit 2
     report = run(a.jobs)
     command = "python -m gpu.lab.nvrtc_spills " + shlex.join(sys.argv[1:] if argv is None else argv)
     report["env"] = results.environment(command)
