@@ -1,11 +1,12 @@
 """The forward's variants timed beside what a PyTorch user has for the same computation (issue 25's targets):
 GQA (Hq/Hkv = 8) against SDPA with enable_gqa (each backend that takes it; the best counts); a sliding window
 (1024 and 4096 keys to the left, causal), ALiBi and softcap against FlexAttention (torch.compile'd once per score or
-mask function, block mask built once, then timed); a packed batch (lengths spread 2×) against SDPA's flash and cuDNN
-backends and its default (the backend PyTorch picks) on the same batch padded to its longest sequence. 16k tokens a
-batch, hidden 2048 (heads = 2048/d), fp16 or bf16. With --backward, the training step instead: forward and backward
-through autograd (gpu.autograd.attention: the backward's rung 7 for every variant) against the same step through
-SDPA's backends and FlexAttention (its backward compiled with its forward).
+mask function, block mask built once, then timed), ALiBi also against SDPA given its bias as a float attn_mask; a
+packed batch (lengths spread 2×) against SDPA's flash and cuDNN backends and its default (the backend PyTorch
+picks) on the same batch padded to its longest sequence. 16k tokens a batch, hidden 2048 (heads = 2048/d), fp16 or
+bf16. With --backward, the training step instead: forward and backward through autograd (gpu.autograd.attention:
+the backward's rung 7 for every variant) against the same step through SDPA's backends and FlexAttention (its
+backward compiled with its forward).
 
 `python -m gpu.lab.bench_variants [--json PATH] [--ns 4096 8192] [--dtype bfloat16] [--backward]`: one line a row,
 and the report as JSON."""
@@ -26,6 +27,7 @@ from gpu.lab.variant_checks import make_inputs
 
 TOKENS, HIDDEN, GROUP = 16384, 2048, 8
 MIN_SEQUENCES = 4  # a packed batch's fewest sequences (spread_lengths)
+MASK_BACKENDS = ("EFFICIENT_ATTENTION", "CUDNN_ATTENTION", None)  # SDPA's backends that take a float attn_mask
 TARGETS = {"gqa": 1.0, "window": 1.0, "varlen": 1.2}  # speed-up over the best PyTorch path the issue asks for
 
 
@@ -114,9 +116,12 @@ def rows_for(n: int, d: int, flex, progress, only: str | None = None, dtype: str
     tslopes = torch.tensor(slopes, device="cuda", dtype=torch.float32)
     alibi = lambda s, b, h, i, j: s - tslopes[h] * (i - j).abs()  # noqa: E731
     causal_mask = create_block_mask(lambda b, h, i, j: j <= i, None, None, n, n)
+    bias = _alibi_bias(tslopes, n, tq.dtype)
+    theirs = {f"{(b or 'default').lower()} mask": _sdpa(tq, tk, tv, False, b, bias) for b in MASK_BACKENDS}
     row("alibi", lambda: flash_attention(q, k, v, causal=True, alibi_slopes=slopes),
-        {"flex": lambda: flex_attention(tq, tk, tv, score_mod=alibi, block_mask=causal_mask)}, "FlexAttention", True,
-        flops([(n, n)] * batch, heads, d, True), None)  # fmt: skip
+        {"flex": lambda: flex_attention(tq, tk, tv, score_mod=alibi, block_mask=causal_mask)} | theirs,
+        "FlexAttention, SDPA with the bias as attn_mask", True, flops([(n, n)] * batch, heads, d, True),
+        None)  # fmt: skip
     cap = 30.0  # a literal in the score function: a captured Python float reaches Inductor as a CPU tensor
     softcap = lambda s, b, h, i, j: 30.0 * torch.tanh(s / 30.0)  # noqa: E731
     row("softcap", lambda: flash_attention(q, k, v, softcap=cap),
@@ -163,11 +168,13 @@ def backward_rows(n: int, d: int, flex, progress, only: str | None = None, dtype
     def step(fn, ins, do):
         return lambda: torch.autograd.grad(fn(*ins), ins, do)
 
-    def sdpa_step(ins, do, backend):
+    def sdpa_step(ins, do, backend, mask=None):
         def fn(q, k, v):
             with _backend(backend):
                 gqa = k.shape[1] != q.shape[1]
-                return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+                return torch.nn.functional.scaled_dot_product_attention(
+                    q, k, v, attn_mask=mask, is_causal=mask is None, enable_gqa=gqa
+                )
 
         try:
             step(fn, ins, do)()
@@ -197,9 +204,11 @@ def backward_rows(n: int, d: int, flex, progress, only: str | None = None, dtype
     tslopes = torch.tensor(slopes, device="cuda", dtype=torch.float32)
     alibi = lambda s, b, h, i, j: s - tslopes[h] * (i - j).abs()  # noqa: E731
     causal_mask = create_block_mask(lambda b, h, i, j: j <= i, None, None, n, n)
+    bias = _alibi_bias(tslopes, n, ins[0].dtype)
+    theirs = {f"{(b or 'default').lower()} mask": sdpa_step(ins, do, b, bias) for b in MASK_BACKENDS}
     row("alibi", step(partial(attention, causal=True, alibi_slopes=slopes), ins, do),
-        {"flex": step(partial(flex_attention, score_mod=alibi, block_mask=causal_mask), ins, do)}, "FlexAttention",
-        True, flop, None)  # fmt: skip
+        {"flex": step(partial(flex_attention, score_mod=alibi, block_mask=causal_mask), ins, do)} | theirs,
+        "FlexAttention, SDPA with the bias as attn_mask", True, flop, None)  # fmt: skip
     softcap = lambda s, b, h, i, j: 30.0 * torch.tanh(s / 30.0)  # noqa: E731
     row("softcap", step(partial(attention, causal=True, softcap=30.0), ins, do),
         {"flex": step(partial(flex_attention, score_mod=softcap, block_mask=causal_mask), ins, do)}, "FlexAttention",
@@ -226,16 +235,28 @@ def _backend(backend: str | None):
     return sdpa_kernel(getattr(SDPBackend, backend))
 
 
-def _sdpa(q, k, v, causal: bool, backend: str | None):
-    """SDPA with one backend (None: the one PyTorch picks) on torch tensors (enable_gqa where k has fewer heads), or
-    None where it refuses."""
+def _alibi_bias(tslopes, n: int, dtype):
+    """ALiBi as a PyTorch user without FlexAttention writes it: the (1, H, n, n) float attn_mask −slope_h·|i − j|,
+    −inf above the diagonal (causal), built once and not timed. It holds N×N per head: a baseline, not our path."""
+    import torch
+
+    i = torch.arange(n, device="cuda")
+    bias = -(tslopes[:, None, None] * (i[:, None] - i[None, :]).abs())
+    return bias.masked_fill(i[None, :] > i[:, None], float("-inf")).to(dtype)[None]
+
+
+def _sdpa(q, k, v, causal: bool, backend: str | None, mask=None):
+    """SDPA with one backend (None: the one PyTorch picks) on torch tensors (enable_gqa where k has fewer heads; a
+    float `mask` as attn_mask), or None where it refuses."""
     import torch
 
     gqa = k.shape[1] != q.shape[1]
 
     def call():
         with _backend(backend):
-            return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+            return torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, attn_mask=mask, is_causal=causal, enable_gqa=gqa
+            )
 
     try:
         call()
