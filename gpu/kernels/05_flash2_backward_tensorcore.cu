@@ -225,7 +225,7 @@ flash2_v2_bwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
                 dcap[nt][e] = 1.f - (s * inv_cap) * (s * inv_cap);  // tanh(x/c) = capped score / c
 #endif
 #if ALIBI
-                s -= slope * fabsf((float)(query + shift - key));
+                s -= ALIBI_BIAS(slope, query, key, shift);
 #endif
                 float p = exp2_approx(s - L_i[qi] * LOG2E);
 #else

@@ -571,7 +571,7 @@ flash2_wgmma_bwd(const __grid_constant__ TensorMap Q_map, const __grid_constant_
                     const int qi = n * 8 + 2 * t + (e & 1);
                     float capped = log2_approx(st[4 * n + e]) + Lb_i[qi];
 #if ALIBI
-                    capped += slope * fabsf((float)(r0 + qi + shift - key - (e >> 1) * 8));
+                    capped += ALIBI_BIAS(slope, r0 + qi, key + (e >> 1) * 8, shift);
 #endif
                     const float tc = fminf(1.f, fabsf(capped * inv_cap));
                     dpt[4 * n + e] *= 1.f - tc * tc;
