@@ -65,7 +65,7 @@ TESTS = [
      "N": [80, 110], "Nk": [40, 60], "d": 8, "dtype": "fp32", "Br": 16, "Bc": 16, "causal": True,
      "io_full": 1.0, "io_zero": 1.5},
     {"name": "no N × Nk matrix", "visibility": "hidden", "points": 15, "check": "memory",
-     "N": 768, "Nk": 768, "d": 8, "dtype": "fp32", "Br": 64, "Bc": 64},
+     "N": 1024, "Nk": 1024, "d": 8, "dtype": "fp32", "Br": 64, "Bc": 64},
     # END HIDDEN TESTS
 ]
 

@@ -24,8 +24,9 @@ class Outcome:
     status: str
     message: str = ""
     results: list[np.ndarray] = field(default_factory=list)
-    peak: int | None = None
+    peak: int | None = None  # tracemalloc's, sent by the child
     server: ChipServer | None = None
+    grown: int | None = None  # a memory test: resident memory over what the child held before the import (resident)
 
 
 def evaluate(grading: dict, problem: Problem, outcome: Outcome) -> TestResult:
@@ -57,6 +58,13 @@ def evaluate(grading: dict, problem: Problem, outcome: Outcome) -> TestResult:
                 f"correct, but your process held {human_bytes(outcome.peak or 0)} of NumPy/Python memory at its peak, "
                 f"where this test allows {human_bytes(bound)} (4 × the SRAM + {human_bytes(bound - 4 * problem.sram_bytes)}); "
                 f"one N × Nk float32 matrix here is {human_bytes(whole)} — build S and P tile by tile"
+            )
+        elif outcome.grown is not None and outcome.grown > whole // 2:
+            result.points, result.status = 0.0, "failed"
+            result.feedback = (
+                f"correct, but your process's resident memory rose by {human_bytes(outcome.grown)} (read by the "
+                f"grader from /proc; allowed half of one N × Nk float32 matrix, {human_bytes(whole // 2)}) — build S "
+                "and P tile by tile"
             )
         else:
             result.feedback = f"correct, and your process's memory peaked at {human_bytes(outcome.peak)} (allowed {human_bytes(bound)})"

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sim.core.errors import InputError
-from sim.grading import guard, isolation, journal, problem, sandbox, similarity
+from sim.grading import guard, isolation, journal, problem, resident, sandbox, similarity
 from sim.grading.checks import Outcome, evaluate
 from sim.grading.problem import Problem
 from sim.grading.proxy import tensor_specs
@@ -137,7 +137,7 @@ def grade_one(
 ) -> SubmissionReport:
     """All tests of one submission; its process is started again after a death, at most MAX_DEATHS times."""
     report = SubmissionReport(path.name, assignment.name, seed)
-    child, deaths, stop = None, 0, ""
+    child, deaths, stop, base = None, 0, "", None
     if assignment.grading["driver"] == "triton":  # its file read and compiled before anything of it runs
         stop = triton.refusal(path, assignment.grading)
     try:
@@ -147,7 +147,7 @@ def grade_one(
                 continue
             if child is None:
                 child = sandbox.Child(path, limits, walls.settings)
-                header = _start(child, setup, walls, report)
+                header, base = _start(child, setup, walls, report)
                 report.printed = child.printed_text()
                 if header["op"] != "ready":
                     stop = (
@@ -156,7 +156,7 @@ def grade_one(
                     report.tests.append(_result(p, 0.0, "failed", stop))
                     _flag(report, child)
                     continue
-            outcome = run(child, assignment.grading, p, limits)
+            outcome = run(child, assignment.grading, p, limits, base)
             score = triton.evaluate if assignment.grading["driver"] == "triton" else evaluate
             report.tests.append(score(assignment.grading, p, outcome))
             report.printed = child.printed_text()
@@ -173,23 +173,28 @@ def grade_one(
     return report
 
 
-def _start(child: sandbox.Child, setup: dict, walls, report: SubmissionReport) -> dict:
-    """Hello to a new child: its walls must be the run's (said before any of the submission ran); then its import."""
+def _start(child: sandbox.Child, setup: dict, walls, report: SubmissionReport) -> tuple[dict, int | None]:
+    """Hello to a new child: its walls must be the run's (said before any of the submission ran); then its import.
+    Also what the child holds resident before the submission is imported (`resident.mark`)."""
+    base = None
     try:
         start_s = child.limits.wall_s + START_S  # a process to start and confine, NumPy to import, then the file
         header, _ = child.exchange({**setup, "file": str(child.file)}, wall_s=start_s)
         if header["op"] != "confined" or header["layers"] != list(walls.layers):
             got = header.get("layers", header["op"])
-            return {"op": "import_failed", "message": f"its process was not confined as the run's probe was ({got})"}
+            message = f"its process was not confined as the run's probe was ({got})"
+            return {"op": "import_failed", "message": message}, None
         report.confine_ms.append(header["ms"])
+        base = resident.mark(child.proc.pid)
         header, _ = child.exchange({}, wall_s=start_s)
     except sandbox.ChildDied as e:
         header = {"op": "import_failed", "message": str(e)}
-    return header
+    return header, base
 
 
-def run(child: sandbox.Child, grading: dict, p: Problem, limits) -> Outcome:
-    """One test in the submission's process: send it, serve its requests, collect how it ended."""
+def run(child: sandbox.Child, grading: dict, p: Problem, limits, base: int | None = None) -> Outcome:
+    """One test in the submission's process: send it, serve its requests, collect how it ended; for a memory test
+    also how far its resident memory rose above `base` (what it held before the submission was imported)."""
     driver = grading["driver"]
     header = {"op": "test", "trace_memory": p.test["check"] == "memory", "entry": grading.get("entry")}
     server, arrays = None, list(p.inputs.values())
@@ -217,7 +222,9 @@ def run(child: sandbox.Child, grading: dict, p: Problem, limits) -> Outcome:
         return Outcome("raised", _raised(reply), server=server)
     if reply["op"] != "done":
         return Outcome("died", f"sent {reply['op']!r} where the grader expected the test's end", server=server)
-    return Outcome("done", "", results, reply.get("peak"), server)
+    held = resident.peak(child.proc.pid) if p.test["check"] == "memory" else None
+    grown = held - base if held is not None and base is not None else None
+    return Outcome("done", "", results, reply.get("peak"), server, grown)
 
 
 def _raised(reply: dict) -> str:

@@ -19,6 +19,10 @@ from sim.grading import bound, traffic
 from sim.grading.triton import launch
 
 MEMORY_SLACK = 256 << 10  # the memory test's allowance beyond 4 × SRAM: the harness's own buffers, NumPy temporaries
+# The resident check (checks.evaluate, sim.grading.resident) allows half of one N × Nk float32 matrix; honest runs of
+# the masters grew by 0.55–0.96 MiB (pipe buffers, allocator arenas: 02, 03 at N 1024, 04 at N 768), so a memory
+# test's half-matrix must be at least RESIDENT_FLOOR for an honest submission to pass with room to spare.
+RESIDENT_FLOOR = 2 << 20
 SHAPE_KEYS = ("N", "Nk", "d", "Br", "Bc", "rows", "length")
 
 
@@ -131,6 +135,11 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
             raise InputError(
                 f"test {test['name']!r}: at N={N}, Nk={Nk} an N × Nk float32 matrix ({human_bytes(whole)}) is not far "
                 f"above the memory bound ({human_bytes(problem.memory_bound)}); use a larger shape or smaller blocks"
+            )
+        if whole // 2 < RESIDENT_FLOOR:
+            raise InputError(
+                f"test {test['name']!r}: at N={N}, Nk={Nk} half an N × Nk float32 matrix ({human_bytes(whole // 2)}), "
+                f"what the resident check allows, is below {human_bytes(RESIDENT_FLOOR)}; use a larger shape"
             )
     return problem
 

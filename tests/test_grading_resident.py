@@ -1,0 +1,122 @@
+"""The memory test read from outside the child: /proc's VmHWM, which a submission cannot reset as it can tracemalloc.
+
+A submission that moves Algorithm 1's exact bytes through the grader's HBM but computes softmax(Q Kᵀ) V from a whole
+N × Nk matrix, then resets tracemalloc's peak, scored 100 before (review of 2026-11-28); it must fail the memory test.
+"""
+
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from sim.core.errors import InputError
+from sim.grading import grader, problem, resident, spec
+
+SUBMISSIONS = Path(__file__).parent / "grading_submissions"
+
+# Loads every tile Algorithm 1 loads, in its order, keeps copies, and at the last K/V block computes the answer from
+# the whole of S (float64, N × Nk); then hides the peak from tracemalloc.
+REPLAY = '''
+import tracemalloc
+import numpy as np
+
+
+def forward(chip, *, Br, Bc, scale):
+    N, d = chip.hbm.tensors["Q"].shape
+    Nk = chip.hbm.tensors["K"].shape[0]
+    Tr, Tc = -(-N // Br), -(-Nk // Bc)
+    for name, shape, dtype in (("O", (N, d), chip.hbm.tensors["Q"].dtype), ("ℓ", (N,), np.float32),
+                               ("m", (N,), np.float32)):
+        chip.hbm.alloc(name, shape, dtype)
+    for i in range(Tr):
+        rows = (i * Br, min((i + 1) * Br, N))
+        r = rows[1] - rows[0]
+        for t, v in (("O", np.zeros((r, d))), ("ℓ", np.zeros(r)), ("m", np.full(r, -np.inf))):
+            chip.store(t, chip.put("x", v), rows)
+            chip.free("x")
+    K, V, Q, answer = np.zeros((Nk, d)), np.zeros((Nk, d)), np.zeros((N, d)), None
+    for j in range(Tc):
+        cols = (j * Bc, min((j + 1) * Bc, Nk))
+        K[cols[0]:cols[1]] = chip.load("K_j", "K", cols)
+        V[cols[0]:cols[1]] = chip.load("V_j", "V", cols)
+        for i in range(Tr):
+            rows = (i * Br, min((i + 1) * Br, N))
+            Q[rows[0]:rows[1]] = chip.load("Q_i", "Q", rows)
+            for t in ("O", "ℓ", "m"):
+                chip.load(t + "_i", t, rows)
+            chip.free("Q_i", "O_i", "ℓ_i", "m_i")
+            if j == Tc - 1 and answer is None:
+                S = scale * (Q @ K.T)
+                m = S.max(axis=1)
+                P = np.exp(S - m[:, None])
+                l = P.sum(axis=1)
+                answer = (P @ V / l[:, None], l, m)
+                del S, P
+            r = rows[1] - rows[0]
+            parts = (np.zeros((r, d)), np.ones(r), np.zeros(r)) if answer is None else (
+                a[rows[0]:rows[1]] for a in answer)
+            for t, v in zip(("O", "ℓ", "m"), parts):
+                chip.store(t, chip.put("x", v), rows)
+                chip.free("x")
+        chip.free("K_j", "V_j")
+    if tracemalloc.is_tracing():
+        tracemalloc.reset_peak()
+'''
+
+
+def memory_tests(name: str):
+    assignment = spec.load(spec.locate(name))
+    return replace(assignment, tests=tuple(t for t in assignment.tests if t["check"] == "memory"))
+
+
+def test_a_replay_that_holds_s_and_hides_it_from_tracemalloc_fails_the_memory_test(tmp_path):
+    path = tmp_path / "replay.py"
+    path.write_text(REPLAY)
+    assignment = memory_tests("02")
+    (report,) = grader.grade(assignment, [path], seed=3, jobs=1)
+    (t,) = report.tests
+    N, Nk = assignment.tests[0]["N"], assignment.tests[0]["Nk"]
+    assert t.status == "failed" and t.points == 0, t.feedback
+    assert t.feedback.startswith("correct, but your process's resident memory rose by "), t.feedback
+    assert f"allowed half of one N × Nk float32 matrix, {2 * N * Nk / 2**20:.1f} MiB" in t.feedback
+    risen = float(t.feedback.split("rose by ")[1].split(" MiB")[0])
+    assert risen * 2**20 >= 8 * N * Nk  # at least its float64 S
+
+
+@pytest.mark.parametrize("name", ["02", "03", "04"])
+def test_the_masters_pass_the_resident_check(name):
+    assignment = memory_tests(name)
+    (report,) = grader.grade(assignment, [assignment.path], seed=4, jobs=1)
+    assert [t.status for t in report.tests] == ["passed"], [t.feedback for t in report.tests]
+
+
+ALLOCATES = """
+import sys, numpy as np
+a = np.ones(40 << 17)  # 40 MiB, touched
+del a
+print("freed", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_the_peak_counts_what_was_freed_and_starts_at_the_mark():
+    proc = subprocess.Popen([sys.executable, "-c", ALLOCATES], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "freed"
+        before = resident.peak(proc.pid)
+        base = resident.mark(proc.pid)  # the peak now starts from what is resident
+        assert before - base >= 36 << 20  # the freed 40 MiB stayed in the peak until the mark (the kernel's
+        # per-thread RSS counters lag by up to 64 pages a thread)
+        assert resident.peak(proc.pid) - base < 8 << 20
+    finally:
+        proc.communicate("\n")
+    assert resident.peak(proc.pid) is None and resident.mark(proc.pid) is None  # gone: nothing to read
+
+
+def test_a_memory_test_too_small_for_the_resident_check_is_refused():
+    (test,) = memory_tests("04").tests
+    small = test | {"N": 700, "Nk": 700, "Br": 8, "Bc": 8}  # 1.9 MiB matrix: half is below the 2 MiB floor
+    with pytest.raises(InputError, match=r"half an N × Nk float32 matrix \(957\.0 KiB\).*below 2\.0 MiB"):
+        problem.make(spec.load(spec.locate("04")).grading, small, 1)
