@@ -18,8 +18,10 @@ How it is graded
     Your functions run in a separate process; their results come back to the grader and are checked
     against float64 sums over the whole stream (m exact to 1e-10, ℓ to 1e-10 relative) on fresh
     random streams every run, seeded: ragged streams, masked logits, rows with no finite logit,
-    logits in the thousands. `update` is folded over each row's stream from the empty state;
-    `merge` gets the states of the two halves of a stream split at a random point (possibly empty).
+    logits in the thousands. `update` is folded over each row's stream from the empty state, one
+    column at a time: the grader keeps the stream and hands over column t only after it has
+    checked the state your update returned for columns 0 … t − 1 (the first wrong one names the
+    column); `merge` gets the states of the two halves of a stream split at a random point (possibly empty).
     The tests below marked "public" ship with this file; the grader also runs hidden ones.
 
 How to check yourself

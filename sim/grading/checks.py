@@ -41,7 +41,7 @@ def evaluate(grading: dict, problem: Problem, outcome: Outcome) -> TestResult:
         result.feedback = outcome.message
         return result
     outputs = _outputs(grading, problem, outcome)
-    wrong = _compare(problem, outputs)
+    wrong = compare(problem, outputs)
     if wrong:
         result.feedback = wrong
         return result
@@ -114,7 +114,7 @@ def _outputs(grading: dict, problem: Problem, outcome: Outcome) -> dict[str, np.
     return out
 
 
-def _compare(problem: Problem, outputs: dict) -> str:
+def compare(problem: Problem, outputs: dict) -> str:
     """ "" if every answer is within its bound, else the first one that is not, with its worst element."""
     for name, want in problem.reference.items():
         got = outputs.get(name)

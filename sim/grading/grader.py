@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sim.core.errors import InputError
-from sim.grading import guard, isolation, journal, problem, resident, sandbox, similarity
+from sim.grading import guard, isolation, journal, problem, resident, sandbox, similarity, stream
 from sim.grading.checks import Outcome, evaluate
 from sim.grading.problem import Problem
 from sim.grading.proxy import tensor_specs
@@ -197,7 +197,7 @@ def run(child: sandbox.Child, grading: dict, p: Problem, limits, base: int | Non
     also how far its resident memory rose above `base` (what it held before the submission was imported)."""
     driver = grading["driver"]
     header = {"op": "test", "trace_memory": p.test["check"] == "memory", "entry": grading.get("entry")}
-    server, arrays = None, list(p.inputs.values())
+    server, column, arrays = None, None, list(p.inputs.values())
     if driver == "chip":
         server, arrays = ChipServer(p.sram_bytes, p.inputs), []
         header |= {"driver": "chip", "kwargs": p.kwargs, "sram_bytes": p.sram_bytes, "tensors": tensor_specs(p.inputs)}
@@ -207,17 +207,19 @@ def run(child: sandbox.Child, grading: dict, p: Problem, limits, base: int | Non
         header |= {"driver": "gpu", **gpu_kernel.launch_settings(p)}
     elif driver == "triton":
         header |= triton.header(p, grading)
+    elif p.test["check"] == "update":  # X stays here: its columns are served one at a time
+        column, arrays = stream.ColumnServer(p), []
+        header |= {"driver": "update", "shape": list(p.inputs["X"].shape)}
     else:
         header["driver"] = p.test["check"]
+    serve = (server or column).handle if server or column else None
+    wall_s = p.test.get("timeout_s", grading.get("timeout_s", limits.wall_s))
     try:
-        reply, results = child.exchange(
-            header,
-            arrays,
-            server.handle if server else None,
-            p.test.get("timeout_s", grading.get("timeout_s", limits.wall_s)),
-        )
+        reply, results = child.exchange(header, arrays, serve, wall_s)
     except sandbox.ChildDied as e:
         return Outcome("died", str(e), server=server)
+    if column is not None and column.error is not None:
+        return Outcome("raised", column.error)
     if reply["op"] == "raised":
         return Outcome("raised", _raised(reply), server=server)
     if reply["op"] != "done":

@@ -88,12 +88,16 @@ def chip_driver(module, header: dict, arrays: list, link: Link) -> list:
 
 
 def update_driver(module, header: dict, arrays: list, link: Link) -> list:
-    """Fold `update(m, ℓ, x)` over the columns of X, from the empty state; return the final (m, ℓ)."""
-    (X,) = arrays
-    m, ℓ = np.full(X.shape[0], -np.inf), np.zeros(X.shape[0])
+    """Fold `update(m, ℓ, x)` over the columns of X, from the empty state, each column loaded from the grader and
+    each state stored back to it before the next (`sim.grading.stream`); return the final (m, ℓ)."""
+    rows, length = header["shape"]
+    m, ℓ = np.full(rows, -np.inf), np.zeros(rows)
     update = entry(module, "update")
-    for t in range(X.shape[1]):
-        m, ℓ = update(m, ℓ, X[:, t].copy())
+    for t in range(length):
+        _, (x,) = link.request({"op": "load", "buf": "x", "tensor": "X", "cols": [t, t + 1]})
+        m, ℓ = update(m, ℓ, x)
+        state = np.stack([np.asarray(m, dtype=np.float64), np.asarray(ℓ, dtype=np.float64)])
+        link.post({"op": "store", "tensor": "state", "buf": "x", "cols": [t, t + 1]}, [state])
     return [m, ℓ]
 
 

@@ -150,17 +150,17 @@ def _softmax(test: dict, case: dict, rng) -> Problem:
     X[rng.random((rows, length)) < case["masked"]] = -np.inf
     if test.get("empty_row") and rows > 1:
         X[0] = -np.inf
-    m, ℓ = _state(X)
+    m, ℓ = softmax_state(X)
     if test["check"] == "update":
         return Problem(test, case, {"X": X}, {"m": m, "ℓ": ℓ})
     split = rng.integers(0, length + 1, size=rows)
     left = np.where(np.arange(length) < split[:, None], X, -np.inf)
     right = np.where(np.arange(length) >= split[:, None], X, -np.inf)
-    (m1, ℓ1), (m2, ℓ2) = _state(left), _state(right)
+    (m1, ℓ1), (m2, ℓ2) = softmax_state(left), softmax_state(right)
     return Problem(test, case, {"m₁": m1, "ℓ₁": ℓ1, "m₂": m2, "ℓ₂": ℓ2}, {"m": m, "ℓ": ℓ})
 
 
-def _state(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def softmax_state(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The float64 (m, ℓ) of each row: m = max, ℓ = Σ exp(x − m); (−∞, 0) for a row of −∞ only."""
     m = X.max(axis=1)
     finite = np.isfinite(m)
