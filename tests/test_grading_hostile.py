@@ -23,6 +23,7 @@ SOLUTIONS = "tried to read the instructor solutions"
 EPERM = "raised PermissionError: [Errno 1] Operation not permitted (line "  # seccomp's refusal
 EACCES = "raised PermissionError: [Errno 13] Permission denied: "  # Landlock's refusal
 READ = "raised PermissionError: flashsim grade: a submission may not read "  # the audit hook's, naming it
+REACH = "raised PermissionError: flashsim grade: a submission may not reach "  # the hook's, on a folder or link
 IMPORT = "could not import the submission: raised ImportError: flashsim grade: a submission may not import "
 SPAWN = "raised PermissionError: flashsim grade: a submission may not start processes "
 LISTING = "imported the library's solution"
@@ -33,11 +34,8 @@ OUTCOMES = {
     "replaces_realpath": (EACCES + f"'{MASTER}'", None),
     "empties_hook_rules": (EACCES + f"'{ROOT / 'sim' / 'algorithms' / 'flash1.py'}'", None),
     "swaps_fspath": (READ, SOLUTIONS),
-    "hard_links_master": (  # Landlock refuses the link across folders; as an ordinary user, protected_hardlinks first
-        ("raised OSError: [Errno 18] Invalid cross-device link: ", "raised PermissionError: [Errno 1] Operation not"),
-        None,
-    ),
-    "symlinks_master": (EACCES, None),
+    "hard_links_master": (REACH + "(os.link) ", SOLUTIONS),  # the hook names it before Landlock refuses the link
+    "symlinks_master": (REACH + "(os.symlink) ", SOLUTIONS),
     "loads_listing_by_spec": (READ, LISTING),
     "finds_listing_in_memory": ("raised LookupError: no listing of Algorithm 1 in this process", None),
     "imports_listing": (IMPORT + "sim.algorithms", LISTING),

@@ -2,10 +2,14 @@
 
 import csv
 import io
+import re
 from pathlib import Path
 
 from sim.core import atomic_file
 from sim.grading.report import SubmissionReport, printable
+
+FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula (OWASP's list)
+NUMBER = re.compile(r"-?\d+(\.\d+)?(e[+-]?\d+)?")  # the grader's own figures, which a minus sign leaves numbers
 
 
 def write(reports: list[SubmissionReport], path: Path) -> None:
@@ -14,10 +18,19 @@ def write(reports: list[SubmissionReport], path: Path) -> None:
     names = [t.name for t in reports[0].tests] if reports else []
     f = io.StringIO()
     out = csv.writer(f)
-    out.writerow(["submission", "score", "max_score", "hbm_bytes", *names, "flags", "review", "notes", "seed"])
+    out.writerow([cell(c) for c in ["submission", "score", "max_score", "hbm_bytes", *names, "flags", "review",
+                                    "notes", "seed"]])  # fmt: skip
     for r in reports:
         points = {t.name: f"{t.points:g}" for t in r.tests}
-        out.writerow([printable(r.submission), f"{r.score:g}", f"{r.max_score:g}", r.hbm_bytes if r.hbm_bytes is not None else "",
-                      *(points.get(n, "") for n in names), "; ".join(r.flags), "; ".join(r.reviews),
-                      "; ".join(r.notes), r.seed])  # fmt: skip
+        row = [printable(r.submission), f"{r.score:g}", f"{r.max_score:g}",
+               r.hbm_bytes if r.hbm_bytes is not None else "", *(points.get(n, "") for n in names),
+               "; ".join(r.flags), "; ".join(r.reviews), "; ".join(r.notes), r.seed]  # fmt: skip
+        out.writerow([cell(c) for c in row])
     atomic_file.write_text(path, f.getvalue())
+
+
+def cell(value) -> str:
+    """`value` as a CSV cell a spreadsheet shows as text: one that starts as a formula does (`=`, `+`, `-`, `@`, a tab,
+    a carriage return) gets a leading `'` (OWASP's rule for CSV injection); a number stays a number."""
+    text = str(value)
+    return "'" + text if text.startswith(FORMULA) and not NUMBER.fullmatch(text) else text

@@ -9,18 +9,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from sim.core.errors import InputError
-from sim.grading import guard, isolation, journal, problem, resident, sandbox, similarity, stream
+from sim.grading import guard, isolation, journal, problem, resident, sandbox, similarity, stream, violations
 from sim.grading.checks import Outcome, evaluate
 from sim.grading.problem import Problem
 from sim.grading.proxy import tensor_specs
-from sim.grading.report import SubmissionReport, TestResult, made_printable
+from sim.grading.report import SubmissionReport, TestResult, made_printable, one_line
 from sim.grading.server import ChipServer
 from sim.grading.spec import Assignment
 from sim.grading.triton import grade as triton
 
 START_S = 5.0  # seconds beyond a test's wall clock that starting a child and importing the submission may take
 MAX_DEATHS = 2  # a submission whose process dies this often has its remaining tests marked "not run"
-SOLUTIONS = "tried to read the instructor solutions"
+SOLUTIONS = guard.SOLUTIONS
 
 
 def submissions_in(path: Path) -> list[Path]:
@@ -146,7 +146,7 @@ def grade_one(
                 report.tests.append(_result(p, 0.0, "not run", stop))
                 continue
             if child is None:
-                child = sandbox.Child(path, limits, walls.settings)
+                child = violations.watch(sandbox.Child(path, limits, walls.settings))
                 header, base = _start(child, setup, walls, report)
                 report.printed = child.printed_text()
                 if header["op"] != "ready":
@@ -230,8 +230,9 @@ def run(child: sandbox.Child, grading: dict, p: Problem, limits, base: int | Non
 
 
 def _raised(reply: dict) -> str:
-    """The submission's exception in one line: "not implemented yet: hint", or its type, message and line."""
-    kind, message, where = (str(reply.get(k, ""))[:400] for k in ("type", "message", "where"))
+    """The submission's exception in one line: "not implemented yet: hint", or its type, message and line (each the
+    child's text, its line breaks made spaces)."""
+    kind, message, where = (one_line(str(reply.get(k, ""))[:400]) for k in ("type", "message", "where"))
     at = f" ({where})" if where else ""
     if kind == "NotImplementedError":
         return f"not implemented yet: {message}" if message else f"not implemented yet{at}"
@@ -247,22 +248,18 @@ def _result(p: Problem, points: float, status: str, feedback: str) -> TestResult
 
 
 def _flag(report: SubmissionReport, child: sandbox.Child) -> bool:
-    """Copy the child's guard violations into the report's flags; whether there are any."""
-    for v in child.violations:
-        line = f"{v.get('what', SOLUTIONS)}: {str(v.get('detail', ''))[:200]}"
-        if line not in report.flags:
-            report.flags.append(line)
-    return bool(report.flags)
+    """Copy the child's guard violations into the report's flags (`violations.flag`); whether there are any."""
+    return violations.flag(report, child)
 
 
 def _setup(assignment: Assignment, submissions: list[Path], self_check: bool) -> dict:
     """The hello message: modules the child may not import, paths it may not open (the guard names what was tried)."""
     forbid = [*guard.SOLUTION_MODULES, *assignment.grading.get("forbid", [])]
-    denied = [(p, "imported the library's solution") for p in guard.denied_paths(forbid)]
+    denied = [(p, guard.LISTING) for p in guard.denied_paths(forbid)]
     denied += [(str(p) + os.sep, SOLUTIONS) for p in _private(assignment)]
     denied += [(str(Path(guard.__file__).with_name("samples.py")), SOLUTIONS)]
     if not self_check:
-        denied += [(str(Path(s).resolve().parent) + os.sep, "tried to read other submissions") for s in submissions]
+        denied += [(str(Path(s).resolve().parent) + os.sep, guard.OTHERS) for s in submissions]
     environment = {"TRITON_INTERPRET": "1"} if assignment.grading["driver"] == "triton" else {}
     return {"op": "hello", "forbid": forbid, "denied": sorted(set(denied)), "environment": environment}
 

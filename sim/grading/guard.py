@@ -2,9 +2,11 @@
 
 Installed by the harness before the submission is imported: the library's solution modules are
 dropped from `sys.modules` (so importing them again must open their files), and an audit hook
-(`sys.addaudithook`) refuses `open` of a denied path and `import` of a denied module, and tells the
-grader at once. Audit hooks are not a sandbox — code that means to can get around them (ctypes,
-for one) — so this is a tripwire; the bytes and the output the grader scores never come from here.
+(`sys.addaudithook`) refuses `import` of a denied module and every audited event on a denied path (`open`,
+listing a folder, `chdir`, glob, shutil's copies, `ctypes.dlopen`, … : `PATH_EVENTS`), and tells the grader at
+once. Audit hooks are not a sandbox — what Python does not audit (`os.stat`, `os.path.exists`, a C function
+called through ctypes) they never see — so this is a tripwire; the kernel's walls refuse, and the bytes and the
+output the grader scores never come from here.
 """
 
 import os
@@ -15,6 +17,19 @@ SOLUTION_MODULES = (
     "sim.api.entry",
     "sim.api.reference",
 )  # the library's own answers, for every assignment
+SOLUTIONS = "tried to read the instructor solutions"
+OTHERS = "tried to read other submissions"
+LISTING = "imported the library's solution"
+WHAT = frozenset((SOLUTIONS, OTHERS, LISTING))  # every violation the guard reports is one of these
+MAX_DETAIL = 300  # characters of the path or module a violation names
+PATH_EVENTS = frozenset(  # audited events (Python 3.11's table) whose str, bytes or pathlib arguments are paths
+    ("open", "os.listdir", "os.scandir", "os.chdir", "os.walk", "os.fwalk", "glob.glob", "glob.glob/2",
+     "pathlib.Path.glob", "pathlib.Path.rglob", "os.link", "os.symlink", "os.rename", "os.remove", "os.rmdir",
+     "os.mkdir", "os.chmod", "os.chown", "os.chflags", "os.truncate", "os.utime", "os.listxattr", "os.getxattr",
+     "os.setxattr", "os.removexattr", "shutil.copyfile", "shutil.copymode", "shutil.copystat", "shutil.copytree",
+     "shutil.move", "shutil.rmtree", "shutil.chown", "shutil.make_archive", "shutil.unpack_archive",
+     "ctypes.dlopen", "sqlite3.connect", "tempfile.mkstemp", "tempfile.mkdtemp")
+)  # fmt: skip
 PROCESS_EVENTS = frozenset(
     ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "pty.spawn")
 )
@@ -69,7 +84,7 @@ def purge(modules) -> None:
 
 
 def install(report, modules, rules: list[tuple[str, str | None]]) -> None:
-    """Refuse (and `report(what, detail)`) imports of `modules`, opens the path rules deny, and new processes.
+    """Refuse (and `report(what, detail)`) imports of `modules`, events on the paths the rules deny, new processes.
 
     `rules` are (path prefix, what reading it means) pairs, or (prefix, None) for a place the submission
     may read; the longest prefix that matches a path decides, so an allowed folder inside a denied one
@@ -78,20 +93,28 @@ def install(report, modules, rules: list[tuple[str, str | None]]) -> None:
     modules = tuple(modules)
     rules = tuple(sorted(rules, key=lambda r: len(r[0]), reverse=True))
 
+    def denied(arg) -> tuple[str | None, str]:
+        """What reaching `arg` means (None: allowed, or not a path) and its real path."""
+        if arg is None or isinstance(arg, int | bool):
+            return None, ""
+        try:
+            path = os.path.realpath(os.fsdecode(arg))
+        except (TypeError, ValueError, UnicodeError):  # not a path, or a NUL byte: Python refuses it before any call
+            return None, ""
+        return next((w for prefix, w in rules if (path + os.sep).startswith(prefix)), None), path  # a folder too
+
     def hook(event: str, args: tuple) -> None:
-        if event == "open":
-            target = args[0]
-            if isinstance(target, int) or target is None:
-                return
-            path = os.path.realpath(os.fsdecode(target))
-            what = next((w for prefix, w in rules if path.startswith(prefix)), None)
-            if what is not None:
-                report(what, path)
-                raise PermissionError(f"flashsim grade: a submission may not read {path} ({what})")
+        if event in PATH_EVENTS:
+            for arg in args[:1] if event == "open" else args:  # open's mode and flags are no paths
+                what, path = denied(arg)
+                if what is not None:
+                    report(what, path[:MAX_DETAIL])
+                    verb = "read" if event == "open" else f"reach ({event})"
+                    raise PermissionError(f"flashsim grade: a submission may not {verb} {path[:MAX_DETAIL]} ({what})")
         elif event == "import":
             name = args[0]
             if any(name == m or name.startswith(m + ".") for m in modules):
-                report("imported the library's solution", name)
+                report(LISTING, name[:MAX_DETAIL])
                 raise ImportError(f"flashsim grade: a submission may not import {name} (the library's own solution)")
         elif event in PROCESS_EVENTS:
             raise PermissionError(f"flashsim grade: a submission may not start processes ({event})")

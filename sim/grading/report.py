@@ -67,10 +67,23 @@ def printable(text: str) -> str:
     )
 
 
+def one_line(text: str) -> str:
+    """`text` with every character that starts a new line (`\\n`, `\\r`, `\\v`, `\\f`, `\\x1c`–`\\x1e`, `\\x85`,
+    U+2028, U+2029: where `str.splitlines` splits) made a space: a submission's text cannot forge a report's line."""
+    return text.translate(_BREAKS)
+
+
+_BREAKS = dict.fromkeys(map(ord, "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"), " ")
+
+
 def made_printable(report: SubmissionReport) -> SubmissionReport:
-    """The report with every text a submission could have put in it `printable` (its file's name is kept: it is
-    the journal's key; whoever shows it makes it printable)."""
-    tests = [replace(t, name=printable(t.name), feedback=printable(t.feedback), case=printable(t.case),
-                     review=printable(t.review)) for t in report.tests]  # fmt: skip
-    return replace(report, tests=tests, flags=[printable(f) for f in report.flags],
-                   notes=[printable(n) for n in report.notes], printed=printable(report.printed))  # fmt: skip
+    """The report with every text a submission could have put in it `printable` and, but for what it printed, on one
+    line (its file's name is kept: it is the journal's key; whoever shows it makes it printable)."""
+
+    def line(text: str) -> str:
+        return printable(one_line(text))
+
+    tests = [replace(t, name=line(t.name), feedback=line(t.feedback), case=line(t.case), review=line(t.review))
+             for t in report.tests]  # fmt: skip
+    return replace(report, tests=tests, flags=[line(f) for f in report.flags], notes=[line(n) for n in report.notes],
+                   printed=printable(report.printed))  # fmt: skip

@@ -1,12 +1,14 @@
 """The messages a submission's process may send the grader, and the check every one passes before it is used.
 
 A frame from the child is trusted for nothing: its op must be one of `MESSAGES`, each field of
-the right type (a name, a count, a tile range, a list of names), no field beyond those, the
+the right type (a name, a count, a tile range, a list of names; a violation's `what` one of the guard's
+own lines, its detail at most `guard.MAX_DETAIL` characters), no field beyond those, the
 number of arrays the op carries, and the arrays' bytes within `MAX_PAYLOAD` in all. Anything
 else is a `wire.WireError`, which the grader reports as "malformed message: …" and which fails that
 submission alone.
 """
 
+from sim.grading import guard
 from sim.grading.wire import WireError
 
 MAX_PAYLOAD = 1 << 25  # bytes of arrays in one frame from a child (32 MiB): a tile, or a test's outputs
@@ -17,6 +19,14 @@ MAX_INT = 1 << 53  # integers a child sends (byte counts, tile bounds)
 
 def _text(v) -> bool:
     return isinstance(v, str) and len(v) <= MAX_TEXT
+
+
+def _what(v) -> bool:
+    return isinstance(v, str) and v in guard.WHAT
+
+
+def _detail(v) -> bool:
+    return isinstance(v, str) and len(v) <= guard.MAX_DETAIL
 
 
 def _count(v) -> bool:
@@ -50,7 +60,7 @@ MESSAGES = {  # op → ({field: check}, how many arrays it carries: an exact num
     "import_failed": (FAILURE, 0),
     "raised": (FAILURE, 0),
     "done": ({"peak": _peak}, (0, 8)),
-    "violation": ({"what": _text, "detail": _text}, 0),
+    "violation": ({"what": _what, "detail": _detail}, 0),
     "load": ({"buf": _text, "tensor": _text, "rows": _tile, "cols": _tile}, 0),
     "put": ({"buf": _text, "nbytes": _count, "replaces": _texts}, 0),
     "free": ({"bufs": _texts}, 0),

@@ -6,9 +6,13 @@ every identifier one token `v` except attribute names such as `.load`; numbers `
 variables, rewording comments or reformatting changes nothing. Its fingerprint is the set of hashed runs of
 K tokens, less every run the handout itself contains (every student starts from it). The score of a pair is
 the share of the smaller fingerprint found in the other (1.0: one is contained in the other); pairs at or
-above THRESHOLD, with at least MIN_RUNS runs of their own, are flagged with both names and the score.
+above THRESHOLD, with at least MIN_RUNS runs of their own, are flagged with both names and the score; a file
+with fewer that scored points is said to be "not judged" (a one-line `exec` of a compressed copy is all of 20
+tokens), and one that calls exec, eval, compile or __import__ on anything but a literal is named for review: the
+code it runs is built at run time, where no comparison of files can see it.
 """
 
+import ast
 import io
 import keyword
 import tokenize
@@ -25,6 +29,8 @@ THRESHOLD = 0.8
 MIN_RUNS = 40  # fewer runs of a student's own: too little code to judge
 ALGORITHMS = Path(__file__).resolve().parents[1] / "algorithms"
 _STRINGS = {getattr(tokenize, n, tokenize.STRING) for n in ("STRING", "FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")}
+RUNS_CODE = frozenset(("exec", "eval", "compile", "__import__"))  # builtins that run (or load) code given as data
+NOT_JUDGED = f"similarity not judged: too little code to compare (fewer than {MIN_RUNS} runs of its own)"
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
 
 
@@ -107,12 +113,51 @@ def report(master: Path, grading: dict, handout: str, submissions: list[Path]) -
     return sorted((f for f in flags if f.score >= THRESHOLD), key=lambda f: -f.score)
 
 
+def builds_code(source: str) -> list[str]:
+    """Where `source` runs code it builds: each use of exec, eval, compile or __import__ (by name, as
+    `builtins.exec`, or through `getattr(…, "exec")`) but a call on literals only, as "exec, line 3"."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return []
+    plain = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call) and not n.keywords
+             and all(isinstance(a, ast.Constant) for a in n.args)}  # fmt: skip
+    found = []
+    for n in ast.walk(tree):
+        name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" and len(n.args) > 1:
+            name = n.args[1].value if isinstance(n.args[1], ast.Constant) else None
+        elif isinstance(n, ast.Attribute) and not (isinstance(n.value, ast.Name) and "builtins" in n.value.id):
+            name = None  # re.compile, torch.compile: another module's
+        if name in RUNS_CODE and id(n) not in plain:
+            found.append(f"{name}, line {n.lineno}")
+    return sorted(set(found), key=lambda f: int(f.rsplit(" ", 1)[1]))
+
+
+def notes(handout: str, submissions: list[Path]) -> dict[str, list[str]]:
+    """The submissions the comparison cannot speak for, each with its lines: too little code of its own (a
+    compressed copy run by exec, or an untouched handout), and code that runs what it builds at run time."""
+    skeleton, out = fingerprint(handout), {}
+    for p in submissions:
+        source = _read(p)
+        found = builds_code(source)
+        lines = [NOT_JUDGED] if len(fingerprint(source, skeleton)) < MIN_RUNS else []
+        lines += [f"for review: runs code it builds at run time ({'; '.join(found[:3])})"] if found else []
+        if lines:
+            out[p.name] = lines
+    return out
+
+
 def annotate(assignment, submissions: list[Path], reports) -> None:
-    """Add each flag to the notes of the submissions it names (the grader's hook; scores are left alone)."""
+    """Add each flag to the notes of the submissions it names, and `notes`' lines to theirs (the grader's hook;
+    scores are left alone)."""
     from sim.grading.export import student_text
 
-    flags = report(assignment.path, assignment.grading, student_text(assignment.path.read_text()), submissions)
+    handout = student_text(assignment.path.read_text())
+    flags = report(assignment.path, assignment.grading, handout, submissions)
     by_name = {r.submission: r for r in reports}
+    for name, lines in notes(handout, submissions).items():  # "not judged" only where points are at stake
+        by_name[name].notes.extend(n for n in lines if n != NOT_JUDGED or by_name[name].score > 0)
     for f in flags:
         by_name[f.a].notes.append(f.line())
         if f.b in by_name:
