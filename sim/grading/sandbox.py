@@ -26,7 +26,7 @@ from sim.grading import schema, wire
 SIM_ROOT = str(Path(__file__).resolve().parents[2])  # what the child puts first on its path to import sim
 
 # The child's first lines: confine itself (nothing but the standard library and sim.grading.confine is loaded
-# yet), then import the harness from the allowed files only, and serve the grader.
+# yet), then import the harness from the allowed files only, refuse threads from then on, and serve the grader.
 BOOTSTRAP = """
 import time
 start = time.process_time()
@@ -38,10 +38,12 @@ from sim.grading.confine import modules
 layers = confine.apply(settings)
 ms = (time.process_time() - start) * 1000  # confinement's CPU time: its imports (ctypes), its system calls
 if settings.get("probe"):
+    confine.seal(layers)
     print(json.dumps(confine.verify(layers, settings)))
     sys.exit(0)
 modules.install(settings["modules"], settings.get("packages", []))
 from sim.grading.harness import main
+confine.seal(layers)
 main(int(sys.argv[2]), int(sys.argv[3]), layers, ms)
 """
 LIVE: set = set()  # the children running now, for `stop_all` on SIGINT/SIGTERM
@@ -111,7 +113,7 @@ class Child:
         limits = self.limits
         settings = {**confinement, "cpu_s": limits.cpu_s, "memory_bytes": limits.memory_bytes,
                     "file_bytes": limits.file_bytes, "open_files": limits.open_files, "tmpfs_bytes": limits.tmpfs_bytes,
-                    "write": [self.dir]}  # fmt: skip
+                    "write": [self.dir], "parent": os.getpid()}  # fmt: skip
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.dir, "LANG": "C.UTF-8"}
         env |= {k: v for k, v in os.environ.items() if k.startswith(PASSED_ON)}  # where CUDA is, for the GPU path
         env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
@@ -222,9 +224,11 @@ class Child:
             pass
 
     def close(self) -> None:
-        """Say goodbye, end the process group, remove the temporary directory."""
+        """Say goodbye if the pipe has room, end the process group, remove the temporary directory. Never blocks: a
+        child may have shrunk its pipe and filled it (F_SETPIPE_SZ), then stopped reading."""
         if self.proc.poll() is None:
             try:
+                os.set_blocking(self._out, False)  # a full pipe: BlockingIOError, and the kill below ends it
                 wire.send(self._out, {"op": "bye"})
                 self.proc.wait(timeout=2)
             except (OSError, subprocess.TimeoutExpired):

@@ -1,20 +1,26 @@
 """The walls around a submission's process, put up by the process itself before it imports NumPy or the submission.
 
 In order: resource limits; as root, an unprivileged uid or no capabilities; where the kernel lets it,
-user + mount + network namespaces with a tmpfs for the child's folder; PR_SET_NO_NEW_PRIVS;
+user + mount + network + IPC namespaces with a tmpfs for the child's folder; PR_SET_NO_NEW_PRIVS;
 Landlock (files it may read and write, no TCP, signals and abstract sockets scoped); a seccomp
-filter (no new process, no tracing, no signal or socket outside itself). Each layer is detected
+filter (no new process, no tracing, no signal, renice or socket outside itself, no SysV IPC); death with
+the grader (PR_SET_PDEATHSIG). `seal`, once the harness is loaded, refuses threads too. Each layer is detected
 here, unprivileged; `apply` returns the layers in force, named for the grader's `isolation:` line.
 A layer that is available but fails to go up raises: the child must not run with less than the
 grader was told.
 """
 
+import _thread
 import os
+import signal
+import threading
 
 from sim.grading.confine import landlock, namespaces, privileges, rlimits, seccomp
 from sim.grading.confine.syscall import prctl
 
 PR_SET_NO_NEW_PRIVS = 38  # prctl: no exec may grant privileges again (set-uid bits, file capabilities)
+PR_SET_PDEATHSIG = 1  # prctl: the signal this process gets when the thread that started it ends
+NO_THREADS = "flashsim grade: a submission may not start threads (refused by the grader's seccomp filter)"
 KERNEL_LAYERS = ("landlock", "seccomp")  # without both, the grader refuses to grade (unless told to go on)
 
 
@@ -40,7 +46,25 @@ def apply(settings: dict) -> list[str]:
         layers.append(landlock.apply(version, settings["read"], settings["write"]))
     if "seccomp" not in without and seccomp.available():
         layers.append(seccomp.apply())
+    # last, as a change of uid or user namespace clears it: a grader killed outright takes its children with it
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if settings.get("parent") and os.getppid() != settings["parent"]:
+        os._exit(1)  # the grader died before the line above: nobody would kill this process
     return layers
+
+
+def seal(layers: list[str]) -> None:
+    """Where seccomp is in force, refuse every new thread from here on (the harness and NumPy, whose OpenBLAS is
+    pinned to one thread, are loaded and start none later). A native thread's pthread_create fails with EPERM;
+    Python's threads raise NO_THREADS instead of "can't start new thread"."""
+    if not any(layer.startswith("seccomp") for layer in layers):
+        return  # the GPU driver: CUDA's runtime starts threads of its own
+    seccomp.refuse_threads()
+
+    def refused(*args, **kwargs):
+        raise PermissionError(NO_THREADS)
+
+    _thread.start_new_thread = threading._start_new_thread = refused  # the message only: seccomp is the wall
 
 
 def missing(layers: list[str]) -> list[str]:
@@ -50,7 +74,8 @@ def missing(layers: list[str]) -> list[str]:
 
 def verify(layers: list[str], settings: dict) -> list[str]:
     """The layers that hold when tried (the grader's probe, before any submission): Landlock must refuse to open
-    `settings["probe_denied"]` (a file outside the read set), seccomp must refuse a fork. A layer that does not
+    `settings["probe_denied"]` (a file outside the read set), seccomp (sealed) must refuse a fork and a thread of
+    the C library's own (a Python thread's refusal is only a message). A layer that does not
     hold is left out, so the grader counts it missing."""
     held = []
     for layer in layers:
@@ -66,5 +91,20 @@ def verify(layers: list[str], settings: dict) -> list[str]:
                 continue
         except PermissionError:
             pass
+        if layer.startswith("seccomp") and _thread_starts():
+            continue
         held.append(layer)
     return held
+
+
+def _thread_starts() -> bool:
+    """Whether the C library can start a thread (through ctypes: past the Python message `seal` puts up)."""
+    import ctypes
+
+    from sim.grading.confine.syscall import LIBC
+
+    tid, start = ctypes.c_ulong(), ctypes.cast(LIBC.getpid, ctypes.c_void_p)  # a thread that returns at once
+    if LIBC.pthread_create(ctypes.byref(tid), None, start, None) != 0:
+        return False
+    LIBC.pthread_join(tid, None)
+    return True

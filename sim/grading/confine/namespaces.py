@@ -1,22 +1,23 @@
-"""Optional namespaces: a user namespace owning a new mount and network namespace, in which the child's folder
-becomes a size-limited tmpfs (it cannot fill the disk) and no network exists. They need unprivileged user
-namespaces (Ubuntu 24.04's AppArmor rule and Docker's default seccomp profile refuse them): where `unshare`
-fails, `apply` returns None and the child goes on without. Constants: <linux/sched.h>, <sys/mount.h>."""
+"""Optional namespaces: a user namespace owning a new mount, network and IPC namespace, in which the child's folder
+becomes a size-limited tmpfs (it cannot fill the disk), no network exists and SysV IPC objects die with the
+child (seccomp refuses them anyway). They need unprivileged user namespaces (Ubuntu 24.04's AppArmor rule and
+Docker's default seccomp profile refuse them): where `unshare` fails, `apply` returns None and the child goes on
+without. Constants: <linux/sched.h>, <sys/mount.h>."""
 
 import ctypes
 import os
 
 from sim.grading.confine.syscall import LIBC
 
-CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x10000000, 0x40000000  # unshare(2) flags
+CLONE_NEWNS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWNET = 0x00020000, 0x08000000, 0x10000000, 0x40000000  # unshare
 MS_NOSUID, MS_NODEV = 0x2, 0x4  # mount(2) flags for the tmpfs: no set-uid files, no device files
 
 
 def apply(folder: str, size_bytes: int) -> str | None:
-    """Enter new user, mount and network namespaces (this uid mapped to uid 0 inside) and mount a tmpfs of
+    """Enter new user, mount, network and IPC namespaces (this uid mapped to uid 0 inside) and mount a tmpfs of
     `size_bytes` on `folder`, its files carried over; the layer's words, or None where the kernel refuses."""
     uid, gid = os.getuid(), os.getgid()
-    if LIBC.unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET)) != 0:
+    if LIBC.unshare(ctypes.c_int(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC)) != 0:
         return None
     _write("/proc/self/setgroups", "deny")  # required before an unprivileged gid_map
     _write("/proc/self/uid_map", f"0 {uid} 1")
@@ -28,7 +29,7 @@ def apply(folder: str, size_bytes: int) -> str | None:
     for name, data in files.items():
         with open(os.path.join(folder, name), "wb") as f:
             f.write(data)
-    return f"user+mount+net namespaces ({size_bytes >> 20} MiB tmpfs)"
+    return f"user+mount+net+ipc namespaces ({size_bytes >> 20} MiB tmpfs)"
 
 
 def _write(path: str, text: str) -> None:

@@ -1,0 +1,189 @@
+"""What a submission's process must not leave behind or reach: a grader stuck on a full pipe, a child outliving a
+killed grader, SysV IPC outliving the child, threads without number, other processes' priorities. Each attack is
+a real submission (tests/hostile_submissions/containment) graded through `grader.grade`."""
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from test_grading_isolation import ALLOW, ENOSYS, EPERM, verdict, walls_here
+
+from sim.grading import grader, isolation, sandbox, spec
+from sim.grading.confine import seccomp
+
+HERE = Path(__file__).parent
+ATTACKS = HERE / "hostile_submissions" / "containment"
+ROOT = HERE.parent
+MASTER = spec.locate("02")
+ONE_TEST = replace(spec.load(MASTER), tests=spec.load(MASTER).tests[:1])
+NUMBERS = {"x86_64": dict(arch=0xC000003E, read=0, clone=56, clone3=435, setpriority=141, ioprio_set=251,
+                          sched_setaffinity=203, sched_setscheduler=144, shmget=29, semget=64, msgget=68,
+                          mq_open=240, memfd_create=319),
+           "aarch64": dict(arch=0xC00000B7, read=63, clone=220, clone3=435, setpriority=140, ioprio_set=30,
+                           sched_setaffinity=122, sched_setscheduler=119, shmget=194, semget=190, msgget=186,
+                           mq_open=180, memfd_create=279)}  # fmt: skip
+PRIO_PROCESS, PRIO_PGRP, PRIO_USER = 0, 1, 2
+IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER = 1, 3
+
+
+def feedback(name: str, **kwargs) -> str:
+    """The first test's feedback for the attack `name`, graded alone."""
+    (report,) = grader.grade(ONE_TEST, [ATTACKS / f"{name}.py"], seed=1, **kwargs)
+    assert report.score == 0 and "\n" not in report.tests[0].feedback
+    return report.tests[0].feedback
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_filter_keeps_priorities_and_ipc_to_the_process_itself(monkeypatch, machine):
+    monkeypatch.setattr(seccomp, "MACHINE", machine)
+    me, n = 4242, NUMBERS[machine]
+    code, arch = seccomp.program(me), n["arch"]
+    assert verdict(code, n["setpriority"], arch, (PRIO_PROCESS, 0, 19, 0, 0, 0)) == ALLOW
+    assert verdict(code, n["setpriority"], arch, (PRIO_PROCESS, me, 19, 0, 0, 0)) == ALLOW
+    assert verdict(code, n["setpriority"], arch, (PRIO_USER, 0, 19, 0, 0, 0)) == EPERM  # every process of its uid
+    assert verdict(code, n["setpriority"], arch, (PRIO_PGRP, 0, 19, 0, 0, 0)) == EPERM
+    assert verdict(code, n["setpriority"], arch, (PRIO_PROCESS, me + 1, 19, 0, 0, 0)) == EPERM
+    assert verdict(code, n["ioprio_set"], arch, (IOPRIO_WHO_PROCESS, 0, 7, 0, 0, 0)) == ALLOW
+    assert verdict(code, n["ioprio_set"], arch, (IOPRIO_WHO_USER, 0, 7, 0, 0, 0)) == EPERM
+    assert verdict(code, n["ioprio_set"], arch, (IOPRIO_WHO_PROCESS, 1, 7, 0, 0, 0)) == EPERM
+    for name in ("sched_setaffinity", "sched_setscheduler"):
+        assert verdict(code, n[name], arch, (0, 0, 0, 0, 0, 0)) == ALLOW
+        assert verdict(code, n[name], arch, (me, 0, 0, 0, 0, 0)) == ALLOW
+        assert verdict(code, n[name], arch, (1, 0, 0, 0, 0, 0)) == EPERM
+    for name in ("shmget", "semget", "msgget", "mq_open", "memfd_create"):
+        assert verdict(code, n[name], arch) == EPERM, name
+    sealed = seccomp.threads_program()  # stacked once the harness is loaded
+    assert verdict(sealed, n["clone"], arch, (0x3D0F00, 0, 0, 0, 0, 0)) == EPERM  # pthread_create's flags
+    assert verdict(sealed, n["clone3"], arch) == ENOSYS and verdict(sealed, n["read"], arch) == ALLOW
+
+
+@walls_here
+def test_a_child_that_fills_its_pipe_and_sleeps_does_not_hang_the_grader():
+    # in a process of its own: before the fix, the grader blocked for ever writing "bye" into the full pipe
+    script = (
+        "import sys; from dataclasses import replace; from pathlib import Path\n"
+        "from sim.grading import grader, sandbox, spec\n"
+        "a = spec.load(spec.locate('02')); a = replace(a, tests=a.tests[2:3])\n"  # N ≥ 100: a tile fills a page
+        "paths, limits = [Path(sys.argv[1]), spec.locate('02')], sandbox.Limits(wall_s=3)\n"
+        "print([r.score == a.points for r in grader.grade(a, paths, seed=1, jobs=1, limits=limits)])\n"
+    )
+    grading = subprocess.Popen([sys.executable, "-c", script, str(ATTACKS / "fills_pipe_then_sleeps.py")], cwd=ROOT,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONPATH": str(ROOT)})  # fmt: skip
+    try:
+        out, err = grading.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        children = _children(grading.pid)
+        grading.kill()
+        for child in children:  # its own session: the grader's kill does not reach it
+            os.kill(child, signal.SIGKILL)
+        grading.communicate()
+        pytest.fail("the grader hung on the child's full pipe")
+    assert grading.returncode == 0, err[-2000:]
+    assert out.strip() == "[False, True]"  # the attack scores 0, the master after it full marks
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` and that run the grading bootstrap for a submission (not the probe)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            stat = open(f"/proc/{entry}/stat").read()
+            argv = open(f"/proc/{entry}/cmdline", "rb").read()
+        except (OSError, ValueError):
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"confine.apply(" in argv and b'"probe": true' not in argv:
+            found.append(int(entry))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` runs (a zombie, waiting for whoever adopted it to reap it, does not)."""
+    try:
+        return open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@walls_here
+def test_a_grader_killed_outright_takes_its_children_with_it():
+    grading = subprocess.Popen([sys.executable, "-m", "sim.cli", "grade", str(MASTER), str(ATTACKS / "sleeps.py"),
+                                "--seed", "1"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    children = []
+    try:
+        deadline = time.monotonic() + 60
+        while not children and time.monotonic() < deadline:
+            time.sleep(0.2)
+            children = _children(grading.pid)
+        assert children, "no graded child started"
+        time.sleep(1.0)  # into its sleep: confined, the submission running
+        grading.kill()
+        grading.wait()
+        time.sleep(2.0)
+        assert [c for c in children if _alive(c)] == []
+    finally:
+        grading.kill()
+        grading.wait()
+        for child in children:  # before the fix: an orphan sleeping for two minutes
+            if _alive(child):
+                os.kill(child, signal.SIGKILL)
+
+
+def _ipc_ids() -> dict[str, set[str]]:
+    """The SysV IPC objects of this IPC namespace, by kind (their ids)."""
+    return {kind: {line.split()[1] for line in open(f"/proc/sysvipc/{kind}").readlines()[1:]}
+            for kind in ("shm", "sem", "msg")}  # fmt: skip
+
+
+@walls_here
+def test_sysv_ipc_message_queues_and_memfd_are_refused_by_seccomp_alone(monkeypatch):
+    monkeypatch.setattr(isolation, "WITHOUT", frozenset({"namespaces"}))  # no IPC namespace: seccomp must hold
+    before = _ipc_ids()
+    try:
+        line = feedback("sysv_ipc")
+    finally:  # before the fix: 64 MiB of shared memory, a semaphore set and two queues stayed behind
+        libc = ctypes.CDLL(None, use_errno=True)
+        left = {kind: ids - before[kind] for kind, ids in _ipc_ids().items()}
+        for kind, remove in (("shm", libc.shmctl), ("sem", libc.semctl), ("msg", libc.msgctl)):
+            for i in left[kind]:
+                remove(int(i), 0, None)  # IPC_RMID
+        libc.mq_unlink(b"/flashsim-hostile")
+    assert line.startswith(
+        "raised RuntimeError: shmget EPERM; semget EPERM; msgget EPERM; mq_open EPERM; memfd_create EPERM (line "
+    ), line
+    assert left == {"shm": set(), "sem": set(), "msg": set()}
+
+
+@walls_here
+def test_the_isolation_line_names_the_ipc_namespace_where_there_is_one():
+    line = grader.isolate(ONE_TEST, [MASTER]).line()
+    assert "namespaces" not in line or "user+mount+net+ipc namespaces (" in line
+
+
+@walls_here
+def test_threads_are_refused_once_the_submission_runs_and_an_honest_one_still_passes():
+    paths = [ATTACKS / "thread_bomb.py", ATTACKS / "python_thread.py", MASTER]
+    bomb, python, master = grader.grade(ONE_TEST, paths, seed=1, jobs=2, limits=sandbox.Limits(wall_s=5.0))
+    assert bomb.tests[0].feedback.startswith("raised RuntimeError: 0 native threads started in "), bomb.tests[0]
+    assert "(pthread_create error 1)" in bomb.tests[0].feedback  # EPERM, from the sealed filter
+    assert python.tests[0].feedback.startswith(
+        "raised PermissionError: flashsim grade: a submission may not start threads (refused by the grader's "
+        "seccomp filter) (line 8, in forward)"
+    ), python.tests[0].feedback
+    assert bomb.score == python.score == 0 and master.score == ONE_TEST.points
+
+
+@walls_here
+def test_priorities_and_schedules_reach_no_other_process():
+    assert feedback("renices_others").startswith(
+        "raised RuntimeError: nice self ok; nice group EPERM; nice uid EPERM; ioprio self ok; ioprio uid EPERM; "
+        "affinity pid EPERM; scheduler pid EPERM; param pid EPERM (line "
+    )
+
