@@ -29,8 +29,12 @@ HARNESS_MODULES = (  # the student API and the harness: every module of sim a gr
 # listing or reference among them
 GPU_MODULES = ("sim.grading.gpu_kernel", "sim.machine.blocks", "sim.machine.grids", "sim.machine.hardware",
                "sim.machine.iomodel", "sim.machine.mask", "sim.machine.occupancy", "sim.machine.row_sums")  # fmt: skip
+# what the Triton driver loads beyond them: its launcher, the interpreter's recording hooks and the shadow memory
+TRITON_MODULES = ("sim.grading.triton", "sim.grading.triton.interpret", "sim.grading.triton.launch",
+                  "sim.grading.triton.shadow")  # fmt: skip
 ENTRIES = {"chip": ("sim.grading.harness",), "softmax": ("sim.grading.harness",),
-           "gpu": ("sim.grading.harness", "sim.grading.gpu_kernel")}  # fmt: skip
+           "gpu": ("sim.grading.harness", "sim.grading.gpu_kernel"),
+           "triton": ("sim.grading.harness", "sim.grading.triton.launch", "sim.grading.triton.interpret")}  # fmt: skip
 LOADER_CACHE = "/etc/ld.so.cache"  # where the dynamic loader looks a library's name up
 
 PROBE = """
@@ -66,7 +70,7 @@ def imported(entries: tuple[str, ...]) -> dict:
 def read_set(driver: str, forbidden: list[str]) -> ReadSet:
     """The read set for `driver`'s harness, refused (InputError) if it reaches a path of `forbidden`."""
     loaded = imported(ENTRIES[driver])
-    allowed = HARNESS_MODULES + (GPU_MODULES if driver == "gpu" else ())
+    allowed = HARNESS_MODULES + {"gpu": GPU_MODULES, "triton": TRITON_MODULES}.get(driver, ())
     sim_files = {n: os.path.realpath(f) for n, f in loaded["modules"].items() if n == "sim" or n.startswith("sim.")}
     extra = sorted(n for n in sim_files if n not in allowed and not (driver == "gpu" and n.startswith("gpu")))
     if extra:

@@ -50,7 +50,9 @@ def prepare(driver: str, forbidden: list[str], limits, *, allow_weak: bool, self
     uid = NOBODY if os.geteuid() == 0 and closed is None else None
     without = set(WITHOUT) | ({"landlock", "seccomp"} if driver == "gpu" else set())  # CUDA: see the guide
     settings = {"root": sandbox.SIM_ROOT, "modules": reads.modules, "read": list(reads.paths), "uid": uid,
-                "without": sorted(without), "packages": ["gpu"] if driver == "gpu" else []}  # fmt: skip
+                "without": sorted(without), "packages": ["gpu"] if driver == "gpu" else [],
+                "preload": list(allowlist.ENTRIES[driver][1:]) if driver == "triton" else [],
+                "environment": {"TRITON_INTERPRET": "1"} if driver == "triton" else {}}  # fmt: skip
     layers = probe(settings, limits, forbidden)
     missing = tuple(confine.missing(layers))
     if missing and not (allow_weak or self_check):

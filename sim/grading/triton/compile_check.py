@@ -84,7 +84,8 @@ def _line(e: Exception, kernel) -> str:
     node = getattr(e, "node", None)
     if kernel is None or getattr(node, "lineno", None) is None:
         return "?"
-    return str(kernel.def_file_line_number + node.lineno - 1)
+    first = getattr(kernel, "def_file_line_number", None)  # Triton ≤ 3.5; 3.6 names it starting_line_number
+    return str((first if first is not None else kernel.starting_line_number) + node.lineno - 1)
 
 
 def _message(e: Exception) -> str:

@@ -66,8 +66,10 @@ class Record:
         for b, n in zip(*np.unique(which, return_counts=True), strict=True):
             self.moved[(self.shadow.buffers[b].name, direction, line)] += int(n) * storage.itemsize
 
-    def load(self, ptrs, mask, other, cache_policy, is_volatile):
-        """`tl.load`: the private elements under the mask, `other` (or 0) elsewhere."""
+    def load(self, ptrs, mask, other, *flags, **named):
+        """`tl.load`: the private elements under the mask, `other` (or 0) elsewhere. `flags`, `named`: the cache and
+        volatile hints, which no byte count depends on (Triton 3.6 passes cache modifier, eviction policy, volatile;
+        its descriptor loads by name)."""
         line, storage, chosen, which, element = self._place(ptrs, mask, "load")
         out = np.zeros(ptrs.data.shape, storage)
         if other is not None:
@@ -80,7 +82,7 @@ class Record:
         self._book(which, storage, "read", line)
         return interpreter.TensorHandle(out, ptrs.get_element_ty())
 
-    def store(self, ptrs, value, mask, cache_policy):
+    def store(self, ptrs, value, mask, *flags, **named):
         """`tl.store`: the values under the mask into the private copy."""
         line, storage, chosen, which, element = self._place(ptrs, mask, "store")
         values = np.broadcast_to(value.data, ptrs.data.shape)[chosen].astype(storage, copy=False)
@@ -110,19 +112,38 @@ class Record:
         raise MemoryFault("atomic compare-and-swap is not graded; use tl.atomic_add")
 
 
+def _index(self) -> int:
+    """`tl.tensor.__index__` in the interpreter: a scalar argument is a one-element array there, which Triton 3.6's
+    own `int(self.handle.data)` NumPy 2.5 refuses (only a 0-dimensional array converts): `range(0, Nk, BLOCK_N)`
+    failed."""
+    data = np.asarray(self.handle.data)
+    return int(data.reshape(-1)[0]) if data.size == 1 else int(data)
+
+
 @contextmanager
 def recording(record: Record):
-    """The interpreter's builder, for the launch, with its memory operations replaced by `record`'s."""
+    """The interpreter's builder, for the launch, with its memory operations replaced by `record`'s (and where the
+    interpreter patches `tl.tensor` for a launch, its `__index__` made to take a one-element array)."""
     builder = interpreter.interpreter_builder
     hooks = {"create_masked_load": record.load, "create_masked_store": record.store,
              "create_atomic_rmw": record.atomic_rmw, "create_atomic_cas": record.refuse}  # fmt: skip
     for name, hook in hooks.items():
         setattr(builder, name, hook)
+    patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch_tensor is not None:
+
+        def patched(tensor, scope):
+            patch_tensor(tensor, scope)  # the scope restores tensor's own attributes when the launch ends
+            tensor.__index__ = _index
+
+        interpreter._patch_lang_tensor = patched
     try:
         yield record
     finally:
         for name in hooks:
             delattr(builder, name)
+        if patch_tensor is not None:
+            interpreter._patch_lang_tensor = patch_tensor
 
 
 def launch(kernel, grid: tuple[int, ...], buffers: list[Buffer], scalars: list, constexprs: dict, file: str) -> Record:
