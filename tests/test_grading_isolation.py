@@ -162,3 +162,12 @@ def test_a_master_beside_the_library_is_refused_but_a_students_own_copy_there_is
     with pytest.raises(InputError, match=r"reaches .*; refusing to grade"):
         grader.isolate(beside, [beside.path])
     assert not grader.isolate(beside, [beside.path], self_check=True).weak
+
+
+def test_every_driver_an_assignment_may_name_has_a_read_set():
+    """The Triton driver once had none: grading assignments 7-8 where Triton is installed raised KeyError 'triton'
+    before any child started (CI, without Triton, skips those tests)."""
+    from sim.grading import allowlist, spec
+
+    assert set(spec.DRIVERS) <= set(allowlist.ENTRIES)
+    assert {spec.load(p).grading["driver"] for p in spec.masters()} <= set(allowlist.ENTRIES)
