@@ -45,7 +45,9 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path, quiet) -> 
             est += estimate.Estimate(probe.seconds) + estimate.Estimate(transient=probe.bytes)
         return est
 
-    what = f"timing every algorithm at N = {count(n)}, d = {d}, {repeats + 2} times, and a flash2 run at N = {count(memory_n)}"
+    times = f"{count(repeats)} time{'s' * (repeats != 1)} (after two untimed runs)"
+    what = f"timing every algorithm at N = {count(n)}, d = {d}, {times}" + (
+        f", and a flash2 run at N = {count(memory_n)}" if memory_n else "")
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, repeats=repeats,
                    memory_n=memory_n)  # fmt: skip
     with Work(quiet) as work, work.steps("timing", bench.bench_sim_calls(repeats, memory_n)) as advance:
@@ -183,7 +185,8 @@ def bench_cli_command(ctx, n, d, counts_ns, repeats, json_path, quiet) -> None:
         counting = estimate.PROCESS_SECONDS * (repeats + 1) * len(bench.cli_commands(None, d, counts_ns))
         return estimate.Estimate(run.seconds + counting, 0, run.bytes)
 
-    what = f"a flash2 run at N = {count(n)}, d = {d}, and counts at N = {', '.join(count(c) for c in counts_ns)}"
+    runs = f"{count(repeats)} timed run{'s' * (repeats != 1)} (after a warm-up) of each count at N = "
+    what = (f"a flash2 run at N = {count(n)}, d = {d}, and " if n else "") + runs + ", ".join(map(count, counts_ns))
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, repeats=repeats)
     commands = len(bench.cli_commands(n or None, d, counts_ns))
     with Work(quiet) as work, work.steps("timing commands", commands) as advance:

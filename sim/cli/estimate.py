@@ -28,9 +28,9 @@ from sim.core.format import count, duration, human_bytes
 from sim.machine.memory import MAX_TRACE_STEPS
 
 LIMIT_SECONDS = 30.0  # what would take longer is refused up front (FLASHSIM_MAX_SECONDS raises the limit)
-PER_PAIR = 50e-6  # seconds of Python per tile pair: the chip's loads, puts, stores and bookkeeping
-PER_FLOP = 10e-12  # a tile-sized float32 matmul, per FLOP
-PER_EXP = 6e-9
+PER_PAIR = 200e-6  # seconds of Python per tile pair: the chip's loads, puts, stores and bookkeeping (50 µs before h2)
+PER_FLOP = 20e-12  # a tile-sized float32 matmul, per FLOP (×2 and the reference's ×3.5, fitted in issue h2 to `run`
+PER_EXP = 12e-9  # at N = 8192, 16384, 24576 on a 2-core EPYC that other work shares: 3.7 s, 12.9 s, 27.6 s)
 PER_WRITE = {2: 25e-9, 4: 3e-9}  # per element written to HBM, by itemsize (a cast to fp16/bf16 is slow)
 PER_INPUT = 40e-9  # per input element of every head: drawn in float64, cast to storage, mirrored in float32
 PER_STEP = 60e-6  # recording one step of a trace (its residents, accesses, code line)
@@ -38,8 +38,8 @@ PER_HEAD = {False: 500e-6, True: 700e-6}  # a head's own chip, first and last li
 STEP_BYTES = 600  # one recorded step in memory
 TRACE_FILE_PARSED = 20  # bytes of memory per byte of a trace file read and parsed, at worst ("[]," is a 56-byte list)
 STEPS_PER_PAIR = 6  # steps a listing records per tile pair (4 for flash2, 6 for flash1 and standard)
-PER_SCORE = 4e-9  # the float64 reference, per score, plus PER_SCORE_D per score and head dimension
-PER_SCORE_D = 0.06e-9
+PER_SCORE = 14e-9  # the float64 reference, per score, plus PER_SCORE_D per score and head dimension
+PER_SCORE_D = 0.2e-9
 BACKWARD_PER_SCORE, BACKWARD_PER_SCORE_D = 15e-9, 0.8e-9  # ×2.5–2.8 (measured): the gradient bound's 7 magnitudes
 PROCESS = 150 * 2**20  # Python, NumPy, rich and the command itself
 PROCESS_SECONDS = 1.0  # starting a fresh flashsim process (`bench cli` measures 0.3–0.7 s)
@@ -53,11 +53,8 @@ BENCH_LIMIT_SECONDS = 600.0  # a benchmark is asked to take its time: it may run
 PER_SUBMISSION = 1.1  # seconds of one core to grade a submission of assignment 2 (README: 100 in 55 s, 2 at a time)
 GRADING_CHILD = 64 * 2**20  # a submission's process: 33 MB at its peak for the masters of 1-4, doubled for a student's
 TRAIN_TOKENS_PER_STEP = 32 * 256  # demo train: batch × seq (gpu.lab.train.TrainConfig)
-TRAIN_TOKENS_PER_S = {
-    "flash": 1_038_440,
-    "standard": 534_428,
-    "sdpa": 1_405_009,
-}  # its three runs, H100 (gpu/lab/results/train-h100.json)
+# its three runs, H100 (gpu/lab/results/train-h100.json)
+TRAIN_TOKENS_PER_S = {"flash": 1_038_440, "standard": 534_428, "sdpa": 1_405_009}
 
 
 @dataclass(frozen=True)
@@ -284,7 +281,8 @@ def guard(
 
 def culprit(ctx: click.Context, small_blocks: bool) -> str:
     """The option to name in a refusal: with small blocks, the block or SRAM option given (else --hardware);
-    otherwise the size option given that is largest against its default (else --n)."""
+    otherwise the size option given that is largest against its default (else --seqlens or --hardware if given,
+    else --n)."""
     given = typed(ctx)
     if small_blocks:
         for name in ("block_rows", "block_cols", "sram_bytes", "hardware_name", "blocks"):
@@ -297,4 +295,5 @@ def culprit(ctx: click.Context, small_blocks: bool) -> str:
     ]
     if sizes:
         return max(sizes)[1]
-    return "--hardware" if small_blocks else "--n"
+    named = [given[name].opts[0] for name in ("seqlens", "hardware_name") if name in given]  # no size typed: these
+    return named[0] if named else "--hardware" if small_blocks else "--n"

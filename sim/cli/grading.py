@@ -20,7 +20,17 @@ from sim.grading.report import printable
 from sim.viz.unclipped import unclipped
 
 TIMEOUT = options.FloatRange(0.1, 3600)  # seconds per test: an hour is far beyond any test, NaN and ∞ are no limit
-JOBS = click.option("--jobs", type=options.POSITIVE, default=None, help="Submissions graded at once  [default: CPUs]")
+MAX_JOBS = max(64, 4 * (os.cpu_count() or 1))  # more only queue for the CPUs (and each holds memory)
+JOBS = click.option("--jobs", type=options.Count(1, MAX_JOBS), default=None,
+                    help="Submissions graded at once  [default: CPUs]")  # fmt: skip
+
+
+def journal_file(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
+    """A click callback: --journal names a regular file or none yet (a device never ends, a pipe blocks)."""
+    if path and (path.startswith(("/dev/", "/proc/")) or os.path.lexists(path) and not os.path.isfile(path)):
+        what = atomic_file.kind(os.stat(path).st_mode) if os.path.exists(path) else "not a regular file"
+        raise click.BadParameter(f"{path!r} is {what}; a journal is a regular file")
+    return options.writable(ctx, param, path)
 
 
 @click.group("assignments")
@@ -67,8 +77,8 @@ def export_command(assignment, student, instructor) -> None:
 @click.option("--hidden-visibility", type=click.Choice(gradescope.VISIBILITY), default="hidden", show_default=True,
               help="Gradescope visibility of the hidden tests.")  # fmt: skip
 @options.output_file("--csv", "csv_path", "Write one row per submission here.")
-@options.output_file("--journal", "journal_path",
-                     "Record each graded submission here; run again with it to resume an interrupted batch.")  # fmt: skip
+@click.option("--journal", "journal_path", type=click.Path(dir_okay=False), default=None, callback=journal_file,
+              help="Record each graded submission here; run again with it to resume an interrupted batch.")  # fmt: skip
 @click.option("--allow-weak-isolation", is_flag=True,
               help="Grade even where the kernel cannot confine submissions (no Landlock or seccomp); reports say so.")  # fmt: skip
 @click.option("--details", is_flag=True, help="For a folder: every submission's table, not only the summary.")
@@ -82,6 +92,8 @@ def grade_command(
     flashsim grade ASSIGNMENT SUBMISSION; flashsim grade --self-check FILE (a student's copy, public tests).
     """
     if len(paths) == 1 and self_check:
+        if not os.path.isfile(paths[0]):
+            raise InputError(f"--self-check: no file {paths[0]!r} (give the student's copy of the assignment)")
         paths = (paths[0], paths[0])
     if len(paths) != 2:
         raise InputError("grade: give ASSIGNMENT and SUBMISSION (or --self-check FILE)")

@@ -42,6 +42,8 @@ def list_command() -> None:
 @click.argument("folder", type=click.Path(file_okay=False))
 def copy_command(folder) -> None:
     """Copy every lesson notebook, and its hints, into FOLDER (made if missing); a file already there is left as it is."""
+    if not folder:  # Path("") is the current folder: never what an empty argument meant
+        raise InputError("folder: an empty folder name")
     target = Path(folder)
     try:
         target.mkdir(parents=True, exist_ok=True)

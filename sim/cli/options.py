@@ -186,8 +186,8 @@ def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> st
         return path
     if not path:
         raise click.BadParameter("an empty file name")
-    if special(path):  # a device or a pipe (/dev/stdout, /dev/null): written directly
-        return path
+    if special(path):  # a device or a pipe (/dev/stdout, /dev/null): written directly (a pipe nobody reads by
+        return path  # then is refused, `sim.core.atomic_file`)
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise click.BadParameter(f"{path!r} is a folder, not a file")

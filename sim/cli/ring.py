@@ -5,7 +5,7 @@ import sys
 import click
 import numpy as np
 
-from sim.api import reference, tolerance
+from sim.api import gradient_tolerance, reference, reference_variants, tolerance
 from sim.api.inputs import random_inputs
 from sim.api.ring_api import DEFAULT_HARDWARE, SCHEMES, count_ring, ring
 from sim.cli import estimate, options
@@ -13,7 +13,7 @@ from sim.cli.options import console, emit_json
 from sim.cli.progress import Work
 from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
-from sim.core.format import count
+from sim.core.format import abs_error, count
 from sim.machine import ring_model
 from sim.machine.devices import DEFAULT_LINK, LINKS
 from sim.machine.sharding import SHARDINGS
@@ -86,11 +86,13 @@ def ring_command(
             result = ring(*arrays[:3], devices=devices, scheme=scheme, sharding=sharding, causal=causal,
                           do=arrays[3] if backward else None, link_name=link_name, hardware=hardware_name,
                           sram_bytes=sram_bytes, record="steps" if view else "counts", traced=device)  # fmt: skip
-        with work.steps("float64 reference", 1):
+        with work.steps("float64 reference", 1 + backward) as advance:
             check = _check(result, *arrays[:3])
+            advance()
+            grads = _check_gradients(result, *arrays, check["bound"]) if backward else None
     if view:
         return _view(result.trace, step)
-    return _report(result, check, as_json)
+    return _report(result, check, as_json, grads)
 
 
 def _check(result, q, k, v) -> dict:
@@ -105,7 +107,30 @@ def _check(result, q, k, v) -> dict:
     return {"error": error, "bound": tol.bound, "within": error <= tol.bound, "formula": tol.formula}
 
 
-def _report(result, check: dict | None, as_json: str | None) -> int:
+def _check_gradients(result, q, k, v, do, forward_bound: float) -> dict:
+    """dQ, dK, dV against the float64 chain rule, each within `sim.api.gradient_tolerance`'s bound for
+    FlashAttention-2's backward over the whole sequence (every device's pieces together are its tiles), given the
+    ring's forward bound; the ring stores each of its P pieces of dK, dV before the float32 sum that carries them
+    home, as GQA's per-head schedule stores each head's: its `group` term with g = P."""
+    Br, Bc = result.backward_blocks
+    refs, scales = reference_variants.backward_scales(q, k, v, do, causal=result.causal, scale=result.scale)
+    want = dict(zip(gradient_tolerance.GRADIENTS, refs, strict=True))
+    got = dict(dq=result.dq, dk=result.dk, dv=result.dv)
+    errors = {name: gradient_tolerance.max_abs(got[name].astype(np.float64) - want[name]) for name in want}
+    n, d = q.shape[-2:]
+    pieces = result.devices if result.scheme == "ring" else 1  # Ulysses: whole heads on one device
+    bounds = gradient_tolerance.gradient_tolerance(
+        "flash2", result.dtype, d=d, nk=n, rows=n, forward_block_cols=result.block_cols, block_rows=Br,
+        block_cols=Bc, sigma=tolerance.score_scale(q, k, result.scale), s_max=scales["s"],
+        forward_bound=forward_bound, o_max=scales["o"], do_l1=float(np.abs(do.astype(np.float64)).sum(-1).max()),
+        scales=scales, ref_max={name: gradient_tolerance.max_abs(r) for name, r in want.items()}, group=pieces,
+    )  # fmt: skip
+    each = {name: bool(errors[name] <= bounds[name]) for name in want}
+    tol = {"formula": gradient_tolerance.FORMULA, "bound": bounds, "within": all(each.values()), "each": each}
+    return {"max_abs_err": errors, "tolerance": tol}
+
+
+def _report(result, check: dict | None, as_json: str | None, grads: dict | None = None) -> int:
     from sim.viz import ring as ring_viz
 
     report = result.to_dict()
@@ -113,10 +138,23 @@ def _report(result, check: dict | None, as_json: str | None) -> int:
     report |= {"min_shard": ring_model.min_shard(result.hardware, result.link, result.dtype, s),
                "shard_rows": max(ring_model.sizes(result.n, result.devices, result.sharding)),
                "heads_per_device": result.heads // result.devices if result.scheme == "ulysses" else None,
-               "check": check}  # fmt: skip
+               "check": check, "gradients": grads}  # fmt: skip
     if not emit_json(report, as_json, indent=None):
         console.print(ring_viz.ring_table(report))
-    return 1 if check is not None and not check["within"] else 0
+        for line in _gradient_lines(grads):
+            console.print(line, markup=False, highlight=False)
+    wrong = grads is not None and not grads["tolerance"]["within"]
+    return 1 if check is not None and not check["within"] or wrong else 0
+
+
+def _gradient_lines(grads: dict | None) -> list[str]:
+    """One verdict per gradient: max|g − ref| and the bound it is held to."""
+    if grads is None:
+        return []
+    tol = grads["tolerance"]
+    return [f"max |{name[0]}{name[1:].upper()} − ref| {abs_error(grads['max_abs_err'][name])}  "
+            f"{'✓ within' if tol['each'][name] else '✗ outside'} its bound (≤ {abs_error(tol['bound'][name])}, "
+            f"sim.api.gradient_tolerance)" for name in gradient_tolerance.GRADIENTS]  # fmt: skip
 
 
 def _view(trace, step: int | None) -> int:
@@ -148,7 +186,8 @@ def _refuse_too_much(ctx, counted, view: bool, **sizes) -> None:
         if view:
             record = estimate.simulate("flash2", n=shard, nk=n, d=d, dtype=c.dtype, Br=c.block_rows,
                                        Bc=c.block_cols, heads=1, record=True)  # fmt: skip
-        return estimate.process() + work + record + estimate.check(n, n, d, batch * heads)
+        grads = estimate.check(n, n, d, batch * heads, backward=True) if c.backward is not None else estimate.Estimate()
+        return estimate.process() + work + record + estimate.check(n, n, d, batch * heads) + grads
 
     what = f"simulating {c.devices} devices at N = {count(sizes['n'])}, d = {sizes['d']}, {count(sizes['batch'] * sizes['heads'])} heads"
     estimate.guard(ctx, cost, what, ["--counts-only"], **sizes)

@@ -73,9 +73,11 @@ def run_command(
         nk = nk or n
         forward = configure_shape(algo, False, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
                                   blocks, sram_bytes, hardware_name)  # fmt: skip
+        slopes = estimate.Estimate(heads * variants.PER_SLOPE, heads * variants.SLOPE_BYTES)  # --alibi's, built first
+        slopes = slopes if variant["alibi"] else estimate.Estimate()
         if counts_only:
-            return estimate.counting(variants.row_blocks(algo, n, heads, forward["block_rows"], **variant))
-        est = estimate.process() + estimate.listing(forward) + estimate.check(n, nk, d, batch * heads)
+            return slopes + estimate.counting(variants.row_blocks(algo, n, heads, forward["block_rows"], **variant))
+        est = slopes + estimate.process() + estimate.listing(forward) + estimate.check(n, nk, d, batch * heads)
         if backward:
             back = configure_shape(algo, True, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
                                    blocks, sram_bytes, hardware_name)  # fmt: skip

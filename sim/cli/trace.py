@@ -82,7 +82,7 @@ def trace_command(
 
     if step is not None and play:
         raise InputError("--step, --play: choose one")
-    if load_path:
+    if load_path is not None:
         given = [o for o in RUN_OPTIONS if o in options.typed(ctx)]
         if given:
             option = given[0].removesuffix("_name").replace("_", "-")

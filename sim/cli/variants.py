@@ -19,6 +19,9 @@ from sim.core.format import count, human_bytes
 from sim.machine.trace import MAX_SIZE
 
 
+SOFTCAP_MIN = 2.0**-99  # below, S/c overflows float32 (2¹²⁸) for scores of 2²⁹: NumPy warns, tanh gives ±1 anyway
+
+
 class Ints(click.ParamType):
     """Comma-separated integers: `--window LEFT,RIGHT` (each ≥ −1, −1 unbounded) or `--seqlens 100,2000,37`."""
 
@@ -46,7 +49,7 @@ RUN = (  # flashsim run's and trace's: applied in this order
     click.option("--pack-gqa", is_flag=True, help="GQA's packed schedule: one program per K/V head (flash2)."),
     click.option("--window", type=WINDOW, default=None, help="Sliding window LEFT,RIGHT, bottom-right (flash2)."),
     click.option("--alibi", is_flag=True, help="ALiBi: −slope·|i + Nk − N − j|, slopes 2^(−8h/H) (flash2)."),
-    click.option("--softcap", type=FloatRange(min=0, min_open=True), default=None, help="S ← c·tanh(S/c) (flash2)."),
+    click.option("--softcap", type=FloatRange(min=SOFTCAP_MIN), default=None, help="S ← c·tanh(S/c) (flash2)."),
     click.option("--seqlens", type=SEQLENS, default=None, help="A packed batch of these lengths (sets N, batch)."),
 )
 PAGE_SIZE = click.option("--page-size", type=POSITIVE, default=None, help="Keys per page of a paged K/V cache.")
@@ -57,6 +60,9 @@ def run_options(command):
     for option in reversed(RUN):
         command = option(command)
     return command
+
+
+SLOPE_BYTES, PER_SLOPE = 32, 20e-9  # --alibi's slopes per head: float64, with arange's and the power's temporaries
 
 
 def alibi_slopes(heads: int) -> np.ndarray:

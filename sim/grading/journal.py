@@ -6,32 +6,120 @@ grader keeps those reports, grades only the submissions without one, on the same
 """
 
 import json
+import math
 import os
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 
+from sim.core.atomic_file import read_regular
 from sim.core.errors import InputError
 from sim.grading.report import SubmissionReport, TestResult
 
+MAX_BYTES = 64 * 2**20  # a journal of thousands of submissions is a few MiB; more is not one the grader wrote
+MAX_SEED = 2**64 - 1  # as --seed takes it
+STATUSES = ("passed", "partial", "failed", "not run", "skipped")
+
+
+class _Bad(Exception):
+    """What is wrong with one field of a journal (said in the one-line refusal)."""
+
 
 def resume(path: Path, assignment: str, seed: int | None) -> tuple[dict[str, SubmissionReport], int | None]:
-    """The reports a journal already holds ({submission: report}) and its seed; nothing if it does not exist."""
+    """The reports a journal already holds ({submission: report}) and its seed; nothing if it does not exist. Refused
+    in one line where it is not a regular file (a device, a pipe) or not a journal the grader wrote: every field is
+    checked for its type and range."""
     path = Path(path)
-    if not path.exists():
+    if not os.path.lexists(path):
         return {}, seed
+    data = read_regular(path, MAX_BYTES, "--journal")
     try:
-        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-        head, reports = lines[0], {}
-        for entry in lines[1:]:
-            tests = [TestResult(**t) for t in entry.pop("tests")]
-            reports[entry["submission"]] = SubmissionReport(**entry, tests=tests)
-    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as e:
-        raise InputError(f"--journal: {path} is not a grading journal ({str(e)[:100]})") from None
-    if head.get("assignment") != assignment:
-        raise InputError(f"--journal: {path} records assignment {head.get('assignment')!r}, not {assignment!r}")
-    if seed is not None and seed != head.get("seed"):
-        raise InputError(f"--journal: {path} was graded with seed {head.get('seed')}, not {seed}")
+        lines = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
+        if not lines:
+            raise _Bad("it is empty")
+        head, reports = _head(lines[0]), {}
+        for k, entry in enumerate(lines[1:], 2):
+            report = _report(entry, head, k)
+            reports[report.submission] = report
+    except (_Bad, ValueError, RecursionError) as e:
+        said = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(e)[:160])  # one line, whatever it holds
+        raise InputError(f"--journal: {path} is not a grading journal ({said})") from None
+    if head["assignment"] != assignment:
+        raise InputError(f"--journal: {path} records assignment {head['assignment']!r}, not {assignment!r}")
+    if seed is not None and seed != head["seed"]:
+        raise InputError(f"--journal: {path} was graded with seed {head['seed']}, not {seed}")
     return reports, head["seed"]
+
+
+def _head(line) -> dict:
+    """The first line: {"assignment": name, "seed": 0 … 2⁶⁴ − 1}."""
+    if not isinstance(line, dict) or set(line) != {"assignment", "seed"}:
+        raise _Bad(f'line 1 is {str(line)[:60]}, not {{"assignment": …, "seed": …}}')
+    _check(line["assignment"], str, "line 1: assignment")
+    _check(line["seed"], int, "line 1: seed", 0, MAX_SEED)
+    return line
+
+
+def _report(entry, head: dict, k: int) -> SubmissionReport:
+    """Line k: one submission's report, of the journal's assignment and seed."""
+    entry = dict(_fields(entry, SubmissionReport, f"line {k}", ("submission", "assignment", "seed", "tests")))
+    if not _check(entry["submission"], str, f"line {k}: submission") or "/" in entry["submission"]:
+        raise _Bad(f"line {k}: submission {entry['submission']!r} is not a file name")
+    for name in ("assignment", "seed"):
+        if entry[name] != head[name] or type(entry[name]) is not type(head[name]):
+            raise _Bad(f"line {k}: {name} {str(entry[name])[:40]!r} is not line 1's {head[name]!r}")
+    for name, each in (("flags", _text), ("notes", _text), ("confine_ms", _number)):
+        for x in _check(entry.get(name, []), list, f"line {k}: {name}"):
+            each(x, f"line {k}: {name}")
+    _check(entry.get("printed", ""), str, f"line {k}: printed")
+    _number(entry.get("seconds", 0.0), f"line {k}: seconds")
+    tests = _check(entry["tests"], list, f"line {k}: tests")
+    entry["tests"] = [_test(t, f"line {k}: test {j}") for j, t in enumerate(tests)]
+    return SubmissionReport(**entry)
+
+
+def _test(t, where: str) -> TestResult:
+    """One test's result: its texts, points from 0 to its points, a known visibility and status."""
+    t = _fields(t, TestResult, where, ("name", "visibility", "points", "max_points", "status", "feedback"))
+    for name in ("name", "feedback", "case", "review"):
+        _check(t.get(name, ""), str, f"{where}: {name}")
+    if t["visibility"] not in ("public", "hidden") or t["status"] not in STATUSES:
+        raise _Bad(f"{where}: visibility {str(t['visibility'])[:20]!r}, status {str(t['status'])[:20]!r} unknown")
+    if not 0 <= _number(t["points"], f"{where}: points") <= _number(t["max_points"], f"{where}: max_points"):
+        raise _Bad(f"{where}: points {t['points']} is not from 0 to its max_points {t['max_points']}")
+    if t.get("hbm_bytes") is not None:
+        _check(t["hbm_bytes"], int, f"{where}: hbm_bytes", 0, 2**63 - 1)
+    return TestResult(**t)
+
+
+def _fields(entry, kind, where: str, required: tuple[str, ...]) -> dict:
+    """`entry` as a dict holding every required field of `kind` and no field `kind` lacks."""
+    if not isinstance(entry, dict):
+        raise _Bad(f"{where} is {str(entry)[:60]}, not an object")
+    known = {f.name for f in fields(kind)}
+    missing, unknown = [f for f in required if f not in entry], sorted(set(entry) - known)
+    if missing or unknown:
+        raise _Bad(f"{where}: " + (f"no {missing[0]}" if missing else f"a field {unknown[0][:40]!r} it never has"))
+    return entry
+
+
+def _check(value, kind, where: str, low=None, high=None):
+    """`value`, if of type `kind` (a bool is no int) and from `low` to `high`."""
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise _Bad(f"{where} is {str(value)[:40]!r}, not {'a whole number' if kind is int else kind.__name__}")
+    if low is not None and not low <= value <= high:
+        raise _Bad(f"{where} is {value}, not from {low} to {high}")
+    return value
+
+
+def _text(value, where: str) -> str:
+    return _check(value, str, where)
+
+
+def _number(value, where: str) -> float:
+    """A finite number, 0 or more."""
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        raise _Bad(f"{where} is {str(value)[:40]!r}, not a finite number of 0 or more")
+    return value
 
 
 def start(path: Path, assignment: str, seed: int) -> None:

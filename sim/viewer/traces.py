@@ -9,11 +9,14 @@ from sim.api import reference_variants
 from sim.api.entry import backward, run
 from sim.api.inputs import check_logits, check_scale
 from sim.api.varlen import run_varlen
+from sim.core.atomic_file import read_regular
 from sim.core.errors import InputError
 from sim.core.format import human_bytes
 from sim.machine.trace import Trace
+from sim.viewer import schema
 from sim.viz.timeline import Timeline
 
+MAX_FILE = 2**40  # bytes of a trace file read where no memory limit is given (a machine's own memory stops it first)
 SMALL = 16  # runs with N, Nk and d all at most this record every value; bigger ones one query row's (row 0's)
 
 
@@ -61,7 +64,11 @@ def load(path: str | Path, row: int | None = None, max_bytes: int | None = None)
     """A trace saved with `Trace.save`, cut down to one query row's values with `row`; refused in one line where
     the file holds more than `max_bytes`, nests deeper than Python's JSON parser goes, or holds something other
     than numbers where a step's values, the inputs or the output go."""
-    trace = Trace.from_dict(_read(path, max_bytes))
+    if not str(path):
+        raise InputError("trace: an empty file name")
+    d = _read(path, max_bytes)
+    schema.check(d)
+    trace = Trace.from_dict(d)
     _check_numbers(trace)
     _check_names(trace)
     if row is None:
@@ -79,15 +86,11 @@ def check_step(timeline: Timeline, k: int | None) -> None:
 
 
 def _read(path: str | Path, max_bytes: int | None) -> dict:
-    """The JSON in the file at `path`, read as bytes (at most `max_bytes`: a device such as /dev/zero never ends)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read() if max_bytes is None else f.read(max_bytes + 1)
-    except OSError as e:
-        raise InputError(f"trace: cannot read {str(path)!r}: {e.strerror}") from None
-    if max_bytes is not None and len(data) > max_bytes:
-        raise InputError(f"trace: {str(path)!r} holds more than {human_bytes(max_bytes)}, more than this machine's "
-                         f"free memory holds once it is read; open it where more memory is free")  # fmt: skip
+    """The JSON in the regular file at `path` (never a device such as /dev/zero, which never ends, nor a pipe, which
+    blocks), read as bytes, at most `max_bytes`."""
+    most = MAX_FILE if max_bytes is None else max_bytes
+    data = read_regular(path, most, "trace", f"({human_bytes(most)}) more than this machine's free memory holds once "
+                        "it is read; open it where more memory is free")  # fmt: skip
     try:
         return json.loads(data)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:

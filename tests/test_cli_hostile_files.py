@@ -1,0 +1,213 @@
+"""Review h2's hostile files: a grading journal, a trace to --load, a --json pipe, an empty folder name. Each gets one
+line naming what is wrong (exit code 2), never a traceback, a hang or a silently wrong answer."""
+
+import copy
+import json
+import os
+import signal
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rich.console import Console
+
+from sim.cli import app
+from sim.core.errors import InputError
+from sim.grading import journal
+from sim.grading.report import SubmissionReport
+from sim.grading.report import TestResult as Result
+from sim.viewer import traces
+from sim.viz import listing, screen, timeline
+
+TINY = Path(__file__).parent / "grading_submissions" / "tiny" / "01_tiny_softmax.py"
+ASSIGNMENT = "01_tiny_softmax"
+HEAD = {"assignment": ASSIGNMENT, "seed": 3}
+REPORT = json.loads(json.dumps(SubmissionReport(
+    "alice.py", ASSIGNMENT, 3, tests=[Result("t", "public", 1.0, 2.0, "partial", "half")]).__dict__, default=vars))
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+                    max_leaves=6)  # fmt: skip
+
+
+@contextmanager
+def within(seconds: int):
+    """Fail instead of hanging: SIGALRM after `seconds`."""
+
+    def stop(*_):
+        raise TimeoutError(f"blocked for {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, stop)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def invoke(*args):
+    with within(30):
+        return CliRunner().invoke(app, [str(a) for a in args])
+
+
+def error_line(result) -> str:
+    """stderr is exactly one `error: …` line, exit code 2, no traceback."""
+    lines = result.stderr.splitlines()
+    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    return lines[0]
+
+
+def write_journal(path: Path, *lines) -> Path:
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    return path
+
+
+# -- 1. the grading journal ---------------------------------------------------------------------------------------
+
+
+def test_a_journal_that_is_a_pipe_or_a_device_is_refused_without_reading_it(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    for path, kind in ((tmp_path / "fifo", "a pipe"), ("/dev/null", "a character device"), (tmp_path, "a folder")):
+        with within(10), pytest.raises(InputError, match=f"--journal: .* is {kind}, not a regular file"):
+            journal.resume(path, ASSIGNMENT, None)
+        line = error_line(invoke("grade", "01", tmp_path, "--journal", path))
+        assert "--journal" in line and (kind in line or "directory" in line), line
+
+
+@pytest.mark.parametrize("text, field", [
+    ("[1]", "line 1"), ("5", "line 1"), ('{"assignment": "01_tiny_softmax"}', "line 1"),
+    ('{"assignment": "01_tiny_softmax", "seed": "abc"}', "line 1: seed"),
+    ('{"assignment": "01_tiny_softmax", "seed": -7}', "line 1: seed"),
+    ('{"assignment": "01_tiny_softmax", "seed": 1e400}', "line 1: seed"),
+    ('{"assignment": "01_tiny_softmax", "seed": 18446744073709551616}', "line 1: seed"), ("", "empty"),
+])  # fmt: skip
+def test_a_journal_whose_first_line_is_malformed_is_refused_naming_it(tmp_path, text, field):
+    path = write_journal(tmp_path / "j.jsonl", text)
+    with pytest.raises(InputError, match=f"--journal: .* is not a grading journal .*{field}"):
+        journal.resume(path, ASSIGNMENT, None)
+    assert "--journal:" in error_line(invoke("grade", TINY, TINY, "--journal", path))
+
+
+@pytest.mark.parametrize("change, field", [
+    ({"seed": 4}, "seed"), ({"assignment": "02"}, "assignment"), ({"seconds": float("nan")}, "seconds"),
+    ({"submission": 5}, "submission"), ({"submission": "a/b.py"}, "submission"), ({"flags": "x"}, "flags"),
+    ({"tests": [{"name": "t"}]}, "test 0: no visibility"), ({"extra": 1}, "extra"),
+    ({"tests": [dict(REPORT["tests"][0], points=3.0)]}, "points"),
+    ({"tests": [dict(REPORT["tests"][0], status="won")]}, "status"),
+    ({"tests": [dict(REPORT["tests"][0], hbm_bytes=-1)]}, "hbm_bytes"),
+])  # fmt: skip
+def test_a_report_line_out_of_range_is_refused_naming_its_field(tmp_path, change, field):
+    path = write_journal(tmp_path / "j.jsonl", HEAD, REPORT | change)
+    with pytest.raises(InputError, match=f"not a grading journal .*line 2.*{field}"):
+        journal.resume(path, ASSIGNMENT, None)
+
+
+def test_a_journal_the_grader_wrote_resumes_as_it_was(tmp_path):
+    path = write_journal(tmp_path / "j.jsonl", HEAD, REPORT)
+    done, seed = journal.resume(path, ASSIGNMENT, None)
+    assert seed == 3 and done["alice.py"].tests[0].points == 1.0 and done["alice.py"].score == 1.0
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(where=st.sampled_from(["head", "report", "test"]), key=st.text(max_size=12), value=JSON, data=st.data())
+def test_any_value_in_any_field_of_a_journal_is_taken_only_if_of_its_type(tmp_path, where, key, value, data):
+    head, report = copy.deepcopy(HEAD), copy.deepcopy(REPORT)
+    target = {"head": head, "report": report, "test": report["tests"][0]}[where]
+    key = data.draw(st.sampled_from([*target, key]))
+    target[key] = value
+    path = write_journal(tmp_path / "j.jsonl", head, report)
+    try:
+        done, seed = journal.resume(path, ASSIGNMENT, None)
+    except InputError as e:
+        assert str(e).startswith("--journal: ") and "\n" not in str(e)
+        return
+    r = done[report["submission"]]  # taken: every field as the grader writes it
+    assert isinstance(seed, int) and 0 <= seed < 2**64 and r.seed == seed and r.assignment == ASSIGNMENT
+    assert all(isinstance(t.name, str) and 0 <= t.points <= t.max_points for t in r.tests)
+
+
+# -- 2., 3. empty names, traces that --load refuses ------------------------------------------------------------------
+
+
+def test_lessons_copy_refuses_an_empty_folder_name(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert "empty folder name" in error_line(invoke("lessons", "copy", ""))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_trace_load_refuses_an_empty_name_a_pipe_and_a_device(tmp_path):
+    os.mkfifo(tmp_path / "fifo")
+    assert error_line(invoke("trace", "--load", "")) == "error: --load: an empty file name"
+    assert error_line(invoke("trace", "--load", tmp_path / "fifo")).endswith("is a pipe, not a regular file")
+    assert error_line(invoke("trace", "--load", "/dev/null")).endswith("is a character device, not a regular file")
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory) -> dict:
+    path = tmp_path_factory.mktemp("trace") / "t.json"
+    assert invoke("trace", "--n", 4, "--d", 2, "--json", path).exit_code == 0
+    return json.loads(path.read_text())
+
+
+def set_at(d: dict, where: tuple, value) -> dict:
+    d = copy.deepcopy(d)
+    inner = d
+    for key in where[:-1]:
+        inner = inner[key]
+    inner[where[-1]] = value
+    return d
+
+
+@pytest.mark.parametrize("where, value, said", [
+    (("hbm",), "abc", "hbm is 'abc', not an object"), (("hbm", "Q"), "abc", "hbm Q is 'abc'"),
+    (("steps",), "abc", "steps is 'abc', not a list"), (("steps", 0), 5, "step 0 is 5, not an object"),
+    (("steps", 0, "sram", 0), 5, "step 0 sram is 5"), (("config",), [[1, 2]], "config is [[1, 2]]"),
+    (("config", "scale"), "NaN", "config scale is 'NaN', not a finite number"),
+    (("output",), [[1.0], [1.0, 2.0]], "output is ragged"),
+    (("output",), [[1.0, [2.0]]], "output holds [2.0] where a number goes"),
+    (("algorithm",), "nope", "algorithm 'nope' is not one flashsim simulates"),
+    (("config", "causal"), "yes", "config causal is 'yes'"), (("steps", 0, "op"), "fly", "step 0 op is 'fly'"),
+    (("steps", 0, "reads", 0, "tensor"), "ZZ", "moves 'ZZ', a tensor not in hbm"),
+    (("steps", 0, "reads", 0, "r1"), 99, "outside its [4, 2]"),
+])  # fmt: skip
+def test_trace_load_names_the_field_that_is_wrong(tmp_path, saved, where, value, said):
+    (tmp_path / "bad.json").write_text(json.dumps(set_at(saved, where, value)))
+    line = error_line(invoke("trace", "--load", tmp_path / "bad.json"))
+    assert line.startswith("error: --load: malformed trace: ") and said in line, line
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=JSON, data=st.data())
+def test_any_value_anywhere_in_a_trace_loads_and_shows_or_is_refused_in_one_line(tmp_path, saved, value, data):
+    where, inner = (), saved
+    while isinstance(inner, dict | list) and inner and data.draw(st.booleans()):
+        key = data.draw(st.sampled_from(list(inner) if isinstance(inner, dict) else range(len(inner))))
+        where, inner = (*where, key), inner[key]
+    (tmp_path / "t.json").write_text(json.dumps(set_at(saved, where, value) if where else value))
+    try:
+        view = timeline.Timeline(traces.load(tmp_path / "t.json"))
+        with open(os.devnull, "w") as devnull:  # what `trace --load` prints, piped and with --step
+            for shown in (listing.listing(view), screen.screen(view, len(view) - 1)):
+                Console(file=devnull, width=120).print(shown)
+    except InputError as e:
+        assert "\n" not in str(e)
+
+
+# -- 4. a --json pipe nobody reads ---------------------------------------------------------------------------------
+
+
+def test_run_json_to_a_pipe_without_a_reader_is_refused_and_with_one_it_is_written(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    assert error_line(invoke("run", "--n", 64, "--json", fifo)).endswith("no reader on the pipe")
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, there before the command opens the pipe
+    try:
+        result = invoke("run", "--n", 64, "--json", fifo)
+        assert result.exit_code == 0, result.output
+        assert json.loads(os.read(reader, 1 << 20))["n"] == 64  # the JSON fits the pipe's buffer
+    finally:
+        os.close(reader)
