@@ -6,6 +6,7 @@ import json
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from test_cli_hostile_files import error_line
 
 from sim.api import gradient_tolerance, reference_variants
 from sim.api.inputs import configure_shape, random_inputs
@@ -20,12 +21,6 @@ MEASURED = {8192: 3.70, 16384: 12.86, 24576: 27.55, 25065: 27.51, 32768: 37.3}
 def invoke(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
-
-def error_line(result) -> str:
-    lines = result.stderr.splitlines()
-    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    return lines[0]
 
 
 @pytest.mark.parametrize("args, option, never", [
