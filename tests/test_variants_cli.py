@@ -163,6 +163,11 @@ def test_trace_takes_kv_heads_and_names_each_query_heads_kv_head(tmp_path):
     assert packed["config"]["query_heads"] == [0, 2]
     group = iv.gqa("flash2", 1, 3, 1, 12, 12, 4, 4, 4, 4, window=(3, 0), pack_gqa=True)  # one K/V head's program
     assert booked(packed) == (group.hbm_read_bytes, group.hbm_write_bytes)
+    path = tmp_path / "packed.json"  # a packed trace's Q holds N rows per query head: 36 here, and --load reopens it
+    flashsim("trace", *args, "--pack-gqa", "--json", path)
+    assert json.loads(path.read_text())["hbm"]["Q"]["shape"] == [36, 4]
+    reopened = " ".join(flashsim("trace", "--load", path, "--step", 3, "--width", 400).stdout.split())
+    assert "query heads 0–2 (packed) read K/V head 0" in reopened
 
 
 def test_trace_takes_seqlens_and_records_the_first_sequence(tmp_path):

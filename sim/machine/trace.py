@@ -111,7 +111,7 @@ class Trace:
                 if step.index != k:
                     raise ValueError(f"step {k} is numbered {step.index}")
             config, hbm = _config(d["config"]), _hbm(d["hbm"])
-            for tensor, rows in (("Q", config["n"]), ("K", config["nk"])):
+            for tensor, rows in (("Q", query_rows(config)), ("K", config["nk"])):
                 if tensor in hbm and hbm[tensor]["shape"][:1] != [rows]:
                     raise ValueError(f"hbm {tensor} has {hbm[tensor]['shape'][:1]} rows, the config {rows}")
             return cls(
@@ -138,6 +138,12 @@ class Trace:
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             raise InputError(f"trace: {str(path)!r} is not valid JSON ({e})") from None
         return cls.from_dict(d)
+
+
+def query_rows(config: dict) -> int:
+    """Rows of Q in HBM: N, or N per query head of a packed GQA group (config query_heads = [first, last])."""
+    heads = config.get("query_heads")
+    return config["n"] * (heads[1] - heads[0] + 1 if isinstance(heads, list) and len(heads) == 2 else 1)
 
 
 def row_values(values: dict | None, rows: tuple[int, int] | None, row: int) -> dict | None:

@@ -6,7 +6,7 @@ from sim.algorithms.registry import REGISTRY
 from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
 from sim.machine.iomodel import Counts
-from sim.machine.trace import MAX_SIZE, READS, SCHEMA
+from sim.machine.trace import MAX_SIZE, READS, SCHEMA, query_rows
 
 TOP = {"schema", "version", "algorithm", "config", "hbm", "steps", "inputs", "output", "row"}
 SIZES = ("n", "nk", "d", "block_rows", "block_cols", "sram_bytes")
@@ -57,7 +57,7 @@ def _check(d: dict) -> None:
         if not isinstance(_need(t, "dtype", f"hbm {tensor}"), str):
             raise Bad(f"hbm {tensor} dtype is {_shown(t['dtype'])}, not text")
     steps = _list(_need(d, "steps", "the trace"), "steps")
-    rows = max(config["n"], hbm["Q"]["shape"][0] if "Q" in hbm else 0)  # packed GQA's: N per packed query head
+    rows = query_rows(config)  # packed GQA's: N per packed query head
     for k, step in enumerate(steps):
         _step(_object(step, f"step {k}"), k, rows, hbm, {} if "sequence" in config else _shapes(hbm))
     for name, value in _object(d.get("inputs") or {}, "inputs").items():
@@ -94,6 +94,9 @@ def _config(c: dict) -> None:
     for name in ("head", "seqlens", "window", "query_heads"):
         if c.get(name) is not None:
             [_int(x, f"config {name}", -MAX_SIZE) for x in _list(c[name], f"config {name}") if x is not None]
+    heads = c.get("query_heads")
+    if heads is not None and not (len(heads) == 2 and all(isinstance(h, int) for h in heads) and heads[0] <= heads[1]):
+        raise Bad(f"config query_heads is {_shown(heads)}, not [first, last] of a packed group")
     for name in ("kv_head", "group", "sequence", "devices", "device"):
         if c.get(name) is not None:
             _int(c[name], f"config {name}", 0)
