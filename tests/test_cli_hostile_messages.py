@@ -39,6 +39,11 @@ def test_a_refusal_names_the_option_at_fault_and_nothing_false(args, option, nev
     assert never not in line, line
 
 
+def test_decode_refusal_counts_its_splits_in_english():
+    line = error_line(invoke("decode", "--nk", 64, "--d", 4096, "--hardware", "toy", "--splits", 1))
+    assert line.startswith("error: --d, --hardware: ") and "for Flash-Decoding in 1 split (Q 8.0 KiB" in line, line
+
+
 def test_bench_sim_says_the_timed_repeats_it_makes():
     assert "3 times (after two untimed runs)" in error_line(invoke("bench", "sim", "--n", 10**8))
 

@@ -178,7 +178,11 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
         P = min(best, nk)
         Bc = blocks_.decoding_fit(queries, nk, d, s, hw.sram_bytes, P)  # as sim.decode will choose it
         model = estimate.sweeping(len(splits or ()), sum(splits or ()))  # the occupancy of each number of splits
-        return estimate.process() + model + estimate.decoding(queries, nk, d, dtype, Bc, P)
+        est = estimate.process() + model + estimate.decoding(queries, nk, d, dtype, Bc, P)
+        if page_size is None:
+            return est
+        pages = -(-nk // page_size)  # the paged pass: a tile a page
+        return est + estimate.decoding(queries, nk, d, dtype, min(page_size, nk), min(P, pages))
 
     what = f"Flash-Decoding of {count(queries)} query row{'s' * (queries > 1)} against Nk = {count(nk)} keys, d = {d}"
     estimate.guard(ctx, cost, what, [], nk=nk, queries=queries, d=d)
@@ -190,7 +194,11 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
         with work.simulating("Flash-Decoding, one head", moved):
             one = sim.decode(q, k, v, splits=best, hardware=hw)  # one head through the simulator, against float64
         err = float(np.abs(one.output.astype(np.float64) - reference.attention(q, k, v)[0]).max())
-        paged = None if page_size is None else variants.paged(queries, nk, d, dtype, hw, best, page_size)
+        paged = None
+        if page_size is not None:
+            table = 4 * -(-nk // page_size)  # int32 block-table entries, each read once
+            with work.simulating(f"the same head on pages of {page_size}", moved + table):
+                paged = variants.paged(queries, nk, d, dtype, hw, best, page_size)
     if as_json:
         config = dict(nk=nk, queries=queries, d=d, batch=batch, heads=heads, dtype=dtype, hardware=hw.name)
         table = [dict(splits=r.splits, blocks=r.blocks, busy_sms=r.busy, waves=r.waves, utilization=r.utilization,

@@ -15,7 +15,7 @@ from sim.api.inputs import configure_shape, random_inputs
 from sim.cli.options import POSITIVE, FloatRange, console, emit_json, typed
 from sim.core.dtypes import DTYPES, itemsize
 from sim.core.errors import InputError
-from sim.core.format import count, human_bytes
+from sim.core.format import count, human_bytes, plural
 from sim.machine.trace import MAX_SIZE
 
 
@@ -264,6 +264,7 @@ def paged(queries: int, nk: int, d: int, dtype: str, hw, splits: int, page_size:
 
 def paged_line(p: dict) -> str:
     """`paged`'s result in one line."""
-    return (f"paged cache, pages of {p['page_size']} keys ({p['pages']} pages, {p['splits']} splits, one head): "
+    return (f"paged cache, pages of {plural(p['page_size'], 'key')} ({plural(p['pages'], 'page')}, "
+            f"{plural(p['splits'], 'split')}, one head): "
             f"K/V {human_bytes(p['kv_read_bytes'])} read, block table {count(p['block_table_read_bytes'])} B, "
             f"max |O − float64| = {p['max_abs_err']:.3g}")  # fmt: skip

@@ -31,6 +31,11 @@ def count(n: int) -> str:
     return f"{n:,}"
 
 
+def plural(n: int, noun: str) -> str:
+    """A count and its noun, singular for 1: 1 key, 200,000 pages."""
+    return f"{n:,} {noun}" + "s" * (n != 1)
+
+
 def seconds(t: float) -> str:
     """A duration: milliseconds below a second, else seconds, to three significant digits."""
     return f"{t * 1e3:,.3g} ms" if t < 1 else f"{t:,.3g} s"

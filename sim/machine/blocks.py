@@ -12,7 +12,7 @@ from math import ceil
 
 from sim.core.dtypes import F
 from sim.core.errors import InputError, SRAMOverflowError
-from sim.core.format import human_bytes
+from sim.core.format import human_bytes, plural
 
 PAPER_RULE = "the paper's rule Bc = ⌈M/4d⌉, Br = min(Bc, d) gives "
 
@@ -151,7 +151,7 @@ def decoding_fit(Nq: int, Nk: int, d: int, s: int, sram_bytes: int, splits: int)
     def parts(_: int, bc: int) -> dict[str, int]:  # every block holds all Nq query rows
         return decoding_footprint(Nq, bc, d, s, splits)
 
-    return largest(parts, Nq, longest, sram_bytes, f"Flash-Decoding in {splits} splits", Br=Nq)[1]
+    return largest(parts, Nq, longest, sram_bytes, f"Flash-Decoding in {plural(splits, 'split')}", Br=Nq)[1]
 
 
 def decoding_blocks(Nq: int, Nk: int, d: int, s: int, sram_bytes: int, splits: int, Bc: int | None = None) -> int:
