@@ -2,7 +2,6 @@
 code the step ran."""
 
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from sim.machine import source
@@ -38,10 +37,10 @@ def code(step: Step, most: int | None = None) -> RenderableType | None:
         "dim" if call <= n <= opened and n != work else "bold" if n >= work > call else "" for n in range(len(shown))
     ]
     numbers = [mark + str(line.number) for mark, line in zip(marks, shown, strict=True)]
-    grid = Table.grid(padding=(0, 1))
-    grid.add_column(justify="right", style="dim", no_wrap=True, min_width=max(map(len, numbers)))
-    grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
-    for number, line, style in zip(numbers, shown, styles, strict=True):
-        grid.add_row(number, Text(line.text[indent:], style=style))
+    wide = max(map(len, numbers))  # each line one Text, cut by itself: a grid's columns lose the … (rich 15)
+    rows = [
+        Text.assemble((number.rjust(wide), "dim"), " ", (line.text[indent:], style), no_wrap=True, overflow="ellipsis")
+        for number, line, style in zip(numbers, shown, styles, strict=True)
+    ]
     file, number = step.code
-    return Group(Text(f"{file}:{number}", style="dim italic"), grid)
+    return Group(Text(f"{file}:{number}", style="dim italic"), *rows)
