@@ -40,6 +40,18 @@ def test_json_counts_every_device_and_link_as_derived_by_hand():
                                                                for x in out["forward"]["steps"]))  # fmt: skip
 
 
+@pytest.mark.parametrize("scheme, split", [("ring", "contiguous shards"), ("ulysses", "2 heads each")])
+def test_a_batch_is_said_as_batch_times_heads_and_counted_as_batch_times_one(scheme, split):
+    N, d, P, H = 64, 8, 4, 8  # Ulysses: each device takes H/P = 2 whole heads of every sequence
+    args = ["--devices", P, "--n", N, "--d", d, "--heads", H, "--scheme", scheme, "--counts-only"]
+    one, two = (json.loads(invoke(*map(str, args), "--batch", str(B), "--json").stdout) for B in (1, 2))
+    assert (two["batch"], two["heads"]) == (2, H) and (one["batch"], one["heads"]) == (1, H)
+    for a, b in zip(one["forward"]["devices"], two["forward"]["devices"], strict=True):
+        assert b["closed_form"] == {name: 2 * x for name, x in a["closed_form"].items()}
+    title = " ".join(invoke(*map(str, args), "--batch", "2").stdout.split()[:20])
+    assert f"4 devices, {split} · N=64, d=8, batch 2 × 8 heads, fp16" in title, title
+
+
 def test_counts_only_gives_the_simulated_numbers_without_simulating():
     args = ["--devices", "4", "--n", "128", "--d", "8", "--causal", "--sharding", "zigzag", "--backward", "--json"]
     full, counted = (json.loads(invoke(*args, *extra).stdout) for extra in ((), ("--counts-only",)))

@@ -70,7 +70,8 @@ class Sharded:
     dtype: str
     n: int
     d: int
-    heads: int  # batch × heads
+    batch: int
+    heads: int  # H, of each sequence: batch × H heads in all
     hardware: Hardware
     link: Link
     block_rows: int
@@ -90,7 +91,8 @@ class Sharded:
         """JSON-ready summary (no arrays)."""
         out = {
             "scheme": self.scheme, "devices": self.devices, "sharding": self.sharding, "causal": self.causal,
-            "dtype": self.dtype, "n": self.n, "d": self.d, "heads": self.heads, "hardware": self.hardware.name,
+            "dtype": self.dtype, "n": self.n, "d": self.d, "batch": self.batch,
+            "heads": self.heads, "hardware": self.hardware.name,
             "link": {"name": self.link.name, "bandwidth_bytes_per_s": self.link.bandwidth,
                      "latency_s": self.link.latency},
             "block_rows": self.block_rows, "block_cols": self.block_cols, "hbm_per_device": self.hbm_per_device,

@@ -43,7 +43,8 @@ def ring_table(report: dict) -> RenderableType:
     r, link = report, report["link"]
     scheme = "ring attention" if r["scheme"] == "ring" else "Ulysses (all-to-all)"
     split = f"{r['sharding']} shards" if r["scheme"] == "ring" else f"{r['heads_per_device']} heads each"
-    title = (f"{scheme} · {r['devices']} devices, {split} · N={count(r['n'])}, d={r['d']}, {r['heads']} heads, "
+    heads = f"{r['heads']} heads" if r["batch"] == 1 else f"batch {r['batch']} × {r['heads']} heads"
+    title = (f"{scheme} · {r['devices']} devices, {split} · N={count(r['n'])}, d={r['d']}, {heads}, "
              f"{r['dtype']}" + (" · causal" if r["causal"] else ""))  # fmt: skip
     config = Table.grid(padding=(0, 2))
     config.add_column(style="cyan")
