@@ -14,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rich.console import Console
 
+import sim
 from sim.cli import app
 from sim.core.errors import InputError
 from sim.grading import journal
@@ -202,10 +203,14 @@ def test_any_value_anywhere_in_a_trace_loads_and_shows_or_is_refused_in_one_line
 # -- 4. a --json pipe nobody reads ---------------------------------------------------------------------------------
 
 
-def test_run_json_to_a_pipe_without_a_reader_is_refused_and_with_one_it_is_written(tmp_path):
+def test_run_json_to_a_pipe_without_a_reader_is_refused_before_the_run_and_with_one_it_is_written(tmp_path,
+                                                                                                monkeypatch):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
-    assert error_line(invoke("run", "--n", 64, "--json", fifo)).endswith("no reader on the pipe")
+    with monkeypatch.context() as m:  # refused before the work: the run would fail the test
+        m.setattr(sim, "run", lambda *a, **k: pytest.fail("the run started before --json's pipe was checked"))
+        line = error_line(invoke("run", "--n", 64, "--json", fifo))
+    assert line.startswith("error: flashsim run: Invalid value for '--json'") and line.endswith("no reader on the pipe")
     reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, there before the command opens the pipe
     try:
         result = invoke("run", "--n", 64, "--json", fifo)

@@ -7,6 +7,7 @@ import sys
 import click
 from rich.console import Console
 
+from sim.core import atomic_file
 from sim.core.errors import FlashsimError
 from sim.machine.blocks import PAPER_RULE
 from sim.viewer import guard
@@ -70,7 +71,7 @@ class _Group(click.Group):
         if "sim.cli.options" in sys.modules:
             sys.modules["sim.cli.options"].console._width = None
         try:
-            with guard.guarded():
+            with guard.guarded(), atomic_file.pipes_held():
                 rv = super().main(args, prog_name or "flashsim", complete_var, standalone_mode=False, **extra)
                 _flush_stdout()  # a full disk or a closed pipe shows here, not at exit
         except _NO_ARGS_IS_HELP as e:  # a bare `flashsim` or `flashsim bench`: show the help, not an error

@@ -14,7 +14,7 @@ from rich.console import Console
 
 from sim.algorithms.registry import REGISTRY
 from sim.core import strict_json
-from sim.core.atomic_file import special, write_text
+from sim.core.atomic_file import hold_pipe, special, write_text
 from sim.core.dtypes import DTYPES
 from sim.machine import hardware as presets
 from sim.machine.trace import MAX_SIZE
@@ -186,8 +186,12 @@ def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> st
         return path
     if not path:
         raise click.BadParameter("an empty file name")
-    if special(path):  # a device or a pipe (/dev/stdout, /dev/null): written directly (a pipe nobody reads by
-        return path  # then is refused, `sim.core.atomic_file`)
+    if special(path):  # a device or a pipe (/dev/stdout, /dev/null): written directly; a pipe is opened now,
+        try:  # before the work, and refused if nobody reads it (`sim.core.atomic_file.hold_pipe`)
+            hold_pipe(path)
+        except OSError as e:
+            raise click.BadParameter(f"{path!r}: {e.strerror}") from None
+        return path
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise click.BadParameter(f"{path!r} is a folder, not a file")

@@ -1,7 +1,7 @@
 """The one way flashsim writes a file: a regular file is written to a temporary file beside it and renamed over
 it, so that a failed or interrupted write leaves the old file whole; a device, a pipe or /dev/stdout is written
 directly (renaming over it would replace the device with a file). A pipe with no reader is refused after a short
-grace (READER_WAIT), never waited on for ever. `read_regular` reads a file the user named: a regular file of
+grace (READER_WAIT), never waited on for ever; a command's output pipe is opened before its work (`hold_pipe`). `read_regular` reads a file the user named: a regular file of
 bounded size, nothing else."""
 
 import errno
@@ -15,6 +15,7 @@ from pathlib import Path
 from sim.core.errors import InputError
 
 READER_WAIT = 2.0  # seconds a pipe with no reader is given for one before it is refused
+HELD: dict[str, int] = {}  # pipes opened by `hold_pipe` before the work, by path: written and closed by `_held`
 KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
          (stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
 
@@ -79,11 +80,29 @@ def open_atomic(path: str | Path, mode: str = "w", encoding: str | None = "utf-8
             os.fsync(f.fileno())
 
 
+def hold_pipe(path: str | Path) -> None:
+    """Open the pipe `path` for writing now, before any work (refused in one line if no reader comes within
+    READER_WAIT), and keep it open for the command's write: closing it would end the reader's input."""
+    if stat.S_ISFIFO(os.stat(path).st_mode) and str(path) not in HELD:
+        HELD[str(path)] = _open_special(path)
+
+
+@contextmanager
+def pipes_held():
+    """A command's span: pipes `hold_pipe` opened and nothing wrote (the command failed) are closed at its end."""
+    try:
+        yield
+    finally:
+        while HELD:
+            os.close(HELD.popitem()[1])
+
+
 @contextmanager
 def _held(path: str | Path, mode: str = "w"):
     """A device or a pipe open for writing as `open(path, mode)` would (a blocking descriptor, opened without
-    blocking), closed after: the writer writes through it, or opens the path again while a reader is there."""
-    fd = _open_special(path, mode)
+    blocking; a pipe `hold_pipe` opened, that one), closed after: the writer writes through it."""
+    fd = HELD.pop(str(path), None) if "w" in mode else None
+    fd = _open_special(path, mode) if fd is None else fd
     try:
         yield fd
     finally:
