@@ -26,8 +26,14 @@ from sim.viz import listing, screen, timeline
 TINY = Path(__file__).parent / "grading_submissions" / "tiny" / "01_tiny_softmax.py"
 ASSIGNMENT = "01_tiny_softmax"
 HEAD = {"assignment": ASSIGNMENT, "seed": 3}
-REPORT = json.loads(json.dumps(SubmissionReport(
-    "alice.py", ASSIGNMENT, 3, tests=[Result("t", "public", 1.0, 2.0, "partial", "half")]).__dict__, default=vars))
+REPORT = json.loads(
+    json.dumps(
+        SubmissionReport(
+            "alice.py", ASSIGNMENT, 3, tests=[Result("t", "public", 1.0, 2.0, "partial", "half")]
+        ).__dict__,
+        default=vars,
+    )
+)
 JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
                     max_leaves=6)  # fmt: skip
@@ -203,8 +209,9 @@ def test_any_value_anywhere_in_a_trace_loads_and_shows_or_is_refused_in_one_line
 # -- 4. a --json pipe nobody reads ---------------------------------------------------------------------------------
 
 
-def test_run_json_to_a_pipe_without_a_reader_is_refused_before_the_run_and_with_one_it_is_written(tmp_path,
-                                                                                                monkeypatch):
+def test_run_json_to_a_pipe_without_a_reader_is_refused_before_the_run_and_with_one_it_is_written(
+    tmp_path, monkeypatch
+):
     fifo = tmp_path / "fifo"
     os.mkfifo(fifo)
     with monkeypatch.context() as m:  # refused before the work: the run would fail the test

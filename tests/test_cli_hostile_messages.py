@@ -22,7 +22,6 @@ def invoke(*args):
     return CliRunner().invoke(app, [str(a) for a in args])
 
 
-
 @pytest.mark.parametrize("args, option, never", [
     (("run", "--seqlens", "100000,100000"), "--seqlens", "--n"),
     (("ring", "--hardware", "toy"), "--hardware", "--n"),

@@ -4,6 +4,7 @@ Before, the driver held X whole in the submission's process and one `update` tha
 and returned the batch max and sum scored the update tests (review of 2026-11-28)."""
 
 from dataclasses import replace
+
 import numpy as np
 import pytest
 

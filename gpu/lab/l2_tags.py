@@ -174,6 +174,7 @@ def table(record: dict) -> list[str]:
     mb = {k: 32e-6 if "sectors" in k else 1e-6 for r in record["profiled"] for k in r}
     out = ["d N c B×H build | µs | L2→SM | tags | TEX read write rest | fabric read write rest | fabric% tags%"]
     for r in record["profiled"]:
+
         def v(name, r=r):
             return r.get(name + ".sum", float("nan")) * mb.get(name + ".sum", 1e-6)  # nan: not asked
 

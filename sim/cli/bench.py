@@ -47,7 +47,8 @@ def bench_sim_command(ctx, n, d, dtype, repeats, memory_n, json_path, quiet) -> 
 
     times = f"{count(repeats)} time{'s' * (repeats != 1)} (after two untimed runs)"
     what = f"timing every algorithm at N = {count(n)}, d = {d}, {times}" + (
-        f", and a flash2 run at N = {count(memory_n)}" if memory_n else "")
+        f", and a flash2 run at N = {count(memory_n)}" if memory_n else ""
+    )
     estimate.guard(ctx, cost, what, [], limit=estimate.BENCH_LIMIT_SECONDS, n=n, d=d, repeats=repeats,
                    memory_n=memory_n)  # fmt: skip
     with Work(quiet) as work, work.steps("timing", bench.bench_sim_calls(repeats, memory_n)) as advance:

@@ -27,7 +27,7 @@ JOBS = click.option("--jobs", type=options.Count(1, MAX_JOBS), default=None,
 
 def journal_file(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
     """A click callback: --journal names a regular file or none yet (a device never ends, a pipe blocks)."""
-    if path and (path.startswith(("/dev/", "/proc/")) or os.path.lexists(path) and not os.path.isfile(path)):
+    if path and (path.startswith(("/dev/", "/proc/")) or (os.path.lexists(path) and not os.path.isfile(path))):
         what = atomic_file.kind(os.stat(path).st_mode) if os.path.exists(path) else "not a regular file"
         raise click.BadParameter(f"{path!r} is {what}; a journal is a regular file")
     return options.writable(ctx, param, path)

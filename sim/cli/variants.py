@@ -18,7 +18,6 @@ from sim.core.errors import InputError
 from sim.core.format import count, human_bytes, plural
 from sim.machine.trace import MAX_SIZE
 
-
 SOFTCAP_MIN = 2.0**-99  # below, S/c overflows float32 (2¹²⁸) for scores of 2²⁹: NumPy warns, tanh gives ±1 anyway
 
 

@@ -171,7 +171,7 @@ def _access(a, where: str, hbm: dict, extents: dict) -> None:
     if hbm and a["tensor"] not in hbm:
         raise Bad(f"{where} moves {a['tensor'][:40]!r}, a tensor not in hbm ({', '.join(hbm)})")
     shape = extents.get(a["tensor"])
-    if shape and (r1 > shape[0] or len(shape) == 2 and c1 > shape[1]):
+    if shape and (r1 > shape[0] or (len(shape) == 2 and c1 > shape[1])):
         raise Bad(f"{where} of {a['tensor']} spans rows {r0} … {r1}, columns {c0} … {c1}: outside its {shape}")
     unknown = sorted(set(a) - {"tensor", "r0", "r1", "c0", "c1", "nbytes", "level"})
     if unknown:
@@ -195,7 +195,7 @@ def _matrix(value, where: str) -> list[int]:
 
 
 def _number(x, where: str) -> None:
-    if not (isinstance(x, int | float) and not isinstance(x, bool) or x in NONFINITE):
+    if not ((isinstance(x, int | float) and not isinstance(x, bool)) or x in NONFINITE):
         raise Bad(f"{where} holds {_shown(x)} where a number goes")
 
 
