@@ -1,6 +1,6 @@
 """What the audit of issue 21's items found without a test (item numbers as the issue gives them): a read-only
-folder, the out-of-memory hint, memory refusals in binary units, --quiet on the long commands, bench sim's and bench
-cli's progress bars, and the issue's own reproductions of item 1."""
+folder, the out-of-memory hint, memory refusals in binary units and traffic in decimal ones, --quiet on the long
+commands, bench sim's and bench cli's progress bars, and the issue's own reproductions of item 1."""
 
 import json
 import os
@@ -54,6 +54,21 @@ def test_a_memory_refusal_counts_in_binary_units(monkeypatch):  # item 12: memor
     monkeypatch.setattr(estimate, "available_memory", lambda: 2**30)
     line = error_line(flashsim("run", "--algo", "standard", "--n", 20000, "--d", 64, code=2))
     assert re.search(r"about [\d.]+ GiB of memory \(1\.0 GiB is free\)", line) and " GB" not in line
+
+
+def test_the_traffic_table_counts_in_decimal_units():  # item 12: traffic in kB, MB, GB, as the paper writes it
+    from sim.machine import iomodel
+
+    n, d, s, block = 2048, 64, 2, 128  # fp16; the blocks A100-40GB's SRAM gives flash2 at d = 64 (checked below)
+    kv = (n // block) * s * n * d  # K (and V) read once per Q block: 16 × 262,144 bytes
+    reads, writes = s * n * d + 2 * kv, s * n * d + 4 * n  # Q once and K, V; O and the float32 L
+    closed = iomodel.flash2(n, n, d, s, block, block)
+    assert (closed.hbm_read_bytes, closed.hbm_write_bytes) == (reads, writes) == (8_650_752, 270_336)
+    out = " ".join(flashsim("run", "--n", n, "--d", d, "--dtype", "fp16").stdout.split())
+    table = out[out.index("HBM traffic") : out.index("HBM bytes")]
+    assert "Br=128, Bc=128" in out and f"K │ {kv / 1e6:.1f} MB │ 0 B" in table  # 4.2 MB; binary: 4.0 MiB
+    assert f"total │ {reads / 1e6:.1f} MB │ {writes / 1e3:.1f} kB" in table  # 8.7 MB, 270.3 kB; binary: 8.2 MiB
+    assert "MiB" not in table and "KiB" not in table
 
 
 @pytest.mark.parametrize("path", [("bench", "sim"), ("sweep",), ("walkthrough",)])

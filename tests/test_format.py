@@ -37,3 +37,32 @@ def test_tflops_with_fixed_decimals():
 def test_abs_error_in_scientific_notation():
     assert fmt.abs_error(4.877e-4) == "4.877e-04"
     assert fmt.abs_error(7.3368e-6, 2) == "7.34e-06" and fmt.abs_error(0.0, 1) == "0.0e+00"
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [(999, "999 B"), (131_072, "131.1 kB"), (2_363_392, "2.4 MB"), (80 * 10**9, "80.0 GB"), (2 * 10**12, "2.0 TB")],
+)
+def test_decimal_bytes_count_in_powers_of_1000(n, text):  # 2,363,392 / 10⁶ = 2.363392
+    assert fmt.decimal_bytes(n) == text
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [
+        (999_999, "999,999 B"),  # exact below 10⁶, where exact_bytes would say 976.56 KiB only above 2²⁰
+        (10**6, "1.00 MB"),
+        (2**20, "1.05 MB"),  # 1,048,576 / 10⁶
+        (2_363_392, "2.36 MB"),
+        (999_990_000, "999.99 MB"),
+        (12_345_678_901, "12.35 GB"),  # 12,345,678,901 / 10⁹ = 12.345…
+        (2_400 * 10**9, "2,400.00 GB"),
+    ],
+)
+def test_exact_decimal_bytes_is_exact_below_a_megabyte_then_mb_or_gb(n, text):
+    assert fmt.exact_decimal_bytes(n) == text
+
+
+def test_memory_sizes_stay_binary():  # the README's units: SRAM and memory held in KiB, MiB, GiB
+    assert fmt.exact_bytes(2**20) == "1.00 MiB" and fmt.exact_bytes(999_999) == "999,999 B"
+    assert fmt.human_bytes(163 * 1024) == "163.0 KiB"

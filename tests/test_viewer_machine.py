@@ -52,3 +52,16 @@ def test_no_prediction_without_a_known_hardware_or_on_a_short_terminal():
     t._prediction = t._predict()
     assert t.prediction() is None
     assert "DRAM, predicted" not in _shown(traffic_panel(t, len(t) - 1, 110))
+
+
+def test_the_traffic_panel_counts_bytes_moved_in_decimal_units():  # the README's units: traffic as the paper writes it
+    n, d, s, block = 1024, 64, 2, 64
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((n, d)).astype(np.float16) for _ in range(3))
+    t = Timeline(traces.record("flash2", q, k, v, block_rows=block, block_cols=block))
+    shown = " ".join(_shown(traffic_panel(t, len(t) - 1, 110, machine=False)).split())
+    kv = (n // block) * s * n * d  # K (and V) once per Q block: 16 × 131,072 bytes
+    reads, writes = s * n * d + 2 * kv, s * n * d + 4 * n  # Q once and K, V; O and the float32 L
+    assert f"│ K {kv / 1e6:.2f} MB 0 B │" in shown and kv / 1e6 == 2.097152  # exact_bytes would say 2.00 MiB
+    assert "│ Q 131,072 B 0 B │" in shown  # exact below 10⁶ bytes
+    assert f"│ total {reads / 1e6:.2f} MB {writes:,} B │" in shown and (reads, writes) == (4_325_376, 135_168)

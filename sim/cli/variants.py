@@ -15,7 +15,7 @@ from sim.api.inputs import configure_shape, random_inputs
 from sim.cli.options import POSITIVE, FloatRange, console, emit_json, typed
 from sim.core.dtypes import DTYPES, itemsize
 from sim.core.errors import InputError
-from sim.core.format import count, human_bytes, plural
+from sim.core.format import count, decimal_bytes, plural
 from sim.machine.trace import MAX_SIZE
 
 SOFTCAP_MIN = 2.0**-99  # below, S/c overflows float32 (2¹²⁸) for scores of 2²⁹: NumPy warns, tanh gives ±1 anyway
@@ -209,15 +209,15 @@ def table(r: dict) -> Table:
     out.add_column("HBM bytes", justify="right")
     out.add_column("", justify="left")
     if "hbm_bytes" in r:
-        out.add_row("simulated", count(r["hbm_bytes"]), human_bytes(r["hbm_bytes"]))
+        out.add_row("simulated", count(r["hbm_bytes"]), decimal_bytes(r["hbm_bytes"]))
         out.add_row("tiles skipped by the mask", count(r["skipped_tiles"]), "")
     for name, c in r["closed_form"].items():
         chosen = (name == "packed") == r["pack_gqa"]
         label = f"closed form, {'packed schedule' if name == 'packed' else 'each head reads its K/V'}"
-        out.add_row(label + (" (this run)" if chosen else ""), count(c["hbm_bytes"]), human_bytes(c["hbm_bytes"]))
+        out.add_row(label + (" (this run)" if chosen else ""), count(c["hbm_bytes"]), decimal_bytes(c["hbm_bytes"]))
     if r["seqlens"]:
         out.add_row(f"padded to {r['n']} ({r['batch']} sequences)", count(r["padded_hbm_bytes"]),
-                    human_bytes(r["padded_hbm_bytes"]))  # fmt: skip
+                    decimal_bytes(r["padded_hbm_bytes"]))  # fmt: skip
     if "max_abs_err" in r:
         within = {True: "within ", False: "OUTSIDE ", None: ""}[r["tolerance"]["within"]]
         out.add_row("max |O − float64|", f"{r['max_abs_err']:.3g}", f"{within}{r['tolerance']['formula']}")
@@ -265,5 +265,5 @@ def paged_line(p: dict) -> str:
     """`paged`'s result in one line."""
     return (f"paged cache, pages of {plural(p['page_size'], 'key')} ({plural(p['pages'], 'page')}, "
             f"{plural(p['splits'], 'split')}, one head): "
-            f"K/V {human_bytes(p['kv_read_bytes'])} read, block table {count(p['block_table_read_bytes'])} B, "
+            f"K/V {decimal_bytes(p['kv_read_bytes'])} read, block table {count(p['block_table_read_bytes'])} B, "
             f"max |O − float64| = {p['max_abs_err']:.3g}")  # fmt: skip

@@ -4,7 +4,7 @@ import math
 
 
 def human_bytes(n: float) -> str:
-    """Bytes in binary units, short: 512 B, 16.0 KiB, 2.5 MiB."""
+    """Memory sizes (SRAM, memory a command needs, files) in binary units, short: 512 B, 16.0 KiB, 2.5 MiB."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
@@ -12,14 +12,21 @@ def human_bytes(n: float) -> str:
 
 
 def exact_bytes(n: int) -> str:
-    """Bytes, exact with thousands separators below 1 MiB (1,248 B), else in MiB or GiB to 2 decimals."""
+    """A memory size, exact with thousands separators below 1 MiB (1,248 B), else in MiB or GiB to 2 decimals."""
     if n < 2**20:
         return f"{n:,} B"
     return f"{n / 2**20:,.2f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
 
 
+def exact_decimal_bytes(n: int) -> str:
+    """Bytes moved, exact with thousands separators below 1 MB = 10⁶ B (1,248 B), else in MB or GB to 2 decimals."""
+    if n < 10**6:
+        return f"{n:,} B"
+    return f"{n / 10**6:,.2f} MB" if n < 10**9 else f"{n / 10**9:,.2f} GB"
+
+
 def decimal_bytes(n: float) -> str:
-    """Bytes in decimal units, as the paper and GPU datasheets write them: 1.5 GB = 1.5·10⁹ bytes."""
+    """Bytes moved and HBM capacities in decimal units, as the paper and datasheets write them: 1.5 GB = 1.5·10⁹ B."""
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if n < 1000 or unit == "TB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

@@ -4,7 +4,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.core.format import count, fixed, human_bytes, percent, ratio
+from sim.core.format import count, decimal_bytes, fixed, percent, ratio
 from sim.machine.hardware import Hardware
 from sim.machine.occupancy import WAVE_SECONDS, Occupancy
 from sim.viz.unclipped import unclipped
@@ -35,7 +35,7 @@ def decode_table(
         style = "bold green" if r.splits == best else ""
         label = f"{r.splits}" + (" (FlashAttention-2)" if r.splits == 1 else " (best)" if r.splits == best else "")
         t.add_row(
-            label, count(r.blocks), f"{r.busy}", f"{r.waves}", percent(r.utilization), human_bytes(r.hbm_bytes),
+            label, count(r.blocks), f"{r.busy}", f"{r.waves}", percent(r.utilization), decimal_bytes(r.hbm_bytes),
             f"{fixed(r.seconds * 1e6, 1)} µs", ratio(one / r.seconds), style=style,
         )  # fmt: skip
     model = Text(

@@ -3,7 +3,7 @@
 from rich.console import Group, RenderableType
 from rich.text import Text
 
-from sim.core.format import count, exact_bytes
+from sim.core.format import count, exact_bytes, exact_decimal_bytes
 from sim.machine.trace import Access
 from sim.viz import steps
 from sim.viz.panels import traffic_panel
@@ -19,7 +19,7 @@ def moved(accesses: list[Access]) -> str:
     if not hbm:
         return "—"
     names = " ".join(dict.fromkeys(a.tensor for a in hbm))
-    return f"{names} {exact_bytes(sum(a.nbytes for a in hbm))}"
+    return f"{names} {exact_decimal_bytes(sum(a.nbytes for a in hbm))}"
 
 
 def span(first: int, last: int) -> str:

@@ -5,7 +5,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sim.core.format import count, exact_bytes, more_or_fewer, percent, seconds
+from sim.core.format import count, exact_bytes, exact_decimal_bytes, more_or_fewer, percent, seconds
 from sim.machine.trace import Access
 from sim.viz.code import code
 from sim.viz.steps import moves, tile
@@ -188,23 +188,23 @@ def traffic_panel(timeline: Timeline, k: int, width: int = 60, compact: bool = F
         table.add_column("L2 re-read", justify="right", no_wrap=True)
     if not compact:
         for tensor, (read, written, cached) in traffic.items():
-            table.add_row(tensor, exact_bytes(read), exact_bytes(written), *([exact_bytes(cached)] if l2 else []))
+            table.add_row(tensor, *map(exact_decimal_bytes, (read, written, *([cached] if l2 else []))))
     step = timeline.steps[k]
     table.add_row(
         Text("total", style="bold"),
-        exact_bytes(step.hbm_read_bytes),
-        exact_bytes(step.hbm_write_bytes),
+        exact_decimal_bytes(step.hbm_read_bytes),
+        exact_decimal_bytes(step.hbm_write_bytes),
         end_section=not compact,
     )
     closed = timeline.closed_form()
     label, other = timeline.contrast()
-    table.add_row("closed form", exact_bytes(closed.hbm_read_bytes), exact_bytes(closed.hbm_write_bytes))
+    table.add_row("closed form", *map(exact_decimal_bytes, (closed.hbm_read_bytes, closed.hbm_write_bytes)))
     shown = label.removesuffix(" backward").replace(" attention", "") if compact else label  # `standard`
-    table.add_row(shown, exact_bytes(other.hbm_read_bytes), exact_bytes(other.hbm_write_bytes), style="dim")
+    table.add_row(shown, *map(exact_decimal_bytes, (other.hbm_read_bytes, other.hbm_write_bytes)), style="dim")
     predicted = timeline.prediction() if machine and not compact else None
     if predicted is not None:  # the whole run below HBM, as `flashsim run` shows it (sim.machine)
         written = predicted.dram_write_bytes + predicted.left_dirty_bytes
-        table.add_row("DRAM, predicted", exact_bytes(predicted.dram_read_bytes), exact_bytes(written), style="dim")
+        table.add_row("DRAM, predicted", *map(exact_decimal_bytes, (predicted.dram_read_bytes, written)), style="dim")
     done = step.hbm_read_bytes + step.hbm_write_bytes
     compared = more_or_fewer(other.hbm_bytes / closed.hbm_bytes, 2)
     if compact:

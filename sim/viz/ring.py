@@ -4,7 +4,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.core.format import abs_error, count, decimal_bytes, human_bytes, ratio, short_time
+from sim.core.format import abs_error, count, decimal_bytes, ratio, short_time
 
 
 def devices_table(one: dict, title: str) -> Table:
@@ -17,9 +17,9 @@ def devices_table(one: dict, title: str) -> Table:
         counted = row if simulated else row["closed_form"]
         check = ("= closed form" if row["matches"] else "≠ closed form") if simulated else "closed form"
         style = ("green" if row["matches"] else "bold red") if simulated else "dim"
-        table.add_row(str(row["device"]), human_bytes(counted["hbm_read_bytes"]),
-                      human_bytes(counted["hbm_write_bytes"]), count(counted["flops"]),
-                      human_bytes(counted["link_bytes_sent"]), Text(check, style=style))  # fmt: skip
+        table.add_row(str(row["device"]), decimal_bytes(counted["hbm_read_bytes"]),
+                      decimal_bytes(counted["hbm_write_bytes"]), count(counted["flops"]),
+                      decimal_bytes(counted["link_bytes_sent"]), Text(check, style=style))  # fmt: skip
     return table
 
 
@@ -52,7 +52,7 @@ def ring_table(report: dict) -> RenderableType:
     config.add_row("link", f"{link['name']}: {decimal_bytes(link['bandwidth_bytes_per_s'])}/s each way, "
                            f"{short_time(link['latency_s'])} per message")  # fmt: skip
     config.add_row("each device", f"{r['hardware']} · blocks Br={r['block_rows']}, Bc={r['block_cols']}")
-    held = Text(f"{human_bytes(r['hbm_per_device'])} of its {human_bytes(r['hbm_capacity'])} in the forward")
+    held = Text(f"{decimal_bytes(r['hbm_per_device'])} of its {decimal_bytes(r['hbm_capacity'])} in the forward")
     if r["hbm_per_device"] > r["hbm_capacity"]:
         held.append(" — more than a device's HBM: use more devices", style="bold red")
     config.add_row("HBM held", held)

@@ -5,7 +5,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.api.tolerance import EXPLAIN
-from sim.core.format import abs_error, count, human_bytes, more_or_fewer
+from sim.core.format import abs_error, count, decimal_bytes, human_bytes, more_or_fewer
 from sim.viz.unclipped import unclipped
 
 
@@ -18,9 +18,9 @@ def traffic_table(report: dict, title: str, closed_form: bool = False) -> Table:
     traffic.add_column("read", justify="right")
     traffic.add_column("written", justify="right")
     for tensor, rw in report["per_tensor"].items():
-        traffic.add_row(tensor, human_bytes(rw["read"]), human_bytes(rw["write"]))
+        traffic.add_row(tensor, decimal_bytes(rw["read"]), decimal_bytes(rw["write"]))
     total = Text("total", style="bold")
-    traffic.add_row(total, human_bytes(report["hbm_read_bytes"]), human_bytes(report["hbm_write_bytes"]))
+    traffic.add_row(total, decimal_bytes(report["hbm_read_bytes"]), decimal_bytes(report["hbm_write_bytes"]))
     return traffic
 
 
@@ -90,7 +90,7 @@ def time_table(m: dict, global_read: int) -> Table:
     table.add_row("SMs: each block's parts in series, in waves", f"{sms * 1e3:.4g} ms", f"{sms / m['seconds']:.0%}")
     table.add_row(Text(f"predicted (bound: {m['bound']})", style="bold"), f"{m['seconds'] * 1e3:.4g} ms", "")
     table.add_row(
-        "DRAM read", human_bytes(m["dram_read_bytes"]), f"{m['dram_read_bytes'] / global_read:.0%} of HBM reads"
+        "DRAM read", decimal_bytes(m["dram_read_bytes"]), f"{m['dram_read_bytes'] / global_read:.0%} of HBM reads"
     )
     return table
 

@@ -4,7 +4,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.core.format import human_bytes, number
+from sim.core.format import decimal_bytes, human_bytes, number
 from sim.machine.trace import Access, Step, Trace
 
 
@@ -32,7 +32,7 @@ def moves(accesses: list[Access], hbm: dict) -> str:
         return shape[1] if len(shape) == 2 else None
 
     return ", ".join(
-        f"{tile(a, width(a.tensor))} {human_bytes(a.nbytes)}" + (" (L2)" if a.level == "l2" else "") for a in accesses
+        f"{tile(a, width(a.tensor))} {decimal_bytes(a.nbytes)}" + (" (L2)" if a.level == "l2" else "") for a in accesses
     )
 
 
@@ -80,8 +80,8 @@ def render_step(
             body.add_row(name, change(before[name], after) if name in before else array(after))
     capacity = f" of {human_bytes(sram_capacity)}" if sram_capacity else ""
     totals = (
-        f"SRAM {human_bytes(step.sram_bytes)}{capacity} · HBM so far {human_bytes(step.hbm_read_bytes)} read, "
-        f"{human_bytes(step.hbm_write_bytes)} written"
+        f"SRAM {human_bytes(step.sram_bytes)}{capacity} · HBM so far {decimal_bytes(step.hbm_read_bytes)} read, "
+        f"{decimal_bytes(step.hbm_write_bytes)} written"
     )
     return Group(header(step), Text(step.text), body, Text(totals, style="dim"), Text(""))
 

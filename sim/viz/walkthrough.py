@@ -6,7 +6,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.api.results import Result
-from sim.core.format import abs_error, exact_bytes, human_bytes
+from sim.core.format import abs_error, exact_decimal_bytes, human_bytes
 from sim.viz.steps import array, listing
 
 
@@ -41,7 +41,7 @@ def ending(flash: Result, standard: Result, reference) -> RenderableType:
     for col in ("HBM read", "HBM written", "total"):
         traffic.add_column(col, justify="right")
     for name, r in (("FlashAttention (Algorithm 1)", flash), ("standard attention (Algorithm 0)", standard)):
-        traffic.add_row(name, exact_bytes(r.hbm_read_bytes), exact_bytes(r.hbm_write_bytes), exact_bytes(r.hbm_bytes))
+        traffic.add_row(name, *map(exact_decimal_bytes, (r.hbm_read_bytes, r.hbm_write_bytes, r.hbm_bytes)))
     note = Text(
         "At N = 4 FlashAttention moves more bytes: it rereads Q and round-trips O, ℓ, m once per K/V block, "
         "while standard attention's S and P are tiny. Standard attention's traffic grows with N², "
