@@ -56,6 +56,24 @@ def test_big_blocks_make_flashattention_compute_bound():
     assert r.flash.bound == "compute" and r.standard.bound == "memory"
 
 
+def test_below_hbm_flashattention_is_compute_bound_where_the_hbm_roofline_says_memory():
+    sw = sweep.sweep([2048, 4096, 65536], batch=2, heads=4)
+    ridge = A100.peak("fp16") / A100.hbm_bandwidth
+    for r in sw.rows[:2]:
+        N, d, H = r.n, 64, 8
+        assert r.flash.intensity < ridge and r.flash.bound == "memory"  # the paper's roofline at HBM
+        seconds, bound = r.flash.below
+        assert bound == "tensor" and seconds >= 4 * N * N * d * H / A100.peak("fp16")  # no faster than the peak
+        run = json.loads(invoke("run", "--n", str(N), "--d", "64", "--batch", "2", "--heads", "4", "--counts-only",
+                                "--json").stdout)["machine"]  # fmt: skip
+        assert (run["seconds"], run["bound"]) == (seconds, bound)  # as `flashsim run` predicts the same shape
+    assert sw.rows[2].flash.below is None  # 512² tile pairs × 8 heads: more than a sweep plays the L2 for
+    rows = json.loads(invoke("sweep", "--n", "2048,65536", "--batch", "2", "--heads", "4", "--json").stdout)["rows"]
+    assert rows[0]["flash_below_hbm_bound"] == "tensor" and rows[1]["flash_below_hbm_seconds"] is None
+    table = invoke("sweep", "--n", "2048,65536", "--batch", "2", "--heads", "4").stdout
+    assert "below HBM" in table and f"{sw.rows[0].flash.below[0] * 1e3:.3g} ms tensor" in table
+
+
 def test_standard_runs_out_of_memory_where_s_and_p_outgrow_hbm():
     def memory(N, d=64, s=2, heads=16 * 16):  # S, P (N × N) and Q, K, V, O (N × d) per head
         return heads * s * (2 * N * N + 4 * N * d)

@@ -11,10 +11,9 @@ their float32 copies, N × Nk ones where the forward leaves P; the float64 refer
 Grading and `demo train` go at the pace of their recorded runs (the README's `bench grade`, gpu/lab/results/train-h100.json).
 """
 
-import math
 import os
 from dataclasses import dataclass
-from math import ceil
+from math import ceil, nan
 
 import click
 
@@ -48,6 +47,7 @@ RULE_ROW_BLOCK = 13e-6  # a step of iomodel.sums under a mask Rule (a row block,
 CLOSED_FORM_SECONDS = 1e-3  # one closed form by `sim.machine.row_sums`: a few floor sums, whatever N
 SMALL_TILE = 64  # Br × Bc below this: the blocks, more than N, make the tile pairs many
 PER_CONFIGURATION = 200e-6  # a sweep's block search and kernel list for one configuration
+PER_PREDICTED_STEP = 8e-6  # sim.machine's L2 play, a block-step (flash2 backward, N = 16384: 1.05 M in 7.3 s)
 NUMPY_PER_FLOP = 30e-12  # a whole-matrix float32 matmul
 BENCH_LIMIT_SECONDS = 600.0  # a benchmark is asked to take its time: it may run for 10 minutes
 PER_SUBMISSION = 1.1  # seconds of one core to grade a submission of assignment 2 (README: 100 in 55 s, 2 at a time)
@@ -74,10 +74,8 @@ class Estimate:
 
     def __add__(self, other: "Estimate") -> "Estimate":
         """Two phases, one after the other."""
-        return Estimate(
-            self.seconds + other.seconds, self.held + other.held, max(self.transient, other.transient),
-            self.steps + other.steps,
-        )  # fmt: skip
+        return Estimate(self.seconds + other.seconds, self.held + other.held,
+                        max(self.transient, other.transient), self.steps + other.steps)  # fmt: skip
 
     def times(self, k: int) -> "Estimate":
         """The same work done k times, one after another (its memory held once)."""
@@ -158,9 +156,11 @@ def decoding(nq: int, nk: int, d: int, dtype: str, Bc: int, splits: int) -> Esti
     return Estimate(seconds, held, transient) + check(nq, nk, d)
 
 
-def sweeping(configurations: int, row_blocks: int) -> Estimate:
-    """Closed forms only (`flashsim sweep`): a block search per configuration and a sum over its row blocks."""
-    return Estimate(configurations * PER_CONFIGURATION + row_blocks * CLOSED_FORM_PER_ROW_BLOCK)
+def sweeping(configurations: int, row_blocks: int, predicted_steps: int = 0) -> Estimate:
+    """Closed forms only (`flashsim sweep`): a block search per configuration and a sum over its row blocks; and
+    sim.machine's L2 played for `predicted_steps` block-steps (`sim.lab.sweep.predicted_steps`)."""
+    return Estimate(configurations * PER_CONFIGURATION + row_blocks * CLOSED_FORM_PER_ROW_BLOCK
+                    + predicted_steps * PER_PREDICTED_STEP)  # fmt: skip
 
 
 def numpy_attention(n: int, d: int) -> Estimate:
@@ -194,7 +194,7 @@ def limit_seconds(default: float = LIMIT_SECONDS) -> float:
     try:
         seconds = float(text)
     except ValueError:
-        seconds = math.nan
+        seconds = nan
     if not seconds > 0:  # refuses NaN too
         raise InputError(f"FLASHSIM_MAX_SECONDS: {text!r} is not a positive number of seconds (e.g. 60, or inf)")
     return seconds

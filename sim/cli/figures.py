@@ -117,7 +117,7 @@ def sweep_command(
     configurations = len(ns) * len(ds) * len(block_sizes or (None,)) * len(srams or (None,))
     estimate.guard(
         click.get_current_context(),
-        lambda: _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward),
+        lambda: _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward, batch * heads),
         f"a sweep of {count(configurations)} configuration{'s' * (configurations > 1)}",
         ["fewer or smaller N, or larger --block"],
     )  # fmt: skip
@@ -135,10 +135,11 @@ def sweep_command(
         console.print(sweep_viz.table(sw))
 
 
-def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward) -> estimate.Estimate:
-    """The closed forms a sweep evaluates: one row block sum per configuration (and pass)."""
+def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward, heads) -> estimate.Estimate:
+    """The closed forms a sweep evaluates (one row block sum per configuration and pass) and sim.machine's
+    prediction below HBM where it plays the L2 (`sweep.predicted_steps`)."""
     s, hw = itemsize(dtype), hardware.get(hardware_name)
-    configurations, row_blocks = 0, 0
+    configurations, row_blocks, steps = 0, 0, 0
     for d, block, sram in product(ds, block_sizes or (None,), srams or (None,)):
         try:  # the blocks at the longest N are the smallest the sweep meets
             Br = block or registry.fit(algo, max(ns), max(ns), d, s, sram or hw.sram_bytes)[0]
@@ -146,7 +147,10 @@ def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward
             continue
         configurations += len(ns)
         row_blocks += (1 + backward) * sum(ceil(N / min(Br, N)) for N in ns)
-    return estimate.sweeping(configurations, row_blocks)
+        for N in ns:
+            fwd, bwd = sweep.pass_blocks(algo, N, d, s, sram or hw.sram_bytes, block, backward)
+            steps += sweep.predicted_steps(N, fwd, bwd, heads)
+    return estimate.sweeping(configurations, row_blocks, steps)
 
 
 @click.command("decode")

@@ -15,7 +15,6 @@ from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
 from sim.core.format import count
 from sim.lab import report, training
-from sim.machine.prediction import affordable
 from sim.viz import backward as backward_viz
 from sim.viz import run as run_viz
 
@@ -124,7 +123,7 @@ def run_command(
             summary["backward"] = training.backward_report(grads, grad_check and grad_check["max_abs_err"])
             summary["backward"]["tolerance"] = grad_check and grad_check["tolerance"]
             summary["forward_backward"] = training.split(result, grads)
-        summary["machine"] = machine(result)
+        summary["machine"] = report.below_hbm(result)
     if not emit_json(summary, as_json, indent=None):
         console.print(run_viz.run_table(summary))
         if backward:
@@ -135,19 +134,6 @@ def run_command(
 def outside(tolerance: dict | None) -> bool:
     """Whether a verdict was given and is ✗."""
     return bool(tolerance) and not tolerance["within"]
-
-
-def machine(result) -> dict | None:
-    """Below HBM (sim.machine): DRAM bytes and where the time goes, for shapes the L2 model plays quickly, whose
-    grid of thread blocks (every head's, which the time model walks one by one) is at most
-    sim.machine.prediction.MOST_BLOCKS, and whose kernels one SM can hold (standard attention's softmax keeps a whole
-    row of S in shared memory); else None."""
-    if not affordable(result.n, result.nk, result.block_rows, result.block_cols, result.heads):
-        return None
-    try:
-        return result.predict().summary()
-    except InputError:  # a grid too large to walk, or a launch no SM of this hardware holds: no time to predict
-        return None
 
 
 def closed_bytes(config: dict, backward: bool = False) -> int:

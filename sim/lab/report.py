@@ -10,7 +10,9 @@ from sim.api import reference
 from sim.api.results import Result
 from sim.api.tolerance import score_scale, stated, tolerance
 from sim.core.dtypes import itemsize
+from sim.core.errors import InputError
 from sim.machine import iomodel
+from sim.machine.prediction import affordable
 
 
 def output_check(result: Result, q, k, v, advance: Callable[[int], None] | None = None) -> dict:
@@ -85,3 +87,16 @@ def run_report(
         "max_abs_err": max_abs_err if check is None else check["max_abs_err"],
         "tolerance": None if check is None else check["tolerance"],
     }
+
+
+def below_hbm(result) -> dict | None:
+    """Below HBM (sim.machine): DRAM bytes and where the time goes, for shapes the L2 model plays quickly, whose
+    grid of thread blocks (every head's, which the time model walks one by one) is at most
+    sim.machine.prediction.MOST_BLOCKS, and whose kernels one SM can hold (standard attention's softmax keeps a whole
+    row of S in shared memory); else None."""
+    if not affordable(result.n, result.nk, result.block_rows, result.block_cols, result.heads):
+        return None
+    try:
+        return result.predict().summary()
+    except InputError:  # a grid too large to walk, or a launch no SM of this hardware holds: no time to predict
+        return None

@@ -1,4 +1,6 @@
-"""Standard attention against FlashAttention as N grows: HBM bytes, FLOPs, intensity, roofline time, memory.
+"""Standard attention against FlashAttention as N grows: HBM bytes, FLOPs, intensity, roofline time, memory; and
+FlashAttention's time and bound below HBM (`sim.machine`: L2, waves, the SM's units), where the HBM roofline calls
+it memory-bound and a GPU's L2 makes it compute-bound.
 
 Counts come from `sim.machine.iomodel`'s closed forms, which the tests hold equal to the simulated
 ledgers byte for byte — at N = 64K a simulated standard attention would hold a 4G-entry S.
@@ -9,16 +11,19 @@ longer fit the GPU, and `Sweep.largest_n` the largest N that still does.
 
 import csv
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import product
+from math import ceil
 
 from sim.algorithms import registry
 from sim.algorithms.registry import REGISTRY
+from sim.api import closed_form
 from sim.core.dtypes import DTYPES, F, itemsize
 from sim.core.errors import InputError
-from sim.lab import training
+from sim.lab import report, training
 from sim.machine import hardware as hardware_
 from sim.machine.hardware import Hardware
+from sim.machine.prediction import EXACT_HEADS, affordable
 
 
 @dataclass(frozen=True)
@@ -30,6 +35,7 @@ class Side:
     seconds: float
     bound: str  # "memory" or "compute": the bound of the kernel that takes longest
     memory_bytes: int  # what it keeps in HBM: standard attention's S and P; both keep Q, K, V, O (and L)
+    below: tuple[float, str] | None = None  # sim.machine's time and bound below HBM (FlashAttention's side, `_below`)
 
     @property
     def intensity(self) -> float:
@@ -60,6 +66,8 @@ class Row:
                 f"{name}_hbm_bytes": side.hbm_bytes, f"{name}_flops": side.flops, f"{name}_intensity": side.intensity,
                 f"{name}_seconds": side.seconds, f"{name}_bound": side.bound, f"{name}_memory_bytes": side.memory_bytes,
             }  # fmt: skip
+        below = self.flash.below or (None, None)
+        out |= {"flash_below_hbm_seconds": below[0], "flash_below_hbm_bound": below[1]}
         return out | {"standard_fits": self.standard_fits, "speedup": self.standard.seconds / self.flash.seconds}
 
 
@@ -125,6 +133,9 @@ def largest_fitting_n(d: int, s: int, heads: int, capacity: int) -> int:
     return lo
 
 
+MOST_STEPS = 300_000  # block-steps a sweep plays the L2 for, a pass (N = 16,384 forward at 128 × 128, 16 heads)
+
+
 def sweep(
     ns,
     *,
@@ -156,7 +167,7 @@ def sweep(
     for d, block, sram, N in product(ds, blocks, srams, sorted(ns)):
         M = sram or hw.sram_bytes
         try:
-            fwd, bwd = _blocks(algorithm, N, d, s, M, block, backward)
+            fwd, bwd = pass_blocks(algorithm, N, d, s, M, block, backward)
         except InputError as e:  # say which point of the sweep it was
             raise InputError(f"{e}, at d = {d}, N = {N}") from None
         ks = {  # standard attention's counts do not depend on blocks
@@ -169,6 +180,8 @@ def sweep(
             ("standard", ks["standard"], standard_memory(N, d, s, total_heads)),
             ("flash", ks[algorithm], flash_memory(N, d, s, total_heads)),
         )}  # fmt: skip
+        shape = dict(n=N, d=d, batch=batch, heads=heads, dtype=dtype, causal=causal, sram_bytes=M, hardware=hw)
+        sides["flash"] = replace(sides["flash"], below=_below(algorithm, fwd, bwd, shape))
         fits = sides["standard"].memory_bytes <= hw.hbm_bytes
         rows.append(Row(N, d, *fwd, bwd, M, sides["standard"], sides["flash"], fits))
     oom = next((r.n for r in rows if r.d == ds[0] and not r.standard_fits), None)
@@ -192,7 +205,31 @@ def _side(ks: list[training.Kernel], memory: int) -> Side:
     return Side(c.hbm_bytes, c.flops, training.seconds(ks), longest.roofline.bound, memory)
 
 
-def _blocks(algorithm, N, d, s, M, block, backward) -> tuple[tuple[int, int], tuple[int, int] | None]:
+def _below(algorithm: str, fwd: tuple[int, int], bwd: tuple[int, int] | None, shape: dict) -> tuple[float, str] | None:
+    """sim.machine's time for the pass(es) below HBM (L2, waves, the SM's units) and the bound of the longer, as
+    `flashsim run` predicts them (`sim.lab.report.below_hbm`); None where its L2 play would take too long."""
+    if not predicted_steps(shape["n"], fwd, bwd, shape["batch"] * shape["heads"]):
+        return None
+    passes = [closed_form.forward(algorithm, **shape, block_rows=fwd[0], block_cols=fwd[1])]
+    if bwd is not None:
+        passes.append(closed_form.backward(algorithm, **shape, block_rows=bwd[0], block_cols=bwd[1]))
+    below = [report.below_hbm(p) for p in passes]
+    if None in below:
+        return None
+    return sum(b["seconds"] for b in below), max(below, key=lambda b: b["seconds"])["bound"]
+
+
+def predicted_steps(N: int, fwd: tuple[int, int], bwd: tuple[int, int] | None, heads: int) -> int:
+    """The block-steps `_below` plays the L2 for (`sim.machine.prediction`): none where a pass would take more than
+    MOST_STEPS (a sweep's row stays within a second or two; `flashsim run` plays up to the model's own limit)."""
+    blocks = [b for b in (fwd, bwd) if b is not None]
+    steps = [ceil(N / Br) * ceil(N / Bc) * min(heads, EXACT_HEADS) for Br, Bc in blocks]
+    if max(steps) > MOST_STEPS or not all(affordable(N, N, Br, Bc, heads) for Br, Bc in blocks):
+        return 0
+    return sum(steps)
+
+
+def pass_blocks(algorithm, N, d, s, M, block, backward) -> tuple[tuple[int, int], tuple[int, int] | None]:
     """FlashAttention's forward (and backward) blocks: Br = Bc = `block` (checked to fit), or the largest that fit."""
     if block is None:
         fwd = registry.fit(algorithm, N, N, d, s, M)

@@ -21,27 +21,18 @@ def table(sw: Sweep) -> RenderableType:
     )
     several = {name: len({getattr(r, name) for r in sw.rows}) > 1 for name in ("d", "block_cols", "sram_bytes")}
 
-    def side_table(name: str, side, extra: list[tuple[str, object]]) -> Table:
+    def side_table(name: str, side, before: list[tuple[str, object]], after: list[tuple[str, object]]) -> Table:
         t = Table(title=name, title_justify="left", show_edge=False)
         t.add_column("N", justify="right")
         if several["d"]:
             t.add_column("d", justify="right")
-        for column, _ in extra[:-1]:
+        for column in [c for c, _ in before] + ["HBM", "GFLOP", "FLOP/B", "time", "bound"] + [c for c, _ in after]:
             t.add_column(column, justify="right")
-        for column in ("HBM", "GFLOP", "FLOP/B", "time", "bound"):
-            t.add_column(column, justify="right")
-        t.add_column(extra[-1][0], justify="right")
         for r in sw.rows:
             x = side(r)
-            cells = [count(r.n)] + ([str(r.d)] if several["d"] else []) + [cell(r) for _, cell in extra[:-1]]
-            cells += [
-                decimal_bytes(x.hbm_bytes),
-                fixed(x.flops / 1e9, 0),
-                number(x.intensity, 0),
-                seconds(x.seconds),
-                x.bound,
-            ]
-            t.add_row(*cells, extra[-1][1](r))
+            cells = [count(r.n)] + ([str(r.d)] if several["d"] else []) + [cell(r) for _, cell in before]
+            cells += [decimal_bytes(x.hbm_bytes), fixed(x.flops / 1e9, 0), number(x.intensity, 0), seconds(x.seconds)]
+            t.add_row(*cells, x.bound, *[cell(r) for _, cell in after])
         return t
 
     def memory(r) -> Text:
@@ -52,12 +43,15 @@ def table(sw: Sweep) -> RenderableType:
         b = f"{r.block_rows}×{r.block_cols}"
         return f"{b} / {r.backward_blocks[0]}×{r.backward_blocks[1]}" if r.backward_blocks else b
 
-    flash_extra = [("Br×Bc fwd / bwd" if sw.backward else "Br×Bc", blocks)]
+    def below(r) -> str:  # sim.machine's time and bound: "—" where its L2 play would take too long
+        return "—" if r.flash.below is None else f"{seconds(r.flash.below[0])} {r.flash.below[1]}"
+
+    flash_before = [("Br×Bc fwd / bwd" if sw.backward else "Br×Bc", blocks)]
     if several["sram_bytes"]:
-        flash_extra.append(("SRAM", lambda r: human_bytes(r.sram_bytes)))
-    flash_extra.append(("speedup", lambda r: ratio(r.standard.seconds / r.flash.seconds)))
-    standard = side_table("standard attention", lambda r: r.standard, [("in HBM (S, P, Q, K, V, O)", memory)])
-    flash = side_table(sw.algorithm, lambda r: r.flash, flash_extra)
+        flash_before.append(("SRAM", lambda r: human_bytes(r.sram_bytes)))
+    flash_after = [("below HBM", below), ("speedup", lambda r: ratio(r.standard.seconds / r.flash.seconds))]
+    standard = side_table("standard attention", lambda r: r.standard, [], [("in HBM (S, P, Q, K, V, O)", memory)])
+    flash = side_table(sw.algorithm, lambda r: r.flash, flash_before, flash_after)
     ridge = hw.peak(sw.dtype) / hw.hbm_bandwidth
     oom = (
         f"standard attention runs out of memory at N = {count(sw.oom_n)}: S and P (with Q, K, V, O) take "
@@ -70,6 +64,9 @@ def table(sw: Sweep) -> RenderableType:
     return Group(
         title, standard, Text(""), flash,
         Text(f"time = Σ over kernels of max(FLOPs / peak, bytes / bandwidth); a kernel above {number(ridge, 0)} FLOP/B is compute-bound", style="dim"),
+        Text("(the roofline at HBM, the paper's). below HBM: sim.machine's time and bound, as `flashsim run` predicts "
+             "them: L2 serves the re-reads of K and V, the SM's units and waves take the time (—: too large to "
+             "play the L2 for in a sweep; `flashsim run --counts-only` plays larger ones)", style="dim"),
         Text(oom, style="bold red" if sw.oom_n else "green"),
     )  # fmt: skip
 
