@@ -238,3 +238,13 @@ def test_forward_comparison_prints_traffic_in_decimal_units_and_memory_in_binary
     smem = f"{rung.smem(d, t) / 2**10:.1f} KiB"  # memory: binary
     assert f"{smem} shared memory per block (the simulator was given {smem} of SRAM)" in out
     assert f"the GPU's {h100.l2_bytes / 2**20:.1f} MiB L2" in out
+
+
+def test_a_variant_line_names_the_spilled_registers_bytes_stored_in_decimal_units():
+    from gpu.lab.compare_variants import describe
+
+    spilled = 3 * 2**20  # 3,145,728 B: 3.1 MB (binary: 3.0 MiB)
+    row = {"d": 64, "case": "gqa 8", "direction": "backward", "kernel": 7, "ratio": {"read": 1.0, "write": 0.98},
+           "measured": {"local_store_bytes": spilled}, "agrees": True}  # fmt: skip
+    line = f"d=64 gqa 8 (rung 7): read ×1.000, write ×0.980; spilled registers: {spilled / 1e6:.1f} MB stored"
+    assert describe(row) == line
