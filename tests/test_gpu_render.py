@@ -160,12 +160,18 @@ def test_backward_comparison_explains_the_dq_traffic():
     measured = {"flash2_bwd_prepass": other, "flash2_v2_bwd": main, "flash2_bwd_dq": other}
     errors = {k: {"dq": 1e-4, "dk": 2e-4, "dv": 3e-4} for k in ("gpu", "standard", "sim")}
     c = BackwardComparison(config, errors, predicted, measured, "", 0.241, None, None, 2.5 * 4 * n * n * d * heads)
-    # dQ_i is read and written once per tile pair: Tc = 16 K/V blocks × N × d × 2 bytes, every head
-    assert c.predicted_dq_bytes == 16 * n * d * 2 * heads and c.expected_reduction_bytes == 2 * c.predicted_dq_bytes
+    # dQ_i is read and written once per tile pair: Tc = 16 K/V blocks × N × d × 2 bytes, every head (64·2²⁰ B)
+    dq = 16 * n * d * 2 * heads
+    assert c.predicted_dq_bytes == dq and c.expected_reduction_bytes == 2 * dq
     console = Console(width=250, record=True)
     console.print(backward_comparison(c))
     out = console.export_text()
-    assert "(64.0 MiB each way)" in out and "128.0 MiB of reductions" in out
+    # bytes moved in decimal units: 64·2²⁰ B = 67.1 MB each way, 128·2²⁰ B = 134.2 MB of float32 reductions
+    assert f"({dq / 1e6:.1f} MB each way)" in out and f"{2 * dq / 1e6:.1f} MB of reductions" in out
+    main_row = next(line for line in out.splitlines() if "main: per K/V block" in line)
+    for moved in (main["l2_read_bytes"], main["l2_write_bytes"], main["l2_reduction_bytes"]):
+        assert f" {moved / 1e6:.1f} MB " in main_row  # 218.1, 9.4 and 134.2 MB (binary: 208.0, 9.0, 128.0 MiB)
+    assert "MiB" not in out and f"{config['smem_bytes'] / 2**10:.1f} KiB shared memory per block" in out
     assert "a float32 copy with atomics instead" in " ".join(out.split())  # rung 5 adds dQ_i by atomics
     assert "reductions ×1.000 of the float32 dQ bytes" in out and "0.209" in out and "3.00e-04" in out
 
@@ -195,3 +201,50 @@ def test_backward_comparison_of_a_fused_rung_7_has_two_kernels():
     assert "a float32 copy with TMA reduce-adds instead" in out  # rung 7's default tiling: DQ_TMA
     assert "the two kernels" in out and "the last thread block of each query plane rounds the copy once" in out
     assert "0.400" in out and "0.098" in out  # each launch's ncu time, in ms
+
+
+def test_forward_comparison_prints_traffic_in_decimal_units_and_memory_in_binary():
+    """`flashsim compare`: bytes moved (predicted, L2, DRAM, the machine model's) in MB; shared memory, the SRAM
+    given to the simulator and L2's size in KiB/MiB."""
+    from gpu import registry as gpu_registry
+    from gpu.lab.compare import Comparison
+    from gpu.lab.predict import rung_prediction
+    from gpu.lab.render_compare import comparison
+    from sim.machine import hardware, iomodel
+
+    rung, h100 = gpu_registry.rung(6), hardware.get("H100-SXM")
+    n, d, heads = 4096, 64, 16
+    t = rung.default_tiles(d)
+    predicted = iomodel.flash2(n, n, d, 2, t.block_rows, t.block_cols).times(heads)
+    once = 3 * n * d * 2 * heads  # Q, K, V read once: 24·2²⁰ B = 25.2 MB
+    measured = dict(l2_read_bytes=predicted.hbm_read_bytes, l2_write_bytes=predicted.hbm_write_bytes,
+                    dram_read_bytes=once, dram_write_bytes=n * d * 2 * heads, cp_async_bytes=0.0,
+                    tma_bytes=predicted.hbm_read_bytes, kernel_ns=1e5)  # fmt: skip
+    config = dict(n=n, nk=n, d=d, batch=1, heads=heads, dtype="float16", causal=False, kernel=6, device="Test GPU",
+                  block_rows=t.block_rows, block_cols=t.block_cols, smem_bytes=rung.smem(d, t),
+                  sim_sram_bytes=rung.smem(d, t), l2_bytes=h100.l2_bytes)  # fmt: skip
+    model = rung_prediction(rung, h100, n=n, nk=n, d=d, batch=1, heads=heads, s=2, causal=False)
+    c = Comparison(config, 1e-4, 2e-4, 1e-5, 2e-5, predicted.hbm_read_bytes, predicted.hbm_write_bytes,
+                   4.0 * n * n * d * heads, 0.2, None, None, measured, None, "", prediction=model)  # fmt: skip
+    console = Console(width=250, record=True)
+    console.print(comparison(c))
+    text = console.export_text()
+    out = " ".join(text.split())  # the notes wrap
+    read = next(line for line in text.splitlines() if line[1:].lstrip().startswith("read │"))
+    assert f"│ {predicted.hbm_read_bytes / 1e6:.1f} MB │" in read and read.endswith(f"│ {once / 1e6:.1f} MB │")
+    assert f"DRAM read {model.dram_read_bytes / 1e6:.1f} MB" in out
+    assert f"(measured {once / 1e6:.1f} MB and {n * d * 2 * heads / 1e6:.1f} MB)" in out  # 25.2 MB and 8.4 MB
+    assert f"L2 → SM {model.l2_to_sm_bytes / 1e6:.1f} MB" in out
+    smem = f"{rung.smem(d, t) / 2**10:.1f} KiB"  # memory: binary
+    assert f"{smem} shared memory per block (the simulator was given {smem} of SRAM)" in out
+    assert f"the GPU's {h100.l2_bytes / 2**20:.1f} MiB L2" in out
+
+
+def test_a_variant_line_names_the_spilled_registers_bytes_stored_in_decimal_units():
+    from gpu.lab.compare_variants import describe
+
+    spilled = 3 * 2**20  # 3,145,728 B: 3.1 MB (binary: 3.0 MiB)
+    row = {"d": 64, "case": "gqa 8", "direction": "backward", "kernel": 7, "ratio": {"read": 1.0, "write": 0.98},
+           "measured": {"local_store_bytes": spilled}, "agrees": True}  # fmt: skip
+    line = f"d=64 gqa 8 (rung 7): read ×1.000, write ×0.980; spilled registers: {spilled / 1e6:.1f} MB stored"
+    assert describe(row) == line

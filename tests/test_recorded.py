@@ -128,3 +128,19 @@ def test_unknown_or_unlabelled_recordings_are_refused_in_one_line(tmp_path):
     (tmp_path / "bare.json").write_text(json.dumps({"rows": []}))
     with pytest.raises(InputError, match=r"^name: recording bare.json does not say its date, command, device"):
         recorded.load("bare", tmp_path)
+
+
+def test_the_readme_quotes_the_compare_recordings_in_decimal_units():
+    """The README's `flashsim compare` figures are the recorded runs' bytes moved, in MB as compare prints them."""
+    from pathlib import Path
+
+    readme = " ".join((Path(__file__).resolve().parent.parent / "README.md").read_text().split())
+    forward = recorded.load("compare-forward-h100").report["bytes"]
+    asked, predicted = forward["measured"]["tma_bytes"], forward["predicted"]["read"]
+    dram = forward["measured"]["dram_read_bytes"]
+    assert (f"ask L2 for {asked / 1e6:.1f} MB where the simulator, given the kernel's Br = 192 and Bc = 128, "
+            f"predicts {predicted / 1e6:.1f} MB") in readme  # fmt: skip
+    assert f"DRAM supplies only {dram / 1e6:.1f} MB" in readme  # 12,623,360 B: 12.6 MB (12.0 MiB)
+    backward = recorded.load("compare-backward-h100").report["bytes"]
+    dq, reduced = backward["predicted_dq_bytes"], backward["expected_reduction_bytes"]
+    assert f"({dq / 1e6:.1f} MB each way)" in readme and f"exactly the {reduced / 1e6:.1f} MB of float32" in readme

@@ -216,9 +216,9 @@ def replay(out: Path, csv_path: Path) -> None:
     stamps = np.load(out / "stamps.npz")
     rows = profiled_rows(csv_path.read_text().splitlines())
     forward, backward = kernels()
-    cap, mib = H100_SXM.l2_shared_bytes, 2**20
+    cap, mb = H100_SXM.l2_shared_bytes, 10**6  # bytes read in decimal units
     lockstep = [play(k, H100_SXM.sm_count, cap).dram_read for k in (forward, backward)]
-    print("launch                      ncu MiB  lockstep  replayed, every tile whole  replayed, HELD")
+    print("launch                       ncu MB  lockstep  replayed, every tile whole  replayed, HELD")
     for n, kind in enumerate(plan):
         if f"l{n}" not in stamps:
             continue
@@ -228,8 +228,8 @@ def replay(out: Path, csv_path: Path) -> None:
         whole = replayed(events, L2(cap, Traffic()))
         held = replayed(events, HeldL2(cap, Traffic(), HELD))
         ncu = rows[n]["dram__bytes_read.sum"]
-        print(f"{kind:26s} {ncu / mib:8.1f} {lockstep[back] / mib:9.1f} {whole / mib:13.1f} ×{whole / ncu:.2f}"
-              f" {held / mib:13.1f} ×{held / ncu:.2f}")  # fmt: skip
+        print(f"{kind:26s} {ncu / mb:8.1f} {lockstep[back] / mb:9.1f} {whole / mb:13.1f} ×{whole / ncu:.2f}"
+              f" {held / mb:13.1f} ×{held / ncu:.2f}")  # fmt: skip
 
 
 def decoded(stamps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

@@ -11,6 +11,7 @@ from pathlib import Path
 from gpu import registry
 from gpu.lab.model_grid import SLOW, calls, launched
 from gpu.lab.predict import launch_of, rung_prediction
+from sim.core.format import decimal_bytes
 from sim.machine import hardware
 from sim.machine.iomodel import sums
 from sim.machine.timing import ATOMICS, DRAM, FMA, L2, LAUNCH, MUFU, REDUCES, SMEM, TENSOR, per_call
@@ -134,7 +135,7 @@ def report(measured_path: str, out_path: str | None = None, calibration: str | N
         tuned = hardware.calibrated(hw, cal["rates"], cal.get("latencies"))
     host = host_work(data, cal)
     results = []
-    print(f"{'rung':>10} {'d':>3} {'N':>5} {'c':>1} {'B×H':>6} | {'DRAM read MiB pred/meas':>24} | {'L2→SM':>6} | "
+    print(f"{'rung':>10} {'d':>3} {'N':>5} {'c':>1} {'B×H':>6} | {'DRAM read MB pred/meas':>24} | {'L2→SM':>6} | "
           f"{'time ms pred/events ×ncu':>25} | {'bound / busiest pipe':>24}")  # fmt: skip
     for i, g in enumerate(data["grid"]):
         rows = [r for r in data["profiled"] if r["shape"] == i]
@@ -154,7 +155,8 @@ def report(measured_path: str, out_path: str | None = None, calibration: str | N
 
 def line(p: dict, m: dict) -> str:
     """One rung's figures: DRAM read, L2 → SM, time (where timed) and bound."""
-    dram = f"{p['dram_read_bytes'] / MIB:>9.1f} /{m['dram_read_bytes'] / MIB:>9.1f} ×{p['dram_read_bytes'] / m['dram_read_bytes']:.2f}"
+    read, measured = p["dram_read_bytes"], m["dram_read_bytes"]
+    dram = f"{read / 1e6:>9.1f} /{measured / 1e6:>9.1f} ×{read / measured:.2f}"  # bytes moved: MB
     text = f"{dram} | ×{p['l2_read_bytes'] / m['l2_read_bytes']:.3f} | "
     if "ms" not in m:
         return text + f"{'':>7} /{'':>7} ×ncu {p['device_ms'] / m['kernel_ms']:.2f} |"
@@ -185,7 +187,7 @@ def summarize(results: list[dict]) -> dict:
         misses += [f"{name} {where(g)}: L2 → SM ×{x['predicted']['l2_read_bytes'] / x['measured']['l2_read_bytes']:.3f}"
                    for (g, x), ok in zip(rs, l2, strict=True) if not ok]  # fmt: skip
         counts[name] = {"dram_within_20": [sum(dram), len(dram)], "l2_within_5": [sum(l2), len(l2)]}
-        lines.append(f"{name}: DRAM read within 20% on {sum(dram)}/{len(dram)} shapes over 4 MiB; "
+        lines.append(f"{name}: DRAM read within 20% on {sum(dram)}/{len(dram)} shapes over {decimal_bytes(SMALL)}; "
                      f"L2 → SM within 5% on {sum(l2)}/{len(l2)}")  # fmt: skip
     for direction in ("forward", "backward"):
         rs = [(r, r[direction]) for r in results]

@@ -23,6 +23,7 @@ from gpu.lab.compare import AGREE
 from gpu.variants import Variant
 from sim.algorithms.iomodel_variants import gqa, grouped_backward
 from sim.core.dtypes import F
+from sim.core.format import decimal_bytes
 
 N, HEADS, DTYPE = 4096, 16, "float16"
 SPREAD = [4096, 2048, 3072, 2560, 3584, 2304]  # a packed batch of lengths within 2× of each other
@@ -125,7 +126,7 @@ def describe(row: dict) -> str:
     what = ", ".join(f"{k} ×{r:.3f}" for k, r in ratio.items()) if ratio else row.get("error", "no ncu here")
     rung = f" (rung {row['kernel']})" if row.get("direction") == "backward" and "kernel" in row else ""
     spilled = row.get("measured", {}).get("local_store_bytes", 0) if rung else 0
-    what += f"; spilled registers: {spilled / 2**20:.1f} MiB stored" if spilled else ""
+    what += f"; spilled registers: {decimal_bytes(spilled)} stored" if spilled else ""
     return f"d={row['d']} {row['case']}{rung}: {what}{'' if row.get('agrees', True) else '  (beyond 5%)'}"
 
 

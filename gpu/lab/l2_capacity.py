@@ -85,13 +85,12 @@ def table(path: str) -> None:
     plan = [(mode, mib) for mode in MODES for mib in SIZES]
     if len(rows) != len(plan):
         sys.exit(f"l2_capacity: {len(rows)} launches profiled, {len(plan)} planned")
-    print("mode           X MiB  DRAM read MiB  write MiB  misses a pass after the first  L2 hit %")
-    for (mode, mib), r in zip(plan, rows, strict=True):
-        read, write = r["dram__bytes_read.sum"] / 2**20, r["dram__bytes_write.sum"] / 2**20
-        misses = (read - mib) / ((PASSES - 1) * mib)
-        print(
-            f"{mode:14s} {mib:5d} {read:14.1f} {write:10.1f} {misses:30.3f} {r.get('lts__t_sector_hit_rate.pct', 0):9.1f}"
-        )
+    print("mode           X MiB   DRAM read MB   write MB  misses a pass after the first  L2 hit %")
+    for (mode, mib), r in zip(plan, rows, strict=True):  # X, a buffer, in MiB; the bytes DRAM moved in MB
+        read, write, size = r["dram__bytes_read.sum"], r["dram__bytes_write.sum"], mib << 20
+        misses = (read - size) / ((PASSES - 1) * size)
+        hit = r.get("lts__t_sector_hit_rate.pct", 0)
+        print(f"{mode:14s} {mib:5d} {read / 1e6:14.1f} {write / 1e6:10.1f} {misses:30.3f} {hit:9.1f}")
 
 
 def main(argv=None) -> None:

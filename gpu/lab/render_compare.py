@@ -6,7 +6,7 @@ from rich.text import Text
 
 from gpu import registry
 from gpu.lab.compare import asked_bytes
-from sim.core.format import abs_error, human_bytes, number, percent, tflops
+from sim.core.format import abs_error, decimal_bytes, human_bytes, number, percent, tflops
 
 
 def _ratio(a: float, b: float) -> str:
@@ -47,10 +47,11 @@ def _time_table(c) -> Table:
 
 def _dram_note(p, dram_read: float | None, dram_write: float | None) -> Text:
     """One line: the machine model's DRAM bytes beside the measured ones."""
-    measured = f" (measured {human_bytes(dram_read)} and {human_bytes(dram_write)})" if dram_read is not None else ""
+    measured = "" if dram_read is None else f" (measured {decimal_bytes(dram_read)} and {decimal_bytes(dram_write)})"
     return Text(
-        f"Machine model (sim.machine): DRAM read {human_bytes(p.dram_read_bytes)}, written "
-        f"{human_bytes(p.dram_write_bytes)} while the kernels ran{measured}; L2 → SM {human_bytes(p.l2_to_sm_bytes)}."
+        f"Machine model (sim.machine): DRAM read {decimal_bytes(p.dram_read_bytes)}, written "
+        f"{decimal_bytes(p.dram_write_bytes)} while the kernels ran{measured}; "
+        f"L2 → SM {decimal_bytes(p.l2_to_sm_bytes)}."
     )
 
 
@@ -74,15 +75,15 @@ def comparison(c) -> Group:
     io = _table("global-memory traffic, all heads", [*cols, "DRAM"])
 
     def cells(key, ratio_of, asked):
-        out = [human_bytes(m[key]), number(m[key] / ratio_of, 3)] if m else ["—", "—"]
-        out += [human_bytes(sw[key]), number(sw[key] / ratio_of, 3)] if sw else []
+        out = [decimal_bytes(m[key]), number(m[key] / ratio_of, 3)] if m else ["—", "—"]
+        out += [decimal_bytes(sw[key]), number(sw[key] / ratio_of, 3)] if sw else []
         return [asked, *out]
 
-    asked = human_bytes(asked_bytes(m)) if m and asked_bytes(m) else "—"
-    io.add_row("read", human_bytes(c.predicted_read), *cells("l2_read_bytes", c.predicted_read, asked),
-               human_bytes(m["dram_read_bytes"]) if m else "—")  # fmt: skip
-    io.add_row("write", human_bytes(c.predicted_write), *cells("l2_write_bytes", c.predicted_write, "—"),
-               human_bytes(m["dram_write_bytes"]) if m else "—")  # fmt: skip
+    asked = decimal_bytes(asked_bytes(m)) if m and asked_bytes(m) else "—"
+    io.add_row("read", decimal_bytes(c.predicted_read), *cells("l2_read_bytes", c.predicted_read, asked),
+               decimal_bytes(m["dram_read_bytes"]) if m else "—")  # fmt: skip
+    io.add_row("write", decimal_bytes(c.predicted_write), *cells("l2_write_bytes", c.predicted_write, "—"),
+               decimal_bytes(m["dram_write_bytes"]) if m else "—")  # fmt: skip
 
     t = _time_table(c)
     if c.roofline is not None and m:
@@ -170,9 +171,9 @@ def backward_comparison(c) -> Group:
         labels = [labels[0], "main: per K/V block, dQ rounded by each query plane's last block"]
     for label, pred, name in zip(labels, predicted[:launches], names, strict=True):
         k = m.get(name)
-        cells = [human_bytes(pred.hbm_read_bytes), human_bytes(pred.hbm_write_bytes)] if pred else ["—", "—"]
+        cells = [decimal_bytes(pred.hbm_read_bytes), decimal_bytes(pred.hbm_write_bytes)] if pred else ["—", "—"]
         keys = ("l2_read_bytes", "l2_write_bytes", "l2_reduction_bytes", "dram_read_bytes", "dram_write_bytes")
-        cells += [human_bytes(k[key]) for key in keys] + [number(k["kernel_ns"] / 1e6, 3)] if k else ["—"] * 6
+        cells += [decimal_bytes(k[key]) for key in keys] + [number(k["kernel_ns"] / 1e6, 3)] if k else ["—"] * 6
         io.add_row(label, *cells)
 
     t = _time_table(c)
@@ -186,9 +187,9 @@ def backward_comparison(c) -> Group:
     bulk = spec.tma and not spec.default_tiles(cfg["d"]).dq_atomics  # rung 7: dQ_i's products added by TMA, in L2
     notes = [
         f"The simulator's listing reads and writes back dQ_i for every tile pair in {cfg['dtype']} "
-        f"({human_bytes(c.predicted_dq_bytes)} each way); the kernel adds into a float32 copy with "
+        f"({decimal_bytes(c.predicted_dq_bytes)} each way); the kernel adds into a float32 copy with "
         f"{'TMA reduce-adds' if bulk else 'atomics'} instead, "
-        f"{human_bytes(c.expected_reduction_bytes)} of reductions that L2 applies, never read back by the SMs, and "
+        f"{decimal_bytes(c.expected_reduction_bytes)} of reductions that L2 applies, never read back by the SMs, and "
         + ("the last thread block of each query plane rounds" if launches == 2 else "a third kernel rounds")
         + " the copy once."
     ]
