@@ -33,6 +33,23 @@ IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER = 1, 3
 MAP_SHARED, MAP_PRIVATE, MAP_SHARED_VALIDATE, MAP_ANONYMOUS = 0x01, 0x02, 0x03, 0x20
 MAPPINGS = ((MAP_PRIVATE | MAP_ANONYMOUS, ALLOW), (MAP_SHARED, ALLOW), (MAP_PRIVATE, ALLOW),  # malloc's, files'
             (MAP_SHARED | MAP_ANONYMOUS, EPERM), (MAP_SHARED_VALIDATE | MAP_ANONYMOUS, EPERM))  # fmt: skip
+# Native threads (16 KiB stacks) on the GPU driver's walls, which CUDA's own threads keep seccomp from sealing
+THREADS = """
+import ctypes
+import time
+
+
+def forward(chip, *, Br, Bc, scale):
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = ctypes.create_string_buffer(64)
+    libc.pthread_attr_init(attr)
+    libc.pthread_attr_setstacksize(attr, ctypes.c_size_t(16384))
+    fn, tid, n = ctypes.cast(libc.pause, ctypes.c_void_p), ctypes.c_ulong(), 0
+    while n < 1000 and libc.pthread_create(ctypes.byref(tid), attr, fn, None) == 0:
+        n += 1
+    time.sleep(3)
+    raise RuntimeError(f"{n} native threads ran for 3 s")
+"""
 
 
 def feedback(name: str, **kwargs) -> str:
@@ -192,3 +209,12 @@ def test_priorities_and_schedules_reach_no_other_process():
         "affinity pid EPERM; scheduler pid EPERM; param pid EPERM (line "
     )
 
+
+def test_the_gpu_drivers_walls_stop_a_thread_bomb_without_a_gpu(tmp_path):
+    # the GPU driver's own isolation (no Landlock, no seccomp: CUDA starts threads of its own), on a chip test
+    walls = grader.isolate(spec.load(spec.locate("05")), [MASTER], allow_weak=True)
+    assert walls.missing == ("landlock", "seccomp")
+    (tmp_path / "threads.py").write_text(THREADS)
+    bomb, master = grader.grade(ONE_TEST, [tmp_path / "threads.py", MASTER], seed=1, jobs=2, walls=walls)
+    assert bomb.tests[0].feedback == "ran more than 64 threads at once; stopped"  # before: "1000 native threads ran"
+    assert bomb.score == 0 and master.score == ONE_TEST.points
