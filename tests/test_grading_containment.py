@@ -24,12 +24,32 @@ MASTER = spec.locate("02")
 ONE_TEST = replace(spec.load(MASTER), tests=spec.load(MASTER).tests[:1])
 NUMBERS = {"x86_64": dict(arch=0xC000003E, read=0, clone=56, clone3=435, setpriority=141, ioprio_set=251,
                           sched_setaffinity=203, sched_setscheduler=144, shmget=29, semget=64, msgget=68,
-                          mq_open=240, memfd_create=319),
+                          mq_open=240, memfd_create=319, mmap=9),
            "aarch64": dict(arch=0xC00000B7, read=63, clone=220, clone3=435, setpriority=140, ioprio_set=30,
                            sched_setaffinity=122, sched_setscheduler=119, shmget=194, semget=190, msgget=186,
-                           mq_open=180, memfd_create=279)}  # fmt: skip
+                           mq_open=180, memfd_create=279, mmap=222)}  # fmt: skip
 PRIO_PROCESS, PRIO_PGRP, PRIO_USER = 0, 1, 2
 IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER = 1, 3
+MAP_SHARED, MAP_PRIVATE, MAP_SHARED_VALIDATE, MAP_ANONYMOUS = 0x01, 0x02, 0x03, 0x20
+MAPPINGS = ((MAP_PRIVATE | MAP_ANONYMOUS, ALLOW), (MAP_SHARED, ALLOW), (MAP_PRIVATE, ALLOW),  # malloc's, files'
+            (MAP_SHARED | MAP_ANONYMOUS, EPERM), (MAP_SHARED_VALIDATE | MAP_ANONYMOUS, EPERM))  # fmt: skip
+# Native threads (16 KiB stacks) on the GPU driver's walls, which CUDA's own threads keep seccomp from sealing
+THREADS = """
+import ctypes
+import time
+
+
+def forward(chip, *, Br, Bc, scale):
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = ctypes.create_string_buffer(64)
+    libc.pthread_attr_init(attr)
+    libc.pthread_attr_setstacksize(attr, ctypes.c_size_t(16384))
+    fn, tid, n = ctypes.cast(libc.pause, ctypes.c_void_p), ctypes.c_ulong(), 0
+    while n < 1000 and libc.pthread_create(ctypes.byref(tid), attr, fn, None) == 0:
+        n += 1
+    time.sleep(3)
+    raise RuntimeError(f"{n} native threads ran for 3 s")
+"""
 
 
 def feedback(name: str, **kwargs) -> str:
@@ -40,7 +60,7 @@ def feedback(name: str, **kwargs) -> str:
 
 
 @pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
-def test_the_filter_keeps_priorities_and_ipc_to_the_process_itself(monkeypatch, machine):
+def test_the_filter_keeps_priorities_ipc_and_shared_memory_to_the_process_itself(monkeypatch, machine):
     monkeypatch.setattr(seccomp, "MACHINE", machine)
     me, n = 4242, NUMBERS[machine]
     code, arch = seccomp.program(me), n["arch"]
@@ -58,6 +78,8 @@ def test_the_filter_keeps_priorities_and_ipc_to_the_process_itself(monkeypatch, 
         assert verdict(code, n[name], arch, (1, 0, 0, 0, 0, 0)) == EPERM
     for name in ("shmget", "semget", "msgget", "mq_open", "memfd_create"):
         assert verdict(code, n[name], arch) == EPERM, name
+    for flags, expected in MAPPINGS:
+        assert verdict(code, n["mmap"], arch, (0, 4096, 3, flags, 0, 0)) == expected, hex(flags)
     sealed = seccomp.threads_program()  # stacked once the harness is loaded
     assert verdict(sealed, n["clone"], arch, (0x3D0F00, 0, 0, 0, 0, 0)) == EPERM  # pthread_create's flags
     assert verdict(sealed, n["clone3"], arch) == ENOSYS and verdict(sealed, n["read"], arch) == ALLOW
@@ -187,3 +209,12 @@ def test_priorities_and_schedules_reach_no_other_process():
         "affinity pid EPERM; scheduler pid EPERM; param pid EPERM (line "
     )
 
+
+def test_the_gpu_drivers_walls_stop_a_thread_bomb_without_a_gpu(tmp_path):
+    # the GPU driver's own isolation (no Landlock, no seccomp: CUDA starts threads of its own), on a chip test
+    walls = grader.isolate(spec.load(spec.locate("05")), [MASTER], allow_weak=True)
+    assert walls.missing == ("landlock", "seccomp")
+    (tmp_path / "threads.py").write_text(THREADS)
+    bomb, master = grader.grade(ONE_TEST, [tmp_path / "threads.py", MASTER], seed=1, jobs=2, walls=walls)
+    assert bomb.tests[0].feedback == "ran more than 64 threads at once; stopped"  # before: "1000 native threads ran"
+    assert bomb.score == 0 and master.score == ONE_TEST.points

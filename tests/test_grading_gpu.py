@@ -30,3 +30,33 @@ def test_the_master_scores_full_marks_and_the_stub_zero_on_the_gpu(tmp_path):
     right, wrong = grader.grade(assignment, subs, seed=3, jobs=1, walls=walls)
     assert right.score == 100, [t.feedback for t in right.tests]
     assert wrong.score == 0 and all(t.feedback.startswith("not implemented yet") for t in wrong.tests)
+
+
+# Starts 1000 native threads (16 KiB stacks) where the GPU driver calls it, then hands in an empty device function
+THREADS = """
+import ctypes
+import time
+
+
+def online_softmax_row_source():
+    libc = ctypes.CDLL(None, use_errno=True)
+    attr = ctypes.create_string_buffer(64)
+    libc.pthread_attr_init(attr)
+    libc.pthread_attr_setstacksize(attr, ctypes.c_size_t(16384))
+    fn, tid, n = ctypes.cast(libc.pause, ctypes.c_void_p), ctypes.c_ulong(), 0
+    while n < 1000 and libc.pthread_create(ctypes.byref(tid), attr, fn, None) == 0:
+        n += 1
+    time.sleep(5)
+    return "__device__ void online_softmax_row(float* S, int n, float* m, float* l, float* rescale) {}"
+"""
+
+
+@pytest.mark.gpu
+def test_a_thread_bomb_on_the_gpu_driver_is_stopped_and_cudas_own_threads_are_not(tmp_path):
+    assignment = spec.load(spec.locate("05"))
+    (tmp_path / "threads.py").write_text(THREADS)
+    subs = [assignment.path, tmp_path / "threads.py"]
+    walls = grader.isolate(assignment, subs, allow_weak=True)  # no seccomp here: the grader's census caps threads
+    right, bomb = grader.grade(assignment, subs, seed=3, jobs=1, walls=walls)
+    assert right.score == 100, [t.feedback for t in right.tests]  # CUDA's threads, every test: under the cap
+    assert bomb.tests[0].feedback == "ran more than 64 threads at once; stopped" and bomb.score == 0

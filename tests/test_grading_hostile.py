@@ -49,11 +49,8 @@ OUTCOMES = {
     "writes_sibling_pipe": (EACCES + "'/proc/", None),
     "forges_results_json": (EACCES + f"'{FORGED}'", None),
     "writes_sim_package": (EACCES + f"'{ROOT / 'sim' / '__init__.py'}'", None),
-    "fills_disk": ("raised OSError: [Errno 27] File too large", None),
-    "fills_disk_with_files": (  # its tmpfs is full; where no namespace can be made, the clock stops it
-        ("raised OSError: [Errno 28] No space left on device", "did not finish within 2 s (wall clock)"),
-        None,
-    ),
+    "fills_disk": (EACCES + "'", None),  # a driver with a memory test reads its folder and writes nothing (below)
+    "fills_disk_with_files": (EACCES + "'", None),
     "opens_many_files": ("raised OSError: [Errno 24] Too many open files", None),
     "forks": (SPAWN + "(os.fork)", None),
     "clears_process_events": (EPERM, None),
@@ -157,3 +154,24 @@ def test_nothing_is_left_behind_and_nothing_outside_changed(batch):
     assert batch["left"] == []  # every child's temporary folder removed
     assert batch["changed"] == []  # sim/, lessons/ and the submissions, byte for byte
     assert not FORGED.exists()
+
+
+# assignment 01's driver has no memory test: its folder stays writable, one file within the size a file may have,
+# all of them within its tmpfs (where no namespace can be made, the clock stops the second)
+WRITES = {
+    "fills_disk": ("raised OSError: [Errno 27] File too large",),
+    "fills_disk_with_files": ("raised OSError: [Errno 28] No space left on device", "did not finish within 2 s"),
+}
+
+
+def test_where_the_folder_is_writable_the_file_size_and_the_tmpfs_still_hold(tmp_path):
+    softmax = spec.load(spec.locate("01"))
+    for name in WRITES:  # the same attacks, as assignment 01's update(m, ℓ, x)
+        source = (HOSTILE / f"{name}.py").read_text()
+        (tmp_path / f"{name}.py").write_text(source.replace("def forward(chip, *, Br, Bc, scale):", "def update(*a):"))
+    reports = grader.grade(replace(softmax, tests=softmax.tests[:1]), sorted(tmp_path.glob("*.py")), seed=3, jobs=2,
+                           limits=sandbox.Limits(wall_s=2.0))  # fmt: skip
+    assert len(reports) == len(WRITES)
+    for report in reports:
+        assert report.tests[0].feedback.startswith(WRITES[Path(report.submission).stem]), report.tests[0].feedback
+        assert report.score == 0

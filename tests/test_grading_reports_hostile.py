@@ -115,7 +115,8 @@ def test_each_audited_probe_of_a_denied_folder_is_flagged_and_scored_zero(batch,
 
 def test_probes_of_the_masters_and_classmates_folders_before_honest_work_score_zero(batch):
     report = batch["reports"]["probes_then_works"]
-    assert report.tests[0].feedback == "correct"  # its work is honest; what it tried first costs every point
+    # its work is honest, but its os.stat probes are refused reads too: with the listings, more than the flood allows
+    assert report.tests[0].feedback == "stopped: its process reported more than 20 refused reads of the solutions"
     assert report.tests[1].feedback.startswith(f"not run: the submission {SOLUTIONS}")
     guards = {SOLUTIONS, "tried to read other submissions", "imported the library's solution"}
     assert {f.split(":")[0] for f in report.flags[:5]} <= guards and report.flags[5].startswith("… and ")

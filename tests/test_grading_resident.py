@@ -66,6 +66,67 @@ def forward(chip, *, Br, Bc, scale):
 '''
 
 
+WHOLE_S = """                S = scale * (Q @ K.T)
+                m = S.max(axis=1)
+                P = np.exp(S - m[:, None])
+                l = P.sum(axis=1)
+                answer = (P @ V / l[:, None], l, m)
+                del S, P
+"""
+# The same replay, its S (all N × Nk, float32) parked where VmHWM does not count it, 8 rows at a time, then read
+# back 8 rows at a time to finish the softmax: its resident memory rises by less than a tile's worth.
+FINISH = """
+
+def finish(N, V, read, rows=8):
+    O, l, m = np.zeros((N, V.shape[1])), np.zeros(N), np.zeros(N)
+    for start in range(0, N, rows):
+        stop = min(start + rows, N)
+        S = read(start, stop).astype(np.float64)
+        m[start:stop] = S.max(axis=1)
+        P = np.exp(S - m[start:stop, None])
+        l[start:stop] = P.sum(axis=1)
+        O[start:stop] = P @ V / l[start:stop, None]
+    return O, l, m
+"""
+IN_FILES = """
+def parked(Q, K, V, scale, rows=8, per_file=128):  # in temporary files of its folder, 512 KiB each (a file: 1 MiB)
+    import tempfile
+
+    N, Nk = Q.shape[0], K.shape[0]
+    files = [tempfile.TemporaryFile(dir=".") for _ in range(0, N, per_file)]
+    for start in range(0, N, rows):
+        files[start // per_file].write((scale * (Q[start:start + rows] @ K.T)).astype(np.float32).tobytes())
+
+    def read(start, stop):
+        files[start // per_file].seek(4 * (start % per_file) * Nk)
+        return np.frombuffer(files[start // per_file].read(4 * (stop - start) * Nk), np.float32).reshape(-1, Nk)
+
+    return finish(N, V, read)
+"""
+IN_A_SHARED_MAPPING = """
+def parked(Q, K, V, scale, rows=8):  # in a shared anonymous mapping, each block's pages dropped from the process
+    import mmap
+
+    N, Nk = Q.shape[0], K.shape[0]
+    S = mmap.mmap(-1, 4 * N * Nk)
+    for start in range(0, N, rows):
+        block = (scale * (Q[start:start + rows] @ K.T)).astype(np.float32).tobytes()
+        S[4 * start * Nk:4 * start * Nk + len(block)] = block
+        S.madvise(mmap.MADV_DONTNEED, 4 * start * Nk, len(block))
+
+    def read(start, stop):  # its pages dropped again once copied out
+        block = np.frombuffer(S[4 * start * Nk:4 * stop * Nk], np.float32).reshape(-1, Nk)
+        S.madvise(mmap.MADV_DONTNEED, 4 * start * Nk, block.nbytes)
+        return block
+
+    return finish(N, V, read)
+"""
+PARKS = {  # where S is parked → what the grader says now (before: "correct, and your process's memory peaked at …")
+    "files": (IN_FILES, "raised PermissionError: [Errno 13] Permission denied: '"),  # its folder is read-only to it
+    "a shared mapping": (IN_A_SHARED_MAPPING, "raised PermissionError: [Errno 1] Operation not permitted (line "),
+}  # the second: seccomp refuses a shared anonymous mapping
+
+
 def memory_tests(name: str):
     assignment = spec.load(spec.locate(name))
     return replace(assignment, tests=tuple(t for t in assignment.tests if t["check"] == "memory"))
@@ -83,6 +144,17 @@ def test_a_replay_that_holds_s_and_hides_it_from_tracemalloc_fails_the_memory_te
     assert f"allowed half of one N × Nk float32 matrix, {2 * N * Nk / 2**20:.1f} MiB" in t.feedback
     risen = float(t.feedback.split("rose by ")[1].split(" MiB")[0])
     assert risen * 2**20 >= 8 * N * Nk  # at least its float64 S
+
+
+@pytest.mark.parametrize("where", sorted(PARKS))
+def test_a_replay_that_parks_s_outside_its_resident_memory_fails_the_memory_test(tmp_path, where):
+    code, refused = PARKS[where]
+    path = tmp_path / "parks.py"
+    path.write_text(REPLAY.replace(WHOLE_S, "                answer = parked(Q, K, V, scale)\n") + FINISH + code)
+    (report,) = grader.grade(memory_tests("02"), [path], seed=3, jobs=1)
+    (t,) = report.tests
+    assert t.status == "failed" and t.points == 0 and report.flags == []
+    assert t.feedback.startswith(refused) and "\n" not in t.feedback, t.feedback
 
 
 @pytest.mark.parametrize("name", ["02", "03", "04"])

@@ -4,13 +4,20 @@ Installed by the harness before the submission is imported: the library's soluti
 dropped from `sys.modules` (so importing them again must open their files), and an audit hook
 (`sys.addaudithook`) refuses `import` of a denied module and every audited event on a denied path (`open`,
 listing a folder, `chdir`, glob, shutil's copies, `ctypes.dlopen`, … : `PATH_EVENTS`), and tells the grader at
-once. Audit hooks are not a sandbox — what Python does not audit (`os.stat`, `os.path.exists`, a C function
-called through ctypes) they never see — so this is a tripwire; the kernel's walls refuse, and the bytes and the
-output the grader scores never come from here.
+once. Python audits no `stat` (nor `os.path.exists`, `access`, `readlink`…), and Landlock refuses none of them, so
+`posix`'s functions that reach a path unaudited (`METADATA`) are replaced by ones that put the same question
+first, and a second `posix` (a fresh module, another interpreter) is refused. Audit hooks are not a sandbox — a C
+function called through ctypes, or code that walks the guard's own objects, goes past them — so this is a
+tripwire; the kernel's walls refuse, and the bytes and the output the grader scores never come from here.
 """
 
+import _imp
+import _thread
 import os
+import posix
 import sys
+from importlib.machinery import ModuleSpec
+from operator import index
 
 SOLUTION_MODULES = (
     "sim.algorithms",
@@ -33,6 +40,12 @@ PATH_EVENTS = frozenset(  # audited events (Python 3.11's table) whose str, byte
 PROCESS_EVENTS = frozenset(
     ("subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn", "os.fork", "os.forkpty", "pty.spawn")
 )
+METADATA = ("stat", "lstat", "access", "readlink", "statvfs", "pathconf", "mkfifo", "mknod", "chroot", "open")
+# posix's functions that reach a path with no audit event (open's event leaves out its dir_fd): each tells whether a
+# file exists (its size, its date), and Landlock refuses none of them
+FRESH = (posix.__name__, "_imp")  # builtin modules a submission may not create again: a second posix is unwatched
+AT_FDCWD = -100  # <fcntl.h>: a dir_fd that means the working folder
+SUPPORTS = ("supports_dir_fd", "supports_fd", "supports_follow_symlinks", "supports_effective_ids")  # os's sets
 
 
 def denied_paths(modules) -> list[str]:
@@ -84,7 +97,8 @@ def purge(modules) -> None:
 
 
 def install(report, modules, rules: list[tuple[str, str | None]]) -> None:
-    """Refuse (and `report(what, detail)`) imports of `modules`, events on the paths the rules deny, new processes.
+    """Refuse (and `report(what, detail)`) imports of `modules`, events on the paths the rules deny, new processes;
+    watch `METADATA`'s functions the same way.
 
     `rules` are (path prefix, what reading it means) pairs, or (prefix, None) for a place the submission
     may read; the longest prefix that matches a path decides, so an allowed folder inside a denied one
@@ -92,25 +106,35 @@ def install(report, modules, rules: list[tuple[str, str | None]]) -> None:
     """
     modules = tuple(modules)
     rules = tuple(sorted(rules, key=lambda r: len(r[0]), reverse=True))
+    busy = _thread._local()  # set while a path is resolved: realpath's own lstat and readlink go unwatched
 
-    def denied(arg) -> tuple[str | None, str]:
-        """What reaching `arg` means (None: allowed, or not a path) and its real path."""
+    def denied(arg, dir_fd=None) -> tuple[str | None, str]:
+        """What reaching `arg` (from `dir_fd`'s folder) means (None: allowed, or not a path) and its real path."""
         if arg is None or isinstance(arg, int | bool):
             return None, ""
+        busy.on = True
         try:
-            path = os.path.realpath(os.fsdecode(arg))
-        except (TypeError, ValueError, UnicodeError):  # not a path, or a NUL byte: Python refuses it before any call
+            path = os.fsdecode(arg)
+            if dir_fd not in (None, AT_FDCWD) and not path.startswith(os.sep):
+                path = os.path.join(os.readlink(f"/proc/self/fd/{dir_fd}"), path)
+            path = os.path.realpath(path)
+        except (TypeError, ValueError, UnicodeError, OSError):  # not a path, or a NUL byte: Python refuses it first
             return None, ""
+        finally:
+            busy.on = False
         return next((w for prefix, w in rules if (path + os.sep).startswith(prefix)), None), path  # a folder too
+
+    def check(event: str, arg, dir_fd=None) -> None:
+        what, path = denied(arg, dir_fd)
+        if what is not None:
+            report(what, path[:MAX_DETAIL])
+            verb = "read" if event == "open" else f"reach ({event})"
+            raise PermissionError(f"flashsim grade: a submission may not {verb} {path[:MAX_DETAIL]} ({what})")
 
     def hook(event: str, args: tuple) -> None:
         if event in PATH_EVENTS:
             for arg in args[:1] if event == "open" else args:  # open's mode and flags are no paths
-                what, path = denied(arg)
-                if what is not None:
-                    report(what, path[:MAX_DETAIL])
-                    verb = "read" if event == "open" else f"reach ({event})"
-                    raise PermissionError(f"flashsim grade: a submission may not {verb} {path[:MAX_DETAIL]} ({what})")
+                check(event, arg)
         elif event == "import":
             name = args[0]
             if any(name == m or name.startswith(m + ".") for m in modules):
@@ -118,7 +142,49 @@ def install(report, modules, rules: list[tuple[str, str | None]]) -> None:
                 raise ImportError(f"flashsim grade: a submission may not import {name} (the library's own solution)")
         elif event in PROCESS_EVENTS:
             raise PermissionError(f"flashsim grade: a submission may not start processes ({event})")
+        elif event == "cpython.PyInterpreterState_New":  # its own posix, and no hook
+            raise PermissionError("flashsim grade: a submission may not start another interpreter")
 
+    def plain(arg):
+        """A path as an exact str or bytes (a path-like object asked once), so the check and the call see one path."""
+        arg = fspath(arg) if isinstance(arg, PathLike) else arg
+        return "".join((arg,)) if isinstance(arg, str) else b"".join((arg,)) if isinstance(arg, bytes) else arg
+
+    def watched(original):
+        """`original`, its path (relative to its dir_fd, if given) checked first."""
+
+        def call(*args, **kwargs):
+            if args:
+                args = (plain(args[0]), *args[1:])
+            elif "path" in kwargs:
+                kwargs["path"] = plain(kwargs["path"])
+            if kwargs.get("dir_fd") is not None:
+                kwargs["dir_fd"] = index(kwargs["dir_fd"])
+            if not getattr(busy, "on", False):
+                check(f"os.{original.__name__}", args[0] if args else kwargs.get("path"), kwargs.get("dir_fd"))
+            return original(*args, **kwargs)
+
+        call.__name__ = call.__qualname__ = original.__name__
+        return call
+
+    def create_builtin(spec):
+        """`_imp.create_builtin`, but never a second `FRESH` module."""
+        name = getattr(spec, "name", None)
+        if type(name) is not str or name in FRESH:
+            raise ImportError(f"flashsim grade: a submission may not create the module {name!r} again")
+        return create(ModuleSpec(name, None, origin="built-in"))  # a spec of ours: its name is read once
+
+    fspath, PathLike, create = os.fspath, os.PathLike, _imp.create_builtin
+    for name in METADATA:
+        original = getattr(posix, name)
+        wrapper = watched(original)
+        for module in (posix, os):
+            setattr(module, name, wrapper)
+        for supports in (getattr(os, s) for s in SUPPORTS):
+            if original in supports:
+                supports.discard(original)
+                supports.add(wrapper)
+    _imp.create_builtin = create_builtin
     sys.addaudithook(hook)
 
 

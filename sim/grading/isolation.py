@@ -14,7 +14,7 @@ import tempfile
 from dataclasses import dataclass
 
 from sim.core.errors import InputError
-from sim.grading import allowlist, confine, sandbox
+from sim.grading import allowlist, confine, sandbox, spec
 
 NOBODY = 65534  # the uid (and gid) a root grader's children become, where they can read what they need
 WEAK = "graded without kernel isolation"
@@ -50,7 +50,8 @@ def prepare(driver: str, forbidden: list[str], limits, *, allow_weak: bool, self
     uid = NOBODY if os.geteuid() == 0 and closed is None else None
     without = set(WITHOUT) | ({"landlock", "seccomp"} if driver == "gpu" else set())  # CUDA: see the guide
     settings = {"root": sandbox.SIM_ROOT, "modules": reads.modules, "read": list(reads.paths), "uid": uid,
-                "without": sorted(without), "packages": ["gpu"] if driver == "gpu" else [],
+                "without": sorted(without), "read_only": "memory" in spec.DRIVERS[driver],  # no matrix in files
+                "packages": ["gpu"] if driver == "gpu" else [],
                 "preload": list(allowlist.ENTRIES[driver][1:]) if driver == "triton" else [],
                 "environment": {"TRITON_INTERPRET": "1"} if driver == "triton" else {}}  # fmt: skip
     layers = probe(settings, limits, forbidden)

@@ -3,8 +3,9 @@
 The child confines itself (`sim.grading.confine`) before it imports anything else, then imports
 the harness from the allow-list's files only. The grader talks to it through two pipes of its own
 (frames of `sim.grading.wire`, each checked by `sim.grading.schema`); its stdout and stderr are
-read with a cap. A run that outlives its wall-clock budget, prints too much or breaks the protocol
-is ended by killing the whole process group; its temporary directory is removed however it ends.
+read with a cap. A run that outlives its wall-clock budget, prints too much, runs too many threads (counted
+from /proc while the grader waits for it) or breaks the protocol is ended by killing the whole process group; its
+temporary directory is removed however it ends.
 """
 
 import json
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sim.core.format import human_bytes
-from sim.grading import schema, wire
+from sim.grading import resident, schema, wire
 
 SIM_ROOT = str(Path(__file__).resolve().parents[2])  # what the child puts first on its path to import sim
 
@@ -50,6 +51,7 @@ for name in settings.get("preload", []):  # what a driver imports lazily (Triton
 confine.seal(layers)
 main(int(sys.argv[2]), int(sys.argv[3]), layers, ms)
 """
+CENSUS_S = 0.1  # how often the grader counts a child's threads while it waits for it
 LIVE: set = set()  # the children running now, for `stop_all` on SIGINT/SIGTERM
 STOPPING = threading.Event()  # set by `stop_all`: no new child starts
 _LOCK = threading.Lock()
@@ -74,6 +76,7 @@ class Limits:
     file_bytes: int = 1 << 20  # largest file it may write (RLIMIT_FSIZE)
     open_files: int = 64  # descriptors it may hold at once (RLIMIT_NOFILE)
     tmpfs_bytes: int = 16 << 20  # all it may write, where its folder can be a tmpfs of its own
+    threads: int = 64  # at once, counted from /proc (`census`): the GPU driver's cap, which no seccomp seals
 
 
 DEFAULT_LIMITS = Limits()
@@ -100,6 +103,7 @@ class Child:
         self.output = {"stdout": bytearray(), "stderr": bytearray()}
         self.printed = 0
         self.killed_for: str | None = None
+        self.counted = 0.0  # when `census` last counted its threads (time.monotonic)
         self.violations: list[dict] = []
         self.selector = selectors.DefaultSelector()
         self.selector.register(self._in, selectors.EVENT_READ, "pipe")
@@ -177,9 +181,21 @@ class Child:
         except (BrokenPipeError, OSError):
             raise ChildDied(self.death()) from None
 
+    def census(self) -> None:
+        """End the process if it runs more than `limits.threads` threads (counted at most every CENSUS_S)."""
+        now = time.monotonic()
+        if now < self.counted + CENSUS_S:
+            return
+        self.counted = now
+        threads = resident.threads(self.proc.pid)
+        if threads is not None and threads > self.limits.threads:
+            self.kill("threads")
+            raise ChildDied(f"ran more than {self.limits.threads} threads at once; stopped")
+
     def _pump(self, timeout: float) -> None:
-        """Read whatever the child has written within `timeout` seconds."""
-        for key, _ in self.selector.select(min(timeout, 0.5)):
+        """Count the child's threads (`census`), then read whatever it has written within `timeout` seconds."""
+        self.census()
+        for key, _ in self.selector.select(min(timeout, CENSUS_S)):
             fd = key.fileobj if isinstance(key.fileobj, int) else key.fileobj.fileno()
             chunk = os.read(fd, 1 << 20)
             if key.data == "pipe":

@@ -29,8 +29,9 @@ def apply(settings: dict) -> list[str]:
 
     settings: cpu_s, memory_bytes, file_bytes, open_files (rlimits); uid (the uid to become as root, or None to
     stay uid 0 without capabilities); read, write (paths for Landlock; write[0] is the child's folder, which
-    becomes a tmpfs of tmpfs_bytes); without (layers to treat as missing: how the tests simulate a kernel
-    without them)."""
+    becomes a tmpfs of tmpfs_bytes); read_only (Landlock lets it read its folder and write nothing: a memory test's
+    matrix kept in files would not count as resident); without (layers to treat as missing: how the tests
+    simulate a kernel without them)."""
     without = set(settings.get("without", ()))
     layers = [rlimits.apply(settings["cpu_s"], settings["memory_bytes"], settings["file_bytes"],
                             settings["open_files"])]  # fmt: skip
@@ -43,7 +44,10 @@ def apply(settings: dict) -> list[str]:
     prctl(PR_SET_NO_NEW_PRIVS, 1)
     version = 0 if "landlock" in without else landlock.abi()
     if version:
-        layers.append(landlock.apply(version, settings["read"], settings["write"]))
+        read, write = settings["read"], settings["write"]
+        if settings.get("read_only"):
+            read, write = [*read, *write], []
+        layers.append(landlock.apply(version, read, write))
     if "seccomp" not in without and seccomp.available():
         layers.append(seccomp.apply())
     # last, as a change of uid or user namespace clears it: a grader killed outright takes its children with it

@@ -1,8 +1,9 @@
 """A seccomp filter (classic BPF, built here byte by byte): the child starts no process, traces or reads no other,
-signals, renices or re-schedules nothing but itself, opens no socket and makes no SysV IPC, POSIX message queue
-or memfd. Everything else is allowed; what is refused fails with EPERM (clone3 with ENOSYS, so the C library
-falls back to clone for a thread). Once the harness is loaded a second filter refuses threads too. Constants:
-<linux/seccomp.h>, <linux/filter.h>, <linux/audit.h>, and the system call tables of x86_64 and aarch64."""
+signals, renices or re-schedules nothing but itself, opens no socket and makes no SysV IPC, POSIX message queue,
+memfd or shared anonymous mapping. Everything else is allowed; what is refused fails with EPERM (clone3 with
+ENOSYS, so the C library falls back to clone for a thread). Once the harness is loaded a second filter refuses
+threads too. Constants: <linux/seccomp.h>, <linux/filter.h>, <linux/audit.h>, <linux/mman.h>, and the system call
+tables of x86_64 and aarch64."""
 
 import ctypes
 import errno
@@ -16,6 +17,7 @@ RET_ALLOW, RET_ERRNO, RET_KILL_PROCESS = 0x7FFF0000, 0x00050000, 0x80000000  # S
 LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|JGE|JSET|K, BPF_RET|K
 NR, ARCH, ARG = 0, 4, lambda i: 16 + 8 * i  # struct seccomp_data offsets (an argument's low 32 bits, little-endian)
 CLONE_THREAD = 0x00010000
+MAP_SHARED, MAP_ANONYMOUS = 0x01, 0x20  # mmap's flags (MAP_SHARED_VALIDATE, 0x03, has the first)
 X32_BIT = 0x40000000  # x86_64: numbers at or above it are the x32 ABI's, another table; refused whole
 
 ARCHES = {  # AUDIT_ARCH_* (EM_* | 64-bit | little-endian), then the numbers the filter names
@@ -29,7 +31,7 @@ ARCHES = {  # AUDIT_ARCH_* (EM_* | 64-bit | little-endian), then the numbers the
         msgsnd=69, msgrcv=70, msgctl=71, mq_open=240, mq_unlink=241, mq_timedsend=242, mq_timedreceive=243,
         mq_notify=244, mq_getsetattr=245, memfd_create=319, memfd_secret=447, ioprio_set=251,
         sched_setparam=142, sched_setscheduler=144, sched_setaffinity=203, sched_setattr=314, migrate_pages=256,
-        move_pages=279)),
+        move_pages=279, mmap=9)),
     "aarch64": (0xC00000B7, dict(
         execve=221, execveat=281, clone=220, clone3=435, ptrace=117, process_vm_readv=270, process_vm_writev=271,
         kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240, prlimit64=261,
@@ -40,11 +42,13 @@ ARCHES = {  # AUDIT_ARCH_* (EM_* | 64-bit | little-endian), then the numbers the
         msgget=186, msgsnd=189, msgrcv=188, msgctl=187, mq_open=180, mq_unlink=181, mq_timedsend=182,
         mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, memfd_create=279, memfd_secret=447, ioprio_set=30,
         sched_setparam=118, sched_setscheduler=119, sched_setaffinity=122, sched_setattr=274, migrate_pages=238,
-        move_pages=239)),
+        move_pages=239, mmap=222)),
 }  # fmt: skip
 # SysV IPC and POSIX message queues: kernel objects that outlive the process and that RLIMIT_AS does not count
 # (2 × 256 MiB of shmget stayed behind after grading); memfd: memory outside the address space's limit too.
-# Nothing the harness runs uses them (strace of its imports and a matmul under tracemalloc).
+# Nothing the harness runs uses them (strace of its imports and a matmul under tracemalloc). A shared anonymous
+# mapping is memory too that VmHWM stops counting once madvise(MADV_DONTNEED) drops its pages from the process
+# (they stay in the mapping's shmem): a memory test's N × Nk matrix parked there, as in files, went unseen.
 IPC = ("shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop", "msgget", "msgsnd",
        "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
        "memfd_create", "memfd_secret")  # fmt: skip
@@ -106,6 +110,8 @@ def program(pid: int) -> list[tuple[int, int, int, int]]:
         test = [(LD_W_ABS, 0, 0, ARG(0)), (JEQ_K, 0, 3, which), (LD_W_ABS, 0, 0, ARG(1)), (JEQ_K, 2, 0, 0)]
         when(name, [*test, (JEQ_K, 1, 0, pid)], RET_ALLOW, deny)
     when("socketpair", [(LD_W_ABS, 0, 0, ARG(0)), (JEQ_K, 1, 0, AF_UNIX)], RET_ALLOW, deny)
+    shared = [(LD_W_ABS, 0, 0, ARG(3)), (JSET_K, 0, 1, MAP_ANONYMOUS), (JSET_K, 1, 0, MAP_SHARED)]  # both flags: deny
+    when("mmap", shared, deny, RET_ALLOW)
     return [*out, (RET_K, 0, 0, RET_ALLOW)]
 
 
