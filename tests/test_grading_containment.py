@@ -24,10 +24,10 @@ MASTER = spec.locate("02")
 ONE_TEST = replace(spec.load(MASTER), tests=spec.load(MASTER).tests[:1])
 NUMBERS = {"x86_64": dict(arch=0xC000003E, read=0, clone=56, clone3=435, setpriority=141, ioprio_set=251,
                           sched_setaffinity=203, sched_setscheduler=144, shmget=29, semget=64, msgget=68,
-                          mq_open=240, memfd_create=319, mmap=9),
+                          mq_open=240, memfd_create=319, mmap=9, pipe2=293, socketpair=53, madvise=28),
            "aarch64": dict(arch=0xC00000B7, read=63, clone=220, clone3=435, setpriority=140, ioprio_set=30,
                            sched_setaffinity=122, sched_setscheduler=119, shmget=194, semget=190, msgget=186,
-                           mq_open=180, memfd_create=279, mmap=222)}  # fmt: skip
+                           mq_open=180, memfd_create=279, mmap=222, pipe2=59, socketpair=199, madvise=233)}  # fmt: skip
 PRIO_PROCESS, PRIO_PGRP, PRIO_USER = 0, 1, 2
 IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER = 1, 3
 MAP_SHARED, MAP_PRIVATE, MAP_SHARED_VALIDATE, MAP_ANONYMOUS = 0x01, 0x02, 0x03, 0x20
@@ -80,9 +80,12 @@ def test_the_filter_keeps_priorities_ipc_and_shared_memory_to_the_process_itself
         assert verdict(code, n[name], arch) == EPERM, name
     for flags, expected in MAPPINGS:
         assert verdict(code, n["mmap"], arch, (0, 4096, 3, flags, 0, 0)) == expected, hex(flags)
-    sealed = seccomp.threads_program()  # stacked once the harness is loaded
+    for advice, expected in ((4, ALLOW), (14, ALLOW), (20, EPERM), (21, EPERM)):  # DONTNEED, HUGEPAGE; COLD, PAGEOUT
+        assert verdict(code, n["madvise"], arch, (0, 4096, advice, 0, 0, 0)) == expected, advice
+    sealed = seccomp.sealed_program()  # stacked once the harness is loaded
     assert verdict(sealed, n["clone"], arch, (0x3D0F00, 0, 0, 0, 0, 0)) == EPERM  # pthread_create's flags
     assert verdict(sealed, n["clone3"], arch) == ENOSYS and verdict(sealed, n["read"], arch) == ALLOW
+    assert verdict(sealed, n["pipe2"], arch) == verdict(sealed, n["socketpair"], arch, (1, 1, 0, 0, 0, 0)) == EPERM
 
 
 @walls_here
@@ -181,6 +184,24 @@ def test_sysv_ipc_message_queues_and_memfd_are_refused_by_seccomp_alone(monkeypa
         "raised RuntimeError: shmget EPERM; semget EPERM; msgget EPERM; mq_open EPERM; memfd_create EPERM (line "
     ), line
     assert left == {"shm": set(), "sem": set(), "msg": set()}
+
+
+@walls_here
+def test_a_files_mode_owner_times_and_attributes_outside_the_folder_stay_as_they_were():
+    target = Path("/tmp/flashsim-metadata-target")  # the attack names it; a file of the grader's (root's) own
+    target.write_text("the instructor's")
+    target.chmod(0o644)
+    before = target.stat()
+    try:
+        line = feedback("changes_metadata")
+        after = target.stat()
+    finally:
+        target.chmod(0o644)
+        target.unlink()
+    assert line.startswith(
+        "raised RuntimeError: chmod EPERM; fchmodat EPERM; chown EPERM; utimensat EPERM; setxattr EPERM (line "
+    ), line
+    assert (after.st_mode, after.st_uid, after.st_mtime_ns) == (before.st_mode, before.st_uid, before.st_mtime_ns)
 
 
 @walls_here

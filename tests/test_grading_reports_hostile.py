@@ -73,8 +73,10 @@ def test_the_floods_leave_a_small_csv_and_journal(batch):
 def test_no_csv_cell_starts_a_formula(batch):
     rows = batch["csv"]
     assert rows["forges_formula_violation.py"]["flags"] == ""
-    assert batch["reports"]["forges_formula_violation"].tests[0].feedback.startswith(
-        "malformed message: violation's what is '=HYPERLINK("
+    assert (
+        batch["reports"]["forges_formula_violation"]
+        .tests[0]
+        .feedback.startswith("malformed message: violation's what is '=HYPERLINK(")
     )
     for name in FORMULAS:  # the classmate's work, under a name a spreadsheet would run
         assert rows["'" + name]["score"] == "25"

@@ -10,7 +10,7 @@ import pytest
 
 from sim.grading import grader, problem, spec, stream
 
-PEEKS = '''
+PEEKS = """
 import sys
 import numpy as np
 
@@ -22,10 +22,10 @@ def update(m, l, x):
 
 def merge(m1, l1, m2, l2):
     raise NotImplementedError
-'''
+"""
 
 # finds the pipe to the grader and asks for the next column before handing back any state
-READS_AHEAD = '''
+READS_AHEAD = """
 import gc
 import numpy as np
 from sim.grading.proxy import Link
@@ -39,11 +39,11 @@ def update(m, l, x):
 
 def merge(m1, l1, m2, l2):
     raise NotImplementedError
-'''
+"""
 
 # right only at the end: it keeps every column and returns zeros until it has them all (the length read from the
 # driver's frame), then the batch state
-LATE = '''
+LATE = """
 import sys
 import numpy as np
 SEEN = []
@@ -60,7 +60,7 @@ def update(m, l, x):
 
 def merge(m1, l1, m2, l2):
     raise NotImplementedError
-'''
+"""
 
 
 def update_tests(tmp_path, source: str):
@@ -81,9 +81,9 @@ def test_update_cannot_read_x_from_its_callers_frame(tmp_path):
 def test_a_column_asked_for_ahead_of_the_state_is_refused(tmp_path):
     tests = update_tests(tmp_path, READS_AHEAD)
     assert all(t.points == 0 for t in tests)
-    assert all(
-        t.feedback == "asked for column 1 of X before handing back the state after column 0" for t in tests
-    ), [t.feedback for t in tests]
+    assert all(t.feedback == "asked for column 1 of X before handing back the state after column 0" for t in tests), [
+        t.feedback for t in tests
+    ]
 
 
 def test_a_state_right_only_at_the_end_fails_at_its_first_column(tmp_path):

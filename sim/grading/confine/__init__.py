@@ -58,12 +58,12 @@ def apply(settings: dict) -> list[str]:
 
 
 def seal(layers: list[str]) -> None:
-    """Where seccomp is in force, refuse every new thread from here on (the harness and NumPy, whose OpenBLAS is
-    pinned to one thread, are loaded and start none later). A native thread's pthread_create fails with EPERM;
-    Python's threads raise NO_THREADS instead of "can't start new thread"."""
+    """Where seccomp is in force, refuse every new thread, pipe and socket pair from here on (the harness and NumPy,
+    whose OpenBLAS is pinned to one thread, are loaded and start none later). A native thread's pthread_create fails
+    with EPERM; Python's threads raise NO_THREADS instead of "can't start new thread"."""
     if not any(layer.startswith("seccomp") for layer in layers):
         return  # the GPU driver: CUDA's runtime starts threads of its own
-    seccomp.refuse_threads()
+    seccomp.seal()
 
     def refused(*args, **kwargs):
         raise PermissionError(NO_THREADS)

@@ -1,8 +1,9 @@
 """A seccomp filter (classic BPF, built here byte by byte): the child starts no process, traces or reads no other,
-signals, renices or re-schedules nothing but itself, opens no socket and makes no SysV IPC, POSIX message queue,
-memfd or shared anonymous mapping. Everything else is allowed; what is refused fails with EPERM (clone3 with
-ENOSYS, so the C library falls back to clone for a thread). Once the harness is loaded a second filter refuses
-threads too. Constants: <linux/seccomp.h>, <linux/filter.h>, <linux/audit.h>, <linux/mman.h>, and the system call
+signals, renices or re-schedules nothing but itself, opens no socket, makes no SysV IPC, POSIX message queue,
+memfd or shared anonymous mapping, sends no page to swap, and changes no file's mode, owner, times or extended
+attributes. Everything else is allowed; what is refused fails with EPERM (clone3 with ENOSYS, so the C library
+falls back to clone for a thread). Once the harness is loaded a second filter refuses threads, pipes and socket
+pairs too. Constants: <linux/seccomp.h>, <linux/filter.h>, <linux/audit.h>, <linux/mman.h>, and the system call
 tables of x86_64 and aarch64."""
 
 import ctypes
@@ -18,6 +19,7 @@ LD_W_ABS, JEQ_K, JGE_K, JSET_K, RET_K = 0x20, 0x15, 0x35, 0x45, 0x06  # BPF_LD|W
 NR, ARCH, ARG = 0, 4, lambda i: 16 + 8 * i  # struct seccomp_data offsets (an argument's low 32 bits, little-endian)
 CLONE_THREAD = 0x00010000
 MAP_SHARED, MAP_ANONYMOUS = 0x01, 0x20  # mmap's flags (MAP_SHARED_VALIDATE, 0x03, has the first)
+MADV_COLD, MADV_PAGEOUT = 20, 21  # madvise: pages sent towards swap leave VmHWM's count (a memory test's matrix)
 X32_BIT = 0x40000000  # x86_64: numbers at or above it are the x32 ABI's, another table; refused whole
 
 ARCHES = {  # AUDIT_ARCH_* (EM_* | 64-bit | little-endian), then the numbers the filter names
@@ -31,7 +33,9 @@ ARCHES = {  # AUDIT_ARCH_* (EM_* | 64-bit | little-endian), then the numbers the
         msgsnd=69, msgrcv=70, msgctl=71, mq_open=240, mq_unlink=241, mq_timedsend=242, mq_timedreceive=243,
         mq_notify=244, mq_getsetattr=245, memfd_create=319, memfd_secret=447, ioprio_set=251,
         sched_setparam=142, sched_setscheduler=144, sched_setaffinity=203, sched_setattr=314, migrate_pages=256,
-        move_pages=279, mmap=9)),
+        move_pages=279, mmap=9, chmod=90, fchmod=91, fchmodat=268, fchmodat2=452, chown=92, fchown=93, lchown=94,
+        fchownat=260, utime=132, utimes=235, futimesat=261, utimensat=280, setxattr=188, lsetxattr=189,
+        fsetxattr=190, removexattr=197, lremovexattr=198, fremovexattr=199, pipe=22, pipe2=293, madvise=28)),
     "aarch64": (0xC00000B7, dict(
         execve=221, execveat=281, clone=220, clone3=435, ptrace=117, process_vm_readv=270, process_vm_writev=271,
         kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240, prlimit64=261,
@@ -42,7 +46,8 @@ ARCHES = {  # AUDIT_ARCH_* (EM_* | 64-bit | little-endian), then the numbers the
         msgget=186, msgsnd=189, msgrcv=188, msgctl=187, mq_open=180, mq_unlink=181, mq_timedsend=182,
         mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, memfd_create=279, memfd_secret=447, ioprio_set=30,
         sched_setparam=118, sched_setscheduler=119, sched_setaffinity=122, sched_setattr=274, migrate_pages=238,
-        move_pages=239, mmap=222)),
+        move_pages=239, mmap=222, fchmod=52, fchmodat=53, fchmodat2=452, fchownat=54, fchown=55, utimensat=88,
+        setxattr=5, lsetxattr=6, fsetxattr=7, removexattr=14, lremovexattr=15, fremovexattr=16, pipe2=59, madvise=233)),
 }  # fmt: skip
 # SysV IPC and POSIX message queues: kernel objects that outlive the process and that RLIMIT_AS does not count
 # (2 × 256 MiB of shmget stayed behind after grading); memfd: memory outside the address space's limit too.
@@ -52,10 +57,15 @@ ARCHES = {  # AUDIT_ARCH_* (EM_* | 64-bit | little-endian), then the numbers the
 IPC = ("shmget", "shmat", "shmctl", "shmdt", "semget", "semop", "semctl", "semtimedop", "msgget", "msgsnd",
        "msgrcv", "msgctl", "mq_open", "mq_unlink", "mq_timedsend", "mq_timedreceive", "mq_notify", "mq_getsetattr",
        "memfd_create", "memfd_secret")  # fmt: skip
+# A file's mode, owner, times and extended attributes: Landlock does not guard them, and the child, uid 0 without
+# capabilities, owns every root-owned file (a master, the grader's own) — `chmod 000` would stop the next grade.
+METADATA = ("chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat", "utime", "utimes",
+            "futimesat", "utimensat", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
+            "fremovexattr")  # fmt: skip
 DENIED = ("fork", "vfork", "execve", "execveat", "ptrace", "process_vm_readv", "process_vm_writev", "tkill",
           "socket", "pidfd_open", "pidfd_send_signal", "pidfd_getfd", "unshare", "setns", "mount", "bpf",
           "perf_event_open", "userfaultfd", "io_uring_setup", "kcmp", "keyctl", "add_key", "open_by_handle_at",
-          *IPC)  # fmt: skip
+          *IPC, *METADATA)  # fmt: skip
 OWN_PID_FIRST = ("kill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo")  # allowed when argument 0 is our pid
 # allowed when this argument is 0 (this process) or our pid: as uid 0 (no capabilities) the child may still renice,
 # re-schedule or pin every other process of root's, the grader's and the machine's own
@@ -65,6 +75,7 @@ SELF_OR_ZERO = {"prlimit64": 0, "sched_setparam": 0, "sched_setscheduler": 0, "s
 # group) and argument 1 is 0 or our pid: setpriority's PRIO_PROCESS is 0, ioprio_set's IOPRIO_WHO_PROCESS is 1
 ONE_PROCESS = {"setpriority": 0, "ioprio_set": 1}
 AF_UNIX = 1
+SEALED = ("pipe", "pipe2", "socketpair")  # refused by the second filter too (`sealed_program`), with clone
 
 
 class SockFilter(ctypes.Structure):
@@ -112,16 +123,22 @@ def program(pid: int) -> list[tuple[int, int, int, int]]:
     when("socketpair", [(LD_W_ABS, 0, 0, ARG(0)), (JEQ_K, 1, 0, AF_UNIX)], RET_ALLOW, deny)
     shared = [(LD_W_ABS, 0, 0, ARG(3)), (JSET_K, 0, 1, MAP_ANONYMOUS), (JSET_K, 1, 0, MAP_SHARED)]  # both flags: deny
     when("mmap", shared, deny, RET_ALLOW)
+    when("madvise", [(LD_W_ABS, 0, 0, ARG(2)), (JEQ_K, 2, 0, MADV_COLD), (JEQ_K, 1, 0, MADV_PAGEOUT)], deny, RET_ALLOW)
     return [*out, (RET_K, 0, 0, RET_ALLOW)]
 
 
-def threads_program() -> list[tuple[int, int, int, int]]:
+def sealed_program() -> list[tuple[int, int, int, int]]:
     """A second filter, stacked on the first once the harness is loaded: no clone at all (no thread; fork was
-    refused already), clone3 ENOSYS as before. The first filter has checked the architecture."""
+    refused already), clone3 ENOSYS as before; no new pipe or socket pair (their kernel buffers, 1 MiB a pipe,
+    would keep a memory test's N × Nk matrix where VmHWM does not count it). The first filter has checked the
+    architecture."""
     numbers = ARCHES[MACHINE][1]
     deny, nosys = RET_ERRNO | errno.EPERM, RET_ERRNO | errno.ENOSYS
-    return [(LD_W_ABS, 0, 0, NR), (JEQ_K, 0, 1, numbers["clone"]), (RET_K, 0, 0, deny),
-            (JEQ_K, 0, 1, numbers["clone3"]), (RET_K, 0, 0, nosys), (RET_K, 0, 0, RET_ALLOW)]  # fmt: skip
+    out = [(LD_W_ABS, 0, 0, NR), (JEQ_K, 0, 1, numbers["clone3"]), (RET_K, 0, 0, nosys)]
+    for name in ("clone", *SEALED):
+        if name in numbers:
+            out += [(JEQ_K, 0, 1, numbers[name]), (RET_K, 0, 0, deny)]
+    return [*out, (RET_K, 0, 0, RET_ALLOW)]
 
 
 def apply() -> str:
@@ -130,9 +147,9 @@ def apply() -> str:
     return "seccomp"
 
 
-def refuse_threads() -> None:
-    """Install `threads_program` (a filter cannot be removed, and a later one can only refuse more)."""
-    _install(threads_program())
+def seal() -> None:
+    """Install `sealed_program` (a filter cannot be removed, and a later one can only refuse more)."""
+    _install(sealed_program())
 
 
 def _install(code: list[tuple[int, int, int, int]]) -> None:

@@ -47,11 +47,16 @@ def honest(chip, *, Br, Bc, scale):
 def forward(chip, *, Br, Bc, scale):
     global found
     if not found:
-        rules = []
-        for obj in gc.get_objects():
-            if isinstance(obj, tuple) and obj and all(isinstance(r, tuple) and len(r) == 2 for r in obj):
-                if any(isinstance(r[0], str) and r[0].startswith("/") for r in obj):
-                    rules = obj
+        rules = []  # in the guard's closures: gc stops listing a tuple of strings itself after a collection
+        for fn in gc.get_objects():
+            for cell in (getattr(fn, "__closure__", None) or ()) if callable(fn) else ():
+                try:
+                    obj = cell.cell_contents
+                except ValueError:
+                    continue
+                if isinstance(obj, tuple) and obj and all(isinstance(r, tuple) and len(r) == 2 for r in obj):
+                    if any(isinstance(r[0], str) and r[0].startswith("/") for r in obj):
+                        rules = obj
         found.append(("rules", [r for r in rules if r[1]][:6]))
         libc = ctypes.CDLL(None, use_errno=True)
         for prefix, what in rules:
