@@ -24,10 +24,10 @@ MASTER = spec.locate("02")
 ONE_TEST = replace(spec.load(MASTER), tests=spec.load(MASTER).tests[:1])
 NUMBERS = {"x86_64": dict(arch=0xC000003E, read=0, clone=56, clone3=435, setpriority=141, ioprio_set=251,
                           sched_setaffinity=203, sched_setscheduler=144, shmget=29, semget=64, msgget=68,
-                          mq_open=240, memfd_create=319, mmap=9, pipe2=293, socketpair=53, madvise=28),
+                          mq_open=240, memfd_create=319, mmap=9, pipe2=293, socketpair=53, madvise=28, socket=41),
            "aarch64": dict(arch=0xC00000B7, read=63, clone=220, clone3=435, setpriority=140, ioprio_set=30,
                            sched_setaffinity=122, sched_setscheduler=119, shmget=194, semget=190, msgget=186,
-                           mq_open=180, memfd_create=279, mmap=222, pipe2=59, socketpair=199, madvise=233)}  # fmt: skip
+                           mq_open=180, memfd_create=279, mmap=222, pipe2=59, socketpair=199, madvise=233, socket=198)}  # fmt: skip
 PRIO_PROCESS, PRIO_PGRP, PRIO_USER = 0, 1, 2
 IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER = 1, 3
 MAP_SHARED, MAP_PRIVATE, MAP_SHARED_VALIDATE, MAP_ANONYMOUS = 0x01, 0x02, 0x03, 0x20
@@ -82,6 +82,13 @@ def test_the_filter_keeps_priorities_ipc_and_shared_memory_to_the_process_itself
         assert verdict(code, n["mmap"], arch, (0, 4096, 3, flags, 0, 0)) == expected, hex(flags)
     for advice, expected in ((4, ALLOW), (14, ALLOW), (20, EPERM), (21, EPERM)):  # DONTNEED, HUGEPAGE; COLD, PAGEOUT
         assert verdict(code, n["madvise"], arch, (0, 4096, advice, 0, 0, 0)) == expected, advice
+    cuda = seccomp.program(me, cuda=True)  # the GPU driver's: what CUDA's initialization needs, and no more
+    AF_UNIX, AF_INET, SIGCHLD = 1, 2, 17
+    assert verdict(cuda, n["socket"], arch, (AF_UNIX, 1, 0, 0, 0, 0)) == ALLOW
+    assert verdict(cuda, n["socket"], arch, (AF_INET, 1, 0, 0, 0, 0)) == EPERM == verdict(code, n["socket"], arch)
+    assert verdict(cuda, n["mmap"], arch, (0, 4096, 3, MAP_SHARED | MAP_ANONYMOUS, 0, 0)) == ALLOW
+    assert verdict(cuda, n["clone"], arch, (SIGCHLD, 0, 0, 0, 0, 0)) == EPERM  # fork's clone, still refused
+    assert verdict(cuda, n["shmget"], arch) == EPERM
     sealed = seccomp.sealed_program()  # stacked once the harness is loaded
     assert verdict(sealed, n["clone"], arch, (0x3D0F00, 0, 0, 0, 0, 0)) == EPERM  # pthread_create's flags
     assert verdict(sealed, n["clone3"], arch) == ENOSYS and verdict(sealed, n["read"], arch) == ALLOW
@@ -231,11 +238,30 @@ def test_priorities_and_schedules_reach_no_other_process():
     )
 
 
-def test_the_gpu_drivers_walls_stop_a_thread_bomb_without_a_gpu(tmp_path):
-    # the GPU driver's own isolation (no Landlock, no seccomp: CUDA starts threads of its own), on a chip test
+FORKS = """
+import ctypes
+import errno
+
+
+def forward(chip, *, Br, Bc, scale):
+    libc = ctypes.CDLL(None, use_errno=True)
+    pid = libc.fork()
+    if pid == 0:
+        libc._exit(0)
+    raise RuntimeError(f"fork {'made' if pid > 0 else errno.errorcode[ctypes.get_errno()]}")
+"""
+
+
+@walls_here
+def test_the_gpu_drivers_walls_stop_a_thread_bomb_and_a_fork_without_a_gpu(tmp_path):
+    # the GPU driver's own isolation (no Landlock; seccomp with CUDA's threads, Unix sockets and shared memory
+    # allowed, never sealed), on a chip test
     walls = grader.isolate(spec.load(spec.locate("05")), [MASTER], allow_weak=True)
-    assert walls.missing == ("landlock", "seccomp")
+    assert walls.missing == ("landlock",) and seccomp.CUDA in walls.layers  # before: no seccomp at all
     (tmp_path / "threads.py").write_text(THREADS)
-    bomb, master = grader.grade(ONE_TEST, [tmp_path / "threads.py", MASTER], seed=1, jobs=2, walls=walls)
+    (tmp_path / "forks.py").write_text(FORKS)
+    paths = [tmp_path / "threads.py", tmp_path / "forks.py", MASTER]
+    bomb, forks, master = grader.grade(ONE_TEST, paths, seed=1, jobs=2, walls=walls)
     assert bomb.tests[0].feedback == "ran more than 64 threads at once; stopped"  # before: "1000 native threads ran"
-    assert bomb.score == 0 and master.score == ONE_TEST.points
+    assert forks.tests[0].feedback.startswith("raised RuntimeError: fork EPERM (line "), forks.tests[0].feedback
+    assert bomb.score == forks.score == 0 and master.score == ONE_TEST.points

@@ -48,10 +48,10 @@ def prepare(driver: str, forbidden: list[str], limits, *, allow_weak: bool, self
     reachable = [*reads.paths, tempfile.gettempdir()]  # what it reads, and the folder its own folder is made in
     closed = allowlist.unreadable_by(NOBODY, reachable) if os.geteuid() == 0 else None
     uid = NOBODY if os.geteuid() == 0 and closed is None else None
-    without = set(WITHOUT) | ({"landlock", "seccomp"} if driver == "gpu" else set())  # CUDA: see the guide
+    without = set(WITHOUT) | ({"landlock"} if driver == "gpu" else set())  # CUDA reads far: see the guide
     settings = {"root": sandbox.SIM_ROOT, "modules": reads.modules, "read": list(reads.paths), "uid": uid,
                 "without": sorted(without), "read_only": "memory" in spec.DRIVERS[driver],  # no matrix in files
-                "packages": ["gpu"] if driver == "gpu" else [],
+                "packages": ["gpu"] if driver == "gpu" else [], "cuda": driver == "gpu",
                 "preload": list(allowlist.ENTRIES[driver][1:]) if driver == "triton" else [],
                 "environment": {"TRITON_INTERPRET": "1"} if driver == "triton" else {}}  # fmt: skip
     layers = probe(settings, limits, forbidden)

@@ -49,7 +49,7 @@ def apply(settings: dict) -> list[str]:
             read, write = [*read, *write], []
         layers.append(landlock.apply(version, read, write))
     if "seccomp" not in without and seccomp.available():
-        layers.append(seccomp.apply())
+        layers.append(seccomp.apply(cuda=settings.get("cuda", False)))
     # last, as a change of uid or user namespace clears it: a grader killed outright takes its children with it
     prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
     if settings.get("parent") and os.getppid() != settings["parent"]:
@@ -61,8 +61,8 @@ def seal(layers: list[str]) -> None:
     """Where seccomp is in force, refuse every new thread, pipe and socket pair from here on (the harness and NumPy,
     whose OpenBLAS is pinned to one thread, are loaded and start none later). A native thread's pthread_create fails
     with EPERM; Python's threads raise NO_THREADS instead of "can't start new thread"."""
-    if not any(layer.startswith("seccomp") for layer in layers):
-        return  # the GPU driver: CUDA's runtime starts threads of its own
+    if "seccomp" not in layers:
+        return  # none, or the GPU driver's (seccomp.CUDA): CUDA's runtime starts threads of its own
     seccomp.seal()
 
     def refused(*args, **kwargs):
@@ -95,7 +95,7 @@ def verify(layers: list[str], settings: dict) -> list[str]:
                 continue
         except PermissionError:
             pass
-        if layer.startswith("seccomp") and _thread_starts():
+        if layer == "seccomp" and _thread_starts():  # the GPU driver's filter lets threads start (CUDA's own)
             continue
         held.append(layer)
     return held

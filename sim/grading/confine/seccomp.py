@@ -75,6 +75,7 @@ SELF_OR_ZERO = {"prlimit64": 0, "sched_setparam": 0, "sched_setscheduler": 0, "s
 # group) and argument 1 is 0 or our pid: setpriority's PRIO_PROCESS is 0, ioprio_set's IOPRIO_WHO_PROCESS is 1
 ONE_PROCESS = {"setpriority": 0, "ioprio_set": 1}
 AF_UNIX = 1
+CUDA = "seccomp (CUDA's threads, Unix sockets and shared memory allowed)"  # the GPU driver's layer: never sealed
 SEALED = ("pipe", "pipe2", "socketpair")  # refused by the second filter too (`sealed_program`), with clone
 
 
@@ -94,8 +95,9 @@ def available() -> bool:
         return False
 
 
-def program(pid: int) -> list[tuple[int, int, int, int]]:
-    """The filter for a process whose pid is `pid`, as (code, jt, jf, k) instructions."""
+def program(pid: int, cuda: bool = False) -> list[tuple[int, int, int, int]]:
+    """The filter for a process whose pid is `pid`, as (code, jt, jf, k) instructions; `cuda`: the GPU driver's,
+    which lets CUDA's runtime have what its initialization fails without (a Unix socket, shared anonymous memory)."""
     arch, numbers = ARCHES[MACHINE]
     deny = RET_ERRNO | errno.EPERM
     out = [(LD_W_ABS, 0, 0, ARCH), (JEQ_K, 1, 0, arch), (RET_K, 0, 0, RET_KILL_PROCESS), (LD_W_ABS, 0, 0, NR)]
@@ -110,7 +112,10 @@ def program(pid: int) -> list[tuple[int, int, int, int]]:
         out.extend([(JEQ_K, 0, len(body), numbers[name]), *body, (LD_W_ABS, 0, 0, NR)])
 
     for name in DENIED:
-        when(name, [(JEQ_K, 1, 1, 0)], deny, deny)  # an unconditional refusal (both branches deny)
+        if not (cuda and name == "socket"):
+            when(name, [(JEQ_K, 1, 1, 0)], deny, deny)  # an unconditional refusal (both branches deny)
+    if cuda:
+        when("socket", [(LD_W_ABS, 0, 0, ARG(0)), (JEQ_K, 1, 0, AF_UNIX)], RET_ALLOW, deny)
     when("clone3", [(JEQ_K, 1, 1, 0)], RET_ERRNO | errno.ENOSYS, RET_ERRNO | errno.ENOSYS)
     when("clone", [(LD_W_ABS, 0, 0, ARG(0)), (JSET_K, 1, 0, CLONE_THREAD)], RET_ALLOW, deny)
     for name in OWN_PID_FIRST:
@@ -122,7 +127,9 @@ def program(pid: int) -> list[tuple[int, int, int, int]]:
         when(name, [*test, (JEQ_K, 1, 0, pid)], RET_ALLOW, deny)
     when("socketpair", [(LD_W_ABS, 0, 0, ARG(0)), (JEQ_K, 1, 0, AF_UNIX)], RET_ALLOW, deny)
     shared = [(LD_W_ABS, 0, 0, ARG(3)), (JSET_K, 0, 1, MAP_ANONYMOUS), (JSET_K, 1, 0, MAP_SHARED)]  # both flags: deny
-    when("mmap", shared, deny, RET_ALLOW)
+    when(
+        "mmap", shared, RET_ALLOW if cuda else deny, RET_ALLOW
+    )  # CUDA maps shared memory; a GPU test has no memory test
     when("madvise", [(LD_W_ABS, 0, 0, ARG(2)), (JEQ_K, 2, 0, MADV_COLD), (JEQ_K, 1, 0, MADV_PAGEOUT)], deny, RET_ALLOW)
     return [*out, (RET_K, 0, 0, RET_ALLOW)]
 
@@ -141,10 +148,10 @@ def sealed_program() -> list[tuple[int, int, int, int]]:
     return [*out, (RET_K, 0, 0, RET_ALLOW)]
 
 
-def apply() -> str:
+def apply(cuda: bool = False) -> str:
     """Install the filter on this process (PR_SET_NO_NEW_PRIVS must be set); the layer's words."""
-    _install(program(os.getpid()))
-    return "seccomp"
+    _install(program(os.getpid(), cuda))
+    return CUDA if cuda else "seccomp"
 
 
 def seal() -> None:
