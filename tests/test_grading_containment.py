@@ -27,7 +27,8 @@ NUMBERS = {"x86_64": dict(arch=0xC000003E, read=0, clone=56, clone3=435, setprio
                           mq_open=240, memfd_create=319, mmap=9, pipe2=293, socketpair=53, madvise=28, socket=41),
            "aarch64": dict(arch=0xC00000B7, read=63, clone=220, clone3=435, setpriority=140, ioprio_set=30,
                            sched_setaffinity=122, sched_setscheduler=119, shmget=194, semget=190, msgget=186,
-                           mq_open=180, memfd_create=279, mmap=222, pipe2=59, socketpair=199, madvise=233, socket=198)}  # fmt: skip
+                           mq_open=180, memfd_create=279, mmap=222, pipe2=59, socketpair=199, madvise=233,
+                           socket=198)}  # fmt: skip
 PRIO_PROCESS, PRIO_PGRP, PRIO_USER = 0, 1, 2
 IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER = 1, 3
 MAP_SHARED, MAP_PRIVATE, MAP_SHARED_VALIDATE, MAP_ANONYMOUS = 0x01, 0x02, 0x03, 0x20
