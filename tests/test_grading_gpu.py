@@ -25,11 +25,11 @@ def test_the_splice_replaces_line_9_with_a_call_and_keeps_the_rest():
 def test_the_master_scores_full_marks_and_the_stub_zero_on_the_gpu(tmp_path):
     assignment = spec.load(spec.locate("05"))
     stub = export.export(assignment.path, student=tmp_path)
-    # CUDA needs device files and a compiler cache beyond Landlock's read set: the instructor allows weak isolation;
-    # seccomp holds, with CUDA's threads, Unix sockets and shared memory allowed
+    # Landlock with what CUDA reads and writes (allowlist.cuda_paths), seccomp with its threads, Unix sockets and
+    # shared memory allowed: nothing missing, no --allow-weak-isolation needed
     subs = [assignment.path, Path(stub)]
-    walls = grader.isolate(assignment, subs, allow_weak=True)
-    assert walls.missing == ("landlock",) and seccomp.CUDA in walls.layers
+    walls = grader.isolate(assignment, subs)
+    assert walls.missing == () and seccomp.CUDA in walls.layers
     right, wrong = grader.grade(assignment, subs, seed=3, jobs=1, walls=walls)
     assert right.score == 100, [t.feedback for t in right.tests]
     assert wrong.score == 0 and all(t.feedback.startswith("not implemented yet") for t in wrong.tests)
@@ -69,14 +69,29 @@ def online_softmax_row_source():
 """
 
 
+# Reads the master through the C library, past Python's audit hook: only Landlock stops it
+READS_MASTER = """
+import ctypes
+import errno
+
+
+def online_softmax_row_source():
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = libc.open({path!r}.encode(), 0)
+    raise RuntimeError(f"open {{'made' if fd >= 0 else errno.errorcode[ctypes.get_errno()]}}")
+"""
+
+
 @pytest.mark.gpu
-def test_a_thread_bomb_and_a_fork_on_the_gpu_driver_are_stopped_and_cudas_own_threads_are_not(tmp_path):
+def test_a_thread_bomb_a_fork_and_a_read_of_the_master_on_the_gpu_driver_are_stopped(tmp_path):
     assignment = spec.load(spec.locate("05"))
     (tmp_path / "threads.py").write_text(THREADS)
     (tmp_path / "forks.py").write_text(FORKS)
-    subs = [assignment.path, tmp_path / "threads.py", tmp_path / "forks.py"]
-    walls = grader.isolate(assignment, subs, allow_weak=True)  # seccomp never sealed: the grader's census caps threads
-    right, bomb, forks = grader.grade(assignment, subs, seed=3, jobs=1, walls=walls)
+    (tmp_path / "reads.py").write_text(READS_MASTER.format(path=str(assignment.path)))
+    subs = [assignment.path, tmp_path / "threads.py", tmp_path / "forks.py", tmp_path / "reads.py"]
+    walls = grader.isolate(assignment, subs)  # seccomp never sealed: the grader's census caps threads
+    right, bomb, forks, reads = grader.grade(assignment, subs, seed=3, jobs=1, walls=walls)
+    assert reads.tests[0].feedback.startswith("raised RuntimeError: open EACCES (line "), reads.tests[0].feedback
     assert right.score == 100, [t.feedback for t in right.tests]  # CUDA's threads, every test: under the cap
     assert bomb.tests[0].feedback == "ran more than 64 threads at once; stopped" and bomb.score == 0
     assert forks.tests[0].feedback.startswith("raised RuntimeError: fork EPERM (line "), forks.tests[0].feedback

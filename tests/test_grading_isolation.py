@@ -171,3 +171,17 @@ def test_every_driver_an_assignment_may_name_has_a_read_set():
 
     assert set(spec.DRIVERS) <= set(allowlist.ENTRIES)
     assert {spec.load(p).grading["driver"] for p in spec.masters()} <= set(allowlist.ENTRIES)
+
+
+def test_a_cuda_folder_that_holds_a_forbidden_file_is_split_around_it(tmp_path):
+    for name in ("lib/a.so", "lib/python/master.py", "lib/python/ok.py", "lib/python/deep/x.py", "share/y"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    forbidden = [str(tmp_path / "lib" / "python" / "master.py")]
+    parts = allowlist.around(str(tmp_path), forbidden)
+    assert sorted(parts) == sorted(str(tmp_path / p) for p in ("lib/a.so", "lib/python/deep", "lib/python/ok.py",
+                                                               "share"))  # fmt: skip
+    assert allowlist.around(str(tmp_path / "share"), forbidden) == [str(tmp_path / "share")]
+    assert allowlist.around(forbidden[0], forbidden) == [] == allowlist.around(str(tmp_path), [str(tmp_path)])
+    read, write = allowlist.cuda_paths(forbidden)
+    assert "/dev/null" in read and not {"/etc", "/dev", "/proc"} & set(read) and write[-1] == "/proc/self"

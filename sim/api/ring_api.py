@@ -99,8 +99,8 @@ def _configure(devices, scheme, sharding, N, d, H, heads, dtype, causal, scale, 
         P=P, M=M, passes=passes, tiles=dict(Br=Br, Bc=Bc, Bm=_pass_rows(Br, d, s, M), scale=tau, causal=causal),
         back=dict(Br=bBr, Bc=bBc, Bm=_pass_rows(bBr, d, s, M), scale=tau, causal=causal),
         result=dict(scheme=scheme, devices=P, sharding=sharding, causal=causal, scale=tau, dtype=dtype, n=N, d=d,
-                    batch=heads // H, heads=H, hardware=hw, link=net, block_rows=Br, block_cols=Bc, backward_blocks=(bBr, bBc),
-                    hbm_per_device=footprint),
+                    batch=heads // H, heads=H, hardware=hw, link=net, block_rows=Br, block_cols=Bc,
+                    backward_blocks=(bBr, bBc), hbm_per_device=footprint),
     )  # fmt: skip
 
 

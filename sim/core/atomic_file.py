@@ -1,8 +1,8 @@
 """The one way flashsim writes a file: a regular file is written to a temporary file beside it and renamed over
 it, so that a failed or interrupted write leaves the old file whole; a device, a pipe or /dev/stdout is written
 directly (renaming over it would replace the device with a file). A pipe with no reader is refused after a short
-grace (READER_WAIT), never waited on for ever; a command's output pipe is opened before its work (`hold_pipe`). `read_regular` reads a file the user named: a regular file of
-bounded size, nothing else."""
+grace (READER_WAIT), never waited on for ever; a command's output pipe is opened before its work (`hold_pipe`).
+`read_regular` reads a file the user named: a regular file of bounded size, nothing else."""
 
 import errno
 import os

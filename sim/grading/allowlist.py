@@ -8,6 +8,8 @@ beyond it, or a read path that reaches a master, the library's listings, lessons
 and the grader refuses to start.
 """
 
+import glob
+import importlib.util
 import json
 import os
 import subprocess
@@ -36,6 +38,11 @@ ENTRIES = {"chip": ("sim.grading.harness",), "softmax": ("sim.grading.harness",)
            "gpu": ("sim.grading.harness", "sim.grading.gpu_kernel"),
            "triton": ("sim.grading.harness", "sim.grading.triton.launch", "sim.grading.triton.interpret")}  # fmt: skip
 LOADER_CACHE = "/etc/ld.so.cache"  # where the dynamic loader looks a library's name up
+# what CUDA's driver, CuPy and NVRTC read beyond the GPU harness's read set (run 49 on the H100: its initialization
+# failed with any of these missing), and the packages they load from (found without importing them)
+CUDA_SYSTEM = ("/usr", "/lib", "/lib64", "/sys", "/dev/null", "/dev/zero", "/dev/urandom")  # not /etc, not /dev:
+# a child that stays uid 0 (without capabilities) could read /etc/shadow or a disk's device file
+CUDA_PACKAGES = ("cupy", "cupy_backends", "cupyx", "fastrlock", "nvidia")
 
 PROBE = """
 import json, sys
@@ -88,6 +95,28 @@ def read_set(driver: str, forbidden: list[str]) -> ReadSet:
         if reached:
             raise InputError(f"grade: the submission's read set ({path}) reaches {reached}; refusing to grade")
     return ReadSet(sim_files, tuple(dict.fromkeys(paths)))
+
+
+def cuda_paths(forbidden: list[str]) -> tuple[list[str], list[str]]:
+    """What the GPU driver's child reads beyond the harness's read set — CUDA_SYSTEM and CUDA_PACKAGES, each split
+    around the forbidden paths it holds — and writes beyond its folder: the NVIDIA device files and its own
+    /proc/self (CUDA names its threads there; without it CUDA's initialization fails)."""
+    found = [importlib.util.find_spec(name) for name in CUDA_PACKAGES]
+    packages = [
+        p for spec in found if spec and spec.submodule_search_locations for p in spec.submodule_search_locations
+    ]
+    read = [part for path in [*CUDA_SYSTEM, *packages] if os.path.exists(path) for part in around(path, forbidden)]
+    return read, [*sorted(glob.glob("/dev/nvidia*")), "/proc/self"]
+
+
+def around(path: str, forbidden: list[str]) -> list[str]:
+    """`path`; or, where it holds a forbidden path, its entries but that one, each split the same way."""
+    inside = [f for f in forbidden if _under(f, path)]
+    if not inside:
+        return [path]
+    if not os.path.isdir(path) or any(_under(path, f) for f in inside):
+        return []
+    return [part for entry in sorted(os.listdir(path)) for part in around(os.path.join(path, entry), inside)]
 
 
 def _stdlib(stdlib: str, forbidden: list[str]) -> list[str]:

@@ -45,11 +45,13 @@ class Isolation:
 def prepare(driver: str, forbidden: list[str], limits, *, allow_weak: bool, self_check: bool) -> Isolation:
     """The run's isolation, probed; InputError if a kernel layer is missing and neither flag allows that."""
     reads = allowlist.read_set(driver, forbidden)
-    reachable = [*reads.paths, tempfile.gettempdir()]  # what it reads, and the folder its own folder is made in
+    cuda_read, cuda_write = allowlist.cuda_paths(forbidden) if driver == "gpu" else ([], [])
+    reachable = [*reads.paths, *cuda_read, tempfile.gettempdir()]  # what it reads, and where its own folder is made
     closed = allowlist.unreadable_by(NOBODY, reachable) if os.geteuid() == 0 else None
     uid = NOBODY if os.geteuid() == 0 and closed is None else None
-    without = set(WITHOUT) | ({"landlock"} if driver == "gpu" else set())  # CUDA reads far: see the guide
-    settings = {"root": sandbox.SIM_ROOT, "modules": reads.modules, "read": list(reads.paths), "uid": uid,
+    without = set(WITHOUT)
+    settings = {"root": sandbox.SIM_ROOT, "modules": reads.modules, "read": [*reads.paths, *cuda_read], "uid": uid,
+                "write_extra": cuda_write,
                 "without": sorted(without), "read_only": "memory" in spec.DRIVERS[driver],  # no matrix in files
                 "packages": ["gpu"] if driver == "gpu" else [], "cuda": driver == "gpu",
                 "preload": list(allowlist.ENTRIES[driver][1:]) if driver == "triton" else [],
@@ -76,7 +78,8 @@ def probe(settings: dict, limits, forbidden: list[str]) -> list[str]:
     with tempfile.TemporaryDirectory(prefix="flashsim-probe-") as folder:
         if settings["uid"] is not None:
             os.chown(folder, settings["uid"], settings["uid"])
-        args = {**settings, "probe": True, "probe_denied": denied, "cpu_s": limits.cpu_s, "write": [folder],
+        args = {**settings, "probe": True, "probe_denied": denied, "cpu_s": limits.cpu_s,
+                "write": [folder, *settings["write_extra"]],
                 "memory_bytes": limits.memory_bytes, "file_bytes": limits.file_bytes, "open_files": limits.open_files,
                 "tmpfs_bytes": limits.tmpfs_bytes}  # fmt: skip
         out = subprocess.run([sys.executable, "-I", "-B", "-c", sandbox.BOOTSTRAP, json.dumps(args), "-1", "-1"],

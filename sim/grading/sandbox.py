@@ -121,8 +121,8 @@ class Child:
         limits = self.limits
         settings = {**confinement, "cpu_s": limits.cpu_s, "memory_bytes": limits.memory_bytes,
                     "file_bytes": limits.file_bytes, "open_files": limits.open_files, "tmpfs_bytes": limits.tmpfs_bytes,
-                    "write": [self.dir], "parent": os.getpid()}  # fmt: skip
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.dir, "LANG": "C.UTF-8"}
+                    "write": [self.dir, *confinement.get("write_extra", ())], "parent": os.getpid()}  # fmt: skip
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.dir, "TMPDIR": self.dir, "LANG": "C.UTF-8"}
         env |= {k: v for k, v in os.environ.items() if k.startswith(PASSED_ON)}  # where CUDA is, for the GPU path
         env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = "1"
         to_child, self._out = os.pipe()
