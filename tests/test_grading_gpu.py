@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.grading import export, gpu_kernel, grader, spec
+from sim.grading import export, gpu_kernel, grader, sandbox, spec
 from sim.grading.confine import seccomp
 
 
@@ -95,3 +95,13 @@ def test_a_thread_bomb_a_fork_and_a_read_of_the_master_on_the_gpu_driver_are_sto
     assert right.score == 100, [t.feedback for t in right.tests]  # CUDA's threads, every test: under the cap
     assert bomb.tests[0].feedback == "ran more than 64 threads at once; stopped" and bomb.score == 0
     assert forks.tests[0].feedback.startswith("raised RuntimeError: fork EPERM (line "), forks.tests[0].feedback
+
+
+@pytest.mark.gpu
+def test_the_gpu_driver_keeps_the_instructors_limits_but_the_address_space(tmp_path):
+    assignment = spec.load(spec.locate("05"))
+    (tmp_path / "threads.py").write_text(THREADS)
+    limits = sandbox.Limits(threads=48)  # before: the GPU path rebuilt its limits and put the default 64 back
+    (bomb,) = grader.grade(assignment, [tmp_path / "threads.py"], seed=3, jobs=1, limits=limits)
+    assert bomb.tests[0].feedback == "ran more than 48 threads at once; stopped"
+

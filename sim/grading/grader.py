@@ -5,6 +5,7 @@ import secrets
 import signal
 import threading
 import time
+from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -69,7 +70,7 @@ def grade(
     unavailable = gpu_missing(assignment)
     setup = _setup(assignment, submissions, self_check)
     if assignment.grading["driver"] == "gpu" and unavailable is None:
-        limits = sandbox.Limits(limits.wall_s, limits.cpu_s, 0, limits.output_bytes, limits.file_bytes)
+        limits = replace(limits, memory_bytes=0)  # CUDA maps far more address space than it uses
     if unavailable is None and walls is None:
         walls = isolate(assignment, submissions, limits, self_check=self_check)
 
