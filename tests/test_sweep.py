@@ -16,8 +16,8 @@ from sim.machine import hardware
 A100 = hardware.get("A100-40GB")
 
 
-def invoke(*args, code=0):
-    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200"})  # wide enough for every column
+def invoke(*args, code=0, env=None):
+    result = CliRunner().invoke(app, list(args), env={"COLUMNS": "200", **(env or {})})  # wide enough for every column
     assert result.exit_code == code, result.output
     return result
 
@@ -72,6 +72,23 @@ def test_below_hbm_flashattention_is_compute_bound_where_the_hbm_roofline_says_m
     assert rows[0]["flash_below_hbm_bound"] == "tensor" and rows[1]["flash_below_hbm_seconds"] is None
     table = invoke("sweep", "--n", "2048,65536", "--batch", "2", "--heads", "4").stdout
     assert "below HBM" in table and f"{sw.rows[0].flash.below[0] * 1e3:.3g} ms tensor" in table
+
+
+def test_below_hbm_counts_the_heads_the_model_plays_and_the_estimate_with_them():
+    h100 = hardware.get("H100-SXM")  # its SMs' paces spread: the L2 is played for every head at once, not 16
+    assert sweep.predicted_steps(4096, (128, 128), None, 256, A100) == 32 * 32 * 16
+    assert sweep.predicted_steps(4096, (128, 128), None, 256, h100) == 32 * 32 * 256
+    assert sweep.predicted_steps(8192, (128, 128), None, 256, h100) == 0  # 64² pairs × 256 heads: over MOST_STEPS
+    assert sweep.predicted_steps(4096, (128, 128), None, 4096, A100) == 0  # 131,072 thread blocks: none predicted
+    assert sweep.sweep([8192], hardware=h100).rows[0].flash.below is None
+    refused = invoke("sweep", "--n", "512,2048", "--hardware", "h100-sxm", code=2, env={"FLASHSIM_MAX_SECONDS": "0.1"})
+    assert refused.stderr.startswith("error: --hardware: a sweep of 2 configurations would take about 0.56 s")
+
+
+def test_blocks_that_do_not_fit_are_refused_at_the_d_and_n_where_they_do_not():
+    line = invoke("sweep", "--n", "2048", "--d", "16,128", "--block", "64", "--backward", code=2).stderr.strip()
+    assert line.startswith("error: --block, --d: --block 64 gives Br=64, Bc=64")
+    assert line.endswith("but the SRAM holds 166,912 B (163.0 KiB), at d = 128, N = 2048")
 
 
 def test_standard_runs_out_of_memory_where_s_and_p_outgrow_hbm():

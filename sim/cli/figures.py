@@ -143,13 +143,12 @@ def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward
     for d, block, sram in product(ds, block_sizes or (None,), srams or (None,)):
         try:  # the blocks at the longest N are the smallest the sweep meets
             Br = block or registry.fit(algo, max(ns), max(ns), d, s, sram or hw.sram_bytes)[0]
-        except InputError:  # the sweep says so itself, before any closed form
+            blocks = [sweep.pass_blocks(algo, N, d, s, sram or hw.sram_bytes, block, backward) for N in ns]
+        except InputError:  # the sweep says so itself, naming d and N, before any closed form
             continue
         configurations += len(ns)
         row_blocks += (1 + backward) * sum(ceil(N / min(Br, N)) for N in ns)
-        for N in ns:
-            fwd, bwd = sweep.pass_blocks(algo, N, d, s, sram or hw.sram_bytes, block, backward)
-            steps += sweep.predicted_steps(N, fwd, bwd, heads)
+        steps += sum(sweep.predicted_steps(N, fwd, bwd, heads, hw) for N, (fwd, bwd) in zip(ns, blocks, strict=True))
     return estimate.sweeping(configurations, row_blocks, steps)
 
 
