@@ -197,3 +197,8 @@ def test_cli_shows_the_sms_each_choice_keeps_busy():
 def test_cli_bad_splits_is_one_line_with_exit_code_2():
     result = CliRunner().invoke(app, ["decode", "--nk", "10", "--splits", "4,20"])
     assert result.exit_code == 2 and result.output.strip().startswith("error: --splits")
+
+
+def test_cli_refusal_names_nk_decode_has_no_n():
+    refused = CliRunner().invoke(app, ["decode"], env={"FLASHSIM_MAX_SECONDS": "0.001"})
+    assert refused.exit_code == 2 and refused.stderr.startswith("error: --nk: Flash-Decoding of 1 query row")

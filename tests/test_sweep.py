@@ -89,6 +89,9 @@ def test_blocks_that_do_not_fit_are_refused_at_the_d_and_n_where_they_do_not():
     line = invoke("sweep", "--n", "2048", "--d", "16,128", "--block", "64", "--backward", code=2).stderr.strip()
     assert line.startswith("error: --block, --d: --block 64 gives Br=64, Bc=64")
     assert line.endswith("but the SRAM holds 166,912 B (163.0 KiB), at d = 128, N = 2048")
+    limit = {"FLASHSIM_MAX_SECONDS": "1e-9"}
+    refused = invoke("sweep", "--n", "65536", "--batch", "1", "--heads", "1", code=2, env=limit)
+    assert refused.stderr.startswith("error: --n: a sweep of 1 configuration")  # --heads 1 has nothing smaller to try
 
 
 def test_standard_runs_out_of_memory_where_s_and_p_outgrow_hbm():

@@ -280,9 +280,8 @@ def guard(
 
 
 def culprit(ctx: click.Context, small_blocks: bool) -> str:
-    """The option to name in a refusal: with small blocks, the block or SRAM option given (else --hardware);
-    otherwise the size option given that is largest against its default (else --seqlens or --hardware if given,
-    else --n)."""
+    """The option to name in a refusal: with small blocks, the block or SRAM option given; else the size option given
+    above 1 largest against its default; else --seqlens, --hardware (given, or for small blocks), or its own size."""
     given = typed(ctx)
     if small_blocks:
         for name in ("block_rows", "block_cols", "sram_bytes", "hardware_name", "blocks"):
@@ -291,9 +290,11 @@ def culprit(ctx: click.Context, small_blocks: bool) -> str:
     sizes = [
         (ctx.params[name] / (given[name].default or 1), given[name].opts[0])
         for name in ("n", "nk", "batch", "heads", "d", "queries", "memory_n", "repeats", "keys", "steps")
-        if name in given and isinstance(ctx.params[name], int)
+        if name in given and isinstance(ctx.params[name], int) and ctx.params[name] > 1  # 1: no smaller to try
     ]
     if sizes:
         return max(sizes)[1]
     named = [given[name].opts[0] for name in ("seqlens", "hardware_name") if name in given]  # no size typed: these
-    return named[0] if named else "--hardware" if small_blocks else "--n"
+    own = {p.name: p.opts[0] for p in ctx.command.params}  # --n; decode's --nk, demo train's --steps, fig2's --hardware
+    named += ["--hardware"] * small_blocks + [own[k] for k in ("n", "ns", "nk", "steps", "hardware_name") if k in own]
+    return named[0]
