@@ -199,6 +199,13 @@ def test_cli_bad_splits_is_one_line_with_exit_code_2():
     assert result.exit_code == 2 and result.output.strip().startswith("error: --splits")
 
 
+def test_cli_says_one_split_and_pages_of_one_key_in_the_singular():
+    result = CliRunner().invoke(app, ["decode", "--nk", "4", "--heads", "108", "--page-size", "1"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.stdout.split())
+    assert "one head simulated in 1 split: max |O − ref|" in text and "pages of 1 key (4 pages, 1 split," in text
+
+
 def test_cli_refusal_names_nk_decode_has_no_n():
     refused = CliRunner().invoke(app, ["decode"], env={"FLASHSIM_MAX_SECONDS": "0.001"})
     assert refused.exit_code == 2 and refused.stderr.startswith("error: --nk: Flash-Decoding of 1 query row")

@@ -52,6 +52,14 @@ def test_a_batch_is_said_as_batch_times_heads_and_counted_as_batch_times_one(sch
     assert f"4 devices, {split} · N=64, d=8, batch 2 × 8 heads, fp16" in title, title
 
 
+def test_one_head_is_said_in_the_singular():
+    args = ["--devices", "4", "--n", "64", "--d", "8", "--counts-only"]
+    ulysses = " ".join(invoke(*args, "--heads", "4", "--batch", "2", "--scheme", "ulysses").stdout.split()[:20])
+    assert "4 devices, 1 head each · N=64, d=8, batch 2 × 4 heads, fp16" in ulysses, ulysses
+    ring = " ".join(invoke(*args, "--heads", "1").stdout.split()[:20])
+    assert "contiguous shards · N=64, d=8, 1 head, fp16" in ring, ring
+
+
 def test_counts_only_gives_the_simulated_numbers_without_simulating():
     args = ["--devices", "4", "--n", "128", "--d", "8", "--causal", "--sharding", "zigzag", "--backward", "--json"]
     full, counted = (json.loads(invoke(*args, *extra).stdout) for extra in ((), ("--counts-only",)))

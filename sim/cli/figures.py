@@ -18,7 +18,7 @@ from sim.cli.progress import Work
 from sim.core import atomic_file
 from sim.core.dtypes import itemsize
 from sim.core.errors import InputError
-from sim.core.format import abs_error, count
+from sim.core.format import abs_error, count, plural
 from sim.lab import paper, sweep
 from sim.machine import blocks as blocks_
 from sim.machine import hardware, occupancy
@@ -200,7 +200,7 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
         paged = None
         if page_size is not None:
             table = 4 * -(-nk // page_size)  # int32 block-table entries, each read once
-            with work.simulating(f"the same head on pages of {page_size}", moved + table):
+            with work.simulating(f"the same head on pages of {plural(page_size, 'key')}", moved + table):
                 paged = variants.paged(queries, nk, d, dtype, hw, best, page_size)
     if as_json:
         config = dict(nk=nk, queries=queries, d=d, batch=batch, heads=heads, dtype=dtype, hardware=hw.name)
@@ -214,9 +214,8 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
     console.print(
         decode_viz.decode_table(rows, best, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw)
     )
-    console.print(
-        f"one head simulated with {best} splits: max |O − ref| = {abs_error(err, 2)} against float64", style="dim"
-    )
+    simulated = f"one head simulated in {plural(best, 'split')}"
+    console.print(f"{simulated}: max |O − ref| = {abs_error(err, 2)} against float64", style="dim")
     if paged:
         console.print(variants.paged_line(paged), style="dim")
 

@@ -4,7 +4,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from sim.core.format import abs_error, count, decimal_bytes, ratio, short_time
+from sim.core.format import abs_error, count, decimal_bytes, plural, ratio, short_time
 
 
 def devices_table(one: dict, title: str) -> Table:
@@ -42,8 +42,8 @@ def ring_table(report: dict) -> RenderableType:
     """The configuration, each pass's devices and steps, the overlap condition and the error against float64."""
     r, link = report, report["link"]
     scheme = "ring attention" if r["scheme"] == "ring" else "Ulysses (all-to-all)"
-    split = f"{r['sharding']} shards" if r["scheme"] == "ring" else f"{r['heads_per_device']} heads each"
-    heads = f"{r['heads']} heads" if r["batch"] == 1 else f"batch {r['batch']} × {r['heads']} heads"
+    split = f"{r['sharding']} shards" if r["scheme"] == "ring" else f"{plural(r['heads_per_device'], 'head')} each"
+    heads = plural(r["heads"], "head") if r["batch"] == 1 else f"batch {r['batch']} × {plural(r['heads'], 'head')}"
     title = (f"{scheme} · {r['devices']} devices, {split} · N={count(r['n'])}, d={r['d']}, {heads}, "
              f"{r['dtype']}" + (" · causal" if r["causal"] else ""))  # fmt: skip
     config = Table.grid(padding=(0, 2))
