@@ -5,6 +5,7 @@ import copy
 import json
 import os
 import signal
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -225,3 +226,40 @@ def test_run_json_to_a_pipe_without_a_reader_is_refused_before_the_run_and_with_
         assert json.loads(os.read(reader, 1 << 20))["n"] == 64  # the JSON fits the pipe's buffer
     finally:
         os.close(reader)
+
+
+def reading(fifo: Path) -> dict:
+    """A reader of `fifo` on a thread, which blocks until a writer opens it and reads to the end of its input."""
+    got: dict = {}
+
+    def read():
+        with open(fifo, "rb") as f:
+            got["bytes"] = f.read()
+
+    thread = threading.Thread(target=read, daemon=True)
+    thread.start()
+    got["thread"] = thread
+    return got
+
+
+def test_one_pipe_named_by_two_options_gets_both_outputs(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    got = reading(fifo)
+    result = invoke("trace", "--n", 4, "--d", 2, "--json", fifo, "--svg", fifo)  # the trace, then the listing
+    got["thread"].join(10)
+    assert result.exit_code == 0, result.output
+    text = got["bytes"].decode()
+    trace, svg = text[: text.index("<svg")], text[text.index("<svg") :]
+    assert json.loads(trace)["config"]["n"] == 4 and svg.rstrip().endswith("</svg>")
+
+
+def test_a_pipe_whose_reader_leaves_before_the_write_is_said_in_one_line(tmp_path, monkeypatch):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # there when --json opens the pipe, gone before the write
+    run = sim.run
+    monkeypatch.setattr(sim, "run", lambda *a, **k: (os.close(reader), run(*a, **k))[1])
+    line = error_line(invoke("run", "--n", 64, "--json", fifo))  # click took EPIPE for stdout's: exit 1, silent
+    assert line == f"error: {fifo}: the pipe's reader left before the output was written whole"
+

@@ -15,7 +15,7 @@ from pathlib import Path
 from sim.core.errors import InputError
 
 READER_WAIT = 2.0  # seconds a pipe with no reader is given for one before it is refused
-HELD: dict[str, int] = {}  # pipes opened by `hold_pipe` before the work, by path: written and closed by `_held`
+HELD: dict[str, int] = {}  # pipes opened by `hold_pipe` before the work, by path: written through copies (`_held`)
 KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
          (stat.S_ISFIFO, "a pipe"), (stat.S_ISSOCK, "a socket"))  # fmt: skip
 
@@ -56,9 +56,12 @@ def target(path: str | Path):
 
 @contextmanager
 def _named(path: Path):
-    """An OSError raised inside names `path` (a failed write to /dev/full names no file of its own)."""
+    """An OSError raised inside names `path` (a failed write to /dev/full names no file of its own); a pipe whose
+    reader left is said in one line (click would take its EPIPE for stdout's and end the command silently)."""
     try:
         yield
+    except BrokenPipeError:
+        raise InputError(f"{path}: the pipe's reader left before the output was written whole") from None
     except OSError as e:
         if e.filename is None or str(e.filename).startswith(str(path.parent / f".{path.name}.")):
             raise OSError(e.errno, e.strerror or str(e), str(path)) from None
@@ -89,7 +92,8 @@ def hold_pipe(path: str | Path) -> None:
 
 @contextmanager
 def pipes_held():
-    """A command's span: pipes `hold_pipe` opened and nothing wrote (the command failed) are closed at its end."""
+    """A command's span: pipes `hold_pipe` opened are closed at its end (their reader's end of input), written or
+    not (the command failed)."""
     try:
         yield
     finally:
@@ -100,9 +104,10 @@ def pipes_held():
 @contextmanager
 def _held(path: str | Path, mode: str = "w"):
     """A device or a pipe open for writing as `open(path, mode)` would (a blocking descriptor, opened without
-    blocking; a pipe `hold_pipe` opened, that one), closed after: the writer writes through it."""
-    fd = HELD.pop(str(path), None) if "w" in mode else None
-    fd = _open_special(path, mode) if fd is None else fd
+    blocking; a pipe `hold_pipe` opened, a copy of it: held to the command's end, it serves each option that names
+    it), closed after: the writer writes through it."""
+    held = HELD.get(str(path)) if "w" in mode else None
+    fd = _open_special(path, mode) if held is None else os.dup(held)
     try:
         yield fd
     finally:
