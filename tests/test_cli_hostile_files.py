@@ -263,3 +263,13 @@ def test_a_pipe_whose_reader_leaves_before_the_write_is_said_in_one_line(tmp_pat
     line = error_line(invoke("run", "--n", 64, "--json", fifo))  # click took EPIPE for stdout's: exit 1, silent
     assert line == f"error: {fifo}: the pipe's reader left before the output was written whole"
 
+
+def test_sweep_plot_to_a_pipe_is_drawn_whole(tmp_path):
+    pytest.importorskip("matplotlib")
+    fifo = tmp_path / "plot.png"
+    os.mkfifo(fifo)
+    got = reading(fifo)
+    result = invoke("sweep", "--n", 512, "--plot", fifo, "--csv")  # PNG's writer seeks, which a pipe cannot
+    got["thread"].join(10)
+    assert result.exit_code == 0, result.output
+    assert got["bytes"].startswith(b"\x89PNG\r\n\x1a\n") and got["bytes"].endswith(b"IEND\xaeB`\x82")

@@ -1,5 +1,7 @@
 """What `flashsim sweep` prints (a rich table) and draws (`plot`, with matplotlib if it is installed)."""
 
+import io
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -105,5 +107,8 @@ def plot(sw: Sweep, path, fmt: str | None = None) -> None:
     passes = "forward + backward" if sw.backward else "forward"
     fig.suptitle(f"{passes}, batch {sw.batch} × {sw.heads} heads, {sw.dtype}, {sw.hardware.name}")
     fig.tight_layout()
-    fig.savefig(path, format=fmt)
+    image = io.BytesIO()  # drawn whole first: PNG's writer seeks, which a pipe cannot
+    fig.savefig(image, format=fmt)
     plt.close(fig)
+    with open(path, "wb") as f:
+        f.write(image.getvalue())
