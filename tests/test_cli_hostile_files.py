@@ -183,6 +183,7 @@ def set_at(d: dict, where: tuple, value) -> dict:
     (("steps", 0, "reads", 0, "r1"), 99, "outside its [4, 2]"),
     (("config", "query_heads"), [2, 0], "config query_heads is [2, 0], not [first, last]"),
     (("config", "query_heads"), [0, 1], "hbm Q has [4] rows, the config 8"),
+    (("config", "query_heads"), [-1, -1], "config query_heads is [-1, -1], not [first, last] of a packed group"),
 ])  # fmt: skip
 def test_trace_load_names_the_field_that_is_wrong(tmp_path, saved, where, value, said):
     (tmp_path / "bad.json").write_text(json.dumps(set_at(saved, where, value)))

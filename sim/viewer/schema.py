@@ -95,8 +95,10 @@ def _config(c: dict) -> None:
         if c.get(name) is not None:
             [_int(x, f"config {name}", -MAX_SIZE) for x in _list(c[name], f"config {name}") if x is not None]
     heads = c.get("query_heads")
-    if heads is not None and not (len(heads) == 2 and all(isinstance(h, int) for h in heads) and heads[0] <= heads[1]):
-        raise Bad(f"config query_heads is {_shown(heads)}, not [first, last] of a packed group")
+    if heads is not None and not (
+        len(heads) == 2 and all(isinstance(h, int) for h in heads) and 0 <= heads[0] <= heads[1]
+    ):
+        raise Bad(f"config query_heads is {_shown(heads)}, not [first, last] of a packed group (heads from 0)")
     for name in ("kv_head", "group", "sequence", "devices", "device"):
         if c.get(name) is not None:
             _int(c[name], f"config {name}", 0)
