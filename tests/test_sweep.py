@@ -9,7 +9,8 @@ from itertools import pairwise
 import pytest
 from click.testing import CliRunner
 
-from sim.cli import app
+from sim.cli import app, estimate
+from sim.core.format import duration
 from sim.lab import sweep
 from sim.machine import hardware
 
@@ -76,13 +77,26 @@ def test_below_hbm_flashattention_is_compute_bound_where_the_hbm_roofline_says_m
 
 def test_below_hbm_counts_the_heads_the_model_plays_and_the_estimate_with_them():
     h100 = hardware.get("H100-SXM")  # its SMs' paces spread: the L2 is played for every head at once, not 16
-    assert sweep.predicted_steps(4096, (128, 128), None, 256, A100) == 32 * 32 * 16
-    assert sweep.predicted_steps(4096, (128, 128), None, 256, h100) == 32 * 32 * 256
-    assert sweep.predicted_steps(8192, (128, 128), None, 256, h100) == 0  # 64² pairs × 256 heads: over MOST_STEPS
-    assert sweep.predicted_steps(4096, (128, 128), None, 4096, A100) == 0  # 131,072 thread blocks: none predicted
+    assert sweep.predicted_steps(4096, (128, 128), None, 256, A100) == (32 * 32 * 16, 0)
+    assert sweep.predicted_steps(4096, (128, 128), None, 256, h100) == (32 * 32 * 256, 0)
+    assert sweep.predicted_steps(4096, (128, 128), (64, 64), 256, A100) == (32 * 32 * 16, 64 * 64 * 16)
+    assert sweep.predicted_steps(8192, (128, 128), None, 256, h100) == (0, 0)  # 64² pairs × 256 heads: > MOST_STEPS
+    assert sweep.predicted_steps(4096, (128, 128), None, 4096, A100) == (0, 0)  # 131,072 thread blocks: none
     assert sweep.sweep([8192], hardware=h100).rows[0].flash.below is None
     refused = invoke("sweep", "--n", "512,2048", "--hardware", "h100-sxm", code=2, env={"FLASHSIM_MAX_SECONDS": "0.1"})
-    assert refused.stderr.startswith("error: --hardware: a sweep of 2 configurations would take about 0.56 s")
+    assert refused.stderr.startswith("error: --hardware: a sweep of 2 configurations would take about 0.35 s")
+
+
+def test_the_estimate_charges_a_backward_block_step_its_own_time():
+    # N = 1,024, 2,048 on the A100, 16 × 16 heads: 16 of them played; forward 128 × 128, backward 64 × 64 blocks
+    forward, backward = 16 * (8**2 + 16**2), 16 * (16**2 + 32**2)
+    row_blocks = 2 * (8 + 16)  # a sum over the row blocks of each pass's closed form
+    seconds = 2 * estimate.PER_CONFIGURATION + row_blocks * estimate.CLOSED_FORM_PER_ROW_BLOCK
+    seconds += forward * estimate.PER_PREDICTED_STEP + backward * estimate.BACKWARD_PER_PREDICTED_STEP
+    assert estimate.BACKWARD_PER_PREDICTED_STEP > 2 * estimate.PER_PREDICTED_STEP  # measured: 12.7–20.3 µs, 3.8–5.1
+    refused = invoke("sweep", "--n", "1024,2048", "--backward", code=2, env={"FLASHSIM_MAX_SECONDS": "0.01"})
+    assert refused.stderr.startswith(f"error: --n: a sweep of 2 configurations would take about {duration(seconds)}")
+    assert duration(seconds) == "0.35 s"  # 0.13 s were the backward charged the forward's 5 µs a step
 
 
 def test_blocks_that_do_not_fit_are_refused_at_the_d_and_n_where_they_do_not():

@@ -47,7 +47,8 @@ RULE_ROW_BLOCK = 13e-6  # a step of iomodel.sums under a mask Rule (a row block,
 CLOSED_FORM_SECONDS = 1e-3  # one closed form by `sim.machine.row_sums`: a few floor sums, whatever N
 SMALL_TILE = 64  # Br × Bc below this: the blocks, more than N, make the tile pairs many
 PER_CONFIGURATION = 200e-6  # a sweep's block search and kernel list for one configuration
-PER_PREDICTED_STEP = 8e-6  # sim.machine's L2 play, a block-step (flash2 backward, N = 16384: 1.05 M in 7.3 s)
+PER_PREDICTED_STEP = 5e-6  # sim.machine's L2 play, a forward block-step (`report.below_hbm` timed over a default
+BACKWARD_PER_PREDICTED_STEP = 16e-6  # sweep's N on the A100 and H100: forward 3.8–5.1 µs a step, backward 12.7–20.3)
 NUMPY_PER_FLOP = 30e-12  # a whole-matrix float32 matmul
 BENCH_LIMIT_SECONDS = 600.0  # a benchmark is asked to take its time: it may run for 10 minutes
 PER_SUBMISSION = 1.1  # seconds of one core to grade a submission of assignment 2 (README: 100 in 55 s, 2 at a time)
@@ -156,11 +157,11 @@ def decoding(nq: int, nk: int, d: int, dtype: str, Bc: int, splits: int) -> Esti
     return Estimate(seconds, held, transient) + check(nq, nk, d)
 
 
-def sweeping(configurations: int, row_blocks: int, predicted_steps: int = 0) -> Estimate:
+def sweeping(configurations: int, row_blocks: int, forward_steps: int = 0, backward_steps: int = 0) -> Estimate:
     """Closed forms only (`flashsim sweep`): a block search per configuration and a sum over its row blocks; and
-    sim.machine's L2 played for `predicted_steps` block-steps (`sim.lab.sweep.predicted_steps`)."""
+    sim.machine's L2 played for each pass's block-steps (`sim.lab.sweep.predicted_steps`)."""
     return Estimate(configurations * PER_CONFIGURATION + row_blocks * CLOSED_FORM_PER_ROW_BLOCK
-                    + predicted_steps * PER_PREDICTED_STEP)  # fmt: skip
+                    + forward_steps * PER_PREDICTED_STEP + backward_steps * BACKWARD_PER_PREDICTED_STEP)  # fmt: skip
 
 
 def numpy_attention(n: int, d: int) -> Estimate:
@@ -175,8 +176,7 @@ def grading(submissions: int, jobs: int) -> Estimate:
 
 
 def training(steps: int) -> Estimate:
-    """`flashsim demo train`: `steps` steps of each run at the pace of the recorded H100 run (its GPU's memory is
-    the model's, whatever the steps)."""
+    """`flashsim demo train`: `steps` steps of each run at the recorded H100 run's pace (its memory: that GPU's)."""
     return Estimate(steps * sum(TRAIN_TOKENS_PER_STEP / rate for rate in TRAIN_TOKENS_PER_S.values()))
 
 

@@ -139,7 +139,7 @@ def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward
     """The closed forms a sweep evaluates (one row block sum per configuration and pass) and sim.machine's
     prediction below HBM where it plays the L2 (`sweep.predicted_steps`)."""
     s, hw = itemsize(dtype), hardware.get(hardware_name)
-    configurations, row_blocks, steps = 0, 0, 0
+    configurations, row_blocks, steps = 0, 0, [0, 0]  # block-steps played: the forward's, the backward's
     for d, block, sram in product(ds, block_sizes or (None,), srams or (None,)):
         try:  # the blocks at the longest N are the smallest the sweep meets
             Br = block or registry.fit(algo, max(ns), max(ns), d, s, sram or hw.sram_bytes)[0]
@@ -148,8 +148,9 @@ def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward
             continue
         configurations += len(ns)
         row_blocks += (1 + backward) * sum(ceil(N / min(Br, N)) for N in ns)
-        steps += sum(sweep.predicted_steps(N, fwd, bwd, heads, hw) for N, (fwd, bwd) in zip(ns, blocks, strict=True))
-    return estimate.sweeping(configurations, row_blocks, steps)
+        for N, (fwd, bwd) in zip(ns, blocks, strict=True):
+            steps = [a + b for a, b in zip(steps, sweep.predicted_steps(N, fwd, bwd, heads, hw), strict=True)]
+    return estimate.sweeping(configurations, row_blocks, *steps)
 
 
 @click.command("decode")

@@ -208,7 +208,7 @@ def _side(ks: list[training.Kernel], memory: int) -> Side:
 def _below(algorithm: str, fwd: tuple[int, int], bwd: tuple[int, int] | None, shape: dict) -> tuple[float, str] | None:
     """sim.machine's time for the pass(es) below HBM (L2, waves, the SM's units) and the bound of the longer, as
     `flashsim run` predicts them (`sim.lab.report.below_hbm`); None where its L2 play would take too long."""
-    if not predicted_steps(shape["n"], fwd, bwd, shape["batch"] * shape["heads"], shape["hardware"]):
+    if not any(predicted_steps(shape["n"], fwd, bwd, shape["batch"] * shape["heads"], shape["hardware"])):
         return None
     passes = [closed_form.forward(algorithm, **shape, block_rows=fwd[0], block_cols=fwd[1])]
     if bwd is not None:
@@ -219,20 +219,23 @@ def _below(algorithm: str, fwd: tuple[int, int], bwd: tuple[int, int] | None, sh
     return sum(b["seconds"] for b in below), max(below, key=lambda b: b["seconds"])["bound"]
 
 
-def predicted_steps(N: int, fwd: tuple[int, int], bwd: tuple[int, int] | None, heads: int, hw: Hardware) -> int:
-    """The block-steps `_below` plays the L2 for (`sim.machine.prediction.predict`): each pass's tile pairs for
-    min(heads, EXACT_HEADS) heads, or on hardware whose SMs' paces spread (`l2.paced`: the H100's) for as many heads
-    as its MOST_STEPS allows; none where a pass would take more than MOST_STEPS (a sweep's row stays within a second
-    or two; `flashsim run` plays up to the model's own limit) or its grid more thread blocks than the model walks."""
+def predicted_steps(
+    N: int, fwd: tuple[int, int], bwd: tuple[int, int] | None, heads: int, hw: Hardware
+) -> tuple[int, int]:
+    """The block-steps `_below` plays the L2 for (`sim.machine.prediction.predict`), the forward's and the
+    backward's (0 without one): each pass's tile pairs for min(heads, EXACT_HEADS) heads, or on hardware whose SMs'
+    paces spread (`l2.paced`: the H100's) for as many heads as its MOST_STEPS allows; (0, 0) where a pass would take
+    more than MOST_STEPS (a sweep's row stays within a few seconds; `flashsim run` plays up to the model's own
+    limit) or its grid more thread blocks than the model walks."""
     steps = []
     for Br, Bc in [b for b in (fwd, bwd) if b is not None]:
         pairs = ceil(N / Br) * ceil(N / Bc)
         exact = prediction.EXACT_HEADS
         played = max(exact, prediction.MOST_STEPS // pairs) if hw.sm_pace_spread else exact
         if heads * ceil(N / Br) > prediction.MOST_BLOCKS:
-            return 0
+            return 0, 0
         steps.append(pairs * min(heads, played))
-    return 0 if max(steps) > MOST_STEPS else sum(steps)
+    return (0, 0) if max(steps) > MOST_STEPS else (steps[0], sum(steps[1:]))
 
 
 def pass_blocks(algorithm, N, d, s, M, block, backward) -> tuple[tuple[int, int], tuple[int, int] | None]:
