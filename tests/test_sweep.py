@@ -9,9 +9,10 @@ from itertools import pairwise
 import pytest
 from click.testing import CliRunner
 
+from sim.api import closed_form
 from sim.cli import app, estimate
 from sim.core.format import duration
-from sim.lab import sweep
+from sim.lab import report, sweep
 from sim.machine import hardware
 
 A100 = hardware.get("A100-40GB")
@@ -71,8 +72,22 @@ def test_below_hbm_flashattention_is_compute_bound_where_the_hbm_roofline_says_m
     assert sw.rows[2].flash.below is None  # 512² tile pairs × 8 heads: more than a sweep plays the L2 for
     rows = json.loads(invoke("sweep", "--n", "2048,65536", "--batch", "2", "--heads", "4", "--json").stdout)["rows"]
     assert rows[0]["flash_below_hbm_bound"] == "tensor" and rows[1]["flash_below_hbm_seconds"] is None
-    table = invoke("sweep", "--n", "2048,65536", "--batch", "2", "--heads", "4").stdout
-    assert "below HBM" in table and f"{sw.rows[0].flash.below[0] * 1e3:.3g} ms tensor" in table
+    table = invoke("sweep", "--n", "2048,65536", "--batch", "2", "--heads", "4").stdout.splitlines()
+    below = table[table.index(next(line for line in table if line.startswith("flash2 below HBM"))) :]
+    assert f"2,048 │ {sw.rows[0].flash.below[0] * 1e3:.3g} ms │ tensor" in below[3]
+    assert below[4].split() == ["65,536", "│", "—", "│", "—"]
+
+
+def test_below_hbm_with_the_backward_adds_the_backward_to_the_forward_run_predicts():
+    N, args = 2048, ["--n", "2048", "--d", "64", "--batch", "2", "--heads", "4", "--counts-only", "--json"]
+    r = sweep.sweep([N], batch=2, heads=4, backward=True).rows[0]
+    forward = json.loads(invoke("run", *args).stdout)["machine"]
+    assert json.loads(invoke("run", *args, "--backward").stdout)["machine"] == forward  # `run` predicts no backward
+    shape = dict(n=N, d=64, batch=2, heads=4, dtype="fp16", causal=False, sram_bytes=A100.sram_bytes, hardware=A100)
+    Br, Bc = r.backward_blocks
+    backward = report.below_hbm(closed_form.backward("flash2", **shape, block_rows=Br, block_cols=Bc))
+    assert (Br, Bc) == (64, 64) and backward["seconds"] > forward["seconds"]  # the backward's own prediction
+    assert r.flash.below == (forward["seconds"] + backward["seconds"], backward["bound"])
 
 
 def test_below_hbm_counts_the_heads_the_model_plays_and_the_estimate_with_them():

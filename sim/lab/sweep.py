@@ -206,8 +206,10 @@ def _side(ks: list[training.Kernel], memory: int) -> Side:
 
 
 def _below(algorithm: str, fwd: tuple[int, int], bwd: tuple[int, int] | None, shape: dict) -> tuple[float, str] | None:
-    """sim.machine's time for the pass(es) below HBM (L2, waves, the SM's units) and the bound of the longer, as
-    `flashsim run` predicts them (`sim.lab.report.below_hbm`); None where its L2 play would take too long."""
+    """sim.machine's time for the pass(es) below HBM (L2, waves, the SM's units), summed, and the bound of the longer
+    (`sim.lab.report.below_hbm`): the forward's as `flashsim run --counts-only` predicts it, the backward's as
+    `run` would if it predicted one (`run --backward` predicts the forward alone); None where its L2 play would
+    take too long."""
     if not any(predicted_steps(shape["n"], fwd, bwd, shape["batch"] * shape["heads"], shape["hardware"])):
         return None
     passes = [closed_form.forward(algorithm, **shape, block_rows=fwd[0], block_cols=fwd[1])]

@@ -12,7 +12,9 @@ from sim.lab.sweep import Sweep
 
 
 def table(sw: Sweep) -> RenderableType:
-    """One row per configuration: bytes, FLOPs, intensity, time and bound of both algorithms; where standard runs out of memory."""
+    """Standard attention and FlashAttention, a row per configuration: bytes, FLOPs, intensity, roofline time and
+    bound; FlashAttention's time and bound below HBM (sim.machine) in a table of their own, so that the default sweep
+    fits 80 columns (blocks the same in every row are named in the title); where standard runs out of memory."""
     hw = sw.hardware
     passes = "forward + backward" if sw.backward else "forward"
     title = Text(
@@ -21,40 +23,61 @@ def table(sw: Sweep) -> RenderableType:
         f"{tflops(hw.peak(sw.dtype) / 1e12, 0)} TFLOP/s)" + (" · causal" if sw.causal else ""),
         style="bold",
     )
-    several = {name: len({getattr(r, name) for r in sw.rows}) > 1 for name in ("d", "block_cols", "sram_bytes")}
-
-    def side_table(name: str, side, before: list[tuple[str, object]], after: list[tuple[str, object]]) -> Table:
-        t = Table(title=name, title_justify="left", show_edge=False)
-        t.add_column("N", justify="right")
-        if several["d"]:
-            t.add_column("d", justify="right")
-        for column in [c for c, _ in before] + ["HBM", "GFLOP", "FLOP/B", "time", "bound"] + [c for c, _ in after]:
-            t.add_column(column, justify="right")
-        for r in sw.rows:
-            x = side(r)
-            cells = [count(r.n)] + ([str(r.d)] if several["d"] else []) + [cell(r) for _, cell in before]
-            cells += [decimal_bytes(x.hbm_bytes), fixed(x.flops / 1e9, 0), number(x.intensity, 0), seconds(x.seconds)]
-            t.add_row(*cells, x.bound, *[cell(r) for _, cell in after])
-        return t
-
-    def memory(r) -> Text:
-        text = decimal_bytes(r.standard.memory_bytes)
-        return Text(text, style="green") if r.standard_fits else Text(f"{text} OOM", style="bold red")
 
     def blocks(r) -> str:
         b = f"{r.block_rows}×{r.block_cols}"
         return f"{b} / {r.backward_blocks[0]}×{r.backward_blocks[1]}" if r.backward_blocks else b
 
-    def below(r) -> str:  # sim.machine's time and bound: "—" where its L2 play would take too long
-        return "—" if r.flash.below is None else f"{seconds(r.flash.below[0])} {r.flash.below[1]}"
+    keys = [("N", lambda r: count(r.n))]  # what tells the rows apart: N, and d, blocks, SRAM where they vary
+    if len({r.d for r in sw.rows}) > 1:
+        keys.append(("d", lambda r: str(r.d)))
+    one_block = len({blocks(r) for r in sw.rows}) == 1
+    if not one_block:
+        keys.append(("Br×Bc fwd / bwd" if sw.backward else "Br×Bc", blocks))
+    if len({r.sram_bytes for r in sw.rows}) > 1:
+        keys.append(("SRAM", lambda r: human_bytes(r.sram_bytes)))
 
-    flash_before = [("Br×Bc fwd / bwd" if sw.backward else "Br×Bc", blocks)]
-    if several["sram_bytes"]:
-        flash_before.append(("SRAM", lambda r: human_bytes(r.sram_bytes)))
-    flash_after = [("below HBM", below), ("speedup", lambda r: ratio(r.standard.seconds / r.flash.seconds))]
-    standard = side_table("standard attention", lambda r: r.standard, [], [("in HBM (S, P, Q, K, V, O)", memory)])
-    flash = side_table(sw.algorithm, lambda r: r.flash, flash_before, flash_after)
+    def side_table(name: str, columns: list[tuple[str, object]]) -> Table:
+        t = Table(title=name, title_justify="left", show_edge=False)
+        for column, _ in keys + columns:
+            t.add_column(column, justify="right")
+        for r in sw.rows:
+            t.add_row(*[cell(r) for _, cell in keys + columns])
+        return t
+
+    def roofline(side) -> list[tuple[str, object]]:
+        return [
+            ("HBM", lambda r: decimal_bytes(side(r).hbm_bytes)), ("GFLOP", lambda r: fixed(side(r).flops / 1e9, 0)),
+            ("FLOP/B", lambda r: number(side(r).intensity, 0)), ("time", lambda r: seconds(side(r).seconds)),
+            ("bound", lambda r: side(r).bound),
+        ]  # fmt: skip
+
+    def memory(r) -> Text:
+        text = decimal_bytes(r.standard.memory_bytes)
+        return Text(text, style="green") if r.standard_fits else Text(f"{text} OOM", style="bold red")
+
+    r0, bwd = sw.rows[0], sw.rows[0].backward_blocks
+    at = f"Br×Bc {r0.block_rows}×{r0.block_cols}" + (f" forward, {bwd[0]}×{bwd[1]} backward" if bwd else "")
+    flash_title = f"{sw.algorithm} · {at}" if one_block else sw.algorithm
+    speedup = ("speedup", lambda r: ratio(r.standard.seconds / r.flash.seconds))
+    standard = side_table(
+        "standard attention", [*roofline(lambda r: r.standard), ("in HBM (S, P, Q, K, V, O)", memory)]
+    )
+    flash = side_table(flash_title, [*roofline(lambda r: r.flash), speedup])
+    below = side_table(f"{sw.algorithm} below HBM", [  # "—": not predicted (the footnote says why)
+        ("time", lambda r: "—" if r.flash.below is None else seconds(r.flash.below[0])),
+        ("bound", lambda r: "—" if r.flash.below is None else r.flash.below[1]),
+    ])  # fmt: skip
     ridge = hw.peak(sw.dtype) / hw.hbm_bandwidth
+    how = "L2 serves the re-reads of K and V, the SM's units and waves take the time"
+    predicted = (
+        f"sim.machine's time and bound: {how}; the time is the forward's, as `flashsim run --counts-only` predicts "
+        "it, plus the backward's, predicted the same way (`flashsim run --backward` predicts the forward alone); the "
+        "bound is the longer pass's"
+        if sw.backward
+        else f"sim.machine's time and bound, as `flashsim run --counts-only` predicts them: {how}"
+    )
+    unmodelled = "; or a backward sim.machine does not model: it models flash2's alone" if sw.backward else ""
     oom = (
         f"standard attention runs out of memory at N = {count(sw.oom_n)}: S and P (with Q, K, V, O) take "
         f"{decimal_bytes(next(r.standard.memory_bytes for r in sw.rows if r.n == sw.oom_n))} "
@@ -65,10 +88,11 @@ def table(sw: Sweep) -> RenderableType:
     )
     return Group(
         title, standard, Text(""), flash,
-        Text(f"time = Σ over kernels of max(FLOPs / peak, bytes / bandwidth); a kernel above {number(ridge, 0)} FLOP/B is compute-bound", style="dim"),
-        Text("(the roofline at HBM, the paper's). below HBM: sim.machine's time and bound, as `flashsim run` predicts "
-             "them: L2 serves the re-reads of K and V, the SM's units and waves take the time (—: too large to "
-             "play the L2 for in a sweep; `flashsim run --counts-only` plays larger ones)", style="dim"),
+        Text(f"time = Σ over kernels of max(FLOPs / peak, bytes / bandwidth): the roofline at HBM, the paper's; a "
+             f"kernel above {number(ridge, 0)} FLOP/B is compute-bound", style="dim"),
+        Text(""), below,
+        Text(f"{predicted} (—: too large to play the L2 for in a sweep, `flashsim run --counts-only` plays larger "
+             f"ones{unmodelled})", style="dim"),
         Text(oom, style="bold red" if sw.oom_n else "green"),
     )  # fmt: skip
 
