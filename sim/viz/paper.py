@@ -8,6 +8,9 @@ from sim.core.format import fixed, human_bytes, number, ratio
 from sim.lab import paper
 from sim.viz.unclipped import unclipped
 
+LEGEND = "FA: FlashAttention · paper: the paper's Figure 2, measured on an A100"
+MIDDLE = "Figure 2 (middle) · FlashAttention forward (Algorithm 1) as the block size grows"
+
 
 def figure2(fig: paper.Figure2) -> RenderableType:
     """The left panel beside the paper's numbers, the middle panel, and why the two differ."""
@@ -19,10 +22,9 @@ def figure2(fig: paper.Figure2) -> RenderableType:
     )
     left = Table(show_edge=False)
     left.add_column("")
-    for label in ("standard", "FlashAttention", "std ÷ FA"):
-        left.add_column(f"model\n{label}", justify="right")
-    for label in ("standard", "FlashAttention", "std ÷ FA"):
-        left.add_column(f"paper (A100)\n{label}", justify="right", style="dim")
+    for source in ("model", "paper"):
+        for label in ("standard", "FA", "std ÷ FA"):
+            left.add_column(f"{source}\n{label}", justify="right", style="dim" if source == "paper" else "")
     for quantity, ms, mf, ps, pf in fig.rows():
         left.add_row(
             quantity, fixed(ms, 1), fixed(mf, 1), ratio(ms / mf, 2), fixed(ps, 1), fixed(pf, 1), ratio(ps / pf, 2)
@@ -35,7 +37,8 @@ def figure2(fig: paper.Figure2) -> RenderableType:
         blocks.add_row(
             name,
             f"forward Br={c.forward.block_rows}, Bc={c.forward.block_cols}; backward Br={c.backward.block_rows}, "
-            f"Bc={c.backward.block_cols}; {number(c.forward.hbm_bytes / 1e9, 1)} GB + {number(c.backward.hbm_bytes / 1e9, 1)} GB of HBM traffic",
+            f"Bc={c.backward.block_cols}; {number(c.forward.hbm_bytes / 1e9, 1)} GB + "
+            f"{number(c.backward.hbm_bytes / 1e9, 1)} GB of HBM traffic",
         )
     same = std.matches_closed_form and fa.matches_closed_form
     check = Text(
@@ -45,11 +48,7 @@ def figure2(fig: paper.Figure2) -> RenderableType:
         style="green" if same else "bold red",
     )
 
-    middle = Table(
-        title="Figure 2 (middle) · FlashAttention forward (Algorithm 1) as the block size grows",
-        title_justify="left",
-        show_edge=False,
-    )
+    middle = Table(show_edge=False)  # its title a line of its own, not wrapped to the table's width
     for name in (
         "Bc",
         "Br",
@@ -62,7 +61,8 @@ def figure2(fig: paper.Figure2) -> RenderableType:
         middle.add_column(name, justify="right")
     for b in fig.blocks:
         middle.add_row(
-            str(b.Bc), str(b.Br), number(b.hbm_bytes / 1e9, 2), number(b.seconds * 1e3, 2), b.bound, human_bytes(b.sram_need),
+            str(b.Bc), str(b.Br), number(b.hbm_bytes / 1e9, 2), number(b.seconds * 1e3, 2), b.bound,
+            human_bytes(b.sram_need),
             Text("yes", style="green") if b.fits else Text("no", style="red"),
         )  # fmt: skip
 
@@ -72,6 +72,7 @@ def figure2(fig: paper.Figure2) -> RenderableType:
     for n, note in enumerate(fig.notes, 1):
         notes.add_row(f"{n}.", note)
     return Group(
-        title, unclipped(left), Text(""), blocks, check, Text(""), unclipped(middle), Text(f"The paper: {paper.PAPER_MIDDLE}.", style="dim"),
+        title, unclipped(left), Text(LEGEND, style="dim"), Text(""), blocks, check,
+        Text(""), Text(MIDDLE, style="italic"), unclipped(middle), Text(f"The paper: {paper.PAPER_MIDDLE}.", "dim"),
         Text(""), Text("Where the model and the paper differ", style="bold"), notes,
     )  # fmt: skip

@@ -5,13 +5,14 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.core.format import abs_error, count, decimal_bytes, plural, ratio, short_time
+from sim.viz.unclipped import unclipped
 
 
 def devices_table(one: dict, title: str) -> Table:
     """Per device: HBM bytes read and written, matmul FLOPs, bytes sent on its link; against the closed forms."""
     simulated = one["source"] == "simulated"
     table = Table(title=title, title_justify="left", show_edge=False)
-    for name in ("device", "HBM read", "HBM written", "matmul FLOPs", "link bytes sent", ""):
+    for name in ("device", "HBM\nread", "HBM\nwritten", "matmul\nFLOPs", "link\nsent", ""):
         table.add_column(name, justify="left" if name in ("device", "") else "right")
     for row in one["devices"]:
         counted = row if simulated else row["closed_form"]
@@ -20,22 +21,23 @@ def devices_table(one: dict, title: str) -> Table:
         table.add_row(str(row["device"]), decimal_bytes(counted["hbm_read_bytes"]),
                       decimal_bytes(counted["hbm_write_bytes"]), count(counted["flops"]),
                       decimal_bytes(counted["link_bytes_sent"]), Text(check, style=style))  # fmt: skip
-    return table
+    return unclipped(table)
 
 
-def steps_table(one: dict, title: str) -> Table:
-    """Per step: the slowest device's compute and transfer, the step as max(compute, transfer), and what bounds it."""
+def steps_table(one: dict, title: str) -> RenderableType:
+    """Per step: the slowest device's compute and transfer, the step as max(compute, transfer), and what bounds it;
+    then the time without overlap."""
     table = Table(title=title, title_justify="left", show_edge=False)
-    for name in ("step", "compute", "transfer", "step (overlapped)", "bound by"):
+    for name in ("step", "compute", "transfer", "step\n(overlapped)", "bound by"):
         table.add_column(name, justify="left" if name in ("step", "bound by") else "right")
     for s in one["steps"]:
         style = "yellow" if s["bound"] == "transfer" else ""
         table.add_row(s["step"], short_time(s["compute_s"]), short_time(s["transfer_s"]), short_time(s["overlapped_s"]),
                       Text(s["bound"], style=style))  # fmt: skip
     saved = one["serial_s"] / one["overlapped_s"] if one["overlapped_s"] else 1.0
-    table.add_row(Text("total", style="bold"), "", "", short_time(one["overlapped_s"]),
-                  f"without overlap {short_time(one['serial_s'])} ({ratio(saved, 2)})", end_section=True)  # fmt: skip
-    return table
+    table.add_row(Text("total", style="bold"), "", "", short_time(one["overlapped_s"]), "", end_section=True)
+    serial = f"without overlap {short_time(one['serial_s'])}, {ratio(saved, 2)} the total"
+    return Group(unclipped(table), Text(serial, style="dim"))
 
 
 def ring_table(report: dict) -> RenderableType:

@@ -70,17 +70,17 @@ def run_table(report: dict) -> RenderableType:
     totals.add_row("max |O − ref|", "not computed (--counts-only)" if err is None else abs_error(err), verdict(r))
     parts = [Text(title, style="bold"), config, Text(""), unclipped(traffic), Text(""), unclipped(totals)]
     if r.get("machine"):
-        parts += [Text(""), unclipped(time_table(r["machine"], r["hbm_read_bytes"]))]
+        parts += [Text(""), time_table(r["machine"], r["hbm_read_bytes"])]
     if r.get("tolerance"):
         tol = r["tolerance"]
         parts.append(Text(f"{r['dtype']} tolerance: max|O − ref| ≤ {tol['formula']}; {EXPLAIN}", "dim"))
     return Group(*parts)
 
 
-def time_table(m: dict, global_read: int) -> Table:
+def time_table(m: dict, global_read: int) -> RenderableType:
     """Where the time goes (sim.machine): each resource's time alone, the bound, and DRAM beside global bytes."""
-    table = Table(title=f"where the time goes on {m['hardware']} (sim.machine: L2, waves; {m['launch']})",
-                  title_justify="left", show_edge=False)  # fmt: skip
+    title = Text(f"where the time goes on {m['hardware']} (sim.machine: L2, waves; {m['launch']})", style="italic")
+    table = Table(show_edge=False)  # the title a line of its own: as the table's, it wrapped to the table's width
     for col in ("resource", "time alone", "of the predicted"):
         table.add_column(col, justify="left" if col == "resource" else "right")
     for name, seconds in m["terms"].items():
@@ -92,7 +92,7 @@ def time_table(m: dict, global_read: int) -> Table:
     table.add_row(
         "DRAM read", decimal_bytes(m["dram_read_bytes"]), f"{m['dram_read_bytes'] / global_read:.0%} of HBM reads"
     )
-    return table
+    return Group(title, unclipped(table))
 
 
 def verdict(report: dict) -> Text:
