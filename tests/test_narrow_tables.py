@@ -28,6 +28,8 @@ COMMANDS = [
     "assignments list",
     "lessons list",
     "trace --n 8",
+    "sweep",
+    "sweep --backward --n 512,1024,2048",
 ]
 
 
