@@ -139,8 +139,8 @@ def test_no_loaded_module_leads_to_the_library_listings():
     assert report.tests[0].feedback.startswith("raised RuntimeError: nothing"), report.tests[0].feedback
 
 
-# A grader started under hard limits lower than a child asks for (a login node's `ulimit -H`): a user cannot raise them, and a child
-# asking for more failed to start ("a confined process could not start here (ValueError: not allowed to raise
+# A grader started under hard limits lower than a child asks for (a login node's `ulimit -H`): a user cannot raise
+# them, and the child failed to start ("a confined process could not start here (ValueError: not allowed to raise
 # maximum limit)"); it gets the lower limits instead, and the grader's messages name them.
 UNDER_HARD_LIMITS = """
 import json, resource, sys
