@@ -4,9 +4,11 @@ a real submission (tests/hostile_submissions/containment) graded through `grader
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -146,8 +148,13 @@ def _alive(pid: int) -> bool:
 
 @walls_here
 def test_a_grader_killed_outright_takes_its_children_with_it():
+    # a grader killed outright removes no child's folder: the grader's temporary folder is the test's, removed below
+    # (in /tmp, 34 folders of sleeps.py were left by earlier runs)
+    tmp = tempfile.mkdtemp(prefix="flashsim-killed-")
+    os.chmod(tmp, 0o755)  # open to a root grader's children (uid 65534) as /tmp is: the walls are the usual ones
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "TMPDIR": tmp}
     grading = subprocess.Popen([sys.executable, "-m", "sim.cli", "grade", str(MASTER), str(ATTACKS / "sleeps.py"),
-                                "--seed", "1"], cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                                "--seed", "1"], cwd=ROOT, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
     children = []
     try:
@@ -167,6 +174,7 @@ def test_a_grader_killed_outright_takes_its_children_with_it():
         for child in children:  # before the fix: an orphan sleeping for two minutes
             if _alive(child):
                 os.kill(child, signal.SIGKILL)
+        shutil.rmtree(tmp)
 
 
 def _ipc_ids() -> dict[str, set[str]]:
@@ -196,9 +204,12 @@ def test_sysv_ipc_message_queues_and_memfd_are_refused_by_seccomp_alone(monkeypa
 
 @walls_here
 def test_a_files_mode_owner_times_and_attributes_outside_the_folder_stay_as_they_were():
-    target = Path("/tmp/flashsim-metadata-target")  # the attack names it; a file of the grader's (root's) own
+    target = Path("/tmp/flashsim-metadata-target")  # the attack names it; a file of the instructor's
     target.write_text("the instructor's")
     target.chmod(0o644)
+    uid = grader.isolate(ONE_TEST, [MASTER]).settings["uid"]  # a root grader's children: uid 65534
+    if uid is not None:  # theirs, as an ordinary user's files are to its children: file modes refuse nothing,
+        os.chown(target, uid, uid)  # so only seccomp can (as root, the kernel said EPERM to uid 65534 anyway)
     before = target.stat()
     try:
         line = feedback("changes_metadata")

@@ -6,6 +6,7 @@ N × Nk matrix, then resets tracemalloc's peak, scored 100 before (review of 202
 
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -164,6 +165,38 @@ def test_a_replay_that_holds_s_and_hides_it_from_tracemalloc_fails_the_memory_te
     assert f"allowed half of one N × Nk float32 matrix, {2 * N * Nk / 2**20:.1f} MiB" in t.feedback
     risen = float(t.feedback.split("rose by ")[1].split(" MiB")[0])
     assert risen * 2**20 >= 8 * N * Nk  # at least its float64 S
+
+
+# The same replay, its S and P in a buffer it touched when imported: counted only if the grader's mark came first.
+IN_A_BUFFER = """                S = np.matmul(Q, K.T, out=BUFFER[: N * Nk].reshape(N, Nk))
+                S *= scale
+                m = S.max(axis=1)
+                S -= m[:, None]
+                np.exp(S, out=S)
+                l = S.sum(axis=1)
+                answer = (S @ V / l[:, None], l, m)
+"""
+
+
+def test_a_buffer_touched_on_import_while_the_grader_is_slow_to_mark_counts(tmp_path, monkeypatch):
+    # before: the hello (and so the import) went before the mark; a grader a moment late to mark (its other
+    # threads, a loaded machine) took the buffer into the base, and S in it rose by nothing
+    def late(pid, mark=resident.mark):
+        time.sleep(1.0)
+        return mark(pid)
+
+    monkeypatch.setattr(resident, "mark", late)
+    path = tmp_path / "buffer.py"
+    top = "BUFFER = np.ones(1 << 21)  # 16 MiB, touched: room for a float64 S of N = Nk = 1024 and more\n"
+    path.write_text(REPLAY.replace(WHOLE_S, IN_A_BUFFER).replace("\n\ndef forward", top + "\n\ndef forward", 1))
+    assignment = memory_tests("02")
+    N, Nk = assignment.tests[0]["N"], assignment.tests[0]["Nk"]
+    assert 8 * N * Nk <= 16 << 20
+    (report,) = grader.grade(assignment, [path], seed=3, jobs=1)
+    (t,) = report.tests
+    assert t.status == "failed" and t.points == 0, t.feedback
+    assert t.feedback.startswith("correct, but your process's resident memory rose by "), t.feedback
+    assert float(t.feedback.split("rose by ")[1].split(" MiB")[0]) * 2**20 >= 8 * N * Nk
 
 
 @pytest.mark.parametrize("where", sorted(PARKS))

@@ -1,6 +1,10 @@
 """Submissions that misbehave — overflow SRAM, hang, raise, exhaust memory, print megabytes, reach for the
 solutions, forge their numbers — each get a clear line, and the grader goes on with the next one."""
 
+import json
+import os
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -133,3 +137,43 @@ def test_no_loaded_module_leads_to_the_library_listings():
         first_tests(spec.load(spec.locate("02")), 1), [SUBMISSIONS / "02" / "finds_listings.py"], seed=1
     )
     assert report.tests[0].feedback.startswith("raised RuntimeError: nothing"), report.tests[0].feedback
+
+
+# A grader started under hard limits lower than a child asks for (a login node's `ulimit -H`): a user cannot raise
+# them, and the child failed to start ("a confined process could not start here (ValueError: not allowed to raise
+# maximum limit)"); it gets the lower limits instead, and the grader's messages name them.
+UNDER_HARD_LIMITS = """
+import json, resource, sys
+for kind, top in ((resource.RLIMIT_CPU, 50), (resource.RLIMIT_NOFILE, 48), (resource.RLIMIT_FSIZE, 1 << 19),
+                  (resource.RLIMIT_AS, 900 << 20)):
+    resource.setrlimit(kind, (top, top))
+from dataclasses import asdict, replace
+from pathlib import Path
+from sim.grading import grader, sandbox, spec
+a = spec.load(spec.locate("02"))
+reports = grader.grade(replace(a, tests=a.tests[:1]), [Path(sys.argv[1]), a.path], seed=1, jobs=1)
+none = sandbox.within(sandbox.Limits(memory_bytes=0)).memory_bytes  # none asked (the GPU driver's): none set
+print(json.dumps([asdict(sandbox.within(sandbox.Limits())), none, [[r.score, r.tests[0].feedback] for r in reports]]))
+"""
+REPORTS_LIMITS = """import resource
+
+
+def forward(chip, *, Br, Bc, scale):
+    kinds = ("CPU", "NOFILE", "FSIZE", "AS")
+    raise RuntimeError(" ".join(f"{k}={resource.getrlimit(getattr(resource, 'RLIMIT_' + k))}" for k in kinds))
+"""
+
+
+def test_a_grader_under_lower_hard_limits_gives_its_children_those_and_still_grades(tmp_path):
+    (tmp_path / "limits.py").write_text(REPORTS_LIMITS)
+    root = str(Path(__file__).resolve().parents[1])
+    env = {**os.environ, "PYTHONPATH": root, "OPENBLAS_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, "-c", UNDER_HARD_LIMITS, str(tmp_path / "limits.py")], cwd=root, env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    limits, none, [(score, feedback), (master, _)] = json.loads(out.stdout)
+    assert (limits["cpu_s"], limits["open_files"], limits["file_bytes"], limits["memory_bytes"]) == (
+        49, 48, 1 << 19, 900 << 20)  # fmt: skip
+    assert feedback.startswith(f"raised RuntimeError: CPU=(49, 50) NOFILE=(48, 48) FSIZE=({1 << 19}, {1 << 19}) "
+                               f"AS=({900 << 20}, {900 << 20}) (line 6, in forward)"), feedback  # fmt: skip
+    assert score == 0 and master == 10 and none == 0

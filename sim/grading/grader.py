@@ -5,8 +5,8 @@ import secrets
 import signal
 import threading
 import time
-from dataclasses import replace
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from sim.core.errors import InputError
@@ -175,19 +175,20 @@ def grade_one(
 
 
 def _start(child: sandbox.Child, setup: dict, walls, report: SubmissionReport) -> tuple[dict, int | None]:
-    """Hello to a new child: its walls must be the run's (said before any of the submission ran); then its import.
-    Also what the child holds resident before the submission is imported (`resident.mark`)."""
+    """A new child's walls must be the run's (said before any of the submission ran); then what it holds resident
+    (`resident.mark`), and only then the hello, on which it imports the submission: a buffer the submission's import
+    touched before the mark would be in the base, and hold a memory test's matrix unseen."""
     base = None
     try:
         start_s = child.limits.wall_s + START_S  # a process to start and confine, NumPy to import, then the file
-        header, _ = child.exchange({**setup, "file": str(child.file)}, wall_s=start_s)
+        header, _ = child.exchange({}, wall_s=start_s)
         if header["op"] != "confined" or header["layers"] != list(walls.layers):
             got = header.get("layers", header["op"])
             message = f"its process was not confined as the run's probe was ({got})"
             return {"op": "import_failed", "message": message}, None
         report.confine_ms.append(header["ms"])
         base = resident.mark(child.proc.pid)
-        header, _ = child.exchange({}, wall_s=start_s)
+        header, _ = child.exchange({**setup, "file": str(child.file)}, wall_s=start_s)
     except sandbox.ChildDied as e:
         header = {"op": "import_failed", "message": str(e)}
     return header, base

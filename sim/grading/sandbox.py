@@ -18,11 +18,12 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.core.format import human_bytes
 from sim.grading import resident, schema, wire
+from sim.grading.confine import rlimits
 
 SIM_ROOT = str(Path(__file__).resolve().parents[2])  # what the child puts first on its path to import sim
 
@@ -82,6 +83,11 @@ class Limits:
 DEFAULT_LIMITS = Limits()
 
 
+def within(limits: Limits) -> Limits:
+    """`limits` as a child gets them: each rlimit lowered to the grader's hard one, which a user cannot raise."""
+    return replace(limits, **rlimits.within({name: getattr(limits, name) for name in rlimits.KINDS}))
+
+
 class ChildDied(Exception):
     """The submission's process ended, or was ended, in the middle of a test; the message says how."""
 
@@ -91,8 +97,8 @@ class Child:
 
     def __init__(self, submission: Path, limits: Limits, confinement: dict):
         """Start the harness for `submission`; `confinement` holds what every child shares (read set, uid, root,
-        modules, layers to leave out), to which this child's limits and own directory are added."""
-        self.limits = limits
+        modules, layers to leave out), to which this child's limits (`within`) and own directory are added."""
+        self.limits = within(limits)
         self.dir = tempfile.mkdtemp(prefix="flashsim-grade-")
         try:
             self._start(submission, confinement)
