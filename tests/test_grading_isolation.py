@@ -185,3 +185,37 @@ def test_a_cuda_folder_that_holds_a_forbidden_file_is_split_around_it(tmp_path):
     assert allowlist.around(forbidden[0], forbidden) == [] == allowlist.around(str(tmp_path), [str(tmp_path)])
     read, write = allowlist.cuda_paths(forbidden)
     assert "/dev/null" in read and not {"/etc", "/dev", "/proc"} & set(read) and write[-1] == "/proc/self"
+
+
+REFUSES_MOUNT = """
+import json, sys
+sys.path.insert(0, {root!r})
+from dataclasses import replace
+from sim.core.errors import InputError
+from sim.grading import grader, spec
+from sim.grading.confine import seccomp
+from sim.grading.confine.syscall import prctl
+prctl(38, 1)  # PR_SET_NO_NEW_PRIVS
+mount, allow, eperm = seccomp.ARCHES[seccomp.MACHINE][1]["mount"], {allow}, {eperm}
+seccomp._install([(0x20, 0, 0, 0), (0x15, 0, 1, mount), (0x06, 0, 0, eperm), (0x06, 0, 0, allow)])
+master = spec.locate("02")
+one = replace(spec.load(master), tests=spec.load(master).tests[:1])
+try:
+    walls = grader.isolate(one, [master])
+except InputError as e:
+    print(json.dumps({{"refused": str(e)}}))
+else:
+    (report,) = grader.grade(one, [master], seed=1, walls=walls)
+    print(json.dumps({{"line": walls.line(), "missing": list(walls.missing), "score": report.score}}))
+"""
+
+
+@walls_here
+def test_namespaces_that_unshare_but_fail_after_are_left_out_not_fatal():
+    # Ubuntu 24.04's AppArmor lets unshare succeed and refuses the uid map after; here a filter refuses the tmpfs's
+    # mount after unshare, the same kind of failure. Before: "a confined process could not start here (…mount…)"
+    code = REFUSES_MOUNT.format(root=str(ROOT), allow=ALLOW, eperm=EPERM)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result == {"line": result.get("line"), "missing": [], "score": 10}, result
+    assert "namespaces" not in result["line"] and " · seccomp · " in result["line"], result
