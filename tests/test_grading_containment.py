@@ -36,13 +36,17 @@ IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER = 1, 3
 MAP_SHARED, MAP_PRIVATE, MAP_SHARED_VALIDATE, MAP_ANONYMOUS = 0x01, 0x02, 0x03, 0x20
 MAPPINGS = ((MAP_PRIVATE | MAP_ANONYMOUS, ALLOW), (MAP_SHARED, ALLOW), (MAP_PRIVATE, ALLOW),  # malloc's, files'
             (MAP_SHARED | MAP_ANONYMOUS, EPERM), (MAP_SHARED_VALIDATE | MAP_ANONYMOUS, EPERM))  # fmt: skip
-# Native threads (16 KiB stacks) on the GPU driver's walls, which CUDA's own threads keep seccomp from sealing
-THREADS = """
+
+
+def thread_bomb(entry: str, then: str) -> str:
+    """A submission whose function `entry` starts 1000 native threads (16 KiB stacks) through the C library, where
+    Python's own checks do not see them, then runs the lines `then` (n: the threads started)."""
+    return f"""
 import ctypes
 import time
 
 
-def forward(chip, *, Br, Bc, scale):
+def {entry}:
     libc = ctypes.CDLL(None, use_errno=True)
     attr = ctypes.create_string_buffer(64)
     libc.pthread_attr_init(attr)
@@ -50,9 +54,14 @@ def forward(chip, *, Br, Bc, scale):
     fn, tid, n = ctypes.cast(libc.pause, ctypes.c_void_p), ctypes.c_ulong(), 0
     while n < 1000 and libc.pthread_create(ctypes.byref(tid), attr, fn, None) == 0:
         n += 1
-    time.sleep(3)
-    raise RuntimeError(f"{n} native threads ran for 3 s")
+{then}
 """
+
+
+# on the GPU driver's walls, which CUDA's own threads keep seccomp from sealing
+THREADS = thread_bomb(
+    "forward(chip, *, Br, Bc, scale)", '    time.sleep(3)\n    raise RuntimeError(f"{n} native threads ran for 3 s")'
+)
 
 
 def feedback(name: str, **kwargs) -> str:

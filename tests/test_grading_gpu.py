@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import pytest
+from test_grading_containment import thread_bomb
 
 from sim.grading import export, gpu_kernel, grader, sandbox, spec
 from sim.grading.confine import seccomp
@@ -35,23 +36,12 @@ def test_the_master_scores_full_marks_and_the_stub_zero_on_the_gpu(tmp_path):
     assert wrong.score == 0 and all(t.feedback.startswith("not implemented yet") for t in wrong.tests)
 
 
-# Starts 1000 native threads (16 KiB stacks) where the GPU driver calls it, then hands in an empty device function
-THREADS = """
-import ctypes
-import time
-
-
-def online_softmax_row_source():
-    libc = ctypes.CDLL(None, use_errno=True)
-    attr = ctypes.create_string_buffer(64)
-    libc.pthread_attr_init(attr)
-    libc.pthread_attr_setstacksize(attr, ctypes.c_size_t(16384))
-    fn, tid, n = ctypes.cast(libc.pause, ctypes.c_void_p), ctypes.c_ulong(), 0
-    while n < 1000 and libc.pthread_create(ctypes.byref(tid), attr, fn, None) == 0:
-        n += 1
-    time.sleep(5)
-    return "__device__ void online_softmax_row(float* S, int n, float* m, float* l, float* rescale) {}"
-"""
+# Starts 1000 native threads where the GPU driver calls it, then hands in an empty device function
+THREADS = thread_bomb(
+    "online_softmax_row_source()",
+    "    time.sleep(5)\n    return '__device__ void "
+    "online_softmax_row(float* S, int n, float* m, float* l, float* rescale) {}'",
+)
 
 
 # Forks through the C library where the GPU driver calls it (the child's code runs unchecked by Python there)
@@ -104,4 +94,3 @@ def test_the_gpu_driver_keeps_the_instructors_limits_but_the_address_space(tmp_p
     limits = sandbox.Limits(threads=48)  # before: the GPU path rebuilt its limits and put the default 64 back
     (bomb,) = grader.grade(assignment, [tmp_path / "threads.py"], seed=3, jobs=1, limits=limits)
     assert bomb.tests[0].feedback == "ran more than 48 threads at once; stopped"
-
