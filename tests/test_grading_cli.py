@@ -339,3 +339,21 @@ def test_what_a_submission_says_reaches_the_terminal_csv_json_and_journal_as_pri
     assert out.exit_code == 1, out.output
     results = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     assert all(written in t["output"] for t in results["tests"])
+
+
+def test_a_tests_case_wraps_between_its_parts_at_80_columns():
+    master = spec.locate("02")
+
+    def report(columns: str) -> str:
+        out = CliRunner().invoke(app, ["grade", "02", str(master), "--seed", "1"], env={"COLUMNS": columns})
+        assert out.exit_code == 0, out.output
+        return out.stdout
+
+    cases = re.findall(r"\[(N=[^\]]*)\]", report("300"))  # each case on one line
+    parts = {p for case in cases for p in re.split(r", (?![^(]*\))", case)}
+    assert "SRAM 10,240 B" in parts and len(cases) == 8, cases
+    narrow = report("80")
+    lines = [line.split("│")[-1].strip(" [],") for line in narrow.splitlines()]  # the feedback column's text
+    pieces = {p for line in lines for p in re.split(r", (?![^(]*\))", line)}
+    assert parts <= pieces, sorted(parts - pieces)  # before: "SRAM 10,240" and "B" on two lines
+    assert max(len(line) for line in narrow.splitlines() if "│" in line) <= 80

@@ -1,6 +1,10 @@
 """Rich renderables of grading reports: pure functions, no printing."""
 
+import re
+
+from rich.cells import cell_len
 from rich.console import Group
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -29,7 +33,8 @@ def submission(report: SubmissionReport, self_check: bool = False) -> Group:
     for t in report.tests:
         table.add_row(
             Text(t.name), "hidden" if t.visibility == "hidden" else "", f"{t.points:g} / {t.max_points:g}",
-            Text(t.status, STYLES.get(t.status, "")), Text(t.feedback + (f"\n[{t.case}]" if t.case else ""), "default"),
+            Text(t.status, STYLES.get(t.status, "")),
+            Group(Text(t.feedback, "default"), Case(t.case)) if t.case else Text(t.feedback, "default"),
         )  # fmt: skip
     parts = [head, table]
     parts += [Text(f"scored 0: the submission {flag}", "bold red") for flag in report.flags]
@@ -39,6 +44,29 @@ def submission(report: SubmissionReport, self_check: bool = False) -> Group:
         parts.append(Text("self-check: the public tests only; the grader also runs hidden tests", "dim"))
     parts.append(Text(f"reproduce this run's cases with --seed {report.seed}", "dim"))
     return Group(*parts)
+
+
+class Case:
+    """A test's case, "[N=55, …, SRAM 4,096 B]", wrapped between its parts only: a narrow column never parts a number
+    from its unit ("SRAM 10,240 / B" at 80 columns) or a window's two sides."""
+
+    def __init__(self, text: str):
+        self.parts = re.split(r", (?![^(]*\))", text)  # the commas between parts, not inside "window=(4, 0)"
+
+    def __rich_measure__(self, console, options) -> Measurement:
+        whole = cell_len(", ".join(self.parts)) + 2  # with its brackets (and a line's trailing comma)
+        return Measurement(min(max(map(cell_len, self.parts)) + 2, whole), whole)
+
+    def __rich_console__(self, console, options):
+        lines = [""]
+        for part in self.parts:
+            joined = f"{lines[-1]}, {part}" if lines[-1] else part
+            if lines[-1] and cell_len(joined) + 2 > options.max_width:
+                lines[-1] += ","
+                lines.append(part)
+            else:
+                lines[-1] = joined
+        yield Text("[" + "\n ".join(lines) + "]", "default")
 
 
 def summary(reports: list[SubmissionReport]) -> Table:
