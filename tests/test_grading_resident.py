@@ -245,3 +245,32 @@ def test_a_memory_test_too_small_for_the_resident_check_is_refused():
     small = test | {"N": 700, "Nk": 700, "Br": 8, "Bc": 8}  # 1.9 MiB matrix: half is below the 2 MiB floor
     with pytest.raises(InputError, match=r"half an N × Nk float32 matrix \(957\.0 KiB\).*below 2\.0 MiB"):
         problem.make(spec.load(spec.locate("04")).grading, small, 1)
+
+
+# The replay, leaving the moment the harness has sent "done": a zombie has no VmHWM for the grader to read
+LEAVES = """
+    if chip.hbm.tensors["Q"].shape[0] >= 1024:  # the memory test
+        post = chip.link.post
+
+        def leave_after_done(header, arrays=()):
+            post(header, arrays)
+            if header.get("op") == "done":
+                os._exit(0)
+
+        chip.link.post = leave_after_done
+"""
+
+
+def test_a_replay_that_exits_right_after_its_answer_fails_the_memory_test(tmp_path):
+    # before: /proc/<pid>/status of the ended child had no VmHWM, the resident check was skipped and S went unseen:
+    # 100 / 100 (red team h69, 2026-11-28)
+    path = tmp_path / "leaves.py"
+    source = REPLAY.replace("import tracemalloc\n", "import os\nimport tracemalloc\n", 1)
+    path.write_text(source.replace("scale):\n", "scale):\n" + LEAVES, 1))
+    assert "os._exit(0)" in path.read_text()
+    (report,) = grader.grade(memory_tests("02"), [path], seed=3, jobs=1)
+    (t,) = report.tests
+    assert t.status == "failed" and t.points == 0, t.feedback
+    assert t.feedback == (
+        "its process ended right after its answer: a memory test needs its resident memory, read from outside"
+    )

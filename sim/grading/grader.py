@@ -26,8 +26,7 @@ SOLUTIONS = guard.SOLUTIONS
 
 def submissions_in(path: Path) -> list[Path]:
     """A submission file, or the `.py` files of a folder (one submission each), sorted by name."""
-    path = Path(path)
-    if path.is_file():
+    if (path := Path(path)).is_file():
         return [path]
     if path.is_dir():
         found = sorted(p for p in path.glob("*.py") if not p.name.startswith("."))
@@ -226,9 +225,13 @@ def run(child: sandbox.Child, grading: dict, p: Problem, limits, base: int | Non
         return Outcome("raised", _raised(reply), server=server)
     if reply["op"] != "done":
         return Outcome("died", f"sent {reply['op']!r} where the grader expected the test's end", server=server)
-    held = resident.peak(child.proc.pid) if p.test["check"] == "memory" else None
-    grown = held - base if held is not None and base is not None else None
-    return Outcome("done", "", results, reply.get("peak"), server, grown)
+    if p.test["check"] != "memory":
+        return Outcome("done", "", results, reply.get("peak"), server)
+    held, why = resident.held_by(child.proc)  # read from outside: a test fails closed where it cannot be
+    if held is None or base is None:
+        why = f"{why} right after its answer" if held is None else "its memory could not be read before the import"
+        return Outcome("died", f"{why}: a memory test needs its resident memory, read from outside", server=server)
+    return Outcome("done", "", results, reply.get("peak"), server, held - base)
 
 
 def _raised(reply: dict) -> str:

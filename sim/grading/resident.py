@@ -8,6 +8,7 @@ instead, and so can only be higher. `threads` is the count the grader's census o
 """
 
 import contextlib
+import subprocess
 from pathlib import Path
 
 
@@ -39,6 +40,17 @@ def mark(pid: int) -> int | None:
 def peak(pid: int) -> int | None:
     """The most the process has held resident since `mark` (VmHWM, bytes)."""
     return _bytes(pid, "VmHWM")
+
+
+def held_by(proc: subprocess.Popen) -> tuple[int | None, str]:
+    """`peak` of a process still running, or None and why not: it ended (one that is ending has no VmHWM before it
+    is a zombie, so its end is waited for a moment), or its status could not be read."""
+    hwm = peak(proc.pid)
+    if hwm is not None and proc.poll() is None:
+        return hwm, ""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=1.0)
+    return None, "its process ended" if proc.poll() is not None else "its /proc/<pid>/status could not be read"
 
 
 def threads(pid: int) -> int | None:
