@@ -453,3 +453,528 @@ MISTAKES = {
         },
     ],
 }
+
+
+# More wrong answers, and a few right ones written another way, each with the exact verdict lines its check cell
+# prints. A lesson runs once, unsolved, then each answer in turn with its exercise's check cell after it, in one
+# kernel (`notebook_runner.retry`): an answer that changes its inputs in place is run twice, as a student re-runs.
+MORE_MISTAKES = {
+    "01_memory_wall": [
+        (
+            "attainable",
+            (
+                "def attainable(I, hw, dtype):\n    return min(hw.peak(dtype), I * hw.hbm_bandwidth), 'memory'  "
+                "# and the bound\n"
+            ),
+            [
+                (
+                    "✗ attainable FLOP/s of five kernels: standard kernel 1: got a tuple of 2 values where one "
+                    "number is expected · stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "attainable",
+            (
+                "def attainable(I, hw, dtype):\n    return min(hw.peak(dtype), I * hw.hbm_bandwidth) / 1e12  # "
+                "in TFLOP/s\n"
+            ),
+            [
+                (
+                    "✗ attainable FLOP/s of five kernels: standard kernel 1: got 96.5042, expected 9.65042e+13 — "
+                    "1e-12 × the expected: a unit prefix (k, M, G, T; m, µ, n) off? · stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "attainable",
+            (
+                "def attainable(I, hw, dtype):\n    return np.minimum(hw.peak(dtype), I * hw.hbm_bandwidth)  # "
+                "NumPy's minimum\n"
+            ),
+            [
+                ("✓ attainable FLOP/s of five kernels"),
+            ],
+        ),
+    ],
+    "02_standard_attention": [
+        (
+            "standard_hbm_bytes",
+            (
+                "def standard_hbm_bytes(N, Nk, d, s):\n    read = s * (N * d + Nk * d) + s * N * Nk + s * (N * "
+                "Nk + Nk * d)\n    written = s * (2 * N * Nk + N * d)  # never returned\n"
+            ),
+            [
+                (
+                    "✗ Algorithm 0's HBM bytes (read, written) at N, Nk, d = 100, 173, 24 (fp16): got None: your "
+                    "function returns nothing — a `return` missing? · stuck? hint(1)"
+                ),
+                (
+                    "✗ Algorithm 0's HBM bytes (read, written) at N, Nk, d = 64, 48, 16 (fp32): got None: your "
+                    "function returns nothing — a `return` missing? · stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "standard_hbm_bytes",
+            (
+                "def standard_hbm_bytes(N, Nk, d, s):\n    return s * (N * d + Nk * d) + s * N * Nk + s * (N * "
+                "Nk + Nk * d) + s * (2 * N * Nk + N * d)  # the sum\n"
+            ),
+            [
+                (
+                    "✗ Algorithm 0's HBM bytes (read, written) at N, Nk, d = 100, 173, 24 (fp16): return 2 "
+                    "values (read, written), not one int · stuck? hint(1)"
+                ),
+                (
+                    "✗ Algorithm 0's HBM bytes (read, written) at N, Nk, d = 64, 48, 16 (fp32): return 2 values "
+                    "(read, written), not one int · stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "standard_hbm_bytes",
+            (
+                "def standard_hbm_bytes(N, Nk, d, s):\n    read = s * (N * d + Nk * d) + s * N * Nk + s * (N * "
+                "Nk + Nk * d)\n    return read / 1, s * (2 * N * Nk + N * d)  # a float\n"
+            ),
+            [
+                (
+                    "✗ Algorithm 0's HBM bytes (read, written) at N, Nk, d = 100, 173, 24 (fp16): read: got "
+                    "90,608.0 B, a float: the right count, but a count is a whole number (// not /?) · stuck? "
+                    "hint(1)"
+                ),
+                (
+                    "✗ Algorithm 0's HBM bytes (read, written) at N, Nk, d = 64, 48, 16 (fp32): read: got "
+                    "34,816.0 B, a float: the right count, but a count is a whole number (// not /?) · stuck? "
+                    "hint(1)"
+                ),
+            ],
+        ),
+    ],
+    "03_online_softmax": [
+        (
+            "online_update",
+            (
+                "def online_update(m, ℓ, x):\n    m_new = np.float32(max(m, x))  # float32\n    return m_new, "
+                "np.float32(ℓ * np.exp(m - m_new) + np.exp(x - m_new))\n"
+            ),
+            [
+                ("✓ one update from the empty state"),
+                (
+                    "✗ one pass over 1,000 logits in the hundreds: m_new: got 356.58533, expected 356.58532 — "
+                    "float32's rounding: compute in float64 (NumPy's default) · stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "online_update",
+            (
+                "def online_update(m, ℓ, x):\n    m_new = np.maximum(m, x)\n    ℓ_new = ℓ * np.exp(m - m_new) + "
+                "np.exp(x - m_new)  # never returned\n"
+            ),
+            [
+                (
+                    "✗ one update from the empty state: got None: your function returns nothing — a `return` "
+                    "missing? · stuck? hint(1)"
+                ),
+                (
+                    "✗ one pass over 1,000 logits in the hundreds: your code raised TypeError calling your code, "
+                    "line 13 of the check: Value after * must be an iterable, not NoneType — your function "
+                    "returned None: a `return` missing?"
+                ),
+            ],
+        ),
+        (
+            "merge",
+            ("def merge(m1, ℓ1, m2, ℓ2):\n    return m1, ℓ1 + ℓ2 * np.exp(m2 - m1)  # m1 taken as the larger\n"),
+            [
+                (
+                    "✗ merge of two states of five rows: m: 2 of 5 values differ; first at index (0,): got "
+                    "87.6356, expected 103.762 · stuck? hint(1)"
+                ),
+                (
+                    "✗ 16 block states of a row merged from the empty state: m: got -inf, expected 336.903 — −∞: "
+                    "the empty state's m = −∞ kept (the other part's m not taken), or a log of 0? · stuck? "
+                    "hint(1)"
+                ),
+            ],
+        ),
+    ],
+    "04_tiling_walkthrough": [
+        (
+            "partial_output",
+            (
+                "def partial_output(Q_i, K_seen, V_seen, τ):\n    Q_i *= τ  # in place: Q itself, the first time "
+                "the check runs\n    S = Q_i @ K_seen.T\n    P = np.exp(S - S.max(axis=1, keepdims=True))\n    "
+                "return (P / P.sum(axis=1, keepdims=True)) @ V_seen\n"
+            ),
+            [
+                ("✓ O_0 after K/V block 0"),
+                ("✓ O_1 after K/V block 1"),
+            ],
+        ),
+        (
+            "partial_output",
+            (
+                "def partial_output(Q_i, K_seen, V_seen, τ):\n    Q_i *= τ  # in place: the check run a second "
+                "time\n    S = Q_i @ K_seen.T\n    P = np.exp(S - S.max(axis=1, keepdims=True))\n    return (P / "
+                "P.sum(axis=1, keepdims=True)) @ V_seen\n"
+            ),
+            [
+                ("✓ O_0 after K/V block 0"),
+                ("✓ O_1 after K/V block 1"),
+            ],
+        ),
+        (
+            "partial_output",
+            (
+                "def partial_output(Q_i, K_seen, V_seen, τ):\n    S = τ * Q_i @ K_seen.T\n    P = np.exp(S - "
+                "S.max(axis=1, keepdims=True))\n    return ((P / P.sum(axis=1, keepdims=True)) @ "
+                "V_seen).astype(np.float16)  # float16\n"
+            ),
+            [
+                (
+                    "✗ O_0 after K/V block 0: 4 of 8 values differ; first at index (0, 0): got 0.622559, "
+                    "expected 0.622459 — float16's rounding: compute in float64 (NumPy's default) · stuck? "
+                    "hint(1)"
+                ),
+                (
+                    "✗ O_1 after K/V block 1: 8 of 8 values differ; first at index (0, 0): got 0.234985, "
+                    "expected 0.235004 — float16's rounding: compute in float64 (NumPy's default) · stuck? "
+                    "hint(1)"
+                ),
+            ],
+        ),
+        (
+            "update",
+            ("def update(O_i, ℓ_i, m_i, S_ij, V_j):\n    m̃ = S_ij.max(axis=1)  # lines 11 and 12 not written yet\n"),
+            [
+                (
+                    "✗ lines 10–12 for (i = 0, j = 1): got None: your function returns nothing — a `return` "
+                    "missing? · stuck? hint(1)"
+                ),
+                (
+                    "✗ lines 10–12 for (i = 1, j = 1): got None: your function returns nothing — a `return` "
+                    "missing? · stuck? hint(1)"
+                ),
+            ],
+        ),
+    ],
+    "05_counting_bytes": [
+        (
+            "flash2_bytes",
+            (
+                "def flash2_bytes(N, Nk, d, s, Br, Bc):\n    Tr = -(-N // Br)\n    return s * N * d + Tr * 2 * s "
+                "* Nk * d, s * N * d + s * N  # L in s bytes, not float32\n"
+            ),
+            [
+                (
+                    "✗ flash2 bytes, N=100 Nk=70 d=16 fp16 Br=32 Bc=16: written: got 3,400 B, expected 3,600 B: "
+                    "200 B too few — 1/2 of L (400 B): one pass or block: left out? · stuck? hint(1)"
+                ),
+                ("✓ flash2 bytes, N=64 Nk=200 d=32 fp32 Br=16 Bc=64"),
+            ],
+        ),
+        (
+            "flash2_bytes",
+            (
+                "def flash2_bytes(N, Nk, d, s, Br, Bc):\n    Tr = np.ceil(N / Br)  # a float64\n    return s * N "
+                "* d + Tr * 2 * s * Nk * d, s * N * d + 4 * N\n"
+            ),
+            [
+                (
+                    "✗ flash2 bytes, N=100 Nk=70 d=16 fp16 Br=32 Bc=16: read: got 21,120.0 B, a float: the right "
+                    "count, but a count is a whole number (// not /?) · stuck? hint(1)"
+                ),
+                (
+                    "✗ flash2 bytes, N=64 Nk=200 d=32 fp32 Br=16 Bc=64: read: got 212,992.0 B, a float: the "
+                    "right count, but a count is a whole number (// not /?) · stuck? hint(1)"
+                ),
+            ],
+        ),
+    ],
+    "06_causal_and_flash2": [
+        (
+            "blocks_read",
+            (
+                "def blocks_read(i, N, Nk, Br, Bc):\n    last_key = min((i + 1) * Br, N) - 1 + Nk - N\n    if "
+                "last_key < 0:\n        return 0\n    return min(-(-Nk // Bc), last_key // Bc)  # the block of "
+                "last_key left out\n"
+            ),
+            [
+                (
+                    "✗ blocks read for every Q block, N=100 Nk=100 Br=16 Bc=16: Q block 0: got 0, expected 1 · "
+                    "stuck? hint(1)"
+                ),
+                (
+                    "✗ blocks read for every Q block, N=40 Nk=100 Br=16 Bc=32: Q block 0: got 2, expected 3 — "
+                    "off by one: < or ≤, rounding up or down? · stuck? hint(1)"
+                ),
+                (
+                    "✗ blocks read for every Q block, N=100 Nk=40 Br=16 Bc=8: Q block 3: got 0, expected 1 · "
+                    "stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "blocks_read",
+            (
+                "def blocks_read(i, N, Nk, Br, Bc):\n    last_key = min((i + 1) * Br, N) - 1 + Nk - N\n    "
+                "return list(range(min(-(-Nk // Bc), last_key // Bc + 1))) if last_key >= 0 else []  # the "
+                "blocks, not how many\n"
+            ),
+            [
+                (
+                    "✗ blocks read for every Q block, N=100 Nk=100 Br=16 Bc=16: Q block 0: got a list of 1 value "
+                    "where one number is expected · stuck? hint(1)"
+                ),
+                (
+                    "✗ blocks read for every Q block, N=40 Nk=100 Br=16 Bc=32: Q block 0: got a list of 3 values "
+                    "where one number is expected · stuck? hint(1)"
+                ),
+                (
+                    "✗ blocks read for every Q block, N=100 Nk=40 Br=16 Bc=8: Q block 0: got a list of 0 values "
+                    "where one number is expected · stuck? hint(1)"
+                ),
+            ],
+        ),
+    ],
+    "07_backward_recomputation": [
+        (
+            "recompute_P",
+            ("def recompute_P(S_ij, L_i):\n    S_ij -= L_i[:, None]  # in place\n    return np.exp(S_ij)\n"),
+            [
+                ("✓ P_ij from S_ij and L_i"),
+            ],
+        ),
+        (
+            "recompute_P",
+            (
+                "def recompute_P(S_ij, L_i):\n    S_ij -= L_i[:, None]  # in place, the check run a second "
+                "time\n    return np.exp(S_ij)\n"
+            ),
+            [
+                ("✓ P_ij from S_ij and L_i"),
+            ],
+        ),
+        (
+            "backward_bytes",
+            (
+                "def flash2_backward_bytes(N, d, s, Bc):\n    Tc = -(-N // Bc)\n    read = 3 * s * N * d + 4 * N "
+                "+ 2 * s * N * d + Tc * (3 * s * N * d + 8 * N)\n    return read, s * N * d + 2 * s * N * d + Tc "
+                "* s * N * d  # read and written apart\n"
+            ),
+            [
+                (
+                    "✗ FlashAttention-2 backward bytes: got a tuple of 2 values where one whole number of B is "
+                    "expected · stuck? hint(1)"
+                ),
+            ],
+        ),
+    ],
+    "08_real_gpu": [
+        (
+            "bench_flops",
+            (
+                "def bench_flops(n, d, batch, heads, causal):\n    return 4 * n * n * d * batch * heads / (2 if "
+                "causal else 1) / 1e12  # in TFLOP\n"
+            ),
+            [
+                (
+                    "✗ FLOPs of every benchmark row: row 0 (n=512, d=64): got 0.0687195, expected 6.87195e+10 — "
+                    "1e-12 × the expected: a unit prefix (k, M, G, T; m, µ, n) off? · stuck? hint(1)"
+                ),
+            ],
+        ),
+    ],
+    "09_flash_decoding": [
+        (
+            "combine",
+            (
+                "def combine(O_parts, lse_parts):\n    O_parts, lse_parts = O_parts.astype(np.float32), "
+                "lse_parts.astype(np.float32)  # float32\n    m = lse_parts.max(axis=0)\n    LSE = m + "
+                "np.log(np.exp(lse_parts - m).sum(axis=0))\n    return np.einsum('pn,pnd->nd', np.exp(lse_parts "
+                "- LSE), O_parts), LSE\n"
+            ),
+            [
+                (
+                    "✗ combine: O and LSE: O: 53 of 64 values differ; first at index (0, 0): got -0.053280208, "
+                    "expected -0.053280206 — float32's rounding: compute in float64 (NumPy's default) · stuck? "
+                    "hint(1)"
+                ),
+                (
+                    "✗ combine, logits in the hundreds: O: 55 of 64 values differ; first at index (0, 0): got "
+                    "0.79243189, expected 0.79243187 — float32's rounding: compute in float64 (NumPy's default) "
+                    "· stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "combine",
+            (
+                "def combine(O_parts, lse_parts):\n    m = lse_parts.max(axis=0)\n    LSE = m + "
+                "np.log(np.exp(lse_parts - m).sum(axis=0))\n    return LSE, (np.exp(lse_parts - LSE)[..., None] "
+                "* O_parts).sum(axis=0)  # the wrong order\n"
+            ),
+            [
+                (
+                    "✗ combine: O and LSE: O: shape (1,), expected (1, 64) — your LSE holds it: return O, LSE in "
+                    "that order · stuck? hint(1)"
+                ),
+                (
+                    "✗ combine, logits in the hundreds: O: shape (1,), expected (1, 64) — your LSE holds it: "
+                    "return O, LSE in that order · stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "combine",
+            (
+                "def combine(O_parts, lse_parts):\n    m = lse_parts.max(axis=0)\n    LSE = m + "
+                "np.log(np.exp(lse_parts - m).sum(axis=0))\n    O_parts *= np.exp(lse_parts - LSE)[..., None]  # "
+                "in place\n    return O_parts.sum(axis=0), LSE\n"
+            ),
+            [
+                ("✓ combine: O and LSE"),
+                ("✓ combine, logits in the hundreds"),
+            ],
+        ),
+        (
+            "combine",
+            (
+                "def combine(O_parts, lse_parts):\n    LSE = np.logaddexp.reduce(lse_parts, axis=0)  # a loop "
+                "over the parts\n    O = 0\n    for o, lse in zip(O_parts, lse_parts):\n        O = O + "
+                "np.exp(lse - LSE)[:, None] * o\n    return O, LSE\n"
+            ),
+            [
+                ("✓ combine: O and LSE"),
+                ("✓ combine, logits in the hundreds"),
+            ],
+        ),
+    ],
+    "10_below_hbm": [
+        (
+            "dram_fits",
+            ("def dram_read_when_it_fits(n, d, s, heads):\n    read = 3 * n * d * s * heads  # never returned\n"),
+            [
+                (
+                    "✗ DRAM read, N = 4096, d = 128, 32 heads: got None: your function returns nothing — a "
+                    "`return` missing? · stuck? hint(1)"
+                ),
+            ],
+        ),
+    ],
+    "11_llm_attention": [
+        (
+            "padded_rows",
+            (
+                "def padded_rows(lengths):\n    return [max(lengths) - n for n in lengths]  # each sequence's "
+                "padding, not their sum\n"
+            ),
+            [
+                (
+                    "✗ padded rows of the small batch: got a list of 3 values where one whole number of rows is "
+                    "expected · stuck? hint(1)"
+                ),
+                (
+                    "✗ padded rows of the long-tailed batch: got a list of 64 values where one whole number of "
+                    "rows is expected · stuck? hint(1)"
+                ),
+            ],
+        ),
+    ],
+    "12_beyond_one_gpu": [
+        (
+            "schedule",
+            ("def schedule(P):\n    held = [[(p - t) % P for p in range(P)] for t in range(P)]  # never returned\n"),
+            [
+                (
+                    "✗ schedule of 5 devices: got None: your function returns nothing — a `return` missing? · "
+                    "stuck? hint(1)"
+                ),
+                (
+                    "✗ schedule of 8 devices: got None: your function returns nothing — a `return` missing? · "
+                    "stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "schedule",
+            ("def schedule(P):\n    return [[(p - t) % P for t in range(P)] for p in range(P)]  # held[p][t]\n"),
+            [
+                (
+                    "✗ schedule of 5 devices: your answer is the expected transposed: its rows are the "
+                    "expected's columns · stuck? hint(1)"
+                ),
+                (
+                    "✗ schedule of 8 devices: your answer is the expected transposed: its rows are the "
+                    "expected's columns · stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "schedule",
+            (
+                "def schedule(P):\n    t, p = np.meshgrid(np.arange(P), np.arange(P), indexing='ij')\n    return "
+                "(p - t) % P  # an array\n"
+            ),
+            [
+                ("✓ schedule of 5 devices"),
+                ("✓ schedule of 8 devices"),
+            ],
+        ),
+        (
+            "zigzag",
+            (
+                "def zigzag(N, P):\n    c = N // (2 * P)\n    return (((p * c, (p + 1) * c), ((2 * P - 1 - p) * "
+                "c, (2 * P - p) * c)) for p in range(P))  # a generator\n"
+            ),
+            [
+                ("✓ zigzag, N = 64, P = 4"),
+                ("✓ zigzag, N = 48, P = 3"),
+            ],
+        ),
+    ],
+    "13_inside_the_sm": [
+        (
+            "sectors_touched",
+            (
+                "def sectors_touched(addresses, width):\n    return {s for a in addresses.tolist() for s in "
+                "range(a // 32, (a + width - 1) // 32 + 1)}  # the set\n"
+            ),
+            [
+                (
+                    "✗ sectors of four warp accesses: consecutive words: got a set of 4 values where one number "
+                    "is expected · stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "bank_wavefronts",
+            (
+                "def bank_wavefronts(addresses):\n    return np.bincount(list({w % 32 for w in (addresses // "
+                "4).tolist()}), minlength=32)  # every bank's count\n"
+            ),
+            [
+                (
+                    "✗ wavefronts of five shared-memory accesses: consecutive words: got an array of shape (32,) "
+                    "where one number is expected · stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "copy_ratio",
+            (
+                "def copy_ratio(row_bytes, pad):\n    return (row_bytes + pad) % 32 == 16  # the condition, not "
+                "the ratio\n"
+            ),
+            [
+                (
+                    "✗ L2 → SM per byte asked, five paddings: 128 B rows, no padding: got False, a bool, where a "
+                    "number is expected — a comparison returned, not the value? · stuck? hint(1)"
+                ),
+            ],
+        ),
+    ],
+}

@@ -3,7 +3,8 @@
 An exercise is a code cell tagged `exercise:NAME`; `lessons/solutions/NN_name.py` holds, for each, a
 block that starts with the line `# %% exercise:NAME` and replaces the cell's source in a solved run.
 Two cells are added around the lesson: one first, that notes every figure drawn (shown inline or saved)
-whose axes lack a label with a unit in parentheses, and one last, that prints what it found.
+whose axes lack a label with a unit in parentheses, and one last, that prints what it found. `retry` runs a
+lesson once and then each of many answers to its exercises, each with its exercise's check cell.
 """
 
 import re
@@ -83,3 +84,28 @@ def outputs(nb, stream: str = "stdout") -> str:
         for o in cell.get("outputs", [])
         if o.get("output_type") == "stream" and o.get("name") == stream
     )
+
+
+def retry(lesson: Path, answers: list[tuple[str, str]], timeout: int = 120) -> list[str]:
+    """What the check cell of each exercise printed with each answer (exercise name, source) put in: the lesson runs
+    top to bottom unsolved in one kernel, then each answer's source, each followed by its exercise's check cell."""
+    nb = nbformat.read(lesson, as_version=4)
+    checks = {}
+    for i, cell in enumerate(nb.cells):
+        if exercise_name(cell):
+            checks[exercise_name(cell)] = next(c.source for c in nb.cells[i + 1 :] if c.cell_type == "code")
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(lesson.parent)}}
+    )
+    printed = []
+    with client.setup_kernel():
+        for i, cell in enumerate(list(nb.cells)):
+            if cell.cell_type == "code":
+                client.execute_cell(cell, i)
+        for name, source in answers:
+            cells = [nbformat.v4.new_code_cell(source), nbformat.v4.new_code_cell(checks[name])]
+            for cell in cells:
+                nb.cells.append(cell)
+                client.execute_cell(cell, len(nb.cells) - 1)
+            printed.append(outputs(nbformat.v4.new_notebook(cells=cells)))
+    return printed

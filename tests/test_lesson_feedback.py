@@ -1,5 +1,6 @@
 """The lessons' hints and feedback: hints in steps that never hold the solution's code, and a ✗ that names
-the variable or tensor and says what to look at, for two typical wrong answers to every exercise of every lesson."""
+the variable or tensor and says what to look at, for two typical wrong answers to every exercise of every lesson,
+and the exact lines for more wrong answers (None, a float count, a list, float32, an input changed in place…)."""
 
 import re
 import tomllib
@@ -7,8 +8,8 @@ import tomllib
 import pytest
 
 nbformat = pytest.importorskip("nbformat", reason="the lessons' tests need the dev extra (nbformat, nbclient)")
-from lesson_mistakes import MISTAKES
-from notebook_runner import LESSONS_DIR, execute, exercise_name, lessons, outputs, solutions
+from lesson_mistakes import MISTAKES, MORE_MISTAKES
+from notebook_runner import CHECK_LINE, LESSONS_DIR, execute, exercise_name, lessons, outputs, retry, solutions
 
 HINTS = LESSONS_DIR / "hints"
 COURSE = lessons()  # every lesson: a new one cannot skip its hints and mistakes
@@ -89,3 +90,13 @@ def test_a_typical_wrong_answer_gets_a_named_actionable_cross(lesson, which):
         assert any(all(p in b for p in phrases) for b in crosses), (
             f"{lesson.stem} {name}: no ✗ with {phrases} in:\n" + ("\n".join(crosses))
         )
+
+
+@pytest.mark.parametrize("lesson", sorted(MORE_MISTAKES))
+def test_more_answers_get_their_exact_lines(lesson):
+    """None, a float count, a list, a bool, the wrong order, float32, a transposed table, an input changed in place
+    (and run again): each check prints these lines, no other, each naming what differed."""
+    answers = MORE_MISTAKES[lesson]
+    printed = retry(LESSONS_DIR / f"{lesson}.ipynb", [(name, source) for name, source, _ in answers])
+    for (name, source, lines), out in zip(answers, printed, strict=True):
+        assert [m.group(0) for m in CHECK_LINE.finditer(out)] == lines, f"{lesson} {name}:\n{source}\n{out}"

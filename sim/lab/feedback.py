@@ -2,36 +2,24 @@
 
 Values are named (a dict of expected values names a tuple's entries: "m_new", not "value 1 of 2"); arrays
 are compared by shape, then value, with what the difference looks like (a constant factor, an overflow, a
-NaN); counts are compared exactly, as a difference that names the tensor that moved as many bytes; an
-exception is reported at the student's own line.
+NaN, float32's rounding, a unit prefix); counts are compared exactly (`sim.lab.counted`), as a difference that
+names the tensor that moved as many bytes; None says a `return` is missing; an exception is reported at the
+student's own line.
 """
 
+import re
 import sysconfig
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
-from sim.core.format import count
+from sim.lab.counted import RETURNED_NOTHING, count_difference, several, times
 
 _LIBRARY = [str(Path(__file__).resolve().parents[1])] + [
     sysconfig.get_paths()[k] for k in ("stdlib", "platstdlib", "purelib", "platlib")
 ]
-
-
-class Counted(int):
-    """A count (bytes) that also knows its parts, {"K read": bytes, …}, to name what moved a difference."""
-
-    def __new__(cls, total: int, parts: dict[str, int]):
-        obj = super().__new__(cls, total)
-        obj.parts = {name: int(n) for name, n in parts.items() if n}
-        return obj
-
-    def __sub__(self, other):
-        """What one run moved beyond another, part by part."""
-        theirs = getattr(other, "parts", {})
-        names = list(self.parts) + [n for n in theirs if n not in self.parts]
-        return Counted(int(self) - int(other), {n: self.parts.get(n, 0) - theirs.get(n, 0) for n in names})
 
 
 def difference(answer, expected, rtol: float, atol: float, unit: str) -> str:
@@ -40,6 +28,8 @@ def difference(answer, expected, rtol: float, atol: float, unit: str) -> str:
         return _named_difference(answer, expected, rtol, atol, unit)
     if hasattr(expected, "__dataclass_fields__") and not isinstance(expected, type):
         return _named_difference(answer, expected, rtol, atol, unit)
+    if isinstance(expected, tuple) and answer is None:
+        return RETURNED_NOTHING
     if isinstance(expected, tuple) and not isinstance(answer, tuple | list):
         return f"expected a tuple of {len(expected)}, got {type(answer).__name__}"
     if isinstance(expected, tuple):
@@ -65,6 +55,10 @@ def _named_difference(answer, expected, rtol, atol, unit) -> str:
     else:
         names = list(expected.__dataclass_fields__)
         want = [getattr(expected, n) for n in names]
+    if answer is None:
+        return RETURNED_NOTHING
+    if isinstance(answer, Iterator) or (isinstance(answer, np.ndarray) and answer.ndim):
+        answer = list(answer)  # a generator, or an array of rows: its entries in order
     if isinstance(answer, dict):
         missing = [n for n in names if n not in answer]
         if missing:
@@ -77,25 +71,45 @@ def _named_difference(answer, expected, rtol, atol, unit) -> str:
     elif not isinstance(expected, dict) and all(hasattr(answer, n) for n in names):
         got = [getattr(answer, n) for n in names]
     else:
-        return f"return {len(names)} values ({', '.join(names)}), not a {type(answer).__name__}"
+        return f"return {len(names)} values ({', '.join(names)}), not one {type(answer).__name__}"
+    if _transposed(got, want):
+        return "your answer is the expected transposed: its rows are the expected's columns"
     for k, (name, a, e) in enumerate(zip(names, got, want, strict=True)):
         why = difference(a, e, rtol, atol, unit)
         if why:
-            swapped = [  # an answer in another slot, itself wrong there: the entries came back out of order
+            # an answer in another slot, itself wrong there, and this slot's answer another slot's: out of order
+            elsewhere = any(not difference(a, want[j], rtol, atol, unit) for j in range(len(names)) if j != k)
+            swapped = [
                 n
                 for j, n in enumerate(names)
                 if j != k
+                and elsewhere
                 and difference(got[j], want[j], rtol, atol, unit)
                 and not difference(got[j], e, rtol, atol, unit)
             ]
             order = f" — your {swapped[0]} holds it: return {', '.join(names)} in that order" if swapped else ""
             if order and len(names) <= 4:  # a few results of one function, not a table of rows
-                why = why.split(" — ")[0] + order
+                why = re.sub(r" \([^()]*\?\)$", "", why.split(" — ")[0]) + order  # the order, not a shape's hint
             return f"{_PAPER_NAMES.get(name, name)}: {why}"
     return ""
 
 
+def _transposed(got: list, want: list) -> bool:
+    """Whether the rows of `got` are the columns of `want` (and not already its rows)."""
+    try:
+        a, e = np.asarray(got, dtype=np.float64), np.asarray(want, dtype=np.float64)
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return (
+        e.ndim == 2 and a.shape == e.T.shape and np.allclose(a, e.T) and not (a.shape == e.shape and np.allclose(a, e))
+    )
+
+
 def _array_difference(answer, expected, rtol: float, atol: float) -> str:
+    if np.ndim(expected) == 0 and several(answer):
+        return f"got {several(answer)} where one number is expected"
+    if np.asarray(expected).dtype.kind != "b" and isinstance(answer, bool | np.bool_):
+        return f"got {answer}, a bool, where a number is expected — a comparison returned, not the value?"
     try:
         a = np.asarray(answer, dtype=np.float64) if _real(answer) else None
     except (TypeError, ValueError, OverflowError):
@@ -117,10 +131,21 @@ def _array_difference(answer, expected, rtol: float, atol: float) -> str:
     where = tuple(int(i) for i in np.argwhere(~same)[0])
     at = f" at index {where}" if where else ""
     got, want = (float(x[where]) if where else float(x) for x in (a, e))
-    values = f"{(~same).sum()} of {same.size} values differ; first{at}: got {got:.6g}, expected {want:.6g}"
-    if a.size == 1:
-        values = f"got {got:.6g}, expected {want:.6g}"
-    return values + _pattern(a[~same], e[~same], a, e, rtol)
+    digits = next((n for n in range(6, 17) if f"{got:.{n}g}" != f"{want:.{n}g}"), 17)  # enough to tell them apart
+    pair = f"got {got:.{digits}g}, expected {want:.{digits}g}"
+    values = pair if a.size == 1 else f"{(~same).sum()} of {same.size} values differ; first{at}: {pair}"
+    return values + (_rounding(answer, expected, a, e) or _pattern(a[~same], e[~same], a, e, rtol))
+
+
+def _rounding(answer, expected, a: np.ndarray, e: np.ndarray) -> str:
+    """An answer in float16 or float32, off by no more than that type's rounding, where more digits are expected."""
+    kind = getattr(answer, "dtype", None)
+    if kind not in (np.float16, np.float32) or np.asarray(expected).dtype.itemsize <= kind.itemsize:
+        return ""
+    eps = 64 * np.finfo(kind).eps  # a few roundings' worth, relative to the values' size
+    if not np.allclose(a, e, rtol=eps, atol=eps * float(np.abs(e).max())):
+        return ""
+    return f" — {kind}'s rounding: compute in float64 (NumPy's default)"
 
 
 def _real(answer) -> bool:
@@ -140,7 +165,7 @@ def _real(answer) -> bool:
 def _not_real(answer) -> str:
     """What an answer that is no real number is, and what to look at."""
     if answer is None:
-        return "got None: your function returns nothing — a `return` missing?"
+        return RETURNED_NOTHING
     try:
         values = list(np.asarray(answer, dtype=object).flat)
     except (TypeError, ValueError, OverflowError):  # ragged: not an array at all
@@ -162,15 +187,17 @@ def _pattern(a: np.ndarray, e: np.ndarray, whole_a: np.ndarray, whole_e: np.ndar
     (for one number held to a loose `rtol`, a model's estimate, a factor or a reciprocal within that tolerance)."""
     if np.isnan(a).any():
         return " — a NaN: inf − inf or 0 · inf somewhere (a row with no finite logit yet, m = −∞?)"
-    if np.isinf(a).any() and np.isfinite(e).all():
+    if np.isposinf(a).any() and np.isfinite(e).all():
         return " — an overflow to inf: subtract the largest value before exp"
+    if np.isneginf(a).any() and np.isfinite(e).all():
+        return " — −∞: the empty state's m = −∞ kept (the other part's m not taken), or a log of 0?"
     if not (np.isfinite(a).all() and np.isfinite(e).all() and (e != 0).all()):
         return ""
-    if (a == 0).all():
+    whole = (a == np.round(a)).all() and (e == np.round(e)).all()
+    if (a == 0).all() and not whole:  # counts, not weights: no exp to underflow
         return " — every wrong value is 0: an exp that underflowed, or a weight e^(x − ∞)?"
     ratio, shift = a / e, a - e
-    whole = (a == np.round(a)).all() and (e == np.round(e)).all() and (np.abs(e) > 2).all()
-    if whole and np.allclose(shift, shift.flat[0]) and abs(shift.flat[0]) == 1:
+    if whole and (np.abs(e) > 2).all() and np.allclose(shift, shift.flat[0]) and abs(shift.flat[0]) == 1:
         return " — off by one: < or ≤, rounding up or down?"
     r = float(ratio.flat[0])
     loose = rtol if a.size == 1 and rtol >= 1e-3 else 0.0
@@ -178,8 +205,11 @@ def _pattern(a: np.ndarray, e: np.ndarray, whole_a: np.ndarray, whole_e: np.ndar
         return " — the reciprocal of the expected: a ratio upside down?"
     near = bool(loose) and _nice(_nearest(r)) and abs(r / _nearest(r) - 1) <= loose
     r = _nearest(r) if near else r
-    if near or (np.allclose(ratio, r, rtol=1e-6) and (_nice(r) or (a.size > 1 and 1e-3 < abs(r) < 1e3))):
-        return f" — {_times(r)} the expected: a factor missing or extra"
+    alike = np.allclose(ratio, r, rtol=1e-6) and abs(r - 1) > 1e-6
+    if near or (alike and (_nice(r) or (a.size > 1 and 1e-3 < abs(r) < 1e3))):
+        return f" — {times(r)} the expected: a factor missing or extra"
+    if alike and r > 0 and abs(np.log10(r)) >= 4 and abs(r / 10 ** round(np.log10(r)) - 1) < 1e-6:
+        return f" — 1e{round(np.log10(r)):+d} × the expected: a unit prefix (k, M, G, T; m, µ, n) off?"
     if whole_a.ndim == 2 and _per_row_factor(whole_a, whole_e):
         return " — each row is off by a factor of its own: a row's normalisation (÷ its sum) missing or extra?"
     if a.size > 1 and np.allclose(shift, shift.flat[0], rtol=1e-6, atol=1e-12):
@@ -208,57 +238,6 @@ def _nearest(r: float) -> float:
     return float(max(1, round(r))) if r >= 1 else 1 / max(1, round(1 / r)) if r > 0 else r
 
 
-def _times(r: float) -> str:
-    """A ratio as a student reads it: "2×", "1/1000 of", "1.37×"."""
-    if r < 1 and abs(1 / r - round(1 / r)) < 1e-6:
-        return f"1/{round(1 / r)} of"
-    return f"{round(r)}×" if abs(r - round(r)) < 1e-6 else f"{r:.4g}×"
-
-
-def count_difference(answer, expected, unit: str) -> str:
-    """Counts (bytes, FLOPs) must match exactly; a difference is named by the parts that add up to it."""
-    if isinstance(answer, bool) or not isinstance(answer, int | np.integer):
-        return f"expected a whole number of {unit}, got {type(answer).__name__} {answer!r}"
-    if answer == expected:
-        return ""
-    gap = int(answer) - int(expected)
-    side = "too many" if gap > 0 else "too few"
-    said = f"got {count(int(answer))} {unit}, expected {count(int(expected))} {unit}: {count(abs(gap))} {unit} {side}"
-    parts = {name: n for name, n in getattr(expected, "parts", {}).items() if n > 0}
-    who = _which_parts(abs(gap), parts, unit)
-    if not who:
-        if abs(gap) == 1:
-            return said + " — off by one: rounding up or down, < or ≤?"
-        ratio = int(answer) / int(expected) if answer and expected and abs(int(answer)) < 2**900 else 0
-        return said + (f" ({_times(ratio)} the right count)" if ratio > 0 else "")
-    return f"{said} — {who}: {'counted too often' if gap > 0 else 'left out'}?"
-
-
-def _which_parts(gap: int, parts: dict[str, int], unit: str) -> str:
-    """The tensors whose bytes make up `gap`: one of them, two together, a fraction or multiple of them, or of all."""
-    same = [name for name, n in parts.items() if n == gap]
-    if same:
-        return f"as many as {' or '.join(same)} ({count(gap)} {unit})"
-    items = list(parts.items())
-    pairs = [(a, na, b, nb) for i, (a, na) in enumerate(items) for b, nb in items[i + 1 :]]
-    for a, na, b, nb in pairs:
-        if na + nb == gap:
-            return f"as many as {a} and {b} together ({count(na)} + {count(nb)} {unit})"
-    # K and V, ℓ and m: two tensors of one size, moved together (not one tensor's read and write)
-    twins = [(a, na, b, nb) for a, na, b, nb in pairs if na == nb and a.split()[0] != b.split()[0]]
-    for a, na, b, nb in twins + [(a, n, "", 0) for a, n in items] + pairs:
-        n = na + nb
-        if n % gap == 0 and n // gap <= 4096:
-            return f"1/{n // gap} of {f'{a} and {b} together' if b else a} ({count(n)} {unit}): one pass or block"
-    for name, n in items:
-        if gap % n == 0 and gap // n <= 16:
-            return f"{gap // n} × as many as {name} ({count(n)} {unit})"
-    total = sum(parts.values())
-    if parts and total % gap == 0:
-        return f"1/{total // gap} of all the bytes: one pass over everything"
-    return ""
-
-
 def raised(e: BaseException) -> str:
     """An exception from the student's code at the student's own line: "ValueError in merge, line 3: …\\n    code"."""
     message = str(e).strip().splitlines()
@@ -272,6 +251,8 @@ def raised(e: BaseException) -> str:
         f"in {f.name}, line {f.lineno}" if f.name != "<lambda>" else f"calling your code, line {f.lineno} of the check"
     )
     code = f"\n    {f.line.strip()}" if f.line and f.line.strip() else ""
+    if f.name == "<lambda>" and "NoneType" in text:  # the check could not use what the function returned
+        text += " — your function returned None: a `return` missing?"
     return f"your code raised {type(e).__name__} {where}: {text}{code}"
 
 

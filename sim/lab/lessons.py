@@ -17,7 +17,8 @@ yet done (`hint(n, "merge")` names one).
 from dataclasses import dataclass
 
 from sim.lab import hints
-from sim.lab.feedback import Counted, difference, raised
+from sim.lab.counted import Counted
+from sim.lab.feedback import difference, raised
 
 __all__ = ["Counted", "Verdict", "check", "hbm_bytes", "hint", "verdict"]
 
