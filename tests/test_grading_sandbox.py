@@ -177,3 +177,17 @@ def test_a_grader_under_lower_hard_limits_gives_its_children_those_and_still_gra
     assert feedback.startswith(f"raised RuntimeError: CPU=(49, 50) NOFILE=(48, 48) FSIZE=({1 << 19}, {1 << 19}) "
                                f"AS=({900 << 20}, {900 << 20}) (line 6, in forward)"), feedback  # fmt: skip
     assert score == 0 and master == 10 and none == 0
+
+
+def test_a_submission_may_write_in_its_own_working_folder(tmp_path):
+    # its folder is writable where no memory test is graded (assignment 01); with namespaces the folder becomes a
+    # tmpfs, and the working directory stayed the folder under the mount, outside Landlock's rule: "Permission
+    # denied: 'notes.txt'" before (red team h69, 2026-11-28)
+    master = spec.locate("01")
+    path = tmp_path / "writes.py"
+    path.write_text(
+        'with open("notes.txt", "w") as f:\n    f.write("scratch")\nassert open("notes.txt").read() == "scratch"\n'
+        + master.read_text(encoding="utf-8")
+    )
+    (report,) = grader.grade(first_tests(spec.load(master), 2), [path], seed=1, jobs=1)
+    assert report.score == report.max_score and report.flags == [], [t.feedback for t in report.tests]

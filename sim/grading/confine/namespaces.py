@@ -52,6 +52,7 @@ def _enter(folder: str, size_bytes: int) -> None:
     for name, data in files.items():
         with open(os.path.join(folder, name), "wb") as f:
             f.write(data)
+    os.chdir(folder)  # the working directory was the folder under the mount, outside Landlock's rule for the tmpfs
 
 
 def _write(path: str, text: str) -> None:
