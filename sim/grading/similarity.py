@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
-from sim.grading.report import printable
+from sim.grading import submission_file
+from sim.grading.report import shown_name
 
 K = 12  # tokens a run: long enough that two independent solutions rarely share many
 THRESHOLD = 0.8
@@ -43,8 +44,8 @@ class Flag:
     score: float
 
     def line(self) -> str:
-        """The note on `a`: `b`'s name as text a terminal or a UTF-8 file takes (a file name may not be UTF-8)."""
-        return f"similar to {printable(self.b)}: {self.score:.2f} of its code in common (for review; no points taken)"
+        """The note on `a`: `b`'s name on one line, as text a terminal or a UTF-8 file takes (it may not be UTF-8)."""
+        return f"similar to {shown_name(self.b)}: {self.score:.2f} of its code in common (for review; no points taken)"
 
 
 def tokens(source: str) -> list[str]:
@@ -165,10 +166,11 @@ def annotate(assignment, submissions: list[Path], reports) -> None:
 
 
 def _read(path: Path) -> str:
-    """A submission's source as Python reads it: in the encoding its coding line (or BOM) names, UTF-8 otherwise."""
+    """A submission's source as Python reads it: in the encoding its coding line (or BOM) names, UTF-8 otherwise; ""
+    for a file `submission_file.read` refuses (a link, a pipe, a device, one over the cap: graded 0, with the reason)."""
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = submission_file.read(path)
+    except submission_file.Refused:
         return ""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
