@@ -79,7 +79,8 @@ def summary(reports: list[SubmissionReport]) -> Table:
             [*r.flags, *r.notes, *(f"{t.name}: {t.feedback}" for t in r.tests if t.status in ("failed", "not run"))][:2]
         )
         table.add_row(  # a file's name and what a submission said are text, never markup
-            Text(shown_name(r.submission)), f"{r.score:g} / {r.max_score:g}", count(r.hbm_bytes) if r.hbm_bytes else "—",
+            Text(shown_name(r.submission)), f"{r.score:g} / {r.max_score:g}",
+            count(r.hbm_bytes) if r.hbm_bytes else "—",
             Text(notes[:160]),
         )  # fmt: skip
     return table
