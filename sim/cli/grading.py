@@ -15,8 +15,8 @@ from sim.core import atomic_file
 from sim.core.errors import InputError
 from sim.core.format import count, seconds
 from sim.grading import bench as grading_bench
-from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec
-from sim.grading.report import printable
+from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec, submission_file
+from sim.grading.report import shown_name
 from sim.viz.unclipped import unclipped
 
 TIMEOUT = options.FloatRange(0.1, 3600)  # seconds per test: an hour is far beyond any test, NaN and ∞ are no limit
@@ -98,7 +98,7 @@ def grade_command(
     if len(paths) != 2:
         raise InputError("grade: give ASSIGNMENT and SUBMISSION (or --self-check FILE)")
     assignment = spec.load(spec.locate(paths[0]))
-    found = grader.submissions_in(Path(paths[1]))
+    found = submission_file.submissions_in(Path(paths[1]))
     if gradescope_path and len(found) > 1:
         named = [p for p in found if p.name == assignment.path.name]
         if len(named) != 1:
@@ -170,7 +170,7 @@ def progress_bar(quiet: bool, submissions: int, each: bool = False):
         def progress(report) -> None:
             advance()
             if each:
-                name = printable(report.submission)
+                name = shown_name(report.submission)  # one line, whatever the file is called
                 line = f"graded {name}: {report.score:g} / {report.max_score:g} ({seconds(report.seconds)})"
                 work.print(console, line, highlight=False, markup=False)  # a file's name is text
 

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 from sim.core.errors import InputError
-from sim.grading import export, grader, spec
+from sim.grading import export, grader, spec, submission_file
 from sim.lab.bench import machine
 
 ASSIGNMENT = "02"
@@ -48,7 +48,7 @@ def bench_grade(n: int = 100, jobs: int | None = None, seed: int = 0, progress=N
     with tempfile.TemporaryDirectory(prefix="flashsim-bench-grade-") as tmp:
         made = submissions(Path(tmp), n)
         start = time.perf_counter()
-        found = grader.submissions_in(Path(tmp))
+        found = submission_file.submissions_in(Path(tmp))
         walls = grader.isolate(assignment, found)
         reports = grader.grade(assignment, found, seed=seed, jobs=jobs, progress=progress, walls=walls)
         total = time.perf_counter() - start

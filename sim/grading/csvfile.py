@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from sim.core import atomic_file
-from sim.grading.report import SubmissionReport, printable
+from sim.grading.report import SubmissionReport, shown_name
 
 FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula (OWASP's list)
 NUMBER = re.compile(r"-?\d+(\.\d+)?(e[+-]?\d+)?")  # the grader's own figures, which a minus sign leaves numbers
@@ -22,7 +22,7 @@ def write(reports: list[SubmissionReport], path: Path) -> None:
                                     "notes", "seed"]])  # fmt: skip
     for r in reports:
         points = {t.name: f"{t.points:g}" for t in r.tests}
-        row = [printable(r.submission), f"{r.score:g}", f"{r.max_score:g}",
+        row = [shown_name(r.submission), f"{r.score:g}", f"{r.max_score:g}",
                r.hbm_bytes if r.hbm_bytes is not None else "", *(points.get(n, "") for n in names),
                "; ".join(r.flags), "; ".join(r.reviews), "; ".join(r.notes), r.seed]  # fmt: skip
         out.writerow([cell(c) for c in row])

@@ -17,23 +17,12 @@ from sim.grading.proxy import tensor_specs
 from sim.grading.report import SubmissionReport, TestResult, made_printable, one_line
 from sim.grading.server import ChipServer
 from sim.grading.spec import Assignment
+from sim.grading.submission_file import Refused, refusal
 from sim.grading.triton import grade as triton
 
 START_S = 5.0  # seconds beyond a test's wall clock that starting a child and importing the submission may take
 MAX_DEATHS = 2  # a submission whose process dies this often has its remaining tests marked "not run"
 SOLUTIONS = guard.SOLUTIONS
-
-
-def submissions_in(path: Path) -> list[Path]:
-    """A submission file, or the `.py` files of a folder (one submission each), sorted by name."""
-    if (path := Path(path)).is_file():
-        return [path]
-    if path.is_dir():
-        found = sorted(p for p in path.glob("*.py") if not p.name.startswith("."))
-        if found:
-            return found
-        raise InputError(f"submission: the folder {path} holds no .py files")
-    raise InputError(f"submission: no file or folder {path}")
 
 
 def isolate(assignment: Assignment, submissions: list[Path], limits: sandbox.Limits = sandbox.DEFAULT_LIMITS, *,
@@ -137,8 +126,9 @@ def grade_one(
 ) -> SubmissionReport:
     """All tests of one submission; its process is started again after a death, at most MAX_DEATHS times."""
     report = SubmissionReport(path.name, assignment.name, seed)
-    child, deaths, stop, base = None, 0, "", None
-    if assignment.grading["driver"] == "triton":  # its file read and compiled before anything of it runs
+    child, deaths, base = None, 0, None
+    stop = refusal(path, sandbox.within(limits).file_bytes)  # a pipe, a link, a device, too large
+    if not stop and assignment.grading["driver"] == "triton":  # its file read and compiled before anything of it runs
         stop = triton.refusal(path, assignment.grading)
     try:
         for p in problems:
@@ -146,7 +136,12 @@ def grade_one(
                 report.tests.append(_result(p, 0.0, "not run", stop))
                 continue
             if child is None:
-                child = violations.watch(sandbox.Child(path, limits, walls.settings))
+                try:
+                    child = violations.watch(sandbox.Child(path, limits, walls.settings))
+                except Refused as e:  # replaced by a pipe or a link since the check above
+                    stop = f"not run: {e}"
+                    report.tests.append(_result(p, 0.0, "not run", stop))
+                    continue
                 header, base = _start(child, setup, walls, report)
                 report.printed = child.printed_text()
                 if header["op"] != "ready":
@@ -264,7 +259,7 @@ def _setup(assignment: Assignment, submissions: list[Path], self_check: bool) ->
     denied += [(str(p) + os.sep, SOLUTIONS) for p in _private(assignment)]
     denied += [(str(Path(guard.__file__).with_name("samples.py")), SOLUTIONS)]
     if not self_check:
-        denied += [(str(Path(s).resolve().parent) + os.sep, guard.OTHERS) for s in submissions]
+        denied += [(str(Path(s).parent.resolve()) + os.sep, guard.OTHERS) for s in submissions]  # not a link's
     environment = {"TRITON_INTERPRET": "1"} if assignment.grading["driver"] == "triton" else {}
     return {"op": "hello", "forbid": forbid, "denied": sorted(set(denied)), "environment": environment}
 
@@ -284,7 +279,8 @@ def _forbidden(assignment: Assignment, submissions: list[Path], self_check: bool
     forbid = [*guard.SOLUTION_MODULES, *assignment.grading.get("forbid", [])]
     solutions = [Path(p.rstrip(os.sep)) for p in guard.denied_paths(forbid) if not p.endswith(".")]
     private = _private(assignment)[1:] if self_check else _private(assignment)
-    return [*solutions, assignment.path.resolve(), *private, *(Path(s).resolve() for s in submissions)]
+    entries = [Path(s).parent.resolve() / Path(s).name for s in submissions]  # a link's own path, not its target's
+    return [*solutions, assignment.path.resolve(), *private, *entries]
 
 
 def gpu_missing(assignment: Assignment) -> str | None:

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.core.format import count, seconds
-from sim.grading.report import SubmissionReport, printable
+from sim.grading.report import SubmissionReport, shown_name
 
 STYLES = {"passed": "green", "partial": "yellow", "failed": "red", "not run": "red", "skipped": "dim"}
 
@@ -17,7 +17,7 @@ STYLES = {"passed": "green", "partial": "yellow", "failed": "red", "not run": "r
 def submission(report: SubmissionReport, self_check: bool = False) -> Group:
     """One submission: a header line, a table of its tests with feedback, its flags and notes."""
     head = Text.assemble(
-        (printable(report.submission), "bold"), f" · {report.assignment} · ",
+        (shown_name(report.submission), "bold"), f" · {report.assignment} · ",
         (f"{report.score:g} / {report.max_score:g}", "bold red" if report.flagged else "bold"),
         f" · seed {report.seed} · {seconds(report.seconds)}",
     )  # fmt: skip
@@ -79,7 +79,8 @@ def summary(reports: list[SubmissionReport]) -> Table:
             [*r.flags, *r.notes, *(f"{t.name}: {t.feedback}" for t in r.tests if t.status in ("failed", "not run"))][:2]
         )
         table.add_row(  # a file's name and what a submission said are text, never markup
-            Text(printable(r.submission)), f"{r.score:g} / {r.max_score:g}", count(r.hbm_bytes) if r.hbm_bytes else "—",
+            Text(shown_name(r.submission)), f"{r.score:g} / {r.max_score:g}",
+            count(r.hbm_bytes) if r.hbm_bytes else "—",
             Text(notes[:160]),
         )  # fmt: skip
     return table

@@ -62,9 +62,16 @@ def printable(text: str) -> str:
     escape that moves a cursor), a format character (a right-to-left override), a lone surrogate — written out as
     its escape (`\\x1b`, `\\u202e`, `\\ud800`); new lines stay. A submission's text passes through it before any
     report shows it."""
-    return "".join(
-        c if c.isprintable() or c in " \n" else c.encode("unicode_escape", "backslashreplace").decode() for c in text
-    )
+    return "".join(c if c.isprintable() or c in " \n" else _escape(c) for c in text)
+
+
+def shown_name(text: str) -> str:
+    """A file's name as `printable` shows it, its line breaks escaped too (`\\n`): a name cannot forge a line."""
+    return "".join(c if c.isprintable() or c == " " else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    return c.encode("unicode_escape", "backslashreplace").decode()
 
 
 def one_line(text: str) -> str:

@@ -11,7 +11,6 @@ temporary directory is removed however it ends.
 import json
 import os
 import selectors
-import shutil
 import signal
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.core.format import human_bytes
-from sim.grading import resident, schema, wire
+from sim.grading import folder_removal, resident, schema, submission_file, wire
 from sim.grading.confine import rlimits
 
 SIM_ROOT = str(Path(__file__).resolve().parents[2])  # what the child puts first on its path to import sim
@@ -74,7 +73,7 @@ class Limits:
     cpu_s: int = 60  # the whole process, CPU time (RLIMIT_CPU)
     memory_bytes: int = 1 << 30  # address space (RLIMIT_AS); 0 for none (CUDA maps far more than it uses)
     output_bytes: int = 1 << 20  # stdout + stderr
-    file_bytes: int = 1 << 20  # largest file it may write (RLIMIT_FSIZE)
+    file_bytes: int = submission_file.MAX_BYTES  # largest file it may write (RLIMIT_FSIZE), its submission's copy too
     open_files: int = 64  # descriptors it may hold at once (RLIMIT_NOFILE)
     tmpfs_bytes: int = 16 << 20  # all it may write, where its folder can be a tmpfs of its own
     threads: int = 64  # at once, counted from /proc (`census`): the GPU driver's cap, which no seccomp seals
@@ -103,7 +102,7 @@ class Child:
         try:
             self._start(submission, confinement)
         except BaseException:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            folder_removal.remove(self.dir)
             raise
         self.reader = wire.Reader(schema.MAX_PAYLOAD, schema.check)
         self.output = {"stdout": bytearray(), "stderr": bytearray()}
@@ -118,8 +117,8 @@ class Child:
 
     def _start(self, submission: Path, confinement: dict) -> None:
         """Copy the submission into the child's folder (the child's own, if it runs as another uid) and start it."""
-        self.file = Path(self.dir) / "submission.py"
-        shutil.copyfile(submission, self.file)
+        self.file = Path(self.dir) / "submission.py"  # the one safe read (no link, pipe or device; capped)
+        self.file.write_bytes(submission_file.read(submission, self.limits.file_bytes))
         uid = confinement.get("uid")
         if uid is not None:  # the child becomes `uid`: its directory and file are its own
             for path in (self.dir, self.file):
@@ -266,9 +265,9 @@ class Child:
             f.close()
         os.close(self._in)
         os.close(self._out)
-        shutil.rmtree(self.dir, ignore_errors=True)
         with _LOCK:
             LIVE.discard(self)
+        folder_removal.remove(self.dir)  # however deep the child nested its folders; never raises
 
     def printed_text(self) -> str:
         """The start of what the submission printed (stdout, then stderr)."""

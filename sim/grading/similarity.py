@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
-from sim.grading.report import printable
+from sim.grading import submission_file
+from sim.grading.report import shown_name
 
 K = 12  # tokens a run: long enough that two independent solutions rarely share many
 THRESHOLD = 0.8
@@ -43,8 +44,8 @@ class Flag:
     score: float
 
     def line(self) -> str:
-        """The note on `a`: `b`'s name as text a terminal or a UTF-8 file takes (a file name may not be UTF-8)."""
-        return f"similar to {printable(self.b)}: {self.score:.2f} of its code in common (for review; no points taken)"
+        """The note on `a`: `b`'s name on one line, as text a terminal or a UTF-8 file takes (it may not be UTF-8)."""
+        return f"similar to {shown_name(self.b)}: {self.score:.2f} of its code in common (for review; no points taken)"
 
 
 def tokens(source: str) -> list[str]:
@@ -103,10 +104,13 @@ def references(master: Path, grading: dict) -> dict[str, str]:
     return found
 
 
-def report(master: Path, grading: dict, handout: str, submissions: list[Path]) -> list[Flag]:
-    """Every submission close to a reference, and every pair of submissions close to each other, best first."""
+def report(
+    master: Path, grading: dict, handout: str, submissions: list[Path], prints: dict | None = None
+) -> list[Flag]:
+    """Every submission close to a reference, and every pair of submissions close to each other, best first
+    (`prints`: each submission's fingerprint by name, where the caller has them)."""
     skeleton = fingerprint(handout)
-    prints = {p.name: fingerprint(_read(p), skeleton) for p in submissions}
+    prints = prints if prints is not None else {p.name: fingerprint(_read(p), skeleton) for p in submissions}
     refs = {name: fingerprint(text, skeleton) for name, text in references(master, grading).items()}
     flags = [Flag(a, b, score(fa, fb)) for a, fa in prints.items() for b, fb in refs.items()]
     flags += [Flag(a, b, score(prints[a], prints[b])) for a, b in combinations(prints, 2)]
@@ -134,14 +138,15 @@ def builds_code(source: str) -> list[str]:
     return sorted(set(found), key=lambda f: int(f.rsplit(" ", 1)[1]))
 
 
-def notes(handout: str, submissions: list[Path]) -> dict[str, list[str]]:
+def notes(handout: str, submissions: list[Path], prints: dict | None = None) -> dict[str, list[str]]:
     """The submissions the comparison cannot speak for, each with its lines: too little code of its own (a
     compressed copy run by exec, or an untouched handout), and code that runs what it builds at run time."""
     skeleton, out = fingerprint(handout), {}
     for p in submissions:
         source = _read(p)
         found = builds_code(source)
-        lines = [NOT_JUDGED] if len(fingerprint(source, skeleton)) < MIN_RUNS else []
+        own = prints[p.name] if prints is not None else fingerprint(source, skeleton)
+        lines = [NOT_JUDGED] if len(own) < MIN_RUNS else []
         lines += [f"for review: runs code it builds at run time ({'; '.join(found[:3])})"] if found else []
         if lines:
             out[p.name] = lines
@@ -154,9 +159,11 @@ def annotate(assignment, submissions: list[Path], reports) -> None:
     from sim.grading.export import student_text
 
     handout = student_text(assignment.path.read_text())
-    flags = report(assignment.path, assignment.grading, handout, submissions)
+    skeleton = fingerprint(handout)
+    prints = {p.name: fingerprint(_read(p), skeleton) for p in submissions}  # each file tokenized once
+    flags = report(assignment.path, assignment.grading, handout, submissions, prints)
     by_name = {r.submission: r for r in reports}
-    for name, lines in notes(handout, submissions).items():  # "not judged" only where points are at stake
+    for name, lines in notes(handout, submissions, prints).items():  # "not judged" only where points are at stake
         by_name[name].notes.extend(n for n in lines if n != NOT_JUDGED or by_name[name].score > 0)
     for f in flags:
         by_name[f.a].notes.append(f.line())
@@ -165,10 +172,11 @@ def annotate(assignment, submissions: list[Path], reports) -> None:
 
 
 def _read(path: Path) -> str:
-    """A submission's source as Python reads it: in the encoding its coding line (or BOM) names, UTF-8 otherwise."""
+    """A submission's source as Python reads it: in the encoding its coding line (or BOM) names, UTF-8 otherwise; ""
+    for a file `submission_file.read` refuses (a link, a pipe, a device, one over the cap: graded 0, its reason)."""
     try:
-        data = path.read_bytes()
-    except OSError:
+        data = submission_file.read(path)
+    except submission_file.Refused:
         return ""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)

@@ -7,9 +7,11 @@ with the reason. Each test then runs in the submission's process like every othe
 """
 
 import importlib.util
+import tempfile
 from pathlib import Path
 
 from sim.core.errors import InputError
+from sim.grading import submission_file
 from sim.grading.checks import Outcome
 from sim.grading.problem import Problem
 from sim.grading.report import TestResult
@@ -26,14 +28,20 @@ def missing(name: str) -> str | None:
 
 
 def refusal(path: Path, grading: dict) -> str:
-    """ "" for a kernel file the tests may run, else why not in one line."""
+    """ "" for a kernel file the tests may run, else why not in one line; the compile check gets the bytes read here
+    (`submission_file.read`), copied to a folder of its own."""
     try:
-        stubs = allowlist.check(Path(path).read_text(encoding="utf-8"), Path(path).name)
-    except (OSError, UnicodeDecodeError) as e:
+        source = submission_file.read(path)
+        stubs = allowlist.check(source.decode("utf-8"), Path(path).name)
+    except submission_file.Refused as e:
+        return f"not run: {e}"
+    except UnicodeDecodeError as e:
         return f"refused: cannot read the kernel file ({e})"
     except InputError as e:
         return f"refused: {e}"
-    reason = compile_check.error(Path(path), grading, skip=stubs)  # a stub: the tests say "not implemented yet"
+    with tempfile.TemporaryDirectory(prefix="flashsim-triton-") as folder:
+        (copy := Path(folder) / Path(path).name).write_bytes(source)
+        reason = compile_check.error(copy, grading, skip=stubs)  # a stub: the tests say "not implemented yet"
     return f"refused: {reason}" if reason else ""
 
 
