@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sim.core.errors import InputError
 from sim.grading import folder_removal, grader, isolation, similarity, spec, submission_file
 
 HERE = Path(__file__).parent
@@ -81,6 +82,13 @@ def test_similarity_reads_no_file_over_the_cap(tmp_path):
 def test_a_named_file_that_is_a_link_is_followed_to_a_regular_file(tmp_path):
     (tmp_path / "latest.py").symlink_to(CLASSMATE)
     assert submission_file.submissions_in(tmp_path / "latest.py") == [CLASSMATE.resolve()]
+
+
+def test_a_named_link_that_leads_nowhere_is_no_file(tmp_path):
+    # before: its missing target was graded 0 under the target's name ("cannot read x.py: No such file or directory")
+    (tmp_path / "latest.py").symlink_to(tmp_path / "gone" / "x.py")
+    with pytest.raises(InputError, match=r"^submission: no file or folder .*latest\.py$"):
+        submission_file.submissions_in(tmp_path / "latest.py")
 
 
 DEEP = """import os

@@ -8,12 +8,14 @@ from itertools import pairwise
 
 import pytest
 from click.testing import CliRunner
+from rich.console import Console
 
 from sim.api import closed_form
 from sim.cli import app, estimate
 from sim.core.format import duration
 from sim.lab import report, sweep
 from sim.machine import hardware
+from sim.viz import sweep as sweep_viz
 
 A100 = hardware.get("A100-40GB")
 
@@ -193,3 +195,10 @@ def test_cli_bad_input_is_one_line_with_exit_code_2(args, where):
     result = invoke("sweep", *args, code=2)
     lines = result.output.strip().splitlines()
     assert len(lines) == 1 and where in lines[0] and "Traceback" not in result.output
+
+
+def test_a_sweep_of_no_rows_renders():
+    # before: IndexError at sw.rows[0] (the blocks named in the title), where the table before had rendered it
+    console = Console(width=80, file=io.StringIO())
+    console.print(sweep_viz.table(sweep.sweep([])))
+    assert "standard attention fits every N of this sweep" in console.file.getvalue()

@@ -34,7 +34,7 @@ def submissions_in(path: Path) -> list[Path]:
         if found:
             return found
         raise InputError(f"submission: the folder {path} holds no .py files")
-    if not os.path.lexists(path):
+    if not path.exists():  # a link that leads nowhere too: the instructor named a file that is not there
         raise InputError(f"submission: no file or folder {path}")
     return [Path(os.path.realpath(path))]
 

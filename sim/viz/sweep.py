@@ -56,9 +56,12 @@ def table(sw: Sweep) -> RenderableType:
         text = decimal_bytes(r.standard.memory_bytes)
         return Text(text, style="green") if r.standard_fits else Text(f"{text} OOM", style="bold red")
 
-    r0, bwd = sw.rows[0], sw.rows[0].backward_blocks
-    at = f"Br×Bc {r0.block_rows}×{r0.block_cols}" + (f" forward, {bwd[0]}×{bwd[1]} backward" if bwd else "")
-    flash_title = f"{sw.algorithm} · {at}" if one_block else sw.algorithm
+    flash_title = sw.algorithm
+    if one_block:  # the same blocks in every row (a sweep of no rows has none to name)
+        r0, bwd = sw.rows[0], sw.rows[0].backward_blocks
+        flash_title += f" · Br×Bc {r0.block_rows}×{r0.block_cols}" + (
+            f" forward, {bwd[0]}×{bwd[1]} backward" if bwd else ""
+        )
     speedup = ("speedup", lambda r: ratio(r.standard.seconds / r.flash.seconds))
     standard = side_table(
         "standard attention", [*roofline(lambda r: r.standard), ("in HBM (S, P, Q, K, V, O)", memory)]
