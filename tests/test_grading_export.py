@@ -4,7 +4,9 @@ import ast
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from sim.cli import app
 from sim.core.errors import InputError
 from sim.grading import export, spec
 
@@ -94,3 +96,14 @@ def test_a_spec_with_a_bad_test_is_refused_with_the_field_named(tmp_path):
     Path(bad).write_text("GRADING = {}\nTESTS = []\n")
     with pytest.raises(InputError, match="driver"):
         spec.load(bad)
+
+
+def test_a_students_copy_into_the_masters_own_folder_is_refused_and_the_master_kept(tmp_path):
+    # before: the student's copy was written over the master, its solution and hidden tests gone (red team h72)
+    master = tmp_path / "02_flash1_forward.py"
+    master.write_bytes(spec.locate("02").read_bytes())
+    before = master.read_bytes()
+    result = CliRunner().invoke(app, ["assignments", "export", str(master), "--student", str(tmp_path)])
+    assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
+    assert "is the master itself; export into another folder" in result.output
+    assert master.read_bytes() == before

@@ -6,6 +6,7 @@ and `# END HIDDEN TESTS`. The student's copy replaces each solution with
 `raise NotImplementedError(hint)` and drops the hidden tests; the instructor's copy is the master.
 """
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -77,6 +78,8 @@ def export(master: Path, *, student: Path | None = None, instructor: Path | None
     target = folder / master.name
     if target.is_dir():
         raise InputError(f"{name}: {target} is a folder, where the copy would go")
+    if target.exists() and os.path.samefile(target, master):  # the student's copy would overwrite the solution
+        raise InputError(f"{name}: {target} is the master itself; export into another folder")
     if instructor is not None and (folder / "autograder").is_file():
         raise InputError(f"{name}: {folder / 'autograder'} is a file, where the autograder folder would go")
     folder.mkdir(exist_ok=True)  # the folder asked for, not the ones above it
