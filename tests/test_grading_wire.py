@@ -40,6 +40,7 @@ def test_arrays_of_every_storage_dtype_round_trip_bit_for_bit():
         (frame({"op": "x", "arrays": [["float32", [4]]]}, b"\0" * 8), "longer than the payload"),
         (frame({"op": "x", "arrays": [["float32", [1]]]}, b"\0" * 8), "payload is longer"),
         (frame({"op": "x", "arrays": [["float32", [-1]]]}), "non-negative"),
+        (frame({"op": "done", "arrays": [["float64", [0] + [2**31 - 1] * 3]]}), "cannot be made"),  # was ValueError
         (frame({"no": "op"}), "with an 'op'"),
         (struct.pack(">II", 3, 0) + b"\x80\x04]", "not JSON"),  # a pickle's opening bytes
         (struct.pack(">II", 1 << 20, 0), "over the limit"),

@@ -67,9 +67,12 @@ def decode(head: bytes, payload: bytes) -> tuple[dict, list[np.ndarray]]:
         nbytes = math.prod(shape) * dtype.itemsize  # Python's integers: a product cannot overflow
         if offset + nbytes > len(payload):
             raise WireError("arrays are longer than the payload")
-        arrays.append(
-            np.frombuffer(payload, dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape).copy()
-        )
+        try:  # an empty array of huge other sides ([0, 2**31 - 1, …]) is one NumPy cannot shape
+            arrays.append(
+                np.frombuffer(payload, dtype, count=nbytes // dtype.itemsize, offset=offset).reshape(shape).copy()
+            )
+        except ValueError as e:
+            raise WireError(f"array shape {str(shape)[:80]} cannot be made ({str(e)[:80]})") from None
         offset += nbytes
     if offset != len(payload):
         raise WireError("payload is longer than its arrays")
