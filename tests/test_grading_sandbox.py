@@ -191,3 +191,22 @@ def test_a_submission_may_write_in_its_own_working_folder(tmp_path):
     )
     (report,) = grader.grade(first_tests(spec.load(master), 2), [path], seed=1, jobs=1)
     assert report.score == report.max_score and report.flags == [], [t.feedback for t in report.tests]
+
+
+NEGATIVE_L = """    for i in range(Tr):
+        rows = (i * Br, min((i + 1) * Br, N))
+        chip.store("ℓ", chip.put("neg", -np.ones(rows[1] - rows[0])), rows)
+        chip.free("neg")
+"""
+
+
+def test_a_negative_row_sum_is_a_wrong_answer_and_no_warning_of_the_graders(tmp_path, recwarn):
+    # before: NumPy's "invalid value encountered in log" reached the instructor's terminal (red team h72)
+    text = spec.locate("02").read_text(encoding="utf-8")
+    last = '        chip.free("K_j", "V_j")\n'
+    assert text.count(last) == 1
+    path = tmp_path / "negative.py"
+    path.write_text(text.replace(last, last + NEGATIVE_L))
+    (report,) = grader.grade(first_tests(spec.load(spec.locate("02")), 1), [path], seed=1, jobs=1)
+    assert report.score == 0 and report.tests[0].feedback.startswith("m + log ℓ[0] is -inf where"), report.tests[0]
+    assert [str(w.message) for w in recwarn] == []

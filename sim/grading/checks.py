@@ -105,7 +105,7 @@ def _outputs(grading: dict, problem: Problem, outcome: Outcome) -> dict[str, np.
         else:
             out[name] = array
     if "ℓ" in out and "m" in out and not isinstance(out["ℓ"], str) and not isinstance(out["m"], str):
-        with np.errstate(divide="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore"):  # a submission's ℓ ≤ 0: no warning on the terminal
             out["ℓ"] = np.where(
                 out["ℓ"] > 0, out["m"].astype(np.float64) + np.log(out["ℓ"].astype(np.float64)), -np.inf
             )
