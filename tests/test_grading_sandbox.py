@@ -210,3 +210,17 @@ def test_a_negative_row_sum_is_a_wrong_answer_and_no_warning_of_the_graders(tmp_
     (report,) = grader.grade(first_tests(spec.load(spec.locate("02")), 1), [path], seed=1, jobs=1)
     assert report.score == 0 and report.tests[0].feedback.startswith("m + log ℓ[0] is -inf where"), report.tests[0]
     assert [str(w.message) for w in recwarn] == []
+
+
+@pytest.mark.parametrize(
+    "body, said",
+    [  # before: "ran out of memory (limit 1.0 GiB)" and "used more than 60 s of CPU time" (red team h72)
+        ("    os.kill(os.getpid(), signal.SIGKILL)", "was killed (SIGKILL: past 60 s of CPU time, out of memory, or "),
+        ("    os.close(chip.link.fd_out)\n    time.sleep(30)", "closed its pipe to the grader and did not exit"),
+    ],
+)
+def test_a_child_that_ends_oddly_is_told_how(tmp_path, body, said):
+    path = tmp_path / "ends.py"
+    path.write_text(f"import os\nimport signal\nimport time\n\n\ndef forward(chip, **kw):\n{body}\n")
+    (report,) = grader.grade(first_tests(spec.load(spec.locate("02")), 1), [path], seed=1, jobs=1)
+    assert said in report.tests[0].feedback and "\n" not in report.tests[0].feedback, report.tests[0].feedback

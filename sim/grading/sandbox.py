@@ -231,10 +231,14 @@ class Child:
         err = bytes(self.output["stderr"]).decode(errors="replace")
         if self.killed_for == "timeout":
             return f"did not finish within {self.limits.wall_s:g} s (wall clock)"
-        if "MemoryError" in err or (code == -signal.SIGKILL and not self.killed_for):
+        if self.killed_for == "hung":
+            return "closed its pipe to the grader and did not exit"
+        if "MemoryError" in err:
             return f"ran out of memory (limit {human_bytes(self.limits.memory_bytes)})"
-        if code in (-signal.SIGXCPU, -signal.SIGKILL):
+        if code == -signal.SIGXCPU:
             return f"used more than {self.limits.cpu_s} s of CPU time"
+        if code == -signal.SIGKILL:  # not the grader's: its CPU time's hard limit, the kernel's OOM killer, or itself
+            return f"was killed (SIGKILL: past {self.limits.cpu_s} s of CPU time, out of memory, or by itself)"
         if code < 0:
             return f"crashed ({signal.Signals(-code).name})"
         last = err.strip().splitlines()[-1:] or [""]
