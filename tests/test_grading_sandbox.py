@@ -224,3 +224,29 @@ def test_a_child_that_ends_oddly_is_told_how(tmp_path, body, said):
     path.write_text(f"import os\nimport signal\nimport time\n\n\ndef forward(chip, **kw):\n{body}\n")
     (report,) = grader.grade(first_tests(spec.load(spec.locate("02")), 1), [path], seed=1, jobs=1)
     assert said in report.tests[0].feedback and "\n" not in report.tests[0].feedback, report.tests[0].feedback
+
+
+FLOODS = """import os
+import time
+
+from sim.grading import wire
+
+
+def forward(chip, **kw):
+    frame = wire.encode({"op": "free", "bufs": ["a" * 1990] * 32}) * 16  # 64 KiB headers, one after another
+    end = time.monotonic() + 9.0
+    while time.monotonic() < end:
+        data = memoryview(frame)
+        while data:
+            data = data[os.write(chip.link.fd_out, data) :]
+    raise RuntimeError("flooded")
+"""
+
+
+def test_a_flood_of_requests_is_stopped_before_it_starves_a_classmate(tmp_path):
+    # before: the grader's thread decoded the flood for 9 s a test, holding the GIL; a classmate graded beside it
+    # (--jobs 2) timed out on a test it passes alone (red team h72)
+    path = tmp_path / "floods.py"
+    path.write_text(FLOODS)
+    (report,) = grader.grade(first_tests(spec.load(spec.locate("02")), 1), [path], seed=1, jobs=1)
+    assert report.tests[0].feedback == "sent more than 8.0 MiB of requests in one test", report.tests[0].feedback

@@ -153,7 +153,7 @@ class Child:
     def exchange(self, header: dict, arrays=(), serve=None, wall_s: float | None = None) -> tuple[dict, list]:
         """Send a message, answer the child's requests with `serve(header, arrays)` until it sends its
         answer (a frame whose op is not a request), and return that; ChildDied if it does not in time."""
-        deadline = time.monotonic() + (wall_s or self.limits.wall_s)
+        deadline, self.reader.header_bytes = time.monotonic() + (wall_s or self.limits.wall_s), 0
         watchdog = threading.Timer(deadline - time.monotonic() + 2.0, self.kill, ("timeout",))
         watchdog.start()
         try:
@@ -211,6 +211,9 @@ class Child:
                 except wire.WireError as e:
                     self.kill("protocol")
                     raise ChildDied(f"malformed message: {e}") from None
+                if self.reader.header_bytes > schema.MAX_REQUESTS:  # decoding them holds the GIL classmates share
+                    self.kill("protocol")
+                    raise ChildDied(f"sent more than {human_bytes(schema.MAX_REQUESTS)} of requests in one test")
             elif chunk:
                 self.printed += len(chunk)
                 kept = self.output[key.data]

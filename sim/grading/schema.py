@@ -12,6 +12,7 @@ from sim.grading import guard
 from sim.grading.wire import WireError
 
 MAX_PAYLOAD = 1 << 25  # bytes of arrays in one frame from a child (32 MiB): a tile, or a test's outputs
+MAX_REQUESTS = 8 << 20  # bytes of JSON headers a child sends in one test (an honest master: < 0.5 MiB in all tests)
 MAX_TEXT = 2000  # characters of any string a child sends (a message, a path it tried)
 MAX_LIST = 256  # items of any list a child sends (buffer names, a shape)
 MAX_INT = 1 << 53  # integers a child sends (byte counts, tile bounds)

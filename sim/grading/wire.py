@@ -97,6 +97,7 @@ class Reader:
         self.buffer = bytearray()
         self.max_payload, self.check = max_payload, check  # check(header, arrays) raises WireError to refuse a frame
         self.ready: deque[tuple[dict, list[np.ndarray]]] = deque()
+        self.header_bytes = 0  # of every frame cut so far: its reader's owner may reset and cap it
 
     def feed(self, data: bytes) -> None:
         """Add bytes read from the pipe; the frames they complete join `ready`."""
@@ -109,6 +110,7 @@ class Reader:
             if len(self.buffer) < end:
                 break
             head = bytes(self.buffer[PREFIX.size : PREFIX.size + n_head])
+            self.header_bytes += n_head
             payload = bytes(self.buffer[PREFIX.size + n_head : end])
             del self.buffer[:end]
             header, arrays = decode(head, payload)
