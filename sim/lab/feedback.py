@@ -142,8 +142,8 @@ def _rounding(answer, expected, a: np.ndarray, e: np.ndarray) -> str:
     kind = getattr(answer, "dtype", None)
     if kind not in (np.float16, np.float32) or np.asarray(expected).dtype.itemsize <= kind.itemsize:
         return ""
-    eps = 64 * np.finfo(kind).eps  # a few roundings' worth, relative to the values' size
-    if not np.allclose(a, e, rtol=eps, atol=eps * float(np.abs(e).max())):
+    eps = np.finfo(kind).eps  # a few roundings' worth: 16 relative to a value, 4 relative to the largest (a sum's)
+    if not np.allclose(a, e, rtol=16 * eps, atol=4 * eps * float(np.abs(e).max())):
         return ""
     return f" — {kind}'s rounding: compute in float64 (NumPy's default)"
 
