@@ -1,6 +1,7 @@
 """The grading journal holds any file name a submission can have: a name that is not UTF-8 (Python reads it with
 lone surrogates, os.fsdecode) once stopped the grader with a UnicodeEncodeError at the journal's write."""
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -46,3 +47,31 @@ def test_grade_with_a_journal_takes_a_submission_whose_name_is_not_utf8(tmp_path
     done, _ = journal.resume(tmp_path / "journal.jsonl", "01_tiny_softmax", None)
     assert sorted(done) == ["alice.py", os.fsdecode(b"caf\xe9.py")]
     assert all(r.score == 2 for r in done.values())
+
+
+def test_a_resumed_journal_grades_again_a_file_that_changed_and_keeps_the_others(tmp_path):
+    """Red team 72: a --journal run resumed kept the old grade of a file whose content had changed since."""
+    folder, record = tmp_path / "submissions", tmp_path / "journal.jsonl"
+    folder.mkdir()
+    for name in ("a.py", "b.py"):
+        shutil.copy(TINY, folder / name)
+    args = [str(a) for a in ("grade", TINY, folder, "--seed", 2, "--journal", record, "--csv", tmp_path / "g.csv")]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    (folder / "b.py").write_text(TINY.read_text() + "# edited\n")
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 0, out.output
+    assert "b.py changed since the journal: graded again" in out.stderr, out.stderr
+    assert "a.py changed" not in out.stderr, out.stderr
+    done, _ = journal.resume(record, "01_tiny_softmax", None)
+    assert done["a.py"].score == 2 and done["b.py"].score == 2
+    lines = record.read_text().splitlines()
+    assert [json.loads(x)["submission"] for x in lines[1:]] == ["a.py", "b.py", "b.py"]  # b graded again, a kept
+
+
+def test_a_journal_line_without_a_hash_is_kept_as_before(tmp_path):
+    record, sub = tmp_path / "journal.jsonl", tmp_path / "a.py"
+    sub.write_text("x = 1\n")
+    journal.start(record, "01_tiny", 3)
+    journal.append(record, reports.SubmissionReport("a.py", "01_tiny", 3))  # no file given: no sha256, as before
+    sub.write_text("x = 2\n")
+    assert list(journal.kept(record, "01_tiny", None, [sub])[0]) == ["a.py"]

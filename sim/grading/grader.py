@@ -52,7 +52,7 @@ def grade(
         raise InputError(f"seed: must be a whole number, 0 or more; got {seed!r}")
     if self_check:
         assignment = assignment.public()
-    done, seed = journal.resume(record, assignment.name, seed) if record else ({}, seed)
+    done, seed = journal.kept(record, assignment.name, seed, submissions) if record else ({}, seed)
     seed = secrets.randbelow(2**31) if seed is None else seed
     problems = [problem.make(assignment.grading, t, seed) for t in assignment.tests]
     unavailable = gpu_missing(assignment)
@@ -83,7 +83,7 @@ def grade(
         if sandbox.STOPPING.is_set():  # interrupted under it: not graded, so not recorded
             return report
         if record:
-            journal.append(record, report)
+            journal.append(record, report, path)
         if progress is not None:
             progress(report)
         return report

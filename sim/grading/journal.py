@@ -3,17 +3,25 @@
 The first line names the assignment and the run's seed; each later line is one submission's report,
 appended and flushed to disk as soon as it is graded. Started again with the same journal, the
 grader keeps those reports, grades only the submissions without one, on the same seed's cases.
+
+Each report's line also holds the sha256 of the submission's bytes (`submission_file.read`'s; "" for a file it
+refuses): a submission whose file differs now is graded again, and said so on stderr. A line without one (a journal
+written before) is kept as it is.
 """
 
+import hashlib
 import json
 import math
 import os
+import re
+import sys
 from dataclasses import asdict, fields
 from pathlib import Path
 
 from sim.core.atomic_file import read_regular
 from sim.core.errors import InputError
-from sim.grading.report import SubmissionReport, TestResult
+from sim.grading import submission_file
+from sim.grading.report import SubmissionReport, TestResult, shown_name
 
 MAX_BYTES = 64 * 2**20  # a journal of thousands of submissions is a few MiB; more is not one the grader wrote
 MAX_SEED = 2**64 - 1  # as --seed takes it
@@ -22,6 +30,26 @@ STATUSES = ("passed", "partial", "failed", "not run", "skipped")
 
 class _Bad(Exception):
     """What is wrong with one field of a journal (said in the one-line refusal)."""
+
+
+def kept(path: Path, assignment: str, seed: int | None, submissions: list[Path]):
+    """`resume`'s reports less those of a submission whose file changed since its line was written (said in one line
+    each on stderr), and the journal's seed."""
+    reports, seed = resume(path, assignment, seed)
+    for sub in submissions:
+        recorded = getattr(reports.get(sub.name), "_sha256", None)
+        if recorded is not None and recorded != digest(sub):
+            del reports[sub.name]
+            print(f"{shown_name(sub.name)} changed since the journal: graded again", file=sys.stderr)
+    return reports, seed
+
+
+def digest(path: Path) -> str:
+    """The sha256 of the submission's bytes as the grader reads them; "" for a file it refuses (a pipe, too large)."""
+    try:
+        return hashlib.sha256(submission_file.read(path)).hexdigest()
+    except submission_file.Refused:
+        return ""
 
 
 def resume(path: Path, assignment: str, seed: int | None) -> tuple[dict[str, SubmissionReport], int | None]:
@@ -61,6 +89,10 @@ def _head(line) -> dict:
 
 def _report(entry, head: dict, k: int) -> SubmissionReport:
     """Line k: one submission's report, of the journal's assignment and seed."""
+    entry = dict(entry) if isinstance(entry, dict) else entry
+    sha = entry.pop("sha256", None) if isinstance(entry, dict) else None
+    if sha is not None and (not isinstance(sha, str) or not re.fullmatch(r"([0-9a-f]{64})?", sha)):
+        raise _Bad(f"line {k}: sha256 {str(sha)[:70]!r} is not a sha256 in hex")
     entry = dict(_fields(entry, SubmissionReport, f"line {k}", ("submission", "assignment", "seed", "tests")))
     if not _check(entry["submission"], str, f"line {k}: submission") or "/" in entry["submission"]:
         raise _Bad(f"line {k}: submission {entry['submission']!r} is not a file name")
@@ -74,7 +106,9 @@ def _report(entry, head: dict, k: int) -> SubmissionReport:
     _number(entry.get("seconds", 0.0), f"line {k}: seconds")
     tests = _check(entry["tests"], list, f"line {k}: tests")
     entry["tests"] = [_test(t, f"line {k}: test {j}") for j, t in enumerate(tests)]
-    return SubmissionReport(**entry)
+    report = SubmissionReport(**entry)
+    report._sha256 = sha  # what `kept` compares; not a field, so never in a report's output
+    return report
 
 
 def _test(t, where: str) -> TestResult:
@@ -128,9 +162,9 @@ def start(path: Path, assignment: str, seed: int) -> None:
         _append(path, {"assignment": assignment, "seed": seed})
 
 
-def append(path: Path, report: SubmissionReport) -> None:
-    """Add one graded submission."""
-    _append(path, asdict(report))
+def append(path: Path, report: SubmissionReport, submission: Path | None = None) -> None:
+    """Add one graded submission, with the sha256 of its file `submission` where given."""
+    _append(path, asdict(report) | ({"sha256": digest(submission)} if submission is not None else {}))
 
 
 def _append(path: Path, entry: dict) -> None:

@@ -10,8 +10,8 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
-from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
+from sim.grading import keys
 from sim.lab import course
 
 DRIVERS = {
@@ -118,6 +118,8 @@ def check_grading(grading, where: str) -> None:
             raise InputError(f"assignment: {where}: GRADING['algorithm'] must be flash1 or flash2")
         if grading.get("pass", "forward") not in ("forward", "backward"):
             raise InputError(f"assignment: {where}: GRADING['pass'] must be forward or backward")
+    if "timeout_s" in grading:
+        keys.timeout(grading["timeout_s"], f"assignment: {where}: GRADING")
 
 
 def check_test(test, driver: str, where: str) -> None:
@@ -131,9 +133,4 @@ def check_test(test, driver: str, where: str) -> None:
         raise InputError(f"{label}: points must be a positive number")
     if test.get("check") not in DRIVERS[driver]:
         raise InputError(f"{label}: check must be one of {', '.join(DRIVERS[driver])}")
-    for key in ("dtype",):
-        choices = test.get(key, "fp32")
-        if any(c not in DTYPES for c in (choices if isinstance(choices, list) else [choices])):
-            raise InputError(f"{label}: dtype must be fp16, bf16 or fp32 (or a list of them)")
-    if test["check"] == "io" and not 1.0 <= test.get("io_full", 1.0) < test.get("io_zero", 1.5):
-        raise InputError(f"{label}: io thresholds need 1 ≤ io_full < io_zero")
+    keys.check(test, driver, label)

@@ -1,0 +1,91 @@
+"""The type and range of every key of a test that the drivers read (`problem.draw`, `checks`, the grader's clock).
+
+An assignment file is an instructor's, or a student's edited copy: a key of the wrong type ("N": "abc"), out of
+range ("N": -5), a range upside down ([16, 4]) or a key a driver needs left out ("Br") is refused here, in one
+line naming the test, the key and what it must be, before any case is drawn.
+"""
+
+import math
+
+from sim.core.dtypes import DTYPES
+from sim.core.errors import InputError
+
+MAX_SIDE = 8192  # N, Nk, rows, length, Br, Bc: the masters' largest is 1024 (a memory test)
+MAX_D = 1024
+ATTENTION = {"N": MAX_SIDE, "Nk": MAX_SIDE, "d": MAX_D, "Br": MAX_SIDE, "Bc": MAX_SIDE}
+SOFTMAX = {"rows": MAX_SIDE, "length": MAX_SIDE}
+MAX_SECONDS = 3600.0
+
+
+def check(test: dict, driver: str, label: str) -> None:
+    """InputError (starting with `label`) unless every key `driver` reads of `test` has a type and range it takes."""
+    sides = SOFTMAX if driver == "softmax" else ATTENTION
+    for key, high in sides.items():
+        if key == "Nk" and test.get(key) == "N":
+            continue
+        if key not in test:
+            raise InputError(f"{label}: needs {key!r} (a whole number from 1 to {high}, or a range [lo, hi])")
+        _side(test[key], key, high, label)
+    dtype = test.get("dtype", "fp32")
+    if not all(isinstance(c, str) and c in DTYPES for c in (dtype if isinstance(dtype, list) else [dtype])) or (
+        dtype == []
+    ):
+        raise InputError(f"{label}: dtype must be fp16, bf16 or fp32 (or a list of them); got {_shown(dtype)}")
+    for key in ("causal", "empty_row"):
+        if not isinstance(test.get(key, False), bool):
+            raise InputError(f"{label}: {key} must be true or false; got {_shown(test[key])}")
+    _number(test, "logit_scale", 0.0, 1e6, label)
+    _number(test, "masked", 0.0, 1.0, label)
+    _number(test, "sram_slack", 0.01, 1e3, label)
+    _number(test, "timeout_s", 0.01, MAX_SECONDS, label)
+    if "sram" in test and (not _whole(test["sram"]) or not 1 <= test["sram"] <= 2**40):
+        raise InputError(f"{label}: sram must be a whole number of bytes from 1 to 2**40; got {_shown(test['sram'])}")
+    if "window" in test and test["window"] is not None:
+        _window(test["window"], label)
+    for key in ("io_full", "io_zero"):
+        _number(test, key, 1.0, 1e6, label)
+    if not test.get("io_full", 1.0) < test.get("io_zero", 1.5):
+        raise InputError(f"{label}: io thresholds need 1 ≤ io_full < io_zero")
+
+
+def timeout(value, label: str) -> None:
+    """GRADING['timeout_s']: a number of seconds the grader's clock takes."""
+    _number({"timeout_s": value}, "timeout_s", 0.01, MAX_SECONDS, label)
+
+
+def _side(value, key: str, high: int, label: str, low: int = 1) -> None:
+    """A whole number from `low` to `high`, or a range [lo, hi] of them with lo ≤ hi."""
+    ok = _whole(value) and low <= value <= high
+    if isinstance(value, list):
+        ok = len(value) == 2 and all(_whole(v) and low <= v <= high for v in value) and value[0] <= value[1]
+    if not ok:
+        raise InputError(f"{label}: {key} must be a whole number from {low} to {high}, or a range [lo, hi] of them "
+                         f"with lo ≤ hi; got {_shown(value)}")  # fmt: skip
+
+
+def _window(window, label: str) -> None:
+    """(left, right): each side −1 (unbounded), a whole number of 0 or more, or a range [lo, hi] of them."""
+    if not isinstance(window, list | tuple) or len(window) != 2:
+        raise InputError(f"{label}: window must be [left, right]; got {_shown(window)}")
+    for side, value in zip(("left", "right"), window, strict=True):
+        _side(list(value) if isinstance(value, tuple) else value, f"window's {side} side", MAX_SIDE, label, -1)
+
+
+def _number(test: dict, key: str, low: float, high: float, label: str) -> None:
+    value = test.get(key)
+    if value is None and key not in test:
+        return
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise InputError(f"{label}: {key} must be a number from {low:g} to {high:g}; got {_shown(value)}")
+    if not low <= value <= high:
+        raise InputError(f"{label}: {key} must be a number from {low:g} to {high:g}; got {_shown(value)}")
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _shown(value) -> str:
+    """The value in one short line."""
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "…"

@@ -1,0 +1,55 @@
+"""An edited copy of an assignment whose test holds a key of the wrong type or range: `grade --self-check` and
+`assignments export --student` refuse it in one line naming the test and the key (red team 72: tracebacks)."""
+
+import re
+
+import pytest
+from click.testing import CliRunner
+from test_cli_hostile_files import error_line
+
+from sim.cli import app
+from sim.grading import spec
+
+GOOD = {"name": "t", "visibility": "public", "points": 10, "check": "output",
+        "N": [4, 16], "Nk": "N", "d": 8, "dtype": "fp32", "Br": 16, "Bc": 16}  # fmt: skip
+SOFTMAX = {"name": "t", "visibility": "public", "points": 10, "check": "update", "rows": [1, 4], "length": [1, 8]}
+ABSENT = object()
+
+BAD = [
+    ("02", "dtype", [["fp32"]]), ("02", "dtype", []), ("02", "dtype", 3), ("02", "N", "abc"), ("02", "N", -5),
+    ("02", "N", [16, 4]), ("02", "N", [4]), ("02", "N", True), ("02", "N", 10**12), ("02", "N", 4.5),
+    ("02", "Nk", "M"), ("02", "d", 0), ("02", "Br", ABSENT), ("02", "Bc", None), ("02", "Br", 0),
+    ("02", "logit_scale", "x"), ("02", "logit_scale", float("inf")), ("02", "sram_slack", "x"),
+    ("02", "sram_slack", 0), ("02", "sram", "x"), ("02", "timeout_s", "x"), ("02", "timeout_s", -1),
+    ("02", "io_full", "x"), ("02", "io_zero", [1]), ("02", "causal", "yes"), ("02", "window", 3),
+    ("02", "window", [[5, 1], 0]), ("02", "window", ["a", 0]),
+    ("01", "rows", ABSENT), ("01", "length", [3, "x"]), ("01", "masked", 2.0), ("01", "empty_row", 1),
+]  # fmt: skip
+
+
+def edited(tmp_path, number: str, key: str, value):
+    """A copy of master `number` whose only test has `key` set to `value` (or removed)."""
+    master = spec.locate(number)
+    test = dict(GOOD if number == "02" else SOFTMAX)
+    if value is ABSENT:
+        del test[key]
+    else:
+        test[key] = value
+    text = re.sub(r"(?ms)^TESTS = \[.*?^\]", lambda m: f"TESTS = [{test!r}]", master.read_text(encoding="utf-8"))
+    path = tmp_path / master.name
+    path.write_text(text.replace(": inf", ": 1e999"), encoding="utf-8")  # a literal that ast reads as inf
+    return path
+
+
+@pytest.mark.parametrize("number, key, value", BAD)
+def test_a_bad_key_is_refused_in_one_line_by_self_check_and_export(tmp_path, number, key, value):
+    path = edited(tmp_path, number, key, value)
+    for args in (["grade", "--self-check", str(path), "--seed", "1"],
+                 ["assignments", "export", str(path), "--student", str(tmp_path / "out")]):  # fmt: skip
+        line = error_line(CliRunner().invoke(app, args))
+        assert "test 't'" in line and key in line, line
+
+
+@pytest.mark.parametrize("number", ["02", "01"])
+def test_the_unedited_test_still_loads(tmp_path, number):
+    assert spec.load(edited(tmp_path, number, "name", "t")).tests[0]["name"] == "t"
