@@ -219,3 +219,13 @@ def test_an_answer_that_is_no_real_number_never_passes(x, shape):
         expected = np.full(shape, np.nan)
     line = verdict("x", answer, expected).line
     assert line.startswith("✗ x: ") and line.count("\n") == 0, line
+
+
+def test_a_low_precision_answer_is_called_rounding_only_within_a_few_roundings():
+    from sim.lab.feedback import difference
+
+    # review h73: 64 eps of the largest value called a 12% error, and a 10% one beside a large value, rounding
+    assert "rounding" not in difference(np.float16(1.12), 1.0, 1e-9, 0, "")
+    assert "rounding" not in difference(np.array([0.001, 100], np.float32), np.array([0.0011, 100.0]), 1e-9, 0, "")
+    near = difference(np.float32(356.58533), 356.585324, 1e-9, 0, "")
+    assert near == "got 356.58533, expected 356.58532 — float32's rounding: compute in float64 (NumPy's default)"
