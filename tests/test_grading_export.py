@@ -89,7 +89,8 @@ def test_export_needs_exactly_one_destination(tmp_path):
 
 def test_a_spec_with_a_bad_test_is_refused_with_the_field_named(tmp_path):
     bad = tmp_path / "07_bad.py"
-    bad.write_text('GRADING = {"driver": "chip", "entry": "f", "algorithm": "flash1", "outputs": {}}\n'
+    bad.write_text('GRADING = {"driver": "chip", "entry": "f", "algorithm": "flash1", '
+                   '"outputs": {"O": "input", "ℓ": "fp32", "m": "fp32"}}\n'
                    'TESTS = [{"name": "t", "visibility": "public", "points": 5, "check": "speed"}]\n')  # fmt: skip
     with pytest.raises(InputError, match="test 't': check must be one of output, io, memory"):
         spec.load(bad)

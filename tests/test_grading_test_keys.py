@@ -53,3 +53,20 @@ def test_a_bad_key_is_refused_in_one_line_by_self_check_and_export(tmp_path, num
 @pytest.mark.parametrize("number", ["02", "01"])
 def test_the_unedited_test_still_loads(tmp_path, number):
     assert spec.load(edited(tmp_path, number, "name", "t")).tests[0]["name"] == "t"
+
+
+@pytest.mark.parametrize(
+    "old, new, said",
+    [  # before: every test failed with "TypeError: attribute name must be string" or was "not graded (KeyError)"
+        ('"entry": "forward"', '"entry": 5', "GRADING['entry'] must be a function's name; got 5"),
+        ('"ℓ": "fp32", "m": "fp32"', '"weird": "fp32", "m": "fp32"', "GRADING['outputs'] must name O, ℓ, m"),
+        ('"ℓ": "fp32"', '"ℓ": "int8"', "GRADING['outputs'] takes input, "),
+    ],
+)
+def test_a_bad_grading_entry_or_outputs_is_refused_in_one_line(tmp_path, old, new, said):
+    text = spec.locate("02").read_text(encoding="utf-8")
+    assert text.count(old) == 1
+    path = tmp_path / "02_flash1_forward.py"
+    path.write_text(text.replace(old, new), encoding="utf-8")
+    line = error_line(CliRunner().invoke(app, ["grade", "--self-check", str(path), "--seed", "1"]))
+    assert said in line, line

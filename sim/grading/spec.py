@@ -10,6 +10,7 @@ import ast
 from dataclasses import dataclass
 from pathlib import Path
 
+from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
 from sim.grading import keys
 from sim.lab import course
@@ -118,8 +119,26 @@ def check_grading(grading, where: str) -> None:
             raise InputError(f"assignment: {where}: GRADING['algorithm'] must be flash1 or flash2")
         if grading.get("pass", "forward") not in ("forward", "backward"):
             raise InputError(f"assignment: {where}: GRADING['pass'] must be forward or backward")
+        if grading["driver"] == "chip":
+            _check_outputs(grading, where)
+    if "entry" in grading and not (isinstance(grading["entry"], str) and grading["entry"].isidentifier()):
+        raise InputError(f"assignment: {where}: GRADING['entry'] must be a function's name; got {grading['entry']!r}")
     if "timeout_s" in grading:
         keys.timeout(grading["timeout_s"], f"assignment: {where}: GRADING")
+
+
+def _check_outputs(grading: dict, where: str) -> None:
+    """GRADING['outputs']: the pass's answers by name (`problem.make`'s), each in the inputs' dtype or a named one."""
+    names = ("dQ", "dK", "dV") if grading.get("pass") == "backward" else ("O", "L") if grading[
+        "algorithm"] == "flash2" else ("O", "ℓ", "m")  # fmt: skip
+    outputs = grading["outputs"]
+    if not isinstance(outputs, dict) or sorted(outputs, key=str) != sorted(names):
+        raise InputError(f"assignment: {where}: GRADING['outputs'] must name {', '.join(names)}; got {outputs!r:.80}")
+    kinds = ("input", *DTYPES)
+    if not all(isinstance(kind, str) and kind in kinds for kind in outputs.values()):
+        raise InputError(
+            f"assignment: {where}: GRADING['outputs'] takes {', '.join(kinds)} for each; got {outputs!r:.80}"
+        )
 
 
 def check_test(test, driver: str, where: str) -> None:
