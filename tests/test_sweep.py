@@ -202,3 +202,11 @@ def test_a_sweep_of_no_rows_renders():
     console = Console(width=80, file=io.StringIO())
     console.print(sweep_viz.table(sweep.sweep([])))
     assert "standard attention fits every N of this sweep" in console.file.getvalue()
+
+
+def test_a_backward_the_machine_model_does_not_cover_plays_no_l2_and_costs_nothing():
+    # review h73: flash1's backward (not modelled) played the forward's L2, then dropped it, and its estimate
+    # charged the backward's steps too
+    assert sweep.predicted_steps(1024, (128, 128), (64, 64), 256, A100, "flash1") == (0, 0)
+    assert sweep.predicted_steps(1024, (128, 128), None, 256, A100, "flash1") == (8 * 8 * 16, 0)
+    assert sweep.predicted_steps(1024, (128, 128), (64, 64), 256, A100, "flash2") == (8 * 8 * 16, 16 * 16 * 16)

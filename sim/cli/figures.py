@@ -149,7 +149,7 @@ def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward
         configurations += len(ns)
         row_blocks += (1 + backward) * sum(ceil(N / min(Br, N)) for N in ns)
         for N, (fwd, bwd) in zip(ns, blocks, strict=True):
-            steps = [a + b for a, b in zip(steps, sweep.predicted_steps(N, fwd, bwd, heads, hw), strict=True)]
+            steps = [a + b for a, b in zip(steps, sweep.predicted_steps(N, fwd, bwd, heads, hw, algo), strict=True)]
     return estimate.sweeping(configurations, row_blocks, *steps)
 
 

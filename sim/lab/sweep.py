@@ -210,7 +210,8 @@ def _below(algorithm: str, fwd: tuple[int, int], bwd: tuple[int, int] | None, sh
     (`sim.lab.report.below_hbm`): the forward's as `flashsim run --counts-only` predicts it, the backward's as
     `run` would if it predicted one (`run --backward` predicts the forward alone); None where its L2 play would
     take too long."""
-    if not any(predicted_steps(shape["n"], fwd, bwd, shape["batch"] * shape["heads"], shape["hardware"])):
+    heads = shape["batch"] * shape["heads"]
+    if not any(predicted_steps(shape["n"], fwd, bwd, heads, shape["hardware"], algorithm)):
         return None
     passes = [closed_form.forward(algorithm, **shape, block_rows=fwd[0], block_cols=fwd[1])]
     if bwd is not None:
@@ -222,13 +223,15 @@ def _below(algorithm: str, fwd: tuple[int, int], bwd: tuple[int, int] | None, sh
 
 
 def predicted_steps(
-    N: int, fwd: tuple[int, int], bwd: tuple[int, int] | None, heads: int, hw: Hardware
+    N: int, fwd: tuple[int, int], bwd: tuple[int, int] | None, heads: int, hw: Hardware, algorithm: str = "flash2"
 ) -> tuple[int, int]:
     """The block-steps `_below` plays the L2 for (`sim.machine.prediction.predict`), the forward's and the
     backward's (0 without one): each pass's tile pairs for min(heads, EXACT_HEADS) heads, or on hardware whose SMs'
     paces spread (`l2.paced`: the H100's) for as many heads as its MOST_STEPS allows; (0, 0) where a pass would take
     more than MOST_STEPS (a sweep's row stays within a few seconds; `flashsim run` plays up to the model's own
-    limit) or its grid more thread blocks than the model walks."""
+    limit), its grid more thread blocks than the model walks, or a backward the model does not cover (flash1's)."""
+    if bwd is not None and algorithm not in prediction.BACKWARD_MODELLED:
+        return 0, 0
     steps = []
     for Br, Bc in [b for b in (fwd, bwd) if b is not None]:
         pairs = ceil(N / Br) * ceil(N / Bc)

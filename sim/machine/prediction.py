@@ -102,6 +102,9 @@ class Prediction:
         return out | {"launch": sum(k.time.launch for k in self.kernels)}
 
 
+BACKWARD_MODELLED = ("flash2",)  # the algorithms whose backward the L2 and time model covers
+
+
 def kernels_of(
     algorithm: str, N, Nk, d, s, Br, Bc, causal, heads, backward=False, launch=None, sms=0
 ) -> list[grids.Kernel]:  # fmt: skip
@@ -109,7 +112,7 @@ def kernels_of(
     its forward as one block per SM of `sms`."""
     shape = (N, Nk, d, s, Br, Bc, causal, heads)
     if backward:
-        if algorithm != "flash2":
+        if algorithm not in BACKWARD_MODELLED:
             raise InputError(f"prediction: the L2 and time model covers flash2's backward only, not {algorithm!r}'s")
         return grids.flash2_backward(*shape, dq_adders=launch.dq_adders if launch else 1)
     if algorithm == "flash2":
