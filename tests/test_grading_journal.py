@@ -55,7 +55,10 @@ def test_a_resumed_journal_grades_again_a_file_that_changed_and_keeps_the_others
     folder.mkdir()
     for name in ("a.py", "b.py"):
         shutil.copy(TINY, folder / name)
-    args = [str(a) for a in ("grade", TINY, folder, "--seed", 2, "--journal", record, "--csv", tmp_path / "g.csv")]
+    args = [
+        str(a)
+        for a in ("grade", TINY, folder, "--seed", 2, "--jobs", 1, "--journal", record, "--csv", tmp_path / "g.csv")
+    ]
     assert CliRunner().invoke(app, args).exit_code == 0
     (folder / "b.py").write_text(TINY.read_text() + "# edited\n")
     out = CliRunner().invoke(app, args)
