@@ -35,9 +35,9 @@ class _Bad(Exception):
 def kept(path: Path, assignment: str, seed: int | None, submissions: list[Path]):
     """`resume`'s reports less those of a submission whose file changed since its line was written (said in one line
     each on stderr), and the journal's seed."""
-    reports, seed = resume(path, assignment, seed)
+    reports, hashes, seed = _read(path, assignment, seed)
     for sub in submissions:
-        recorded = getattr(reports.get(sub.name), "_sha256", None)
+        recorded = hashes.get(sub.name) if sub.name in reports else None
         if recorded is not None and recorded != digest(sub):
             del reports[sub.name]
             print(f"{shown_name(sub.name)} changed since the journal: graded again", file=sys.stderr)
@@ -56,18 +56,24 @@ def resume(path: Path, assignment: str, seed: int | None) -> tuple[dict[str, Sub
     """The reports a journal already holds ({submission: report}) and its seed; nothing if it does not exist. Refused
     in one line where it is not a regular file (a device, a pipe) or not a journal the grader wrote: every field is
     checked for its type and range."""
+    reports, _, seed = _read(path, assignment, seed)
+    return reports, seed
+
+
+def _read(path: Path, assignment: str, seed: int | None):
+    """`resume`'s reports, the sha256 each line recorded ({submission: hex}, None for an older line), the seed."""
     path = Path(path)
     if not os.path.lexists(path):
-        return {}, seed
+        return {}, {}, seed
     data = read_regular(path, MAX_BYTES, "--journal")
     try:
         lines = [json.loads(line) for line in data.decode("utf-8").splitlines() if line.strip()]
         if not lines:
             raise _Bad("it is empty")
-        head, reports = _head(lines[0]), {}
+        head, reports, hashes = _head(lines[0]), {}, {}
         for k, entry in enumerate(lines[1:], 2):
-            report = _report(entry, head, k)
-            reports[report.submission] = report
+            report, sha = _report(entry, head, k)
+            reports[report.submission], hashes[report.submission] = report, sha
     except (_Bad, ValueError, RecursionError) as e:
         said = "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(e)[:160])  # one line, whatever it holds
         raise InputError(f"--journal: {path} is not a grading journal ({said})") from None
@@ -75,7 +81,7 @@ def resume(path: Path, assignment: str, seed: int | None) -> tuple[dict[str, Sub
         raise InputError(f"--journal: {path} records assignment {head['assignment']!r}, not {assignment!r}")
     if seed is not None and seed != head["seed"]:
         raise InputError(f"--journal: {path} was graded with seed {head['seed']}, not {seed}")
-    return reports, head["seed"]
+    return reports, hashes, head["seed"]
 
 
 def _head(line) -> dict:
@@ -87,8 +93,8 @@ def _head(line) -> dict:
     return line
 
 
-def _report(entry, head: dict, k: int) -> SubmissionReport:
-    """Line k: one submission's report, of the journal's assignment and seed."""
+def _report(entry, head: dict, k: int) -> tuple[SubmissionReport, str | None]:
+    """Line k: one submission's report, of the journal's assignment and seed, and the sha256 it recorded."""
     entry = dict(entry) if isinstance(entry, dict) else entry
     sha = entry.pop("sha256", None) if isinstance(entry, dict) else None
     if sha is not None and (not isinstance(sha, str) or not re.fullmatch(r"([0-9a-f]{64})?", sha)):
@@ -106,9 +112,7 @@ def _report(entry, head: dict, k: int) -> SubmissionReport:
     _number(entry.get("seconds", 0.0), f"line {k}: seconds")
     tests = _check(entry["tests"], list, f"line {k}: tests")
     entry["tests"] = [_test(t, f"line {k}: test {j}") for j, t in enumerate(tests)]
-    report = SubmissionReport(**entry)
-    report._sha256 = sha  # what `kept` compares; not a field, so never in a report's output
-    return report
+    return SubmissionReport(**entry), sha
 
 
 def _test(t, where: str) -> TestResult:
