@@ -12,7 +12,8 @@ import sim
 from sim.algorithms.registry import REGISTRY
 from sim.cli import estimate
 from sim.core import atomic_file
-from tests.test_cli_round2 import commands, error_line, flashsim, process
+from tests.cli_runner import error_line, flashsim
+from tests.test_cli_round2 import commands, process
 
 
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root writes into a read-only folder")

@@ -13,20 +13,7 @@ from sim.api import tolerance as tolerance_
 from sim.cli import app
 from sim.core.errors import InputError
 from sim.machine import iomodel
-
-
-def flashsim(*args, code=0):
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    assert result.exit_code == code, result.output
-    return result
-
-
-def error_line(result) -> str:
-    """The whole of stderr: exactly one line, `error: …`, and no traceback."""
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    return lines[0]
+from tests.cli_runner import error_line, flashsim
 
 
 def peak_bytes(*args) -> int:

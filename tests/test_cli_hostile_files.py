@@ -23,6 +23,7 @@ from sim.grading.report import SubmissionReport
 from sim.grading.report import TestResult as Result
 from sim.viewer import traces
 from sim.viz import listing, screen, timeline
+from tests.cli_runner import error_line
 
 TINY = Path(__file__).parent / "grading_submissions" / "tiny" / "01_tiny_softmax.py"
 ASSIGNMENT = "01_tiny_softmax"
@@ -59,14 +60,6 @@ def within(seconds: int):
 def invoke(*args):
     with within(30):
         return CliRunner().invoke(app, [str(a) for a in args])
-
-
-def error_line(result) -> str:
-    """stderr is exactly one `error: …` line, exit code 2, no traceback."""
-    lines = result.stderr.splitlines()
-    assert result.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    return lines[0]
 
 
 def write_journal(path: Path, *lines) -> Path:

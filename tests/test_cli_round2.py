@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,22 +19,10 @@ from sim.algorithms.registry import REGISTRY
 from sim.cli import app, estimate
 from sim.core import atomic_file, strict_json
 from sim.machine import iomodel
+from tests.cli_runner import error_line, flashsim
 
 ROOT = Path(__file__).resolve().parents[1]
 GRADING = Path(__file__).parent / "grading_submissions"
-
-
-def flashsim(*args, code=0, env=None):
-    result = CliRunner(env=env).invoke(app, [str(a) for a in args])
-    assert result.exit_code == code, (result.exit_code, result.output)
-    return result
-
-
-def error_line(result) -> str:
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    return lines[0]
 
 
 def process(*args, env=None, **kwargs):

@@ -58,39 +58,17 @@ def _inputs(batch, heads, n, nk, d, dtype, case, variant, seed):
 
 
 def standard_backward(q, k, v, do, *, causal=False, window=None, alibi_slopes=None, softcap=None):
-    """(dq, dk, dv) of standard attention with the variant, in the storage dtype on the device (B, Hq, N, d): S = τ q kᵀ
-    rounded, the variant's lines in float32, S and P rounded; dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − rowsum(P ∘ dP))
+    """(dq, dk, dv) of standard attention with the variant, in the storage dtype on the device (B, Hq, N, d): P from
+    gpu.lab.variant_checks.probabilities (S, P rounded); dV = Pᵀ dO, dP = dO Vᵀ, dS = P ∘ (dP − rowsum(P ∘ dP))
     (times 1 − tanh² with a softcap), dQ = τ dS K, dK = τ dSᵀ Q, each product rounded; dK, dV summed over the group."""
-    import cupy
-
     from gpu import dtypes
+    from gpu.lab.variant_checks import probabilities
 
-    name = dtypes.name(q.dtype)
-    rnd = lambda x: dtypes.to_float32(dtypes.from_float32(x, name))  # noqa: E731
-    qf, kf, vf, dof = (dtypes.to_float32(x) for x in (q, k, v, do))
-    b, hq, n, d = q.shape
+    variant = {"causal": causal, "window": window, "alibi_slopes": alibi_slopes, "softcap": softcap}
+    p, t, tau, qf, kf, vf, rnd = probabilities(q, k, v, **variant)
+    dof = dtypes.to_float32(do)
+    b, hq, _, d = q.shape
     hkv, nk = k.shape[1], k.shape[2]
-    kf, vf = (cupy.repeat(x, hq // hkv, axis=1) for x in (kf, vf))
-    tau = np.float32(1 / np.sqrt(d))
-    s = rnd(qf @ kf.swapaxes(-1, -2)) * tau
-    t = None
-    if softcap is not None:
-        t = cupy.tanh(s / np.float32(softcap))
-        s = np.float32(softcap) * t
-    diagonal = cupy.arange(n)[:, None] + nk - n
-    c = cupy.arange(nk)[None, :]
-    if alibi_slopes is not None:
-        slopes = cupy.asarray(np.broadcast_to(alibi_slopes, (b, hq)), dtype=cupy.float32)[..., None, None]
-        s = s - slopes * cupy.abs(diagonal - c).astype(cupy.float32)
-    left, right = (-1, -1) if window is None else (-1 if w is None else w for w in window)
-    if causal:
-        right = 0 if right == -1 else min(right, 0)
-    seen = ((c <= diagonal + right) | (right == -1)) & ((c >= diagonal - left) | (left == -1))
-    s = cupy.where(seen, rnd(s), -cupy.inf)
-    m = s.max(axis=-1, keepdims=True)
-    e = cupy.exp(s - cupy.where(cupy.isinf(m), 0, m))
-    ell = e.sum(axis=-1, keepdims=True)
-    p = rnd(cupy.where(ell > 0, e / cupy.where(ell > 0, ell, 1), 0))
     dv = rnd(p.swapaxes(-1, -2) @ dof)
     dp = rnd(dof @ vf.swapaxes(-1, -2))
     ds = rnd(p * (dp - (p * dp).sum(axis=-1, keepdims=True)))

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from sim.cli import app
 from sim.grading import grader, spec
+from tests.cli_runner import error_line
 
 SUBMISSIONS = Path(__file__).parent / "grading_submissions" / "02"
 
@@ -110,14 +111,6 @@ def test_bad_input_gets_one_line():
 
 
 TINY = Path(__file__).parent / "grading_submissions" / "tiny" / "01_tiny_softmax.py"
-
-
-def error_line(out) -> str:
-    """All of stderr: one line, `error: …`, and no traceback."""
-    lines = out.stderr.splitlines()
-    assert out.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), (out.exit_code, out.output)
-    assert out.exception is None or isinstance(out.exception, SystemExit), out.exc_info
-    return lines[0]
 
 
 def no_grading(monkeypatch):

@@ -9,18 +9,7 @@ from hypothesis import strategies as st
 from sim.algorithms import iomodel_variants as iv
 from sim.cli import app
 from sim.machine import iomodel
-
-
-def flashsim(*args, code=0):
-    result = CliRunner().invoke(app, [str(a) for a in args])
-    assert result.exit_code == code, result.output
-    return result
-
-
-def error_line(result) -> str:
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
+from tests.cli_runner import error_line, flashsim
 
 
 def test_gqa_window_run_equals_both_closed_forms():

@@ -6,30 +6,18 @@ import os
 import re
 
 import pytest
-from click.testing import CliRunner
 from pty_terminal import Terminal
 from rich.console import Console
 
 from sim.algorithms.registry import REGISTRY
-from sim.cli import app
 from sim.lab import walkthrough
 from sim.machine.trace import VERSION, Trace
 from sim.viewer import keys, terminal, traces
 from sim.viz import listing, screen
 from sim.viz.timeline import Timeline
+from tests.cli_runner import error_line, flashsim
 
 WALK = ["--algo", "flash1", "--n", "4", "--d", "4", "--block-rows", "2", "--block-cols", "2"]
-
-
-def flashsim(*args):
-    return CliRunner().invoke(app, list(args))
-
-
-def error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
-    return lines[0]
 
 
 @pytest.fixture(scope="module")
@@ -198,19 +186,21 @@ def test_backward_pass_trace():
 
 def test_out_of_range_step():
     assert (
-        error_line(flashsim("trace", *WALK, "--step", "28"))
+        error_line(flashsim("trace", *WALK, "--step", "28", code=2))
         == "error: --step: 28 is out of range; this trace has steps 0 … 27"
     )
-    assert "--step: -1 is out of range" in error_line(flashsim("trace", *WALK, "--step", "-1"))
+    assert "--step: -1 is out of range" in error_line(flashsim("trace", *WALK, "--step", "-1", code=2))
 
 
 def test_row_outside_the_matrix(tmp_path):
     assert "--row: 4 is outside the matrix; query rows are 0 … 3 (N = 4)" in error_line(
-        flashsim("trace", *WALK, "--row", "4")
+        flashsim("trace", *WALK, "--row", "4", code=2)
     )
     path = tmp_path / "run.json"
     flashsim("trace", *WALK, "--json", str(path))
-    assert "--row: -2 is outside the matrix" in error_line(flashsim("trace", "--load", str(path), "--row", "-2"))
+    assert "--row: -2 is outside the matrix" in error_line(
+        flashsim("trace", "--load", str(path), "--row", "-2", code=2)
+    )
 
 
 @pytest.mark.parametrize(
@@ -228,7 +218,7 @@ def test_row_outside_the_matrix(tmp_path):
 def test_bad_trace_files(tmp_path, content, message):
     path = tmp_path / "bad.json"
     path.write_text(content)
-    assert message in error_line(flashsim("trace", "--load", str(path)))
+    assert message in error_line(flashsim("trace", "--load", str(path), code=2))
 
 
 @pytest.mark.parametrize(
@@ -243,13 +233,13 @@ def test_traces_the_viewer_cannot_show_are_refused(tmp_path, edit, message):
     edit(d)
     path = tmp_path / "odd.json"
     path.write_text(json.dumps(d))
-    assert error_line(flashsim("trace", "--load", str(path))) == f"error: {message}"
+    assert error_line(flashsim("trace", "--load", str(path), code=2)) == f"error: {message}"
 
 
 def test_conflicting_options():
-    assert error_line(flashsim("trace", *WALK, "--step", "1", "--play")) == "error: --step, --play: choose one"
-    assert "drop --n" in error_line(flashsim("trace", "--load", "x.json", "--n", "8"))
-    assert "drop --hardware" in error_line(flashsim("trace", "--load", "x.json", "--hardware", "toy"))
+    assert error_line(flashsim("trace", *WALK, "--step", "1", "--play", code=2)) == "error: --step, --play: choose one"
+    assert "drop --n" in error_line(flashsim("trace", "--load", "x.json", "--n", "8", code=2))
+    assert "drop --hardware" in error_line(flashsim("trace", "--load", "x.json", "--hardware", "toy", code=2))
 
 
 # -- the walkthrough --------------------------------------------------------------------------

@@ -4,6 +4,9 @@ NumPy on the host: it shares no code with the kernels or gpu/variants.py), o_sta
 the storage dtype with the same variant (S and P rounded to fp16/bf16, as FlashAttention's tests build it); lse
 within gpu.lab.checks' tolerance and −∞ exactly where the reference's is; no output element left unwritten."""
 
+from collections.abc import Callable
+from typing import NamedTuple
+
 import numpy as np
 
 from gpu import device, dtypes
@@ -38,9 +41,22 @@ def reference(q, k, v, *, causal=False, cu_seqlens_q=None, cu_seqlens_k=None, **
     return o, lse
 
 
-def standard(q, k, v, *, causal=False, window=None, alibi_slopes=None, softcap=None, scale=None):
-    """Standard attention in the storage dtype on the device, (B, Hq, N, d): S = τ q kᵀ rounded, the variant's
-    lines in float32 (softcap, ALiBi, mask), S and P rounded to the storage dtype, O = P V rounded."""
+class Scores(NamedTuple):
+    """Standard attention's rounded P with what its backward needs: `rnd` rounds float32 through the storage dtype;
+    q, k, v in float32 (k, v repeated over the group); t = tanh(S/c) with a softcap, else None; tau the scale."""
+
+    p: object
+    t: object
+    tau: np.float32
+    q: object
+    k: object
+    v: object
+    rnd: Callable
+
+
+def probabilities(q, k, v, *, causal=False, window=None, alibi_slopes=None, softcap=None, scale=None) -> Scores:
+    """P of standard attention in the storage dtype on the device, (B, Hq, N, Nk): S = τ q kᵀ rounded, the variant's
+    lines in float32 (softcap, ALiBi, mask), S and P rounded to the storage dtype."""
     cupy = device.require()
     name = dtypes.name(q.dtype)
     rnd = lambda x: dtypes.to_float32(dtypes.from_float32(x, name))  # noqa: E731
@@ -48,9 +64,11 @@ def standard(q, k, v, *, causal=False, window=None, alibi_slopes=None, softcap=N
     g = q.shape[1] // k.shape[1]
     kf, vf = (cupy.repeat(x, g, axis=1) for x in (kf, vf))
     n, nk, d = q.shape[2], k.shape[2], q.shape[3]
-    s = rnd(qf @ kf.swapaxes(-1, -2)) * np.float32(scale or 1 / np.sqrt(d))
+    tau = np.float32(scale or 1 / np.sqrt(d))
+    s, t = rnd(qf @ kf.swapaxes(-1, -2)) * tau, None
     if softcap is not None:
-        s = np.float32(softcap) * cupy.tanh(s / np.float32(softcap))
+        t = cupy.tanh(s / np.float32(softcap))
+        s = np.float32(softcap) * t
     diagonal = cupy.arange(n)[:, None] + nk - n
     c = cupy.arange(nk)[None, :]
     if alibi_slopes is not None:
@@ -65,7 +83,13 @@ def standard(q, k, v, *, causal=False, window=None, alibi_slopes=None, softcap=N
     e = cupy.exp(s - cupy.where(cupy.isinf(m), 0, m))
     ell = e.sum(axis=-1, keepdims=True)
     p = rnd(cupy.where(ell > 0, e / cupy.where(ell > 0, ell, 1), 0))
-    return rnd(p @ vf)
+    return Scores(p, t, tau, qf, kf, vf, rnd)
+
+
+def standard(q, k, v, **variant):
+    """Standard attention in the storage dtype on the device, (B, Hq, N, d): `probabilities`' P, O = P V rounded."""
+    sc = probabilities(q, k, v, **variant)
+    return sc.rnd(sc.p @ sc.v)
 
 
 def standard_packed(q, k, v, cu_seqlens_q, cu_seqlens_k, *, alibi_slopes=None, **variant):
