@@ -1,16 +1,20 @@
 """The similarity report: renamed, recommented and reformatted copies are flagged with both names and the score;
 independent solutions and untouched handouts are not; nothing is taken off a score."""
 
+import csv
 import io
 import keyword
 import tokenize
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sim.core.errors import InputError
 from sim.grading import grader, similarity, spec
 from sim.grading.export import student_text
+from tests.cli_runner import flashsim
 
 SUBMISSIONS = Path(__file__).parent / "grading_submissions" / "02"
 MASTER = spec.load(spec.locate("02"))
@@ -115,3 +119,44 @@ def test_a_copy_saved_in_another_encoding_is_flagged_as_python_reads_it(tmp_path
         compile(data, name, "exec")  # Python reads it
     flags = {(f.a, f.b) for f in report([alice, *(tmp_path / n for n in copies)])}
     assert {("alice.py", "bom.py"), ("alice.py", "gb.py")} <= flags, flags
+
+
+def test_a_misspelt_marker_in_the_master_is_refused_before_any_submission_runs(tmp_path):
+    # before: the batch was graded, then the similarity report's student copy of the master raised on the marker
+    # and every grade of the batch was lost (red team C1)
+    lines = MASTER.path.read_text(encoding="utf-8").splitlines()
+    number = next(n for n, line in enumerate(lines) if line.lstrip().startswith("# BEGIN SOLUTION"))
+    lines[number] = "    # BEGIN SOLUTION "  # a trailing space
+    master = tmp_path / MASTER.path.name
+    master.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    alice, bob = tmp_path / "alice.py", tmp_path / "bob.py"
+    alice.write_text((SUBMISSIONS / "algorithm1.py").read_text())
+    bob.write_text((SUBMISSIONS / "fa2_loop_order.py").read_text())
+    graded = []
+    message = f"^02_flash1_forward.py line {number + 1}: '# BEGIN SOLUTION ' looks like a marker but is not one"
+    with pytest.raises(InputError, match=message):
+        grader.grade(spec.load(master).public(), [alice, bob], seed=1, progress=graded.append)
+    assert graded == []
+
+
+def test_a_similarity_report_that_cannot_be_made_costs_its_flags_not_the_grades(tmp_path):
+    # before: the similarity step's exception ended the command after the batch was graded: no grades, no CSV
+    lines = MASTER.path.read_text(encoding="utf-8").splitlines()
+    begin = lines.index("    # BEGIN HIDDEN TESTS")
+    end = lines.index("    # END HIDDEN TESTS")
+    kept = [*lines[:begin], *lines[begin + 1 : begin + 3], *lines[end + 1 :]]  # one hidden test, outside the markers
+    master, folder = tmp_path / MASTER.path.name, tmp_path / "submissions"
+    master.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    folder.mkdir()
+    for name in ("alice.py", "bob.py"):
+        (folder / name).write_text((SUBMISSIONS / "algorithm1.py").read_text())
+    flashsim("grade", master, folder, "--seed", "1", "--csv", tmp_path / "grades.csv")
+    rows = list(csv.DictReader((tmp_path / "grades.csv").open(encoding="utf-8")))
+    why = (
+        "similarity not judged: the similarity report could not be made (InputError: 02_flash1_forward.py line "
+        f"{begin + 1}: test 'N ≠ Nk, bf16' is 'hidden' and outside # BEGIN HIDDEN TESTS … # END HIDDEN TESTS)"
+    )
+    assert [(r["submission"], r["score"], r["max_score"], r["notes"]) for r in rows] == [
+        ("alice.py", "50", "50", why),
+        ("bob.py", "50", "50", why),
+    ]  # the master's solution: full marks on its four tests

@@ -23,7 +23,7 @@ from itertools import combinations
 from pathlib import Path
 
 from sim.grading import submission_file
-from sim.grading.report import shown_name
+from sim.grading.report import one_line, printable, shown_name
 
 K = 12  # tokens a run: long enough that two independent solutions rarely share many
 THRESHOLD = 0.8
@@ -155,20 +155,28 @@ def notes(handout: str, submissions: list[Path], prints: dict | None = None) -> 
 
 def annotate(assignment, submissions: list[Path], reports) -> None:
     """Add each flag to the notes of the submissions it names, and `notes`' lines to theirs (the grader's hook;
-    scores are left alone)."""
+    scores are left alone). Where the report cannot be made, each submission gets one note saying why instead:
+    a fault here costs the flags, never the batch's grades."""
     from sim.grading.export import student_text
 
-    handout = student_text(assignment.path.read_text())
-    skeleton = fingerprint(handout)
-    prints = {p.name: fingerprint(_read(p), skeleton) for p in submissions}  # each file tokenized once
-    flags = report(assignment.path, assignment.grading, handout, submissions, prints)
     by_name = {r.submission: r for r in reports}
-    for name, lines in notes(handout, submissions, prints).items():  # "not judged" only where points are at stake
-        by_name[name].notes.extend(n for n in lines if n != NOT_JUDGED or by_name[name].score > 0)
-    for f in flags:
-        by_name[f.a].notes.append(f.line())
-        if f.b in by_name:
-            by_name[f.b].notes.append(Flag(f.b, f.a, f.score).line())
+    added: dict[str, list[str]] = {name: [] for name in by_name}
+    try:
+        handout = student_text(assignment.path.read_text(encoding="utf-8"), assignment.path.name)
+        skeleton = fingerprint(handout)
+        prints = {p.name: fingerprint(_read(p), skeleton) for p in submissions}  # each file tokenized once
+        flags = report(assignment.path, assignment.grading, handout, submissions, prints)
+        for name, lines in notes(handout, submissions, prints).items():  # "not judged" only where points are at stake
+            added[name] += [n for n in lines if n != NOT_JUDGED or by_name[name].score > 0]
+        for f in flags:
+            added[f.a].append(f.line())
+            if f.b in by_name:
+                added[f.b].append(Flag(f.b, f.a, f.score).line())
+    except Exception as e:  # whatever failed, the grades stand
+        why = printable(one_line(f"{type(e).__name__}: {str(e)[:200]}"))
+        added = {name: [f"similarity not judged: the similarity report could not be made ({why})"] for name in by_name}
+    for name, lines in added.items():
+        by_name[name].notes.extend(lines)
 
 
 def _read(path: Path) -> str:
