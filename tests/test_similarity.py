@@ -85,8 +85,30 @@ def test_a_copy_of_the_listing_or_of_the_master_is_flagged_against_it(tmp_path):
 
 def test_scores_by_hand():
     a, b = frozenset(range(100)), frozenset(range(50, 250))
-    assert similarity.score(a, b) == 0.5  # 50 of the smaller's 100 runs
+    assert similarity.score(a, b) == 0.25  # 50 runs in common, of the larger's 200
+    assert similarity.contained(a, b) == 0.5  # 50 of the smaller's 100 runs: how a file is held to a reference
     assert similarity.score(frozenset(range(10)), frozenset(range(10))) == 0.0  # too little code to judge
+
+
+def test_a_file_pasting_classmates_code_into_its_own_is_flagged_alone(tmp_path):
+    # before: the score was the share of the smaller file found in the other, so every honest classmate whose code a
+    # superset pasted in scored 1.00 against it and was flagged (red team H2)
+    paths = {name: tmp_path / name for name in ("alice.py", "bob.py", "carol.py", "mallory.py")}
+    paths["alice.py"].write_text((SUBMISSIONS / "algorithm1.py").read_text())
+    paths["bob.py"].write_text(disguised(paths["alice.py"].read_text()))  # a real copy
+    paths["carol.py"].write_text((SUBMISSIONS / "fa2_loop_order.py").read_text())
+    paths["mallory.py"].write_text(paths["alice.py"].read_text() + "\n" + paths["carol.py"].read_text())
+    flags = {(f.a, f.b): (round(f.score, 2), f.holds) for f in report(list(paths.values()))}
+    assert flags == {
+        ("alice.py", "bob.py"): (1.0, False),
+        ("mallory.py", "alice.py"): (1.0, True),
+        ("mallory.py", "bob.py"): (1.0, True),
+        ("mallory.py", "carol.py"): (1.0, True),
+    }
+    reports = grader.grade(MASTER.public(), list(paths.values()), seed=1, jobs=2)
+    notes = {r.submission: r.notes for r in reports}
+    assert notes["carol.py"] == [] and not any("mallory" in n for n in notes["alice.py"] + notes["bob.py"])
+    assert notes["mallory.py"][0] == "holds 1.00 of the code of alice.py (for review; no points taken)"
 
 
 @given(st.text(max_size=300))
