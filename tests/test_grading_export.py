@@ -1,6 +1,10 @@
 """The student's copy of every master holds no solution and no hidden test; the instructor's is the master."""
 
 import ast
+import os
+import shlex
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -10,7 +14,7 @@ from hypothesis import strategies as st
 
 from sim.cli import app
 from sim.core.errors import InputError
-from sim.grading import export, spec
+from sim.grading import export, gradescope, spec
 
 MASTERS = spec.masters()
 
@@ -50,8 +54,8 @@ def test_the_instructor_copy_is_the_master_and_an_autograder_folder(tmp_path):
     folder = tmp_path / "autograder"
     assert sorted(p.name for p in folder.iterdir()) == ["02_flash1_forward.py", "run_autograder", "setup.sh"]
     run = (folder / "run_autograder").read_text()
-    assert "flashsim grade 02_flash1_forward.py /autograder/submission" in run
-    assert "--gradescope /autograder/results/results.json" in run
+    assert "--gradescope /autograder/results/results.json --hidden-visibility hidden" in run
+    assert run.endswith(" -- 02_flash1_forward.py /autograder/submission\n")
     assert (folder / "run_autograder").stat().st_mode & 0o111
 
 
@@ -112,7 +116,8 @@ def test_a_students_copy_into_the_masters_own_folder_is_refused_and_the_master_k
     assert master.read_bytes() == before
 
 
-MASTER_02 = spec.locate("02").read_text(encoding="utf-8").splitlines()
+MASTER_BYTES = spec.locate("02").read_bytes()
+MASTER_02 = MASTER_BYTES.decode("utf-8").splitlines()
 MARKER_LINES = [n for n, line in enumerate(MASTER_02) if line.lstrip().startswith(("# BEGIN ", "# END "))]
 
 
@@ -156,3 +161,29 @@ def test_a_student_copy_that_would_not_parse_is_refused_naming_the_masters_line(
     text = "x = 1\n\n\ndef f():\n# BEGIN SOLUTION: indented too little\n    return x\n# END SOLUTION\n"
     with pytest.raises(InputError, match=r"^m line 5: its student copy would not be Python \(expected an indented"):
         export.student_text(text, "m")
+
+
+FILE_NAMES = st.one_of(
+    st.text(st.characters(blacklist_characters="/\x00", blacklist_categories=("Cs",)), min_size=1, max_size=40),
+    st.binary(min_size=1, max_size=40).filter(lambda b: b"/" not in b and b"\x00" not in b).map(os.fsdecode),
+).map(lambda name: name + ".py")
+
+
+@given(FILE_NAMES)
+@settings(max_examples=80, deadline=None)
+def test_run_autograder_hands_the_shell_the_masters_exact_name(name):
+    # before: the name was written into the script unquoted: a space made it two arguments, a quote broke the
+    # script, a leading "-" made it an option (red team C2)
+    with tempfile.TemporaryDirectory() as tmp:
+        master = Path(tmp) / name
+        master.write_bytes(MASTER_BYTES)
+        gradescope.write_autograder(Path(tmp) / "autograder", master)
+        script = Path(tmp) / "autograder" / "run_autograder"
+        checked = subprocess.run(["bash", "-n", script], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stderr
+        text = os.fsdecode(script.read_bytes())
+        command = text[text.index("/autograder/venv/bin/flashsim") :]
+        assert shlex.split(command) == [
+            "/autograder/venv/bin/flashsim", "grade", "--gradescope", "/autograder/results/results.json",
+            "--hidden-visibility", "hidden", "--", name, "/autograder/submission",
+        ]  # fmt: skip
