@@ -104,6 +104,8 @@ def grade_command(
         if len(named) != 1:
             raise InputError(f"--gradescope: grades one submission; {paths[1]} holds {len(found)} .py files")
         found = named
+    outputs = {"--gradescope": gradescope_path, "--csv": csv_path, "--journal": journal_path}
+    apart(outputs, assignment.path, found, Path(paths[1]))
     many = len(found) > 1
     jobs = at_once(len(found), jobs)
     limits = sandbox.Limits(wall_s=timeout)
@@ -148,6 +150,27 @@ def bench_grade_command(ctx, n, jobs, json_path, quiet) -> None:
         report = grading_bench.bench_grade(n, jobs, progress=progress)
     if not emit_json(report, json_path):
         console.print(render.bench(report))
+
+
+def apart(outputs: dict[str, str | None], master: Path, found: list[Path], submissions: Path) -> None:
+    """InputError naming the first option whose file is the master, a submission being graded, or inside the
+    submissions' folder (a file made there would be graded as a submission next run): checked before any grading."""
+    inside = submissions.resolve() if submissions.is_dir() else None
+    for flag, path in outputs.items():
+        if not path or path == "-":
+            continue
+        for other, what in ((master, "the master"), *((s, "a submission being graded") for s in found)):
+            if _same(path, other):
+                raise InputError(f"{flag}: {path} is {what} ({shown_name(other.name)}); write it elsewhere")
+        if inside is not None and Path(path).resolve().is_relative_to(inside):
+            raise InputError(f"{flag}: {path} is inside the submissions' folder {submissions}; write it elsewhere")
+
+
+def _same(a: str, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either is missing (a file yet to be written), or a link to nothing
+        return False
 
 
 def at_once(submissions: int, jobs: int | None) -> int:
