@@ -17,6 +17,7 @@ from sim.core.format import count, seconds
 from sim.grading import bench as grading_bench
 from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec, submission_file
 from sim.grading.report import shown_name
+from sim.lab import course
 from sim.viz.unclipped import unclipped
 
 TIMEOUT = options.FloatRange(0.1, 3600)  # seconds per test: an hour is far beyond any test, NaN and ∞ are no limit
@@ -40,7 +41,7 @@ def assignments() -> None:
 
 @assignments.command("list")
 def list_command() -> None:
-    """The assignments in lessons/assignments, with their tests and points."""
+    """The assignments in lessons/assignments, with their tests and points (an install's: the student copies)."""
     table = Table(show_edge=False)
     for name in ("assignment", "title", "public", "hidden", "points"):  # public and hidden tests
         table.add_column(name)
@@ -49,6 +50,9 @@ def list_command() -> None:
         public = sum(t["visibility"] == "public" for t in a.tests)
         table.add_row(a.name, a.title, str(public), str(len(a.tests) - public), f"{a.points:g}")
     console.print(unclipped(table))
+    if not course.masters_here():
+        console.print(f"these are the student copies ({course.assignments()}): public tests only, no solutions; the "
+                      "masters are in a checkout of flashsim", markup=False, soft_wrap=True)  # fmt: skip
 
 
 @assignments.command("export")
@@ -59,6 +63,8 @@ def list_command() -> None:
 def export_command(assignment, student, instructor) -> None:
     """Export ASSIGNMENT (a name such as 02, or a master's path) for students or for the instructor."""
     master = spec.locate(assignment)
+    if instructor:
+        course.needs_master(master, "assignments export --instructor", "the instructor's copy")
     spec.load(master)
     path = export.export(master, student=student and Path(student), instructor=instructor and Path(instructor))
     what = "student's copy (stubs, public tests)" if student else "master, and autograder/ for Gradescope"
@@ -97,7 +103,8 @@ def grade_command(
         paths = (paths[0], paths[0])
     if len(paths) != 2:
         raise InputError("grade: give ASSIGNMENT and SUBMISSION (or --self-check FILE)")
-    assignment = spec.load(spec.locate(paths[0]))
+    master = spec.locate(paths[0])
+    assignment = spec.load(master if self_check else course.needs_master(master, "grade", "grading"))
     found = submission_file.submissions_in(Path(paths[1]))
     if gradescope_path and len(found) > 1:
         named = [p for p in found if p.name == assignment.path.name]
