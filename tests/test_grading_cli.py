@@ -149,6 +149,31 @@ def test_every_bad_option_of_grade_is_refused_in_one_line_before_grading(args, o
     assert not (tmp_path / "missing").exists()  # no folder the user did not ask for
 
 
+@pytest.mark.parametrize(
+    "option, target, what",
+    [
+        ("--csv", "master.py", "is the master (master.py)"),
+        ("--csv", "link.csv", "is the master (master.py)"),  # a link to it
+        ("--gradescope", "class/alice.py", "is a submission being graded (alice.py)"),
+        ("--journal", "class/alice.py", "is a submission being graded (alice.py)"),
+        ("--csv", "class/grades.csv", "is inside the submissions' folder"),
+        ("--gradescope", "class/sub/results.json", "is inside the submissions' folder"),
+    ],
+)
+def test_an_output_over_the_master_or_a_submission_is_refused_before_grading(tmp_path, monkeypatch, option, target,
+                                                                             what):  # fmt: skip
+    # before: --csv MASTER graded the class, then wrote the grades over the master (red team H3)
+    no_grading(monkeypatch)
+    (tmp_path / "class" / "sub").mkdir(parents=True)
+    shutil.copy(TINY, tmp_path / "master.py")
+    shutil.copy(TINY, tmp_path / "class" / "alice.py")
+    (tmp_path / "link.csv").symlink_to(tmp_path / "master.py")
+    line = error_line(invoke("grade", tmp_path / "master.py", tmp_path / "class", option, tmp_path / target))
+    assert line.startswith(f"error: {option}: {tmp_path / target} {what}"), line
+    assert (tmp_path / "master.py").read_bytes() == (tmp_path / "class" / "alice.py").read_bytes() == TINY.read_bytes()
+    assert sorted(p.name for p in (tmp_path / "class").rglob("*")) == ["alice.py", "sub"]
+
+
 def test_grade_refuses_more_jobs_at_once_than_memory_holds(tmp_path, monkeypatch):
     from sim.cli import estimate
 

@@ -1,14 +1,20 @@
 """The student's copy of every master holds no solution and no hidden test; the instructor's is the master."""
 
 import ast
+import os
+import shlex
+import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from sim.cli import app
 from sim.core.errors import InputError
-from sim.grading import export, spec
+from sim.grading import export, gradescope, spec
 
 MASTERS = spec.masters()
 
@@ -48,8 +54,8 @@ def test_the_instructor_copy_is_the_master_and_an_autograder_folder(tmp_path):
     folder = tmp_path / "autograder"
     assert sorted(p.name for p in folder.iterdir()) == ["02_flash1_forward.py", "run_autograder", "setup.sh"]
     run = (folder / "run_autograder").read_text()
-    assert "flashsim grade 02_flash1_forward.py /autograder/submission" in run
-    assert "--gradescope /autograder/results/results.json" in run
+    assert "--gradescope /autograder/results/results.json --hidden-visibility hidden" in run
+    assert run.endswith(" -- 02_flash1_forward.py /autograder/submission\n")
     assert (folder / "run_autograder").stat().st_mode & 0o111
 
 
@@ -108,3 +114,76 @@ def test_a_students_copy_into_the_masters_own_folder_is_refused_and_the_master_k
     assert result.exit_code == 2 and result.output.count("\n") == 1, result.output
     assert "is the master itself; export into another folder" in result.output
     assert master.read_bytes() == before
+
+
+MASTER_BYTES = spec.locate("02").read_bytes()
+MASTER_02 = MASTER_BYTES.decode("utf-8").splitlines()
+MARKER_LINES = [n for n, line in enumerate(MASTER_02) if line.lstrip().startswith(("# BEGIN ", "# END "))]
+
+
+@st.composite
+def misspelt_marker(draw):
+    """A marker line of master 02 with its marker misspelt: case, spacing, a singular TEST, no space after #."""
+    number = draw(st.sampled_from(MARKER_LINES))
+    line = MASTER_02[number]
+    indent, rest = line[: len(line) - len(line.lstrip())], line.lstrip()
+    words = rest[2:].split(":")[0].split()
+    words[-1] = draw(st.sampled_from([words[-1], words[-1].rstrip("S")]))
+    words = ["".join(draw(st.sampled_from([c.lower(), c.upper()])) for c in w) for w in words]
+    gaps = [draw(st.sampled_from(["", " ", "  ", "\t", "_"])) for _ in words]
+    marker = "#" + gaps[0] + "".join(w + g for w, g in zip(words, [*gaps[1:], ""], strict=True))
+    hint = rest[len(rest.split(":")[0]) :]
+    return number, indent + marker + hint, line
+
+
+@given(misspelt_marker())
+@settings(max_examples=200)
+def test_a_misspelt_marker_is_refused_naming_its_line(case):
+    # before: "# BEGIN HIDDEN TEST", "#BEGIN HIDDEN TESTS", lower case… were copied through as comments, and what they
+    # were meant to hide (a solution, the hidden tests) went into the student's copy with them (red team W2)
+    number, misspelt, line = case
+    assume(misspelt != line)
+    text = "\n".join([*MASTER_02[:number], misspelt, *MASTER_02[number + 1 :]]) + "\n"
+    with pytest.raises(InputError, match=f"^02 line {number + 1}: .* looks like a marker but is not one"):
+        export.student_text(text, "02")
+
+
+def test_a_hidden_test_outside_the_markers_is_refused_naming_its_line():
+    text = "\n".join(line for line in MASTER_02 if "HIDDEN TESTS" not in line) + "\n"
+    first = next(n for n, line in enumerate(text.splitlines(), 1) if '"visibility": "hidden"' in line)
+    with pytest.raises(InputError, match=f"^02 line {first}: test 'N ≠ Nk, bf16' is 'hidden' and outside"):
+        export.student_text(text, "02")
+    public = text.replace('"visibility": "hidden"', '"visibility": "public"')
+    assert export.student_text(public, "02").count('"visibility": "public"') == 8  # made public: the copy keeps them
+
+
+def test_a_student_copy_that_would_not_parse_is_refused_naming_the_masters_line():
+    text = "x = 1\n\n\ndef f():\n# BEGIN SOLUTION: indented too little\n    return x\n# END SOLUTION\n"
+    with pytest.raises(InputError, match=r"^m line 5: its student copy would not be Python \(expected an indented"):
+        export.student_text(text, "m")
+
+
+FILE_NAMES = st.one_of(
+    st.text(st.characters(blacklist_characters="/\x00", blacklist_categories=("Cs",)), min_size=1, max_size=40),
+    st.binary(min_size=1, max_size=40).filter(lambda b: b"/" not in b and b"\x00" not in b).map(os.fsdecode),
+).map(lambda name: name + ".py")
+
+
+@given(FILE_NAMES)
+@settings(max_examples=80, deadline=None)
+def test_run_autograder_hands_the_shell_the_masters_exact_name(name):
+    # before: the name was written into the script unquoted: a space made it two arguments, a quote broke the
+    # script, a leading "-" made it an option (red team C2)
+    with tempfile.TemporaryDirectory() as tmp:
+        master = Path(tmp) / name
+        master.write_bytes(MASTER_BYTES)
+        gradescope.write_autograder(Path(tmp) / "autograder", master)
+        script = Path(tmp) / "autograder" / "run_autograder"
+        checked = subprocess.run(["bash", "-n", script], capture_output=True, text=True)
+        assert checked.returncode == 0, checked.stderr
+        text = os.fsdecode(script.read_bytes())
+        command = text[text.index("/autograder/venv/bin/flashsim") :]
+        assert shlex.split(command) == [
+            "/autograder/venv/bin/flashsim", "grade", "--gradescope", "/autograder/results/results.json",
+            "--hidden-visibility", "hidden", "--", name, "/autograder/submission",
+        ]  # fmt: skip

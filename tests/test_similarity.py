@@ -1,16 +1,20 @@
 """The similarity report: renamed, recommented and reformatted copies are flagged with both names and the score;
 independent solutions and untouched handouts are not; nothing is taken off a score."""
 
+import csv
 import io
 import keyword
 import tokenize
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from sim.core.errors import InputError
 from sim.grading import grader, similarity, spec
 from sim.grading.export import student_text
+from tests.cli_runner import flashsim
 
 SUBMISSIONS = Path(__file__).parent / "grading_submissions" / "02"
 MASTER = spec.load(spec.locate("02"))
@@ -81,8 +85,30 @@ def test_a_copy_of_the_listing_or_of_the_master_is_flagged_against_it(tmp_path):
 
 def test_scores_by_hand():
     a, b = frozenset(range(100)), frozenset(range(50, 250))
-    assert similarity.score(a, b) == 0.5  # 50 of the smaller's 100 runs
+    assert similarity.score(a, b) == 0.25  # 50 runs in common, of the larger's 200
+    assert similarity.contained(a, b) == 0.5  # 50 of the smaller's 100 runs: how a file is held to a reference
     assert similarity.score(frozenset(range(10)), frozenset(range(10))) == 0.0  # too little code to judge
+
+
+def test_a_file_pasting_classmates_code_into_its_own_is_flagged_alone(tmp_path):
+    # before: the score was the share of the smaller file found in the other, so every honest classmate whose code a
+    # superset pasted in scored 1.00 against it and was flagged (red team H2)
+    paths = {name: tmp_path / name for name in ("alice.py", "bob.py", "carol.py", "mallory.py")}
+    paths["alice.py"].write_text((SUBMISSIONS / "algorithm1.py").read_text())
+    paths["bob.py"].write_text(disguised(paths["alice.py"].read_text()))  # a real copy
+    paths["carol.py"].write_text((SUBMISSIONS / "fa2_loop_order.py").read_text())
+    paths["mallory.py"].write_text(paths["alice.py"].read_text() + "\n" + paths["carol.py"].read_text())
+    flags = {(f.a, f.b): (round(f.score, 2), f.holds) for f in report(list(paths.values()))}
+    assert flags == {
+        ("alice.py", "bob.py"): (1.0, False),
+        ("mallory.py", "alice.py"): (1.0, True),
+        ("mallory.py", "bob.py"): (1.0, True),
+        ("mallory.py", "carol.py"): (1.0, True),
+    }
+    reports = grader.grade(MASTER.public(), list(paths.values()), seed=1, jobs=2)
+    notes = {r.submission: r.notes for r in reports}
+    assert notes["carol.py"] == [] and not any("mallory" in n for n in notes["alice.py"] + notes["bob.py"])
+    assert notes["mallory.py"][0] == "holds 1.00 of the code of alice.py (for review; no points taken)"
 
 
 @given(st.text(max_size=300))
@@ -115,3 +141,44 @@ def test_a_copy_saved_in_another_encoding_is_flagged_as_python_reads_it(tmp_path
         compile(data, name, "exec")  # Python reads it
     flags = {(f.a, f.b) for f in report([alice, *(tmp_path / n for n in copies)])}
     assert {("alice.py", "bom.py"), ("alice.py", "gb.py")} <= flags, flags
+
+
+def test_a_misspelt_marker_in_the_master_is_refused_before_any_submission_runs(tmp_path):
+    # before: the batch was graded, then the similarity report's student copy of the master raised on the marker
+    # and every grade of the batch was lost (red team C1)
+    lines = MASTER.path.read_text(encoding="utf-8").splitlines()
+    number = next(n for n, line in enumerate(lines) if line.lstrip().startswith("# BEGIN SOLUTION"))
+    lines[number] = "    # BEGIN SOLUTION "  # a trailing space
+    master = tmp_path / MASTER.path.name
+    master.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    alice, bob = tmp_path / "alice.py", tmp_path / "bob.py"
+    alice.write_text((SUBMISSIONS / "algorithm1.py").read_text())
+    bob.write_text((SUBMISSIONS / "fa2_loop_order.py").read_text())
+    graded = []
+    message = f"^02_flash1_forward.py line {number + 1}: '# BEGIN SOLUTION ' looks like a marker but is not one"
+    with pytest.raises(InputError, match=message):
+        grader.grade(spec.load(master).public(), [alice, bob], seed=1, progress=graded.append)
+    assert graded == []
+
+
+def test_a_similarity_report_that_cannot_be_made_costs_its_flags_not_the_grades(tmp_path):
+    # before: the similarity step's exception ended the command after the batch was graded: no grades, no CSV
+    lines = MASTER.path.read_text(encoding="utf-8").splitlines()
+    begin = lines.index("    # BEGIN HIDDEN TESTS")
+    end = lines.index("    # END HIDDEN TESTS")
+    kept = [*lines[:begin], *lines[begin + 1 : begin + 3], *lines[end + 1 :]]  # one hidden test, outside the markers
+    master, folder = tmp_path / MASTER.path.name, tmp_path / "submissions"
+    master.write_text("\n".join(kept) + "\n", encoding="utf-8")
+    folder.mkdir()
+    for name in ("alice.py", "bob.py"):
+        (folder / name).write_text((SUBMISSIONS / "algorithm1.py").read_text())
+    flashsim("grade", master, folder, "--seed", "1", "--csv", tmp_path / "grades.csv")
+    rows = list(csv.DictReader((tmp_path / "grades.csv").open(encoding="utf-8")))
+    why = (
+        "similarity not judged: the similarity report could not be made (InputError: 02_flash1_forward.py line "
+        f"{begin + 1}: test 'N ≠ Nk, bf16' is 'hidden' and outside # BEGIN HIDDEN TESTS … # END HIDDEN TESTS)"
+    )
+    assert [(r["submission"], r["score"], r["max_score"], r["notes"]) for r in rows] == [
+        ("alice.py", "50", "50", why),
+        ("bob.py", "50", "50", why),
+    ]  # the master's solution: full marks on its four tests

@@ -17,6 +17,7 @@ from sim.core.format import count, seconds
 from sim.grading import bench as grading_bench
 from sim.grading import csvfile, export, grader, gradescope, render, sandbox, spec, submission_file
 from sim.grading.report import shown_name
+from sim.lab import course
 from sim.viz.unclipped import unclipped
 
 TIMEOUT = options.FloatRange(0.1, 3600)  # seconds per test: an hour is far beyond any test, NaN and ∞ are no limit
@@ -40,7 +41,7 @@ def assignments() -> None:
 
 @assignments.command("list")
 def list_command() -> None:
-    """The assignments in lessons/assignments, with their tests and points."""
+    """The assignments in lessons/assignments, with their tests and points (an install's: the student copies)."""
     table = Table(show_edge=False)
     for name in ("assignment", "title", "public", "hidden", "points"):  # public and hidden tests
         table.add_column(name)
@@ -49,6 +50,9 @@ def list_command() -> None:
         public = sum(t["visibility"] == "public" for t in a.tests)
         table.add_row(a.name, a.title, str(public), str(len(a.tests) - public), f"{a.points:g}")
     console.print(unclipped(table))
+    if not course.masters_here():
+        console.print(f"these are the student copies ({course.assignments()}): public tests only, no solutions; the "
+                      "masters are in a checkout of flashsim", markup=False, soft_wrap=True)  # fmt: skip
 
 
 @assignments.command("export")
@@ -59,6 +63,8 @@ def list_command() -> None:
 def export_command(assignment, student, instructor) -> None:
     """Export ASSIGNMENT (a name such as 02, or a master's path) for students or for the instructor."""
     master = spec.locate(assignment)
+    if instructor:
+        course.needs_master(master, "assignments export --instructor", "the instructor's copy")
     spec.load(master)
     path = export.export(master, student=student and Path(student), instructor=instructor and Path(instructor))
     what = "student's copy (stubs, public tests)" if student else "master, and autograder/ for Gradescope"
@@ -97,13 +103,16 @@ def grade_command(
         paths = (paths[0], paths[0])
     if len(paths) != 2:
         raise InputError("grade: give ASSIGNMENT and SUBMISSION (or --self-check FILE)")
-    assignment = spec.load(spec.locate(paths[0]))
+    master = spec.locate(paths[0])
+    assignment = spec.load(master if self_check else course.needs_master(master, "grade", "grading"))
     found = submission_file.submissions_in(Path(paths[1]))
     if gradescope_path and len(found) > 1:
         named = [p for p in found if p.name == assignment.path.name]
         if len(named) != 1:
             raise InputError(f"--gradescope: grades one submission; {paths[1]} holds {len(found)} .py files")
         found = named
+    outputs = {"--gradescope": gradescope_path, "--csv": csv_path, "--journal": journal_path}
+    apart(outputs, assignment.path, found, Path(paths[1]))
     many = len(found) > 1
     jobs = at_once(len(found), jobs)
     limits = sandbox.Limits(wall_s=timeout)
@@ -148,6 +157,27 @@ def bench_grade_command(ctx, n, jobs, json_path, quiet) -> None:
         report = grading_bench.bench_grade(n, jobs, progress=progress)
     if not emit_json(report, json_path):
         console.print(render.bench(report))
+
+
+def apart(outputs: dict[str, str | None], master: Path, found: list[Path], submissions: Path) -> None:
+    """InputError naming the first option whose file is the master, a submission being graded, or inside the
+    submissions' folder (a file made there would be graded as a submission next run): checked before any grading."""
+    inside = submissions.resolve() if submissions.is_dir() else None
+    for flag, path in outputs.items():
+        if not path or path == "-":
+            continue
+        for other, what in ((master, "the master"), *((s, "a submission being graded") for s in found)):
+            if _same(path, other):
+                raise InputError(f"{flag}: {path} is {what} ({shown_name(other.name)}); write it elsewhere")
+        if inside is not None and Path(path).resolve().is_relative_to(inside):
+            raise InputError(f"{flag}: {path} is inside the submissions' folder {submissions}; write it elsewhere")
+
+
+def _same(a: str, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # either is missing (a file yet to be written), or a link to nothing
+        return False
 
 
 def at_once(submissions: int, jobs: int | None) -> int:

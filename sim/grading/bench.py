@@ -12,6 +12,7 @@ from pathlib import Path
 
 from sim.core.errors import InputError
 from sim.grading import export, grader, spec, submission_file
+from sim.lab import course
 from sim.lab.bench import machine
 
 ASSIGNMENT = "02"
@@ -26,7 +27,7 @@ MIX = ["right"] * 5 + ["rereads K, V"] * 2 + ["no rescale"] * 2 + ["stub"]  # ev
 
 def submissions(folder: Path, n: int) -> dict[str, int]:
     """Write n submissions of assignment 2 into `folder`; returns how many of each kind."""
-    master = spec.locate(ASSIGNMENT).read_text(encoding="utf-8")
+    master = course.needs_master(spec.locate(ASSIGNMENT), "bench grade", "it").read_text(encoding="utf-8")
     texts = {"right": master, "stub": export.student_text(master)}
     for kind, (old, new) in MUTATIONS.items():
         if old not in master:

@@ -4,8 +4,12 @@ In a master, the instructor's solution sits between `# BEGIN SOLUTION: hint` and
 (or on one line ending in `# SOLUTION: hint`), and the hidden tests between `# BEGIN HIDDEN TESTS`
 and `# END HIDDEN TESTS`. The student's copy replaces each solution with
 `raise NotImplementedError(hint)` and drops the hidden tests; the instructor's copy is the master.
+A line that looks like a marker but is none of these forms, or a student's copy that would still hold a test
+that is not public, is refused: a misspelt marker would leak what it was meant to hide. Only the standard library
+and `sim.core.errors` are imported here: setup.py makes the wheel's student copies with `student_text`.
 """
 
+import ast
 import os
 import re
 import shutil
@@ -17,13 +21,31 @@ BEGIN = re.compile(r"^(\s*)# BEGIN SOLUTION(?::\s*(.*))?$")
 END = re.compile(r"^\s*# END SOLUTION\s*$")
 ONE_LINE = re.compile(r"^(\s*)[^#\s].*\s# SOLUTION(?::\s*(.*))?$")
 HIDDEN = (re.compile(r"^\s*# BEGIN HIDDEN TESTS\s*$"), re.compile(r"^\s*# END HIDDEN TESTS\s*$"))
+MARKERS = (BEGIN, END, ONE_LINE, *HIDDEN)
+LOOKS_LIKE = re.compile(r"#[\W_]*(begin|end)[\W_]*(solution|hidden)|#[\W_]*solution\s*(:|$)", re.IGNORECASE)
+FORMS = "# BEGIN SOLUTION[: hint], # END SOLUTION, code  # SOLUTION[: hint], # BEGIN HIDDEN TESTS, # END HIDDEN TESTS"
 DEFAULT_HINT = "your code here"
 
 
 def student_text(master: str, where: str = "master") -> str:
     """The master with every solution replaced by a stub raising NotImplementedError, and no hidden tests."""
-    out, region, lines = [], None, master.splitlines()
+    out, origin = _strip(master, where)
+    text = "\n".join(out) + "\n"
+    _public_only(text, origin, where)
+    return text
+
+
+def check_markers(master: str, where: str = "master") -> None:
+    """InputError naming the master's line of the first marker misspelt, never closed or never opened."""
+    _strip(master, where)
+
+
+def _strip(master: str, where: str) -> tuple[list[str], list[int]]:
+    """The student copy's lines, and the master's line number each came from."""
+    out, origin, region, opened, lines = [], [], None, 0, master.splitlines()
     for number, line in enumerate(lines, 1):
+        if LOOKS_LIKE.search(line) and not any(form.match(line) for form in MARKERS):
+            raise InputError(f"{where} line {number}: {line.lstrip()!r} looks like a marker but is not one ({FORMS})")
         if region == "hidden":
             region = None if HIDDEN[1].match(line) else region
             continue
@@ -32,18 +54,47 @@ def student_text(master: str, where: str = "master") -> str:
             continue
         if (m := BEGIN.match(line)) is not None:
             out.append(_stub(m.group(1), m.group(2)))
-            region = "solution"
+            region, opened = "solution", number
         elif END.match(line) or HIDDEN[1].match(line):
             raise InputError(f"{where} line {number}: an END marker with no BEGIN before it")
         elif HIDDEN[0].match(line):
-            region = "hidden"
+            region, opened = "hidden", number
+            continue
         elif (m := ONE_LINE.match(line)) is not None:
             out.append(_stub(m.group(1), m.group(2)))
         else:
             out.append(line)
+        origin.append(number)
     if region is not None:
-        raise InputError(f"{where}: a BEGIN {region.upper()} marker is never closed")
-    return "\n".join(out) + "\n"
+        raise InputError(f"{where} line {opened}: this BEGIN {region.upper()} marker is never closed")
+    return out, origin
+
+
+def _public_only(text: str, origin: list[int], where: str) -> None:
+    """InputError naming the master's line of a test in the student copy's TESTS whose visibility is not "public"
+    (TESTS read as `sim.grading.spec` reads it: the module's top-level literal); a copy that does not parse cannot
+    be checked, and is refused too."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError) as e:  # ValueError: a NUL byte
+        at = origin[min(max(getattr(e, "lineno", None) or 1, 1), len(origin)) - 1] if origin else 1
+        why = getattr(e, "msg", str(e))
+        raise InputError(
+            f"{where} line {at}: its student copy would not be Python ({why}); check the markers"
+        ) from None
+    for node in tree.body:
+        if not (isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["TESTS"]):
+            continue
+        for element in getattr(node.value, "elts", []):
+            try:
+                test = ast.literal_eval(element)
+            except ValueError:
+                continue  # not a literal: `spec.load` refuses the assignment
+            if isinstance(test, dict) and test.get("visibility") != "public":
+                raise InputError(
+                    f"{where} line {origin[element.lineno - 1]}: test {test.get('name')!r} is "
+                    f"{test.get('visibility')!r} and outside # BEGIN HIDDEN TESTS … # END HIDDEN TESTS"
+                )
 
 
 def solutions(master: str) -> list[str]:

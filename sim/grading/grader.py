@@ -10,7 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from sim.core.errors import InputError
-from sim.grading import guard, isolation, journal, problem, resident, sandbox, similarity, stream, violations
+from sim.grading import export, guard, isolation, journal, problem, resident, sandbox, similarity, stream, violations
 from sim.grading.checks import Outcome, evaluate
 from sim.grading.problem import Problem
 from sim.grading.proxy import tensor_specs
@@ -52,6 +52,8 @@ def grade(
         raise InputError(f"seed: must be a whole number, 0 or more; got {seed!r}")
     if self_check:
         assignment = assignment.public()
+    else:  # a misspelt or unclosed marker: refused before any submission runs, not after the batch (similarity's)
+        export.check_markers(assignment.path.read_text(encoding="utf-8"), assignment.path.name)
     done, seed = journal.kept(record, assignment.name, seed, submissions) if record else ({}, seed)
     seed = secrets.randbelow(2**31) if seed is None else seed
     problems = [problem.make(assignment.grading, t, seed) for t in assignment.tests]

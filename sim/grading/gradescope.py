@@ -6,6 +6,7 @@ bytes the grader booked (fewer is better, so its order is "asc").
 """
 
 import json
+import shlex
 import shutil
 from pathlib import Path
 
@@ -19,8 +20,7 @@ RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this for every submission: grade the uploaded .py file(s) with the master beside it.
 set -u
 cd /autograder/source
-/autograder/venv/bin/flashsim grade {master} /autograder/submission \\
-    --gradescope /autograder/results/results.json --hidden-visibility {hidden}
+/autograder/venv/bin/flashsim grade --gradescope /autograder/results/results.json --hidden-visibility {hidden} -- {master} /autograder/submission
 """
 
 EXTRAS = {"triton": "[assignments-triton]"}  # what a driver needs beyond flashsim itself
@@ -60,12 +60,14 @@ def write(report: SubmissionReport, path: Path, hidden_visibility: str = "hidden
 
 
 def write_autograder(folder: Path, master: Path, hidden: str = "hidden") -> None:
-    """The autograder zip's contents: setup.sh, run_autograder and the master (add a flashsim wheel, then zip)."""
+    """The autograder zip's contents: setup.sh, run_autograder and the master (add a flashsim wheel, then zip). The
+    master's name is quoted for the shell, after `--` (a name may hold a space, a quote, or start with `-`), and
+    written as the bytes it is on disk (a name that is not UTF-8 comes back as them: surrogateescape)."""
     folder.mkdir(exist_ok=True)
     shutil.copyfile(master, folder / master.name)
     for name, text in (
         ("setup.sh", SETUP_SH.format(extra=EXTRAS.get(spec.load(master).grading["driver"], ""))),
-        ("run_autograder", RUN_AUTOGRADER.format(master=master.name, hidden=hidden)),
+        ("run_autograder", RUN_AUTOGRADER.format(master=shlex.quote(master.name), hidden=shlex.quote(hidden))),
     ):
-        (folder / name).write_text(text)
+        (folder / name).write_text(text, encoding="utf-8", errors="surrogateescape")
         (folder / name).chmod(0o755)

@@ -4,10 +4,12 @@ master, or to another submission of the batch — flags for a person to review, 
 Each file becomes a normalized token sequence (Python's tokenizer: comments, docstrings and layout dropped;
 every identifier one token `v` except attribute names such as `.load`; numbers `0`, strings `s`), so renaming
 variables, rewording comments or reformatting changes nothing. Its fingerprint is the set of hashed runs of
-K tokens, less every run the handout itself contains (every student starts from it). The score of a pair is
-the share of the smaller fingerprint found in the other (1.0: one is contained in the other); pairs at or
-above THRESHOLD, with at least MIN_RUNS runs of their own, are flagged with both names and the score; a file
-with fewer that scored points is said to be "not judged" (a one-line `exec` of a compressed copy is all of 20
+K tokens, less every run the handout itself contains (every student starts from it). Two submissions score the
+runs they share over the larger file's runs (1.0: the same code), and a pair at or above THRESHOLD is flagged on
+both; a file that holds THRESHOLD of a smaller one's runs but is not that close to it (it pasted a classmate's code
+into its own) is flagged alone, the smaller one left unnamed. A submission against a reference (the master, the
+listing, which copied nobody) scores the share of the smaller found in the other. A file with at least MIN_RUNS
+runs of its own is judged; one with fewer that scored points is said to be "not judged" (a one-line `exec` of a compressed copy is all of 20
 tokens), and one that calls exec, eval, compile or __import__ on anything but a literal is named for review: the
 code it runs is built at run time, where no comparison of files can see it.
 """
@@ -23,7 +25,7 @@ from itertools import combinations
 from pathlib import Path
 
 from sim.grading import submission_file
-from sim.grading.report import shown_name
+from sim.grading.report import one_line, printable, shown_name
 
 K = 12  # tokens a run: long enough that two independent solutions rarely share many
 THRESHOLD = 0.8
@@ -42,9 +44,12 @@ class Flag:
     a: str
     b: str
     score: float
+    holds: bool = False  # `a` holds this share of `b`'s code, and is much larger: the note is on `a` only
 
     def line(self) -> str:
         """The note on `a`: `b`'s name on one line, as text a terminal or a UTF-8 file takes (it may not be UTF-8)."""
+        if self.holds:
+            return f"holds {self.score:.2f} of the code of {shown_name(self.b)} (for review; no points taken)"
         return f"similar to {shown_name(self.b)}: {self.score:.2f} of its code in common (for review; no points taken)"
 
 
@@ -87,6 +92,14 @@ def fingerprint(source: str, skeleton: frozenset[int] = frozenset()) -> frozense
 
 
 def score(a: frozenset[int], b: frozenset[int]) -> float:
+    """Two submissions: the runs they share over the larger's runs, so that a file pasting a classmate's code into its
+    own does not make the classmate's close to it (0 where either is too small to judge)."""
+    if min(len(a), len(b)) < MIN_RUNS:
+        return 0.0
+    return len(a & b) / max(len(a), len(b))
+
+
+def contained(a: frozenset[int], b: frozenset[int]) -> float:
     """The share of the smaller fingerprint found in the other (0 where either is too small to judge)."""
     if min(len(a), len(b)) < MIN_RUNS:
         return 0.0
@@ -112,8 +125,13 @@ def report(
     skeleton = fingerprint(handout)
     prints = prints if prints is not None else {p.name: fingerprint(_read(p), skeleton) for p in submissions}
     refs = {name: fingerprint(text, skeleton) for name, text in references(master, grading).items()}
-    flags = [Flag(a, b, score(fa, fb)) for a, fa in prints.items() for b, fb in refs.items()]
-    flags += [Flag(a, b, score(prints[a], prints[b])) for a, b in combinations(prints, 2)]
+    flags = [Flag(a, b, contained(fa, fb)) for a, fa in prints.items() for b, fb in refs.items()]
+    for a, b in combinations(prints, 2):
+        large, small = (a, b) if len(prints[a]) >= len(prints[b]) else (b, a)
+        both = score(prints[a], prints[b])
+        flags.append(
+            Flag(a, b, both) if both >= THRESHOLD else Flag(large, small, contained(prints[a], prints[b]), True)
+        )
     return sorted((f for f in flags if f.score >= THRESHOLD), key=lambda f: -f.score)
 
 
@@ -155,20 +173,28 @@ def notes(handout: str, submissions: list[Path], prints: dict | None = None) -> 
 
 def annotate(assignment, submissions: list[Path], reports) -> None:
     """Add each flag to the notes of the submissions it names, and `notes`' lines to theirs (the grader's hook;
-    scores are left alone)."""
+    scores are left alone). Where the report cannot be made, each submission gets one note saying why instead:
+    a fault here costs the flags, never the batch's grades."""
     from sim.grading.export import student_text
 
-    handout = student_text(assignment.path.read_text())
-    skeleton = fingerprint(handout)
-    prints = {p.name: fingerprint(_read(p), skeleton) for p in submissions}  # each file tokenized once
-    flags = report(assignment.path, assignment.grading, handout, submissions, prints)
     by_name = {r.submission: r for r in reports}
-    for name, lines in notes(handout, submissions, prints).items():  # "not judged" only where points are at stake
-        by_name[name].notes.extend(n for n in lines if n != NOT_JUDGED or by_name[name].score > 0)
-    for f in flags:
-        by_name[f.a].notes.append(f.line())
-        if f.b in by_name:
-            by_name[f.b].notes.append(Flag(f.b, f.a, f.score).line())
+    added: dict[str, list[str]] = {name: [] for name in by_name}
+    try:
+        handout = student_text(assignment.path.read_text(encoding="utf-8"), assignment.path.name)
+        skeleton = fingerprint(handout)
+        prints = {p.name: fingerprint(_read(p), skeleton) for p in submissions}  # each file tokenized once
+        flags = report(assignment.path, assignment.grading, handout, submissions, prints)
+        for name, lines in notes(handout, submissions, prints).items():  # "not judged" only where points are at stake
+            added[name] += [n for n in lines if n != NOT_JUDGED or by_name[name].score > 0]
+        for f in flags:
+            added[f.a].append(f.line())
+            if f.b in by_name and not f.holds:
+                added[f.b].append(Flag(f.b, f.a, f.score).line())
+    except Exception as e:  # whatever failed, the grades stand
+        why = printable(one_line(f"{type(e).__name__}: {str(e)[:200]}"))
+        added = {name: [f"similarity not judged: the similarity report could not be made ({why})"] for name in by_name}
+    for name, lines in added.items():
+        by_name[name].notes.extend(lines)
 
 
 def _read(path: Path) -> str:
