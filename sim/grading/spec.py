@@ -123,8 +123,7 @@ def check_grading(grading, where: str) -> None:
             _check_outputs(grading, where)
     if "entry" in grading and not (isinstance(grading["entry"], str) and grading["entry"].isidentifier()):
         raise InputError(f"assignment: {where}: GRADING['entry'] must be a function's name; got {grading['entry']!r}")
-    if "timeout_s" in grading:
-        keys.timeout(grading["timeout_s"], f"assignment: {where}: GRADING")
+    keys.grading(grading, f"assignment: {where}: GRADING")
 
 
 def _check_outputs(grading: dict, where: str) -> None:
