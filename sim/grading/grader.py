@@ -78,6 +78,7 @@ def grade(
                 report.tests = [_result(p, 0.0, "not run", line) for p in problems]
             if walls.weak and not self_check:
                 report.notes.append(isolation.WEAK)
+        report.master = str(assignment.path)
         report = made_printable(report)  # what the submission said, shown to no terminal or file as it is
         report.seconds = time.perf_counter() - start
         if sandbox.STOPPING.is_set():  # interrupted under it: not graded, so not recorded

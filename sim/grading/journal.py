@@ -108,7 +108,8 @@ def _report(entry, head: dict, k: int) -> tuple[SubmissionReport, str | None]:
     for name, each in (("flags", _text), ("notes", _text), ("confine_ms", _number)):
         for x in _check(entry.get(name, []), list, f"line {k}: {name}"):
             each(x, f"line {k}: {name}")
-    _check(entry.get("printed", ""), str, f"line {k}: printed")
+    for name in ("printed", "master"):
+        _check(entry.get(name, ""), str, f"line {k}: {name}")
     _number(entry.get("seconds", 0.0), f"line {k}: seconds")
     tests = _check(entry["tests"], list, f"line {k}: tests")
     entry["tests"] = [_test(t, f"line {k}: test {j}") for j, t in enumerate(tests)]

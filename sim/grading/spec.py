@@ -53,8 +53,15 @@ class Assignment:
 
 
 def locate(name: str) -> Path:
-    """A master's path from a path, or from a name in lessons/assignments ("02", "2", "02_flash1_forward")."""
+    """A master's path from a path, or from a name in lessons/assignments ("02", "2", "02_flash1_forward"). A name that
+    is both (a folder ./02 beside the assignment 02) is refused, unless written as a path: with a / or ending in .py."""
     path = Path(name)
+    if path.is_file() or path.is_dir():
+        master = None if "/" in name or name.endswith(".py") else _named(name, masters())
+        if master is not None:
+            other = master.stem if name != master.stem else master
+            raise InputError(f"assignment: {name} is both ./{name} and the assignment {master.stem}; write ./{name} "
+                             f"or {other}")  # fmt: skip
     if path.is_file():
         return path.resolve()
     if path.is_dir():
@@ -63,12 +70,16 @@ def locate(name: str) -> Path:
             return inside[0].resolve()
         raise InputError(f"assignment: {name} is a folder with {len(inside)} assignment files; name one")
     found = masters()
-    for master in found:
-        number = master.name[:2]
-        if name in (master.stem, master.name, number, number.lstrip("0")):
-            return master
+    master = _named(name, found)
+    if master is not None:
+        return master
     names = ", ".join(m.stem for m in found) or f"none found in {course.assignments()}"
     raise InputError(f"assignment: no file or assignment named {name!r}; known: {names}")
+
+
+def _named(name: str, found: list[Path]) -> Path | None:
+    """The master of `found` that `name` names: its stem, its file's name, its number ("02" or "2")."""
+    return next((m for m in found if name in (m.stem, m.name, m.name[:2], m.name[:2].lstrip("0"))), None)
 
 
 def masters() -> list[Path]:
