@@ -52,10 +52,11 @@ def grade(
         raise InputError(f"seed: must be a whole number, 0 or more; got {seed!r}")
     if self_check:
         assignment = assignment.public()
-    done, seed = journal.kept(record, assignment.name, seed, submissions) if record else ({}, seed)
+    unavailable = gpu_missing(assignment)
+    run_head = journal.run(assignment, limits, ran=unavailable is None)  # what the grades depend on, but the seed
+    done, seed = journal.kept(record, run_head, seed, submissions) if record else ({}, seed)
     seed = secrets.randbelow(2**31) if seed is None else seed
     problems = [problem.make(assignment.grading, t, seed) for t in assignment.tests]
-    unavailable = gpu_missing(assignment)
     setup = _setup(assignment, submissions, self_check)
     if assignment.grading["driver"] == "gpu" and unavailable is None:
         limits = replace(limits, memory_bytes=0)  # CUDA maps far more address space than it uses
@@ -90,7 +91,7 @@ def grade(
         return report
 
     if record:
-        journal.start(record, assignment.name, seed)
+        journal.start(record, run_head, seed)
     reports = _in_parallel(one, submissions, jobs or os.cpu_count() or 1)
     if len(submissions) > 1 and not self_check:  # a batch, graded by its instructor: never shown on Gradescope
         similarity.annotate(assignment, submissions, reports)  # flags for a person to review; no points taken

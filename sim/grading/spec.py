@@ -7,7 +7,8 @@ hidden (`# BEGIN HIDDEN TESTS` … `# END HIDDEN TESTS`). Both are literals, rea
 """
 
 import ast
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.core.dtypes import DTYPES
@@ -26,12 +27,13 @@ VISIBILITY = ("public", "hidden")
 
 @dataclass(frozen=True)
 class Assignment:
-    """A master (or a student's copy of one): where it is, its statement, settings and tests."""
+    """A master (or a student's copy of one): where it is, its statement, settings and tests, the sha256 of its bytes."""
 
     path: Path
     statement: str
     grading: dict
     tests: tuple[dict, ...]
+    sha256: str
 
     @property
     def name(self) -> str:
@@ -43,9 +45,7 @@ class Assignment:
 
     def public(self) -> "Assignment":
         """The same assignment with its public tests only."""
-        return Assignment(
-            self.path, self.statement, self.grading, tuple(t for t in self.tests if t["visibility"] == "public")
-        )
+        return replace(self, tests=tuple(t for t in self.tests if t["visibility"] == "public"))
 
     @property
     def points(self) -> float:
@@ -91,7 +91,8 @@ def load(path: Path) -> Assignment:
     """Read and check an assignment file (a master, or a student's copy with its public tests)."""
     path = Path(path)
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        data = path.read_bytes()
+        tree = ast.parse(data.decode("utf-8"), filename=str(path))
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"assignment: cannot read {path} ({e})") from None
     except SyntaxError as e:
@@ -115,7 +116,7 @@ def load(path: Path) -> Assignment:
         if test["name"] in names:
             raise InputError(f"assignment: {path.name}: two tests are named {test['name']!r}")
         names.add(test["name"])
-    return Assignment(path, ast.get_docstring(tree) or "", grading, tuple(tests))
+    return Assignment(path, ast.get_docstring(tree) or "", grading, tuple(tests), hashlib.sha256(data).hexdigest())
 
 
 def check_grading(grading, where: str) -> None:
