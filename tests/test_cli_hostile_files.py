@@ -27,7 +27,9 @@ from tests.cli_runner import error_line
 
 TINY = Path(__file__).parent / "grading_submissions" / "tiny" / "01_tiny_softmax.py"
 ASSIGNMENT = "01_tiny_softmax"
-HEAD = {"assignment": ASSIGNMENT, "seed": 3}
+HEAD = {"assignment": ASSIGNMENT, "master_sha256": "0" * 64, "tests": ["t"], "limits": {"wall_s": 10.0}, "ran": True,
+        "seed": 3}  # fmt: skip
+RUN = {k: v for k, v in HEAD.items() if k != "seed"}  # the run that wrote it
 REPORT = json.loads(
     json.dumps(
         SubmissionReport(
@@ -74,22 +76,27 @@ def test_a_journal_that_is_a_pipe_or_a_device_is_refused_without_reading_it(tmp_
     os.mkfifo(tmp_path / "fifo")
     for path, kind in ((tmp_path / "fifo", "a pipe"), ("/dev/null", "a character device"), (tmp_path, "a folder")):
         with within(10), pytest.raises(InputError, match=f"--journal: .* is {kind}, not a regular file"):
-            journal.resume(path, ASSIGNMENT, None)
+            journal.resume(path, RUN, None)
         line = error_line(invoke("grade", "01", tmp_path, "--journal", path))
         assert "--journal" in line and (kind in line or "directory" in line), line
 
 
+def head(**change) -> str:
+    return json.dumps(HEAD | change).replace("Infinity", "1e400")
+
+
 @pytest.mark.parametrize("text, field", [
     ("[1]", "line 1"), ("5", "line 1"), ('{"assignment": "01_tiny_softmax"}', "line 1"),
-    ('{"assignment": "01_tiny_softmax", "seed": "abc"}', "line 1: seed"),
-    ('{"assignment": "01_tiny_softmax", "seed": -7}', "line 1: seed"),
-    ('{"assignment": "01_tiny_softmax", "seed": 1e400}', "line 1: seed"),
-    ('{"assignment": "01_tiny_softmax", "seed": 18446744073709551616}', "line 1: seed"), ("", "empty"),
+    (head(seed="abc"), "line 1: seed"), (head(seed=-7), "line 1: seed"), (head(seed=float("inf")), "line 1: seed"),
+    (head(seed=2**64), "line 1: seed"), ("", "empty"), (head(master_sha256="ab"), "line 1: master_sha256"),
+    (head(tests="t"), "line 1: tests"), (head(tests=[5]), "line 1: tests"), (head(limits=[]), "line 1: limits"),
+    (head(limits={"wall_s": -1}), "line 1: limits: wall_s"), (head(ran=1), "line 1: ran"),
+    ('{"assignment": "01_tiny_softmax", "seed": 3}', "line 1 records only the assignment and seed"),
 ])  # fmt: skip
 def test_a_journal_whose_first_line_is_malformed_is_refused_naming_it(tmp_path, text, field):
     path = write_journal(tmp_path / "j.jsonl", text)
     with pytest.raises(InputError, match=f"--journal: .* is not a grading journal .*{field}"):
-        journal.resume(path, ASSIGNMENT, None)
+        journal.resume(path, RUN, None)
     assert "--journal:" in error_line(invoke("grade", TINY, TINY, "--journal", path))
 
 
@@ -104,12 +111,12 @@ def test_a_journal_whose_first_line_is_malformed_is_refused_naming_it(tmp_path, 
 def test_a_report_line_out_of_range_is_refused_naming_its_field(tmp_path, change, field):
     path = write_journal(tmp_path / "j.jsonl", HEAD, REPORT | change)
     with pytest.raises(InputError, match=f"not a grading journal .*line 2.*{field}"):
-        journal.resume(path, ASSIGNMENT, None)
+        journal.resume(path, RUN, None)
 
 
 def test_a_journal_the_grader_wrote_resumes_as_it_was(tmp_path):
     path = write_journal(tmp_path / "j.jsonl", HEAD, REPORT)
-    done, seed = journal.resume(path, ASSIGNMENT, None)
+    done, seed = journal.resume(path, RUN, None)
     assert seed == 3 and done["alice.py"].tests[0].points == 1.0 and done["alice.py"].score == 1.0
 
 
@@ -122,7 +129,7 @@ def test_any_value_in_any_field_of_a_journal_is_taken_only_if_of_its_type(tmp_pa
     target[key] = value
     path = write_journal(tmp_path / "j.jsonl", head, report)
     try:
-        done, seed = journal.resume(path, ASSIGNMENT, None)
+        done, seed = journal.resume(path, RUN, None)
     except InputError as e:
         assert str(e).startswith("--journal: ") and "\n" not in str(e)
         return

@@ -108,7 +108,7 @@ def batch(tmp_path_factory):
         reports = grader.grade(assignment, paths, seed=3, jobs=2, limits=sandbox.Limits(wall_s=2.0))
     finally:
         tempfile.tempdir = saved
-    csvfile.write(reports, base / "grades.csv")
+    csvfile.write(reports, base / "grades.csv", [t["name"] for t in assignment.tests])
     return {
         "reports": {Path(r.submission).stem: r for r in reports},
         "changed": sorted(

@@ -110,7 +110,7 @@ def test_weak_mode_says_so_in_every_report_and_the_csv(monkeypatch, tmp_path):
     assert walls.line().endswith("— graded without kernel isolation (no landlock or seccomp)")
     (report,) = grader.grade(ONE_TEST, [MASTER], seed=1, walls=walls)
     assert report.score == 10 and report.notes == ["graded without kernel isolation"]
-    csvfile.write([report], tmp_path / "g.csv")
+    csvfile.write([report], tmp_path / "g.csv", [t["name"] for t in ONE_TEST.tests])
     (row,) = csv.DictReader(open(tmp_path / "g.csv", encoding="utf-8"))
     assert row["notes"] == "graded without kernel isolation" and row["score"] == "10"
 

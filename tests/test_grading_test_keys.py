@@ -70,3 +70,35 @@ def test_a_bad_grading_entry_or_outputs_is_refused_in_one_line(tmp_path, old, ne
     path.write_text(text.replace(old, new), encoding="utf-8")
     line = error_line(CliRunner().invoke(app, ["grade", "--self-check", str(path), "--seed", "1"]))
     assert said in line, line
+
+
+@pytest.mark.parametrize("value, said", [
+    ("5", "['forbid'] must be a list of distinct module names (a.b.c); got 5"),
+    ('"statistics"', "['forbid'] must be a list of distinct module names (a.b.c); got 'statistics'"),
+    ('["sim.algorithms.softmax", "sim.algorithms.softmax"]', "['forbid'] must be a list of distinct module names"),
+    ('["sim..algorithms"]', "got ['sim..algorithms']"), ('["sim.import"]', "got ['sim.import']"), ("[5]", "got [5]"),
+    ('["statistics"]', "['forbid'] names 'statistics', which every graded process reads"),
+    ('["os.path"]', "['forbid'] names 'os.path'"), ('["sim.grading"]', "['forbid'] names 'sim.grading'"),
+    ('["sim.grading.wire"]', "['forbid'] names 'sim.grading.wire'"),
+    ('["sim.algorithms.softmax"], "title": 5', "GRADING['title'] must be text; got 5"),
+    ('["sim.algorithms.softmax"], "causal_argument": 1', "GRADING['causal_argument'] must be true or false; got 1"),
+])  # fmt: skip
+def test_a_bad_forbid_is_refused_when_the_master_is_loaded(tmp_path, value, said):
+    """Red team C3: `"forbid": 5` was a traceback, a string was forbidden letter by letter, a module of the standard
+    library made the grader refuse to grade only once it ran. Each is refused as the file is read, in one line."""
+    text = spec.locate("01").read_text(encoding="utf-8")
+    old = '"forbid": ["sim.algorithms.softmax"]'
+    assert text.count(old) == 1
+    path = tmp_path / "01_online_softmax.py"
+    path.write_text(text.replace(old, f'"forbid": {value}'), encoding="utf-8")
+    for args in (["grade", "--self-check", str(path), "--seed", "1"],
+                 ["assignments", "export", str(path), "--student", str(tmp_path / "out")]):  # fmt: skip
+        line = error_line(CliRunner().invoke(app, args))
+        assert line.startswith("error: assignment: 01_online_softmax.py: GRADING") and said in line, line
+
+
+def test_a_forbid_of_modules_the_child_never_reads_loads(tmp_path):
+    path = tmp_path / "01_online_softmax.py"
+    text = spec.locate("01").read_text(encoding="utf-8")
+    path.write_text(text.replace('["sim.algorithms.softmax"]', '["sim.algorithms", "sim.api.reference"]'), "utf-8")
+    assert spec.load(path).grading["forbid"] == ["sim.algorithms", "sim.api.reference"]

@@ -133,7 +133,7 @@ def grade_command(
         console.print(f"wrote {gradescope_path}", markup=False)
     if csv_path:
         with atomic_file.target(csv_path) as where:
-            csvfile.write(reports, Path(where))
+            csvfile.write(reports, Path(where), [t["name"] for t in assignment.tests])
         console.print(f"wrote {csv_path}", markup=False)
     return 0 if all(r.score >= r.max_score for r in reports) else 1  # exit 1: some submission below full marks
 

@@ -12,10 +12,12 @@ FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a ce
 NUMBER = re.compile(r"-?\d+(\.\d+)?(e[+-]?\d+)?")  # the grader's own figures, which a minus sign leaves numbers
 
 
-def write(reports: list[SubmissionReport], path: Path) -> None:
-    """submission, score, max_score, hbm_bytes, one column of points per test, flags, notes, seed; written whole
-    (temporary file, then rename), so an interrupted run never leaves half a CSV."""
-    names = [t.name for t in reports[0].tests] if reports else []
+def write(reports: list[SubmissionReport], path: Path, order: list[str]) -> None:
+    """submission, score, max_score, hbm_bytes, one column of points per test any report holds (in `order`, the
+    master's, then any other), flags, notes, seed; written whole (temporary file, then rename), so an interrupted run
+    never leaves half a CSV."""
+    held = dict.fromkeys(t.name for r in reports for t in r.tests)
+    names = sorted(held, key=lambda n: order.index(n) if n in order else len(order))
     f = io.StringIO()
     out = csv.writer(f)
     out.writerow([cell(c) for c in ["submission", "score", "max_score", "hbm_bytes", *names, "flags", "review",

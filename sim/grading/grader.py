@@ -54,10 +54,11 @@ def grade(
         assignment = assignment.public()
     else:  # a misspelt or unclosed marker: refused before any submission runs, not after the batch (similarity's)
         export.check_markers(assignment.path.read_text(encoding="utf-8"), assignment.path.name)
-    done, seed = journal.kept(record, assignment.name, seed, submissions) if record else ({}, seed)
+    unavailable = gpu_missing(assignment)
+    run_head = journal.run(assignment, limits, ran=unavailable is None)  # what the grades depend on, but the seed
+    done, seed = journal.kept(record, run_head, seed, submissions) if record else ({}, seed)
     seed = secrets.randbelow(2**31) if seed is None else seed
     problems = [problem.make(assignment.grading, t, seed) for t in assignment.tests]
-    unavailable = gpu_missing(assignment)
     setup = _setup(assignment, submissions, self_check)
     if assignment.grading["driver"] == "gpu" and unavailable is None:
         limits = replace(limits, memory_bytes=0)  # CUDA maps far more address space than it uses
@@ -80,6 +81,7 @@ def grade(
                 report.tests = [_result(p, 0.0, "not run", line) for p in problems]
             if walls.weak and not self_check:
                 report.notes.append(isolation.WEAK)
+        report.master = str(assignment.path)
         report = made_printable(report)  # what the submission said, shown to no terminal or file as it is
         report.seconds = time.perf_counter() - start
         if sandbox.STOPPING.is_set():  # interrupted under it: not graded, so not recorded
@@ -91,7 +93,7 @@ def grade(
         return report
 
     if record:
-        journal.start(record, assignment.name, seed)
+        journal.start(record, run_head, seed)
     reports = _in_parallel(one, submissions, jobs or os.cpu_count() or 1)
     if len(submissions) > 1 and not self_check:  # a batch, graded by its instructor: never shown on Gradescope
         similarity.annotate(assignment, submissions, reports)  # flags for a person to review; no points taken

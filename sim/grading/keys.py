@@ -1,14 +1,18 @@
-"""The type and range of every key of a test that the drivers read (`problem.draw`, `checks`, the grader's clock).
+"""The type and range of every key of a test that the drivers read (`problem.draw`, `checks`, the grader's clock),
+and of GRADING's own keys (`grading`).
 
 An assignment file is an instructor's, or a student's edited copy: a key of the wrong type ("N": "abc"), out of
 range ("N": -5), a range upside down ([16, 4]) or a key a driver needs left out ("Br") is refused here, in one
 line naming the test, the key and what it must be, before any case is drawn.
 """
 
+import keyword
 import math
+import sys
 
 from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
+from sim.grading import allowlist
 
 MAX_SIDE = 8192  # N, Nk, rows, length, Br, Bc: the masters' largest is 1024 (a memory test)
 MAX_D = 1024
@@ -48,9 +52,36 @@ def check(test: dict, driver: str, label: str) -> None:
         raise InputError(f"{label}: io thresholds need 1 ≤ io_full < io_zero")
 
 
-def timeout(value, label: str) -> None:
-    """GRADING['timeout_s']: a number of seconds the grader's clock takes."""
-    _number({"timeout_s": value}, "timeout_s", 0.01, MAX_SECONDS, label)
+def grading(grading: dict, label: str) -> None:
+    """InputError (starting with `label`, "…: GRADING") unless GRADING's texts, flags, timeout and modules to forbid
+    are of the types the grader takes."""
+    for key in ("title", "io_hint"):
+        if not isinstance(grading.get(key, ""), str):
+            raise InputError(f"{label}['{key}'] must be text; got {_shown(grading[key])}")
+    for key in ("causal_argument", "window_argument"):
+        if not isinstance(grading.get(key, False), bool):
+            raise InputError(f"{label}['{key}'] must be true or false; got {_shown(grading[key])}")
+    _number(grading, "timeout_s", 0.01, MAX_SECONDS, label)
+    _forbid(grading.get("forbid", []), grading["driver"], label)
+
+
+def _forbid(forbid, driver: str, label: str) -> None:
+    """GRADING['forbid']: distinct dotted module names, none that every graded process of `driver` reads."""
+    names = forbid if isinstance(forbid, list) else [None]
+    if not all(isinstance(name, str) and _dotted(name) for name in names) or len(set(names)) != len(names):
+        raise InputError(f"{label}['forbid'] must be a list of distinct module names (a.b.c); got {_shown(forbid)}")
+    read = allowlist.HARNESS_MODULES + {"gpu": allowlist.GPU_MODULES, "triton": allowlist.TRITON_MODULES}.get(
+        driver, ()
+    )
+    for name in names:
+        if name.split(".")[0] in sys.stdlib_module_names or any(m == name or m.startswith(name + ".") for m in read):
+            raise InputError(f"{label}['forbid'] names {name!r}, which every graded process reads (the standard "
+                             "library or the grader's harness): it cannot be forbidden")  # fmt: skip
+
+
+def _dotted(name: str) -> bool:
+    """Whether `name` is a module's dotted name: identifiers, none a keyword, joined by dots."""
+    return all(part.isidentifier() and not keyword.iskeyword(part) for part in name.split("."))
 
 
 def _side(value, key: str, high: int, label: str, low: int = 1) -> None:

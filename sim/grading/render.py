@@ -42,6 +42,8 @@ def submission(report: SubmissionReport, self_check: bool = False) -> Group:
     parts += [Text(note, "yellow") for note in report.notes]
     if self_check:
         parts.append(Text("self-check: the public tests only; the grader also runs hidden tests", "dim"))
+    if report.master:
+        parts.append(Text(f"graded with {shown_name(report.master)}", "dim"))
     parts.append(Text(f"reproduce this run's cases with --seed {report.seed}", "dim"))
     return Group(*parts)
 
@@ -83,6 +85,8 @@ def summary(reports: list[SubmissionReport]) -> Table:
             count(r.hbm_bytes) if r.hbm_bytes else "—",
             Text(notes[:160]),
         )  # fmt: skip
+    masters = dict.fromkeys(shown_name(r.master) for r in reports if r.master)
+    table.caption = Text(f"graded with {', '.join(masters)}") if masters else None
     return table
 
 

@@ -31,6 +31,7 @@ class SubmissionReport:
     printed: str = ""  # the start of what it printed
     seconds: float = 0.0
     confine_ms: list[float] = field(default_factory=list)  # each of its processes' time to confine itself
+    master: str = ""  # the assignment file it was graded with (a self-check: the student's copy)
 
     @property
     def score(self) -> float:

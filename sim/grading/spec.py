@@ -7,7 +7,8 @@ hidden (`# BEGIN HIDDEN TESTS` … `# END HIDDEN TESTS`). Both are literals, rea
 """
 
 import ast
-from dataclasses import dataclass
+import hashlib
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from sim.core.dtypes import DTYPES
@@ -26,12 +27,13 @@ VISIBILITY = ("public", "hidden")
 
 @dataclass(frozen=True)
 class Assignment:
-    """A master (or a student's copy of one): where it is, its statement, settings and tests."""
+    """A master (or a student's copy of one): where it is, its statement, settings and tests, the sha256 of its bytes."""
 
     path: Path
     statement: str
     grading: dict
     tests: tuple[dict, ...]
+    sha256: str
 
     @property
     def name(self) -> str:
@@ -43,9 +45,7 @@ class Assignment:
 
     def public(self) -> "Assignment":
         """The same assignment with its public tests only."""
-        return Assignment(
-            self.path, self.statement, self.grading, tuple(t for t in self.tests if t["visibility"] == "public")
-        )
+        return replace(self, tests=tuple(t for t in self.tests if t["visibility"] == "public"))
 
     @property
     def points(self) -> float:
@@ -53,8 +53,15 @@ class Assignment:
 
 
 def locate(name: str) -> Path:
-    """A master's path from a path, or from a name in lessons/assignments ("02", "2", "02_flash1_forward")."""
+    """A master's path from a path, or from a name in lessons/assignments ("02", "2", "02_flash1_forward"). A name that
+    is both (a folder ./02 beside the assignment 02) is refused, unless written as a path: with a / or ending in .py."""
     path = Path(name)
+    if path.is_file() or path.is_dir():
+        master = None if "/" in name or name.endswith(".py") else _named(name, masters())
+        if master is not None:
+            other = master.stem if name != master.stem else master
+            raise InputError(f"assignment: {name} is both ./{name} and the assignment {master.stem}; write ./{name} "
+                             f"or {other}")  # fmt: skip
     if path.is_file():
         return path.resolve()
     if path.is_dir():
@@ -63,12 +70,16 @@ def locate(name: str) -> Path:
             return inside[0].resolve()
         raise InputError(f"assignment: {name} is a folder with {len(inside)} assignment files; name one")
     found = masters()
-    for master in found:
-        number = master.name[:2]
-        if name in (master.stem, master.name, number, number.lstrip("0")):
-            return master
+    master = _named(name, found)
+    if master is not None:
+        return master
     names = ", ".join(m.stem for m in found) or f"none found in {course.assignments()}"
     raise InputError(f"assignment: no file or assignment named {name!r}; known: {names}")
+
+
+def _named(name: str, found: list[Path]) -> Path | None:
+    """The master of `found` that `name` names: its stem, its file's name, its number ("02" or "2")."""
+    return next((m for m in found if name in (m.stem, m.name, m.name[:2], m.name[:2].lstrip("0"))), None)
 
 
 def masters() -> list[Path]:
@@ -80,7 +91,8 @@ def load(path: Path) -> Assignment:
     """Read and check an assignment file (a master, or a student's copy with its public tests)."""
     path = Path(path)
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        data = path.read_bytes()
+        tree = ast.parse(data.decode("utf-8"), filename=str(path))
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"assignment: cannot read {path} ({e})") from None
     except SyntaxError as e:
@@ -104,7 +116,7 @@ def load(path: Path) -> Assignment:
         if test["name"] in names:
             raise InputError(f"assignment: {path.name}: two tests are named {test['name']!r}")
         names.add(test["name"])
-    return Assignment(path, ast.get_docstring(tree) or "", grading, tuple(tests))
+    return Assignment(path, ast.get_docstring(tree) or "", grading, tuple(tests), hashlib.sha256(data).hexdigest())
 
 
 def check_grading(grading, where: str) -> None:
@@ -123,8 +135,7 @@ def check_grading(grading, where: str) -> None:
             _check_outputs(grading, where)
     if "entry" in grading and not (isinstance(grading["entry"], str) and grading["entry"].isidentifier()):
         raise InputError(f"assignment: {where}: GRADING['entry'] must be a function's name; got {grading['entry']!r}")
-    if "timeout_s" in grading:
-        keys.timeout(grading["timeout_s"], f"assignment: {where}: GRADING")
+    keys.grading(grading, f"assignment: {where}: GRADING")
 
 
 def _check_outputs(grading: dict, where: str) -> None:

@@ -9,7 +9,6 @@ a message from the submission's process can carry numbers but never code.
 import json
 import math
 import os
-import re
 import struct
 from collections import deque
 
@@ -22,10 +21,7 @@ MAX_HEADER = 1 << 16  # bytes of JSON: names, shapes, a message
 MAX_PAYLOAD = 1 << 28  # bytes of arrays in one frame (256 MiB): what the grader sends (a GPU test's inputs)
 MAX_DEPTH = 8  # nesting of the JSON header's lists and objects; deeper is refused before it is parsed
 ARRAY_DTYPES = {str(dt): dt for dt in (*DTYPES.values(), np.dtype(np.float64), np.dtype(np.int64))}
-
-
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')  # a JSON string, escapes included
-_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_QUOTE, _BACKSLASH, _OPEN, _CLOSE = ord('"'), ord("\\"), (ord("["), ord("{")), (ord("]"), ord("}"))
 
 
 class WireError(Exception):
@@ -79,11 +75,29 @@ def decode(head: bytes, payload: bytes) -> tuple[dict, list[np.ndarray]]:
     return header, arrays
 
 
-def depth(head: bytes) -> int:
-    """How deep the JSON text's lists and objects nest (brackets inside strings not counted), read without parsing."""
-    brackets = np.frombuffer(_STRING.sub(b'""', head).translate(None, _NOT_BRACKET), np.uint8)
-    steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)
-    return int(np.cumsum(steps).max(initial=0))
+def depth(head: bytes, cap: int = MAX_DEPTH) -> int:
+    """How deep the JSON text's lists and objects nest (brackets inside strings not counted), read without parsing:
+    one pass over its bytes, each read once, stopped at the first bracket that nests deeper than `cap`."""
+    level = deepest = 0
+    inside = escaped = False  # in a string; the byte before was its backslash
+    for c in head:
+        if inside:
+            if escaped:
+                escaped = False
+            elif c == _BACKSLASH:
+                escaped = True
+            elif c == _QUOTE:
+                inside = False
+        elif c == _QUOTE:
+            inside = True
+        elif c in _OPEN:
+            level += 1
+            deepest = max(deepest, level)
+            if deepest > cap:
+                break
+        elif c in _CLOSE:
+            level -= 1
+    return deepest
 
 
 def _no_constant(name: str):

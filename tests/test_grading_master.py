@@ -1,0 +1,43 @@
+"""Which file a name makes the master, and the report naming the one it graded with (red team W3: a folder ./02
+holding one NN_*.py became assignment 02's master, and nothing said so)."""
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sim.core.errors import InputError
+from sim.grading import spec
+from sim.lab import course
+from tests.cli_runner import error_line, flashsim
+
+TINY = Path(__file__).parent / "grading_submissions" / "tiny" / "01_tiny_softmax.py"
+
+
+def test_a_name_that_is_both_a_path_here_and_an_assignment_is_refused_naming_both(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "02").mkdir()
+    shutil.copy(TINY, tmp_path / "02" / TINY.name)
+    said = "assignment: 02 is both ./02 and the assignment 02_flash1_forward; write ./02 or 02_flash1_forward"
+    with pytest.raises(InputError) as e:
+        spec.locate("02")
+    assert str(e.value) == said
+    assert error_line(flashsim("grade", "02", tmp_path / "02", code=2)) == f"error: {said}"
+    assert spec.locate("./02") == tmp_path / "02" / TINY.name  # written as a path: the folder's file
+    assert spec.locate("02_flash1_forward") == spec.locate("2") == course.assignments() / "02_flash1_forward.py"
+    (tmp_path / "02_flash1_forward").write_text("")  # a file named as the assignment: its master's path is the way
+    with pytest.raises(InputError, match=f"write ./02_flash1_forward or {course.assignments()}/02_flash1_forward.py$"):
+        spec.locate("02_flash1_forward")
+    shutil.copy(TINY, tmp_path / "02_flash1_forward.py")
+    assert spec.locate("02_flash1_forward.py") == tmp_path / "02_flash1_forward.py"  # a .py name is a path
+
+
+def test_the_report_and_a_folders_summary_say_which_master_they_graded_with(tmp_path):
+    folder = tmp_path / "submissions"
+    folder.mkdir()
+    for name in ("a.py", "b.py"):
+        shutil.copy(TINY, folder / name)
+    line = f"graded with {TINY}"  # the table's caption is centred: its line stripped
+    for what in (folder / "a.py", folder):  # one submission's report; a folder's summary
+        out = flashsim("grade", TINY, what, "--seed", 2, "--jobs", 1, env={"COLUMNS": "300"}).output
+        assert line in [x.strip() for x in out.splitlines()], out
