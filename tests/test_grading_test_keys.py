@@ -82,6 +82,9 @@ def test_a_bad_grading_entry_or_outputs_is_refused_in_one_line(tmp_path, old, ne
     ('["sim.grading.wire"]', "['forbid'] names 'sim.grading.wire'"),
     ('["sim.algorithms.softmax"], "title": 5', "GRADING['title'] must be text; got 5"),
     ('["sim.algorithms.softmax"], "causal_argument": 1', "GRADING['causal_argument'] must be true or false; got 1"),
+    ('["sim.algorithms.softmax"], "forbd": ["numpy"]', "GRADING has 'forbd', which the grader does not read; it reads "
+     "algorithm, causal_argument, driver, entry, forbid, io_hint, outputs, pass, timeout_s, title, window_argument"),
+    ('["sim.algorithms.softmax"], 5: 1', "GRADING has 5, which the grader does not read"),
 ])  # fmt: skip
 def test_a_bad_forbid_is_refused_when_the_master_is_loaded(tmp_path, value, said):
     """Red team C3: `"forbid": 5` was a traceback, a string was forbidden letter by letter, a module of the standard

@@ -52,9 +52,17 @@ def check(test: dict, driver: str, label: str) -> None:
         raise InputError(f"{label}: io thresholds need 1 ≤ io_full < io_zero")
 
 
+GRADING_KEYS = frozenset({"title", "driver", "entry", "algorithm", "outputs", "pass", "timeout_s", "io_hint", "forbid",
+                          "causal_argument", "window_argument"})  # fmt: skip
+
+
 def grading(grading: dict, label: str) -> None:
     """InputError (starting with `label`, "…: GRADING") unless GRADING's texts, flags, timeout and modules to forbid
-    are of the types the grader takes."""
+    are of the types the grader takes, and that it holds no key the grader does not read (a misspelt one)."""
+    unknown = sorted(set(grading) - GRADING_KEYS, key=str)
+    if unknown:
+        raise InputError(f"{label} has {_shown(unknown[0])}, which the grader does not read; it reads "
+                         f"{', '.join(sorted(GRADING_KEYS))}")  # fmt: skip
     for key in ("title", "io_hint"):
         if not isinstance(grading.get(key, ""), str):
             raise InputError(f"{label}['{key}'] must be text; got {_shown(grading[key])}")
