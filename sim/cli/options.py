@@ -186,6 +186,8 @@ def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> st
         return path
     if not path:
         raise click.BadParameter("an empty file name")
+    if os.path.isdir(path):  # before `special`, which a folder also is: it would be refused after the work
+        raise click.BadParameter(f"{path!r} is a folder, not a file")
     if special(path):  # a device or a pipe (/dev/stdout, /dev/null): written directly; a pipe is opened now,
         try:  # before the work, and refused if nobody reads it (`sim.core.atomic_file.hold_pipe`)
             hold_pipe(path)
@@ -193,8 +195,6 @@ def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> st
             raise click.BadParameter(f"{path!r}: {e.strerror}") from None
         return path
     folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise click.BadParameter(f"{path!r} is a folder, not a file")
     if not os.path.isdir(folder):
         raise click.BadParameter(f"no folder {folder!r} to write {os.path.basename(path)!r} in")
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
