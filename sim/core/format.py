@@ -4,10 +4,11 @@ import math
 
 
 def human_bytes(n: float) -> str:
-    """Memory sizes (SRAM, memory a command needs, files) in binary units, short: 512 B, 16.0 KiB, 2.5 MiB."""
+    """Memory sizes (SRAM, memory a command needs, files) in binary units, short: 512 B, 16.0 KiB, 2.5 MiB, 1,000.0
+    KiB, 1,866.3 TiB."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024
 
 
@@ -29,7 +30,7 @@ def decimal_bytes(n: float) -> str:
     """Bytes moved and HBM capacities in decimal units, as the paper and datasheets write them: 1.5 GB = 1.5·10⁹ B."""
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1000
 
 
