@@ -1,6 +1,8 @@
 """`flashsim` as a new user types it (a pass over the CLI whose fixes were lost, made again): one test per finding,
 each failing before its fix (the 80-column walkthrough, already fixed, is test_viewer's)."""
 
+import json
+
 import pytest
 
 import sim
@@ -28,3 +30,25 @@ def test_json_naming_a_folder_is_refused_before_any_work(command, tmp_path, monk
     for folder in (str(tmp_path), f"{tmp_path}/"):
         line = error_line(flashsim(*command, "--json", folder, code=2))
         assert line == f"error: flashsim {command[0]}: Invalid value for '--json': {folder!r} is a folder, not a file"
+
+
+# -- 2: times below HBM, shared memory ---------------------------------------------------------------------------------
+
+
+def test_times_below_hbm_are_in_microseconds_and_shared_memory_in_kib():
+    args = ["run", "--hardware", "h100-sxm", "--n", 1024, "--counts-only"]
+    m = json.loads(flashsim(*args, "--json").stdout)["machine"]
+    # Br = Bc = 128, d = 64, fp16: Q_i, K_j, V_j 16 KiB each, O_i 32, S_ij and P̃_ij 64, statistics 2 = 146 KiB
+    assert m["launch"] == "128 threads, 146.0 KiB shared, 255 registers, wgmma"
+    assert 1e-6 < m["seconds"] < 1e-3 and 0 < m["terms"]["DRAM"] < 1e-6
+    out = flashsim(*args).stdout
+    assert "146.0 KiB shared" in flat(out) and " ms " not in out
+    predicted = next(line for line in out.splitlines() if "predicted (bound" in line)
+    assert f" {m['seconds'] * 1e6:.3g} µs │" in predicted  # was 0.01519 ms
+    dram = next(line for line in out.splitlines() if line.startswith(" DRAM "))
+    assert f" {m['terms']['DRAM'] * 1e6:.3g} µs │" in dram  # was 0.0001174 ms
+
+
+def test_the_trace_title_gives_the_sram_in_kib():
+    title = flat(flashsim("trace", "--hardware", "h100-sxm", "--n", 256).stdout.split("\n\n")[0])
+    assert title.endswith("SRAM 227.0 KiB (H100-SXM) 14 steps, one paragraph each.")  # was SRAM 232,448 B

@@ -5,7 +5,7 @@ from rich.layout import Layout
 from rich.table import Table
 from rich.text import Text
 
-from sim.core.format import exact_bytes
+from sim.core.format import human_bytes
 from sim.viz.panels import memory_panel, operation_panel, traffic_panel
 from sim.viz.timeline import Timeline
 from sim.viz.values import values_panel
@@ -19,7 +19,7 @@ def run_title(timeline: Timeline) -> str:
     c = timeline.trace.config
     return (
         f"{timeline.trace.algorithm} · N={c['n']} Nk={c['nk']} d={c['d']} · Br={c['block_rows']} Bc={c['block_cols']}"
-        f" · {c['dtype']} · SRAM {exact_bytes(c['sram_bytes'])}" + (f" ({c['hardware']})" if c.get("hardware") else "")
+        f" · {c['dtype']} · SRAM {human_bytes(c['sram_bytes'])}" + (f" ({c['hardware']})" if c.get("hardware") else "")
         + (" · causal" if c.get("causal") else "") + variant_title(c)
     )  # fmt: skip
 
