@@ -7,7 +7,9 @@ import pytest
 
 import sim
 from sim.lab import walkthrough
+from sim.viz import screen
 from sim.viz.timeline import Timeline
+from sim.viz.values import matrix
 from tests.cli_runner import error_line, flashsim
 
 LARGEST = "9,007,199,254,740,992"  # 2⁵³, the largest size an option or a --load trace takes
@@ -52,3 +54,31 @@ def test_times_below_hbm_are_in_microseconds_and_shared_memory_in_kib():
 def test_the_trace_title_gives_the_sram_in_kib():
     title = flat(flashsim("trace", "--hardware", "h100-sxm", "--n", 256).stdout.split("\n\n")[0])
     assert title.endswith("SRAM 227.0 KiB (H100-SXM) 14 steps, one paragraph each.")  # was SRAM 232,448 B
+
+
+# -- 3: lists cut short say how many were left -------------------------------------------------------------------------
+
+
+def test_a_matrix_cut_short_says_how_many_rows_and_columns_were_left():
+    eight = [[float(8 * r + c) for c in range(8)] for r in range(8)]
+    shown = matrix(eight, room=40).splitlines()  # cells "63.000": 4 of 8 columns in 40, 6 of 8 rows
+    assert len(shown) == 7 and shown[0] == "[ 0.000   1.000   2.000   3.000  …]"
+    assert shown[-1] == "… 2 more rows of 8, 4 more columns of 8"  # was "… 8 rows", the columns unsaid
+    assert matrix([float(x) for x in range(20)], room=40).splitlines()[-1] == "… 16 more of 20"
+    assert matrix(eight, room=24).splitlines()[-2:] == ["… 2 more rows of 8", "… 6 more columns of 8"]  # narrow
+    assert "…" not in matrix(eight[:7], room=80)  # a single row left out would be shown: no count
+
+
+def test_packed_lengths_cut_short_say_how_many_were_left():
+    title = screen.variant_title({"seqlens": [3, 1, 4, 1, 5, 9, 2, 6]})
+    assert title == " · sequence 0 of 8 packed (lengths 3, 1, 4, 1, 5, 9, … 2 more)"
+
+
+def test_a_loaded_traces_unknown_counts_are_named_with_how_many_more(tmp_path):
+    path = tmp_path / "trace.json"
+    flashsim("trace", "--n", 8, "--json", path)
+    d = json.loads(path.read_text())
+    d["config"]["closed_form"] = {name: 1 for name in ("alpha", "beta", "gamma", "delta", "epsilon", "zeta")}
+    path.write_text(json.dumps(d))
+    line = error_line(flashsim("trace", "--load", path, code=2))
+    assert "config closed_form holds 'alpha', 'beta', 'gamma', 'delta', … 2 more of 6, not a closed form" in line

@@ -39,7 +39,7 @@ def variant_title(c: dict) -> str:
         parts.append(f"query head {c['head'][-1]} reads K/V head {c['kv_head']}{rule}")
     if isinstance(c.get("seqlens"), list):
         lens = c["seqlens"]
-        shown = ", ".join(map(str, lens[:6])) + (", …" if len(lens) > 6 else "")
+        shown = ", ".join(map(str, lens[:6])) + (f", … {len(lens) - 6:,} more" if len(lens) > 6 else "")
         parts.append(f"sequence 0 of {len(lens)} packed (lengths {shown})")
     return "".join(f" · {p}" for p in parts)
 
