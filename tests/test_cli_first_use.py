@@ -2,8 +2,11 @@
 each failing before its fix (the 80-column walkthrough, already fixed, is test_viewer's)."""
 
 import json
+import re
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import sim
 from sim.lab import walkthrough
@@ -82,3 +85,58 @@ def test_a_loaded_traces_unknown_counts_are_named_with_how_many_more(tmp_path):
     path.write_text(json.dumps(d))
     line = error_line(flashsim("trace", "--load", path, code=2))
     assert "config closed_form holds 'alpha', 'beta', 'gamma', 'delta', … 2 more of 6, not a closed form" in line
+
+
+# -- 4: --help says what to type ---------------------------------------------------------------------------------------
+
+
+def test_help_metavars_say_what_to_type_and_the_seed_range_once():
+    text = flat(flashsim("run", "--help").stdout)
+    assert "--window LEFT,RIGHT Sliding window" in text and "--seqlens N[,N…] A packed batch" in text
+    seed = text[text.index("--seed") : text.index("--counts-only")]
+    assert seed.count("0 or more") == 1, seed
+
+
+# -- 8, 10: list options' ranges; the largest size ---------------------------------------------------------------------
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    option=st.sampled_from(
+        [("sweep", "--n", 1), ("decode", "--splits", 1), ("run", "--seqlens", 1), ("run", "--window", -1)]
+    ),
+    bad=st.one_of(st.integers(-(10**30), 0), st.integers(2**53 + 1, 10**30)),
+    first=st.booleans(),
+)
+def test_a_list_value_out_of_range_is_named_with_the_range_once(option, bad, first):
+    command, flag, least = option
+    bad = bad + least - 1 if bad <= 0 else bad  # below `least`, or above 2⁵³
+    value = f"{bad},5" if first else f"5,{bad}"
+    line = error_line(flashsim(command, flag, value, code=2))
+    assert line.startswith(f"error: flashsim {command}: Invalid value for '{flag}': {bad} is ")
+    if bad < least:
+        assert line.endswith(f" not in the range {least} or more.")  # was "'0,5': every value must be 1 … 2**53"
+    else:
+        assert line.endswith(f" more than {LARGEST}, the largest it takes")
+    assert "**" not in line and line.count(" or more") + line.count("largest") == 1
+
+
+def test_a_loaded_traces_size_beyond_the_largest_is_said_in_digits(tmp_path):
+    path = tmp_path / "trace.json"
+    flashsim("trace", "--n", 8, "--json", path)
+    d = json.loads(path.read_text())
+    d["config"]["kv_head"] = 2**60
+    path.write_text(json.dumps(d))
+    line = error_line(flashsim("trace", "--load", path, code=2))
+    assert f"config kv_head is {2**60}, not a whole number from 0 to {LARGEST} (as the command line)" in line
+
+
+# -- 13: --softcap's bound ---------------------------------------------------------------------------------------------
+
+
+def test_the_softcap_bound_is_readable_and_says_why():
+    line = error_line(flashsim("run", "--softcap", 0, code=2))
+    assert "2⁻⁹⁹ ≈ 1.58e-30" in line and "overflows S/c in float32" in line and "1.57772e-30" not in line
+    assert "2⁻⁹⁹ ≈ 1.58e-30" in flat(flashsim("run", "--help").stdout)
+    flashsim("run", "--n", 8, "--d", 4, "--softcap", "1.58e-30", "--counts-only")  # the bound typed back is taken
+    assert re.search(r"1\.57e-30 is not", error_line(flashsim("run", "--softcap", "1.57e-30", code=2)))

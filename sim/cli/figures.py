@@ -26,25 +26,7 @@ from sim.viz import decode as decode_viz
 from sim.viz import paper as paper_viz
 from sim.viz import sweep as sweep_viz
 
-
-class _IntList(click.ParamType):
-    """A comma-separated list of positive integers, such as 512,1024,2048."""
-
-    name = "N[,N…]"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, tuple):
-            return value
-        try:
-            items = tuple(int(x) for x in str(value).split(","))
-        except ValueError:
-            self.fail(f"{value!r} is not a comma-separated list of integers", param, ctx)
-        if min(items) < 1 or max(items) > 2**53:
-            self.fail(f"{value!r}: every value must be 1 … 2**53", param, ctx)
-        return items
-
-
-INTS = _IntList()
+INTS = variants.Ints("N[,N…]", "integers separated by commas, such as 512,1024,2048")
 PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")  # what matplotlib writes
 
 

@@ -51,7 +51,7 @@ class Count(click.IntRange):
     def convert(self, value, param, ctx):
         number = click.INT.convert(value, param, ctx)
         if self.max is not None and self.max >= 2**53 and number > self.max:  # "not 1 or more" would be false
-            self.fail(f"{number} is more than {self.max}, the largest it takes", param, ctx)
+            self.fail(f"{number} is more than {self.max:,}, the largest it takes", param, ctx)
         return super().convert(number, param, ctx)
 
 
@@ -155,9 +155,7 @@ SCALE = click.option("--scale", type=float, default=None, help="Softmax scale τ
 BLOCK_ROWS = click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
 BLOCK_COLS = click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
 SRAM_BYTES = click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
-SEED = click.option(
-    "--seed", type=Count(0, 2**64 - 1), default=0, show_default=True, help="Seed of the random inputs (0 or more)."
-)
+SEED = click.option("--seed", type=Count(0, 2**64 - 1), default=0, show_default=True, help="Seed of the random inputs.")
 QUIET = click.option(
     "--quiet", "-q", is_flag=True, help="No progress bar (there is none when stdout is not a terminal)."
 )

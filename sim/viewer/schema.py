@@ -211,8 +211,8 @@ def _finite(x, where: str) -> float:
 
 def _int(x, where: str, low: int, high: int = MAX_SIZE) -> int:
     if isinstance(x, bool) or not isinstance(x, int) or not low <= x <= high:
-        most = "2**53 (as the command line)" if high == MAX_SIZE else high
-        raise Bad(f"{where} is {_shown(x)}, not a whole number from {low} to {most}")
+        most = f"{high:,} (as the command line)" if high == MAX_SIZE else f"{high:,}"
+        raise Bad(f"{where} is {_shown(x)}, not a whole number from {low:,} to {most}")
     return x
 
 
