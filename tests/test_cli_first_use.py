@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 import sim
 from sim.lab import walkthrough
+from sim.viewer import keys
 from sim.viz import screen
 from sim.viz.timeline import Timeline
 from sim.viz.values import matrix
@@ -95,6 +96,25 @@ def test_help_metavars_say_what_to_type_and_the_seed_range_once():
     assert "--window LEFT,RIGHT Sliding window" in text and "--seqlens N[,N…] A packed batch" in text
     seed = text[text.index("--seed") : text.index("--counts-only")]
     assert seed.count("0 or more") == 1, seed
+
+
+# -- 5: the viewer's `g` -----------------------------------------------------------------------------------------------
+
+
+@settings(max_examples=30, deadline=None)
+@given(digits=st.text("0123456789", min_size=1, max_size=6000))
+def test_g_caps_the_digits_typed(digits):
+    """5,000 nines then enter was a ValueError traceback from int() (past 4,300 digits); now the digits stop one past
+    the last step's (28 steps: 0 … 27, so 3), leading zeros dropped."""
+    v = keys.Viewer(WALKTHROUGH, k=5)
+    for key in ("g", *digits):
+        v.press(key)
+    typed = digits.lstrip("0")[:3] or "0"
+    assert v.footer.startswith(f"go to step: {typed}▏")
+    v.press("enter")
+    step = int(typed)
+    assert v.k == (step if step <= 27 else 5) and v.typed is None
+    assert step <= 27 or v.footer.startswith(f"no step {step}: this trace has steps 0 … 27")
 
 
 # -- 8, 10: list options' ranges; the largest size ---------------------------------------------------------------------
