@@ -117,6 +117,23 @@ def test_g_caps_the_digits_typed(digits):
     assert step <= 27 or v.footer.startswith(f"no step {step}: this trace has steps 0 … 27")
 
 
+# -- 6: --counts-only gives no verdict; the backward's title -----------------------------------------------------------
+
+
+def test_counts_only_prints_no_verdict_and_the_backward_title_once():
+    out = flashsim("run", "--n", 256, "--counts-only", "--backward").stdout
+    row = next(line for line in out.splitlines() if line.startswith("max |O − ref|"))
+    assert row.split() == ["max", "|O", "−", "ref|", "not", "computed", "(--counts-only)"]  # was "… vs float64"
+    assert "✓" not in out and "✗" not in out
+    assert "backward HBM traffic (closed form, per kernel)" in out and ") (" not in out
+
+
+def test_a_variants_backward_is_not_dropped_unsaid_by_counts_only():
+    """`run --window 8,0 --counts-only --backward` printed the forward's closed form alone."""
+    line = error_line(flashsim("run", "--n", 256, "--window", "8,0", "--counts-only", "--backward", code=2))
+    assert line.startswith("error: --backward: not with --counts-only and a variant")
+
+
 # -- 8, 10: list options' ranges; the largest size ---------------------------------------------------------------------
 
 

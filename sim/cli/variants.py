@@ -139,6 +139,9 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise InputError(f"kv_heads: {heads} query heads are not a multiple of {kv_heads} K/V heads")
+    if counts_only and backward:  # (it printed the forward's closed form alone, the backward dropped unsaid)
+        raise InputError("--backward: not with --counts-only and a variant (no closed form counts that backward "
+                         "here); drop --counts-only to simulate it")  # fmt: skip
     variant = dict(window=window, softcap=softcap, pack_gqa=pack_gqa)
     variant["alibi_slopes"] = alibi_slopes(heads) if alibi else None
     g, s, nk = heads // kv_heads, itemsize(dtype), nk or n
