@@ -9,7 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
+from sim.core.errors import InputError
 from sim.lab import walkthrough
+from sim.machine import blocks
 from sim.viewer import keys
 from sim.viz import screen
 from sim.viz.timeline import Timeline
@@ -134,6 +136,18 @@ def test_a_variants_backward_is_not_dropped_unsaid_by_counts_only():
     assert line.startswith("error: --backward: not with --counts-only and a variant")
 
 
+# -- 7: even the smallest blocks ---------------------------------------------------------------------------------------
+
+
+def test_when_even_the_smallest_blocks_are_too_big_it_is_said_once():
+    # d = 4, fp32, Br = Bc = 1: Q_i, K_j, V_j, O_i 16 B each, P̃_ij 4 B, ℓ_i, m_i, m_new, α_i 16 B: 84 B
+    line = error_line(flashsim("trace", "--sram-bytes", 50, code=2))
+    assert line == (
+        "error: --sram-bytes: even the smallest blocks are too big: Br = Bc = 1 need 84 B of SRAM for flash2 but "
+        "the SRAM holds 50 B"
+    )  # was "… Br=1, Bc=1, which need 84 B (84 B) … (Q_i 16 B, K_j 16 B, …) … 50 B (50 B)"
+
+
 # -- 8, 10: list options' ranges; the largest size ---------------------------------------------------------------------
 
 
@@ -166,6 +180,34 @@ def test_a_loaded_traces_size_beyond_the_largest_is_said_in_digits(tmp_path):
     path.write_text(json.dumps(d))
     line = error_line(flashsim("trace", "--load", path, code=2))
     assert f"config kv_head is {2**60}, not a whole number from 0 to {LARGEST} (as the command line)" in line
+
+
+# -- 12: Flash-Decoding's query rows -----------------------------------------------------------------------------------
+
+
+def test_too_many_decode_queries_say_which_fit():
+    # d = 128, fp32 accumulators, 6 splits: the combine holds 4·6 + 2·4 + 2·4·128 = 1,056 B a query row; the
+    # A100's 166,912 B hold 158 of them (158 · 1,056 = 166,848), one key per block or not
+    line = error_line(flashsim("decode", "--queries", 1000, code=2))
+    assert line == (
+        "error: --queries: 1,000 query rows need 1,056,000 B (1.0 MiB) of SRAM for Flash-Decoding in 6 splits, even "
+        "one key at a time, but the A100-40GB's SRAM holds 166,912 B (163.0 KiB): --queries 158 fits"
+    )  # was "--queries: Br=1000, Bc=1, which need …"
+    assert line.endswith("--queries 158 fits") and "--queries 158 fits" in error_line(
+        flashsim("decode", "--queries", 159, code=2)
+    )
+    with pytest.raises(InputError, match=r"^blocks: 1,000 query rows need .* in 6 splits, .*: at most 158 query rows"):
+        blocks.decoding_fit(1000, 32768, 128, 2, 166_912, 6)  # sim.decode's own, in the splits it is given
+
+
+@settings(max_examples=4, deadline=None)
+@given(queries=st.integers(200, 10**6), nk=st.sampled_from([512, 4096]), heads=st.sampled_from([1, 16]))
+def test_the_queries_a_refusal_suggests_are_taken(queries, nk, heads):
+    """The model picks the splits by the query rows: a suggestion is checked in its own splits, not the refused's."""
+    shape = ["--nk", nk, "--heads", heads, "--d", 128]
+    line = error_line(flashsim("decode", "--queries", queries, *shape, code=2))
+    fits = int(re.search(r"--queries (\d+) fits$", line)[1])
+    flashsim("decode", "--queries", fits, *shape, "--quiet")
 
 
 # -- 13: --softcap's bound ---------------------------------------------------------------------------------------------

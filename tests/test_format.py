@@ -78,3 +78,8 @@ def test_human_bytes_separates_thousands(n, text):  # was "1000 B", "1866.3 TiB"
 
 def test_decimal_bytes_separates_thousands_of_terabytes():
     assert fmt.decimal_bytes(2_400 * 10**12) == "2,400.0 TB"
+
+
+def test_bytes_and_units_gives_the_units_only_where_they_say_more():
+    assert fmt.bytes_and_units(84) == "84 B" and fmt.bytes_and_units(1023) == "1,023 B"
+    assert fmt.bytes_and_units(166_912) == "166,912 B (163.0 KiB)"

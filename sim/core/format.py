@@ -19,6 +19,11 @@ def exact_bytes(n: int) -> str:
     return f"{n / 2**20:,.2f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
 
 
+def bytes_and_units(n: int) -> str:
+    """An SRAM size or need, exact, with binary units beside it from 1 KiB on: 84 B, 166,912 B (163.0 KiB)."""
+    return f"{n:,} B" if n < 1024 else f"{n:,} B ({human_bytes(n)})"
+
+
 def exact_decimal_bytes(n: int) -> str:
     """Bytes moved, exact with thousands separators below 1 MB = 10⁶ B (1,248 B), else in MB or GB to 2 decimals."""
     if n < 10**6:
