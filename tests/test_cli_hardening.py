@@ -164,7 +164,7 @@ def test_a_path_the_user_names_is_printed_as_written(args, tmp_path):
 def test_a_size_beyond_the_largest_is_refused_with_the_largest(option, largest):
     """--n 10³⁰ was refused as "not in the range 1 or more" (it is): the line now names the largest, typed back."""
     out = CliRunner().invoke(app, ["run", option, str(10**30)])
-    assert out.exit_code == 2 and "or more" not in out.stderr and f"more than {largest}, " in out.stderr, out.stderr
+    assert out.exit_code == 2 and "or more" not in out.stderr and f"more than {largest:,}, " in out.stderr, out.stderr
     assert CliRunner().invoke(app, ["run", option, str(largest), "--counts-only"]).exit_code in (0, 2)
 
 

@@ -66,3 +66,20 @@ def test_exact_decimal_bytes_is_exact_below_a_megabyte_then_mb_or_gb(n, text):
 def test_memory_sizes_stay_binary():  # the README's units: SRAM and memory held in KiB, MiB, GiB
     assert fmt.exact_bytes(2**20) == "1.00 MiB" and fmt.exact_bytes(999_999) == "999,999 B"
     assert fmt.human_bytes(163 * 1024) == "163.0 KiB"
+
+
+@pytest.mark.parametrize(
+    ("n", "text"),
+    [(1000, "1,000 B"), (1000.5 * 2**10, "1,000.5 KiB"), (1866.3 * 2**40, "1,866.3 TiB"), (2**60, "1,048,576.0 TiB")],
+)
+def test_human_bytes_separates_thousands(n, text):  # was "1000 B", "1866.3 TiB"
+    assert fmt.human_bytes(n) == text
+
+
+def test_decimal_bytes_separates_thousands_of_terabytes():
+    assert fmt.decimal_bytes(2_400 * 10**12) == "2,400.0 TB"
+
+
+def test_bytes_and_units_gives_the_units_only_where_they_say_more():
+    assert fmt.bytes_and_units(84) == "84 B" and fmt.bytes_and_units(1023) == "1,023 B"
+    assert fmt.bytes_and_units(166_912) == "166,912 B (163.0 KiB)"

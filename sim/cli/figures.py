@@ -18,7 +18,7 @@ from sim.cli.progress import Work
 from sim.core import atomic_file
 from sim.core.dtypes import itemsize
 from sim.core.errors import InputError
-from sim.core.format import abs_error, count, plural
+from sim.core.format import abs_error, bytes_and_units, count, plural
 from sim.lab import paper, sweep
 from sim.machine import blocks as blocks_
 from sim.machine import hardware, occupancy
@@ -26,25 +26,7 @@ from sim.viz import decode as decode_viz
 from sim.viz import paper as paper_viz
 from sim.viz import sweep as sweep_viz
 
-
-class _IntList(click.ParamType):
-    """A comma-separated list of positive integers, such as 512,1024,2048."""
-
-    name = "N[,N…]"
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, tuple):
-            return value
-        try:
-            items = tuple(int(x) for x in str(value).split(","))
-        except ValueError:
-            self.fail(f"{value!r} is not a comma-separated list of integers", param, ctx)
-        if min(items) < 1 or max(items) > 2**53:
-            self.fail(f"{value!r}: every value must be 1 … 2**53", param, ctx)
-        return items
-
-
-INTS = _IntList()
+INTS = variants.Ints("N[,N…]", "integers separated by commas, such as 512,1024,2048")
 PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")  # what matplotlib writes
 
 
@@ -177,6 +159,7 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
         raise InputError(f"--page-size: a page of {page_size} keys is larger than the cache's {nk}; choose 1 … {nk}")
 
     best = occupancy.best_splits(batch, heads, queries, nk, d, s, hw)  # the model alone: 128² terms at most
+    _refuse_queries(queries, best, batch, heads, nk, d, s, hw)
 
     def cost(nk, queries, d) -> estimate.Estimate:
         P = min(best, nk)
@@ -219,6 +202,26 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
     console.print(f"{simulated}: max |O − ref| = {abs_error(err, 2)} against float64", style="dim")
     if paged:
         console.print(variants.paged_line(paged), style="dim")
+
+
+def _refuse_queries(queries: int, best: int, batch: int, heads: int, nk: int, d: int, s: int, hw) -> None:
+    """Refuse --queries whose Flash-Decoding buffers do not fit even one key at a time, in the splits the model picks
+    for them, naming a --queries that fits in its own (fewer rows, other splits: found by halving the gap)."""
+
+    def need(q: int, splits: int) -> int:
+        return sum(blocks_.decoding_footprint(q, 1, d, s, min(splits, nk)).values())
+
+    def fits(q: int) -> bool:
+        return need(q, occupancy.best_splits(batch, heads, q, nk, d, s, hw)) <= hw.sram_bytes
+
+    if need(queries, best) <= hw.sram_bytes or not fits(1):  # (not even one: sim.decode says so, naming --d)
+        return
+    fit = blocks_.fewer(queries, fits)
+    raise InputError(
+        f"--queries: {count(queries)} query rows need {bytes_and_units(need(queries, best))} of SRAM for "
+        f"Flash-Decoding in {plural(min(best, nk), 'split')}, even one key at a time, but the {hw.name}'s SRAM holds "
+        f"{bytes_and_units(hw.sram_bytes)}: --queries {fit} fits"
+    )
 
 
 COMMANDS = (paper_group, sweep_command, decode_command)

@@ -51,7 +51,7 @@ class Count(click.IntRange):
     def convert(self, value, param, ctx):
         number = click.INT.convert(value, param, ctx)
         if self.max is not None and self.max >= 2**53 and number > self.max:  # "not 1 or more" would be false
-            self.fail(f"{number} is more than {self.max}, the largest it takes", param, ctx)
+            self.fail(f"{number} is more than {self.max:,}, the largest it takes", param, ctx)
         return super().convert(number, param, ctx)
 
 
@@ -155,9 +155,7 @@ SCALE = click.option("--scale", type=float, default=None, help="Softmax scale τ
 BLOCK_ROWS = click.option("--block-rows", type=POSITIVE, default=None, help="Br: rows of a Q block.")
 BLOCK_COLS = click.option("--block-cols", type=POSITIVE, default=None, help="Bc: rows of a K/V block.")
 SRAM_BYTES = click.option("--sram-bytes", type=POSITIVE, default=None, help="SRAM capacity  [default: the hardware's]")
-SEED = click.option(
-    "--seed", type=Count(0, 2**64 - 1), default=0, show_default=True, help="Seed of the random inputs (0 or more)."
-)
+SEED = click.option("--seed", type=Count(0, 2**64 - 1), default=0, show_default=True, help="Seed of the random inputs.")
 QUIET = click.option(
     "--quiet", "-q", is_flag=True, help="No progress bar (there is none when stdout is not a terminal)."
 )
@@ -186,6 +184,8 @@ def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> st
         return path
     if not path:
         raise click.BadParameter("an empty file name")
+    if os.path.isdir(path):  # before `special`, which a folder also is: it would be refused after the work
+        raise click.BadParameter(f"{path!r} is a folder, not a file")
     if special(path):  # a device or a pipe (/dev/stdout, /dev/null): written directly; a pipe is opened now,
         try:  # before the work, and refused if nobody reads it (`sim.core.atomic_file.hold_pipe`)
             hold_pipe(path)
@@ -193,8 +193,6 @@ def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> st
             raise click.BadParameter(f"{path!r}: {e.strerror}") from None
         return path
     folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise click.BadParameter(f"{path!r} is a folder, not a file")
     if not os.path.isdir(folder):
         raise click.BadParameter(f"no folder {folder!r} to write {os.path.basename(path)!r} in")
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):

@@ -12,7 +12,7 @@ import sim
 from sim.algorithms import iomodel_variants
 from sim.api import gradient_tolerance, reference_variants, tolerance
 from sim.api.inputs import configure_shape, random_inputs
-from sim.cli.options import POSITIVE, FloatRange, console, emit_json, typed
+from sim.cli.options import POSITIVE, Count, FloatRange, console, emit_json, typed
 from sim.core.dtypes import DTYPES, itemsize
 from sim.core.errors import InputError
 from sim.core.format import count, decimal_bytes, plural
@@ -21,11 +21,22 @@ from sim.machine.trace import MAX_SIZE
 SOFTCAP_MIN = 2.0**-99  # below, S/c overflows float32 (2¹²⁸) for scores of 2²⁹: NumPy warns, tanh gives ±1 anyway
 
 
-class Ints(click.ParamType):
-    """Comma-separated integers: `--window LEFT,RIGHT` (each ≥ −1, −1 unbounded) or `--seqlens 100,2000,37`."""
+class Softcap(FloatRange):
+    """--softcap's c: at least SOFTCAP_MIN, said as 2⁻⁹⁹ and a decimal that, typed back, is taken."""
 
-    def __init__(self, name: str, length: int | None, least: int):
-        self.name, self.length, self.least = name, length, least
+    def __init__(self):
+        super().__init__(min=SOFTCAP_MIN)
+
+    def _describe_range(self) -> str:
+        return "2⁻⁹⁹ ≈ 1.58e-30 or more: a smaller c overflows S/c in float32"
+
+
+class Ints(click.ParamType):
+    """Comma-separated integers, `name` (the metavar --help shows): `--window LEFT,RIGHT`, `--seqlens 100,2000,37`,
+    a sweep's `--n 512,1024`; each refused out of `least` … `MAX_SIZE` as a single option's size is (`Count`)."""
+
+    def __init__(self, name: str, what: str, least: int = 1, length: int | None = None):
+        self.name, self.what, self.length, self.each = name, what, length, Count(least, MAX_SIZE)
 
     def convert(self, value, param, ctx):
         if isinstance(value, tuple):
@@ -33,22 +44,20 @@ class Ints(click.ParamType):
         try:
             numbers = tuple(int(x) for x in str(value).split(","))
         except ValueError:
-            self.fail(f"{value!r} is not {self.name}", param, ctx)
-        if (self.length and len(numbers) != self.length) or min(numbers) < self.least:
-            self.fail(f"{value!r} is not {self.name}", param, ctx)
-        if max(numbers) > MAX_SIZE:
-            self.fail(f"{max(numbers)} is more than {MAX_SIZE}, the largest it takes", param, ctx)
-        return numbers
+            numbers = ()
+        if not numbers or (self.length and len(numbers) != self.length):
+            self.fail(f"{value!r} is not {self.name}: {self.what}", param, ctx)
+        return tuple(self.each.convert(x, param, ctx) for x in numbers)
 
 
-WINDOW = Ints("LEFT,RIGHT: two integers ≥ −1 (−1: unbounded)", 2, -1)
-SEQLENS = Ints("a list of sequence lengths ≥ 1, e.g. 100,2000,37", None, 1)
+WINDOW = Ints("LEFT,RIGHT", "two integers, −1 (unbounded) or more", least=-1, length=2)
+SEQLENS = Ints("N[,N…]", "sequence lengths, such as 100,2000,37")
 RUN = (  # flashsim run's and trace's: applied in this order
     click.option("--kv-heads", type=POSITIVE, default=None, help="K/V heads Hkv (GQA/MQA: --heads a multiple of it)."),
     click.option("--pack-gqa", is_flag=True, help="GQA's packed schedule: one program per K/V head (flash2)."),
     click.option("--window", type=WINDOW, default=None, help="Sliding window LEFT,RIGHT, bottom-right (flash2)."),
     click.option("--alibi", is_flag=True, help="ALiBi: −slope·|i + Nk − N − j|, slopes 2^(−8h/H) (flash2)."),
-    click.option("--softcap", type=FloatRange(min=SOFTCAP_MIN), default=None, help="S ← c·tanh(S/c) (flash2)."),
+    click.option("--softcap", type=Softcap(), default=None, help="S ← c·tanh(S/c) (flash2)."),
     click.option("--seqlens", type=SEQLENS, default=None, help="A packed batch of these lengths (sets N, batch)."),
 )
 PAGE_SIZE = click.option("--page-size", type=POSITIVE, default=None, help="Keys per page of a paged K/V cache.")
@@ -130,6 +139,9 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise InputError(f"kv_heads: {heads} query heads are not a multiple of {kv_heads} K/V heads")
+    if counts_only and backward:  # (it printed the forward's closed form alone, the backward dropped unsaid)
+        raise InputError("--backward: not with --counts-only and a variant (no closed form counts that backward "
+                         "here); drop --counts-only to simulate it")  # fmt: skip
     variant = dict(window=window, softcap=softcap, pack_gqa=pack_gqa)
     variant["alibi_slopes"] = alibi_slopes(heads) if alibi else None
     g, s, nk = heads // kv_heads, itemsize(dtype), nk or n

@@ -4,10 +4,11 @@ import math
 
 
 def human_bytes(n: float) -> str:
-    """Memory sizes (SRAM, memory a command needs, files) in binary units, short: 512 B, 16.0 KiB, 2.5 MiB."""
+    """Memory sizes (SRAM, memory a command needs, files) in binary units, short: 512 B, 16.0 KiB, 2.5 MiB, 1,000.0
+    KiB, 1,866.3 TiB."""
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1024
 
 
@@ -16,6 +17,11 @@ def exact_bytes(n: int) -> str:
     if n < 2**20:
         return f"{n:,} B"
     return f"{n / 2**20:,.2f} MiB" if n < 2**30 else f"{n / 2**30:,.2f} GiB"
+
+
+def bytes_and_units(n: int) -> str:
+    """An SRAM size or need, exact, with binary units beside it from 1 KiB on: 84 B, 166,912 B (163.0 KiB)."""
+    return f"{n:,} B" if n < 1024 else f"{n:,} B ({human_bytes(n)})"
 
 
 def exact_decimal_bytes(n: int) -> str:
@@ -29,7 +35,7 @@ def decimal_bytes(n: float) -> str:
     """Bytes moved and HBM capacities in decimal units, as the paper and datasheets write them: 1.5 GB = 1.5·10⁹ B."""
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
         n /= 1000
 
 

@@ -12,7 +12,7 @@ from math import ceil
 
 from sim.core.dtypes import F
 from sim.core.errors import InputError, SRAMOverflowError
-from sim.core.format import human_bytes, plural
+from sim.core.format import bytes_and_units, human_bytes, plural
 
 PAPER_RULE = "the paper's rule Bc = ⌈M/4d⌉, Br = min(Bc, d) gives "
 
@@ -151,7 +151,24 @@ def decoding_fit(Nq: int, Nk: int, d: int, s: int, sram_bytes: int, splits: int)
     def parts(_: int, bc: int) -> dict[str, int]:  # every block holds all Nq query rows
         return decoding_footprint(Nq, bc, d, s, splits)
 
-    return largest(parts, Nq, longest, sram_bytes, f"Flash-Decoding in {plural(splits, 'split')}", Br=Nq)[1]
+    what = f"Flash-Decoding in {plural(splits, 'split')}"
+    refuse_overflow(decoding_footprint(1, 1, d, s, splits), 1, 1, sram_bytes, what, "even one query row and one key, ")
+    if (need := sum(parts(Nq, 1).values())) > sram_bytes:  # the query rows alone are too many: say how many fit
+        fit = fewer(Nq, lambda q: sum(decoding_footprint(q, 1, d, s, splits).values()) <= sram_bytes)
+        raise InputError(
+            f"blocks: {plural(Nq, 'query row')} need {bytes_and_units(need)} of SRAM for {what}, even one key at a "
+            f"time, but the SRAM holds {bytes_and_units(sram_bytes)}: at most {plural(fit, 'query row')} fit"
+        )
+    return largest(parts, Nq, longest, sram_bytes, what, Br=Nq)[1]
+
+
+def fewer(n: int, fits: Callable[[int], bool]) -> int:
+    """An m in 1 … n − 1 with fits(m) and not fits(m + 1), found by halving the gap: 1 must fit, n must not."""
+    fit, over = 1, n
+    while over - fit > 1:
+        mid = (fit + over) // 2
+        fit, over = (mid, over) if fits(mid) else (fit, mid)
+    return fit
 
 
 def decoding_blocks(Nq: int, Nk: int, d: int, s: int, sram_bytes: int, splits: int, Bc: int | None = None) -> int:
@@ -182,8 +199,17 @@ def refuse_overflow(parts: dict[str, int], Br: int, Bc: int, sram_bytes: int, wh
     if total > sram_bytes:
         listing = ", ".join(f"{name} {human_bytes(b)}" for name, b in parts.items())
         raise InputError(
-            f"blocks: {why}Br={Br}, Bc={Bc}, which need {total:,} B ({human_bytes(total)}) of SRAM for {what} "
-            f"({listing}) but the SRAM holds {sram_bytes:,} B ({human_bytes(sram_bytes)})"
+            f"blocks: {why}Br={Br}, Bc={Bc}, which need {bytes_and_units(total)} of SRAM for {what} ({listing}) but "
+            f"the SRAM holds {bytes_and_units(sram_bytes)}"
+        )
+
+
+def refuse_smallest(parts: dict[str, int], sram_bytes: int, what: str) -> None:
+    """Raise InputError if even Br = Bc = 1, whose buffers are `parts`, do not fit: once, with the two sizes."""
+    if (total := sum(parts.values())) > sram_bytes:
+        raise InputError(
+            f"blocks: even the smallest blocks are too big: Br = Bc = 1 need {bytes_and_units(total)} of SRAM for "
+            f"{what} but the SRAM holds {bytes_and_units(sram_bytes)}"
         )
 
 
@@ -212,11 +238,11 @@ def largest(
             b = min(2 * b, cap)
         return b
 
-    def refuse(br: int, bc: int, why: str = "") -> None:
-        refuse_overflow(parts(br, bc), br, bc, sram_bytes, what, why)
+    def refuse(br: int, bc: int) -> None:
+        refuse_overflow(parts(br, bc), br, bc, sram_bytes, what)
 
     if Br is None and Bc is None:
-        refuse(1, 1, "even the smallest blocks ")
+        refuse_smallest(parts(1, 1), sram_bytes, what)
         B = double(1, max(N, Nk), lambda b: fits(min(b, N), min(b, Nk)))
         Br, Bc = min(B, N), min(B, Nk)
         if grow == "rows":

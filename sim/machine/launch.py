@@ -7,6 +7,7 @@ An SM holds as many thread blocks as the scarcest of its threads, registers and 
 from dataclasses import dataclass
 
 from sim.core.errors import InputError
+from sim.core.format import human_bytes
 from sim.machine.hardware import Hardware
 
 WARP = 32
@@ -49,7 +50,8 @@ class Launch:
     # four threads (rung 6: `sim.machine.grids.flash2_forward`); False: the closed form's work
 
     def describe(self) -> str:
-        return f"{self.threads} threads, {self.smem_bytes} B shared, {self.registers} registers, {self.instruction}"
+        shared = human_bytes(self.smem_bytes)
+        return f"{self.threads} threads, {shared} shared, {self.registers} registers, {self.instruction}"
 
 
 def capped_registers(threads: int, min_blocks: int = 1) -> int:

@@ -190,7 +190,9 @@ def _typed(value, kind, where: str, optional: bool = False):
 def _config(c: dict) -> dict:
     for name in ("n", "nk", "d", "block_rows", "block_cols", "sram_bytes"):
         if not 1 <= _typed(c[name], int, f"config {name}") <= MAX_SIZE:
-            raise ValueError(f"config {name} is {c[name]}, expected an integer from 1 to 2**53 (as the command line)")
+            raise ValueError(
+                f"config {name} is {c[name]}, expected an integer from 1 to {MAX_SIZE:,} (as the command line)"
+            )
     _typed(c["dtype"], str, "config dtype")
     return c
 

@@ -52,8 +52,9 @@ class Viewer:
         last = len(self.timeline) - 1
         self.message = ""
         if self.typed is not None:
-            if key.isdigit():
-                self.typed += key
+            if key.isdigit():  # no leading zeros, and one digit more than the last step's at most: enough to say
+                typed = (self.typed + key).lstrip("0") or "0"  # "no step …" (5,000 of them overflowed int())
+                self.typed = typed if len(typed) <= len(str(last)) + 1 else self.typed
             elif key == "backspace":
                 self.typed = self.typed[:-1]
             elif key == "enter" and self.typed:

@@ -107,7 +107,9 @@ def _config(c: dict) -> None:
     if "closed_form" in c:
         counts = _object(c["closed_form"], "config closed_form")
         if set(counts) != set(Counts.__dataclass_fields__):
-            raise Bad(f"config closed_form holds {', '.join(map(str, counts))[:60]}, not a closed form's counts")
+            names = [_shown(name) for name in counts]
+            held = ", ".join(names[:4]) + (f", … {len(names) - 4:,} more of {len(names):,}" if len(names) > 4 else "")
+            raise Bad(f"config closed_form holds {held or 'nothing'}, not a closed form's counts")
         [_finite(x, f"config closed_form {name}") for name, x in counts.items()]
 
 
@@ -209,8 +211,8 @@ def _finite(x, where: str) -> float:
 
 def _int(x, where: str, low: int, high: int = MAX_SIZE) -> int:
     if isinstance(x, bool) or not isinstance(x, int) or not low <= x <= high:
-        most = "2**53 (as the command line)" if high == MAX_SIZE else high
-        raise Bad(f"{where} is {_shown(x)}, not a whole number from {low} to {most}")
+        most = f"{high:,} (as the command line)" if high == MAX_SIZE else f"{high:,}"
+        raise Bad(f"{where} is {_shown(x)}, not a whole number from {low:,} to {most}")
     return x
 
 

@@ -17,7 +17,7 @@ def backward_table(report: dict) -> RenderableType:
         style="bold",
     )
     counted = report.get("source") == "closed form"
-    traffic = traffic_table(b, "HBM traffic (backward)", counted)
+    traffic = traffic_table(b, "backward HBM traffic", counted)
     if counted:
         check = Text("backward from the closed form (iomodel), nothing simulated (--counts-only)", style="dim")
     elif b["closed_form"]["matches"]:

@@ -5,7 +5,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sim.core.format import count, exact_bytes, exact_decimal_bytes, more_or_fewer, percent, seconds
+from sim.core.format import count, exact_bytes, exact_decimal_bytes, more_or_fewer, percent, short_time
 from sim.machine.trace import Access
 from sim.viz.code import code
 from sim.viz.steps import moves, tile
@@ -219,5 +219,5 @@ def traffic_panel(timeline: Timeline, k: int, width: int = 60, compact: bool = F
         notes.append(" L2 re-reads are free in Theorem 2's count.", style="dim")
     title = "Traffic"
     if predicted is not None:  # sim.machine's time for the whole run, with the unit that bounds it
-        title += f" · predicted {seconds(predicted.seconds)} on {predicted.hardware}, bound: {predicted.bound}"
+        title += f" · predicted {short_time(predicted.seconds)} on {predicted.hardware}, bound: {predicted.bound}"
     return Panel(Group(table, notes), title=title, title_align="left", width=width)

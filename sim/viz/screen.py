@@ -5,7 +5,7 @@ from rich.layout import Layout
 from rich.table import Table
 from rich.text import Text
 
-from sim.core.format import exact_bytes
+from sim.core.format import human_bytes
 from sim.viz.panels import memory_panel, operation_panel, traffic_panel
 from sim.viz.timeline import Timeline
 from sim.viz.values import values_panel
@@ -19,7 +19,7 @@ def run_title(timeline: Timeline) -> str:
     c = timeline.trace.config
     return (
         f"{timeline.trace.algorithm} · N={c['n']} Nk={c['nk']} d={c['d']} · Br={c['block_rows']} Bc={c['block_cols']}"
-        f" · {c['dtype']} · SRAM {exact_bytes(c['sram_bytes'])}" + (f" ({c['hardware']})" if c.get("hardware") else "")
+        f" · {c['dtype']} · SRAM {human_bytes(c['sram_bytes'])}" + (f" ({c['hardware']})" if c.get("hardware") else "")
         + (" · causal" if c.get("causal") else "") + variant_title(c)
     )  # fmt: skip
 
@@ -39,7 +39,7 @@ def variant_title(c: dict) -> str:
         parts.append(f"query head {c['head'][-1]} reads K/V head {c['kv_head']}{rule}")
     if isinstance(c.get("seqlens"), list):
         lens = c["seqlens"]
-        shown = ", ".join(map(str, lens[:6])) + (", …" if len(lens) > 6 else "")
+        shown = ", ".join(map(str, lens[:6])) + (f", … {len(lens) - 6:,} more" if len(lens) > 6 else "")
         parts.append(f"sequence 0 of {len(lens)} packed (lengths {shown})")
     return "".join(f" · {p}" for p in parts)
 

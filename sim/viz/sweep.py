@@ -7,7 +7,7 @@ from rich.table import Table
 from rich.text import Text
 
 from sim.core.errors import InputError
-from sim.core.format import count, decimal_bytes, fixed, human_bytes, number, ratio, seconds, tflops
+from sim.core.format import count, decimal_bytes, fixed, human_bytes, number, ratio, seconds, short_time, tflops
 from sim.lab.sweep import Sweep
 
 
@@ -68,7 +68,7 @@ def table(sw: Sweep) -> RenderableType:
     )
     flash = side_table(flash_title, [*roofline(lambda r: r.flash), speedup])
     below = side_table(f"{sw.algorithm} below HBM", [  # "—": not predicted (the footnote says why)
-        ("time", lambda r: "—" if r.flash.below is None else seconds(r.flash.below[0])),
+        ("time", lambda r: "—" if r.flash.below is None else short_time(r.flash.below[0])),
         ("bound", lambda r: "—" if r.flash.below is None else r.flash.below[1]),
     ])  # fmt: skip
     ridge = hw.peak(sw.dtype) / hw.hbm_bandwidth

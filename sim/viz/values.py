@@ -7,7 +7,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from sim.core.format import number
+from sim.core.format import number, plural
 from sim.viz.timeline import Timeline
 
 NOTES = {
@@ -19,7 +19,8 @@ MAX_ROWS = 6  # rows of a matrix the values panel shows before eliding
 
 
 def matrix(values, room: int = 80, max_rows: int = MAX_ROWS) -> str:
-    """A scalar, vector or matrix as aligned text in at most `room` columns, elided with … where it does not fit."""
+    """A scalar, vector or matrix as aligned text in at most `room` columns, elided with … where it does not fit,
+    and a last line saying what was left out: `… 2 more rows of 8, 5 more columns of 9`."""
     if not isinstance(values, list):
         return number(values)
     rows = values if values and isinstance(values[0], list) else [values]
@@ -32,9 +33,15 @@ def matrix(values, room: int = 80, max_rows: int = MAX_ROWS) -> str:
         "[" + "  ".join(c.rjust(width) for c in row[:shown]) + ("  …" if len(row) > shown else "") + "]"
         for row in cells
     ]
-    if len(rows) > max_rows:  # (never to leave out a single row: its line would say no less)
-        lines.append(f"… {len(rows)} rows")
-    return "\n".join(lines)
+    left = []  # what was left out (never a single row: its line would say no less than the count)
+    if len(rows) > max_rows:
+        left.append(f"{len(rows) - max_rows:,} more rows of {len(rows):,}")
+    if total > shown:  # a vector's values, a matrix's columns
+        left.append(f"{total - shown:,} more of {total:,}" if len(rows) == 1 else
+                    f"{plural(total - shown, 'more column')} of {total:,}")  # fmt: skip
+    if len(", ".join(left)) + 2 > room:  # each on a line of its own
+        return "\n".join(lines + [f"… {part}" for part in left])
+    return "\n".join(lines + [f"… {', '.join(left)}"] * bool(left))
 
 
 def fits(values, room: int) -> bool:
