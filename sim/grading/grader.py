@@ -226,7 +226,7 @@ def run(child: sandbox.Child, grading: dict, p: Problem, limits, base: int | Non
     if held is None or base is None:
         why = f"{why} right after its answer" if held is None else "its memory could not be read before the import"
         return Outcome("died", f"{why}: a memory test needs its resident memory, read from outside", server=server)
-    return Outcome("done", "", results, reply.get("peak"), server, held - base)
+    return Outcome("done", "", results, reply.get("peak"), server, held.held - base.held, base.files - held.files)
 
 
 def _raised(reply: dict) -> str:
