@@ -26,12 +26,18 @@ MASTER = spec.locate("02")
 ONE_TEST = replace(spec.load(MASTER), tests=spec.load(MASTER).tests[:1])
 NUMBERS = {"x86_64": dict(arch=0xC000003E, read=0, clone=56, clone3=435, setpriority=141, ioprio_set=251,
                           sched_setaffinity=203, sched_setscheduler=144, shmget=29, semget=64, msgget=68,
-                          mq_open=240, memfd_create=319, mmap=9, pipe2=293, socketpair=53, madvise=28, socket=41),
+                          mq_open=240, memfd_create=319, mmap=9, pipe2=293, socketpair=53, madvise=28, socket=41,
+                          process_madvise=440),
            "aarch64": dict(arch=0xC00000B7, read=63, clone=220, clone3=435, setpriority=140, ioprio_set=30,
                            sched_setaffinity=122, sched_setscheduler=119, shmget=194, semget=190, msgget=186,
                            mq_open=180, memfd_create=279, mmap=222, pipe2=59, socketpair=199, madvise=233,
-                           socket=198)}  # fmt: skip
+                           socket=198, process_madvise=440)}  # fmt: skip
 PRIO_PROCESS, PRIO_PGRP, PRIO_USER = 0, 1, 2
+# madvise's advice that leaves every page where it is (<linux/mman-common.h>): NORMAL, RANDOM, SEQUENTIAL, WILLNEED,
+# DONTFORK, DOFORK, MERGEABLE, UNMERGEABLE, HUGEPAGE, NOHUGEPAGE, DONTDUMP, DODUMP, WIPEONFORK, KEEPONFORK,
+# POPULATE_READ, POPULATE_WRITE, COLLAPSE; not DONTNEED 4, FREE 8, REMOVE 9, COLD 20, PAGEOUT 21, DONTNEED_LOCKED 24,
+# HWPOISON 100, SOFT_OFFLINE 101, GUARD_INSTALL 102, nor numbers it does not know
+KEEPS_PAGES = (0, 1, 2, 3, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22, 23, 25)
 IOPRIO_WHO_PROCESS, IOPRIO_WHO_USER = 1, 3
 MAP_SHARED, MAP_PRIVATE, MAP_SHARED_VALIDATE, MAP_ANONYMOUS = 0x01, 0x02, 0x03, 0x20
 MAPPINGS = ((MAP_PRIVATE | MAP_ANONYMOUS, ALLOW), (MAP_SHARED, ALLOW), (MAP_PRIVATE, ALLOW),  # malloc's, files'
@@ -92,8 +98,10 @@ def test_the_filter_keeps_priorities_ipc_and_shared_memory_to_the_process_itself
         assert verdict(code, n[name], arch) == EPERM, name
     for flags, expected in MAPPINGS:
         assert verdict(code, n["mmap"], arch, (0, 4096, 3, flags, 0, 0)) == expected, hex(flags)
-    for advice, expected in ((4, ALLOW), (14, ALLOW), (20, EPERM), (21, EPERM)):  # DONTNEED, HUGEPAGE; COLD, PAGEOUT
+    for advice in [*range(0, 30), *range(100, 105), 0xFFFFFFFF]:  # <linux/mman-common.h>'s MADV_*, and beyond
+        expected = ALLOW if advice in KEEPS_PAGES else EPERM
         assert verdict(code, n["madvise"], arch, (0, 4096, advice, 0, 0, 0)) == expected, advice
+    assert verdict(code, n["process_madvise"], arch, ((-10001) & 0xFFFFFFFF, 0, 1, 21, 0, 0)) == EPERM  # PIDFD_SELF
     cuda = seccomp.program(me, cuda=True)  # the GPU driver's: what CUDA's initialization needs, and no more
     AF_UNIX, AF_INET, SIGCHLD = 1, 2, 17
     assert verdict(cuda, n["socket"], arch, (AF_UNIX, 1, 0, 0, 0, 0)) == ALLOW
@@ -101,6 +109,8 @@ def test_the_filter_keeps_priorities_ipc_and_shared_memory_to_the_process_itself
     assert verdict(cuda, n["mmap"], arch, (0, 4096, 3, MAP_SHARED | MAP_ANONYMOUS, 0, 0)) == ALLOW
     assert verdict(cuda, n["clone"], arch, (SIGCHLD, 0, 0, 0, 0, 0)) == EPERM  # fork's clone, still refused
     assert verdict(cuda, n["shmget"], arch) == EPERM
+    for advice, expected in ((4, ALLOW), (8, ALLOW), (14, ALLOW), (20, EPERM), (21, EPERM)):  # its own: kept
+        assert verdict(cuda, n["madvise"], arch, (0, 4096, advice, 0, 0, 0)) == expected, advice
     sealed = seccomp.sealed_program()  # stacked once the harness is loaded
     assert verdict(sealed, n["clone"], arch, (0x3D0F00, 0, 0, 0, 0, 0)) == EPERM  # pthread_create's flags
     assert verdict(sealed, n["clone3"], arch) == ENOSYS and verdict(sealed, n["read"], arch) == ALLOW

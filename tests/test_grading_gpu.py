@@ -1,12 +1,46 @@
-"""Assignment 5 on a GPU: the master's device function, compiled into the readable kernel, scores full marks."""
+"""Assignment 5 on a GPU: the master's device function, compiled into the readable kernel, scores full marks. Its
+submission's process only hands in the source; the kernel runs in a process that never imported the submission
+(on the CPU: the source's round trip and refusals, and that process reaching the real gpu_kernel.run)."""
 
+import functools
+import importlib.util
+import tempfile
+from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from test_grading_containment import thread_bomb
+from test_grading_isolation import walls_here
 
-from sim.grading import export, gpu_kernel, grader, sandbox, spec
+from sim.grading import export, gpu_kernel, grader, kernel_run, sandbox, schema, spec
 from sim.grading.confine import seccomp
+
+SWAPS = Path(__file__).parent / "hostile_submissions" / "gpu" / "swaps_gpu_driver.py"
+RETURNS = "def online_softmax_row_source():\n    return {value}\n"
+# Writes its own "done" frame (header {frame}) where the harness would send the source, then waits to be killed
+FORGES = """
+import json, os, struct, sys
+
+
+def online_softmax_row_source():
+    head = json.dumps({frame}).encode()
+    os.write(int(sys.argv[-1]), struct.pack(">II", len(head), 0) + head)
+    os.read(int(sys.argv[-2]), 1)
+"""
+
+
+@functools.cache
+def walls():
+    """The GPU assignment's walls (Landlock with CUDA's paths, seccomp with its threads), probed once."""
+    return grader.isolate(spec.load(spec.locate("05")), [])
+
+
+def one_test() -> spec.Assignment:
+    assignment = spec.load(spec.locate("05"))
+    return replace(assignment, tests=assignment.tests[:1])
 
 
 def test_the_splice_replaces_line_9_with_a_call_and_keeps_the_rest():
@@ -94,3 +128,75 @@ def test_the_gpu_driver_keeps_the_instructors_limits_but_the_address_space(tmp_p
     limits = sandbox.Limits(threads=48)  # before: the GPU path rebuilt its limits and put the default 64 back
     (bomb,) = grader.grade(assignment, [tmp_path / "threads.py"], seed=3, jobs=1, limits=limits)
     assert bomb.tests[0].feedback == "ran more than 48 threads at once; stopped"
+
+
+@walls_here
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is here: the gpu test below runs it")
+def test_a_submission_that_swaps_the_gpu_driver_gains_nothing_and_its_kernel_runs_elsewhere(monkeypatch):
+    # before: 100 / 100 here, without a GPU: the kernel ran in the submission's process, whose replaced driver
+    # answered. Now that process only hands in its (empty) source, and the kernel's process, which never imported
+    # the submission, runs the real gpu_kernel.run (its replacement needed no CuPy): it stops at CuPy's import
+    monkeypatch.setattr(grader, "gpu_missing", lambda assignment: None)
+    assignment = spec.load(spec.locate("05"))
+    (report,) = grader.grade(assignment, [SWAPS], seed=3, jobs=1, walls=walls())
+    assert [t.feedback for t in report.tests] == ["raised ModuleNotFoundError: No module named 'cupy'"] * 5
+    assert report.score == 0 and report.flags == []
+
+
+@walls_here
+@settings(max_examples=6, deadline=None)
+@given(st.text(max_size=schema.MAX_SOURCE))
+@example("😀" * schema.MAX_SOURCE)  # 12 bytes a character as JSON: the largest frame a source makes
+@example("\x00\x1b[2J\u202e\ud800\n" + "x" * (schema.MAX_SOURCE - 8))
+def test_the_source_reaches_the_kernels_process_as_the_submission_returned_it(source):
+    seen = []
+
+    def kernel(child, reply, walls, problem, limits, wall_s):
+        seen.append(reply["source"])
+        return {"op": "raised", "type": "RuntimeError", "message": "no kernel here"}, []
+
+    with tempfile.TemporaryDirectory() as folder, mock.patch.object(grader, "gpu_missing", lambda a: None):
+        path = Path(folder) / "source.py"
+        path.write_text(f"SOURCE = {source!r}\n\n\n" + RETURNS.format(value="SOURCE"), encoding="utf-8")
+        with mock.patch.object(kernel_run, "run", kernel):
+            (report,) = grader.grade(one_test(), [path], seed=3, jobs=1, walls=walls())
+    assert seen == [source] and report.tests[0].feedback == "raised RuntimeError: no kernel here"
+
+
+REFUSED = {  # what the submission's function returns, or the frame it forges → the test's feedback
+    RETURNS.format(value="42"): "raised TypeError: online_softmax_row_source() returned int; it must return the "
+    "CUDA source as a str",
+    RETURNS.format(value="b'__device__ void online_softmax_row() {}'"): "raised TypeError: "
+    "online_softmax_row_source() returned bytes; it must return the CUDA source as a str",
+    RETURNS.format(value=f"'x' * {schema.MAX_SOURCE + 1}"): "raised ValueError: online_softmax_row_source() "
+    "returned 4,097 characters of CUDA source; at most 4,096",
+    FORGES.format(frame={"op": "done", "peak": None}): "malformed message: done carries no CUDA source (a GPU "
+    "test's answer is its source)",
+    FORGES.format(frame={"op": "done", "source": 4097 * "x"}): "malformed message: done's source is 'xxxxxxxxx",
+    FORGES.format(frame={"op": "done", "source": ["__device__"]}): "malformed message: done's source is ['__device__']",
+}
+
+
+@walls_here
+def test_a_source_that_is_not_a_str_or_too_long_is_refused_before_any_kernel_runs(tmp_path, monkeypatch):
+    monkeypatch.setattr(grader, "gpu_missing", lambda assignment: None)
+    monkeypatch.setattr(gpu_kernel, "launch_settings", None)  # a kernel's request would fail the grade itself
+    paths = []
+    for i, code in enumerate(REFUSED):
+        paths.append(tmp_path / f"refused{i}.py")
+        paths[-1].write_text(code)
+    reports = grader.grade(one_test(), paths, seed=3, jobs=2, walls=walls())
+    for report, feedback in zip(reports, REFUSED.values(), strict=True):
+        assert report.tests[0].feedback.startswith(feedback) and report.score == 0, report.tests[0].feedback
+
+
+@pytest.mark.gpu
+def test_a_submission_that_swaps_the_gpu_driver_scores_0_on_the_gpu_and_the_master_full_marks():
+    assignment = spec.load(spec.locate("05"))
+    subs = [assignment.path, SWAPS]
+    right, swaps = grader.grade(assignment, subs, seed=3, jobs=1, walls=grader.isolate(assignment, subs))
+    assert right.score == 100, [t.feedback for t in right.tests]
+    assert swaps.score == 0 and swaps.flags == []  # its empty device function, compiled and run: O and L wrong
+    assert all(t.status == "failed" and t.feedback.startswith(("O[", "L[")) for t in swaps.tests), [
+        t.feedback for t in swaps.tests
+    ]

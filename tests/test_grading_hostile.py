@@ -175,3 +175,28 @@ def test_where_the_folder_is_writable_the_file_size_and_the_tmpfs_still_hold(tmp
     for report in reports:
         assert report.tests[0].feedback.startswith(WRITES[Path(report.submission).stem]), report.tests[0].feedback
         assert report.score == 0
+
+
+# attacks on the memory test's measure alone (hostile_submissions/memory): elsewhere they compute the right answer
+MEMORY = {
+    # before: 15 / 15, "your process's memory peaked at 296.4 KiB" — 7.8 MiB of library pages dropped under VmHWM
+    "drops_library_pages": "raised PermissionError: [Errno 1] madvise(MADV_DONTNEED) of a library refused (line ",
+    "unmaps_library_pages": "correct, but your process gave back ",  # before: 15 / 15 too
+}
+
+
+def test_an_attack_on_the_memory_measure_scores_0_on_the_memory_test_and_the_master_full_marks():
+    assignment = spec.load(MASTER)
+    memory = replace(assignment, tests=tuple(t for t in assignment.tests if t["check"] == "memory"))
+    paths = [HOSTILE / "memory" / f"{name}.py" for name in MEMORY]
+    assert sorted(paths) == sorted((HOSTILE / "memory").glob("*.py"))
+    *attacks, master = grader.grade(memory, [*paths, MASTER], seed=3, jobs=2)
+    for report, name in zip(attacks, MEMORY, strict=True):
+        (t,) = report.tests
+        assert t.feedback.startswith(MEMORY[name]) and "\n" not in t.feedback, t.feedback
+        assert t.points == 0 and report.flags == []
+    gave_back = attacks[1].tests[0].feedback.split("gave back ")[1].split(" MiB of library pages (")[0]
+    assert float(gave_back) >= 4  # more than the float32 S it held (4 MiB at N = Nk = 1024)
+    assert master.score == memory.points and master.tests[0].feedback.startswith(
+        "correct, and your process's memory peaked"
+    )

@@ -1,7 +1,7 @@
 """Assignment 5 (GPU, optional) — the online-softmax update inside the readable CUDA kernel.
 
 What to implement
-    `online_softmax_row_source()` returns CUDA C source defining
+    `online_softmax_row_source()` returns CUDA C source (a str of at most 4,096 characters) defining
 
         __device__ void online_softmax_row(float* S, int n, float* m, float* l, float* rescale)
 
@@ -20,7 +20,8 @@ The API you may use
 How it is graded
     On an NVIDIA GPU with CuPy: O and L of the whole kernel against float64 on fresh seeded random
     shapes (ragged, N ≠ Nk, causal, large logits, fp32/fp16/bf16), in the same report format as the
-    simulator assignments; no IO or memory tests (the kernel's traffic is the project's own code).
+    simulator assignments; no IO or memory tests (the kernel's traffic is the project's own code). Your
+    Python only hands the source over: the grader compiles and runs it in a process of its own.
     On a machine without a GPU the grader prints one line saying so and grades nothing.
     The tests below marked "public" ship with this file; the grader also runs hidden ones.
 

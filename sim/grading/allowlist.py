@@ -24,7 +24,8 @@ HARNESS_MODULES = (  # the student API and the harness: every module of sim a gr
     "sim", "sim.core", "sim.core.dtypes", "sim.core.errors", "sim.core.format", "sim.core.strict_json",
     "sim.core.atomic_file", "sim.machine", "sim.machine.ledger", "sim.machine.memory", "sim.machine.trace",
     "sim.machine.storage_cast",
-    "sim.grading", "sim.grading.guard", "sim.grading.harness", "sim.grading.proxy", "sim.grading.wire",
+    "sim.grading", "sim.grading.guard", "sim.grading.harness", "sim.grading.proxy", "sim.grading.schema",
+    "sim.grading.wire",
 )  # fmt: skip
 # what the GPU driver loads beyond them: its kernel driver, and what the gpu package's launchers read of the machine
 # model (hardware presets, decode's occupancy model, the variants' mask rules, rung 6's causal walk in grids) — no

@@ -16,6 +16,11 @@ from sim.grading.problem import Problem
 from sim.grading.report import TestResult
 from sim.grading.server import ChipServer
 
+# How far a memory test's file-backed resident memory (RssFile: the libraries' pages) may fall below the mark. The
+# masters' only rise (by 0.76–0.88 MiB: library code first run); 1 MiB covers the kernel's per-CPU counters' drift,
+# and with the half matrix allowed (at least RESIDENT_FLOOR) stays below one whole N × Nk float32 matrix.
+GIVEN_BACK = 1 << 20
+
 
 @dataclass
 class Outcome:
@@ -27,6 +32,7 @@ class Outcome:
     peak: int | None = None  # tracemalloc's, sent by the child
     server: ChipServer | None = None
     grown: int | None = None  # a memory test: resident memory over what the child held before the import (resident)
+    gave_back: int | None = None  # a memory test: how far its file-backed resident memory fell since then
 
 
 def evaluate(grading: dict, problem: Problem, outcome: Outcome) -> TestResult:
@@ -58,6 +64,13 @@ def evaluate(grading: dict, problem: Problem, outcome: Outcome) -> TestResult:
                 f"correct, but your process held {human_bytes(outcome.peak or 0)} of NumPy/Python memory at its peak, "
                 f"where this test allows {human_bytes(bound)} (4 × the SRAM + {human_bytes(bound - 4 * problem.sram_bytes)}); "
                 f"one N × Nk float32 matrix here is {human_bytes(whole)} — build S and P tile by tile"
+            )
+        elif outcome.gave_back is not None and outcome.gave_back > GIVEN_BACK:
+            result.points, result.status = 0.0, "failed"
+            result.feedback = (
+                f"correct, but your process gave back {human_bytes(outcome.gave_back)} of library pages (its "
+                "file-backed resident memory, read by the grader from /proc, fell by that since the import), which the "
+                "memory measure cannot allow: it would hold that much more unseen"
             )
         elif outcome.grown is not None and outcome.grown > whole // 2:
             result.points, result.status = 0.0, "failed"

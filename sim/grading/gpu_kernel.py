@@ -2,8 +2,9 @@
 
 `splice` replaces line 9 of `gpu/kernels/01_flash2_readable.cu` (the per-row online-softmax
 update) with a call to the student's `online_softmax_row`, defined just before the kernel; the rest
-of the kernel is the project's own. `run` compiles and launches it with CuPy in the submission's
-process; the grader compares O and L with the float64 reference, as for the simulator.
+of the kernel is the project's own. The submission's process only hands in that source (`harness.gpu_driver`);
+`main` serves the grader in a child of its own that never imports the submission (`sim.grading.kernel_run`), where
+`run` compiles and launches it with CuPy; the grader compares O and L with the float64 reference.
 """
 
 import numpy as np
@@ -38,19 +39,19 @@ def splice(kernel: str, device_function: str) -> str:
 
 
 def launch_settings(problem) -> dict:
-    """What the submission's process needs to build and launch the kernel for one test."""
+    """What the kernel's process needs, beside the source and Q, K, V, to build and launch the kernel for one test."""
     c = problem.case
-    return {"template": template(), "causal": c["causal"], "scale": c["scale"]}
+    return {"causal": c["causal"], "scale": c["scale"]}
 
 
 def run(device_function: str, header: dict, arrays: list) -> list[np.ndarray]:
     """Compile the spliced kernel, run it on q, k, v (N, d)/(Nk, d); return [O, L] as float64."""
-    import cupy
-
     q, k, v = arrays
     N, d = q.shape
     defines = READABLE.defines(d, str(q.dtype), TILES)
-    code = "".join(f"#define {n} {x}\n" for n, x in defines.items()) + splice(header["template"], device_function)
+    code = "".join(f"#define {n} {x}\n" for n, x in defines.items()) + splice(template(), device_function)
+    import cupy
+
     fn = cupy.RawModule(code=code, options=("--std=c++17",)).get_function(READABLE.function)
     smem = READABLE.smem(d, TILES)
     if smem > 48 * 1024:
@@ -63,3 +64,26 @@ def run(device_function: str, header: dict, arrays: list) -> list[np.ndarray]:
     fn(grid, (TILES.threads, 1, 1), args, shared_mem=smem)
     cupy.cuda.runtime.deviceSynchronize()
     return [O.get().astype(np.float64), L.get().astype(np.float64)]
+
+
+def main(fd_in: int, fd_out: int, layers: list[str], ms: float) -> None:
+    """The kernel's process (sandbox's kernel mode): say which walls are up, then compile and run each source the
+    grader sends on the test's Q, K, V and send back O and L, until bye or EOF. It imports no submission."""
+    from sim.grading.harness import describe
+    from sim.grading.proxy import Link
+
+    link = Link(fd_in, fd_out)
+    link.post({"op": "confined", "layers": layers, "ms": ms})
+    while True:
+        try:
+            header, arrays = link.receive()
+        except EOFError:
+            return
+        if header["op"] == "bye":
+            return
+        try:
+            results = run(header["source"], header, arrays)
+        except BaseException as e:  # a compile error, CUDA's: the test's feedback
+            link.post({"op": "raised", **describe(e, "")})
+            continue
+        link.post({"op": "done"}, results)

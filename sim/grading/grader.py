@@ -155,7 +155,7 @@ def grade_one(
                     report.tests.append(_result(p, 0.0, "failed", stop))
                     _flag(report, child)
                     continue
-            outcome = run(child, assignment.grading, p, limits, base)
+            outcome = run(child, assignment.grading, p, limits, base, walls)
             score = triton.evaluate if assignment.grading["driver"] == "triton" else evaluate
             report.tests.append(score(assignment.grading, p, outcome))
             report.printed = child.printed_text()
@@ -192,19 +192,18 @@ def _start(child: sandbox.Child, setup: dict, walls, report: SubmissionReport) -
     return header, base
 
 
-def run(child: sandbox.Child, grading: dict, p: Problem, limits, base: int | None = None) -> Outcome:
+def run(child: sandbox.Child, grading: dict, p: Problem, limits, base=None, walls=None) -> Outcome:
     """One test in the submission's process: send it, serve its requests, collect how it ended; for a memory test
-    also how far its resident memory rose above `base` (what it held before the submission was imported)."""
+    also how far its resident memory rose above `base` (what it held before the submission was imported); for a GPU
+    test, the source it sent compiled and run in another process of the run's `walls` (`kernel_run`)."""
     driver = grading["driver"]
     header = {"op": "test", "trace_memory": p.test["check"] == "memory", "entry": grading.get("entry")}
     server, column, arrays = None, None, list(p.inputs.values())
     if driver == "chip":
         server, arrays = ChipServer(p.sram_bytes, p.inputs), []
         header |= {"driver": "chip", "kwargs": p.kwargs, "sram_bytes": p.sram_bytes, "tensors": tensor_specs(p.inputs)}
-    elif driver == "gpu":
-        from sim.grading import gpu_kernel
-
-        header |= {"driver": "gpu", **gpu_kernel.launch_settings(p)}
+    elif driver == "gpu":  # its process gets no input: it only hands in its source
+        header["driver"], arrays = "gpu", []
     elif driver == "triton":
         header |= triton.header(p, grading)
     elif p.test["check"] == "update":  # X stays here: its columns are served one at a time
@@ -216,6 +215,10 @@ def run(child: sandbox.Child, grading: dict, p: Problem, limits, base: int | Non
     wall_s = p.test.get("timeout_s", grading.get("timeout_s", limits.wall_s))
     try:
         reply, results = child.exchange(header, arrays, serve, wall_s)
+        if driver == "gpu" and reply["op"] == "done":
+            from sim.grading import kernel_run
+
+            reply, results = kernel_run.run(child, reply, walls, p, limits, wall_s)
     except sandbox.ChildDied as e:
         return Outcome("died", str(e), server=server)
     if column is not None and column.error is not None:
@@ -230,7 +233,7 @@ def run(child: sandbox.Child, grading: dict, p: Problem, limits, base: int | Non
     if held is None or base is None:
         why = f"{why} right after its answer" if held is None else "its memory could not be read before the import"
         return Outcome("died", f"{why}: a memory test needs its resident memory, read from outside", server=server)
-    return Outcome("done", "", results, reply.get("peak"), server, held - base)
+    return Outcome("done", "", results, reply.get("peak"), server, held.held - base.held, base.files - held.files)
 
 
 def _raised(reply: dict) -> str:

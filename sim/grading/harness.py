@@ -3,8 +3,8 @@
 Started by `sim.grading.sandbox` as `python -I -B` with two pipe descriptors, already confined. The grader's first
 message says which modules and paths are off limits and which file to import; each later one is a
 test for a driver: "chip" (a function run on a proxy chip), "update"/"merge" (the online softmax's
-functions on arrays), "gpu" (a CUDA device function compiled into the readable kernel), "triton" (a
-Triton kernel run by Triton's interpreter, `sim.grading.triton`).
+functions on arrays), "gpu" (a CUDA device function's source, which the grader compiles into the readable kernel
+and runs in a process of its own), "triton" (a Triton kernel run by Triton's interpreter, `sim.grading.triton`).
 """
 
 import importlib.util
@@ -15,7 +15,7 @@ import warnings
 
 import numpy as np
 
-from sim.grading import guard
+from sim.grading import guard, schema
 from sim.grading.proxy import Link, ProxyChip
 
 
@@ -62,6 +62,9 @@ def run_test(module, header: dict, arrays: list, link: Link, file: str) -> None:
         link.post({"op": "raised", **describe(e, file)})
         return
     tracemalloc.stop()
+    if isinstance(results, str):  # the GPU driver's: CUDA source, compiled and run where this process cannot reach
+        link.post({"op": "done", "peak": peak, "source": results})
+        return
     try:
         arrays = [np.asarray(r, dtype=np.float64) for r in results]
     except (TypeError, ValueError) as e:
@@ -106,11 +109,15 @@ def merge_driver(module, header: dict, arrays: list, link: Link) -> list:
     return list(entry(module, "merge")(*(a.copy() for a in arrays)))
 
 
-def gpu_driver(module, header: dict, arrays: list, link: Link) -> list:
-    """Compile the submission's device function into the readable kernel and run it on the GPU."""
-    from sim.grading import gpu_kernel
-
-    return gpu_kernel.run(entry(module, header["entry"])(), header, arrays)
+def gpu_driver(module, header: dict, arrays: list, link: Link) -> str:
+    """The CUDA source of the submission's device function: a str of at most `schema.MAX_SOURCE` characters. The
+    grader compiles and runs it in another process, one that never imports the submission (`kernel_run`)."""
+    source, name = entry(module, header["entry"])(), header["entry"]
+    if not isinstance(source, str):
+        raise TypeError(f"{name}() returned {type(source).__name__}; it must return the CUDA source as a str")
+    if len(source) > schema.MAX_SOURCE:
+        raise ValueError(f"{name}() returned {len(source):,} characters of CUDA source; at most {schema.MAX_SOURCE:,}")
+    return source
 
 
 def triton_driver(module, header: dict, arrays: list, link: Link) -> list:

@@ -4,50 +4,64 @@ tracemalloc runs inside the child, where a submission can stop it or reset its p
 the process has held) is the kernel's, read from outside. `mark` writes 5 to /proc/<pid>/clear_refs before the
 submission is imported, which resets VmHWM to what is resident then (interpreter, NumPy, the harness); where that
 write is refused (a grader that is not root, with a child that is not dumpable), the peak counts from the start
-instead, and so can only be higher. `threads` is the count the grader's census of a child reads (`sandbox`).
+instead, and so can only be higher. A process that gives back pages it held at the mark has that much room under
+the peak unseen: seccomp refuses it every madvise that drops pages, but not munmap, so the grader also reads the
+file-backed part (RssFile: the libraries' pages) at the mark and after each memory test. `threads` is the count the
+grader's census of a child reads (`sandbox`).
 """
 
 import contextlib
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 
-def _field(pid: int, name: str) -> int | None:
-    """The number that starts one "Name: N …" line of /proc/<pid>/status; None where it cannot be read."""
+@dataclass(frozen=True)
+class Reading:
+    """Resident memory in bytes: `held` (VmRSS at the mark, VmHWM after a test) and the file-backed pages (RssFile)."""
+
+    held: int
+    files: int
+
+
+def _fields(pid: int, *names: str) -> list[int] | None:
+    """The numbers that start the "Name: N …" lines `names` of /proc/<pid>/status (one read); None where one cannot
+    be read."""
+    found = {}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             key, _, value = line.partition(":")
-            if key == name:
-                return int(value.split()[0])
+            if key in names:
+                found[key] = int(value.split()[0])
     except (OSError, ValueError, IndexError):
         return None
-    return None
+    return [found[n] for n in names] if len(found) == len(names) else None
 
 
-def _bytes(pid: int, name: str) -> int | None:
-    """One "Vm…: N kB" line in bytes."""
-    kib = _field(pid, name)
-    return None if kib is None else kib * 1024
+def _reading(pid: int, held: str) -> Reading | None:
+    """The "…: N kB" lines `held` and RssFile, in bytes."""
+    kib = _fields(pid, held, "RssFile")
+    return None if kib is None else Reading(kib[0] * 1024, kib[1] * 1024)
 
 
-def mark(pid: int) -> int | None:
-    """Reset the process's peak to what it holds now (where allowed) and return that (VmRSS, bytes)."""
+def mark(pid: int) -> Reading | None:
+    """Reset the process's peak to what it holds now (where allowed) and return that (VmRSS) and its file pages."""
     with contextlib.suppress(OSError):
         Path(f"/proc/{pid}/clear_refs").write_text("5")
-    return _bytes(pid, "VmRSS")
+    return _reading(pid, "VmRSS")
 
 
-def peak(pid: int) -> int | None:
-    """The most the process has held resident since `mark` (VmHWM, bytes)."""
-    return _bytes(pid, "VmHWM")
+def peak(pid: int) -> Reading | None:
+    """The most the process has held resident since `mark` (VmHWM) and its file pages now."""
+    return _reading(pid, "VmHWM")
 
 
-def held_by(proc: subprocess.Popen) -> tuple[int | None, str]:
+def held_by(proc: subprocess.Popen) -> tuple[Reading | None, str]:
     """`peak` of a process still running, or None and why not: it ended (one that is ending has no VmHWM before it
     is a zombie, so its end is waited for a moment), or its status could not be read."""
-    hwm = peak(proc.pid)
-    if hwm is not None and proc.poll() is None:
-        return hwm, ""
+    reading = peak(proc.pid)
+    if reading is not None and proc.poll() is None:
+        return reading, ""
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=1.0)
     return None, "its process ended" if proc.poll() is not None else "its /proc/<pid>/status could not be read"
@@ -55,4 +69,5 @@ def held_by(proc: subprocess.Popen) -> tuple[int | None, str]:
 
 def threads(pid: int) -> int | None:
     """How many threads the process runs now."""
-    return _field(pid, "Threads")
+    count = _fields(pid, "Threads")
+    return None if count is None else count[0]

@@ -43,7 +43,10 @@ if settings.get("probe"):
     print(json.dumps(confine.verify(layers, settings)))
     sys.exit(0)
 modules.install(settings["modules"], settings.get("packages", []))
-from sim.grading.harness import main
+if settings.get("kernel"):  # a GPU test's kernel, compiled and run by a process that never imports the submission
+    from sim.grading.gpu_kernel import main
+else:
+    from sim.grading.harness import main
 import os
 os.environ.update(settings.get("environment", {}))  # what those imports read once (TRITON_INTERPRET)
 for name in settings.get("preload", []):  # what a driver imports lazily (Triton), before threads are refused
@@ -94,9 +97,10 @@ class ChildDied(Exception):
 class Child:
     """A running harness process for one submission file."""
 
-    def __init__(self, submission: Path, limits: Limits, confinement: dict):
-        """Start the harness for `submission`; `confinement` holds what every child shares (read set, uid, root,
-        modules, layers to leave out), to which this child's limits (`within`) and own directory are added."""
+    def __init__(self, submission: Path | None, limits: Limits, confinement: dict):
+        """Start the harness for `submission` (None: a kernel's child, confinement["kernel"]); `confinement` holds
+        what every child shares (read set, uid, root, modules, layers to leave out), to which this child's limits
+        (`within`) and own directory are added."""
         self.limits = within(limits)
         self.dir = tempfile.mkdtemp(prefix="flashsim-grade-")
         try:
@@ -117,11 +121,12 @@ class Child:
 
     def _start(self, submission: Path, confinement: dict) -> None:
         """Copy the submission into the child's folder (the child's own, if it runs as another uid) and start it."""
-        self.file = Path(self.dir) / "submission.py"  # the one safe read (no link, pipe or device; capped)
-        self.file.write_bytes(submission_file.read(submission, self.limits.file_bytes))
+        self.file = None if submission is None else Path(self.dir) / "submission.py"
+        if self.file:  # the one safe read (no link, pipe or device; capped)
+            self.file.write_bytes(submission_file.read(submission, self.limits.file_bytes))
         uid = confinement.get("uid")
         if uid is not None:  # the child becomes `uid`: its directory and file are its own
-            for path in (self.dir, self.file):
+            for path in filter(None, (self.dir, self.file)):
                 os.chown(path, uid, uid)
         limits = self.limits
         settings = {**confinement, "cpu_s": limits.cpu_s, "memory_bytes": limits.memory_bytes,

@@ -16,6 +16,9 @@ MAX_REQUESTS = 8 << 20  # bytes of JSON headers a child sends in one test (an ho
 MAX_TEXT = 2000  # characters of any string a child sends (a message, a path it tried)
 MAX_LIST = 256  # items of any list a child sends (buffer names, a shape)
 MAX_INT = 1 << 53  # integers a child sends (byte counts, tile bounds)
+# characters of CUDA source (assignment 5's device function) a child sends: as JSON at most 12 bytes each
+# ("\ud83d\ude00"), so a frame that carries it stays within wire.MAX_HEADER
+MAX_SOURCE = 4096
 
 
 def _text(v) -> bool:
@@ -50,6 +53,10 @@ def _peak(v) -> bool:
     return v is None or _count(v)
 
 
+def _source(v) -> bool:
+    return isinstance(v, str) and len(v) <= MAX_SOURCE
+
+
 def _ms(v) -> bool:
     return type(v) in (int, float) and 0 <= v < 1e6
 
@@ -60,7 +67,7 @@ MESSAGES = {  # op → ({field: check}, how many arrays it carries: an exact num
     "ready": ({}, 0),
     "import_failed": (FAILURE, 0),
     "raised": (FAILURE, 0),
-    "done": ({"peak": _peak}, (0, 8)),
+    "done": ({"peak": _peak, "source": _source}, (0, 8)),
     "violation": ({"what": _what, "detail": _detail}, 0),
     "load": ({"buf": _text, "tensor": _text, "rows": _tile, "cols": _tile}, 0),
     "put": ({"buf": _text, "nbytes": _count, "replaces": _texts}, 0),
@@ -68,7 +75,7 @@ MESSAGES = {  # op → ({field: check}, how many arrays it carries: an exact num
     "store": ({"tensor": _text, "rows": _tile, "cols": _tile, "buf": _text}, 1),
     "alloc": ({"name": _text, "shape": _counts, "dtype": _text}, 0),
 }
-OPTIONAL = {"where", "peak", "rows", "cols", "replaces"}  # fields a message may leave out
+OPTIONAL = {"where", "peak", "source", "rows", "cols", "replaces"}  # fields a message may leave out
 
 
 def check(header: dict, arrays: list) -> None:

@@ -20,6 +20,11 @@ NR, ARCH, ARG = 0, 4, lambda i: 16 + 8 * i  # struct seccomp_data offsets (an ar
 CLONE_THREAD = 0x00010000
 MAP_SHARED, MAP_ANONYMOUS = 0x01, 0x20  # mmap's flags (MAP_SHARED_VALIDATE, 0x03, has the first)
 MADV_COLD, MADV_PAGEOUT = 20, 21  # madvise: pages sent towards swap leave VmHWM's count (a memory test's matrix)
+# madvise's advice that keeps every page where it is (half-open ranges): NORMAL…WILLNEED, DONTFORK…KEEPONFORK,
+# POPULATE_READ/WRITE, COLLAPSE. The rest drops pages the process holds (DONTNEED 4, FREE 8, REMOVE 9, COLD 20,
+# PAGEOUT 21, DONTNEED_LOCKED 24, HWPOISON 100, SOFT_OFFLINE 101, GUARD_INSTALL 102, and any advice yet to come):
+# under VmHWM, reset at the mark, that is room for a memory test's matrix (its library pages: 8 MiB of NumPy's)
+KEEPS_PAGES = ((0, 4), (10, 20), (22, 24), (25, 26))
 X32_BIT = 0x40000000  # x86_64: numbers at or above it are the x32 ABI's, another table; refused whole
 
 ARCHES = {  # AUDIT_ARCH_* (EM_* | 64-bit | little-endian), then the numbers the filter names
@@ -35,7 +40,8 @@ ARCHES = {  # AUDIT_ARCH_* (EM_* | 64-bit | little-endian), then the numbers the
         sched_setparam=142, sched_setscheduler=144, sched_setaffinity=203, sched_setattr=314, migrate_pages=256,
         move_pages=279, mmap=9, chmod=90, fchmod=91, fchmodat=268, fchmodat2=452, chown=92, fchown=93, lchown=94,
         fchownat=260, utime=132, utimes=235, futimesat=261, utimensat=280, setxattr=188, lsetxattr=189,
-        fsetxattr=190, removexattr=197, lremovexattr=198, fremovexattr=199, pipe=22, pipe2=293, madvise=28)),
+        fsetxattr=190, removexattr=197, lremovexattr=198, fremovexattr=199, pipe=22, pipe2=293, madvise=28,
+        process_madvise=440)),
     "aarch64": (0xC00000B7, dict(
         execve=221, execveat=281, clone=220, clone3=435, ptrace=117, process_vm_readv=270, process_vm_writev=271,
         kill=129, tkill=130, tgkill=131, rt_sigqueueinfo=138, rt_tgsigqueueinfo=240, prlimit64=261,
@@ -47,7 +53,8 @@ ARCHES = {  # AUDIT_ARCH_* (EM_* | 64-bit | little-endian), then the numbers the
         mq_timedreceive=183, mq_notify=184, mq_getsetattr=185, memfd_create=279, memfd_secret=447, ioprio_set=30,
         sched_setparam=118, sched_setscheduler=119, sched_setaffinity=122, sched_setattr=274, migrate_pages=238,
         move_pages=239, mmap=222, fchmod=52, fchmodat=53, fchmodat2=452, fchownat=54, fchown=55, utimensat=88,
-        setxattr=5, lsetxattr=6, fsetxattr=7, removexattr=14, lremovexattr=15, fremovexattr=16, pipe2=59, madvise=233)),
+        setxattr=5, lsetxattr=6, fsetxattr=7, removexattr=14, lremovexattr=15, fremovexattr=16, pipe2=59, madvise=233,
+        process_madvise=440)),
 }  # fmt: skip
 # SysV IPC and POSIX message queues: kernel objects that outlive the process and that RLIMIT_AS does not count
 # (2 × 256 MiB of shmget stayed behind after grading); memfd: memory outside the address space's limit too.
@@ -130,8 +137,22 @@ def program(pid: int, cuda: bool = False) -> list[tuple[int, int, int, int]]:
     when(
         "mmap", shared, RET_ALLOW if cuda else deny, RET_ALLOW
     )  # CUDA maps shared memory; a GPU test has no memory test
-    when("madvise", [(LD_W_ABS, 0, 0, ARG(2)), (JEQ_K, 2, 0, MADV_COLD), (JEQ_K, 1, 0, MADV_PAGEOUT)], deny, RET_ALLOW)
+    if cuda:  # a GPU test has no memory test; CUDA's runtime keeps the advice it gives
+        cold = [(LD_W_ABS, 0, 0, ARG(2)), (JEQ_K, 2, 0, MADV_COLD), (JEQ_K, 1, 0, MADV_PAGEOUT)]
+        when("madvise", cold, deny, RET_ALLOW)
+    else:
+        when("madvise", [(LD_W_ABS, 0, 0, ARG(2)), *_within(KEEPS_PAGES)], RET_ALLOW, deny)
+        when("process_madvise", [(JEQ_K, 1, 1, 0)], deny, deny)  # PAGEOUT of its own pages (PIDFD_SELF, Linux 6.15)
     return [*out, (RET_K, 0, 0, RET_ALLOW)]
+
+
+def _within(ranges: tuple[tuple[int, int], ...]) -> list[tuple[int, int, int, int]]:
+    """Jumps for `program`'s `when`: the value loaded (unsigned) in one of the half-open `ranges` skips to the verdict
+    if true; below a range's start, or past the last, it falls to the other verdict."""
+    n, out = 2 * len(ranges), []
+    for k, (low, high) in enumerate(ranges):  # each jump's false branch lands on the verdict after the last jump
+        out += [(JGE_K, 0, n - 2 * k - 1, low), (JGE_K, 0, n - 2 * k - 1, high)]
+    return out
 
 
 def sealed_program() -> list[tuple[int, int, int, int]]:
