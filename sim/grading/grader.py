@@ -273,11 +273,9 @@ def _setup(assignment: Assignment, submissions: list[Path], self_check: bool) ->
 
 def _private(assignment: Assignment) -> list[Path]:
     """The master's folder, and in a source checkout lessons/, tests/ and .git."""
-    private = [assignment.path.resolve().parent]
     root = Path(guard.__file__).resolve().parents[2]
-    if (root / "pyproject.toml").is_file():
-        private += [root / name for name in ("lessons", "tests", ".git") if (root / name).exists()]
-    return private
+    names = ("lessons", "tests", ".git") if (root / "pyproject.toml").is_file() else ()
+    return [assignment.path.resolve().parent, *(root / name for name in names if (root / name).exists())]
 
 
 def _forbidden(assignment: Assignment, submissions: list[Path], self_check: bool = False) -> list[Path]:
