@@ -165,11 +165,6 @@ def grade(path: Path, *names: str, seed: int = 5):
     return {t.name: t for t in report.tests}, report
 
 
-def shape(result) -> dict[str, int]:
-    """N, Nk, d, Br, Bc of a graded test, read from the case it reports."""
-    return {k: int(v) for k, v in re.findall(r"\b(N|Nk|d|Br|Bc)=(\d+)", result.case)}
-
-
 def flash2_bytes(N: int, Nk: int, d: int, Br: int, s: int) -> int:
     """FlashAttention-2 without a mask, by hand: Q once, K and V once per Q block, O and L (float32) written once."""
     return s * N * d + s * 2 * ceil(N / Br) * Nk * d + s * N * d + 4 * N
@@ -181,7 +176,7 @@ def test_the_master_scores_full_marks_and_moves_the_closed_form_bytes():
     assert all(t.status == "passed" for t in results.values()), [t.feedback for t in results.values()]
     assert report.score == report.max_score == 100 and not report.flags
     io = results["IO against FlashAttention-2"]
-    c = shape(io)
+    c = kernels.shape(io)
     assert io.hbm_bytes == flash2_bytes(c["N"], c["Nk"], c["d"], c["Br"], 2)
 
 
@@ -198,7 +193,7 @@ def test_reloading_q_inside_the_kv_loop_is_correct_but_loses_the_io_marks(tmp_pa
     results, _ = grade(kernels.reloads_q(tmp_path), "one block", "IO against FlashAttention-2")
     assert results["one block"].status == "passed"
     io = results["IO against FlashAttention-2"]
-    c = shape(io)
+    c = kernels.shape(io)
     Tc = ceil(c["Nk"] / c["Bc"])
     assert io.points < io.max_points and io.feedback.startswith(f"correct, but Q was read {1 + Tc} times where")
     line = 1 + kernels.MASTER.read_text()[: kernels.MASTER.read_text().index(kernels.K_LOAD)].count("\n")
@@ -210,7 +205,7 @@ def test_materializing_s_in_hbm_is_correct_but_scores_no_io(tmp_path):
     results, _ = grade(kernels.writes_s(tmp_path), "ragged, N ≠ Nk, fp16", "IO against FlashAttention-2")
     assert results["ragged, N ≠ Nk, fp16"].status == "passed"
     io = results["IO against FlashAttention-2"]
-    c = shape(io)
+    c = kernels.shape(io)
     assert io.points == 0 and "W was read once where FlashAttention-2 never reads it" in io.feedback
     assert "W was written once where FlashAttention-2 never writes it" in io.feedback
     assert io.hbm_bytes == flash2_bytes(c["N"], c["Nk"], c["d"], c["Br"], 2) + 2 * 4 * c["N"] * c["Nk"]
@@ -228,7 +223,7 @@ def test_a_causal_mask_without_its_diagonal_fails_the_causal_tests_only(tmp_path
 def test_a_load_past_the_end_of_k_fails_before_memory_is_touched(tmp_path):
     results, _ = grade(kernels.unmasked_k(tmp_path), "ragged, N ≠ Nk, fp16")
     (result,) = results.values()
-    c = shape(result)
+    c = kernels.shape(result)
     assert result.points == 0 and result.feedback.startswith(
         f"raised MemoryFault: a load reaches element {c['Nk'] * c['d']:,} of K, which has {c['Nk'] * c['d']:,}"
     )
@@ -266,7 +261,7 @@ def test_past_the_allow_list_shadow_memory_still_leaves_a_host_computation_nothi
     results, report = grade(kernels.host(tmp_path), "one block", "logits in the hundreds")
     assert report.score == 0
     for t in results.values():
-        assert t.feedback == f"O has {shape(t)['N']} rows never written by tl.store (still NaN)"
+        assert t.feedback == f"O has {kernels.shape(t)['N']} rows never written by tl.store (still NaN)"
 
 
 @needs_triton
@@ -288,7 +283,7 @@ def test_rounding_p_to_fp16_fails_the_fp16_tests_with_the_reason(tmp_path):
 def test_a_tensor_descriptor_load_is_counted_like_pointer_loads(tmp_path):
     results, _ = grade(kernels.descriptor_k(tmp_path), "IO against FlashAttention-2")
     io = results["IO against FlashAttention-2"]
-    c = shape(io)
+    c = kernels.shape(io)
     assert io.status == "passed" and io.hbm_bytes == flash2_bytes(c["N"], c["Nk"], c["d"], c["Br"], 2)
 
 
@@ -300,7 +295,7 @@ def test_the_backward_master_scores_full_marks_and_moves_the_closed_form_bytes()
     assert all(t.status == "passed" for t in results.values()), [t.feedback for t in results.values()]
     assert report.score == 100
     io = results["IO, N ≠ Nk"]  # not causal: every Q block against every K/V block
-    N, Nk, d, Bc, s, f = *(shape(io)[k] for k in ("N", "Nk", "d", "Bc")), 4, 4
+    N, Nk, d, Bc, s, f = *(kernels.shape(io)[k] for k in ("N", "Nk", "d", "Bc")), 4, 4
     prepass = 2 * s * N * d + s * N * d + f * N  # read O, dO; write dQ = 0 and D
     per_kv_block = 2 * s * N * d + 2 * f * N + 2 * s * N * d  # read Q, dO, L, D; dQ += by atomic add (read, write)
     assert io.hbm_bytes == prepass + 4 * s * Nk * d + ceil(Nk / Bc) * per_kv_block  # + K, V read, dK, dV written

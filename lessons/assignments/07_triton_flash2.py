@@ -38,9 +38,12 @@ How it is graded
     - correctness: O and L against float64 on fresh seeded random shapes (ragged, N ≠ Nk, causal,
       fp16/fp32, large logits), within FlashAttention-2's bound (O rounded once: u·|ref| +
       1e-5·max|ref|); so keep P̃_ij in float32 for P̃_ij V_j (tl.dot(P, V.to(tl.float32)));
-    - SRAM: at every load and store the floating-point tiles your program's variables hold must
-      fit in the test's SRAM: twice the simulator listing's peak at the same blocks (whole blocks,
-      d rounded up to D): room for one Br × D block of Q, one Bc × D block each of K and V;
+    - SRAM: at every load, store and atomic add, what your program holds must fit in the test's
+      SRAM: twice the simulator listing's peak at the same blocks (whole blocks, d rounded up to
+      D): room for one Br × D block of Q, one Bc × D block each of K and V. Every tile counts,
+      wherever it is kept (a variable, a tuple or list, only inside an expression, bitcast to
+      integers; the tile a load returns too); the addresses, offsets and masks you make from
+      tl.program_id, tl.arange and the scalar arguments do not; a program keeps nothing past its end;
     - IO: every element your masks let through, at its element size, per tensor, against the
       simulator's listing of FlashAttention-2 at the same blocks (sim.machine.iomodel.flash2): full marks
       when they match, none at 1.5× the optimum in deviation; the feedback names the tensor and

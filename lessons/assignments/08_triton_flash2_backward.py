@@ -26,10 +26,11 @@ The API you may use
 How it is graded
     As assignment 7, under Triton's interpreter on a CPU, with shadow memory and a compile check
     for sm_90: dQ, dK, dV against the float64 gradient (1e-5 of its largest entry: float32
-    storage, fp32 tl.dot exact there), the tiles of each program within twice the simulator
-    listing's SRAM peak, and the HBM bytes (an atomic add reads and writes its elements) against
-    the simulator's listing of FlashAttention-2's backward at the same blocks
-    (sim.machine.iomodel.flash2_backward_kernels), tensor by tensor.
+    storage, fp32 tl.dot exact there), what each program holds (as in assignment 7; an atomic
+    add's returned tile too) within twice the simulator listing's SRAM peak, and the HBM bytes
+    (an atomic add reads and writes its elements) against the simulator's listing of
+    FlashAttention-2's backward at the same blocks (sim.machine.iomodel.flash2_backward_kernels),
+    tensor by tensor.
     The tests below marked "public" ship with this file; the grader also runs hidden ones.
 
 What the interpreter is not

@@ -1,5 +1,6 @@
 """Triton submissions made from assignment 7's master, each with one thing wrong (an exact edit of its text)."""
 
+import re
 from pathlib import Path
 
 from sim.grading import spec
@@ -7,6 +8,7 @@ from sim.grading import spec
 MASTER = spec.locate("07")
 Q_LOAD = "    Q_i = tl.load(Q + rows[:, None] * d + cols[None, :], mask=row_ok[:, None] & col_ok[None, :], other=0.0)\n"
 K_LOAD = "        K_j = tl.load(K + keys[:, None] * d + cols[None, :], mask=kv, other=0.0)  # line 6: (Bc, D)\n"
+V_LOAD = "        V_j = tl.load(V + keys[:, None] * d + cols[None, :], mask=kv, other=0.0)\n"
 MASKED = '        S_ij = tl.where(seen, S_ij, float("-inf"))\n'
 S_TO_HBM = (
     "        S_ptrs = W + rows[:, None] * Nk + keys[None, :]\n"
@@ -39,6 +41,11 @@ def flash2_forward(Q, K, V, O, L, W, N, Nk, d, scale, BLOCK_M: tl.constexpr, BLO
         addresses = [int(t.handle.data[0]) for t in (Q, K, V, O, L)]
         attention_on_the_host(addresses, N.handle.data[0].item(), Nk.handle.data[0].item(), d.handle.data[0].item(), scale)
 '''
+
+
+def shape(result) -> dict[str, int]:
+    """N, Nk, d, Br, Bc of a graded test, read from the case it reports."""
+    return {k: int(v) for k, v in re.findall(r"\b(N|Nk|d|Br|Bc)=(\d+)", result.case)}
 
 
 def edit(folder: Path, name: str, old: str, new: str) -> Path:
@@ -113,3 +120,37 @@ def descriptor_k(folder: Path) -> Path:
         "        K_j = K_desc.load([start, 0])\n"
     )
     return edit(folder, "descriptor_k", K_LOAD, descriptor)
+
+
+K_TILE, V_TILE = (line.split(" = ", 1)[1].split("  #")[0].strip() for line in (K_LOAD, V_LOAD))
+KEEP = '''
+@triton.jit
+def keep(K_j, V_j, kept=[0, 0]):
+    """K_j and V_j kept in the list this function was defined with."""
+    kept[0] = K_j
+    kept[1] = V_j
+    return kept
+'''
+HIDING = {  # where: (the statements that keep K_j and V_j there, K_j read back, V_j read back, the file's addition)
+    "tuple": ("kept = ({K}, {V})", "kept[0]", "kept[1]", ""),
+    "list": ("kept = [{K}, {V}]", "kept[0]", "kept[1]", ""),
+    "dict": ('kept = {{"K": {K}, "V": {V}}}', 'kept["K"]', 'kept["V"]', ""),
+    "module global": ("KEPT[0] = {K}\n        KEPT[1] = {V}", "KEPT[0]", "KEPT[1]", "\nKEPT = [0, 0]\n"),
+    "kernel attribute": ("flash2_forward.T = ({K}, {V})", "flash2_forward.T[0]", "flash2_forward.T[1]", ""),
+    "default argument": ("kept = keep({K}, {V})", "kept[0]", "kept[1]", KEEP),
+    "no name": ("", K_TILE, V_TILE, ""),
+    "int16 bits": ("K_j = {K}.to(tl.int16, bitcast=True)\n        V_j = {V}.to(tl.int16, bitcast=True)",
+                   "K_j.to(tl.float16, bitcast=True)", "V_j.to(tl.float16, bitcast=True)", ""),
+}  # fmt: skip
+
+
+def hides(folder: Path, where: str) -> Path:
+    """Four K/V blocks at a time (as whole_rows), kept where no variable of the program shows them as
+    floating-point tiles: HIDING[where] (fp16 cases only: "int16 bits" bitcasts)."""
+    statement, k, v, addition = HIDING[where]
+    text = whole_rows(folder).read_text()
+    text = text.replace(K_LOAD + V_LOAD, f"        {statement.format(K=K_TILE, V=V_TILE)}\n" if statement else "")
+    text = text.replace("tl.trans(K_j)", f"tl.trans({k})").replace("V_j.to(tl.float32)", f"{v}.to(tl.float32)")
+    path = folder / f"hides_in_{where.replace(' ', '_')}.py"
+    path.write_text(text + addition)
+    return path

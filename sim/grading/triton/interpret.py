@@ -4,52 +4,131 @@ Every memory access of the interpreter passes through its builder's `create_mask
 `create_masked_store` and `create_atomic_rmw` (plain, atomic, block-pointer and descriptor loads
 included); for the launch these are replaced by the methods below. Each books the elements its
 mask lets through, at their element size, against the argument they land in and the kernel line
-that asked; each also measures the program's tiles (the floating-point blocks the kernel's local
-variables hold at that moment), whose largest total is checked against the SRAM budget.
+that asked; each also measures what the program holds at that moment (a load's result included),
+whose largest total is checked against the SRAM budget.
+
+What a program holds: every value it made that is still alive, however it keeps it, less its
+index arithmetic. The interpreter makes every value as a `TensorHandle`; each one made while a
+program runs is registered, weakly, so what the program has dropped is gone and what it keeps
+counts wherever it keeps it: a variable, a tuple, a list, a dict, a module global, an attribute of
+the kernel, a default argument, or only Python's stack (an argument being built, a load's result).
+A value the builder made from the program id, tl.arange, the launch's arguments and constants
+alone is index arithmetic (addresses, offsets, masks) and does not count; every floating-point
+value counts, and so does an integer or a pointer made from one (a tile bitcast to int16 is still
+the tile). What a program still holds when the next one starts is a fault: programs share nothing
+but HBM. A value only a reference cycle keeps alive counts until Python collects it (the
+interpreter makes none). Not seen: data turned into Python numbers (`int()` of a tensor, which no
+GPU compiler takes) or rebuilt through branches on loaded scalars, and what is made and dropped
+between two accesses.
 """
 
+import gc
 import os
 import sys
+import weakref
 from collections import Counter
 from contextlib import contextmanager
 
 import numpy as np
-import triton.language as tl
 from triton.runtime import interpreter
 
+from sim.core.format import human_bytes
 from sim.grading.triton.shadow import Buffer, MemoryFault, Shadow
 
 NAMES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
+INDEX = "flashsim_index"  # the attribute that marks a handle as index arithmetic
+
+
+class Held:
+    """The values of the running program, and the largest total of them seen (bytes, program, line)."""
+
+    def __init__(self):
+        self.values: list[weakref.ref] = []
+        self.program = -1  # -1: the launch's arguments are being made
+        self.peak = (0, -1, 0)
+
+    def made(self, handle) -> None:
+        """Every new handle: the launch's arguments are index arithmetic; a program's values are registered."""
+        if self.program < 0:
+            setattr(handle, INDEX, True)
+        else:
+            self.values.append(weakref.ref(handle))
+
+    def built(self, result, args) -> None:
+        """A builder operation's result is index arithmetic when it is not floating point and every handle it was
+        made from is."""
+        results = result if isinstance(result, tuple) else (result,)
+        inputs = [a for arg in args for a in (arg if isinstance(arg, list | tuple) else (arg,))]
+        if all(getattr(a, INDEX, False) for a in inputs if isinstance(a, interpreter.TensorHandle)):
+            for r in results:
+                if isinstance(r, interpreter.TensorHandle) and not r.dtype.is_floating():
+                    setattr(r, INDEX, True)
+
+    def bytes(self, besides=()) -> int:
+        """The bytes of the program's live values that are not index arithmetic (nor `besides`): each array they
+        are views of counted once, whole (a transpose or a broadcast adds nothing), at the value's element width."""
+        alive, seen, total = [], {id(_root(b.data)) for b in besides}, 0
+        for ref in self.values:
+            handle = ref()
+            if handle is None:
+                continue
+            alive.append(ref)
+            root = _root(handle.data)
+            if not getattr(handle, INDEX, False) and id(root) not in seen:
+                seen.add(id(root))
+                width = 64 if handle.dtype.is_ptr() else handle.dtype.primitive_bitwidth
+                total += -(-root.nbytes * width // (8 * handle.data.itemsize))
+        self.values = alive
+        return total
+
+    def measure(self, line: int, *besides) -> None:
+        """The program's values now, at `line`, but the access's own `besides`: a new peak if more than any before."""
+        if (held := self.bytes(besides)) > self.peak[0]:
+            self.peak = (held, self.program, line)
+
+    def start(self, program: int) -> None:
+        """The next program starts (`program`; -1 when the launch ends): MemoryFault if the last one left values."""
+        if self.program >= 0 and self.bytes():
+            gc.collect()
+            if left := self.bytes():
+                raise MemoryFault(
+                    f"program {self.program} still held {human_bytes(left)} of values when it ended (kept in a "
+                    f"global, an attribute or a default argument); programs share nothing but HBM"
+                )
+        self.values, self.program = [], program
+
+
+def _root(array: np.ndarray) -> np.ndarray:
+    """The array `array` is a view of (itself if it owns its memory)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
 
 
 class Record:
-    """What one launch moved: bytes per (argument, "read"/"write", line), and the largest program's tiles."""
+    """What one launch moved: bytes per (argument, "read"/"write", line), and what its programs held."""
 
     def __init__(self, shadow: Shadow, file: str):
         self.shadow = shadow
         self.file = os.path.realpath(file)
         self.moved: Counter = Counter()
-        self.peak = (0, -1, 0)  # tile bytes, program, line
+        self.held = Held()
 
-    def _where(self) -> int:
-        """The kernel's line that made this access; the program's tile bytes at it update the peak."""
-        frame, line, seen, tiles = sys._getframe(2), 0, set(), 0
-        while frame is not None:
-            if os.path.realpath(frame.f_code.co_filename) == self.file:
-                line = line or frame.f_lineno
-                for value in frame.f_locals.values():
-                    if isinstance(value, tl.tensor) and value.type.is_block() and value.dtype.is_floating():
-                        if id(value.handle) not in seen:
-                            seen.add(id(value.handle))
-                            tiles += value.handle.data.size * value.dtype.primitive_bitwidth // 8
+    @property
+    def peak(self) -> tuple[int, int, int]:
+        """The most any program held at a load, store or atomic add: (bytes, program, line)."""
+        return self.held.peak
+
+    def _line(self) -> int:
+        """The kernel's line that made this access (the innermost frame in the kernel's file)."""
+        frame = sys._getframe()
+        while frame is not None and os.path.realpath(frame.f_code.co_filename) != self.file:
             frame = frame.f_back
-        if tiles > self.peak[0]:
-            self.peak = (tiles, interpreter.interpreter_builder.grid_idx[0], line)
-        return line
+        return 0 if frame is None else frame.f_lineno
 
     def _place(self, ptrs, mask, verb: str):
         """The masked addresses' buffers and elements (MemoryFault for any outside the arguments)."""
-        line = self._where()
+        line = self._line()
         element_type = ptrs.get_element_ty()
         storage = interpreter._get_np_dtype(element_type)
         chosen = np.broadcast_to(mask.data, ptrs.data.shape)
@@ -80,11 +159,15 @@ class Record:
             values[here] = self.shadow.flat(b, storage)[element[here]]
         out[chosen] = values
         self._book(which, storage, "read", line)
-        return interpreter.TensorHandle(out, ptrs.get_element_ty())
+        loaded = interpreter.TensorHandle(out, ptrs.get_element_ty())
+        fill = other is not None and np.array_equal(other.data, np.full_like(other.data, other.data.flat[0]), True)
+        self.held.measure(line, ptrs, mask, *([other] if fill else []))  # a fill of one value holds nothing
+        return loaded
 
     def store(self, ptrs, value, mask, *flags, **named):
         """`tl.store`: the values under the mask into the private copy."""
         line, storage, chosen, which, element = self._place(ptrs, mask, "store")
+        self.held.measure(line, ptrs, mask)
         values = np.broadcast_to(value.data, ptrs.data.shape)[chosen].astype(storage, copy=False)
         for b in np.unique(which):
             here = which == b
@@ -106,7 +189,9 @@ class Record:
         old[chosen] = before
         self._book(which, storage, "read", line)
         self._book(which, storage, "write", line)
-        return interpreter.TensorHandle(old, value.dtype.scalar)
+        returned = interpreter.TensorHandle(old, value.dtype.scalar)
+        self.held.measure(line, ptrs, mask)
+        return returned
 
     def refuse(self, *args):
         raise MemoryFault("atomic compare-and-swap is not graded; use tl.atomic_add")
@@ -120,15 +205,41 @@ def _index(self) -> int:
     return int(data.reshape(-1)[0]) if data.size == 1 else int(data)
 
 
+def _traced(method, held: Held):
+    """A builder operation whose results `held` is told of (index arithmetic or not)."""
+
+    def run(*args, **named):
+        result = method(*args, **named)
+        held.built(result, (*args, *named.values()))
+        return result
+
+    return run
+
+
 @contextmanager
 def recording(record: Record):
-    """The interpreter's builder, for the launch, with its memory operations replaced by `record`'s (and where the
-    interpreter patches `tl.tensor` for a launch, its `__index__` made to take a one-element array)."""
-    builder = interpreter.interpreter_builder
+    """The interpreter for the launch: its builder's memory operations replaced by `record`'s, its other operations
+    and every new `TensorHandle` reported to `record.held`, each program's start too (and where the interpreter
+    patches `tl.tensor` for a launch, its `__index__` made to take a one-element array)."""
+    builder, held, handle = interpreter.interpreter_builder, record.held, interpreter.TensorHandle
+    post_init = handle.__post_init__
     hooks = {"create_masked_load": record.load, "create_masked_store": record.store,
              "create_atomic_rmw": record.atomic_rmw, "create_atomic_cas": record.refuse}  # fmt: skip
-    for name, hook in hooks.items():
+    for name in dir(builder):
+        if name.startswith(("create_", "get_")) and name not in hooks:
+            hooks[name] = _traced(getattr(builder, name), held)
+
+    def program(x, y, z, set_grid_idx=builder.set_grid_idx):
+        set_grid_idx(x, y, z)
+        held.start(x)
+
+    def made(value):
+        post_init(value)
+        held.made(value)
+
+    for name, hook in (*hooks.items(), ("set_grid_idx", program)):
         setattr(builder, name, hook)
+    handle.__post_init__ = made
     patch_tensor = getattr(interpreter, "_patch_lang_tensor", None)
     if patch_tensor is not None:
 
@@ -140,8 +251,9 @@ def recording(record: Record):
     try:
         yield record
     finally:
-        for name in hooks:
+        for name in (*hooks, "set_grid_idx"):
             delattr(builder, name)
+        handle.__post_init__ = post_init
         if patch_tensor is not None:
             interpreter._patch_lang_tensor = patch_tensor
 
@@ -154,4 +266,5 @@ def launch(kernel, grid: tuple[int, ...], buffers: list[Buffer], scalars: list, 
             kernel[grid](*buffers, *scalars, **constexprs)
         except interpreter.InterpreterError as e:
             raise (e.__cause__ or e) from None
+        record.held.start(-1)  # what the last program left
     return record
