@@ -67,17 +67,18 @@ class Held:
     def bytes(self, besides=()) -> int:
         """The bytes of the program's live values that are not index arithmetic (nor `besides`): each array they
         are views of counted once, whole (a transpose or a broadcast adds nothing), at the value's element width."""
-        alive, seen, total = [], {id(_root(b.data)) for b in besides}, 0
+        roots = {id(root): root for root in (_root(b.data) for b in besides)}  # kept alive: their ids stay theirs
+        alive, total = [], 0
         for ref in self.values:
             handle = ref()
             if handle is None:
                 continue
             alive.append(ref)
             root = _root(handle.data)
-            if not getattr(handle, INDEX, False) and id(root) not in seen:
-                seen.add(id(root))
+            if not getattr(handle, INDEX, False) and id(root) not in roots:
+                roots[id(root)] = root
                 width = 64 if handle.dtype.is_ptr() else handle.dtype.primitive_bitwidth
-                total += -(-root.nbytes * width // (8 * handle.data.itemsize))
+                total += -(-root.nbytes * width // (8 * np.asarray(handle.data).itemsize))
         self.values = alive
         return total
 
@@ -98,8 +99,9 @@ class Held:
         self.values, self.program = [], program
 
 
-def _root(array: np.ndarray) -> np.ndarray:
-    """The array `array` is a view of (itself if it owns its memory)."""
+def _root(data) -> np.ndarray:
+    """The array `data` is a view of (itself if it owns its memory; Triton 3.6 holds some values as memoryviews)."""
+    array = np.asarray(data)
     while isinstance(array.base, np.ndarray):
         array = array.base
     return array
