@@ -375,3 +375,15 @@ def test_a_tests_case_wraps_between_its_parts_at_80_columns():
     pieces = {p for line in lines for p in re.split(r", (?![^(]*\))", line)}
     assert parts <= pieces, sorted(parts - pieces)  # before: "SRAM 10,240" and "B" on two lines
     assert max(len(line) for line in narrow.splitlines() if "│" in line) <= 80
+
+
+def test_grading_with_a_student_copy_as_the_master_says_only_its_public_tests_are_graded(tmp_path):
+    """A handout given where the master goes grades the public tests only: the report says so (it said nothing)."""
+    assert invoke("assignments", "export", "02", "--student", tmp_path / "student").exit_code == 0
+    handout = tmp_path / "student" / "02_flash1_forward.py"
+    public = sum(t["visibility"] == "public" for t in spec.load(spec.locate("02")).tests)
+    out = invoke("grade", handout, spec.locate("02"), "--seed", 1)
+    assert (f"note: 02_flash1_forward.py holds no hidden test (a student's copy rather than the master?): only its "
+            f"{public} public tests are graded") in " ".join(out.output.split()), out.output  # fmt: skip
+    out = invoke("grade", spec.locate("02"), spec.locate("02"), "--seed", 1)
+    assert out.exit_code == 0 and "holds no hidden test" not in out.output

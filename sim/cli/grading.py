@@ -75,7 +75,7 @@ def export_command(assignment, student, instructor) -> None:
 @click.argument("paths", nargs=-1, required=True)
 @click.option("--self-check", is_flag=True, help="Public tests only (a student's own check); one PATH may be given.")
 @click.option("--seed", type=options.Count(0, 2**64 - 1), default=None,
-              help="Seed of this run's cases (0 or more)  [default: a fresh one, printed]")  # fmt: skip
+              help="Seed of this run's cases  [default: a fresh one, printed]")  # fmt: skip
 @JOBS
 @click.option("--timeout", type=TIMEOUT, default=10.0, show_default=True,
               help="Seconds of wall clock per test.")  # fmt: skip
@@ -105,6 +105,9 @@ def grade_command(
         raise InputError("grade: give ASSIGNMENT and SUBMISSION (or --self-check FILE)")
     master = spec.locate(paths[0])
     assignment = spec.load(master if self_check else course.needs_master(master, "grade", "grading"))
+    if not self_check and all(t["visibility"] == "public" for t in assignment.tests):
+        console.print(f"note: {assignment.path.name} holds no hidden test (a student's copy rather than the master?): "
+                      f"only its {len(assignment.tests)} public tests are graded", style="yellow", markup=False)  # fmt: skip
     found = submission_file.submissions_in(Path(paths[1]))
     if gradescope_path and len(found) > 1:
         named = [p for p in found if p.name == assignment.path.name]
