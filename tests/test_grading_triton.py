@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from sim.core.errors import InputError
 from sim.grading import export, grader, spec
-from sim.grading.triton import allowlist, launch, score
+from sim.grading.triton import allowlist, compile_check, launch, score
 from sim.grading.triton import grade as triton_grade
 from sim.grading.triton.shadow import Buffer, MemoryFault, Shadow
 
@@ -306,3 +306,12 @@ def test_the_backward_stub_scores_zero(tmp_path):
     stub = export.export(spec.locate("08"), student=tmp_path)
     (report,) = grader.grade(spec.load(spec.locate("08")).public(), [stub], seed=5, jobs=1)
     assert report.score == 0 and all(t.feedback.startswith("not implemented yet: ") for t in report.tests)
+
+
+@needs_triton
+def test_a_compile_error_inside_a_called_function_names_the_callee_s_error(tmp_path):
+    """The compiler's error at a call quotes the call with a caret and keeps the callee's as its cause: the line once
+    read "does not compile for a GPU (sm_90): ^"."""
+    message = compile_check.error(kernels.hides(tmp_path, "default argument"), ASSIGNMENT.grading)
+    assert re.fullmatch(r"hides_in_default_argument.py line \d+: does not compile for a GPU \(sm_90\): "
+                        r"NotImplementedError\('__setitem__ is not supported in triton'\)", message), message  # fmt: skip

@@ -89,6 +89,9 @@ def _line(e: Exception, kernel) -> str:
 
 
 def _message(e: Exception) -> str:
-    """The compiler's message without the source excerpt it quotes: its last non-empty line."""
+    """The compiler's message without the source excerpt it quotes: the last non-empty line of the innermost error
+    (a call's error quotes the call with a caret and keeps the callee's own as its cause)."""
+    while e.__cause__ is not None:
+        e = e.__cause__
     text = [t.strip() for t in str(e).splitlines() if t.strip()]
     return text[-1][:300] if text else type(e).__name__
