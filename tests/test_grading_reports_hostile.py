@@ -4,11 +4,14 @@ early and leaves short flags, no CSV cell starts a formula, no text of a submiss
 too small to compare says so, and every audited probe of a denied folder is flagged and scored 0."""
 
 import csv
+import re
 import shutil
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
 from sim.grading import csvfile, grader, render, sandbox, spec
@@ -124,3 +127,9 @@ def test_probes_of_the_masters_and_classmates_folders_before_honest_work_score_z
     assert {f.split(":")[0] for f in report.flags[:5]} <= guards and report.flags[5].startswith("… and ")
     assert report.score == 0
     assert batch["csv"]["probes_then_works.py"]["score"] == "0"
+
+
+@given(st.text(alphabet=", ()=a1", max_size=40))
+def test_a_case_s_parts_are_the_regex_s_without_its_rescans(text):
+    """render.parts splits as the regex it replaced did (", " not followed by a ")" before any "("), in one pass."""
+    assert render.parts(text) == re.split(r", (?![^(]*\))", text)

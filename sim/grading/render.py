@@ -1,7 +1,5 @@
 """Rich renderables of grading reports: pure functions, no printing."""
 
-import re
-
 from rich.cells import cell_len
 from rich.console import Group
 from rich.measure import Measurement
@@ -53,7 +51,7 @@ class Case:
     from its unit ("SRAM 10,240 / B" at 80 columns) or a window's two sides."""
 
     def __init__(self, text: str):
-        self.parts = re.split(r", (?![^(]*\))", text)  # the commas between parts, not inside "window=(4, 0)"
+        self.parts = parts(text)
 
     def __rich_measure__(self, console, options) -> Measurement:
         whole = cell_len(", ".join(self.parts)) + 2  # with its brackets (and a line's trailing comma)
@@ -69,6 +67,18 @@ class Case:
             else:
                 lines[-1] = joined
         yield Text("[" + "\n ".join(lines) + "]", "default")
+
+
+def parts(text: str) -> list[str]:
+    """`text` split at each ", " whose next bracket is not a ")" (not inside "window=(4, 0)"), in one pass from the
+    right: a regex's lookahead rescanned the rest of the text at every comma."""
+    cuts, after = [], None  # `after`: the first bracket at or after the position looked at
+    for i in range(len(text) - 1, -1, -1):
+        if text.startswith(", ", i) and after != ")":
+            cuts.append(i)
+        after = text[i] if text[i] in "()" else after
+    cuts.reverse()
+    return [text[a:b] for a, b in zip([0, *(c + 2 for c in cuts)], [*cuts, len(text)], strict=True)]
 
 
 def summary(reports: list[SubmissionReport]) -> Table:
