@@ -1,6 +1,7 @@
 """A grading run stopped by SIGTERM or SIGINT half-way: its children killed, their folders removed, its journal
 whole; started again with the journal, it grades only the submissions it had not finished."""
 
+import hashlib
 import json
 import os
 import re
@@ -60,7 +61,9 @@ def test_an_interrupted_batch_leaves_nothing_behind_and_resumes_without_regradin
     assert list(tmp.iterdir()) == [] and children_of(tmp) == []  # no folder, no process left
     assert not csv.exists()  # the CSV comes at the end, whole, or not at all
     lines = [json.loads(line) for line in journal.read_text().splitlines()]
-    assert lines[0] == {"assignment": "01_tiny_softmax", "seed": 5} and 3 <= len(lines) < N + 1
+    head, tests = lines[0], [t["name"] for t in spec.load(TINY).tests]
+    assert (head["assignment"], head["seed"], head["tests"], head["ran"]) == ("01_tiny_softmax", 5, tests, True)
+    assert head["master_sha256"] == hashlib.sha256(TINY.read_bytes()).hexdigest() and 3 <= len(lines) < N + 1
     first = {e["submission"]: e for e in lines[1:]}
 
     again = grade(tmp, folder, journal, csv)
@@ -75,16 +78,23 @@ def test_an_interrupted_batch_leaves_nothing_behind_and_resumes_without_regradin
     assert list(tmp.iterdir()) == []
 
 
+TINY_NAME = ('"01_tiny_softmax"', '"02_flash1_forward"')
+
+
 @pytest.mark.parametrize(
-    "text, seed, message",
+    "text, edit, seed, message",
     [
-        ("not json\n", None, "is not a grading journal"),
-        ('{"assignment": "01_tiny_softmax", "seed": 5}\n{"tests": 3}\n', None, "is not a grading journal"),
-        ('{"assignment": "02_flash1_forward", "seed": 5}\n', None, "records assignment '02_flash1_forward'"),
-        ('{"assignment": "01_tiny_softmax", "seed": 5}\n', 6, "was graded with seed 5, not 6"),
+        ("not json\n", None, None, "is not a grading journal"),
+        ("{HEAD}\n" + '{"tests": 3}\n', None, None, "is not a grading journal"),
+        ('{"assignment": "01_tiny_softmax", "seed": 5}\n', None, None, "records only the assignment and seed"),
+        ("{HEAD}\n", TINY_NAME, None, "records assignment '02_flash1_forward'"),
+        ("{HEAD}\n", None, 6, "was graded with seed 5, not 6"),
     ],
 )
-def test_a_journal_that_does_not_fit_is_refused_in_one_line(tmp_path, text, seed, message):
-    (tmp_path / "j.jsonl").write_text(text)
+def test_a_journal_that_does_not_fit_is_refused_in_one_line(tmp_path, text, edit, seed, message):
+    ran = tmp_path / "ran.jsonl"  # a head as a real run of TINY writes it (seed 5), `edit`ed
+    grader.grade(spec.load(TINY), [TINY], seed=5, record=ran)
+    head = ran.read_text().splitlines()[0]
+    (tmp_path / "j.jsonl").write_text(text.replace("{HEAD}", head.replace(*edit) if edit else head))
     with pytest.raises(InputError, match=re.escape(message)):
         grader.grade(spec.load(TINY), [TINY], seed=seed, record=tmp_path / "j.jsonl")
