@@ -10,7 +10,7 @@ import pytest
 
 from sim.core.errors import InputError
 from sim.grading import bench, export, spec
-from sim.lab import course
+from sim.lab import course, hints
 from tests.cli_runner import error_line, flashsim
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +36,7 @@ def built(tmp_path_factory) -> Path:
     return top / "out" / "flashsim_lessons"
 
 
-def test_the_build_ships_each_masters_student_copy_and_the_lessons_answers(built):
+def test_the_build_ships_each_masters_student_copy_and_none_of_the_lessons_answers(built):
     # before: the wheel shipped lessons/assignments/*.py as they are, the masters: every solution and hidden test
     # went to each student who pip-installed flashsim (red team F1)
     shipped = sorted(built.glob("assignments/*.py"))
@@ -46,8 +46,8 @@ def test_the_build_ships_each_masters_student_copy_and_the_lessons_answers(built
         assert text == export.student_text(master.read_text(encoding="utf-8"))
         assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text
         assert all(t["visibility"] == "public" for t in spec.load(copy).tests)
-    answers = sorted((ROOT / "lessons" / "solutions").glob("*.py"))  # the lessons' exercises: not graded, shipped
-    assert answers and all((built / "solutions" / a.name).read_bytes() == a.read_bytes() for a in answers)
+    # the lessons' worked answers stay out: lesson 3's online_update is assignment 01's update (red team, round 2)
+    assert (ROOT / "lessons" / "solutions" / "03_online_softmax.py").is_file() and not (built / "solutions").exists()
 
 
 @pytest.fixture
@@ -87,3 +87,10 @@ def test_an_install_grades_a_master_by_its_path_and_self_checks_a_students_copy(
     mine = tmp_path / "02_flash1_forward.py"
     mine.write_bytes(MASTERS[1].read_bytes())  # the checkout's master of 02: its solution passes
     assert "40 / 40" in flashsim("grade", "--self-check", mine, "--seed", 1).output  # its public tests only
+
+
+def test_an_install_s_last_hint_says_the_answer_is_in_a_checkout(installed):
+    assert hints.text("merge", 4) == (
+        "merge has 3 hints; its reference solution is in lessons/solutions/03_online_softmax.py of a checkout of "
+        "flashsim (an install ships none)"
+    )

@@ -48,7 +48,8 @@ def text(exercise: str, n: int) -> str:
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         return f"hints are numbered from 1: hint(1) for {exercise}"
     if n > len(hints):
-        return f"{exercise} has {len(hints)} hints; its reference solution is in lessons/solutions/{lesson}.py"
+        where = "" if course.masters_here() else " of a checkout of flashsim (an install ships none)"
+        return f"{exercise} has {len(hints)} hints; its reference solution is in lessons/solutions/{lesson}.py{where}"
     kind = KINDS[n - 1] if n <= len(KINDS) else "one more step"
     more = f" (then hint({n + 1}))" if n < len(hints) else " (the last hint)"
     return f"{exercise} · hint {n} of {len(hints)}, {kind}{more}: {hints[n - 1]}"
