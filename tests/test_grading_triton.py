@@ -313,5 +313,7 @@ def test_a_compile_error_inside_a_called_function_names_the_callee_s_error(tmp_p
     """The compiler's error at a call quotes the call with a caret and keeps the callee's as its cause: the line once
     read "does not compile for a GPU (sm_90): ^"."""
     message = compile_check.error(kernels.hides(tmp_path, "default argument"), ASSIGNMENT.grading)
+    # the callee's own error, which Triton words by version (3.9: NotImplementedError('__setitem__ is not supported
+    # in triton'); 3.6: AttributeError("'int' object has no attribute 'type'")), never the call's caret
     assert re.fullmatch(r"hides_in_default_argument.py line \d+: does not compile for a GPU \(sm_90\): "
-                        r"NotImplementedError\('__setitem__ is not supported in triton'\)", message), message  # fmt: skip
+                        r"[A-Za-z]+Error\(.{8,}\)", message), message  # fmt: skip
