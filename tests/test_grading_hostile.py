@@ -3,6 +3,7 @@ honest classmate: each attack gets its one-line outcome, the master and the clas
 the CSV is whole, no temporary folder is left, and nothing outside the children's folders changed."""
 
 import csv
+import ctypes
 import hashlib
 import shutil
 import tempfile
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from sim.grading import csvfile, grader, sandbox, spec
+from sim.grading import csvfile, grader, resident, sandbox, spec
 
 HERE = Path(__file__).parent
 HOSTILE = HERE / "hostile_submissions"
@@ -181,11 +182,22 @@ def test_where_the_folder_is_writable_the_file_size_and_the_tmpfs_still_hold(tmp
 MEMORY = {
     # before: 15 / 15, "your process's memory peaked at 296.4 KiB" — 7.8 MiB of library pages dropped under VmHWM
     "drops_library_pages": "raised PermissionError: [Errno 1] madvise(MADV_DONTNEED) of a library refused (line ",
-    "unmaps_library_pages": "correct, but your process gave back ",  # before: 15 / 15 too
+    # before: 15 / 15 too; the libraries mapped at the mark are sealed (mseal), so their remapping is refused
+    "unmaps_library_pages": "raised PermissionError: [Errno 1] mmap of a library back in place failed (line ",
 }
+LIBC = ctypes.CDLL(None, use_errno=True)
+MSEAL = LIBC.syscall(ctypes.c_long(462), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0  # Linux 6.10+
 
 
-def test_an_attack_on_the_memory_measure_scores_0_on_the_memory_test_and_the_master_full_marks():
+@pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "no mseal"])
+def test_an_attack_on_the_memory_measure_scores_0_on_the_memory_test_and_the_master_full_marks(sealed, monkeypatch):
+    """Sealed: the child mseals the libraries the grader saw mapped at its mark. Without (a kernel before 6.10, played
+    here by sending no range), unmapping them is allowed, and the RssFile read after the test fails it."""
+    if sealed and not MSEAL:
+        pytest.skip("this kernel has no mseal (Linux 6.10+)")
+    if not sealed:
+        monkeypatch.setattr(resident, "libraries", lambda pid: [])
+    expected = MEMORY | ({} if sealed else {"unmaps_library_pages": "correct, but your process gave back "})
     assignment = spec.load(MASTER)
     memory = replace(assignment, tests=tuple(t for t in assignment.tests if t["check"] == "memory"))
     paths = [HOSTILE / "memory" / f"{name}.py" for name in MEMORY]
@@ -193,10 +205,11 @@ def test_an_attack_on_the_memory_measure_scores_0_on_the_memory_test_and_the_mas
     *attacks, master = grader.grade(memory, [*paths, MASTER], seed=3, jobs=2)
     for report, name in zip(attacks, MEMORY, strict=True):
         (t,) = report.tests
-        assert t.feedback.startswith(MEMORY[name]) and "\n" not in t.feedback, t.feedback
+        assert t.feedback.startswith(expected[name]) and "\n" not in t.feedback, t.feedback
         assert t.points == 0 and report.flags == []
-    gave_back = attacks[1].tests[0].feedback.split("gave back ")[1].split(" MiB of library pages (")[0]
-    assert float(gave_back) >= 4  # more than the float32 S it held (4 MiB at N = Nk = 1024)
+    if not sealed:
+        gave_back = attacks[1].tests[0].feedback.split("gave back ")[1].split(" MiB of library pages (")[0]
+        assert float(gave_back) >= 4  # more than the float32 S it held (4 MiB at N = Nk = 1024)
     assert master.score == memory.points and master.tests[0].feedback.startswith(
         "correct, and your process's memory peaked"
     )

@@ -51,6 +51,18 @@ def mark(pid: int) -> Reading | None:
     return _reading(pid, "VmRSS")
 
 
+def libraries(pid: int) -> list[list[int]]:
+    """[start, end) of each file-backed mapping of the process (/proc/<pid>/maps), which the child seals before the
+    import (`harness.seal`); none where the maps cannot be read."""
+    found = []
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+            fields = line.split(maxsplit=5)
+            if len(fields) == 6 and fields[5].startswith("/"):
+                found.append([int(x, 16) for x in fields[0].split("-")])
+    return found
+
+
 def peak(pid: int) -> Reading | None:
     """The most the process has held resident since `mark` (VmHWM) and its file pages now."""
     return _reading(pid, "VmHWM")
