@@ -74,13 +74,7 @@ def main(fd_in: int, fd_out: int, layers: list[str], ms: float) -> None:
 
     link = Link(fd_in, fd_out)
     link.post({"op": "confined", "layers": layers, "ms": ms})
-    while True:
-        try:
-            header, arrays = link.receive()
-        except EOFError:
-            return
-        if header["op"] == "bye":
-            return
+    for header, arrays in link.messages():
         try:
             results = run(header["source"], header, arrays)
         except BaseException as e:  # a compile error, CUDA's: the test's feedback

@@ -45,13 +45,7 @@ def main(fd_in: int, fd_out: int, layers: list[str], ms: float) -> None:
         link.post({"op": "import_failed", **describe(e, hello["file"])})
         return
     link.post({"op": "ready"})
-    while True:
-        try:
-            header, arrays = link.receive()
-        except EOFError:
-            return
-        if header["op"] == "bye":
-            return
+    for header, arrays in link.messages():
         run_test(module, header, arrays, link, hello["file"])
 
 

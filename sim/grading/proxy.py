@@ -32,6 +32,17 @@ class Link:
     def receive(self) -> tuple[dict, list[np.ndarray]]:
         return self.reader.receive(self.fd_in)
 
+    def messages(self):
+        """Each (header, arrays) the grader sends, until "bye" or the pipe's end."""
+        while True:
+            try:
+                header, arrays = self.receive()
+            except EOFError:
+                return
+            if header["op"] == "bye":
+                return
+            yield header, arrays
+
     def request(self, header: dict, arrays=()) -> tuple[dict, list[np.ndarray]]:
         """Send and wait for the reply; a refusal is raised as the error the grader named."""
         self.post(header, arrays)
