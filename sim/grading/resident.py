@@ -53,7 +53,7 @@ def mark(pid: int) -> Reading | None:
 
 def libraries(pid: int) -> list[list[int]]:
     """[start, end) of each file-backed mapping of the process (/proc/<pid>/maps), which the child seals before the
-    import (`harness.seal`); none where the maps cannot be read."""
+    import (`harness.seal`); none where the maps cannot be read (a grader that is not root, its child not dumpable)."""
     found = []
     with contextlib.suppress(OSError, ValueError):
         for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
