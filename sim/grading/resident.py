@@ -5,7 +5,8 @@ the process has held) is the kernel's, read from outside. `mark` writes 5 to /pr
 submission is imported, which resets VmHWM to what is resident then (interpreter, NumPy, the harness); where that
 write is refused (a grader that is not root, with a child that is not dumpable), the peak counts from the start
 instead, and so can only be higher. A process that gives back pages it held at the mark has that much room under
-the peak unseen: seccomp refuses it every madvise that drops pages, but not munmap, so the grader also reads the
+the peak unseen: seccomp refuses it every madvise that drops pages; munmap of the libraries mapped at the mark is
+refused where the child can seal them (`libraries`: a root grader, Linux 6.10+); and everywhere the grader reads the
 file-backed part (RssFile: the libraries' pages) at the mark and after each memory test. `threads` is the count the
 grader's census of a child reads (`sandbox`).
 """
