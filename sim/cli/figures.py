@@ -159,7 +159,7 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
         raise InputError(f"--page-size: a page of {page_size} keys is larger than the cache's {nk}; choose 1 … {nk}")
 
     best = occupancy.best_splits(batch, heads, queries, nk, d, s, hw)  # the model alone: 128² terms at most
-    _refuse_queries(queries, best, batch, heads, nk, d, s, hw)
+    _refuse_queries(queries, d, s, hw)
 
     def cost(nk, queries, d) -> estimate.Estimate:
         P = min(best, nk)
@@ -175,6 +175,7 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
     estimate.guard(ctx, cost, what, [], nk=nk, queries=queries, d=d)
     choices = splits or sorted({1, best, *(2**i for i in range(1, 8) if 2**i <= min(nk, 2 * best))})
     rows = [occupancy.occupancy(batch, heads, P, queries, nk, d, s, hw) for P in choices]
+    fit = occupancy.most_splits(queries, d, s, hw, max(choices))  # rows past it: the combine's buffers do not fit
     with Work(quiet) as work:
         q, k, v = random_inputs(1, 1, queries, nk, d, dtype, 0)
         moved = occupancy.occupancy(1, 1, best, queries, nk, d, s, hw).hbm_bytes  # one head, in `best` splits
@@ -189,14 +190,16 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
     if as_json:
         config = dict(nk=nk, queries=queries, d=d, batch=batch, heads=heads, dtype=dtype, hardware=hw.name)
         table = [dict(splits=r.splits, blocks=r.blocks, busy_sms=r.busy, waves=r.waves, utilization=r.utilization,
-                      hbm_bytes=r.hbm_bytes, seconds=r.seconds) for r in rows]  # fmt: skip
+                      hbm_bytes=r.hbm_bytes, seconds=r.seconds, fits_sram=r.splits <= fit) for r in rows]  # fmt: skip
         if emit_json(
             {"config": config, "best_splits": best, "rows": table, "simulated_max_abs_err": err, "paged": paged},
             as_json,
         ):
             return
     console.print(
-        decode_viz.decode_table(rows, best, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw)
+        decode_viz.decode_table(
+            rows, best, fit, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw
+        )
     )
     simulated = f"one head simulated in {plural(best, 'split')}"
     console.print(f"{simulated}: max |O − ref| = {abs_error(err, 2)} against float64", style="dim")
@@ -204,23 +207,20 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
         console.print(variants.paged_line(paged), style="dim")
 
 
-def _refuse_queries(queries: int, best: int, batch: int, heads: int, nk: int, d: int, s: int, hw) -> None:
-    """Refuse --queries whose Flash-Decoding buffers do not fit even one key at a time, in the splits the model picks
-    for them, naming a --queries that fits in its own (fewer rows, other splits: found by halving the gap)."""
+def _refuse_queries(queries: int, d: int, s: int, hw) -> None:
+    """Refuse --queries whose Flash-Decoding buffers do not fit even one key at a time in one split (the least SRAM:
+    the model takes fewer splits before it refuses), naming the most rows that fit (found by halving the gap)."""
 
-    def need(q: int, splits: int) -> int:
-        return sum(blocks_.decoding_footprint(q, 1, d, s, min(splits, nk)).values())
+    def need(q: int) -> int:
+        return sum(blocks_.decoding_footprint(q, 1, d, s, 1).values())
 
-    def fits(q: int) -> bool:
-        return need(q, occupancy.best_splits(batch, heads, q, nk, d, s, hw)) <= hw.sram_bytes
-
-    if need(queries, best) <= hw.sram_bytes or not fits(1):  # (not even one: sim.decode says so, naming --d)
+    if need(queries) <= hw.sram_bytes or need(1) > hw.sram_bytes:  # (not even one: sim.decode says so, naming --d)
         return
-    fit = blocks_.fewer(queries, fits)
+    fit = blocks_.fewer(queries, lambda q: need(q) <= hw.sram_bytes)
     raise InputError(
-        f"--queries: {count(queries)} query rows need {bytes_and_units(need(queries, best))} of SRAM for "
-        f"Flash-Decoding in {plural(min(best, nk), 'split')}, even one key at a time, but the {hw.name}'s SRAM holds "
-        f"{bytes_and_units(hw.sram_bytes)}: --queries {fit} fits"
+        f"--queries: {count(queries)} query rows need {bytes_and_units(need(queries))} of SRAM for Flash-Decoding, "
+        f"even one key at a time in one split, but the {hw.name}'s SRAM holds {bytes_and_units(hw.sram_bytes)}: "
+        f"--queries {fit} fits"
     )
 
 

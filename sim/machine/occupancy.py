@@ -3,6 +3,7 @@
 from dataclasses import dataclass
 from math import ceil
 
+from sim.machine.blocks import decoding_footprint
 from sim.machine.hardware import Hardware
 from sim.machine.iomodel import decoding
 
@@ -83,11 +84,21 @@ def best_splits(
     (page_size > 0) at most the ⌈Nk / page_size⌉ pages of the longest sequence: a split is a run of whole pages, so
     past that the splits that hold keys are no more (sim.api.paged, the kernel: min(splits, its pages)) and the rest
     are empty blocks; where its rows find their pages one by one (`per_sm` 2), the fewest within PAGED_SLACK of the
-    fastest."""
+    fastest. Only counts whose buffers fit the SRAM one key at a time are candidates (the combine's lse_p grow
+    with P), so many query rows take fewer splits rather than none; where none fits, 1 (the least SRAM), and
+    sim.decode's refusal names the rows."""
     paged = page_size > 0
     per_sm = blocks_per_sm(page_size)
     slack = PAGED_SLACK if per_sm > 1 else 0.0
     most = min(most, Nk, ceil(Nk / page_size) if paged else Nk)
-    seconds = {P: occupancy(batch, heads, P, Nq, Nk, d, s, hw, per_sm=per_sm).seconds for P in range(1, most + 1)}
+    if not (fit := most_splits(Nq, d, s, hw, most)):
+        return 1
+    seconds = {P: occupancy(batch, heads, P, Nq, Nk, d, s, hw, per_sm=per_sm).seconds for P in range(1, fit + 1)}
     fastest = min(seconds.values())
     return min(P for P, t in seconds.items() if t <= fastest * (1 + slack))
+
+
+def most_splits(Nq: int, d: int, s: int, hw: Hardware, most: int) -> int:
+    """The most splits (≤ most) whose buffers fit the SRAM one key at a time, 0 if not even one split's."""
+    fits = [P for P in range(1, most + 1) if sum(decoding_footprint(Nq, 1, d, s, P).values()) <= hw.sram_bytes]
+    return max(fits, default=0)

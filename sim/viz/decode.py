@@ -11,9 +11,20 @@ from sim.viz.unclipped import unclipped
 
 
 def decode_table(
-    rows: list[Occupancy], best: int, *, batch: int, heads: int, queries: int, nk: int, d: int, dtype: str, hw: Hardware
+    rows: list[Occupancy],
+    best: int,
+    fit: int,
+    *,
+    batch: int,
+    heads: int,
+    queries: int,
+    nk: int,
+    d: int,
+    dtype: str,
+    hw: Hardware,
 ) -> RenderableType:
-    """One row per number of splits: thread blocks, SMs kept busy, waves, traffic and the model's time."""
+    """One row per number of splits: thread blocks, SMs kept busy, waves, traffic and the model's time; splits past
+    `fit` (whose buffers do not fit the SRAM) marked †."""
     title = Text(
         f"Flash-Decoding · {queries} query row{'s' * (queries > 1)} against Nk={count(nk)} keys · d={d} · "
         f"batch {batch} × {heads} heads · {dtype} · {hw.name}",
@@ -28,13 +39,18 @@ def decode_table(
         style = "bold green" if r.splits == best else ""
         t.add_row(
             f"{r.splits}" + "*" * (r.splits == best), count(r.blocks), f"{r.busy}", f"{r.waves}",
-            percent(r.utilization), decimal_bytes(r.hbm_bytes), f"{fixed(r.seconds * 1e6, 1)} µs",
+            percent(r.utilization), decimal_bytes(r.hbm_bytes), f"{fixed(r.seconds * 1e6, 1)} µs" + "†" * (r.splits > fit),
             ratio(one / r.seconds), style=style,
         )  # fmt: skip
     notes = ["1 split: FlashAttention-2, one thread block per (batch, head)"] if first == 1 else []
     for r in (r for r in rows if r.splits == best):  # the model's best, where it is one of the rows
         than = f", {ratio(one / r.seconds)} the speed of {plural(first, 'split')}" if r is not rows[0] else ""
-        notes.append(f"*: the fastest, {plural(best, 'split')}{than}")
+        notes.append(f"*: the fastest{' that fits' * (fit < rows[-1].splits)}, {plural(best, 'split')}{than}")
+    if fit < rows[-1].splits:
+        notes.append(
+            f"†: the combine's O, O_p and lse_p for {count(queries)} query rows in that many splits do not fit the "
+            f"{hw.name}'s SRAM: the model's time only, not a choice"
+        )
     model = Text(
         "model: a thread block streams its keys at one SM's share of the HBM bandwidth, blocks run in waves of one "
         f"per SM, each wave also takes {WAVE_SECONDS * 1e6:g} µs (its blocks' fill and drain), and the combine reads "
