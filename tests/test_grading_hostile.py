@@ -5,7 +5,6 @@ the CSV is whole, no temporary folder is left, and nothing outside the children'
 import csv
 import ctypes
 import hashlib
-import os
 import shutil
 import tempfile
 from dataclasses import replace
@@ -188,19 +187,17 @@ MEMORY = {
 }
 LIBC = ctypes.CDLL(None, use_errno=True)
 MSEAL = LIBC.syscall(ctypes.c_long(462), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0  # Linux 6.10+
-# a grader that is not root cannot read its confined (not dumpable) child's /proc/<pid>/maps: nothing to seal
-SEALS = MSEAL and os.geteuid() == 0
 
 
 @pytest.mark.parametrize("sealed", [True, False], ids=["sealed", "no mseal"])
 def test_an_attack_on_the_memory_measure_scores_0_on_the_memory_test_and_the_master_full_marks(sealed, monkeypatch):
-    """Sealed: the child mseals the libraries the grader saw mapped at its mark. Without (a kernel before 6.10, or a
-    grader that is not root; played here by sending no range), unmapping them is allowed, and the RssFile read after
-    the test fails it."""
-    if sealed and not SEALS:
-        pytest.skip("no seal here: the kernel has no mseal (Linux 6.10+) or the grader is not root")
+    """Sealed: the child mseals every object it has loaded before the import, found without /proc (so for a grader
+    that is not root too). Without (a kernel before 6.10; played here by resident.SEAL), unmapping them is allowed,
+    and the RssFile read after the test fails it."""
+    if sealed and not MSEAL:
+        pytest.skip("no seal here: the kernel has no mseal (Linux 6.10+)")
     if not sealed:
-        monkeypatch.setattr(resident, "libraries", lambda pid: [])
+        monkeypatch.setattr(resident, "SEAL", False)
     expected = MEMORY | ({} if sealed else {"unmaps_library_pages": "correct, but your process gave back "})
     assignment = spec.load(MASTER)
     memory = replace(assignment, tests=tuple(t for t in assignment.tests if t["check"] == "memory"))

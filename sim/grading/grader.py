@@ -185,8 +185,8 @@ def _start(child: sandbox.Child, setup: dict, walls, report: SubmissionReport) -
             message = f"its process was not confined as the run's probe was ({got})"
             return {"op": "import_failed", "message": message}, None
         report.confine_ms.append(header["ms"])
-        base, seal = resident.mark(child.proc.pid), resident.libraries(child.proc.pid)
-        header, _ = child.exchange({**setup, "file": str(child.file), "seal": seal}, wall_s=start_s)
+        base = resident.mark(child.proc.pid)
+        header, _ = child.exchange({**setup, "file": str(child.file), "seal": resident.SEAL}, wall_s=start_s)
     except sandbox.ChildDied as e:
         header = {"op": "import_failed", "message": str(e)}
     return header, base

@@ -6,7 +6,7 @@ submission is imported, which resets VmHWM to what is resident then (interpreter
 write is refused (a grader that is not root, with a child that is not dumpable), the peak counts from the start
 instead, and so can only be higher. A process that gives back pages it held at the mark has that much room under
 the peak unseen: seccomp refuses it every madvise that drops pages; munmap of the libraries mapped at the mark is
-refused where the child can seal them (`libraries`: a root grader, Linux 6.10+); and everywhere the grader reads the
+refused where the child seals them (SEAL: `harness.seal`, Linux 6.10+); and everywhere the grader reads the
 file-backed part (RssFile: the libraries' pages) at the mark and after each memory test. `threads` is the count the
 grader's census of a child reads (`sandbox`).
 """
@@ -15,6 +15,8 @@ import contextlib
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+
+SEAL = True  # the child mseals its loaded objects before the import (a test plays a kernel without mseal with False)
 
 
 @dataclass(frozen=True)
@@ -50,18 +52,6 @@ def mark(pid: int) -> Reading | None:
     with contextlib.suppress(OSError):
         Path(f"/proc/{pid}/clear_refs").write_text("5")
     return _reading(pid, "VmRSS")
-
-
-def libraries(pid: int) -> list[list[int]]:
-    """[start, end) of each file-backed mapping of the process (/proc/<pid>/maps), which the child seals before the
-    import (`harness.seal`); none where the maps cannot be read (a grader that is not root, its child not dumpable)."""
-    found = []
-    with contextlib.suppress(OSError, ValueError):
-        for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
-            fields = line.split(maxsplit=5)
-            if len(fields) == 6 and fields[5].startswith("/"):
-                found.append([int(x, 16) for x in fields[0].split("-")])
-    return found
 
 
 def peak(pid: int) -> Reading | None:
