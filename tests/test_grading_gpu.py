@@ -34,7 +34,8 @@ def online_softmax_row_source():
 
 @functools.cache
 def walls():
-    """The GPU assignment's walls (Landlock with CUDA's paths, seccomp with its threads), probed once."""
+    """The GPU assignment's walls (the submission's a CPU assignment's; `.kernel`: Landlock with CUDA's paths,
+    seccomp with its threads), probed once."""
     return grader.isolate(spec.load(spec.locate("05")), [])
 
 
@@ -60,22 +61,18 @@ def test_the_splice_replaces_line_9_with_a_call_and_keeps_the_rest():
 def test_the_master_scores_full_marks_and_the_stub_zero_on_the_gpu(tmp_path):
     assignment = spec.load(spec.locate("05"))
     stub = export.export(assignment.path, student=tmp_path)
-    # Landlock with what CUDA reads and writes (allowlist.cuda_paths), seccomp with its threads, Unix sockets and
-    # shared memory allowed: nothing missing, no --allow-weak-isolation needed
+    # the kernel's process: Landlock with what CUDA reads and writes (allowlist.cuda_paths), seccomp with its
+    # threads, Unix sockets and shared memory allowed: nothing missing, no --allow-weak-isolation needed
     subs = [assignment.path, Path(stub)]
     walls = grader.isolate(assignment, subs)
-    assert walls.missing == () and seccomp.CUDA in walls.layers
+    assert walls.missing == () and seccomp.CUDA in walls.kernel.layers and seccomp.CUDA not in walls.layers
     right, wrong = grader.grade(assignment, subs, seed=3, jobs=1, walls=walls)
     assert right.score == 100, [t.feedback for t in right.tests]
     assert wrong.score == 0 and all(t.feedback.startswith("not implemented yet") for t in wrong.tests)
 
 
-# Starts 1000 native threads where the GPU driver calls it, then hands in an empty device function
-THREADS = thread_bomb(
-    "online_softmax_row_source()",
-    "    time.sleep(5)\n    return '__device__ void "
-    "online_softmax_row(float* S, int n, float* m, float* l, float* rescale) {}'",
-)
+# Tries to start 1000 native threads where the GPU driver calls it, then says how many it started
+THREADS = thread_bomb("online_softmax_row_source()", '    raise RuntimeError(f"{n} native threads started")')
 
 
 # Forks through the C library where the GPU driver calls it (the child's code runs unchecked by Python there)
@@ -113,21 +110,31 @@ def test_a_thread_bomb_a_fork_and_a_read_of_the_master_on_the_gpu_driver_are_sto
     (tmp_path / "forks.py").write_text(FORKS)
     (tmp_path / "reads.py").write_text(READS_MASTER.format(path=str(assignment.path)))
     subs = [assignment.path, tmp_path / "threads.py", tmp_path / "forks.py", tmp_path / "reads.py"]
-    walls = grader.isolate(assignment, subs)  # seccomp never sealed: the grader's census caps threads
+    walls = grader.isolate(assignment, subs)
     right, bomb, forks, reads = grader.grade(assignment, subs, seed=3, jobs=1, walls=walls)
     assert reads.tests[0].feedback.startswith("raised RuntimeError: open EACCES (line "), reads.tests[0].feedback
-    assert right.score == 100, [t.feedback for t in right.tests]  # CUDA's threads, every test: under the cap
-    assert bomb.tests[0].feedback == "ran more than 64 threads at once; stopped" and bomb.score == 0
+    assert right.score == 100, [t.feedback for t in right.tests]  # CUDA's threads, in the kernel's process
+    # before: "ran more than 64 threads at once; stopped" — the submission's process had CUDA's seccomp filter
+    assert bomb.tests[0].feedback.startswith("raised RuntimeError: 0 native threads started") and bomb.score == 0
     assert forks.tests[0].feedback.startswith("raised RuntimeError: fork EPERM (line "), forks.tests[0].feedback
 
 
-@pytest.mark.gpu
-def test_the_gpu_driver_keeps_the_instructors_limits_but_the_address_space(tmp_path):
-    assignment = spec.load(spec.locate("05"))
-    (tmp_path / "threads.py").write_text(THREADS)
-    limits = sandbox.Limits(threads=48)  # before: the GPU path rebuilt its limits and put the default 64 back
-    (bomb,) = grader.grade(assignment, [tmp_path / "threads.py"], seed=3, jobs=1, limits=limits)
-    assert bomb.tests[0].feedback == "ran more than 48 threads at once; stopped"
+@walls_here
+def test_the_kernels_process_keeps_the_instructors_limits_but_the_address_space(monkeypatch):
+    # before: the GPU path rebuilt its limits and put the default 64 threads back; then it lifted the address-space
+    # cap of the submission's process too, which needs no CUDA
+    made, real = [], sandbox.Child
+
+    def child(path, limits, settings):
+        made.append((settings.get("kernel", False), limits))
+        return real(path, limits, settings)
+
+    monkeypatch.setattr(sandbox, "Child", child)
+    monkeypatch.setattr(grader, "gpu_missing", lambda assignment: None)
+    limits = sandbox.Limits(threads=48)
+    grader.grade(one_test(), [SWAPS], seed=3, jobs=1, limits=limits, walls=walls())
+    assert made == [(False, limits), (True, replace(limits, memory_bytes=0))]
+    assert limits.memory_bytes == 1 << 30
 
 
 @walls_here

@@ -152,9 +152,27 @@ def test_the_gpu_drivers_read_set_is_within_its_allow_list():
     # the gpu package's launchers read the machine model (decode's occupancy, the variants' masks): run 34 found a
     # GPU grade refused for them; the read set is worked out on the CPU too (no CuPy needed to import the launchers)
     forbidden = [ROOT / "sim" / "algorithms", ROOT / "sim" / "api" / "entry.py", ROOT / "sim" / "api" / "reference.py"]
-    reads = allowlist.read_set("gpu", [str(f) for f in forbidden])
+    reads = allowlist.read_set("kernel", [str(f) for f in forbidden])
     assert not any(Path(p).is_relative_to(f) for p in reads.paths for f in forbidden)
     assert {"sim.machine.occupancy", "sim.machine.mask", "sim.grading.gpu_kernel"} <= set(reads.modules)
+    # the submission's own process only hands in its source: a CPU assignment's read set, no gpu package
+    submission = allowlist.read_set("gpu", [str(f) for f in forbidden])
+    assert (
+        submission.modules == allowlist.read_set("chip", []).modules
+        and "sim.grading.gpu_kernel" not in submission.modules
+    )
+
+
+@walls_here
+def test_a_gpu_assignments_submission_gets_a_cpu_assignments_walls_and_its_kernel_cudas():
+    # before: the submission's process ran under CUDA's walls (its threads, Unix sockets, /dev/nvidia*, no
+    # address-space cap) though since kernel_run it only hands in a str
+    walls = grader.isolate(spec.load(spec.locate("05")), [MASTER])
+    assert "seccomp" in walls.layers and seccomp.CUDA not in walls.layers and not walls.settings["cuda"]
+    assert not any(p.startswith("/dev/nvidia") for p in walls.settings["write_extra"])
+    assert seccomp.CUDA in walls.kernel.layers and walls.kernel.settings["cuda"] and walls.missing == ()
+    assert walls.line().endswith(f"; the kernel's process: {seccomp.CUDA}")
+    assert grader.isolate(ONE_TEST, [MASTER]).kernel is None
 
 
 def test_a_master_beside_the_library_is_refused_but_a_students_own_copy_there_is_not():

@@ -27,7 +27,7 @@ HARNESS_MODULES = (  # the student API and the harness: every module of sim a gr
     "sim.grading", "sim.grading.guard", "sim.grading.harness", "sim.grading.proxy", "sim.grading.schema",
     "sim.grading.wire",
 )  # fmt: skip
-# what the GPU driver loads beyond them: its kernel driver, and what the gpu package's launchers read of the machine
+# what a GPU test's kernel process loads beyond them: its driver, and what the gpu package's launchers read of the machine
 # model (hardware presets, decode's occupancy model, the variants' mask rules, rung 6's causal walk in grids) — no
 # listing or reference among them
 GPU_MODULES = ("sim.grading.gpu_kernel", "sim.machine.blocks", "sim.machine.grids", "sim.machine.hardware",
@@ -35,8 +35,9 @@ GPU_MODULES = ("sim.grading.gpu_kernel", "sim.machine.blocks", "sim.machine.grid
 # what the Triton driver loads beyond them: its launcher, the interpreter's recording hooks and the shadow memory
 TRITON_MODULES = ("sim.grading.triton", "sim.grading.triton.interpret", "sim.grading.triton.launch",
                   "sim.grading.triton.shadow")  # fmt: skip
-ENTRIES = {"chip": ("sim.grading.harness",), "softmax": ("sim.grading.harness",),
-           "gpu": ("sim.grading.harness", "sim.grading.gpu_kernel"),
+# "gpu": the submission's process, which only hands in its source; "kernel": the process that compiles and runs it
+ENTRIES = {"chip": ("sim.grading.harness",), "softmax": ("sim.grading.harness",), "gpu": ("sim.grading.harness",),
+           "kernel": ("sim.grading.harness", "sim.grading.gpu_kernel"),
            "triton": ("sim.grading.harness", "sim.grading.triton.launch", "sim.grading.triton.interpret")}  # fmt: skip
 LOADER_CACHE = "/etc/ld.so.cache"  # where the dynamic loader looks a library's name up
 # what CUDA's driver, CuPy and NVRTC read beyond the GPU harness's read set (run 49 on the H100: its initialization
@@ -78,9 +79,9 @@ def imported(entries: tuple[str, ...]) -> dict:
 def read_set(driver: str, forbidden: list[str]) -> ReadSet:
     """The read set for `driver`'s harness, refused (InputError) if it reaches a path of `forbidden`."""
     loaded = imported(ENTRIES[driver])
-    allowed = HARNESS_MODULES + {"gpu": GPU_MODULES, "triton": TRITON_MODULES}.get(driver, ())
+    allowed = HARNESS_MODULES + {"kernel": GPU_MODULES, "triton": TRITON_MODULES}.get(driver, ())
     sim_files = {n: os.path.realpath(f) for n, f in loaded["modules"].items() if n == "sim" or n.startswith("sim.")}
-    extra = sorted(n for n in sim_files if n not in allowed and not (driver == "gpu" and n.startswith("gpu")))
+    extra = sorted(n for n in sim_files if n not in allowed and not (driver == "kernel" and n.startswith("gpu")))
     if extra:
         raise InputError(f"grade: the harness loads {', '.join(extra)}, beyond its allow-list (allowlist.py)")
     stdlib = os.path.realpath(sysconfig.get_paths()["stdlib"])

@@ -6,7 +6,6 @@ import signal
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 from sim.core.errors import InputError
@@ -60,8 +59,6 @@ def grade(
     seed = secrets.randbelow(2**31) if seed is None else seed
     problems = [problem.make(assignment.grading, t, seed) for t in assignment.tests]
     setup = _setup(assignment, submissions, self_check)
-    if assignment.grading["driver"] == "gpu" and unavailable is None:
-        limits = replace(limits, memory_bytes=0)  # CUDA maps far more address space than it uses
     if unavailable is None and walls is None:
         walls = isolate(assignment, submissions, limits, self_check=self_check)
 

@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sim.core.errors import InputError
 from sim.grading import allowlist, confine, sandbox, spec
@@ -23,48 +23,64 @@ WITHOUT: frozenset = frozenset()  # layers to treat as missing: how the tests si
 
 @dataclass(frozen=True)
 class Isolation:
-    """The layers every child of this run gets, and the settings they share."""
+    """The layers every child of this run gets, and the settings they share; for a GPU assignment, `kernel`: the
+    walls of the process that compiles and runs a test's kernel (CUDA's paths, threads and address space), while
+    the submission's own process, which only hands in its source, gets a CPU assignment's."""
 
     layers: tuple[str, ...]
-    missing: tuple[str, ...]  # kernel layers (landlock, seccomp) not in force
+    missing: tuple[str, ...]  # kernel layers (landlock, seccomp) not in force, here or in `kernel`
     settings: dict
     stays_root: str = ""  # why a root grader's children stay uid 0 (without capabilities), if they do
+    kernel: "Isolation | None" = None
 
     @property
     def weak(self) -> bool:
         return bool(self.missing)
 
     def line(self) -> str:
-        """`isolation: landlock ABI 7 (files, tcp, …) · seccomp · uid 65534`, or what is missing."""
+        """`isolation: landlock ABI 7 (files, tcp, …) · seccomp · uid 65534`, or what is missing; a GPU
+        assignment's adds its kernel process's seccomp."""
         shown = [layer for layer in self.layers if layer != "rlimits"]
         who = shown[0] + (f" ({self.stays_root})" if self.stays_root else "")
         text = "isolation: " + " · ".join([*shown[1:], who, "rlimits"])
+        if self.kernel:
+            text += "; the kernel's process: " + " · ".join(x for x in self.kernel.layers if x.startswith("seccomp"))
         return text + (f" — {WEAK} (no {' or '.join(self.missing)})" if self.missing else "")
 
 
 def prepare(driver: str, forbidden: list[str], limits, *, allow_weak: bool, self_check: bool) -> Isolation:
     """The run's isolation, probed; InputError if a kernel layer is missing and neither flag allows that."""
-    reads = allowlist.read_set(driver, forbidden)
+    kinds = [driver, "kernel"] if driver == "gpu" else [driver]  # a GPU test's kernel: a process of its own
+    reads = {kind: allowlist.read_set(kind, forbidden) for kind in kinds}
     cuda_read, cuda_write = allowlist.cuda_paths(forbidden) if driver == "gpu" else ([], [])
-    reachable = [*reads.paths, *cuda_read, tempfile.gettempdir()]  # what it reads, and where its own folder is made
+    reachable = [*(p for r in reads.values() for p in r.paths), *cuda_read, tempfile.gettempdir()]  # and its folder
     closed = allowlist.unreadable_by(NOBODY, reachable) if os.geteuid() == 0 else None
     uid = NOBODY if os.geteuid() == 0 and closed is None else None
-    without = set(WITHOUT)
-    settings = {"root": sandbox.SIM_ROOT, "modules": reads.modules, "read": [*reads.paths, *cuda_read], "uid": uid,
-                "write_extra": cuda_write,
-                "without": sorted(without), "read_only": "memory" in spec.DRIVERS[driver],  # no matrix in files
-                "packages": ["gpu"] if driver == "gpu" else [], "cuda": driver == "gpu",
-                "preload": list(allowlist.ENTRIES[driver][1:]) if driver == "triton" else [],
-                "environment": {"TRITON_INTERPRET": "1"} if driver == "triton" else {}}  # fmt: skip
-    layers = probe(settings, limits, forbidden)
-    missing = tuple(confine.missing(layers))
+    walls = []
+    for kind in kinds:
+        cuda = kind == "kernel"
+        settings = {"root": sandbox.SIM_ROOT, "modules": reads[kind].modules, "uid": uid,
+                    "read": [*reads[kind].paths, *(cuda_read if cuda else [])], "write_extra": cuda_write if cuda else [],
+                    "without": sorted(WITHOUT), "read_only": "memory" in spec.DRIVERS.get(kind, ()),  # no matrix in files
+                    "packages": ["gpu"] if cuda else [], "cuda": cuda,
+                    "preload": list(allowlist.ENTRIES[kind][1:]) if kind == "triton" else [],
+                    "environment": {"TRITON_INTERPRET": "1"} if kind == "triton" else {}}  # fmt: skip
+        walls.append((probe(settings, kernel_limits(limits) if cuda else limits, forbidden), settings))
+    missing = tuple(dict.fromkeys(m for layers, _ in walls for m in confine.missing(layers)))
     if missing and not (allow_weak or self_check):
         raise InputError(
             f"grade: this machine cannot confine submissions (no {' or '.join(missing)}: Linux ≥ 5.13 with Landlock "
             "enabled, and seccomp); pass --allow-weak-isolation to grade anyway, every report saying so"
         )
     why = f"{closed} is closed to uid {NOBODY}" if closed else ""
-    return Isolation(tuple(layers), missing, settings, why)
+    kernel = Isolation(tuple(walls[1][0]), missing, walls[1][1], why) if driver == "gpu" else None
+    return Isolation(tuple(walls[0][0]), missing, walls[0][1], why, kernel)
+
+
+def kernel_limits(limits):
+    """A GPU test's kernel process's limits: the instructor's, but no address-space cap (CUDA maps far more than it
+    uses)."""
+    return replace(limits, memory_bytes=0)
 
 
 def probe(settings: dict, limits, forbidden: list[str]) -> list[str]:
