@@ -173,7 +173,7 @@ def test_backward_comparison_explains_the_dq_traffic():
         assert f" {moved / 1e6:.1f} MB " in main_row  # 218.1, 9.4 and 134.2 MB (binary: 208.0, 9.0, 128.0 MiB)
     assert "MiB" not in out and f"{config['smem_bytes'] / 2**10:.1f} KiB shared memory per block" in out
     assert "a float32 copy with atomics instead" in " ".join(out.split())  # rung 5 adds dQ_i by atomics
-    assert "reductions ×1.000 of the float32 dQ bytes" in out and "0.209" in out and "3.00e-04" in out
+    assert "reductions ×1.000 of the float32 dQ bytes" in out and "209 µs" in out and "3.00e-04" in out
 
 
 def test_backward_comparison_of_a_fused_rung_7_has_two_kernels():
@@ -200,7 +200,7 @@ def test_backward_comparison_of_a_fused_rung_7_has_two_kernels():
     assert "dQ rounded by each query plane's last block" in out and "dQ rounded to the storage dtype" not in out
     assert "a float32 copy with TMA reduce-adds instead" in out  # rung 7's default tiling: DQ_TMA
     assert "the two kernels" in out and "the last thread block of each query plane rounds the copy once" in out
-    assert "0.400" in out and "0.098" in out  # each launch's ncu time, in ms
+    assert "400 µs" in out and "98 µs" in out  # each launch's ncu time (was "0.400" and "0.098", in ms)
 
 
 def test_forward_comparison_prints_traffic_in_decimal_units_and_memory_in_binary():

@@ -6,7 +6,7 @@ from rich.text import Text
 
 from gpu import registry
 from gpu.lab.compare import asked_bytes
-from sim.core.format import abs_error, decimal_bytes, human_bytes, number, percent, tflops
+from sim.core.format import abs_error, decimal_bytes, human_bytes, number, percent, short_time, tflops
 
 
 def _ratio(a: float, b: float) -> str:
@@ -34,14 +34,14 @@ def _table(title: str, columns) -> Table:
 
 def _time_table(c) -> Table:
     """The time table, opened with the roofline of the simulator's bytes when the GPU has a preset."""
-    t = _table("time", ("", "ms", "TFLOP/s"))
+    t = _table("time", ("", "time", "TFLOP/s"))
     if c.roofline is not None:
         t.add_row(f"roofline: simulator's HBM bytes, {c.hardware} datasheet ({c.roofline.bound}-bound)",
-                  number(c.roofline.seconds * 1e3, 3), tflops(c.flops / c.roofline.seconds / 1e12, 1))  # fmt: skip
+                  short_time(c.roofline.seconds), tflops(c.flops / c.roofline.seconds / 1e12, 1))  # fmt: skip
     p = c.prediction
     if p is not None:
         t.add_row(f"predicted: machine model (L2, waves, {p.launch.instruction}; bound: {p.bound})",
-                  number(p.seconds * 1e3, 3), tflops(c.flops / p.seconds / 1e12, 1))  # fmt: skip
+                  short_time(p.seconds), tflops(c.flops / p.seconds / 1e12, 1))  # fmt: skip
     return t
 
 
@@ -91,18 +91,18 @@ def comparison(c) -> Group:
         floor = max(dram_s, c.roofline.compute_seconds)
         t.add_row(
             "roofline: measured DRAM bytes, same datasheet",
-            number(floor * 1e3, 3),
+            short_time(floor),
             tflops(c.flops / floor / 1e12, 1),
         )
     t.add_row(
         "measured (CUDA events, median, back-to-back calls)",
-        number(c.measured_ms, 3),
+        short_time(c.measured_ms / 1e3),
         tflops(c.flops / c.measured_ms / 1e9, 1),
     )
     if m:
         t.add_row(
             "measured (ncu gpu__time_duration, one launch)",
-            number(m["kernel_ns"] / 1e6, 3),
+            short_time(m["kernel_ns"] / 1e9),
             tflops(c.flops / m["kernel_ns"] / 1e3, 1),
         )
 
@@ -161,7 +161,7 @@ def backward_comparison(c) -> Group:
         )
 
     io = _table("global-memory traffic per kernel, all heads", ("kernel", "predicted read", "predicted write",
-                "L2 → SMs", "SM writes", "SM reductions", "DRAM read", "DRAM write", "ms (ncu)"))  # fmt: skip
+                "L2 → SMs", "SM writes", "SM reductions", "DRAM read", "DRAM write", "time (ncu)"))  # fmt: skip
     m = c.measured or {}
     launches = cfg.get("launches", 3)  # 2: rung 7 rounds dQ itself (gpu.backward.fused)
     names = list(m) or [None] * launches
@@ -173,13 +173,13 @@ def backward_comparison(c) -> Group:
         k = m.get(name)
         cells = [decimal_bytes(pred.hbm_read_bytes), decimal_bytes(pred.hbm_write_bytes)] if pred else ["—", "—"]
         keys = ("l2_read_bytes", "l2_write_bytes", "l2_reduction_bytes", "dram_read_bytes", "dram_write_bytes")
-        cells += [decimal_bytes(k[key]) for key in keys] + [number(k["kernel_ns"] / 1e6, 3)] if k else ["—"] * 6
+        cells += [decimal_bytes(k[key]) for key in keys] + [short_time(k["kernel_ns"] / 1e9)] if k else ["—"] * 6
         io.add_row(label, *cells)
 
     t = _time_table(c)
     t.add_row(
         f"measured (CUDA events, median; the {('two', 'three')[launches - 2]} kernels)",
-        number(c.measured_ms, 3),
+        short_time(c.measured_ms / 1e3),
         tflops(c.flops / c.measured_ms / 1e9, 1),
     )
 
