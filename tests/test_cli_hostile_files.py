@@ -27,8 +27,8 @@ from tests.cli_runner import error_line
 
 TINY = Path(__file__).parent / "grading_submissions" / "tiny" / "01_tiny_softmax.py"
 ASSIGNMENT = "01_tiny_softmax"
-HEAD = {"assignment": ASSIGNMENT, "master_sha256": "0" * 64, "tests": ["t"], "limits": {"wall_s": 10.0}, "ran": True,
-        "seed": 3}  # fmt: skip
+HEAD = {"assignment": ASSIGNMENT, "master_sha256": "0" * 64, "grader_sha256": "1" * 64, "tests": ["t"],
+        "limits": {"wall_s": 10.0}, "ran": True, "seed": 3}  # fmt: skip
 RUN = {k: v for k, v in HEAD.items() if k != "seed"}  # the run that wrote it
 REPORT = json.loads(
     json.dumps(
@@ -89,9 +89,11 @@ def head(**change) -> str:
     ("[1]", "line 1"), ("5", "line 1"), ('{"assignment": "01_tiny_softmax"}', "line 1"),
     (head(seed="abc"), "line 1: seed"), (head(seed=-7), "line 1: seed"), (head(seed=float("inf")), "line 1: seed"),
     (head(seed=2**64), "line 1: seed"), ("", "empty"), (head(master_sha256="ab"), "line 1: master_sha256"),
+    (head(grader_sha256="G" * 64), "line 1: grader_sha256"), (head(grader_sha256=None), "line 1: grader_sha256"),
     (head(tests="t"), "line 1: tests"), (head(tests=[5]), "line 1: tests"), (head(limits=[]), "line 1: limits"),
     (head(limits={"wall_s": -1}), "line 1: limits: wall_s"), (head(ran=1), "line 1: ran"),
     ('{"assignment": "01_tiny_softmax", "seed": 3}', "line 1 records only the assignment and seed"),
+    (json.dumps({k: v for k, v in HEAD.items() if k != "grader_sha256"}), "line 1 does not record the grader's code"),
 ])  # fmt: skip
 def test_a_journal_whose_first_line_is_malformed_is_refused_naming_it(tmp_path, text, field):
     path = write_journal(tmp_path / "j.jsonl", text)

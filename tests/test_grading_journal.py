@@ -21,6 +21,7 @@ from sim.grading import report as reports
 from tests.cli_runner import error_line, flashsim
 
 TINY = Path(__file__).parent / "grading_submissions" / "tiny" / "01_tiny_softmax.py"
+ROOT = Path(__file__).resolve().parents[1]
 RUN = journal.run(spec.load(TINY), sandbox.Limits(), ran=True)
 NAME_BYTES = st.binary(min_size=1, max_size=24).filter(lambda b: b"/" not in b and b"\0" not in b)
 
@@ -115,6 +116,37 @@ def test_a_journal_of_another_run_is_refused_naming_what_differs(tmp_path):
     with pytest.raises(InputError, match="was written where its tests ran, not as here"):
         journal.resume(record, RUN | {"ran": False}, None)  # a GPU assignment resumed where there is no GPU
     assert list(journal.resume(record, RUN, None)[0]) == [TINY.name]
+
+
+def test_a_journal_written_by_other_grader_code_is_refused(tmp_path, monkeypatch):
+    """The journal's head did not record the grader's code: flashsim's version (0.1.0) stays the same while its
+    code changes, so a batch resumed after an upgrade mixed two graders' grades."""
+    record, code = tmp_path / "j.jsonl", tmp_path / "code"
+    graded(record, TINY, TINY)
+    head = json.loads(record.read_text().splitlines()[0])
+    files = sorted(f for p in ("sim", "gpu") for f in (ROOT / p).rglob("*") if f.suffix in (".py", ".cu", ".cuh"))
+    whole = hashlib.sha256()
+    for f in files:  # the digest's definition: path, size, bytes of every file
+        whole.update(f"{f.relative_to(ROOT).as_posix()}\0{f.stat().st_size}\0".encode() + f.read_bytes())
+    assert head["grader_sha256"] == whole.hexdigest()
+    for package in ("sim", "gpu"):  # the same code elsewhere has the same digest; one byte more, another
+        shutil.copytree(ROOT / package, code / package, ignore=lambda d, names: [
+            n for n in names if n == "__pycache__" or ((Path(d) / n).is_file() and Path(n).suffix not in (".py", ".cu", ".cuh"))
+        ])  # fmt: skip
+    monkeypatch.setattr(journal, "CODE", code)
+    journal.grader_digest.cache_clear()
+    assert journal.grader_digest() == head["grader_sha256"]
+    with open(code / "sim" / "grading" / "checks.py", "a") as f:
+        f.write("\n")
+    journal.grader_digest.cache_clear()
+    other = journal.grader_digest()
+    journal.grader_digest.cache_clear()
+    with pytest.raises(InputError) as refused:
+        journal.resume(record, RUN | {"grader_sha256": other}, None)
+    assert str(refused.value) == (
+        f"--journal: {record} was graded by another flashsim's code (sha256 {head['grader_sha256'][:12]}…, this "
+        f"one's {other[:12]}…): grade into a new journal"
+    )
 
 
 def test_the_csv_has_a_column_for_every_test_any_report_holds_in_the_masters_order(tmp_path):

@@ -1,8 +1,9 @@
 """A grading run's journal: one JSON line per graded submission, so an interrupted batch resumes where it stopped.
 
-The first line records what the grades depend on: the assignment, the sha256 of its master's bytes, the tests
-graded (a --self-check's are the public ones), the child's limits, whether the tests could run here, and the seed;
-each later line is one submission's report, appended and flushed to disk as soon as it is graded. Started again
+The first line records what the grades depend on: the assignment, the sha256 of its master's bytes and of the
+grader's own code (`grader_digest`), the tests graded (a --self-check's are the public ones), the child's limits,
+whether the tests could run here, and the seed; each later line is one submission's report, appended and flushed
+to disk as soon as it is graded. Started again
 with the same journal, the grader keeps those reports and grades only the submissions without one, on the same
 seed's cases; a journal whose first line differs from the run's is refused, naming what differs. A last line cut
 short (the grader was stopped while writing it) is dropped, said so on stderr: its submission is graded again.
@@ -19,6 +20,7 @@ import os
 import re
 import sys
 from dataclasses import asdict, fields
+from functools import cache
 from pathlib import Path
 
 from sim.core.atomic_file import read_regular
@@ -30,7 +32,8 @@ from sim.grading.spec import Assignment
 MAX_BYTES = 64 * 2**20  # a journal of thousands of submissions is a few MiB; more is not one the grader wrote
 MAX_SEED = 2**64 - 1  # as --seed takes it
 STATUSES = ("passed", "partial", "failed", "not run", "skipped")
-HEAD = ("assignment", "master_sha256", "tests", "limits", "ran", "seed")  # the first line's fields
+HEAD = ("assignment", "master_sha256", "grader_sha256", "tests", "limits", "ran", "seed")  # the first line's fields
+CODE = Path(__file__).resolve().parents[2]  # the folder that holds the sim and gpu packages
 
 
 class _Bad(Exception):
@@ -38,11 +41,22 @@ class _Bad(Exception):
 
 
 def run(assignment: Assignment, limits, ran: bool) -> dict:
-    """What a run's grades depend on but its seed: the assignment, its master's bytes, the tests graded (a
-    --self-check's: the public ones), the child's limits (a dataclass), whether the tests could run here (False: a GPU
-    assignment where there is none, every test skipped)."""
-    return {"assignment": assignment.name, "master_sha256": assignment.sha256,
+    """What a run's grades depend on but its seed: the assignment, its master's bytes, the grader's own code, the
+    tests graded (a --self-check's: the public ones), the child's limits (a dataclass), whether the tests could run
+    here (False: a GPU assignment where there is none, every test skipped)."""
+    return {"assignment": assignment.name, "master_sha256": assignment.sha256, "grader_sha256": grader_digest(),
             "tests": [t["name"] for t in assignment.tests], "limits": asdict(limits), "ran": ran}  # fmt: skip
+
+
+@cache
+def grader_digest() -> str:
+    """The sha256 of flashsim's code as it grades: every .py of sim/ and gpu/ and every CUDA source of gpu/, by path
+    and bytes (flashsim's version number does not change between releases of the code)."""
+    h = hashlib.sha256()
+    files = [f for package in ("sim", "gpu") for f in (CODE / package).rglob("*") if f.suffix in (".py", ".cu", ".cuh")]
+    for f in sorted(files):
+        h.update(f"{f.relative_to(CODE).as_posix()}\0{f.stat().st_size}\0".encode() + f.read_bytes())
+    return h.hexdigest()
 
 
 def kept(path: Path, run: dict, seed: int | None, submissions: list[Path]):
@@ -138,6 +152,9 @@ def _same(path: Path, head: dict, run: dict, seed: int | None) -> None:
     if head["master_sha256"] != run["master_sha256"]:
         raise InputError(f"--journal: {path} was graded with another {run['assignment']} master (sha256 "
                          f"{head['master_sha256'][:12]}…, this one's {run['master_sha256'][:12]}…)")  # fmt: skip
+    if head["grader_sha256"] != run["grader_sha256"]:
+        raise InputError(f"--journal: {path} was graded by another flashsim's code (sha256 {head['grader_sha256'][:12]}…, "
+                         f"this one's {run['grader_sha256'][:12]}…): grade into a new journal")  # fmt: skip
     if head["tests"] != run["tests"]:
         raise InputError(f"--journal: {path} graded {_tests(head['tests'])}, not {_tests(run['tests'])} (a "
                          "--self-check grades the public tests only)")  # fmt: skip
@@ -162,11 +179,14 @@ def _head(line) -> dict:
     """The first line: `run`'s fields and the seed (0 … 2⁶⁴ − 1)."""
     if isinstance(line, dict) and set(line) == {"assignment", "seed"}:
         raise _Bad("line 1 records only the assignment and seed (an older flashsim's journal): grade into a new one")
+    if isinstance(line, dict) and set(line) == set(HEAD) - {"grader_sha256"}:
+        raise _Bad("line 1 does not record the grader's code (an older flashsim's journal): grade into a new one")
     if not isinstance(line, dict) or set(line) != set(HEAD):
         raise _Bad(f"line 1 is {str(line)[:60]}, not {{{', '.join(map(repr, HEAD))}}}")
     _check(line["assignment"], str, "line 1: assignment")
-    if not isinstance(line["master_sha256"], str) or not re.fullmatch(r"[0-9a-f]{64}", line["master_sha256"]):
-        raise _Bad(f"line 1: master_sha256 {str(line['master_sha256'])[:70]!r} is not a sha256 in hex")
+    for key in ("master_sha256", "grader_sha256"):
+        if not isinstance(line[key], str) or not re.fullmatch(r"[0-9a-f]{64}", line[key]):
+            raise _Bad(f"line 1: {key} {str(line[key])[:70]!r} is not a sha256 in hex")
     for name in _check(line["tests"], list, "line 1: tests"):
         _text(name, "line 1: tests")
     for key, value in _check(line["limits"], dict, "line 1: limits").items():
