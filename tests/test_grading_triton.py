@@ -57,6 +57,14 @@ def test_the_masters_pass_the_allow_list_and_their_exports_are_stubs(tmp_path):
         ("    try:\n        pass\n    except Exception:\n        pass", 7, "a kernel may not use Try"),
         ("    raise ValueError('no')", 7, "may raise only NotImplementedError"),
         ("    x = f'{i}'", 7, "a kernel may not use JoinedStr"),
+        # red team 83: Python numbers made of data and state kept in a module's list, neither in the SRAM count
+        ("    x = int(tl.sum(X))", 7, "int() of a value would make a Python number of it"),
+        ("    x = float(i)", 7, "float() of a value would make a Python number of it"),
+        ("    x = bool(X)", 7, "bool() of a value"),
+        ("    x = int(x=1)", 7, "int() of a value"),
+        ("    STASH[0] = i", 7, "a kernel may assign only to names"),
+        ("    STASH[0] += i", 7, "a kernel may assign only to names"),
+        ("    X.dtype = i", 7, "a kernel may assign only to names"),
     ],
 )
 def test_a_kernel_body_outside_the_language_is_refused_at_its_line(body, line, message):
@@ -257,7 +265,7 @@ def test_a_kernel_computing_on_the_host_through_raw_pointers_scores_zero(tmp_pat
 
 @needs_triton
 def test_past_the_allow_list_shadow_memory_still_leaves_a_host_computation_nothing(tmp_path, monkeypatch):
-    monkeypatch.setattr(triton_grade, "refusal", lambda path, grading: "")  # the first two walls down
+    monkeypatch.setattr(triton_grade, "refusal", lambda path, grading, cases: "")  # the first two walls down
     results, report = grade(kernels.host(tmp_path), "one block", "logits in the hundreds")
     assert report.score == 0
     for t in results.values():
@@ -266,9 +274,25 @@ def test_past_the_allow_list_shadow_memory_still_leaves_a_host_computation_nothi
 
 @needs_triton
 def test_a_kernel_the_interpreter_runs_but_no_gpu_compiles_is_refused(tmp_path):
-    results, report = grade(kernels.host_int(tmp_path), "one block")
+    results, report = grade(kernels.host_dict(tmp_path), "one block")
     (result,) = results.values()
-    assert report.score == 0 and re.match(r"refused: host_int.py line \d+: does not compile for a GPU", result.feedback)
+    assert report.score == 0 and re.match(
+        r"refused: host_dict.py line \d+: does not compile for a GPU", result.feedback
+    )
+    (result,) = grade(kernels.host_int(tmp_path), "one block")[0].values()  # before: the compiler's refusal
+    assert re.match(r"refused: host_int.py line \d+: int\(\) of a value would make a Python number", result.feedback)
+
+
+@needs_triton
+def test_code_behind_a_block_size_branch_is_compiled_at_every_tests_sizes(tmp_path):
+    """Red team 83: each kernel was compiled at one case (BLOCK_M = 64, d = 64, causal), which no test of assignment
+    7 uses, and Triton compiles only the branches a constexpr takes: code behind `if BLOCK_M != 64` never met it."""
+    path = kernels.branch_dict(tmp_path)
+    assert compile_check.error(path, ASSIGNMENT.grading) == ""  # the representative case alone: not seen
+    results, report = grade(path, "one block", "causal, fp16")
+    assert report.score == 0
+    for result in results.values():
+        assert re.match(r"refused: branch_dict.py line \d+: does not compile for a GPU", result.feedback), result
 
 
 @needs_triton

@@ -130,7 +130,7 @@ def grade_one(
     child, deaths, base = None, 0, None
     stop = refusal(path, sandbox.within(limits).file_bytes)  # a pipe, a link, a device, too large
     if not stop and assignment.grading["driver"] == "triton":  # its file read and compiled before anything of it runs
-        stop = triton.refusal(path, assignment.grading)
+        stop = triton.refusal(path, assignment.grading, [p.case for p in problems])
     try:
         for p in problems:
             if stop:

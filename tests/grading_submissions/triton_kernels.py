@@ -108,6 +108,17 @@ def host_int(folder: Path) -> Path:
     return edit(folder, "host_int", "        m_i = m_new\n", "        m_i = m_new\n        start = int(start)\n")
 
 
+def host_dict(folder: Path) -> Path:
+    """A dict of tiles: the interpreter runs it, no GPU compiler does."""
+    return edit(folder, "host_dict", "        m_i = m_new\n", '        kept = {"m": m_new}\n        m_i = kept["m"]\n')
+
+
+def branch_dict(folder: Path) -> Path:
+    """`host_dict`'s dict behind a block size no test uses but the old compile check's (BLOCK_M = 64)."""
+    new = '        if BLOCK_M != 64:\n            kept = {"m": m_new}\n            m_new = kept["m"]\n        m_i = m_new\n'
+    return edit(folder, "branch_dict", "        m_i = m_new\n", new)
+
+
 def rounds_p(folder: Path) -> Path:
     """P̃_ij rounded to V's dtype before P̃_ij V_j, as the Triton tutorial does: fp16 costs u·max|V| more."""
     return edit(folder, "rounds_p", "tl.dot(S_ij, V_j.to(tl.float32))", "tl.dot(S_ij.to(V_j.dtype), V_j)")

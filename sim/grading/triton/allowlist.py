@@ -4,7 +4,9 @@ A kernel file holds imports of `triton`, `triton.language` and `math`, literal c
 assignment's GRADING and TESTS among them), and `@triton.jit` functions written in Triton's
 language: names of `tl`, the tensors' own methods, a few builtins, literals. Nothing else — no
 other module, no dunder, no `.handle` (the interpreter's raw arrays and pointers), no
-`constexpr_function` — because Triton's interpreter runs a kernel as ordinary Python.
+`constexpr_function`, no store into a subscript or attribute, no float()/int()/bool() but of a
+literal — because Triton's interpreter runs a kernel as ordinary Python, and the compile check
+(`compile_check`) sees only the branches its case takes.
 """
 
 import ast
@@ -34,6 +36,7 @@ TENSOR = frozenset(
 MATH = frozenset("pi e inf tau log log2 sqrt exp".split())
 TRITON = frozenset(("jit", "cdiv", "language"))
 BUILTINS = frozenset("range float int bool min max abs len print True False None NotImplementedError".split())
+CONVERSIONS = ("float", "int", "bool")  # of literals only: the interpreter would make Python numbers of tensors
 FORBIDDEN = (
     ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef,
     ast.Lambda, ast.Await, ast.Yield, ast.YieldFrom, ast.With, ast.AsyncWith, ast.Try, ast.Delete, ast.JoinedStr,
@@ -155,6 +158,13 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
                 )
         elif isinstance(node, ast.Attribute):
             _attribute(node, aliases, where)
+        if isinstance(node, ast.Subscript | ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
+            _refuse(node, where, "a kernel may assign only to names (Triton's tensors are values; a store into a "
+                    "container or attribute would keep state outside HBM)")  # fmt: skip
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CONVERSIONS:
+            if not all(isinstance(a, ast.Constant) for a in node.args) or node.keywords:
+                _refuse(node, where, f"{node.func.id}() of a value would make a Python number of it, outside "
+                        "Triton's tensors (and the SRAM count); only of a literal, as float(\"-inf\")")  # fmt: skip
         elif isinstance(node, ast.keyword) and node.arg is not None and _dunder(node.arg):
             _refuse(node, where, f"{node.arg} is not a keyword a kernel may use")
         elif isinstance(node, ast.Constant) and isinstance(node.value, bytes):

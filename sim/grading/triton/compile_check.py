@@ -1,8 +1,9 @@
 """The second wall: every kernel of the file compiled for a real GPU (sm_90, to cubin) on the CPU, in a fresh process.
 
 Triton's compiler needs no GPU to reach cubin; it refuses what the interpreter lets through
-(Python on the host, calls to anything but Triton's language). Each check runs in a new process
-with an empty cache, because a second compile in the same process can pass silently.
+(Python on the host, calls to anything but Triton's language). It compiles only the branches a
+kernel's constexprs take, so each kernel is compiled at every test's (BLOCK_M, BLOCK_N, BLOCK_D,
+CAUSAL, dtype), each distinct one once, in one new process with an empty cache.
 """
 
 import json
@@ -25,53 +26,55 @@ main(sys.argv[2], sys.argv[3])
 """
 
 
-def error(path: Path, grading: dict, skip=()) -> str:
-    """ "" if every kernel of `path` but those in `skip` compiles for sm_90, else the first compiler error in one line."""
+def error(path: Path, grading: dict, cases: list[dict] = (), skip=()) -> str:
+    """ "" if every kernel of `path` but those in `skip` compiles for sm_90 at each of `cases`' constexprs
+    (`launch.signatures`), else the first compiler error in one line; one fresh process for them all."""
     root = str(Path(__file__).resolve().parents[3])
-    for spec in (s for s in launch.signatures(grading) if s[0] not in skip):
-        with tempfile.TemporaryDirectory(prefix="flashsim-triton-") as home:
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
-                   "TRITON_CACHE_DIR": os.path.join(home, "cache"), "TRITON_DEFAULT_FP_FUSION": "1"}  # fmt: skip
-            try:
-                done = subprocess.run([sys.executable, "-I", "-B", "-c", BOOTSTRAP, root, str(path.resolve()), json.dumps(spec)],
-                                      cwd=home, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
-                                      start_new_session=True)  # fmt: skip
-            except subprocess.TimeoutExpired:
-                return f"compiling {spec[0]} for sm_90 took more than {TIMEOUT_S} s"
-        lines = done.stdout.strip().splitlines()
+    specs = [s for s in launch.signatures(grading, cases) if s[0] not in skip]
+    if not specs:
+        return ""
+    with tempfile.TemporaryDirectory(prefix="flashsim-triton-") as home:
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
+               "TRITON_CACHE_DIR": os.path.join(home, "cache"), "TRITON_DEFAULT_FP_FUSION": "1"}  # fmt: skip
         try:
-            verdict = json.loads(lines[-1])
-        except (IndexError, ValueError):
-            last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
-            return f"compiling {spec[0]} for sm_90 failed: {last}"
-        if verdict.get("error"):
-            return str(verdict["error"])[:400]
-    return ""
+            done = subprocess.run([sys.executable, "-I", "-B", "-c", BOOTSTRAP, root, str(path.resolve()), json.dumps(specs)],
+                                  cwd=home, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+                                  start_new_session=True)  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return f"compiling {', '.join(dict.fromkeys(s[0] for s in specs))} for sm_90 took more than {TIMEOUT_S} s"
+    lines = done.stdout.strip().splitlines()
+    try:
+        return str(json.loads(lines[-1])["error"])[:400]
+    except (IndexError, ValueError, KeyError, TypeError):
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1][:300]
+        return f"compiling {specs[0][0]} for sm_90 failed: {last}"
 
 
-def main(file: str, spec: str) -> None:
-    """In the fresh process: compile one kernel; print {"error": ""} or the compiler's message in one line."""
+def main(file: str, specs: str) -> None:
+    """In the fresh process: compile each kernel at each of its distinct constexprs (never one twice: a second
+    compile of the same could come from Triton's cache); print {"error": ""} or the first compiler message in one
+    line."""
     import importlib.util
 
     import triton
     from triton.backends.compiler import GPUTarget
 
-    name, signature, constexprs = json.loads(spec)
     kernel = None
     try:
         module_spec = importlib.util.spec_from_file_location("submission", file)
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
-        kernel = getattr(module, name, None)
-        if not isinstance(kernel, triton.runtime.JITFunction):
-            print(json.dumps({"error": f"{os.path.basename(file)} defines no @triton.jit function {name}"}))
-            return
-        if list(kernel.arg_names) != list(signature):
-            wanted = ", ".join(signature)
-            print(json.dumps({"error": f"{name} must take ({wanted}), as the grader launches it"}))
-            return
-        source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
-        triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+        for name, signature, constexprs in json.loads(specs):
+            kernel = getattr(module, name, None)
+            if not isinstance(kernel, triton.runtime.JITFunction):
+                print(json.dumps({"error": f"{os.path.basename(file)} defines no @triton.jit function {name}"}))
+                return
+            if list(kernel.arg_names) != list(signature):
+                wanted = ", ".join(signature)
+                print(json.dumps({"error": f"{name} must take ({wanted}), as the grader launches it"}))
+                return
+            source = triton.compiler.ASTSource(fn=kernel, signature=signature, constexprs=constexprs)
+            triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
         print(json.dumps({"error": ""}))
     except Exception as e:  # the compiler's errors: any exception, with the node it stopped at
         where = _line(e, kernel if isinstance(kernel, triton.runtime.JITFunction) else None)

@@ -27,9 +27,9 @@ def missing(name: str) -> str | None:
     return None
 
 
-def refusal(path: Path, grading: dict) -> str:
+def refusal(path: Path, grading: dict, cases: list[dict] = ()) -> str:
     """ "" for a kernel file the tests may run, else why not in one line; the compile check gets the bytes read here
-    (`submission_file.read`), copied to a folder of its own."""
+    (`submission_file.read`), copied to a folder of its own, and compiles at each of `cases` (the tests')."""
     try:
         source = submission_file.read(path)
         stubs = allowlist.check(source.decode("utf-8"), Path(path).name)
@@ -41,7 +41,7 @@ def refusal(path: Path, grading: dict) -> str:
         return f"refused: {e}"
     with tempfile.TemporaryDirectory(prefix="flashsim-triton-") as folder:
         (copy := Path(folder) / Path(path).name).write_bytes(source)
-        reason = compile_check.error(copy, grading, skip=stubs)  # a stub: the tests say "not implemented yet"
+        reason = compile_check.error(copy, grading, cases, skip=stubs)  # a stub: the tests say "not implemented yet"
     return f"refused: {reason}" if reason else ""
 
 

@@ -56,20 +56,23 @@ def buffer_names(settings: dict) -> list[str]:
     return [*settings["inputs"], *(m[0] for m in settings["made"])]
 
 
-def signatures(grading: dict, causal: bool = True) -> list[tuple[str, dict, dict]]:
-    """Each kernel's (name, signature, constexprs) at a representative case (fp16 forward, fp32 backward, as
-    graded), for compiling to a GPU target."""
+def signatures(grading: dict, cases: list[dict] = ()) -> list[tuple[str, dict, dict]]:
+    """Each kernel's distinct (name, signature, constexprs) over `cases` (every test's case as graded; without them a
+    representative one: fp16 forward, fp32 backward), for compiling to a GPU target: Triton compiles only the
+    branches a kernel's constexprs take, so each case's are compiled."""
     backward = grading.get("pass") == "backward"
     dtype = "fp32" if backward else "fp16"
-    case = {"N": 256, "Nk": 256, "d": 64, "dtype": dtype, "Br": 64, "Bc": 64, "causal": causal, "scale": 0.125}
-    settings = plan(case, ["Q", "K", "V", "O", "dO", "L"] if backward else ["Q", "K", "V"], backward)
-    out = []
-    for name, _, buffers, scalars, constexprs in settings["launches"]:
-        signature = {b: "*" + ("fp32" if b in ("L", "D", "W") else dtype) for b in buffers}
-        names = ("N", "Nk", "d", "scale") if len(scalars) == 4 else ("N", "d")
-        signature |= {n: "fp32" if isinstance(s, float) else "i32" for n, s in zip(names, scalars, strict=True)}
-        out.append((name, signature | dict.fromkeys(constexprs, "constexpr"), constexprs))
-    return out
+    some = {"N": 256, "Nk": 256, "d": 64, "dtype": dtype, "Br": 64, "Bc": 64, "causal": True, "scale": 0.125}
+    out = {}
+    for case in cases or [some]:
+        settings = plan(case, ["Q", "K", "V", "O", "dO", "L"] if backward else ["Q", "K", "V"], backward)
+        for name, _, buffers, scalars, constexprs in settings["launches"]:
+            signature = {b: "*" + ("fp32" if b in ("L", "D", "W") else case["dtype"]) for b in buffers}
+            names = ("N", "Nk", "d", "scale") if len(scalars) == 4 else ("N", "d")
+            signature |= {n: "fp32" if isinstance(s, float) else "i32" for n, s in zip(names, scalars, strict=True)}
+            spec = (name, signature | dict.fromkeys(constexprs, "constexpr"), constexprs)
+            out.setdefault(repr(spec), spec)
+    return list(out.values())
 
 
 def run(module, header: dict, arrays: list) -> list[np.ndarray]:
