@@ -197,6 +197,33 @@ def test_a_source_that_is_not_a_str_or_too_long_is_refused_before_any_kernel_run
         assert report.tests[0].feedback.startswith(feedback) and report.score == 0, report.tests[0].feedback
 
 
+# red team 83: the kernel's process compiles with no address-space cap; the preprocessor could take the machine's memory
+DIRECTIVES = {
+    '#include "/dev/zero"\n': "line 1 of the source holds '#'",
+    "#define A0 x x\n#define A1 A0 A0\n": "line 1 of the source holds '#'",
+    "/**/#define X 1\n": "line 1 of the source holds '#'",
+    "%:define X 1\n": "line 1 of the source holds '%:'",
+    "int a = 0; \\\n#define X 1\n": "line 1 of the source holds '\\\\'",
+    '_Pragma("once")\n': "line 1 of the source holds '_Pragma'",
+    "// fine\n  # pragma unroll 4  \n#pragma once\n": "line 3 of the source holds '#'",
+}
+FUNCTION = "__device__ void online_softmax_row(float* S, int n, float* m, float* l, float* rescale) {}"
+
+
+@walls_here
+def test_a_source_that_reaches_the_preprocessor_is_refused_in_the_kernels_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(grader, "gpu_missing", lambda assignment: None)
+    paths = []
+    for i, prefix in enumerate(DIRECTIVES):
+        paths.append(tmp_path / f"directive{i}.py")
+        paths[-1].write_text(RETURNS.format(value=repr(prefix + FUNCTION)))
+    reports = grader.grade(one_test(), paths, seed=3, jobs=2, walls=walls())
+    for report, said in zip(reports, DIRECTIVES.values(), strict=True):
+        (t,) = report.tests
+        assert t.feedback.startswith(f"raised ValueError: {said}: a device function needs no preprocessor"), t
+    gpu_kernel.refuse_directives("#pragma unroll\n    #  pragma unroll 8\n" + FUNCTION)  # the one '#' it allows
+
+
 @pytest.mark.gpu
 def test_a_submission_that_swaps_the_gpu_driver_scores_0_on_the_gpu_and_the_master_full_marks():
     assignment = spec.load(spec.locate("05"))

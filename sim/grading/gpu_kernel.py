@@ -7,6 +7,10 @@ of the kernel is the project's own. The submission's process only hands in that 
 `run` compiles and launches it with CuPy; the grader compares O and L with the float64 reference.
 """
 
+import mmap
+import re
+import resource
+
 import numpy as np
 
 from gpu import registry, source, tiling
@@ -20,6 +24,7 @@ CALL = (
     "        for (int r = tid; r < rows; r += NTHREADS) online_softmax_row(S_ij + r * BC, BC, m_i + r, l_i + r, rescale + r);\n"
 )
 TILES = tiling.Tiles(block_rows=32, block_cols=32, warps=4)
+COMPILE_BYTES = 2 << 30  # NVRTC's room for the readable kernel and a student's function: see gpu/NOTES run 53
 READABLE = registry.FORWARD[1]
 
 
@@ -35,7 +40,19 @@ def splice(kernel: str, device_function: str) -> str:
         raise InputError(f"gpu kernel: line 9 or the kernel's entry point was not found in {READABLE.file}")
     if not isinstance(device_function, str) or "online_softmax_row" not in device_function:
         raise InputError("online_softmax_row_source() must return CUDA source that defines online_softmax_row")
+    refuse_directives(device_function)
     return kernel[:at] + device_function + "\n\n" + kernel[at:start] + CALL + kernel[end:]
+
+
+def refuse_directives(source: str) -> None:
+    """ValueError naming the first line that reaches the preprocessor: an #include (of /dev/zero, a master), a
+    #define that doubles 40 times, a line spliced by a backslash; only `#pragma unroll [N]` lines may use '#'."""
+    for n, line in enumerate(source.split("\n"), 1):
+        pragma = re.fullmatch(r"\s*#\s*pragma\s+unroll(\s+\d+)?\s*", line)
+        found = next((s for s in ("#", "%:", "??=", "_Pragma", "\\") if s in line), None) if not pragma else None
+        if found:
+            raise ValueError(f"line {n} of the source holds {found!r}: a device function needs no preprocessor "
+                             "(only '#pragma unroll' lines may use '#')")  # fmt: skip
 
 
 def launch_settings(problem) -> dict:
@@ -50,9 +67,9 @@ def run(device_function: str, header: dict, arrays: list) -> list[np.ndarray]:
     N, d = q.shape
     defines = READABLE.defines(d, str(q.dtype), TILES)
     code = "".join(f"#define {n} {x}\n" for n, x in defines.items()) + splice(template(), device_function)
+    fn = compile_capped(code)
     import cupy
 
-    fn = cupy.RawModule(code=code, options=("--std=c++17",)).get_function(READABLE.function)
     smem = READABLE.smem(d, TILES)
     if smem > 48 * 1024:
         fn.max_dynamic_shared_size_bytes = smem
@@ -64,6 +81,24 @@ def run(device_function: str, header: dict, arrays: list) -> list[np.ndarray]:
     fn(grid, (TILES.threads, 1, 1), args, shared_mem=smem)
     cupy.cuda.runtime.deviceSynchronize()
     return [O.get().astype(np.float64), L.get().astype(np.float64)]
+
+
+def compile_capped(code: str):
+    """The kernel's function, compiled by NVRTC with the address space capped COMPILE_BYTES above what the process
+    has mapped once CUDA is up (the kernel's process has no cap of its own: CUDA maps far more than it uses); a
+    template that instantiates itself without end fails there instead of taking the machine's memory."""
+    import cupy
+
+    cupy.cuda.runtime.free(cupy.cuda.runtime.malloc(1))  # CUDA's context first: its own mappings are made now
+    with open("/proc/self/statm") as f:
+        mapped = int(f.read().split()[0]) * mmap.PAGESIZE
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = mapped + COMPILE_BYTES if hard == resource.RLIM_INFINITY else min(mapped + COMPILE_BYTES, hard)  # (−1)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        return cupy.RawModule(code=code, options=("--std=c++17",)).get_function(READABLE.function)
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def main(fd_in: int, fd_out: int, layers: list[str], ms: float) -> None:
