@@ -14,7 +14,8 @@ What to implement
     place of its own line 9 (one thread per row, as there) and runs the kernel.
 
 The API you may use
-    CUDA C device code: expf, fmaxf, the NEG_INF macro the kernel defines. The kernel file itself is
+    CUDA C device code: expf, fmaxf, the NEG_INF macro the kernel defines. No preprocessor: the source
+    may hold no '#' but on `#pragma unroll` lines (no #include, no #define). The kernel file itself is
     the model; write the function, do not copy line 9 (that is plagiarism).
 
 How it is graded
