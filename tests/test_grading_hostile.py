@@ -184,6 +184,9 @@ MEMORY = {
     "drops_library_pages": "raised PermissionError: [Errno 1] madvise(MADV_DONTNEED) of a library refused (line ",
     # before: 15 / 15 too; the libraries mapped at the mark are sealed (mseal), so their remapping is refused
     "unmaps_library_pages": "raised PermissionError: [Errno 1] mmap of a library back in place failed (line ",
+    # red team 83: the heap's free pages dropped by a mapping laid over them, 0.45–0.5 MiB; every mapping held at the
+    # mark is sealed now, the heap's too
+    "drops_heap_pages": "raised PermissionError: [Errno 1] mmap over the heap's free pages failed (line ",
 }
 LIBC = ctypes.CDLL(None, use_errno=True)
 MSEAL = LIBC.syscall(ctypes.c_long(462), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)) == 0  # Linux 6.10+
@@ -198,7 +201,11 @@ def test_an_attack_on_the_memory_measure_scores_0_on_the_memory_test_and_the_mas
         pytest.skip("no seal here: the kernel has no mseal (Linux 6.10+)")
     if not sealed:
         monkeypatch.setattr(resident, "SEAL", False)
-    expected = MEMORY | ({} if sealed else {"unmaps_library_pages": "correct, but your process gave back "})
+    unsealed = {
+        "unmaps_library_pages": "correct, but your process gave back ",
+        "drops_heap_pages": "correct, but your process's resident memory rose by ",
+    }  # (0.5 MiB: too little)
+    expected = MEMORY | ({} if sealed else unsealed)
     assignment = spec.load(MASTER)
     memory = replace(assignment, tests=tuple(t for t in assignment.tests if t["check"] == "memory"))
     paths = [HOSTILE / "memory" / f"{name}.py" for name in MEMORY]

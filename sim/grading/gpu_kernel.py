@@ -101,9 +101,13 @@ def compile_capped(code: str):
         resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
-def main(fd_in: int, fd_out: int, layers: list[str], ms: float) -> None:
+def main(fd_in: int, fd_out: int, layers: list[str], ms: float, maps: int) -> None:
     """The kernel's process (sandbox's kernel mode): say which walls are up, then compile and run each source the
-    grader sends on the test's Q, K, V and send back O and L, until bye or EOF. It imports no submission."""
+    grader sends on the test's Q, K, V and send back O and L, until bye or EOF. It imports no submission (and seals
+    nothing: `maps` is closed)."""
+    import os
+
+    os.close(maps)
     from sim.grading.harness import describe
     from sim.grading.proxy import Link
 

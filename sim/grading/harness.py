@@ -10,7 +10,6 @@ and runs in a process of its own), "triton" (a Triton kernel run by Triton's int
 import ctypes
 import errno
 import importlib.util
-import mmap
 import os
 import traceback
 import tracemalloc
@@ -22,11 +21,12 @@ from sim.grading import guard, schema
 from sim.grading.proxy import Link, ProxyChip
 
 MSEAL = 462  # the same number on x86_64 and aarch64
-PT_LOAD = 1
+KERNELS_OWN = ("[stack]", "[vdso]", "[vvar]", "[vvar_vclock]", "[vsyscall]")  # mappings `seal` leaves alone
 
 
-def main(fd_in: int, fd_out: int, layers: list[str], ms: float) -> None:
-    """Say which walls are up (before any of the submission runs), then serve the grader until bye or EOF."""
+def main(fd_in: int, fd_out: int, layers: list[str], ms: float, maps: int) -> None:
+    """Say which walls are up (before any of the submission runs), then serve the grader until bye or EOF; `maps`:
+    this process's /proc/self/maps, opened before the walls (`seal`)."""
     link = Link(fd_in, fd_out)
     link.post({"op": "confined", "layers": layers, "ms": ms})
     hello, _ = link.receive()
@@ -38,7 +38,9 @@ def main(fd_in: int, fd_out: int, layers: list[str], ms: float) -> None:
         lambda what, detail: link.post({"op": "violation", "what": what, "detail": detail}), hello["forbid"], rules
     )
     if hello.get("seal"):
-        seal()
+        seal(maps)
+    else:
+        os.close(maps)
     warnings.simplefilter("ignore")  # NumPy's overflow warnings would print the submission's lines, nothing more
     try:
         spec = importlib.util.spec_from_file_location("submission", hello["file"])
@@ -52,52 +54,20 @@ def main(fd_in: int, fd_out: int, layers: list[str], ms: float) -> None:
         run_test(module, header, arrays, link, hello["file"])
 
 
-class _Info(ctypes.Structure):
-    """struct dl_phdr_info's first four fields (<link.h>): where an object was loaded and its program headers."""
-
-    _fields_ = [
-        ("addr", ctypes.c_size_t),
-        ("name", ctypes.c_char_p),
-        ("phdr", ctypes.c_void_p),
-        ("phnum", ctypes.c_uint16),
-    ]
-
-
-class _Phdr(ctypes.Structure):
-    """Elf64_Phdr (<elf.h>): one segment of a loaded object."""
-
-    _fields_ = [(n, ctypes.c_uint32) for n in ("type", "flags")] + [
-        (n, ctypes.c_uint64) for n in ("offset", "vaddr", "paddr", "filesz", "memsz", "align")
-    ]
-
-
-def loaded_segments() -> list[tuple[int, int]]:
-    """[start, end) page ranges of every PT_LOAD segment of the objects loaded now (the interpreter, libc, NumPy's
-    libraries …), from the dynamic loader's own list (dl_iterate_phdr): no /proc, which the child cannot read."""
-    libc, page, found = ctypes.CDLL(None), mmap.PAGESIZE, []
-
-    @ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(_Info), ctypes.c_size_t, ctypes.c_void_p)
-    def each(info, _size, _data):
-        o = info.contents
-        if (o.name or b"").startswith(b"linux-vdso"):
-            return 0  # the kernel's own page of code, no file's
-        headers = ctypes.cast(o.phdr, ctypes.POINTER(_Phdr))
-        for p in (headers[i] for i in range(o.phnum)):
-            if p.type == PT_LOAD and p.memsz:
-                start = o.addr + p.vaddr
-                found.append((start & -page, (start + p.memsz + page - 1) & -page))
-        return 0
-
-    libc.dl_iterate_phdr(each, None)
-    return found
-
-
-def seal() -> None:
-    """mseal (Linux 6.10+) every loaded object's segments before the import: no munmap, mremap or mmap MAP_FIXED
-    can then take their pages out of the count VmHWM starts from. A kernel without mseal leaves the grader's RssFile
-    check alone against that."""
+def seal(maps: int) -> None:
+    """mseal (Linux 6.10+) every mapping the process holds at the mark, its libraries, heap and arenas alike, as
+    /proc/self/maps lists them through `maps` (opened before the walls went up; closed here): no munmap, mremap or
+    mmap MAP_FIXED can then take pages out of the count VmHWM starts from. Not the stack (it grows) nor the kernel's
+    own pages. A kernel without mseal leaves the grader's RssFile check alone against that."""
+    os.lseek(maps, 0, os.SEEK_SET)
+    listing = b"".join(iter(lambda: os.read(maps, 1 << 16), b""))
+    os.close(maps)
     libc = ctypes.CDLL(None, use_errno=True)  # (not confine.syscall: the harness's read set stays as it is)
-    for start, end in loaded_segments():
+    for line in listing.decode(errors="replace").splitlines():
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5] in KERNELS_OWN:
+            continue
+        start, end = (int(x, 16) for x in fields[0].split("-"))
         args = (ctypes.c_long(MSEAL), ctypes.c_ulong(start), ctypes.c_ulong(end - start), ctypes.c_ulong(0))
         if libc.syscall(*args) == -1 and ctypes.get_errno() == errno.ENOSYS:
             return  # no mseal here; another error is that range's alone

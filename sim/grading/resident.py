@@ -5,10 +5,10 @@ the process has held) is the kernel's, read from outside. `mark` writes 5 to /pr
 submission is imported, which resets VmHWM to what is resident then (interpreter, NumPy, the harness); where that
 write is refused (a grader that is not root, with a child that is not dumpable), the peak counts from the start
 instead, and so can only be higher. A process that gives back pages it held at the mark has that much room under
-the peak unseen: seccomp refuses it every madvise that drops pages; munmap of the libraries mapped at the mark is
-refused where the child seals them (SEAL: `harness.seal`, Linux 6.10+); and everywhere the grader reads the
-file-backed part (RssFile: the libraries' pages) at the mark and after each memory test. `threads` is the count the
-grader's census of a child reads (`sandbox`).
+the peak unseen: seccomp refuses it every madvise that drops pages; munmap, mremap or a mapping laid over anything
+it held at the mark is refused where the child seals it all (SEAL: `harness.seal`, Linux 6.10+); and everywhere the
+grader reads the file-backed part (RssFile: the libraries' pages) at the mark and after each memory test. `threads`
+is the count the grader's census of a child reads (`sandbox`).
 """
 
 import contextlib
@@ -16,7 +16,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-SEAL = True  # the child mseals its loaded objects before the import (a test plays a kernel without mseal with False)
+SEAL = True  # the child mseals every mapping it holds before the import (a test plays a kernel without mseal: False)
 
 
 @dataclass(frozen=True)

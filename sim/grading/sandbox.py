@@ -31,8 +31,9 @@ SIM_ROOT = str(Path(__file__).resolve().parents[2])  # what the child puts first
 BOOTSTRAP = """
 import time
 start = time.process_time()
-import json, sys
+import json, os, sys
 settings = json.loads(sys.argv[1])
+maps = os.open("/proc/self/maps", os.O_RDONLY | os.O_CLOEXEC)  # before the walls: the harness seals what it lists
 sys.path.insert(0, settings["root"])
 from sim.grading import confine
 from sim.grading.confine import modules
@@ -47,12 +48,11 @@ if settings.get("kernel"):  # a GPU test's kernel, compiled and run by a process
     from sim.grading.gpu_kernel import main
 else:
     from sim.grading.harness import main
-import os
 os.environ.update(settings.get("environment", {}))  # what those imports read once (TRITON_INTERPRET)
 for name in settings.get("preload", []):  # what a driver imports lazily (Triton), before threads are refused
     __import__(name)
 confine.seal(layers)
-main(int(sys.argv[2]), int(sys.argv[3]), layers, ms)
+main(int(sys.argv[2]), int(sys.argv[3]), layers, ms, maps)
 """
 CENSUS_S = 0.1  # how often the grader counts a child's threads while it waits for it
 LIVE: set = set()  # the children running now, for `stop_all` on SIGINT/SIGTERM
