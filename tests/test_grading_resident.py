@@ -303,10 +303,12 @@ for name, (start, end) in sorted(spans.items()):
     refused.append((name, libc.mmap(start, 4096, 3, 0x32, -1, 0) == start, ctypes.get_errno()))
 sys.setrecursionlimit(10**6)
 x = []
-for _ in range(15000):
+for _ in range(1400):  # (Python 3.12 stops C recursion at 1,500 levels whatever the recursion limit)
     x = [x]
-grew = len(pickle.dumps(x)) > 0  # C recursion: the sealed stack must still grow
-print(refused, grew)
+before = spans["[stack]"][1] - spans["[stack]"][0]
+pickle.dumps(x)  # C recursion: the sealed stack must still grow
+after = next(line for line in open("/proc/self/maps") if line.split()[-1] == "[stack]").split()[0].split("-")
+print(refused, int(after[1], 16) - int(after[0], 16) > before)
 """
 
 
@@ -316,10 +318,11 @@ print(refused, grew)
     reason="no mseal here (Linux 6.10+)",
 )  # fmt: skip
 def test_the_seal_refuses_giving_back_the_stack_and_the_heap_and_the_stack_still_grows():
-    """Red team 83 dropped the heap's free pages by laying a mapping over them; the stack was left unsealed too."""
+    """Red team 83 dropped the heap's free pages by laying a mapping over them; the stack was left unsealed too.
+    1,400 lists deep, pickle grows the sealed stack (here from 132 KiB to 252 KiB)."""
     root = str(Path(__file__).resolve().parents[1])
     out = subprocess.run([sys.executable, "-c", SEALED, root], capture_output=True, text=True, timeout=60)
     EPERM = 1
     refused = [("[heap]", -1, EPERM), ("[heap]", False, EPERM), ("[stack]", -1, EPERM), ("[stack]", False, EPERM)]
     # munmap −1, mmap not in place, EPERM each; (OpenBLAS says at exit that it could not unmap its sealed buffers)
-    assert out.stdout.splitlines()[0] == f"{refused} True", out.stdout + out.stderr
+    assert f"{refused} True" in out.stdout.splitlines(), out.stdout + out.stderr

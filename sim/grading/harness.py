@@ -58,7 +58,7 @@ def seal(maps: int) -> None:
     """mseal (Linux 6.10+) every mapping the process holds at the mark, its libraries, heap and arenas alike, as
     /proc/self/maps lists them through `maps` (opened before the walls went up; closed here): no munmap, mremap or
     mmap MAP_FIXED can then take pages out of the count VmHWM starts from. The stack too (sealed, it still grows: a
-    pickle 15,000 lists deep took it from 132 KiB to 2.5 MiB), not the kernel's own pages. A kernel without mseal
+    pickle 1,400 lists deep took it from 132 KiB to 252 KiB), not the kernel's own pages. A kernel without mseal
     leaves the grader's RssFile check alone against that."""
     os.lseek(maps, 0, os.SEEK_SET)
     listing = b"".join(iter(lambda: os.read(maps, 1 << 16), b""))
