@@ -41,3 +41,25 @@ def test_the_report_and_a_folders_summary_say_which_master_they_graded_with(tmp_
     for what in (folder / "a.py", folder):  # one submission's report; a folder's summary
         out = flashsim("grade", TINY, what, "--seed", 2, "--jobs", 1, env={"COLUMNS": "300"}).output
         assert line in [x.strip() for x in out.splitlines()], out
+
+
+@pytest.mark.parametrize(
+    "extra, name",
+    [
+        ('TESTS += [{"name": "secret", "visibility": "hidden", "points": 1, "check": "output"}]\n', "TESTS"),
+        ('TESTS.append({"name": "secret"})\n', "TESTS"),
+        ("TESTS = []\n", "TESTS"),
+        ("GRADING.update(timeout_s=1)\n", "GRADING"),
+        ("def f():\n    return len(TESTS)\n", "TESTS"),
+    ],
+)
+def test_a_master_that_names_its_tests_outside_their_literal_is_refused(tmp_path, extra, name):
+    """Red team 84: `TESTS += [hidden]` was read by neither the grader nor export: the test was never graded and
+    shipped in the student's copy."""
+    master = tmp_path / TINY.name
+    master.write_text(TINY.read_text() + "\n" + extra)
+    line = len(TINY.read_text().splitlines()) + 1 + extra.count("\n")  # the name is on `extra`'s last line
+    with pytest.raises(InputError, match=rf"^assignment: {TINY.name} line \d+: {name} is named outside its one "):
+        spec.load(master)
+    assert f"line {line}: {name} is named outside" in error_line(flashsim("assignments", "export", master, "--student",
+                                                                          tmp_path / "out", code=2))  # fmt: skip

@@ -97,14 +97,19 @@ def load(path: Path) -> Assignment:
         raise InputError(f"assignment: cannot read {path} ({e})") from None
     except SyntaxError as e:
         raise InputError(f"assignment: {path.name} line {e.lineno}: {e.msg}") from None
-    values = {}
+    values, literals = {}, set()
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in ("GRADING", "TESTS"):
+            if node.targets[0].id in ("GRADING", "TESTS") and node.targets[0].id not in values:
                 try:
                     values[node.targets[0].id] = ast.literal_eval(node.value)
                 except ValueError:
                     raise InputError(f"assignment: {path.name}: {node.targets[0].id} must be a literal") from None
+                literals.add(id(node.targets[0]))
+    for node in ast.walk(tree):  # `TESTS += […]`, TESTS.append(…), a second TESTS = …: unseen by the grader and export
+        if isinstance(node, ast.Name) and node.id in ("GRADING", "TESTS") and id(node) not in literals:
+            raise InputError(f"assignment: {path.name} line {node.lineno}: {node.id} is named outside its one "
+                             f"`{node.id} = …` literal, which is all the grader and export read")  # fmt: skip
     for key in ("GRADING", "TESTS"):
         if key not in values:
             raise InputError(f"assignment: {path.name} has no {key} (is it an assignment file?)")
