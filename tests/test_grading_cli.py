@@ -149,6 +149,20 @@ def test_every_bad_option_of_grade_is_refused_in_one_line_before_grading(args, o
     assert not (tmp_path / "missing").exists()  # no folder the user did not ask for
 
 
+@pytest.mark.parametrize("command", [("grade", TINY, TINY, "--csv"), ("grade", TINY, TINY, "--gradescope"),
+                                     ("grade", TINY, TINY, "--journal"), ("trace", "--svg"), ("bench", "gpu", "--markdown")])  # fmt: skip
+def test_a_dash_for_a_file_only_json_writes_to_stdout_is_refused(command, tmp_path, monkeypatch):
+    # red team 84: "-" passed as stdout, but nothing wrote there: --csv - made a file named "-" in the current
+    # folder (then --gradescope - replaced it, and --journal - refused to resume it)
+    no_grading(monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    line = error_line(invoke(*command, "-"))
+    assert line.endswith(
+        f"Invalid value for '{command[-1]}': '-' is not stdout here: name a file (./- for one called '-')"
+    )
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize(
     "option, target, what",
     [

@@ -167,7 +167,7 @@ def apart(outputs: dict[str, str | None], master: Path, found: list[Path], submi
     submissions' folder (a file made there would be graded as a submission next run): checked before any grading."""
     inside = submissions.resolve() if submissions.is_dir() else None
     for flag, path in outputs.items():
-        if not path or path == "-":
+        if not path:
             continue
         for other, what in ((master, "the master"), *((s, "a submission being graded") for s in found)):
             if _same(path, other):

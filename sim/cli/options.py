@@ -145,7 +145,7 @@ def json_output(what: str = "the report", name: str = "as_json"):
     """--json [FILE], the same on every command: `--json` alone prints `what` as one strict JSON object on stdout
     instead of the tables; `--json FILE` prints the tables and writes it to FILE (passed on as "-" or the path)."""
     return click.option(
-        "--json", name, is_flag=False, flag_value="-", default=None, metavar="[FILE]", callback=writable,
+        "--json", name, is_flag=False, flag_value="-", default=None, metavar="[FILE]", callback=stdout_or_writable,
         help=f"Print {what} as JSON on stdout instead of the tables, or with FILE write it there.",
     )  # fmt: skip
 
@@ -179,9 +179,12 @@ def only_with(ctx: click.Context, flag: str, takes: tuple[str, ...], why: str) -
 
 
 def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
-    """A click callback: refuse, before any work, a file path that cannot be written (no such folder, a folder)."""
-    if path is None or path == "-":  # "-": stdout
+    """A click callback: refuse, before any work, a file path that cannot be written (no such folder, a folder), and
+    "-", which only --json takes for stdout (`stdout_or_writable`): the rest wrote a file named "-"."""
+    if path is None:
         return path
+    if path == "-":
+        raise click.BadParameter("'-' is not stdout here: name a file (./- for one called '-')")
     if not path:
         raise click.BadParameter("an empty file name")
     if os.path.isdir(path):  # before `special`, which a folder also is: it would be refused after the work
@@ -198,6 +201,11 @@ def writable(ctx: click.Context, param: click.Parameter, path: str | None) -> st
     if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
         raise click.BadParameter(f"{path!r} cannot be written here (permissions)")
     return path
+
+
+def stdout_or_writable(ctx: click.Context, param: click.Parameter, path: str | None) -> str | None:
+    """`writable`, but "-" passes: stdout."""
+    return path if path == "-" else writable(ctx, param, path)
 
 
 def output_file(flag: str, name: str, help: str, default: str | None = None):
