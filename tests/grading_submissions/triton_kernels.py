@@ -142,6 +142,13 @@ def keep(K_j, V_j, kept=[0, 0]):
     kept[1] = V_j
     return kept
 '''
+KEEP_DICT = '''
+@triton.jit
+def keep(K_j, V_j):
+    """K_j and V_j handed back through a dict (the interpreter runs it; no GPU compiler takes a dict)."""
+    kept = {"K": K_j, "V": V_j}
+    return kept["K"], kept["V"]
+'''
 HIDING = {  # where: (the statements that keep K_j and V_j there, K_j read back, V_j read back, the file's addition)
     "tuple": ("kept = ({K}, {V})", "kept[0]", "kept[1]", ""),
     "list": ("kept = [{K}, {V}]", "kept[0]", "kept[1]", ""),
@@ -149,6 +156,7 @@ HIDING = {  # where: (the statements that keep K_j and V_j there, K_j read back,
     "module global": ("KEPT[0] = {K}\n        KEPT[1] = {V}", "KEPT[0]", "KEPT[1]", "\nKEPT = [0, 0]\n"),
     "kernel attribute": ("flash2_forward.T = ({K}, {V})", "flash2_forward.T[0]", "flash2_forward.T[1]", ""),
     "default argument": ("kept = keep({K}, {V})", "kept[0]", "kept[1]", KEEP),
+    "a callee's dict": ("kept = keep({K}, {V})", "kept[0]", "kept[1]", KEEP_DICT),
     "no name": ("", K_TILE, V_TILE, ""),
     "int16 bits": ("K_j = {K}.to(tl.int16, bitcast=True)\n        V_j = {V}.to(tl.int16, bitcast=True)",
                    "K_j.to(tl.float16, bitcast=True)", "V_j.to(tl.float16, bitcast=True)", ""),

@@ -1,4 +1,5 @@
-"""The second wall: every kernel of the file compiled for a real GPU (sm_90, to cubin) on the CPU, in a fresh process.
+"""The first two walls, in a fresh process: the allow-list, then every kernel of the file compiled for a real GPU
+(sm_90, to cubin) on the CPU.
 
 Triton's compiler needs no GPU to reach cubin; it refuses what the interpreter lets through
 (Python on the host, calls to anything but Triton's language). It compiles only the branches a
@@ -26,13 +27,12 @@ main(sys.argv[2], sys.argv[3])
 """
 
 
-def error(path: Path, grading: dict, cases: list[dict] = (), skip=()) -> str:
-    """ "" if every kernel of `path` but those in `skip` compiles for sm_90 at each of `cases`' constexprs
-    (`launch.signatures`), else the first compiler error in one line; one fresh process for them all."""
+def error(path: Path, grading: dict, cases: list[dict] = ()) -> str:
+    """ "" if `path` passes the allow-list and every kernel of it but the handout's stubs compiles for sm_90 at each
+    of `cases`' constexprs (`launch.signatures`), else the allow-list's refusal or the first compiler error in one
+    line; one fresh process for all of it (it parses the student's file: not in the grader's)."""
     root = str(Path(__file__).resolve().parents[3])
-    specs = [s for s in launch.signatures(grading, cases) if s[0] not in skip]
-    if not specs:
-        return ""
+    specs = launch.signatures(grading, cases)
     with tempfile.TemporaryDirectory(prefix="flashsim-triton-") as home:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
                "TRITON_CACHE_DIR": os.path.join(home, "cache"), "TRITON_DEFAULT_FP_FUSION": "1"}  # fmt: skip
@@ -51,20 +51,29 @@ def error(path: Path, grading: dict, cases: list[dict] = (), skip=()) -> str:
 
 
 def main(file: str, specs: str) -> None:
-    """In the fresh process: compile each kernel at each of its distinct constexprs (never one twice: a second
-    compile of the same could come from Triton's cache); print {"error": ""} or the first compiler message in one
-    line."""
+    """In the fresh process: the allow-list, then each kernel but a stub compiled at each of its distinct
+    constexprs (never one twice: a second compile of the same could come from Triton's cache); print {"error": ""},
+    the allow-list's refusal or the first compiler message in one line."""
     import importlib.util
 
     import triton
     from triton.backends.compiler import GPUTarget
 
+    from sim.core.errors import InputError
+    from sim.grading.triton import allowlist
+
+    try:
+        with open(file, encoding="utf-8") as f:
+            stubs = allowlist.check(f.read(), os.path.basename(file))
+    except InputError as e:
+        print(json.dumps({"error": str(e)}))
+        return
     kernel = None
     try:
         module_spec = importlib.util.spec_from_file_location("submission", file)
         module = importlib.util.module_from_spec(module_spec)
         module_spec.loader.exec_module(module)
-        for name, signature, constexprs in json.loads(specs):
+        for name, signature, constexprs in (s for s in json.loads(specs) if s[0] not in stubs):
             kernel = getattr(module, name, None)
             if not isinstance(kernel, triton.runtime.JITFunction):
                 print(json.dumps({"error": f"{os.path.basename(file)} defines no @triton.jit function {name}"}))
