@@ -1,10 +1,12 @@
 """The similarity report: renamed, recommented and reformatted copies are flagged with both names and the score;
 independent solutions and untouched handouts are not; nothing is taken off a score."""
 
+import ast
 import csv
 import io
 import keyword
 import tokenize
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -12,8 +14,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sim.core.errors import InputError
-from sim.grading import grader, similarity, spec
+from sim.grading import code_reading, grader, similarity, spec
 from sim.grading.export import student_text
+from sim.grading.report import SubmissionReport
 from tests.cli_runner import flashsim
 
 SUBMISSIONS = Path(__file__).parent / "grading_submissions" / "02"
@@ -26,7 +29,17 @@ def disguised(source: str) -> str:
     names: dict[str, str] = {}
     out = []
     previous = None
+    merged: list[tokenize.TokenInfo] = []  # m̃_ij is one name, which the tokenizer splits at its combining mark
     for t in tokenize.generate_tokens(io.StringIO(source).readline):
+        mark = t.type == tokenize.ERRORTOKEN and unicodedata.category(t.string[0])[0] == "M"
+        after_mark = (
+            t.type == tokenize.NAME and merged and unicodedata.category(merged[-1].string[-1:] or "a")[0] == "M"
+        )
+        if merged and merged[-1].type == tokenize.NAME and (mark or after_mark):
+            merged[-1] = merged[-1]._replace(string=merged[-1].string + t.string)
+            continue
+        merged.append(t)
+    for t in merged:
         text = t.string
         if (
             t.type == tokenize.NAME
@@ -90,9 +103,11 @@ def test_scores_by_hand():
     assert similarity.score(frozenset(range(10)), frozenset(range(10))) == 0.0  # too little code to judge
 
 
-def test_a_file_pasting_classmates_code_into_its_own_is_flagged_alone(tmp_path):
+def test_a_file_pasting_classmates_code_into_its_own_is_noted_without_accusing_them(tmp_path):
     # before: the score was the share of the smaller file found in the other, so every honest classmate whose code a
-    # superset pasted in scored 1.00 against it and was flagged (red team H2)
+    # superset pasted in scored 1.00 against it and was flagged "similar" (red team H2); then only the larger file was
+    # noted, so a copy trimmed under THRESHOLD left the original alone holding the note (red team 84): each is noted
+    # now, the smaller as found in the larger
     paths = {name: tmp_path / name for name in ("alice.py", "bob.py", "carol.py", "mallory.py")}
     paths["alice.py"].write_text((SUBMISSIONS / "algorithm1.py").read_text())
     paths["bob.py"].write_text(disguised(paths["alice.py"].read_text()))  # a real copy
@@ -107,7 +122,9 @@ def test_a_file_pasting_classmates_code_into_its_own_is_flagged_alone(tmp_path):
     }
     reports = grader.grade(MASTER.public(), list(paths.values()), seed=1, jobs=2)
     notes = {r.submission: r.notes for r in reports}
-    assert notes["carol.py"] == [] and not any("mallory" in n for n in notes["alice.py"] + notes["bob.py"])
+    found = "1.00 of its code is in mallory.py, a larger file (for review; no points taken)"
+    assert notes["carol.py"] == [found] and found in notes["alice.py"] and found in notes["bob.py"]
+    assert not any("similar to mallory" in n for n in notes["alice.py"] + notes["bob.py"] + notes["carol.py"])
     assert notes["mallory.py"][0] == "holds 1.00 of the code of alice.py (for review; no points taken)"
 
 
@@ -182,3 +199,47 @@ def test_a_similarity_report_that_cannot_be_made_costs_its_flags_not_the_grades(
         ("alice.py", "50", "50", why),
         ("bob.py", "50", "50", why),
     ]  # the master's solution: full marks on its four tests
+
+
+def joined_and_padded(source: str) -> str:
+    """The same program written another way: each run of simple statements joined by '; ', each followed by a
+    `pass` and a lone `0`, and its tuples in parentheses (ast.unparse's) — red team 84 scored 0.53–0.57."""
+    lines, out = ast.unparse(ast.parse(source)).splitlines(), []
+    for line in filter(str.strip, lines):
+        indent = line[: len(line) - len(line.lstrip())]
+        simple = not line.rstrip().endswith(":") and not line.lstrip().startswith(("@", "#"))
+        if simple and out and out[-1][1] == indent:
+            out[-1] = (out[-1][0] + "; " + line.strip() + "; pass; 0", indent)
+        else:
+            out.append((line + ("; pass" if simple else ""), indent if simple else None))
+    return "\n".join(text for text, _ in out) + "\n"
+
+
+def test_joining_lines_and_padding_with_statements_that_do_nothing_leave_the_runs_alone(tmp_path):
+    source = (SUBMISSIONS / "algorithm1.py").read_text()
+    other = joined_and_padded(source)
+    assert ";" in other and "pass" in other and other.count("\n") < source.count("\n") / 2
+    compile(other, "other.py", "exec")
+    assert similarity.fingerprint(other) == similarity.fingerprint(source)
+    alice, bob = tmp_path / "alice.py", tmp_path / "bob.py"
+    alice.write_text(source)
+    bob.write_text(other)
+    assert [(f.a, f.b, round(f.score, 2)) for f in report([alice, bob])] == [("alice.py", "bob.py", 1.0)]
+
+
+def test_a_file_that_takes_too_long_to_read_is_not_judged_and_the_rest_are(tmp_path, monkeypatch):
+    """Red team 84: the report parsed each file in the grader's own process, where a 1 MiB f-string held the GIL
+    for 111 s (every grading thread stalled); a child reads them now, each under READ_S."""
+    monkeypatch.setattr(code_reading, "READ_S", 0.3)
+    monkeypatch.setattr(similarity, "builds_code", lambda source: pytest.fail("parsed in the grader's process"))
+    slow, alice, bob = tmp_path / "a_slow.py", tmp_path / "alice.py", tmp_path / "bob.py"
+    slow.write_text("x = f'" + "{1}" * 40_000 + "'\n")  # (1 MiB of it: 111 s to parse in Python 3.11)
+    alice.write_text((SUBMISSIONS / "algorithm1.py").read_text())
+    bob.write_text(disguised(alice.read_text()))
+    read = code_reading.read_all({p.name: p.read_text() for p in (slow, alice, bob)})
+    assert read["a_slow.py"].slow and not read["alice.py"].slow and read["alice.py"].runs == read["bob.py"].runs
+    assert read["alice.py"].runs == frozenset(similarity.runs(alice.read_text()))
+    reports = [SubmissionReport(p.name, MASTER.name, 1) for p in (slow, alice, bob)]
+    similarity.annotate(MASTER, [slow, alice, bob], reports)
+    assert reports[0].notes == ["similarity not judged: its code took more than 0.3 s to read"]
+    assert reports[1].notes == ["similar to bob.py: 1.00 of its code in common (for review; no points taken)"]

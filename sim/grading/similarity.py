@@ -1,17 +1,21 @@
 """The similarity report: submissions whose code is close to the library's own listing, to the instructor's
 master, or to another submission of the batch — flags for a person to review, never a penalty.
 
-Each file becomes a normalized token sequence (Python's tokenizer: comments, docstrings and layout dropped;
-every identifier one token `v` except attribute names such as `.load`; numbers `0`, strings `s`), so renaming
-variables, rewording comments or reformatting changes nothing. Its fingerprint is the set of hashed runs of
-K tokens, less every run the handout itself contains (every student starts from it). Two submissions score the
-runs they share over the larger file's runs (1.0: the same code), and a pair at or above THRESHOLD is flagged on
-both; a file that holds THRESHOLD of a smaller one's runs but is not that close to it (it pasted a classmate's code
-into its own) is flagged alone, the smaller one left unnamed. A submission against a reference (the master, the
-listing, which copied nobody) scores the share of the smaller found in the other. A file with at least MIN_RUNS
-runs of its own is judged; one with fewer that scored points is said to be "not judged" (a one-line `exec` of a compressed copy is all of 20
-tokens), and one that calls exec, eval, compile or __import__ on anything but a literal is named for review: the
-code it runs is built at run time, where no comparison of files can see it.
+Each file is parsed and printed back (`normalized`: one way to write each statement), then becomes a normalized
+token sequence (Python's tokenizer: comments, layout and `;` dropped, and statements that do nothing — `pass`,
+docstrings, a lone constant; every identifier one token `v` except attribute names such as `.load`; numbers `0`,
+strings `s`), so renaming variables, rewording comments, reformatting, joining lines with `;` or padding with
+`pass` changes nothing. Its fingerprint is
+the set of hashed runs of K tokens, less every run the handout itself contains (every student starts from it). Two
+submissions score the runs they share over the larger file's runs (1.0: the same code), and a pair at or above
+THRESHOLD is flagged on both; where one file holds THRESHOLD of a smaller one's runs but is not that close to it
+(one pasted the other's code into more, or trimmed a copy: the files cannot say which), the larger is noted as
+holding the smaller's code and the smaller as found in the larger, neither accused. A submission against a
+reference (the master, the listing, which copied nobody) scores the share of the smaller found in the other. A file
+with at least MIN_RUNS runs of its own is judged; one with fewer that scored points is said to be "not judged" (a
+one-line `exec` of a compressed copy is all of 20 tokens), and one that calls exec, eval, compile or __import__ on
+anything but a literal is named for review: the code it runs is built at run time, where no comparison of files can
+see it. The submissions are read by a child process (`code_reading`): Python's parser holds the GIL.
 """
 
 import ast
@@ -24,7 +28,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
-from sim.grading import submission_file
+from sim.grading import code_reading, submission_file
 from sim.grading.report import one_line, printable, shown_name
 
 K = 12  # tokens a run: long enough that two independent solutions rarely share many
@@ -44,7 +48,7 @@ class Flag:
     a: str
     b: str
     score: float
-    holds: bool = False  # `a` holds this share of `b`'s code, and is much larger: the note is on `a` only
+    holds: bool = False  # `a` holds this share of `b`'s code and is larger: each is noted, in its own words
 
     def line(self) -> str:
         """The note on `a`: `b`'s name on one line, as text a terminal or a UTF-8 file takes (it may not be UTF-8)."""
@@ -52,43 +56,78 @@ class Flag:
             return f"holds {self.score:.2f} of the code of {shown_name(self.b)} (for review; no points taken)"
         return f"similar to {shown_name(self.b)}: {self.score:.2f} of its code in common (for review; no points taken)"
 
+    def other_line(self) -> str:
+        """The note on `b`, a submission too."""
+        if self.holds:
+            return (
+                f"{self.score:.2f} of its code is in {shown_name(self.a)}, a larger file (for review; no points taken)"
+            )
+        return Flag(self.b, self.a, self.score).line()
+
 
 def tokens(source: str) -> list[str]:
-    """The normalized token sequence of Python source ([] where it does not tokenize)."""
+    """The normalized token sequence of Python source (up to where it stops tokenizing)."""
     out: list[str] = []
-    previous, joined = tokenize.NEWLINE, False
+    previous, joined, found = tokenize.NEWLINE, False, []
     try:
-        for t in tokenize.generate_tokens(io.StringIO(source).readline):
-            if t.type in _SKIP or t.type == tokenize.ENDMARKER:
-                previous = t.type if t.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT) else previous
-                continue
-            if t.type == tokenize.STRING and previous in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT):
-                continue  # a docstring (or any bare string statement)
-            if t.type == tokenize.ERRORTOKEN and (t.string.isspace() or unicodedata.category(t.string[0])[0] == "M"):
-                joined = not t.string.isspace()  # m̃_ij: the tokenizer splits a name at its combining mark
-                continue
-            if t.type == tokenize.NAME and joined and out and out[-1] == "v":
-                joined = False
-                continue
-            previous, joined = t.type, False
-            if t.type == tokenize.NAME:
-                out.append(t.string if keyword.iskeyword(t.string) or (out and out[-1] == ".") else "v")
-            elif t.type == tokenize.NUMBER:
-                out.append("0")
-            elif t.type in _STRINGS:
-                out.append("s")
-            else:
-                out.append(t.string)
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            found.append(token)
     except (tokenize.TokenError, SyntaxError, IndentationError):
-        return out
+        pass  # the tokens before the fault
+    for k, t in enumerate(found):
+        if t.type in _SKIP or t.type == tokenize.ENDMARKER or t.string == ";":
+            previous = tokenize.NEWLINE if t.string == ";" else previous  # `a; b` is two statements, as two lines
+            previous = t.type if t.type in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT) else previous
+            continue
+        if previous in (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT) and _bare(t, found[k + 1 :]):
+            continue  # a statement that does nothing: `pass`, a docstring, a lone constant
+        if t.type == tokenize.ERRORTOKEN and (t.string.isspace() or unicodedata.category(t.string[0])[0] == "M"):
+            joined = not t.string.isspace()  # m̃_ij: the tokenizer splits a name at its combining mark
+            continue
+        if t.type == tokenize.NAME and joined and out and out[-1] == "v":
+            joined = False
+            continue
+        previous, joined = t.type, False
+        if t.type == tokenize.NAME:
+            out.append(t.string if keyword.iskeyword(t.string) or (out and out[-1] == ".") else "v")
+        elif t.type == tokenize.NUMBER:
+            out.append("0")
+        elif t.type in _STRINGS:
+            out.append("s")
+        else:
+            out.append(t.string)
     return out
+
+
+def _bare(t: tokenize.TokenInfo, after: list[tokenize.TokenInfo]) -> bool:
+    """Whether `t`, the first token of a statement, is the whole of one that does nothing: `pass`, a string (a
+    docstring too), a number, None, True, False or `...` standing alone."""
+    if t.type == tokenize.NAME and t.string == "pass":
+        return True
+    if not (t.type in (tokenize.NUMBER, tokenize.STRING) or t.string in ("None", "True", "False", "...")):
+        return False
+    following = next((a for a in after if a.type not in (tokenize.COMMENT, tokenize.NL)), None)
+    return following is None or following.type in (tokenize.NEWLINE, tokenize.ENDMARKER) or following.string == ";"
+
+
+def normalized(source: str) -> str:
+    """`source` parsed and printed back (one statement a line, one way to write each expression: `a, b = (x, y)`
+    and `a, b = x, y` alike), or `source` itself where it does not parse (then it does not run either)."""
+    try:
+        return ast.unparse(ast.parse(source))
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return source
+
+
+def runs(source: str) -> set[int]:
+    """The hashed K-token runs of `source`, normalized."""
+    seq = tokens(normalized(source))
+    return {zlib.crc32(" ".join(seq[i : i + K]).encode()) for i in range(len(seq) - K + 1)}
 
 
 def fingerprint(source: str, skeleton: frozenset[int] = frozenset()) -> frozenset[int]:
     """The hashed K-token runs of `source`, less those of `skeleton` (the handout's own)."""
-    seq = tokens(source)
-    runs = {zlib.crc32(" ".join(seq[i : i + K]).encode()) for i in range(len(seq) - K + 1)}
-    return frozenset(runs - skeleton)
+    return frozenset(runs(source) - skeleton)
 
 
 def score(a: frozenset[int], b: frozenset[int]) -> float:
@@ -156,18 +195,16 @@ def builds_code(source: str) -> list[str]:
     return sorted(set(found), key=lambda f: int(f.rsplit(" ", 1)[1]))
 
 
-def notes(handout: str, submissions: list[Path], prints: dict | None = None) -> dict[str, list[str]]:
-    """The submissions the comparison cannot speak for, each with its lines: too little code of its own (a
-    compressed copy run by exec, or an untouched handout), and code that runs what it builds at run time."""
-    skeleton, out = fingerprint(handout), {}
-    for p in submissions:
-        source = _read(p)
-        found = builds_code(source)
-        own = prints[p.name] if prints is not None else fingerprint(source, skeleton)
-        lines = [NOT_JUDGED] if len(own) < MIN_RUNS else []
-        lines += [f"for review: runs code it builds at run time ({'; '.join(found[:3])})"] if found else []
+def notes(read: dict[str, "code_reading.Read"], prints: dict[str, frozenset[int]]) -> dict[str, list[str]]:
+    """The submissions the comparison cannot speak for, each with its lines: read too slowly, too little code of its
+    own (a compressed copy run by exec, or an untouched handout), code that runs what it builds at run time."""
+    out = {}
+    for name, r in read.items():
+        slow = f"similarity not judged: its code took more than {code_reading.READ_S:g} s to read"
+        lines = [slow] if r.slow else [NOT_JUDGED] if len(prints[name]) < MIN_RUNS else []
+        lines += [f"for review: runs code it builds at run time ({'; '.join(r.builds[:3])})"] if r.builds else []
         if lines:
-            out[p.name] = lines
+            out[name] = lines
     return out
 
 
@@ -182,14 +219,15 @@ def annotate(assignment, submissions: list[Path], reports) -> None:
     try:
         handout = student_text(assignment.path.read_text(encoding="utf-8"), assignment.path.name)
         skeleton = fingerprint(handout)
-        prints = {p.name: fingerprint(_read(p), skeleton) for p in submissions}  # each file tokenized once
+        read = code_reading.read_all({p.name: _read(p) for p in submissions})  # each file read once, by a child
+        prints = {name: r.runs - skeleton for name, r in read.items()}
         flags = report(assignment.path, assignment.grading, handout, submissions, prints)
-        for name, lines in notes(handout, submissions, prints).items():  # "not judged" only where points are at stake
+        for name, lines in notes(read, prints).items():  # "not judged" only where points are at stake
             added[name] += [n for n in lines if n != NOT_JUDGED or by_name[name].score > 0]
         for f in flags:
             added[f.a].append(f.line())
-            if f.b in by_name and not f.holds:
-                added[f.b].append(Flag(f.b, f.a, f.score).line())
+            if f.b in by_name:
+                added[f.b].append(f.other_line())
     except Exception as e:  # whatever failed, the grades stand
         why = printable(one_line(f"{type(e).__name__}: {str(e)[:200]}"))
         added = {name: [f"similarity not judged: the similarity report could not be made ({why})"] for name in by_name}
