@@ -72,7 +72,7 @@ def tokens(source: str) -> list[str]:
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
             found.append(token)
-    except (tokenize.TokenError, SyntaxError, IndentationError):
+    except (tokenize.TokenError, SyntaxError, ValueError):  # (Python 3.12's tokenizer: UnicodeDecodeError too)
         pass  # the tokens before the fault
     for k, t in enumerate(found):
         if t.type in _SKIP or t.type == tokenize.ENDMARKER or t.string == ";":
