@@ -51,6 +51,12 @@ def test_the_report_and_a_folders_summary_say_which_master_they_graded_with(tmp_
         ("TESTS = []\n", "TESTS"),
         ("GRADING.update(timeout_s=1)\n", "GRADING"),
         ("def f():\n    return len(TESTS)\n", "TESTS"),
+        # red team 85: rebound without a Name node
+        ("import json as TESTS\n", "TESTS"),
+        ("from os import path as GRADING\n", "GRADING"),
+        ("def GRADING(): return 1\n", "GRADING"),
+        ("class TESTS: pass\n", "TESTS"),
+        ("try:\n    pass\nexcept Exception as TESTS:\n    pass\n", "TESTS"),
     ],
 )
 def test_a_master_that_names_its_tests_outside_their_literal_is_refused(tmp_path, extra, name):
@@ -58,7 +64,8 @@ def test_a_master_that_names_its_tests_outside_their_literal_is_refused(tmp_path
     shipped in the student's copy."""
     master = tmp_path / TINY.name
     master.write_text(TINY.read_text() + "\n" + extra)
-    line = len(TINY.read_text().splitlines()) + 1 + extra.count("\n")  # the name is on `extra`'s last line
+    at = next(n for n, text in enumerate(extra.splitlines(), 1) if name in text)
+    line = len(TINY.read_text().splitlines()) + 1 + at
     with pytest.raises(InputError, match=rf"^assignment: {TINY.name} line \d+: {name} is named outside its one "):
         spec.load(master)
     assert f"line {line}: {name} is named outside" in error_line(flashsim("assignments", "export", master, "--student",

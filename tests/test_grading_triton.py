@@ -65,11 +65,27 @@ def test_the_masters_pass_the_allow_list_and_their_exports_are_stubs(tmp_path):
         ("    STASH[0] = i", 7, "a kernel may assign only to names"),
         ("    STASH[0] += i", 7, "a kernel may assign only to names"),
         ("    X.dtype = i", 7, "a kernel may assign only to names"),
+        # red team 85: `min(s, s) is s` is true under the interpreter, a constant False to the compiler, which then
+        # compiled an empty branch while the interpreter ran the other
+        ("    if min(n, n) is n:\n        x = 1", 7, "a kernel may not compare with `is`"),
+        ("    x = n is not None", 7, "a kernel may not compare with `is`"),
     ],
 )
 def test_a_kernel_body_outside_the_language_is_refused_at_its_line(body, line, message):
     with pytest.raises(InputError, match=re.escape(f"kernel file line {line}: ") + ".*" + re.escape(message)):
         allowlist.check(HEADER + KERNEL.format(body))
+
+
+def test_a_kernel_may_not_name_a_constant_it_could_change():
+    # red team 85: `B = STASH; B += [x]` grew a module list that outlived every program and test
+    source = (
+        HEADER
+        + "STASH = []\nSIZES = (1, 2)\nLIMIT = tl.constexpr(4)\n\n"
+        + KERNEL.format("    x = SIZES[0] + LIMIT\n    B = STASH\n    B += [x]")
+    )
+    with pytest.raises(InputError, match=r"kernel file line 12: STASH is a list, dict or set: a kernel may use only"):
+        allowlist.check(source)
+    assert allowlist.check(source.replace("    B = STASH\n    B += [x]\n", "")) == set()
 
 
 @pytest.mark.parametrize(

@@ -204,13 +204,14 @@ def test_a_similarity_report_that_cannot_be_made_costs_its_flags_not_the_grades(
 
 def joined_and_padded(source: str) -> str:
     """The same program written another way: each run of simple statements joined by '; ', each followed by a
-    `pass` and a lone `0`, and its tuples in parentheses (ast.unparse's) — red team 84 scored 0.53–0.57."""
+    `pass`, a lone `0` and a lone name `_`, and its tuples in parentheses (ast.unparse's) — red team 84 scored
+    0.53–0.57 (`;`, `pass`), red team 85 0.61 (a lone name after every statement)."""
     lines, out = ast.unparse(ast.parse(source)).splitlines(), []
     for line in filter(str.strip, lines):
         indent = line[: len(line) - len(line.lstrip())]
         simple = not line.rstrip().endswith(":") and not line.lstrip().startswith(("@", "#"))
         if simple and out and out[-1][1] == indent:
-            out[-1] = (out[-1][0] + "; " + line.strip() + "; pass; 0", indent)
+            out[-1] = (out[-1][0] + "; " + line.strip() + "; pass; 0; _", indent)
         else:
             out.append((line + ("; pass" if simple else ""), indent if simple else None))
     return "\n".join(text for text, _ in out) + "\n"

@@ -112,11 +112,25 @@ def _bare(t: tokenize.TokenInfo, after: list[tokenize.TokenInfo]) -> bool:
 
 def normalized(source: str) -> str:
     """`source` parsed and printed back (one statement a line, one way to write each expression: `a, b = (x, y)`
-    and `a, b = x, y` alike), or `source` itself where it does not parse (then it does not run either)."""
+    and `a, b = x, y` alike) without the statements that do nothing (`pass`, an expression that calls nothing:
+    a lone name `_` after every line hid a copy, red team 85), or `source` itself where it does not parse (then it
+    does not run either)."""
     try:
-        return ast.unparse(ast.parse(source))
+        tree = ast.parse(source)
+        for node in ast.walk(tree):
+            for field in ("body", "orelse", "finalbody"):
+                body = getattr(node, field, None)
+                if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
+                    setattr(node, field, [s for s in body if not _inert(s)] or [ast.Pass()])
+        return ast.unparse(tree)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return source
+
+
+def _inert(s: ast.stmt) -> bool:
+    """`pass`, or an expression statement that calls, awaits, yields and assigns nothing."""
+    effects = (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)
+    return isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and not any(isinstance(n, effects) for n in ast.walk(s)))
 
 
 def runs(source: str) -> set[int]:

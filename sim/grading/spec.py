@@ -106,10 +106,11 @@ def load(path: Path) -> Assignment:
                 except ValueError:
                     raise InputError(f"assignment: {path.name}: {node.targets[0].id} must be a literal") from None
                 literals.add(id(node.targets[0]))
-    for node in ast.walk(tree):  # `TESTS += […]`, TESTS.append(…), a second TESTS = …: unseen by the grader and export
-        if isinstance(node, ast.Name) and node.id in ("GRADING", "TESTS") and id(node) not in literals:
-            raise InputError(f"assignment: {path.name} line {node.lineno}: {node.id} is named outside its one "
-                             f"`{node.id} = …` literal, which is all the grader and export read")  # fmt: skip
+    for node in ast.walk(tree):  # `TESTS += […]`, TESTS.append(…), `import json as TESTS`: unseen by grader and export
+        named = [n for n in _bound_or_named(node) if n in ("GRADING", "TESTS")]
+        if named and id(node) not in literals:
+            raise InputError(f"assignment: {path.name} line {getattr(node, 'lineno', '?')}: {named[0]} is named "
+                             f"outside its one `{named[0]} = …` literal, which is all the grader and export read")  # fmt: skip
     for key in ("GRADING", "TESTS"):
         if key not in values:
             raise InputError(f"assignment: {path.name} has no {key} (is it an assignment file?)")
@@ -122,6 +123,22 @@ def load(path: Path) -> Assignment:
             raise InputError(f"assignment: {path.name}: two tests are named {test['name']!r}")
         names.add(test["name"])
     return Assignment(path, ast.get_docstring(tree) or "", grading, tuple(tests), hashlib.sha256(data).hexdigest())
+
+
+def _bound_or_named(node: ast.AST) -> list[str]:
+    """The names `node` uses or binds: a Name, an import's alias, a def's or class's name, `except … as`, global,
+    nonlocal, a match pattern's capture, an argument."""
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.alias):
+        return [node.asname or node.name.split(".")[0]]
+    if isinstance(node, ast.Global | ast.Nonlocal):
+        return list(node.names)
+    if isinstance(node, ast.arg):
+        return [node.arg]
+    name = getattr(node, "name", None) if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef |
+                                                     ast.ExceptHandler | ast.MatchAs | ast.MatchStar) else None  # fmt: skip
+    return [name] if isinstance(name, str) else []
 
 
 def check_grading(grading, where: str) -> None:

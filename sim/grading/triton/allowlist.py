@@ -52,8 +52,10 @@ def check(source: str, where: str = "kernel file") -> set[str]:
     except SyntaxError as e:
         raise InputError(f"{where} line {e.lineno}: {e.msg}") from None
     aliases, constants, kernels = _module(tree, where)
+    mutable = {n.id for node in tree.body if isinstance(node, ast.Assign) and _mutable(node.value)
+               for n in node.targets}  # fmt: skip
     for fn in kernels:
-        _kernel(fn, aliases, constants | {k.name for k in kernels}, where)
+        _kernel(fn, aliases, (constants - mutable) | {k.name for k in kernels}, where, mutable)
     return {fn.name for fn in kernels if isinstance(_first(fn), ast.Raise)}
 
 
@@ -135,7 +137,13 @@ def _dunder(name: str) -> bool:
     return "__" in name
 
 
-def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where: str) -> None:
+def _mutable(value: ast.expr) -> bool:
+    """A list, dict or set literal (or tl.constexpr of one): a constant a kernel could change (`B = STASH; B += [x]`)."""
+    inner = value.args[0] if isinstance(value, ast.Call) and value.args else value
+    return isinstance(inner, ast.List | ast.Dict | ast.Set)
+
+
+def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where: str, mutable: set[str]) -> None:
     """Every node of a kernel's body: Triton's language and nothing that reaches Python's machinery."""
     local = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
     if fn.args.vararg or fn.args.kwarg:
@@ -151,6 +159,12 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
         if isinstance(node, ast.Raise):
             if not _stub(node):
                 _refuse(node, where, "a kernel may raise only NotImplementedError('…') (the handout's stub)")
+        elif isinstance(node, ast.Compare) and any(isinstance(op, ast.Is | ast.IsNot) for op in node.ops):
+            _refuse(node, where, "a kernel may not compare with `is`: the compiler and the interpreter disagree on "
+                    "identity (a branch one takes and the other does not); compare values")  # fmt: skip
+        elif isinstance(node, ast.Name) and node.id in mutable and node.id not in local:
+            _refuse(node, where, f"{node.id} is a list, dict or set: a kernel may use only constants that cannot "
+                    "change (programs share nothing but HBM)")  # fmt: skip
         elif isinstance(node, ast.Name):
             if _dunder(node.id) or node.id not in local | names | set(aliases) | BUILTINS:
                 _refuse(
