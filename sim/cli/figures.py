@@ -198,7 +198,7 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
             return
     console.print(
         decode_viz.decode_table(
-            rows, best, fit, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw
+            rows, best, fit=fit, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw
         )
     )
     simulated = f"one head simulated in {plural(best, 'split')}"

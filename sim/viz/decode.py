@@ -13,8 +13,8 @@ from sim.viz.unclipped import unclipped
 def decode_table(
     rows: list[Occupancy],
     best: int,
-    fit: int,
     *,
+    fit: int | None = None,
     batch: int,
     heads: int,
     queries: int,
@@ -24,7 +24,9 @@ def decode_table(
     hw: Hardware,
 ) -> RenderableType:
     """One row per number of splits: thread blocks, SMs kept busy, waves, traffic and the model's time; splits past
-    `fit` (whose buffers do not fit the SRAM) marked †."""
+    `fit` (whose buffers do not fit the SRAM; None: all fit) marked †."""
+    most = max(r.splits for r in rows)
+    fit = most if fit is None else fit
     title = Text(
         f"Flash-Decoding · {queries} query row{'s' * (queries > 1)} against Nk={count(nk)} keys · d={d} · "
         f"batch {batch} × {heads} heads · {dtype} · {hw.name}",
@@ -45,8 +47,8 @@ def decode_table(
     notes = ["1 split: FlashAttention-2, one thread block per (batch, head)"] if first == 1 else []
     for r in (r for r in rows if r.splits == best):  # the model's best, where it is one of the rows
         than = f", {ratio(one / r.seconds)} the speed of {plural(first, 'split')}" if r is not rows[0] else ""
-        notes.append(f"*: the fastest{' that fits' * (fit < rows[-1].splits)}, {plural(best, 'split')}{than}")
-    if fit < rows[-1].splits:
+        notes.append(f"*: the fastest{' that fits' * (fit < most)}, {plural(best, 'split')}{than}")
+    if fit < most:
         notes.append(
             f"†: the combine's O, O_p and lse_p for {count(queries)} query rows in that many splits do not fit the "
             f"{hw.name}'s SRAM: the model's time only, not a choice"
