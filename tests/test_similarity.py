@@ -245,3 +245,50 @@ def test_a_file_that_takes_too_long_to_read_is_not_judged_and_the_rest_are(tmp_p
     similarity.annotate(MASTER, [slow, alice, bob], reports)
     assert reports[0].notes == ["similarity not judged: its code took more than 0.3 s to read"]
     assert reports[1].notes == ["similar to bob.py: 1.00 of its code in common (for review; no points taken)"]
+
+
+WRAPPERS = (
+    ("if True:", ""),
+    ("for _ in range(1):", ""),
+    ("while 1:", "    break"),
+    ("with memoryview(b''):", ""),
+    ("try:", "except Exception as e:\n    raise e"),
+    ("if not 0:", "else:\n    pass"),
+)
+
+
+def wrapped_and_dead(source: str) -> str:
+    """The same program written another way: each statement (at any depth) inside a control statement that runs it
+    once — each of WRAPPERS in turn — and followed by assignments nothing reads (`_ = 0`, `__ = _ + 1`) and by
+    `x = x`; red team 86's lead (`if True:` around each line scored 0.39 against its original)."""
+    turn = iter(range(10**6))
+
+    def rewrite(body: list[ast.stmt]) -> list[ast.stmt]:
+        out = []
+        for s in body:
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(s, field, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    setattr(s, field, rewrite(inner))
+            head, tail = WRAPPERS[next(turn) % len(WRAPPERS)]
+            indented = "\n".join("    " + line for line in ast.unparse(s).splitlines())
+            out += ast.parse(f"{head}\n{indented}\n{tail}\n_ = 0\n__ = _ + 1").body
+            if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
+                out += ast.parse(f"{s.targets[0].id} = {s.targets[0].id}").body
+        return out
+
+    tree = ast.parse(source)
+    tree.body = rewrite(tree.body)
+    return ast.unparse(tree) + "\n"
+
+
+def test_control_statements_around_each_line_and_assignments_nothing_reads_leave_the_runs_alone(tmp_path):
+    source = (SUBMISSIONS / "algorithm1.py").read_text()
+    other = wrapped_and_dead(source)
+    assert all(head in other for head, _ in WRAPPERS) and other.count("__ = _ + 1") > 20
+    compile(other, "other.py", "exec")
+    assert similarity.fingerprint(other) == similarity.fingerprint(source)
+    alice, bob = tmp_path / "alice.py", tmp_path / "bob.py"
+    alice.write_text(source)
+    bob.write_text(other)
+    assert [(f.a, f.b, round(f.score, 2)) for f in report([alice, bob])] == [("alice.py", "bob.py", 1.0)]

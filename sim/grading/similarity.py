@@ -1,11 +1,12 @@
 """The similarity report: submissions whose code is close to the library's own listing, to the instructor's
 master, or to another submission of the batch — flags for a person to review, never a penalty.
 
-Each file is parsed and printed back (`normalized`: one way to write each statement), then becomes a normalized
-token sequence (Python's tokenizer: comments, layout and `;` dropped, and statements that do nothing — `pass`,
-docstrings, a lone constant; every identifier one token `v` except attribute names such as `.load`; numbers `0`,
-strings `s`), so renaming variables, rewording comments, reformatting, joining lines with `;` or padding with
-`pass` changes nothing. Its fingerprint is
+Each file is put in its normal form (`normal_form`: parsed and printed back; control statements' headers,
+statements that do nothing and assignments nothing reads taken out), then becomes a normalized token sequence
+(Python's tokenizer: comments, layout and `;` dropped, and statements that do nothing — `pass`, docstrings, a lone
+constant; every identifier one token `v` except attribute names such as `.load`; numbers `0`, strings `s`), so
+renaming variables, rewording comments, reformatting, joining lines with `;`, padding with `pass` or dead
+assignments, or wrapping lines in `if True:` changes nothing. Its fingerprint is
 the set of hashed runs of K tokens, less every run the handout itself contains (every student starts from it). Two
 submissions score the runs they share over the larger file's runs (1.0: the same code), and a pair at or above
 THRESHOLD is flagged on both; where one file holds THRESHOLD of a smaller one's runs but is not that close to it
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 
-from sim.grading import code_reading, submission_file
+from sim.grading import code_reading, normal_form, submission_file
 from sim.grading.report import one_line, printable, shown_name
 
 K = 12  # tokens a run: long enough that two independent solutions rarely share many
@@ -110,32 +111,9 @@ def _bare(t: tokenize.TokenInfo, after: list[tokenize.TokenInfo]) -> bool:
     return following is None or following.type in (tokenize.NEWLINE, tokenize.ENDMARKER) or following.string == ";"
 
 
-def normalized(source: str) -> str:
-    """`source` parsed and printed back (one statement a line, one way to write each expression: `a, b = (x, y)`
-    and `a, b = x, y` alike) without the statements that do nothing (`pass`, an expression that calls nothing:
-    a lone name `_` after every line hid a copy, red team 85), or `source` itself where it does not parse (then it
-    does not run either)."""
-    try:
-        tree = ast.parse(source)
-        for node in ast.walk(tree):
-            for field in ("body", "orelse", "finalbody"):
-                body = getattr(node, field, None)
-                if isinstance(body, list) and body and isinstance(body[0], ast.stmt):
-                    setattr(node, field, [s for s in body if not _inert(s)] or [ast.Pass()])
-        return ast.unparse(tree)
-    except (SyntaxError, ValueError, MemoryError, RecursionError):
-        return source
-
-
-def _inert(s: ast.stmt) -> bool:
-    """`pass`, or an expression statement that calls, awaits, yields and assigns nothing."""
-    effects = (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)
-    return isinstance(s, ast.Pass) or (isinstance(s, ast.Expr) and not any(isinstance(n, effects) for n in ast.walk(s)))
-
-
 def runs(source: str) -> set[int]:
     """The hashed K-token runs of `source`, normalized."""
-    seq = tokens(normalized(source))
+    seq = tokens(normal_form.normalized(source))
     return {zlib.crc32(" ".join(seq[i : i + K]).encode()) for i in range(len(seq) - K + 1)}
 
 

@@ -1,0 +1,103 @@
+"""One way to write a program, for the similarity report: parsed and printed back (one statement a line, one way to
+write each expression), with what a mechanical rewrite adds to hide a copy taken out — control statements' headers
+(`if True:`, `for _ in range(1):`, `while True: … break`, `with`, `try` around each statement: red team 86's
+lead), statements that do nothing (`pass`, an expression that calls nothing: red team 85's lone `_` after every
+line) and assignments to names nothing reads (`_ = 0` after every line). What is left is the straight-line code a
+person would call the same program; it need not run."""
+
+import ast
+
+COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match)
+TRY_STAR = tuple(getattr(ast, n) for n in ("TryStar",) if hasattr(ast, n))  # Python 3.11's `except*`
+EFFECTS = (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)
+STORES = (ast.Assign, ast.AugAssign, ast.AnnAssign)
+
+
+def normalized(source: str) -> str:
+    """`source` in its normal form, or `source` itself where it does not parse (then it does not run either)."""
+    try:
+        tree = ast.parse(source)
+        _flatten(tree)
+        dead = _dead_stores(tree)
+        for node in ast.walk(tree):
+            if _holds_body(node):
+                node.body = [s for s in node.body if not (_inert(s) or id(s) in dead)] or [ast.Pass()]
+        return ast.unparse(tree)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return source
+
+
+def _holds_body(node: ast.AST) -> bool:
+    return isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+
+
+def _flatten(tree: ast.AST) -> None:
+    """Each compound statement replaced by the statements of its bodies, in order (its header dropped)."""
+    for node in ast.walk(tree):
+        if _holds_body(node):
+            node.body = _straight(node.body)
+
+
+def _straight(body: list[ast.stmt]) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for s in body:
+        if isinstance(s, COMPOUND + TRY_STAR):
+            parts = [s.body, getattr(s, "orelse", []), getattr(s, "finalbody", [])]
+            parts += [h.body for h in getattr(s, "handlers", []) if not _reraises(h)]
+            parts += [c.body for c in getattr(s, "cases", [])]
+            out += _straight([t for part in parts for t in part])
+        else:
+            out.append(s)
+    return out
+
+
+def _reraises(h: ast.ExceptHandler) -> bool:
+    """`except …: raise` (or `raise e`, e the exception caught): a handler that changes nothing."""
+    (only, *more) = h.body
+    caught = isinstance(only, ast.Raise) and only.cause is None and isinstance(only.exc, (ast.Name, type(None)))
+    return not more and caught and (only.exc is None or only.exc.id == h.name)
+
+
+def _inert(s: ast.stmt) -> bool:
+    """`pass`, `break`, `continue`, `x = x`, or an expression statement that calls, awaits, yields and assigns
+    nothing."""
+    if isinstance(s, (ast.Pass, ast.Break, ast.Continue)):
+        return True
+    if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.Name):
+        return isinstance(s.targets[0], ast.Name) and s.targets[0].id == s.value.id
+    return isinstance(s, ast.Expr) and not any(isinstance(n, EFFECTS) for n in ast.walk(s))
+
+
+def _dead_stores(tree: ast.AST) -> set[int]:
+    """The ids of assignments, without effects, to plain names that no live statement reads (names taken by
+    spelling alone, scopes ignored: a name read anywhere keeps every assignment to it)."""
+    stores = [
+        s
+        for s in ast.walk(tree)
+        if isinstance(s, STORES)
+        and all(isinstance(t, ast.Name) for t in _targets(s))
+        and not any(isinstance(n, EFFECTS) for n in ast.walk(s))
+    ]
+    inside = {id(n) for s in stores for n in ast.walk(s)}
+    live_names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in inside and _reads(n)}
+    live_names |= {name for n in ast.walk(tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
+    dead = {id(s): s for s in stores}
+    changed = True
+    while changed:  # a store becomes live once a live statement reads what it assigns; then so do its own reads
+        changed = False
+        for key, s in list(dead.items()):
+            if {t.id for t in _targets(s)} & live_names:
+                del dead[key]
+                live_names |= {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and _reads(n)}
+                changed = True
+    return set(dead)
+
+
+def _targets(s: ast.stmt) -> list[ast.expr]:
+    if isinstance(s, ast.Assign):
+        return [e for t in s.targets for e in (t.elts if isinstance(t, (ast.Tuple, ast.List)) else [t])]
+    return [s.target]
+
+
+def _reads(n: ast.Name) -> bool:
+    return isinstance(n.ctx, (ast.Load, ast.Del))
