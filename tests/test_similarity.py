@@ -14,7 +14,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from sim.core.errors import InputError
-from sim.grading import code_reading, grader, similarity, spec
+from sim.grading import code_reading, grader, normal_form, similarity, spec
 from sim.grading.export import student_text
 from sim.grading.report import SubmissionReport
 from tests.cli_runner import flashsim
@@ -292,3 +292,18 @@ def test_control_statements_around_each_line_and_assignments_nothing_reads_leave
     alice.write_text(source)
     bob.write_text(other)
     assert [(f.a, f.b, round(f.score, 2)) for f in report([alice, bob])] == [("alice.py", "bob.py", 1.0)]
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "try:\n    x = f()\nexcept* ValueError:\n    raise\nelse:\n    y = x\nfinally:\n    z = 1\n",
+        "match p:\n    case [a, *b] if a:\n        f(b)\n    case _:\n        pass\n",
+        "if c:\n    def g():\n        global k\n        k = 1\nelse:\n    class C:\n        t = 2\n",
+        "async def h():\n    async with a as b:\n        async for i in b:\n            await i\n",
+        "while x := f():\n    del x\n    break\nelse:\n    continue\n",
+    ],
+)
+def test_the_normal_form_of_any_statement_parses_again(source):
+    form = normal_form.normalized(source)
+    assert isinstance(ast.parse(form), ast.Module) and isinstance(similarity.fingerprint(source), frozenset)

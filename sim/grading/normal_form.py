@@ -42,7 +42,7 @@ def _straight(body: list[ast.stmt]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     for s in body:
         if isinstance(s, COMPOUND + TRY_STAR):
-            parts = [s.body, getattr(s, "orelse", []), getattr(s, "finalbody", [])]
+            parts = [getattr(s, "body", []), getattr(s, "orelse", []), getattr(s, "finalbody", [])]
             parts += [h.body for h in getattr(s, "handlers", []) if not _reraises(h)]
             parts += [c.body for c in getattr(s, "cases", [])]
             out += _straight([t for part in parts for t in part])
