@@ -307,3 +307,8 @@ def test_control_statements_around_each_line_and_assignments_nothing_reads_leave
 def test_the_normal_form_of_any_statement_parses_again(source):
     form = normal_form.normalized(source)
     assert isinstance(ast.parse(form), ast.Module) and isinstance(similarity.fingerprint(source), frozenset)
+
+
+def test_assignments_are_dropped_only_where_nothing_live_reads_them():
+    source = "a = 0\nb = a\nprint(b)\nc = 1\nd = c + d\nif c:\n    e = f(0)\nx = x\n"
+    assert normal_form.normalized(source) == "a = 0\nb = a\nprint(b)\ne = f(0)"  # e's call stays; c, d read by none

@@ -81,16 +81,18 @@ def _dead_stores(tree: ast.AST) -> set[int]:
     inside = {id(n) for s in stores for n in ast.walk(s)}
     live_names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in inside and _reads(n)}
     live_names |= {name for n in ast.walk(tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
-    dead = {id(s): s for s in stores}
-    changed = True
-    while changed:  # a store becomes live once a live statement reads what it assigns; then so do its own reads
-        changed = False
-        for key, s in list(dead.items()):
-            if {t.id for t in _targets(s)} & live_names:
-                del dead[key]
-                live_names |= {n.id for n in ast.walk(s) if isinstance(n, ast.Name) and _reads(n)}
-                changed = True
-    return set(dead)
+    assigning: dict[str, list[ast.stmt]] = {}
+    for s in stores:
+        for t in _targets(s):
+            assigning.setdefault(t.id, []).append(s)
+    dead = {id(s) for s in stores}
+    todo = list(live_names)
+    while todo:  # a store is live once a live statement reads what it assigns; then so are its own reads
+        for s in assigning.pop(todo.pop(), []):
+            if id(s) in dead:
+                dead.discard(id(s))
+                todo += [n.id for n in ast.walk(s) if isinstance(n, ast.Name) and _reads(n)]
+    return dead
 
 
 def _targets(s: ast.stmt) -> list[ast.expr]:
