@@ -109,6 +109,29 @@ def test_a_module_outside_imports_constants_and_kernels_is_refused(module, line,
         allowlist.check(source)
 
 
+SIGNATURE = "@triton.jit\ndef k(X, Y, n{}){}:\n    i = tl.program_id(0)\n"
+
+
+@pytest.mark.parametrize(
+    "arguments, returns, message",
+    [  # red team 86: Python evaluates these when the file is loaded; a return annotation print(...) forged a verdict
+        ("", ' -> print(\'{"error": ""}\')', "k may not annotate what it returns"),
+        (", B: print('x')", "", "B's annotation may only be tl.constexpr"),
+        (", B: 'tl.constexpr'", "", "B's annotation may only be tl.constexpr"),
+        (", B=print('x')", "", "k's defaults may only be numbers, strings, True, False or None"),
+        (", *, B=(1,)", "", "k's defaults may only be numbers"),
+        (", B: tl.constexpr = 4, C: triton.language.constexpr = None", "", None),
+    ],
+)
+def test_a_kernel_s_signature_holds_nothing_python_would_run_at_its_load(arguments, returns, message):
+    source = HEADER + SIGNATURE.format(arguments, returns)
+    if message is None:
+        assert allowlist.check(source) == set()
+        return
+    with pytest.raises(InputError, match=re.escape("kernel file line 5: " + message)):
+        allowlist.check(source)
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(max_size=300))
 def test_any_text_is_accepted_or_refused_in_one_line(text):
@@ -309,6 +332,19 @@ def test_code_behind_a_block_size_branch_is_compiled_at_every_tests_sizes(tmp_pa
     assert report.score == 0
     for result in results.values():
         assert re.match(r"refused: branch_dict.py line \d+: does not compile for a GPU", result.feedback), result
+
+
+@needs_triton
+def test_a_compile_that_does_not_finish_its_verdict_is_refused(tmp_path, monkeypatch):
+    """Red team 86: a compile killed at its CPU limit printed nothing, and the last line the file had printed at its
+    load ({"error": ""}) was taken as the verdict. The verdict now comes through a pipe of its own, from a process
+    that ended well; a process that ran out of CPU time or address space is a refusal, in one line."""
+    monkeypatch.setattr(compile_check, "CPU_S", 3)
+    message = compile_check.error(kernels.unrolls_dead_branch(tmp_path), ASSIGNMENT.grading)
+    assert message == "compiling flash2_forward for sm_90 failed: it ended with signal 24", message  # SIGXCPU
+    monkeypatch.setattr(compile_check, "AS_BYTES", 64 << 20)  # too little to import Triton
+    message = compile_check.error(kernels.MASTER, ASSIGNMENT.grading)
+    assert message.startswith("compiling flash2_forward for sm_90 failed: ") and "\n" not in message, message
 
 
 @needs_triton

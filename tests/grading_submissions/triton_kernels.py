@@ -119,6 +119,18 @@ def branch_dict(folder: Path) -> Path:
     return edit(folder, "branch_dict", "        m_i = m_new\n", new)
 
 
+def unrolls_dead_branch(folder: Path) -> Path:
+    """`host_dict`'s dict after a branch no program takes (i > 2³⁰) that the compiler unrolls 10⁹ times: the
+    compile's process outran its CPU limit before reaching the dict, and its killed silence was read as a pass (red
+    team 86)."""
+    dead = "        if i > 1 << 30:\n            for _ in tl.static_range(1000000000):\n                m_new = m_new\n"
+    text = (
+        host_dict(folder).read_text().replace('        kept = {"m": m_new}\n', dead + '        kept = {"m": m_new}\n')
+    )
+    (path := folder / "unrolls_dead_branch.py").write_text(text)
+    return path
+
+
 def rounds_p(folder: Path) -> Path:
     """P̃_ij rounded to V's dtype before P̃_ij V_j, as the Triton tutorial does: fp16 costs u·max|V| more."""
     return edit(folder, "rounds_p", "tl.dot(S_ij, V_j.to(tl.float32))", "tl.dot(S_ij.to(V_j.dtype), V_j)")

@@ -145,9 +145,10 @@ def _mutable(value: ast.expr) -> bool:
 
 def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where: str, mutable: set[str]) -> None:
     """Every node of a kernel's body: Triton's language and nothing that reaches Python's machinery."""
-    local = {a.arg for a in fn.args.args + fn.args.kwonlyargs}
+    local = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     if fn.args.vararg or fn.args.kwarg:
         _refuse(fn, where, f"{fn.name} may not take *args or **kwargs")
+    _signature(fn, aliases, where)
     for node in ast.walk(fn):
         if isinstance(node, ast.Name | ast.arg) and isinstance(getattr(node, "ctx", None), ast.Store):
             local.add(node.id)
@@ -183,6 +184,21 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
             _refuse(node, where, f"{node.arg} is not a keyword a kernel may use")
         elif isinstance(node, ast.Constant) and isinstance(node.value, bytes):
             _refuse(node, where, "a kernel may not hold bytes literals")
+
+
+def _signature(fn: ast.FunctionDef, aliases: dict[str, str], where: str) -> None:
+    """Annotations `tl.constexpr` only, no return annotation, literal defaults: Python evaluates all three when the
+    file is loaded, outside the kernel (a return annotation `print(...)` once wrote the compile check's verdict,
+    red team 86)."""
+    constexpr = _constexpr(aliases) | {f"{a}.language.constexpr" for a, m in aliases.items() if m == "triton"}
+    if fn.returns is not None:
+        _refuse(fn.returns, where, f"{fn.name} may not annotate what it returns (a kernel returns nothing)")
+    for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs:
+        if a.annotation is not None and _chain(a.annotation) not in constexpr:
+            _refuse(a, where, f"{a.arg}'s annotation may only be tl.constexpr")
+    for d in fn.args.defaults + [d for d in fn.args.kw_defaults if d is not None]:
+        if not (isinstance(d, ast.Constant) and isinstance(d.value, int | float | bool | str | type(None))):
+            _refuse(d, where, f"{fn.name}'s defaults may only be numbers, strings, True, False or None")
 
 
 def _stub(node: ast.Raise) -> bool:
