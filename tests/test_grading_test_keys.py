@@ -24,7 +24,9 @@ BAD = [
     ("02", "io_full", "x"), ("02", "io_zero", [1]), ("02", "causal", "yes"), ("02", "window", 3),
     ("02", "window", [[5, 1], 0]), ("02", "window", ["a", 0]),
     ("01", "rows", ABSENT), ("01", "length", [3, "x"]), ("01", "masked", 2.0), ("01", "empty_row", 1),
-]  # fmt: skip
+    ("02", "points", float("inf")), ("02", "points", True), ("02", "points", 10**7), ("01", "points", 0),
+    ("01", "points", ABSENT), ("01", "points", "5"),
+]  # fmt: skip  (red team 86: points 1e999 graded "inf / inf" and wrote "score": Infinity to results.json)
 
 
 def edited(tmp_path, number: str, key: str, value):
@@ -105,3 +107,14 @@ def test_a_forbid_of_modules_the_child_never_reads_loads(tmp_path):
     text = spec.locate("01").read_text(encoding="utf-8")
     path.write_text(text.replace('["sim.algorithms.softmax"]', '["sim.algorithms", "sim.api.reference"]'), "utf-8")
     assert spec.load(path).grading["forbid"] == ["sim.algorithms", "sim.api.reference"]
+
+
+def test_a_master_whose_tests_are_not_a_literal_python_can_build_is_refused_in_one_line(tmp_path):
+    """Red team 86: a dict keyed by a list parses, but literal_eval raises TypeError (unhashable): a traceback."""
+    text = spec.locate("02").read_text(encoding="utf-8")
+    path = tmp_path / "02_flash1_forward.py"
+    path.write_text(re.sub(r"(?ms)^TESTS = \[.*?^\]", "TESTS = [{[1]: 2}]", text), encoding="utf-8")
+    for args in (["grade", "--self-check", str(path), "--seed", "1"],
+                 ["assignments", "export", str(path), "--student", str(tmp_path / "out")]):  # fmt: skip
+        line = error_line(CliRunner().invoke(app, args))
+        assert line == "error: assignment: 02_flash1_forward.py: TESTS must be a literal", line

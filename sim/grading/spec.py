@@ -23,6 +23,7 @@ DRIVERS = {
     "triton": ("output", "io"),
 }
 VISIBILITY = ("public", "hidden")
+MAX_POINTS = 10**6  # a test's points: an inf made "inf / inf" and a results.json no JSON parser reads (red team 86)
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def load(path: Path) -> Assignment:
             if node.targets[0].id in ("GRADING", "TESTS") and node.targets[0].id not in values:
                 try:
                     values[node.targets[0].id] = ast.literal_eval(node.value)
-                except ValueError:
+                except (ValueError, TypeError, MemoryError, RecursionError):  # TypeError: {[1]: 2}, unhashable
                     raise InputError(f"assignment: {path.name}: {node.targets[0].id} must be a literal") from None
                 literals.add(id(node.targets[0]))
     for node in ast.walk(tree):  # `TESTS += […]`, TESTS.append(…), `import json as TESTS`: unseen by grader and export
@@ -181,8 +182,9 @@ def check_test(test, driver: str, where: str) -> None:
     label = f"assignment: {where}: test {test['name']!r}"
     if test.get("visibility") not in VISIBILITY:
         raise InputError(f"{label}: visibility must be public or hidden")
-    if not isinstance(test.get("points"), int | float) or test["points"] <= 0:
-        raise InputError(f"{label}: points must be a positive number")
+    points = test.get("points")
+    if isinstance(points, bool) or not isinstance(points, int | float) or not 0 < points <= MAX_POINTS:
+        raise InputError(f"{label}: points must be a number above 0 and at most {MAX_POINTS:,}; got {points!r:.40}")
     if test.get("check") not in DRIVERS[driver]:
         raise InputError(f"{label}: check must be one of {', '.join(DRIVERS[driver])}")
     keys.check(test, driver, label)
