@@ -262,10 +262,13 @@ WRAPPERS = (
 )
 
 
+PADDING = ("global _g", "_a: int", "assert 1", "import math", "del __")  # red team 86: 0.30–0.37
+
+
 def wrapped_and_dead(source: str) -> str:
     """The same program written another way: each statement (at any depth) inside a control statement that runs it
-    once — each of WRAPPERS in turn — and followed by assignments nothing reads (`_ = 0`, `__ = _ + 1`) and by
-    `x = x`; red team 86's lead (`if True:` around each line scored 0.39 against its original)."""
+    once — each of WRAPPERS in turn — and followed by assignments nothing reads (`_ = 0`, `__ = _ + 1`), by one of
+    PADDING and by `x = x`; red team 86's lead (`if True:` around each line scored 0.39 against its original)."""
     turn = iter(range(10**6))
 
     def rewrite(body: list[ast.stmt]) -> list[ast.stmt]:
@@ -275,9 +278,10 @@ def wrapped_and_dead(source: str) -> str:
                 inner = getattr(s, field, None)
                 if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
                     setattr(s, field, rewrite(inner))
-            head, tail = WRAPPERS[next(turn) % len(WRAPPERS)]
+            k = next(turn)
+            (head, tail), padding = WRAPPERS[k % len(WRAPPERS)], PADDING[k % len(PADDING)]
             indented = "\n".join("    " + line for line in ast.unparse(s).splitlines())
-            out += ast.parse(f"{head}\n{indented}\n{tail}\n_ = 0\n__ = _ + 1").body
+            out += ast.parse(f"{head}\n{indented}\n{tail}\n_ = 0\n__ = _ + 1\n{padding}").body
             if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name):
                 out += ast.parse(f"{s.targets[0].id} = {s.targets[0].id}").body
         return out
@@ -290,7 +294,7 @@ def wrapped_and_dead(source: str) -> str:
 def test_control_statements_around_each_line_and_assignments_nothing_reads_leave_the_runs_alone(tmp_path):
     source = (SUBMISSIONS / "algorithm1.py").read_text()
     other = wrapped_and_dead(source)
-    assert all(head in other for head, _ in WRAPPERS) and other.count("__ = _ + 1") > 20
+    assert all(head in other for head, _ in WRAPPERS) and all(padding in other for padding in PADDING)
     assert_one_program(tmp_path, source, other)
 
 
@@ -312,3 +316,19 @@ def test_the_normal_form_of_any_statement_parses_again(source):
 def test_assignments_are_dropped_only_where_nothing_live_reads_them():
     source = "a = 0\nb = a\nprint(b)\nc = 1\nd = c + d\nif c:\n    e = f(0)\nx = x\n"
     assert normal_form.normalized(source) == "a = 0\nb = a\nprint(b)\ne = f(0)"  # e's call stays; c, d read by none
+
+
+@pytest.mark.parametrize(
+    "source, found",
+    [  # red team 86: exec reached through __builtins__' dict ran a compressed copy, unnamed
+        ('__builtins__["exec"](code)', ["__builtins__, line 1", "'exec', line 1"]),
+        ('import builtins\nvars(builtins)["ex" + "ec"](code)', ["builtins, line 1", "vars, line 2"]),
+        ('getattr(x, "ex" + "ec")(code)', ["getattr of a name built at run time, line 1"]),
+        ("f = eval\nf(code)", ["eval, line 1"]),
+        ("builtins.compile(code, 'f', 'exec')", ["compile, line 1", "'exec', line 1"]),
+        ("g = f.__globals__", ["__globals__, line 1"]),
+        ("exec('x = 1')\nre.compile(p)\ny = getattr(x, 'shape')", []),  # literals only; another module's compile
+    ],
+)
+def test_each_way_to_code_built_at_run_time_is_named_with_its_line(source, found):
+    assert sorted(similarity.builds_code(source)) == sorted(found)

@@ -1,16 +1,19 @@
 """One way to write a program, for the similarity report: parsed and printed back (one statement a line, one way to
 write each expression), with what a mechanical rewrite adds to hide a copy taken out — control statements' headers
 (`if True:`, `for _ in range(1):`, `while True: … break`, `with`, `try` around each statement: red team 86's
-lead), statements that do nothing (`pass`, an expression that calls nothing: red team 85's lone `_` after every
-line) and assignments to names nothing reads (`_ = 0` after every line). What is left is the straight-line code a
-person would call the same program; it need not run."""
+lead), statements that compute nothing (`pass`, an expression that calls nothing: red team 85's lone `_` after
+every line; imports, `global`, `del`, `assert`, a bare annotation `x: int`: red team 86's padding), annotations
+(`x: int = v` is `x = v`) and assignments to names nothing reads (`_ = 0` after every line). What is left is the
+straight-line code a person would call the same program; it need not run."""
 
 import ast
 
 COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match)
 TRY_STAR = tuple(getattr(ast, n) for n in ("TryStar",) if hasattr(ast, n))  # Python 3.11's `except*`
 EFFECTS = (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)
-STORES = (ast.Assign, ast.AugAssign, ast.AnnAssign)
+STORES = (ast.Assign, ast.AugAssign)
+NOTHING = (ast.Pass, ast.Break, ast.Continue, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Delete,
+           ast.Assert)  # fmt: skip
 
 
 def normalized(source: str) -> str:
@@ -18,10 +21,9 @@ def normalized(source: str) -> str:
     try:
         tree = ast.parse(source)
         _flatten(tree)
-        dead = _dead_stores(tree)
-        for node in ast.walk(tree):
-            if _holds_body(node):
-                node.body = [s for s in node.body if not (_inert(s) or id(s) in dead)] or [ast.Pass()]
+        _keep(tree, lambda s: not _inert(s))
+        dead = _dead_stores(tree)  # (after the inert ones went: `del _` and a lone `_` read `_`)
+        _keep(tree, lambda s: id(s) not in dead)
         return ast.unparse(tree)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return source
@@ -29,6 +31,13 @@ def normalized(source: str) -> str:
 
 def _holds_body(node: ast.AST) -> bool:
     return isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+
+
+def _keep(tree: ast.AST, keep) -> None:
+    """Only the statements `keep` takes, in every body."""
+    for node in ast.walk(tree):
+        if _holds_body(node):
+            node.body = [s for s in node.body if keep(s)] or [ast.Pass()]
 
 
 def _flatten(tree: ast.AST) -> None:
@@ -46,6 +55,8 @@ def _straight(body: list[ast.stmt]) -> list[ast.stmt]:
             parts += [h.body for h in getattr(s, "handlers", []) if not _reraises(h)]
             parts += [c.body for c in getattr(s, "cases", [])]
             out += _straight([t for part in parts for t in part])
+        elif isinstance(s, ast.AnnAssign) and s.value is not None:
+            out.append(ast.Assign(targets=[s.target], value=s.value, lineno=s.lineno))
         else:
             out.append(s)
     return out
@@ -59,9 +70,9 @@ def _reraises(h: ast.ExceptHandler) -> bool:
 
 
 def _inert(s: ast.stmt) -> bool:
-    """`pass`, `break`, `continue`, `x = x`, or an expression statement that calls, awaits, yields and assigns
+    """One of NOTHING, a bare annotation, `x = x`, or an expression statement that calls, awaits, yields and assigns
     nothing."""
-    if isinstance(s, (ast.Pass, ast.Break, ast.Continue)):
+    if isinstance(s, NOTHING) or (isinstance(s, ast.AnnAssign) and s.value is None):
         return True
     if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.Name):
         return isinstance(s.targets[0], ast.Name) and s.targets[0].id == s.value.id
@@ -80,7 +91,6 @@ def _dead_stores(tree: ast.AST) -> set[int]:
     ]
     inside = {id(n) for s in stores for n in ast.walk(s)}
     live_names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in inside and _reads(n)}
-    live_names |= {name for n in ast.walk(tree) if isinstance(n, (ast.Global, ast.Nonlocal)) for name in n.names}
     assigning: dict[str, list[ast.stmt]] = {}
     for s in stores:
         for t in _targets(s):
@@ -102,4 +112,4 @@ def _targets(s: ast.stmt) -> list[ast.expr]:
 
 
 def _reads(n: ast.Name) -> bool:
-    return isinstance(n.ctx, (ast.Load, ast.Del))
+    return isinstance(n.ctx, ast.Load)

@@ -38,6 +38,7 @@ MIN_RUNS = 40  # fewer runs of a student's own: too little code to judge
 ALGORITHMS = Path(__file__).resolve().parents[1] / "algorithms"
 _STRINGS = {getattr(tokenize, n, tokenize.STRING) for n in ("STRING", "FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")}
 RUNS_CODE = frozenset(("exec", "eval", "compile", "__import__"))  # builtins that run (or load) code given as data
+TABLES = frozenset(("__builtins__", "vars", "globals", "locals", "__dict__", "__globals__", "__subclasses__"))
 NOT_JUDGED = f"similarity not judged: too little code to compare (fewer than {MIN_RUNS} runs of its own)"
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
 
@@ -167,8 +168,11 @@ def report(
 
 
 def builds_code(source: str) -> list[str]:
-    """Where `source` runs code it builds: each use of exec, eval, compile or __import__ (by name, as
-    `builtins.exec`, or through `getattr(…, "exec")`) but a call on literals only, as "exec, line 3"."""
+    """Where `source` may run code it builds: each use of exec, eval, compile or __import__ (by name, as
+    `builtins.exec`, or as the string "exec" anywhere: `getattr(…, "exec")`, `__builtins__["exec"]`) but a call on
+    literals only, and each reach into the interpreter's own tables (`__builtins__`, `import builtins`, `vars()`,
+    `globals()`, `locals()`, `.__dict__`, `.__globals__`, `.__subclasses__`, getattr of a name built at run time:
+    red team 86's `__builtins__["exec"](zlib.decompress(…))`), as "exec, line 3"."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
@@ -177,14 +181,32 @@ def builds_code(source: str) -> list[str]:
              and all(isinstance(a, ast.Constant) for a in n.args)}  # fmt: skip
     found = []
     for n in ast.walk(tree):
-        name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
-        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" and len(n.args) > 1:
-            name = n.args[1].value if isinstance(n.args[1], ast.Constant) else None
-        elif isinstance(n, ast.Attribute) and not (isinstance(n.value, ast.Name) and "builtins" in n.value.id):
-            name = None  # re.compile, torch.compile: another module's
-        if name in RUNS_CODE and id(n) not in plain:
+        name = _reach(n)
+        if name is not None and not (name in RUNS_CODE and id(n) in plain):
             found.append(f"{name}, line {n.lineno}")
     return sorted(set(found), key=lambda f: int(f.rsplit(" ", 1)[1]))
+
+
+def _reach(n: ast.AST) -> str | None:
+    """What `n` reaches of `builds_code`'s list, or None."""
+    if isinstance(n, ast.Name) and (n.id in RUNS_CODE or n.id in TABLES):
+        return n.id
+    if isinstance(n, ast.Attribute) and (n.attr in TABLES or (n.attr in RUNS_CODE and _builtins(n.value))):
+        return n.attr  # (re.compile, torch.compile: another module's)
+    if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in RUNS_CODE:
+        return repr(n.value)
+    if isinstance(n, ast.Import | ast.ImportFrom):
+        found = [a.name for a in n.names if a.name == "builtins"] + ["builtins"] * (
+            getattr(n, "module", "") == "builtins"
+        )
+        return found[0] if found else None
+    if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" and len(n.args) > 1:
+        return None if isinstance(n.args[1], ast.Constant) else "getattr of a name built at run time"
+    return None
+
+
+def _builtins(node: ast.expr) -> bool:
+    return isinstance(node, ast.Name) and "builtins" in node.id
 
 
 def notes(read: dict[str, "code_reading.Read"], prints: dict[str, frozenset[int]]) -> dict[str, list[str]]:
@@ -194,7 +216,7 @@ def notes(read: dict[str, "code_reading.Read"], prints: dict[str, frozenset[int]
     for name, r in read.items():
         slow = f"similarity not judged: its code took more than {code_reading.READ_S:g} s to read"
         lines = [slow] if r.slow else [NOT_JUDGED] if len(prints[name]) < MIN_RUNS else []
-        lines += [f"for review: runs code it builds at run time ({'; '.join(r.builds[:3])})"] if r.builds else []
+        lines += [f"for review: may run code built at run time ({'; '.join(r.builds[:3])})"] if r.builds else []
         if lines:
             out[name] = lines
     return out
