@@ -24,9 +24,10 @@ BAD = [
     ("02", "io_full", "x"), ("02", "io_zero", [1]), ("02", "causal", "yes"), ("02", "window", 3),
     ("02", "window", [[5, 1], 0]), ("02", "window", ["a", 0]),
     ("01", "rows", ABSENT), ("01", "length", [3, "x"]), ("01", "masked", 2.0), ("01", "empty_row", 1),
+    # red team 86: points 1e999 graded "inf / inf" and wrote "score": Infinity to results.json
     ("02", "points", float("inf")), ("02", "points", True), ("02", "points", 10**7), ("01", "points", 0),
     ("01", "points", ABSENT), ("01", "points", "5"),
-]  # fmt: skip  (red team 86: points 1e999 graded "inf / inf" and wrote "score": Infinity to results.json)
+]  # fmt: skip
 
 
 def edited(tmp_path, number: str, key: str, value):
