@@ -18,6 +18,7 @@ from sim.api import gradient_tolerance
 from sim.api.inputs import random_inputs
 from sim.cli import app
 from sim.lab import report
+from tests.cli_runner import flashsim
 
 ALGORITHMS = ("standard", "flash1", "flash2")
 DTYPES = ("fp32", "fp16", "bf16")
@@ -148,8 +149,10 @@ def test_a_wrong_backward_listing_gets_a_cross_and_exit_code_1(monkeypatch):
     assert out.count("✗ outside fp16 tolerance") == 2 and out.count("✓ within fp16 tolerance") == 2  # O and dQ
 
 
-def test_the_bound_scales_with_do_as_the_gradients_do():
-    """Gradients are linear in dO: dO·2^k (exact) multiplies each error and each bound by 2^k exactly."""
+def test_the_bound_scales_with_do_as_the_gradients_do(monkeypatch):
+    """Gradients are linear in dO: dO·2^k (exact) multiplies each error and each bound by 2^k exactly (the bound's
+    absolute term for stores below the normal range, TINY, set aside)."""
+    monkeypatch.setattr(gradient_tolerance, "TINY", dict.fromkeys(("fp16", "bf16", "fp32"), 0.0))
     result, forward, do, grads = forward_and_backward("flash2", "fp16", True, 50, 60, 16)
     one = verdict(result, forward, do, grads)
     do8 = (do.astype(np.float64) * 8).astype(do.dtype)
@@ -164,3 +167,35 @@ def test_no_bound_is_stated_without_the_forwards():
     out = gradient_tolerance.check(grads, result.q, result.k, result.v, do, forward_bound=None,
                                    forward_block_cols=result.block_cols)  # fmt: skip
     assert out["tolerance"] is None and set(out["max_abs_err"]) == {"dq", "dk", "dv"}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    algo=st.sampled_from(ALGORITHMS), dtype=st.sampled_from(DTYPES), causal=st.booleans(),
+    scale=st.sampled_from((-1.0, -0.3, 1e-6, 1e-5, 3e4, 1e8)), n=st.integers(1, 40), d=st.sampled_from((3, 5, 16)),
+)  # fmt: skip
+def test_a_correct_backward_at_any_score_scale_is_within_its_bound_or_has_none(algo, dtype, causal, scale, n, d):
+    """Red team 87: a negative τ made the magnitudes 0 (bounds ≤ 0: ✗ on correct fp32 gradients), τ = 1e-6 left fp16
+    gradients below its normal range, where a store rounds by 2⁻²⁵ absolutely (✗), and τ = 1e8 raised OverflowError
+    in e^(E_P). Now each is within its bound, or no bound is stated (e^(E_P) past float64): never a cross."""
+    q, k, v = random_inputs(1, 1, n, n, d, dtype, 3)
+    result = sim.run(algo, q, k, v, causal=causal, scale=scale)
+    forward = report.output_check(result, q, k, v)
+    do = np.random.default_rng(4).standard_normal(q.shape).astype(q.dtype)
+    out = verdict(result, forward, do, sim.backward(result, do))
+    assert out["tolerance"] is None or out["tolerance"]["within"], out
+    if abs(scale) <= 1:
+        assert out["tolerance"] is not None
+
+
+def test_standard_attention_whose_s_passes_fp16_is_compared_without_a_verdict(recwarn):
+    """τ = 3·10⁴ puts S past fp16's 65504: standard attention stores it as ±inf and its output is NaN-ridden, which
+    no bound covers; it was '✓ within (≤ 6.2)' beside an error of 2.55 and two RuntimeWarnings (red team 87)."""
+    q, k, _ = random_inputs(1, 1, 17, 17, 5, "fp16", 0)
+    s_max = float(np.abs(q[0, 0].astype(np.float64) @ k[0, 0].astype(np.float64).T).max()) * 3e4
+    assert s_max > 65504  # the case: the definition's scores themselves pass fp16's range
+    out = json.loads(flashsim("run", "--algo", "standard", "--scale", 3e4, "--n", 17, "--d", 5, "--json").stdout)
+    assert out["tolerance"]["bound"] == "Infinity" and out["tolerance"]["formula"] == "no bound: S past fp16's range"
+    table = flashsim("run", "--algo", "standard", "--scale", 3e4, "--n", 17, "--d", 5, "--backward").stdout
+    assert "vs float64 (no bound: S past fp16's range)" in table and "✓" not in table and "✗" not in table
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -37,7 +37,9 @@ the forward's: a rounding is relative to the terms it sums, not to the sum.
      dQ  a·τ|dS||K| + b·τP|K| + γ(Bc + Tc + 1)·Z′, Z′ = (1 + a)·τ|dS||K| + b·τP|K|; FlashAttention writes dQ_i
          back in the storage dtype after each of its Tc tiles, each partial sum ≤ (1 + u)^Tc·(1 + γ)·Z′ = Z:
          + Tc·u·Z.
-5. The stores. Each gradient stored once (dQ of standard attention too) rounds u·(max|ref| + error). GQA's per-head
+5. The stores. Each gradient stored once (dQ of standard attention too) rounds u·(max|ref| + error), plus
+   TINY (half the dtype's smallest subnormal: below its normal range a store rounds by that much, absolutely;
+   each of step 4's Tc stores of dQ_i too). GQA's per-head
    schedule stores each head's dK_h, dV_h (u of their magnitudes, the group's summed), sums them in float32
    (γ(g)) and stores the sum: (u + γ(g)·(1 + u))·(magnitude + error) before that last store.
 
@@ -46,13 +48,13 @@ a lost 1/ℓ, dK for dV, a wrong mask) is off by about its own size, far outside
 dropout (its mask's rows are not modelled here).
 """
 
-from math import ceil, expm1, log
+from math import ceil, expm1, inf, log
 
 import numpy as np
 
 from sim.api import reference_variants
 from sim.api.results import Gradients
-from sim.api.tolerance import U, W, gamma, score_scale, weight_error
+from sim.api.tolerance import TINY, U, W, gamma, score_scale, weight_error
 
 GRADIENTS = ("dq", "dk", "dv")
 FORMULA = (
@@ -80,6 +82,8 @@ def gradient_tolerance(
         E_P = 2 * E_f + 2 * gamma(nk) + W
     else:
         E_P = e_S + E_f + 2 * gamma(forward_block_cols + Tf) + W * (5 * sigma + 4 * log(max(nk, 1)) + 6)
+    if E_P > 700:  # e^(E_P) past float64: no bound is stated (∞), as the forward's past γ(L) ≥ 1
+        return dict.fromkeys(GRADIENTS, inf)
     eta = expm1(E_P)
     dp = scales["dp"]
     dP_err = gamma(d) * dp + (u * (1 + gamma(d)) * dp if standard else 0.0)
@@ -103,13 +107,14 @@ def gradient_tolerance(
         "dk": a * scales["dk"] + b * scales["p_q"] + gamma(block_rows + Tr + 1) * dk_terms,
         "dq": a * scales["dq"] + b * scales["p_k"] + gamma(block_cols + Tc + 1) * dq_terms,
     }
+    tiny = TINY[dtype]
     if not standard:  # dQ_i written back in the storage dtype after each tile
-        err["dq"] += Tc * u * (1 + u) ** Tc * (1 + gamma(block_cols + Tc + 1)) * dq_terms
+        err["dq"] += Tc * (u * (1 + u) ** Tc * (1 + gamma(block_cols + Tc + 1)) * dq_terms + tiny)
     if group > 1 and not packed:  # each head's dK_h, dV_h stored, then summed over the group
         for name, terms in (("dk", dk_terms), ("dv", dv_terms)):
-            err[name] += (u + gamma(group) * (1 + u)) * (terms + err[name])
+            err[name] += (u + gamma(group) * (1 + u)) * (terms + err[name]) + tiny
     stored = ("dk", "dv") if not standard else GRADIENTS
-    return {name: err[name] + (u * (ref_max[name] + err[name]) if name in stored else 0.0) for name in GRADIENTS}
+    return {name: err[name] + (u * (ref_max[name] + err[name]) + tiny if name in stored else 0.0) for name in GRADIENTS}
 
 
 def check(
@@ -117,8 +122,8 @@ def check(
     alibi_slopes=None, softcap: float | None = None, cu_seqlens=None, pack_gqa: bool = False,
 ) -> dict:  # fmt: skip
     """max|g − float64 reference| of dq, dk, dv, and (`tolerance`) each one's bound and whether all three lie
-    within them; `tolerance` None where no bound is stated (no forward bound, dropout, or an algorithm without
-    a derivation). q (B, Hq, N, d), k, v (B, Hkv, Nk, d); with `cu_seqlens` packed sequences (total, H, d)."""
+    within them; `tolerance` None where no bound is stated (no forward bound, dropout, an algorithm without
+    a derivation, or scores so large that e^(E_P) is past float64). q (B, Hq, N, d), k, v (B, Hkv, Nk, d); with `cu_seqlens` packed sequences (total, H, d)."""
     definition = dict(causal=grads.causal, scale=grads.scale, window=window, alibi_slopes=alibi_slopes,
                       softcap=softcap)  # fmt: skip
     if cu_seqlens is None:
@@ -132,7 +137,7 @@ def check(
     want = dict(zip(GRADIENTS, refs, strict=True))
     errors = {name: max_abs(got[name].astype(np.float64) - want[name]) for name in GRADIENTS}
     out = {"max_abs_err": errors, "tolerance": None}
-    if forward_bound is None or grads.dropout_p > 0 or grads.algorithm not in ("standard", "flash1", "flash2"):
+    if forward_bound in (None, inf) or grads.dropout_p > 0 or grads.algorithm not in ("standard", "flash1", "flash2"):
         return out
     sigma = score_scale(q, k, grads.scale)
     if alibi_slopes is not None:  # the bias adds to |S|, as the forward's bound takes it
@@ -145,6 +150,8 @@ def check(
         ref_max={name: max_abs(r) for name, r in want.items()}, group=group, packed=pack_gqa, softcap=softcap,
         alibi=alibi_slopes is not None,
     )  # fmt: skip
+    if inf in bounds.values():  # no bound at this score scale: compared with float64, no verdict
+        return out
     within = {name: bool(errors[name] <= bounds[name]) for name in GRADIENTS}
     out["tolerance"] = {"formula": FORMULA, "bound": bounds, "within": all(within.values()), "each": within}
     return out

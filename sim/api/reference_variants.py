@@ -67,14 +67,14 @@ def _backward(q, k, v, do, scales, causal, window, alibi_slopes, softcap, scale)
         dk += tau * np.swapaxes(ds, -1, -2) @ q[..., r0:r1, :]
         if scales is not None:
             ds_abs, q_abs, pT = np.abs(p * dp_d), np.abs(q[..., r0:r1, :]), np.swapaxes(p, -1, -2)
-            scales["dq"] = max(scales["dq"], tau * float((ds_abs @ k_abs).max(initial=0.0)))
-            scales["p_k"] = max(scales["p_k"], tau * float((p @ k_abs).max(initial=0.0)))
+            scales["dq"] = max(scales["dq"], abs(tau) * float((ds_abs @ k_abs).max(initial=0.0)))
+            scales["p_k"] = max(scales["p_k"], abs(tau) * float((p @ k_abs).max(initial=0.0)))
             scales["dp"] = max(scales["dp"], float((np.abs(do_r) @ vT_abs).max(initial=0.0)))
             scales["p_dp"] = max(scales["p_dp"], float((p * np.abs(dp)).sum(axis=-1).max(initial=0.0)))
             scales["o"] = max(scales["o"], float(np.abs(p @ vr).max(initial=0.0)))
             scales["s"] = max(scales["s"], s_max)
-            acc["dk"] += tau * np.swapaxes(ds_abs, -1, -2) @ q_abs
-            acc["p_q"] += tau * pT @ q_abs
+            acc["dk"] += abs(tau) * np.swapaxes(ds_abs, -1, -2) @ q_abs  # magnitudes: |τ| (a negative τ made them 0)
+            acc["p_q"] += abs(tau) * pT @ q_abs
             acc["dv"] += pT @ np.abs(do_r)
     if scales is not None:
         for name, a in acc.items():

@@ -12,7 +12,9 @@ Tc = ⌈Nk/Bc⌉, and σ = τ·max_i ‖q_i‖·max_j ‖k_j‖ the scale of the
    difference, and those differences sum to at most 2σ along a row (m only grows); each exp (NumPy's float32
    exp, within one ulp, 2w) and each rescaling product adds 3w, at most Tc + 1 times. So each weight e^(S−m)
    is the exact one times e^ε with |ε| ≤ E = γ(d+1)·σ + 4w·σ + 3(Tc + 1)·w. Standard attention also stores
-   S and P in the storage dtype: E grows by u·(max|S| + γ(d+1)·σ) and by 2u (P's rounding, |ln(1 ± u)| ≤ 2u).
+   S and P in the storage dtype: E grows by u·(max|S| + γ(d+1)·σ) + TINY and by 2u (P's rounding, |ln(1 ± u)|
+   ≤ 2u), where TINY is half the dtype's smallest subnormal: a store below its normal range rounds by up to
+   that, absolutely (a stored P below it: Nk·TINY·max|V| more in step 3's A).
 2. Normalized weights p̂ = e^ε·p / Σ e^ε·p then differ from p by Σ_j |p̂_j − p_j| ≤ e^(2E) − 1, and never
    by more than 2 + u (both sum to about 1): ρ = min(e^(2E) − 1, 2 + u).
 3. Accumulating ℓ and Σ p̂·v in float32 and dividing: 2γ(L)/(1 − γ(L)) + 2w relative to max|V| (Σ p̂|v| ≤
@@ -21,7 +23,7 @@ Tc = ⌈Nk/Bc⌉, and σ = τ·max_i ‖q_i‖·max_j ‖k_j‖ the scale of the
    So the float32 result is within A = (ρ + 2γ(L)/(1 − γ(L)) + 2w)·max|V| of the reference.
 4. Storing O: FlashAttention-2 and standard attention round it once, u·(max|ref| + A); Algorithm 1 stores the
    normalized O_i (≤ max|V|·(1 + ρ)) each of its Tc passes and rescales it by weights ≤ 1 afterwards,
-   Tc·u·(1 + ρ)·max|V|.
+   Tc·(u·(1 + ρ)·max|V| + TINY). Each store adds TINY (below the normal range).
 5. Ring attention (`sim.ring`) runs FlashAttention-2 on each device's shard and merges the partials by ⊕: each
    merge is one more rescale (E gains 3(Tc + 1)·w, L becomes Bc + 2·Tc), and each partial O_t is stored once
    before the merge, its rounding ≤ u·max|V| however the ⊕ weights (summing to 1) mix them: u·max|ref| +
@@ -39,6 +41,9 @@ import numpy as np
 
 W = 2.0**-24  # float32 unit roundoff: the on-chip arithmetic
 U = {"fp32": 2.0**-24, "fp16": 2.0**-11, "bf16": 2.0**-8}  # unit roundoff of each storage dtype
+LARGEST = {"fp32": 3.4028234663852886e38, "fp16": 65504.0, "bf16": 3.3895313892515355e38}  # past it: ±inf
+TINY = {"fp32": 2.0**-150, "fp16": 2.0**-25, "bf16": 2.0**-134}  # half the smallest subnormal: what a store rounds
+# by below the dtype's normal range, where u·|x| no longer bounds it (fp16 below 6.1e-5: red team 87's --scale 1e-6)
 FORMULAS = {
     "flash2": "u·max|ref| + (1 + u)·A",
     "flash1": "A + Tc·u·(1 + ρ)·max|V|",
@@ -79,7 +84,7 @@ def weight_error(algorithm: str, dtype: str, *, d: int, nk: int, block_cols: int
     if algorithm == "ring":  # each device's partial merged by ⊕: one more rescale per block at most
         E += 3 * (Tc + 1) * W
     if algorithm == "standard":  # S and P stored in the storage dtype
-        E += u * (s_max + gamma(d + 1) * sigma) + 2 * u
+        E += u * (s_max + gamma(d + 1) * sigma) + TINY[dtype] + 2 * u
     return E
 
 
@@ -92,17 +97,22 @@ def tolerance(
     if not stated(algorithm):
         raise KeyError(f"no tolerance is derived for {algorithm!r}")
     u, Tc = U[dtype], ceil(nk / block_cols)
+    if algorithm == "standard" and s_max + gamma(d + 1) * sigma >= LARGEST[dtype]:
+        return Tolerance(math.inf, f"no bound: S past {dtype}'s range")  # its stored S: ±inf, then NaN
     E = weight_error(algorithm, dtype, d=d, nk=nk, block_cols=block_cols, sigma=sigma, s_max=s_max)
     rho = 2 + u if 2 * E > 1 else min(expm1(2 * E), 2 + u)
     g = gamma(
         max(nk, block_cols + Tc) if algorithm == "standard" else block_cols + (2 if algorithm == "ring" else 1) * Tc
     )
     A = (rho + (2 * g / (1 - g) if g < 1 else math.inf) + 2 * W) * v_max
+    if algorithm == "standard":  # its stored P: below the normal range, TINY a weight, absolutely
+        A += nk * TINY[dtype] * v_max
+    tiny = TINY[dtype]
     if algorithm == "flash1":
-        return Tolerance(A + Tc * u * (1 + rho) * v_max, FORMULAS[algorithm])
+        return Tolerance(A + Tc * (u * (1 + rho) * v_max + tiny), FORMULAS[algorithm])
     if algorithm == "ring":  # + each partial O_t stored once (≤ u·max|V|; the ⊕ weights sum to 1)
-        return Tolerance(u * ref_max + (1 + u) * (A + u * v_max), FORMULAS[algorithm])
-    return Tolerance(u * ref_max + (1 + u) * A, FORMULAS[algorithm])
+        return Tolerance(u * ref_max + (1 + u) * (A + u * v_max + tiny) + tiny, FORMULAS[algorithm])
+    return Tolerance(u * ref_max + (1 + u) * A + tiny, FORMULAS[algorithm])
 
 
 # The grader's acceptance bounds (`sim.grading.problem`): stricter than the worst case above, for its curated

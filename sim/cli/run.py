@@ -98,6 +98,16 @@ def run_command(
         g = max(1, heads // (variant["kv_heads"] or heads))
         hints = [f"fewer query heads per K/V head (g = {count(g)} here: --heads / --kv-heads)"] if g > 1 else []
     estimate.guard(ctx, cost, what, hints, small, n=n, nk=nk, d=d, batch=batch, heads=heads)
+    with np.errstate(over="ignore", invalid="ignore"):  # S past fp16's range is inf, then NaN: the verdict says so
+        return simulate(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backward, as_json, quiet, forward,
+                        shape, scale, causal, block_rows, block_cols, blocks, sram_bytes, hardware_name, **variant)  # fmt: skip
+
+
+def simulate(
+    algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backward, as_json, quiet, forward, shape, scale,
+    causal, block_rows, block_cols, blocks, sram_bytes, hardware_name, **variant,
+) -> int:  # fmt: skip
+    """The run `run_command` let through: the forward (and backward), their checks and the report; the exit code."""
     if variants.given(**variant):
         return variants.report(
             algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backward, as_json, **variant

@@ -33,7 +33,8 @@ def write_rounded(value: np.ndarray, stored: np.ndarray, as_float32: np.ndarray 
             if as_float32 is not None:
                 as_float32.view(U32)[...] = rounded
             return
-    stored[...] = value
+    with np.errstate(over="ignore"):  # past the dtype's range: ±inf, as IEEE stores it (standard attention's S)
+        stored[...] = value
     if as_float32 is not None:
         as_float32[...] = stored
 

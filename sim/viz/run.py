@@ -1,5 +1,7 @@
 """The table `flashsim run` prints, from `sim.lab.report.run_report`'s dict."""
 
+import math
+
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
@@ -74,7 +76,7 @@ def run_table(report: dict) -> RenderableType:
     parts = [Text(title, style="bold"), config, Text(""), unclipped(traffic), Text(""), unclipped(totals)]
     if r.get("machine"):
         parts += [Text(""), time_table(r["machine"], r["hbm_read_bytes"])]
-    if r.get("tolerance"):
+    if r.get("tolerance") and r["tolerance"]["bound"] != math.inf:
         tol = r["tolerance"]
         parts.append(Text(f"{r['dtype']} tolerance: max|O − ref| ≤ {tol['formula']}; {EXPLAIN}", "dim"))
     return Group(*parts)
@@ -103,6 +105,8 @@ def verdict(report: dict) -> Text:
     tol = report.get("tolerance")
     if not tol:
         return Text("vs float64", style="dim")
+    if tol["bound"] == math.inf:
+        return Text(f"vs float64 ({tol['formula']})", style="dim")
     if tol["within"]:
         return Text.assemble(
             ("✓ within", "bold green"), (f" {report['dtype']} tolerance (≤ {abs_error(tol['bound'])})", "dim")
