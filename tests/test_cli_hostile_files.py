@@ -186,11 +186,36 @@ def set_at(d: dict, where: tuple, value) -> dict:
     (("config", "query_heads"), [2, 0], "config query_heads is [2, 0], not [first, last]"),
     (("config", "query_heads"), [0, 1], "hbm Q has [4] rows, the config 8"),
     (("config", "query_heads"), [-1, -1], "config query_heads is [-1, -1], not [first, last] of a packed group"),
+    # red team 87: an IndexError, an OverflowError, a bar of 10⁹ characters
+    (("config", "window"), [1], "config window is [1], not [left, right]"),
+    (("output", 0, 0), 10**400, "output holds a number past float64's range"),
+    (("steps", 1, "sram_bytes"), 10**9, "step 1 holds 1,000,000,000 bytes of SRAM, more than config sram_bytes"),
 ])  # fmt: skip
 def test_trace_load_names_the_field_that_is_wrong(tmp_path, saved, where, value, said):
     (tmp_path / "bad.json").write_text(json.dumps(set_at(saved, where, value)))
     line = error_line(invoke("trace", "--load", tmp_path / "bad.json"))
     assert line.startswith("error: --load: malformed trace: ") and said in line, line
+
+
+def test_a_trace_shows_code_only_from_the_package_s_own_listings(tmp_path, saved):
+    """Red team 87: a step's code ["/dev/zero", 3] read until memory ran out, ["/dev/stdin", 1] hung, and
+    ["../../../../../etc/passwd", 1] was shown and written into the --html export."""
+    for k, file in enumerate(("/dev/zero", "/dev/stdin", "../" * 12 + "etc/passwd", "/etc/hostname", "__init__.py")):
+        (tmp_path / "t.json").write_text(json.dumps(set_at(saved, ("steps", 1, "code"), [file, 1])))
+        with within(20):
+            shown = invoke("trace", "--load", tmp_path / "t.json", "--step", 1, "--html", tmp_path / f"{k}.html")
+        assert shown.exit_code == 0, shown.output
+        html = (tmp_path / f"{k}.html").read_text()
+        assert "root:" not in html and "__init__.py:1" not in shown.output and f"{file}:1" not in shown.output
+    (tmp_path / "t.json").write_text(json.dumps(saved))  # the package's own listing is shown
+    assert "algorithms/flash2.py:" in invoke("trace", "--load", tmp_path / "t.json", "--step", 1).output
+
+
+def test_a_trace_whose_closed_form_is_zero_shows_without_a_ratio(tmp_path, saved):
+    zero = dict.fromkeys(("hbm_read_bytes", "hbm_write_bytes", "flops", "exps", "elementwise"), 0)
+    (tmp_path / "t.json").write_text(json.dumps(set_at(saved, ("config", "closed_form"), zero)))
+    shown = invoke("trace", "--load", tmp_path / "t.json", "--step", 1)  # ZeroDivisionError (red team 87)
+    assert shown.exit_code == 0 and "—" in shown.output, shown.output
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

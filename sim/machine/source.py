@@ -8,6 +8,7 @@ from pathlib import Path
 from sim.machine.trace import Step
 
 PACKAGE = Path(__file__).resolve().parent.parent  # sim/
+MOST_BYTES = 1 << 20  # a listing's file: the package's largest is 30 kB
 
 
 @dataclass(frozen=True)
@@ -30,11 +31,17 @@ def relative(filename: str) -> str:
 def around(step: Step, before: int = 2, most: int = 14) -> list[SourceLine]:
     """The listing's lines around the `chip.step` call that recorded `step`, that call's line marked current:
     `before` lines above it, then the whole `with` block it opens (at most `most` lines). Empty when the
-    step names no code (a version 1 trace) or the file cannot be read."""
+    step names no code (a version 1 trace) or a file that is not one of the package's own listings: a trace
+    loaded from a file names what it likes (/dev/zero, ../../etc/passwd: red team 87), and what is shown here goes
+    into the viewer's exports."""
     if step.code is None:
         return []
     file, n = step.code
-    path = Path(file) if Path(file).is_absolute() else PACKAGE / file
+    path = (PACKAGE / file).resolve()
+    if not (path.is_relative_to(PACKAGE) and path.suffix == ".py" and path.is_file()):
+        return []
+    if path.stat().st_size > MOST_BYTES:
+        return []
     lines = [line.rstrip("\n") for line in linecache.getlines(str(path))]
     if not 1 <= n <= len(lines):
         return []

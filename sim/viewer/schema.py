@@ -10,6 +10,7 @@ from sim.machine.trace import MAX_SIZE, READS, SCHEMA, query_rows
 
 TOP = {"schema", "version", "algorithm", "config", "hbm", "steps", "inputs", "output", "row"}
 SIZES = ("n", "nk", "d", "block_rows", "block_cols", "sram_bytes")
+MAX_FLOAT = 1.7976931348623157e308
 OPS = ("init", "load", "compute", "store", "skip", "exchange")  # `Chip.step`'s, by every listing
 STEP_COUNTS = ("sram_bytes", "hbm_read_bytes", "hbm_write_bytes", "flops")
 NONFINITE = ("Infinity", "-Infinity", "NaN")  # strict JSON's non-finite numbers, inside the values' lists
@@ -59,7 +60,10 @@ def _check(d: dict) -> None:
     steps = _list(_need(d, "steps", "the trace"), "steps")
     rows = query_rows(config)  # packed GQA's: N per packed query head
     for k, step in enumerate(steps):
-        _step(_object(step, f"step {k}"), k, rows, hbm, {} if "sequence" in config else _shapes(hbm))
+        step = _object(step, f"step {k}")
+        _step(step, k, rows, hbm, {} if "sequence" in config else _shapes(hbm))
+        if step.get("sram_bytes", 0) > config["sram_bytes"]:  # a chip refuses more (SRAMOverflowError)
+            raise Bad(f"step {k} holds {step['sram_bytes']:,} bytes of SRAM, more than config sram_bytes")
     for name, value in _object(d.get("inputs") or {}, "inputs").items():
         _matrix(value, f"inputs {name}")
     if d.get("output") is not None:
@@ -94,6 +98,8 @@ def _config(c: dict) -> None:
     for name in ("head", "seqlens", "window", "query_heads"):
         if c.get(name) is not None:
             [_int(x, f"config {name}", -MAX_SIZE) for x in _list(c[name], f"config {name}") if x is not None]
+    if c.get("window") is not None and len(c["window"]) != 2:
+        raise Bad(f"config window is {_shown(c['window'])}, not [left, right]")
     heads = c.get("query_heads")
     if heads is not None and not (
         len(heads) == 2 and all(isinstance(h, int) for h in heads) and 0 <= heads[0] <= heads[1]
@@ -201,6 +207,8 @@ def _matrix(value, where: str) -> list[int]:
 def _number(x, where: str) -> None:
     if not ((isinstance(x, int | float) and not isinstance(x, bool)) or x in NONFINITE):
         raise Bad(f"{where} holds {_shown(x)} where a number goes")
+    if isinstance(x, int) and abs(x) > MAX_FLOAT:  # 10**400: JSON's, not a float's (the viewer's OverflowError)
+        raise Bad(f"{where} holds a number past float64's range")
 
 
 def _finite(x, where: str) -> float:

@@ -74,8 +74,8 @@ def legend() -> Text:
 
 def occupancy_bar(used: int, peak: int, capacity: int, width: int) -> Text:
     """█ in use now, ▒ the peak so far beyond it, ░ free."""
-    now = round(width * used / capacity)
-    high = max(now, round(width * peak / capacity))
+    now = min(width, round(width * used / capacity))  # (a loaded trace's counts are checked; the bar holds anyway)
+    high = min(width, max(now, round(width * peak / capacity)))
     return Text.assemble(("█" * now, "green"), ("▒" * (high - now), "yellow"), ("░" * (width - high), "dim"))
 
 
@@ -206,13 +206,16 @@ def traffic_panel(timeline: Timeline, k: int, width: int = 60, compact: bool = F
         written = predicted.dram_write_bytes + predicted.left_dirty_bytes
         table.add_row("DRAM, predicted", *map(exact_decimal_bytes, (predicted.dram_read_bytes, written)), style="dim")
     done = step.hbm_read_bytes + step.hbm_write_bytes
-    compared = more_or_fewer(other.hbm_bytes / closed.hbm_bytes, 2)
+    if not (closed.hbm_bytes and other.hbm_bytes):  # a loaded trace's closed form of 0 (red team 87)
+        compared, so_far = "another number of", "—"
+    else:
+        compared, so_far = more_or_fewer(other.hbm_bytes / closed.hbm_bytes, 2), percent(done, closed.hbm_bytes)
     if compact:
-        title = f"Traffic · {percent(done, closed.hbm_bytes)} of the closed form so far"
+        title = f"Traffic · {so_far} of the closed form so far"
         return Panel(table, title=title, title_align="left", width=width)
     notes = Text(
         f"closed form: the whole run's bytes (sim.machine.iomodel); {label} moves {compared} bytes. "
-        f"Moved so far: {percent(done, closed.hbm_bytes)}; matmul FLOPs so far: {count(step.flops)}.",
+        f"Moved so far: {so_far}; matmul FLOPs so far: {count(step.flops)}.",
         style="dim",
     )
     if l2:
