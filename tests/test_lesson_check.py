@@ -229,3 +229,19 @@ def test_a_low_precision_answer_is_called_rounding_only_within_a_few_roundings()
     assert "rounding" not in difference(np.array([0.001, 100], np.float32), np.array([0.0011, 100.0]), 1e-9, 0, "")
     near = difference(np.float32(356.58533), 356.585324, 1e-9, 0, "")
     assert near == "got 356.58533, expected 356.58532 — float32's rounding: compute in float64 (NumPy's default)"
+
+
+@given(
+    st.floats(allow_nan=False, width=64) | st.sampled_from((1e300, 1e-300, 5e307, 1e-310)),
+    st.floats(allow_nan=False, width=64) | st.sampled_from((1e-10, 1e10, 1e-307)),
+    st.sampled_from((0.0, 0.02, 0.5)),
+)
+def test_any_two_numbers_get_one_line_without_a_warning(answer, expected, rtol):
+    """Red team 87: check('x', 1e300, 1e-10) raised OverflowError (round(inf) in the factor hint) under NumPy's
+    overflow warnings."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        v = verdict("x", answer, expected, rtol=rtol)
+    assert "\n" not in v.line and v.line.startswith(("✓", "✗"))

@@ -105,6 +105,7 @@ def _transposed(got: list, want: list) -> bool:
     )
 
 
+@np.errstate(over="ignore", invalid="ignore")  # 1e300 against 1e-10: inf, judged here, not warned of (red team 87)
 def _array_difference(answer, expected, rtol: float, atol: float) -> str:
     if np.ndim(expected) == 0 and several(answer):
         return f"got {several(answer)} where one number is expected"
@@ -196,7 +197,9 @@ def _pattern(a: np.ndarray, e: np.ndarray, whole_a: np.ndarray, whole_e: np.ndar
     whole = (a == np.round(a)).all() and (e == np.round(e)).all()
     if (a == 0).all() and not whole:  # counts, not weights: no exp to underflow
         return " — every wrong value is 0: an exp that underflowed, or a weight e^(x − ∞)?"
-    ratio, shift = a / e, a - e
+    ratio, shift = a / e, a - e  # (1e300 / 1e-10: inf, no pattern; red team 87's OverflowError)
+    if not (np.isfinite(ratio).all() and np.isfinite(shift).all()):
+        return ""
     if whole and (np.abs(e) > 2).all() and np.allclose(shift, shift.flat[0]) and abs(shift.flat[0]) == 1:
         return " — off by one: < or ≤, rounding up or down?"
     r = float(ratio.flat[0])
@@ -208,7 +211,7 @@ def _pattern(a: np.ndarray, e: np.ndarray, whole_a: np.ndarray, whole_e: np.ndar
     alike = np.allclose(ratio, r, rtol=1e-6) and abs(r - 1) > 1e-6
     if near or (alike and (_nice(r) or (a.size > 1 and 1e-3 < abs(r) < 1e3))):
         return f" — {times(r)} the expected: a factor missing or extra"
-    if alike and r > 0 and abs(np.log10(r)) >= 4 and abs(r / 10 ** round(np.log10(r)) - 1) < 1e-6:
+    if alike and r > 0 and 4 <= abs(np.log10(r)) <= 24 and abs(r / 10 ** round(np.log10(r)) - 1) < 1e-6:
         return f" — 1e{round(np.log10(r)):+d} × the expected: a unit prefix (k, M, G, T; m, µ, n) off?"
     if whole_a.ndim == 2 and _per_row_factor(whole_a, whole_e):
         return " — each row is off by a factor of its own: a row's normalisation (÷ its sum) missing or extra?"
@@ -230,12 +233,14 @@ def _per_row_factor(a: np.ndarray, e: np.ndarray) -> bool:
 
 def _nice(r: float) -> bool:
     """A whole number or one over a whole number: the ratios a forgotten factor leaves."""
-    return r > 0 and any(abs(x - round(x)) < 1e-6 and 2 <= round(x) <= 4096 for x in (r, 1 / r))
+    return 1e-300 < r < 1e300 and any(abs(x - round(x)) < 1e-6 and 2 <= round(x) <= 4096 for x in (r, 1 / r))
 
 
 def _nearest(r: float) -> float:
     """The whole number, or one over a whole number, nearest to the ratio `r` (> 0)."""
-    return float(max(1, round(r))) if r >= 1 else 1 / max(1, round(1 / r)) if r > 0 else r
+    if not 1e-300 < r < 1e300:
+        return r
+    return float(max(1, round(r))) if r >= 1 else 1 / max(1, round(1 / r))
 
 
 def raised(e: BaseException) -> str:
