@@ -289,7 +289,7 @@ def culprit(ctx: click.Context, small_blocks: bool) -> str:
                 return given[name].opts[0]
     sizes = [
         (ctx.params[name] / (given[name].default or 1), given[name].opts[0])
-        for name in ("n", "nk", "batch", "heads", "d", "queries", "memory_n", "repeats", "keys", "steps")
+        for name in ("n", "nk", "batch", "heads", "d", "queries", "memory_n", "repeats", "keys", "steps", "devices")
         if name in given and isinstance(ctx.params[name], int) and ctx.params[name] > 1  # 1: no smaller to try
     ]
     if sizes:

@@ -13,6 +13,7 @@ Time per step = max(compute, transfer) when the exchange overlaps the step's att
 """
 
 from dataclasses import dataclass
+from functools import cache, lru_cache
 
 from sim.core.dtypes import F
 from sim.machine import iomodel
@@ -44,7 +45,8 @@ def sizes(N: int, P: int, sharding: str) -> list[int]:
     return [sum(r1 - r0 for r0, r1 in chunks) for chunks in shards(N, P, sharding)]
 
 
-def ring_steps(N, d, s, P, sharding, causal, Br, Bc, *, backward=False) -> list[list[Counts]]:
+@lru_cache(maxsize=8)  # ring_device and ring_time walk the same P² pieces
+def ring_steps(N, d, s, P, sharding, causal, Br, Bc, *, backward=False) -> tuple[tuple[Counts, ...], ...]:
     """Counts[t][p]: device p's work at ring step t (its pieces, each with its merge or accumulations)."""
     held = shards(N, P, sharding)
     steps = []
@@ -53,17 +55,20 @@ def ring_steps(N, d, s, P, sharding, causal, Br, Bc, *, backward=False) -> list[
         for p in range(P):
             total = NOTHING
             for piece in pieces(held[p], held[(p - t) % P], causal):
-                r, c = piece.rows, piece.keys
-                if backward:
-                    kernel = iomodel.sum_counts(
-                        k for _, k in iomodel.flash2_backward_kernels(r, c, d, s, Br, Bc, piece.causal)
-                    )
-                    total += kernel + add(r, d, s) + add(c, d, s).times(2)
-                else:
-                    total += iomodel.flash2(r, c, d, s, Br, Bc, piece.causal) + merge(r, d, s)
+                total += _piece(piece.rows, piece.keys, d, s, Br, Bc, piece.causal, backward)
             row.append(total)
-        steps.append(row)
-    return steps
+        steps.append(tuple(row))
+    return tuple(steps)
+
+
+@cache  # a ring's P² pieces come in a few shapes
+def _piece(r: int, c: int, d: int, s: int, Br: int, Bc: int, causal: bool, backward: bool) -> Counts:
+    """One piece (r query rows against c keys): FlashAttention-2 and the merge, or its backward and the three
+    accumulations."""
+    if backward:
+        kernel = iomodel.sum_counts(k for _, k in iomodel.flash2_backward_kernels(r, c, d, s, Br, Bc, causal))
+        return kernel + add(r, d, s) + add(c, d, s).times(2)
+    return iomodel.flash2(r, c, d, s, Br, Bc, causal) + merge(r, d, s)
 
 
 def ring_ends(N, d, s, P, sharding, *, backward=False) -> tuple[list[Counts], list[Counts]]:
