@@ -119,3 +119,20 @@ def test_a_master_whose_tests_are_not_a_literal_python_can_build_is_refused_in_o
                  ["assignments", "export", str(path), "--student", str(tmp_path / "out")]):  # fmt: skip
         line = error_line(CliRunner().invoke(app, args))
         assert line == "error: assignment: 02_flash1_forward.py: TESTS must be a literal", line
+
+
+@pytest.mark.parametrize("tests, said", [
+    ("None", "TESTS must be a list of tests; got NoneType"),
+    ("5", "TESTS must be a list of tests; got int"),
+    ("[{'name': 'one\\nblock', 'visibility': 'public', 'points': 1, 'check': 'output'}]",
+     "test name 'one\\nblock' is not one line of printable text"),
+    ("[{'name': '  ', 'visibility': 'public', 'points': 1, 'check': 'output'}]", "test name '  ' is not one line"),
+])  # fmt: skip
+def test_a_master_whose_tests_are_not_a_list_of_named_tests_is_refused_in_one_line(tmp_path, tests, said):
+    """Red team 88: TESTS = None was a traceback; two tests named "one block" and "one\\nblock" passed the check,
+    then printed alike, and the CSV put one's points under the other's column."""
+    text = spec.locate("02").read_text(encoding="utf-8")
+    path = tmp_path / "02_flash1_forward.py"
+    path.write_text(re.sub(r"(?ms)^TESTS = \[.*?^\]", lambda m: f"TESTS = {tests}", text), encoding="utf-8")
+    line = error_line(CliRunner().invoke(app, ["grade", "--self-check", str(path), "--seed", "1"]))
+    assert line == f"error: assignment: 02_flash1_forward.py: {said}" or said in line, line

@@ -116,6 +116,8 @@ def load(path: Path) -> Assignment:
         if key not in values:
             raise InputError(f"assignment: {path.name} has no {key} (is it an assignment file?)")
     grading, tests = values["GRADING"], values["TESTS"]
+    if not isinstance(tests, list):  # TESTS = None was a traceback (red team 88)
+        raise InputError(f"assignment: {path.name}: TESTS must be a list of tests; got {type(tests).__name__}")
     check_grading(grading, path.name)
     names = set()
     for test in tests:
@@ -179,6 +181,8 @@ def check_test(test, driver: str, where: str) -> None:
     """One test: a name, a visibility, points, a check the driver knows, and shapes it can draw."""
     if not isinstance(test, dict) or not isinstance(test.get("name"), str):
         raise InputError(f"assignment: {where}: every test is a dict with a 'name'")
+    if not (test["name"].isprintable() and test["name"].strip()):  # "one\nblock" printed as "one block" (red team 88)
+        raise InputError(f"assignment: {where}: test name {test['name'][:60]!r} is not one line of printable text")
     label = f"assignment: {where}: test {test['name']!r}"
     if test.get("visibility") not in VISIBILITY:
         raise InputError(f"{label}: visibility must be public or hidden")
