@@ -69,6 +69,9 @@ def test_the_masters_pass_the_allow_list_and_their_exports_are_stubs(tmp_path):
         # compiled an empty branch while the interpreter ran the other
         ("    if min(n, n) is n:\n        x = 1", 7, "a kernel may not compare with `is`"),
         ("    x = n is not None", 7, "a kernel may not compare with `is`"),
+        # red team 88: the compiler took tl.constexpr(a tensor) for True, compiling an empty branch
+        ("    if tl.constexpr(i < 0) and 1:\n        x = 1", 7, "tl.constexpr() of a value: the compiler takes it"),
+        ("    x = triton.language.constexpr(n)", 7, "tl.constexpr() of a value"),
     ],
 )
 def test_a_kernel_body_outside_the_language_is_refused_at_its_line(body, line, message):
@@ -107,6 +110,18 @@ def test_a_module_outside_imports_constants_and_kernels_is_refused(module, line,
     source = module + HEADER if module.startswith(("import", "from")) else HEADER.rstrip("\n") + "\n" + module
     with pytest.raises(InputError, match=re.escape(f"kernel file line {line}: ") + ".*" + re.escape(message)):
         allowlist.check(source)
+
+
+def test_a_name_defined_twice_is_refused():
+    """Red team 88: a stub def of the kernel's name before the kernel made the compile check skip the kernel (stubs
+    are skipped by name) while Python ran the second: 100/100 for code no GPU compiler takes."""
+    stub = "@triton.jit\ndef k(X, Y, n, B: tl.constexpr):\n    raise NotImplementedError('k')\n\n"
+    with pytest.raises(InputError, match=re.escape("kernel file line 9: k is defined twice")):
+        allowlist.check(HEADER + stub + KERNEL.format("    x = 1"))
+    with pytest.raises(InputError, match="LIMIT is defined twice"):
+        allowlist.check(HEADER + "LIMIT = 1\nLIMIT = 2\n")
+    with pytest.raises(InputError, match="tl is defined twice"):
+        allowlist.check(HEADER + "import math as tl\n")
 
 
 SIGNATURE = "@triton.jit\ndef k(X, Y, n{}){}:\n    i = tl.program_id(0)\n"

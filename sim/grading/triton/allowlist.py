@@ -52,11 +52,26 @@ def check(source: str, where: str = "kernel file") -> set[str]:
     except SyntaxError as e:
         raise InputError(f"{where} line {e.lineno}: {e.msg}") from None
     aliases, constants, kernels = _module(tree, where)
+    _once(tree, where)
     mutable = {n.id for node in tree.body if isinstance(node, ast.Assign) and _mutable(node.value)
                for n in node.targets}  # fmt: skip
     for fn in kernels:
         _kernel(fn, aliases, (constants - mutable) | {k.name for k in kernels}, where, mutable)
     return {fn.name for fn in kernels if isinstance(_first(fn), ast.Raise)}
+
+
+def _once(tree: ast.Module, where: str) -> None:
+    """Each name bound once at the module's top: a second `def` of a kernel rebinds it, and the compile check,
+    which skips the handout's stubs by name, once skipped the real kernel after a stub of its name (red team 88)."""
+    seen: set[str] = set()
+    for node in tree.body:
+        bound = [node.name] if isinstance(node, ast.FunctionDef) else []
+        bound += [t.id for t in getattr(node, "targets", []) if isinstance(t, ast.Name)]
+        bound += [a.asname or a.name.split(".")[0] for a in getattr(node, "names", []) if isinstance(a, ast.alias)]
+        for name in bound:
+            if name in seen:
+                _refuse(node, where, f"{name} is defined twice; a kernel file binds each name once")
+            seen.add(name)
 
 
 def _first(fn: ast.FunctionDef) -> ast.stmt:
@@ -116,7 +131,10 @@ def _literal(node, aliases: dict[str, str]) -> bool:
 
 
 def _constexpr(aliases: dict[str, str]) -> set[str]:
-    return {f"{a}.constexpr" for a, m in aliases.items() if m == "triton.language"}
+    """`tl.constexpr` as this file may spell it (`triton.language.constexpr` too)."""
+    return {f"{a}.constexpr" for a, m in aliases.items() if m == "triton.language"} | {
+        f"{a}.language.constexpr" for a, m in aliases.items() if m == "triton"
+    }
 
 
 def _is_jit(fn: ast.FunctionDef, aliases: dict[str, str]) -> bool:
@@ -149,6 +167,7 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
     if fn.args.vararg or fn.args.kwarg:
         _refuse(fn, where, f"{fn.name} may not take *args or **kwargs")
     _signature(fn, aliases, where)
+    constexpr = _constexpr(aliases)
     for node in ast.walk(fn):
         if isinstance(node, ast.Name | ast.arg) and isinstance(getattr(node, "ctx", None), ast.Store):
             local.add(node.id)
@@ -176,6 +195,10 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
         if isinstance(node, ast.Subscript | ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
             _refuse(node, where, "a kernel may assign only to names (Triton's tensors are values; a store into a "
                     "container or attribute would keep state outside HBM)")  # fmt: skip
+        if isinstance(node, ast.Call) and _chain(node.func) in constexpr:
+            if not all(isinstance(a, ast.Constant) for a in node.args) or node.keywords:
+                _refuse(node, where, "tl.constexpr() of a value: the compiler takes it for a constant, the "
+                        "interpreter computes it (a branch one takes and the other does not); only of a literal")  # fmt: skip
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in CONVERSIONS:
             if not all(isinstance(a, ast.Constant) for a in node.args) or node.keywords:
                 _refuse(node, where, f"{node.func.id}() of a value would make a Python number of it, outside "
@@ -190,7 +213,7 @@ def _signature(fn: ast.FunctionDef, aliases: dict[str, str], where: str) -> None
     """Annotations `tl.constexpr` only, no return annotation, literal defaults: Python evaluates all three when the
     file is loaded, outside the kernel (a return annotation `print(...)` once wrote the compile check's verdict,
     red team 86)."""
-    constexpr = _constexpr(aliases) | {f"{a}.language.constexpr" for a, m in aliases.items() if m == "triton"}
+    constexpr = _constexpr(aliases)
     if fn.returns is not None:
         _refuse(fn.returns, where, f"{fn.name} may not annotate what it returns (a kernel returns nothing)")
     for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs:
