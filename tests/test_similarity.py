@@ -236,20 +236,26 @@ def test_joining_lines_and_padding_with_statements_that_do_nothing_leave_the_run
 
 def test_a_file_that_takes_too_long_to_read_is_not_judged_and_the_rest_are(tmp_path, monkeypatch):
     """Red team 84: the report parsed each file in the grader's own process, where a 1 MiB f-string held the GIL
-    for 111 s (every grading thread stalled); a child reads them now, each under READ_S."""
+    for 111 s (every grading thread stalled); red team 88: it decoded each file there too, and a `# coding:
+    punycode` file of 1 MiB took 479 s (the codec is quadratic). A child decodes and reads them now, each under
+    READ_S."""
     monkeypatch.setattr(code_reading, "READ_S", 0.3)
     monkeypatch.setattr(similarity, "builds_code", lambda source: pytest.fail("parsed in the grader's process"))
-    slow, alice, bob = tmp_path / "a_slow.py", tmp_path / "alice.py", tmp_path / "bob.py"
+    monkeypatch.setattr(similarity, "source_text", lambda data: pytest.fail("decoded in the grader's process"))
+    slow, puny = tmp_path / "a_slow.py", tmp_path / "b_punycode.py"
+    alice, bob = tmp_path / "alice.py", tmp_path / "bob.py"
     slow.write_text("x = f'" + "{1}" * 40_000 + "'\n")  # (1 MiB of it: 111 s to parse in Python 3.11)
+    puny.write_bytes(b"# coding: punycode\n-" + ("\U0001f600" * 150_000).encode("punycode"))  # 1.4 s to decode
     alice.write_text((SUBMISSIONS / "algorithm1.py").read_text())
     bob.write_text(disguised(alice.read_text()))
-    read = code_reading.read_all({p.name: p.read_text() for p in (slow, alice, bob)})
-    assert read["a_slow.py"].slow and not read["alice.py"].slow and read["alice.py"].runs == read["bob.py"].runs
-    assert read["alice.py"].runs == frozenset(similarity.runs(alice.read_text()))
-    reports = [SubmissionReport(p.name, MASTER.name, 1) for p in (slow, alice, bob)]
-    similarity.annotate(MASTER, [slow, alice, bob], reports)
-    assert reports[0].notes == ["similarity not judged: its code took more than 0.3 s to read"]
-    assert reports[1].notes == ["similar to bob.py: 1.00 of its code in common (for review; no points taken)"]
+    files = (slow, puny, alice, bob)
+    read = code_reading.read_all({p.name: p.read_bytes() for p in files})
+    assert read["a_slow.py"].slow and read["b_punycode.py"].slow and not read["alice.py"].slow
+    assert read["alice.py"].runs == read["bob.py"].runs == frozenset(similarity.runs(alice.read_text()))
+    reports = [SubmissionReport(p.name, MASTER.name, 1) for p in files]
+    similarity.annotate(MASTER, list(files), reports)
+    assert reports[0].notes == reports[1].notes == ["similarity not judged: its code took more than 0.3 s to read"]
+    assert reports[2].notes == ["similar to bob.py: 1.00 of its code in common (for review; no points taken)"]
 
 
 WRAPPERS = (
@@ -262,7 +268,7 @@ WRAPPERS = (
 )
 
 
-PADDING = ("global _g", "_a: int", "assert 1", "import math", "del __")  # red team 86: 0.30–0.37
+PADDING = ("global _g", "_a: int", "assert 1", "import math", "del __", "len(())", "print(_)")  # red teams 86, 88
 
 
 def wrapped_and_dead(source: str) -> str:
@@ -314,15 +320,21 @@ def test_the_normal_form_of_any_statement_parses_again(source):
 
 
 def test_assignments_are_dropped_only_where_nothing_live_reads_them():
-    source = "a = 0\nb = a\nprint(b)\nc = 1\nd = c + d\nif c:\n    e = f(0)\nx = x\n"
-    assert normal_form.normalized(source) == "a = 0\nb = a\nprint(b)\ne = f(0)"  # e's call stays; c, d read by none
+    source = "a = 0\nb = a\ng(b)\nc = 1\nd = c + d\nif c:\n    e = f(0)\nx = x\nprint(c)\nlen([d])\n"
+    assert normal_form.normalized(source) == "a = 0\nb = a\ng(b)\ne = f(0)"  # e's call stays; c, d: read by none
+    # (print(c) and len([d]) do nothing but read them: red team 88's one read that kept a padding's stores)
 
 
 @pytest.mark.parametrize(
     "source, found",
     [  # red team 86: exec reached through __builtins__' dict ran a compressed copy, unnamed
         ('__builtins__["exec"](code)', ["__builtins__, line 1", "'exec', line 1"]),
-        ('import builtins\nvars(builtins)["ex" + "ec"](code)', ["builtins, line 1", "vars, line 2"]),
+        ('import builtins\nvars(builtins)["ex" + "ec"](code)', ["import builtins, line 1", "vars, line 2"]),
+        # red team 88: exec reached through sys.modules, importlib, marshal and a compressed payload
+        ('import sys, zlib\nsys.modules["builtins"].exec(zlib.decompress(b))', ["import sys, line 1", "exec, line 2"]),
+        ("from importlib import import_module\nimport_module(m).exec(c)", ["import importlib, line 1", "exec, line 2"]),
+        ("import marshal as m, numpy as np", ["import marshal, line 1"]),
+        ("import numpy as np\nfrom math import sqrt\nmodel.eval()", []),
         ('getattr(x, "ex" + "ec")(code)', ["getattr of a name built at run time, line 1"]),
         ("f = eval\nf(code)", ["eval, line 1"]),
         ("builtins.compile(code, 'f', 'exec')", ["compile, line 1", "'exec', line 1"]),

@@ -1,12 +1,14 @@
 """The batch's submissions read for the similarity report by a child process, one file at a time under a deadline.
 
-Reading a file means Python's tokenizer and parser (`similarity.runs`, `similarity.builds_code`), which hold the GIL:
+Reading a file means decoding it in the codec it names (`similarity.source_text`: punycode is quadratic), then
+Python's tokenizer and parser (`similarity.runs`, `similarity.builds_code`), which hold the GIL:
 a 1 MiB f-string took 111 s to parse in Python 3.11, and in the grader's own process that would stall every grading
 thread (red team 84). The child is the project's own code; it reads each source from its stdin, one JSON line, and
 answers its K-token runs and the places it builds code, one JSON line. A file it does not answer within READ_S (or
 that ends it) is not judged, said in its notes, and a new child reads the rest.
 """
 
+import base64
 import json
 import os
 import selectors
@@ -20,13 +22,13 @@ READ_S = 10.0  # seconds of wall clock a file may take to read; the masters take
 MEMORY = 2 << 30  # the child's address space
 ROOT = str(Path(__file__).resolve().parents[2])
 CHILD = """
-import json, resource, sys
+import base64, json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, (int(sys.argv[2]), int(sys.argv[2])))
 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 sys.path.insert(0, sys.argv[1])
-from sim.grading.similarity import builds_code, runs
+from sim.grading.similarity import builds_code, runs, source_text
 for line in sys.stdin:
-    source = json.loads(line)
+    source = source_text(base64.b64decode(json.loads(line)))
     print(json.dumps([sorted(runs(source)), builds_code(source)]), flush=True)
 """
 
@@ -40,9 +42,9 @@ class Read:
     slow: bool = False
 
 
-def read_all(sources: dict[str, str]) -> dict[str, Read]:
-    """Each source ({name: text}) read by a child, in order; a child that misses a deadline is ended and another
-    reads on from the next file."""
+def read_all(sources: dict[str, bytes]) -> dict[str, Read]:
+    """Each source ({name: its bytes}) decoded and read by a child, in order; a child that misses a deadline is
+    ended and another reads on from the next file."""
     out, queue = {}, list(sources.items())
     while queue:
         proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", CHILD, ROOT, str(MEMORY)], stdin=subprocess.PIPE,
@@ -50,7 +52,7 @@ def read_all(sources: dict[str, str]) -> dict[str, Read]:
         try:
             while queue:
                 name, source = queue.pop(0)
-                answer = _ask(proc, json.dumps(source).encode() + b"\n")
+                answer = _ask(proc, json.dumps(base64.b64encode(source).decode()).encode() + b"\n")
                 out[name] = Read(frozenset(answer[0]), tuple(answer[1])) if answer else Read(frozenset(), (), True)
                 if answer is None:
                     break  # this child is spent: a new one for the rest

@@ -12,6 +12,11 @@ COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, a
 TRY_STAR = tuple(getattr(ast, n) for n in ("TryStar",) if hasattr(ast, n))  # Python 3.11's `except*`
 EFFECTS = (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)
 STORES = (ast.Assign, ast.AugAssign)
+IDLE = frozenset(
+    """abs all any ascii bin bool callable chr dict divmod float format frozenset hash hex id int isinstance
+    issubclass iter len list max min oct ord pow print range repr round set sorted str sum tuple type""".split()
+)
+ASSERTIONS = frozenset(("static_assert", "static_print", "device_assert", "device_print"))
 NOTHING = (ast.Pass, ast.Break, ast.Continue, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Delete,
            ast.Assert)  # fmt: skip
 
@@ -71,12 +76,25 @@ def _reraises(h: ast.ExceptHandler) -> bool:
 
 def _inert(s: ast.stmt) -> bool:
     """One of NOTHING, a bare annotation, `x = x`, or an expression statement that calls, awaits, yields and assigns
-    nothing."""
+    nothing — or whose call is of a builtin that changes nothing (`len(())`, `print(x)`) or an assertion
+    (`tl.static_assert(True)`: red team 88's padding), on arguments that call nothing."""
     if isinstance(s, NOTHING) or (isinstance(s, ast.AnnAssign) and s.value is None):
         return True
     if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.Name):
         return isinstance(s.targets[0], ast.Name) and s.targets[0].id == s.value.id
-    return isinstance(s, ast.Expr) and not any(isinstance(n, EFFECTS) for n in ast.walk(s))
+    if not isinstance(s, ast.Expr):
+        return False
+    call = s.value
+    if isinstance(call, ast.Call) and _idle(call.func):
+        return not any(isinstance(n, EFFECTS) for a in (*call.args, *call.keywords) for n in ast.walk(a))
+    return not any(isinstance(n, EFFECTS) for n in ast.walk(s))
+
+
+def _idle(func: ast.expr) -> bool:
+    """A builtin whose result is all it does (its statement drops it), or an assertion or print of Triton's."""
+    if isinstance(func, ast.Name):
+        return func.id in IDLE
+    return isinstance(func, ast.Attribute) and func.attr in ASSERTIONS
 
 
 def _dead_stores(tree: ast.AST) -> set[int]:

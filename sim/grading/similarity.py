@@ -39,6 +39,10 @@ ALGORITHMS = Path(__file__).resolve().parents[1] / "algorithms"
 _STRINGS = {getattr(tokenize, n, tokenize.STRING) for n in ("STRING", "FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")}
 RUNS_CODE = frozenset(("exec", "eval", "compile", "__import__"))  # builtins that run (or load) code given as data
 TABLES = frozenset(("__builtins__", "vars", "globals", "locals", "__dict__", "__globals__", "__subclasses__"))
+LOADERS = frozenset(
+    """builtins importlib sys code codeop runpy pickle marshal types ctypes zlib lzma bz2 gzip base64
+    binascii codecs""".split()
+)  # modules that run code, or unpack what a file hides (red team 88: sys.modules[…].exec)
 NOT_JUDGED = f"similarity not judged: too little code to compare (fewer than {MIN_RUNS} runs of its own)"
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
 
@@ -191,15 +195,16 @@ def _reach(n: ast.AST) -> str | None:
     """What `n` reaches of `builds_code`'s list, or None."""
     if isinstance(n, ast.Name) and (n.id in RUNS_CODE or n.id in TABLES):
         return n.id
-    if isinstance(n, ast.Attribute) and (n.attr in TABLES or (n.attr in RUNS_CODE and _builtins(n.value))):
-        return n.attr  # (re.compile, torch.compile: another module's)
+    if isinstance(n, ast.Attribute) and (
+        n.attr in TABLES or n.attr == "exec" or (n.attr in RUNS_CODE and _builtins(n.value))
+    ):
+        return n.attr  # (re.compile, torch.compile, model.eval: another module's; no module but builtins has .exec)
     if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value in RUNS_CODE:
         return repr(n.value)
     if isinstance(n, ast.Import | ast.ImportFrom):
-        found = [a.name for a in n.names if a.name == "builtins"] + ["builtins"] * (
-            getattr(n, "module", "") == "builtins"
-        )
-        return found[0] if found else None
+        modules = [a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]
+        found = [m for m in modules if m.split(".")[0] in LOADERS]
+        return f"import {found[0]}" if found else None
     if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr" and len(n.args) > 1:
         return None if isinstance(n.args[1], ast.Constant) else "getattr of a name built at run time"
     return None
@@ -233,7 +238,7 @@ def annotate(assignment, submissions: list[Path], reports) -> None:
     try:
         handout = student_text(assignment.path.read_text(encoding="utf-8"), assignment.path.name)
         skeleton = fingerprint(handout)
-        read = code_reading.read_all({p.name: _read(p) for p in submissions})  # each file read once, by a child
+        read = code_reading.read_all({p.name: raw(p) for p in submissions})  # each file decoded and read by a child
         prints = {name: r.runs - skeleton for name, r in read.items()}
         flags = report(assignment.path, assignment.grading, handout, submissions, prints)
         for name, lines in notes(read, prints).items():  # "not judged" only where points are at stake
@@ -250,12 +255,23 @@ def annotate(assignment, submissions: list[Path], reports) -> None:
 
 
 def _read(path: Path) -> str:
-    """A submission's source as Python reads it: in the encoding its coding line (or BOM) names, UTF-8 otherwise; ""
-    for a file `submission_file.read` refuses (a link, a pipe, a device, one over the cap: graded 0, its reason)."""
+    """A submission's source as Python reads it (`source_text` of `raw`)."""
+    return source_text(raw(path))
+
+
+def raw(path: Path) -> bytes:
+    """A submission's bytes; b"" for a file `submission_file.read` refuses (a link, a pipe, a device, one over the
+    cap: graded 0, its reason)."""
     try:
-        data = submission_file.read(path)
+        return submission_file.read(path)
     except submission_file.Refused:
-        return ""
+        return b""
+
+
+def source_text(data: bytes) -> str:
+    """Source bytes decoded as Python reads them: in the encoding its coding line (or BOM) names, UTF-8 otherwise.
+    Run by `code_reading`'s child, under its deadline: a codec may be slow (punycode is quadratic: 1 MiB took 479 s
+    in the grader's own process, red team 88)."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
         return data.decode(encoding, errors="replace")
