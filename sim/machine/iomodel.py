@@ -41,18 +41,11 @@ class Counts:
 
     def times(self, k: int) -> "Counts":
         """These counts for k independent heads."""
-        return Counts(
-            k * self.hbm_read_bytes, k * self.hbm_write_bytes, k * self.flops, k * self.exps, k * self.elementwise
-        )
+        return Counts(*(k * x for x in vars(self).values()))
 
-    def __add__(self, other: "Counts") -> "Counts":
-        return Counts(  # (field by field: astuple deep-copies, and a ring of 1,000 devices adds 10⁶ of these)
-            self.hbm_read_bytes + other.hbm_read_bytes,
-            self.hbm_write_bytes + other.hbm_write_bytes,
-            self.flops + other.flops,
-            self.exps + other.exps,
-            self.elementwise + other.elementwise,
-        )
+    def __add__(self, b: "Counts") -> "Counts":  # field by field (astuple deep-copies: 10⁶ adds in a big ring)
+        return Counts(self.hbm_read_bytes + b.hbm_read_bytes, self.hbm_write_bytes + b.hbm_write_bytes,
+                      self.flops + b.flops, self.exps + b.exps, self.elementwise + b.elementwise)  # fmt: skip
 
 
 Kernels = list[tuple[str, Counts]]  # a pass as the kernels it launches, each with its counts
