@@ -127,6 +127,10 @@ def test_a_master_whose_tests_are_not_a_literal_python_can_build_is_refused_in_o
     ("[{'name': 'one\\nblock', 'visibility': 'public', 'points': 1, 'check': 'output'}]",
      "test name 'one\\nblock' is not one line of printable text"),
     ("[{'name': '  ', 'visibility': 'public', 'points': 1, 'check': 'output'}]", "test name '  ' is not one line"),
+    ("[{'name': 'score', 'visibility': 'public', 'points': 1, 'check': 'output'}]",
+     "test name 'score' would be read as the CSV's own column or as a formula"),
+    ("[{'name': '=1+1', 'visibility': 'public', 'points': 1, 'check': 'output'}]", "test name '=1+1' would be read"),
+    ("[{'name': \"'x\", 'visibility': 'public', 'points': 1, 'check': 'output'}]", "test name \"'x\" would be read"),
 ])  # fmt: skip
 def test_a_master_whose_tests_are_not_a_list_of_named_tests_is_refused_in_one_line(tmp_path, tests, said):
     """Red team 88: TESTS = None was a traceback; two tests named "one block" and "one\\nblock" passed the check,

@@ -9,6 +9,7 @@ from sim.core import atomic_file
 from sim.grading.report import SubmissionReport, shown_name
 
 FORMULA = ("=", "+", "-", "@", "\t", "\r")  # what makes a spreadsheet read a cell as a formula (OWASP's list)
+FIRST, LAST = ("submission", "score", "max_score", "hbm_bytes"), ("flags", "review", "notes", "seed")  # its columns
 NUMBER = re.compile(r"-?\d+(\.\d+)?(e[+-]?\d+)?")  # the grader's own figures, which a minus sign leaves numbers
 
 
@@ -20,8 +21,7 @@ def write(reports: list[SubmissionReport], path: Path, order: list[str]) -> None
     names = sorted(held, key=lambda n: order.index(n) if n in order else len(order))
     f = io.StringIO()
     out = csv.writer(f)
-    out.writerow([cell(c) for c in ["submission", "score", "max_score", "hbm_bytes", *names, "flags", "review",
-                                    "notes", "seed"]])  # fmt: skip
+    out.writerow([cell(c) for c in [*FIRST, *names, *LAST]])
     for r in reports:
         points = {t.name: f"{t.points:g}" for t in r.tests}
         row = [shown_name(r.submission), f"{r.score:g}", f"{r.max_score:g}",

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
-from sim.grading import keys
+from sim.grading import csvfile, keys
 from sim.lab import course
 
 DRIVERS = {
@@ -183,6 +183,9 @@ def check_test(test, driver: str, where: str) -> None:
         raise InputError(f"assignment: {where}: every test is a dict with a 'name'")
     if not (test["name"].isprintable() and test["name"].strip()):  # "one\nblock" printed as "one block" (red team 88)
         raise InputError(f"assignment: {where}: test name {test['name'][:60]!r} is not one line of printable text")
+    if test["name"] in csvfile.FIRST + csvfile.LAST or test["name"].startswith((*csvfile.FORMULA, "'")):
+        raise InputError(f"assignment: {where}: test name {test['name'][:60]!r} would be read as the CSV's own column "
+                         "or as a formula (red team 89: 'score', '=1+1' and \"'=1+1\" shifted its columns)")  # fmt: skip
     label = f"assignment: {where}: test {test['name']!r}"
     if test.get("visibility") not in VISIBILITY:
         raise InputError(f"{label}: visibility must be public or hidden")
