@@ -72,6 +72,10 @@ def test_the_masters_pass_the_allow_list_and_their_exports_are_stubs(tmp_path):
         # red team 88: the compiler took tl.constexpr(a tensor) for True, compiling an empty branch
         ("    if tl.constexpr(i < 0) and 1:\n        x = 1", 7, "tl.constexpr() of a value: the compiler takes it"),
         ("    x = triton.language.constexpr(n)", 7, "tl.constexpr() of a value"),
+        # red team 89: the compiler's `or` kept the constant 2 where Python kept the tensor n > 0
+        ("    if ((n > 0) or 2) == 2:\n        x = 1", 7, "and/or may stand only as a condition"),
+        ("    x = i < 0 and B", 7, "and/or may stand only as a condition"),
+        ("    x: tl.constexpr = (n > 0) or 2", 7, "a kernel may not annotate an assignment"),
     ],
 )
 def test_a_kernel_body_outside_the_language_is_refused_at_its_line(body, line, message):
@@ -110,6 +114,11 @@ def test_a_module_outside_imports_constants_and_kernels_is_refused(module, line,
     source = module + HEADER if module.startswith(("import", "from")) else HEADER.rstrip("\n") + "\n" + module
     with pytest.raises(InputError, match=re.escape(f"kernel file line {line}: ") + ".*" + re.escape(message)):
         allowlist.check(source)
+
+
+def test_and_or_as_conditions_are_taken():
+    body = "    if (n > 0 and i < 3) or not (B > 1 or n < 0):\n        x = 1 if i > 0 and n > 0 else 2\n    while i < 0 and n < 0:\n        i = i + 1"
+    assert allowlist.check(HEADER + KERNEL.format(body)) == set()
 
 
 def test_a_name_defined_twice_is_refused():

@@ -168,6 +168,7 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
         _refuse(fn, where, f"{fn.name} may not take *args or **kwargs")
     _signature(fn, aliases, where)
     constexpr = _constexpr(aliases)
+    conditions = _conditions(fn)
     for node in ast.walk(fn):
         if isinstance(node, ast.Name | ast.arg) and isinstance(getattr(node, "ctx", None), ast.Store):
             local.add(node.id)
@@ -195,6 +196,12 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
         if isinstance(node, ast.Subscript | ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
             _refuse(node, where, "a kernel may assign only to names (Triton's tensors are values; a store into a "
                     "container or attribute would keep state outside HBM)")  # fmt: skip
+        if isinstance(node, ast.BoolOp) and id(node) not in conditions:
+            _refuse(node, where, "and/or may stand only as a condition (if, while, a ternary's test): as a value the "
+                    "compiler keeps a constant operand where Python keeps the tensor (red team 89: (N > 0) or 2)")  # fmt: skip
+        if isinstance(node, ast.AnnAssign):
+            _refuse(node, where, "a kernel may not annotate an assignment (x: tl.constexpr = … makes a constant of "
+                    "what the interpreter computes)")  # fmt: skip
         if isinstance(node, ast.Call) and _chain(node.func) in constexpr:
             if not all(isinstance(a, ast.Constant) for a in node.args) or node.keywords:
                 _refuse(node, where, "tl.constexpr() of a value: the compiler takes it for a constant, the "
@@ -222,6 +229,18 @@ def _signature(fn: ast.FunctionDef, aliases: dict[str, str], where: str) -> None
     for d in fn.args.defaults + [d for d in fn.args.kw_defaults if d is not None]:
         if not (isinstance(d, ast.Constant) and isinstance(d.value, int | float | bool | str | type(None))):
             _refuse(d, where, f"{fn.name}'s defaults may only be numbers, strings, True, False or None")
+
+
+def _conditions(fn: ast.FunctionDef) -> set[int]:
+    """The ids of the and/or expressions whose truth alone is used: an if's, while's or ternary's test, `not`'s
+    operand, or an operand of one of those (the compiler and Python agree on truth, not on the value)."""
+    found: set[int] = set()
+    for node in ast.walk(fn):  # (breadth first: a test is met before its operands)
+        tests = [node.test] if isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert) else []
+        tests += [node.operand] if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) else []
+        tests += node.values if isinstance(node, ast.BoolOp) and id(node) in found else []
+        found |= {id(t) for t in tests if isinstance(t, ast.BoolOp)}
+    return found
 
 
 def _stub(node: ast.Raise) -> bool:
