@@ -344,3 +344,36 @@ def test_assignments_are_dropped_only_where_nothing_live_reads_them():
 )
 def test_each_way_to_code_built_at_run_time_is_named_with_its_line(source, found):
     assert sorted(similarity.builds_code(source)) == sorted(found)
+
+
+HIDING = ("for {x} in [{e}]:\n    pass", "with {e} as {x}:\n    pass", "if ({x} := {e}):\n    pass", "({x} := {e})",
+          "[{x}] = [{e}]")  # fmt: skip
+
+
+class _Hidden(ast.NodeTransformer):
+    """Red team 89's rewrites: `x = e` as each of HIDING in turn, `a.b` as `getattr(a, 'b')`."""
+
+    turn = 0
+
+    def visit_Attribute(self, node):
+        self.generic_visit(node)
+        if isinstance(node.ctx, ast.Load):
+            return ast.Call(ast.Name("getattr", ast.Load()), [node.value, ast.Constant(node.attr)], [])
+        return node
+
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        if len(node.targets) != 1 or not isinstance(node.targets[0], ast.Name):
+            return node
+        self.turn += 1
+        text = HIDING[self.turn % len(HIDING)].format(x=node.targets[0].id, e=ast.unparse(node.value))
+        return ast.parse(text).body[0]
+
+
+def test_assignments_hidden_in_headers_walruses_and_getattr_leave_the_runs_alone(tmp_path):
+    """Red team 89: `for x in [e]: pass` for each `x = e` scored 0.00 (headers were dropped whole), `(x := e)` 0.53,
+    `[x] = [e]` 0.47, `getattr(a, 'b')` for `a.b` 0.18."""
+    source = (SUBMISSIONS / "algorithm1.py").read_text()
+    other = ast.unparse(ast.fix_missing_locations(_Hidden().visit(ast.parse(source)))) + "\n"
+    assert all(mark in other for mark in (" in [", "with ", "if (", " := ", "] = [", "getattr(chip, 'load')"))
+    assert_one_program(tmp_path, source, other)

@@ -14,7 +14,8 @@ EFFECTS = (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)
 STORES = (ast.Assign, ast.AugAssign)
 IDLE = frozenset(
     """abs all any ascii bin bool callable chr dict divmod float format frozenset hash hex id int isinstance
-    issubclass iter len list max min oct ord pow print range repr round set sorted str sum tuple type""".split()
+    issubclass iter len list max min oct ord pow print range repr round set sorted str sum tuple type memoryview bytes
+    bytearray enumerate zip reversed slice complex object map filter""".split()
 )
 ASSERTIONS = frozenset(("static_assert", "static_print", "device_assert", "device_print"))
 NOTHING = (ast.Pass, ast.Break, ast.Continue, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Delete,
@@ -25,6 +26,7 @@ def normalized(source: str) -> str:
     """`source` in its normal form, or `source` itself where it does not parse (then it does not run either)."""
     try:
         tree = ast.parse(source)
+        tree = _Spelled().visit(tree)
         _flatten(tree)
         _keep(tree, lambda s: not _inert(s))
         dead = _dead_stores(tree)  # (after the inert ones went: `del _` and a lone `_` read `_`)
@@ -45,8 +47,20 @@ def _keep(tree: ast.AST, keep) -> None:
             node.body = [s for s in node.body if keep(s)] or [ast.Pass()]
 
 
+class _Spelled(ast.NodeTransformer):
+    """`getattr(a, "b")` as `a.b` (red team 89: 0.18 against its original)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        name = node.args[1] if len(node.args) == 2 and not node.keywords else None
+        if isinstance(node.func, ast.Name) and node.func.id == "getattr" and isinstance(name, ast.Constant):
+            if isinstance(name.value, str) and name.value.isidentifier():
+                return ast.Attribute(value=node.args[0], attr=name.value, ctx=ast.Load())
+        return node
+
+
 def _flatten(tree: ast.AST) -> None:
-    """Each compound statement replaced by the statements of its bodies, in order (its header dropped)."""
+    """Each compound statement replaced by its header's work, then the statements of its bodies, in order."""
     for node in ast.walk(tree):
         if _holds_body(node):
             node.body = _straight(node.body)
@@ -56,15 +70,41 @@ def _straight(body: list[ast.stmt]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     for s in body:
         if isinstance(s, COMPOUND + TRY_STAR):
-            parts = [getattr(s, "body", []), getattr(s, "orelse", []), getattr(s, "finalbody", [])]
+            parts = [_header(s), getattr(s, "body", []), getattr(s, "orelse", []), getattr(s, "finalbody", [])]
             parts += [h.body for h in getattr(s, "handlers", []) if not _reraises(h)]
             parts += [c.body for c in getattr(s, "cases", [])]
             out += _straight([t for part in parts for t in part])
-        elif isinstance(s, ast.AnnAssign) and s.value is not None:
-            out.append(ast.Assign(targets=[s.target], value=s.value, lineno=s.lineno))
         else:
-            out.append(s)
+            out += _plain(s)
     return out
+
+
+def _header(s: ast.stmt) -> list[ast.stmt]:
+    """What a compound statement's header computes, as statements: `for x in it` is `x = it` (`x = e` for a list of
+    one: red team 89's `for x in [e]: pass` held the whole program), `with e as x` is `x = e`, a test or a match's
+    subject an expression statement (inert where it computes nothing: `if True:`)."""
+    if isinstance(s, ast.For | ast.AsyncFor):
+        one = isinstance(s.iter, ast.List | ast.Tuple) and len(s.iter.elts) == 1
+        return [ast.Assign(targets=[s.target], value=s.iter.elts[0] if one else s.iter, lineno=0)]
+    if isinstance(s, ast.With | ast.AsyncWith):
+        return [ast.Assign(targets=[i.optional_vars], value=i.context_expr, lineno=0) if i.optional_vars
+                else ast.Expr(i.context_expr) for i in s.items]  # fmt: skip
+    test = getattr(s, "test", None) or getattr(s, "subject", None)
+    return [ast.Expr(test)] if test is not None else []
+
+
+def _plain(s: ast.stmt) -> list[ast.stmt]:
+    """One way to write an assignment: `x: T = v`, `(x := v)` and `[x, y] = [v, w]` as `x = v` (and `y = w`)."""
+    if isinstance(s, ast.AnnAssign) and s.value is not None:
+        return [ast.Assign(targets=[s.target], value=s.value, lineno=0)]
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.NamedExpr):
+        return [ast.Assign(targets=[s.value.target], value=s.value.value, lineno=0)]
+    pair = s.targets[0] if isinstance(s, ast.Assign) and len(s.targets) == 1 else None
+    sequences = ast.List | ast.Tuple
+    if isinstance(pair, sequences) and isinstance(s.value, sequences) and len(pair.elts) == len(s.value.elts):
+        if not any(isinstance(e, ast.Starred) for e in (*pair.elts, *s.value.elts)):
+            return [ast.Assign(targets=[t], value=v, lineno=0) for t, v in zip(pair.elts, s.value.elts, strict=True)]
+    return [s]
 
 
 def _reraises(h: ast.ExceptHandler) -> bool:
@@ -90,6 +130,16 @@ def _inert(s: ast.stmt) -> bool:
     return not any(isinstance(n, EFFECTS) for n in ast.walk(s))
 
 
+def _pure(node: ast.AST) -> bool:
+    """Computes without effects: no await, yield or walrus, no call but of IDLE builtins (`_ = range(1)`)."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and n.func.id in IDLE):
+            return False
+        if isinstance(n, EFFECTS) and not isinstance(n, ast.Call):
+            return False
+    return True
+
+
 def _idle(func: ast.expr) -> bool:
     """A builtin whose result is all it does (its statement drops it), or an assertion or print of Triton's."""
     if isinstance(func, ast.Name):
@@ -103,9 +153,7 @@ def _dead_stores(tree: ast.AST) -> set[int]:
     stores = [
         s
         for s in ast.walk(tree)
-        if isinstance(s, STORES)
-        and all(isinstance(t, ast.Name) for t in _targets(s))
-        and not any(isinstance(n, EFFECTS) for n in ast.walk(s))
+        if isinstance(s, STORES) and all(isinstance(t, ast.Name) for t in _targets(s)) and _pure(s)
     ]
     inside = {id(n) for s in stores for n in ast.walk(s)}
     live_names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in inside and _reads(n)}
