@@ -199,3 +199,17 @@ def test_standard_attention_whose_s_passes_fp16_is_compared_without_a_verdict(re
     table = flashsim("run", "--algo", "standard", "--scale", 3e4, "--n", 17, "--d", 5, "--backward").stdout
     assert "vs float64 (no bound: S past fp16's range)" in table and "✓" not in table and "✗" not in table
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+@pytest.mark.parametrize("args", [
+    ("--n", 16, "--d", 4, "--heads", 4, "--kv-heads", 1, "--scale", 1e-6),  # g = 4 heads' dK_h stored: 4 TINY
+    ("--n", 16, "--d", 4, "--heads", 8, "--kv-heads", 1, "--scale", 1e-40, "--dtype", "bf16"),
+    ("--n", 16, "--d", 4, "--dtype", "fp32", "--scale", 1e-42),  # τ below float32's normal range: no bound
+    ("--algo", "standard", "--n", 16, "--d", 4, "--dtype", "fp32", "--scale", 1e-41),
+    ("--n", 16, "--d", 4, "--dtype", "fp32", "--scale", 1e-42, "--window", "2,3"),
+])  # fmt: skip
+def test_correct_gradients_at_the_dtypes_edges_get_no_cross(args):
+    """Red team 90: GQA's per-head schedule stores each of its g heads' dK_h (g roundings below the normal range,
+    the bound had one), and τ below float32's normal range underflows the chip's own arithmetic (✗, exit 1)."""
+    out = flashsim("run", *args, "--backward").stdout
+    assert "✗" not in out and "OUTSIDE" not in out, out
