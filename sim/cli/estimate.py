@@ -256,14 +256,14 @@ def counting(rule_row_blocks: int = 0) -> Estimate:
 
 def guard(
     ctx: click.Context, cost, what: str, hints: list[str], small_blocks: bool = False, limit: float = LIMIT_SECONDS,
-    **sizes,
+    option: str | None = None, **sizes,
 ) -> None:  # fmt: skip
-    """Refuse, in one line naming the culprit option (`culprit`), work whose `cost(**sizes)` is over the limits;
-    the hints say what to try, the last the largest value of that option that would do."""
+    """Refuse, in one line naming the culprit option (`option`, else `culprit`'s), work whose `cost(**sizes)` is over
+    the limits; the hints say what to try, the last the largest value of that option that would do."""
     est = cost(**sizes)
     if within(est, limit):
         return
-    option = culprit(ctx, small_blocks)
+    option = option or culprit(ctx, small_blocks)
     name = next((p.name for p in ctx.command.params if option in p.opts), None)
     if isinstance(sizes.get(name), int) and sizes[name] > 1:
 

@@ -58,6 +58,8 @@ def ring_command(
         raise InputError("--counts-only: nothing is simulated, so there is no trace; drop --trace or --counts-only")
     if step is not None and not view:
         raise InputError("--step: shows a step of --trace; add --trace")
+    if device and not view:  # (it was ignored: red team 90)
+        raise InputError("--device: chooses the device --trace follows; add --trace")
     if view and scheme == "ulysses":
         raise InputError("--trace: follows a device round the ring; Ulysses' all-to-alls have no ring to step through")
     if device >= devices:
@@ -78,7 +80,7 @@ def ring_command(
         sram_bytes=sram_bytes,
     )
     estimate.guard(ctx, _counting, f"counting a ring of {devices} devices ({count(devices * devices)} device steps)",
-                   [], devices=devices, backward=backward, zigzag=sharding == "zigzag")  # fmt: skip
+                   [], option="--devices", devices=devices, backward=backward, zigzag=sharding == "zigzag")  # fmt: skip
     with Work(quiet) as work, work.steps(f"counting {devices} devices' ring steps", 1):
         counted = count_ring(**plan)
     if counts_only:
