@@ -179,10 +179,11 @@ def test_a_correct_backward_at_any_score_scale_is_within_its_bound_or_has_none(a
     gradients below its normal range, where a store rounds by 2⁻²⁵ absolutely (✗), and τ = 1e8 raised OverflowError
     in e^(E_P). Now each is within its bound, or no bound is stated (e^(E_P) past float64): never a cross."""
     q, k, v = random_inputs(1, 1, n, n, d, dtype, 3)
-    result = sim.run(algo, q, k, v, causal=causal, scale=scale)
-    forward = report.output_check(result, q, k, v)
-    do = np.random.default_rng(4).standard_normal(q.shape).astype(q.dtype)
-    out = verdict(result, forward, do, sim.backward(result, do))
+    with np.errstate(over="ignore", invalid="ignore"):  # standard's S past fp16 at 3·10⁴: ±inf, then NaN, as stored
+        result = sim.run(algo, q, k, v, causal=causal, scale=scale)
+        forward = report.output_check(result, q, k, v)
+        do = np.random.default_rng(4).standard_normal(q.shape).astype(q.dtype)
+        out = verdict(result, forward, do, sim.backward(result, do))
     assert out["tolerance"] is None or out["tolerance"]["within"], out
     if abs(scale) <= 1:
         assert out["tolerance"] is not None
