@@ -377,3 +377,30 @@ def test_assignments_hidden_in_headers_walruses_and_getattr_leave_the_runs_alone
     other = ast.unparse(ast.fix_missing_locations(_Hidden().visit(ast.parse(source)))) + "\n"
     assert all(mark in other for mark in (" in [", "with ", "if (", " := ", "] = [", "getattr(chip, 'load')"))
     assert_one_program(tmp_path, source, other)
+
+
+class _Swapped(ast.NodeTransformer):
+    """Red team 91's rewrite: `a + b` as `b + a`, `a * b` as `b * a`, `a < b` as `b > a`, `a - b` as `a + -b`."""
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Add | ast.Mult):
+            return ast.BinOp(node.right, node.op, node.left)
+        if isinstance(node.op, ast.Sub):
+            return ast.BinOp(node.left, ast.Add(), ast.UnaryOp(ast.USub(), node.right))
+        return node
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        swap = {ast.Lt: ast.Gt, ast.Gt: ast.Lt, ast.LtE: ast.GtE, ast.GtE: ast.LtE}.get(type(node.ops[0]))
+        if len(node.ops) == 1 and swap:
+            return ast.Compare(node.comparators[0], [swap()], [node.left])
+        return node
+
+
+def test_operands_swapped_and_subtractions_as_negated_additions_leave_the_runs_alone(tmp_path):
+    """Red team 91: the three together kept a copy of the master at 0.75."""
+    source = (SUBMISSIONS / "algorithm1.py").read_text()
+    other = ast.unparse(ast.fix_missing_locations(_Swapped().visit(ast.parse(source)))) + "\n"
+    assert " + -" in other and other != ast.unparse(ast.parse(source)) + "\n"
+    assert_one_program(tmp_path, source, other)

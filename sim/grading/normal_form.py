@@ -48,7 +48,25 @@ def _keep(tree: ast.AST, keep) -> None:
 
 
 class _Spelled(ast.NodeTransformer):
-    """`getattr(a, "b")` as `a.b` (red team 89: 0.18 against its original)."""
+    """One spelling of an expression: `getattr(a, "b")` as `a.b` (red team 89: 0.18 against its original); `a + -b`
+    as `a - b`, the operands of `+` and `*` in one order, `b > a` as `a < b` (red team 91: 0.75)."""
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Add):
+            for x, y in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(y, ast.UnaryOp) and isinstance(y.op, ast.USub):
+                    return ast.BinOp(left=x, op=ast.Sub(), right=y.operand)
+        if isinstance(node.op, ast.Add | ast.Mult) and ast.dump(node.right) < ast.dump(node.left):
+            node.left, node.right = node.right, node.left
+        return node
+
+    def visit_Compare(self, node: ast.Compare) -> ast.expr:
+        self.generic_visit(node)
+        flipped = {ast.Gt: ast.Lt, ast.GtE: ast.LtE}.get(type(node.ops[0])) if len(node.ops) == 1 else None
+        if flipped is not None:
+            return ast.Compare(left=node.comparators[0], ops=[flipped()], comparators=[node.left])
+        return node
 
     def visit_Call(self, node: ast.Call) -> ast.expr:
         self.generic_visit(node)
