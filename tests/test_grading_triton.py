@@ -76,6 +76,9 @@ def test_the_masters_pass_the_allow_list_and_their_exports_are_stubs(tmp_path):
         ("    if ((n > 0) or 2) == 2:\n        x = 1", 7, "and/or may stand only as a condition"),
         ("    x = i < 0 and B", 7, "and/or may stand only as a condition"),
         ("    x: tl.constexpr = (n > 0) or 2", 7, "a kernel may not annotate an assignment"),
+        # red team 91: a step known only at run time may be negative: Python's range walks it, a GPU's loop does not
+        ("    for s in range(n, -1, i * 0 - B):\n        x = s", 7, "a loop's step must be known when compiled"),
+        ("    for s in tl.range(0, n, step=n):\n        x = s", 7, "a loop's step must be known when compiled"),
     ],
 )
 def test_a_kernel_body_outside_the_language_is_refused_at_its_line(body, line, message):
@@ -118,6 +121,7 @@ def test_a_module_outside_imports_constants_and_kernels_is_refused(module, line,
 
 def test_and_or_as_conditions_are_taken():
     body = "    if (n > 0 and i < 3) or not (B > 1 or n < 0):\n        x = 1 if i > 0 and n > 0 else 2\n    while i < 0 and n < 0:\n        i = i + 1"
+    body += "\n    for s in range(0, n, B):\n        x = s\n    for s in tl.static_range(4, 0, -1):\n        x = s"
     assert allowlist.check(HEADER + KERNEL.format(body)) == set()
 
 

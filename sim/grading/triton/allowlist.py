@@ -172,6 +172,14 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
     for node in ast.walk(fn):
         if isinstance(node, ast.Name | ast.arg) and isinstance(getattr(node, "ctx", None), ast.Store):
             local.add(node.id)
+    fixed = names | {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+                     if a.annotation is not None and _chain(a.annotation) in constexpr}  # fmt: skip
+    for loop in (n for n in ast.walk(fn) if isinstance(n, ast.For) and isinstance(n.iter, ast.Call)):
+        step = loop.iter.args[2:3] + [k.value for k in loop.iter.keywords if k.arg == "step"]
+        if step and not _known(step[0], fixed):
+            _refuse(step[0], where, "a loop's step must be known when compiled (numbers, constants, tl.constexpr "
+                    "arguments): one known only at run time may be negative, which Python's range walks and a GPU's "
+                    "loop does not (red team 91)")  # fmt: skip
     for node in ast.walk(fn):
         if node is fn:
             continue
@@ -229,6 +237,17 @@ def _signature(fn: ast.FunctionDef, aliases: dict[str, str], where: str) -> None
     for d in fn.args.defaults + [d for d in fn.args.kw_defaults if d is not None]:
         if not (isinstance(d, ast.Constant) and isinstance(d.value, int | float | bool | str | type(None))):
             _refuse(d, where, f"{fn.name}'s defaults may only be numbers, strings, True, False or None")
+
+
+def _known(node: ast.expr, fixed: set[str]) -> bool:
+    """Known when compiled: numbers, constants and tl.constexpr arguments (`fixed`), and arithmetic on them."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, int | float) and not isinstance(node.value, bool)
+    if isinstance(node, ast.UnaryOp):
+        return _known(node.operand, fixed)
+    if isinstance(node, ast.BinOp):
+        return _known(node.left, fixed) and _known(node.right, fixed)
+    return isinstance(node, ast.Name) and node.id in fixed
 
 
 def _conditions(fn: ast.FunctionDef) -> set[int]:
