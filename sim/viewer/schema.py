@@ -36,6 +36,7 @@ def check(d) -> None:
 
 
 def _check(d: dict) -> None:
+    _text(d)
     unknown = sorted(set(d) - TOP, key=str)
     if unknown:
         raise Bad(f"a field {str(unknown[0])[:40]!r} that no trace has")
@@ -70,6 +71,21 @@ def _check(d: dict) -> None:
         _matrix(d["output"], "output")
     if d.get("row") is not None:
         _int(d["row"], "row", 0, config["n"] - 1)
+
+
+def _text(d: dict) -> None:
+    """No text in the trace holds a control character (an escape sequence reached the terminal raw) nor a bracket
+    (rich reads [/] as markup: a traceback, or a javascript: link in the --html export; red team 92)."""
+    todo = [d]
+    while todo:
+        x = todo.pop()
+        items = list(x.items()) if isinstance(x, dict) else [(None, v) for v in x] if isinstance(x, list) else []
+        for key, value in items:
+            for text in (key, value):
+                if isinstance(text, str) and (set(text) & {"[", "]"} or not text.isprintable()):
+                    raise Bad(f"holds the text {text[:40]!r}: brackets and control characters are not a trace's")
+            if isinstance(value, dict | list):
+                todo.append(value)
 
 
 def _algorithm(name, config: dict) -> None:

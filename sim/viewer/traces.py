@@ -5,7 +5,6 @@ from pathlib import Path
 
 import numpy as np
 
-from sim.api import reference_variants
 from sim.api.entry import backward, run
 from sim.api.inputs import check_logits, check_scale
 from sim.api.varlen import run_varlen
@@ -32,13 +31,15 @@ def record(algorithm: str, q, k, v, *, row: int | None = None, **options) -> Tra
 
 
 def record_backward(algorithm: str, q, k, v, *, row: int | None = None, **options) -> Trace:
-    """The backward pass's trace, as `record`; O and L from the float64 reference, dO seeded random."""
-    check_logits(q, k, check_scale(options.get("scale"), q.shape[-1]))  # before the reference computes a score
-    keys = ("causal", "scale", "window", "alibi_slopes", "softcap")  # the forward's, as the definition takes them
-    o, lse = reference_variants.attention(q, k, v, **{key: options[key] for key in keys if key in options})
+    """The backward pass's trace, as `record`: after the simulated forward (its O and its float32 L, as `run
+    --backward` takes them: the float64 reference's L made P overflow at |τ| = 10²⁰, red team 92), dO seeded."""
+    check_logits(q, k, check_scale(options.get("scale"), q.shape[-1]))
+    forward = run(algorithm, q, k, v, **options)
     do = np.random.default_rng(1).standard_normal(q.shape).astype(q.dtype)
-    row = _row(q, k, row)
-    return backward(algorithm, q, k, v, o.astype(q.dtype), lse, do, record="values", row=row, **options).trace
+    chip = {
+        key: options[key] for key in ("block_rows", "block_cols", "blocks", "sram_bytes", "hardware") if key in options
+    }
+    return backward(forward, do, record="values", row=_row(q, k, row), **chip).trace
 
 
 def record_varlen(algorithm: str, q, k, v, cu_seqlens, *, row: int | None = None, **options) -> Trace:
