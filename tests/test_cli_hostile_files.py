@@ -190,6 +190,9 @@ def set_at(d: dict, where: tuple, value) -> dict:
     (("config", "window"), [1], "config window is [1], not [left, right]"),
     (("output", 0, 0), 10**400, "output holds a number past float64's range"),
     (("steps", 1, "sram_bytes"), 10**9, "step 1 holds 1,000,000,000 bytes of SRAM, more than config sram_bytes"),
+    # red team 92: '[/]' was rich markup (a traceback; a javascript: link in --html), escapes reached the terminal
+    (("steps", 0, "phase"), "[/]", "holds the text '[/]': brackets and control characters are not a trace's"),
+    (("steps", 0, "text"), "\x1b]0;pwned\x07", "holds the text '\\x1b]0;pwned\\x07': brackets and control"),
 ])  # fmt: skip
 def test_trace_load_names_the_field_that_is_wrong(tmp_path, saved, where, value, said):
     (tmp_path / "bad.json").write_text(json.dumps(set_at(saved, where, value)))

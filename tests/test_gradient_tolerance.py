@@ -214,3 +214,15 @@ def test_correct_gradients_at_the_dtypes_edges_get_no_cross(args):
     the bound had one), and τ below float32's normal range underflows the chip's own arithmetic (✗, exit 1)."""
     out = flashsim("run", *args, "--backward").stdout
     assert "✗" not in out and "OUTSIDE" not in out, out
+
+
+def test_a_variant_run_without_a_bound_says_so_and_trace_backward_follows_the_simulated_forward(recwarn):
+    """Red team 92: a GQA run whose S passes fp16 said 'within no bound' ("within": true); trace --backward at
+    |τ| = 10²⁰ showed P = inf and dQ = NaN under RuntimeWarnings (it took the float64 reference's L)."""
+    args = ("run", "--algo", "standard", "--n", 64, "--d", 16, "--scale", 1e4, "--heads", 2, "--kv-heads", 1)
+    out = json.loads(flashsim(*args, "--json").stdout)
+    assert out["tolerance"] == {"formula": "no bound: S past fp16's range", "within": None}
+    assert "vs float64: no bound" in flashsim(*args).stdout
+    shown = flashsim("trace", "--n", 8, "--d", 2, "--backward", "--scale", 1e20).stdout
+    assert "nan" not in shown.lower() and " inf" not in shown
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -245,3 +245,21 @@ def test_any_two_numbers_get_one_line_without_a_warning(answer, expected, rtol):
         warnings.simplefilter("error")
         v = verdict("x", answer, expected, rtol=rtol)
     assert "\n" not in v.line and v.line.startswith(("✓", "✗"))
+
+
+def test_an_answer_that_raises_when_read_or_never_ends_gets_one_line():
+    """Red team 92: an answer whose __array__ raised RuntimeError (a tensor that requires grad) raised out of
+    check(); an endless generator checked against named values never returned."""
+    import itertools
+
+    class Raises:
+        def __array__(self, *args, **kwargs):
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad")
+
+        def __float__(self):
+            raise RuntimeError("no")
+
+    v = verdict("m_new", Raises(), 3.0)
+    assert v.ok is False and "\n" not in v.line and v.line.startswith("✗ m_new")
+    v = verdict("state", lambda: (x for x in itertools.count()), {"m": 1.0, "ℓ": 2.0})
+    assert v.ok is False and v.line == "✗ state: return 2 values (m, ℓ), not 3"
