@@ -263,3 +263,8 @@ def test_an_answer_that_raises_when_read_or_never_ends_gets_one_line():
     assert v.ok is False and "\n" not in v.line and v.line.startswith("✗ m_new")
     v = verdict("state", lambda: (x for x in itertools.count()), {"m": 1.0, "ℓ": 2.0})
     assert v.ok is False and v.line == "✗ state: return 2 values (m, ℓ), not 3"
+
+
+def test_an_infinity_among_the_expected_values_does_not_make_every_difference_a_rounding():
+    line = verdict("m", np.array([1, np.inf], np.float32), np.array([2, np.inf])).line  # red team 92
+    assert line.startswith("✗ m: 1 of 2 values differ") and "rounding" not in line
