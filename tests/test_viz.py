@@ -286,3 +286,19 @@ def test_plain_listing_names_each_kernel_of_standard_attention():
     kernels = [line for line in text.splitlines() if line.startswith("kernel ")]
     assert kernels == ["kernel S = τQKᵀ", "kernel P = softmax(S)", "kernel O = PV"]
     assert [s.phase for s in trace.steps[:1]] == ["S = τQKᵀ"] and trace.steps[-1].phase == "O = PV"
+
+
+def test_the_listing_shows_at_most_64_rows_and_columns_of_a_matrix():
+    """Red team 92: a loaded trace's 1000 × 1000 value matrix took 50 s and 8 MB to list in full."""
+    from sim.viz import steps as step_text
+
+    text = step_text.array([[float(r * 100 + c) for c in range(100)] for r in range(70)])
+    lines = text.splitlines()
+    assert len(lines) == 65 and lines[-1] == "… 6 more rows of 70, 36 more columns of 100"
+    cells = lines[0].strip("[]").split()
+    assert (
+        len(cells) == 64
+        and float(cells[-1].replace(",", "")) == 63.0
+        and float(lines[63].strip("[]").split()[0].replace(",", "")) == 6300.0
+    )
+    assert step_text.array([1.0, 2.0]) == "[1.000  2.000]"

@@ -7,15 +7,21 @@ from rich.text import Text
 from sim.core.format import decimal_bytes, human_bytes, number
 from sim.machine.trace import Access, Step, Trace
 
+MOST = 64  # rows and columns of a matrix the listing shows
+
 
 def array(values, whole: bool = False) -> str:
-    """A vector or matrix (nested lists) as aligned text, one row per line (`whole`: no decimals)."""
+    """A vector or matrix (nested lists) as aligned text, one row per line (`whole`: no decimals), at most MOST rows
+    and columns of it (a loaded trace's 1000 × 1000 took 50 s to list in full: red team 92)."""
     if not isinstance(values, list):
         return number(values)
     rows = values if values and isinstance(values[0], list) else [values]
-    cells = [[number(x, 0 if whole else 3) for x in row] for row in rows]
+    cells = [[number(x, 0 if whole else 3) for x in row[:MOST]] for row in rows[:MOST]]
     width = max((len(c) for row in cells for c in row), default=0)
-    return "\n".join("[" + "  ".join(c.rjust(width) for c in row) + "]" for row in cells)
+    text = "\n".join("[" + "  ".join(c.rjust(width) for c in row) + "]" for row in cells)
+    left = [f"{len(rows) - MOST:,} more rows of {len(rows):,}"] * (len(rows) > MOST)
+    left += [f"{len(rows[0]) - MOST:,} more columns of {len(rows[0]):,}"] * (len(rows[0]) > MOST)
+    return text + ("\n… " + ", ".join(left) if left else "")
 
 
 def tile(a: Access, width: int | None = None) -> str:
