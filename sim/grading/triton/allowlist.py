@@ -169,17 +169,11 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
     _signature(fn, aliases, where)
     constexpr = _constexpr(aliases)
     conditions = _conditions(fn)
+    fixed = names | {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+                     if a.annotation is not None and _chain(a.annotation) in constexpr}  # fmt: skip
     for node in ast.walk(fn):
         if isinstance(node, ast.Name | ast.arg) and isinstance(getattr(node, "ctx", None), ast.Store):
             local.add(node.id)
-    fixed = names | {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
-                     if a.annotation is not None and _chain(a.annotation) in constexpr}  # fmt: skip
-    for loop in (n for n in ast.walk(fn) if isinstance(n, ast.For) and isinstance(n.iter, ast.Call)):
-        step = loop.iter.args[2:3] + [k.value for k in loop.iter.keywords if k.arg == "step"]
-        if step and not _known(step[0], fixed):
-            _refuse(step[0], where, "a loop's step must be known when compiled (numbers, constants, tl.constexpr "
-                    "arguments): one known only at run time may be negative, which Python's range walks and a GPU's "
-                    "loop does not (red team 91)")  # fmt: skip
     for node in ast.walk(fn):
         if node is fn:
             continue
@@ -204,7 +198,7 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
         if isinstance(node, ast.Subscript | ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
             _refuse(node, where, "a kernel may assign only to names (Triton's tensors are values; a store into a "
                     "container or attribute would keep state outside HBM)")  # fmt: skip
-        if isinstance(node, ast.BoolOp) and id(node) not in conditions:
+        if isinstance(node, ast.BoolOp) and id(node) not in conditions and not _static(node, fixed):
             _refuse(node, where, "and/or may stand only as a condition (if, while, a ternary's test): as a value the "
                     "compiler keeps a constant operand where Python keeps the tensor (red team 89: (N > 0) or 2)")  # fmt: skip
         if isinstance(node, ast.AnnAssign):
@@ -225,29 +219,36 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
 
 
 def _signature(fn: ast.FunctionDef, aliases: dict[str, str], where: str) -> None:
-    """Annotations `tl.constexpr` only, no return annotation, literal defaults: Python evaluates all three when the
-    file is loaded, outside the kernel (a return annotation `print(...)` once wrote the compile check's verdict,
-    red team 86)."""
-    constexpr = _constexpr(aliases)
-    if fn.returns is not None:
-        _refuse(fn.returns, where, f"{fn.name} may not annotate what it returns (a kernel returns nothing)")
-    for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs:
-        if a.annotation is not None and _chain(a.annotation) not in constexpr:
-            _refuse(a, where, f"{a.arg}'s annotation may only be tl.constexpr")
+    """Annotations and defaults that run nothing: Python evaluates them when the file is loaded, outside the kernel
+    (a return annotation `print(...)` once wrote the compile check's verdict, red team 86). An annotation is a name,
+    a dotted name (tl.constexpr, tl.int32) or a constant; a default a literal (-1 too)."""
+    annotations = [a.annotation for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs] + [fn.returns]
+    for note in (n for n in annotations if n is not None):
+        if not (_chain(note) or isinstance(note, ast.Constant)):
+            _refuse(note, where, f"{fn.name}'s annotations may only be names (tl.constexpr, tl.int32), not "
+                    "expressions: Python runs them when the file is loaded")  # fmt: skip
     for d in fn.args.defaults + [d for d in fn.args.kw_defaults if d is not None]:
-        if not (isinstance(d, ast.Constant) and isinstance(d.value, int | float | bool | str | type(None))):
+        try:
+            ok = isinstance(ast.literal_eval(d), int | float | bool | str | type(None))
+        except ValueError:
+            ok = False
+        if not ok:
             _refuse(d, where, f"{fn.name}'s defaults may only be numbers, strings, True, False or None")
 
 
-def _known(node: ast.expr, fixed: set[str]) -> bool:
-    """Known when compiled: numbers, constants and tl.constexpr arguments (`fixed`), and arithmetic on them."""
+def _static(node: ast.expr, fixed: set[str]) -> bool:
+    """Known when compiled: literals, constants and tl.constexpr arguments (`fixed`), and operators on them (an
+    and/or of these is a constant to the compiler and to Python alike: `CAUSAL and BLOCK_N > 0`, red team 93)."""
     if isinstance(node, ast.Constant):
-        return isinstance(node.value, int | float) and not isinstance(node.value, bool)
-    if isinstance(node, ast.UnaryOp):
-        return _known(node.operand, fixed)
-    if isinstance(node, ast.BinOp):
-        return _known(node.left, fixed) and _known(node.right, fixed)
-    return isinstance(node, ast.Name) and node.id in fixed
+        return True
+    if isinstance(node, ast.Name):
+        return node.id in fixed
+    parts = {ast.UnaryOp: ("operand",), ast.BinOp: ("left", "right"), ast.Compare: ("left", "comparators"),
+             ast.BoolOp: ("values",)}.get(type(node))  # fmt: skip
+    if parts is None:
+        return False
+    found = [getattr(node, f) for f in parts]
+    return all(_static(x, fixed) for part in found for x in (part if isinstance(part, list) else [part]))
 
 
 def _conditions(fn: ast.FunctionDef) -> set[int]:
@@ -256,6 +257,8 @@ def _conditions(fn: ast.FunctionDef) -> set[int]:
     found: set[int] = set()
     for node in ast.walk(fn):  # (breadth first: a test is met before its operands)
         tests = [node.test] if isinstance(node, ast.If | ast.While | ast.IfExp | ast.Assert) else []
+        asserts = isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args
+        tests += node.args[:1] if asserts and node.func.attr in ("static_assert", "device_assert") else []
         tests += [node.operand] if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) else []
         tests += node.values if isinstance(node, ast.BoolOp) and id(node) in found else []
         found |= {id(t) for t in tests if isinstance(t, ast.BoolOp)}
