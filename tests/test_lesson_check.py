@@ -262,7 +262,9 @@ def test_an_answer_that_raises_when_read_or_never_ends_gets_one_line():
     v = verdict("m_new", Raises(), 3.0)
     assert v.ok is False and "\n" not in v.line and v.line.startswith("✗ m_new")
     v = verdict("state", lambda: (x for x in itertools.count()), {"m": 1.0, "ℓ": 2.0})
-    assert v.ok is False and v.line == "✗ state: return 2 values (m, ℓ), not 3"
+    assert v.ok is False and v.line == "✗ state: return 2 values (m, ℓ), not more than 2"
+    v = verdict("state", np.zeros((10, 4)), {"m": 1.0, "ℓ": 2.0})  # red team 93: "not 3" for ten rows
+    assert v.line == "✗ state: return 2 values (m, ℓ), not 10"
 
 
 def test_an_infinity_among_the_expected_values_does_not_make_every_difference_a_rounding():

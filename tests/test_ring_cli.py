@@ -109,6 +109,7 @@ def test_trace_steps_through_one_device_round_the_ring():
         (["--n", "4000", "--devices", "2000", "--counts-only"], "error: --devices: counting a ring of 2000 devices"),
         (["--n", "3000000", "--devices", "3000", "--counts-only"], "error: --devices: counting a ring of 3000"),
         (["--n", "8", "--devices", "2", "--device", "1"], "error: --device: chooses the device --trace follows"),
+        (["--n", "8", "--devices", "2", "--device", "0"], "error: --device: chooses the device --trace follows"),
     ],
 )
 def test_bad_input_is_refused_in_one_line(args, start):

@@ -331,7 +331,8 @@ def test_assignments_are_dropped_only_where_nothing_live_reads_them():
         ('__builtins__["exec"](code)', ["__builtins__, line 1", "'exec', line 1"]),
         ('import builtins\nvars(builtins)["ex" + "ec"](code)', ["import builtins, line 1", "vars, line 2"]),
         # red team 88: exec reached through sys.modules, importlib, marshal and a compressed payload
-        ('import sys, zlib\nsys.modules["builtins"].exec(zlib.decompress(b))', ["import sys, line 1", "exec, line 2"]),
+        ('import sys, zlib\nsys.modules["builtins"].exec(zlib.decompress(b))', ["import zlib, line 1", "exec, line 2"]),
+        ("import sys\nprint(sys.float_info.eps, file=sys.stderr)", []),  # red team 93: sys alone is not a loader
         ("from importlib import import_module\nimport_module(m).exec(c)", ["import importlib, line 1", "exec, line 2"]),
         ("import marshal as m, numpy as np", ["import marshal, line 1"]),
         ("import numpy as np\nfrom math import sqrt\nmodel.eval()", []),

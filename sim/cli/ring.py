@@ -58,7 +58,7 @@ def ring_command(
         raise InputError("--counts-only: nothing is simulated, so there is no trace; drop --trace or --counts-only")
     if step is not None and not view:
         raise InputError("--step: shows a step of --trace; add --trace")
-    if device and not view:  # (it was ignored: red team 90)
+    if "device" in options.typed(ctx) and not view:  # (it was ignored, 0 too: red teams 90, 93)
         raise InputError("--device: chooses the device --trace follows; add --trace")
     if view and scheme == "ulysses":
         raise InputError("--trace: follows a device round the ring; Ulysses' all-to-alls have no ring to step through")

@@ -40,9 +40,8 @@ _STRINGS = {getattr(tokenize, n, tokenize.STRING) for n in ("STRING", "FSTRING_S
 RUNS_CODE = frozenset(("exec", "eval", "compile", "__import__"))  # builtins that run (or load) code given as data
 TABLES = frozenset(("__builtins__", "vars", "globals", "locals", "__dict__", "__globals__", "__subclasses__"))
 LOADERS = frozenset(
-    """builtins importlib sys code codeop runpy pickle marshal types ctypes zlib lzma bz2 gzip base64
-    binascii codecs""".split()
-)  # modules that run code, or unpack what a file hides (red team 88: sys.modules[…].exec)
+    """builtins importlib code codeop runpy pickle marshal ctypes zlib lzma bz2 gzip base64 binascii""".split()
+)  # modules that run code, or unpack what a file hides (not sys: red team 93; its .exec is named anyway)
 NOT_JUDGED = f"similarity not judged: too little code to compare (fewer than {MIN_RUNS} runs of its own)"
 _SKIP = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING}
 

@@ -58,6 +58,7 @@ def _named_difference(answer, expected, rtol, atol, unit) -> str:
         want = [getattr(expected, n) for n in names]
     if answer is None:
         return RETURNED_NOTHING
+    size = len(answer) if hasattr(answer, "__len__") else None  # (a generator's: unknown)
     if isinstance(answer, Iterator) or (isinstance(answer, np.ndarray) and answer.ndim):
         answer = list(islice(answer, len(names) + 1))  # a generator (endless too: red team 92), or rows, in order
     if isinstance(answer, dict):
@@ -67,7 +68,8 @@ def _named_difference(answer, expected, rtol, atol, unit) -> str:
         got = [answer[n] for n in names]
     elif isinstance(answer, tuple | list) and isinstance(expected, dict):
         if len(answer) != len(names):
-            return f"return {len(names)} values ({', '.join(names)}), not {len(answer)}"
+            many = size if size is not None else len(answer) if len(answer) <= len(names) else f"more than {len(names)}"
+            return f"return {len(names)} values ({', '.join(names)}), not {many}"
         got = list(answer)
     elif not isinstance(expected, dict) and all(hasattr(answer, n) for n in names):
         got = [getattr(answer, n) for n in names]
