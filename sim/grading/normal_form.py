@@ -1,10 +1,12 @@
 """One way to write a program, for the similarity report: parsed and printed back (one statement a line, one way to
-write each expression), with what a mechanical rewrite adds to hide a copy taken out — control statements' headers
-(`if True:`, `for _ in range(1):`, `while True: … break`, `with`, `try` around each statement: red team 86's
-lead), statements that compute nothing (`pass`, an expression that calls nothing: red team 85's lone `_` after
-every line; imports, `global`, `del`, `assert`, a bare annotation `x: int`: red team 86's padding), annotations
-(`x: int = v` is `x = v`) and assignments to names nothing reads (`_ = 0` after every line). What is left is the
-straight-line code a person would call the same program; it need not run."""
+write each expression), with what a mechanical rewrite adds to hide a copy taken out. A compound statement becomes
+its header's work, then its bodies' statements (`if True:`, `for _ in range(1):`, `try` around each line vanish:
+red team 86; `for x in [e]: pass` is `x = e`: 89); statements that compute nothing go (`pass`, an expression that
+calls nothing: red team 85's lone `_` after every line; imports, `global`, `del`, `assert`, bare annotations: 86;
+calls of idle builtins, `len(())`: 88); an assignment and an expression have one spelling (`(x := e)`, `[x] = [e]`,
+`x: T = e`, `getattr(a, "b")`: 89; `b * a`, `a + -b`, `b > a`: 91); then assignments to names nothing reads go
+(`_ = 0` after every line). What is left is the straight-line code a person would call the same program; it need
+not run."""
 
 import ast
 
