@@ -36,7 +36,6 @@ def check(d) -> None:
 
 
 def _check(d: dict) -> None:
-    _text(d)
     unknown = sorted(set(d) - TOP, key=str)
     if unknown:
         raise Bad(f"a field {str(unknown[0])[:40]!r} that no trace has")
@@ -71,6 +70,7 @@ def _check(d: dict) -> None:
         _matrix(d["output"], "output")
     if d.get("row") is not None:
         _int(d["row"], "row", 0, config["n"] - 1)
+    _text(d)  # last: a field of the wrong type is named as such first
 
 
 def _text(d: dict) -> None:
