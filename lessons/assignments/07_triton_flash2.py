@@ -24,8 +24,11 @@ The API you may use
     (tl.make_tensor_descriptor, .load, .store) are counted like pointers, but need rows of a
     multiple of 16 bytes, which the tests' d does not promise; block pointers (tl.make_block_ptr)
     are gone from Triton 3.9. The grader reads your file's syntax before anything runs and refuses
-    every other module, name, dunder or `.handle`: compute only through tl.load and tl.store. The
-    Triton tutorial "Fused Attention" is the model to learn from; write your own kernel.
+    every other module, name, dunder or `.handle`: compute only through tl.load and tl.store. Where
+    the GPU compiler and the interpreter could disagree it refuses too: each name defined once;
+    annotations only names (tl.constexpr); defaults only literals; `and`/`or` only as a condition or
+    between constants; tl.constexpr() only of a literal; no `is`. The Triton tutorial "Fused
+    Attention" is the model to learn from; write your own kernel.
     Part 2, the backward, is assignment 8.
 
 How it is graded
