@@ -435,3 +435,17 @@ def test_the_grader_never_parses_a_kernel_file_in_its_own_process(tmp_path, monk
     big.write_text("x = f'" + "{1}" * 30_000 + "'\n")  # 6 + 90,000 + 2 bytes
     (result,) = grade(big, "one block")[0].values()
     assert result.feedback == "refused: a kernel file of 90,008 bytes; at most 65,536"
+
+
+@needs_triton
+@pytest.mark.parametrize("how", list(kernels.WALKS))
+def test_a_loop_counting_down_scores_only_where_a_gpu_counts_it_down(tmp_path, how):
+    results, report = grade(kernels.walks_down(tmp_path, how), "ragged, N ≠ Nk, fp16", "causal, fp16")
+    if how == "in the for":
+        assert report.score == report.max_score and all(t.status == "passed" for t in results.values())
+        return
+    lines = kernels.walks_down(tmp_path, how).read_text().split("\n")
+    line = 1 + next(i for i, text in enumerate(lines) if text.startswith(f"    for start in {kernels.WALKS[how][1]}:"))
+    for result in results.values():
+        assert result.points == 0
+        assert f"line {line}" in result.feedback and "a loop's step is -" in result.feedback, result.feedback

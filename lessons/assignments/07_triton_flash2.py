@@ -27,7 +27,9 @@ The API you may use
     every other module, name, dunder or `.handle`: compute only through tl.load and tl.store. Where
     the GPU compiler and the interpreter could disagree it refuses too: each name defined once;
     annotations only names (tl.constexpr); defaults only literals; `and`/`or` only as a condition or
-    between constants; tl.constexpr() only of a literal; no `is`. The Triton tutorial "Fused
+    between constants; tl.constexpr() only of a literal; no `is`; and while it runs, a loop's step
+    below zero only where its `for` holds it as a constant (range(hi, -1, -BLOCK_N)): one kept in a
+    variable or made from an argument runs no iteration on a GPU. The Triton tutorial "Fused
     Attention" is the model to learn from; write your own kernel.
     Part 2, the backward, is assignment 8.
 

@@ -131,6 +131,22 @@ def unrolls_dead_branch(folder: Path) -> Path:
     return path
 
 
+WALKS = {  # the K/V blocks walked from the last down, the step kept three ways
+    "in the for": ("", "range(top, -1, -BLOCK_N)"),  # a constexpr at the `for`: the compiler counts it down
+    "in a local": ("    step = -BLOCK_N\n", "range(top, -1, step)"),  # a tensor: a GPU runs it no time
+    "tl.range, in a local": ("    step = -BLOCK_N\n", "tl.range(top, -1, step)"),
+}
+
+
+def walks_down(folder: Path, how: str) -> Path:
+    """The master with its K/V blocks walked from the last down (the online softmax does not mind the order), the
+    step written as WALKS says (red team 91: a runtime step below zero runs no iteration on an H200)."""
+    before, loop = WALKS[how]
+    top = "    top = ((hi + BLOCK_N - 1) // BLOCK_N - 1) * BLOCK_N\n"
+    name = "walks_down_" + "".join(c if c.isalnum() else "_" for c in how)
+    return edit(folder, name, "    for start in range(0, hi, BLOCK_N):", f"{top}{before}    for start in {loop}:")
+
+
 def rounds_p(folder: Path) -> Path:
     """P̃_ij rounded to V's dtype before P̃_ij V_j, as the Triton tutorial does: fp16 costs u·max|V| more."""
     return edit(folder, "rounds_p", "tl.dot(S_ij, V_j.to(tl.float32))", "tl.dot(S_ij.to(V_j.dtype), V_j)")

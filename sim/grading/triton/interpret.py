@@ -33,6 +33,7 @@ import numpy as np
 from triton.runtime import interpreter
 
 from sim.core.format import human_bytes
+from sim.grading.triton.loops import as_compiled
 from sim.grading.triton.shadow import Buffer, MemoryFault, Shadow
 
 NAMES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
@@ -263,7 +264,7 @@ def recording(record: Record):
 def launch(kernel, grid: tuple[int, ...], buffers: list[Buffer], scalars: list, constexprs: dict, file: str) -> Record:
     """Run `kernel[grid](*buffers, *scalars, **constexprs)` interpreted; its record (outputs stay in the buffers)."""
     record = Record(Shadow(buffers), file)
-    with recording(record):
+    with recording(record), as_compiled(kernel):
         try:
             kernel[grid](*buffers, *scalars, **constexprs)
         except interpreter.InterpreterError as e:

@@ -1,0 +1,43 @@
+"""What the Triton grader refuses because a GPU computes it otherwise, run on a GPU: a loop whose step is below zero
+and not a constexpr at its `for` runs no iteration there (red team 91), one whose step is computes the master's O."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from grading_submissions import triton_kernels as kernels
+
+pytestmark = pytest.mark.gpu
+N, Nk, d, Br, Bc = 68, 46, 30, 32, 32  # ragged: the last blocks of Q and of K/V are partial
+RUN = """
+import importlib.util, json, sys, torch
+spec = importlib.util.spec_from_file_location("walk", sys.argv[1])
+walk = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(walk)
+N, Nk, d, Br, Bc = (int(a) for a in sys.argv[2:7])
+g = torch.Generator().manual_seed(0)
+Q, K, V = (torch.randn(n, d, generator=g).half().cuda() for n in (N, Nk, Nk))
+O, L, W = torch.full((N, d), float("nan"), device="cuda").half(), torch.zeros(N, device="cuda"), torch.zeros(1, device="cuda")
+walk.flash2_forward[((N + Br - 1) // Br,)](Q, K, V, O, L, W, N, Nk, d, d ** -0.5, BLOCK_M=Br, BLOCK_N=Bc, BLOCK_D=32,
+                                          CAUSAL=False)
+print(json.dumps({k: t.float().cpu().tolist() for k, t in dict(Q=Q, K=K, V=V, O=O, L=L).items()}))
+"""
+
+
+@pytest.mark.parametrize("how", list(kernels.WALKS))
+def test_a_loop_counting_down_runs_on_a_gpu_only_with_its_step_constant_at_the_for(tmp_path, how):
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    path = kernels.walks_down(tmp_path, how)
+    done = subprocess.run([sys.executable, "-c", RUN, str(path), *map(str, (N, Nk, d, Br, Bc))],
+                          capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+    got = {k: np.array(v, dtype=np.float64) for k, v in json.loads(done.stdout).items()}
+    S = got["Q"] @ got["K"].T / np.sqrt(d)  # (N, Nk), float64 from the definition
+    P = np.exp(S - S.max(axis=1, keepdims=True))
+    O = P @ got["V"] / P.sum(axis=1, keepdims=True)
+    if how == "in the for":  # fp16 inputs, fp32 accumulation, O stored in fp16: within 2⁻¹⁰·max|O| and a little
+        assert np.abs(got["O"] - O).max() <= 2**-10 * np.abs(O).max() + 1e-3
+    else:  # no K/V block seen: O_i = 0 / 1 and L_i = −∞ in every row, as the grader's refusal says
+        assert (got["O"] == 0).all() and np.isneginf(got["L"]).all()
