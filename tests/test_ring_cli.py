@@ -92,6 +92,19 @@ def test_trace_steps_through_one_device_round_the_ring():
     assert "Memory hierarchy" in screen and "FlashAttention-2 on one device" in screen
 
 
+def test_a_ring_trace_is_saved_and_reopened_by_flashsim_trace(tmp_path):
+    args = ("--devices", "4", "--n", "32", "--d", "4", "--heads", "1", "--trace", "--device", "2")
+    path = tmp_path / "ring.json"
+    said = invoke(*args, "--json", str(path)).stdout  # it once wrote nothing and opened the viewer
+    printed = json.loads(invoke(*args, "--json").stdout)
+    assert printed == json.loads(path.read_text()) and printed["algorithm"] == "ring attention, device 2 of 4"
+    steps = len(printed["steps"])
+    assert said.split() == f"wrote {path}: the trace, {steps} steps (flashsim trace --load {path} opens it)".split()
+    shown = CliRunner().invoke(app, ["trace", "--load", str(path)]).stdout
+    for t, shard in enumerate((2, 1, 0, 3)):  # device 2 holds shard 2 − t at step t, as traced
+        assert f"ring step {t}: K/V shard {shard}" in shown
+
+
 @pytest.mark.parametrize(
     ("args", "start"),
     [

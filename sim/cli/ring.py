@@ -42,7 +42,7 @@ RING_PAIR_SECONDS = 12e-6  # one (step, device) pair of the closed forms, counte
 @click.option("--trace", "view", is_flag=True, help="Step through one device's forward in the trace viewer.")
 @click.option("--device", type=click.IntRange(0), default=0, show_default=True, help="The device --trace follows.")
 @click.option("--step", type=click.IntRange(0), default=None, help="With --trace: print step K's screen and exit.")
-@options.json_output()
+@options.json_output("the report (with --trace, the trace: flashsim trace --load FILE reopens it)")
 @options.QUIET
 @click.pass_context
 def ring_command(
@@ -97,7 +97,7 @@ def ring_command(
             advance()
             grads = ring_check.gradients(result, *arrays, check["bound"]) if backward else None
     if view:
-        return _view(result.trace, step)
+        return _view(result.trace, step, as_json)
     return _report(result, check, as_json, grads)
 
 
@@ -128,12 +128,16 @@ def _gradient_lines(grads: dict | None) -> list[str]:
             f"sim.api.gradient_tolerance)" for name in gradient_tolerance.GRADIENTS]  # fmt: skip
 
 
-def _view(trace, step: int | None) -> int:
+def _view(trace, step: int | None, json_path: str | None) -> int:
+    from sim.cli.trace import save
     from sim.viewer import terminal, traces
     from sim.viz import listing, screen, timeline
 
     shown = timeline.Timeline(trace)
     traces.check_step(shown, step)
+    if json_path:  # as `flashsim trace` does: written, not shown
+        save(trace, json_path, len(shown))
+        return 0
     if step is not None:
         console.print(screen.screen(shown, step))
     elif sys.stdin.isatty() and sys.stdout.isatty():

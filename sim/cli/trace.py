@@ -106,13 +106,10 @@ def trace_command(
                                        seqlens=seqlens)  # fmt: skip
     view = timeline.Timeline(trace)
     traces.check_step(view, step)
-    if json_path == "-":
-        print_json(trace.to_dict())
-        return
     if json_path:
-        trace.save(json_path)
-        console.print(f"wrote {json_path}: the trace, {len(view)} steps (flashsim trace --load {json_path} opens it)",
-                      markup=False)  # fmt: skip
+        save(trace, json_path, len(view))
+    if json_path == "-":
+        return
     for path, kind in ((svg_path, "svg"), (html_path, "html")):
         if path:
             shown = listing.listing(view) if step is None else screen.screen(view, step)
@@ -152,6 +149,16 @@ def _refuse_too_much(ctx, algo, backward, n, nk, d, dtype, chip, heads: int = 1)
     hints = ["bigger blocks: a larger --hardware or --sram-bytes"] if small else []
     estimate.guard(ctx, cost, what, hints, small, n=n, nk=nk, d=d)
     return config
+
+
+def save(trace, json_path: str, steps: int) -> None:
+    """--json: the trace as one JSON object on stdout ("-"), or written to the file with a line saying so."""
+    if json_path == "-":
+        print_json(trace.to_dict())
+    else:
+        trace.save(json_path)
+        console.print(f"wrote {json_path}: the trace, {steps} steps (flashsim trace --load {json_path} opens it)",
+                      markup=False)  # fmt: skip
 
 
 COMMANDS = (trace_command,)
