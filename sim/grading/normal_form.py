@@ -4,11 +4,16 @@ its header's work, then its bodies' statements (`if True:`, `for _ in range(1):`
 red team 86; `for x in [e]: pass` is `x = e`: 89); statements that compute nothing go (`pass`, an expression that
 calls nothing: red team 85's lone `_` after every line; imports, `global`, `del`, `assert`, bare annotations: 86;
 calls of idle builtins, `len(())`: 88); an assignment and an expression have one spelling (`(x := e)`, `[x] = [e]`,
-`x: T = e`, `getattr(a, "b")`: 89; `b * a`, `a + -b`, `b > a`: 91); then assignments to names nothing reads go
-(`_ = 0` after every line). What is left is the straight-line code a person would call the same program; it need
-not run."""
+`x: T = e`, `getattr(a, "b")`: 89; `b * a`, `a + -b`, `b > a`: 91; keywords, numpy's functions as methods: 94, in
+`spelling`); calls of numpy's, math's and Triton's functions whose result is dropped go (`np.float32(0)` after
+every line: 94); temporaries are put back where they are read (`temporaries`: 94); then assignments to names
+nothing reads go (`_ = 0` after every line). What is left is the straight-line code a person would call the same
+program; it need not run."""
 
 import ast
+
+from sim.grading.spelling import Spelled
+from sim.grading.temporaries import LOOP, put_back
 
 COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match)
 TRY_STAR = tuple(getattr(ast, n) for n in ("TryStar",) if hasattr(ast, n))  # Python 3.11's `except*`
@@ -22,16 +27,25 @@ IDLE = frozenset(
 ASSERTIONS = frozenset(("static_assert", "static_print", "device_assert", "device_print"))
 NOTHING = (ast.Pass, ast.Break, ast.Continue, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Delete,
            ast.Assert)  # fmt: skip
+PURE_MODULES = ("numpy", "math", "cmath", "triton.language")  # whose functions compute and change nothing, but:
+CHANGES = frozenset(
+    """store atomic_add atomic_and atomic_cas atomic_max atomic_min atomic_or atomic_xchg atomic_xor
+    copyto put putmask place fill_diagonal at seed shuffle""".split()
+)
 
 
 def normalized(source: str) -> str:
     """`source` in its normal form, or `source` itself where it does not parse (then it does not run either)."""
     try:
         tree = ast.parse(source)
-        tree = _Spelled().visit(tree)
+        modules = _imported(tree)
+        tree = Spelled(modules).visit(tree)
         _flatten(tree)
-        _keep(tree, lambda s: not _inert(s))
-        dead = _dead_stores(tree)  # (after the inert ones went: `del _` and a lone `_` read `_`)
+        _keep(tree, lambda s: not _inert(s, modules))
+        gone = put_back(tree, lambda node: _pure(node, modules))
+        _keep(tree, lambda s: id(s) not in gone)
+        tree = Spelled(modules).visit(tree)  # again: a temporary put back is an operand to order
+        dead = _dead_stores(tree, modules)  # (after the inert ones went: `del _` and a lone `_` read `_`)
         _keep(tree, lambda s: id(s) not in dead)
         return ast.unparse(tree)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
@@ -47,36 +61,6 @@ def _keep(tree: ast.AST, keep) -> None:
     for node in ast.walk(tree):
         if _holds_body(node):
             node.body = [s for s in node.body if keep(s)] or [ast.Pass()]
-
-
-class _Spelled(ast.NodeTransformer):
-    """One spelling of an expression: `getattr(a, "b")` as `a.b` (red team 89: 0.18 against its original); `a + -b`
-    as `a - b`, the operands of `+` and `*` in one order, `b > a` as `a < b` (red team 91: 0.75)."""
-
-    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
-        self.generic_visit(node)
-        if isinstance(node.op, ast.Add):
-            for x, y in ((node.left, node.right), (node.right, node.left)):
-                if isinstance(y, ast.UnaryOp) and isinstance(y.op, ast.USub):
-                    return ast.BinOp(left=x, op=ast.Sub(), right=y.operand)
-        if isinstance(node.op, ast.Add | ast.Mult) and ast.dump(node.right) < ast.dump(node.left):
-            node.left, node.right = node.right, node.left
-        return node
-
-    def visit_Compare(self, node: ast.Compare) -> ast.expr:
-        self.generic_visit(node)
-        flipped = {ast.Gt: ast.Lt, ast.GtE: ast.LtE}.get(type(node.ops[0])) if len(node.ops) == 1 else None
-        if flipped is not None:
-            return ast.Compare(left=node.comparators[0], ops=[flipped()], comparators=[node.left])
-        return node
-
-    def visit_Call(self, node: ast.Call) -> ast.expr:
-        self.generic_visit(node)
-        name = node.args[1] if len(node.args) == 2 and not node.keywords else None
-        if isinstance(node.func, ast.Name) and node.func.id == "getattr" and isinstance(name, ast.Constant):
-            if isinstance(name.value, str) and name.value.isidentifier():
-                return ast.Attribute(value=node.args[0], attr=name.value, ctx=ast.Load())
-        return node
 
 
 def _flatten(tree: ast.AST) -> None:
@@ -105,12 +89,19 @@ def _header(s: ast.stmt) -> list[ast.stmt]:
     subject an expression statement (inert where it computes nothing: `if True:`)."""
     if isinstance(s, ast.For | ast.AsyncFor):
         one = isinstance(s.iter, ast.List | ast.Tuple) and len(s.iter.elts) == 1
-        return [ast.Assign(targets=[s.target], value=s.iter.elts[0] if one else s.iter, lineno=0)]
+        return [ast.Assign(targets=[s.target], value=s.iter.elts[0], lineno=0) if one else _looped(s)]
     if isinstance(s, ast.With | ast.AsyncWith):
         return [ast.Assign(targets=[i.optional_vars], value=i.context_expr, lineno=0) if i.optional_vars
                 else ast.Expr(i.context_expr) for i in s.items]  # fmt: skip
     test = getattr(s, "test", None) or getattr(s, "subject", None)
     return [ast.Expr(test)] if test is not None else []
+
+
+def _looped(s: ast.For | ast.AsyncFor) -> ast.Assign:
+    """A loop's `x = it`, marked: its variable is no temporary to put back (a `while` would keep it)."""
+    assign = ast.Assign(targets=[s.target], value=s.iter, lineno=0)
+    setattr(assign, LOOP, True)
+    return assign
 
 
 def _plain(s: ast.stmt) -> list[ast.stmt]:
@@ -134,30 +125,37 @@ def _reraises(h: ast.ExceptHandler) -> bool:
     return not more and caught and (only.exc is None or only.exc.id == h.name)
 
 
-def _inert(s: ast.stmt) -> bool:
-    """One of NOTHING, a bare annotation, `x = x`, or an expression statement that calls, awaits, yields and assigns
-    nothing — or whose call is of a builtin that changes nothing (`len(())`, `print(x)`) or an assertion
-    (`tl.static_assert(True)`: red team 88's padding), on arguments that call nothing."""
+def _inert(s: ast.stmt, modules: dict[str, str]) -> bool:
+    """One of NOTHING, a bare annotation, `x = x`, or an expression statement that is `_pure`: it calls nothing, or
+    only builtins that change nothing (`len(())`, `print(x)`), assertions (`tl.static_assert(True)`: red team 88's
+    padding) and functions of PURE_MODULES (`np.float32(0)` after every line: red team 94, 0.52)."""
     if isinstance(s, NOTHING) or (isinstance(s, ast.AnnAssign) and s.value is None):
         return True
     if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.Name):
         return isinstance(s.targets[0], ast.Name) and s.targets[0].id == s.value.id
-    if not isinstance(s, ast.Expr):
-        return False
-    call = s.value
-    if isinstance(call, ast.Call) and _idle(call.func):
-        return not any(isinstance(n, EFFECTS) for a in (*call.args, *call.keywords) for n in ast.walk(a))
-    return not any(isinstance(n, EFFECTS) for n in ast.walk(s))
+    return isinstance(s, ast.Expr) and _pure(s.value, modules)
 
 
-def _pure(node: ast.AST) -> bool:
-    """Computes without effects: no await, yield or walrus, no call but of IDLE builtins (`_ = range(1)`)."""
+def _pure(node: ast.AST, modules: dict[str, str]) -> bool:
+    """Computes without effects: no await, yield or walrus, no call but of IDLE builtins, assertions and PURE_MODULES'
+    functions that change nothing (`_ = range(1)`, `_ = np.zeros(1)`)."""
     for n in ast.walk(node):
-        if isinstance(n, ast.Call) and not (isinstance(n.func, ast.Name) and n.func.id in IDLE):
+        if isinstance(n, ast.Call) and not (_idle(n.func) or _module_call(n, modules)):
             return False
         if isinstance(n, EFFECTS) and not isinstance(n, ast.Call):
             return False
     return True
+
+
+def _module_call(call: ast.Call, modules: dict[str, str]) -> bool:
+    """A call of a function of PURE_MODULES (through the module's name: `np.exp`, `tl.dot`) that changes nothing."""
+    chain, func = [], call.func
+    while isinstance(func, ast.Attribute):
+        chain.append(func.attr)
+        func = func.value
+    module = modules.get(func.id, "") if isinstance(func, ast.Name) and chain else ""
+    pure = any(module == m or module.startswith(m + ".") for m in PURE_MODULES)
+    return pure and not CHANGES.intersection(chain) and all(k.arg != "out" for k in call.keywords)
 
 
 def _idle(func: ast.expr) -> bool:
@@ -167,13 +165,51 @@ def _idle(func: ast.expr) -> bool:
     return isinstance(func, ast.Attribute) and func.attr in ASSERTIONS
 
 
-def _dead_stores(tree: ast.AST) -> set[int]:
+def _imported(tree: ast.AST) -> dict[str, str]:
+    """Each module's name as the file binds it → the module (`np` → numpy). A name imported from one of
+    PURE_MODULES is written as the module's attribute (`from numpy import exp`'s `exp` as `numpy.exp`: red team 94,
+    0.70 with keyword arguments), where the file binds it nowhere else."""
+    modules, names = {}, {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            modules |= {a.asname or a.name.split(".")[0]: a.name if a.asname else a.name.split(".")[0]
+                        for a in node.names}  # fmt: skip
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                whole = f"{node.module}.{a.name}"
+                if whole in PURE_MODULES:  # `from triton import language as tl`: a module
+                    modules[a.asname or a.name] = whole
+                elif node.module.split(".")[0] in {m.split(".")[0] for m in PURE_MODULES} and a.name != "*":
+                    names[a.asname or a.name] = (node.module, a.name)
+    bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
+    bound |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
+    names = {k: v for k, v in names.items() if k not in bound and k not in modules}
+    for node in ast.walk(tree):
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, ast.Name) and isinstance(value.ctx, ast.Load) and value.id in names:
+                setattr(node, field, _attribute(*names[value.id]))
+            elif isinstance(value, list):
+                value[:] = [_attribute(*names[v.id]) if isinstance(v, ast.Name) and v.id in names
+                            and isinstance(v.ctx, ast.Load) else v for v in value]  # fmt: skip
+    return modules | {module.split(".")[0]: module.split(".")[0] for module, _ in names.values()}
+
+
+def _attribute(module: str, name: str) -> ast.expr:
+    """`module.name` as an expression (`numpy.exp`)."""
+    root, *rest = module.split(".")
+    node: ast.expr = ast.Name(id=root, ctx=ast.Load())
+    for part in (*rest, name):
+        node = ast.Attribute(value=node, attr=part, ctx=ast.Load())
+    return node
+
+
+def _dead_stores(tree: ast.AST, modules: dict[str, str]) -> set[int]:
     """The ids of assignments, without effects, to plain names that no live statement reads (names taken by
     spelling alone, scopes ignored: a name read anywhere keeps every assignment to it)."""
     stores = [
         s
         for s in ast.walk(tree)
-        if isinstance(s, STORES) and all(isinstance(t, ast.Name) for t in _targets(s)) and _pure(s)
+        if isinstance(s, STORES) and all(isinstance(t, ast.Name) for t in _targets(s)) and _pure(s, modules)
     ]
     inside = {id(n) for s in stores for n in ast.walk(s)}
     live_names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in inside and _reads(n)}

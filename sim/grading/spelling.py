@@ -1,0 +1,80 @@
+"""One spelling of an expression, for the similarity report's normal form (`normal_form`)."""
+
+import ast
+import zlib
+
+METHODS = frozenset("max min sum mean prod argmax argmin cumsum transpose reshape clip std var any all".split())
+
+
+def _own(node: ast.AST) -> str:
+    """A node's type and its own fields but names and constants (a constant's type stays: `0`, `s`, as tokens)."""
+    fields = [
+        v for f, v in ast.iter_fields(node) if f not in ("id", "arg", "value") and not isinstance(v, ast.AST | list)
+    ]
+    constant = [type(node.value).__name__] if isinstance(node, ast.Constant) else []
+    return "|".join([type(node).__name__, *map(repr, fields), *constant])
+
+
+class Spelled(ast.NodeTransformer):
+    """One spelling of an expression: `getattr(a, "b")` as `a.b` (red team 89: 0.18 against its original); `a + -b`
+    as `a - b`, the operands of `+` and `*` in one order, `b > a` as `a < b` (red team 91: 0.75); arguments by
+    position (`chip.load(buf="K_j", tensor="K", rows=cols)`), `np.max(S, axis=1)` as `S.max(axis=1)`, `x.transpose()`
+    as `x.T` (red team 94: 0.69, 0.77)."""
+
+    def __init__(self, modules: dict[str, str]):
+        self.numpy = {name for name, module in modules.items() if module == "numpy"}
+        self.keys: dict[int, tuple[ast.AST, int]] = {}  # id → (the node, kept alive so its id stays its own; checksum)
+
+    def key(self, node: ast.AST) -> tuple[str, int, int]:
+        """The order of two operands: the node's type, then a checksum of its children's types, then of its whole
+        subtree — names and constants left out, as the tokens leave them (a renamed copy orders as its original
+        does), each checksum from the children's (linear: comparing `ast.dump`s at every `+` of a long chain took
+        10 s for 45 KB, red team 94)."""
+        stack = [(node, False)]
+        while stack:
+            n, ready = stack.pop()
+            if id(n) in self.keys:
+                continue
+            children = list(ast.iter_child_nodes(n))
+            if not ready:
+                stack += [(n, True), *((c, False) for c in children)]
+                continue
+            whole = [_own(n), *(str(self.keys[id(c)][1]) for c in children)]
+            self.keys[id(n)] = (n, zlib.crc32("|".join(whole).encode()))
+        children = "|".join(_own(c) for c in ast.iter_child_nodes(node))
+        return type(node).__name__, zlib.crc32(children.encode()), self.keys[id(node)][1]
+
+    def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
+        self.generic_visit(node)
+        if isinstance(node.op, ast.Add):
+            for x, y in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(y, ast.UnaryOp) and isinstance(y.op, ast.USub):
+                    return ast.BinOp(left=x, op=ast.Sub(), right=y.operand)
+        if isinstance(node.op, ast.Add | ast.Mult) and self.key(node.right) < self.key(node.left):
+            node.left, node.right = node.right, node.left
+        return node
+
+    def visit_Compare(self, node: ast.Compare) -> ast.expr:
+        self.generic_visit(node)
+        flipped = {ast.Gt: ast.Lt, ast.GtE: ast.LtE}.get(type(node.ops[0])) if len(node.ops) == 1 else None
+        if flipped is not None:
+            return ast.Compare(left=node.comparators[0], ops=[flipped()], comparators=[node.left])
+        return node
+
+    def visit_Call(self, node: ast.Call) -> ast.expr:
+        self.generic_visit(node)
+        name = node.args[1] if len(node.args) == 2 and not node.keywords else None
+        if isinstance(node.func, ast.Name) and node.func.id == "getattr" and isinstance(name, ast.Constant):
+            if isinstance(name.value, str) and name.value.isidentifier():
+                return ast.Attribute(value=node.args[0], attr=name.value, ctx=ast.Load())
+        named = [k for k in node.keywords if k.arg not in (None, "out")]  # (`out=` says a call changes something)
+        node.args += [k.value for k in named]
+        node.keywords = [k for k in node.keywords if k not in named]
+        func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in METHODS and node.args:
+            if isinstance(func.value, ast.Name) and func.value.id in self.numpy and not node.keywords:
+                method = ast.Attribute(value=node.args[0], attr=func.attr, ctx=ast.Load())
+                return ast.Call(func=method, args=node.args[1:], keywords=[])
+        if isinstance(func, ast.Attribute) and func.attr == "transpose" and not node.args and not node.keywords:
+            return ast.Attribute(value=func.value, attr="T", ctx=ast.Load())
+        return node

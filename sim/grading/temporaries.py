@@ -1,0 +1,101 @@
+"""Temporaries put back where they are read, for the similarity report's normal form (`normal_form`).
+
+Red team 94 hid copies by binding a receiver once (`load = chip.load`, then `load(…)`: 0.50 against
+the original), holding every argument in a temporary first (`KT = K_j.T`, then `chip.matmul(Q_i, KT)`:
+0.60) and keeping an offset for two loads (0.65). In each function (and the module), a name it binds
+once, by an assignment that is no loop's header, and reads only after it, is replaced by its value
+where the value is a name or an attribute of one, where it is read once, or where it is pure and SMALL
+as written (and not ten times that with the temporaries in it put back); the assignment goes.
+"""
+
+import ast
+import copy
+
+SMALL = 30  # nodes: a temporary this small as written and pure is put back wherever it is read
+DEEP = 40  # levels: no expression is made deeper than this by putting temporaries back (the printer recurses)
+LOOP = "flashsim_loop"  # marks the assignment a loop's header became (`normal_form`): no temporary
+SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def put_back(tree: ast.AST, pure) -> set[int]:
+    """The temporaries of every scope of `tree` put back (`pure`: whether an expression computes without effects);
+    the ids of the assignments that bound them (to go)."""
+    gone: set[int] = set()
+    for scope in ast.walk(tree):
+        if isinstance(scope, SCOPES) and not isinstance(scope, ast.Lambda):
+            gone |= _put_back_in(scope, pure)
+    return gone
+
+
+def _put_back_in(scope: ast.AST, pure) -> set[int]:
+    bound: dict[str, list[ast.AST]] = {}
+    read: dict[str, list[ast.Name]] = {}
+    stack, assignments = list(ast.iter_child_nodes(scope)), []
+    while stack:  # the scope's own nodes: not those of the functions, classes and lambdas inside it
+        n = stack.pop()
+        if isinstance(n, ast.Name):
+            (read if isinstance(n.ctx, ast.Load) else bound).setdefault(n.id, []).append(n)
+        elif isinstance(n, ast.arg):
+            bound.setdefault(n.arg, []).append(n)
+        elif isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.setdefault(n.name, []).append(n)
+        assignments += [n] if isinstance(n, ast.Assign) else []
+        stack += [] if isinstance(n, SCOPES) else list(ast.iter_child_nodes(n))
+    candidates = [s for s in assignments if not getattr(s, LOOP, False) and len(s.targets) == 1
+                  and isinstance(s.targets[0], ast.Name) and bound[s.targets[0].id] == [s.targets[0]]
+                  and s.targets[0].id in read]  # fmt: skip
+    candidates.sort(key=lambda s: (s.targets[0].lineno, s.targets[0].col_offset))
+    resolved: dict[str, tuple[ast.expr, bool]] = {}
+    putting = _PutBack(resolved)
+    gone = set()
+    for s in candidates:
+        written = _size(s.value)
+        s.value = putting.visit(s.value)  # the temporaries before it, in it first
+        target, own = s.targets[0], {id(n) for n in ast.walk(s)}
+        reads = read[target.id]
+        if any(id(r) in own or (r.lineno, r.col_offset) < (target.lineno, target.col_offset) for r in reads):
+            continue  # read by itself or before it (a loop's previous turn)
+        small = written <= SMALL and _size(s.value) <= 10 * SMALL and pure(s.value)  # (x + x, twice: 4x)
+        if _depth(s.value) <= DEEP and (_dotted(s.value) or len(reads) == 1 or small):
+            resolved[target.id] = (s.value, len(reads) > 1)
+            gone.add(id(s))
+    body = getattr(scope, "body", [])
+    body[:] = [putting.visit(statement) for statement in body]
+    return gone
+
+
+class _PutBack(ast.NodeTransformer):
+    """Each read of a resolved name replaced by its value (a copy where it is read more than once), in one scope."""
+
+    def __init__(self, resolved: dict[str, tuple[ast.expr, bool]]):
+        self.resolved = resolved
+
+    def visit_FunctionDef(self, node: ast.AST) -> ast.AST:
+        return node  # a scope of its own
+
+    visit_AsyncFunctionDef = visit_ClassDef = visit_Lambda = visit_FunctionDef
+
+    def visit_Name(self, node: ast.Name) -> ast.expr:
+        if not isinstance(node.ctx, ast.Load) or node.id not in self.resolved:
+            return node
+        value, many = self.resolved[node.id]
+        return copy.deepcopy(value) if many else value
+
+
+def _dotted(node: ast.expr) -> bool:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
+
+def _depth(node: ast.AST) -> int:
+    deepest, stack = 0, [(node, 1)]
+    while stack:
+        n, level = stack.pop()
+        deepest = max(deepest, level)
+        stack += [(c, level + 1) for c in ast.iter_child_nodes(n)]
+    return deepest
+
+
+def _size(node: ast.AST) -> int:
+    return sum(1 for _ in ast.walk(node))
