@@ -68,6 +68,37 @@ def test_the_autograder_installs_the_extra_its_driver_needs(tmp_path, name, extr
     )
 
 
+FAKE_PYTHON = """#!/bin/sh
+echo "$(basename "$0") $*" >> "$LOG"
+if [ "$1" = -c ]; then exit "$OLD"; fi  # the version check: 1 where python3 is older than 3.11
+mkdir -p "$3/bin" && printf '#!/bin/sh\\necho "pip $*" >> "$LOG"\\n' > "$3/bin/pip" && chmod +x "$3/bin/pip"
+"""
+
+
+@pytest.mark.parametrize("old", [True, False])
+def test_the_autograder_setup_installs_a_python_flashsim_runs_on(tmp_path, old):
+    """Ubuntu 22.04's python3 is 3.10, which the wheel refuses (requires-python >= 3.11): red team 96."""
+    export.export(spec.locate("02"), instructor=tmp_path)
+    root, tools = tmp_path / "autograder_root", tmp_path / "bin"
+    (root / "source").mkdir(parents=True)
+    (root / "source" / "flashsim-9.9-py3-none-any.whl").touch()
+    tools.mkdir()
+    for name, text in (("apt-get", '#!/bin/sh\necho "apt-get $*" >> "$LOG"\n'), ("python3", FAKE_PYTHON),
+                       ("python3.11", FAKE_PYTHON.replace('exit "$OLD"', "exit 0"))):  # fmt: skip
+        (tools / name).write_text(text)
+        (tools / name).chmod(0o755)
+    script = (tmp_path / "autograder" / "setup.sh").read_text().replace("/autograder", str(root))
+    log = tmp_path / "log"
+    env = {"PATH": f"{tools}:/usr/bin:/bin", "LOG": str(log), "OLD": str(int(old))}
+    subprocess.run(["bash", "-c", script], env=env, check=True, timeout=60)
+    python = "python3.11" if old else "python3"
+    expected = ["apt-get update", "apt-get install -y python3 python3-venv python3-pip",
+                "python3 -c import sys; sys.exit(sys.version_info < (3, 11))",
+                *(["apt-get install -y python3.11 python3.11-venv"] if old else []),
+                f"{python} -m venv {root}/venv", f"pip install {root}/source/flashsim-9.9-py3-none-any.whl"]  # fmt: skip
+    assert log.read_text().splitlines() == expected
+
+
 @pytest.mark.parametrize(
     "text, message",
     [

@@ -28,7 +28,12 @@ SETUP_SH = """#!/usr/bin/env bash
 # Gradescope runs this once, when it builds the autograder's image (Ubuntu 22.04 or newer).
 set -eu
 apt-get update && apt-get install -y python3 python3-venv python3-pip
-python3 -m venv /autograder/venv
+PYTHON=python3
+if ! python3 -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+    apt-get install -y python3.11 python3.11-venv  # flashsim needs 3.11; Ubuntu 22.04's python3 is 3.10
+    PYTHON=python3.11
+fi
+"$PYTHON" -m venv /autograder/venv
 /autograder/venv/bin/pip install "$(ls /autograder/source/flashsim-*.whl){extra}"
 """
 
