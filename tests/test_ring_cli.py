@@ -1,6 +1,11 @@
 """`flashsim ring` as a user types it: the JSON against closed forms derived here, the viewer, one-line refusals."""
 
+import importlib.util
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,6 +16,8 @@ from hypothesis import strategies as st
 from sim.cli import app
 from sim.machine import iomodel
 from sim.machine.devices import LINKS
+
+ROOT = Path(__file__).parent.parent
 
 
 def invoke(*args, code: int = 0):
@@ -143,3 +150,15 @@ def test_any_device_count_runs_or_is_refused_in_one_line(P, N, zigzag):
         assert np.isfinite(out["forward"]["overlapped_s"])
     else:
         assert result.exit_code == 2 and result.output.count("\n") == 1 and result.output.startswith("error: ")
+
+
+def test_the_distributed_ring_outside_torchrun_or_without_torch_says_so_in_one_line():
+    """Red team 96: `python -m sim.lab.ring_distributed` without torch was a ModuleNotFoundError traceback."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")}
+    done = subprocess.run([sys.executable, "-m", "sim.lab.ring_distributed"], capture_output=True, text=True,
+                          env=env | {"PYTHONPATH": str(ROOT)}, timeout=120)  # fmt: skip
+    if importlib.util.find_spec("torch") is None:
+        said = "error: torch is not installed; it is the optional extra: pip install 'flashsim[distributed]'"
+    else:
+        said = "error: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set: start it with torchrun ("
+    assert done.returncode == 2 and done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr

@@ -14,6 +14,7 @@ line per check and each step's attention and exchange-wait seconds, and exits 1 
 """
 
 import json
+import os
 import time
 
 import click
@@ -194,13 +195,21 @@ def _sync(x) -> None:
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Rank 0 writes the checks as JSON here.")
 def main(n, d, dtype, causal, sharding, backend, seed, out) -> None:
     """Run one ring attention forward and backward across the torchrun processes; rank 0 checks and reports."""
-    import torch
-    import torch.distributed as dist
-
     from sim.api.inputs import random_inputs
     from sim.core.errors import FlashsimError
 
-    dist.init_process_group(backend)
+    try:
+        import torch
+        import torch.distributed as dist
+    except ImportError:
+        _refuse("torch is not installed; it is the optional extra: pip install 'flashsim[distributed]'")
+    missing = [name for name in ("RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT") if name not in os.environ]
+    if missing:
+        _refuse(f"{', '.join(missing)} not set: start it with torchrun (torchrun --nproc-per-node 4 -m {__name__} …)")
+    try:
+        dist.init_process_group(backend)
+    except (ValueError, RuntimeError) as e:  # a RANK or port torchrun would not set
+        _refuse(f"torch.distributed could not start the {backend} group: {str(e).splitlines()[0]}")
     rank, P = dist.get_rank(), dist.get_world_size()
     try:
         held = shards(n, P, sharding)
@@ -238,6 +247,11 @@ def main(n, d, dtype, causal, sharding, backend, seed, out) -> None:
                 json.dump(report, f)
         if not all(c["ok"] for c in report["checks"].values()):
             raise SystemExit(1)
+
+
+def _refuse(message: str):
+    click.echo(f"error: {message}", err=True)
+    raise SystemExit(2)
 
 
 def check(parts: list[dict], held, whole, causal: bool, scale: float, dtype: str) -> dict:
