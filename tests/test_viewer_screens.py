@@ -231,3 +231,17 @@ def test_the_progress_bar_shows_the_bytes_moved_against_the_closed_form(monkeypa
                     work.draw()  # what the bar's thread draws every tenth of a second after the first two
         assert r.hbm_bytes == total
         assert ("flash2 forward" in out.getvalue() and "100%" in out.getvalue()) == drawn, out.getvalue()
+
+
+@pytest.mark.parametrize("width", range(60, 161, 4))
+def test_the_header_shows_the_run_s_parts_whole_and_says_where_some_are_left_out(big, width):
+    """Red team 96: at 80 columns the header read `fp32 · S… step 5`: a number cut; now whole parts, then `· …`."""
+    full = draw(big, 3, 400, 40)[0].split(" step 3 · ")[0].removeprefix("flashsim trace ").rstrip().split(" · ")
+    line = draw(big, 3, width, 40)[0]
+    assert cell_len(line) <= width and line.rstrip().endswith(f"step 3 · {len(big)} steps")
+    shown = line.split(" step 3 · ")[0].removeprefix("flashsim trace ").rstrip().split(" · ")
+    if shown[-1] == "…":
+        shown = shown[:-1]
+    else:
+        assert shown == full
+    assert shown == full[: len(shown)] and len(shown) >= (2 if width >= 72 else 1)  # whole, in order; the shape at 72

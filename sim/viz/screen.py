@@ -1,5 +1,6 @@
 """One step of a trace as a full screen: the four panels laid out with rich's Layout, a header and the keys."""
 
+from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, RenderResult
 from rich.layout import Layout
 from rich.table import Table
@@ -16,12 +17,16 @@ TWO_COLUMNS = 100  # narrower screens stack the panels (unless a short terminal 
 
 def run_title(timeline: Timeline) -> str:
     """The run in one line: algorithm, shape, blocks, dtype, SRAM."""
+    return " · ".join(run_parts(timeline))
+
+
+def run_parts(timeline: Timeline) -> list[str]:
+    """The run's parts: algorithm, shape, blocks, dtype, SRAM, the mask and the variants."""
     c = timeline.trace.config
-    return (
-        f"{timeline.trace.algorithm} · N={c['n']} Nk={c['nk']} d={c['d']} · Br={c['block_rows']} Bc={c['block_cols']}"
-        f" · {c['dtype']} · SRAM {human_bytes(c['sram_bytes'])}" + (f" ({c['hardware']})" if c.get("hardware") else "")
-        + (" · causal" if c.get("causal") else "") + variant_title(c)
-    )  # fmt: skip
+    hardware = f" ({c['hardware']})" if c.get("hardware") else ""
+    return [timeline.trace.algorithm, f"N={c['n']} Nk={c['nk']} d={c['d']}", f"Br={c['block_rows']} Bc={c['block_cols']}",
+            c["dtype"], f"SRAM {human_bytes(c['sram_bytes'])}{hardware}", *(["causal"] if c.get("causal") else []),
+            *variant_title(c).split(" · ")[1:]]  # fmt: skip
 
 
 def variant_title(c: dict) -> str:
@@ -44,14 +49,23 @@ def variant_title(c: dict) -> str:
     return "".join(f" · {p}" for p in parts)
 
 
-def header(timeline: Timeline, k: int) -> Table:
-    """The run (cropped to fit) and, always in full, which step this is."""
-    where = Text(f" step {k} · {len(timeline)} steps", "bold cyan")  # steps are numbered 0 … len − 1
-    grid = Table.grid(expand=True)
-    grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
-    grid.add_column(justify="right", no_wrap=True, width=len(where))
-    grid.add_row(Text.assemble(("flashsim trace ", "bold"), run_title(timeline)), where)
-    return grid
+class header:
+    """The run, as many of its parts as fit, each whole (a number is never cut: red team 96's `fp32 · S…`), then
+    ` · …` where some did not; and, always in full, which step this is."""
+
+    def __init__(self, timeline: Timeline, k: int):
+        self.timeline, self.k = timeline, k
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        where = Text(f" step {self.k} · {len(self.timeline)} steps", "bold cyan")  # steps are numbered 0 … len − 1
+        parts, room = run_parts(self.timeline), options.max_width - where.cell_len - cell_len("flashsim trace ")
+        titles = [" · ".join(parts[:n]) + (" · …" if n < len(parts) else "") for n in range(len(parts), 0, -1)]
+        title = next((t for t in titles if cell_len(t) <= room), parts[0])  # narrower still: the first part, cropped
+        grid = Table.grid(expand=True)
+        grid.add_column(no_wrap=True, overflow="ellipsis", ratio=1)
+        grid.add_column(justify="right", no_wrap=True, width=where.cell_len)
+        grid.add_row(Text.assemble(("flashsim trace ", "bold"), title), where)
+        yield grid
 
 
 MOST_CODE = 14  # lines of the listing the operation panel shows at most
