@@ -65,6 +65,11 @@ def test_an_install_lists_and_exports_the_student_copies(installed, tmp_path):
     listed = flashsim("assignments", "list", env={"COLUMNS": "200"}).output
     assert "these are the student copies" in listed and "no solutions" in listed
     assert sum(line.lstrip().startswith(m.stem) for line in listed.splitlines() for m in MASTERS) == len(MASTERS)
+    head = listed.splitlines()[0].split()  # a copy's points are its public tests' (red team 96: 40, beside "100 each")
+    assert "hidden" not in head and head[-2:] == ["public", "points"]
+    row = next(line.replace("│", " ").split() for line in listed.splitlines() if line.lstrip().startswith("02_flash1"))
+    public = [t for t in spec.load(MASTERS[1]).tests if t["visibility"] == "public"]
+    assert row[-1] == f"{sum(t['points'] for t in public):g}" and row[-2] == str(len(public))
     flashsim("assignments", "export", "02", "--student", tmp_path / "handout")
     copy = (tmp_path / "handout" / "02_flash1_forward.py").read_text(encoding="utf-8")
     assert copy == (installed / "02_flash1_forward.py").read_text(encoding="utf-8")

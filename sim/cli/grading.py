@@ -42,15 +42,16 @@ def assignments() -> None:
 @assignments.command("list")
 def list_command() -> None:
     """The assignments in lessons/assignments, with their tests and points (an install's: the student copies)."""
-    table = Table(show_edge=False)
-    for name in ("assignment", "title", "public", "hidden", "points"):  # public and hidden tests
+    masters, table = course.masters_here(), Table(show_edge=False)
+    columns = ("public", "hidden", "points") if masters else ("public", "public points")  # a copy holds no hidden test
+    for name in ("assignment", "title", *columns):
         table.add_column(name)
     for path in spec.masters():
         a = spec.load(path)
         public = sum(t["visibility"] == "public" for t in a.tests)
-        table.add_row(a.name, a.title, str(public), str(len(a.tests) - public), f"{a.points:g}")
+        table.add_row(a.name, a.title, str(public), *([str(len(a.tests) - public)] if masters else []), f"{a.points:g}")
     console.print(unclipped(table))
-    if not course.masters_here():
+    if not masters:
         console.print(f"these are the student copies ({course.assignments()}): public tests only, no solutions; the "
                       "masters are in a checkout of flashsim", markup=False, soft_wrap=True)  # fmt: skip
 
@@ -73,7 +74,11 @@ def export_command(assignment, student, instructor) -> None:
 
 @click.command("grade")
 @click.argument("paths", nargs=-1, required=True)
-@click.option("--self-check", is_flag=True, help="Public tests only (a student's own check); one PATH may be given.")
+@click.option(
+    "--self-check",
+    is_flag=True,
+    help="Public tests only (a student's own check): of the one FILE given, or of SUBMISSION against ASSIGNMENT.",
+)
 @click.option("--seed", type=options.Count(0, 2**64 - 1), default=None,
               help="Seed of this run's cases  [default: a fresh one, printed]")  # fmt: skip
 @JOBS
