@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from rich.console import Console
 
 from sim.grading import csvfile, grader, render, sandbox, spec
+from sim.grading.report import SubmissionReport
 
 HERE = Path(__file__).parent
 REPORTS = HERE / "hostile_submissions" / "reports"
@@ -133,3 +134,15 @@ def test_probes_of_the_masters_and_classmates_folders_before_honest_work_score_z
 def test_a_case_s_parts_are_the_regex_s_without_its_rescans(text):
     """render.parts splits as the regex it replaced did (", " not followed by a ")" before any "("), in one pass."""
     assert render.parts(text) == re.split(r", (?![^(]*\))", text)
+
+
+def test_a_summary_row_cuts_its_notes_between_words_and_counts_what_it_left_out():
+    """Red team 96: a row's notes ended "follow lines 1–", cut at 160 characters mid-word, unmarked."""
+    words = [f"word{k:03d}" for k in range(60)]  # 8 characters each, 479 with their spaces
+    notes = [" ".join(words), "second note", "third note", "fourth note"]
+    row = render.summary([SubmissionReport("a.py", "02", 1, notes=notes)]).columns[3]._cells[0].plain
+    kept = row.removesuffix("… (+2 more)").split(" ")
+    assert row.endswith("… (+2 more)") and len(row) <= render.NOTES
+    assert kept == words[: len(kept)] and len(kept) == (render.NOTES - len("… (+2 more)")) // 8  # whole words only
+    short = render.summary([SubmissionReport("a.py", "02", 1, notes=["one", "two"])]).columns[3]._cells[0].plain
+    assert short == "one; two"

@@ -81,23 +81,35 @@ def parts(text: str) -> list[str]:
     return [text[a:b] for a, b in zip([0, *(c + 2 for c in cuts)], [*cuts, len(text)], strict=True)]
 
 
+NOTES = 160  # characters of notes a summary row shows (the report of each submission has them all)
+
+
 def summary(reports: list[SubmissionReport]) -> Table:
     """A folder graded: one row per submission."""
     table = Table(title=f"{len(reports)} submissions", show_edge=False)
     for name, justify in (("submission", "left"), ("score", "right"), ("HBM bytes", "right"), ("notes", "left")):
         table.add_column(name, justify=justify, overflow="fold")
     for r in reports:
-        notes = "; ".join(
-            [*r.flags, *r.notes, *(f"{t.name}: {t.feedback}" for t in r.tests if t.status in ("failed", "not run"))][:2]
-        )
+        said = [*r.flags, *r.notes, *(f"{t.name}: {t.feedback}" for t in r.tests if t.status in ("failed", "not run"))]
         table.add_row(  # a file's name and what a submission said are text, never markup
             Text(shown_name(r.submission)), f"{r.score:g} / {r.max_score:g}",
             count(r.hbm_bytes) if r.hbm_bytes else "—",
-            Text(notes[:160]),
+            Text(_shortened(said)),
         )  # fmt: skip
     masters = dict.fromkeys(shown_name(r.master) for r in reports if r.master)
     table.caption = Text(f"graded with {', '.join(masters)}") if masters else None
     return table
+
+
+def _shortened(said: list[str], room: int = NOTES) -> str:
+    """The first two of `said` in about `room` characters, cut between words with "…", and how many more there are
+    (red team 96: "follow lines 1–" ended a cell, cut mid-word and unmarked)."""
+    more = f" (+{len(said) - 2} more)" if len(said) > 2 else ""
+    text = "; ".join(said[:2])
+    if len(text) + len(more) > room:
+        cut = text.rfind(" ", 0, room - len(more) - 1)
+        text = text[: cut if cut > 0 else room - len(more) - 1] + "…"
+    return text + more
 
 
 def bench(report: dict) -> Table:
