@@ -5,6 +5,7 @@ extra `assignments-triton`), and those tests skip with the reason where it is ab
 """
 
 import importlib.util
+import os
 import re
 from dataclasses import replace
 from math import ceil
@@ -449,3 +450,17 @@ def test_a_loop_counting_down_scores_only_where_a_gpu_counts_it_down(tmp_path, h
     for result in results.values():
         assert result.points == 0
         assert f"line {line}" in result.feedback and "a loop's step is -" in result.feedback, result.feedback
+
+
+def test_a_compile_check_that_cannot_start_leaves_no_descriptor_open(tmp_path, monkeypatch):
+    """Session 25's leftover: where Popen raised (EAGAIN, ENOMEM), both ends of the verdict's pipe stayed open."""
+
+    def refused(*args, **kwargs):
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(compile_check.subprocess, "Popen", refused)
+    before = sorted(os.listdir("/proc/self/fd"))
+    for _ in range(3):
+        with pytest.raises(BlockingIOError):
+            compile_check.error(kernels.MASTER, ASSIGNMENT.grading)
+    assert sorted(os.listdir("/proc/self/fd")) == before

@@ -40,22 +40,25 @@ def error(path: Path, grading: dict, cases: list[dict] = ()) -> str:
     root = str(Path(__file__).resolve().parents[3])
     specs = launch.signatures(grading, cases)
     names = ", ".join(dict.fromkeys(s[0] for s in specs))
-    verdict, said = os.pipe()
     with tempfile.TemporaryDirectory(prefix="flashsim-triton-") as home, open(Path(home) / "stderr", "w+b") as err:
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": home, "LANG": "C.UTF-8",
                "TRITON_CACHE_DIR": os.path.join(home, "cache"), "TRITON_DEFAULT_FP_FUSION": "1"}  # fmt: skip
         argv = [sys.executable, "-I", "-B", "-c", BOOTSTRAP, root, str(path.resolve()), json.dumps(specs)]
-        child = subprocess.Popen([*argv, str(said), str(AS_BYTES), str(CPU_S)], cwd=home, env=env, stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL, stderr=err, pass_fds=(said,), start_new_session=True)  # fmt: skip
-        os.close(said)
-        try:
-            child.wait(TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            return f"compiling {names} for sm_90 took more than {TIMEOUT_S} s"
-        finally:
-            _end(child)
-            with os.fdopen(verdict, "rb") as f:
-                text = f.read(SAID_BYTES)
+        verdict, said = os.pipe()
+        with os.fdopen(verdict, "rb") as reading:  # both ends closed however Popen ends (it can raise: EAGAIN)
+            try:
+                child = subprocess.Popen([*argv, str(said), str(AS_BYTES), str(CPU_S)], cwd=home, env=env,
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                                         pass_fds=(said,), start_new_session=True)  # fmt: skip
+            finally:
+                os.close(said)  # (the child's copy is its own: the read below ends when the child does)
+            try:
+                child.wait(TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                return f"compiling {names} for sm_90 took more than {TIMEOUT_S} s"
+            finally:
+                _end(child)
+                text = reading.read(SAID_BYTES)
         err.seek(max(0, err.seek(0, os.SEEK_END) - SAID_BYTES))
         last = (err.read().decode(errors="replace").strip().splitlines() or ["no output"])[-1][:300]
     try:
