@@ -259,12 +259,25 @@ def test_a_file_that_takes_too_long_to_read_is_not_judged_and_the_rest_are(tmp_p
     bob.write_text(disguised(alice.read_text()))
     files = (slow, puny, alice, bob)
     read = code_reading.read_all({p.name: p.read_bytes() for p in files})
-    assert read["a_slow.py"].slow and read["b_punycode.py"].slow and not read["alice.py"].slow
+    assert read["a_slow.py"].unread == read["b_punycode.py"].unread == "took more than 0.3 s to read"
+    assert read["alice.py"].unread == read["bob.py"].unread == ""
     assert read["alice.py"].runs == read["bob.py"].runs == frozenset(similarity.runs(alice.read_text()))
     reports = [SubmissionReport(p.name, MASTER.name, 1) for p in files]
     similarity.annotate(MASTER, list(files), reports)
     assert reports[0].notes == reports[1].notes == ["similarity not judged: its code took more than 0.3 s to read"]
     assert reports[2].notes == ["similar to bob.py: 1.00 of its code in common (for review; no points taken)"]
+
+
+def test_a_file_that_ends_the_process_reading_it_is_said_to_and_the_rest_are_read(tmp_path, monkeypatch):
+    """Session 25's leftover: a file that made the reading process run out of memory was said to have "took more
+    than 10 s to read" (it took 0.4)."""
+    monkeypatch.setattr(code_reading, "MEMORY", 300 << 20)  # Python and the project's modules take about 60 MiB
+    big, alice = tmp_path / "a_big.py", tmp_path / "alice.py"
+    big.write_text("x = [" + "1," * 3_000_000 + "]\n")  # its syntax tree alone: more than 300 MiB
+    alice.write_text((SUBMISSIONS / "algorithm1.py").read_text())
+    read = code_reading.read_all({p.name: p.read_bytes() for p in (big, alice)})
+    assert read["a_big.py"].unread == "ended the process that read it (which may hold 300.0 MiB)"
+    assert read["alice.py"].unread == "" and read["alice.py"].runs == frozenset(similarity.runs(alice.read_text()))
 
 
 WRAPPERS = (

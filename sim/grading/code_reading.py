@@ -4,8 +4,8 @@ Reading a file means decoding it in the codec it names (`similarity.source_text`
 Python's tokenizer and parser (`similarity.runs`, `similarity.builds_code`), which hold the GIL:
 a 1 MiB f-string took 111 s to parse in Python 3.11, and in the grader's own process that would stall every grading
 thread (red team 84). The child is the project's own code; it reads each source from its stdin, one JSON line, and
-answers its K-token runs and the places it builds code, one JSON line. A file it does not answer within READ_S (or
-that ends it) is not judged, said in its notes, and a new child reads the rest.
+answers its K-token runs and the places it builds code, one JSON line. A file it does not answer within READ_S, or
+that ends it, is not judged, its notes say which, and a new child reads the rest.
 """
 
 import base64
@@ -17,6 +17,8 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from sim.core.format import human_bytes
 
 READ_S = 10.0  # seconds of wall clock a file may take to read; the masters take 10–30 ms
 MEMORY = 2 << 30  # the child's address space
@@ -35,11 +37,12 @@ for line in sys.stdin:
 
 @dataclass(frozen=True)
 class Read:
-    """One file as the child read it: its K-token runs, where it builds code, and whether it took too long."""
+    """One file as the child read it: its K-token runs, where it builds code, and why it was not read, if it was not
+    ("took more than 10 s to read", "ended the process that read it")."""
 
     runs: frozenset[int]
     builds: tuple[str, ...]
-    slow: bool = False
+    unread: str = ""
 
 
 def read_all(sources: dict[str, bytes]) -> dict[str, Read]:
@@ -53,9 +56,10 @@ def read_all(sources: dict[str, bytes]) -> dict[str, Read]:
             while queue:
                 name, source = queue.pop(0)
                 answer = _ask(proc, json.dumps(base64.b64encode(source).decode()).encode() + b"\n")
-                out[name] = Read(frozenset(answer[0]), tuple(answer[1])) if answer else Read(frozenset(), (), True)
-                if answer is None:
+                if isinstance(answer, str):
+                    out[name] = Read(frozenset(), (), answer)
                     break  # this child is spent: a new one for the rest
+                out[name] = Read(frozenset(answer[0]), tuple(answer[1]))
         finally:
             proc.kill()
             proc.wait()
@@ -64,13 +68,15 @@ def read_all(sources: dict[str, bytes]) -> dict[str, Read]:
     return out
 
 
-def _ask(proc: subprocess.Popen, line: bytes) -> list | None:
-    """The child's answer to one source, or None: no whole line within READ_S, or the child ended."""
+def _ask(proc: subprocess.Popen, line: bytes) -> list | str:
+    """The child's answer to one source, or why there is none: no whole line within READ_S, or the child ended (a
+    file that needs more than its MEMORY; session 25 said "took more than 10 s" of a crash too)."""
+    ended = f"ended the process that read it (which may hold {human_bytes(MEMORY)})"
     try:
         proc.stdin.write(line)
         proc.stdin.flush()
     except (BrokenPipeError, OSError):
-        return None
+        return ended
     fd, got = proc.stdout.fileno(), bytearray()
     with selectors.DefaultSelector() as selector:
         selector.register(fd, selectors.EVENT_READ)
@@ -78,12 +84,12 @@ def _ask(proc: subprocess.Popen, line: bytes) -> list | None:
         while not got.endswith(b"\n"):
             left = deadline - time.monotonic()
             if left <= 0 or not selector.select(timeout=left):
-                return None
+                return f"took more than {READ_S:g} s to read"
             chunk = os.read(fd, 1 << 20)
             if not chunk:
-                return None
+                return ended
             got += chunk
     try:
         return json.loads(got)
     except ValueError:
-        return None
+        return ended

@@ -218,8 +218,8 @@ def notes(read: dict[str, "code_reading.Read"], prints: dict[str, frozenset[int]
     own (a compressed copy run by exec, or an untouched handout), code that runs what it builds at run time."""
     out = {}
     for name, r in read.items():
-        slow = f"similarity not judged: its code took more than {code_reading.READ_S:g} s to read"
-        lines = [slow] if r.slow else [NOT_JUDGED] if len(prints[name]) < MIN_RUNS else []
+        unread = f"similarity not judged: its code {r.unread}"
+        lines = [unread] if r.unread else [NOT_JUDGED] if len(prints[name]) < MIN_RUNS else []
         lines += [f"for review: may run code built at run time ({'; '.join(r.builds[:3])})"] if r.builds else []
         if lines:
             out[name] = lines
