@@ -1,13 +1,15 @@
 """`flashsim run`, `trace` and `decode` with the LLM variants, checked against the closed forms computed here."""
 
 import json
+import re
 
+import numpy as np
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.algorithms import iomodel_variants as iv
-from sim.cli import app
+from sim.cli import app, variants
 from sim.machine import iomodel
 from tests.cli_runner import error_line, flashsim
 
@@ -224,3 +226,33 @@ def test_seqlens_beside_n_nk_or_batch_is_refused_naming_what_to_drop():
     line = error_line(flashsim("run", "--seqlens", "30,100", "--n", "64", "--batch", "2", code=2))
     assert line == "error: --seqlens: sets N, Nk and the batch itself; drop --n and --batch"
     assert "--seqlens" in error_line(flashsim("trace", "--seqlens", "30,100", "--n", "64", code=2))
+
+
+def visible_pairs(n: int, nk: int, Br: int, Bc: int, causal: bool, window) -> int:
+    """Tile pairs (i, j) where some query row sees some key, from the definition: row r sees key c when
+    r + Nk − N − left ≤ c ≤ r + Nk − N + right (right = 0 under causal), each side unbounded where not given."""
+    r, c = np.arange(n)[:, None] + nk - n, np.arange(nk)[None, :]
+    left, right = window if window else (-1, -1)
+    right = 0 if causal else right  # causal: no key past the diagonal (a window's right side is ≥ 0)
+    seen = np.ones((n, nk), bool)
+    if left != -1:
+        seen &= c >= r - left
+    if right != -1:
+        seen &= c <= r + right
+    return sum(seen[i : i + Br, j : j + Bc].any() for i in range(0, n, Br) for j in range(0, nk, Bc))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 70), st.integers(1, 70), st.sampled_from([1, 4, 16]), st.sampled_from([1, 8, 16]), st.booleans(),
+       st.tuples(st.integers(-1, 40), st.integers(-1, 40)))  # fmt: skip
+def test_the_window_s_share_of_the_tile_pairs_is_counted_from_the_definition(n, nk, Br, Bc, causal, window):
+    share = variants.window_share(n, nk, Br, Bc, causal, window)
+    assert share == visible_pairs(n, nk, Br, Bc, causal, window) / max(1, visible_pairs(n, nk, Br, Bc, causal, None))
+
+
+def test_a_window_s_run_is_priced_at_the_tiles_it_visits(monkeypatch):
+    """N = 32,768 with a window of 128 was refused as 1 min of listing over every tile pair; it visits 2 in 256."""
+    monkeypatch.setenv("FLASHSIM_MAX_SECONDS", "1")
+    said = [error_line(flashsim("run", "--n", "16384", *w, code=2)) for w in ((), ("--window", "128,0"))]
+    dense, windowed = (float(re.search(r"would take about ([\d.]+) s", line).group(1)) for line in said)
+    assert windowed < dense / 1.5, said

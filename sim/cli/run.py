@@ -76,11 +76,14 @@ def run_command(
         slopes = slopes if variant["alibi"] else estimate.Estimate()
         if counts_only:
             return slopes + estimate.counting(variants.row_blocks(algo, n, heads, forward["block_rows"], **variant))
-        est = slopes + estimate.process() + estimate.listing(forward) + estimate.check(n, nk, d, batch * heads)
+        share = variants.window_share(n, nk, forward["block_rows"], forward["block_cols"], causal, variant["window"])
+        listing = estimate.listing(forward).times(share)
+        est = slopes + estimate.process() + listing + estimate.check(n, nk, d, batch * heads)
         if backward:
             back = configure_shape(algo, True, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
                                    blocks, sram_bytes, hardware_name)  # fmt: skip
-            est += estimate.listing(back, backward=True) + estimate.check(n, nk, d, batch * heads, backward=True)
+            listing = estimate.listing(back, backward=True).times(share)
+            est += listing + estimate.check(n, nk, d, batch * heads, backward=True)
         return est
 
     forward = configure_shape(algo, False, batch * heads, n, nk or n, d, dtype, scale, causal, block_rows, block_cols,
