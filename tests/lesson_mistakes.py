@@ -575,13 +575,12 @@ MORE_MISTAKES = {
             ),
             [
                 (
-                    "✗ one update from the empty state: got None: your function returns nothing — a `return` "
-                    "missing? · stuck? hint(1)"
+                    "✗ one update from the empty state: online_update: got None: your function returns nothing — "
+                    "a `return` missing? · stuck? hint(1)"
                 ),
                 (
-                    "✗ one pass over 1,000 logits in the hundreds: your code raised TypeError calling your code, "
-                    "line 13 of the check: Value after * must be an iterable, not NoneType — your function "
-                    "returned None: a `return` missing?"
+                    "✗ one pass over 1,000 logits in the hundreds: online_update: got None: your function returns "
+                    "nothing — a `return` missing? · stuck? hint(1)"
                 ),
             ],
         ),
@@ -597,6 +596,37 @@ MORE_MISTAKES = {
                     "✗ 16 block states of a row merged from the empty state: m: got -inf, expected 336.903 — −∞: "
                     "the empty state's m = −∞ kept (the other part's m not taken), or a log of 0? · stuck? "
                     "hint(1)"
+                ),
+            ],
+        ),
+        (
+            "online_update",
+            (
+                "def online_update(m, ℓ, x):\n    m_new = np.maximum(m, x)\n    return {'m_new': m_new, "
+                "'ℓ_new': ℓ * np.exp(m - m_new) + np.exp(x - m_new)}  # a dict\n"
+            ),
+            [
+                (
+                    "✗ one update from the empty state: online_update: got a dict; return the tuple (m_new, ℓ_new) "
+                    "· stuck? hint(1)"
+                ),
+                (
+                    "✗ one pass over 1,000 logits in the hundreds: online_update: got a dict; return the tuple "
+                    "(m_new, ℓ_new) · stuck? hint(1)"
+                ),
+            ],
+        ),
+        (
+            "merge",
+            (
+                "def merge(m1, ℓ1, m2, ℓ2):\n    m = np.maximum(m1, m2)\n    return {'m': m, 'l': ℓ1 * np.exp(m1 - m) "
+                "+ ℓ2 * np.exp(m2 - m)}  # a dict\n"
+            ),
+            [
+                "✗ merge of two states of five rows: merge: got a dict; return the tuple (m, ℓ) · stuck? hint(1)",
+                (
+                    "✗ 16 block states of a row merged from the empty state: merge: got a dict; return the tuple "
+                    "(m, ℓ) · stuck? hint(1)"
                 ),
             ],
         ),

@@ -1,11 +1,13 @@
 """`sim.lab.lessons.check`: one line per verdict, for right, wrong, unfinished and crashing answers."""
 
+from functools import reduce
+
 import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sim.algorithms.softmax import SoftmaxState
-from sim.lab.lessons import Counted, check, hint, verdict
+from sim.lab.lessons import Counted, check, hint, returning, verdict
 
 
 def stub():
@@ -77,7 +79,26 @@ def test_named_values_say_which_one_differed():
         "✗ update: m_new: got 1, expected 3 — your ℓ_new holds it: return m_new, ℓ_new in that order"
     )
     assert verdict("update", (3.0,), expected).line == "✗ update: return 2 values (m_new, ℓ_new), not 1"
-    assert verdict("update", {"m_new": 3.0}, expected).line == "✗ update: no 'ℓ_new' in your answer"
+    assert verdict("update", {"m_new": 3.0}, expected).line == "✗ update: got a dict; return the tuple (m_new, ℓ_new)"
+
+
+def _update_as_dict(m, ℓ, x):
+    m_new = max(m, x)
+    return {"m_new": m_new, "ℓ_new": ℓ * np.exp(m - m_new) + np.exp(x - m_new)}
+
+
+def test_a_result_fed_back_in_is_held_to_its_tuple_before_it_is_fed():
+    step = returning(_update_as_dict, "m_new", "ℓ_new")
+    expected = {"m_new": 2.0, "ℓ_new": 1 + np.exp(-1)}
+    line = verdict("pass", lambda: reduce(lambda s, x: step(*s, x), [1.0, 2.0], (-np.inf, 0.0)), expected).line
+    assert line == "✗ pass: _update_as_dict: got a dict; return the tuple (m_new, ℓ_new)"
+    assert verdict("one", lambda: step(-np.inf, 0.0, 3.0), expected).line == line.replace("pass", "one")
+    listed = returning(lambda m, ℓ, x: list(_update_as_dict(m, ℓ, x).values()), "m_new", "ℓ_new")
+    assert verdict("pass", lambda: reduce(lambda s, x: listed(*s, x), [1.0, 2.0], (-np.inf, 0.0)), expected).ok
+    nothing = returning(lambda m, ℓ, x: None, "m_new", "ℓ_new")
+    assert verdict("pass", lambda: nothing(-np.inf, 0.0, 1.0), expected).line == (
+        "✗ pass: <lambda>: got None: your function returns nothing — a `return` missing?"
+    )
 
 
 def test_array_differences_say_what_they_look_like():
@@ -192,7 +213,7 @@ def test_an_answer_of_none_says_a_return_is_missing_not_a_nan():
         (returned_nothing, 3.0),
         (None, np.ones((2, 2))),
         ((None, 1.0), (2.0, 1.0)),
-        ({"m_new": None, "ℓ_new": 1.0}, {"m_new": 3.0, "ℓ_new": 1.0}),
+        ((3.0, None), {"m_new": 3.0, "ℓ_new": 1.0}),
     ]:
         line = verdict("update", answer, expected).line
         assert line.startswith("✗ update: ") and "None" in line and "`return`" in line, line

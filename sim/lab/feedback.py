@@ -1,10 +1,10 @@
 """What an exercise's answer got wrong, in one phrase a student can act on.
 
-Values are named (a dict of expected values names a tuple's entries: "m_new", not "value 1 of 2"); arrays
-are compared by shape, then value, with what the difference looks like (a constant factor, an overflow, a
-NaN, float32's rounding, a unit prefix); counts are compared exactly (`sim.lab.counted`), as a difference that
-names the tensor that moved as many bytes; None says a `return` is missing; an exception is reported at the
-student's own line.
+Values are named (a dict of expected values names a tuple's entries: "m_new", not "value 1 of 2"; a dict
+returned is refused: the lessons feed such tuples back in); arrays are compared by shape, then value, with what
+the difference looks like (a constant factor, an overflow, a NaN, float32's rounding, a unit prefix); counts are
+compared exactly (`sim.lab.counted`), as a difference that names the tensor that moved as many bytes; None says
+a `return` is missing; an exception is reported at the student's own line.
 """
 
 import re
@@ -56,22 +56,18 @@ def _named_difference(answer, expected, rtol, atol, unit) -> str:
     else:
         names = list(expected.__dataclass_fields__)
         want = [getattr(expected, n) for n in names]
-    if answer is None:
+    if isinstance(expected, dict):
+        got = entries(answer, names)
+        if isinstance(got, str):
+            return got
+    elif answer is None:
         return RETURNED_NOTHING
-    size = len(answer) if hasattr(answer, "__len__") else None  # (a generator's: unknown)
-    if isinstance(answer, Iterator) or (isinstance(answer, np.ndarray) and answer.ndim):
-        answer = list(islice(answer, len(names) + 1))  # a generator (endless too: red team 92), or rows, in order
-    if isinstance(answer, dict):
+    elif isinstance(answer, dict):
         missing = [n for n in names if n not in answer]
         if missing:
             return f"no {missing[0]!r} in your answer"
         got = [answer[n] for n in names]
-    elif isinstance(answer, tuple | list) and isinstance(expected, dict):
-        if len(answer) != len(names):
-            many = size if size is not None else len(answer) if len(answer) <= len(names) else f"more than {len(names)}"
-            return f"return {len(names)} values ({', '.join(names)}), not {many}"
-        got = list(answer)
-    elif not isinstance(expected, dict) and all(hasattr(answer, n) for n in names):
+    elif all(hasattr(answer, n) for n in names):
         got = [getattr(answer, n) for n in names]
     else:
         return f"return {len(names)} values ({', '.join(names)}), not one {type(answer).__name__}"
@@ -95,6 +91,23 @@ def _named_difference(answer, expected, rtol, atol, unit) -> str:
                 why = re.sub(r" \([^()]*\?\)$", "", why.split(" — ")[0]) + order  # the order, not a shape's hint
             return f"{_PAPER_NAMES.get(name, name)}: {why}"
     return ""
+
+
+def entries(answer, names: list[str]) -> list | str:
+    """The values of `answer`, a tuple (or list, array's rows, generator) of one value per name, or why it is not."""
+    if answer is None:
+        return RETURNED_NOTHING
+    size = len(answer) if hasattr(answer, "__len__") else None  # (a generator's: unknown)
+    if isinstance(answer, Iterator) or (isinstance(answer, np.ndarray) and answer.ndim):
+        answer = list(islice(answer, len(names) + 1))  # a generator (endless too: red team 92), or rows, in order
+    if isinstance(answer, dict):
+        return f"got a dict; return the tuple ({', '.join(names)})"
+    if not isinstance(answer, tuple | list):
+        return f"return {len(names)} values ({', '.join(names)}), not one {type(answer).__name__}"
+    if len(answer) != len(names):
+        many = size if size is not None else len(answer) if len(answer) <= len(names) else f"more than {len(names)}"
+        return f"return {len(names)} values ({', '.join(names)}), not {many}"
+    return list(answer)
 
 
 def _transposed(got: list, want: list) -> bool:

@@ -10,17 +10,18 @@ stub that raises `NotImplementedError(message)` prints "not yet" with its messag
 prints the student's own line and message — never a traceback. A dict of expected values names a tuple's
 entries; arrays are compared by shape, then by value within `rtol`/`atol`; `unit="B"` compares counts
 exactly and says how many bytes apart they are, naming the tensor that moves as many where `expected` is
-a `Counted` (see `hbm_bytes`). `hint(n)` shows hint n of the exercise whose check last failed or was not
-yet done (`hint(n, "merge")` names one).
+a `Counted` (see `hbm_bytes`). A check that feeds a function's results back in holds it to its tuple with
+`returning`, so a result of another form is named before it is fed. `hint(n)` shows hint n of the exercise
+whose check last failed or was not yet done (`hint(n, "merge")` names one).
 """
 
 from dataclasses import dataclass
 
 from sim.lab import hints
 from sim.lab.counted import Counted
-from sim.lab.feedback import difference, raised
+from sim.lab.feedback import difference, entries, raised
 
-__all__ = ["Counted", "Verdict", "check", "hbm_bytes", "hint", "verdict"]
+__all__ = ["Counted", "Verdict", "check", "hbm_bytes", "hint", "returning", "verdict"]
 
 PASS, FAIL, NOT_YET = "✓", "✗", "…"
 _last = {"exercise": None}  # the exercise whose check last said ✗ or "not yet": what hint(n) talks about
@@ -45,6 +46,8 @@ def verdict(
     if callable(answer):
         try:
             answer = answer()
+        except Returned as e:
+            return _remember(Verdict(False, f"{FAIL} {name}: {e}{stuck}"), exercise)
         except NotImplementedError as e:
             message = str(e) or "replace the `raise NotImplementedError` with your code"
             return _remember(Verdict(None, f"{NOT_YET} {name}: not yet — {message}{stuck}"), exercise)
@@ -54,6 +57,22 @@ def verdict(
     if why:
         return _remember(Verdict(False, f"{FAIL} {name}: {why}{stuck}"), exercise)
     return Verdict(True, f"{PASS} {name}")
+
+
+class Returned(Exception):
+    """A result `returning` refused: its message is the check's ✗ line."""
+
+
+def returning(function, *names: str):
+    """`function`, each of whose results must be the tuple of `names`: else the check says what it was instead."""
+
+    def held(*args):
+        got = entries(function(*args), list(names))
+        if isinstance(got, str):
+            raise Returned(f"{function.__name__}: {got}")
+        return tuple(got)
+
+    return held
 
 
 def check(
