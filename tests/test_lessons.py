@@ -5,6 +5,8 @@ solutions from `lessons/solutions/` put in, every check says ✓. Both runs prin
 warnings), and every figure has both axes labelled with a unit. Committed notebooks carry no outputs.
 """
 
+import re
+
 import pytest
 
 nbformat = pytest.importorskip("nbformat", reason="the lessons' tests need the dev extra (nbformat, nbclient)")
@@ -23,6 +25,14 @@ def test_committed_without_outputs(lesson):
     nb = nbformat.read(lesson, as_version=4)
     carrying = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
     assert not carrying, f"{lesson.name}: cells {carrying} carry outputs; run `nbstripout {lesson}`"
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
+def test_says_the_answers_are_in_a_checkout_as_hint_does(lesson):
+    """An install ships no `lessons/solutions/` (red team 96): a lesson that names it says where it is."""
+    text = re.sub(r"\s+", " ", " ".join(c.source for c in nbformat.read(lesson, as_version=4).cells))
+    where = "`lessons/solutions/` of a checkout of flashsim (an install ships none)"
+    assert text.count("lessons/solutions/") == text.count(where), lesson.name
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
