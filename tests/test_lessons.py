@@ -36,6 +36,13 @@ def test_says_the_answers_are_in_a_checkout_as_hint_does(lesson):
 
 
 @pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
+def test_is_titled_lesson_n(lesson):
+    """`flashsim lessons list` shows each title: "Lesson 10 · …" like "Lesson 1 · …", not "10 · …" (red team 96)."""
+    first = nbformat.read(lesson, as_version=4).cells[0].source.splitlines()[0]
+    assert first.startswith(f"# Lesson {int(lesson.name[:2])} · "), first
+
+
+@pytest.mark.parametrize("lesson", LESSONS, ids=lambda p: p.stem)
 def test_states_its_goal_and_ends_with_exercises(lesson):
     nb = nbformat.read(lesson, as_version=4)
     first = nb.cells[0]
