@@ -65,3 +65,14 @@ def test_the_numbers_the_answers_quote():
         )
         ratios.append(round((sf.hbm_bytes + sb.hbm_bytes) / (f.hbm_bytes + b.hbm_bytes), 2))
     assert ratios == [2.09, 3.27]
+
+
+def test_every_lesson_has_a_row_in_the_map():
+    table = GUIDE.split("## 1 ·")[1].split("\n\n")[1]  # section 1's table
+    rows = [row for row in table.splitlines()[2:] if row.startswith("|")]
+    named = {int(n) for row in rows for n in re.findall(r"(?<!-)\b\d+\b", row.split("|")[1])}  # not FlashAttention-2
+    assert named == set(range(1, len(sorted(LESSONS.glob("[0-9][0-9]_*.ipynb"))) + 1)), sorted(named)
+
+
+def test_no_placeholder_is_left():
+    assert not re.findall(r"<!--|goes here|arrive from other branches|adds their rows", GUIDE)
