@@ -4,13 +4,14 @@ import json
 import re
 
 import numpy as np
+import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sim.algorithms import iomodel_variants as iv
-from sim.cli import app, variants
-from sim.machine import iomodel
+from sim.cli import app
+from sim.machine import iomodel, mask
 from tests.cli_runner import error_line, flashsim
 
 
@@ -246,7 +247,7 @@ def visible_pairs(n: int, nk: int, Br: int, Bc: int, causal: bool, window) -> in
 @given(st.integers(1, 70), st.integers(1, 70), st.sampled_from([1, 4, 16]), st.sampled_from([1, 8, 16]), st.booleans(),
        st.tuples(st.integers(-1, 40), st.integers(-1, 40)))  # fmt: skip
 def test_the_window_s_share_of_the_tile_pairs_is_counted_from_the_definition(n, nk, Br, Bc, causal, window):
-    share = variants.window_share(n, nk, Br, Bc, causal, window)
+    share = mask.window_share(n, nk, Br, Bc, causal, window)
     assert share == visible_pairs(n, nk, Br, Bc, causal, window) / max(1, visible_pairs(n, nk, Br, Bc, causal, None))
 
 
@@ -256,3 +257,22 @@ def test_a_window_s_run_is_priced_at_the_tiles_it_visits(monkeypatch):
     said = [error_line(flashsim("run", "--n", "16384", *w, code=2)) for w in ((), ("--window", "128,0"))]
     dense, windowed = (float(re.search(r"would take about ([\d.]+) s", line).group(1)) for line in said)
     assert windowed < dense / 1.5, said
+
+
+@pytest.mark.parametrize(
+    "args, read, written",
+    [  # N = 16, d = 4, fp32, Br = Bc = 4: Q_i 64 B, K_j and V_j 64 B each, O_i 64 B, L_i 16 B; by hand
+        (("--window", "2,0"), 256 + 7 * 2 * 64, 256 + 64),  # row block i sees K/V blocks i − 1 … i: 7 of 16
+        (("--heads", "4", "--kv-heads", "1", "--pack-gqa"), 4 * 256 + 16 * 8 * 64, 4 * (256 + 64)),  # 64 packed rows
+    ],
+)
+def test_a_variant_trace_holds_its_program_to_its_own_closed_form(args, read, written):
+    """Red team 95: the viewer's closed form was one plain head's (1,152 B read "56%" of 2,304 under a window;
+    "400%" for the packed schedule) and its prediction timed the plain program."""
+    common = ("--n", "16", "--d", "4", "--block-rows", "4", "--block-cols", "4")
+    trace = json.loads(flashsim("trace", *common, *args, "--json").output)
+    last, closed = trace["steps"][-1], trace["config"]["closed_form"]
+    assert (last["hbm_read_bytes"], last["hbm_write_bytes"]) == (closed["hbm_read_bytes"], closed["hbm_write_bytes"])
+    assert (closed["hbm_read_bytes"], closed["hbm_write_bytes"]) == (read, written)
+    screen = flashsim("trace", *common, *args, "--step", str(len(trace["steps"]) - 1), env={"COLUMNS": "160"}).output
+    assert "Moved so far: 100%" in " ".join(screen.split()) and "predicted" not in screen

@@ -15,6 +15,7 @@ from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
 from sim.core.format import count
 from sim.lab import report, training
+from sim.machine import mask
 from sim.viz import backward as backward_viz
 from sim.viz import run as run_viz
 
@@ -76,7 +77,7 @@ def run_command(
         slopes = slopes if variant["alibi"] else estimate.Estimate()
         if counts_only:
             return slopes + estimate.counting(variants.row_blocks(algo, n, heads, forward["block_rows"], **variant))
-        share = variants.window_share(n, nk, forward["block_rows"], forward["block_cols"], causal, variant["window"])
+        share = mask.window_share(n, nk, forward["block_rows"], forward["block_cols"], causal, variant["window"])
         listing = estimate.listing(forward).times(share)
         est = slopes + estimate.process() + listing + estimate.check(n, nk, d, batch * heads)
         if backward:

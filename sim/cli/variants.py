@@ -2,6 +2,7 @@
 `--page-size`), defined once, and `flashsim run`'s report of a run that uses them."""
 
 from collections import Counter
+from dataclasses import asdict
 from math import ceil
 
 import click
@@ -16,7 +17,7 @@ from sim.cli.options import POSITIVE, Count, FloatRange, console, emit_json, typ
 from sim.core.dtypes import DTYPES, itemsize
 from sim.core.errors import InputError
 from sim.core.format import count, decimal_bytes, plural
-from sim.machine import mask
+from sim.machine.iomodel import sum_counts
 from sim.machine.trace import MAX_SIZE
 
 SOFTCAP_MIN = 2.0**-99  # below, S/c overflows float32 (2¹²⁸) for scores of 2²⁹: NumPy warns, tanh gives ±1 anyway
@@ -93,11 +94,20 @@ def trace(algo, backward, n, nk, d, heads, dtype, seed, row, chip, *, kv_heads, 
     if seqlens is not None:
         rng, cu = np.random.default_rng(seed), np.cumsum([0, *seqlens])
         q, k, v = (rng.standard_normal((cu[-1], h, d)).astype(DTYPES[dtype]) for h in (heads, kv_heads, kv_heads))
-        return (traces.record_varlen_backward if backward else traces.record_varlen)(algo, q, k, v, cu, row=row,
-                                                                                     **options)  # fmt: skip
-    q, k, v = random_inputs(1, heads, n, nk, d, dtype, seed)  # (1, H, ·, d); one head's as (N, d)
-    q, k, v = (q[0, 0], k[0, 0], v[0, 0]) if heads == 1 else (q, k[:, :kv_heads], v[:, :kv_heads])
-    return (traces.record_backward if backward else traces.record)(algo, q, k, v, row=row, **options)
+        record = traces.record_varlen_backward if backward else traces.record_varlen
+        recorded = record(algo, q, k, v, cu, row=row, **options)
+    else:
+        q, k, v = random_inputs(1, heads, n, nk, d, dtype, seed)  # (1, H, ·, d); one head's as (N, d)
+        q, k, v = (q[0, 0], k[0, 0], v[0, 0]) if heads == 1 else (q, k[:, :kv_heads], v[:, :kv_heads])
+        recorded = (traces.record_backward if backward else traces.record)(algo, q, k, v, row=row, **options)
+    g = heads // kv_heads if pack_gqa else 1
+    if window is not None or alibi or softcap is not None or g > 1:  # the program traced, as its variant counts it
+        c = recorded.config  # (the viewer's closed form was one plain head's: red team 95, "moved so far: 400%")
+        kernels = iomodel_variants.program(algo, c["n"], c["nk"], d, itemsize(dtype), c["block_rows"],
+                                           c["block_cols"], causal=bool(c.get("causal")), window=window,
+                                           softcap=softcap is not None, alibi=alibi, group=g, backward=backward)  # fmt: skip
+        c["closed_form"] = asdict(sum_counts(counts for _, counts in kernels))
+    return recorded
 
 
 def given(kv_heads, pack_gqa, window, alibi, softcap, seqlens) -> bool:
@@ -115,16 +125,6 @@ def shape(seqlens, n: int, nk, batch: int) -> tuple[int, int | None, int]:
     if dropped:
         raise InputError(f"--seqlens: sets N, Nk and the batch itself; drop {' and '.join(dropped)}")
     return max(seqlens), max(seqlens), len(seqlens)
-
-
-def window_share(n: int, nk: int, Br: int, Bc: int, causal: bool, window) -> float:
-    """The share of the tile pairs a run visits that --window leaves it (1 without one): what the window saves of
-    the listing's time (N = 32,768 with a window of 128 was refused as 1 min; it takes seconds)."""
-    if window is None:
-        return 1.0
-    rules = mask.rule(n, nk, causal, window), mask.rule(n, nk, causal)
-    pairs = [sum(len(r.seen_blocks((i, min(n, i + Br)), Bc)) for i in range(0, n, Br)) for r in rules]
-    return pairs[0] / max(1, pairs[1])
 
 
 def row_blocks(algo: str, n: int, heads: int, Br: int, *, kv_heads, pack_gqa, window, alibi, softcap,

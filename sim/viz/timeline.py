@@ -116,6 +116,8 @@ class Timeline:
         c = self.trace.config
         if "sequence" in c or c.get("hardware") not in hardware.PRESETS:
             return None
+        if any(c.get(variant) for variant in ("window", "softcap", "alibi", "query_heads")):
+            return None  # the model's grids are the plain programs' (red team 95: a window's was timed as none)
         if not prediction.affordable(self.n, self.nk, self.block_rows, self.block_cols, 1):
             return None
         hw = hardware.PRESETS[c["hardware"]]
