@@ -197,6 +197,7 @@ def test_standard_attention_whose_s_passes_fp16_is_compared_without_a_verdict(re
     assert s_max > 65504  # the case: the definition's scores themselves pass fp16's range
     out = json.loads(flashsim("run", "--algo", "standard", "--scale", 3e4, "--n", 17, "--d", 5, "--json").stdout)
     assert out["tolerance"]["bound"] == "Infinity" and out["tolerance"]["formula"] == "no bound: S past fp16's range"
+    assert out["tolerance"]["within"] is None  # no bound, no verdict, as the variants' JSON says (red team 95: true)
     table = flashsim("run", "--algo", "standard", "--scale", 3e4, "--n", 17, "--d", 5, "--backward").stdout
     assert "vs float64 (no bound: S past fp16's range)" in table and "✓" not in table and "✗" not in table
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
@@ -226,3 +227,12 @@ def test_a_variant_run_without_a_bound_says_so_and_trace_backward_follows_the_si
     shown = flashsim("trace", "--n", 8, "--d", 2, "--backward", "--scale", 1e20).stdout
     assert "nan" not in shown.lower() and " inf" not in shown
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_an_output_holding_nan_is_outside_every_bound():
+    """Red team 95, from reading: max(0.0, nan) is 0.0 in Python, so the check dropped a NaN block's error."""
+    q, k, v = random_inputs(1, 1, 40, 40, 4, "fp32", 0)
+    result = sim.run("flash2", q, k, v, block_rows=8, block_cols=8)
+    result.output[0, 0, 17, 2] = np.nan  # one element of the second block of rows
+    check = report.output_check(result, q, k, v)
+    assert np.isnan(check["max_abs_err"]) and check["tolerance"]["within"] is False

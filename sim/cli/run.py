@@ -146,8 +146,8 @@ def simulate(
 
 
 def outside(tolerance: dict | None) -> bool:
-    """Whether a verdict was given and is ✗."""
-    return bool(tolerance) and not tolerance["within"]
+    """Whether a verdict was given and is ✗ (`within` None: no bound, no verdict)."""
+    return bool(tolerance) and tolerance["within"] is False
 
 
 def closed_bytes(config: dict, backward: bool = False) -> int:
