@@ -115,7 +115,8 @@ def as_option(message: str, command: tuple[click.Command, list[str]] | None = No
     if name == "blocks" and rest.startswith(PAPER_RULE):
         option = "--blocks paper"
     elif name in ("blocks", "SRAM overflow"):  # blocks that do not fit: the options given that set their size
-        smallest = "smallest" in rest or name == "SRAM overflow"
+        typed_blocks = any(o in given for o in BLOCK_SUSPECTS[:4])  # (red team 95: the blocks typed went unnamed)
+        smallest = "smallest" in rest or (name == "SRAM overflow" and not typed_blocks)
         suspects = SRAM_SUSPECTS if smallest else BLOCK_SUSPECTS
         named = [o for o in suspects if o in given] or [
             "--hardware" if "--hardware" in options.values() else suspects[0]
