@@ -276,3 +276,11 @@ def test_a_variant_trace_holds_its_program_to_its_own_closed_form(args, read, wr
     assert (closed["hbm_read_bytes"], closed["hbm_write_bytes"]) == (read, written)
     screen = flashsim("trace", *common, *args, "--step", str(len(trace["steps"]) - 1), env={"COLUMNS": "160"}).output
     assert "Moved so far: 100%" in " ".join(screen.split()) and "predicted" not in screen
+
+
+def test_a_counting_refusal_caused_by_the_blocks_typed_says_so():
+    """Red team 95: --block-rows 1 made the closed forms walk 3·10⁸ row blocks; the hint named only the heads."""
+    args = ("run", "--counts-only", "--n", "100000000", "--heads", "8", "--kv-heads", "1", "--window", "5,0")
+    line = error_line(flashsim(*args, "--block-rows", "1", "--block-cols", "1", code=2))
+    assert line.startswith("error: --block-rows: ") and line.endswith("or a larger --block-rows (Br = 1 here)")
+    assert "--block-rows" not in error_line(flashsim(*args, code=2))

@@ -101,6 +101,7 @@ def run_command(
         what += f", its closed forms taking {count(walked)} steps over row blocks of {Br} (a mask, GQA's packed rows)"
         g = max(1, heads // (variant["kv_heads"] or heads))
         hints = [f"fewer query heads per K/V head (g = {count(g)} here: --heads / --kv-heads)"] if g > 1 else []
+        hints += [f"a larger --block-rows (Br = {count(Br)} here)"] if "block_rows" in options.typed(ctx) else []
     estimate.guard(ctx, cost, what, hints, small, n=n, nk=nk, d=d, batch=batch, heads=heads)
     with np.errstate(over="ignore", invalid="ignore"):  # S past fp16's range is inf, then NaN: the verdict says so
         return simulate(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backward, as_json, quiet, forward,

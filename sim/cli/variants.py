@@ -150,6 +150,9 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise InputError(f"kv_heads: {heads} query heads are not a multiple of {kv_heads} K/V heads")
+    if seqlens is not None and backward and algo == "standard":  # (refused after the forward, as `result:`: 95)
+        raise InputError("--algo standard: a packed batch (--seqlens) of standard attention has no backward here "
+                         "(it keeps no statistics); use --algo flash1 or flash2, or drop --backward")  # fmt: skip
     if counts_only and backward:  # (it printed the forward's closed form alone, the backward dropped unsaid)
         raise InputError("--backward: not with --counts-only and a variant (no closed form counts that backward "
                          "here); drop --counts-only to simulate it")  # fmt: skip
