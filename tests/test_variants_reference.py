@@ -1,10 +1,13 @@
 """The float64 definition of the LLM variants, checked against hand-computed cases and finite differences."""
 
+import json
+
 import numpy as np
 import pytest
 
-from sim.api import reference
+from sim.api import reference, tolerance
 from sim.api import reference_variants as rv
+from tests.cli_runner import flashsim
 
 
 def qkv(B, Hq, Hkv, N, Nk, d, seed=0):
@@ -129,3 +132,18 @@ def test_paged_cache_is_the_gathered_sequence():
     for h in range(2):
         np.testing.assert_allclose(o[0, h], reference.attention(q[0, h], k0, v0)[0], rtol=1e-12)
         np.testing.assert_allclose(o[1, h], reference.attention(q[1, h], k1, v1)[0], rtol=1e-12)
+
+
+def test_the_forward_bound_takes_a_softcap_s_and_alibi_s_rounding_as_the_backward_s_does():
+    """Red team 95, from reading: the backward's E_f gained 4w·σ (softcap) and 3w·σ (ALiBi), the forward's own bound
+    neither; by hand, w = 2⁻²⁴."""
+    shape = dict(d=64, nk=1000, block_cols=64, sigma=12.5)
+    plain = tolerance.weight_error("flash2", "fp16", **shape)
+    assert tolerance.weight_error("flash2", "fp16", **shape, softcap=True) - plain == pytest.approx(4 * 2**-24 * 12.5)
+    assert tolerance.weight_error("flash2", "fp16", **shape, alibi=True) - plain == pytest.approx(3 * 2**-24 * 12.5)
+    bounds = [tolerance.tolerance("flash2", "fp16", **shape, v_max=3.0, ref_max=2.0, softcap=c) for c in (0, 1)]
+    assert bounds[1].bound > bounds[0].bound
+    out = {
+        c: json.loads(flashsim("run", "--n", "32", "--d", "8", *c, "--json").output) for c in ((), ("--softcap", "1e6"))
+    }
+    assert out[("--softcap", "1e6")]["tolerance"]["bound"] > out[()]["tolerance"]["bound"]  # σ alike: 1e6 ≫ |S|

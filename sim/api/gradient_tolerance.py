@@ -54,7 +54,7 @@ import numpy as np
 
 from sim.api import reference_variants
 from sim.api.results import Gradients
-from sim.api.tolerance import TINY, U, W, gamma, score_scale, weight_error
+from sim.api.tolerance import TINY, U, W, gamma, score_rounding, score_scale, weight_error
 
 GRADIENTS = ("dq", "dk", "dv")
 FLOAT32_NORMAL = 2.0**-126  # below it the float32 arithmetic the bound's w models is not relative: no bound stated
@@ -75,9 +75,9 @@ def gradient_tolerance(
     largest ‖dO_i‖₁, `forward_bound` F and `o_max` max|O| of the forward, `s_max` its max|S| (standard)."""
     u = U[dtype]
     Tr, Tc, Tf = ceil(rows / block_rows), ceil(nk / block_cols), ceil(nk / forward_block_cols)
-    extra = (4 * W * sigma if softcap is not None else 0.0) + (3 * W * sigma if alibi else 0.0)
-    e_S = gamma(d + 1) * sigma + extra
-    E_f = weight_error(algorithm, dtype, d=d, nk=nk, block_cols=forward_block_cols, sigma=sigma, s_max=s_max) + extra
+    e_S = gamma(d + 1) * sigma + score_rounding(sigma, softcap is not None, alibi)
+    E_f = weight_error(algorithm, dtype, d=d, nk=nk, block_cols=forward_block_cols, sigma=sigma, s_max=s_max,
+                       softcap=softcap is not None, alibi=alibi)  # fmt: skip
     standard = algorithm == "standard"
     if standard:
         E_P = 2 * E_f + 2 * gamma(nk) + W

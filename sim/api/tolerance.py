@@ -28,6 +28,9 @@ Tc = ⌈Nk/Bc⌉, and σ = τ·max_i ‖q_i‖·max_j ‖k_j‖ the scale of the
    merge is one more rescale (E gains 3(Tc + 1)·w, L becomes Bc + 2·Tc), and each partial O_t is stored once
    before the merge, its rounding ≤ u·max|V| however the ⊕ weights (summing to 1) mix them: u·max|ref| +
    (1 + u)·(A + u·max|V|). ALiBi's bias adds to the scores' scale: a caller passes σ + max|bias|.
+6. The scores' own arithmetic past the dot product: a softcap c·tanh(S/c) rounds three more times and tanh's
+   within an ulp, 4w·σ; ALiBi's float32 slope, product and subtraction, 3w·σ. E gains them, as the backward's
+   does (`sim.api.gradient_tolerance`, step 1: `score_rounding`).
 
 These are worst-case bounds: on random inputs the error is typically 10²–10³ times smaller, but a correct
 algorithm can never exceed them, at any scale. The grader keeps its own stricter acceptance bounds (below).
@@ -77,10 +80,18 @@ def score_scale(q: np.ndarray, k: np.ndarray, scale: float) -> float:
     return abs(scale) * norm(q) * norm(k)
 
 
-def weight_error(algorithm: str, dtype: str, *, d: int, nk: int, block_cols: int, sigma: float, s_max: float = 0.0):
-    """E of step 1: each weight e^(S−m) the forward computes is the exact one times e^ε, |ε| ≤ E."""
+def score_rounding(sigma: float, softcap: bool = False, alibi: bool = False) -> float:
+    """Step 6: what a softcap (4w·σ) and ALiBi (3w·σ) add to the scores' error past the dot product."""
+    return (4 * W * sigma if softcap else 0.0) + (3 * W * sigma if alibi else 0.0)
+
+
+def weight_error(
+    algorithm: str, dtype: str, *, d: int, nk: int, block_cols: int, sigma: float, s_max: float = 0.0,
+    softcap: bool = False, alibi: bool = False,
+) -> float:  # fmt: skip
+    """E of step 1 (and 6): each weight e^(S−m) the forward computes is the exact one times e^ε, |ε| ≤ E."""
     u, Tc = U[dtype], ceil(nk / block_cols)
-    E = gamma(d + 1) * sigma + 4 * W * sigma + 3 * (Tc + 1) * W
+    E = gamma(d + 1) * sigma + 4 * W * sigma + 3 * (Tc + 1) * W + score_rounding(sigma, softcap, alibi)
     if algorithm == "ring":  # each device's partial merged by ⊕: one more rescale per block at most
         E += 3 * (Tc + 1) * W
     if algorithm == "standard":  # S and P stored in the storage dtype
@@ -90,16 +101,18 @@ def weight_error(algorithm: str, dtype: str, *, d: int, nk: int, block_cols: int
 
 def tolerance(
     algorithm: str, dtype: str, *, d: int, nk: int, block_cols: int, sigma: float, v_max: float, ref_max: float,
-    s_max: float = 0.0,
+    s_max: float = 0.0, softcap: bool = False, alibi: bool = False,
 ) -> Tolerance:  # fmt: skip
     """The bound for `algorithm` storing in `dtype`: head dimension d, Nk keys in blocks of Bc, score scale σ
-    (`score_scale`), max|V|, max|ref| and max|S| (for standard attention's stored S) over the heads compared."""
+    (`score_scale`), max|V|, max|ref| and max|S| (for standard attention's stored S) over the heads compared; a
+    softcap's and ALiBi's rounding of the scores (step 6)."""
     if not stated(algorithm):
         raise KeyError(f"no tolerance is derived for {algorithm!r}")
     u, Tc = U[dtype], ceil(nk / block_cols)
     if algorithm == "standard" and s_max + gamma(d + 1) * sigma >= LARGEST[dtype]:
         return Tolerance(math.inf, f"no bound: S past {dtype}'s range")  # its stored S: ±inf, then NaN
-    E = weight_error(algorithm, dtype, d=d, nk=nk, block_cols=block_cols, sigma=sigma, s_max=s_max)
+    E = weight_error(algorithm, dtype, d=d, nk=nk, block_cols=block_cols, sigma=sigma, s_max=s_max, softcap=softcap,
+                     alibi=alibi)  # fmt: skip
     rho = 2 + u if 2 * E > 1 else min(expm1(2 * E), 2 + u)
     g = gamma(
         max(nk, block_cols + Tc) if algorithm == "standard" else block_cols + (2 if algorithm == "ring" else 1) * Tc

@@ -199,13 +199,13 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
         bias = 0.0 if slopes is None else float(np.max(np.abs(slopes))) * max(n, nk)  # ALiBi adds to |S|
         tol = tolerance.tolerance(algo, dtype, d=d, nk=nk, block_cols=Bc, sigma=tolerance.score_scale(
             q, k, result.scale) + bias, v_max=float(np.abs(v.astype(np.float64)).max()),
-            ref_max=float(np.abs(ref).max()), s_max=s_max)  # fmt: skip
+            ref_max=float(np.abs(ref).max()), s_max=s_max, softcap=softcap is not None, alibi=alibi)  # fmt: skip
         stated = tol.bound != float("inf")  # no bound: compared, no verdict (red team 92: "within no bound")
         verdict, formula = (bool(err.max(initial=0.0) <= tol.bound) if stated else None), tol.formula
         summary |= dict(hbm_read_bytes=result.hbm_read_bytes, hbm_write_bytes=result.hbm_write_bytes,
                         hbm_bytes=result.hbm_bytes, flops=result.flops, skipped_tiles=result.skipped_tiles,
                         per_tensor=result.ledger.per_tensor(), max_abs_err=float(err.max()),
-                        tolerance={"formula": formula, "within": verdict})  # fmt: skip
+                        tolerance={"formula": formula, "bound": tol.bound, "within": verdict})  # fmt: skip
         if backward:
             do = rng.standard_normal(q.shape).astype(q.dtype)
             grads = sim.backward(result, do)
