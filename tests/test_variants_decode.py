@@ -1,15 +1,19 @@
 """Flash-Decoding with GQA and on a paged KV cache: the ledger equals the closed form (pages whole but the last,
 block-table entries), the output the float64 definition's."""
 
+import json
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import sim
 from sim.algorithms import iomodel_variants as iv
+from sim.api import reference, tolerance
 from sim.api import reference_variants as rv
-from sim.api import tolerance
+from sim.core.dtypes import DTYPES
 from sim.machine.iomodel import sum_counts
+from tests.cli_runner import flashsim
 
 window = st.one_of(st.none(), st.tuples(st.integers(-1, 9), st.integers(-1, 3)))
 
@@ -83,3 +87,40 @@ def test_a_smaller_page_reads_fewer_padded_keys_but_more_table():
         r = sim.decode(q, cache, cache, block_table=np.arange(pages)[None], cache_seqlens=[1000], splits=1)
         assert r.ledger.per_tensor()["block_table"]["read"] == 4 * entries
         assert r.ledger.per_tensor()["K_cache"]["read"] == 2 * 1000 * 64
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 8), st.integers(1, 300), st.sampled_from([4, 16, 64]), st.integers(1, 8),
+       st.sampled_from(["fp16", "bf16", "fp32"]), st.sampled_from([1e-3, 1.0, 30.0, 1e4]), st.booleans())  # fmt: skip
+def test_flash_decoding_is_within_its_stated_bound_at_any_scale(nq, nk, d, splits, dtype, scale, paged):
+    """`flashsim decode` gave no verdict (red team 95): a wrong decode exited 0. Its bound, the ring's
+    (`tolerance.decoding`), must hold for the library's own decode everywhere, contiguous and paged."""
+    rng = np.random.default_rng(nq * 1000 + nk)
+    q = rng.standard_normal((1, 1, nq, d)).astype(DTYPES[dtype])
+    if paged:
+        pages = -(-nk // 16)
+        k, v = (rng.standard_normal((pages, 16, 1, d)).astype(q.dtype) for _ in range(2))
+        table = rng.permutation(pages)[None]
+        r = sim.decode(q, k, v, block_table=table, cache_seqlens=[nk], splits=min(splits, pages), scale=scale)
+        ref, _ = rv.paged(q, k, v, table, [nk], scale=scale)
+    else:
+        k, v = (rng.standard_normal((1, 1, nk, d)).astype(q.dtype) for _ in range(2))
+        r = sim.decode(q, k, v, splits=min(splits, nk), scale=scale)
+        ref, _ = reference.attention(q, k, v, scale=scale)
+    err = np.abs(r.output.astype(np.float64) - ref).max()
+    assert err <= tolerance.decoding(r, q, k, v, ref).bound
+
+
+def test_flashsim_decode_gives_a_verdict_and_its_exit_code():
+    out = json.loads(flashsim("decode", "--nk", "512", "--heads", "2", "--page-size", "64", "--json").output)
+    assert out["tolerance"]["within"] is True and out["simulated_max_abs_err"] <= out["tolerance"]["bound"]
+    assert out["paged"]["within"] is True and out["paged"]["max_abs_err"] <= out["paged"]["bound"]
+    shown = " ".join(flashsim("decode", "--nk", "512", "--heads", "2").output.split())
+    assert "✓ within its bound (≤ " in shown
+
+
+def test_a_numpy_integer_is_a_number_of_splits_too():
+    """`sim.decode(…, splits=np.int64(4))` raised TypeError in the wording of its block sizes ("s" * np.bool_)."""
+    rng = np.random.default_rng(0)
+    q, k, v = (rng.standard_normal((1, 1, n, 8)).astype(np.float32) for n in (2, 100, 100))
+    assert sim.decode(q, k, v, splits=np.int64(4)).splits == 4

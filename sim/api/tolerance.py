@@ -128,6 +128,15 @@ def tolerance(
     return Tolerance(u * ref_max + (1 + u) * A + tiny, FORMULAS[algorithm])
 
 
+def decoding(result, q, k, v, ref: np.ndarray) -> Tolerance:
+    """Flash-Decoding's bound (`sim.decode`'s `result` of q, k, v against `ref`): the ring's, step 5 — each split a
+    FlashAttention-2 pass whose partial (O_p, lse_p) is stored once and merged by ⊕ (P ≤ Tc splits, so L = Bc + 2·Tc
+    covers a split's chain and the combine's)."""
+    return tolerance("ring", result.dtype, d=q.shape[-1], nk=result.nk, block_cols=result.block_cols, sigma=score_scale(q, k, result.scale),
+                     v_max=float(np.abs(v.astype(np.float64)).max(initial=0.0)),
+                     ref_max=float(np.abs(ref).max(initial=0.0)))  # fmt: skip
+
+
 # The grader's acceptance bounds (`sim.grading.problem`): stricter than the worst case above, for its curated
 # cases (logits of moderate size, where float32 arithmetic stays below 1e-5 of the output's magnitude).
 FLOOR = 1e-5  # float32 arithmetic, relative to max|ref|

@@ -10,15 +10,15 @@ import numpy as np
 
 import sim
 from sim.algorithms import registry
-from sim.api import reference
+from sim.api import reference, reference_variants, tolerance
 from sim.api.inputs import configure_shape, random_inputs
 from sim.cli import estimate, options, variants
 from sim.cli.options import console, emit_json
 from sim.cli.progress import Work
 from sim.core import atomic_file
-from sim.core.dtypes import itemsize
+from sim.core.dtypes import DTYPES, itemsize
 from sim.core.errors import InputError
-from sim.core.format import abs_error, bytes_and_units, count, plural
+from sim.core.format import abs_error, bytes_and_units, count, decimal_bytes, plural
 from sim.lab import paper, sweep
 from sim.machine import blocks as blocks_
 from sim.machine import hardware, occupancy
@@ -150,8 +150,11 @@ def _sweep_cost(ns, ds, block_sizes, srams, dtype, hardware_name, algo, backward
 @options.json_output("the table")
 @options.QUIET
 @click.pass_context
-def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, splits, page_size, as_json, quiet) -> None:
-    """Flash-Decoding: how many SMs one thread block per (batch, head) keeps busy, and splitting the K/V cache."""
+def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, splits, page_size, as_json, quiet) -> int:
+    """Flash-Decoding: how many SMs one thread block per (batch, head) keeps busy, and splitting the K/V cache.
+
+    One head is simulated and held to float64 within its bound (`sim.api.tolerance.decoding`): exit code 1 outside.
+    """
     hw, s = hardware.get(hardware_name), itemsize(dtype)
     if splits and max(splits) > nk:
         raise InputError(f"--splits: {max(splits)} chunks of the {nk} keys would leave some empty; choose 1 … {nk}")
@@ -181,30 +184,38 @@ def decode_command(ctx, nk, queries, d, batch, heads, dtype, hardware_name, spli
         moved = occupancy.occupancy(1, 1, best, queries, nk, d, s, hw).hbm_bytes  # one head, in `best` splits
         with work.simulating("Flash-Decoding, one head", moved):
             one = sim.decode(q, k, v, splits=best, hardware=hw)  # one head through the simulator, against float64
-        err = float(np.abs(one.output.astype(np.float64) - reference.attention(q, k, v)[0]).max())
+        ref = reference.attention(q, k, v)[0]
+        err = float(np.max(np.abs(one.output.astype(np.float64) - ref)))
+        bound = tolerance.decoding(one, q, k, v, ref).bound  # no verdict was given: a wrong decode exited 0 (95)
         paged = None
         if page_size is not None:
             table = 4 * -(-nk // page_size)  # int32 block-table entries, each read once
             with work.simulating(f"the same head on pages of {plural(page_size, 'key')}", moved + table):
-                paged = variants.paged(queries, nk, d, dtype, hw, best, page_size)
+                paged = _paged(queries, nk, d, dtype, hw, best, page_size)
     if as_json:
         config = dict(nk=nk, queries=queries, d=d, batch=batch, heads=heads, dtype=dtype, hardware=hw.name)
         table = [dict(splits=r.splits, blocks=r.blocks, busy_sms=r.busy, waves=r.waves, utilization=r.utilization,
                       hbm_bytes=r.hbm_bytes, seconds=r.seconds, fits_sram=r.splits <= fit) for r in rows]  # fmt: skip
-        if emit_json(
-            {"config": config, "best_splits": best, "rows": table, "simulated_max_abs_err": err, "paged": paged},
-            as_json,
-        ):
-            return
+        said = {"config": config, "best_splits": best, "rows": table, "simulated_max_abs_err": err,
+                "tolerance": {"bound": bound, "within": bool(err <= bound)}, "paged": paged}  # fmt: skip
+        if emit_json(said, as_json):
+            return _wrong(err, bound, paged)
     console.print(
         decode_viz.decode_table(
             rows, best, fit=fit, batch=batch, heads=heads, queries=queries, nk=nk, d=d, dtype=dtype, hw=hw
         )
     )
     simulated = f"one head simulated in {plural(best, 'split')}"
-    console.print(f"{simulated}: max |O − ref| = {abs_error(err, 2)} against float64", style="dim")
+    console.print(f"{simulated}: max |O − ref| = {abs_error(err, 2)} against float64, {_verdict(err, bound)}",
+                  style="dim", markup=False)  # fmt: skip
     if paged:
-        console.print(variants.paged_line(paged), style="dim")
+        console.print(_paged_line(paged), style="dim", markup=False)
+    return _wrong(err, bound, paged)
+
+
+def _wrong(err: float, bound: float, paged: dict | None) -> int:
+    """Exit code 1 where the simulated head, or its paged run, is outside its bound (a NaN is)."""
+    return int(not err <= bound or (paged is not None and not paged["within"]))
 
 
 def _refuse_queries(queries: int, d: int, s: int, hw) -> None:
@@ -222,6 +233,40 @@ def _refuse_queries(queries: int, d: int, s: int, hw) -> None:
         f"even one key at a time in one split, but the {hw.name}'s SRAM holds {bytes_and_units(hw.sram_bytes)}: "
         f"--queries {fit} fits"
     )
+
+
+def _paged(queries: int, nk: int, d: int, dtype: str, hw, splits: int, page_size: int, seed: int = 0) -> dict:
+    """One head decoded on a paged cache of `page_size`-key pages (scattered at random), against float64: its page
+    and block-table reads, and what a contiguous cache of the same keys reads."""
+    rng = np.random.default_rng(seed)
+    pages = -(-nk // page_size)
+    q = rng.standard_normal((1, 1, queries, d)).astype(DTYPES[dtype])
+    k_cache, v_cache = (rng.standard_normal((pages, page_size, 1, d)).astype(q.dtype) for _ in range(2))
+    table = rng.permutation(pages)[None]
+    r = sim.decode(q, k_cache, v_cache, block_table=table, cache_seqlens=[nk], splits=min(splits, pages), hardware=hw)
+    ref, _ = reference_variants.paged(q, k_cache, v_cache, table, [nk])
+    per_tensor = r.ledger.per_tensor()
+    err, bound = (
+        float(np.max(np.abs(r.output.astype(np.float64) - ref))),
+        tolerance.decoding(r, q, k_cache, v_cache, ref),
+    )
+    return dict(page_size=page_size, pages=pages, splits=r.splits, hbm_bytes=r.hbm_bytes,
+                kv_read_bytes=per_tensor["K_cache"]["read"] + per_tensor["V_cache"]["read"],
+                block_table_read_bytes=per_tensor["block_table"]["read"], max_abs_err=err, bound=bound.bound,
+                within=bool(err <= bound.bound))  # fmt: skip
+
+
+def _paged_line(p: dict) -> str:
+    """`_paged`'s result in one line."""
+    return (f"paged cache, pages of {plural(p['page_size'], 'key')} ({plural(p['pages'], 'page')}, "
+            f"{plural(p['splits'], 'split')}, one head): "
+            f"K/V {decimal_bytes(p['kv_read_bytes'])} read, block table {count(p['block_table_read_bytes'])} B, "
+            f"max |O − float64| = {p['max_abs_err']:.3g}, {_verdict(p['max_abs_err'], p['bound'])}")  # fmt: skip
+
+
+def _verdict(err: float, bound: float) -> str:
+    """A decode's verdict against its bound (`sim.api.tolerance.decoding`)."""
+    return f"{'✓ within' if err <= bound else '✗ outside'} its bound (≤ {abs_error(bound)}, sim.api.tolerance.decoding)"
 
 
 COMMANDS = (paper_group, sweep_command, decode_command)

@@ -16,7 +16,7 @@ from sim.api.inputs import configure_shape, random_inputs
 from sim.cli.options import POSITIVE, Count, FloatRange, console, emit_json, typed
 from sim.core.dtypes import DTYPES, itemsize
 from sim.core.errors import InputError
-from sim.core.format import count, decimal_bytes, plural
+from sim.core.format import count, decimal_bytes
 from sim.machine.iomodel import sum_counts
 from sim.machine.trace import MAX_SIZE
 
@@ -267,28 +267,3 @@ def _counts(c) -> dict:
 def _definition(options: dict) -> dict:
     """The float64 definition's keyword arguments among a run's."""
     return {key: options[key] for key in ("causal", "scale", "window", "alibi_slopes", "softcap")}
-
-
-def paged(queries: int, nk: int, d: int, dtype: str, hw, splits: int, page_size: int, seed: int = 0) -> dict:
-    """One head decoded on a paged cache of `page_size`-key pages (scattered at random), against float64: its page
-    and block-table reads, and what a contiguous cache of the same keys reads."""
-    rng = np.random.default_rng(seed)
-    pages = -(-nk // page_size)
-    q = rng.standard_normal((1, 1, queries, d)).astype(DTYPES[dtype])
-    k_cache, v_cache = (rng.standard_normal((pages, page_size, 1, d)).astype(q.dtype) for _ in range(2))
-    table = rng.permutation(pages)[None]
-    r = sim.decode(q, k_cache, v_cache, block_table=table, cache_seqlens=[nk], splits=min(splits, pages), hardware=hw)
-    ref, _ = reference_variants.paged(q, k_cache, v_cache, table, [nk])
-    per_tensor = r.ledger.per_tensor()
-    return dict(page_size=page_size, pages=pages, splits=r.splits, hbm_bytes=r.hbm_bytes,
-                kv_read_bytes=per_tensor["K_cache"]["read"] + per_tensor["V_cache"]["read"],
-                block_table_read_bytes=per_tensor["block_table"]["read"],
-                max_abs_err=float(np.abs(r.output.astype(np.float64) - ref).max()))  # fmt: skip
-
-
-def paged_line(p: dict) -> str:
-    """`paged`'s result in one line."""
-    return (f"paged cache, pages of {plural(p['page_size'], 'key')} ({plural(p['pages'], 'page')}, "
-            f"{plural(p['splits'], 'split')}, one head): "
-            f"K/V {decimal_bytes(p['kv_read_bytes'])} read, block table {count(p['block_table_read_bytes'])} B, "
-            f"max |O − float64| = {p['max_abs_err']:.3g}")  # fmt: skip

@@ -46,7 +46,7 @@ def count(n: int) -> str:
 
 def plural(n: int, noun: str) -> str:
     """A count and its noun, singular for 1: 1 key, 200,000 pages."""
-    return f"{n:,} {noun}" + "s" * (n != 1)
+    return f"{n:,} {noun}" + "s" * int(n != 1)  # (a NumPy integer's != is a NumPy bool, which * refuses)
 
 
 def seconds(t: float) -> str:
