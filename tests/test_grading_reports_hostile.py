@@ -101,7 +101,7 @@ def test_new_lines_in_an_exception_forge_no_line_of_the_report(batch):
 def test_a_master_run_by_exec_scores_but_is_named_for_review_and_not_judged(batch):
     report = batch["reports"]["exec_wrapped_master"]
     assert report.score == 25 and report.flags == []  # the score stands: a person decides
-    assert "similarity not judged: too little code to compare (fewer than 40 runs of its own)" in report.notes
+    assert "similarity not judged: too little code to compare (fewer than 100 runs of its own)" in report.notes
     assert "for review: may run code built at run time (import base64, line 2; exec, line 3)" in report.notes
     honest = batch["reports"]["algorithm1"]
     assert honest.score == 25 and not [n for n in honest.notes if "not judged" in n or "builds" in n]

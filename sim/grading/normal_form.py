@@ -28,6 +28,7 @@ ASSERTIONS = frozenset(("static_assert", "static_print", "device_assert", "devic
 NOTHING = (ast.Pass, ast.Break, ast.Continue, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Delete,
            ast.Assert)  # fmt: skip
 PURE_MODULES = ("numpy", "math", "cmath", "triton.language")  # whose functions compute and change nothing, but:
+DEEPEST = 100  # levels of an expression the rewrites take (each level is a few of Python's 1,000 frames)
 CHANGES = frozenset(
     """store atomic_add atomic_and atomic_cas atomic_max atomic_min atomic_or atomic_xchg atomic_xor
     copyto put putmask place fill_diagonal at seed shuffle""".split()
@@ -35,21 +36,47 @@ CHANGES = frozenset(
 
 
 def normalized(source: str) -> str:
-    """`source` in its normal form, or `source` itself where it does not parse (then it does not run either)."""
+    """`source` in its normal form, or `source` itself where it does not parse (then it does not run either); what
+    else stops the rewrites (blocks nested past the recursion limit) is raised, and `code_reading` says so."""
     try:
         tree = ast.parse(source)
-        modules = _imported(tree)
-        tree = Spelled(modules).visit(tree)
-        _flatten(tree)
-        _keep(tree, lambda s: not _inert(s, modules))
-        gone = put_back(tree, lambda node: _pure(node, modules))
-        _keep(tree, lambda s: id(s) not in gone)
-        tree = Spelled(modules).visit(tree)  # again: a temporary put back is an operand to order
-        dead = _dead_stores(tree, modules)  # (after the inert ones went: `del _` and a lone `_` read `_`)
-        _keep(tree, lambda s: id(s) not in dead)
-        return ast.unparse(tree)
     except (SyntaxError, ValueError, MemoryError, RecursionError):
         return source
+    _shallow(tree)
+    modules = _imported(tree)
+    tree = Spelled(modules).visit(tree)
+    _flatten(tree)
+    _keep(tree, lambda s: not _inert(s, modules))
+    gone = put_back(tree, lambda node: _pure(node, modules))
+    _keep(tree, lambda s: id(s) not in gone)
+    tree = Spelled(modules).visit(tree)  # again: a temporary put back is an operand to order
+    dead = _dead_stores(tree, modules)  # (after the inert ones went: `del _` and a lone `_` read `_`)
+    _keep(tree, lambda s: id(s) not in dead)
+    return ast.unparse(tree)
+
+
+def _shallow(tree: ast.AST) -> None:
+    """Every expression more than DEEPEST levels deep replaced by None (red team 98: one line `_ = 0 + 0 + …` of
+    500 terms ran the rewrites past Python's recursion limit, and the file was compared as written: 0.35 against
+    itself). No program that computes anything of its own holds one; the line padding a copy becomes inert."""
+    parents, order, stack = {}, [], [tree]
+    while stack:  # top down, then heights bottom up
+        node = stack.pop()
+        order.append(node)
+        for child in ast.iter_child_nodes(node):
+            parents[id(child)] = node
+            stack.append(child)
+    height: dict[int, int] = {}
+    for node in reversed(order):
+        height[id(node)] = 1 + max((height[id(c)] for c in ast.iter_child_nodes(node)), default=0)
+    for node in order:
+        parent = parents.get(id(node))
+        if isinstance(node, ast.expr) and height[id(node)] > DEEPEST and not isinstance(parent, ast.expr):
+            for field, value in ast.iter_fields(parent):
+                if value is node:
+                    setattr(parent, field, ast.Constant(value=None))
+                elif isinstance(value, list) and any(v is node for v in value):
+                    value[:] = [ast.Constant(value=None) if v is node else v for v in value]
 
 
 def _holds_body(node: ast.AST) -> bool:
@@ -187,19 +214,20 @@ def _imported(tree: ast.AST) -> dict[str, str]:
     for node in ast.walk(tree):
         for field, value in ast.iter_fields(node):
             if isinstance(value, ast.Name) and isinstance(value.ctx, ast.Load) and value.id in names:
-                setattr(node, field, _attribute(*names[value.id]))
+                setattr(node, field, _attribute(value, *names[value.id]))
             elif isinstance(value, list):
-                value[:] = [_attribute(*names[v.id]) if isinstance(v, ast.Name) and v.id in names
+                value[:] = [_attribute(v, *names[v.id]) if isinstance(v, ast.Name) and v.id in names
                             and isinstance(v.ctx, ast.Load) else v for v in value]  # fmt: skip
     return modules | {module.split(".")[0]: module.split(".")[0] for module, _ in names.values()}
 
 
-def _attribute(module: str, name: str) -> ast.expr:
-    """`module.name` as an expression (`numpy.exp`)."""
+def _attribute(where: ast.Name, module: str, name: str) -> ast.expr:
+    """`module.name` as an expression (`numpy.exp`), at `where`'s place in the file (red team 98: a Name without one
+    stopped the normal form)."""
     root, *rest = module.split(".")
-    node: ast.expr = ast.Name(id=root, ctx=ast.Load())
+    node: ast.expr = ast.copy_location(ast.Name(id=root, ctx=ast.Load()), where)
     for part in (*rest, name):
-        node = ast.Attribute(value=node, attr=part, ctx=ast.Load())
+        node = ast.copy_location(ast.Attribute(value=node, attr=part, ctx=ast.Load()), where)
     return node
 
 

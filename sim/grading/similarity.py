@@ -34,7 +34,7 @@ from sim.grading.report import one_line, printable, shown_name
 
 K = 12  # tokens a run: long enough that two independent solutions rarely share many
 THRESHOLD = 0.8
-MIN_RUNS = 40  # fewer runs of a student's own: too little code to judge
+MIN_RUNS = 100  # fewer runs of a student's own: too little code to judge (assignment 01's ~80: one way to write it)
 ALGORITHMS = Path(__file__).resolve().parents[1] / "algorithms"
 _STRINGS = {getattr(tokenize, n, tokenize.STRING) for n in ("STRING", "FSTRING_START", "FSTRING_MIDDLE", "FSTRING_END")}
 RUNS_CODE = frozenset(("exec", "eval", "compile", "__import__"))  # builtins that run (or load) code given as data

@@ -3,7 +3,8 @@
 import ast
 import zlib
 
-METHODS = frozenset("max min sum mean prod argmax argmin cumsum transpose reshape clip std var any all".split())
+METHODS = {m: m for m in "max min sum mean prod argmax argmin cumsum transpose reshape clip std var any all".split()}
+METHODS |= {"amax": "max", "amin": "min"}  # numpy's functions that are an array's methods, by the method's name
 
 
 def _own(node: ast.AST) -> str:
@@ -19,7 +20,8 @@ class Spelled(ast.NodeTransformer):
     """One spelling of an expression: `getattr(a, "b")` as `a.b` (red team 89: 0.18 against its original); `a + -b`
     as `a - b`, the operands of `+` and `*` in one order, `b > a` as `a < b` (red team 91: 0.75); arguments by
     position (`chip.load(buf="K_j", tensor="K", rows=cols)`), `np.max(S, axis=1)` as `S.max(axis=1)`, `x.transpose()`
-    as `x.T` (red team 94: 0.69, 0.77)."""
+    as `x.T` (red team 94: 0.69, 0.77); `np.amax` and `np.add.reduce` as `.max`, `.sum`, `d.get(k)` as `d[k]`,
+    `range(0, T, 1)` as `range(T)`, `x[..., None]` as `x[:, None]` (red team 98: 0.65)."""
 
     def __init__(self, modules: dict[str, str]):
         self.numpy = {name for name, module in modules.items() if module == "numpy"}
@@ -71,10 +73,33 @@ class Spelled(ast.NodeTransformer):
         node.args += [k.value for k in named]
         node.keywords = [k for k in node.keywords if k not in named]
         func = node.func
-        if isinstance(func, ast.Attribute) and func.attr in METHODS and node.args:
-            if isinstance(func.value, ast.Name) and func.value.id in self.numpy and not node.keywords:
-                method = ast.Attribute(value=node.args[0], attr=func.attr, ctx=ast.Load())
-                return ast.Call(func=method, args=node.args[1:], keywords=[])
-        if isinstance(func, ast.Attribute) and func.attr == "transpose" and not node.args and not node.keywords:
+        if not isinstance(func, ast.Attribute | ast.Name) or node.keywords:
+            return node
+        attr = func.attr if isinstance(func, ast.Attribute) else ""
+        reduce = attr == "reduce" and isinstance(func.value, ast.Attribute) and func.value.attr == "add"  # np.add.
+        owner = func.value.value if reduce else getattr(func, "value", None)
+        if (attr in METHODS or reduce) and node.args and isinstance(owner, ast.Name) and owner.id in self.numpy:
+            name = "sum" if reduce else METHODS[attr]  # np.max(S, 1), np.amax(S, 1), np.add.reduce(S, 1): S.max(1)
+            return ast.Call(func=ast.Attribute(value=node.args[0], attr=name, ctx=ast.Load()), args=node.args[1:],
+                            keywords=[])  # fmt: skip
+        if attr == "transpose" and not node.args:
             return ast.Attribute(value=func.value, attr="T", ctx=ast.Load())
+        if attr == "get" and len(node.args) == 1:  # d.get(k): d[k]
+            return ast.Subscript(value=func.value, slice=node.args[0], ctx=ast.Load())
+        if isinstance(func, ast.Name) and func.id == "range" and 2 <= len(node.args) <= 3:
+            one = len(node.args) == 2 or _is(node.args[2], 1)
+            start = node.args[0] if one and not _is(node.args[0], 0) else None
+            node.args = [*([start] if start else []), node.args[1]] if one else node.args  # range(0, T, 1): range(T)
         return node
+
+    def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
+        self.generic_visit(node)
+        index = node.slice
+        if isinstance(index, ast.Tuple) and index.elts and _is(index.elts[0], ...):  # x[..., None]: x[:, None]
+            index.elts[0] = ast.Slice()
+        return node
+
+
+def _is(node: ast.expr, value) -> bool:
+    """Whether `node` is the constant `value` (of its type: True is not 1)."""
+    return isinstance(node, ast.Constant) and type(node.value) is type(value) and node.value == value

@@ -13,6 +13,7 @@ import copy
 
 SMALL = 30  # nodes: a temporary this small as written and pure is put back wherever it is read
 DEEP = 40  # levels: no expression is made deeper than this by putting temporaries back (the printer recurses)
+COPIES = 3000  # nodes the copies of one temporary may add, read more than once
 LOOP = "flashsim_loop"  # marks the assignment a loop's header became (`normal_form`): no temporary
 SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -41,27 +42,59 @@ def _put_back_in(scope: ast.AST, pure) -> set[int]:
             bound.setdefault(n.name, []).append(n)
         assignments += [n] if isinstance(n, ast.Assign) else []
         stack += [] if isinstance(n, SCOPES) else list(ast.iter_child_nodes(n))
-    candidates = [s for s in assignments if not getattr(s, LOOP, False) and len(s.targets) == 1
-                  and isinstance(s.targets[0], ast.Name) and bound[s.targets[0].id] == [s.targets[0]]
-                  and s.targets[0].id in read]  # fmt: skip
+    plain = {id(s.targets[0]): s for s in assignments if len(s.targets) == 1 and not getattr(s, LOOP, False)}
+    resolved, gone = _aliases(bound, plain)
+    candidates = [s for s in plain.values() if isinstance(s.targets[0], ast.Name)
+                  and bound[s.targets[0].id] == [s.targets[0]] and s.targets[0].id in read]  # fmt: skip
     candidates.sort(key=lambda s: (s.targets[0].lineno, s.targets[0].col_offset))
-    resolved: dict[str, tuple[ast.expr, bool]] = {}
     putting = _PutBack(resolved)
-    gone = set()
     for s in candidates:
         written = _size(s.value)
         s.value = putting.visit(s.value)  # the temporaries before it, in it first
         target, own = s.targets[0], {id(n) for n in ast.walk(s)}
         reads = read[target.id]
-        if any(id(r) in own or (r.lineno, r.col_offset) < (target.lineno, target.col_offset) for r in reads):
+        where = [(getattr(r, "lineno", 0), getattr(r, "col_offset", 0)) for r in reads]  # (a node made: none)
+        if any(id(r) in own or at < (target.lineno, target.col_offset) for r, at in zip(reads, where, strict=True)):
             continue  # read by itself or before it (a loop's previous turn)
-        small = written <= SMALL and _size(s.value) <= 10 * SMALL and pure(s.value)  # (x + x, twice: 4x)
-        if _depth(s.value) <= DEEP and (_dotted(s.value) or len(reads) == 1 or small):
+        size = _size(s.value)
+        small = written <= SMALL and size <= 10 * SMALL and pure(s.value)  # (x + x, twice: 4x)
+        copies = size * (len(reads) - 1)  # (red team 98: 280 nodes read 3,000 times took the read past 10 s)
+        if _depth(s.value) <= DEEP and copies <= COPIES and (_dotted(s.value) or len(reads) == 1 or small):
             resolved[target.id] = (s.value, len(reads) > 1)
             gone.add(id(s))
     body = getattr(scope, "body", [])
     body[:] = [putting.visit(statement) for statement in body]
     return gone
+
+
+def _aliases(bound: dict[str, list[ast.AST]], plain: dict[int, ast.Assign]):
+    """The names a scope binds only to one name or attribute (`load = chip.load`, twice too), or to a function that
+    only forwards its arguments to one (`def load(*a, **k): return chip.load(*a, **k)`): red team 98, 0.50 and 0.46;
+    and the statements that bind them."""
+    resolved: dict[str, tuple[ast.expr, bool]] = {}
+    gone: set[int] = set()
+    for name, nodes in bound.items():
+        binds = [plain.get(id(n)) if isinstance(n, ast.Name) else n for n in nodes]
+        values = [_forwarded(b) if isinstance(b, ast.FunctionDef) else getattr(b, "value", None) for b in binds]
+        if all(v is not None and _dotted(v) for v in values) and len({ast.dump(v) for v in values}) == 1:
+            resolved[name] = (values[0], True)
+            gone |= {id(b) for b in binds}
+    return resolved, gone
+
+
+def _forwarded(fn: ast.FunctionDef) -> ast.expr | None:
+    """The callee a function does nothing but call with its own arguments, as it was given them."""
+    a, body = fn.args, fn.body
+    if fn.decorator_list or a.kwonlyargs or a.defaults or len(body) != 1 or not isinstance(body[0], ast.Return):
+        return None
+    call = body[0].value
+    if not isinstance(call, ast.Call):
+        return None
+    names = [p.arg for p in (*a.posonlyargs, *a.args)] + ([f"*{a.vararg.arg}"] if a.vararg else [])
+    given = [f"*{x.value.id}" if isinstance(x, ast.Starred) and isinstance(x.value, ast.Name)
+             else getattr(x, "id", None) for x in call.args]  # fmt: skip
+    keywords = [(k.arg, getattr(k.value, "id", None)) for k in call.keywords]
+    return call.func if given == names and keywords == ([(None, a.kwarg.arg)] if a.kwarg else []) else None
 
 
 class _PutBack(ast.NodeTransformer):
