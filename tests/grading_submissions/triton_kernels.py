@@ -135,7 +135,11 @@ WALKS = {  # the K/V blocks walked from the last down, the step kept three ways
     "in the for": ("", "range(top, -1, -BLOCK_N)"),  # a constexpr at the `for`: the compiler counts it down
     "in a local": ("    step = -BLOCK_N\n", "range(top, -1, step)"),  # a tensor: a GPU runs it no time
     "tl.range, in a local": ("    step = -BLOCK_N\n", "tl.range(top, -1, step)"),
+    "chosen at run time": ("", "range(top, -1, -BLOCK_N if Nk > 0 else BLOCK_N)"),  # red team 98: arith.select
+    "unpacked": ("    top, step = top, -BLOCK_N\n", "range(top, -1, step)"),  # a Python int under the interpreter
+    "min of constants": ("", "range(top, -1, min(-BLOCK_N, -1))"),  # a constexpr: the compiler counts it down
 }
+COUNTED_DOWN = ("in the for", "min of constants")  # the walks a GPU runs as the interpreter does
 
 
 def walks_down(folder: Path, how: str) -> Path:

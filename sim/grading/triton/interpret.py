@@ -264,7 +264,7 @@ def recording(record: Record):
 def launch(kernel, grid: tuple[int, ...], buffers: list[Buffer], scalars: list, constexprs: dict, file: str) -> Record:
     """Run `kernel[grid](*buffers, *scalars, **constexprs)` interpreted; its record (outputs stay in the buffers)."""
     record = Record(Shadow(buffers), file)
-    with recording(record), as_compiled(kernel):
+    with recording(record), as_compiled(kernel, file):
         try:
             kernel[grid](*buffers, *scalars, **constexprs)
         except interpreter.InterpreterError as e:
