@@ -162,3 +162,18 @@ def test_the_distributed_ring_outside_torchrun_or_without_torch_says_so_in_one_l
     else:
         said = "error: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT not set: start it with torchrun ("
     assert done.returncode == 2 and done.stderr.startswith(said) and done.stderr.count("\n") == 1, done.stderr
+
+
+@pytest.mark.parametrize("sharding, causal", [("contiguous", ()), ("zigzag", ("--causal",))])
+def test_a_ring_trace_of_many_heads_moves_its_own_closed_form_and_reopens(tmp_path, sharding, causal):
+    """Red team 99: with 8 heads the traced head was held to every head's closed form ('Moved so far: 12%'), and a
+    causal zigzag trace, saved, could not be reopened (its Q is the last piece: half the device's rows)."""
+    args = ("--n", "64", "--d", "8", "--devices", "4", "--heads", "8", "--sharding", sharding, *causal, "--trace")
+    path = tmp_path / "ring.json"
+    invoke(*args, "--json", str(path))
+    trace = json.loads(path.read_text())
+    last, closed = trace["steps"][-1], trace["config"]["closed_form"]
+    assert (last["hbm_read_bytes"], last["hbm_write_bytes"]) == (closed["hbm_read_bytes"], closed["hbm_write_bytes"])
+    shown = CliRunner().invoke(app, ["trace", "--load", str(path), "--step", str(len(trace["steps"]) - 1)],
+                               env={"COLUMNS": "200"})  # fmt: skip
+    assert shown.exit_code == 0 and "Moved so far: 100%" in shown.stdout, shown.output

@@ -49,8 +49,10 @@ def ring(
         raise InputError(f"traced: device {traced!r} is not one of 0 … {c['P'] - 1}")
     run = _ulysses if scheme == "ulysses" else _ring
     o, lse, dqkv, tallies, trace = run(q, k, v, grads, c["P"], sharding, c["M"], c["tiles"], c["back"], record, traced)
-    if trace is not None:
-        trace.config["closed_form"] = asdict(c["passes"][0].closed_form[traced].times(1))
+    if trace is not None:  # the traced head's own closed form on its device (the pass's holds every head: 95)
+        one = ring_model.ring_device(N, d, q.dtype.itemsize, c["P"], sharding, causal, c["tiles"]["Br"],
+                                     c["tiles"]["Bc"])[traced]  # fmt: skip
+        trace.config["closed_form"] = asdict(one)
         trace.config["sequence"] = N
     for tally, one in zip(tallies, c["passes"], strict=False):
         one.ledgers, one.sent, one.sram_peak_bytes = tally.ledgers, tally.sent, tally.peak
