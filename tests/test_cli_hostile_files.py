@@ -193,6 +193,15 @@ def set_at(d: dict, where: tuple, value) -> dict:
     # red team 92: '[/]' was rich markup (a traceback; a javascript: link in --html), escapes reached the terminal
     (("steps", 0, "phase"), "[/]", "holds the text '[/]': brackets and control characters are not a trace's"),
     (("steps", 0, "text"), "\x1b]0;pwned\x07", "holds the text '\\x1b]0;pwned\\x07': brackets and control"),
+    # red team 99: an OverflowError traceback; a closed form of -33,280 B ("moved so far: -142%"), of 0.5 B
+    (("config", "scale"), 10**400, "config scale holds a number past float64's range"),
+    (("config", "softcap"), 10**400, "config softcap holds a number past float64's range"),
+    (("config", "closed_form"), dict(hbm_read_bytes=-33280, hbm_write_bytes=0, flops=0, exps=0, elementwise=0),
+     "config closed_form hbm_read_bytes is -33280, not a whole number from 0 to"),
+    (("config", "closed_form"), dict(hbm_read_bytes=0.5, hbm_write_bytes=0, flops=0, exps=0, elementwise=0),
+     "config closed_form hbm_read_bytes is 0.5, not a whole number"),
+    (("config", "closed_form"), dict(hbm_read_bytes=10**400, hbm_write_bytes=0, flops=0, exps=0, elementwise=0),
+     "config closed_form hbm_read_bytes is"),
 ])  # fmt: skip
 def test_trace_load_names_the_field_that_is_wrong(tmp_path, saved, where, value, said):
     (tmp_path / "bad.json").write_text(json.dumps(set_at(saved, where, value)))
@@ -304,3 +313,18 @@ def test_sweep_plot_to_a_pipe_is_drawn_whole(tmp_path):
     got["thread"].join(10)
     assert result.exit_code == 0, result.output
     assert got["bytes"].startswith(b"\x89PNG\r\n\x1a\n") and got["bytes"].endswith(b"IEND\xaeB`\x82")
+
+
+def test_a_variant_trace_without_its_own_closed_form_is_counted_from_its_config(tmp_path):
+    """Red team 99: a window's trace with its closed form deleted fell back to a plain head's ('moved so far: 375%');
+    a softcap of 3 (an int) was dropped from the header."""
+    path = tmp_path / "t.json"
+    assert invoke("trace", "--n", 16, "--d", 4, "--block-rows", 4, "--block-cols", 4, "--window", "2,0",
+                  "--json", path).exit_code == 0  # fmt: skip
+    trace = json.loads(path.read_text())
+    trace["config"].pop("closed_form", None)
+    trace["config"]["softcap"] = 3
+    path.write_text(json.dumps(trace))
+    shown = invoke("trace", "--load", path, "--step", len(trace["steps"]) - 1, "--width", 200)
+    said = " ".join(shown.output.split())  # Q 256 B + 7 K and 7 V blocks of 64 B; O 256 B + L 64 B: by hand
+    assert "closed form 1,152 B 320 B" in said and "softcap=3" in said, shown.output

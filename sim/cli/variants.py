@@ -2,7 +2,6 @@
 `--page-size`), defined once, and `flashsim run`'s report of a run that uses them."""
 
 from collections import Counter
-from dataclasses import asdict
 from math import ceil
 
 import click
@@ -17,7 +16,6 @@ from sim.cli.options import POSITIVE, Count, FloatRange, console, emit_json, typ
 from sim.core.dtypes import DTYPES, itemsize
 from sim.core.errors import InputError
 from sim.core.format import count, decimal_bytes
-from sim.machine.iomodel import sum_counts
 from sim.machine.trace import MAX_SIZE
 
 SOFTCAP_MIN = 2.0**-99  # below, S/c overflows float32 (2¹²⁸) for scores of 2²⁹: NumPy warns, tanh gives ±1 anyway
@@ -100,13 +98,6 @@ def trace(algo, backward, n, nk, d, heads, dtype, seed, row, chip, *, kv_heads, 
         q, k, v = random_inputs(1, heads, n, nk, d, dtype, seed)  # (1, H, ·, d); one head's as (N, d)
         q, k, v = (q[0, 0], k[0, 0], v[0, 0]) if heads == 1 else (q, k[:, :kv_heads], v[:, :kv_heads])
         recorded = (traces.record_backward if backward else traces.record)(algo, q, k, v, row=row, **options)
-    g = heads // kv_heads if pack_gqa else 1
-    if window is not None or alibi or softcap is not None or g > 1:  # the program traced, as its variant counts it
-        c = recorded.config  # (the viewer's closed form was one plain head's: red team 95, "moved so far: 400%")
-        kernels = iomodel_variants.program(algo, c["n"], c["nk"], d, itemsize(dtype), c["block_rows"],
-                                           c["block_cols"], causal=bool(c.get("causal")), window=window,
-                                           softcap=softcap is not None, alibi=alibi, group=g, backward=backward)  # fmt: skip
-        c["closed_form"] = asdict(sum_counts(counts for _, counts in kernels))
     return recorded
 
 

@@ -11,6 +11,7 @@ from sim.machine.trace import MAX_SIZE, READS, SCHEMA, query_rows
 TOP = {"schema", "version", "algorithm", "config", "hbm", "steps", "inputs", "output", "row"}
 SIZES = ("n", "nk", "d", "block_rows", "block_cols", "sram_bytes")
 MAX_FLOAT = 1.7976931348623157e308
+MAX_COUNT = 2**62  # bytes, FLOPs or exponentials a closed form may count (4.6·10¹⁸: far past any run)
 OPS = ("init", "load", "compute", "store", "skip", "exchange")  # `Chip.step`'s, by every listing
 STEP_COUNTS = ("sram_bytes", "hbm_read_bytes", "hbm_write_bytes", "flops")
 NONFINITE = ("Infinity", "-Infinity", "NaN")  # strict JSON's non-finite numbers, inside the values' lists
@@ -132,7 +133,7 @@ def _config(c: dict) -> None:
             names = [_shown(name) for name in counts]
             held = ", ".join(names[:4]) + (f", … {len(names) - 4:,} more of {len(names):,}" if len(names) > 4 else "")
             raise Bad(f"config closed_form holds {held or 'nothing'}, not a closed form's counts")
-        [_finite(x, f"config closed_form {name}") for name, x in counts.items()]
+        [_int(x, f"config closed_form {name}", 0, MAX_COUNT) for name, x in counts.items()]  # (red team 99: -33,280)
 
 
 def _shapes(hbm: dict) -> dict[str, list[int]]:
@@ -228,6 +229,8 @@ def _number(x, where: str) -> None:
 
 
 def _finite(x, where: str) -> float:
+    if isinstance(x, int) and not isinstance(x, bool) and abs(x) > MAX_FLOAT:  # 10**400: isfinite's OverflowError
+        raise Bad(f"{where} holds a number past float64's range")
     if isinstance(x, bool) or not isinstance(x, int | float) or not math.isfinite(x):
         raise Bad(f"{where} is {_shown(x)}, not a finite number")
     return x

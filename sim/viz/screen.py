@@ -33,7 +33,7 @@ def variant_title(c: dict) -> str:
     """The LLM variants a trace's settings name: window, softcap, ALiBi, the K/V head each query head reads (GQA's
     group g: query head h reads K/V head ⌊h/g⌋), and which sequence of a packed batch it is."""
     parts = [f"window=({c['window'][0]}, {c['window'][1]})"] if isinstance(c.get("window"), list) else []
-    parts += [f"softcap={c['softcap']:g}"] if isinstance(c.get("softcap"), float) else []
+    parts += [f"softcap={c['softcap']:g}"] if isinstance(c.get("softcap"), int | float) else []  # (3 too: red team 99)
     parts += ["ALiBi"] if c.get("alibi") else []
     heads = c.get("query_heads")
     if isinstance(heads, list) and len(heads) == 2 and all(isinstance(h, int) for h in heads):

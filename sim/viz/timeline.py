@@ -6,7 +6,7 @@ from math import ceil
 
 import numpy as np
 
-from sim.algorithms import registry
+from sim.algorithms import iomodel_variants, registry
 from sim.algorithms.registry import REGISTRY
 from sim.core.dtypes import DTYPES
 from sim.core.errors import InputError
@@ -98,11 +98,25 @@ class Timeline:
     def closed_form(self, algorithm: str | None = None) -> iomodel.Counts:
         """The closed-form counts of the whole run (one head), or of another algorithm with the same blocks; a trace
         that carries its own (one device of a ring, `sim.machine.ring_model`) gives that."""
-        if algorithm is None and "closed_form" in self.trace.config:
-            return iomodel.Counts(**self.trace.config["closed_form"])
+        c = self.trace.config
+        if algorithm is None and "closed_form" in c:
+            return iomodel.Counts(**c["closed_form"])
+        if algorithm is None and self.variant:  # the program traced, as its variant counts it (red team 95: 400%)
+            heads = c.get("query_heads")
+            kernels = iomodel_variants.program(
+                self.base, self.n, self.nk, self.d, self.itemsize, self.block_rows, self.block_cols,
+                causal=bool(c.get("causal")), window=c.get("window"), softcap=c.get("softcap") is not None,
+                alibi=bool(c.get("alibi")), group=heads[1] - heads[0] + 1 if heads else 1, backward=self.is_backward,
+            )  # fmt: skip
+            return iomodel.sum_counts(k for _, k in kernels)
         count = registry.backward_counts if self.is_backward else registry.counts
         shape = (self.n, self.nk, self.d, self.itemsize, self.block_rows, self.block_cols)
         return count(algorithm or self.base, *shape, bool(self.trace.config.get("causal")))
+
+    @property
+    def variant(self) -> bool:
+        """Whether the trace is of a variant's program: a window, softcap, ALiBi or GQA's packed rows."""
+        return any(self.trace.config.get(name) is not None for name in ("window", "softcap", "alibi", "query_heads"))
 
     def prediction(self):
         """Below HBM for the whole run (one head) on the trace's hardware, as `flashsim run` shows it: DRAM bytes
@@ -116,7 +130,7 @@ class Timeline:
         c = self.trace.config
         if "sequence" in c or c.get("hardware") not in hardware.PRESETS:
             return None
-        if any(c.get(variant) for variant in ("window", "softcap", "alibi", "query_heads")):
+        if self.variant:
             return None  # the model's grids are the plain programs' (red team 95: a window's was timed as none)
         if not prediction.affordable(self.n, self.nk, self.block_rows, self.block_cols, 1):
             return None
