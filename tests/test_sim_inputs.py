@@ -86,6 +86,7 @@ def invoke(*args):
         ),
         (["run", "--blocks", "paper", "--block-rows", "8"], "--blocks paper: cannot be combined"),
         (["run", "--algo", "standard", "--seqlens", "17,2", "--backward"], "error: --algo standard: a packed batch"),
+        (["trace", "--algo", "standard", "--seqlens", "5,9", "--backward"], "error: --algo standard: a packed batch"),
         (["run", "--n", "1024", "--d", "64", "--blocks", "paper"], "the paper's rule"),
         (["run", "--scale", "inf"], "scale: must be a finite number"),
         (["run", "--frobnicate"], "No such option"),

@@ -87,6 +87,7 @@ def trace(algo, backward, n, nk, d, heads, dtype, seed, row, chip, *, kv_heads, 
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise InputError(f"kv_heads: {heads} query heads are not a multiple of {kv_heads} K/V heads")
+    _packed_backward(algo, seqlens, backward)
     given = dict(window=window, alibi_slopes=alibi_slopes(heads) if alibi else None, softcap=softcap)
     options = chip | {name: value for name, value in given.items() if value is not None} | dict(pack_gqa=pack_gqa)
     if seqlens is not None:
@@ -118,6 +119,14 @@ def shape(seqlens, n: int, nk, batch: int) -> tuple[int, int | None, int]:
     return max(seqlens), max(seqlens), len(seqlens)
 
 
+def _packed_backward(algo: str, seqlens, backward: bool) -> None:
+    """Refuse standard attention's backward over a packed batch by its option, before anything runs (red teams 95,
+    99: the forward ran, then `result: …` named the library's argument)."""
+    if seqlens is not None and backward and algo == "standard":
+        raise InputError("--algo standard: a packed batch (--seqlens) of standard attention has no backward here "
+                         "(it keeps no statistics); use --algo flash1 or flash2, or drop --backward")  # fmt: skip
+
+
 def row_blocks(algo: str, n: int, heads: int, Br: int, *, kv_heads, pack_gqa, window, alibi, softcap,
                seqlens) -> int:  # fmt: skip
     """The steps `report`'s closed forms take (`iomodel.sums` under a mask Rule: a block, or a run of whole blocks
@@ -141,9 +150,7 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
     kv_heads = kv_heads or heads
     if heads % kv_heads:
         raise InputError(f"kv_heads: {heads} query heads are not a multiple of {kv_heads} K/V heads")
-    if seqlens is not None and backward and algo == "standard":  # (refused after the forward, as `result:`: 95)
-        raise InputError("--algo standard: a packed batch (--seqlens) of standard attention has no backward here "
-                         "(it keeps no statistics); use --algo flash1 or flash2, or drop --backward")  # fmt: skip
+    _packed_backward(algo, seqlens, backward)
     if counts_only and backward:  # (it printed the forward's closed form alone, the backward dropped unsaid)
         raise InputError("--backward: not with --counts-only and a variant (no closed form counts that backward "
                          "here); drop --counts-only to simulate it")  # fmt: skip
