@@ -286,3 +286,12 @@ def test_a_counting_refusal_caused_by_the_blocks_typed_says_so():
     line = error_line(flashsim(*args, "--block-rows", "1", "--block-cols", "1", code=2))
     assert line.startswith("error: --block-rows: ") and line.endswith("or a larger --block-rows (Br = 1 here)")
     assert "--block-rows" not in error_line(flashsim(*args, code=2))
+
+
+def test_alibi_and_a_softcap_are_priced_in_the_float64_check():
+    """Red team 99: N = 32,768 with a window, --alibi and --softcap was let through as 29 s and took 39.8 s: the
+    definition's bias and tanh cost every one of the N² scores (7.3 and 5.3 ns measured)."""
+    said = [error_line(flashsim("run", "--n", "12288", "--window", "128,0", *extra, code=2, env={"FLASHSIM_MAX_SECONDS": "0.01"}))
+            for extra in ((), ("--alibi", "--softcap", "30"))]  # fmt: skip
+    plain, both = (float(re.search(r"would take about ([\d.]+) s", line).group(1)) for line in said)
+    assert both - plain >= (7.3e-9 + 5.3e-9) * 12288**2 - 0.05  # at least what they cost (figures: two digits)

@@ -79,7 +79,9 @@ def run_command(
             return slopes + estimate.counting(variants.row_blocks(algo, n, heads, forward["block_rows"], **variant))
         share = mask.window_share(n, nk, forward["block_rows"], forward["block_cols"], causal, variant["window"])
         listing = estimate.listing(forward).times(share)
-        est = slopes + estimate.process() + listing + estimate.check(n, nk, d, batch * heads)
+        scores = (variant["alibi"] + (variant["softcap"] is not None)) * variants.PER_SCORE_VARIANT * n * nk
+        definition = estimate.Estimate(scores * batch * heads * (variants.BACKWARD_VARIANT if backward else 1))
+        est = slopes + estimate.process() + listing + estimate.check(n, nk, d, batch * heads) + definition
         if backward:
             back = configure_shape(algo, True, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
                                    blocks, sram_bytes, hardware_name)  # fmt: skip

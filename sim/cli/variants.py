@@ -71,6 +71,8 @@ def run_options(command):
 
 
 SLOPE_BYTES, PER_SLOPE = 32, 20e-9  # --alibi's slopes per head: float64, with arange's and the power's temporaries
+PER_SCORE_VARIANT = 8e-9  # the float64 definition's ALiBi bias or softcap tanh, per score (red team 99: 7.3, 5.3)
+BACKWARD_VARIANT = 2.3  # and with the gradients' reference (measured: ×2.1)
 
 
 def alibi_slopes(heads: int) -> np.ndarray:
