@@ -245,3 +245,15 @@ def test_the_header_shows_the_run_s_parts_whole_and_says_where_some_are_left_out
     else:
         assert shown == full
     assert shown == full[: len(shown)] and len(shown) >= (2 if width >= 72 else 1)  # whole, in order; the shape at 72
+
+
+@pytest.mark.parametrize("width", range(16, 60, 3))
+def test_a_narrow_header_shortens_which_step_it_is_but_never_cuts_a_number(big, width):
+    """Red team 99: at 20 columns it read `… step 649 · 650 st…`."""
+    k = len(big) - 1
+    head = screen.header(big, k)
+    console = Console(width=width, file=io.StringIO(), color_system=None, force_terminal=False)
+    console.print(head)
+    line = console.file.getvalue().splitlines()[0].rstrip()
+    assert cell_len(line) <= width
+    assert line.endswith((f" step {k} · {len(big)} steps", f" step {k}/{len(big)}", f" {k}/{len(big)}")), line

@@ -57,8 +57,10 @@ class header:
         self.timeline, self.k = timeline, k
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        where = Text(f" step {self.k} · {len(self.timeline)} steps", "bold cyan")  # steps are numbered 0 … len − 1
-        parts, room = run_parts(self.timeline), options.max_width - where.cell_len - cell_len("flashsim trace ")
+        k, n, start = self.k, len(self.timeline), cell_len("flashsim trace ")  # steps are numbered 0 … n − 1
+        shown = [f" step {k} · {n} steps", f" step {k}/{n}", f" {k}/{n}"]  # narrower terminals: shorter, never cut
+        where = Text(next((w for w in shown if options.max_width - cell_len(w) >= start + 6), shown[-1]), "bold cyan")
+        parts, room = run_parts(self.timeline), options.max_width - where.cell_len - start
         titles = [" · ".join(parts[:n]) + (" · …" if n < len(parts) else "") for n in range(len(parts), 0, -1)]
         title = next((t for t in titles if cell_len(t) <= room), parts[0])  # narrower still: the first part, cropped
         grid = Table.grid(expand=True)
