@@ -495,6 +495,9 @@ def kernel(X, Nk, B: tl.constexpr):
         pass
     for i in range(Nk, -1, -B):
         pass
+    top, STEP = Nk, -B
+    for i in range(top, -1, STEP):
+        pass
 """
-    lines = loops.sites(source, "kernel")
-    assert lines == {6: False, 12: False, 13: True, 14: True, 16: True, 18: True, 20: False, 22: False}
+    lines = loops.sites("STEP = -16\n" + source, "kernel")  # a module constant a local shadows: the local's
+    assert lines == {7: False, 13: False, 14: True, 15: True, 17: True, 19: True, 21: False, 23: False, 26: True}

@@ -36,10 +36,11 @@ def sites(source: str, launched: str) -> dict[int, bool]:
         params = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
         constant = {p.arg for p in params if p.annotation is not None and "constexpr" in ast.unparse(p.annotation)}
         caller_made = {p.arg for p in params} - constant if fn.name != launched else set()
+        local = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
         for loop in (n for n in ast.walk(fn) if isinstance(n, ast.For) and isinstance(n.iter, ast.Call)):
             step = _step(loop.iter)
             names = {n.id for n in ast.walk(step) if isinstance(n, ast.Name)} if step is not None else set()
-            runtime = bool(names - known - constant - caller_made)
+            runtime = bool(names & local or names - known - constant - caller_made)  # (a local shadows a constant)
             out |= dict.fromkeys(range(loop.iter.lineno, loop.iter.end_lineno + 1), runtime)
     return out
 
