@@ -537,3 +537,41 @@ def test_a_name_imported_from_numpy_keeps_its_place_and_a_temporary_read_thousan
     many = "def f(a):\n    t = " + big + "\n    return (" + "t, " * 3000 + ")\n"
     form = normal_form.normalized(many)
     assert "t = " in form and len(form) < 2 * len(many)  # kept, not copied 3,000 times
+
+
+def rewritten_100(source: str) -> str:
+    """Red team 100's rewrites, together: `"".strip()` and a local `nop()` after every statement, every `chip.x(…)`
+    as `chip.x.__call__(…)` or through `min(map(chip.x, [a], [b]))`, numpy's operators and `np.newaxis`, a lambda
+    wrapper, a wrapper of a wrapper, `chip.__getattribute__("load")`."""
+    head, body = source.split("    N, d =", 1)
+    wrappers = ("    def nop():\n        return None\n\n    put = lambda *a, **k: chip.put(*a, **k)\n"
+                "    def inner(*a, **k):\n        return chip.store(*a, **k)\n\n    def store(*a, **k):\n"
+                "        return inner(*a, **k)\n\n    load = chip.__getattribute__('load')\n")  # fmt: skip
+    body = body.replace("chip.load(", "load(").replace("chip.put(", "put(").replace("chip.store(", "store(")
+    body = body.replace("chip.matmul(", "chip.matmul.__call__(").replace("[:, None]", "[:, np.newaxis]")
+    body = body.replace('chip.free("K_j", "V_j")', 'min(map(chip.free, ["K_j"], ["V_j"]))')
+    body = body.replace("α * ℓ_i + P.sum(axis=1)", "np.add(np.multiply(α, ℓ_i), P.sum(axis=1))")
+    lines = [line + ("\n" + line[: len(line) - len(line.lstrip())] + '"".strip(); nop()' if line.strip()
+             and not line.rstrip().endswith(":") and line.startswith("    ") else "") for line in body.split("\n")]  # fmt: skip
+    return head + wrappers + "    N, d =" + "\n".join(lines)
+
+
+def test_idle_calls_dunder_calls_numpy_operators_and_wrappers_of_wrappers_leave_the_runs_alone(tmp_path):
+    """Red team 100: `"".strip()` 0.55, a local nop() 0.59, `__call__` 0.58, numpy's operators 0.51, a lambda
+    wrapper 0.50, `__getattribute__` 0.52, a wrapper of a wrapper 0.77, `min(map(chip.store, …))` 0.33 (taken as
+    idle: a builtin calling what it is given was not looked at)."""
+    source = (SUBMISSIONS / "algorithm1.py").read_text()
+    other = rewritten_100(source)
+    marks = ('"".strip(); nop()', ".__call__(", "np.newaxis", "min(map(chip.free", "np.add(np.multiply(", "lambda *a")
+    assert all(mark in other for mark in marks)
+    assert_one_program(tmp_path, source, other)
+
+
+def test_a_builtin_calling_what_it_is_given_is_idle_only_of_idle_callables():
+    kept = "def f(chip, a):\n    min(map(chip.store, [a, a]))\n    sorted(a, key=chip.load)\n"
+    assert (
+        normal_form.normalized(kept)
+        == "def f(chip, a):\n    min(map(chip.store, [a, a]))\n    sorted(a, key=chip.load)"
+    )
+    idle = "def f(a):\n    min(map(abs, [a, a]))\n    sorted(a, key=lambda x: -x)\n    g(a)\n"
+    assert normal_form.normalized(idle) == "def f(a):\n    g(a)"

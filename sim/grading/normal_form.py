@@ -12,27 +12,16 @@ program; it need not run."""
 
 import ast
 
+from sim.grading.purity import PURE_FUNCTION, PURE_MODULES, pure, pure_functions
 from sim.grading.spelling import Spelled
 from sim.grading.temporaries import LOOP, put_back
 
 COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match)
 TRY_STAR = tuple(getattr(ast, n) for n in ("TryStar",) if hasattr(ast, n))  # Python 3.11's `except*`
-EFFECTS = (ast.Call, ast.Await, ast.Yield, ast.YieldFrom, ast.NamedExpr)
 STORES = (ast.Assign, ast.AugAssign)
-IDLE = frozenset(
-    """abs all any ascii bin bool callable chr dict divmod float format frozenset hash hex id int isinstance
-    issubclass iter len list max min oct ord pow print range repr round set sorted str sum tuple type memoryview bytes
-    bytearray enumerate zip reversed slice complex object map filter""".split()
-)
-ASSERTIONS = frozenset(("static_assert", "static_print", "device_assert", "device_print"))
 NOTHING = (ast.Pass, ast.Break, ast.Continue, ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.Delete,
            ast.Assert)  # fmt: skip
-PURE_MODULES = ("numpy", "math", "cmath", "triton.language")  # whose functions compute and change nothing, but:
 DEEPEST = 100  # levels of an expression the rewrites take (each level is a few of Python's 1,000 frames)
-CHANGES = frozenset(
-    """store atomic_add atomic_and atomic_cas atomic_max atomic_min atomic_or atomic_xchg atomic_xor
-    copyto put putmask place fill_diagonal at seed shuffle""".split()
-)
 
 
 def normalized(source: str) -> str:
@@ -45,9 +34,10 @@ def normalized(source: str) -> str:
     _shallow(tree)
     modules = _imported(tree)
     tree = Spelled(modules).visit(tree)
+    modules |= dict.fromkeys(pure_functions(tree, modules), PURE_FUNCTION)
     _flatten(tree)
     _keep(tree, lambda s: not _inert(s, modules))
-    gone = put_back(tree, lambda node: _pure(node, modules))
+    gone = put_back(tree, lambda node: pure(node, modules))
     _keep(tree, lambda s: id(s) not in gone)
     tree = Spelled(modules).visit(tree)  # again: a temporary put back is an operand to order
     dead = _dead_stores(tree, modules)  # (after the inert ones went: `del _` and a lone `_` read `_`)
@@ -153,43 +143,18 @@ def _reraises(h: ast.ExceptHandler) -> bool:
 
 
 def _inert(s: ast.stmt, modules: dict[str, str]) -> bool:
-    """One of NOTHING, a bare annotation, `x = x`, or an expression statement that is `_pure`: it calls nothing, or
-    only builtins that change nothing (`len(())`, `print(x)`), assertions (`tl.static_assert(True)`: red team 88's
+    """One of NOTHING, a bare annotation, `x = x`, a function that returns no more than a constant (a `nop` whose
+    calls go too: red team 100), or an expression statement that is `purity.pure`: it calls nothing, or only
+    builtins that change nothing (`len(())`, `print(x)`), assertions (`tl.static_assert(True)`: red team 88's
     padding) and functions of PURE_MODULES (`np.float32(0)` after every line: red team 94, 0.52)."""
     if isinstance(s, NOTHING) or (isinstance(s, ast.AnnAssign) and s.value is None):
         return True
+    if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef) and modules.get(s.name) == PURE_FUNCTION:
+        return all(isinstance(t, ast.Pass) or (isinstance(t, ast.Return | ast.Expr) and
+                   isinstance(t.value, ast.Constant | type(None))) for t in s.body)  # fmt: skip
     if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.value, ast.Name):
         return isinstance(s.targets[0], ast.Name) and s.targets[0].id == s.value.id
-    return isinstance(s, ast.Expr) and _pure(s.value, modules)
-
-
-def _pure(node: ast.AST, modules: dict[str, str]) -> bool:
-    """Computes without effects: no await, yield or walrus, no call but of IDLE builtins, assertions and PURE_MODULES'
-    functions that change nothing (`_ = range(1)`, `_ = np.zeros(1)`)."""
-    for n in ast.walk(node):
-        if isinstance(n, ast.Call) and not (_idle(n.func) or _module_call(n, modules)):
-            return False
-        if isinstance(n, EFFECTS) and not isinstance(n, ast.Call):
-            return False
-    return True
-
-
-def _module_call(call: ast.Call, modules: dict[str, str]) -> bool:
-    """A call of a function of PURE_MODULES (through the module's name: `np.exp`, `tl.dot`) that changes nothing."""
-    chain, func = [], call.func
-    while isinstance(func, ast.Attribute):
-        chain.append(func.attr)
-        func = func.value
-    module = modules.get(func.id, "") if isinstance(func, ast.Name) and chain else ""
-    pure = any(module == m or module.startswith(m + ".") for m in PURE_MODULES)
-    return pure and not CHANGES.intersection(chain) and all(k.arg != "out" for k in call.keywords)
-
-
-def _idle(func: ast.expr) -> bool:
-    """A builtin whose result is all it does (its statement drops it), or an assertion or print of Triton's."""
-    if isinstance(func, ast.Name):
-        return func.id in IDLE
-    return isinstance(func, ast.Attribute) and func.attr in ASSERTIONS
+    return isinstance(s, ast.Expr) and pure(s.value, modules)
 
 
 def _imported(tree: ast.AST) -> dict[str, str]:
@@ -237,7 +202,7 @@ def _dead_stores(tree: ast.AST, modules: dict[str, str]) -> set[int]:
     stores = [
         s
         for s in ast.walk(tree)
-        if isinstance(s, STORES) and all(isinstance(t, ast.Name) for t in _targets(s)) and _pure(s, modules)
+        if isinstance(s, STORES) and all(isinstance(t, ast.Name) for t in _targets(s)) and pure(s, modules)
     ]
     inside = {id(n) for s in stores for n in ast.walk(s)}
     live_names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in inside and _reads(n)}

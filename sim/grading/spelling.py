@@ -5,6 +5,10 @@ import zlib
 
 METHODS = {m: m for m in "max min sum mean prod argmax argmin cumsum transpose reshape clip std var any all".split()}
 METHODS |= {"amax": "max", "amin": "min"}  # numpy's functions that are an array's methods, by the method's name
+TRITON_METHODS = {m: m for m in "exp exp2 log log2 sqrt abs sum max min trans cumsum sigmoid reshape to".split()}
+OPERATORS = {"add": (None, ast.Add()), "subtract": (None, ast.Sub()), "multiply": (None, ast.Mult()),
+             "divide": (None, ast.Div()), "true_divide": (None, ast.Div()), "power": (None, ast.Pow()),
+             "negative": (ast.USub(),)}  # numpy's ufuncs that are an operator (`np.multiply(a, b)`: `a * b`)  # fmt: skip
 
 
 def _own(node: ast.AST) -> str:
@@ -21,10 +25,14 @@ class Spelled(ast.NodeTransformer):
     as `a - b`, the operands of `+` and `*` in one order, `b > a` as `a < b` (red team 91: 0.75); arguments by
     position (`chip.load(buf="K_j", tensor="K", rows=cols)`), `np.max(S, axis=1)` as `S.max(axis=1)`, `x.transpose()`
     as `x.T` (red team 94: 0.69, 0.77); `np.amax` and `np.add.reduce` as `.max`, `.sum`, `d.get(k)` as `d[k]`,
-    `range(0, T, 1)` as `range(T)`, `x[..., None]` as `x[:, None]` (red team 98: 0.65)."""
+    `range(0, T, 1)` as `range(T)`, `x[..., None]` as `x[:, None]` (red team 98: 0.65); `f.__call__(x)` as `f(x)`,
+    `a.__getattribute__("b")` as `a.b`, numpy's operators (`np.multiply(a, b)`) as `a * b`, `np.newaxis` as None,
+    Triton's functions as methods (`tl.max(S, 1)` as `S.max(1)`), `map(f, [a], [b])` as `[f(a, b)]` and `min([x])`
+    as `x` (red team 100: 0.26–0.79)."""
 
     def __init__(self, modules: dict[str, str]):
         self.numpy = {name for name, module in modules.items() if module == "numpy"}
+        self.triton = {name for name, module in modules.items() if module == "triton.language"}
         self.keys: dict[int, tuple[ast.AST, int]] = {}  # id → (the node, kept alive so its id stays its own; checksum)
 
     def key(self, node: ast.AST) -> tuple[str, int, int]:
@@ -69,17 +77,35 @@ class Spelled(ast.NodeTransformer):
         if isinstance(node.func, ast.Name) and node.func.id == "getattr" and isinstance(name, ast.Constant):
             if isinstance(name.value, str) and name.value.isidentifier():
                 return ast.Attribute(value=node.args[0], attr=name.value, ctx=ast.Load())
-        named = [k for k in node.keywords if k.arg not in (None, "out")]  # (`out=` says a call changes something)
+        named = [k for k in node.keywords if k.arg not in (None, "out", "key")]  # (`out=`, `key=`: effects, a call)
         node.args += [k.value for k in named]
         node.keywords = [k for k in node.keywords if k not in named]
         func = node.func
         if not isinstance(func, ast.Attribute | ast.Name) or node.keywords:
             return node
+        builtin = func.id if isinstance(func, ast.Name) else ""
+        ones = [a.elts[0] for a in node.args[1:] if isinstance(a, ast.List | ast.Tuple) and len(a.elts) == 1]
+        if builtin == "map" and len(node.args) > 1 and len(ones) == len(node.args) - 1:  # map(f, [a], [b]): [f(a, b)]
+            return ast.List(elts=[ast.Call(func=node.args[0], args=ones, keywords=[])], ctx=ast.Load())
+        one = node.args[0] if len(node.args) == 1 else None
+        if builtin in ("min", "max", "sum") and isinstance(one, ast.List | ast.Tuple) and len(one.elts) == 1:
+            return one.elts[0]  # min([x]): x (red team 100: min(map(chip.store, ["O"], [O_i], [rows])), 0.33)
         attr = func.attr if isinstance(func, ast.Attribute) else ""
+        if attr == "__call__":  # f.__call__(x): f(x) (red team 100)
+            return ast.Call(func=func.value, args=node.args, keywords=[])
+        if attr == "__getattribute__" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
+            return ast.Attribute(value=func.value, attr=str(node.args[0].value), ctx=ast.Load())
         reduce = attr == "reduce" and isinstance(func.value, ast.Attribute) and func.value.attr == "add"  # np.add.
         owner = func.value.value if reduce else getattr(func, "value", None)
-        if (attr in METHODS or reduce) and node.args and isinstance(owner, ast.Name) and owner.id in self.numpy:
-            name = "sum" if reduce else METHODS[attr]  # np.max(S, 1), np.amax(S, 1), np.add.reduce(S, 1): S.max(1)
+        module = owner.id if isinstance(owner, ast.Name) else ""
+        if module in self.numpy and attr in OPERATORS and len(node.args) == len(OPERATORS[attr]):
+            op = OPERATORS[attr]  # np.multiply(a, b): a * b (red team 100: 0.51)
+            if len(op) == 1:
+                return ast.UnaryOp(op=op[0], operand=node.args[0])
+            return self.visit_BinOp(ast.BinOp(left=node.args[0], op=op[1], right=node.args[1]))
+        methods = METHODS if module in self.numpy else TRITON_METHODS if module in self.triton else {}
+        if (attr in methods or (reduce and module in self.numpy)) and node.args:
+            name = "sum" if reduce else methods[attr]  # np.amax(S, 1), np.add.reduce(S, 1), tl.max(S, 1): S.max(1)
             return ast.Call(func=ast.Attribute(value=node.args[0], attr=name, ctx=ast.Load()), args=node.args[1:],
                             keywords=[])  # fmt: skip
         if attr == "transpose" and not node.args:
@@ -91,6 +117,11 @@ class Spelled(ast.NodeTransformer):
             start = node.args[0] if one and not _is(node.args[0], 0) else None
             node.args = [*([start] if start else []), node.args[1]] if one else node.args  # range(0, T, 1): range(T)
         return node
+
+    def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
+        self.generic_visit(node)
+        owner = node.value.id if isinstance(node.value, ast.Name) else ""
+        return ast.Constant(value=None) if node.attr == "newaxis" and owner in self.numpy else node  # np.newaxis: None
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
         self.generic_visit(node)

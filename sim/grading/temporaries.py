@@ -14,6 +14,7 @@ import copy
 SMALL = 30  # nodes: a temporary this small as written and pure is put back wherever it is read
 DEEP = 40  # levels: no expression is made deeper than this by putting temporaries back (the printer recurses)
 COPIES = 3000  # nodes the copies of one temporary may add, read more than once
+ALIAS_COPIES = 20_000  # and of an alias (red team 100: a chain of 95 attributes read 32,000 times)
 LOOP = "flashsim_loop"  # marks the assignment a loop's header became (`normal_form`): no temporary
 SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
@@ -43,7 +44,7 @@ def _put_back_in(scope: ast.AST, pure) -> set[int]:
         assignments += [n] if isinstance(n, ast.Assign) else []
         stack += [] if isinstance(n, SCOPES) else list(ast.iter_child_nodes(n))
     plain = {id(s.targets[0]): s for s in assignments if len(s.targets) == 1 and not getattr(s, LOOP, False)}
-    resolved, gone = _aliases(bound, plain)
+    resolved, gone = _aliases(bound, plain, read)
     candidates = [s for s in plain.values() if isinstance(s.targets[0], ast.Name)
                   and bound[s.targets[0].id] == [s.targets[0]] and s.targets[0].id in read]  # fmt: skip
     candidates.sort(key=lambda s: (s.targets[0].lineno, s.targets[0].col_offset))
@@ -56,6 +57,10 @@ def _put_back_in(scope: ast.AST, pure) -> set[int]:
         where = [(getattr(r, "lineno", 0), getattr(r, "col_offset", 0)) for r in reads]  # (a node made: none)
         if any(id(r) in own or at < (target.lineno, target.col_offset) for r, at in zip(reads, where, strict=True)):
             continue  # read by itself or before it (a loop's previous turn)
+        first, last = target.lineno, max(line for line, _ in where)  # (a bind on the read's own line is its own
+        uses = {n.id for n in ast.walk(s.value) if isinstance(n, ast.Name)}  # statement's: stored after it is read)
+        if any(first < getattr(b, "lineno", 0) < last for u in uses for b in bound.get(u, [])):
+            continue  # what it reads is bound again before it is read: put back, it would read the new value
         size = _size(s.value)
         small = written <= SMALL and size <= 10 * SMALL and pure(s.value)  # (x + x, twice: 4x)
         copies = size * (len(reads) - 1)  # (red team 98: 280 nodes read 3,000 times took the read past 10 s)
@@ -67,7 +72,7 @@ def _put_back_in(scope: ast.AST, pure) -> set[int]:
     return gone
 
 
-def _aliases(bound: dict[str, list[ast.AST]], plain: dict[int, ast.Assign]):
+def _aliases(bound: dict[str, list[ast.AST]], plain: dict[int, ast.Assign], read: dict[str, list[ast.Name]]):
     """The names a scope binds only to one name or attribute (`load = chip.load`, twice too), or to a function that
     only forwards its arguments to one (`def load(*a, **k): return chip.load(*a, **k)`): red team 98, 0.50 and 0.46;
     and the statements that bind them."""
@@ -76,18 +81,28 @@ def _aliases(bound: dict[str, list[ast.AST]], plain: dict[int, ast.Assign]):
     for name, nodes in bound.items():
         binds = [plain.get(id(n)) if isinstance(n, ast.Name) else n for n in nodes]
         values = [_forwarded(b) if isinstance(b, ast.FunctionDef) else getattr(b, "value", None) for b in binds]
-        if all(v is not None and _dotted(v) for v in values) and len({ast.dump(v) for v in values}) == 1:
+        values = [_forwarded(v) if isinstance(v, ast.Lambda) else v for v in values]  # `f = lambda *a: g(*a)`
+        if not all(v is not None and _dotted(v) for v in values) or len({ast.dump(v) for v in values}) != 1:
+            continue
+        root = _root(values[0])  # bound again, it would change under the alias (red team 100: m_old = m_i)
+        if len(bound.get(root, [])) <= 1 and _size(values[0]) * len(read.get(name, [])) <= ALIAS_COPIES:
             resolved[name] = (values[0], True)
             gone |= {id(b) for b in binds}
+    for name, (value, _) in list(resolved.items()):  # a wrapper of a wrapper: the last callee (red team 100)
+        seen = {name}
+        while isinstance(value, ast.Name) and value.id in resolved and value.id not in seen:
+            seen.add(value.id)
+            value = resolved[value.id][0]
+        resolved[name] = (value, True)
     return resolved, gone
 
 
-def _forwarded(fn: ast.FunctionDef) -> ast.expr | None:
-    """The callee a function does nothing but call with its own arguments, as it was given them."""
-    a, body = fn.args, fn.body
-    if fn.decorator_list or a.kwonlyargs or a.defaults or len(body) != 1 or not isinstance(body[0], ast.Return):
+def _forwarded(fn: ast.FunctionDef | ast.Lambda) -> ast.expr | None:
+    """The callee a function (or lambda) does nothing but call with its own arguments, as it was given them."""
+    a, body = fn.args, fn.body if isinstance(fn, ast.FunctionDef) else [ast.Return(fn.body)]
+    if getattr(fn, "decorator_list", []) or a.kwonlyargs or a.defaults or len(body) != 1:
         return None
-    call = body[0].value
+    call = body[0].value if isinstance(body[0], ast.Return) else None
     if not isinstance(call, ast.Call):
         return None
     names = [p.arg for p in (*a.posonlyargs, *a.args)] + ([f"*{a.vararg.arg}"] if a.vararg else [])
@@ -113,6 +128,12 @@ class _PutBack(ast.NodeTransformer):
             return node
         value, many = self.resolved[node.id]
         return copy.deepcopy(value) if many else value
+
+
+def _root(node: ast.expr) -> str:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 def _dotted(node: ast.expr) -> bool:
