@@ -6,6 +6,7 @@ import builtins
 import csv
 import io
 import keyword
+import re
 import tokenize
 import unicodedata
 from pathlib import Path
@@ -571,7 +572,44 @@ def test_a_builtin_calling_what_it_is_given_is_idle_only_of_idle_callables():
     kept = "def f(chip, a):\n    min(map(chip.store, [a, a]))\n    sorted(a, key=chip.load)\n"
     assert (
         normal_form.normalized(kept)
-        == "def f(chip, a):\n    min(map(chip.store, [a, a]))\n    sorted(a, key=chip.load)"
+        == "def f(chip, a):\n    min(map(chip.store, (a, a)))\n    sorted(a, key=chip.load)"
     )
     idle = "def f(a):\n    min(map(abs, [a, a]))\n    sorted(a, key=lambda x: -x)\n    g(a)\n"
     assert normal_form.normalized(idle) == "def f(a):\n    g(a)"
+
+
+def rewritten_102(source: str) -> str:
+    """Red team 102's rewrites: locals kept in an object (`s.rows`), buffer names as module constants split in two
+    ('K_' + 'j'), tuples as lists, `x[:, None]` as `x.reshape(-1, 1)`, min's and np.maximum's arguments swapped."""
+    head, body = source.split("    N, d =", 1)
+    for name in ("rows", "cols", "m_new", "ℓ_new", "S", "P", "α"):
+        body = re.sub(rf"(?<![\w.'\"]){name}(?![\w'\"])", f"s.{name}", body)
+    body = body.replace("[:, None]", ".reshape(-1, 1)").replace('"K_j"', "_K + _J")
+    body = body.replace("np.maximum(m_i, s.S.max(axis=1))", "np.maximum(s.S.max(axis=1), m_i)")
+    for tuple_ in ("(i * Br, min((i + 1) * Br, N))", "(j * Bc, min((j + 1) * Bc, Nk))"):
+        body = body.replace(tuple_, "[" + tuple_[1:-1] + "]")
+    body = re.sub(r"min\(\((\w) \+ 1\) \* (\w+), (\w+)\)", r"min(\3, (\1 + 1) * \2)", body)
+    head = head.replace("def forward", "_K, _J = 'K_', 'j'\n\n\nclass _S:\n    pass\n\n\ndef forward")
+    return head + "    s = _S()\n    N, d =" + body
+
+
+def test_locals_in_an_object_constants_split_lists_reshapes_and_swapped_arguments_leave_the_runs_alone(tmp_path):
+    """Red team 102: every local as `s.x` 0.05 (as `LV['x']` 0.04), buffer names as module constants 0.59, split
+    0.63, tuples as lists 0.72, `.reshape(-1, 1)` 0.78, min's arguments swapped 0.73."""
+    source = (SUBMISSIONS / "algorithm1.py").read_text()
+    other = rewritten_102(source)
+    marks = ("s.rows = [", "_K + _J", ".reshape(-1, 1)", "min(N, (i + 1) * Br)", "np.maximum(s.S.max(axis=1), m_i)")
+    assert all(mark in other for mark in marks), other
+    assert_one_program(tmp_path, source, other)
+    keyed = other.replace("s = _S()", "s = {}").replace("class _S:\n    pass\n", "")  # LV['x'] for s.x
+    keyed = re.sub(r"\bs\.(\w+)", r"s['\1']", keyed)
+    assert similarity.fingerprint(keyed) == similarity.fingerprint(source)
+
+
+def test_triton_s_expand_dims_and_float_infinities_have_one_spelling():
+    """Red team 102 on assignment 07: `tl.expand_dims(x, 1)` for `x[:, None]` 0.49, `-float('inf')` 0.91."""
+    one = "import triton.language as tl\ng(tl.load(P + r[:, None] + k[None, :], m[None, :] & n[:, None], -float('inf')))\n"
+    two = ("import triton.language as tl\n"
+           "g(tl.load(P + tl.expand_dims(r, 1) + tl.expand_dims(k, 0), tl.expand_dims(n, 1) & tl.expand_dims(m, 0),"
+           " float('-inf')))\n")  # fmt: skip
+    assert normal_form.normalized(one) == normal_form.normalized(two) != "pass"

@@ -12,6 +12,7 @@ program; it need not run."""
 
 import ast
 
+from sim.grading.namespaces import unpacked
 from sim.grading.purity import PURE_FUNCTION, PURE_MODULES, pure, pure_functions
 from sim.grading.spelling import Spelled
 from sim.grading.temporaries import LOOP, put_back
@@ -36,7 +37,8 @@ def normalized(source: str) -> str:
     tree = Spelled(modules).visit(tree)
     modules |= dict.fromkeys(pure_functions(tree, modules), PURE_FUNCTION)
     _flatten(tree)
-    _keep(tree, lambda s: not _inert(s, modules))
+    made = unpacked(tree)  # locals kept in an object or a dict: plain names (red team 102)
+    _keep(tree, lambda s: id(s) not in made and not _inert(s, modules))
     gone = put_back(tree, lambda node: pure(node, modules))
     _keep(tree, lambda s: id(s) not in gone)
     tree = Spelled(modules).visit(tree)  # again: a temporary put back is an operand to order

@@ -6,6 +6,7 @@ import zlib
 METHODS = {m: m for m in "max min sum mean prod argmax argmin cumsum transpose reshape clip std var any all".split()}
 METHODS |= {"amax": "max", "amin": "min"}  # numpy's functions that are an array's methods, by the method's name
 TRITON_METHODS = {m: m for m in "exp exp2 log log2 sqrt abs sum max min trans cumsum sigmoid reshape to".split()}
+COMMUTE = (ast.Add, ast.Mult, ast.BitAnd, ast.BitOr, ast.BitXor)  # operands in one order (red team 102: `&`)
 OPERATORS = {"add": (None, ast.Add()), "subtract": (None, ast.Sub()), "multiply": (None, ast.Mult()),
              "divide": (None, ast.Div()), "true_divide": (None, ast.Div()), "power": (None, ast.Pow()),
              "negative": (ast.USub(),)}  # numpy's ufuncs that are an operator (`np.multiply(a, b)`: `a * b`)  # fmt: skip
@@ -56,13 +57,27 @@ class Spelled(ast.NodeTransformer):
 
     def visit_BinOp(self, node: ast.BinOp) -> ast.expr:
         self.generic_visit(node)
+        folded = _folded(node)
+        if folded is not None:  # 'K' + '_j': 'K_j', 1 / 2: 0.5 (red team 102: 0.59)
+            return folded
         if isinstance(node.op, ast.Add):
             for x, y in ((node.left, node.right), (node.right, node.left)):
                 if isinstance(y, ast.UnaryOp) and isinstance(y.op, ast.USub):
                     return ast.BinOp(left=x, op=ast.Sub(), right=y.operand)
-        if isinstance(node.op, ast.Add | ast.Mult) and self.key(node.right) < self.key(node.left):
+        if isinstance(node.op, COMMUTE) and self.key(node.right) < self.key(node.left):
             node.left, node.right = node.right, node.left
         return node
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.expr:
+        self.generic_visit(node)
+        value = node.operand.value if isinstance(node.operand, ast.Constant) else None
+        if isinstance(node.op, ast.USub) and type(value) in (int, float):  # -1: the constant −1
+            return ast.Constant(value=-value)
+        return node
+
+    def visit_List(self, node: ast.List) -> ast.expr:
+        self.generic_visit(node)  # [a, b] as (a, b) where it is read (red team 102: 0.72)
+        return ast.Tuple(elts=node.elts, ctx=node.ctx) if isinstance(node.ctx, ast.Load) else node
 
     def visit_Compare(self, node: ast.Compare) -> ast.expr:
         self.generic_visit(node)
@@ -90,13 +105,35 @@ class Spelled(ast.NodeTransformer):
         one = node.args[0] if len(node.args) == 1 else None
         if builtin in ("min", "max", "sum") and isinstance(one, ast.List | ast.Tuple) and len(one.elts) == 1:
             return one.elts[0]  # min([x]): x (red team 100: min(map(chip.store, ["O"], [O_i], [rows])), 0.33)
+        if builtin == "float" and isinstance(one, ast.Constant) and isinstance(one.value, str):
+            try:  # float('-inf'): the constant −∞, as -np.inf (red team 102)
+                return ast.Constant(value=float(one.value))
+            except ValueError:
+                return node
         attr = func.attr if isinstance(func, ast.Attribute) else ""
+        owner = getattr(func, "value", None)
+        module = owner.id if isinstance(owner, ast.Name) else ""
+        array = module in self.numpy or module in self.triton
+        if len(node.args) == 2 and (builtin in ("min", "max") or (array and attr in ("maximum", "minimum"))):
+            if self.key(node.args[1]) < self.key(node.args[0]):  # max(b, a): max(a, b) (red team 102: 0.73)
+                node.args.reverse()
+            return node
+        if (module in self.triton and attr == "expand_dims" and len(node.args) == 2) or (
+            attr == "reshape" and len(node.args) == 2 and sorted(_ints(node.args)) == [-1, 1]
+        ):  # tl.expand_dims(x, 1), x.reshape(-1, 1): x[:, None]; axis 0, (1, -1): x[None, :] (red team 102: 0.49)
+            x, last = (
+                (node.args[0], _ints(node.args[1:]) == [1])
+                if attr == "expand_dims"
+                else (owner, _ints(node.args)[0] == -1)
+            )
+            index = [ast.Slice(), ast.Constant(value=None)] if last else [ast.Constant(value=None), ast.Slice()]
+            return ast.Subscript(value=x, slice=ast.Tuple(elts=index, ctx=ast.Load()), ctx=ast.Load())
         if attr == "__call__":  # f.__call__(x): f(x) (red team 100)
             return ast.Call(func=func.value, args=node.args, keywords=[])
         if attr == "__getattribute__" and len(node.args) == 1 and isinstance(node.args[0], ast.Constant):
             return ast.Attribute(value=func.value, attr=str(node.args[0].value), ctx=ast.Load())
         reduce = attr == "reduce" and isinstance(func.value, ast.Attribute) and func.value.attr == "add"  # np.add.
-        owner = func.value.value if reduce else getattr(func, "value", None)
+        owner = func.value.value if reduce else owner
         module = owner.id if isinstance(owner, ast.Name) else ""
         if module in self.numpy and attr in OPERATORS and len(node.args) == len(OPERATORS[attr]):
             op = OPERATORS[attr]  # np.multiply(a, b): a * b (red team 100: 0.51)
@@ -121,7 +158,9 @@ class Spelled(ast.NodeTransformer):
     def visit_Attribute(self, node: ast.Attribute) -> ast.expr:
         self.generic_visit(node)
         owner = node.value.id if isinstance(node.value, ast.Name) else ""
-        return ast.Constant(value=None) if node.attr == "newaxis" and owner in self.numpy else node  # np.newaxis: None
+        if owner in self.numpy and node.attr in ("newaxis", "inf"):  # np.newaxis: None; np.inf: the constant ∞
+            return ast.Constant(value=None if node.attr == "newaxis" else float("inf"))
+        return node
 
     def visit_Subscript(self, node: ast.Subscript) -> ast.expr:
         self.generic_visit(node)
@@ -129,6 +168,24 @@ class Spelled(ast.NodeTransformer):
         if isinstance(index, ast.Tuple) and index.elts and _is(index.elts[0], ...):  # x[..., None]: x[:, None]
             index.elts[0] = ast.Slice()
         return node
+
+
+def _ints(nodes: list[ast.expr]) -> list:
+    """The int constants among `nodes`, in order (None where one is not)."""
+    return [n.value if isinstance(n, ast.Constant) and type(n.value) is int else None for n in nodes]
+
+
+def _folded(node: ast.BinOp) -> ast.Constant | None:
+    """Two constants' +, −, ·, / (numbers below 10¹⁵, or strings joined up to 1,000 characters), else None."""
+    a, b = (n.value if isinstance(n, ast.Constant) else None for n in (node.left, node.right))
+    if isinstance(a, str) and isinstance(b, str) and isinstance(node.op, ast.Add) and len(a) + len(b) <= 1000:
+        return ast.Constant(value=a + b)
+    if not all(type(v) in (int, float) and abs(v) < 1e15 for v in (a, b)):
+        return None
+    operations = {ast.Add: lambda: a + b, ast.Sub: lambda: a - b, ast.Mult: lambda: a * b, ast.Div: lambda: a / b}
+    if type(node.op) not in operations or (isinstance(node.op, ast.Div) and not b):
+        return None
+    return ast.Constant(value=operations[type(node.op)]())
 
 
 def _is(node: ast.expr, value) -> bool:

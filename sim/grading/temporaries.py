@@ -22,11 +22,38 @@ SCOPES = (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.L
 def put_back(tree: ast.AST, pure) -> set[int]:
     """The temporaries of every scope of `tree` put back (`pure`: whether an expression computes without effects);
     the ids of the assignments that bound them (to go)."""
-    gone: set[int] = set()
+    gone = _module_constants(tree)
     for scope in ast.walk(tree):
         if isinstance(scope, SCOPES) and not isinstance(scope, ast.Lambda):
             gone |= _put_back_in(scope, pure)
     return gone
+
+
+def _module_constants(tree: ast.AST) -> set[int]:
+    """Names the module binds once, to a constant, put back wherever the file reads them, in any function
+    (`_C3 = 'K_j'` then `chip.load(_C3, …)`: red team 102, 0.59); the ids of their assignments."""
+    binds: dict[str, int] = {}
+    for n in ast.walk(tree):
+        name = n.id if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load) else getattr(n, "arg", None)
+        name = name or (n.name if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) else None)
+        if isinstance(name, str):
+            binds[name] = binds.get(name, 0) + 1
+    constants = {s.targets[0].id: s for s in getattr(tree, "body", []) if isinstance(s, ast.Assign)
+                 and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
+                 and isinstance(s.value, ast.Constant) and binds.get(s.targets[0].id) == 1}  # fmt: skip
+
+    def put(child):
+        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load) and child.id in constants:
+            return ast.copy_location(ast.Constant(value=constants[child.id].value.value), child)
+        return child
+
+    for node in ast.walk(tree):
+        for field, value in ast.iter_fields(node):
+            if isinstance(value, list):
+                value[:] = [put(child) for child in value]
+            elif isinstance(value, ast.Name):
+                setattr(node, field, put(value))
+    return {id(s) for s in constants.values()}
 
 
 def _put_back_in(scope: ast.AST, pure) -> set[int]:

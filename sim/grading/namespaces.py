@@ -1,0 +1,81 @@
+"""Locals kept in an object or a dict, written back as plain names, for the similarity report's normal form.
+
+Red team 102 hid copies by keeping every local in a namespace: `s = _S()` of a class of the file
+(or `SimpleNamespace()`, `type(…)()`) and `s.x` for `x`: 0.05 against the original; or a dict, `LV = {}` and
+`LV['x']`: 0.04. A name bound once to such an object, and used only as the receiver of its attributes (or
+subscripted only by constant strings), is a namespace; each `s.x` (or `LV['x']`) becomes the name `x`, and the
+binding and an empty class go.
+"""
+
+import ast
+
+MAKERS = ("SimpleNamespace", "dict", "object")  # calls that make an empty namespace, beside the file's classes
+
+
+def unpacked(tree: ast.AST) -> set[int]:
+    """Each namespace's `s.x` and `LV['x']` rewritten as `x`; the ids of the statements that made them (to go)."""
+    classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
+    binds: dict[str, list[ast.AST]] = {}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
+            binds.setdefault(n.id, []).append(n)
+        elif isinstance(n, ast.arg | ast.FunctionDef | ast.ClassDef):
+            binds.setdefault(getattr(n, "arg", None) or n.name, []).append(n)
+    makers = {}
+    for s in ast.walk(tree):
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name):
+            kind = _kind(s.value, classes)
+            if kind and binds.get(s.targets[0].id) == [s.targets[0]]:
+                makers[s.targets[0].id] = (kind, s)
+    uses: dict[str, list[tuple[ast.AST, str, ast.AST]]] = {name: [] for name in makers}
+    parents = {id(c): p for p in ast.walk(tree) for c in ast.iter_child_nodes(p)}
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Name) and n.id in makers and isinstance(n.ctx, ast.Load):
+            uses[n.id].append((n, makers[n.id][0], parents.get(id(n))))
+    gone = set()
+    for name, found in uses.items():
+        keys = [_key(n, kind, parent) for n, kind, parent in found]
+        if not found or any(k is None for k in keys):
+            continue  # used otherwise too (passed on, called, iterated): not only a namespace
+        for (_, _, parent), key in zip(found, keys, strict=True):
+            _replace(parent, parents, ast.copy_location(ast.Name(id=key, ctx=parent.ctx), parent))
+        kind, made = makers[name]
+        gone.add(id(made))
+        if isinstance(made.value, ast.Call) and getattr(made.value.func, "id", "") in classes:
+            gone.add(id(classes[made.value.func.id]))
+    return gone
+
+
+def _kind(value: ast.expr, classes: dict[str, ast.ClassDef]) -> str:
+    """ "attribute" for an empty object (of a class of the file that holds nothing but `pass` or a docstring, or a
+    maker), "key" for an empty dict, else ""."""
+    if isinstance(value, ast.Dict) and not value.keys:
+        return "key"
+    if not (isinstance(value, ast.Call) and not value.args and not value.keywords):
+        return ""
+    func = value.func
+    name = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+    if name == "dict":
+        return "key"
+    empty = name in classes and all(isinstance(s, ast.Pass | ast.Expr) for s in classes[name].body)
+    return "attribute" if empty or name in MAKERS else ""
+
+
+def _key(node: ast.Name, kind: str, parent: ast.AST | None) -> str | None:
+    """The local a use names (`s.x`: "x"; `LV['x']`: "x"), or None for any other use."""
+    if kind == "attribute" and isinstance(parent, ast.Attribute) and parent.value is node:
+        return parent.attr
+    if kind == "key" and isinstance(parent, ast.Subscript) and parent.value is node:
+        key = parent.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier():
+            return key.value
+    return None
+
+
+def _replace(old: ast.AST, parents: dict[int, ast.AST], new: ast.AST) -> None:
+    holder = parents[id(old)]
+    for field, value in ast.iter_fields(holder):
+        if value is old:
+            setattr(holder, field, new)
+        elif isinstance(value, list):
+            value[:] = [new if v is old else v for v in value]
