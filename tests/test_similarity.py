@@ -613,3 +613,25 @@ def test_triton_s_expand_dims_and_float_infinities_have_one_spelling():
            "g(tl.load(P + tl.expand_dims(r, 1) + tl.expand_dims(k, 0), tl.expand_dims(n, 1) & tl.expand_dims(m, 0),"
            " float('-inf')))\n")  # fmt: skip
     assert normal_form.normalized(one) == normal_form.normalized(two) != "pass"
+
+
+PLAIN = "def f(chip, n):\n    for i in range(n):\n        a = chip.load(i)\n        chip.store(a * 2, i)\n"
+HELPER = ("def _step(chip, i):\n    a = chip.load(i)\n    chip.store(a * 2, i)\n    return None\n\n\n"
+          "def f(chip, n):\n    for i in range(n):\n        _step(chip, i)\n")  # fmt: skip
+CLASS = ("class _Impl:\n    def __init__(self, chip):\n        self.chip = chip\n\n    def step(self, i):\n"
+         "        self.a = self.chip.load(i)\n        self.chip.store(self.a * 2, i)\n\n    def run(self, n):\n"
+         "        for i in range(n):\n            self.step(i)\n\n\ndef f(chip, n):\n    _Impl(chip).run(n)\n")  # fmt: skip
+
+
+def test_a_loop_body_moved_into_a_helper_or_a_class_s_methods_is_put_back():
+    """Red team 103: each loop's body moved into a helper taking the loop's values, 0.51–0.75; the master wrapped in a
+    class (`self.chip.load`), 0.45, its loop body a method, 0.62."""
+    plain = normal_form.normalized(PLAIN)
+    assert (
+        normal_form.normalized(HELPER)
+        == plain
+        == "def f(chip, n):\n    i = range(n)\n    chip.store(chip.load(i) * 2, i)"
+    )
+    assert "    chip.store(chip.load(i) * 2, i)" in normal_form.normalized(CLASS)  # self.step(i) put back, self. gone
+    recursive = HELPER.replace("    return None", "    _step(chip, i - 1)")  # called twice (itself): kept
+    assert "def _step(chip, i):" in normal_form.normalized(recursive)

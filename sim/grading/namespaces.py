@@ -4,7 +4,7 @@ Red team 102 hid copies by keeping every local in a namespace: `s = _S()` of a c
 (or `SimpleNamespace()`, `type(…)()`) and `s.x` for `x`: 0.05 against the original; or a dict, `LV = {}` and
 `LV['x']`: 0.04. A name bound once to such an object, and used only as the receiver of its attributes (or
 subscripted only by constant strings), is a namespace; each `s.x` (or `LV['x']`) becomes the name `x`, and the
-binding and an empty class go.
+binding and an empty class go. A method's first parameter (`self`) is its object's namespace likewise.
 """
 
 import ast
@@ -13,7 +13,16 @@ MAKERS = ("SimpleNamespace", "dict", "object")  # calls that make an empty names
 
 
 def unpacked(tree: ast.AST) -> set[int]:
-    """Each namespace's `s.x` and `LV['x']` rewritten as `x`; the ids of the statements that made them (to go)."""
+    """Each namespace's `s.x` and `LV['x']` rewritten as `x`, and a method's `self.x` too (red team 103: a master
+    wrapped in a class, `self.chip.load`, 0.45); the ids of the statements that made the namespaces (to go)."""
+    for method in (f for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body
+                   if isinstance(f, ast.FunctionDef) and f.args.args):  # fmt: skip
+        this = method.args.args[0].arg
+        parents = {id(c): p for p in ast.walk(method) for c in ast.iter_child_nodes(p)}
+        for n in list(ast.walk(method)):
+            parent = parents.get(id(n))
+            if isinstance(n, ast.Name) and n.id == this and isinstance(parent, ast.Attribute) and parent.value is n:
+                _replace(parent, parents, ast.copy_location(ast.Name(id=parent.attr, ctx=parent.ctx), parent))
     classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     binds: dict[str, list[ast.AST]] = {}
     for n in ast.walk(tree):

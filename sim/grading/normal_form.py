@@ -12,6 +12,7 @@ program; it need not run."""
 
 import ast
 
+from sim.grading.inlining import inlined
 from sim.grading.namespaces import unpacked
 from sim.grading.purity import PURE_FUNCTION, PURE_MODULES, pure, pure_functions
 from sim.grading.spelling import Spelled
@@ -37,7 +38,7 @@ def normalized(source: str) -> str:
     tree = Spelled(modules).visit(tree)
     modules |= dict.fromkeys(pure_functions(tree, modules), PURE_FUNCTION)
     _flatten(tree)
-    made = unpacked(tree)  # locals kept in an object or a dict: plain names (red team 102)
+    made = unpacked(tree) | inlined(tree)  # locals kept in an object or a dict; functions called once (102, 103)
     _keep(tree, lambda s: id(s) not in made and not _inert(s, modules))
     gone = put_back(tree, lambda node: pure(node, modules))
     _keep(tree, lambda s: id(s) not in gone)
