@@ -635,3 +635,10 @@ def test_a_loop_body_moved_into_a_helper_or_a_class_s_methods_is_put_back():
     assert "    chip.store(chip.load(i) * 2, i)" in normal_form.normalized(CLASS)  # self.step(i) put back, self. gone
     recursive = HELPER.replace("    return None", "    _step(chip, i - 1)")  # called twice (itself): kept
     assert "def _step(chip, i):" in normal_form.normalized(recursive)
+
+
+def test_a_comprehension_standing_as_a_statement_is_the_loop_it_is():
+    """Red team 103: the init loop as `[(store(…), store(…), free(…)) for rows in …]`, 0.84 alone, more with others."""
+    loop = "def f(chip, n):\n    for i in range(n):\n        chip.store(i)\n        chip.free(i)\n"
+    comprehension = "def f(chip, n):\n    [(chip.store(i), chip.free(i)) for i in range(n)]\n"
+    assert normal_form.normalized(comprehension) == normal_form.normalized(loop)

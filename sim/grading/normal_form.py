@@ -93,6 +93,7 @@ def _flatten(tree: ast.AST) -> None:
 def _straight(body: list[ast.stmt]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     for s in body:
+        s = _looped_comprehension(s)
         if isinstance(s, COMPOUND + TRY_STAR):
             parts = [_header(s), getattr(s, "body", []), getattr(s, "orelse", []), getattr(s, "finalbody", [])]
             parts += [h.body for h in getattr(s, "handlers", []) if not _reraises(h)]
@@ -101,6 +102,20 @@ def _straight(body: list[ast.stmt]) -> list[ast.stmt]:
         else:
             out += _plain(s)
     return out
+
+
+def _looped_comprehension(s: ast.stmt) -> ast.stmt:
+    """A comprehension standing as a statement (its list dropped) as the loops it is: `[f(x) for x in xs]` is
+    `for x in xs: f(x)` (red team 103: a loop written so, among others: 0.66)."""
+    comp = s.value if isinstance(s, ast.Expr) else None
+    if not isinstance(comp, ast.ListComp | ast.SetComp | ast.GeneratorExp):
+        return s
+    inner: ast.stmt = ast.Expr(value=comp.elt)
+    for g in reversed(comp.generators):
+        for test in reversed(g.ifs):
+            inner = ast.If(test=test, body=[inner], orelse=[])
+        inner = ast.For(target=g.target, iter=g.iter, body=[inner], orelse=[], lineno=0)
+    return inner
 
 
 def _header(s: ast.stmt) -> list[ast.stmt]:
@@ -130,6 +145,8 @@ def _plain(s: ast.stmt) -> list[ast.stmt]:
         return [ast.Assign(targets=[s.target], value=s.value, lineno=0)]
     if isinstance(s, ast.Expr) and isinstance(s.value, ast.NamedExpr):
         return [ast.Assign(targets=[s.value.target], value=s.value.value, lineno=0)]
+    if isinstance(s, ast.Expr) and isinstance(s.value, ast.Tuple | ast.List):  # `(f(a), g(b))`: f(a), then g(b)
+        return [t for e in s.value.elts for t in _plain(ast.Expr(value=e))]
     pair = s.targets[0] if isinstance(s, ast.Assign) and len(s.targets) == 1 else None
     sequences = ast.List | ast.Tuple
     if isinstance(pair, sequences) and isinstance(s.value, sequences) and len(pair.elts) == len(s.value.elts):
