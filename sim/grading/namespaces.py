@@ -15,14 +15,7 @@ MAKERS = ("SimpleNamespace", "dict", "object")  # calls that make an empty names
 def unpacked(tree: ast.AST) -> set[int]:
     """Each namespace's `s.x` and `LV['x']` rewritten as `x`, and a method's `self.x` too (red team 103: a master
     wrapped in a class, `self.chip.load`, 0.45); the ids of the statements that made the namespaces (to go)."""
-    for method in (f for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body
-                   if isinstance(f, ast.FunctionDef) and f.args.args):  # fmt: skip
-        this = method.args.args[0].arg
-        parents = {id(c): p for p in ast.walk(method) for c in ast.iter_child_nodes(p)}
-        for n in list(ast.walk(method)):
-            parent = parents.get(id(n))
-            if isinstance(n, ast.Name) and n.id == this and isinstance(parent, ast.Attribute) and parent.value is n:
-                _replace(parent, parents, ast.copy_location(ast.Name(id=parent.attr, ctx=parent.ctx), parent))
+    _selves(tree)
     classes = {n.name: n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)}
     binds: dict[str, list[ast.AST]] = {}
     for n in ast.walk(tree):
@@ -53,6 +46,18 @@ def unpacked(tree: ast.AST) -> set[int]:
         if isinstance(made.value, ast.Call) and getattr(made.value.func, "id", "") in classes:
             gone.add(id(classes[made.value.func.id]))
     return gone
+
+
+def _selves(tree: ast.AST) -> None:
+    """In each method, `self.x` (its first parameter's attribute) as the name `x`."""
+    for method in (f for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body
+                   if isinstance(f, ast.FunctionDef) and f.args.args):  # fmt: skip
+        this = method.args.args[0].arg
+        parents = {id(c): p for p in ast.walk(method) for c in ast.iter_child_nodes(p)}
+        for n in list(ast.walk(method)):
+            parent = parents.get(id(n))
+            if isinstance(n, ast.Name) and n.id == this and isinstance(parent, ast.Attribute) and parent.value is n:
+                _replace(parent, parents, ast.copy_location(ast.Name(id=parent.attr, ctx=parent.ctx), parent))
 
 
 def _kind(value: ast.expr, classes: dict[str, ast.ClassDef]) -> str:
