@@ -9,6 +9,8 @@ binding and an empty class go. A method's first parameter (`self`) is its object
 
 import ast
 
+from sim.grading.tree_edits import replace
+
 MAKERS = ("SimpleNamespace", "dict", "object")  # calls that make an empty namespace, beside the file's classes
 
 
@@ -40,7 +42,7 @@ def unpacked(tree: ast.AST) -> set[int]:
         if not found or any(k is None for k in keys):
             continue  # used otherwise too (passed on, called, iterated): not only a namespace
         for (_, _, parent), key in zip(found, keys, strict=True):
-            _replace(parent, parents, ast.copy_location(ast.Name(id=key, ctx=parent.ctx), parent))
+            replace(parent, parents[id(parent)], ast.copy_location(ast.Name(id=key, ctx=parent.ctx), parent))
         kind, made = makers[name]
         gone.add(id(made))
         if isinstance(made.value, ast.Call) and getattr(made.value.func, "id", "") in classes:
@@ -57,7 +59,9 @@ def _selves(tree: ast.AST) -> None:
         for n in list(ast.walk(method)):
             parent = parents.get(id(n))
             if isinstance(n, ast.Name) and n.id == this and isinstance(parent, ast.Attribute) and parent.value is n:
-                _replace(parent, parents, ast.copy_location(ast.Name(id=parent.attr, ctx=parent.ctx), parent))
+                replace(
+                    parent, parents[id(parent)], ast.copy_location(ast.Name(id=parent.attr, ctx=parent.ctx), parent)
+                )
 
 
 def _kind(value: ast.expr, classes: dict[str, ast.ClassDef]) -> str:
@@ -84,12 +88,3 @@ def _key(node: ast.Name, kind: str, parent: ast.AST | None) -> str | None:
         if isinstance(key, ast.Constant) and isinstance(key.value, str) and key.value.isidentifier():
             return key.value
     return None
-
-
-def _replace(old: ast.AST, parents: dict[int, ast.AST], new: ast.AST) -> None:
-    holder = parents[id(old)]
-    for field, value in ast.iter_fields(holder):
-        if value is old:
-            setattr(holder, field, new)
-        elif isinstance(value, list):
-            value[:] = [new if v is old else v for v in value]

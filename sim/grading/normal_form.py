@@ -17,6 +17,7 @@ from sim.grading.namespaces import unpacked
 from sim.grading.purity import PURE_FUNCTION, PURE_MODULES, pure, pure_functions
 from sim.grading.spelling import Spelled
 from sim.grading.temporaries import LOOP, put_back
+from sim.grading.tree_edits import reads_replaced, replace
 
 COMPOUND = (ast.If, ast.For, ast.AsyncFor, ast.While, ast.With, ast.AsyncWith, ast.Try, ast.Match)
 TRY_STAR = tuple(getattr(ast, n) for n in ("TryStar",) if hasattr(ast, n))  # Python 3.11's `except*`
@@ -65,11 +66,7 @@ def _shallow(tree: ast.AST) -> None:
     for node in order:
         parent = parents.get(id(node))
         if isinstance(node, ast.expr) and height[id(node)] > DEEPEST and not isinstance(parent, ast.expr):
-            for field, value in ast.iter_fields(parent):
-                if value is node:
-                    setattr(parent, field, ast.Constant(value=None))
-                elif isinstance(value, list) and any(v is node for v in value):
-                    value[:] = [ast.Constant(value=None) if v is node else v for v in value]
+            replace(node, parent, ast.Constant(value=None))
 
 
 def _holds_body(node: ast.AST) -> bool:
@@ -196,13 +193,7 @@ def _imported(tree: ast.AST) -> dict[str, str]:
     bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
     bound |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
     names = {k: v for k, v in names.items() if k not in bound and k not in modules}
-    for node in ast.walk(tree):
-        for field, value in ast.iter_fields(node):
-            if isinstance(value, ast.Name) and isinstance(value.ctx, ast.Load) and value.id in names:
-                setattr(node, field, _attribute(value, *names[value.id]))
-            elif isinstance(value, list):
-                value[:] = [_attribute(v, *names[v.id]) if isinstance(v, ast.Name) and v.id in names
-                            and isinstance(v.ctx, ast.Load) else v for v in value]  # fmt: skip
+    reads_replaced(tree, lambda read: _attribute(read, *names[read.id]) if read.id in names else read)
     return modules | {module.split(".")[0]: module.split(".")[0] for module, _ in names.values()}
 
 

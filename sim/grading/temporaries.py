@@ -11,6 +11,8 @@ as written (and not ten times that with the temporaries in it put back); the ass
 import ast
 import copy
 
+from sim.grading.tree_edits import reads_replaced
+
 SMALL = 30  # nodes: a temporary this small as written and pure is put back wherever it is read
 DEEP = 40  # levels: no expression is made deeper than this by putting temporaries back (the printer recurses)
 COPIES = 3000  # nodes the copies of one temporary may add, read more than once
@@ -42,17 +44,12 @@ def _module_constants(tree: ast.AST) -> set[int]:
                  and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
                  and isinstance(s.value, ast.Constant) and binds.get(s.targets[0].id) == 1}  # fmt: skip
 
-    def put(child):
-        if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load) and child.id in constants:
-            return ast.copy_location(ast.Constant(value=constants[child.id].value.value), child)
-        return child
+    def put(read: ast.Name) -> ast.expr:
+        if read.id not in constants:
+            return read
+        return ast.copy_location(ast.Constant(value=constants[read.id].value.value), read)
 
-    for node in ast.walk(tree):
-        for field, value in ast.iter_fields(node):
-            if isinstance(value, list):
-                value[:] = [put(child) for child in value]
-            elif isinstance(value, ast.Name):
-                setattr(node, field, put(value))
+    reads_replaced(tree, put)
     return {id(s) for s in constants.values()}
 
 
