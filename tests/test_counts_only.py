@@ -77,8 +77,8 @@ def test_a_million_rows_are_counted_without_arrays():
 
 
 def brute_sums(N, Nk, Br, Bc, causal):
-    """Σ over row blocks of (seen, keys, full) and of rows × each, from the mask's definition, key by key:
-    row r sees key c ≤ r + Nk − N (causal)."""
+    """Σ over row blocks of (seen, keys, full) and of rows × each, and the rows of the blocks that see some key, from
+    the mask's definition, key by key: row r sees key c ≤ r + Nk − N (causal)."""
     return brute_rule_sums(N, 1, Nk, Br, Bc, None, 0 if causal else None)
 
 
@@ -86,7 +86,7 @@ def brute_sums(N, Nk, Br, Bc, causal):
 @given(N=st.integers(1, 90), Nk=st.integers(1, 90), Br=st.integers(1, 20), Bc=st.integers(1, 20), causal=st.booleans())
 def test_the_row_block_sums_are_the_masks(N, Nk, Br, Bc, causal):
     r = row_sums(N, Nk, Br, Bc, causal)
-    assert [r.seen, r.keys, r.full, r.r_seen, r.r_keys, r.r_full] == brute_sums(N, Nk, Br, Bc, causal)
+    assert [r.seen, r.keys, r.full, r.r_seen, r.r_keys, r.r_full, r.r_any] == brute_sums(N, Nk, Br, Bc, causal)
 
 
 def brute_rule_sums(positions, g, Nk, Br, Bc, left, right):
@@ -98,7 +98,7 @@ def brute_rule_sums(positions, g, Nk, Br, Bc, left, right):
         diagonal = r // g + Nk - positions
         return (left is None or c >= diagonal - left) and (right is None or c <= diagonal + right)
 
-    sums = [0] * 6
+    sums = [0] * 7
     for r0 in range(0, N, Br):
         rows = range(r0, min(r0 + Br, N))
         blocks = [range(j * Bc, min((j + 1) * Bc, Nk)) for j in range(Tc)]
@@ -108,6 +108,7 @@ def brute_rule_sums(positions, g, Nk, Br, Bc, left, right):
         for k in range(3):
             sums[k] += x[k]
             sums[3 + k] += len(rows) * x[k]
+        sums[6] += len(rows) if seen else 0
     return sums
 
 
@@ -122,7 +123,7 @@ def test_the_row_block_sums_under_a_window_and_packed_rows_are_the_masks(positio
     the mask's definition, key by key."""
     rule = mask.Rule(positions, Nk, left, right, g)
     r = iomodel.sums(g * positions, Nk, Br, Bc, False, rule)
-    assert [r.seen, r.keys, r.full, r.r_seen, r.r_keys, r.r_full] == brute_rule_sums(
+    assert [r.seen, r.keys, r.full, r.r_seen, r.r_keys, r.r_full, r.r_any] == brute_rule_sums(
         positions, g, Nk, Br, Bc, left, right
     )
 

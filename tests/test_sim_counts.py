@@ -88,12 +88,17 @@ def test_flash2_never_reads_a_block_no_row_may_see():
     r = sim.run("flash2", q, k, v, causal=True, block_rows=Br, block_cols=Bc, record="steps")
     for step in r.trace.steps:
         for a in step.reads:
+            last_row = min((step.i + 1) * Br, N) - 1
             if a.tensor in ("K", "V"):
-                last_row = min((step.i + 1) * Br, N) - 1
                 assert a.r0 <= last_row + Nk - N, f"step {step.index} read {a.tensor}[{a.r0}:{a.r1}] for block {step.i}"
-    skipped = [s for s in r.trace.steps if s.op == "skip"]
+            if a.tensor == "Q":  # a block whose last row sees no key (r + Nk − N < 0) is never read either
+                assert last_row + Nk - N >= 0, f"step {step.index} read Q[{a.r0}:{a.r1}], which sees no key"
+    skipped = [s for s in r.trace.steps if s.op == "skip" and s.j is not None]
     expected = sum(ceil(Nk / Bc) - iomodel.visible_blocks(i, N, Nk, Br, Bc, True) for i in range(ceil(N / Br)))
     assert len(skipped) == expected > 0
+    blind = [s.i for s in r.trace.steps if s.op == "skip" and s.j is None]
+    assert blind == [0, 1]  # rows 0 … 15 see no key (r + 24 − 40 < 0); row 16 sees key 0
+    assert r.ledger.per_tensor()["Q"]["read"] == (N - 2 * Br) * d * 4
 
 
 def test_flash1_theorem2_scaling():

@@ -62,18 +62,20 @@ flash2_v1_fwd(const storage_t* Q, const storage_t* K, const storage_t* V, storag
     const storage_t* K_hbm = K + bh * Nk * HEAD_DIM;
     const storage_t* V_hbm = V + bh * Nk * HEAD_DIM;
 
-    // line 4: load Q_i from HBM to SRAM (through L2, not L1: see the header)
-    for (int e = tid; e < rows * HEAD_DIM; e += NTHREADS) Q_i[e] = to_float(load_cg(Q_hbm + e));
-    // line 5: on chip, O_i = 0, ℓ_i = 0, m_i = −∞
-    for (int e = tid; e < BR * HEAD_DIM; e += NTHREADS) O_i[e] = 0.f;
-    for (int r = tid; r < BR; r += NTHREADS) { l_i[r] = 0.f; m_i[r] = NEG_INF; }
-
-    // line 6: for j = 1 … Tc (causal: stop at the last K/V block that row r0 + rows − 1 can see)
+    // line 6's bound: j = 1 … Tc (causal: stop at the last K/V block that row r0 + rows − 1 can see)
     int Tc = (Nk + BC - 1) / BC;
     if (causal) {
         const int last_key = r0 + rows - 1 + Nk - N;
         Tc = last_key < 0 ? 0 : min(Tc, last_key / BC + 1);
     }
+    // line 4: load Q_i from HBM to SRAM (through L2, not L1: see the header); not where no row of it sees a key
+    // (Tc = 0, N > Nk: O_i = 0 and L_i = −∞ are written alone, as sim.algorithms.flash2 and FlashAttention-2 do)
+    if (Tc > 0)
+        for (int e = tid; e < rows * HEAD_DIM; e += NTHREADS) Q_i[e] = to_float(load_cg(Q_hbm + e));
+    // line 5: on chip, O_i = 0, ℓ_i = 0, m_i = −∞
+    for (int e = tid; e < BR * HEAD_DIM; e += NTHREADS) O_i[e] = 0.f;
+    for (int r = tid; r < BR; r += NTHREADS) { l_i[r] = 0.f; m_i[r] = NEG_INF; }
+
     for (int j = 0; j < Tc; ++j) {
         const int c0 = j * BC;
         const int cols = min(BC, Nk - c0);  // the last K/V block may be ragged

@@ -79,9 +79,10 @@ flash2_v2_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
         Tc = last_key < 0 ? 0 : min(Tc, last_key / BC + 1);
     }
 
-    // line 4: load Q_i from HBM to SRAM; line 7 for j = 0: K_0, V_0 (one cp.async group)
-    load_tile<BR>(sQ, Q_hbm, r0, N, tid);
+    // line 4: load Q_i from HBM to SRAM; line 7 for j = 0: K_0, V_0 (one cp.async group); none of them where no row
+    // of Q_i sees a key (Tc = 0, N > Nk: O_i = 0 and L_i = −∞ are written alone, as FlashAttention-2 does)
     if (Tc > 0) {
+        load_tile<BR>(sQ, Q_hbm, r0, N, tid);
         load_tile<BC>(sK, K_hbm, 0, Nk, tid);
         load_tile<BC>(sV, V_hbm, 0, Nk, tid);
     }

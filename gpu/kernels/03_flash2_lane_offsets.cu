@@ -118,9 +118,10 @@ flash2_v3_fwd(const elem_t* __restrict__ Q, const elem_t* __restrict__ K, const 
 #endif
     const float softmax_scale = SCORED ? 1.f : scale_log2;  // SCORED: scores in base 2 already
 
-    // line 4: load Q_i from HBM to SRAM; line 7 for j = j0: K_j0, V_j0 (one cp.async group)
-    load_tile<BR>(sQ, Q_hbm, r0, N, tid, sq.q_stride);
+    // line 4: load Q_i from HBM to SRAM; line 7 for j = j0: K_j0, V_j0 (one cp.async group); none of them where no
+    // row of Q_i sees a key (Tc = j0, N > Nk: O_i = 0 and L_i = −∞ are written alone, as FlashAttention-2 does)
     if (Tc > j0) {
+        load_tile<BR>(sQ, Q_hbm, r0, N, tid, sq.q_stride);
         load_tile<BC>(sK + (j0 & 1) * BC * SROW, K_hbm, j0 * BC, Nk, tid, sq.kv_stride);
         load_tile<BC>(sV + (j0 & 1) * BC * SROW, V_hbm, j0 * BC, Nk, tid, sq.kv_stride);
     }

@@ -10,7 +10,8 @@ What to implement
     With `causal`, query r sees key c only if c ≤ r + Nk − N (the mask aligned bottom-right, as in
     FlashAttention ≥ 2.1): mask the scores of the tiles that cross that line, and skip — do not
     load — the K/V blocks that no row of Q_i may see. A row that sees no key at all (N > Nk) has
-    O = 0 and L = −∞.
+    O = 0 and L = −∞; a Q block none of whose rows sees a key is not loaded either
+    (FlashAttention-2's kernel exits early there).
 
 The API you may use
     The chip's API as in assignment 2 (chip.hbm.tensors, chip.hbm.alloc, chip.load, chip.put,
@@ -41,7 +42,8 @@ GRADING = {
     "algorithm": "flash2",
     "causal_argument": True,
     "outputs": {"O": "input", "L": "fp32"},
-    "io_hint": "load Q_i once per outer iteration, and skip the K/V blocks no row of Q_i may see",
+    "io_hint": "load Q_i once per outer iteration (not at all where no row of it sees a key), and skip the K/V "
+               "blocks no row of Q_i may see",
 }
 
 TESTS = [
@@ -79,11 +81,16 @@ def forward(chip, *, Br: int, Bc: int, scale: float, causal: bool) -> None:
     chip.hbm.alloc("L", (N,), np.float32)
     for i in range(-(-N // Br)):  # line 3
         r0, r1 = i * Br, min((i + 1) * Br, N)
+        last_key = r1 - 1 + Nk - N if causal else Nk - 1  # the last key any row of this block sees
+        if last_key < 0:  # no row of Q_i sees a key (N > Nk): never loaded; O_i = 0, L_i = −∞ (FA2 exits early)
+            chip.store("O", chip.put("O_i", np.zeros((r1 - r0, d))), (r0, r1))
+            chip.store("L", chip.put("L_i", np.full(r1 - r0, -np.inf)), (r0, r1))
+            chip.free("O_i", "L_i")
+            continue
         Q_i = chip.load("Q_i", "Q", (r0, r1))  # line 4: (Br, d) SRAM
         O_i = chip.put("O_i", np.zeros((r1 - r0, d)))  # line 5
         ℓ_i = chip.put("ℓ_i", np.zeros(r1 - r0))
         m_i = chip.put("m_i", np.full(r1 - r0, -np.inf))
-        last_key = r1 - 1 + Nk - N if causal else Nk - 1  # the last key any row of this block sees
         for j in range(-(-Nk // Bc)):  # line 6
             c0, c1 = j * Bc, min((j + 1) * Bc, Nk)
             if c0 > last_key:

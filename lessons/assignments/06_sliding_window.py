@@ -11,7 +11,7 @@ What to implement
     Mask the scores of the tiles the window's edges cross, and skip — do not load — every K/V
     block that no row of Q_i may see: with a window of w keys, Q_i reads about (w + Br)/Bc + 1
     blocks instead of Nk/Bc, so the pass moves O(N·w) bytes instead of O(N·Nk). A row that sees
-    no key has O = 0 and L = −∞.
+    no key has O = 0 and L = −∞; a Q block none of whose rows sees a key is not loaded either.
 
 The API you may use
     The chip's API as in assignment 2 (chip.hbm.tensors, chip.hbm.alloc, chip.load, chip.put,
@@ -43,7 +43,8 @@ GRADING = {
     "algorithm": "flash2",
     "window_argument": True,
     "outputs": {"O": "input", "L": "fp32"},
-    "io_hint": "load Q_i once per outer iteration, and only the K/V blocks inside its rows' windows",
+    "io_hint": "load Q_i once per outer iteration (not at all where no row of it sees a key), and only the K/V "
+               "blocks inside its rows' windows",
 }
 
 # fmt: off
@@ -85,6 +86,11 @@ def forward(chip, *, Br: int, Bc: int, scale: float, window) -> None:
         r0, r1 = i * Br, min((i + 1) * Br, N)
         first = r0 + Nk - N - left  # the first key the block's first row sees
         last = r1 - 1 + Nk - N + right  # the last key its last row sees
+        if last < 0 or first > Nk - 1:  # no row of Q_i sees a key: never loaded; O_i = 0, L_i = −∞
+            chip.store("O", chip.put("O_i", np.zeros((r1 - r0, d))), (r0, r1))
+            chip.store("L", chip.put("L_i", np.full(r1 - r0, -np.inf)), (r0, r1))
+            chip.free("O_i", "L_i")
+            continue
         Q_i = chip.load("Q_i", "Q", (r0, r1))  # line 4: (Br, d) SRAM
         O_i = chip.put("O_i", np.zeros((r1 - r0, d)))  # line 5
         ℓ_i = chip.put("ℓ_i", np.zeros(r1 - r0))

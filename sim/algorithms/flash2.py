@@ -1,7 +1,7 @@
 """FlashAttention-2 forward (Dao, 2023, Algorithm 1): outer loop over Q blocks, one rescale at the end.
 
-Each Q block i is read once; K and V stream through SRAM once per Q block; O_i and the
-log-sum-exp L_i are written once. HBM traffic: s·(Nd + Tr·2·Nk·d) read, s·Nd + 4N written.
+Each Q block i is read once (not at all where it sees no key); K and V stream through SRAM once
+per Q block; O_i and the log-sum-exp L_i are written once. HBM traffic: s·(Nd + Tr·2·Nk·d) read, s·Nd + 4N written.
 With dropout, P̃_ij is dropped as in FlashAttention's Algorithm 2 (line 14), with a mask
 regenerated from the seed (`sim.algorithms.dropout`), never stored; ℓ_i sums P̃_ij before dropout.
 """
@@ -36,8 +36,13 @@ def forward(
     for i in range(Tr):  # line 3
         rows = (i * Br, min((i + 1) * Br, N))
         r = rows[1] - rows[0]
-        with chip.step("load", 4, "Load Q_i from HBM to on-chip SRAM", i=i):
-            Q_i = chip.load("Q_i", "Q", rows)  # (Br, d) SRAM
+        blind = not scores.rule.seen_blocks(rows, Bc)  # N > Nk: no row of Q_i sees a key (FA2's kernel exits early)
+        if blind:
+            with chip.step("skip", 4, f"Skip Q_i: the {scores.hiding} hides every key from it; O_i = 0, L_i = −∞", i=i):
+                pass  # never read from HBM
+        else:
+            with chip.step("load", 4, "Load Q_i from HBM to on-chip SRAM", i=i):
+                Q_i = chip.load("Q_i", "Q", rows)  # (Br, d) SRAM
         with chip.step("init", 5, "On chip, initialize O_i = 0, ℓ_i = 0, m_i = −∞", i=i):
             O_i = chip.put("O_i", np.zeros((r, d)))  # (Br, d) SRAM, float32 accumulator
             empty = SoftmaxState.empty(r, ACCUMULATOR)  # the identity of ⊕
@@ -92,4 +97,4 @@ def forward(
             chip.store("O", O_i, rows)
         with chip.step("store", 15, "Write L_i to HBM as the i-th block of L", i=i):
             chip.store("L", L_i, rows)
-        chip.free("Q_i", "O_i", "ℓ_i", "m_i", "L_i")
+        chip.free(*(() if blind else ("Q_i",)), "O_i", "ℓ_i", "m_i", "L_i")

@@ -84,7 +84,7 @@ def sums(N: int, Nk: int, Br: int, Bc: int, causal: bool, rule: mask.Rule | None
     one step: at most two steps a position and one a block, min(Tr, 2·N/g + 1) in all."""
     if rule is None:
         return row_sums(N, Nk, Br, Bc, causal)
-    seen = keys = full = r_seen = r_keys = r_full = 0
+    seen = keys = full = r_seen = r_keys = r_full = r_any = 0
     i, Tr = 0, ceil(N / Br)
     while i < Tr:
         rows = (i * Br, min((i + 1) * Br, N))
@@ -95,8 +95,9 @@ def sums(N: int, Nk: int, Br: int, Bc: int, causal: bool, rule: mask.Rule | None
         n, r, ks, kf = k - i, rows[1] - rows[0], _keys(s, Bc, Nk), _keys(f, Bc, Nk)
         seen, keys, full = seen + n * len(s), keys + n * ks, full + n * kf
         r_seen, r_keys, r_full = r_seen + n * r * len(s), r_keys + n * r * ks, r_full + n * r * kf
+        r_any += n * r if s else 0
         i = k
-    return RowSums(seen, keys, full, r_seen, r_keys, r_full)
+    return RowSums(seen, keys, full, r_seen, r_keys, r_full, r_any)
 
 
 def standard(N: int, Nk: int, d: int, s: int, causal: bool = False) -> Counts:
@@ -145,12 +146,11 @@ def flash2(
     N: int, Nk: int, d: int, s: int, Br: int, Bc: int, causal: bool = False, dropout: bool = False, *,
     rule: mask.Rule | None = None, softcap: bool = False, alibi: bool = False,
 ) -> Counts:  # fmt: skip
-    """FlashAttention-2: Q read once; K, V once per Q block (masked: only blocks some row sees); O, L written once.
-
-    `rule` (a window; GQA's packed rows, N then counting every head's), `softcap`, `alibi`: `sim.algorithms.scores`.
-    """
+    """FlashAttention-2: Q read once (not a block that sees no key); K, V once per Q block (masked: only blocks some
+    row sees); O, L written once. `rule` (a window; GQA's packed rows, N then counting every head's), `softcap`,
+    `alibi`: `sim.algorithms.scores`."""
     b = sums(N, Nk, Br, Bc, causal, rule)  # Σ over the row blocks i of r_i, seen_i, keys_i, full_i (and products)
-    reads = s * N * d + s * 2 * b.keys * d
+    reads = s * b.r_any * d + s * 2 * b.keys * d
     flops = 4 * b.r_keys * d
     exps = (1 + softcap) * b.r_keys + b.r_seen  # P̃_ij, a tanh per score; α_i
     # ÷ℓ_i; log, + for L_i; per tile: τ·, rowmax, S − m, rowsum (4rc) and 4 per row; α·O_i (rd); the mask; dropout;

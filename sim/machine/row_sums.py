@@ -10,6 +10,7 @@ every block but the last:
     full_i = Bc·clamp(⌊(Br·i + D + 1) / Bc⌋, 0, Tc)              (its first row sees key Br·i + D)
 
 and the last block is taken as `row_blocks` takes it. Σ ⌊(a·i + b)/m⌋ is the classic floor sum (Euclid-like).
+The blocks with seen_i = 0 (N > Nk: rows that see no key) are a prefix; `r_any` counts the rows of the others.
 """
 
 from dataclasses import dataclass
@@ -18,7 +19,8 @@ from math import ceil
 
 @dataclass(frozen=True)
 class RowSums:
-    """Σ over the row blocks of seen, keys and full, and of r_i times each (r_i the block's rows)."""
+    """Σ over the row blocks of seen, keys and full, and of r_i times each (r_i the block's rows); r_any: Σ r_i over
+    the blocks that see some key (FlashAttention-2 loads Q_i for those only)."""
 
     seen: int
     keys: int
@@ -26,6 +28,7 @@ class RowSums:
     r_seen: int
     r_keys: int
     r_full: int
+    r_any: int
 
 
 def row_sums(N: int, Nk: int, Br: int, Bc: int, causal: bool) -> RowSums:
@@ -33,14 +36,18 @@ def row_sums(N: int, Nk: int, Br: int, Bc: int, causal: bool) -> RowSums:
     Tr, Tc = ceil(N / Br), ceil(Nk / Bc)
     last = N - (Tr - 1) * Br  # rows of the last block
     if not causal:
-        return RowSums(Tr * Tc, Tr * Nk, Tr * Nk, N * Tc, N * Nk, N * Nk)
+        return RowSums(Tr * Tc, Tr * Nk, Tr * Nk, N * Tc, N * Nk, N * Nk, N)
     T, D = Tr - 1, Nk - N  # the full-size blocks i = 0 … T − 1
     seen = clamped_floor_sum(T, Br, Br - 1 + D + Bc, Bc, 0, Tc)
     capped = T - first_at_least(T, Br, Br - 1 + D + Bc, Bc, Tc)  # blocks that see every K/V block
     keys = Bc * seen - (Tc * Bc - Nk) * capped
     full = Bc * clamped_floor_sum(T, Br, D + 1, Bc, 0, Tc)
+    blind = first_at_least(T, Br, Br - 1 + D + Bc, Bc, 1)  # the blocks before it see no key
     s, k, f = _last_block(N, Nk, Br, Bc, Tr, Tc)
-    return RowSums(seen + s, keys + k, full + f, Br * seen + last * s, Br * keys + last * k, Br * full + last * f)
+    r_any = Br * (T - blind) + (last if s else 0)
+    return RowSums(
+        seen + s, keys + k, full + f, Br * seen + last * s, Br * keys + last * k, Br * full + last * f, r_any
+    )
 
 
 def _last_block(N: int, Nk: int, Br: int, Bc: int, Tr: int, Tc: int) -> tuple[int, int, int]:
