@@ -85,20 +85,24 @@ def test_io_wasteful_answers_to_assignment_2_lose_the_io_marks(submission, messa
         assert t.feedback.startswith(message.format(t=Tr)), t.feedback
 
 
-def mutated(tmp_path, name: str, old: str, new: str) -> tuple[Path, object]:
-    """The master of `name` with `old` (which must be there) replaced by `new`, and the master's spec."""
+def mutated(tmp_path, name: str, old: str | tuple, new: str | tuple) -> tuple[Path, object]:
+    """The master of `name` with `old` (which must be there; or each of a tuple) replaced by `new`, and the master's
+    spec."""
     master = spec.locate(name)
     text = master.read_text()
-    assert old in text
+    for o, n in zip(*((old, new) if isinstance(old, tuple) else ((old,), (new,))), strict=True):
+        assert o in text
+        text = text.replace(o, n)
     path = tmp_path / "mutated.py"
-    path.write_text(text.replace(old, new))
+    path.write_text(text)
     return path, spec.load(master)
 
 
 @pytest.mark.parametrize(
     "name, old, new, label, hint",
     [
-        ("03", "                break  # this block", "                pass  # this block",
+        ("03", ("                break  # this block", "        if last_key < 0:"),
+         ("                pass  # this block", "        if False:"),
          "FlashAttention-2 with causal block skipping", "skip the K/V blocks no row of Q_i may see"),
         ("04", "            if causal and c0 > r1 - 1 + Nk - N:\n                continue",
          "            if False:\n                continue",
@@ -112,6 +116,24 @@ def test_a_causal_pass_that_skips_no_block_loses_the_io_marks(tmp_path, name, ol
         assert " were read " in t.feedback and f"where {label} reads them" in t.feedback and hint in t.feedback
 
 
+def test_loading_a_q_block_that_sees_no_key_costs_its_bytes(tmp_path):
+    """Causal, N > Nk: the rows r < N − Nk see no key; FlashAttention-2 never loads a Q block of such rows alone
+    (helper 101: skipping it had cost an honest submission 1.65 of 10 points and a review note)."""
+    path, assignment = mutated(tmp_path, "03", "        if last_key < 0:", "        if False:")
+    (t,) = grade_one(replace(assignment, tests=(assignment.tests[-2],)), path).tests
+    case = dict(part.split("=") for part in t.case.split(", ") if "=" in part)
+    N, Nk, d, Br = (int(case[k]) for k in ("N", "Nk", "d", "Br"))
+    blind = Br * ((N - Nk) // Br)  # the rows of the blocks whose last row, i·Br + Br − 1 + Nk − N, is below key 0
+    optimum = 2 * (N - blind) * d + 2 * 2 * d * sum(min(Nk, -(-(r + Br + Nk - N) // 16) * 16)  # Q, K/V (Bc 16)
+                                                   for r in range(blind, N, Br)) + 2 * N * d + 4 * N  # O, L  # fmt: skip
+    assert (t.name, t.status, blind > 0) == ("IO, causal, N > Nk", "partial", True)
+    assert t.hbm_bytes == optimum + 2 * blind * d  # the blind blocks' Q_i, bf16
+    assert t.feedback.startswith(
+        f"correct, but Q was read once where FlashAttention-2 with causal block skipping reads it {(N - blind) / N:.2f} "
+        "times — load Q_i once per outer iteration (not at all where no row of it sees a key)"
+    ), t.feedback
+
+
 def test_keeping_an_n_by_nk_array_off_chip_fails_the_memory_test(tmp_path):
     assignment = spec.load(spec.locate("02"))
     memory = replace(assignment, tests=tuple(t for t in assignment.tests if t["check"] == "memory"))
@@ -121,6 +143,20 @@ def test_keeping_an_n_by_nk_array_off_chip_fails_the_memory_test(tmp_path):
     assert "one N × Nk float32 matrix here is 4.0 MiB" in t.feedback
     (honest,) = grade_one(memory, SUBMISSIONS / "02" / "algorithm1.py").tests
     assert honest.status == "passed", honest.feedback
+
+
+def test_keeping_s_whole_in_hbm_fails_the_memory_test():
+    """Standard attention done tile by tile within the SRAM (red team 104): S, N × Nk float32, kept in the grader's
+    HBM had passed the memory test, which read the process's memory only."""
+    assignment = spec.load(spec.locate("02"))
+    memory = replace(assignment, tests=tuple(t for t in assignment.tests if t["check"] == "memory"))
+    (t,) = grade_one(memory, SUBMISSIONS / "02" / "keeps_s_in_hbm.py").tests
+    N, Nk = (int(x.split("=")[1]) for x in t.case.split(", ")[:2])
+    assert (t.status, t.points) == ("failed", 0)
+    assert t.feedback == (
+        f"correct, but you kept S ({N}, {Nk}) in HBM: half an N × Nk matrix or more, which FlashAttention never "
+        "writes — keep S and P tile by tile in SRAM"
+    )
 
 
 def test_an_online_softmax_without_the_shift_fails_on_large_logits(tmp_path):

@@ -15,7 +15,8 @@ from sim.cli import app
 from sim.grading import grader, spec
 from tests.cli_runner import error_line
 
-SUBMISSIONS = Path(__file__).parent / "grading_submissions" / "02"
+HERE = Path(__file__).parent
+SUBMISSIONS = HERE / "grading_submissions" / "02"
 
 
 def invoke(*args):
@@ -81,6 +82,22 @@ def test_instructor_exports_grades_a_folder_and_gets_a_csv_and_gradescope_json(t
     assert io["status"] == "failed" and "K and V were read" in io["output"] and io["visibility"] == "visible"
     assert {t["visibility"] for t in results["tests"] if t["name"] == "IO, N ≠ Nk"} == {"hidden"}
     assert results["leaderboard"][0]["name"] == "HBM bytes" and results["leaderboard"][0]["order"] == "asc"
+
+
+def test_a_flag_s_words_from_the_submission_reach_only_the_instructor_on_gradescope(tmp_path):
+    leak = HERE / "hostile_submissions" / "gradescope" / "leaks_hidden_case.py"
+    out = invoke("grade", "02", leak, "--seed", 4, "--gradescope", tmp_path / "results.json")
+    assert out.exit_code == 1, out.output
+    results = json.loads((tmp_path / "results.json").read_text())
+    check_gradescope(results)
+    assert results["score"] == 0 and "LEAK" not in results["output"]
+    assert results["output"].startswith("scored 0: the submission tried to read other submissions\nseed 4")
+    (review,) = (t for t in results["tests"] if t["name"] == "flags, for review")
+    assert review["visibility"] == "hidden" and review["output"].startswith(
+        "tried to read other submissions: LEAK sram="
+    )
+    shown = [t["output"] for t in results["tests"] if t["visibility"] == "visible"]
+    assert len(shown) == 3 and not any("LEAK" in s for s in shown)
 
 
 def test_self_check_runs_the_public_tests_and_never_names_a_hidden_one(tmp_path):

@@ -51,7 +51,7 @@ def test_each_misbehaviour_gets_its_own_clear_report(name, tmp_path):
     reports = {r.submission: r for r in grader.grade(assignment, hostile(tmp_path, name), seed=1, jobs=2, limits=FAST)}
     first = {k: r.tests[0].feedback for k, r in reports.items()}
 
-    assert first["hangs.py"] == "did not finish within 1 s (wall clock)"
+    assert first["hangs.py"] == "did not finish within 1 s of CPU time (its own and the grader's for it)"
     assert reports["hangs.py"].tests[2].feedback.startswith("not run: the submission's process died 2 times")
     assert first["raises.py"] == "raised ValueError: deliberately broken (line 7, in " + ENTRIES[name][0] + ")"
     assert first["exhausts_memory.py"].startswith("ran out of memory: MemoryError (line 7")
@@ -250,3 +250,38 @@ def test_a_flood_of_requests_is_stopped_before_it_starves_a_classmate(tmp_path):
     path.write_text(FLOODS)
     (report,) = grader.grade(first_tests(spec.load(spec.locate("02")), 1), [path], seed=1, jobs=1)
     assert report.tests[0].feedback == "sent more than 8.0 MiB of requests in one test", report.tests[0].feedback
+
+
+HOG = """
+import json, os, struct
+
+HEAD = json.dumps({"op": "free", "bufs": [], "arrays": []}).encode()
+FLOOD = (struct.pack(">II", len(HEAD), 0) + HEAD) * (8_000_000 // len(HEAD))  # just under the 8 MiB a test
+
+
+def forward(chip, **kw):
+    data = memoryview(FLOOD)
+    while data:
+        data = data[os.write(chip.link.fd_out, data) :]
+    raise RuntimeError("flooded")
+"""
+
+
+def test_classmates_flooding_the_grader_cost_an_honest_submission_no_time(tmp_path):
+    # before: a test's time was wall clock; four floods under the cap, graded beside it (--jobs 5), held the GIL its
+    # grading thread shares, and the master timed out on the memory test it passes alone in 0.7 s (red team 104)
+    hogs = [tmp_path / f"hog{k}.py" for k in range(4)]
+    for hog in hogs:
+        hog.write_text(HOG)
+    master = tmp_path / "master.py"
+    master.write_text(spec.locate("02").read_text())
+    memory = spec.load(spec.locate("02"))
+    memory = replace(memory, tests=memory.tests[-1:])
+    assert memory.tests[0]["check"] == "memory"
+    reports = grader.grade(memory, [*hogs, master], seed=1, jobs=5, limits=sandbox.Limits(wall_s=2.0))
+    assert reports[-1].tests[0].status == "passed", reports[-1].tests[0].feedback
+    for hog in reports[:4]:  # stopped by its own time (its CPU and the grader's decoding its flood), or at its end
+        said = hog.tests[0].feedback
+        assert said == "did not finish within 2 s of CPU time (its own and the grader's for it)" or said.startswith(
+            "raised RuntimeError: flooded (line 12, in forward)"
+        ), said

@@ -58,7 +58,14 @@ def evaluate(grading: dict, problem: Problem, outcome: Outcome) -> TestResult:
             result.review = problem.fewest.review(booked, problem.sram_bytes)
     if test["check"] == "memory":
         bound, whole = problem.memory_bound, 4 * problem.case["N"] * problem.case["Nk"]
-        if outcome.peak is None or outcome.peak > bound:
+        kept = _kept_in_hbm(grading, problem, server)
+        if kept:
+            result.points, result.status = 0.0, "failed"
+            result.feedback = (
+                f"correct, but you kept {kept} in HBM: half an N × Nk matrix or more, which FlashAttention never "
+                "writes — keep S and P tile by tile in SRAM"
+            )
+        elif outcome.peak is None or outcome.peak > bound:
             result.points, result.status = 0.0, "failed"
             result.feedback = (
                 f"correct, but your process held {human_bytes(outcome.peak or 0)} of NumPy/Python memory at its peak, "
@@ -91,6 +98,20 @@ def evaluate(grading: dict, problem: Problem, outcome: Outcome) -> TestResult:
         result.feedback = verdict.message if verdict.fraction == 1 else f"correct, but {verdict.message}"
         result.hbm_bytes = server.chip.ledger.hbm_read_bytes + server.chip.ledger.hbm_write_bytes
     return result
+
+
+def _kept_in_hbm(grading: dict, problem: Problem, server: ChipServer | None) -> str:
+    """The tensors a submission allocated in HBM beside its outputs, named with their shapes, where they hold
+    N·Nk/2 elements or more (red team 104: S kept whole in the grader's HBM passed the process's memory test); ""."""
+    if server is None:
+        return ""
+    own = {n: a.shape for n, a in server.chip.hbm.tensors.items() if n not in problem.inputs | grading["outputs"]}
+    held = sum(int(np.prod(shape)) for shape in own.values())
+    return (
+        ", ".join(f"{n} {shape}" for n, shape in own.items())
+        if 2 * held >= problem.case["N"] * problem.case["Nk"]
+        else ""
+    )
 
 
 def _outputs(grading: dict, problem: Problem, outcome: Outcome) -> dict[str, np.ndarray | str]:

@@ -19,7 +19,7 @@ from sim.grading.spec import Assignment
 from sim.grading.submission_file import Refused, refusal
 from sim.grading.triton import grade as triton
 
-START_S = 5.0  # seconds beyond a test's wall clock that starting a child and importing the submission may take
+START_S = 5.0  # seconds beyond a test's time that starting a child and importing the submission may take
 MAX_DEATHS = 2  # a submission whose process dies this often has its remaining tests marked "not run"
 SOLUTIONS = guard.SOLUTIONS
 
@@ -184,6 +184,9 @@ def _start(child: sandbox.Child, setup: dict, walls, report: SubmissionReport) -
         report.confine_ms.append(header["ms"])
         base = resident.mark(child.proc.pid)
         header, _ = child.exchange({**setup, "file": str(child.file), "seal": resident.SEAL}, wall_s=start_s)
+        if header["op"] not in ("ready", "import_failed", "raised"):  # (red team 104: a "done" sent by the import)
+            child.kill("protocol")
+            header = {"op": "import_failed", "message": f"its process answered {header['op']!r} to the import"}
     except sandbox.ChildDied as e:
         header = {"op": "import_failed", "message": str(e)}
     return header, base

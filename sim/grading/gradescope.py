@@ -51,7 +51,13 @@ def results(report: SubmissionReport, hidden_visibility: str = "hidden") -> dict
         }
         for t in report.tests
     ]
-    lines = [*(f"scored 0: the submission {f}" for f in report.flags), *report.notes, f"seed {report.seed}"]
+    # what a flag says after its `what` came from the submission's process: in a hidden test it could be that test's
+    # data (red team 104), so the student's output names the guard's fixed words only, the instructor's entry all
+    said = dict.fromkeys(f.split(": ", 1)[0] for f in report.flags)
+    lines = [*(f"scored 0: the submission {what}" for what in said), *report.notes, f"seed {report.seed}"]
+    if report.flags:
+        tests.append({"name": "flags, for review", "score": 0.0, "max_score": 0.0, "status": "failed",
+                      "output": "\n".join(report.flags), "visibility": hidden_visibility})  # fmt: skip
     out = {"score": round(report.score, 2), "execution_time": round(report.seconds, 2), "output": "\n".join(lines),
            "tests": tests}  # fmt: skip
     if report.hbm_bytes is not None and not report.flagged:

@@ -13,7 +13,7 @@ from tracing, signalling or reading another.
 from sim.grading import gpu_kernel, isolation, sandbox
 from sim.grading.problem import Problem
 
-START_S = 5.0  # seconds beyond the test's wall clock to start the kernel's process and confine it
+START_S = 5.0  # seconds beyond the test's time to start the kernel's process and confine it
 
 
 def run(child: sandbox.Child, reply: dict, walls, problem: Problem, limits: sandbox.Limits, wall_s: float):

@@ -8,10 +8,11 @@ instead, and so can only be higher. A process that gives back pages it held at t
 the peak unseen: seccomp refuses it every madvise that drops pages; munmap, mremap or a mapping laid over anything
 it held at the mark is refused where the child seals it all (SEAL: `harness.seal`, Linux 6.10+); and everywhere the
 grader reads the file-backed part (RssFile: the libraries' pages) at the mark and after each memory test. `threads`
-is the count the grader's census of a child reads (`sandbox`).
+is the count the grader's census of a child reads (`sandbox`); `cpu_seconds` the CPU time a test's budget charges it.
 """
 
 import contextlib
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,3 +75,16 @@ def threads(pid: int) -> int | None:
     """How many threads the process runs now."""
     count = _fields(pid, "Threads")
     return None if count is None else count[0]
+
+
+TICK = os.sysconf("SC_CLK_TCK")  # /proc/<pid>/stat's unit of CPU time, per second
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The CPU time the process (all its threads, and children it has waited for) has used, from /proc/<pid>/stat:
+    utime, stime, cutime, cstime (its fields 14–17, counted after the command's closing parenthesis)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return sum(int(f) for f in fields[11:15]) / TICK
+    except (OSError, ValueError, IndexError):
+        return None

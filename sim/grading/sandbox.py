@@ -3,7 +3,7 @@
 The child confines itself (`sim.grading.confine`) before it imports anything else, then imports
 the harness from the allow-list's files only. The grader talks to it through two pipes of its own
 (frames of `sim.grading.wire`, each checked by `sim.grading.schema`); its stdout and stderr are
-read with a cap. A run that outlives its wall-clock budget, prints too much, runs too many threads (counted
+read with a cap. A run that outlives its time (`sim.grading.charge`), prints too much, runs too many threads (counted
 from /proc while the grader waits for it) or breaks the protocol is ended by killing the whole process group; its
 temporary directory is removed however it ends.
 """
@@ -22,6 +22,7 @@ from pathlib import Path
 
 from sim.core.format import human_bytes
 from sim.grading import folder_removal, resident, schema, submission_file, wire
+from sim.grading.charge import WALL_FACTOR, Charge
 from sim.grading.confine import rlimits
 
 SIM_ROOT = str(Path(__file__).resolve().parents[2])  # what the child puts first on its path to import sim
@@ -156,10 +157,13 @@ class Child:
             os.close(from_child)
 
     def exchange(self, header: dict, arrays=(), serve=None, wall_s: float | None = None) -> tuple[dict, list]:
-        """Send a message, answer the child's requests with `serve(header, arrays)` until it sends its
-        answer (a frame whose op is not a request), and return that; ChildDied if it does not in time."""
-        deadline, self.reader.header_bytes = time.monotonic() + (wall_s or self.limits.wall_s), 0
-        watchdog = threading.Timer(deadline - time.monotonic() + 2.0, self.kill, ("timeout",))
+        """Send a message, answer the child's requests with `serve(header, arrays)` until it sends its answer (a frame
+        whose op is not a request), and return that; ChildDied if it does not within `wall_s` (the limits' if None)
+        of time charged to it (`Charge`), or WALL_FACTOR times that of wall clock."""
+        budget, self.reader.header_bytes = wall_s or self.limits.wall_s, 0
+        charge, self.wall_s = Charge(self.proc.pid), WALL_FACTOR * budget
+        deadline = time.monotonic() + self.wall_s
+        watchdog = threading.Timer(self.wall_s + 2.0, self.kill, ("timeout",))
         watchdog.start()
         try:
             if header:
@@ -175,13 +179,14 @@ class Child:
                             self._send(*reply)
                     else:
                         return frame, data
-                left = deadline - time.monotonic()
+                left, spent = deadline - time.monotonic(), charge.spent()
+                if spent > budget:
+                    self.kill("time")
+                    raise ChildDied(f"did not finish within {budget:g} s of CPU time (its own and the grader's for it)")
                 if left <= 0:
                     self.kill("timeout")
-                    raise ChildDied(
-                        f"did not finish within {self.limits.wall_s if wall_s is None else wall_s:g} s (wall clock)"
-                    )
-                self._pump(left)
+                    raise ChildDied(self.death())
+                self._pump(min(left, budget - spent))
         finally:
             watchdog.cancel()
 
@@ -238,7 +243,7 @@ class Child:
             code = self.proc.wait()
         err = bytes(self.output["stderr"]).decode(errors="replace")
         if self.killed_for == "timeout":
-            return f"did not finish within {self.limits.wall_s:g} s (wall clock)"
+            return f"did not finish within {self.wall_s:g} s (wall clock)"
         if self.killed_for == "hung":
             return "closed its pipe to the grader and did not exit"
         if "MemoryError" in err:
