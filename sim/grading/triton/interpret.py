@@ -268,6 +268,9 @@ def launch(kernel, grid: tuple[int, ...], buffers: list[Buffer], scalars: list, 
         try:
             kernel[grid](*buffers, *scalars, **constexprs)
         except interpreter.InterpreterError as e:
-            raise (e.__cause__ or e) from None
+            cause = e
+            while isinstance(cause, interpreter.InterpreterError) and cause.__cause__ is not None:
+                cause = cause.__cause__  # wrapped once by the launch and once by each helper's call it came through
+            raise cause from None
         record.held.start(-1)  # what the last program left
     return record
