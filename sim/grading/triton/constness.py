@@ -56,7 +56,7 @@ class KernelFile:
         caller = frame.f_back
         while caller is not None and caller.f_code.co_filename != file:
             caller = caller.f_back
-        if caller is None:
+        if caller is None or caller.f_code.co_name not in self.functions:  # (not a top-level function's frame)
             return None
         helper, outer = self.functions[frame.f_code.co_name], self.functions[caller.f_code.co_name]
         where = next(itertools.islice(caller.f_code.co_positions(), caller.f_lasti // 2, None))
