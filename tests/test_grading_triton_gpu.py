@@ -41,3 +41,47 @@ def test_a_loop_counting_down_runs_on_a_gpu_only_with_its_step_constant_at_the_f
         assert np.abs(got["O"] - O).max() <= 2**-10 * np.abs(O).max() + 1e-3
     else:  # no K/V block seen: O_i = 0 / 1 and L_i = −∞ in every row, as the grader's refusal says
         assert (got["O"] == 0).all() and np.isneginf(got["L"]).all()
+
+
+HELPERS = """
+import importlib.util, json, sys, torch
+spec = importlib.util.spec_from_file_location("walks", sys.argv[1])
+walks = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(walks)
+N, BLOCK = int(sys.argv[2]), int(sys.argv[3])
+out = {}
+for name in sys.argv[4:]:
+    X = torch.full((N,), -1.0, device="cuda")
+    try:
+        getattr(walks, name)[(1,)](X, N, BLOCK=BLOCK)
+        out[name] = X.cpu().tolist()
+    except Exception as e:  # (what Triton's compiler refuses: not run on a GPU at all)
+        out[name] = f"{type(e).__name__}: {str(e)[:300]}"
+print(json.dumps(out))
+"""
+
+
+def test_a_helper_s_step_counts_down_on_a_gpu_only_where_its_call_passes_a_constexpr(tmp_path):
+    """tests/test_grading_triton_loops' kernels compiled for the GPU: those the grader refuses (a caller's loop
+    variable, a local, a keyword or a mapping passed as the helper's step) run no iteration; the others count down."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from test_grading_triton_loops import BLOCK, COUNTED, REFUSED, SOURCE
+    from test_grading_triton_loops import N as n
+
+    (path := tmp_path / "walks.py").write_text(SOURCE)
+    names = [*REFUSED, *COUNTED]
+    done = subprocess.run([sys.executable, "-c", HELPERS, str(path), str(n), str(BLOCK), *names],
+                          capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+    got = json.loads(done.stdout)
+
+    def counted(step: int) -> list[float]:
+        expected = np.full(n, -1.0)  # the k-th index from n − 1 down by `step` holds k
+        expected[np.arange(n - 1, -1, -step)] = np.arange(len(range(n - 1, -1, -step)))
+        return expected.tolist()
+
+    for name in REFUSED:  # no iteration (one_line: its constant call's alone), or not compiled at all
+        assert got[name] == (counted(BLOCK) if name == "one_line" else [-1.0] * n) or isinstance(got[name], str), name
+    assert {name for name in REFUSED if isinstance(got[name], str)} <= {"mapping"}  # H200: Triton refuses `**{…}`
+    for name, step in COUNTED.items():
+        assert got[name] == counted(step), name
