@@ -72,6 +72,15 @@ def test_tiles_kept_anywhere_count_as_the_same_tiles_in_variables(tmp_path, monk
         assert re.match(SRAM, result.feedback).group(1) == visible, result.feedback
 
 
+def test_tiles_an_other_is_a_view_of_count_as_held(tmp_path, monkeypatch):
+    hoard = Path(__file__).parent / "grading_submissions" / "triton_hoard.py"
+    control = tmp_path / "control.py"  # the same tiles held, the loads' `other` a literal
+    control.write_text(hoard.read_text().replace("other=ZERO)", "other=0.0)"))
+    assert control.read_text().count("other=0.0)") == hoard.read_text().count("other=ZERO)") + 1 == 3
+    held = [re.match(SRAM, graded(path, monkeypatch).feedback) for path in (hoard, control)]
+    assert held[0] and held[1] and held[0].group(1) == held[1].group(1), [h and h.group(0) for h in held]
+
+
 @pytest.mark.parametrize("where", OUTLIVES)
 def test_tiles_kept_past_the_program_fail_when_the_next_starts(tmp_path, monkeypatch, where):
     path = kernels.hides(tmp_path, where)

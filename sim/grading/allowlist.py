@@ -34,7 +34,8 @@ GPU_MODULES = ("sim.grading.gpu_kernel", "sim.machine.blocks", "sim.machine.grid
                "sim.machine.iomodel", "sim.machine.mask", "sim.machine.occupancy", "sim.machine.row_sums")  # fmt: skip
 # what the Triton driver loads beyond them: its launcher, the interpreter's recording hooks, its loops, the shadow memory
 TRITON_MODULES = ("sim.grading.triton", "sim.grading.triton.constness", "sim.grading.triton.interpret",
-                  "sim.grading.triton.launch", "sim.grading.triton.loops", "sim.grading.triton.shadow")  # fmt: skip
+                  "sim.grading.triton.hints", "sim.grading.triton.launch", "sim.grading.triton.loops",
+                  "sim.grading.triton.shadow")  # fmt: skip
 # "gpu": the submission's process, which only hands in its source; "kernel": the process that compiles and runs it
 ENTRIES = {"chip": ("sim.grading.harness",), "softmax": ("sim.grading.harness",), "gpu": ("sim.grading.harness",),
            "kernel": ("sim.grading.harness", "sim.grading.gpu_kernel"),

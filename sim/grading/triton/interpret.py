@@ -33,6 +33,7 @@ import numpy as np
 from triton.runtime import interpreter
 
 from sim.core.format import human_bytes
+from sim.grading.triton import hints
 from sim.grading.triton.loops import as_compiled
 from sim.grading.triton.shadow import Buffer, MemoryFault, Shadow
 
@@ -66,9 +67,11 @@ class Held:
                     setattr(r, INDEX, True)
 
     def bytes(self, besides=()) -> int:
-        """The bytes of the program's live values that are not index arithmetic (nor `besides`): each array they
-        are views of counted once, whole (a transpose or a broadcast adds nothing), at the value's element width."""
-        roots = {id(root): root for root in (_root(b.data) for b in besides)}  # kept alive: their ids stay theirs
+        """The bytes of the program's live values that are not index arithmetic (nor `besides` themselves): each
+        array they are views of counted once, whole (a transpose or a broadcast adds nothing), at the value's element
+        width. An array one of `besides` is a view of still counts where another live value is a view of it too (red
+        team 106: a zero tile split out of 16 joined ones, passed as a load's `other`, hid all 16)."""
+        skip, roots = {id(b) for b in besides}, {}  # (roots keeps what it counted alive: their ids stay theirs)
         alive, total = [], 0
         for ref in self.values:
             handle = ref()
@@ -76,7 +79,7 @@ class Held:
                 continue
             alive.append(ref)
             root = _root(handle.data)
-            if not getattr(handle, INDEX, False) and id(root) not in roots:
+            if not getattr(handle, INDEX, False) and id(handle) not in skip and id(root) not in roots:
                 roots[id(root)] = root
                 width = 64 if handle.dtype.is_ptr() else handle.dtype.primitive_bitwidth
                 total += -(-root.nbytes * width // (8 * np.asarray(handle.data).itemsize))
@@ -264,7 +267,7 @@ def recording(record: Record):
 def launch(kernel, grid: tuple[int, ...], buffers: list[Buffer], scalars: list, constexprs: dict, file: str) -> Record:
     """Run `kernel[grid](*buffers, *scalars, **constexprs)` interpreted; its record (outputs stay in the buffers)."""
     record = Record(Shadow(buffers), file)
-    with recording(record), as_compiled(kernel, file):
+    with recording(record), as_compiled(kernel, file), hints.checked():
         try:
             kernel[grid](*buffers, *scalars, **constexprs)
         except interpreter.InterpreterError as e:
