@@ -1,5 +1,6 @@
-"""What the Triton grader refuses because a GPU computes it otherwise, run on a GPU: a loop whose step is below zero
-and not a constexpr at its `for` runs no iteration there (red team 91), one whose step is computes the master's O."""
+"""What the Triton grader refuses or computes as a GPU would, run on a GPU: a loop whose step is below zero and not a
+constexpr at its `for` runs no iteration there (red team 91), one whose step is computes the master's O; a loop's
+variable is an i32 and a block's truth elementwise (red team 106)."""
 
 import json
 import subprocess
@@ -85,3 +86,38 @@ def test_a_helper_s_step_counts_down_on_a_gpu_only_where_its_call_passes_a_const
     assert {name for name in REFUSED if isinstance(got[name], str)} <= {"mapping"}  # H200: Triton refuses `**{…}`
     for name, step in COUNTED.items():
         assert got[name] == counted(step), name
+
+
+SEMANTICS = """
+import importlib.util, json, sys, torch
+spec = importlib.util.spec_from_file_location("semantics", sys.argv[1])
+semantics = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(semantics)
+n, BLOCK, columns = (int(a) for a in sys.argv[2:5])
+X = torch.full((2 * n * columns,), float("nan"), device="cuda")
+semantics.arithmetic[(1,)](X, n, BLOCK=BLOCK)
+out = {"arithmetic": X.cpu().tolist()}
+for name in sys.argv[6:]:
+    X = torch.tensor(json.loads(sys.argv[5]) + [float("nan")] * BLOCK, device="cuda")
+    getattr(semantics, name)[(1,)](X, n, BLOCK=BLOCK)
+    out[name] = X[2 * BLOCK:].cpu().tolist()
+print(json.dumps(out))
+"""
+
+
+def test_a_loop_variable_is_an_i32_and_a_block_s_truth_elementwise_on_a_gpu(tmp_path):
+    """tests/test_grading_triton_semantics' kernels compiled for the GPU: a loop's variable divides, takes remainders
+    and wraps as C's i32 (what the grader's interpreter now computes); max, min, not and `and` of blocks are
+    elementwise (what the grader now refuses, as the interpreter took every block as True)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from test_grading_triton_semantics import BLOCK, COLUMNS, ELEMENTWISE, A, B, arithmetic, source
+    from test_grading_triton_semantics import n as rows
+
+    values = json.dumps([*A.tolist(), *B.tolist()])
+    done = subprocess.run([sys.executable, "-c", SEMANTICS, str(source(tmp_path)), str(rows), str(BLOCK), str(COLUMNS),
+                           values, *ELEMENTWISE], capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+    got = json.loads(done.stdout)
+    np.testing.assert_array_equal(np.array(got["arithmetic"]).reshape(2 * rows, COLUMNS), arithmetic())
+    for name, expected in ELEMENTWISE.items():
+        np.testing.assert_array_equal(np.array(got[name]), expected, err_msg=name)

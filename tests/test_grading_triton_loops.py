@@ -139,7 +139,8 @@ def test_a_constant_a_caller_passes_a_helper_as_its_step_counts_down(tmp_path, m
 
 def test_without_columns_a_line_s_calls_are_refused_only_where_every_one_passes_a_runtime_value(tmp_path):
     """PYTHONNODEBUGRANGES: a frame's position holds its line alone, so every call of the helper on it is a candidate;
-    one_line's constant call keeps its runtime neighbour from being refused (the gap loops.py names)."""
+    one_line's constant call would keep its runtime neighbour from being refused (the gap loops.py names), but that
+    one passes a loop's variable, which arrives as a tensor (`induction`) and is refused by its value."""
     (path := tmp_path / "walks.py").write_text(SOURCE)
     tests = Path(__file__).parent
     script = (
@@ -153,8 +154,9 @@ def test_without_columns_a_line_s_calls_are_refused_only_where_every_one_passes_
     )
     env = {**os.environ, "PYTHONNODEBUGRANGES": "1", "TRITON_INTERPRET": "1"}
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    refused = f"a loop's step is -{BLOCK} when the kernel runs and is not a constant where the `for` stands"
     assert out.stdout.split("\n")[:2] == [
-        "one_line ran",
+        f"one_line {refused}",
         f"loop_variable a loop's step is -{BLOCK} when the kernel runs and is not a constant where the `for` stands "
         f"(line {REFUSED['loop_variable']} passes it a value known only at run time)",
     ], out.stderr

@@ -32,10 +32,11 @@ HARNESS_MODULES = (  # the student API and the harness: every module of sim a gr
 # listing or reference among them
 GPU_MODULES = ("sim.grading.gpu_kernel", "sim.machine.blocks", "sim.machine.grids", "sim.machine.hardware",
                "sim.machine.iomodel", "sim.machine.mask", "sim.machine.occupancy", "sim.machine.row_sums")  # fmt: skip
-# what the Triton driver loads beyond them: its launcher, the interpreter's recording hooks, its loops, the shadow memory
-TRITON_MODULES = ("sim.grading.triton", "sim.grading.triton.constness", "sim.grading.triton.interpret",
-                  "sim.grading.triton.hints", "sim.grading.triton.launch", "sim.grading.triton.loops",
-                  "sim.grading.triton.shadow")  # fmt: skip
+# what the Triton driver loads beyond them: its launcher, the interpreter's recording hooks, its loops (their variable
+# and a block's truth as compiled), its hints checked, the shadow memory
+TRITON_MODULES = ("sim.grading.triton", "sim.grading.triton.constness", "sim.grading.triton.hints",
+                  "sim.grading.triton.induction", "sim.grading.triton.interpret", "sim.grading.triton.launch",
+                  "sim.grading.triton.loops", "sim.grading.triton.shadow", "sim.grading.triton.truth")  # fmt: skip
 # "gpu": the submission's process, which only hands in its source; "kernel": the process that compiles and runs it
 ENTRIES = {"chip": ("sim.grading.harness",), "softmax": ("sim.grading.harness",), "gpu": ("sim.grading.harness",),
            "kernel": ("sim.grading.harness", "sim.grading.gpu_kernel"),

@@ -9,7 +9,7 @@ local variable, a loop's variable, or the launched kernel's own arguments, `-B i
 included), and by its value (one that arrives as a `tl.tensor`: made from an argument, the program id
 or a load, or kept in a local by an assignment, in a helper too). A helper's unannotated parameter is
 what its call passed (`constness`): `walk(X, -BLOCK)` counts down on a GPU, `walk(X, s)` with s a
-caller's loop variable or local does not, though both arrive as Python numbers. Known gap (constness):
+caller's loop variable (a tensor, `induction`) or local (a Python number) does not. Known gap (constness):
 a helper called under another name than its own, and, where Python keeps no columns, a line holding
 two calls of the helper of which one passes a constexpr.
 """
@@ -23,6 +23,8 @@ import triton.language as tl
 from triton.runtime import interpreter
 
 from sim.grading.triton.constness import KernelFile
+from sim.grading.triton.induction import compiled
+from sim.grading.triton.truth import truth
 
 RANGES = ("range",)  # (tl.static_range takes constexprs only: the compile check refuses the rest)
 
@@ -76,7 +78,8 @@ def _refusing(make, file: str, table: dict[int, bool | frozenset[str]], kernel: 
 
 @contextmanager
 def as_compiled(kernel, file: str):
-    """`range` and `tl.range` refusing what a GPU would not run, for the launches of `kernel` (of `file`)."""
+    """For the launches of `kernel` (of `file`): `range` and `tl.range` refusing what a GPU would not run and handing
+    out their values as a GPU's loop variable (`induction`), and a block's truth refused (`truth`)."""
     module, patch = kernel.fn.__globals__, interpreter._patch_lang
     with open(file, encoding="utf-8") as f:
         source = f.read()
@@ -85,12 +88,13 @@ def as_compiled(kernel, file: str):
 
     def patched(fn):
         scope = patch(fn)
-        scope.set_attr(tl, "range", _refusing(tl.range, file, table, text))  # after the interpreter's own `tl.range`
+        scope.set_attr(tl, "range", _refusing(compiled(tl.range), file, table, text))  # after the interpreter's own
+        scope.set_attr(tl.tensor, "__bool__", truth(file))  # after the interpreter's `_get_bool`
         return scope
 
     interpreter._patch_lang = patched
     if own:
-        module["range"] = _refusing(range, file, table, text)
+        module["range"] = _refusing(compiled(range), file, table, text)
     try:
         yield
     finally:
