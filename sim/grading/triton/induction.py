@@ -9,13 +9,15 @@ handed out as the interpreter holds a kernel's i32 argument (`_implicit_cvt`: a 
 `tl.tensor`), so what the kernel computes of it goes through the interpreter's integer operations, which
 follow LLVM's (`create_idiv`: `(a - np.fmod(a, b)) // b`, truncation; `create_srem`: `np.fmod`, the
 dividend's sign; `create_add`, `create_mul`: NumPy's int32 arithmetic, which wraps). It is index
-arithmetic (`interpret.INDEX`) where every bound is. `tl.static_range` is unrolled when compiled: its
+arithmetic (`INDEX`) where every bound is. `tl.static_range` is unrolled when compiled: its
 values stay Python ints. A loop whose bounds, or whose value past the last, do not fit its type is refused.
 """
 
 import numpy as np
 import triton.language as tl
 from triton.runtime import interpreter
+
+INDEX = "flashsim_index"  # the attribute that marks a handle as index arithmetic (`interpret`'s SRAM measure)
 
 
 def _bounds(arg1, arg2=None, step=None, *_, **__) -> tuple:
@@ -43,8 +45,6 @@ def compiled(make):
     """`make` (Python's `range` or the interpreter's `tl.range`) handing out its values as the GPU's loop variable."""
 
     def loop(*args, **named):
-        from sim.grading.triton.interpret import INDEX  # (interpret imports this module's importer)
-
         bounds = _bounds(*args, **named)
         kind = _type(bounds[0])
         for bound in bounds[1:]:

@@ -34,11 +34,11 @@ from triton.runtime import interpreter
 
 from sim.core.format import human_bytes
 from sim.grading.triton import hints
+from sim.grading.triton.induction import INDEX
 from sim.grading.triton.loops import as_compiled
 from sim.grading.triton.shadow import Buffer, MemoryFault, Shadow
 
 NAMES = {"float16": "fp16", "bfloat16": "bf16", "float32": "fp32", "float64": "fp64"}
-INDEX = "flashsim_index"  # the attribute that marks a handle as index arithmetic
 
 
 class Held:
