@@ -121,3 +121,26 @@ def test_a_loop_variable_is_an_i32_and_a_block_s_truth_elementwise_on_a_gpu(tmp_
     np.testing.assert_array_equal(np.array(got["arithmetic"]).reshape(2 * rows, COLUMNS), arithmetic())
     for name, expected in ELEMENTWISE.items():
         np.testing.assert_array_equal(np.array(got[name]), expected, err_msg=name)
+
+
+def test_true_hints_compute_on_a_gpu_and_the_false_one_the_grader_refuses_misaligns(tmp_path):
+    """tests/test_grading_triton_hints' kernels compiled for the GPU at d = 30 (fp16): the hinted master (its keys a
+    multiple of BLOCK_N, contiguous) computes O as the master does; `tl.multiple_of(tl.maximum(d, 1), 16)`, which the
+    grader refuses, stops the kernel (red team 106 on an H200: misaligned address)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("triton")
+    from test_grading_triton_hints import HINTED, KEYS, LYING
+
+    hinted = kernels.edit(tmp_path, "hinted", KEYS, HINTED)
+    lying = kernels.edit(tmp_path, "lying", "    i = tl.program_id(0)\n", LYING)
+    shape = [str(x) for x in (N, Nk, 30, Br, Bc)]
+    done = subprocess.run([sys.executable, "-c", RUN, str(hinted), *shape], capture_output=True, text=True,
+                          timeout=300, check=True)  # fmt: skip
+    got = {k: np.array(v, dtype=np.float64) for k, v in json.loads(done.stdout).items()}
+    S = got["Q"] @ got["K"].T / np.sqrt(30)  # (N, Nk), float64 from the definition
+    P = np.exp(S - S.max(axis=1, keepdims=True))
+    O = P @ got["V"] / P.sum(axis=1, keepdims=True)
+    assert np.abs(got["O"] - O).max() <= 2**-10 * np.abs(O).max() + 1e-3  # fp16 inputs and O, fp32 sums
+    failed = subprocess.run([sys.executable, "-c", RUN, str(lying), *shape], capture_output=True, text=True,
+                            timeout=300)  # fmt: skip
+    assert failed.returncode != 0 and "misaligned address" in failed.stderr, failed.stderr[-500:]
