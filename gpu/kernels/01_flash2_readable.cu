@@ -1,5 +1,8 @@
 // 01_flash2_readable.cu (rung 1, "v1"): FlashAttention-2 forward, written to be read next to sim/algorithms/flash2.py.
 //
+// 2026-11-29 (gpu/NOTES.md run 56): a Q block none of whose rows sees a key (N > Nk) loads nothing; L2 → SM bytes
+// = the simulator's at N 1536, Nk 512 causal (rungs 2, 3; memcheck and racecheck clean).
+//
 // What it is: the first kernel of the progression. One thread block per (Q block i, batch·head);
 // its SRAM (shared memory) holds Q_i, K_j, V_j, S_ij, O_i, m_i, ℓ_i exactly as the simulator's SRAM
 // does, and every step is a loop over those tiles in float32 on the CUDA cores. Line numbers are

@@ -1,5 +1,8 @@
 // 02_flash2_tensorcore.cu (rung 2, "v2"): FlashAttention-2 forward on the tensor cores (fp16/bf16 in HBM, fp32 accumulate).
 //
+// 2026-11-29 (gpu/NOTES.md run 56): a Q block none of whose rows sees a key (N > Nk) loads nothing; L2 → SM bytes
+// = the simulator's at N 1536, Nk 512 causal (rungs 2, 3; memcheck and racecheck clean).
+//
 // Changed from rung 1 (01_flash2_readable.cu), the same algorithm:
 //  - S_ij = Q_i K_jᵀ and O_i += P̃_ij V_j run on the tensor cores: mma.sync.m16n8k16 through inline PTX,
 //    operands loaded from shared memory with ldmatrix (.trans for V_j, whose rows are keys).

@@ -1,5 +1,8 @@
 // 03_flash2_lane_offsets.cu (rung 3, "v3"): rung 2 with every ldmatrix address computed once per lane.
 //
+// 2026-11-29 (gpu/NOTES.md run 56): a Q block none of whose rows sees a key (N > Nk) loads nothing; L2 → SM bytes
+// = the simulator's at N 1536, Nk 512 causal (rungs 2, 3; memcheck and racecheck clean).
+//
 // Changed from rung 2 (02_flash2_tensorcore.cu), the same algorithm and tiling options:
 //  - ldmatrix addresses. Rung 2 computes each one from (row, column) through at() and a generic-to-shared
 //    conversion; ptxas keeps many of them alive across the unrolled loops, and at d = 128 the kernel sits at
