@@ -11,5 +11,7 @@ def blocks_read(i, N, Nk, Br, Bc):
 # %% exercise:causal_flash2_bytes
 def causal_flash2_bytes(N, Nk, d, s, Br, Bc):
     """(HBM bytes read, HBM bytes written) by a causal FlashAttention-2 forward."""
-    keys = sum(min(Nk, blocks_read(i, N, Nk, Br, Bc) * Bc) for i in range(-(-N // Br)))  # K/V rows read
-    return s * N * d + 2 * s * keys * d, s * N * d + 4 * N
+    Tr = -(-N // Br)
+    keys = sum(min(Nk, blocks_read(i, N, Nk, Br, Bc) * Bc) for i in range(Tr))  # K/V rows read
+    rows = sum(min(Br, N - i * Br) for i in range(Tr) if blocks_read(i, N, Nk, Br, Bc))  # Q rows read: not a blind block
+    return s * rows * d + 2 * s * keys * d, s * N * d + 4 * N
