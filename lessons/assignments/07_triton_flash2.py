@@ -42,7 +42,8 @@ How it is graded
       outside the arguments fails the test before memory is touched;
     - correctness: O and L against float64 on fresh seeded random shapes (ragged, N ≠ Nk, causal,
       fp16/fp32, large logits), within FlashAttention-2's bound (O rounded once: u·|ref| +
-      1e-5·max|ref|); so keep P̃_ij in float32 for P̃_ij V_j (tl.dot(P, V.to(tl.float32)));
+      1e-5·max|ref|, plus what rounding each score to float32 moves O by, which grows with the
+      logits); so keep P̃_ij in float32 for P̃_ij V_j (tl.dot(P, V.to(tl.float32)));
     - SRAM: at every load, store and atomic add, what your program holds must fit in the test's
       SRAM: twice the simulator listing's peak at the same blocks (whole blocks, d rounded up to
       D): room for one Br × D block of Q, one Bc × D block each of K and V. Every tile counts,

@@ -146,6 +146,12 @@ def paged(q, k_cache, v_cache, block_table, cache_seqlens, **options):
     return o, lse
 
 
+def probabilities(q, k, *, causal=False, window=None, scale=None) -> np.ndarray:
+    """P = softmax(τ q kᵀ) in float64 for q (N, d), k (Nk, d): (N, Nk), 0 where the mask hides a key."""
+    q, k = (np.asarray(x, dtype=np.float64) for x in (q, k))
+    return _probabilities(q, k, 0, q.shape[-2], causal, window, None, None, scale)[0]
+
+
 def _probabilities(q, k, r0, r1, causal, window, alibi_slopes, softcap, scale):
     """P (…, rows, Nk), lse (…, rows), tanh(τ q·k / c) (None without a softcap) and max|S| (before the mask) of
     query rows r0 … r1 − 1."""

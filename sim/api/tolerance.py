@@ -138,21 +138,57 @@ def decoding(result, q, k, v, ref: np.ndarray) -> Tolerance:
 
 
 # The grader's acceptance bounds (`sim.grading.problem`): stricter than the worst case above, for its curated
-# cases (logits of moderate size, where float32 arithmetic stays below 1e-5 of the output's magnitude).
+# cases. FLOOR stands for step 3's float32 sums and division and fp32's store, below 1e-5 of the output's magnitude
+# on them. Step 1's rounding of the scores is relative not to O but to the logits, so FLOOR cannot hold it:
+# `score_error` adds it, per score rather than at σ. At logits in the hundreds it is what a correct float32 kernel
+# errs by (red team 106: assignment 7's master, row 12 of its seed 1116928100 shared by two keys, p 0.66 and 0.34,
+# whose exponents were off by +2.8·10⁻⁵ and −2.7·10⁻⁵, τ·Σ_t |q_it|·|k_jt| being 206 and 282: O[12, 11] off by
+# 3.95·10⁻⁵ where FLOOR allowed 3.49·10⁻⁵).
 FLOOR = 1e-5  # float32 arithmetic, relative to max|ref|
+CHUNK = 1 << 22  # elements of the (rows, Nk, d) products `score_error` forms at a time
 
 
-def output_bound(algorithm: str, dtype: str, ref: np.ndarray, v: np.ndarray, nk: int, block_cols: int) -> np.ndarray:
+def output_bound(
+    algorithm: str, dtype: str, ref: np.ndarray, v: np.ndarray, nk: int, block_cols: int, *, q=None, k=None, p=None,
+    scale: float = 1.0,
+) -> np.ndarray:  # fmt: skip
     """The grader's elementwise bound on |O − ref| of one head: u·|ref| + 1e-5·max|ref| (FlashAttention-2),
-    Tc·u·max|V| + 1e-5·max|ref| (Algorithm 1); 1e-5·max|ref| for fp32."""
+    Tc·u·max|V| + 1e-5·max|ref| (Algorithm 1); 1e-5·max|ref| for fp32; each plus `score_error` where q, k (the
+    stored inputs) and P (float64, N × Nk) are given."""
     floor = FLOOR * float(np.abs(ref).max(initial=0.0))
+    scores = 0.0 if p is None else score_error(q, k, v, ref, p, scale, nk, block_cols)
     if dtype == "fp32":
-        return np.full(np.shape(ref), floor)
+        return np.full(np.shape(ref), floor) + scores
     u = U[dtype]
     if algorithm == "flash1":
         v_max = float(np.abs(np.asarray(v, np.float64)).max(initial=0.0))
-        return np.full(np.shape(ref), ceil(nk / block_cols) * u * v_max + floor)
-    return u * np.abs(ref) + floor
+        return np.full(np.shape(ref), ceil(nk / block_cols) * u * v_max + floor) + scores
+    return u * np.abs(ref) + floor + scores
+
+
+def score_error(q, k, v, ref: np.ndarray, p: np.ndarray, scale: float, nk: int, block_cols: int) -> np.ndarray:
+    """Step 1 per score, elementwise: how far the weights' rounding moves O_ic, for q (N, d), k, v (Nk, d), ref
+    (N, d) and P = softmax(τ q kᵀ) (N, Nk, 0 where a key is hidden) in float64. Each weight is p_ij·e^(δ_ij)·c_i
+    (c_i common to row i, cancelled by ℓ_i), with |δ_ij| ≤ D_ij = γ(d+1)·τ·Σ_t |q_it|·|k_jt| (fl(τ·fl(q_i·k_j)),
+    Higham Thm 3.1) + 4w·(m_i − S_ij) (τ and log₂ e stored in float32 and multiplied, 3w on every score of the
+    row: its part 3w·m_i is common; S − m formed, w) + 3(Tc + 1)·w (step 1's exps and rescales). As
+    Σ_j p_ij·(v_j − O_i) = 0, Ô_i − O_i = Σ_j p_ij·(e^(δ_ij) − 1)·(v_j − O_i) / Σ_j p_ij·e^(δ_ij), and by Jensen
+    the denominator is ≥ e^(−D̄_i), D̄_i = Σ_j p_ij·D_ij: |Ô_ic − O_ic| ≤ e^(D̄_i)·Σ_j p_ij·(e^(D_ij) − 1)·|v_jc − O_ic|,
+    with m_i − S_ij = ln(max_j p_ij / p_ij)."""
+    q, k, v, p = (np.asarray(x, np.float64) for x in (q, k, v, p))
+    d, Tc = q.shape[-1], ceil(nk / block_cols)
+    out = np.zeros(np.shape(ref))
+    rows = max(1, CHUNK // max(1, p.shape[-1] * d))
+    for r0 in range(0, len(p), rows):
+        pr = p[r0 : r0 + rows]
+        seen = pr > 0
+        ln_p = np.log(pr, where=seen, out=np.zeros(pr.shape))  # a subnormal p: ln p ≥ −745, no overflow
+        gap = np.where(seen, ln_p.max(axis=1, initial=-np.inf, where=seen)[:, None] - ln_p, 0.0)
+        D = gamma(d + 1) * abs(scale) * (np.abs(q[r0 : r0 + rows]) @ np.abs(k).T) + 4 * W * gap + 3 * (Tc + 1) * W
+        spread = np.abs(v[None, :, :] - ref[r0 : r0 + rows, None, :])  # |v_jc − O_ic|: (rows, Nk, d)
+        weighted = np.einsum("ij,ijc->ic", np.where(seen, pr * np.expm1(D), 0.0), spread)
+        out[r0 : r0 + rows] = np.exp((pr * D).sum(axis=1))[:, None] * weighted
+    return out
 
 
 def lse_bound(ref_lse: np.ndarray) -> float:

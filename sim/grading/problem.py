@@ -110,8 +110,8 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
         )
     if grading["driver"] == "gpu":
         return Problem(test, case, {"Q": q, "K": k, "V": v}, {"O": o, "L": lse},
-                       {"O": output_bound("flash2", case["dtype"], o, v, Nk, case["Bc"]), "L": lse_bound(lse)},
-                       kwargs=kwargs)  # fmt: skip
+                       {"O": output_bound("flash2", case["dtype"], o, v, Nk, case["Bc"], **_scores(grading, case, q, k)),
+                        "L": lse_bound(lse)}, kwargs=kwargs)  # fmt: skip
     expected = traffic.expected(grading, case)
     peak = traffic.expected(grading, launch.padded(case)).sram_peak if grading["driver"] == "triton" else None
     sram = int(test["sram"]) if "sram" in test else int((peak or expected.sram_peak) * test.get("sram_slack", 1.0))
@@ -123,7 +123,9 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
         bounds = {name: gradient_bound(g) for name, g in answer.items()}
     else:
         inputs, answer = {"Q": q, "K": k, "V": v}, {"O": o}
-        bounds = {"O": output_bound(grading["algorithm"], case["dtype"], o, v, Nk, case["Bc"])}
+        bounds = {
+            "O": output_bound(grading["algorithm"], case["dtype"], o, v, Nk, case["Bc"], **_scores(grading, case, q, k))
+        }
         stat = "L" if grading["algorithm"] == "flash2" else "ℓ"
         answer[stat], bounds[stat] = lse, lse_bound(lse)
     problem = Problem(test, case, inputs, answer, bounds, expected, sram, kwargs=kwargs)
@@ -142,6 +144,14 @@ def _attention(grading: dict, test: dict, case: dict, rng) -> Problem:
                 f"what the resident check allows, is below {human_bytes(RESIDENT_FLOOR)}; use a larger shape"
             )
     return problem
+
+
+def _scores(grading: dict, case: dict, q: np.ndarray, k: np.ndarray) -> dict:
+    """What `output_bound` needs for the scores' rounding (`sim.api.tolerance.score_error`): q, k, τ and P, masked as
+    the reference is."""
+    window = case["window"] if grading.get("window_argument", False) else None
+    p = reference_variants.probabilities(q, k, causal=case["causal"], window=window, scale=case["scale"])
+    return {"q": q, "k": k, "p": p, "scale": case["scale"]}
 
 
 def _softmax(test: dict, case: dict, rng) -> Problem:
