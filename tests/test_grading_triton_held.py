@@ -73,7 +73,7 @@ def test_tiles_kept_anywhere_count_as_the_same_tiles_in_variables(tmp_path, monk
 
 
 def test_tiles_an_other_is_a_view_of_count_as_held(tmp_path, monkeypatch):
-    hoard = Path(__file__).parent / "grading_submissions" / "triton_hoard.py"
+    hoard = kernels.hoards_behind_other(tmp_path)
     control = tmp_path / "control.py"  # the same tiles held, the loads' `other` a literal
     control.write_text(hoard.read_text().replace("other=ZERO)", "other=0.0)"))
     assert control.read_text().count("other=0.0)") == hoard.read_text().count("other=ZERO)") + 1 == 3

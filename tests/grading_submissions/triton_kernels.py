@@ -195,6 +195,54 @@ HIDING = {  # where: (the statements that keep K_j and V_j there, K_j read back,
 }  # fmt: skip
 
 
+HOARD = """    # a hoard of 16 K-sized tiles in ONE array (15 of ones, 1 of zeros), joined level by level
+    H = tl.zeros((BLOCK_N, BLOCK_D), K.dtype.element_ty) + 1.0
+    Z = tl.zeros((BLOCK_N, BLOCK_D), K.dtype.element_ty)
+    H2 = tl.join(H, H)
+    T2 = tl.join(H, Z)
+    H4 = tl.join(H2, H2)
+    T4 = tl.join(H2, T2)
+    H8 = tl.join(H4, H4)
+    T8 = tl.join(H4, T4)
+    HOARD = tl.join(H8, T8)  # (BLOCK_N, BLOCK_D, 2, 2, 2, 2)
+    H = 0.0
+    Z = 0.0
+    H2 = 0.0
+    T2 = 0.0
+    H4 = 0.0
+    T4 = 0.0
+    H8 = 0.0
+    T8 = 0.0
+    # the zero tile as a VIEW of the hoard (tl.split is a NumPy view under the interpreter): passed as `other`, it
+    # is "a fill of one value", and Held.measure leaves out every value whose root array is its root: the hoard
+    a, v = tl.split(HOARD)
+    a, v = tl.split(v)
+    a, v = tl.split(v)
+    a, ZERO = tl.split(v)
+"""
+DROP = """    HOARD = 0.0  # dropped before the stores, which pass no `other`
+    ZERO = 0.0
+    a = 0.0
+    v = 0.0
+"""
+
+
+def hoards_behind_other(folder: Path) -> Path:
+    """Red team 106: 16 K-sized tiles joined into one array, a zero tile split out of it (a view under the
+    interpreter) passed as the K/V loads' `other`, dropped before the stores; the SRAM measure had left out every
+    value sharing the `other`'s array, and this scored 100."""
+    text = MASTER.read_text()
+    for old, new in (
+        (Q_LOAD, Q_LOAD + HOARD), (K_LOAD, K_LOAD.replace("other=0.0", "other=ZERO")),
+        (V_LOAD, V_LOAD.replace("other=0.0", "other=ZERO")), ("    O_i = O_i / tl.where", DROP + "    O_i = O_i / tl.where"),
+    ):  # fmt: skip
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    path = folder / "hoards_behind_other.py"
+    path.write_text(text)
+    return path
+
+
 def hides(folder: Path, where: str) -> Path:
     """Four K/V blocks at a time (as whole_rows), kept where no variable of the program shows them as
     floating-point tiles: HIDING[where] (fp16 cases only: "int16 bits" bitcasts)."""
