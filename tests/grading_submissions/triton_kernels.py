@@ -131,15 +131,21 @@ def unrolls_dead_branch(folder: Path) -> Path:
     return path
 
 
-WALKS = {  # the K/V blocks walked from the last down, the step kept three ways
+WALKS = {  # the K/V blocks walked from the last down, the step kept in several ways
     "in the for": ("", "range(top, -1, -BLOCK_N)"),  # a constexpr at the `for`: the compiler counts it down
     "in a local": ("    step = -BLOCK_N\n", "range(top, -1, step)"),  # a tensor: a GPU runs it no time
     "tl.range, in a local": ("    step = -BLOCK_N\n", "tl.range(top, -1, step)"),
     "chosen at run time": ("", "range(top, -1, -BLOCK_N if Nk > 0 else BLOCK_N)"),  # red team 98: arith.select
     "unpacked": ("    top, step = top, -BLOCK_N\n", "range(top, -1, step)"),  # a Python int under the interpreter
     "min of constants": ("", "range(top, -1, min(-BLOCK_N, -1))"),  # a constexpr: the compiler counts it down
+    # helper 110: a local the annotation makes a constexpr, as Triton's tutorial writes one; counted down on sm_90
+    "in a constexpr local": ("    STEP: tl.constexpr = -BLOCK_N\n", "range(top, -1, STEP)"),
 }
-COUNTED_DOWN = ("in the for", "min of constants")  # the walks a GPU runs as the interpreter does
+COUNTED_DOWN = (
+    "in the for",
+    "min of constants",
+    "in a constexpr local",
+)  # the walks a GPU runs as the interpreter does
 
 
 def walks_down(folder: Path, how: str) -> Path:

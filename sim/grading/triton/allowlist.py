@@ -10,32 +10,13 @@ literal — because Triton's interpreter runs a kernel as ordinary Python, and t
 """
 
 import ast
+from collections import Counter
 
 from sim.core.errors import InputError
+from sim.grading.triton.vocabulary import BUILTINS, refusal
+from sim.grading.triton.vocabulary import chain as _chain
 
 MODULES = ("triton", "triton.language", "math")
-TL = frozenset(
-    """
-    arange zeros zeros_like full load store dot trans permute reshape view broadcast_to expand_dims ravel
-    where maximum minimum max min sum argmax argmin exp exp2 log log2 sqrt rsqrt abs fma fdiv div_rn cdiv
-    program_id num_programs make_block_ptr advance atomic_add atomic_max atomic_min static_range range
-    static_assert static_print device_print device_assert constexpr multiple_of max_contiguous
-    float16 bfloat16 float32 float64 int1 int8 int16 int32 int64 uint8 uint16 uint32 uint64 cast join split
-    interleave cat clamp sigmoid softmax cumsum cumprod floor ceil cos sin erf flip math reduce
-    associative_scan debug_barrier assume xor_sum sort make_tensor_descriptor
-""".split()
-)  # triton.language's public kernel API; not core, extra, inline_asm_elementwise, tensor, dtype
-TL_MATH = frozenset("exp exp2 log log2 sqrt rsqrt abs fma div_rn fdiv floor ceil cos sin erf max min".split())
-TENSOR = frozenset(
-    """
-    T abs advance argmax argmin broadcast_to cast cdiv ceil cos cumprod cumsum erf exp exp2 expand_dims flip
-    floor log log2 max min permute ravel reshape rsqrt sigmoid sin softmax split sqrt sum to trans view
-    dtype shape element_ty numel load store
-""".split()
-)  # a tensor's (or a tensor descriptor's) methods and what it says of itself; never .handle
-MATH = frozenset("pi e inf tau log log2 sqrt exp".split())
-TRITON = frozenset(("jit", "cdiv", "language"))
-BUILTINS = frozenset("range float int bool min max abs len print True False None NotImplementedError".split())
 CONVERSIONS = ("float", "int", "bool")  # of literals only: the interpreter would make Python numbers of tensors
 FORBIDDEN = (
     ast.Import, ast.ImportFrom, ast.Global, ast.Nonlocal, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef,
@@ -142,15 +123,6 @@ def _is_jit(fn: ast.FunctionDef, aliases: dict[str, str]) -> bool:
     return len(fn.decorator_list) == 1 and _chain(fn.decorator_list[0]) in jit
 
 
-def _chain(node) -> str:
-    """`a.b.c` for an attribute chain rooted at a name, else ""."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else ""
-
-
 def _dunder(name: str) -> bool:
     return "__" in name
 
@@ -163,17 +135,23 @@ def _mutable(value: ast.expr) -> bool:
 
 def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where: str, mutable: set[str]) -> None:
     """Every node of a kernel's body: Triton's language and nothing that reaches Python's machinery."""
-    local = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
     if fn.args.vararg or fn.args.kwarg:
         _refuse(fn, where, f"{fn.name} may not take *args or **kwargs")
     _signature(fn, aliases, where)
     constexpr = _constexpr(aliases)
     conditions = _conditions(fn)
-    fixed = names | {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
-                     if a.annotation is not None and _chain(a.annotation) in constexpr}  # fmt: skip
-    for node in ast.walk(fn):
-        if isinstance(node, ast.Name | ast.arg) and isinstance(getattr(node, "ctx", None), ast.Store):
-            local.add(node.id)
+    params = fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs
+    notes = {id(a.annotation) for a in params} | {id(fn.returns)}  # (where `tl.tensor` may stand)
+    stored = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+    local = stored | {a.arg for a in params}
+    fixed = (
+        names
+        | {"min", "max"}
+        | {a.arg for a in params if a.annotation is not None and _chain(a.annotation) in constexpr}
+    )
+    fixed -= stored  # (a constant, constexpr argument or builtin min/max the kernel rebinds is not one)
+    pinned = _pinned(fn, fixed, constexpr)
+    fixed |= pinned
     for node in ast.walk(fn):
         if node is fn:
             continue
@@ -193,17 +171,18 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
                 _refuse(
                     node, where, f"{node.id} is not a name a kernel may use (tl, its arguments, constants, builtins)"
                 )
-        elif isinstance(node, ast.Attribute):
-            _attribute(node, aliases, where)
+        elif isinstance(node, ast.Attribute) and (why := refusal(node, aliases, annotation=id(node) in notes)):
+            _refuse(node, where, why)
         if isinstance(node, ast.Subscript | ast.Attribute) and isinstance(node.ctx, ast.Store | ast.Del):
             _refuse(node, where, "a kernel may assign only to names (Triton's tensors are values; a store into a "
                     "container or attribute would keep state outside HBM)")  # fmt: skip
         if isinstance(node, ast.BoolOp) and id(node) not in conditions and not _static(node, fixed):
             _refuse(node, where, "and/or may stand only as a condition (if, while, a ternary's test): as a value the "
                     "compiler keeps a constant operand where Python keeps the tensor (red team 89: (N > 0) or 2)")  # fmt: skip
-        if isinstance(node, ast.AnnAssign):
-            _refuse(node, where, "a kernel may not annotate an assignment (x: tl.constexpr = … makes a constant of "
-                    "what the interpreter computes)")  # fmt: skip
+        if isinstance(node, ast.AnnAssign) and getattr(node.target, "id", None) not in pinned:
+            _refuse(node, where, "a kernel may not annotate an assignment but NAME: tl.constexpr = a value known when "
+                    "compiled (literals, constants, tl.constexpr arguments, arithmetic and min/max of them), NAME "
+                    "bound nowhere else: of a runtime value it makes a constant of what the interpreter computes")  # fmt: skip
         if isinstance(node, ast.Call) and _chain(node.func) in constexpr:
             if not all(isinstance(a, ast.Constant) for a in node.args) or node.keywords:
                 _refuse(node, where, "tl.constexpr() of a value: the compiler takes it for a constant, the "
@@ -236,13 +215,31 @@ def _signature(fn: ast.FunctionDef, aliases: dict[str, str], where: str) -> None
             _refuse(d, where, f"{fn.name}'s defaults may only be numbers, strings, True, False or None")
 
 
+def _pinned(fn: ast.FunctionDef, fixed: set[str], constexpr: set[str]) -> set[str]:
+    """The locals `NAME: tl.constexpr = value` binds, bound nowhere else, of a value `_static` (in terms of each other
+    too): a constexpr to the compiler and the same number to Python (Triton's tutorial: `MASK_BLOCK_M1: tl.constexpr =
+    BLOCK_M1 // BLK_SLICE_FACTOR`; a step `STEP: tl.constexpr = -BLOCK_N` that a GPU counts down)."""
+    stores = Counter(n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    stores.update(a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs)
+    values = {n.target.id: n.value for n in ast.walk(fn) if isinstance(n, ast.AnnAssign) and n.value is not None
+              and isinstance(n.target, ast.Name) and stores[n.target.id] == 1 and _chain(n.annotation) in constexpr}  # fmt: skip
+    pinned: set[str] = set()
+    while new := {name for name, value in values.items() if name not in pinned and _static(value, fixed | pinned)}:
+        pinned |= new
+    return pinned
+
+
 def _static(node: ast.expr, fixed: set[str]) -> bool:
-    """Known when compiled: literals, constants and tl.constexpr arguments (`fixed`), and operators on them (an
-    and/or of these is a constant to the compiler and to Python alike: `CAUSAL and BLOCK_N > 0`, red team 93)."""
+    """Known when compiled: literals, constants and tl.constexpr arguments (`fixed`), operators on them (an and/or
+    of these is a constant to the compiler and to Python alike: `CAUSAL and BLOCK_N > 0`, red team 93), and the
+    builtin min/max of them (a constexpr to the compiler: `builtin_min`)."""
     if isinstance(node, ast.Constant):
         return True
     if isinstance(node, ast.Name):
         return node.id in fixed
+    if isinstance(node, ast.Call):
+        minmax = isinstance(node.func, ast.Name) and node.func.id in {"min", "max"} & fixed and not node.keywords
+        return minmax and bool(node.args) and all(_static(a, fixed) for a in node.args)
     parts = {ast.UnaryOp: ("operand",), ast.BinOp: ("left", "right"), ast.Compare: ("left", "comparators"),
              ast.BoolOp: ("values",)}.get(type(node))  # fmt: skip
     if parts is None:
@@ -271,25 +268,3 @@ def _stub(node: ast.Raise) -> bool:
         isinstance(e, ast.Call) and isinstance(e.func, ast.Name) and e.func.id == "NotImplementedError"
         and all(isinstance(a, ast.Constant) and isinstance(a.value, str) for a in e.args) and not e.keywords
     )  # fmt: skip
-
-
-def _attribute(node: ast.Attribute, aliases: dict[str, str], where: str) -> None:
-    """`tl.x`, `tl.math.x`, `triton.x`, `math.x`, or a tensor's own method or property."""
-    if node.attr.startswith("_"):
-        _refuse(node, where, f".{node.attr}: a kernel may not reach private or dunder attributes")
-    chain = _chain(node).split(".") if _chain(node) else []
-    module = aliases.get(chain[0]) if chain else None
-    if module == "triton.language":
-        allowed = (len(chain) == 2 and chain[1] in TL) or (
-            len(chain) == 3 and chain[1] == "math" and chain[2] in TL_MATH
-        )
-    elif module == "triton":
-        allowed = (len(chain) == 2 and chain[1] in TRITON) or (
-            len(chain) == 3 and chain[1] == "language" and chain[2] in TL
-        )
-    elif module == "math":
-        allowed = len(chain) == 2 and chain[1] in MATH
-    else:
-        allowed = node.attr in TENSOR
-    if not allowed:
-        _refuse(node, where, f".{node.attr} is not part of Triton's language a kernel may use (never .handle)")

@@ -2,16 +2,17 @@
 and a helper's parameter by the argument that the call on the interpreter's stack passed it.
 
 A constexpr: a literal, a constexpr-annotated argument, a module constant, a function of the file, a
-builtin, an import, arithmetic and calls of them. Known only at run time: a name of the function's
-locals (a loop's variable included), of the launched kernel's unannotated arguments, or one the file
-does not bind. A helper's unannotated parameter is what its caller passed: Triton compiles the helper
-again for each set of constexprs a call passes, so `walk(X, -BLOCK)` keeps a constexpr and
-`walk(X, s)`, s a loop's variable, does not, though the interpreter hands both over as Python numbers.
-The call is the one the caller's frame is running, found by its position in the caller's text (the
-file's lines, which the interpreter's rewrite keeps); where Python keeps no columns
-(PYTHONNODEBUGRANGES), every call of the helper on that line is a candidate, and the argument counts as
-known only at run time where every candidate passes such a value. Not followed: a helper called under
-another name than its own (no call found: the value decides alone).
+builtin, an import, arithmetic and calls of them, and a local that `NAME: tl.constexpr = value` alone binds,
+judged by its value (`STEP: tl.constexpr = -BLOCK_N` counts down on a GPU). Known only at run time: a name
+of the function's other locals (a loop's variable included), of the launched kernel's unannotated arguments,
+or one the file does not bind. A helper's unannotated parameter is what its caller passed: Triton compiles
+the helper again for each set of constexprs a call passes, so `walk(X, -BLOCK)` keeps a constexpr and
+`walk(X, s)`, s a loop's variable, does not, though the interpreter hands both over as Python numbers. The
+call is the one the caller's frame is running, found by its position in the caller's text (the file's lines,
+which the interpreter's rewrite keeps); where Python keeps no columns (PYTHONNODEBUGRANGES), every call of
+the helper on that line is a candidate, and the argument counts as known only at run time where every
+candidate passes such a value. Not followed: a helper called under another name than its own (no call found:
+the value decides alone).
 """
 
 import ast
@@ -31,20 +32,27 @@ class KernelFile:
                   for a in s.names}  # fmt: skip
         self.known = known
         self.functions = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef)}
-        self.names = {}  # function → (its constexpr parameters, its caller-made ones, its locals)
+        self.names = {}  # function → (its constexpr parameters, its caller-made ones, its locals, its pinned ones)
         for fn in self.functions.values():
             params = [*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs]
             constant = {p.arg for p in params if p.annotation is not None and "constexpr" in ast.unparse(p.annotation)}
             caller_made = {p.arg for p in params} - constant if fn.name != launched else set()
-            local = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)}
-            self.names[fn.name] = (constant, caller_made, local)
+            bound = [n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load)]
+            pinned = {n.target.id: n.value for n in ast.walk(fn) if isinstance(n, ast.AnnAssign) and n.value
+                      and isinstance(n.target, ast.Name) and bound.count(n.target.id) == 1
+                      and n.target.id not in {p.arg for p in params} and "constexpr" in ast.unparse(n.annotation)}  # fmt: skip
+            self.names[fn.name] = (constant, caller_made, set(bound) - set(pinned), pinned)
 
     def judge(self, expr: ast.expr, where: str) -> bool | frozenset[str]:
         """`expr`, written in the function `where`: True if it names a value known only at run time; else the
         helper's unannotated parameters it names (a constexpr where the call passes constexprs for them), or False:
         none, a constexpr."""
-        constant, caller_made, local = self.names[where]
-        names = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}
+        constant, caller_made, local, pinned = self.names[where]
+        names, seen = {n.id for n in ast.walk(expr) if isinstance(n, ast.Name)}, set()
+        while grown := (names & pinned.keys()) - seen:  # a local `NAME: tl.constexpr = value` stands for its value
+            seen |= grown
+            names |= {n.id for name in grown for n in ast.walk(pinned[name]) if isinstance(n, ast.Name)}
+        names -= seen
         if names & local or names - self.known - constant - caller_made:  # (a local shadows a constant)
             return True
         return frozenset(names & caller_made) or False

@@ -1,0 +1,117 @@
+"""Assignments 7–8: honest kernels the allow-list once refused (helper 110), taken and graded, beside the forms that
+stay refused because the GPU compiler and the interpreter would disagree on them.
+
+Taken: a local `NAME: tl.constexpr = ` a value known when compiled (Triton's tutorial: `MASK_BLOCK_M1:
+tl.constexpr = BLOCK_M1 // BLK_SLICE_FACTOR`; a step that counts down, `STEP: tl.constexpr = -BLOCK_N`),
+a tensor's `.type` (a dtype, pointer or block type: `O.type.element_ty`), `tl.tensor` as a parameter's
+annotation, and the hint `tl.max_constancy`.
+"""
+
+import importlib.util
+import re
+
+import pytest
+from grading_submissions import triton_kernels as kernels
+
+from sim.core.errors import InputError
+from sim.grading import grader, spec
+from sim.grading.triton import allowlist
+
+HEADER = "import triton\nimport triton.language as tl\n\n"
+KERNEL = "@triton.jit\ndef k(X, Y, n, B: tl.constexpr):\n    i = tl.program_id(0)\n{}\n"  # the body from line 7
+HONEST = (  # edits of assignment 7's master, as helper 110's kernels wrote them
+    ("    for start in range(0, hi, BLOCK_N):", "    HALF: tl.constexpr = BLOCK_N // 2\n"
+     "    WHOLE: tl.constexpr = min(HALF * 2, BLOCK_N)\n    for start in range(0, hi, WHOLE):"),
+    ("O_i.to(O.dtype.element_ty)", "O_i.to(O.type.element_ty)"),
+    ('        S_ij = tl.where(seen, S_ij, float("-inf"))\n', "        S_ij = masked(S_ij, seen)\n"),
+    ("@triton.jit\ndef flash2_forward(", '@triton.jit\ndef masked(s, ok: tl.tensor) -> tl.tensor:\n    return '
+     'tl.where(ok, s, float("-inf"))\n\n\n@triton.jit\ndef flash2_forward('),
+    ("            seen = seen & (keys[None, :] <= rows[:, None] + Nk - N)",
+     "            edge = tl.max_constancy(rows[:, None] + Nk - N + 0 * keys[None, :], [1, BLOCK_N])\n"
+     "            seen = seen & (keys[None, :] <= edge)"),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "    HALF: tl.constexpr = B // 2\n    STEP: tl.constexpr = -min(HALF * 2, 64)\n    x = HALF > 0 and STEP < 0",
+        "    t = X.type.element_ty\n    s = (X + 1).type.shape",
+        "    x = tl.max_constancy(tl.arange(0, B) * 0, [B])",
+    ],
+)
+def test_an_honest_kernel_the_allow_list_once_refused_is_taken(body):
+    assert allowlist.check(HEADER + KERNEL.format(body)) == set()
+    helper = "@triton.jit\ndef h(s, ok: tl.tensor, p: triton.language.tensor) -> tl.tensor:\n    return s\n"
+    assert allowlist.check(HEADER + helper) == set()
+
+
+@pytest.mark.parametrize(
+    "body, line, message",
+    [  # a value known only at run time kept as a constant: the interpreter's number, a GPU's tensor
+        ("    x: tl.constexpr = tl.program_id(0)", 7, "a kernel may not annotate an assignment but NAME: tl.constexpr"),
+        ("    x: tl.constexpr = n", 7, "a kernel may not annotate an assignment but"),
+        ("    x: tl.constexpr = i * B", 7, "a kernel may not annotate an assignment but"),
+        ("    x: tl.constexpr = tl.cdiv(B, 2)", 7, "a kernel may not annotate an assignment but"),
+        ("    x: tl.constexpr = B\n    x = i", 7, "a kernel may not annotate an assignment but"),  # bound again
+        ("    B = i\n    x: tl.constexpr = B", 8, "a kernel may not annotate an assignment but"),  # B rebound
+        ("    x: tl.int32 = 1", 7, "a kernel may not annotate an assignment but"),
+        ("    x: tl.constexpr", 7, "a kernel may not annotate an assignment but"),
+        ("    B = i\n    x = B or 2", 8, "and/or may stand only as a condition"),  # B no longer a constexpr
+        ("    min = tl.maximum\n    x: tl.constexpr = min(B, 2)", 8, "a kernel may not annotate an assignment but"),
+        # tl.tensor only as an annotation; .type leads to a dtype, never to the handle
+        ("    x = tl.tensor(i.handle, i.type)", 7, "tl.tensor is not part of Triton's language a kernel may use but "
+         "as a parameter's annotation"),
+        ("    x = X.type.handle", 7, "X.type.handle is not part of Triton's language a kernel may use: it is the "
+         "interpreter's raw array or pointer"),
+    ],
+)  # fmt: skip
+def test_what_a_gpu_would_take_otherwise_stays_refused(body, line, message):
+    with pytest.raises(InputError, match=re.escape(f"kernel file line {line}: {message}")):
+        allowlist.check(HEADER + KERNEL.format(body))
+
+
+@pytest.mark.parametrize(
+    "body, message",
+    [
+        ("    x = X.foo", "X.foo is not part of Triton's language a kernel may use; a tensor's are its methods"),
+        ("    x = tl.foo", "tl.foo is not part of Triton's language a kernel may use"),
+        ("    x = tl.math.foo", "tl.math.foo is not part of Triton's language a kernel may use; tl.math's are abs,"),
+        ("    x = math.foo", "math.foo is not part of Triton's language a kernel may use; math's are e, exp,"),
+        ("    x = triton.foo", "triton.foo is not part of Triton's language a kernel may use; triton's are jit,"),
+        ("    x = tl.core.exp", "tl.core.exp is not part of Triton's language a kernel may use; write tl.NAME"),
+    ],
+)
+def test_a_refused_attribute_is_named_without_a_word_of_handles(body, message):
+    with pytest.raises(InputError) as refused:
+        allowlist.check(HEADER + "import math\n" + KERNEL.format(body))
+    assert message in str(refused.value) and "handle" not in str(refused.value), str(refused.value)
+
+
+def test_an_annotated_constexpr_local_is_a_constant_step_and_a_rebound_one_is_not():
+    """constness: a local that `NAME: tl.constexpr = value` alone binds is judged by its value (a GPU counts
+    `range(top, -1, STEP)` down), a helper's by the call too; bound a second time it is a local like any."""
+    from sim.grading.triton import loops
+
+    source = HEADER + (
+        "@triton.jit\ndef walk(X, top, step):\n    S: tl.constexpr = -step\n    for i in range(top, -1, S):\n"
+        "        pass\n\n"
+        "@triton.jit\ndef kernel(X, Nk, B: tl.constexpr):\n    top = Nk\n    STEP: tl.constexpr = -B\n"
+        "    TWICE: tl.constexpr = STEP * 2\n    for i in range(top, -1, TWICE):\n        pass\n"
+        "    AGAIN: tl.constexpr = -B\n    AGAIN = -Nk\n    for i in range(top, -1, AGAIN):\n        pass\n"
+    )  # fmt: skip
+    lines = source.split("\n")
+    at = [n + 1 for n, text in enumerate(lines) if text.startswith("    for i in range(top, -1, ")]
+    assert loops.sites(source, "kernel") == dict(zip(at, [{"step"}, False, True], strict=True))
+
+
+@pytest.mark.skipif(importlib.util.find_spec("triton") is None, reason="Triton is not installed")
+def test_the_master_written_as_helper_110_s_honest_kernels_wrote_it_scores_full_marks(tmp_path):
+    text = kernels.MASTER.read_text()
+    for old, new in HONEST:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    (path := tmp_path / "honest.py").write_text(text)
+    assignment = spec.load(kernels.MASTER)
+    (report,) = grader.grade(assignment, [path], seed=5, jobs=1)
+    assert report.score == report.max_score == 100, [t.feedback for t in report.tests if t.status != "passed"]
