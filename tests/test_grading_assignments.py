@@ -159,6 +159,15 @@ def test_keeping_s_whole_in_hbm_fails_the_memory_test():
     )
 
 
+def test_an_output_allocated_twice_is_refused():
+    """Red team 109: S kept in O's name (N × Nk), O allocated again (N × d) before the end, passed the HBM check."""
+    assignment = spec.load(spec.locate("02"))
+    memory = replace(assignment, tests=tuple(t for t in assignment.tests if t["check"] == "memory"))
+    (t,) = grade_one(memory, SUBMISSIONS / "02" / "keeps_s_in_o.py").tests
+    assert (t.status, t.points) == ("failed", 0)
+    assert t.feedback == "refused: hbm.alloc: O is in HBM already; allocate each tensor once"
+
+
 def test_an_online_softmax_without_the_shift_fails_on_large_logits(tmp_path):
     naive = "return m_new, np.exp(np.log(ℓ) + m - m_new) + np.exp(x) / np.exp(m_new)"
     path, assignment = mutated(tmp_path, "01", "return m_new, ℓ * np.exp(m - s) + np.exp(x - s)", naive)

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from sim.cli import app
-from sim.grading import grader, spec
+from sim.grading import grader, gradescope, report, spec
 from tests.cli_runner import error_line
 
 HERE = Path(__file__).parent
@@ -82,6 +82,19 @@ def test_instructor_exports_grades_a_folder_and_gets_a_csv_and_gradescope_json(t
     assert io["status"] == "failed" and "K and V were read" in io["output"] and io["visibility"] == "visible"
     assert {t["visibility"] for t in results["tests"] if t["name"] == "IO, N ≠ Nk"} == {"hidden"}
     assert results["leaderboard"][0]["name"] == "HBM bytes" and results["leaderboard"][0]["order"] == "asc"
+
+
+def test_the_leaderboard_counts_the_public_tests_bytes_alone():
+    """Red team 109: a submission padded its bytes by loads of its own so that the sum over the IO tests, hidden ones
+    included, spelled a hidden case's N and Nk on the leaderboard every student sees."""
+    tests = [report.TestResult("IO public", "public", 15, 15, "passed", "", "", hbm_bytes=1_000),
+             report.TestResult("IO hidden", "hidden", 10, 10, "passed", "", "", hbm_bytes=276_314),
+             report.TestResult("output", "public", 10, 10, "passed", "", "")]  # fmt: skip
+    graded = report.SubmissionReport("a.py", "02", 4, tests=tests)
+    results = gradescope.results(graded)
+    check_gradescope(results)
+    assert results["leaderboard"] == [{"name": "HBM bytes", "value": 1_000, "order": "asc"}]
+    assert graded.hbm_bytes == 277_314  # the instructor's CSV keeps the sum
 
 
 def test_a_flag_s_words_from_the_submission_reach_only_the_instructor_on_gradescope(tmp_path):

@@ -51,7 +51,7 @@ def test_each_misbehaviour_gets_its_own_clear_report(name, tmp_path):
     reports = {r.submission: r for r in grader.grade(assignment, hostile(tmp_path, name), seed=1, jobs=2, limits=FAST)}
     first = {k: r.tests[0].feedback for k, r in reports.items()}
 
-    assert first["hangs.py"] == "did not finish within 1 s of CPU time (its own and the grader's for it)"
+    assert first["hangs.py"] == "did not finish within 1 s (its CPU time, the grader's for it, its sleeps)"
     assert reports["hangs.py"].tests[2].feedback.startswith("not run: the submission's process died 2 times")
     assert first["raises.py"] == "raised ValueError: deliberately broken (line 7, in " + ENTRIES[name][0] + ")"
     assert first["exhausts_memory.py"].startswith("ran out of memory: MemoryError (line 7")
@@ -282,6 +282,20 @@ def test_classmates_flooding_the_grader_cost_an_honest_submission_no_time(tmp_pa
     assert reports[-1].tests[0].status == "passed", reports[-1].tests[0].feedback
     for hog in reports[:4]:  # stopped by its own time (its CPU and the grader's decoding its flood), or at its end
         said = hog.tests[0].feedback
-        assert said == "did not finish within 2 s of CPU time (its own and the grader's for it)" or said.startswith(
+        assert said == "did not finish within 2 s (its CPU time, the grader's for it, its sleeps)" or said.startswith(
             "raised RuntimeError: flooded (line 12, in forward)"
         ), said
+
+
+def test_a_submission_that_sleeps_is_charged_its_sleep(tmp_path):
+    # before: a test's time was CPU time alone, its wall clock 5× that: sleeping 49 s a test held a grading slot for
+    # 8 minutes and scored 100 (red team 109)
+    path = tmp_path / "sleeps.py"
+    path.write_text(
+        spec.locate("02")
+        .read_text()
+        .replace("    N, d = chip.hbm.tensors", "    __import__('time').sleep(3)\n    N, d = chip.hbm.tensors", 1)
+    )
+    assert "sleep(3)" in path.read_text()
+    (report,) = grader.grade(first_tests(spec.load(spec.locate("02")), 1), [path], seed=1, jobs=1, limits=FAST)
+    assert report.tests[0].feedback == "did not finish within 1 s (its CPU time, the grader's for it, its sleeps)"

@@ -83,7 +83,7 @@ def export_command(assignment, student, instructor) -> None:
               help="Seed of this run's cases  [default: a fresh one, printed]")  # fmt: skip
 @JOBS
 @click.option("--timeout", type=TIMEOUT, default=10.0, show_default=True,
-              help="Seconds per test: CPU time, the submission's and the grader's for it (wall clock: 5×).")  # fmt: skip
+              help="Seconds per test: the submission's CPU time, the grader's for it, its sleeps (wall clock: 5×).")  # fmt: skip
 @options.output_file("--gradescope", "gradescope_path", "Write Gradescope's results.json here (one submission).")
 @click.option("--hidden-visibility", type=click.Choice(gradescope.VISIBILITY), default="hidden", show_default=True,
               help="Gradescope visibility of the hidden tests.")  # fmt: skip

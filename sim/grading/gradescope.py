@@ -60,8 +60,8 @@ def results(report: SubmissionReport, hidden_visibility: str = "hidden") -> dict
                       "output": "\n".join(report.flags), "visibility": hidden_visibility})  # fmt: skip
     out = {"score": round(report.score, 2), "execution_time": round(report.seconds, 2), "output": "\n".join(lines),
            "tests": tests}  # fmt: skip
-    if report.hbm_bytes is not None and not report.flagged:
-        out["leaderboard"] = [{"name": "HBM bytes", "value": report.hbm_bytes, "order": "asc"}]
+    if report.public_hbm_bytes is not None and not report.flagged:
+        out["leaderboard"] = [{"name": "HBM bytes", "value": report.public_hbm_bytes, "order": "asc"}]
     return out
 
 

@@ -53,8 +53,15 @@ class SubmissionReport:
 
     @property
     def hbm_bytes(self) -> int | None:
-        """The leaderboard's number: HBM bytes of the IO tests with a correct output (None if none)."""
+        """HBM bytes of the IO tests with a correct output (None if none): the CSV's column."""
         measured = [t.hbm_bytes for t in self.tests if t.hbm_bytes is not None]
+        return sum(measured) if measured else None
+
+    @property
+    def public_hbm_bytes(self) -> int | None:
+        """The leaderboard's number, which students see: `hbm_bytes` of the public tests alone (red team 109: a
+        submission set the sum over the hidden ones too, by loads of its own, to a hidden case's N and Nk)."""
+        measured = [t.hbm_bytes for t in self.tests if t.hbm_bytes is not None and t.visibility == "public"]
         return sum(measured) if measured else None
 
 

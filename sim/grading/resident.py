@@ -8,7 +8,7 @@ instead, and so can only be higher. A process that gives back pages it held at t
 the peak unseen: seccomp refuses it every madvise that drops pages; munmap, mremap or a mapping laid over anything
 it held at the mark is refused where the child seals it all (SEAL: `harness.seal`, Linux 6.10+); and everywhere the
 grader reads the file-backed part (RssFile: the libraries' pages) at the mark and after each memory test. `threads`
-is the count the grader's census of a child reads (`sandbox`); `cpu_seconds` the CPU time a test's budget charges it.
+is the count the grader's census of a child reads (`sandbox`); `stat` its state and CPU time, which a test's time charges it.
 """
 
 import contextlib
@@ -80,11 +80,12 @@ def threads(pid: int) -> int | None:
 TICK = os.sysconf("SC_CLK_TCK")  # /proc/<pid>/stat's unit of CPU time, per second
 
 
-def cpu_seconds(pid: int) -> float | None:
-    """The CPU time the process (all its threads, and children it has waited for) has used, from /proc/<pid>/stat:
-    utime, stime, cutime, cstime (its fields 14–17, counted after the command's closing parenthesis)."""
+def stat(pid: int) -> tuple[str, float] | None:
+    """The process's state (R running, S sleeping, T stopped, …) and the CPU time it (all its threads, and children
+    it has waited for) has used, from /proc/<pid>/stat: its fields 3 and 14–17 (utime, stime, cutime, cstime),
+    counted after the command's closing parenthesis."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return sum(int(f) for f in fields[11:15]) / TICK
+        return fields[0], sum(int(f) for f in fields[11:15]) / TICK
     except (OSError, ValueError, IndexError):
         return None

@@ -61,12 +61,7 @@ STOPPING = threading.Event()  # set by `stop_all`: no new child starts
 _LOCK = threading.Lock()
 
 
-PASSED_ON = (
-    "CUDA_",
-    "CUPY_",
-    "NVIDIA_",
-    "LD_LIBRARY_PATH",
-)  # the only variables of the grader's environment the child sees
+PASSED_ON = ("CUDA_", "CUPY_", "NVIDIA_", "LD_LIBRARY_PATH")  # the grader's environment variables the child sees
 
 
 @dataclass(frozen=True)
@@ -162,8 +157,7 @@ class Child:
         of time charged to it (`Charge`), or WALL_FACTOR times that of wall clock."""
         budget, self.reader.header_bytes = wall_s or self.limits.wall_s, 0
         charge, self.wall_s = Charge(self.proc.pid), WALL_FACTOR * budget
-        deadline = time.monotonic() + self.wall_s
-        watchdog = threading.Timer(self.wall_s + 2.0, self.kill, ("timeout",))
+        deadline, watchdog = time.monotonic() + self.wall_s, threading.Timer(self.wall_s + 2.0, self.kill, ("timeout",))
         watchdog.start()
         try:
             if header:
@@ -182,11 +176,13 @@ class Child:
                 left, spent = deadline - time.monotonic(), charge.spent()
                 if spent > budget:
                     self.kill("time")
-                    raise ChildDied(f"did not finish within {budget:g} s of CPU time (its own and the grader's for it)")
+                    raise ChildDied(f"did not finish within {budget:g} s (its CPU time, the grader's for it, its sleeps)")  # fmt: skip
                 if left <= 0:
                     self.kill("timeout")
                     raise ChildDied(self.death())
-                self._pump(min(left, budget - spent))
+                since = time.monotonic()
+                if not self._pump(min(left, budget - spent)):
+                    charge.waited(time.monotonic() - since)
         finally:
             watchdog.cancel()
 
@@ -207,13 +203,16 @@ class Child:
             self.kill("threads")
             raise ChildDied(f"ran more than {self.limits.threads} threads at once; stopped")
 
-    def _pump(self, timeout: float) -> None:
-        """Count the child's threads (`census`), then read whatever it has written within `timeout` seconds."""
+    def _pump(self, timeout: float) -> bool:
+        """Count the child's threads (`census`), then read whatever it has written within `timeout` seconds; whether
+        it wrote to the pipe."""
         self.census()
+        wrote = False
         for key, _ in self.selector.select(min(timeout, CENSUS_S)):
             fd = key.fileobj if isinstance(key.fileobj, int) else key.fileobj.fileno()
             chunk = os.read(fd, 1 << 20)
             if key.data == "pipe":
+                wrote = True
                 if not chunk:
                     raise ChildDied(self.death())
                 try:
@@ -233,6 +232,7 @@ class Child:
                     raise ChildDied(f"printed more than {human_bytes(self.limits.output_bytes)}; stopped")
             else:
                 self.selector.unregister(key.fileobj)
+        return wrote
 
     def death(self) -> str:
         """Why the process is gone: its signal or exit code, read with the limits it ran under."""

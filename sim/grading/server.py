@@ -83,6 +83,8 @@ class ChipServer:
         name, shape, dtype = _name(h, "name"), h["shape"], h["dtype"]
         if name in self.inputs:
             raise InputError(f"hbm.alloc: {name} is an input; outputs need names of their own")
+        if name in self.chip.hbm.tensors:  # (red team 109: S kept whole in O, then O allocated again as it must be)
+            raise InputError(f"hbm.alloc: {name} is in HBM already; allocate each tensor once")
         allowed = {str(dt): dt for dt in DTYPES.values()}
         if dtype not in allowed:
             raise InputError(f"hbm.alloc: {name} in {dtype}; HBM holds {', '.join(allowed)}")
