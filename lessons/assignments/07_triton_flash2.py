@@ -28,8 +28,9 @@ The API you may use
     the GPU compiler and the interpreter could disagree it refuses too: each name defined once;
     annotations only names (tl.constexpr); defaults only literals; `and`/`or` only as a condition or
     between constants; tl.constexpr() only of a literal; no `is`; and while it runs, a loop's step
-    below zero only where its `for` holds it as a constant (range(hi, -1, -BLOCK_N)): one kept in a
-    variable or made from an argument runs no iteration on a GPU. The Triton tutorial "Fused
+    below zero only where its `for` holds it as a constant (range(hi, -1, -BLOCK_N), or a local
+    STEP: tl.constexpr = -BLOCK_N): one kept in a plain variable or made from an argument runs no
+    iteration on a GPU. The Triton tutorial "Fused
     Attention" is the model to learn from; write your own kernel.
     Part 2, the backward, is assignment 8.
 
@@ -48,8 +49,10 @@ How it is graded
       SRAM: twice the simulator listing's peak at the same blocks (whole blocks, d rounded up to
       D): room for one Br × D block of Q, one Bc × D block each of K and V. Every tile counts,
       wherever it is kept (a variable, a tuple or list, only inside an expression, bitcast to
-      integers; the tile a load returns too); the addresses, offsets and masks you make from
-      tl.program_id, tl.arange and the scalar arguments do not; a program keeps nothing past its end;
+      integers; the tile a load returns too) until its name is bound again (a GPU frees it after
+      its last use: give a tile you are done with the next tile's name, or 0.0); the addresses,
+      offsets and masks you make from tl.program_id, tl.arange and the scalar arguments do not; a
+      program keeps nothing past its end;
     - IO: every element your masks let through, at its element size, per tensor, against the
       simulator's listing of FlashAttention-2 at the same blocks (sim.machine.iomodel.flash2): full marks
       when they match, none at 1.5× the optimum in deviation; the feedback names the tensor and
