@@ -32,6 +32,11 @@ SRAM = r"program 0 held (\d+\.\d KiB) of tiles at line \d+, over the SRAM budget
 OUTLIVES = ("module global", "kernel attribute", "default argument")  # kept past the program's end
 
 
+def kib(feedback: str) -> float:
+    """The KiB an SRAM verdict says a program held."""
+    return float(re.match(SRAM, feedback).group(1).split()[0])
+
+
 def drawn():
     """TEST's problem as the grader draws it at seed 5."""
     return make(ASSIGNMENT.grading, next(t for t in ASSIGNMENT.tests if t["name"] == TEST), 5)
@@ -53,32 +58,32 @@ def test_tiles_in_a_tuple_or_a_list_pass_both_walls_and_fail_the_sram_check(tmp_
     paths = [kernels.hides(tmp_path, "tuple"), kernels.hides(tmp_path, "list")]
     tests = tuple(t for t in ASSIGNMENT.tests if t["name"] == TEST)
     reports = grader.grade(replace(ASSIGNMENT, tests=tests), paths, seed=5, jobs=1)  # the compile check included
-    visible = re.match(SRAM, graded(kernels.whole_rows(tmp_path), monkeypatch).feedback).group(1)
+    visible = kib(graded(kernels.whole_rows(tmp_path), monkeypatch).feedback)
     for report in reports:
         (result,) = report.tests
-        assert result.points == 0 and re.match(SRAM, result.feedback).group(1) == visible, result.feedback
+        assert result.points == 0 and kib(result.feedback) >= visible, result.feedback
 
 
 @pytest.mark.parametrize("where", [w for w in kernels.HIDING if w not in OUTLIVES])
 def test_tiles_kept_anywhere_count_as_the_same_tiles_in_variables(tmp_path, monkeypatch, where):
     path = kernels.hides(tmp_path, where)
     assert allowlist.check(path.read_text()) == set()  # in the language; the compiler refuses a dict
-    visible = re.match(SRAM, graded(kernels.whole_rows(tmp_path), monkeypatch).feedback).group(1)
+    visible = kib(graded(kernels.whole_rows(tmp_path), monkeypatch).feedback)
     result = graded(path, monkeypatch)
     assert result.points == 0 and result.status == "failed"
     if where == "no name":  # each load's result counted as it is made: K's while V's is not yet
         assert re.match(SRAM, result.feedback), result.feedback
     else:
-        assert re.match(SRAM, result.feedback).group(1) == visible, result.feedback
+        assert kib(result.feedback) >= visible, result.feedback  # (a container keeps both tiles to its last read)
 
 
 def test_tiles_an_other_is_a_view_of_count_as_held(tmp_path, monkeypatch):
-    hoard = kernels.hoards_behind_other(tmp_path)
-    control = tmp_path / "control.py"  # the same tiles held, the loads' `other` a literal
-    control.write_text(hoard.read_text().replace("other=ZERO)", "other=0.0)"))
-    assert control.read_text().count("other=0.0)") == hoard.read_text().count("other=ZERO)") + 1 == 3
-    held = [re.match(SRAM, graded(path, monkeypatch).feedback) for path in (hoard, control)]
-    assert held[0] and held[1] and held[0].group(1) == held[1].group(1), [h and h.group(0) for h in held]
+    """The hoard (16 tiles of Bc × D, D = d rounded up to a power of two) is held while the loads read the view of it
+    they are given as `other` (before: left out, 100/100)."""
+    case = drawn().case
+    tiles = 16 * case["Bc"] * launch.block_d(case["d"]) * 2  # fp16
+    feedback = graded(kernels.hoards_behind_other(tmp_path), monkeypatch).feedback
+    assert kib(feedback) * 1024 >= tiles, (feedback, tiles)
 
 
 @pytest.mark.parametrize("where", OUTLIVES)
@@ -165,3 +170,30 @@ def test_index_arithmetic_is_free_and_an_integer_made_from_data_is_not():
     scaled = _value(held, offsets.data * 2, "int32")
     held.built(scaled, (offsets, widened))  # offsets · data: 2 KiB more
     assert held.bytes() == 32 * 16 * (2 + 4 + 4)
+
+
+def test_tiles_only_dead_names_hold_are_not_held(monkeypatch):
+    """A GPU frees a tile after its last use (SSA); a name still bound to it kept it counted (helper 110: 40/100)."""
+    result = graded(Path(__file__).parent / "grading_submissions" / "triton_dead_names.py", monkeypatch)
+    assert result.status == "passed", result.feedback
+
+
+def test_the_live_names_are_those_read_before_being_bound_again():
+    from sim.grading.triton.liveness import live
+
+    source = (
+        "def f(a, n):\n"  # 1
+        "    k = a + 1\n"  # 2
+        "    for s in range(n):\n"  # 3
+        "        q = k * 2\n"  # 4
+        "        k = q + s\n"  # 5
+        "        v = q\n"  # 6
+        "    return v\n"  # 7
+    )
+    table = live(source)
+    assert table["f", 7] == {"v"}
+    assert table["f", 6] == {"q", "k"}  # k read round the loop, q here; v bound here
+    assert table["f", 5] == {"q", "s"}  # k bound here, not read: its old value is dead
+    assert table["f", 4] == {"k", "s"}  # q bound here; s read below
+    assert table["f", 3] == {"k", "v", "n", "range"}  # the loop's head: k read round it, v after it; n, range by it
+    assert table["f", 2] == {"a", "v", "n", "range"}  # k bound here

@@ -45,14 +45,13 @@ How it is graded
       fp16/fp32, large logits), within FlashAttention-2's bound (O rounded once: u·|ref| +
       1e-5·max|ref|, plus what rounding each score to float32 moves O by, which grows with the
       logits); so keep P̃_ij in float32 for P̃_ij V_j (tl.dot(P, V.to(tl.float32)));
-    - SRAM: at every load, store and atomic add, what your program holds must fit in the test's
+    - SRAM: at every load, store, atomic add and tl.dot, what your program holds must fit in the test's
       SRAM: twice the simulator listing's peak at the same blocks (whole blocks, d rounded up to
       D): room for one Br × D block of Q, one Bc × D block each of K and V. Every tile counts,
       wherever it is kept (a variable, a tuple or list, only inside an expression, bitcast to
-      integers; the tile a load returns too) until its name is bound again (a GPU frees it after
-      its last use: give a tile you are done with the next tile's name, or 0.0); the addresses,
-      offsets and masks you make from tl.program_id, tl.arange and the scalar arguments do not; a
-      program keeps nothing past its end;
+      integers; the tile a load returns too) while a later statement may still read it (a GPU
+      frees it after its last use); the addresses, offsets and masks you make from
+      tl.program_id, tl.arange and the scalar arguments do not; a program keeps nothing past its end;
     - IO: every element your masks let through, at its element size, per tensor, against the
       simulator's listing of FlashAttention-2 at the same blocks (sim.machine.iomodel.flash2): full marks
       when they match, none at 1.5× the optimum in deviation; the feedback names the tensor and

@@ -36,7 +36,8 @@ GPU_MODULES = ("sim.grading.gpu_kernel", "sim.machine.blocks", "sim.machine.grid
 # and a block's truth as compiled), its hints checked, the shadow memory
 TRITON_MODULES = ("sim.grading.triton", "sim.grading.triton.constness", "sim.grading.triton.hints",
                   "sim.grading.triton.induction", "sim.grading.triton.interpret", "sim.grading.triton.launch",
-                  "sim.grading.triton.loops", "sim.grading.triton.shadow", "sim.grading.triton.truth")  # fmt: skip
+                  "sim.grading.triton.liveness", "sim.grading.triton.loops", "sim.grading.triton.shadow",
+                  "sim.grading.triton.truth")  # fmt: skip
 # "gpu": the submission's process, which only hands in its source; "kernel": the process that compiles and runs it
 ENTRIES = {"chip": ("sim.grading.harness",), "softmax": ("sim.grading.harness",), "gpu": ("sim.grading.harness",),
            "kernel": ("sim.grading.harness", "sim.grading.gpu_kernel"),

@@ -8,7 +8,9 @@ that asked; each also measures what the program holds at that moment (a load's r
 whose largest total is checked against the SRAM budget.
 
 What a program holds: every value it made that is still alive, however it keeps it, less its
-index arithmetic. The interpreter makes every value as a `TensorHandle`; each one made while a
+index arithmetic and less what only names dead there hold (`liveness`: a GPU frees a tile after its
+last use); at each `tl.dot` too (where S_ij meets Q_i, K_j, V_j and O_i), the values live names hold
+and the product. The interpreter makes every value as a `TensorHandle`; each one made while a
 program runs is registered, weakly, so what the program has dropped is gone and what it keeps
 counts wherever it keeps it: a variable, a tuple, a list, a dict, a module global, an attribute of
 the kernel, a default argument, or only Python's stack (an argument being built, a load's result).
@@ -33,7 +35,7 @@ import numpy as np
 from triton.runtime import interpreter
 
 from sim.core.format import human_bytes
-from sim.grading.triton import hints
+from sim.grading.triton import hints, liveness
 from sim.grading.triton.induction import INDEX
 from sim.grading.triton.loops import as_compiled
 from sim.grading.triton.shadow import Buffer, MemoryFault, Shadow
@@ -66,12 +68,17 @@ class Held:
                 if isinstance(r, interpreter.TensorHandle) and not r.dtype.is_floating():
                     setattr(r, INDEX, True)
 
-    def bytes(self, besides=()) -> int:
+    def bytes(self, besides=(), unheld=frozenset(), only=None) -> int:
         """The bytes of the program's live values that are not index arithmetic (nor `besides` themselves): each
         array they are views of counted once, whole (a transpose or a broadcast adds nothing), at the value's element
         width. An array one of `besides` is a view of still counts where another live value is a view of it too (red
-        team 106: a zero tile split out of 16 joined ones, passed as a load's `other`, hid all 16)."""
-        skip, roots = {id(b) for b in besides}, {}  # (roots keeps what it counted alive: their ids stay theirs)
+        team 106: a zero tile split out of 16 joined ones, passed as a load's `other`, hid all 16). `unheld`: the ids
+        of handles only dead names hold (`liveness`), not counted either; `only`: the ids of the handles counted,
+        where given."""
+        skip, roots = (
+            {id(b) for b in besides} | unheld,
+            {},
+        )  # (roots keeps what it counted alive: their ids stay theirs)
         alive, total = [], 0
         for ref in self.values:
             handle = ref()
@@ -79,16 +86,18 @@ class Held:
                 continue
             alive.append(ref)
             root = _root(handle.data)
-            if not getattr(handle, INDEX, False) and id(handle) not in skip and id(root) not in roots:
+            counted = id(handle) not in skip and (only is None or id(handle) in only)
+            if not getattr(handle, INDEX, False) and counted and id(root) not in roots:
                 roots[id(root)] = root
                 width = 64 if handle.dtype.is_ptr() else handle.dtype.primitive_bitwidth
                 total += -(-root.nbytes * width // (8 * np.asarray(handle.data).itemsize))
         self.values = alive
         return total
 
-    def measure(self, line: int, *besides) -> None:
-        """The program's values now, at `line`, but the access's own `besides`: a new peak if more than any before."""
-        if (held := self.bytes(besides)) > self.peak[0]:
+    def measure(self, line: int, *besides, unheld=frozenset(), only=None) -> None:
+        """The program's values now, at `line`, but the access's own `besides` and `unheld`: a new peak if more than
+        any before."""
+        if (held := self.bytes(besides, unheld, only)) > self.peak[0]:
             self.peak = (held, self.program, line)
 
     def start(self, program: int) -> None:
@@ -117,6 +126,8 @@ class Record:
     def __init__(self, shadow: Shadow, file: str):
         self.shadow = shadow
         self.file = os.path.realpath(file)
+        with open(self.file, encoding="utf-8") as f:
+            self.live = liveness.live(f.read())  # (function, line) → its live names
         self.moved: Counter = Counter()
         self.held = Held()
 
@@ -124,6 +135,10 @@ class Record:
     def peak(self) -> tuple[int, int, int]:
         """The most any program held at a load, store or atomic add: (bytes, program, line)."""
         return self.held.peak
+
+    def unheld(self) -> set[int]:
+        """The handles only names dead where the kernel is hold (`liveness`)."""
+        return liveness.named(self.file, self.live)[1]
 
     def _line(self) -> int:
         """The kernel's line that made this access (the innermost frame in the kernel's file)."""
@@ -167,13 +182,13 @@ class Record:
         self._book(which, storage, "read", line)
         loaded = interpreter.TensorHandle(out, ptrs.get_element_ty())
         fill = other is not None and np.array_equal(other.data, np.full_like(other.data, other.data.flat[0]), True)
-        self.held.measure(line, ptrs, mask, *([other] if fill else []))  # a fill of one value holds nothing
+        self.held.measure(line, ptrs, mask, *([other] if fill else []), unheld=self.unheld())  # a fill: nothing
         return loaded
 
     def store(self, ptrs, value, mask, *flags, **named):
         """`tl.store`: the values under the mask into the private copy."""
         line, storage, chosen, which, element = self._place(ptrs, mask, "store")
-        self.held.measure(line, ptrs, mask)
+        self.held.measure(line, ptrs, mask, unheld=self.unheld())
         values = np.broadcast_to(value.data, ptrs.data.shape)[chosen].astype(storage, copy=False)
         for b in np.unique(which):
             here = which == b
@@ -196,7 +211,7 @@ class Record:
         self._book(which, storage, "read", line)
         self._book(which, storage, "write", line)
         returned = interpreter.TensorHandle(old, value.dtype.scalar)
-        self.held.measure(line, ptrs, mask)
+        self.held.measure(line, ptrs, mask, unheld=self.unheld())
         return returned
 
     def refuse(self, *args):
@@ -211,12 +226,17 @@ def _index(self) -> int:
     return int(data.reshape(-1)[0]) if data.size == 1 else int(data)
 
 
-def _traced(method, held: Held):
-    """A builder operation whose results `held` is told of (index arithmetic or not)."""
+def _traced(method, record: "Record", measured: bool):
+    """A builder operation whose results `record.held` is told of (index arithmetic or not); `measured` (a product,
+    `create_dot`): the program measured once it is made, where the tiles of a FlashAttention step meet (S_ij with
+    Q_i, K_j, V_j, O_i: the listing's peak; with dead tiles not counted, no access sees S_ij)."""
 
     def run(*args, **named):
         result = method(*args, **named)
-        held.built(result, (*args, *named.values()))
+        record.held.built(result, (*args, *named.values()))
+        if measured and record.held.program >= 0:  # the live names' values and the product (not the operands made
+            kept = liveness.named(record.file, record.live)[0] | {id(result)}  # in its expression, fused on a GPU)
+            record.held.measure(record._line(), only=kept)
         return result
 
     return run
@@ -233,7 +253,7 @@ def recording(record: Record):
              "create_atomic_rmw": record.atomic_rmw, "create_atomic_cas": record.refuse}  # fmt: skip
     for name in dir(builder):
         if name.startswith(("create_", "get_")) and name not in hooks:
-            hooks[name] = _traced(getattr(builder, name), held)
+            hooks[name] = _traced(getattr(builder, name), record, name == "create_dot")
 
     def program(x, y, z, set_grid_idx=builder.set_grid_idx):
         set_grid_idx(x, y, z)

@@ -70,8 +70,7 @@ def evaluate(grading: dict, problem: Problem, outcome: Outcome, settings: dict) 
         result.feedback = (
             f"program {record.program} held {human_bytes(record.tiles)} of tiles at line {record.line}, over the "
             f"SRAM budget of {human_bytes(problem.sram_bytes)} — load one Br × D block of Q and one Bc × D block "
-            f"of K and V at a time; a tile counts until its name is bound again (give a tile you are done with "
-            f"the next tile's name, or 0.0)"
+            f"of K and V at a time"
         )
         return result
     if test["check"] != "io" or result.status != "passed":
