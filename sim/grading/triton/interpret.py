@@ -75,10 +75,8 @@ class Held:
         team 106: a zero tile split out of 16 joined ones, passed as a load's `other`, hid all 16). `unheld`: the ids
         of handles only dead names hold (`liveness`), not counted either; `only`: the ids of the handles counted,
         where given."""
-        skip, roots = (
-            {id(b) for b in besides} | unheld,
-            {},
-        )  # (roots keeps what it counted alive: their ids stay theirs)
+        skip = {id(b) for b in besides} | unheld
+        roots = {}  # what it counted, kept alive: their ids stay theirs
         alive, total = [], 0
         for ref in self.values:
             handle = ref()
@@ -133,7 +131,7 @@ class Record:
 
     @property
     def peak(self) -> tuple[int, int, int]:
-        """The most any program held at a load, store or atomic add: (bytes, program, line)."""
+        """The most any program held at a load, store, atomic add or tl.dot: (bytes, program, line)."""
         return self.held.peak
 
     def unheld(self) -> set[int]:
