@@ -31,7 +31,10 @@ def check(source: str, where: str = "kernel file") -> set[str]:
     try:
         tree = ast.parse(source)
     except SyntaxError as e:
-        raise InputError(f"{where} line {e.lineno}: {e.msg}") from None
+        raise InputError(f"{where} line {e.lineno or 1}: {e.msg}") from None
+    except ValueError as e:  # (Python 3.11.2's parser raises it on a NUL byte, where 3.11.7's raises SyntaxError)
+        nul = source.find("\0")
+        raise InputError(f"{where} line {source[:nul].count(chr(10)) + 1 if nul >= 0 else 1}: {e}") from None
     aliases, constants, kernels = _module(tree, where)
     _once(tree, where)
     mutable = {n.id for node in tree.body if isinstance(node, ast.Assign) and _mutable(node.value)
