@@ -70,3 +70,12 @@ def test_a_master_that_names_its_tests_outside_their_literal_is_refused(tmp_path
         spec.load(master)
     assert f"line {line}: {name} is named outside" in error_line(flashsim("assignments", "export", master, "--student",
                                                                           tmp_path / "out", code=2))  # fmt: skip
+
+
+def test_a_master_with_a_nul_byte_is_refused_in_one_line(tmp_path):
+    """Python 3.11.2's parser raises ValueError on a NUL byte (3.11.7's SyntaxError): it was a traceback there."""
+    master = tmp_path / TINY.name
+    master.write_bytes(TINY.read_bytes() + b"\n\x00\n")
+    with pytest.raises(InputError, match=rf"^assignment: {TINY.name}( line \d+)?: source code string cannot contain"):
+        spec.load(master)
+    assert "null bytes" in error_line(flashsim("grade", master, master, code=2))

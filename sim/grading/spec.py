@@ -96,8 +96,10 @@ def load(path: Path) -> Assignment:
         tree = ast.parse(data.decode("utf-8"), filename=str(path))
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"assignment: cannot read {path} ({e})") from None
-    except SyntaxError as e:
-        raise InputError(f"assignment: {path.name} line {e.lineno}: {e.msg}") from None
+    except SyntaxError as e:  # (a NUL byte: no line under Python 3.11.7; a ValueError under 3.11.2)
+        raise InputError(f"assignment: {path.name}{f' line {e.lineno}' if e.lineno else ''}: {e.msg}") from None
+    except ValueError as e:
+        raise InputError(f"assignment: {path.name}: {e}") from None
     values, literals = {}, set()
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):

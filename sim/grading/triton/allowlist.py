@@ -30,11 +30,10 @@ def check(source: str, where: str = "kernel file") -> set[str]:
     handout's stubs (they raise before anything else)."""
     try:
         tree = ast.parse(source)
-    except SyntaxError as e:
-        raise InputError(f"{where} line {e.lineno or 1}: {e.msg}") from None
-    except ValueError as e:  # (Python 3.11.2's parser raises it on a NUL byte, where 3.11.7's raises SyntaxError)
+    except (SyntaxError, ValueError) as e:  # a NUL byte: ValueError under Python 3.11.2, SyntaxError with no line later
         nul = source.find("\0")
-        raise InputError(f"{where} line {source[:nul].count(chr(10)) + 1 if nul >= 0 else 1}: {e}") from None
+        line = getattr(e, "lineno", None) or (source[:nul].count("\n") + 1 if nul >= 0 else 1)
+        raise InputError(f"{where} line {line}: {getattr(e, 'msg', None) or e}") from None
     aliases, constants, kernels = _module(tree, where)
     _once(tree, where)
     mutable = {n.id for node in tree.body if isinstance(node, ast.Assign) and _mutable(node.value)
