@@ -29,11 +29,12 @@ from sim.grading.triton.truth import truth
 RANGES = ("range",)  # (tl.static_range takes constexprs only: the compile check refuses the rest)
 
 
-def sites(source: str, launched: str) -> dict[int, bool | frozenset[str]]:
-    """Each line of each `for … in range(…)`'s header in a kernel file → how a negative step there is refused: True,
-    whatever it arrives as (its text names a value known only at run time); the helper's unannotated parameters it
-    names, where the call that passed them passed a value known only at run time; False, only as a tensor."""
-    kernel = KernelFile(source, launched)
+def sites(source: str | KernelFile, launched: str = "") -> dict[int, bool | frozenset[str]]:
+    """Each line of each `for … in range(…)`'s header in a kernel file (its text, or as `KernelFile` read it) → how a
+    negative step there is refused: True, whatever it arrives as (its text names a value known only at run time); the
+    helper's unannotated parameters it names, where the call that passed them passed a value known only at run time;
+    False, only as a tensor."""
+    kernel = source if isinstance(source, KernelFile) else KernelFile(source, launched)
     out = {}
     for fn in kernel.functions.values():
         for loop in (n for n in ast.walk(fn) if isinstance(n, ast.For) and isinstance(n.iter, ast.Call)):
@@ -83,7 +84,8 @@ def as_compiled(kernel, file: str):
     module, patch = kernel.fn.__globals__, interpreter._patch_lang
     with open(file, encoding="utf-8") as f:
         source = f.read()
-    table, text = sites(source, kernel.fn.__name__), KernelFile(source, kernel.fn.__name__)
+    text = KernelFile(source, kernel.fn.__name__)  # parsed once: the `for` sites and the calls on the stack
+    table = sites(text)
     own = "range" not in module  # a module binding `range` itself keeps it (the allow-list lets one constant be)
 
     def patched(fn):
