@@ -11,6 +11,7 @@ import pytest
 from gpu.lab import bench_decode
 
 RECORDING = Path(__file__).parent.parent / "gpu" / "lab" / "results" / "bench-decode-h100.json"
+H100 = {"bytes_per_s": 3.35e12, "of": "H100-SXM"}  # the H100 SXM datasheet's 3.35 TB/s
 
 
 @pytest.fixture
@@ -39,7 +40,7 @@ def fake_graphs(monkeypatch):
 def test_graph_columns_worked_by_hand(fake_graphs):
     moved, kv = 16_809_984, 16_777_216  # B 1 Nk 4K: K and V (2·8·4096·128·2 bytes), q and o (2·64·128·2)
     ok = {"contiguous": "ours", "default": "default", "cudnn": "cudnn"}
-    row = bench_decode._graphs(None, [None] * 13, ok, moved, kv)
+    row = bench_decode._graphs(None, [None] * 13, ok, moved, kv, H100)
     assert row["ours_graph"]["ms"] == pytest.approx(0.012)
     assert row["ours_graph"]["gbps"] == pytest.approx(moved / 12.0e-6 / 1e9)  # 1400.8 GB/s
     assert row["read_graph"]["gbps"] == pytest.approx(kv / 8.0e-6 / 1e9)  # its own bytes: K and V only
@@ -52,14 +53,33 @@ def test_graph_columns_worked_by_hand(fake_graphs):
 def test_a_backend_refusing_capture_is_said_not_timed(fake_graphs):
     _, refused = fake_graphs
     refused.add("cudnn")
-    row = bench_decode._graphs(None, [None], {"contiguous": "ours", "default": "default", "cudnn": "cudnn"}, 10, 8)
+    row = bench_decode._graphs(
+        None, [None], {"contiguous": "ours", "default": "default", "cudnn": "cudnn"}, 10, 8, H100
+    )
     assert row["cudnn_graph"] == {"status": "error", "why": "capture refused"}
     assert "ms" in row["default_graph"] and "ms" in row["read_graph"]
 
 
 def test_without_pytorch_ours_and_the_read_still_timed(fake_graphs):
-    row = bench_decode._graphs(None, [None], {"contiguous": "ours"}, 10, 8)
+    row = bench_decode._graphs(None, [None], {"contiguous": "ours"}, 10, 8, H100)
     assert set(row) == {"ours_graph", "read_graph", "graph_over_read"}
+
+
+@pytest.mark.parametrize(
+    ("name", "peak"), [("NVIDIA H100 80GB HBM3", 3.35e12), ("NVIDIA H200", 4.8e12), ("NVIDIA L4", None)]
+)
+def test_the_share_is_of_the_device_it_ran_on(monkeypatch, fake_graphs, name, peak):
+    """dram_pct is a share of the datasheet bandwidth of the GPU the bench ran on (an H200 is not judged against an
+    H100's 3.35 TB/s); a GPU the simulator has no preset for gets GB/s alone."""
+    monkeypatch.setattr(bench_decode.device, "properties", lambda: {"name": name})
+    got = bench_decode.dram_peak()
+    assert (got and got["bytes_per_s"]) == peak
+    row = bench_decode._graphs(None, [None], {"contiguous": "ours"}, 10, 16_777_216, got)
+    assert row["read_graph"]["dram_pct"] == (None if peak is None else pytest.approx(100 * 16_777_216 / 8e-6 / peak))
+    line = bench_decode.progress_line({"batch": 1, "nk": 4096, "splits": 16, "paged_splits": 16, **row})
+    assert ("read_graph 2097 GB/s" in line) and (("%)" in line) == (peak is not None))
+    said = {3.35e12: "% of 3.35 TB/s (H100-SXM)", 4.8e12: "% of 4.80 TB/s (H200)", None: "no DRAM peak known"}
+    assert said[peak] in bench_decode.heading(got)
 
 
 def test_progress_line_names_the_read():

@@ -13,7 +13,7 @@ capture ("ours_graph") beside SDPA's default and cuDNN captured by torch.cuda.gr
 the GPU's time per step without the host's (gpu/lab/decode_graphs.py times the others so too), and beside them the
 floor: a kernel that only reads the same K and V (gpu/kernels/read_ceiling.cu, one launch shape), captured the same
 way ("read_graph"; ours_graph's time over it: "graph_over_read"). Bandwidth counts the bytes every
-implementation must move: K and V once, q and o; a cache smaller than COLD_BYTES is cycled over copies so that each
+implementation must move: K and V once, q and o; a cache smaller than COLD_L2 times the device's L2 is cycled over copies so that each
 call reads it from DRAM.
 """
 
@@ -29,8 +29,7 @@ from gpu.lab.checks import max_error
 HEADS, KV_HEADS, D, NQ, PAGE = 64, 8, 128, 1, 256
 GRID = [(1, 4096), (1, 32768), (1, 131072), (4, 16384), (4, 131072), (16, 4096), (16, 32768), (16, 131072)]
 QUICK = [(1, 4096), (4, 16384), (16, 32768)]
-H100_DRAM = 3.35e12  # bytes/s, the H100 SXM datasheet's HBM3 bandwidth
-COLD_BYTES = 4 * 50 * 2**20  # four times the H100's 50 MiB L2
+COLD_L2 = 4  # caches under this many times the device's L2 are cycled over copies
 BASELINES = tuple(sdpa.BACKENDS)  # sdpa (flash), cudnn, default
 
 
@@ -38,9 +37,9 @@ def run_bench(*, quick=False, dtype="float16", progress=None, command=None) -> d
     """Time every configuration; the report: rows of {name: {ms, gbps, dram_pct}} and the speed-ups."""
     cupy = device.require()
     torch_ok, torch_note = sdpa.torch_available()
-    rows = []
+    peak, rows = dram_peak(), []
     for batch, nk in QUICK if quick else GRID:
-        row = _row(cupy, batch, nk, dtype, torch_ok)
+        row = _row(cupy, batch, nk, dtype, torch_ok, peak)
         rows.append(row)
         cupy.get_default_memory_pool().free_all_blocks()
         if progress:
@@ -51,10 +50,12 @@ def run_bench(*, quick=False, dtype="float16", progress=None, command=None) -> d
         "device": device.properties(),
         "torch": torch_note,
         "config": {"heads": HEADS, "kv_heads": KV_HEADS, "d": D, "nq": NQ, "page_size": PAGE, "dtype": dtype},
+        "dram_peak": peak,
         "rows": rows,
         "notes": [
-            "bytes: K and V of every sequence once, q and o; GB/s = bytes / median time; % of 3.35 TB/s (H100 SXM)",
-            f"caches under {COLD_BYTES >> 20} MiB are cycled over copies, so no call finds its cache in L2",
+            "bytes: K and V of every sequence once, q and o; GB/s = bytes / median time; dram_pct: % of dram_peak "
+            "(the datasheet's DRAM bandwidth of the simulator's preset for this device; none for a device it lacks)",
+            f"caches under {COLD_L2}× the device's L2 are cycled over copies, so no call finds its cache in L2",
             "contiguous: gpu.decode as a user calls it (one launch, the combine fused); contiguous_kernels: that launch "
             "alone (the checks done once); separate: the split and combine kernels launched alone, the combine its "
             "own kernel",
@@ -74,7 +75,19 @@ def run_bench(*, quick=False, dtype="float16", progress=None, command=None) -> d
     }
 
 
-def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
+def dram_peak() -> dict | None:
+    """{bytes_per_s, of}: the DRAM bandwidth of the simulator's preset for this device (H100-SXM: 3.35 TB/s, H200:
+    4.8 TB/s), which dram_pct is a share of; None for a device without a preset."""
+    preset = device.preset_for(device.properties()["name"])
+    return {"bytes_per_s": preset.hbm_bandwidth, "of": preset.name} if preset else None
+
+
+def share(bytes_per_s: float, peak: dict | None) -> float | None:
+    """bytes_per_s as a % of the peak; None without one."""
+    return 100 * bytes_per_s / peak["bytes_per_s"] if peak else None
+
+
+def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool, peak: dict | None) -> dict:
     itemsize = 2
     kv_bytes = 2 * batch * KV_HEADS * nk * D * itemsize
     moved = kv_bytes + 2 * batch * HEADS * NQ * D * itemsize
@@ -114,11 +127,11 @@ def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
             row[name] = {"status": "error", "why": str(e).strip().splitlines()[0][:200]}
     for name, ms in timing.interleaved_ms(ok).items():
         gbps = moved / ms / 1e6
-        row[name] = {"ms": ms, "gbps": gbps, "dram_pct": 100 * gbps * 1e9 / H100_DRAM}
+        row[name] = {"ms": ms, "gbps": gbps, "dram_pct": share(gbps * 1e9, peak)}
     for base in BASELINES:
         if "ms" in row.get(base, {}):
             row[f"speedup_vs_{base}"] = row[base]["ms"] / row["contiguous"]["ms"]
-    row |= _graphs(cupy, caches, ok, moved, kv_bytes)
+    row |= _graphs(cupy, caches, ok, moved, kv_bytes, peak)
     if "default" in ok:
         row["profile"] = {"ours": _profile(calls["contiguous"]), "default": _profile(calls["default"])}
     row["paged_over_contiguous"] = row["paged"]["ms"] / row["contiguous"]["ms"]
@@ -127,7 +140,7 @@ def _row(cupy, batch: int, nk: int, dtype: str, torch_ok: bool) -> dict:
     return row
 
 
-def _graphs(cupy, caches: list, ok: dict, moved: int, kv_bytes: int) -> dict:
+def _graphs(cupy, caches: list, ok: dict, moved: int, kv_bytes: int, peak: dict | None) -> dict:
     """ours_graph, default_graph, cudnn_graph and read_graph: the public call, SDPA's default and cuDNN backend and
     the plain read of K and V captured in CUDA graphs, replayed (timing.replay_us, interleaved), {ms, gbps, dram_pct}
     per step (read_graph's of the kv_bytes it reads, the others' of `moved`); default_graph's time over ours_graph's,
@@ -147,7 +160,7 @@ def _graphs(cupy, caches: list, ok: dict, moved: int, kv_bytes: int) -> dict:
     torch_stream = any(name in graphs for name in ("default_graph", "cudnn_graph"))
     for name, us in timing.replay_us(graphs, torch_stream=torch_stream).items():
         gbps = (kv_bytes if name == "read_graph" else moved) / us / 1e3
-        row[name] = {"ms": us / 1e3, "gbps": gbps, "dram_pct": 100 * gbps * 1e9 / H100_DRAM}
+        row[name] = {"ms": us / 1e3, "gbps": gbps, "dram_pct": share(gbps * 1e9, peak)}
     if "default_graph" in graphs:
         row["graph_speedup_vs_default"] = row["default_graph"]["ms"] / row["ours_graph"]["ms"]
     row["graph_over_read"] = row["ours_graph"]["ms"] / row["read_graph"]["ms"]
@@ -194,9 +207,10 @@ def _cycle(caches: list, plans: list, fn):
 
 
 def _cold_caches(cupy, batch: int, nk: int, dtype: str) -> list[dict]:
-    """Enough copies of the cache (`_cache`, seeds 0, 1, …) that cycling through them moves COLD_BYTES: each call
-    reads its K/V from DRAM, not from L2."""
-    copies = max(1, math.ceil(COLD_BYTES / (2 * batch * KV_HEADS * nk * D * 2)))  # K and V, 2 bytes an element
+    """Enough copies of the cache (`_cache`, seeds 0, 1, …) that cycling through them moves COLD_L2 times the
+    device's L2: each call reads its K/V from DRAM, not from L2."""
+    cold = COLD_L2 * device.properties()["l2_bytes"]
+    copies = max(1, math.ceil(cold / (2 * batch * KV_HEADS * nk * D * 2)))  # K and V, 2 bytes an element
     return [_cache(cupy, batch, nk, dtype, seed) for seed in range(copies)]
 
 
@@ -240,6 +254,13 @@ def _sdpa(backend: str):
     return call
 
 
+def heading(peak: dict | None) -> str:
+    """What the rows' percentages are a share of."""
+    if peak is None:
+        return "GB/s: bytes a step must move / its median time (no DRAM peak known for this GPU: no %)"
+    return f"GB/s: bytes a step must move / its median time; % of {peak['bytes_per_s'] / 1e12:.2f} TB/s ({peak['of']})"
+
+
 def progress_line(row: dict) -> str:
     """'B=1 Nk=4096: contiguous 1234 GB/s (37%) · paged … · sdpa … · ×1.10 SDPA'."""
     parts = [f"B={row['batch']} Nk={row['nk']} splits={row['splits']} (paged {row['paged_splits']}):"]
@@ -247,9 +268,8 @@ def progress_line(row: dict) -> str:
                  "default_graph", "cudnn_graph", "read_graph"):  # fmt: skip
         r = row.get(name)
         if r is not None:
-            parts.append(
-                f"{name} {r['gbps']:.0f} GB/s ({r['dram_pct']:.0f}%)" if "ms" in r else f"{name} {r['status']}"
-            )
+            pct = f" ({r['dram_pct']:.0f}%)" if r.get("dram_pct") is not None else ""
+            parts.append(f"{name} {r['gbps']:.0f} GB/s{pct}" if "ms" in r else f"{name} {r['status']}")
     for base in ("sdpa", "default"):
         if f"speedup_vs_{base}" in row:
             parts.append(f"×{row[f'speedup_vs_{base}']:.2f} SDPA {base}")

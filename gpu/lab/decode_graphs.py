@@ -31,7 +31,8 @@ SHORT = [(1, 4096), (1, 32768), (1, 131072), (4, 16384)]
 
 def steps_row(cupy, batch: int, nk: int) -> dict:
     """One point: each implementation's eager call (as `flashsim bench decode` times them) and its step replayed from
-    a graph, in µs and % of the H100's DRAM bandwidth; ours' captured output against its eager call's."""
+    a graph, in µs and % of the device's DRAM bandwidth (bench_decode.dram_peak); ours' captured output against its
+    eager call's."""
     caches = bench_decode._cold_caches(cupy, batch, nk, "float16")
     torch_ok = sdpa.torch_available()[0]
     moved = 2 * batch * bench_decode.KV_HEADS * nk * bench_decode.D * 2
@@ -67,8 +68,9 @@ def steps_row(cupy, batch: int, nk: int) -> dict:
                 row[f"{backend}_graph"] = {"status": "error", "why": str(e).strip().splitlines()[0][:200]}
     timed = {name: 1e3 * ms for name, ms in timing.interleaved_ms(eager).items()}
     timed |= timing.replay_us(graphs, torch_stream=torch_ok)
+    peak = bench_decode.dram_peak()
     for name, us in timed.items():
-        row[name] = {"us": us, "dram_pct": 100 * moved / (us * 1e-6) / bench_decode.H100_DRAM}
+        row[name] = {"us": us, "dram_pct": bench_decode.share(moved / (us * 1e-6), peak)}
     for ours, base in (("ours", "default"), ("ours_graph", "default_graph")):
         if base in timed:
             row[f"{ours}_vs_{base}"] = timed[base] / timed[ours]

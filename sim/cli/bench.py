@@ -115,12 +115,14 @@ def bench_decode_command(quick, json_path) -> None:
     from gpu.lab import bench_decode
 
     progress = Console(stderr=True, highlight=False)
+    progress.print(bench_decode.heading(bench_decode.dram_peak()))
     report = bench_decode.run_bench(
         quick=quick,
         progress=lambda row: progress.print(bench_decode.progress_line(row)),
         command=options.command_line(),
     )
     if not emit_json(report, json_path, indent=1):
+        console.print(bench_decode.heading(report["dram_peak"]))
         for row in report["rows"]:
             console.print(bench_decode.progress_line(row))
 
