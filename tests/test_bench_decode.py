@@ -10,7 +10,7 @@ import pytest
 
 from gpu.lab import bench_decode
 
-RECORDING = Path(__file__).parent.parent / "gpu" / "lab" / "results" / "bench-decode-h100.json"
+RESULTS = Path(__file__).parent.parent / "gpu" / "lab" / "results"
 H100 = {"bytes_per_s": 3.35e12, "of": "H100-SXM"}  # the H100 SXM datasheet's 3.35 TB/s
 
 
@@ -89,10 +89,12 @@ def test_progress_line_names_the_read():
     assert "read_graph 2097 GB/s (63%)" in line and "ours graph 1.50× the plain read" in line
 
 
-def test_the_recording_counts_its_bytes():
+@pytest.mark.parametrize(("gpu", "peak"), [("h100", 3.35e12), ("h200", 4.8e12)])
+def test_the_recording_counts_its_bytes(gpu, peak):
     """Each recorded row: bytes = K and V once, q and o; every timed column's GB/s = those bytes / its time, the
-    read's = the K/V bytes / its time; graph_over_read the ratio of the two graph times."""
-    report = json.loads(RECORDING.read_text())
+    read's = the K/V bytes / its time; graph_over_read the ratio of the two graph times; the H200's dram_pct of its
+    own 4.8 TB/s (the H100's, recorded before dram_peak, of 3.35 TB/s)."""
+    report = json.loads((RESULTS / f"bench-decode-{gpu}.json").read_text())
     config = report["config"]
     assert len(report["rows"]) == len(bench_decode.GRID)
     for row in report["rows"]:
@@ -101,4 +103,5 @@ def test_the_recording_counts_its_bytes():
         for name in ("contiguous", "paged", "ours_graph", "default_graph", "cudnn_graph", "read_graph"):
             nbytes = kv if name == "read_graph" else row["bytes"]
             assert row[name]["gbps"] == pytest.approx(nbytes / row[name]["ms"] / 1e6)
+            assert row[name]["dram_pct"] == pytest.approx(100 * nbytes / row[name]["ms"] / 1e-3 / peak)
         assert row["graph_over_read"] == pytest.approx(row["ours_graph"]["ms"] / row["read_graph"]["ms"])

@@ -42,7 +42,8 @@ def test_every_shipped_recording_says_where_it_came_from():
             "l2-tags": ("python -m gpu.lab.l2_tags ",),
             "nvrtc-spills": ("python -m gpu.lab.nvrtc_spills ",),
         }.get(rec.report["kind"], ("flashsim ",))
-        assert rec.gpu == "NVIDIA H100 80GB HBM3" and rec.date.startswith("2026-") and rec.command.startswith(commands)
+        gpu = {"h100": "NVIDIA H100 80GB HBM3", "h200": "NVIDIA H200"}[name.rsplit("-", 1)[1]]  # named for its GPU
+        assert rec.gpu == gpu and rec.date.startswith("2026-") and rec.command.startswith(commands)
 
 
 def test_the_ladder_recording_holds_every_rung_of_the_registry_checked_and_timed():
