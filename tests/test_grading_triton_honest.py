@@ -4,7 +4,7 @@ stay refused because the GPU compiler and the interpreter would disagree on them
 Taken: a local `NAME: tl.constexpr = ` a value known when compiled (Triton's tutorial: `MASK_BLOCK_M1:
 tl.constexpr = BLOCK_M1 // BLK_SLICE_FACTOR`; a step that counts down, `STEP: tl.constexpr = -BLOCK_N`),
 a tensor's `.type` (a dtype, pointer or block type: `O.type.element_ty`), `tl.tensor` as a parameter's
-annotation, and the hint `tl.max_constancy`.
+annotation, the hint `tl.max_constancy`, and a module constant made by arithmetic (`arithmetic`).
 """
 
 import importlib.util
@@ -120,3 +120,23 @@ def test_the_master_written_as_helper_110_s_honest_kernels_wrote_it_scores_full_
     assignment = spec.load(kernels.MASTER)
     (report,) = grader.grade(assignment, [path], seed=5, jobs=1)
     assert report.score == report.max_score == 100, [t.feedback for t in report.tests if t.status != "passed"]
+
+
+ARITHMETIC = (  # helper 110's RCP_LN2 = tl.constexpr(1.0 / 0.6931471805599453), and math's
+    ("import triton\n", "import math\n\nimport triton\n"),
+    ("LOG2E = tl.constexpr(1.4426950408889634)", "LOG2E = tl.constexpr(1.0 / 0.6931471805599453)"),
+    ("LN2 = tl.constexpr(0.6931471805599453)", "LN2 = tl.constexpr(1 / math.log2(math.e))"),
+)
+
+
+@TRITON
+def test_the_master_with_its_constants_made_by_arithmetic_grades_as_the_master(tmp_path):
+    text = kernels.MASTER.read_text()
+    for old, new in ARITHMETIC:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    (path := tmp_path / "arithmetic.py").write_text(text)
+    (master := tmp_path / "master.py").write_text(kernels.MASTER.read_text())
+    graded = grader.grade(spec.load(kernels.MASTER), [master, path], seed=5, jobs=1)
+    tests = [[(t.name, t.status, t.points, t.hbm_bytes) for t in report.tests] for report in graded]
+    assert tests[0] == tests[1] and graded[1].score == graded[1].max_score == 100, [t.feedback for t in graded[1].tests]
