@@ -5,8 +5,9 @@ assignment's GRADING and TESTS among them, or arithmetic of numbers: `arithmetic
 `@triton.jit` functions written in Triton's language: names of `tl`, the tensors' own methods, a
 few builtins, literals. Nothing else — no other module, no dunder, no `.handle` (the interpreter's
 raw arrays and pointers), no `constexpr_function`, no store into a subscript or attribute, no
-float()/int()/bool() but of a literal — because Triton's interpreter runs a kernel as ordinary
-Python, and the compile check (`compile_check`) sees only the branches its case takes.
+float()/int()/bool() but of a literal, no `del` (Triton's compiler has no `del`) — because Triton's
+interpreter runs a kernel as ordinary Python, and the compile check (`compile_check`) sees only the
+branches its case takes.
 """
 
 import ast
@@ -169,6 +170,9 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
     for node in ast.walk(fn):
         if node is fn:
             continue
+        if isinstance(node, ast.Delete):
+            _refuse(node, where, "Triton's compiler does not compile `del` (unsupported AST node type: Delete); "
+                    "drop it: a GPU frees a tile after its last use, and so does the SRAM count (`liveness`)")  # fmt: skip
         if isinstance(node, FORBIDDEN):
             _refuse(node, where, f"a kernel may not use {type(node).__name__} (Triton's language only)")
         if isinstance(node, ast.Raise):
