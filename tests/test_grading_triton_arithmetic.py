@@ -13,17 +13,20 @@ from hypothesis import strategies as st
 from sim.core.errors import InputError
 from sim.grading.triton import allowlist, arithmetic
 
-HEADER = "import math\nimport triton\nimport triton.language as tl\n\nA = 7\n"  # the constant on line 6
-REFUSED = "kernel file line 6: a constant outside a kernel must be a literal or arithmetic of numbers (or tl.constexpr "
+HEADER = (
+    "import math\nimport triton\nimport triton.language as tl\n\nA = 7\nC = tl.constexpr(0.5)\nI = tl.constexpr(3)\n"
+)
+REFUSED = "kernel file line 8: a constant outside a kernel must be a literal or arithmetic of numbers (or tl.constexpr "
 REFUSED += "of one): "
 
 
-def value(text: str) -> int | float:
-    """`arithmetic`'s value of the constant `NAME = expression` (tl.constexpr of it too), with A = 7 above it."""
+def value(text: str) -> arithmetic.Number:
+    """`arithmetic`'s value of the constant `NAME = expression` (tl.constexpr of it too), with HEADER's above it."""
     node = ast.parse(text).body[0].value
     if isinstance(node, ast.Call) and ast.unparse(node.func) == "tl.constexpr":
         (node,) = node.args
-    return arithmetic.value(node, {"A": 7}, {"math": "math", "tl": "triton.language"}, {"A", "math", "tl"})
+    numbers = {"A": arithmetic.Number(7), "C": arithmetic.Number(0.5, True), "I": arithmetic.Number(3, True)}
+    return arithmetic.value(node, numbers, {"math": "math", "tl": "triton.language"}, {*numbers, "math", "tl"})
 
 
 @pytest.mark.parametrize(
@@ -37,11 +40,12 @@ def value(text: str) -> int | float:
         ("ROOT = tl.constexpr(math.sqrt(A * 7) + math.log2(8) - math.pi * 0)", 10.0),
         ("BIG = 2 ** 64 // 2 - 1 - -(2 ** 10) % 3", 2**63 - 3),  # Python's %: -1024 % 3 == 2
         ("TINY = 2 ** -3 + math.log(8, 2) + +math.e ** 0", 4.125),
+        ("MADE = tl.constexpr(math.log(I) * 0 + float(I) + I % 2 - C)", 3.5),  # tl.constexpr ints convert
     ],
 )
 def test_a_module_constant_made_by_arithmetic_is_taken_at_its_value(text, expected):
     assert allowlist.check(HEADER + text + "\n") == set()
-    got = value(text)
+    got = value(text).value
     assert type(got) is type(expected) and got == expected, (got, expected)
 
 
@@ -66,10 +70,13 @@ SQUARE = [str(n) for n in range(3, 103)]
         ("X = (True + 1) * 2", "a literal is a bool, not an int or float"),
         ("X = float('" + "9" * 40 + "')", "float() of a string of more than 32 characters"),
         ("X = tl.program_id(0) * 2", "it calls tl.program_id; it may call math.log, log2, sqrt, exp and float"),
+        ("X = 7 % I", "Python raises TypeError computing it: a number % a tl.constexpr (it has no __rmod__)"),
+        ("X = math.log(C * 2)", "Python raises TypeError computing it: math.log of a tl.constexpr holding a float"),
+        ("X = float(-C)", "Python raises TypeError computing it: float() of a tl.constexpr holding a float"),
         ("X = Y * 2\nY = 2", "Y is not a number defined above it"),  # only constants above it
         ("X = GRADING * 2", "GRADING is not a number defined above it"),
         ("X = math.nan * 1", "math.nan is not a number it may use"),
-        ("float = 2\nX = float('inf')", "it calls float"),  # (line 7)
+        ("float = 2\nX = float('inf')", "it calls float"),  # (line 9)
         ("X = tl.constexpr(1, 2) + 1", "it calls tl.constexpr"),
         ("X = tl.constexpr(1, 2)", "tl.constexpr() takes one value"),
         ("X = (1 if A else 2) * 2", "it holds a IfExp"),
@@ -78,11 +85,11 @@ SQUARE = [str(n) for n in range(3, 103)]
     ],
 )  # fmt: skip
 def test_a_hostile_constant_is_refused_in_one_line_naming_it(text, why):
-    line = 7 if text.startswith("float") else 6
     with pytest.raises(InputError) as refused:
         allowlist.check(HEADER + text + "\n")
     said = str(refused.value)
-    assert said.startswith(REFUSED.replace("line 6", f"line {line}") + why) and "\n" not in said, said
+    refused_at = REFUSED.replace("line 8", "line 9") if text.startswith("float") else REFUSED
+    assert said.startswith(refused_at + why) and "\n" not in said, said
 
 
 @pytest.mark.parametrize("terms", [3_000, 1_000_000])
@@ -104,7 +111,9 @@ def _operation(parts: tuple) -> str:
 LEAVES = st.one_of(
     st.integers(-(2**70), 2**70).map(str),
     st.floats(allow_nan=False).map(repr),
-    st.sampled_from(["A", "B", "math.pi", "math.inf", 'float("-inf")', "True", "'s'", "1j", "tl.program_id(0)"]),
+    st.sampled_from(
+        ["A", "C", "I", "B", "math.pi", "math.inf", 'float("-inf")', "True", "'s'", "1j", "tl.program_id(0)"]
+    ),
 )
 EXPRESSIONS = st.recursive(
     LEAVES,
@@ -126,19 +135,24 @@ EXPRESSIONS = st.recursive(
 @example("(0 ** (-1))")
 @example("math.log(((-1) ** 0.5))")
 def test_a_constant_is_taken_at_the_value_python_computes_or_refused_in_one_line(expression):
-    """Taken: Python computes the same number (`eval`, run only on what was taken); refused: one line, naming line 6."""
+    """Taken: Python computes the same number (`eval`, run only on what was taken), a tl.constexpr where `arithmetic`
+    says so; refused: one line, naming line 8."""
+    tl = pytest.importorskip("triton.language")
     try:
         allowlist.check(HEADER + f"X = {expression}\n")
     except InputError as e:
         assert str(e).startswith(REFUSED) and "\n" not in str(e), str(e)
         return
-    expected = eval(expression, {"__builtins__": {"float": float}, "math": math, "A": 7})
+    names = {"__builtins__": {"float": float}, "math": math, "A": 7, "C": tl.constexpr(0.5), "I": tl.constexpr(3)}
+    expected = eval(expression, names)
     try:
         ast.literal_eval(expression)
         return  # a literal, taken as ever (a number past ±2**64 too: it goes into no arithmetic)
     except ValueError:
         got = value(f"X = {expression}")
-    assert type(got) is type(expected) and repr(got) == repr(expected), (got, expected)
+    assert got.constexpr == isinstance(expected, tl.constexpr), (got, expected)
+    expected = expected.value if got.constexpr else expected
+    assert type(got.value) is type(expected) and repr(got.value) == repr(expected), (got, expected)
 
 
 def test_a_constant_made_by_arithmetic_is_a_compile_time_step_as_a_literal_one_is():
@@ -150,6 +164,6 @@ def test_a_constant_made_by_arithmetic_is_a_compile_time_step_as_a_literal_one_i
     kernel = "@triton.jit\ndef k(X, n, B: tl.constexpr):\n    for i in range(n, -1, DOWN * B):\n        pass\n"
     source = HEADER + "DOWN = tl.constexpr(1 - 2 * A // A)\n" + kernel
     assert allowlist.check(source) == set()
-    assert loops.sites(source, "k") == {9: False}
+    assert loops.sites(source, "k") == {11: False}
     shadowed = source.replace("    for i", "    DOWN = n\n    for i")
-    assert loops.sites(shadowed, "k") == {10: True}
+    assert loops.sites(shadowed, "k") == {12: True}

@@ -15,7 +15,7 @@ from collections import Counter
 
 from sim.core.errors import InputError
 from sim.grading.triton import arithmetic
-from sim.grading.triton.arithmetic import Unfit
+from sim.grading.triton.arithmetic import Number, Unfit
 from sim.grading.triton.vocabulary import BUILTINS, refusal
 from sim.grading.triton.vocabulary import chain as _chain
 
@@ -111,19 +111,21 @@ def _module(tree: ast.Module, where: str) -> tuple[dict[str, str], set[str], lis
     return aliases, constants, kernels
 
 
-def _constant(node, aliases: dict[str, str], numbers: dict, bound: set[str]) -> int | float | None:
+def _constant(node, aliases: dict[str, str], numbers: dict, bound: set[str]) -> Number | None:
     """A module constant's value where it is a number, else None: a literal (numbers, strings, lists, tuples, dicts
     of them, signed), or arithmetic of numbers (`arithmetic`; `numbers`, `bound`: the constants and names above it),
     or tl.constexpr of either; Unfit where it is neither."""
+    wrapped = False
     while isinstance(node, ast.Call) and _chain(node.func) in _constexpr(aliases):
         if len(node.args) != 1 or node.keywords:
             raise Unfit("tl.constexpr() takes one value")
-        node = node.args[0]
+        node, wrapped = node.args[0], True
     try:
         literal = ast.literal_eval(node)
     except (ValueError, TypeError):  # TypeError: {[1]: 2}, a key unhashable
-        return arithmetic.value(node, numbers, aliases, bound)
-    return literal if type(literal) in (int, float) else None
+        number = arithmetic.value(node, numbers, aliases, bound)
+        return Number(number.value, number.constexpr or wrapped)
+    return Number(literal, wrapped) if type(literal) in (int, float) else None
 
 
 def _constexpr(aliases: dict[str, str]) -> set[str]:

@@ -7,12 +7,15 @@ where that is quick and small: numbers (not bools, strings or complex), earlier 
 numbers, math's pi, e, tau, inf and its log, log2, sqrt, exp, float() of a short string; + - * / //
 % ** and a sign; at most NODES nodes; every int within ±2⁶⁴ (an int ** int past it refused before
 it is computed: 2 ** 10 ** 10); and whatever Python would raise (1 / 0, math.log(0), an overflow)
-refused like the rest.
+refused like the rest. A value made of a `tl.constexpr` is one too (its arithmetic returns one), and
+Python refuses two things of it: a number % it (it has no __rmod__) and float() or math's of it
+holding a float (it has no __float__, and its __index__ returns the float).
 """
 
 import ast
 import math
 import operator
+from typing import NamedTuple
 
 from sim.grading.triton.vocabulary import chain
 
@@ -33,7 +36,14 @@ class Unfit(ValueError):
     """Why a constant's expression is not one whose value is taken."""
 
 
-def value(node: ast.expr, numbers: dict[str, int | float], aliases: dict[str, str], bound: set[str]) -> int | float:
+class Number(NamedTuple):
+    """A constant's value, and whether Python holds it as a tl.constexpr."""
+
+    value: int | float
+    constexpr: bool = False
+
+
+def value(node: ast.expr, numbers: dict[str, Number], aliases: dict[str, str], bound: set[str]) -> Number:
     """The value of `node`, arithmetic of `OFFERED` (`numbers`: the constants above it that are numbers; `aliases`:
     the imports above it; `bound`: every name bound above it, where `float` must not be), or Unfit saying why not."""
     if sum(1 for _ in zip(range(NODES + 1), ast.walk(node), strict=False)) > NODES:
@@ -41,48 +51,63 @@ def value(node: ast.expr, numbers: dict[str, int | float], aliases: dict[str, st
     return _value(node, numbers, {a for a, m in aliases.items() if m == "math"}, "float" in bound)
 
 
-def _value(node: ast.expr, numbers: dict, maths: set[str], shadowed: bool) -> int | float:
+def _value(node: ast.expr, numbers: dict[str, Number], maths: set[str], shadowed: bool) -> Number:
     if isinstance(node, ast.Constant):
-        return _fit(node.value, "a literal")
+        return Number(_fit(node.value, "a literal"))
     if isinstance(node, ast.Name):
         if node.id not in numbers:
             raise Unfit(f"{node.id} is not a number defined above it; it may use {OFFERED}")
-        return _fit(numbers[node.id], node.id)
+        return Number(_fit(numbers[node.id].value, node.id), numbers[node.id].constexpr)
     if isinstance(node, ast.Attribute):
         names = chain(node).split(".")
         if len(names) != 2 or names[0] not in maths or names[1] not in VALUES:
             raise Unfit(f"{chain(node) or '.' + node.attr} is not a number it may use; it may use {OFFERED}")
-        return VALUES[names[1]]
+        return Number(VALUES[names[1]])
     if isinstance(node, ast.UnaryOp) and type(node.op) in SIGNS:
-        return _fit(SIGNS[type(node.op)](_value(node.operand, numbers, maths, shadowed)), "its value")
+        operand = _value(node.operand, numbers, maths, shadowed)
+        return Number(_fit(SIGNS[type(node.op)](operand.value), "its value"), operand.constexpr)
     if isinstance(node, ast.BinOp) and type(node.op) in OPERATORS:
         left, right = (_value(n, numbers, maths, shadowed) for n in (node.left, node.right))
-        if isinstance(node.op, ast.Pow) and type(left) is type(right) is int and abs(left) > 1 and right > 64:
-            raise Unfit(f"{left} ** {right} is past ±2**64")
-        return _fit(_computed(OPERATORS[type(node.op)], left, right), "its value")
+        a, b = left.value, right.value
+        if isinstance(node.op, ast.Pow) and type(a) is type(b) is int and abs(a) > 1 and b > 64:
+            raise Unfit(f"{a} ** {b} is past ±2**64")
+        if isinstance(node.op, ast.Mod) and right.constexpr and not left.constexpr:
+            raise Unfit("Python raises TypeError computing it: a number % a tl.constexpr (it has no __rmod__)")
+        number = _fit(_computed(OPERATORS[type(node.op)], a, b), "its value")
+        return Number(number, left.constexpr or right.constexpr)
     if isinstance(node, ast.Call):
-        return _call(node, numbers, maths, shadowed)
+        return Number(_call(node, numbers, maths, shadowed))
     what = type(node.op).__name__ if isinstance(node, ast.BinOp | ast.UnaryOp) else type(node).__name__
     raise Unfit(f"it holds a {what}; it may use {OFFERED} and + - * / // % ** and a sign")
 
 
-def _call(node: ast.Call, numbers: dict, maths: set[str], shadowed: bool) -> int | float:
+def _call(node: ast.Call, numbers: dict[str, Number], maths: set[str], shadowed: bool) -> int | float:
     """math.log/log2/sqrt/exp of numbers, or the builtin float() of a short string or a number."""
     names = chain(node.func).split(".")
     if node.keywords:
         raise Unfit("a call with a keyword")
     if names == ["float"] and not shadowed and len(node.args) == 1:
         (arg,) = node.args
-        text = isinstance(arg, ast.Constant) and isinstance(arg.value, str)
-        if text and len(arg.value) > FLOAT_TEXT:
-            raise Unfit(f"float() of a string of more than {FLOAT_TEXT} characters")
-        return _computed(float, arg.value if text else _value(arg, numbers, maths, shadowed))
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            if len(arg.value) > FLOAT_TEXT:
+                raise Unfit(f"float() of a string of more than {FLOAT_TEXT} characters")
+            return _computed(float, arg.value)
+        return _computed(float, *_plain("float()", [arg], numbers, maths, shadowed))
     if len(names) == 2 and names[0] in maths and names[1] in FUNCTIONS:
         function, most = FUNCTIONS[names[1]]
         if not 1 <= len(node.args) <= most:
             raise Unfit(f"math.{names[1]} of {len(node.args)} numbers")
-        return _fit(_computed(function, *(_value(a, numbers, maths, shadowed) for a in node.args)), "its value")
+        return _fit(_computed(function, *_plain(f"math.{names[1]}", node.args, numbers, maths, shadowed)), "its value")
     raise Unfit(f"it calls {chain(node.func) or 'an expression'}; it may call math.log, log2, sqrt, exp and float")
+
+
+def _plain(what: str, args: list[ast.expr], numbers: dict[str, Number], maths: set[str], shadowed: bool) -> list:
+    """The numbers `args` hold, as a call converting them to a float takes them, or Unfit where Python would not."""
+    found = [_value(a, numbers, maths, shadowed) for a in args]
+    if any(n.constexpr and type(n.value) is float for n in found):
+        raise Unfit(f"Python raises TypeError computing it: {what} of a tl.constexpr holding a float (it has no "
+                    "__float__); write the number itself")  # fmt: skip
+    return [n.value for n in found]
 
 
 def _computed(function, *args) -> int | float:
