@@ -4,7 +4,8 @@ stay refused because the GPU compiler and the interpreter would disagree on them
 Taken: a local `NAME: tl.constexpr = ` a value known when compiled (Triton's tutorial: `MASK_BLOCK_M1:
 tl.constexpr = BLOCK_M1 // BLK_SLICE_FACTOR`; a step that counts down, `STEP: tl.constexpr = -BLOCK_N`),
 a tensor's `.type` (a dtype, pointer or block type: `O.type.element_ty`), `tl.tensor` as a parameter's
-annotation, and the hint `tl.max_constancy`.
+annotation, the hint `tl.max_constancy`, and a module constant made by arithmetic (`arithmetic`). Still
+refused, with the reason: `del`, which Triton's compiler does not compile.
 """
 
 import importlib.util
@@ -16,6 +17,7 @@ from grading_submissions import triton_kernels as kernels
 from sim.core.errors import InputError
 from sim.grading import grader, spec
 from sim.grading.triton import allowlist
+from sim.grading.triton import grade as triton_grade
 
 TRITON = pytest.mark.skipif(
     importlib.util.find_spec("triton") is None,
@@ -120,3 +122,75 @@ def test_the_master_written_as_helper_110_s_honest_kernels_wrote_it_scores_full_
     assignment = spec.load(kernels.MASTER)
     (report,) = grader.grade(assignment, [path], seed=5, jobs=1)
     assert report.score == report.max_score == 100, [t.feedback for t in report.tests if t.status != "passed"]
+
+
+ARITHMETIC = (  # helper 110's RCP_LN2 = tl.constexpr(1.0 / 0.6931471805599453), and math's
+    ("import triton\n", "import math\n\nimport triton\n"),
+    ("LOG2E = tl.constexpr(1.4426950408889634)", "LOG2E = tl.constexpr(1.0 / 0.6931471805599453)"),
+    ("LN2 = tl.constexpr(0.6931471805599453)", "LN2 = tl.constexpr(1 / math.log2(math.e))"),
+)
+
+
+@TRITON
+def test_the_master_with_its_constants_made_by_arithmetic_grades_as_the_master(tmp_path):
+    text = kernels.MASTER.read_text()
+    for old, new in ARITHMETIC:
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    (path := tmp_path / "arithmetic.py").write_text(text)
+    (master := tmp_path / "master.py").write_text(kernels.MASTER.read_text())
+    graded = grader.grade(spec.load(kernels.MASTER), [master, path], seed=5, jobs=1)
+    tests = [[(t.name, t.status, t.points, t.hbm_bytes) for t in report.tests] for report in graded]
+    assert tests[0] == tests[1] and graded[1].score == graded[1].max_score == 100, [t.feedback for t in graded[1].tests]
+
+
+DEL = (
+    "Triton's compiler does not compile `del` (unsupported AST node type: Delete); drop it: a GPU frees a tile after "
+    "its last use, and so does the SRAM count (`liveness`)"
+)
+
+
+@pytest.mark.parametrize(
+    "body, line",
+    [
+        ("    x = i * 2\n    del x", 8),  # helper 110's p11: a tile after its last use
+        ("    del X", 7),  # an argument
+        ("    x = i\n    y = x\n    del x, y", 9),
+        ("    del X[0]", 7),
+        ("    del X.dtype", 7),
+        ("    for j in range(n):\n        x = j\n        del x", 9),
+    ],
+)
+def test_del_is_refused_in_one_line_saying_why(body, line):
+    with pytest.raises(InputError) as refused:
+        allowlist.check(HEADER + KERNEL.format(body))
+    assert str(refused.value) == f"kernel file line {line}: {DEL}"
+
+
+@TRITON
+def test_the_reason_del_is_refused_holds_triton_s_compiler_has_no_del(tmp_path, monkeypatch):
+    """The reference the refusal rests on: Triton's code generator has no visit_Delete (3.9)."""
+    import triton
+    from triton.backends.compiler import GPUTarget
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    monkeypatch.setenv("TRITON_DEFAULT_FP_FUSION", "1")  # (as the compile check sets it)
+    (path := tmp_path / "with_del.py").write_text(HEADER + KERNEL.format("    x = i * 2\n    del x"))
+    module_spec = importlib.util.spec_from_file_location("with_del", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    signature = {"X": "*fp32", "Y": "*fp32", "n": "i32", "B": "constexpr"}
+    source = triton.compiler.ASTSource(fn=module.k, signature=signature, constexprs={"B": 16})
+    with pytest.raises(triton.compiler.CompilationError, match="unsupported AST node type: Delete"):
+        triton.compile(source, target=GPUTarget("cuda", 90, 32), options={"num_warps": 4})
+
+
+@TRITON
+def test_the_master_with_a_del_is_refused_before_it_runs_naming_the_line(tmp_path):
+    old = "        V_j = tl.load(V + keys[:, None] * d + cols[None, :], mask=kv, other=0.0)\n"
+    text = kernels.MASTER.read_text()
+    assert text.count(old) == 1
+    (path := tmp_path / "deletes.py").write_text(text.replace(old, old + "        del K_j\n"))
+    line = text.split("\n").index(old.rstrip("\n")) + 2
+    assert triton_grade.refusal(path, spec.load(kernels.MASTER).grading) == f"refused: deletes.py line {line}: {DEL}"

@@ -140,11 +140,15 @@ WALKS = {  # the K/V blocks walked from the last down, the step kept in several 
     "min of constants": ("", "range(top, -1, min(-BLOCK_N, -1))"),  # a constexpr: the compiler counts it down
     # helper 110: a local the annotation makes a constexpr, as Triton's tutorial writes one; counted down on sm_90
     "in a constexpr local": ("    STEP: tl.constexpr = -BLOCK_N\n", "range(top, -1, STEP)"),
+    # helper 112: a module constant made by arithmetic is a constexpr global; the compiler counts it down
+    "by a module constant": ("", "range(top, -1, DOWN * BLOCK_N)"),
 }
+DOWN = "DOWN = tl.constexpr(1 - 2)\n"  # the module constant the walk "by a module constant" reads
 COUNTED_DOWN = (
     "in the for",
     "min of constants",
     "in a constexpr local",
+    "by a module constant",
 )  # the walks a GPU runs as the interpreter does
 
 
@@ -154,7 +158,10 @@ def walks_down(folder: Path, how: str) -> Path:
     before, loop = WALKS[how]
     top = "    top = ((hi + BLOCK_N - 1) // BLOCK_N - 1) * BLOCK_N\n"
     name = "walks_down_" + "".join(c if c.isalnum() else "_" for c in how)
-    return edit(folder, name, "    for start in range(0, hi, BLOCK_N):", f"{top}{before}    for start in {loop}:")
+    path = edit(folder, name, "    for start in range(0, hi, BLOCK_N):", f"{top}{before}    for start in {loop}:")
+    if "DOWN" in loop:
+        path.write_text(path.read_text().replace("\nGRADING = {", f"\n{DOWN}\nGRADING = {{", 1))
+    return path
 
 
 def rounds_p(folder: Path) -> Path:

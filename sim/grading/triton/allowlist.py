@@ -1,18 +1,21 @@
 """What a kernel file may contain, checked on its syntax tree before any of it runs.
 
-A kernel file holds imports of `triton`, `triton.language` and `math`, literal constants (the
-assignment's GRADING and TESTS among them), and `@triton.jit` functions written in Triton's
-language: names of `tl`, the tensors' own methods, a few builtins, literals. Nothing else — no
-other module, no dunder, no `.handle` (the interpreter's raw arrays and pointers), no
-`constexpr_function`, no store into a subscript or attribute, no float()/int()/bool() but of a
-literal — because Triton's interpreter runs a kernel as ordinary Python, and the compile check
-(`compile_check`) sees only the branches its case takes.
+A kernel file holds imports of `triton`, `triton.language` and `math`, constants (literals, the
+assignment's GRADING and TESTS among them, or arithmetic of numbers: `arithmetic`), and
+`@triton.jit` functions written in Triton's language: names of `tl`, the tensors' own methods, a
+few builtins, literals. Nothing else — no other module, no dunder, no `.handle` (the interpreter's
+raw arrays and pointers), no `constexpr_function`, no store into a subscript or attribute, no
+float()/int()/bool() but of a literal, no `del` (Triton's compiler has no `del`) — because Triton's
+interpreter runs a kernel as ordinary Python, and the compile check (`compile_check`) sees only the
+branches its case takes.
 """
 
 import ast
 from collections import Counter
 
 from sim.core.errors import InputError
+from sim.grading.triton import arithmetic
+from sim.grading.triton.arithmetic import Number, Unfit
 from sim.grading.triton.vocabulary import BUILTINS, refusal
 from sim.grading.triton.vocabulary import chain as _chain
 
@@ -34,6 +37,8 @@ def check(source: str, where: str = "kernel file") -> set[str]:
         nul = source.find("\0")
         line = getattr(e, "lineno", None) or (source[:nul].count("\n") + 1 if nul >= 0 else 1)
         raise InputError(f"{where} line {line}: {getattr(e, 'msg', None) or e}") from None
+    except (MemoryError, RecursionError):  # 3,000 signs or terms in a row: the parser's stack, no line said
+        raise InputError(f"{where} line ?: nested too deeply for Python's parser") from None
     aliases, constants, kernels = _module(tree, where)
     _once(tree, where)
     mutable = {n.id for node in tree.body if isinstance(node, ast.Assign) and _mutable(node.value)
@@ -69,7 +74,7 @@ def _refuse(node: ast.AST, where: str, what: str):
 
 def _module(tree: ast.Module, where: str) -> tuple[dict[str, str], set[str], list[ast.FunctionDef]]:
     """The module's imports (alias → module), constants and kernels; anything else is refused."""
-    aliases, constants, kernels = {}, set(), []
+    aliases, constants, kernels, numbers = {}, set(), [], {}
     for i, node in enumerate(tree.body):
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and i == 0:
             continue  # the docstring
@@ -90,9 +95,13 @@ def _module(tree: ast.Module, where: str) -> tuple[dict[str, str], set[str], lis
             targets = node.targets
             if not all(isinstance(t, ast.Name) and not _dunder(t.id) for t in targets):
                 _refuse(node, where, "only a NAME = literal assignment may stand outside a kernel")
-            if not _literal(node.value, aliases):
-                _refuse(node, where, "a constant outside a kernel must be a literal (or tl.constexpr of one)")
+            try:
+                number = _constant(node.value, aliases, numbers, set(aliases) | constants | {k.name for k in kernels})
+            except Unfit as e:
+                _refuse(node, where, f"a constant outside a kernel must be a literal or arithmetic of numbers (or "
+                        f"tl.constexpr of one): {e}")  # fmt: skip
             constants |= {t.id for t in targets}
+            numbers |= dict.fromkeys((t.id for t in targets), number) if number is not None else {}
         elif isinstance(node, ast.FunctionDef):
             if not _is_jit(node, aliases):
                 _refuse(node, where, f"{node.name} must be a @triton.jit function (and nothing else may decorate it)")
@@ -102,15 +111,21 @@ def _module(tree: ast.Module, where: str) -> tuple[dict[str, str], set[str], lis
     return aliases, constants, kernels
 
 
-def _literal(node, aliases: dict[str, str]) -> bool:
-    """A literal (numbers, strings, lists, tuples, dicts of them, signed), or tl.constexpr(literal)."""
-    if isinstance(node, ast.Call) and _chain(node.func) in _constexpr(aliases):
-        return len(node.args) == 1 and not node.keywords and _literal(node.args[0], aliases)
+def _constant(node, aliases: dict[str, str], numbers: dict, bound: set[str]) -> Number | None:
+    """A module constant's value where it is a number, else None: a literal (numbers, strings, lists, tuples, dicts
+    of them, signed), or arithmetic of numbers (`arithmetic`; `numbers`, `bound`: the constants and names above it),
+    or tl.constexpr of either; Unfit where it is neither."""
+    wrapped = False
+    while isinstance(node, ast.Call) and _chain(node.func) in _constexpr(aliases):
+        if len(node.args) != 1 or node.keywords:
+            raise Unfit("tl.constexpr() takes one value")
+        node, wrapped = node.args[0], True
     try:
-        ast.literal_eval(node)
-    except ValueError:
-        return False
-    return True
+        literal = ast.literal_eval(node)
+    except (ValueError, TypeError):  # TypeError: {[1]: 2}, a key unhashable
+        number = arithmetic.value(node, numbers, aliases, bound)
+        return Number(number.value, number.constexpr or wrapped)
+    return Number(literal, wrapped) if type(literal) in (int, float) else None
 
 
 def _constexpr(aliases: dict[str, str]) -> set[str]:
@@ -157,6 +172,9 @@ def _kernel(fn: ast.FunctionDef, aliases: dict[str, str], names: set[str], where
     for node in ast.walk(fn):
         if node is fn:
             continue
+        if isinstance(node, ast.Delete):
+            _refuse(node, where, "Triton's compiler does not compile `del` (unsupported AST node type: Delete); "
+                    "drop it: a GPU frees a tile after its last use, and so does the SRAM count (`liveness`)")  # fmt: skip
         if isinstance(node, FORBIDDEN):
             _refuse(node, where, f"a kernel may not use {type(node).__name__} (Triton's language only)")
         if isinstance(node, ast.Raise):
