@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import sim
 from sim.algorithms import registry
-from sim.api import gradient_tolerance
+from sim.api import gradient_tolerance, reference
 from sim.api.inputs import random_inputs
 from sim.cli import app
 from sim.lab import report
@@ -236,3 +236,59 @@ def test_an_output_holding_nan_is_outside_every_bound():
     result.output[0, 0, 17, 2] = np.nan  # one element of the second block of rows
     check = report.output_check(result, q, k, v)
     assert np.isnan(check["max_abs_err"]) and check["tolerance"]["within"] is False
+
+
+def test_standard_attention_s_stores_below_fp16_s_normal_range_are_in_the_bound():
+    """Helper 114: N = 1 against 20,000 keys makes every P and dS entry subnormal in fp16, each store off by up to
+    2⁻²⁵ absolutely where the bound had allowed u relative: dK outside (✗, exit 1) on a correct run. An
+    implementation exact but for its fp16 stores of P, dP, dS and the gradients (float64 here) lies within the
+    bound, and so does the simulator."""
+    q, k, v = random_inputs(1, 1, 1, 20000, 1, "fp16", 116)  # `run --algo standard --n 1 --nk 20000 --d 1 --seed 116`
+    do = np.random.default_rng(117).standard_normal(q.shape).astype(q.dtype)
+    result = sim.run("standard", q, k, v, scale=2.0)
+    check = verdict(result, report.output_check(result, q, k, v), do, sim.backward(result, do))
+    Q, K, V, dO = (x[0, 0].astype(np.float64) for x in (q, k, v, do))
+    fp16 = lambda x: x.astype(np.float16).astype(np.float64)  # noqa: E731
+    S = 2.0 * Q @ K.T
+    P = np.exp(S - S.max()) / np.exp(S - S.max()).sum()
+    dP = dO @ V.T
+    dS = P * (dP - (P * dP).sum())
+    P_, dP_ = fp16(P), fp16(dP)
+    dS_ = fp16(P_ * (dP_ - (P_ * dP_).sum()))
+    exact = {"dq": 2.0 * dS @ K, "dk": 2.0 * dS.T @ Q, "dv": P.T @ dO}
+    stored = {"dq": fp16(2.0 * dS_ @ K), "dk": fp16(2.0 * dS_.T @ Q), "dv": fp16(P_.T @ dO)}
+    assert (np.abs(dS) < 2.0**-14).all()
+    for name in ("dq", "dk", "dv"):
+        assert np.abs(stored[name] - exact[name]).max() <= check["tolerance"]["bound"][name], name
+    assert check["tolerance"]["within"] is True
+    assert flashsim("run", "--algo", "standard", "--n", 1, "--nk", 20000, "--d", 1, "--seed", 116, "--scale", 2,
+                    "--backward").exit_code == 0  # fmt: skip
+
+
+def test_a_gradient_past_fp16_s_range_stored_as_inf_is_as_rounding_makes_it():
+    """Helper 114: two fp16 keys tied at d = 1 keep P at ½ each at any τ, and at τ = 5000 their exact |dK| is 75,178,
+    which fp16 holds only as ±inf (from 65,520 a store rounds there): the run's ±inf were a ✗ on a correct run. Such
+    entries are counted apart; an inf where the exact gradient is finite and small stays outside."""
+    out = flashsim("run", "--n", 2048, "--d", 1, "--seed", 69, "--scale", 5000, "--backward", "--json")
+    b = json.loads(out.stdout)["backward"]
+    assert out.exit_code == 0 and b["tolerance"]["within"] is True and b["past_range"] == {"dk": 2}
+    q, k, v = random_inputs(1, 1, 2048, 2048, 1, "fp16", 69)
+    do = np.random.default_rng(70).standard_normal(q.shape).astype(q.dtype)
+    _, dk, _ = reference.attention_backward(*(x.astype(np.float64) for x in (q, k, v, do)), scale=5000.0)
+    assert int((np.abs(dk) >= 65520).sum()) == 2  # the float64 reference's own
+    shown = " ".join(flashsim("run", "--n", 2048, "--d", 1, "--seed", 69, "--scale", 5000, "--backward").stdout.split())
+    assert "2 past fp16's range stored as ±inf" in shown
+    result, forward, do, grads = forward_and_backward("flash2", "fp16", False, 64, 64, 8)
+    wrong = dataclasses.replace(grads, dk=grads.dk.copy())
+    wrong.dk[0, 0, 3, 1] = np.inf
+    assert verdict(result, forward, do, wrong)["tolerance"]["each"] == {"dq": True, "dk": False, "dv": True}
+
+
+def test_no_verdict_where_the_bound_would_pass_any_output_and_the_run_says_why():
+    """Helper 114: at --scale 1e36 the forward was ✓ against 4.80, about 2·max|V|, which any mix of V's rows meets,
+    right or wrong; the gradients then had no bound and did not say why."""
+    out = json.loads(flashsim("run", "--n", 16, "--d", 4, "--scale", 1e36, "--backward", "--json").stdout)
+    assert out["tolerance"]["within"] is None and out["tolerance"]["formula"].startswith("no bound: at score scale")
+    assert out["backward"]["tolerance"] is None and out["backward"]["no_bound"] == "the forward has none"
+    shown = flashsim("run", "--n", 16, "--d", 4, "--scale", 1e36, "--backward").stdout
+    assert "gradients: no bound stated: the forward has none" in shown and "✓" not in shown

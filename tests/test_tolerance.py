@@ -25,7 +25,13 @@ def test_every_algorithm_passes_its_own_verdict(algo, dtype, scale, n):
     assert result.exit_code == 0, result.output
     out = json.loads(result.stdout)
     tol = out["tolerance"]
-    assert tol["within"] is True and out["max_abs_err"] <= tol["bound"]
+    if tol["within"] is None:  # standard attention stores S: rounded by u·|S| ≥ ln 3 / 2, any weight may move
+        u = {"fp16": 2.0**-11, "bf16": 2.0**-8}[dtype]
+        q, k, _ = (x.astype(np.float64) for x in random_inputs(1, 1, n, n, 32, dtype, 0))  # the run's, seed 0
+        s_max = float(np.abs(float(scale) * q[0, 0] @ k[0, 0].T).max())
+        assert algo == "standard" and 2 * u * s_max >= np.log(3) and tol["formula"].startswith("no bound: at score")
+    else:
+        assert tol["within"] is True and out["max_abs_err"] <= tol["bound"]
 
 
 def test_the_printed_bound_is_the_compared_one():
@@ -49,3 +55,17 @@ def test_an_output_moved_past_the_bound_fails(algo, dtype):
     bad = report.output_check(result, q, k, v)
     assert bad["tolerance"]["within"] is False
     assert bad["max_abs_err"] == pytest.approx(1.01 * bound, rel=1e-9)
+
+
+def test_the_chip_s_exp_is_within_half_an_ulp_as_the_bounds_take_it():
+    """Helper 114: NumPy's float32 exp erred by 2.4 ulps (3.4w relative) at x = −62.03 on an AVX-512 CPU, where
+    step 1 of the bound takes each exp within one ulp; the chip's (and the grader's chip's) exp rounds float64's."""
+    from sim.grading.proxy import ProxyChip
+    from sim.machine.memory import rounded_exp
+
+    x = np.concatenate([np.float32([-62.03, -87.3, 0.0, 88.7]), np.random.default_rng(0).uniform(-87, 88, 10**6)])
+    x = x.astype(np.float32)
+    exact = np.exp(x.astype(np.float64))
+    for got in (rounded_exp(x), ProxyChip(None, 1024, {}).exp(x)):
+        assert got.dtype == np.float32
+        assert (np.abs(got.astype(np.float64) - exact) <= np.spacing(got).astype(np.float64) / 2).all()

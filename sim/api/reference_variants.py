@@ -39,10 +39,24 @@ def backward_scales(q, k, v, do, *, causal=False, window=None, alibi_slopes=None
       dv     Pᵀ |do|                                   dp   |do| |v|ᵀ (bounds |dP| and the rounding of do·v)
       p_dp   rowsum(P ∘ |dP|) (bounds what D_i = rowsum(P_i ∘ dP_i) sums)
       o, s   |o| (the forward's output) and |S| (the scores, before the mask)
+      q_sum  τ·Σ_i |q_i| (a column of ones' Pᵀ|q|: what an error of TINY in each P or dS entry reaches dk with)
+      k_sum  τ·Σ_j |k_j|,  do_sum  Σ_i |do_i|  (the same for dq and dv)
     (D_i = rowsum(P_i ∘ dP_i); P ∘ (dP − D) is dS before a softcap's 1 − T², which only shrinks it)."""
     scales = dict.fromkeys(("dq", "p_k", "dk", "p_q", "dv", "dp", "p_dp", "o", "s"), 0.0)
     grads = _backward(q, k, v, do, scales, causal, window, alibi_slopes, softcap, scale)
+    tau = abs(scale_of(q, scale))
+    sums = {name: np.abs(np.asarray(x, np.float64)).sum(axis=-2) for name, x in (("q", q), ("k", k), ("do", do))}
+    scales["q_sum"] = tau * _largest_group_sum(k, sums["q"])
+    scales["k_sum"] = tau * float(sums["k"].max(initial=0.0))
+    scales["do_sum"] = _largest_group_sum(k, sums["do"])
     return grads, scales
+
+
+def _largest_group_sum(kv: np.ndarray, per_head: np.ndarray) -> float:
+    """The largest entry of a per-query-head sum (…, Hq, d) once summed over each GQA group (…, Hkv, d)."""
+    if per_head.ndim >= 2 and kv.ndim >= 3 and per_head.shape[-2] != kv.shape[-3]:
+        per_head = per_head.reshape(*per_head.shape[:-2], kv.shape[-3], -1, per_head.shape[-1]).sum(axis=-2)
+    return float(per_head.max(initial=0.0))
 
 
 def _backward(q, k, v, do, scales, causal, window, alibi_slopes, softcap, scale):

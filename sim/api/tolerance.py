@@ -9,14 +9,15 @@ Tc = ⌈Nk/Bc⌉, and σ = τ·max_i ‖q_i‖·max_j ‖k_j‖ the scale of the
 
 1. Logits: Ŝ_ij = fl(τ·fl(q_i·k_j)) is off by at most γ(d+1)·σ (Higham, Thm 3.1). The exponent S − m is
    formed with one more rounding (≤ w·|S − m| ≤ 2w·σ); a rescale e^(m_old − m_new) adds the same on its
-   difference, and those differences sum to at most 2σ along a row (m only grows); each exp (NumPy's float32
-   exp, within one ulp, 2w) and each rescaling product adds 3w, at most Tc + 1 times. So each weight e^(S−m)
+   difference, and those differences sum to at most 2σ along a row (m only grows); each exp (float64's rounded
+   to float32, `sim.machine.memory.rounded_exp`: within one ulp, 2w) and each rescaling product adds 3w, at most Tc + 1 times. So each weight e^(S−m)
    is the exact one times e^ε with |ε| ≤ E = γ(d+1)·σ + 4w·σ + 3(Tc + 1)·w. Standard attention also stores
    S and P in the storage dtype: E grows by u·(max|S| + γ(d+1)·σ) + TINY and by 2u (P's rounding, |ln(1 ± u)|
    ≤ 2u), where TINY is half the dtype's smallest subnormal: a store below its normal range rounds by up to
    that, absolutely (a stored P below it: Nk·TINY·max|V| more in step 3's A).
-2. Normalized weights p̂ = e^ε·p / Σ e^ε·p then differ from p by Σ_j |p̂_j − p_j| ≤ e^(2E) − 1, and never
-   by more than 2 + u (both sum to about 1): ρ = min(e^(2E) − 1, 2 + u).
+2. Normalized weights p̂ = e^ε·p / Σ e^ε·p then differ from p by Σ_j |p̂_j − p_j| ≤ ρ = e^(2E) − 1. Where ρ
+   reaches 2 + u no bound is stated: both sum to about 1, so the bound would be 2·max|V| or more, which any
+   weighted mix of V's rows — right or wrong — meets (helper 114: ✓ against 4.80 at --scale 1e36).
 3. Accumulating ℓ and Σ p̂·v in float32 and dividing: 2γ(L)/(1 − γ(L)) + 2w relative to max|V| (Σ p̂|v| ≤
    ℓ·max|V|), where L is the longest chain of additions: a tile's sum of Bc terms, then one per tile, L = Bc + Tc
    (standard attention sums each row of P whole: L = max(Nk, Bc + Tc)); past γ(L) ≥ 1 no bound is stated (∞).
@@ -113,7 +114,11 @@ def tolerance(
         return Tolerance(math.inf, f"no bound: S past {dtype}'s range")  # its stored S: ±inf, then NaN
     E = weight_error(algorithm, dtype, d=d, nk=nk, block_cols=block_cols, sigma=sigma, s_max=s_max, softcap=softcap,
                      alibi=alibi)  # fmt: skip
-    rho = 2 + u if 2 * E > 1 else min(expm1(2 * E), 2 + u)
+    if 2 * E >= math.log(3 + u):  # ρ at its cap: a bound of 2·max|V| or more, which any mix of V's rows meets
+        return Tolerance(
+            math.inf, f"no bound: at score scale σ = {sigma:.3g} the scores' rounding may move every weight"
+        )
+    rho = expm1(2 * E)
     g = gamma(
         max(nk, block_cols + Tc) if algorithm == "standard" else block_cols + (2 if algorithm == "ring" else 1) * Tc
     )

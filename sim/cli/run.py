@@ -139,6 +139,9 @@ def simulate(
                 grads, grad_check = run_backward(work, result, seed, back, forward_bound)
             summary["backward"] = training.backward_report(grads, grad_check and grad_check["max_abs_err"])
             summary["backward"]["tolerance"] = grad_check and grad_check["tolerance"]
+            summary["backward"] |= {
+                key: grad_check[key] for key in gradient_tolerance.NOTES if grad_check and key in grad_check
+            }
             summary["forward_backward"] = training.split(result, grads)
         summary["machine"] = report.below_hbm(result)
     if not emit_json(summary, as_json, indent=None):

@@ -216,6 +216,7 @@ def report(algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backwar
             summary["backward"] = dict(
                 hbm_bytes=grads.hbm_bytes, flops=grads.flops, block_rows=grads.block_rows, block_cols=grads.block_cols,
                 max_abs_err=check["max_abs_err"], tolerance=check["tolerance"],
+                **{key: check[key] for key in gradient_tolerance.NOTES if key in check},
             )  # fmt: skip
             if check["tolerance"] and not check["tolerance"]["within"]:
                 verdict = False
@@ -255,7 +256,11 @@ def table(r: dict) -> Table:
         tol = b["tolerance"]
         for name in ("dq", "dk", "dv"):
             said = f"{'within' if tol['each'][name] else 'OUTSIDE'} {tol['bound'][name]:.3g}" if tol else "vs float64"
+            past = b.get("past_range", {}).get(name)
+            said += f" ({count(past)} past {r['dtype']}'s range: ±inf, as the exact values round)" if past else ""
             out.add_row(f"max |{name} − float64|", f"{b['max_abs_err'][name]:.3g}", said)
+        if b.get("no_bound"):
+            out.add_row("gradients: no bound stated", "", b["no_bound"])
     return out
 
 

@@ -65,7 +65,13 @@ def gradient_lines(report: dict) -> list[Text]:
                     ("✗ outside", "bold red"), f" {report['dtype']} tolerance (≤ {abs_error(tol['bound'][name])})"
                 )
             )
+        past = b.get("past_range", {}).get(name)
+        if past:
+            line.append(f"; {count(past)} past {report['dtype']}'s range stored as ±inf, as the exact values round",
+                        style="dim")  # fmt: skip
         lines.append(line)
     if tol:
         lines.append(Text(f"gradient tolerance: {tol['formula']}", style="dim"))
+    elif b.get("no_bound"):
+        lines.append(Text(f"gradients: no bound stated: {b['no_bound']}", style="dim"))
     return lines
