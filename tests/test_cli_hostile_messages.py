@@ -31,6 +31,7 @@ def invoke(*args):
     (("grade", "--self-check", "/nonexistent.py"), "--self-check", "assignment:"),
     (("grade", "01", "x.py", "--jobs", 100000), "--jobs", "Traceback"),
     (("run", "--alibi", "--heads", 2**53, "--counts-only"), "--heads", "out of memory"),
+    (("run", "--scale", 1e37), "--scale", "beyond float32"),  # helper 114: 6.98e37 is inside float32's 3.4e38
 ])  # fmt: skip
 def test_a_refusal_names_the_option_at_fault_and_nothing_false(args, option, never):
     line = error_line(invoke(*args))

@@ -178,7 +178,8 @@ def check_logits(q: np.ndarray, k: np.ndarray, scale: float) -> None:
     if bound > LOGIT_LIMIT:
         most = LOGIT_LIMIT / (norms[0] * norms[1])
         raise InputError(
-            f"scale: {scale:g} lets the scores τ q·k reach {bound:.3g}, beyond float32 (the chip's arithmetic); "
+            f"scale: {scale:g} lets the scores τ q·k reach {bound:.3g}, past {LOGIT_LIMIT:g}: float32, the chip's "
+            "arithmetic, ends at 3.4e38 and needs room for S − m; "
             f"choose |scale| ≤ {at_most(most)} for these inputs"
         )
 
