@@ -17,7 +17,8 @@ What to implement
     float32 scratch in HBM that FlashAttention never needs: every byte you move through it counts.
 
 The API you may use
-    triton, triton.language as tl, math, and constants written NAME = tl.constexpr(literal):
+    triton, triton.language as tl, math, and constants written NAME = tl.constexpr(value), the
+    value a literal or arithmetic of numbers (2 * 64, 1 / math.log(2)):
     tl.program_id, tl.arange, tl.load (mask=, other=), tl.store, tl.dot, tl.trans, tl.where,
     tl.maximum, tl.max, tl.sum, tl.exp2, tl.exp, tl.log, tl.zeros, tl.full, a tensor's .to() and
     .dtype, and the rest of triton.language's kernel API. Tensor descriptors
