@@ -65,6 +65,7 @@ def test_a_packed_batch_too_large_is_refused_in_one_line_naming_it_with_hints():
     assert line.startswith("error: --seqlens: flash2 at a packed batch of 2 sequences, 65,536 rows"), line
     assert "(the longest N = 32,768)" in line and "would take about" in line, line
     assert line.endswith("try --counts-only (the closed form, at once) or fewer or shorter sequences in --seqlens")
+    assert "at a packed batch of 1 sequence, 100,000 rows" in error_line(flashsim("run", "--seqlens", 100_000, code=2))
 
 
 def test_trace_records_a_packed_batch_s_first_sequence_and_runs_the_rest(monkeypatch):

@@ -5,7 +5,7 @@ from collections import Counter
 from math import ceil
 
 from sim.cli import estimate
-from sim.core.format import count
+from sim.core.format import count, plural
 
 EXACT = 64  # distinct lengths priced as they are; with more, each is rounded up to its LEADING_BITS leading bits
 LEADING_BITS = 6  # (at most 3.2% longer), so a hostile list of 10⁵ lengths is priced in at most ~1,700 steps
@@ -45,5 +45,5 @@ def describe(config: dict, seqlens, heads: int) -> str:
     Br, Bc = config["block_rows"], config["block_cols"]
     pairs = sum(ceil(m / Br) * ceil(m / Bc) for m in seqlens)
     each = f", {count(heads)} heads each" if heads > 1 else ""
-    return (f"a packed batch of {count(len(seqlens))} sequences, {count(sum(seqlens))} rows (the longest "
+    return (f"a packed batch of {plural(len(seqlens), 'sequence')}, {count(sum(seqlens))} rows (the longest "
             f"N = {count(max(seqlens))}), d = {config['d']}{each} ({count(pairs)} tile pairs of {Br} × {Bc})")  # fmt: skip
