@@ -8,7 +8,7 @@ import sim
 from sim.algorithms import registry
 from sim.api import closed_form, gradient_tolerance
 from sim.api.inputs import configure_shape, random_inputs
-from sim.cli import estimate, options, variants
+from sim.cli import estimate, options, packed, variants
 from sim.cli.options import console, emit_json
 from sim.cli.progress import Work
 from sim.core.dtypes import DTYPES
@@ -70,24 +70,31 @@ def run_command(
     shape = dict(n=n, nk=nk or n, d=d, batch=batch, heads=heads, dtype=dtype)
 
     def cost(n, nk, d, batch, heads) -> estimate.Estimate:
-        nk = nk or n
+        nk, seqlens = nk or n, variant["seqlens"]
         forward = configure_shape(algo, False, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
                                   blocks, sram_bytes, hardware_name)  # fmt: skip
         slopes = estimate.Estimate(heads * variants.PER_SLOPE, heads * variants.SLOPE_BYTES)  # --alibi's, built first
         slopes = slopes if variant["alibi"] else estimate.Estimate()
+        closed = estimate.counting(variants.row_blocks(algo, n, heads, forward["block_rows"], **variant))
         if counts_only:
-            return slopes + estimate.counting(variants.row_blocks(algo, n, heads, forward["block_rows"], **variant))
-        share = mask.window_share(n, nk, forward["block_rows"], forward["block_cols"], causal, variant["window"])
-        listing = estimate.listing(forward).times(share)
-        scores = (variant["alibi"] + (variant["softcap"] is not None)) * variants.PER_SCORE_VARIANT * n * nk
-        definition = estimate.Estimate(scores * batch * heads * (variants.BACKWARD_VARIANT if backward else 1))
-        est = slopes + estimate.process() + listing + estimate.check(n, nk, d, batch * heads) + definition
-        if backward:
-            back = configure_shape(algo, True, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
-                                   blocks, sram_bytes, hardware_name)  # fmt: skip
-            listing = estimate.listing(back, backward=True).times(share)
-            est += listing + estimate.check(n, nk, d, batch * heads, backward=True)
-        return est
+            return slopes + closed
+        back = configure_shape(algo, True, batch * heads, n, nk, d, dtype, scale, causal, block_rows, block_cols,
+                               blocks, sram_bytes, hardware_name) if backward else None  # fmt: skip
+
+        def one(m, mk, times) -> estimate.Estimate:  # `times` sequences of m × mk, the blocks chosen for the longest
+            share = mask.window_share(m, mk, forward["block_rows"], forward["block_cols"], causal, variant["window"])
+            est = estimate.listing(forward | dict(n=m, nk=mk, heads=times * heads)).times(share)
+            scores = (variant["alibi"] + (variant["softcap"] is not None)) * variants.PER_SCORE_VARIANT * m * mk
+            est += estimate.Estimate(scores * times * heads * (variants.BACKWARD_VARIANT if backward else 1))
+            at_once = 1 if seqlens else times  # the float64 reference of a packed batch: a sequence at a time
+            est += estimate.check(m, mk, d, at_once * heads).times(times // at_once)
+            if backward:
+                est += estimate.listing(back | dict(n=m, nk=mk, heads=times * heads), backward=True).times(share)
+                est += estimate.check(m, mk, d, at_once * heads, backward=True).times(times // at_once)
+            return est
+
+        run = packed.price(one, packed.sequences(seqlens, n, nk, batch))
+        return slopes + closed + estimate.process() + run + packed.drawn(seqlens, heads, d)
 
     forward = configure_shape(algo, False, batch * heads, n, nk or n, d, dtype, scale, causal, block_rows, block_cols,
                               blocks, sram_bytes, hardware_name)  # fmt: skip
@@ -98,7 +105,9 @@ def run_command(
     hints = ([] if counts_only or not counted else ["--counts-only (the closed form, at once)"]) + (
         ["bigger blocks: a larger --hardware or --sram-bytes"] if small else []
     )
-    what = f"{algo} at {estimate.shape_of(forward)}" + ("" if counts_only else f" ({estimate.tiles(forward)})")
+    hints += ["fewer or shorter sequences in --seqlens"] if variant["seqlens"] and not counts_only else []
+    shown = estimate.shape_of(forward) if counts_only else packed.describe(forward, variant["seqlens"], heads)
+    what = f"{algo} at {shown}"
     if counts_only and walked > 1000:  # a closed form that walks its rows: say so, and how to shorten it
         what += f", its closed forms taking {count(walked)} steps over row blocks of {Br} (a mask, GQA's packed rows)"
         g = max(1, heads // (variant["kv_heads"] or heads))

@@ -7,7 +7,7 @@ from click.core import ParameterSource
 from rich.console import Console
 
 from sim.api.inputs import configure_shape
-from sim.cli import estimate, options, variants
+from sim.cli import estimate, options, packed, variants
 from sim.cli.options import console, print_json
 from sim.cli.progress import Work
 from sim.cli.run import chip_options, closed_bytes
@@ -93,12 +93,12 @@ def trace_command(
         estimate.refuse(viewing, "--load", f"the trace in {load_path!r} ({count(len(trace.steps))} steps)",
                         "a trace of a smaller run")  # fmt: skip
     else:
-        n, nk, batch = variants.shape(seqlens, n, nk, 1)
+        n, nk, _ = variants.shape(seqlens, n, nk, 1)
         toy_is_too_small = max(n, nk or n) > TOY_MAX_N or d > TOY_MAX_D  # blocks of a few rows: too many steps to watch
         if ctx.get_parameter_source("hardware_name") is ParameterSource.DEFAULT and toy_is_too_small:
             hardware_name = hardware.DEFAULT
         chip = chip_options(causal, scale, block_rows, block_cols, blocks, sram_bytes, hardware_name)
-        config = _refuse_too_much(ctx, algo, backward, n, nk, d, dtype, chip, batch * heads)
+        config = _refuse_too_much(ctx, algo, backward, n, nk, d, dtype, chip, heads, seqlens)
         variant = dict(kv_heads=kv_heads, pack_gqa=pack_gqa, window=window, alibi=alibi, softcap=softcap)
         with Work(quiet) as work:
             with work.simulating(f"recording {algo}" + " backward" * backward, closed_bytes(config, backward)):
@@ -129,24 +129,35 @@ def trace_command(
         out.print(listing.listing(view))
 
 
-def _refuse_too_much(ctx, algo, backward, n, nk, d, dtype, chip, heads: int = 1) -> dict:
-    """The run's configuration, once its recording (of `heads` heads, the first traced) is known to fit a trace,
-    the memory and the time limit."""
+def _refuse_too_much(ctx, algo, backward, n, nk, d, dtype, chip, heads: int = 1, seqlens=None) -> dict:
+    """The run's configuration, once its recording (of `heads` heads, the first traced; with `seqlens` every
+    sequence run, the first recorded) is known to fit a trace, the memory and the time limit."""
+
+    batch = len(seqlens) if seqlens else 1
 
     def configure(n, nk, d):
-        return configure_shape(algo, backward, heads, n, nk or n, d, dtype, chip["scale"], chip["causal"],
+        return configure_shape(algo, backward, batch * heads, n, nk or n, d, dtype, chip["scale"], chip["causal"],
                                chip["block_rows"], chip["block_cols"], chip["blocks"], chip["sram_bytes"],
                                chip["hardware"])  # fmt: skip
 
     def cost(n, nk, d) -> estimate.Estimate:
         config = configure(n, nk, d)
-        reference = estimate.check(n, nk or n, d, heads) if backward else estimate.Estimate()  # O, L for the backward
-        return estimate.process() + estimate.listing(config, backward=backward, record=True) + reference
+
+        def one(m, mk, times) -> estimate.Estimate:  # O, L for the backward: the reference's pace
+            reference = estimate.check(m, mk, d, times * heads) if backward else estimate.Estimate()
+            return estimate.listing(config | dict(n=m, nk=mk, heads=times * heads), backward=backward) + reference
+
+        first = seqlens[0] if seqlens else None  # a packed batch records its first sequence
+        steps = estimate.trace_steps(first or n, first or nk or n, config["block_rows"], config["block_cols"])
+        recording = estimate.Estimate(steps * estimate.PER_STEP, steps * estimate.STEP_BYTES, 0, steps)
+        run = packed.price(one, packed.sequences(seqlens, n, nk or n, 1))
+        return estimate.process() + run + recording + packed.drawn(seqlens, heads, d)
 
     config = configure(n, nk, d)
     small = config["block_rows"] * config["block_cols"] < estimate.SMALL_TILE
-    what = f"recording {algo}{' backward' * backward} at {estimate.shape_of(config)} ({estimate.tiles(config)})"
+    what = f"recording {algo}{' backward' * backward} at {packed.describe(config, seqlens, heads)}"
     hints = ["bigger blocks: a larger --hardware or --sram-bytes"] if small else []
+    hints += ["fewer or shorter sequences in --seqlens"] if seqlens else []
     estimate.guard(ctx, cost, what, hints, small, n=n, nk=nk, d=d)
     return config
 

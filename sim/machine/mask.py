@@ -8,8 +8,11 @@ position r // group of head r % group. The listings, the closed forms and the re
 """
 
 from dataclasses import dataclass
+from math import ceil
 
 import numpy as np
+
+from sim.machine.row_sums import clamped_floor_sum, first_at_least
 
 
 @dataclass(frozen=True)
@@ -94,9 +97,20 @@ def window_share(n: int, nk: int, Br: int, Bc: int, causal: bool, window) -> flo
     listing's time (`flashsim run`'s estimate refused N = 32,768 with a window of 128 as 1 min; it takes seconds)."""
     if window is None:
         return 1.0
-    rules = rule(n, nk, causal, window), rule(n, nk, causal)
-    pairs = [sum(len(r.seen_blocks((i, min(n, i + Br)), Bc)) for i in range(0, n, Br)) for r in rules]
-    return pairs[0] / max(1, pairs[1])
+    return visited(rule(n, nk, causal, window), Br, Bc) / max(1, visited(rule(n, nk, causal), Br, Bc))
+
+
+def visited(r: Rule, Br: int, Bc: int) -> int:
+    """Σ len(r.seen_blocks) over the row blocks of Br rows (a Rule of group 1): the tile pairs a run visits, in
+    O(log(N + Nk)) steps by `row_sums`' floor sums (a block loop never ended at N = 2⁵³), the ragged last block
+    taken as it is. Block i < T sees blocks ⌊lo_i / Bc⌋ … ⌊hi_i / Bc⌋, clamped to 0 … Tc − 1, with
+    lo_i = Br·i + Nk − N − left and hi_i = Br·i + Br − 1 + Nk − N + right, none from where lo_i passes the last key."""
+    T, Tc, D = ceil(r.N / Br) - 1, ceil(r.Nk / Bc), r.Nk - r.N  # blocks 0 … T − 1 hold Br rows each
+    last = len(r.seen_blocks((T * Br, r.N), Bc))
+    live = T if r.left is None else first_at_least(T, Br, D - r.left, 1, r.Nk)
+    starts = 0 if r.left is None else clamped_floor_sum(live, Br, D - r.left, Bc, 0, Tc)
+    ends = Tc * live if r.right is None else clamped_floor_sum(live, Br, Br - 1 + D + r.right + Bc, Bc, 0, Tc)
+    return ends - starts + last
 
 
 def visible(r0: int, r1: int, c0: int, c1: int, N: int, Nk: int) -> np.ndarray:
