@@ -295,3 +295,35 @@ def test_alibi_and_a_softcap_are_priced_in_the_float64_check():
             for extra in ((), ("--alibi", "--softcap", "30"))]  # fmt: skip
     plain, both = (float(re.search(r"would take about ([\d.]+) s", line).group(1)) for line in said)
     assert both - plain >= (7.3e-9 + 5.3e-9) * 12288**2 - 0.05  # at least what they cost (figures: two digits)
+
+
+def test_a_variant_run_has_the_plain_run_s_progress_bar(monkeypatch):
+    """Helper 114: a run with --kv-heads (or --window, --alibi, --softcap, --seqlens, --pack-gqa) printed nothing for
+    9.7 s; its work now runs under the plain run's bar: the forward against its closed-form bytes, the reference, the
+    backward and its check."""
+    from contextlib import contextmanager
+
+    from sim.cli import progress, variants
+
+    seen = []
+    simulating, running = progress.Work.simulating, progress.Work.running
+
+    @contextmanager
+    def recorded_simulating(self, description, total_bytes):
+        seen.append((description, total_bytes))
+        with simulating(self, description, total_bytes):
+            yield
+
+    @contextmanager
+    def recorded_running(self, description):
+        seen.append((description, None))
+        with running(self, description):
+            yield
+
+    monkeypatch.setattr(progress.Work, "simulating", recorded_simulating)
+    monkeypatch.setattr(progress.Work, "running", recorded_running)
+    assert variants.Work is progress.Work
+    args = ("run", "--n", 96, "--d", 8, "--heads", 4, "--kv-heads", 2, "--window", "20,0", "--backward", "--json")
+    out = json.loads(flashsim(*args).stdout)
+    assert [name for name, _ in seen] == ["flash2 forward", "float64 reference", "flash2 backward", "float64 gradients"]
+    assert seen[0][1] == out["closed_form"]["per_head"]["hbm_bytes"] == out["hbm_bytes"]

@@ -126,7 +126,7 @@ def simulate(
     """The run `run_command` let through: the forward (and backward), their checks and the report; the exit code."""
     if variants.given(**variant):
         return variants.report(
-            algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backward, as_json, **variant
+            algo, n, nk, d, batch, heads, dtype, chip, seed, counts_only, backward, as_json, quiet=quiet, **variant
         )
     with Work(quiet) as work:
         if counts_only:
