@@ -1,5 +1,6 @@
 """Algorithm 0 through the chip gives, bit for bit, what plain NumPy gives taking the same steps in the same order:
-S_ij = τ·Q_i K_jᵀ in float32, rounded to the storage dtype by NumPy's own astype; each row's softmax in float32; P
+S_ij = τ·Q_i K_jᵀ in float32, rounded to the storage dtype by NumPy's own astype; each row's softmax in float32 (each
+exponential float64's rounded to float32, as the chip takes it within half an ulp); P
 rounded likewise; O_i = Σ_j P_ij V_j accumulated in float32, then rounded. The simulator's speed-ups (its own fp16
 rounding in sim/machine/storage_cast.py, HBM's float32 copy kept by every write, the unmasked division) may change
 no bit of O or of the P it leaves for the backward, and no byte of its ledger (the closed form's)."""
@@ -22,7 +23,7 @@ def plain_numpy(q, k, v, Br: int, Bc: int, scale: float) -> tuple[np.ndarray, np
             Q_i, K_j = Q[r : r + Br].copy(), K[c : c + Bc].copy()  # tiles in SRAM
             S[r : r + Br, c : c + Bc] = (scale * (Q_i @ K_j.T)).astype(q.dtype)  # S in HBM
     m = S.max(axis=1)
-    P̃ = np.exp(S - m[:, None])
+    P̃ = np.exp((S - m[:, None]).astype(np.float64)).astype(np.float32)  # the chip's exp: float64's, rounded once
     P = (P̃ / P̃.sum(axis=1)[:, None]).astype(q.dtype).astype(np.float32)  # P in HBM
     O = np.empty((N, d), q.dtype)
     for r in range(0, N, Br):
