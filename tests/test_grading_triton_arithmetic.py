@@ -4,7 +4,6 @@ refused), its value computed on the syntax tree as Python computes it, and a hos
 
 import ast
 import math
-import os
 import time
 
 import pytest
@@ -19,13 +18,6 @@ HEADER = (
 )
 REFUSED = "kernel file line 8: a constant outside a kernel must be a literal or arithmetic of numbers (or tl.constexpr "
 REFUSED += "of one): "
-
-
-def interpreted(module: str):
-    """`module` of Triton, imported (or skipped) as a submission's process imports it: under TRITON_INTERPRET=1, which
-    Triton reads once (imported without it first, this process's later @triton.jit kernels would not interpret)."""
-    os.environ.setdefault("TRITON_INTERPRET", "1")
-    return pytest.importorskip(module)
 
 
 def value(text: str) -> arithmetic.Number:
@@ -145,7 +137,7 @@ EXPRESSIONS = st.recursive(
 def test_a_constant_is_taken_at_the_value_python_computes_or_refused_in_one_line(expression):
     """Taken: Python computes the same number (`eval`, run only on what was taken), a tl.constexpr where `arithmetic`
     says so; refused: one line, naming line 8."""
-    tl = interpreted("triton.language")
+    tl = pytest.importorskip("triton.language")
     try:
         allowlist.check(HEADER + f"X = {expression}\n")
     except InputError as e:
@@ -166,7 +158,7 @@ def test_a_constant_is_taken_at_the_value_python_computes_or_refused_in_one_line
 def test_a_constant_made_by_arithmetic_is_a_compile_time_step_as_a_literal_one_is():
     """constness: a module constant, arithmetic or not, is a constexpr where the `for` stands (a tl.constexpr global:
     a GPU counts it down), unless a local of the kernel shadows it."""
-    interpreted("triton")
+    pytest.importorskip("triton")
     from sim.grading.triton import loops  # (it imports Triton's interpreter)
 
     kernel = "@triton.jit\ndef k(X, n, B: tl.constexpr):\n    for i in range(n, -1, DOWN * B):\n        pass\n"

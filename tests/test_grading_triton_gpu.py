@@ -3,6 +3,7 @@ constexpr at its `for` runs no iteration there (red team 91), one whose step is 
 variable is an i32 and a block's truth elementwise (red team 106)."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ from grading_submissions import triton_kernels as kernels
 
 pytestmark = pytest.mark.gpu
 N, Nk, d, Br, Bc = 68, 46, 30, 32, 32  # ragged: the last blocks of Q and of K/V are partial
+COMPILED = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # on the GPU (conftest interprets)
 RUN = """
 import importlib.util, json, sys, torch
 spec = importlib.util.spec_from_file_location("walk", sys.argv[1])
@@ -33,7 +35,7 @@ def test_a_loop_counting_down_runs_on_a_gpu_only_with_its_step_constant_at_the_f
     pytest.importorskip("triton")
     path = kernels.walks_down(tmp_path, how)
     done = subprocess.run([sys.executable, "-c", RUN, str(path), *map(str, (N, Nk, d, Br, Bc))],
-                          capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+                          capture_output=True, text=True, env=COMPILED, timeout=300, check=True)  # fmt: skip
     got = {k: np.array(v, dtype=np.float64) for k, v in json.loads(done.stdout).items()}
     S = got["Q"] @ got["K"].T / np.sqrt(d)  # (N, Nk), float64 from the definition
     P = np.exp(S - S.max(axis=1, keepdims=True))
@@ -73,7 +75,7 @@ def test_a_helper_s_step_counts_down_on_a_gpu_only_where_its_call_passes_a_const
     (path := tmp_path / "walks.py").write_text(SOURCE)
     names = [*REFUSED, *COUNTED]
     done = subprocess.run([sys.executable, "-c", HELPERS, str(path), str(n), str(BLOCK), *names],
-                          capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+                          capture_output=True, text=True, env=COMPILED, timeout=300, check=True)  # fmt: skip
     got = json.loads(done.stdout)
 
     def counted(step: int) -> list[float]:
@@ -116,7 +118,7 @@ def test_a_loop_variable_is_an_i32_and_a_block_s_truth_elementwise_on_a_gpu(tmp_
 
     values = json.dumps([*A.tolist(), *B.tolist()])
     done = subprocess.run([sys.executable, "-c", SEMANTICS, str(source(tmp_path)), str(rows), str(BLOCK), str(COLUMNS),
-                           values, *ELEMENTWISE], capture_output=True, text=True, timeout=300, check=True)  # fmt: skip
+                           values, *ELEMENTWISE], capture_output=True, text=True, env=COMPILED, timeout=300, check=True)  # fmt: skip
     got = json.loads(done.stdout)
     np.testing.assert_array_equal(np.array(got["arithmetic"]).reshape(2 * rows, COLUMNS), arithmetic())
     for name, expected in ELEMENTWISE.items():
@@ -134,13 +136,13 @@ def test_true_hints_compute_on_a_gpu_and_the_false_one_the_grader_refuses_misali
     hinted = kernels.edit(tmp_path, "hinted", KEYS, HINTED)
     lying = kernels.edit(tmp_path, "lying", "    i = tl.program_id(0)\n", LYING)
     shape = [str(x) for x in (N, Nk, 30, Br, Bc)]
-    done = subprocess.run([sys.executable, "-c", RUN, str(hinted), *shape], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", RUN, str(hinted), *shape], capture_output=True, text=True, env=COMPILED,
                           timeout=300, check=True)  # fmt: skip
     got = {k: np.array(v, dtype=np.float64) for k, v in json.loads(done.stdout).items()}
     S = got["Q"] @ got["K"].T / np.sqrt(30)  # (N, Nk), float64 from the definition
     P = np.exp(S - S.max(axis=1, keepdims=True))
     O = P @ got["V"] / P.sum(axis=1, keepdims=True)
     assert np.abs(got["O"] - O).max() <= 2**-10 * np.abs(O).max() + 1e-3  # fp16 inputs and O, fp32 sums
-    failed = subprocess.run([sys.executable, "-c", RUN, str(lying), *shape], capture_output=True, text=True,
+    failed = subprocess.run([sys.executable, "-c", RUN, str(lying), *shape], capture_output=True, text=True, env=COMPILED,
                             timeout=300)  # fmt: skip
     assert failed.returncode != 0 and "misaligned address" in failed.stderr, failed.stderr[-500:]
