@@ -115,13 +115,19 @@ def test_an_annotated_constexpr_local_is_a_constant_step_and_a_rebound_one_is_no
     assert loops.sites(source, "kernel") == dict(zip(at, [{"step"}, False, True], strict=True))
 
 
-@TRITON
-def test_the_master_written_as_helper_110_s_honest_kernels_wrote_it_scores_full_marks(tmp_path):
+def master_with(edits, path):
+    """The master with each (old, new) of `edits` made once (old found exactly once), written to `path`."""
     text = kernels.MASTER.read_text()
-    for old, new in HONEST:
+    for old, new in edits:
         assert text.count(old) == 1, old
         text = text.replace(old, new)
-    (path := tmp_path / "honest.py").write_text(text)
+    path.write_text(text)
+    return path
+
+
+@TRITON
+def test_the_master_written_as_helper_110_s_honest_kernels_wrote_it_scores_full_marks(tmp_path):
+    path = master_with(HONEST, tmp_path / "honest.py")
     assignment = spec.load(kernels.MASTER)
     (report,) = grader.grade(assignment, [path], seed=5, jobs=1)
     assert report.score == report.max_score == 100, [t.feedback for t in report.tests if t.status != "passed"]
@@ -136,11 +142,7 @@ ARITHMETIC = (  # helper 110's RCP_LN2 = tl.constexpr(1.0 / 0.6931471805599453),
 
 @TRITON
 def test_the_master_with_its_constants_made_by_arithmetic_grades_as_the_master(tmp_path):
-    text = kernels.MASTER.read_text()
-    for old, new in ARITHMETIC:
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    (path := tmp_path / "arithmetic.py").write_text(text)
+    path = master_with(ARITHMETIC, tmp_path / "arithmetic.py")
     (master := tmp_path / "master.py").write_text(kernels.MASTER.read_text())
     graded = grader.grade(spec.load(kernels.MASTER), [master, path], seed=5, jobs=1)
     tests = [[(t.name, t.status, t.points, t.hbm_bytes) for t in report.tests] for report in graded]
