@@ -176,7 +176,14 @@ RECURSIONS = "".join(
 CALLED = "def b(i):\n    return (i * B, min((i + 1) * B, N))\n" + "f(b(i))\n" * 10_000  # 10⁴ copies: too many, kept
 
 
-@pytest.mark.parametrize("hostile", [COUNTERS, UNROLLED, RECURSIONS, CALLED])
+CHAIN = (
+    "".join(f"def f{k}(x):\n    a = g(x)\n    f{k + 1}(h(a))\n" for k in range(3300))
+    + "def f3300(x):\n    g(x)\nf0(1)\n"
+)
+# (helpers each calling the next, each called once: each put back copied its callee's again; 400 took 22 s)
+
+
+@pytest.mark.parametrize("hostile", [COUNTERS, UNROLLED, RECURSIONS, CALLED, CHAIN])
 def test_ten_thousand_statements_of_each_rewrite_are_read_in_time(hostile):
     started = time.monotonic()
     form = normal_form.normalized(hostile)

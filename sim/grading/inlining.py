@@ -18,6 +18,7 @@ import copy
 from sim.grading.tree_edits import reads_replaced
 
 COPIES = 3000  # nodes the copies of a function's expression may add, called more than once
+INLINED = 20_000  # nodes of the bodies put back, all told (a chain of helpers each calling the next copies each again)
 
 
 def inlined(tree: ast.AST) -> set[int]:
@@ -36,7 +37,7 @@ def inlined(tree: ast.AST) -> set[int]:
             uses[n.id] = uses.get(n.id, 0) + 1
         elif isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defs:
             calls.setdefault(n.func.id, []).append(n)
-    gone = _expanded(tree, defs, calls)
+    gone, budget = _expanded(tree, defs, calls), INLINED
     for holder in reversed(nodes):  # inner bodies first: a function's calls put back before it is
         body = getattr(holder, "body", None)
         if not isinstance(body, list):
@@ -45,7 +46,9 @@ def inlined(tree: ast.AST) -> set[int]:
         for s in body:
             call = s.value if isinstance(s, ast.Assign | ast.Expr | ast.Return) else None
             made = _made(call, classes, uses)
-            if made is not None:  # C(a).m(b): C's __init__ given a, then m given b
+            size = sum(_size(t) for fn, _ in made or [] for t in fn.body)
+            if made is not None and size <= budget:  # C(a).m(b): C's __init__ given a, then m given b
+                budget -= size
                 out += [t for fn, args in made for t in _put_back(s if fn is made[-1][0] else None, fn, args, gone)]
                 gone |= {id(fn) for fn, _ in made} | {id(classes[call.func.value.func.id])}
                 continue
@@ -55,6 +58,11 @@ def inlined(tree: ast.AST) -> set[int]:
             if fn is None or uses.get(name) != 1 or call.keywords or len(call.args) != len(params) or fn is holder:
                 out.append(s)
                 continue
+            size = sum(_size(t) for t in fn.body)
+            if size > budget:
+                out.append(s)
+                continue
+            budget -= size
             out += _put_back(s, fn, call.args, gone)
             gone.add(id(fn))
         body[:] = out
