@@ -7,8 +7,9 @@ twice: 0.72). A function (or method: its first parameter is its object) the file
 which is the call, assigns it or returns it, with plain parameters and no return but its last statement, is put
 back there: its parameters assigned their arguments, then its body, then the statement's targets assigned what it
 returns; `C(a).m(b)`, C a class of plain methods made nowhere else, is C's `__init__` put back, then m. A function
-that only returns an expression, called more than once, is that expression at each call. Inner bodies go first, so
-that a function put back carries the calls put back in it. Then every statement is numbered in order (lines), so
+that only returns an expression, called more than once, is that expression at each call (COPIES nodes of copies in
+all). Inner bodies go first, so that a function put back carries the calls put back in it (INLINED nodes of bodies in
+all). Then every statement is numbered in order (lines), so
 that what follows reads the inlined body as coming after what called it.
 """
 
