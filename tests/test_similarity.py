@@ -615,6 +615,13 @@ def test_triton_s_expand_dims_and_float_infinities_have_one_spelling():
     assert normal_form.normalized(one) == normal_form.normalized(two) != "pass"
 
 
+def test_a_reshape_of_names_is_left_as_written():
+    """Helper 115: `x.reshape(n, d)` raised in the normal form (its arguments sorted as integers: None < None), so a
+    file holding one was not judged at all (33 of the files under the red teams' folders)."""
+    source = "def f(x, n, d):\n    return x.reshape(n, d) + x.reshape(-1, 1)\n"
+    assert normal_form.normalized(source) == "def f(x, n, d):\n    return x.reshape(n, d) + x[:, None]"
+
+
 PLAIN = "def f(chip, n):\n    for i in range(n):\n        a = chip.load(i)\n        chip.store(a * 2, i)\n"
 HELPER = ("def _step(chip, i):\n    a = chip.load(i)\n    chip.store(a * 2, i)\n    return None\n\n\n"
           "def f(chip, n):\n    for i in range(n):\n        _step(chip, i)\n")  # fmt: skip

@@ -1,6 +1,7 @@
 """One way to write a program, for the similarity report: parsed and printed back (one statement a line, one way to
-write each expression), with what a mechanical rewrite adds to hide a copy taken out. A compound statement becomes
-its header's work, then its bodies' statements (`if True:`, `for _ in range(1):`, `try` around each line vanish:
+write each expression), with what a mechanical rewrite adds to hide a copy taken out. A loop written as a function
+recursing on its index, a counted `while`, a loop over a generator and a loop unrolled are each a `for` first
+(`recursion`, `loops`: red team 103). A compound statement becomes its header's work, then its bodies' statements (`if True:`, `for _ in range(1):`, `try` around each line vanish:
 red team 86; `for x in [e]: pass` is `x = e`: 89); statements that compute nothing go (`pass`, an expression that
 calls nothing: red team 85's lone `_` after every line; imports, `global`, `del`, `assert`, bare annotations: 86;
 calls of idle builtins, `len(())`: 88); an assignment and an expression have one spelling (`(x := e)`, `[x] = [e]`,
@@ -13,8 +14,10 @@ program; it need not run."""
 import ast
 
 from sim.grading.inlining import inlined
+from sim.grading.loops import reshaped, unnested
 from sim.grading.namespaces import unpacked
 from sim.grading.purity import PURE_FUNCTION, PURE_MODULES, pure, pure_functions
+from sim.grading.recursion import unwound
 from sim.grading.spelling import Spelled
 from sim.grading.temporaries import LOOP, put_back
 from sim.grading.tree_edits import reads_replaced, replace
@@ -38,6 +41,8 @@ def normalized(source: str) -> str:
     modules = _imported(tree)
     tree = Spelled(modules).visit(tree)
     modules |= dict.fromkeys(pure_functions(tree, modules), PURE_FUNCTION)
+    unwound(tree)  # a function recursing on an index as its loop, then loops in one shape (red team 103)
+    reshaped(tree)
     _flatten(tree)
     made = unpacked(tree) | inlined(tree)  # locals kept in an object or a dict; functions called once (102, 103)
     _keep(tree, lambda s: id(s) not in made and not _inert(s, modules))
@@ -90,7 +95,7 @@ def _flatten(tree: ast.AST) -> None:
 def _straight(body: list[ast.stmt]) -> list[ast.stmt]:
     out: list[ast.stmt] = []
     for s in body:
-        s = _looped_comprehension(s)
+        s = unnested(_looped_comprehension(s))
         if isinstance(s, COMPOUND + TRY_STAR):
             parts = [_header(s), getattr(s, "body", []), getattr(s, "orelse", []), getattr(s, "finalbody", [])]
             parts += [h.body for h in getattr(s, "handlers", []) if not _reraises(h)]

@@ -119,7 +119,7 @@ class Spelled(ast.NodeTransformer):
                 node.args.reverse()
             return node
         if (module in self.triton and attr == "expand_dims" and len(node.args) == 2) or (
-            attr == "reshape" and len(node.args) == 2 and sorted(_ints(node.args)) == [-1, 1]
+            attr == "reshape" and len(node.args) == 2 and _ints(node.args) in ([-1, 1], [1, -1])
         ):  # tl.expand_dims(x, 1), x.reshape(-1, 1): x[:, None]; axis 0, (1, -1): x[None, :] (red team 102: 0.49)
             x, last = (
                 (node.args[0], _ints(node.args[1:]) == [1])
