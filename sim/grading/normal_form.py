@@ -1,7 +1,7 @@
 """One way to write a program, for the similarity report: parsed and printed back (one statement a line, one way to
 write each expression), with what a mechanical rewrite adds to hide a copy taken out. A loop written as a function
 recursing on its index, a counted `while`, a loop over a generator and a loop unrolled are each a `for` first
-(`recursion`, `loops`: red team 103). A compound statement becomes its header's work, then its bodies' statements (`if True:`, `for _ in range(1):`, `try` around each line vanish:
+(`recursion`, `loop_forms`: red team 103). A compound statement becomes its header's work, then its bodies' statements (`if True:`, `for _ in range(1):`, `try` around each line vanish:
 red team 86; `for x in [e]: pass` is `x = e`: 89); statements that compute nothing go (`pass`, an expression that
 calls nothing: red team 85's lone `_` after every line; imports, `global`, `del`, `assert`, bare annotations: 86;
 calls of idle builtins, `len(())`: 88); an assignment and an expression have one spelling (`(x := e)`, `[x] = [e]`,
@@ -14,7 +14,7 @@ program; it need not run."""
 import ast
 
 from sim.grading.inlining import inlined
-from sim.grading.loops import reshaped, unnested
+from sim.grading.loop_forms import reshaped, unnested
 from sim.grading.namespaces import unpacked
 from sim.grading.purity import PURE_FUNCTION, PURE_MODULES, pure, pure_functions
 from sim.grading.recursion import unwound
